@@ -1,0 +1,158 @@
+//! What a model can do, what it costs, and where it runs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::response::Price;
+
+/// Where a model runs: in this process / on this machine, or at a cloud vendor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Locality {
+    /// On this machine (no data leaves it).
+    Local,
+    /// At a cloud vendor.
+    Cloud {
+        /// The vendor, e.g. `openai`.
+        vendor: String,
+        /// The region the data is processed in, when known (e.g. `us`, `eu`, `cn`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        region: Option<String>,
+    },
+}
+
+impl Locality {
+    /// A cloud vendor without a known region.
+    pub fn cloud(vendor: impl Into<String>) -> Self {
+        Locality::Cloud {
+            vendor: vendor.into(),
+            region: None,
+        }
+    }
+
+    /// A cloud vendor in a region.
+    pub fn cloud_in(vendor: impl Into<String>, region: impl Into<String>) -> Self {
+        Locality::Cloud {
+            vendor: vendor.into(),
+            region: Some(region.into()),
+        }
+    }
+
+    /// True for [`Locality::Local`].
+    pub fn is_local(&self) -> bool {
+        matches!(self, Locality::Local)
+    }
+}
+
+/// What a model can do.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{Capabilities, Locality, Price};
+/// let caps = Capabilities::new(128_000, 16_384)
+///     .with_tools(true)
+///     .with_vision(true)
+///     .with_price(Price::per_million(2.5, 10.0))
+///     .with_locality(Locality::cloud("openai"));
+/// assert!(caps.tools && caps.vision && caps.streaming);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Context window in tokens (prompt plus output).
+    pub context_window: u32,
+    /// Largest output the model produces, in tokens.
+    pub max_output_tokens: u32,
+    /// Tool calling.
+    pub tools: bool,
+    /// Image input.
+    pub vision: bool,
+    /// JSON output mode.
+    pub json_mode: bool,
+    /// Streaming answers.
+    pub streaming: bool,
+    /// Price, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// Where it runs.
+    pub locality: Locality,
+}
+
+impl Capabilities {
+    /// A text-only cloud model with streaming and these limits; refine with the `with_*` methods.
+    pub fn new(context_window: u32, max_output_tokens: u32) -> Self {
+        Capabilities {
+            context_window,
+            max_output_tokens,
+            tools: false,
+            vision: false,
+            json_mode: false,
+            streaming: true,
+            price: None,
+            locality: Locality::cloud("unknown"),
+        }
+    }
+
+    /// Sets tool calling.
+    pub fn with_tools(mut self, yes: bool) -> Self {
+        self.tools = yes;
+        self
+    }
+
+    /// Sets image input.
+    pub fn with_vision(mut self, yes: bool) -> Self {
+        self.vision = yes;
+        self
+    }
+
+    /// Sets JSON mode.
+    pub fn with_json_mode(mut self, yes: bool) -> Self {
+        self.json_mode = yes;
+        self
+    }
+
+    /// Sets streaming.
+    pub fn with_streaming(mut self, yes: bool) -> Self {
+        self.streaming = yes;
+        self
+    }
+
+    /// Sets the price.
+    pub fn with_price(mut self, price: Price) -> Self {
+        self.price = Some(price);
+        self
+    }
+
+    /// Sets the locality.
+    pub fn with_locality(mut self, locality: Locality) -> Self {
+        self.locality = locality;
+        self
+    }
+
+    /// The union of several models' capabilities: what a chain of them can do at best.
+    /// Locality is `Local` only when every model is local.
+    pub fn union<'a>(all: impl IntoIterator<Item = &'a Capabilities>) -> Option<Capabilities> {
+        let mut it = all.into_iter();
+        let mut acc = it.next()?.clone();
+        for c in it {
+            acc.context_window = acc.context_window.max(c.context_window);
+            acc.max_output_tokens = acc.max_output_tokens.max(c.max_output_tokens);
+            acc.tools |= c.tools;
+            acc.vision |= c.vision;
+            acc.json_mode |= c.json_mode;
+            acc.streaming |= c.streaming;
+            if acc.locality != c.locality {
+                acc.locality = if acc.locality.is_local() && c.locality.is_local() {
+                    Locality::Local
+                } else {
+                    Locality::cloud("mixed")
+                };
+            }
+            if acc.price != c.price {
+                acc.price = None;
+            }
+        }
+        Some(acc)
+    }
+}

@@ -1,0 +1,310 @@
+//! The state of one chain call: which links were tried, what failed, where to go next.
+//!
+//! Shared by `chat` and `stream`, so both walk the links by the same rules.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::ChainInner;
+use crate::capabilities::Capabilities;
+use crate::context::Context;
+use crate::error::{Disposition, Error, ErrorKind, TimeoutPhase};
+use crate::request::{ChatRequest, ContentPart, Needs};
+use crate::response::{Attempt, Provenance, Skip, SkipReason};
+use crate::tokens;
+
+/// What to do next.
+pub(crate) enum Next {
+    /// Call this link.
+    Link(usize),
+    /// End the call with this error (fail fast, cancelled).
+    Stop(Error),
+    /// No link is left: static reply or the combined error.
+    Exhausted,
+}
+
+pub(crate) struct Call {
+    tried: u64,
+    /// Links whose last error was a local refusal with a re-admission time.
+    refused: u64,
+    earliest_readmission: Option<Instant>,
+    waited: bool,
+    preferred: Option<usize>,
+    errors: Vec<Error>,
+    skipped: Vec<Skip>,
+    stop: Option<Error>,
+    deadline: Instant,
+    needs: Needs,
+    /// Cheap upper bound of prompt tokens (bytes of text), or the estimate once computed.
+    prompt_upper: u32,
+    prompt_lower: Option<u32>,
+}
+
+fn bit(i: usize) -> u64 {
+    1u64 << i
+}
+
+impl Call {
+    pub(crate) fn new(req: &ChatRequest, deadline: Instant) -> Self {
+        // Every token is at least one byte of text, so the byte count bounds the estimate from
+        // above without reading the text; the real estimate is computed only when this bound
+        // does not fit some link's window.
+        let mut upper: u64 = 3;
+        for m in &req.messages {
+            upper += u64::from(tokens::PER_MESSAGE_OVERHEAD);
+            for p in &m.content {
+                upper += match p {
+                    ContentPart::Text { text } => text.len() as u64,
+                    ContentPart::Image { .. } => u64::from(tokens::PER_IMAGE),
+                };
+            }
+            for c in &m.tool_calls {
+                upper += (c.name.len() + c.arguments.len()) as u64;
+            }
+        }
+        if !req.tools.is_empty() {
+            upper += req
+                .tools
+                .iter()
+                .map(|t| {
+                    (t.name.len() + t.description.as_ref().map_or(0, String::len)) as u64
+                        + t.parameters.to_string().len() as u64
+                })
+                .sum::<u64>();
+        }
+        Call {
+            tried: 0,
+            refused: 0,
+            earliest_readmission: None,
+            waited: false,
+            preferred: None,
+            errors: Vec::new(),
+            skipped: Vec::new(),
+            stop: None,
+            deadline,
+            needs: req.needs(),
+            prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
+            prompt_lower: None,
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<Error>, Vec<Skip>) {
+        (self.errors, self.skipped)
+    }
+
+    fn all_attempts(&self) -> Vec<Attempt> {
+        self.errors
+            .iter()
+            .flat_map(|e| e.attempts().iter().cloned())
+            .collect()
+    }
+
+    fn skip_reason(&mut self, caps: &Capabilities, req: &ChatRequest, ctx: &Context) -> Option<SkipReason> {
+        if self.needs.tools && !caps.tools {
+            return Some(SkipReason::NoTools);
+        }
+        if self.needs.vision && !caps.vision {
+            return Some(SkipReason::NoVision);
+        }
+        if self.needs.json && !caps.json_mode {
+            return Some(SkipReason::NoJson);
+        }
+        if !ctx.locality().allows(&caps.locality) {
+            return Some(SkipReason::Locality);
+        }
+        let output = req.max_tokens.unwrap_or(0).min(caps.max_output_tokens);
+        let window = caps.context_window;
+        if self.prompt_upper.saturating_add(output) > window {
+            let lower = *self
+                .prompt_lower
+                .get_or_insert_with(|| tokens::lower_bound(tokens::estimate_request(req)));
+            if lower.saturating_add(output) > window {
+                return Some(SkipReason::ContextWindow);
+            }
+        }
+        None
+    }
+
+    fn first_untried(&self, inner: &ChainInner) -> Option<usize> {
+        (0..inner.links.len()).find(|&i| self.tried & bit(i) == 0)
+    }
+
+    /// Picks the next link to call, applying skip rules; may wait once for a cooling-down link.
+    pub(crate) async fn next_link(&mut self, inner: &ChainInner, req: &ChatRequest, ctx: &Context) -> Next {
+        if let Some(e) = self.stop.take() {
+            let attempts = self.all_attempts();
+            return Next::Stop(e.with_attempts(attempts));
+        }
+        if ctx.is_cancelled() {
+            let attempts = self.all_attempts();
+            return Next::Stop(Error::cancelled().with_attempts(attempts));
+        }
+        loop {
+            if Instant::now() >= self.deadline {
+                if self.errors.last().map(Error::kind) != Some(ErrorKind::DeadlineExceeded) {
+                    self.errors.push(Error::deadline_exceeded());
+                }
+                return Next::Exhausted;
+            }
+            let candidate = self
+                .preferred
+                .take()
+                .filter(|&i| self.tried & bit(i) == 0)
+                .or_else(|| self.first_untried(inner));
+            let Some(i) = candidate else {
+                if self.wait_for_readmission(inner, ctx).await {
+                    continue;
+                }
+                return Next::Exhausted;
+            };
+            self.tried |= bit(i);
+            let link = &inner.links[i];
+            if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx) {
+                tracing::debug!(
+                    chain = %inner.id.name,
+                    link = %link.model.id().name,
+                    reason = reason.as_str(),
+                    "ripcord.link_skipped"
+                );
+                self.skipped.push(Skip {
+                    provider: link.model.id().name.clone(),
+                    reason,
+                });
+                continue;
+            }
+            return Next::Link(i);
+        }
+    }
+
+    /// Pitfall 8: when links refused only because they are cooling down and the earliest
+    /// re-admission falls within the deadline, wait for it (once) and let them be tried again.
+    async fn wait_for_readmission(&mut self, inner: &ChainInner, ctx: &Context) -> bool {
+        if !inner.wait_for_readmission || self.waited || self.refused == 0 {
+            return false;
+        }
+        let Some(at) = self.earliest_readmission else {
+            return false;
+        };
+        if at >= self.deadline {
+            return false;
+        }
+        self.waited = true;
+        tracing::debug!(chain = %inner.id.name, wait_ms = at.saturating_duration_since(Instant::now()).as_millis() as u64, "ripcord.readmission_wait");
+        if ctx
+            .sleep(at.saturating_duration_since(Instant::now()))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        self.tried &= !self.refused;
+        self.refused = 0;
+        self.earliest_readmission = None;
+        true
+    }
+
+    /// A context with a tighter deadline when the link reserves time for later links and is not
+    /// the last untried one; `None` when the call's context applies as it is.
+    pub(crate) fn attempt_context(&self, inner: &ChainInner, i: usize, ctx: &Context) -> Option<Context> {
+        let reserve = inner.links[i].reserve;
+        if reserve.is_zero() || self.first_untried(inner).is_none() {
+            return None;
+        }
+        let cut = self
+            .deadline
+            .checked_sub(reserve)
+            .unwrap_or(self.deadline)
+            .max(Instant::now());
+        Some(ctx.clone().with_deadline(cut))
+    }
+
+    /// Records a failed attempt at link `i` and decides where to go next.
+    pub(crate) fn failed(&mut self, inner: &ChainInner, i: usize, e: Error, latency: Duration, ctx: &Context) {
+        let id = inner.links[i].model.id();
+        let mut e = if e.kind() == ErrorKind::DeadlineExceeded && Instant::now() < self.deadline {
+            // The link's share of the budget ran out (a reserve for later links), not the call's.
+            Error::timeout(TimeoutPhase::Total, "the link's share of the deadline ran out")
+        } else {
+            e
+        };
+        if e.provider().is_none() {
+            e = e.with_provider(id.name.clone(), id.model.clone());
+        }
+        if e.attempts().is_empty() {
+            let a = Attempt::failure(id.name.clone(), id.model.clone(), &e, latency);
+            e = e.with_attempts(vec![a]);
+        }
+        let kind = e.kind();
+        tracing::info!(
+            chain = %inner.id.name,
+            link = %id.name,
+            error.type = kind.as_str(),
+            latency_ms = latency.as_secs_f64() * 1000.0,
+            "ripcord.link_failed"
+        );
+        match (kind, e.disposition()) {
+            (ErrorKind::DeadlineExceeded, _) => {
+                if ctx.is_cancelled() {
+                    self.stop = Some(Error::cancelled());
+                }
+                self.errors.push(e);
+            }
+            (ErrorKind::Cancelled, _) | (_, Disposition::FailFast) => self.stop = Some(e),
+            _ => {
+                if kind.is_local_refusal() {
+                    if let Some(after) = e.retry_after() {
+                        self.refused |= bit(i);
+                        let at = Instant::now() + after;
+                        self.earliest_readmission =
+                            Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
+                    }
+                }
+                self.preferred = inner
+                    .routes
+                    .iter()
+                    .find(|(k, _)| *k == kind)
+                    .map(|&(_, target)| target);
+                self.errors.push(e);
+            }
+        }
+    }
+
+    /// The provenance of an answer served by link `i`.
+    pub(crate) fn served(&mut self, inner: &ChainInner, i: usize, link: Provenance, latency: Duration) -> Provenance {
+        let id = inner.links[i].model.id();
+        let mut attempts = self.all_attempts();
+        if link.attempts.is_empty() {
+            attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+        } else {
+            attempts.extend(link.attempts);
+        }
+        let fell_back = i != 0;
+        if fell_back {
+            inner.count_fallback();
+            tracing::info!(
+                chain = %inner.id.name,
+                to = %id.name,
+                attempts = attempts.len(),
+                "ripcord.fallback_served"
+            );
+        }
+        let mut skipped = std::mem::take(&mut self.skipped);
+        skipped.extend(link.skipped);
+        Provenance {
+            served_by: Some(link.served_by.unwrap_or_else(|| Arc::clone(&id.name))),
+            attempts,
+            skipped,
+            degraded: fell_back || link.degraded,
+            static_reply: link.static_reply,
+            notice: link
+                .notice
+                .or_else(|| fell_back.then(|| inner.fallback_notice.clone()).flatten()),
+        }
+    }
+}

@@ -1,0 +1,531 @@
+//! The fallback chain: one `ChatModel` in front of an ordered list of models.
+//!
+//! # Semantics
+//!
+//! - Links are tried in order. A link is **skipped** without a call when it lacks a capability
+//!   the request needs (tools, vision, JSON), when the request's locality forbids it, or when
+//!   even the low end of the prompt's token estimate (see [`crate::tokens`]) does not fit its
+//!   window. Breakers and local rate limits are decorators around a link: they refuse at once
+//!   with `CircuitOpen` / `LocalRateLimited`, which the chain records as a refusal and moves on.
+//! - After a failure the chain asks the error's [`crate::Disposition`]: `FailFast` kinds
+//!   (content filtered, invalid request, cancelled) end the call with that error; everything
+//!   else moves on — to the link named by a per-kind route if one is configured
+//!   ([`ChainBuilder::route`]) and still untried, else to the first untried link in order.
+//!   Retries happen *inside* a link (a retry decorator), never in the chain.
+//! - One deadline covers the whole call: the earlier of the chain's own
+//!   ([`ChainBuilder::deadline`]) and the context's. Every attempt runs under it; a link may
+//!   reserve part of it for the links after it ([`ChainBuilder::reserve`]), except the last
+//!   remaining link, which always gets everything left. When the deadline passes, the chain
+//!   goes straight to the static reply, or returns `DeadlineExceeded`. Nothing waits past it.
+//! - When every remaining link refused only because it is cooling down (breaker open, limiter
+//!   exhausted) and the earliest re-admission falls within the deadline, the chain waits for it
+//!   once rather than failing at once.
+//! - The static reply is honest: it says the service is unavailable, is marked degraded and
+//!   `static_reply`, and is counted ([`Chain::stats`]).
+//! - Streaming: fallback is free until a link's first content event. After that a failure ends
+//!   the stream with the error, or — with [`StreamPolicy::Restart`] — emits
+//!   [`crate::StreamEvent::Restarted`] and streams the whole answer again from the next link.
+//!   Two models' halves are never spliced.
+//! - A `Chain` is a `ChatModel`, so chains nest.
+
+mod call;
+mod stream;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::capabilities::Capabilities;
+use crate::context::Context;
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{ChatModel, ModelId};
+use crate::request::ChatRequest;
+use crate::response::{ChatResponse, FinishReason, Provenance, Usage};
+use crate::stream::ChatStream;
+
+use call::{Call, Next};
+
+/// The default end-to-end deadline of a chain call.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
+
+/// The most links one chain may hold.
+pub const MAX_LINKS: usize = 64;
+
+/// What a streaming chain does when its link fails after content was shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StreamPolicy {
+    /// End the stream with the error (the default).
+    #[default]
+    EndWithError,
+    /// Emit `Restarted { reason }` and stream the whole answer again from the next link.
+    Restart,
+}
+
+/// The honest last-resort reply, with optional per-intent texts.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::StaticReply;
+/// let s = StaticReply::new("The assistant is unavailable right now.")
+///     .with_intent("billing", "Billing help is unavailable; please email billing@example.com.");
+/// assert_eq!(s.text_for(Some("billing")), "Billing help is unavailable; please email billing@example.com.");
+/// assert_eq!(s.text_for(Some("other")), "The assistant is unavailable right now.");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticReply {
+    default: String,
+    #[serde(default)]
+    by_intent: BTreeMap<String, String>,
+}
+
+impl StaticReply {
+    /// A static reply with this default text.
+    pub fn new(text: impl Into<String>) -> Self {
+        StaticReply {
+            default: text.into(),
+            by_intent: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a text for one intent (see [`Context::with_intent`]).
+    pub fn with_intent(mut self, intent: impl Into<String>, text: impl Into<String>) -> Self {
+        self.by_intent.insert(intent.into(), text.into());
+        self
+    }
+
+    /// The text for an intent, or the default.
+    pub fn text_for(&self, intent: Option<&str>) -> &str {
+        intent
+            .and_then(|i| self.by_intent.get(i))
+            .unwrap_or(&self.default)
+    }
+}
+
+/// Counters of a chain since it was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChainStats {
+    /// Calls made (chat and stream).
+    pub calls: u64,
+    /// Calls served by a link other than the first one tried.
+    pub fallbacks: u64,
+    /// Calls answered with the static reply.
+    pub static_replies: u64,
+    /// Calls that ended with an error.
+    pub failures: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    calls: AtomicU64,
+    fallbacks: AtomicU64,
+    static_replies: AtomicU64,
+    failures: AtomicU64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub(crate) model: Arc<dyn ChatModel>,
+    pub(crate) reserve: Duration,
+}
+
+#[derive(Debug)]
+pub(crate) struct ChainInner {
+    pub(crate) id: ModelId,
+    pub(crate) caps: Capabilities,
+    pub(crate) links: Vec<Link>,
+    pub(crate) routes: Vec<(ErrorKind, usize)>,
+    pub(crate) static_reply: Option<StaticReply>,
+    pub(crate) deadline: Duration,
+    pub(crate) stream_policy: StreamPolicy,
+    pub(crate) wait_for_readmission: bool,
+    pub(crate) fallback_notice: Option<String>,
+    counters: Counters,
+}
+
+/// A fallback chain of chat models. See the [module docs](self) for its semantics.
+///
+/// # Examples
+///
+/// ```
+/// # use async_trait::async_trait;
+/// # use ripcord_core::*;
+/// # #[derive(Debug)] struct Down(ModelId, Capabilities);
+/// # #[async_trait] impl ChatModel for Down {
+/// #   fn id(&self) -> &ModelId { &self.0 } fn capabilities(&self) -> &Capabilities { &self.1 }
+/// #   async fn chat(&self, _: &ChatRequest, _: &Context) -> Result<ChatResponse> {
+/// #     Err(Error::new(ErrorKind::Overloaded, "overloaded")) } }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<()> {
+/// let chain = Chain::builder()
+///     .link(Down(ModelId::new("primary", "gpt-4o"), Capabilities::new(128_000, 4096)))
+///     .static_reply("The assistant is busy right now; please try again in a few minutes.")
+///     .build()?;
+/// let reply = chain.chat(&ChatRequest::user("hi"), &Context::new()).await?;
+/// assert!(reply.degraded());
+/// assert_eq!(reply.served_by(), "static");
+/// assert_eq!(reply.provenance.attempts[0].error_kind, Some(ErrorKind::Overloaded));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Chain {
+    inner: Arc<ChainInner>,
+}
+
+/// Builds a [`Chain`]. Validation happens in [`ChainBuilder::build`].
+#[derive(Debug, Default)]
+pub struct ChainBuilder {
+    name: Option<String>,
+    links: Vec<Link>,
+    routes: Vec<(ErrorKind, String)>,
+    static_reply: Option<StaticReply>,
+    deadline: Option<Duration>,
+    stream_policy: StreamPolicy,
+    no_readmission_wait: bool,
+    fallback_notice: Option<String>,
+}
+
+/// Why a chain could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The chain has no link (a static reply alone is not a chain).
+    NoLinks,
+    /// More than [`MAX_LINKS`] links.
+    TooManyLinks(usize),
+    /// Two links share a name.
+    DuplicateLink(String),
+    /// A route names a link that is not in the chain.
+    UnknownRouteTarget {
+        /// The error kind routed.
+        kind: ErrorKind,
+        /// The unknown link name.
+        target: String,
+    },
+    /// The deadline is zero.
+    ZeroDeadline,
+    /// A link reserves at least the whole deadline for later links.
+    ReserveTooLarge(String),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::NoLinks => f.write_str("a chain needs at least one link"),
+            BuildError::TooManyLinks(n) => write!(f, "a chain holds at most {MAX_LINKS} links, got {n}"),
+            BuildError::DuplicateLink(n) => write!(f, "two links are named {n:?}; link names must be unique"),
+            BuildError::UnknownRouteTarget { kind, target } => {
+                write!(f, "the route for {kind} names link {target:?}, which is not in the chain")
+            }
+            BuildError::ZeroDeadline => f.write_str("the chain's deadline must be greater than zero"),
+            BuildError::ReserveTooLarge(n) => {
+                write!(f, "link {n:?} reserves the whole deadline for later links")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<BuildError> for Error {
+    fn from(e: BuildError) -> Self {
+        Error::new(ErrorKind::InvalidRequest, format!("invalid chain: {e}"))
+    }
+}
+
+impl ChainBuilder {
+    /// Names the chain (its [`ChatModel::id`]); default `"chain"`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Appends a link.
+    pub fn link(self, model: impl ChatModel + 'static) -> Self {
+        self.link_arc(Arc::new(model))
+    }
+
+    /// Appends a shared link.
+    pub fn link_arc(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.links.push(Link {
+            model,
+            reserve: Duration::ZERO,
+        });
+        self
+    }
+
+    /// Reserves `d` of the deadline for the links after the link added last: its attempts get
+    /// at most the time left minus `d` (unless it is the last link still untried).
+    pub fn reserve(mut self, d: Duration) -> Self {
+        if let Some(l) = self.links.last_mut() {
+            l.reserve = d;
+        }
+        self
+    }
+
+    /// Routes failures of `kind` to the link named `target` (when it is still untried).
+    pub fn route(mut self, kind: ErrorKind, target: impl Into<String>) -> Self {
+        self.routes.push((kind, target.into()));
+        self
+    }
+
+    /// Sets the static last-resort reply text.
+    pub fn static_reply(mut self, text: impl Into<String>) -> Self {
+        self.static_reply = Some(match self.static_reply.take() {
+            Some(s) => StaticReply {
+                default: text.into(),
+                by_intent: s.by_intent,
+            },
+            None => StaticReply::new(text),
+        });
+        self
+    }
+
+    /// Sets a static reply text for one intent. Without a default set by
+    /// [`ChainBuilder::static_reply`], the default text is a generic "unavailable" message.
+    pub fn intent_reply(mut self, intent: impl Into<String>, text: impl Into<String>) -> Self {
+        let s = self.static_reply.take().unwrap_or_else(|| {
+            StaticReply::new("The AI service is unavailable right now; please try again in a few minutes.")
+        });
+        self.static_reply = Some(s.with_intent(intent, text));
+        self
+    }
+
+    /// Sets a whole [`StaticReply`].
+    pub fn static_replies(mut self, reply: StaticReply) -> Self {
+        self.static_reply = Some(reply);
+        self
+    }
+
+    /// The end-to-end deadline of a call (default [`DEFAULT_DEADLINE`]); a context deadline that
+    /// comes earlier wins.
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.deadline = Some(d);
+        self
+    }
+
+    /// What a stream does when its link fails after content was shown.
+    pub fn stream_policy(mut self, p: StreamPolicy) -> Self {
+        self.stream_policy = p;
+        self
+    }
+
+    /// Don't wait for a cooling-down link's re-admission; fail over at once.
+    pub fn no_readmission_wait(mut self) -> Self {
+        self.no_readmission_wait = true;
+        self
+    }
+
+    /// A notice for end users attached to answers served by a fallback link.
+    pub fn fallback_notice(mut self, text: impl Into<String>) -> Self {
+        self.fallback_notice = Some(text.into());
+        self
+    }
+
+    /// Validates and builds the chain.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError`] for no links, duplicate link names, unknown route targets, a zero deadline
+    /// or a reserve as large as the deadline.
+    pub fn build(self) -> std::result::Result<Chain, BuildError> {
+        if self.links.is_empty() {
+            return Err(BuildError::NoLinks);
+        }
+        if self.links.len() > MAX_LINKS {
+            return Err(BuildError::TooManyLinks(self.links.len()));
+        }
+        let deadline = self.deadline.unwrap_or(DEFAULT_DEADLINE);
+        if deadline.is_zero() {
+            return Err(BuildError::ZeroDeadline);
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            let name = &l.model.id().name;
+            if self.links[..i].iter().any(|o| &o.model.id().name == name) {
+                return Err(BuildError::DuplicateLink(name.to_string()));
+            }
+            if l.reserve >= deadline {
+                return Err(BuildError::ReserveTooLarge(name.to_string()));
+            }
+        }
+        let mut routes = Vec::with_capacity(self.routes.len());
+        for (kind, target) in self.routes {
+            let idx = self
+                .links
+                .iter()
+                .position(|l| *l.model.id().name == *target)
+                .ok_or(BuildError::UnknownRouteTarget { kind, target })?;
+            routes.push((kind, idx));
+        }
+        let caps = Capabilities::union(self.links.iter().map(|l| l.model.capabilities()))
+            .ok_or(BuildError::NoLinks)?;
+        let name = self.name.unwrap_or_else(|| "chain".to_owned());
+        let first_model = self.links[0].model.id().model.clone();
+        Ok(Chain {
+            inner: Arc::new(ChainInner {
+                id: ModelId::new(name, first_model),
+                caps,
+                links: self.links,
+                routes,
+                static_reply: self.static_reply,
+                deadline,
+                stream_policy: self.stream_policy,
+                wait_for_readmission: !self.no_readmission_wait,
+                fallback_notice: self.fallback_notice,
+                counters: Counters::default(),
+            }),
+        })
+    }
+}
+
+impl Chain {
+    /// A builder.
+    pub fn builder() -> ChainBuilder {
+        ChainBuilder::default()
+    }
+
+    /// The links, in order.
+    pub fn links(&self) -> impl Iterator<Item = &Arc<dyn ChatModel>> {
+        self.inner.links.iter().map(|l| &l.model)
+    }
+
+    /// The chain's own deadline.
+    pub fn deadline(&self) -> Duration {
+        self.inner.deadline
+    }
+
+    /// The static reply, if configured.
+    pub fn static_reply(&self) -> Option<&StaticReply> {
+        self.inner.static_reply.as_ref()
+    }
+
+    /// Counters since the chain was built.
+    pub fn stats(&self) -> ChainStats {
+        let c = &self.inner.counters;
+        ChainStats {
+            calls: c.calls.load(Ordering::Relaxed),
+            fallbacks: c.fallbacks.load(Ordering::Relaxed),
+            static_replies: c.static_replies.load(Ordering::Relaxed),
+            failures: c.failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl ChainInner {
+    /// The effective deadline of a call starting now.
+    pub(crate) fn call_deadline(&self, ctx: &Context, now: Instant) -> Instant {
+        let own = now + self.deadline;
+        match ctx.deadline() {
+            Some(d) => d.min(own),
+            None => own,
+        }
+    }
+
+    /// Builds the static reply for a failed call, or returns the combined error.
+    pub(crate) fn static_or_error(&self, call: Call, ctx: &Context) -> Result<ChatResponse> {
+        let (errors, skipped) = call.into_parts();
+        match &self.static_reply {
+            Some(reply) => {
+                self.counters.static_replies.fetch_add(1, Ordering::Relaxed);
+                let attempts = errors.iter().flat_map(|e| e.attempts().iter().cloned()).collect();
+                let last_kind = errors.last().map(Error::kind);
+                tracing::warn!(
+                    chain = %self.id.name,
+                    last_error = last_kind.map(ErrorKind::as_str),
+                    "ripcord.static_reply"
+                );
+                Ok(ChatResponse {
+                    content: reply.text_for(ctx.intent()).to_owned(),
+                    tool_calls: Vec::new(),
+                    finish_reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                    model: "static".to_owned(),
+                    provenance: Provenance {
+                        served_by: None,
+                        attempts,
+                        skipped,
+                        degraded: true,
+                        static_reply: true,
+                        notice: None,
+                    },
+                })
+            }
+            None => {
+                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                Err(Error::exhausted(errors))
+            }
+        }
+    }
+
+    pub(crate) fn count_call(&self) {
+        self.counters.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_fallback(&self) {
+        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_failure(&self) {
+        self.counters.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.count_call();
+        let now = Instant::now();
+        let deadline = self.call_deadline(ctx, now);
+        let ctx = ctx.clone().with_deadline(deadline);
+        let mut call = Call::new(req, deadline);
+        loop {
+            let i = match call.next_link(self, req, &ctx).await {
+                Next::Link(i) => i,
+                Next::Stop(e) => {
+                    self.count_failure();
+                    return Err(e);
+                }
+                Next::Exhausted => return self.static_or_error(call, &ctx),
+            };
+            let link = &self.links[i];
+            let attempt_ctx = call.attempt_context(self, i, &ctx);
+            let started = Instant::now();
+            let result = attempt_ctx
+                .as_ref()
+                .unwrap_or(&ctx)
+                .run(link.model.chat(req, attempt_ctx.as_ref().unwrap_or(&ctx)))
+                .await;
+            match result {
+                Ok(mut resp) => {
+                    let link_prov = std::mem::take(&mut resp.provenance);
+                    resp.provenance = call.served(self, i, link_prov, started.elapsed());
+                    return Ok(resp);
+                }
+                Err(e) => call.failed(self, i, e, started.elapsed(), &ctx),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for Chain {
+    fn id(&self) -> &ModelId {
+        &self.inner.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.inner.caps
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.inner.chat(req, ctx).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        stream::open(self.inner.clone(), req, ctx).await
+    }
+}

@@ -1,0 +1,219 @@
+//! Streaming through a chain.
+//!
+//! An attempt is not over until its first content event (or its finish) has arrived: errors
+//! before that — a deferred HTTP status, a 429 sent as the first SSE event, a stream that ends
+//! at once — are the attempt's errors and go through the same classification and fallback as
+//! `chat`. At the first content event the chain *commits* to the link. After that a failure
+//! ends the stream with the error, or, under [`StreamPolicy::Restart`], announces
+//! `Restarted` and streams the whole answer again from the next link that commits.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use super::call::{Call, Next};
+use super::{ChainInner, StreamPolicy};
+use crate::context::Context;
+use crate::error::{Error, ErrorKind, Result};
+use crate::request::ChatRequest;
+use crate::response::{ChatResponse, Provenance};
+use crate::stream::{ChatStream, StreamEvent};
+
+struct Committed {
+    link: usize,
+    stream: ChatStream,
+    buffered: Vec<StreamEvent>,
+    started: Instant,
+    provenance: Provenance,
+}
+
+enum Commit {
+    Ok(Committed),
+    Stop(Error),
+    Exhausted,
+}
+
+fn truncated() -> Error {
+    Error::new(
+        ErrorKind::InvalidResponse,
+        "stream truncated: it ended without its finish event",
+    )
+}
+
+/// Walks the links until one produces its first content (or finish) event.
+async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Context) -> Commit {
+    loop {
+        let i = match call.next_link(inner, req, ctx).await {
+            Next::Link(i) => i,
+            Next::Stop(e) => return Commit::Stop(e),
+            Next::Exhausted => return Commit::Exhausted,
+        };
+        let model = &inner.links[i].model;
+        let attempt_ctx = call.attempt_context(inner, i, ctx);
+        let actx = attempt_ctx.as_ref().unwrap_or(ctx);
+        let started = Instant::now();
+        let first = actx
+            .run(async {
+                let mut stream = model.stream(req, actx).await?;
+                let mut buffered = Vec::new();
+                let mut nested = Provenance::default();
+                loop {
+                    match stream.next().await {
+                        Some(Ok(StreamEvent::Provenance { provenance })) => nested = *provenance,
+                        Some(Ok(ev)) => {
+                            let done = ev.is_content() || matches!(ev, StreamEvent::Finish { .. });
+                            buffered.push(ev);
+                            if done {
+                                return Ok((stream, buffered, nested));
+                            }
+                        }
+                        Some(Err(e)) => return Err(e),
+                        None => return Err(truncated()),
+                    }
+                }
+            })
+            .await;
+        match first {
+            Ok((stream, buffered, provenance)) => {
+                return Commit::Ok(Committed {
+                    link: i,
+                    stream,
+                    buffered,
+                    started,
+                    provenance,
+                });
+            }
+            Err(e) => call.failed(inner, i, e, started.elapsed(), ctx),
+        }
+    }
+}
+
+fn static_events(resp: ChatResponse) -> Vec<StreamEvent> {
+    let provenance = Box::new(resp.provenance);
+    vec![
+        StreamEvent::Provenance {
+            provenance: provenance.clone(),
+        },
+        StreamEvent::TextDelta { text: resp.content },
+        StreamEvent::Usage { usage: resp.usage },
+        StreamEvent::Finish {
+            reason: resp.finish_reason,
+            model: Some(resp.model),
+        },
+        StreamEvent::Provenance { provenance },
+    ]
+}
+
+pub(super) async fn open(inner: Arc<ChainInner>, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    inner.count_call();
+    let deadline = inner.call_deadline(ctx, Instant::now());
+    let ctx = ctx.clone().with_deadline(deadline);
+    let mut call = Call::new(req, deadline);
+    match commit(&inner, &mut call, req, &ctx).await {
+        Commit::Ok(c) => {
+            let restart_req = (inner.stream_policy == StreamPolicy::Restart).then(|| req.clone());
+            Ok(committed(inner, call, c, ctx, restart_req))
+        }
+        Commit::Stop(e) => {
+            inner.count_failure();
+            Err(e)
+        }
+        Commit::Exhausted => {
+            let resp = inner.static_or_error(call, &ctx)?;
+            Ok(Box::pin(futures::stream::iter(
+                static_events(resp).into_iter().map(Ok),
+            )))
+        }
+    }
+}
+
+fn committed(
+    inner: Arc<ChainInner>,
+    mut call: Call,
+    first: Committed,
+    ctx: Context,
+    restart_req: Option<ChatRequest>,
+) -> ChatStream {
+    Box::pin(async_stream::stream! {
+        let mut c = first;
+        let mut provenance = call.served(&inner, c.link, std::mem::take(&mut c.provenance), c.started.elapsed());
+        let deadline = call.deadline();
+        yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
+        for ev in std::mem::take(&mut c.buffered) {
+            yield Ok(ev);
+        }
+        loop {
+            let mut finished = false;
+            let failure = loop {
+                let next = tokio::select! {
+                    biased;
+                    () = ctx.cancellation().cancelled() => break Error::cancelled(),
+                    r = tokio::time::timeout_at(deadline, c.stream.next()) => r,
+                };
+                match next {
+                    Ok(Some(Ok(StreamEvent::Provenance { provenance: nested }))) => {
+                        // A nested chain's view; ours is emitted at the end.
+                        provenance.degraded |= nested.degraded;
+                        provenance.static_reply |= nested.static_reply;
+                    }
+                    Ok(Some(Ok(ev))) => {
+                        finished |= matches!(ev, StreamEvent::Finish { .. });
+                        yield Ok(ev);
+                    }
+                    Ok(Some(Err(e))) => break e,
+                    Ok(None) if finished => {
+                        yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance) });
+                        return;
+                    }
+                    Ok(None) => break truncated(),
+                    Err(_) => break Error::deadline_exceeded(),
+                }
+            };
+            let id = inner.links[c.link].model.id();
+            let failure = if failure.provider().is_none() {
+                failure.with_provider(id.name.clone(), id.model.clone())
+            } else {
+                failure
+            };
+            let Some(req) = restart_req.as_ref() else {
+                tracing::info!(chain = %inner.id.name, link = %id.name, error.type = failure.kind().as_str(), "ripcord.stream_failed_after_commit");
+                inner.count_failure();
+                yield Err(failure);
+                return;
+            };
+            let reason = failure.kind();
+            let message = failure.to_string();
+            call.failed(&inner, c.link, failure, c.started.elapsed(), &ctx);
+            match commit(&inner, &mut call, req, &ctx).await {
+                Commit::Ok(mut next) => {
+                    tracing::info!(chain = %inner.id.name, from = %id.name, to = %inner.links[next.link].model.id().name, "ripcord.stream_restarted");
+                    yield Ok(StreamEvent::Restarted { reason, message });
+                    provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());
+                    yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
+                    for ev in std::mem::take(&mut next.buffered) {
+                        yield Ok(ev);
+                    }
+                    c = next;
+                }
+                Commit::Stop(e) => {
+                    inner.count_failure();
+                    yield Err(e);
+                    return;
+                }
+                Commit::Exhausted => {
+                    match inner.static_or_error(call, &ctx) {
+                        Ok(resp) => {
+                            yield Ok(StreamEvent::Restarted { reason, message });
+                            for ev in static_events(resp) {
+                                yield Ok(ev);
+                            }
+                        }
+                        Err(e) => yield Err(e),
+                    }
+                    return;
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,272 @@
+//! Per-call context: deadline, cancellation, retry safety, tenant, locality and metadata.
+//!
+//! A [`Context`] travels with every call through every layer. The deadline is a
+//! `tokio::time::Instant`, so tests drive it with `tokio::time::pause`; every layer that sleeps or
+//! waits must stop at [`Context::deadline`] and when [`Context::cancellation`] fires.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::capabilities::Locality;
+use crate::error::{Error, Result};
+
+/// Where a request's data may be sent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LocalityRequirement {
+    /// Anywhere.
+    #[default]
+    Any,
+    /// Only models on this machine (e.g. for sensitive data).
+    LocalOnly,
+    /// Local models, or cloud models whose region is one of these.
+    Regions(Vec<String>),
+}
+
+impl LocalityRequirement {
+    /// True when a model at `locality` may receive the request.
+    pub fn allows(&self, locality: &Locality) -> bool {
+        match (self, locality) {
+            (LocalityRequirement::Any, _) | (_, Locality::Local) => true,
+            (LocalityRequirement::LocalOnly, Locality::Cloud { .. }) => false,
+            (LocalityRequirement::Regions(allowed), Locality::Cloud { region, .. }) => region
+                .as_ref()
+                .is_some_and(|r| allowed.iter().any(|a| a.eq_ignore_ascii_case(r))),
+        }
+    }
+}
+
+/// Priority class of a call, for bulkhead queues (higher runs first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[non_exhaustive]
+pub enum Priority {
+    /// Background work.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// Interactive, user-facing work.
+    High,
+    /// Must go first.
+    Critical,
+}
+
+/// The context of one call.
+///
+/// Cheap to create; cloning shares the cancellation token.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::{Context, LocalityRequirement};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let ctx = Context::new()
+///     .with_timeout(Duration::from_secs(10))
+///     .with_tenant("acme")
+///     .with_locality(LocalityRequirement::LocalOnly);
+/// assert!(ctx.remaining().unwrap() <= Duration::from_secs(10));
+/// assert_eq!(ctx.tenant(), Some("acme"));
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    deadline: Option<Instant>,
+    cancel: CancellationToken,
+    not_retry_safe: bool,
+    tenant: Option<Arc<str>>,
+    intent: Option<Arc<str>>,
+    idempotency_key: Option<Arc<str>>,
+    locality: LocalityRequirement,
+    priority: Priority,
+    metadata: BTreeMap<String, String>,
+}
+
+impl Context {
+    /// A context with no deadline, not cancelled, retry-safe, any locality.
+    pub fn new() -> Self {
+        Context::default()
+    }
+
+    /// Sets the deadline to `now + timeout` (tokio's clock).
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        let at = Instant::now().checked_add(timeout);
+        match at {
+            Some(at) => self.with_deadline(at),
+            None => self,
+        }
+    }
+
+    /// Sets an absolute deadline; an earlier existing deadline is kept.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(match self.deadline {
+            Some(d) => d.min(deadline),
+            None => deadline,
+        });
+        self
+    }
+
+    /// Uses this cancellation token (cancel it to stop the call).
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// Marks whether the request may be sent again after an ambiguous failure (a timeout or a
+    /// reset after the request left). Default: true.
+    pub fn with_retry_safe(mut self, safe: bool) -> Self {
+        self.not_retry_safe = !safe;
+        self
+    }
+
+    /// Sets the tenant (for per-tenant budgets).
+    pub fn with_tenant(mut self, tenant: impl Into<Arc<str>>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+
+    /// Sets the intent (selects a per-intent static reply).
+    pub fn with_intent(mut self, intent: impl Into<Arc<str>>) -> Self {
+        self.intent = Some(intent.into());
+        self
+    }
+
+    /// Sets an idempotency key, forwarded to vendors that accept one.
+    pub fn with_idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the locality requirement.
+    pub fn with_locality(mut self, req: LocalityRequirement) -> Self {
+        self.locality = req;
+        self
+    }
+
+    /// Sets the priority class.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Adds a free-form metadata entry.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left until the deadline (zero when passed); `None` without a deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// True when the deadline has passed.
+    pub fn is_expired(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// The cancellation token.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// True when the caller cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// `Err(Cancelled)` or `Err(DeadlineExceeded)` when the call must stop now.
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() {
+            Err(Error::cancelled())
+        } else if self.is_expired() {
+            Err(Error::deadline_exceeded())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the request may be re-sent after an ambiguous failure.
+    pub fn retry_safe(&self) -> bool {
+        !self.not_retry_safe
+    }
+
+    /// The tenant, if set.
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// The intent, if set.
+    pub fn intent(&self) -> Option<&str> {
+        self.intent.as_deref()
+    }
+
+    /// The idempotency key, if set.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
+    }
+
+    /// The locality requirement.
+    pub fn locality(&self) -> &LocalityRequirement {
+        &self.locality
+    }
+
+    /// The priority class.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// The metadata.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// Runs `fut` until it finishes, the deadline passes (`DeadlineExceeded`) or the caller
+    /// cancels (`Cancelled`), whichever comes first.
+    ///
+    /// # Cancellation
+    ///
+    /// When the deadline or the cancellation wins, `fut` is dropped.
+    pub async fn run<T>(&self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let cancelled = self.cancel.cancelled();
+        match self.deadline {
+            Some(deadline) => tokio::select! {
+                biased;
+                () = cancelled => Err(Error::cancelled()),
+                r = tokio::time::timeout_at(deadline, fut) => r.unwrap_or_else(|_| Err(Error::deadline_exceeded())),
+            },
+            None => tokio::select! {
+                biased;
+                () = cancelled => Err(Error::cancelled()),
+                r = fut => r,
+            },
+        }
+    }
+
+    /// Sleeps for `d`, but stops early with `DeadlineExceeded` when the deadline would pass
+    /// first (without waiting for it) or `Cancelled` when the caller cancels.
+    ///
+    /// A sleep that would overrun the deadline returns at once: nothing waits for nothing.
+    pub async fn sleep(&self, d: Duration) -> Result<()> {
+        if let Some(rem) = self.remaining() {
+            if d > rem {
+                return Err(Error::deadline_exceeded());
+            }
+        }
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(Error::cancelled()),
+            () = tokio::time::sleep(d) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,639 @@
+//! The one error type of ripcord, and the decision it carries.
+//!
+//! Every failure — a vendor's HTTP error, a timeout, a breaker refusing a call — becomes an
+//! [`Error`] with a small, `Copy` [`ErrorKind`]. Policies never parse strings or re-derive HTTP
+//! semantics: they ask [`Error::disposition`], which is one exhaustive `match` on the kind, so a
+//! new kind cannot be added without deciding what the chain does with it.
+//!
+//! Adapters classify *first* (status, headers and body, see the providers crate); everything
+//! downstream only reads the kind and the data kept beside it (vendor status, vendor code,
+//! retry-after, timeout phase).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::response::Attempt;
+
+/// A `Result` whose error is ripcord's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What failed, as a small label that is safe to use in metrics, spans and JSON.
+///
+/// The snake_case names returned by [`ErrorKind::as_str`] (and used by serde) are a public
+/// interface: the CLI's JSON, metric labels and span attributes all use them.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{Disposition, ErrorKind};
+/// assert_eq!(ErrorKind::QuotaExhausted.as_str(), "quota_exhausted");
+/// assert_eq!(ErrorKind::QuotaExhausted.disposition(), Disposition::Fallback);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The vendor is limiting our request or token rate (429); try again after a wait.
+    RateLimited,
+    /// The account's quota or balance is spent (429 `insufficient_quota`, 402); waiting won't help.
+    QuotaExhausted,
+    /// The vendor is overloaded (503, Anthropic 529).
+    Overloaded,
+    /// The vendor failed internally (500, 502, 504).
+    ServerError,
+    /// A time limit ran out; see [`Error::timeout_phase`] for which one.
+    Timeout,
+    /// The connection failed: reset, DNS, TLS, refused.
+    Network,
+    /// The credentials were rejected (401).
+    Auth,
+    /// The credentials lack permission for this model or feature (403).
+    PermissionDenied,
+    /// The vendor refuses requests from this region (403 with a region/country reason).
+    RegionBlocked,
+    /// The model does not exist or is not available to this account (404).
+    ModelNotFound,
+    /// The request body is too large for the vendor (413).
+    PayloadTooLarge,
+    /// The prompt plus the requested output exceed the model's context window.
+    ContextLengthExceeded,
+    /// The vendor's content policy refused the prompt or the answer.
+    ContentFiltered,
+    /// The request is malformed for this vendor (other 400 / 422).
+    InvalidRequest,
+    /// The vendor's answer could not be understood: bad JSON, failed validation, truncated stream.
+    InvalidResponse,
+    /// ripcord's circuit breaker for this link is open; the call was not made.
+    CircuitOpen,
+    /// ripcord's own rate limiter for this link is exhausted; the call was not made.
+    LocalRateLimited,
+    /// A tenant's token budget (or a bulkhead's queue) refused the call; it was not made.
+    BudgetExhausted,
+    /// The end-to-end deadline of the call has passed.
+    DeadlineExceeded,
+    /// The caller cancelled the call.
+    Cancelled,
+}
+
+/// What the chain and the policies do with a failure.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::{Disposition, Error, ErrorKind};
+/// let e = Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(Duration::from_secs(2));
+/// assert_eq!(e.disposition(), Disposition::Retry { after: Some(Duration::from_secs(2)) });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Disposition {
+    /// Retry on the same link (within the retry budget and the deadline), honouring `after` when
+    /// the vendor named a wait; when retries are spent, fall back.
+    Retry {
+        /// The wait the vendor asked for, if any.
+        after: Option<Duration>,
+    },
+    /// Don't retry this link; move on to the next link of the chain.
+    Fallback,
+    /// Stop: neither retrying nor another link can help (or the caller is gone).
+    FailFast,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 20] = [
+        ErrorKind::RateLimited,
+        ErrorKind::QuotaExhausted,
+        ErrorKind::Overloaded,
+        ErrorKind::ServerError,
+        ErrorKind::Timeout,
+        ErrorKind::Network,
+        ErrorKind::Auth,
+        ErrorKind::PermissionDenied,
+        ErrorKind::RegionBlocked,
+        ErrorKind::ModelNotFound,
+        ErrorKind::PayloadTooLarge,
+        ErrorKind::ContextLengthExceeded,
+        ErrorKind::ContentFiltered,
+        ErrorKind::InvalidRequest,
+        ErrorKind::InvalidResponse,
+        ErrorKind::CircuitOpen,
+        ErrorKind::LocalRateLimited,
+        ErrorKind::BudgetExhausted,
+        ErrorKind::DeadlineExceeded,
+        ErrorKind::Cancelled,
+    ];
+
+    /// The stable snake_case name of the kind (for metrics, spans and JSON).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::QuotaExhausted => "quota_exhausted",
+            ErrorKind::Overloaded => "overloaded",
+            ErrorKind::ServerError => "server_error",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Network => "network",
+            ErrorKind::Auth => "auth",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::RegionBlocked => "region_blocked",
+            ErrorKind::ModelNotFound => "model_not_found",
+            ErrorKind::PayloadTooLarge => "payload_too_large",
+            ErrorKind::ContextLengthExceeded => "context_length_exceeded",
+            ErrorKind::ContentFiltered => "content_filtered",
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::InvalidResponse => "invalid_response",
+            ErrorKind::CircuitOpen => "circuit_open",
+            ErrorKind::LocalRateLimited => "local_rate_limited",
+            ErrorKind::BudgetExhausted => "budget_exhausted",
+            ErrorKind::DeadlineExceeded => "deadline_exceeded",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a snake_case name produced by [`ErrorKind::as_str`].
+    pub fn parse(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The disposition of this kind when no retry-after is known.
+    ///
+    /// This is the DESIGN.md table, as one exhaustive match without a wildcard arm.
+    pub const fn disposition(self) -> Disposition {
+        match self {
+            ErrorKind::RateLimited
+            | ErrorKind::ServerError
+            | ErrorKind::Timeout
+            | ErrorKind::Network
+            | ErrorKind::InvalidResponse => Disposition::Retry { after: None },
+            ErrorKind::QuotaExhausted
+            | ErrorKind::Overloaded
+            | ErrorKind::Auth
+            | ErrorKind::PermissionDenied
+            | ErrorKind::RegionBlocked
+            | ErrorKind::ModelNotFound
+            | ErrorKind::PayloadTooLarge
+            | ErrorKind::ContextLengthExceeded
+            | ErrorKind::CircuitOpen
+            | ErrorKind::LocalRateLimited
+            | ErrorKind::BudgetExhausted => Disposition::Fallback,
+            ErrorKind::ContentFiltered
+            | ErrorKind::InvalidRequest
+            | ErrorKind::DeadlineExceeded
+            | ErrorKind::Cancelled => Disposition::FailFast,
+        }
+    }
+
+    /// True for kinds that must never be retried on the same link whatever a policy says
+    /// (waiting cannot fix them), and that an operator should be alerted about.
+    pub const fn needs_alert(self) -> bool {
+        matches!(self, ErrorKind::QuotaExhausted | ErrorKind::Auth)
+    }
+
+    /// True for kinds raised by ripcord itself without calling the vendor (the link was skipped).
+    pub const fn is_local_refusal(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::CircuitOpen | ErrorKind::LocalRateLimited | ErrorKind::BudgetExhausted
+        )
+    }
+
+    /// True for kinds that say nothing about the vendor's health (the request or the caller is at
+    /// fault, or ripcord refused locally); breakers and health trackers don't count them.
+    pub const fn is_caller_side(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::ContentFiltered
+                | ErrorKind::InvalidRequest
+                | ErrorKind::ContextLengthExceeded
+                | ErrorKind::PayloadTooLarge
+                | ErrorKind::CircuitOpen
+                | ErrorKind::LocalRateLimited
+                | ErrorKind::BudgetExhausted
+                | ErrorKind::DeadlineExceeded
+                | ErrorKind::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which time limit ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TimeoutPhase {
+    /// Establishing the connection (TCP + TLS).
+    Connect,
+    /// Waiting for the response headers or the first token / first stream event.
+    FirstToken,
+    /// The gap between two stream events after the first.
+    StreamIdle,
+    /// The whole attempt or the whole call (the deadline budget given to it).
+    Total,
+}
+
+impl TimeoutPhase {
+    /// The stable snake_case name of the phase.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TimeoutPhase::Connect => "connect",
+            TimeoutPhase::FirstToken => "first_token",
+            TimeoutPhase::StreamIdle => "stream_idle",
+            TimeoutPhase::Total => "total",
+        }
+    }
+}
+
+impl fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An HTTP status code, kept as data (core has no HTTP dependency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StatusCode(pub u16);
+
+impl StatusCode {
+    /// The numeric code.
+    pub const fn as_u16(self) -> u16 {
+        self.0
+    }
+}
+
+impl fmt::Display for StatusCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// ripcord's error: a classified failure with the vendor's facts kept as data.
+///
+/// Build one with [`Error::new`] and the `with_*` methods; read it with the accessors. The
+/// `Display` text describes this layer only; the underlying cause (an I/O error, a JSON error)
+/// stays reachable through [`std::error::Error::source`].
+///
+/// An error never carries API keys: adapters build messages from the vendor's error body and
+/// never from request headers or keyed URLs.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{Error, ErrorKind, StatusCode};
+/// let e = Error::new(ErrorKind::QuotaExhausted, "You exceeded your current quota")
+///     .with_provider("openai", "gpt-4o")
+///     .with_status(StatusCode(429))
+///     .with_vendor_code("insufficient_quota");
+/// assert_eq!(e.kind(), ErrorKind::QuotaExhausted);
+/// assert_eq!(e.status(), Some(StatusCode(429)));
+/// assert_eq!(e.to_string(), "openai/gpt-4o: quota_exhausted (HTTP 429, insufficient_quota): You exceeded your current quota");
+/// ```
+#[non_exhaustive]
+pub struct Error {
+    inner: Box<Inner>,
+}
+
+struct Inner {
+    kind: ErrorKind,
+    message: String,
+    provider: Option<Arc<str>>,
+    model: Option<Arc<str>>,
+    status: Option<StatusCode>,
+    vendor_code: Option<String>,
+    retry_after: Option<Duration>,
+    timeout_phase: Option<TimeoutPhase>,
+    attempts: Vec<Attempt>,
+    causes: Vec<Error>,
+    source: Option<BoxError>,
+}
+
+impl Error {
+    /// A new error of `kind` with a human-readable message for this layer.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            inner: Box::new(Inner {
+                kind,
+                message: message.into(),
+                provider: None,
+                model: None,
+                status: None,
+                vendor_code: None,
+                retry_after: None,
+                timeout_phase: None,
+                attempts: Vec::new(),
+                causes: Vec::new(),
+                source: None,
+            }),
+        }
+    }
+
+    /// A timeout of the given phase.
+    pub fn timeout(phase: TimeoutPhase, message: impl Into<String>) -> Self {
+        let mut e = Error::new(ErrorKind::Timeout, message);
+        e.inner.timeout_phase = Some(phase);
+        e
+    }
+
+    /// The call's deadline has passed.
+    pub fn deadline_exceeded() -> Self {
+        Error::new(ErrorKind::DeadlineExceeded, "the call's deadline has passed")
+    }
+
+    /// The caller cancelled the call.
+    pub fn cancelled() -> Self {
+        Error::new(ErrorKind::Cancelled, "the call was cancelled")
+    }
+
+    /// Every link of a chain failed: one error that keeps every link's error, in order.
+    ///
+    /// Its kind is the kind of the last error (the one that ended the call); its attempts are
+    /// the attempts of all of them, in order.
+    pub fn exhausted(errors: Vec<Error>) -> Self {
+        let kind = errors
+            .last()
+            .map(Error::kind)
+            .unwrap_or(ErrorKind::InvalidRequest);
+        let retry_after = errors.last().and_then(Error::retry_after);
+        let timeout_phase = errors.last().and_then(Error::timeout_phase);
+        let message = match errors.len() {
+            0 => "the chain has no link that could take this request".to_owned(),
+            1 => "the only link failed".to_owned(),
+            n => format!("all {n} links failed"),
+        };
+        let attempts = errors
+            .iter()
+            .flat_map(|e| e.attempts().iter().cloned())
+            .collect();
+        let mut e = Error::new(kind, message);
+        e.inner.retry_after = retry_after;
+        e.inner.timeout_phase = timeout_phase;
+        e.inner.attempts = attempts;
+        e.inner.causes = errors;
+        e
+    }
+
+    /// Names the link (provider name) and model this error came from.
+    pub fn with_provider(mut self, provider: impl Into<Arc<str>>, model: impl Into<Arc<str>>) -> Self {
+        self.inner.provider = Some(provider.into());
+        self.inner.model = Some(model.into());
+        self
+    }
+
+    /// Keeps the vendor's HTTP status.
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.inner.status = Some(status);
+        self
+    }
+
+    /// Keeps the vendor's own error code or type from the body (e.g. `insufficient_quota`, `1113`).
+    pub fn with_vendor_code(mut self, code: impl Into<String>) -> Self {
+        self.inner.vendor_code = Some(code.into());
+        self
+    }
+
+    /// The wait the vendor (or a local limiter) asked for before trying again.
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.inner.retry_after = Some(after);
+        self
+    }
+
+    /// Sets which time limit ran out (meaningful for [`ErrorKind::Timeout`]).
+    pub fn with_timeout_phase(mut self, phase: TimeoutPhase) -> Self {
+        self.inner.timeout_phase = Some(phase);
+        self
+    }
+
+    /// Keeps the underlying cause, reachable through [`std::error::Error::source`].
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.inner.source = Some(source.into());
+        self
+    }
+
+    /// Attaches the attempts that led to this error (a retry decorator's failed attempts).
+    pub fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
+        self.inner.attempts = attempts;
+        self
+    }
+
+    /// Replaces the message of this layer.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.inner.message = message.into();
+        self
+    }
+
+    /// What failed.
+    pub fn kind(&self) -> ErrorKind {
+        self.inner.kind
+    }
+
+    /// What to do about it: the kind's disposition, with the retry-after filled in for retries.
+    pub fn disposition(&self) -> Disposition {
+        match self.inner.kind.disposition() {
+            Disposition::Retry { .. } => Disposition::Retry {
+                after: self.inner.retry_after,
+            },
+            other => other,
+        }
+    }
+
+    /// The message of this layer (without provider, status or causes).
+    pub fn message(&self) -> &str {
+        &self.inner.message
+    }
+
+    /// The link (provider name) the error came from, if known.
+    pub fn provider(&self) -> Option<&str> {
+        self.inner.provider.as_deref()
+    }
+
+    /// The model the error came from, if known.
+    pub fn model(&self) -> Option<&str> {
+        self.inner.model.as_deref()
+    }
+
+    /// The vendor's HTTP status, if there was one.
+    pub fn status(&self) -> Option<StatusCode> {
+        self.inner.status
+    }
+
+    /// The vendor's own error code from the body, if there was one.
+    pub fn vendor_code(&self) -> Option<&str> {
+        self.inner.vendor_code.as_deref()
+    }
+
+    /// The wait asked for before trying again, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.inner.retry_after
+    }
+
+    /// Which time limit ran out, for timeouts.
+    pub fn timeout_phase(&self) -> Option<TimeoutPhase> {
+        self.inner.timeout_phase
+    }
+
+    /// The attempts (with their latencies and kinds) that led to this error.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.inner.attempts
+    }
+
+    /// Mutable access to the attempts (decorators append or rename them).
+    pub fn attempts_mut(&mut self) -> &mut Vec<Attempt> {
+        &mut self.inner.attempts
+    }
+
+    /// For an error from [`Error::exhausted`]: every link's error, in order. Empty otherwise.
+    pub fn causes(&self) -> &[Error] {
+        &self.inner.causes
+    }
+
+    /// True when this is a timeout.
+    pub fn is_timeout(&self) -> bool {
+        self.inner.kind == ErrorKind::Timeout
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        if let (Some(p), Some(m)) = (&i.provider, &i.model) {
+            write!(f, "{p}/{m}: ")?;
+        } else if let Some(p) = &i.provider {
+            write!(f, "{p}: ")?;
+        }
+        f.write_str(i.kind.as_str())?;
+        if let Some(phase) = i.timeout_phase {
+            write!(f, " ({phase})")?;
+        }
+        match (i.status, &i.vendor_code) {
+            (Some(s), Some(c)) => write!(f, " (HTTP {s}, {c})")?,
+            (Some(s), None) => write!(f, " (HTTP {s})")?,
+            (None, Some(c)) => write!(f, " ({c})")?,
+            (None, None) => {}
+        }
+        if !i.message.is_empty() {
+            write!(f, ": {}", i.message)?;
+        }
+        if !i.causes.is_empty() {
+            f.write_str(" [")?;
+            for (n, c) in i.causes.iter().enumerate() {
+                if n > 0 {
+                    f.write_str("; ")?;
+                }
+                write!(f, "{c}")?;
+            }
+            f.write_str("]")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &i.kind).field("message", &i.message);
+        if let Some(p) = &i.provider {
+            d.field("provider", p);
+        }
+        if let Some(m) = &i.model {
+            d.field("model", m);
+        }
+        if let Some(s) = &i.status {
+            d.field("status", s);
+        }
+        if let Some(c) = &i.vendor_code {
+            d.field("vendor_code", c);
+        }
+        if let Some(r) = &i.retry_after {
+            d.field("retry_after", r);
+        }
+        if let Some(p) = &i.timeout_phase {
+            d.field("timeout_phase", p);
+        }
+        if !i.causes.is_empty() {
+            d.field("causes", &i.causes);
+        }
+        if let Some(s) = &i.source {
+            d.field("source", s);
+        }
+        d.finish()
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        if let Some(s) = &self.inner.source {
+            return Some(s.as_ref());
+        }
+        self.inner
+            .causes
+            .last()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl Clone for Error {
+    /// Clones everything but the boxed `source`, which is not `Clone`; its text is kept in the
+    /// message of the clone so nothing is silently lost.
+    fn clone(&self) -> Self {
+        let i = &self.inner;
+        let message = match &i.source {
+            Some(s) => format!("{}: {s}", i.message),
+            None => i.message.clone(),
+        };
+        Error {
+            inner: Box::new(Inner {
+                kind: i.kind,
+                message,
+                provider: i.provider.clone(),
+                model: i.model.clone(),
+                status: i.status,
+                vendor_code: i.vendor_code.clone(),
+                retry_after: i.retry_after,
+                timeout_phase: i.timeout_phase,
+                attempts: i.attempts.clone(),
+                causes: i.causes.clone(),
+                source: None,
+            }),
+        }
+    }
+}
+
+/// A serialisable summary of an error, as the CLI's JSON and the gateway print it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ErrorSummary {
+    /// The snake_case kind.
+    pub kind: ErrorKind,
+    /// The full human-readable message (`Display` of the error).
+    pub message: String,
+    /// The vendor's HTTP status, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The link the error came from, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+impl From<&Error> for ErrorSummary {
+    fn from(e: &Error) -> Self {
+        ErrorSummary {
+            kind: e.kind(),
+            message: e.to_string(),
+            status: e.status().map(StatusCode::as_u16),
+            provider: e.provider().map(str::to_owned),
+        }
+    }
+}

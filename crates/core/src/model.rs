@@ -1,0 +1,213 @@
+//! The `ChatModel` and `EmbeddingModel` traits every vendor, decorator and chain implements.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::capabilities::Capabilities;
+use crate::context::Context;
+use crate::error::Result;
+use crate::request::ChatRequest;
+use crate::response::{ChatResponse, Usage};
+use crate::stream::{self, ChatStream};
+
+/// The name of a link and the model it asks for.
+///
+/// `name` is what the chain, the provenance and the metrics call the link (`"openai"`,
+/// `"primary"`, `"local"`); `model` is the model id sent to the vendor (`"gpt-4o"`).
+/// Both are reference-counted so provenance can copy them without allocating.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ModelId {
+    /// The link's name.
+    pub name: Arc<str>,
+    /// The vendor's model id.
+    pub model: Arc<str>,
+}
+
+impl ModelId {
+    /// A model id.
+    pub fn new(name: impl Into<Arc<str>>, model: impl Into<Arc<str>>) -> Self {
+        ModelId {
+            name: name.into(),
+            model: model.into(),
+        }
+    }
+}
+
+impl fmt::Display for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.name, self.model)
+    }
+}
+
+/// A chat model: a vendor adapter, a decorator around another model, or a chain of models.
+///
+/// Object-safe: chains hold `Arc<dyn ChatModel>` of different vendors.
+///
+/// # Examples
+///
+/// ```
+/// use async_trait::async_trait;
+/// use ripcord_core::{Capabilities, ChatModel, ChatRequest, ChatResponse, Context, ModelId, Result};
+///
+/// #[derive(Debug)]
+/// struct Echo { id: ModelId, caps: Capabilities }
+///
+/// #[async_trait]
+/// impl ChatModel for Echo {
+///     fn id(&self) -> &ModelId { &self.id }
+///     fn capabilities(&self) -> &Capabilities { &self.caps }
+///     async fn chat(&self, req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
+///         Ok(ChatResponse::new(req.messages.last().map(|m| m.text()).unwrap_or_default()))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let m: Box<dyn ChatModel> = Box::new(Echo { id: ModelId::new("echo", "echo-1"), caps: Capabilities::new(4096, 512) });
+/// let r = m.chat(&ChatRequest::user("ping"), &Context::new()).await.unwrap();
+/// assert_eq!(r.text(), "ping");
+/// # }
+/// ```
+#[async_trait]
+pub trait ChatModel: Send + Sync + fmt::Debug {
+    /// The link's name and model.
+    fn id(&self) -> &ModelId;
+
+    /// What the model can do.
+    fn capabilities(&self) -> &Capabilities;
+
+    /// Answers a request.
+    ///
+    /// # Errors
+    ///
+    /// A classified [`crate::Error`]; see [`crate::ErrorKind`].
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the future abandons the call; implementations must stop work and release
+    /// resources when dropped, and honour [`Context::deadline`] and [`Context::cancellation`].
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse>;
+
+    /// Answers a request as a stream of events.
+    ///
+    /// The default calls [`ChatModel::chat`] and replays the whole answer as one stream.
+    ///
+    /// # Errors
+    ///
+    /// Errors before the stream exists are returned here; later ones arrive as stream items. A
+    /// stream that ends without [`crate::StreamEvent::Finish`] must yield an `InvalidResponse`
+    /// error instead of ending quietly.
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let resp = self.chat(req, ctx).await?;
+        Ok(stream::from_response(resp))
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
+    fn id(&self) -> &ModelId {
+        (**self).id()
+    }
+    fn capabilities(&self) -> &Capabilities {
+        (**self).capabilities()
+    }
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        (**self).chat(req, ctx).await
+    }
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        (**self).stream(req, ctx).await
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
+    fn id(&self) -> &ModelId {
+        (**self).id()
+    }
+    fn capabilities(&self) -> &Capabilities {
+        (**self).capabilities()
+    }
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        (**self).chat(req, ctx).await
+    }
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        (**self).stream(req, ctx).await
+    }
+}
+
+/// An embedding request: texts to embed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EmbeddingRequest {
+    /// The texts.
+    pub inputs: Vec<String>,
+    /// Requested output dimensions, for models that can shorten their vectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<u32>,
+}
+
+impl EmbeddingRequest {
+    /// A request for these texts.
+    pub fn new(inputs: Vec<String>) -> Self {
+        EmbeddingRequest {
+            inputs,
+            dimensions: None,
+        }
+    }
+}
+
+/// Embedding vectors, one per input, in input order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EmbeddingResponse {
+    /// The vectors.
+    pub vectors: Vec<Vec<f32>>,
+    /// The model that produced them.
+    pub model: String,
+    /// Token counts.
+    pub usage: Usage,
+    /// The link that served them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<Arc<str>>,
+}
+
+impl EmbeddingResponse {
+    /// A response with these vectors.
+    pub fn new(vectors: Vec<Vec<f32>>, model: impl Into<String>) -> Self {
+        EmbeddingResponse {
+            vectors,
+            model: model.into(),
+            usage: Usage::default(),
+            served_by: None,
+        }
+    }
+}
+
+/// An embedding model.
+///
+/// Vectors of different models are not comparable, so an [`crate::EmbeddingChain`] only falls
+/// back across endpoints that serve the *same* model.
+#[async_trait]
+pub trait EmbeddingModel: Send + Sync + fmt::Debug {
+    /// The link's name and model.
+    fn id(&self) -> &ModelId;
+
+    /// Embeds the inputs.
+    ///
+    /// # Errors
+    ///
+    /// A classified [`crate::Error`].
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse>;
+}
+
+#[async_trait]
+impl<M: EmbeddingModel + ?Sized> EmbeddingModel for Arc<M> {
+    fn id(&self) -> &ModelId {
+        (**self).id()
+    }
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
+        (**self).embed(req, ctx).await
+    }
+}

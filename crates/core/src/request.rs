@@ -1,0 +1,400 @@
+//! The vendor-neutral chat request.
+//!
+//! Callers describe *what* they want once; adapters translate it to each wire format
+//! (Anthropic's separate system prompt and strict role alternation, a local chat template, …).
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The end user.
+    User,
+    /// The model.
+    Assistant,
+    /// The result of a tool call, sent back to the model.
+    Tool,
+}
+
+impl Role {
+    /// The lowercase wire name shared by most vendors (`system`, `user`, `assistant`, `tool`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// An image given to a vision model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ImageSource {
+    /// An `https:` URL the vendor fetches itself.
+    Url {
+        /// The URL.
+        url: String,
+    },
+    /// Inline bytes, base64-encoded.
+    Base64 {
+        /// The media type, e.g. `image/png`.
+        media_type: String,
+        /// The base64 data (no `data:` prefix).
+        data: String,
+    },
+}
+
+/// One part of a message's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContentPart {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image.
+    Image {
+        /// Where the image comes from.
+        image: ImageSource,
+        /// Optional detail hint (`low`, `high`, `auto`) for vendors that take one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The vendor's id for this call; tool results refer to it.
+    pub id: String,
+    /// The function name.
+    pub name: String,
+    /// The arguments as a JSON text, exactly as the model wrote them.
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A tool call.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// One message of the conversation.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{Message, Role};
+/// let m = Message::user("Why is the sky blue?");
+/// assert_eq!(m.role, Role::User);
+/// assert_eq!(m.text(), "Why is the sky blue?");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content parts (text and images).
+    #[serde(default)]
+    pub content: Vec<ContentPart>,
+    /// Tool calls an assistant message made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a `Tool` message: the id of the call this is the result of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Optional participant name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Message {
+    /// A message of `role` with one text part.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: vec![ContentPart::Text { text: text.into() }],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(text: impl Into<String>) -> Self {
+        Message::new(Role::System, text)
+    }
+
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message::new(Role::User, text)
+    }
+
+    /// An assistant message.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Message::new(Role::Assistant, text)
+    }
+
+    /// An assistant message that made tool calls (and said nothing).
+    pub fn assistant_tool_calls(calls: Vec<ToolCall>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content: Vec::new(),
+            tool_calls: calls,
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    /// The result of the tool call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Message {
+            role: Role::Tool,
+            content: vec![ContentPart::Text { text: text.into() }],
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+            name: None,
+        }
+    }
+
+    /// Adds an image part.
+    pub fn with_image(mut self, image: ImageSource) -> Self {
+        self.content.push(ContentPart::Image { image, detail: None });
+        self
+    }
+
+    /// The concatenated text parts.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.content {
+            if let ContentPart::Text { text } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// True when the message carries an image.
+    pub fn has_image(&self) -> bool {
+        self.content
+            .iter()
+            .any(|p| matches!(p, ContentPart::Image { .. }))
+    }
+}
+
+/// A tool (function) the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolSpec {
+    /// The function name.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON schema of its parameters.
+    pub parameters: serde_json::Value,
+}
+
+impl ToolSpec {
+    /// A tool with a JSON-schema for its parameters.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: serde_json::Value) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: Some(description.into()),
+            parameters,
+        }
+    }
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// This tool.
+    Tool {
+        /// The function name.
+        name: String,
+    },
+}
+
+/// The shape of the answer.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ResponseFormat {
+    /// Free text.
+    #[default]
+    Text,
+    /// Any valid JSON object.
+    Json,
+    /// JSON matching a schema.
+    JsonSchema {
+        /// A name for the schema (some vendors require one).
+        name: String,
+        /// The schema.
+        schema: serde_json::Value,
+        /// Ask the vendor to enforce the schema strictly where it can.
+        #[serde(default)]
+        strict: bool,
+    },
+}
+
+impl ResponseFormat {
+    /// True for `Json` and `JsonSchema`.
+    pub fn is_json(&self) -> bool {
+        !matches!(self, ResponseFormat::Text)
+    }
+}
+
+/// A chat request, independent of any vendor.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{ChatRequest, Message};
+/// let req = ChatRequest::new(vec![Message::system("Be brief."), Message::user("Hi")])
+///     .with_max_tokens(64)
+///     .with_temperature(0.2);
+/// assert_eq!(req.max_tokens, Some(64));
+/// let same: ChatRequest = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+/// assert_eq!(same, req);
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChatRequest {
+    /// The conversation, oldest first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// Whether and which tool the model must call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// The shape of the answer.
+    #[serde(default)]
+    pub response_format: ResponseFormat,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling mass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Upper bound on generated tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Seed for vendors that support reproducible sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// An end-user id for the vendor's abuse monitoring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and defaults for everything else.
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest {
+            messages,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// A one-message user request.
+    pub fn user(text: impl Into<String>) -> Self {
+        ChatRequest::new(vec![Message::user(text)])
+    }
+
+    /// Sets `max_tokens`.
+    pub fn with_max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Sets the temperature.
+    pub fn with_temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+
+    /// Sets the response format.
+    pub fn with_response_format(mut self, f: ResponseFormat) -> Self {
+        self.response_format = f;
+        self
+    }
+
+    /// Adds a tool.
+    pub fn with_tool(mut self, tool: ToolSpec) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Sets the tool choice.
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+
+    /// Adds a stop sequence.
+    pub fn with_stop(mut self, stop: impl Into<String>) -> Self {
+        self.stop.push(stop.into());
+        self
+    }
+
+    /// Sets the seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// True when any message carries an image.
+    pub fn has_images(&self) -> bool {
+        self.messages.iter().any(Message::has_image)
+    }
+
+    /// What the request needs from a model (used by the chain's skip rules).
+    pub fn needs(&self) -> Needs {
+        Needs {
+            tools: !self.tools.is_empty()
+                || self.messages.iter().any(|m| !m.tool_calls.is_empty() || m.role == Role::Tool),
+            vision: self.has_images(),
+            json: self.response_format.is_json(),
+        }
+    }
+}
+
+/// Capabilities a request needs from a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Needs {
+    /// Tool calling.
+    pub tools: bool,
+    /// Image input.
+    pub vision: bool,
+    /// JSON output mode.
+    pub json: bool,
+}

@@ -1,0 +1,218 @@
+//! Streaming answers: events, the stream type, and collecting a stream into a response.
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::request::ToolCall;
+use crate::response::{ChatResponse, FinishReason, Provenance, Usage};
+
+/// One event of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// A piece of answer text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of a tool call; pieces with the same `index` belong to one call.
+    ToolCallDelta {
+        /// Which tool call (0-based, in the order the model started them).
+        index: u32,
+        /// The call id, when this piece carries it (usually the first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The function name, when this piece carries it (usually the first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// A fragment of the JSON arguments.
+        #[serde(default)]
+        arguments: String,
+    },
+    /// Token counts (usually near the end).
+    Usage {
+        /// The usage.
+        usage: Usage,
+    },
+    /// The model finished. A well-formed stream ends with exactly one `Finish`; a stream that
+    /// ends without one was truncated and its consumer sees an `InvalidResponse` error instead.
+    Finish {
+        /// Why the model stopped.
+        reason: FinishReason,
+        /// The model that answered, as the vendor named it, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// The link serving this stream failed after content was shown and the chain restarts the
+    /// whole answer on another link: discard everything shown so far.
+    Restarted {
+        /// What failed.
+        reason: ErrorKind,
+        /// The failure, as text.
+        message: String,
+    },
+    /// Provenance of the answer, emitted by chains: once when a link commits (before its first
+    /// content event, so a gateway can set headers) and once more at the end. The last one wins.
+    Provenance {
+        /// The provenance so far.
+        provenance: Box<Provenance>,
+    },
+}
+
+impl StreamEvent {
+    /// A text delta.
+    pub fn text(text: impl Into<String>) -> Self {
+        StreamEvent::TextDelta { text: text.into() }
+    }
+
+    /// A normal finish.
+    pub fn finish(reason: FinishReason) -> Self {
+        StreamEvent::Finish {
+            reason,
+            model: None,
+        }
+    }
+
+    /// True for events that show the caller answer content (text or tool-call pieces).
+    ///
+    /// The chain commits to a link at its first content event: before it, fallback is free.
+    pub fn is_content(&self) -> bool {
+        match self {
+            StreamEvent::TextDelta { text } => !text.is_empty(),
+            StreamEvent::ToolCallDelta { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// A stream of answer events. Dropping it cancels the upstream request.
+pub type ChatStream = Pin<Box<dyn Stream<Item = Result<StreamEvent>> + Send + 'static>>;
+
+/// Turns a complete response into a stream (for models that cannot stream).
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{stream, ChatResponse};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let s = stream::from_response(ChatResponse::new("hi"));
+/// let back = stream::collect(s).await.unwrap();
+/// assert_eq!(back.text(), "hi");
+/// # }
+/// ```
+pub fn from_response(resp: ChatResponse) -> ChatStream {
+    let mut events = Vec::with_capacity(4);
+    if !resp.content.is_empty() {
+        events.push(Ok(StreamEvent::TextDelta { text: resp.content }));
+    }
+    for (i, call) in resp.tool_calls.into_iter().enumerate() {
+        events.push(Ok(StreamEvent::ToolCallDelta {
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            id: Some(call.id),
+            name: Some(call.name),
+            arguments: call.arguments,
+        }));
+    }
+    events.push(Ok(StreamEvent::Usage { usage: resp.usage }));
+    events.push(Ok(StreamEvent::Finish {
+        reason: resp.finish_reason,
+        model: (!resp.model.is_empty()).then_some(resp.model),
+    }));
+    Box::pin(futures::stream::iter(events))
+}
+
+/// Accumulates stream events into a response.
+///
+/// `Restarted` discards what came before it; the last `Provenance` wins.
+#[derive(Debug, Default)]
+pub struct Collector {
+    resp: ChatResponse,
+    calls: Vec<ToolCall>,
+    finished: bool,
+}
+
+impl Collector {
+    /// An empty collector.
+    pub fn new() -> Self {
+        Collector::default()
+    }
+
+    /// Takes one event.
+    pub fn push(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::TextDelta { text } => self.resp.content.push_str(&text),
+            StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let i = index as usize;
+                while self.calls.len() <= i {
+                    self.calls.push(ToolCall::new("", "", ""));
+                }
+                let call = &mut self.calls[i];
+                if let Some(id) = id {
+                    call.id = id;
+                }
+                if let Some(name) = name {
+                    call.name.push_str(&name);
+                }
+                call.arguments.push_str(&arguments);
+            }
+            StreamEvent::Usage { usage } => self.resp.usage = usage,
+            StreamEvent::Finish { reason, model } => {
+                self.resp.finish_reason = reason;
+                if let Some(m) = model {
+                    self.resp.model = m;
+                }
+                self.finished = true;
+            }
+            StreamEvent::Restarted { .. } => {
+                let provenance = std::mem::take(&mut self.resp.provenance);
+                self.resp = ChatResponse {
+                    provenance,
+                    ..ChatResponse::default()
+                };
+                self.calls.clear();
+                self.finished = false;
+            }
+            StreamEvent::Provenance { provenance } => self.resp.provenance = *provenance,
+        }
+    }
+
+    /// True once a `Finish` event arrived.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The response so far; `InvalidResponse` ("truncated") when no `Finish` arrived.
+    pub fn finish(mut self) -> Result<ChatResponse> {
+        if !self.finished {
+            return Err(Error::new(
+                ErrorKind::InvalidResponse,
+                "stream truncated: it ended without its finish event",
+            ));
+        }
+        self.resp.tool_calls = self.calls;
+        Ok(self.resp)
+    }
+}
+
+/// Reads a stream to its end and assembles the response.
+///
+/// # Errors
+///
+/// The first error event of the stream, or `InvalidResponse` when the stream ends without a
+/// `Finish` event (a truncated stream is never a short answer).
+pub async fn collect(mut stream: ChatStream) -> Result<ChatResponse> {
+    let mut c = Collector::new();
+    while let Some(ev) = stream.next().await {
+        c.push(ev?);
+    }
+    c.finish()
+}

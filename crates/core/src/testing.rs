@@ -1,0 +1,277 @@
+//! Scripted in-memory models for tests (feature `testing`).
+//!
+//! A [`ScriptedModel`] plays a script of outcomes, one per call, and repeats the last step when
+//! the script runs out. Delays use tokio's clock, so tests run on paused time.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::capabilities::{Capabilities, Locality};
+use crate::context::Context;
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{ChatModel, ModelId};
+use crate::request::ChatRequest;
+use crate::response::{ChatResponse, FinishReason, Usage};
+use crate::stream::{ChatStream, StreamEvent};
+
+/// One scripted outcome.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Step {
+    /// Answer with this text after `delay`.
+    Reply {
+        /// The answer.
+        text: String,
+        /// How long the call takes.
+        delay: Duration,
+    },
+    /// Fail with this error after `delay`.
+    Fail {
+        /// The error.
+        error: Error,
+        /// How long the call takes.
+        delay: Duration,
+    },
+    /// Never answer (until dropped).
+    Hang,
+    /// Stream these items, each after its delay; `chat` collects them.
+    Stream(Vec<(Duration, StreamItem)>),
+}
+
+/// One scripted stream item.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum StreamItem {
+    /// An event.
+    Event(StreamEvent),
+    /// An error.
+    Error(Error),
+    /// Stall forever.
+    Stall,
+}
+
+/// A model that plays a script. Counts its calls and its peak concurrency.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let m = ScriptedModel::new("a").fail(ErrorKind::ServerError).reply("ok");
+/// assert!(m.chat(&ChatRequest::user("x"), &Context::new()).await.is_err());
+/// assert_eq!(m.chat(&ChatRequest::user("x"), &Context::new()).await.unwrap().text(), "ok");
+/// assert_eq!(m.calls(), 2);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ScriptedModel {
+    id: ModelId,
+    caps: Capabilities,
+    script: Mutex<VecDeque<Step>>,
+    calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+struct InFlight<'a>(&'a ScriptedModel);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl ScriptedModel {
+    /// A model named `name` (model id `name-model`) with a generous cloud window and an empty
+    /// script (which answers `"ok"`).
+    pub fn new(name: &str) -> Self {
+        ScriptedModel {
+            id: ModelId::new(name, format!("{name}-model")),
+            caps: Capabilities::new(128_000, 4_096)
+                .with_tools(true)
+                .with_vision(true)
+                .with_json_mode(true)
+                .with_locality(Locality::cloud(name)),
+            script: Mutex::new(VecDeque::new()),
+            calls: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// Replaces the capabilities.
+    pub fn with_caps(mut self, caps: Capabilities) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// Appends a step.
+    pub fn step(self, step: Step) -> Self {
+        if let Ok(mut s) = self.script.lock() {
+            s.push_back(step);
+        }
+        self
+    }
+
+    /// Appends an instant answer.
+    pub fn reply(self, text: &str) -> Self {
+        self.reply_after(text, Duration::ZERO)
+    }
+
+    /// Appends an answer after a delay.
+    pub fn reply_after(self, text: &str, delay: Duration) -> Self {
+        self.step(Step::Reply {
+            text: text.to_owned(),
+            delay,
+        })
+    }
+
+    /// Appends an instant failure of `kind`.
+    pub fn fail(self, kind: ErrorKind) -> Self {
+        self.fail_with(Error::new(kind, "scripted failure"), Duration::ZERO)
+    }
+
+    /// Appends a failure after a delay.
+    pub fn fail_with(self, error: Error, delay: Duration) -> Self {
+        self.step(Step::Fail { error, delay })
+    }
+
+    /// Appends a call that never answers.
+    pub fn hang(self) -> Self {
+        self.step(Step::Hang)
+    }
+
+    /// Appends a scripted stream.
+    pub fn stream_items(self, items: Vec<(Duration, StreamItem)>) -> Self {
+        self.step(Step::Stream(items))
+    }
+
+    /// Calls made so far (chat and stream).
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The most calls that were in flight at once.
+    pub fn peak_concurrency(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    fn next_step(&self) -> Step {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut script = match self.script.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if script.len() > 1 {
+            script.pop_front().unwrap_or(Step::Hang)
+        } else {
+            script.front().cloned().unwrap_or(Step::Reply {
+                text: "ok".to_owned(),
+                delay: Duration::ZERO,
+            })
+        }
+    }
+
+    fn enter(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        InFlight(self)
+    }
+
+    fn tag(&self, e: Error) -> Error {
+        if e.provider().is_some() {
+            e
+        } else {
+            e.with_provider(self.id.name.clone(), self.id.model.clone())
+        }
+    }
+}
+
+fn item_stream(items: Vec<(Duration, StreamItem)>) -> ChatStream {
+    Box::pin(async_stream::stream! {
+        for (delay, item) in items {
+            tokio::time::sleep(delay).await;
+            match item {
+                StreamItem::Event(ev) => yield Ok(ev),
+                StreamItem::Error(e) => { yield Err(e); return; }
+                StreamItem::Stall => std::future::pending::<()>().await,
+            }
+        }
+    })
+}
+
+/// A well-formed stream of `chunks` of text, each after `gap`, with usage and finish.
+pub fn text_stream(chunks: &[&str], gap: Duration) -> Vec<(Duration, StreamItem)> {
+    let mut v: Vec<(Duration, StreamItem)> = chunks
+        .iter()
+        .map(|c| (gap, StreamItem::Event(StreamEvent::text(*c))))
+        .collect();
+    v.push((
+        Duration::ZERO,
+        StreamItem::Event(StreamEvent::Usage {
+            usage: Usage::new(5, chunks.len() as u64),
+        }),
+    ));
+    v.push((Duration::ZERO, StreamItem::Event(StreamEvent::finish(FinishReason::Stop))));
+    v
+}
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let _guard = self.enter();
+        match self.next_step() {
+            Step::Reply { text, delay } => {
+                tokio::time::sleep(delay).await;
+                let input = crate::tokens::estimate_request(req);
+                Ok(ChatResponse::new(text)
+                    .with_model(self.id.model.to_string())
+                    .with_usage(Usage::new(u64::from(input), 1).priced(self.caps.price.as_ref())))
+            }
+            Step::Fail { error, delay } => {
+                tokio::time::sleep(delay).await;
+                Err(self.tag(error))
+            }
+            Step::Hang => {
+                std::future::pending::<()>().await;
+                Err(Error::cancelled())
+            }
+            Step::Stream(items) => crate::stream::collect(item_stream(items))
+                .await
+                .map_err(|e| self.tag(e))
+                .and_then(|r| ctx.check().map(|()| r)),
+        }
+    }
+
+    async fn stream(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
+        let _guard = self.enter();
+        match self.next_step() {
+            Step::Reply { text, delay } => {
+                tokio::time::sleep(delay).await;
+                Ok(item_stream(text_stream(&[text.as_str()], Duration::ZERO)))
+            }
+            Step::Fail { error, delay } => {
+                tokio::time::sleep(delay).await;
+                Err(self.tag(error))
+            }
+            Step::Hang => {
+                std::future::pending::<()>().await;
+                Err(Error::cancelled())
+            }
+            Step::Stream(items) => Ok(item_stream(items)),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! ripcord-local-onnx: see the workspace README; this crate is filled by its own issue.

@@ -1,2 +1,29 @@
 //! Project tasks: `cargo xtask <task>`.
-fn main() {}
+//!
+//! - `check-deps`: fails when `ripcord-core` gains a forbidden dependency.
+#![forbid(unsafe_code)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod check_deps;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(task) = args.first() else {
+        eprintln!("usage: cargo xtask <check-deps>");
+        return ExitCode::from(2);
+    };
+    let rest = &args[1..];
+    let result = match task.as_str() {
+        "check-deps" => check_deps::run(rest),
+        other => Err(format!("unknown task {other:?}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {task}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,22 +1,25 @@
 //! Project tasks: `cargo xtask <task>`.
 //!
+//! - `test`: prepares what the tests need and runs the whole suite (the README's test command).
 //! - `check-deps`: fails when `ripcord-core` gains a forbidden dependency.
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod check_deps;
+mod test;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(task) = args.first() else {
-        eprintln!("usage: cargo xtask <check-deps>");
+        eprintln!("usage: cargo xtask <test|check-deps|setup-model>");
         return ExitCode::from(2);
     };
     let rest = &args[1..];
     let result = match task.as_str() {
         "check-deps" => check_deps::run(rest),
+        "test" => test::run(rest),
         other => Err(format!("unknown task {other:?}")),
     };
     match result {

@@ -48,6 +48,8 @@ enum Run {
 /// ```
 pub fn estimate_text(text: &str) -> u32 {
     let mut tokens: u32 = 0;
+    // CJK ideographs cost about 1.4 tokens each in cl100k: counted in tenths.
+    let mut cjk_tenths: u32 = 0;
     let mut run = Run::None;
     let mut run_len: u32 = 0;
 
@@ -55,11 +57,11 @@ pub fn estimate_text(text: &str) -> u32 {
         match run {
             Run::None => 0,
             // Common English words are one token; long or rare words split every ~6 letters.
-            Run::Word => 1 + len.saturating_sub(1) / 6,
+            Run::Word => 1 + len.saturating_sub(1) / 7,
             // cl100k splits digit runs into groups of up to three.
             Run::Digits => len.div_ceil(3),
             // Punctuation often merges in pairs ("()", "==", "\",").
-            Run::Punct => len.div_ceil(2),
+            Run::Punct => len.div_ceil(3),
         }
     }
 
@@ -80,8 +82,10 @@ pub fn estimate_text(text: &str) -> u32 {
         }
         match kind {
             Run::None => {
-                if !c.is_whitespace() {
-                    // CJK ideographs and other non-ASCII characters: about one token each.
+                if is_cjk(c) {
+                    cjk_tenths = cjk_tenths.saturating_add(14);
+                } else if !c.is_whitespace() {
+                    // Other non-ASCII characters: about one token each.
                     tokens = tokens.saturating_add(1);
                 } else if c == '\n' {
                     // Newlines mostly end up in tokens of their own (indentation merges with them).
@@ -91,7 +95,21 @@ pub fn estimate_text(text: &str) -> u32 {
             _ => run_len += 1,
         }
     }
-    tokens.saturating_add(close(run, run_len))
+    tokens
+        .saturating_add(close(run, run_len))
+        .saturating_add(cjk_tenths / 10)
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3000..=0x303F     // CJK punctuation
+        | 0x3040..=0x30FF   // kana
+        | 0x3400..=0x4DBF   // extension A
+        | 0x4E00..=0x9FFF   // unified ideographs
+        | 0xAC00..=0xD7AF   // hangul
+        | 0xF900..=0xFAFF   // compatibility ideographs
+        | 0xFF00..=0xFFEF   // full-width forms
+    )
 }
 
 /// Estimates the prompt tokens of a request: every text part, images, tool definitions and tool

@@ -138,7 +138,8 @@ impl Call {
     /// Picks the next link to call, applying skip rules; may wait once for a cooling-down link.
     pub(crate) async fn next_link(&mut self, inner: &ChainInner, req: &ChatRequest, ctx: &Context) -> Next {
         if let Some(e) = self.stop.take() {
-            let attempts = self.all_attempts();
+            let mut attempts = self.all_attempts();
+            attempts.extend_from_slice(e.attempts());
             return Next::Stop(e.with_attempts(attempts));
         }
         if ctx.is_cancelled() {

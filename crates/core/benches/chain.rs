@@ -4,6 +4,8 @@
 //! the first link, one fallback, skipping a link that refuses at once (an open breaker), and a
 //! 5-deep chain whose first four links fail.
 
+#![allow(clippy::expect_used)] // a benchmark binary: failing to build its fixtures should abort it
+
 use std::hint::black_box;
 use std::sync::Arc;
 

@@ -258,10 +258,8 @@ impl Context {
     ///
     /// A sleep that would overrun the deadline returns at once: nothing waits for nothing.
     pub async fn sleep(&self, d: Duration) -> Result<()> {
-        if let Some(rem) = self.remaining() {
-            if d > rem {
-                return Err(Error::deadline_exceeded());
-            }
+        if self.remaining().is_some_and(|rem| d > rem) {
+            return Err(Error::deadline_exceeded());
         }
         tokio::select! {
             biased;

@@ -12,6 +12,7 @@ use ripcord_core::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+#[allow(clippy::unwrap_used)] // a test helper: a failure is the test failing
 fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(v: &T) {
     let json = serde_json::to_string(v).unwrap();
     let back: T = serde_json::from_str(&json).unwrap();

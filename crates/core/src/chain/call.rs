@@ -258,13 +258,11 @@ impl Call {
             }
             (ErrorKind::Cancelled, _) | (_, Disposition::FailFast) => self.stop = Some(e),
             _ => {
-                if kind.is_local_refusal() {
-                    if let Some(after) = e.retry_after() {
-                        self.refused |= bit(i);
-                        let at = Instant::now() + after;
-                        self.earliest_readmission =
-                            Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
-                    }
+                if let Some(after) = e.retry_after().filter(|_| kind.is_local_refusal()) {
+                    self.refused |= bit(i);
+                    let at = Instant::now() + after;
+                    self.earliest_readmission =
+                        Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
                 }
                 self.preferred = inner
                     .routes

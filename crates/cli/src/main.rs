@@ -5,7 +5,10 @@
 fn main() -> std::process::ExitCode {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("ripcord {}: the command-line interface is not built yet (see the CLI issue)", env!("CARGO_PKG_VERSION"));
+        eprintln!(
+            "ripcord {}: the command-line interface is not built yet (see the CLI issue)",
+            env!("CARGO_PKG_VERSION")
+        );
     }
     std::process::ExitCode::from(2)
 }

@@ -1,5 +1,7 @@
 //! Config errors name the file, the line and the key; one test per kind of mistake.
 
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // test helpers below fail the test by panicking
+
 use ripcord_cli::config::{self, ConfigError};
 
 fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {

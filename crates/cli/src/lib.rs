@@ -5,3 +5,4 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod config;
+pub mod gateway;

@@ -1,0 +1,391 @@
+//! The OpenAI Chat Completions wire, server side: requests in, responses and chunks out.
+//!
+//! Reference: <https://platform.openai.com/docs/api-reference/chat>. Only what the gateway needs
+//! to accept from OpenAI SDKs and to answer in their shapes.
+
+use ripcord_core::{
+    ChatRequest, ChatResponse, ContentPart, Error, ErrorKind, FinishReason, ImageSource, Message,
+    ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec, Usage,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// A chat completions request as OpenAI SDKs send it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireRequest {
+    #[serde(default)]
+    pub(crate) model: Option<String>,
+    pub(crate) messages: Vec<WireMessage>,
+    #[serde(default)]
+    tools: Vec<WireTool>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    response_format: Option<WireResponseFormat>,
+    #[serde(default)]
+    temperature: Option<f32>,
+    #[serde(default)]
+    top_p: Option<f32>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    stop: Option<Value>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    pub(crate) stream: bool,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    // Accepted and ignored: sampling knobs ripcord does not route on.
+    #[serde(default, rename = "n")]
+    _n: Option<u32>,
+    #[serde(default, rename = "presence_penalty")]
+    _presence_penalty: Option<f32>,
+    #[serde(default, rename = "frequency_penalty")]
+    _frequency_penalty: Option<f32>,
+    #[serde(default, rename = "logprobs")]
+    _logprobs: Option<bool>,
+    #[serde(default, rename = "parallel_tool_calls")]
+    _parallel_tool_calls: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireToolCall {
+    id: String,
+    function: WireFunctionCall,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireFunctionCall {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireTool {
+    function: WireFunction,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: WireJsonSchema },
+}
+
+#[derive(Debug, Deserialize)]
+struct WireJsonSchema {
+    name: String,
+    #[serde(default)]
+    schema: Option<Value>,
+    #[serde(default)]
+    strict: Option<bool>,
+}
+
+fn bad(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidRequest, message)
+}
+
+impl WireRequest {
+    /// True when the client asked for the usage chunk.
+    pub(crate) fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+
+    /// Translates to ripcord's request.
+    pub(crate) fn into_chat_request(self) -> Result<ChatRequest, Error> {
+        if self.messages.is_empty() {
+            return Err(bad("`messages` must not be empty"));
+        }
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for (i, m) in self.messages.into_iter().enumerate() {
+            let role = match m.role.as_str() {
+                "system" | "developer" => Role::System,
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                "tool" => Role::Tool,
+                other => return Err(bad(format!("messages[{i}].role: unknown role {other:?}"))),
+            };
+            let content = parse_content(m.content, i)?;
+            let mut msg = Message::new(role, "");
+            msg.content = content;
+            msg.name = m.name;
+            msg.tool_call_id = m.tool_call_id;
+            msg.tool_calls = m
+                .tool_calls
+                .into_iter()
+                .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
+                .collect();
+            if role == Role::Tool && msg.tool_call_id.is_none() {
+                return Err(bad(format!(
+                    "messages[{i}]: a tool message needs `tool_call_id`"
+                )));
+            }
+            messages.push(msg);
+        }
+        let mut req = ChatRequest::new(messages);
+        req.tools = self
+            .tools
+            .into_iter()
+            .map(|t| {
+                let mut spec = ToolSpec::new(
+                    t.function.name,
+                    "",
+                    t.function
+                        .parameters
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                );
+                spec.description = t.function.description;
+                spec
+            })
+            .collect();
+        req.tool_choice = match self.tool_choice {
+            None => None,
+            Some(Value::String(s)) => Some(match s.as_str() {
+                "auto" => ToolChoice::Auto,
+                "none" => ToolChoice::None,
+                "required" => ToolChoice::Required,
+                other => return Err(bad(format!("tool_choice: unknown value {other:?}"))),
+            }),
+            Some(v) => match v.pointer("/function/name").and_then(Value::as_str) {
+                Some(name) => Some(ToolChoice::Tool {
+                    name: name.to_owned(),
+                }),
+                None => {
+                    return Err(bad(
+                        "tool_choice: expected a string or {\"type\":\"function\",\"function\":{\"name\":...}}",
+                    ));
+                }
+            },
+        };
+        req.response_format = match self.response_format {
+            None | Some(WireResponseFormat::Text) => ResponseFormat::Text,
+            Some(WireResponseFormat::JsonObject) => ResponseFormat::Json,
+            Some(WireResponseFormat::JsonSchema { json_schema }) => ResponseFormat::JsonSchema {
+                name: json_schema.name,
+                schema: json_schema.schema.unwrap_or_else(|| json!({})),
+                strict: json_schema.strict.unwrap_or(false),
+            },
+        };
+        req.temperature = self.temperature;
+        req.top_p = self.top_p;
+        req.max_tokens = self.max_completion_tokens.or(self.max_tokens);
+        req.stop = match self.stop {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s],
+            Some(Value::Array(a)) => a
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s),
+                    _ => Err(bad("stop: expected a string or an array of strings")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(bad("stop: expected a string or an array of strings")),
+        };
+        req.seed = self.seed;
+        req.user = self.user;
+        Ok(req)
+    }
+}
+
+fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, Error> {
+    match content {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(text)) => Ok(vec![ContentPart::Text { text }]),
+        Some(Value::Array(parts)) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(j, p)| {
+                let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+                match kind {
+                    "text" => p
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(|t| ContentPart::Text { text: t.to_owned() })
+                        .ok_or_else(|| bad(format!("messages[{i}].content[{j}]: a text part needs `text`"))),
+                    "image_url" => {
+                        let url = p
+                            .pointer("/image_url/url")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| bad(format!("messages[{i}].content[{j}]: an image part needs `image_url.url`")))?;
+                        let detail = p.pointer("/image_url/detail").and_then(Value::as_str).map(str::to_owned);
+                        let image = match url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) {
+                            Some((media_type, data)) => ImageSource::Base64 {
+                                media_type: media_type.to_owned(),
+                                data: data.to_owned(),
+                            },
+                            None => ImageSource::Url { url: url.to_owned() },
+                        };
+                        Ok(ContentPart::Image { image, detail })
+                    }
+                    other => Err(bad(format!("messages[{i}].content[{j}]: unsupported part type {other:?}"))),
+                }
+            })
+            .collect(),
+        Some(_) => Err(bad(format!("messages[{i}].content: expected a string or an array of parts"))),
+    }
+}
+
+fn finish_reason(r: &FinishReason) -> &str {
+    r.as_str()
+}
+
+fn wire_usage(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.total_tokens(),
+        "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens},
+    })
+}
+
+fn wire_tool_calls(calls: &[ToolCall]) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect(),
+    )
+}
+
+/// A `chat.completion` object.
+pub(crate) fn completion(id: &str, created: u64, model: &str, resp: &ChatResponse) -> Value {
+    let mut message = json!({"role": "assistant", "content": resp.content});
+    if !resp.tool_calls.is_empty() {
+        message["tool_calls"] = wire_tool_calls(&resp.tool_calls);
+        if resp.content.is_empty() {
+            message["content"] = Value::Null;
+        }
+    }
+    json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": if resp.model.is_empty() { model } else { resp.model.as_str() },
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(&resp.finish_reason), "logprobs": null}],
+        "usage": wire_usage(&resp.usage),
+    })
+}
+
+/// Builds `chat.completion.chunk` objects.
+#[derive(Debug)]
+pub(crate) struct ChunkWriter {
+    pub(crate) id: String,
+    pub(crate) created: u64,
+    pub(crate) model: String,
+}
+
+impl ChunkWriter {
+    pub(crate) fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null}],
+        })
+    }
+
+    pub(crate) fn usage(&self, usage: &Usage) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": wire_usage(usage),
+        })
+    }
+}
+
+/// OpenAI's error envelope and the HTTP status for a ripcord error.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireError {
+    #[serde(skip)]
+    pub(crate) status: u16,
+    error: WireErrorBody,
+}
+
+#[derive(Debug, Serialize)]
+struct WireErrorBody {
+    message: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    param: Option<String>,
+    code: Option<String>,
+}
+
+impl WireError {
+    pub(crate) fn new(
+        status: u16,
+        kind: &'static str,
+        code: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        WireError {
+            status,
+            error: WireErrorBody {
+                message: message.into(),
+                kind,
+                param: None,
+                code: Some(code.to_owned()),
+            },
+        }
+    }
+
+    /// Maps a chain error to the status and shape an OpenAI client understands.
+    pub(crate) fn from_error(e: &Error) -> Self {
+        let kind = e.kind();
+        let (status, ty): (u16, &'static str) = match kind {
+            ErrorKind::ContentFiltered
+            | ErrorKind::InvalidRequest
+            | ErrorKind::ContextLengthExceeded => (400, "invalid_request_error"),
+            ErrorKind::PayloadTooLarge => (413, "invalid_request_error"),
+            ErrorKind::RateLimited
+            | ErrorKind::LocalRateLimited
+            | ErrorKind::BudgetExhausted
+            | ErrorKind::QuotaExhausted => (429, "rate_limit_error"),
+            ErrorKind::DeadlineExceeded | ErrorKind::Timeout => (504, "server_error"),
+            ErrorKind::Overloaded | ErrorKind::CircuitOpen => (503, "server_error"),
+            ErrorKind::Cancelled => (499, "server_error"),
+            _ => (502, "server_error"),
+        };
+        WireError::new(status, ty, kind.as_str(), e.to_string())
+    }
+}

@@ -1,0 +1,546 @@
+//! One exchange on a model endpoint: validate the request like the vendor would, pick the
+//! behaviour from the script, and play it on the connection.
+//!
+//! Every behaviour is expressed with the same few moves — write the head, write a run of
+//! pre-framed SSE events, sleep, stall until the client leaves, reset — so the faults are
+//! identical across wires and only the event bodies differ.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+use super::{After, Route, Shared, lock};
+use crate::http::{
+    Conn, Frames, Framing, Incoming, LAST_CHUNK, broken_json, write_chunk, write_head, write_sse,
+};
+use crate::openai::Ctx;
+use crate::reply::Reply;
+use crate::script::Behavior;
+use crate::vendor_error::VendorError;
+use crate::{Wire, anthropic, openai};
+
+struct Job {
+    wire: Wire,
+    stream: bool,
+    include_usage: bool,
+    model: String,
+    response_id: String,
+    request_id: String,
+    created: u64,
+    close: bool,
+    /// The embeddings body, computed while validating.
+    prepared: Option<Vec<u8>>,
+}
+
+impl Job {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            id: &self.response_id,
+            model: &self.model,
+            created: self.created,
+        }
+    }
+
+    fn request_id_header(&self) -> (&'static str, &str) {
+        match self.wire {
+            Wire::OpenAi => ("x-request-id", &self.request_id),
+            Wire::Anthropic => ("request-id", &self.request_id),
+        }
+    }
+}
+
+fn default_model(wire: Wire, embeddings: bool) -> &'static str {
+    match (wire, embeddings) {
+        (Wire::OpenAi, false) => "gpt-4o-mini",
+        (Wire::OpenAi, true) => "text-embedding-3-small",
+        (Wire::Anthropic, _) => "claude-sonnet-4-5",
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub(super) async fn respond(
+    shared: &Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    req: &Incoming,
+    route: Route,
+) -> After {
+    let wire = shared.wire;
+    let n = shared.responses.fetch_add(1, Ordering::Relaxed) + 1;
+    let request_id = format!("req_ripcord{n:08}");
+    let close = !req.keep_alive;
+    let (embeddings, azure) = match route {
+        Route::Chat { azure } => (false, azure),
+        Route::Embeddings { azure } => (true, azure),
+        Route::Models => {
+            let model = shared
+                .reply
+                .model
+                .as_deref()
+                .unwrap_or(default_model(wire, false));
+            let body = match wire {
+                Wire::OpenAi => openai::models(model, unix_now()),
+                Wire::Anthropic => anthropic::models(model),
+            };
+            return send_json(conn, out, wire, 200, &request_id, &body, close).await;
+        }
+        Route::MethodNotAllowed | Route::NotFound => {
+            let (status, what) = if route == Route::NotFound {
+                (404, "Not Found")
+            } else {
+                (405, "Method Not Allowed")
+            };
+            let body = match wire {
+                Wire::OpenAi => crate::vendor_error::openai_error(
+                    &format!("Invalid URL ({} {})", req.method, req.path),
+                    Some("invalid_request_error"),
+                    None,
+                    None,
+                ),
+                Wire::Anthropic => {
+                    let kind = if status == 404 {
+                        "not_found_error"
+                    } else {
+                        "invalid_request_error"
+                    };
+                    crate::vendor_error::anthropic_error(kind, what, &request_id)
+                }
+            };
+            return send_json(conn, out, wire, status, &request_id, body.as_bytes(), close).await;
+        }
+    };
+
+    // Validate like the vendor would; a bad request never reaches the script.
+    let job = match prepare(shared, req, embeddings, azure, n, request_id, close) {
+        Ok(job) => job,
+        Err((request_id, body)) => {
+            return send_json(conn, out, wire, 400, &request_id, body.as_bytes(), close).await;
+        }
+    };
+
+    let behavior = {
+        let mut slot = lock(&shared.script);
+        let elapsed = Instant::now().saturating_duration_since(slot.since);
+        slot.plan.pick(elapsed)
+    };
+    let reply = &shared.reply;
+    let Some(behavior) = behavior else {
+        return success(conn, out, &job, reply, Pace::Now).await;
+    };
+    match &*behavior {
+        Behavior::Ok => success(conn, out, &job, reply, Pace::Now).await,
+        Behavior::Reply(custom) => success(conn, out, &job, custom, Pace::Now).await,
+        Behavior::Stream {
+            first_token,
+            between,
+        } => {
+            let pace = Pace::Delays {
+                first: *first_token,
+                between: *between,
+                before_head: true,
+            };
+            success(conn, out, &job, reply, pace).await
+        }
+        Behavior::SlowFirstToken(delay) => {
+            let pace = Pace::Delays {
+                first: *delay,
+                between: Duration::ZERO,
+                before_head: false,
+            };
+            success(conn, out, &job, reply, pace).await
+        }
+        Behavior::Status {
+            status,
+            body,
+            headers,
+        } => {
+            let mut all: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            all.push(job.request_id_header());
+            write_head(out, *status, None, &all, Framing::Length(body.len()), close);
+            out.extend_from_slice(body.as_bytes());
+            sent(conn.send(out).await)
+        }
+        Behavior::HangBeforeHeaders => {
+            conn.wait_until_client_gone().await;
+            After::Close
+        }
+        Behavior::StallMidStream { after_chunks } => {
+            cut(conn, out, &job, reply, *after_chunks, End::Stall).await
+        }
+        Behavior::ResetBeforeResponse => After::Reset,
+        Behavior::ResetMidStream { after_chunks } => {
+            cut(conn, out, &job, reply, *after_chunks, End::Reset).await
+        }
+        Behavior::MalformedJson => malformed(conn, out, &job, reply).await,
+        Behavior::TruncatedStream { after_chunks } => {
+            cut(conn, out, &job, reply, *after_chunks, End::Clean).await
+        }
+        Behavior::InBandError {
+            after_chunks,
+            error,
+        } => cut(conn, out, &job, reply, *after_chunks, End::Error(error)).await,
+        Behavior::Error(error) => {
+            let r = error.response(wire, &job.model, &job.request_id);
+            let mut headers: Vec<(&str, &str)> =
+                r.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            headers.push(job.request_id_header());
+            write_head(
+                out,
+                r.status,
+                r.content_type,
+                &headers,
+                Framing::Length(r.body.len()),
+                close,
+            );
+            out.extend_from_slice(r.body.as_bytes());
+            sent(conn.send(out).await)
+        }
+    }
+}
+
+fn sent(ok: bool) -> After {
+    if ok { After::Continue } else { After::Close }
+}
+
+/// Parses and validates a model request. On failure: the request id and a 400 body.
+fn prepare(
+    shared: &Shared,
+    req: &Incoming,
+    embeddings: bool,
+    azure: bool,
+    n: u64,
+    request_id: String,
+    close: bool,
+) -> Result<Job, (String, String)> {
+    let wire = shared.wire;
+    let mut job = Job {
+        wire,
+        stream: false,
+        include_usage: false,
+        model: String::new(),
+        response_id: match wire {
+            Wire::OpenAi => format!("chatcmpl-ripcord{n:08}"),
+            Wire::Anthropic => format!("msg_ripcord{n:08}"),
+        },
+        request_id,
+        created: unix_now(),
+        close,
+        prepared: None,
+    };
+    let fail = |job: Job, body: String| Err((job.request_id, body));
+    let requested_model: Option<String>;
+    match wire {
+        Wire::OpenAi if embeddings => {
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(_) => return fail(job, openai::invalid_json_error()),
+            };
+            requested_model = body
+                .get("model")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned);
+            if requested_model.is_none() && !azure {
+                return fail(job, openai::missing_param_error("model"));
+            }
+            let model = requested_model
+                .as_deref()
+                .unwrap_or(default_model(wire, true));
+            match openai::embeddings(&body, model, shared.embedding_dimensions) {
+                Ok(bytes) => job.prepared = Some(bytes),
+                Err(message) => return fail(job, message),
+            }
+        }
+        Wire::OpenAi => {
+            let probe: openai::ChatProbe<'_> = match serde_json::from_slice(&req.body) {
+                Ok(p) => p,
+                Err(_) => return fail(job, openai::invalid_json_error()),
+            };
+            if probe.model.is_none() && !azure {
+                return fail(job, openai::missing_param_error("model"));
+            }
+            if probe.messages.is_none() {
+                return fail(job, openai::missing_param_error("messages"));
+            }
+            job.stream = probe.stream.unwrap_or(false);
+            job.include_usage = probe
+                .stream_options
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false);
+            requested_model = probe.model.map(|m| m.into_owned());
+        }
+        Wire::Anthropic => {
+            let probe: anthropic::MessagesProbe<'_> = match serde_json::from_slice(&req.body) {
+                Ok(p) => p,
+                Err(e) => {
+                    let body = anthropic::invalid_json_error(&job.request_id, &e.to_string());
+                    return fail(job, body);
+                }
+            };
+            for (field, present) in [
+                ("model", probe.model.is_some()),
+                ("max_tokens", probe.max_tokens.is_some()),
+                ("messages", probe.messages.is_some()),
+            ] {
+                if !present {
+                    let body = anthropic::missing_field_error(&job.request_id, field);
+                    return fail(job, body);
+                }
+            }
+            job.stream = probe.stream.unwrap_or(false);
+            requested_model = probe.model.map(|m| m.into_owned());
+        }
+    }
+    job.model = match (&shared.reply.model, requested_model) {
+        (Some(fixed), _) if !embeddings => fixed.clone(),
+        (_, Some(asked)) => asked,
+        (_, None) => default_model(wire, embeddings).to_owned(),
+    };
+    Ok(job)
+}
+
+async fn send_json(
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    wire: Wire,
+    status: u16,
+    request_id: &str,
+    body: &[u8],
+    close: bool,
+) -> After {
+    let id_header = match wire {
+        Wire::OpenAi => ("x-request-id", request_id),
+        Wire::Anthropic => ("request-id", request_id),
+    };
+    write_head(
+        out,
+        status,
+        Some("application/json"),
+        &[id_header],
+        Framing::Length(body.len()),
+        close,
+    );
+    out.extend_from_slice(body);
+    sent(conn.send(out).await)
+}
+
+/// When the parts of a successful answer go out.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// All at once.
+    Now,
+    /// Streams: headers at once, the first event after `first`, later chunks `between` apart.
+    /// JSON: the whole response after `first` (`before_head`) or the head at once and the body
+    /// after `first`.
+    Delays {
+        first: Duration,
+        between: Duration,
+        before_head: bool,
+    },
+}
+
+/// The full JSON body of a successful answer.
+fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
+    if let Some(prepared) = &job.prepared {
+        return prepared.clone();
+    }
+    match job.wire {
+        Wire::OpenAi => openai::completion(job.ctx(), reply),
+        Wire::Anthropic => anthropic::message(job.ctx(), reply),
+    }
+}
+
+fn frames(job: &Job, reply: &Reply, broken: bool) -> Frames {
+    match job.wire {
+        Wire::OpenAi => openai::stream_frames(job.ctx(), reply, job.include_usage, broken),
+        Wire::Anthropic => anthropic::stream_frames(job.ctx(), reply, broken),
+    }
+}
+
+fn head_json(out: &mut Vec<u8>, job: &Job, len: usize) {
+    write_head(
+        out,
+        200,
+        Some("application/json"),
+        &[job.request_id_header()],
+        Framing::Length(len),
+        job.close,
+    );
+}
+
+fn head_sse(out: &mut Vec<u8>, job: &Job) {
+    write_head(
+        out,
+        200,
+        Some("text/event-stream; charset=utf-8"),
+        &[job.request_id_header(), ("cache-control", "no-cache")],
+        Framing::Chunked,
+        job.close,
+    );
+}
+
+async fn success(
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    job: &Job,
+    reply: &Reply,
+    pace: Pace,
+) -> After {
+    if !job.stream {
+        let body = json_body(job, reply);
+        match pace {
+            Pace::Now => {}
+            Pace::Delays {
+                first,
+                before_head: true,
+                ..
+            } => tokio::time::sleep(first).await,
+            Pace::Delays { first, .. } => {
+                head_json(out, job, body.len());
+                if !conn.send(out).await {
+                    return After::Close;
+                }
+                out.clear();
+                tokio::time::sleep(first).await;
+                return sent(conn.send(&body).await);
+            }
+        }
+        head_json(out, job, body.len());
+        out.extend_from_slice(&body);
+        return sent(conn.send(out).await);
+    }
+
+    let f = frames(job, reply, false);
+    head_sse(out, job);
+    let Pace::Delays { first, between, .. } = pace else {
+        out.extend_from_slice(f.bytes(0..f.len()));
+        out.extend_from_slice(LAST_CHUNK);
+        return sent(conn.send(out).await);
+    };
+    if !conn.send(out).await {
+        return After::Close;
+    }
+    tokio::time::sleep(first).await;
+    // Send up to and including each content frame; sleep `between` before each later one.
+    let mut start = 0;
+    for (k, &content) in f.content().iter().enumerate() {
+        if k > 0 && !between.is_zero() {
+            tokio::time::sleep(between).await;
+        }
+        if !conn.send(f.bytes(start..content + 1)).await {
+            return After::Close;
+        }
+        start = content + 1;
+    }
+    out.clear();
+    out.extend_from_slice(f.bytes(start..f.len()));
+    out.extend_from_slice(LAST_CHUNK);
+    sent(conn.send(out).await)
+}
+
+/// How a cut-short answer ends.
+enum End<'a> {
+    Stall,
+    Reset,
+    /// A clean end without the tail.
+    Clean,
+    /// The vendor's in-band error, then a clean end.
+    Error(&'a VendorError),
+}
+
+async fn cut(
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    job: &Job,
+    reply: &Reply,
+    after: usize,
+    end: End<'_>,
+) -> After {
+    if !job.stream {
+        let body = match end {
+            End::Error(error) => {
+                let body = error.json_body(job.wire, &job.model, &job.request_id);
+                head_json(out, job, body.len());
+                out.extend_from_slice(body.as_bytes());
+                return sent(conn.send(out).await);
+            }
+            _ => json_body(job, reply),
+        };
+        // Announce the whole body, send half of it.
+        head_json(out, job, body.len());
+        out.extend_from_slice(&body[..body.len() / 2]);
+        if !conn.send(out).await {
+            return After::Close;
+        }
+        return match end {
+            End::Stall => {
+                conn.wait_until_client_gone().await;
+                After::Close
+            }
+            End::Reset => After::Reset,
+            End::Clean | End::Error(_) => After::Close,
+        };
+    }
+
+    let f = frames(job, reply, false);
+    let upto = match end {
+        End::Error(_) if after == 0 => 0,
+        _ => f.cut_after(after),
+    };
+    head_sse(out, job);
+    out.extend_from_slice(f.bytes(0..upto));
+    match end {
+        End::Stall => {
+            if !conn.send(out).await {
+                return After::Close;
+            }
+            conn.wait_until_client_gone().await;
+            After::Close
+        }
+        End::Reset => {
+            if !conn.send(out).await {
+                return After::Close;
+            }
+            After::Reset
+        }
+        End::Clean => {
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
+        End::Error(error) => {
+            let json = error.json_body(job.wire, &job.model, &job.request_id);
+            let event = match job.wire {
+                Wire::OpenAi => openai::INBAND_ERROR_EVENT,
+                Wire::Anthropic => anthropic::INBAND_ERROR_EVENT,
+            };
+            let mut sse = Vec::with_capacity(json.len() + 32);
+            write_sse(&mut sse, event, json.as_bytes());
+            write_chunk(out, &sse);
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
+    }
+}
+
+async fn malformed(conn: &mut Conn, out: &mut Vec<u8>, job: &Job, reply: &Reply) -> After {
+    if job.stream {
+        let f = frames(job, reply, true);
+        head_sse(out, job);
+        out.extend_from_slice(f.bytes(0..f.len()));
+        out.extend_from_slice(LAST_CHUNK);
+    } else {
+        let body = json_body(job, reply);
+        let broken = broken_json(&body);
+        head_json(out, job, broken.len());
+        out.extend_from_slice(broken);
+    }
+    sent(conn.send(out).await)
+}

@@ -1,1 +1,130 @@
-//! ripcord-resilience: see the workspace README; this crate is filled by its own issue.
+//! # ripcord-resilience
+//!
+//! Policies that keep a link of a ripcord chain answering — or failing fast and honestly — when
+//! its vendor struggles. Every policy is a decorator: a [`ChatModel`](ripcord_core::ChatModel)
+//! wrapping a `ChatModel`, forwarding `id()` and `capabilities()`, so policies stack in any
+//! order and a decorated link goes into a [`Chain`](ripcord_core::Chain) like any model.
+//!
+//! | policy | wrapper / settings | on refusal |
+//! | --- | --- | --- |
+//! | [`retry`]: backoff with full jitter, retry-after, retry budget | [`Retry`] / [`RetryLayer`] | — |
+//! | [`breaker`]: circuit breaker on `failsafe` | [`Breaker`] / [`BreakerLayer`] | `CircuitOpen` + retry-after |
+//! | [`rate_limit`]: RPM and TPM on `governor` | [`RateLimit`] / [`RateLimitLayer`] | `LocalRateLimited` + retry-after |
+//! | [`bulkhead`]: calls in flight, priority queue | [`Bulkhead`] / [`BulkheadLayer`] | `BudgetExhausted` + retry-after |
+//! | [`budget`]: per-tenant token budgets | [`Budget`] / [`BudgetLayer`] | `BudgetExhausted` + retry-after |
+//! | [`timeout`]: attempt, first-token and idle limits | [`Timeout`] / [`TimeoutLayer`] | `Timeout` |
+//! | [`hedge`]: race a second link when slow (opt-in) | [`Hedge`] / [`HedgeLayer`] | — |
+//! | [`validate`]: JSON / schema / custom checks | [`Validate`] / [`Validator`] | `InvalidResponse` |
+//! | [`cache`]: TTL + LRU response cache (opt-in) | [`Cache`] / [`CacheLayer`] | — |
+//! | [`health`]: EWMA latency, error rate, breaker state | [`Health`] / [`HealthLayer`] | — |
+//!
+//! Refusals are made without calling the vendor and carry a `retry_after` saying when the link
+//! takes calls again: the chain skips a refusing link and, when every link is cooling down,
+//! waits for the earliest re-admission if the deadline allows. Every wait in this crate —
+//! backoff, limiter, queue — stops at [`Context::deadline`](ripcord_core::Context::deadline)
+//! and on cancellation; a wait that would overrun the deadline is not started at all.
+//!
+//! ## The recommended order
+//!
+//! [`ChatModelExt`] methods wrap inside-out, so write the innermost first. From the outside in:
+//!
+//! ```text
+//! cache → hedge → health → breaker → budget → bulkhead → retry → rate limit → timeout → validate → model
+//! ```
+//!
+//! - **cache** outermost: a hit costs nothing and must not spend limits or move the breaker.
+//! - **hedge** races two *whole* guarded links; each side keeps its own breaker and limits.
+//! - **health** sees each logical call's final outcome, like the breaker, plus its refusals.
+//! - **breaker** outside the retry, so it records one outcome per logical call after the
+//!   retries are spent, not one per attempt (PITFALLS 10); and outside the queue and limits, so
+//!   an open breaker refuses at once instead of waiting for a slot.
+//! - **budget** charges the tenant once per logical call.
+//! - **bulkhead** bounds logical calls in flight; the queue is where priority acts.
+//! - **retry** inside those: each attempt goes through everything below it again.
+//! - **rate limit** inside the retry, so retries are limited like first attempts (a local limit
+//!   that retries could bypass would not keep us under the vendor's), and a vendor 429 pauses
+//!   the limiter before the retry waits out its retry-after.
+//! - **timeout** per attempt, inside the retry (each attempt gets its own limit) and inside the
+//!   breaker (a timeout is recorded as a failure, PITFALLS 11).
+//! - **validate** innermost: a bad answer is an attempt's `InvalidResponse`, retried and
+//!   counted like any failure.
+//!
+//! ```
+//! use std::time::Duration;
+//! use ripcord_core::testing::ScriptedModel;
+//! use ripcord_core::{Chain, ChatModel, ChatRequest, Context, ErrorKind};
+//! use ripcord_resilience::*;
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let primary = ScriptedModel::new("openai").fail(ErrorKind::Overloaded)
+//!     .with_validation(JsonValidator)
+//!     .with_timeout(TimeoutLayer::default())
+//!     .with_rate_limit(RateLimitLayer::builder().rpm(500).tpm(200_000).build()?)
+//!     .with_retry(RetryLayer::default())
+//!     .with_bulkhead(BulkheadLayer::default())
+//!     .with_breaker(BreakerLayer::default());
+//! let chain = Chain::builder()
+//!     .link(primary)
+//!     .link(ScriptedModel::new("local").reply("Rayleigh scattering."))
+//!     .static_reply("The assistant is busy right now.")
+//!     .build()?;
+//! let reply = chain.chat(&ChatRequest::user("Why is the sky blue?"), &Context::new()).await?;
+//! assert_eq!(reply.served_by(), "local");
+//! # Ok(()) }
+//! ```
+//!
+//! ## Time
+//!
+//! Every policy reads time through one injectable [`Clock`]; the default [`TokioClock`]
+//! follows tokio's clock, so under `tokio::time::pause` one fake time drives the breaker, the
+//! limiters, the budgets and every sleep — see [`Clock`] for why `failsafe` and `governor`
+//! cannot be left on their own clocks.
+//!
+//! ## Instrumentation
+//!
+//! `tracing` events only (no OpenTelemetry dependency): `ripcord.retry_scheduled` (with
+//! `delay_ms` and `error.type`), `ripcord.breaker_transition` (`link`, `from`, `to`),
+//! `ripcord.rate_limit_paused`, `ripcord.hedge_started`, `ripcord.hedge_won`,
+//! `ripcord.validation_failed`, `ripcord.budget_exhausted`; debug-level events for local
+//! refusals and retries given up. `ripcord-telemetry` turns them into metrics.
+//!
+//! ## Feature flags
+//!
+//! None: every policy is always compiled; the heavy parts (hedging, caching) are opt-in at run
+//! time by wrapping.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod breaker;
+pub mod budget;
+pub mod bulkhead;
+pub mod cache;
+mod clock;
+mod error;
+mod ext;
+pub mod health;
+pub mod hedge;
+pub mod rate_limit;
+pub mod retry;
+mod stream_util;
+pub mod timeout;
+pub mod validate;
+mod window;
+
+pub use breaker::{
+    Breaker, BreakerBuilder, BreakerHandle, BreakerLayer, BreakerListener, BreakerSnapshot,
+    BreakerState, KindAction, OpenBackoff, Transition,
+};
+pub use budget::{Budget, BudgetBuilder, BudgetLayer};
+pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadLayer, BulkheadSnapshot};
+pub use cache::{Cache, CacheBuilder, CacheLayer, CacheStats};
+pub use clock::{Clock, SharedClock, TokioClock};
+pub use error::ConfigError;
+pub use ext::ChatModelExt;
+pub use health::{Health, HealthBuilder, HealthHandle, HealthLayer, HealthSnapshot, HealthStatus};
+pub use hedge::{Hedge, HedgeBuilder, HedgeDelay, HedgeLayer};
+pub use rate_limit::{RateLimit, RateLimitBuilder, RateLimitLayer, RateLimitSnapshot};
+pub use retry::{
+    Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryBuilder, RetryLayer, SplitMix64,
+};
+pub use timeout::{Timeout, TimeoutBuilder, TimeoutLayer};
+pub use validate::{FnValidator, JsonValidator, Validate, Validator, validator_fn};

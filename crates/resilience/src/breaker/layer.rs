@@ -1,0 +1,302 @@
+//! [`BreakerLayer`]: the breaker's settings, and the constructor of [`Breaker`] wrappers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use failsafe::FailurePolicy;
+use ripcord_core::{ChatModel, ErrorKind};
+
+use super::Breaker;
+use super::listener::BreakerListener;
+use super::policy::{FailureRate, KindAction, OpenBackoff, default_action};
+use super::state::{Core, CoreSettings};
+use crate::clock::{SharedClock, default_clock};
+use crate::error::ConfigError;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RateSettings {
+    threshold: f64,
+    window: Duration,
+    min_calls: u32,
+}
+
+/// The circuit breaker's settings.
+///
+/// Defaults ([`BreakerLayer::default`]): trips after 5 consecutive failures, stays open 60 s,
+/// admits 1 probe at a time in half-open (each probe bounded by 30 s), closes after 1 successful
+/// probe; `Auth` failures trip at once for 5 minutes; caller-side kinds (content filtered,
+/// invalid request, context length, local refusals, cancellation) never count.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::ErrorKind;
+/// use ripcord_resilience::{BreakerLayer, KindAction, OpenBackoff};
+/// let layer = BreakerLayer::builder()
+///     .consecutive_failures(3)
+///     .failure_rate(0.5, Duration::from_secs(30), 20)
+///     .open(OpenBackoff::Exponential { base: Duration::from_millis(500), max: Duration::from_secs(30) })
+///     .success_threshold(2)
+///     .kind(ErrorKind::QuotaExhausted, KindAction::TripFor(Duration::from_secs(600)))
+///     .build()?;
+/// # let _ = layer;
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BreakerLayer {
+    consecutive: Option<u32>,
+    rate: Option<RateSettings>,
+    open: OpenBackoff,
+    success_threshold: u32,
+    max_probes: usize,
+    probe_timeout: Duration,
+    half_open_retry_hint: Duration,
+    history: usize,
+    kinds: BTreeMap<ErrorKind, KindAction>,
+    listener: Arc<dyn BreakerListener>,
+    clock: SharedClock,
+}
+
+impl Default for BreakerLayer {
+    fn default() -> Self {
+        BreakerLayer {
+            consecutive: Some(5),
+            rate: None,
+            open: OpenBackoff::Constant(Duration::from_secs(60)),
+            success_threshold: 1,
+            max_probes: 1,
+            probe_timeout: Duration::from_secs(30),
+            half_open_retry_hint: Duration::from_secs(1),
+            history: 32,
+            kinds: BTreeMap::new(),
+            listener: Arc::new(()),
+            clock: default_clock(),
+        }
+    }
+}
+
+impl BreakerLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> BreakerBuilder {
+        BreakerBuilder {
+            layer: BreakerLayer::default(),
+            consecutive_set: false,
+        }
+    }
+
+    /// Wraps a model; every wrapper gets its own breaker state.
+    pub fn layer<M: ChatModel>(&self, model: M) -> Breaker<M> {
+        Breaker::new(model, self.clone())
+    }
+
+    /// What a failure of `kind` does.
+    pub fn action(&self, kind: ErrorKind) -> KindAction {
+        self.kinds
+            .get(&kind)
+            .copied()
+            .unwrap_or_else(|| default_action(kind))
+    }
+
+    pub(crate) fn probe_timeout(&self) -> Duration {
+        self.probe_timeout
+    }
+
+    pub(crate) fn core(&self, link: Arc<str>) -> Core {
+        let policy: Box<dyn FailurePolicy + Send> = match (self.consecutive, self.rate) {
+            (Some(n), None) => Box::new(failsafe::failure_policy::consecutive_failures(
+                n,
+                self.open.iter(),
+            )),
+            (None, Some(r)) => Box::new(FailureRate::new(
+                r.threshold,
+                r.window,
+                r.min_calls,
+                self.open,
+                self.clock.clone(),
+            )),
+            (Some(n), Some(r)) => Box::new(
+                failsafe::failure_policy::consecutive_failures(n, self.open.iter()).or_else(
+                    FailureRate::new(
+                        r.threshold,
+                        r.window,
+                        r.min_calls,
+                        self.open,
+                        self.clock.clone(),
+                    ),
+                ),
+            ),
+            // `build` rejects this; a default breaker counts consecutive failures.
+            (None, None) => Box::new(failsafe::failure_policy::consecutive_failures(
+                5,
+                self.open.iter(),
+            )),
+        };
+        Core::new(
+            link,
+            policy,
+            CoreSettings {
+                success_threshold: self.success_threshold,
+                max_probes: self.max_probes,
+                half_open_retry_hint: self.half_open_retry_hint,
+                history: self.history,
+                first_delay: self.open.first(),
+            },
+            self.clock.clone(),
+            self.listener.clone(),
+        )
+    }
+}
+
+/// Builds a [`BreakerLayer`]; validation happens in [`BreakerBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct BreakerBuilder {
+    layer: BreakerLayer,
+    consecutive_set: bool,
+}
+
+impl BreakerBuilder {
+    /// Trips after `n` consecutive counted failures (default 5). With
+    /// [`BreakerBuilder::failure_rate`] as well, either one trips.
+    pub fn consecutive_failures(mut self, n: u32) -> Self {
+        self.layer.consecutive = Some(n);
+        self.consecutive_set = true;
+        self
+    }
+
+    /// Trips when at least `threshold` (0 < t ≤ 1) of the calls in the last `window` failed,
+    /// once the window holds at least `min_calls` calls. Alone, it replaces the default
+    /// consecutive-failure rule.
+    pub fn failure_rate(mut self, threshold: f64, window: Duration, min_calls: u32) -> Self {
+        self.layer.rate = Some(RateSettings {
+            threshold,
+            window,
+            min_calls,
+        });
+        if !self.consecutive_set {
+            self.layer.consecutive = None;
+        }
+        self
+    }
+
+    /// How long the breaker stays open (default 60 s, constant).
+    pub fn open(mut self, backoff: OpenBackoff) -> Self {
+        self.layer.open = backoff;
+        self
+    }
+
+    /// Shorthand for a constant open duration.
+    pub fn open_for(self, d: Duration) -> Self {
+        self.open(OpenBackoff::Constant(d))
+    }
+
+    /// Successful probes needed to close from half-open (default 1).
+    pub fn success_threshold(mut self, n: u32) -> Self {
+        self.layer.success_threshold = n;
+        self
+    }
+
+    /// Probes admitted at once in half-open (default 1).
+    pub fn max_probes(mut self, n: usize) -> Self {
+        self.layer.max_probes = n;
+        self
+    }
+
+    /// The longest a probe may take before it counts as failed and releases its permit, even
+    /// without a deadline in the context (default 30 s).
+    pub fn probe_timeout(mut self, d: Duration) -> Self {
+        self.layer.probe_timeout = d;
+        self
+    }
+
+    /// The retry-after given to callers refused in half-open while probes run (default 1 s).
+    pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
+        self.layer.half_open_retry_hint = d;
+        self
+    }
+
+    /// Transitions kept in the history (default 32).
+    pub fn history(mut self, n: usize) -> Self {
+        self.layer.history = n;
+        self
+    }
+
+    /// Overrides what failures of `kind` do.
+    pub fn kind(mut self, kind: ErrorKind, action: KindAction) -> Self {
+        self.layer.kinds.insert(kind, action);
+        self
+    }
+
+    /// Hears transitions and refusals (default: none).
+    pub fn listener(mut self, listener: Arc<dyn BreakerListener>) -> Self {
+        self.layer.listener = listener;
+        self
+    }
+
+    /// Uses this clock (default [`crate::TokioClock`]).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.layer.clock = clock;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a zero failure count, a rate outside (0, 1], a zero window, a zero
+    /// open duration, an exponential max below its base, zero probes, a zero success
+    /// threshold or a zero probe timeout.
+    pub fn build(self) -> Result<BreakerLayer, ConfigError> {
+        let l = self.layer;
+        let err = |setting, reason: String| ConfigError::new("breaker", setting, reason);
+        if l.consecutive == Some(0) {
+            return Err(err("consecutive_failures", "must be at least 1".into()));
+        }
+        if let Some(r) = l.rate {
+            if !(r.threshold > 0.0 && r.threshold <= 1.0) {
+                return Err(err(
+                    "failure_rate.threshold",
+                    format!("must be in (0, 1], got {}", r.threshold),
+                ));
+            }
+            if r.window.is_zero() {
+                return Err(err(
+                    "failure_rate.window",
+                    "must be greater than zero".into(),
+                ));
+            }
+        }
+        if l.consecutive.is_none() && l.rate.is_none() {
+            return Err(err(
+                "policy",
+                "set consecutive_failures or failure_rate".into(),
+            ));
+        }
+        match l.open {
+            OpenBackoff::Constant(d) if d.is_zero() => {
+                return Err(err(
+                    "open",
+                    "the open duration must be greater than zero".into(),
+                ));
+            }
+            OpenBackoff::Exponential { base, max } if base.is_zero() || max < base => {
+                return Err(err(
+                    "open",
+                    format!("exponential needs 0 < base <= max, got base {base:?}, max {max:?}"),
+                ));
+            }
+            _ => {}
+        }
+        if l.success_threshold == 0 {
+            return Err(err("success_threshold", "must be at least 1".into()));
+        }
+        if l.max_probes == 0 {
+            return Err(err("max_probes", "must be at least 1".into()));
+        }
+        if l.probe_timeout.is_zero() {
+            return Err(err("probe_timeout", "must be greater than zero".into()));
+        }
+        Ok(l)
+    }
+}

@@ -1,0 +1,322 @@
+//! A circuit breaker per link, built on `failsafe`'s state machine.
+//!
+//! While a link keeps failing, calls to it are refused at once with
+//! [`ErrorKind::CircuitOpen`] and a `retry_after` saying when it re-admits calls, so the chain
+//! skips the link instead of waiting on it (and, if every link is cooling down, waits for the
+//! earliest re-admission). After the open duration a bounded number of probes test the link.
+//!
+//! # What counts
+//!
+//! One outcome per *logical* call (PITFALLS 10): put retries inside the breaker, and the
+//! breaker sees the call's final result. A stream's outcome is recorded when it ends (its
+//! finish event, an error, or truncation) — not per chunk. Caller-side kinds never count
+//! ([`ErrorKind::is_caller_side`]); `Auth` trips at once and for longer; see [`KindAction`].
+//!
+//! Timeouts are failures (PITFALLS 11): the breaker runs the call under the context's deadline
+//! itself (and a half-open probe under `probe_timeout` too), so a hanging vendor is recorded
+//! as a failure rather than vanishing when an outer timeout drops the future. Cancellation by
+//! the caller — the context's token, or dropping the future or the stream — records nothing,
+//! and a probe's permit is released when it ends, times out or is dropped, so half-open cannot
+//! wedge (PITFALLS 9).
+//!
+//! # Where `failsafe` is wrapped, and why
+//!
+//! `failsafe` 1.3 decides the transitions (its failure policies and state machine), but it
+//! admits every caller in half-open, closes on the first success, times the open state with
+//! `std::time::Instant` in whole seconds, and records only when the wrapped future completes.
+//! ripcord adds a probe permit, a success threshold, its own (sub-second, clock-driven,
+//! fresh-on-every-trip) open duration, a deadline inside the guarded call, per-kind rules, a
+//! listener, a bounded history and a snapshot:
+//!
+//! - the user's failure policy is wrapped so that `failsafe` opens for *zero* time while the
+//!   real open duration is kept here, on the crate's [`Clock`](crate::Clock), as a fresh
+//!   open-until on every trip; only once it has passed is `failsafe` asked for permission, and
+//!   it moves to half-open;
+//! - a semaphore of `max_probes` permits gates half-open; everyone else gets `CircuitOpen`;
+//! - a success is reported to `failsafe` (which then closes and resets its policy) only after
+//!   `success_threshold` probes succeeded;
+//! - an outcome is reported only while the breaker is in the state, and epoch, in which the call
+//!   was admitted, so a slow call admitted before a trip cannot close the breaker later.
+//!
+//! All calls into `failsafe` happen under one `std` mutex that is never held across an await.
+
+mod layer;
+mod listener;
+mod policy;
+mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ripcord_core::{
+    CancellationToken, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context,
+    Error, ErrorKind, ModelId, Result, TimeoutPhase,
+};
+use tokio::time::Instant;
+
+pub use layer::{BreakerBuilder, BreakerLayer};
+pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
+pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
+use state::{Admission, Core, Outcome};
+
+use crate::error::tag;
+use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver};
+
+/// A model guarded by a circuit breaker.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
+/// use ripcord_resilience::{BreakerLayer, BreakerState, ChatModelExt};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let layer = BreakerLayer::builder().consecutive_failures(2).open_for(Duration::from_millis(500)).build().unwrap();
+/// let model = ScriptedModel::new("primary").fail(ErrorKind::ServerError).with_breaker(layer);
+/// let req = ChatRequest::user("hi");
+/// for _ in 0..2 {
+///     assert_eq!(model.chat(&req, &Context::new()).await.unwrap_err().kind(), ErrorKind::ServerError);
+/// }
+/// let refused = model.chat(&req, &Context::new()).await.unwrap_err();
+/// assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
+/// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
+/// assert_eq!(model.snapshot().state, BreakerState::Open);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Breaker<M> {
+    inner: M,
+    layer: Arc<BreakerLayer>,
+    core: Arc<Core>,
+}
+
+/// A cheap, cloneable handle to a breaker's state, for health endpoints and operators.
+#[derive(Debug, Clone)]
+pub struct BreakerHandle {
+    core: Arc<Core>,
+}
+
+impl BreakerHandle {
+    /// The state now (an open breaker whose open duration has passed reads as half-open).
+    pub fn state(&self) -> BreakerState {
+        self.core.state()
+    }
+
+    /// A snapshot: state, counters and recent transitions.
+    pub fn snapshot(&self) -> BreakerSnapshot {
+        self.core.snapshot()
+    }
+
+    /// Closes the breaker by hand (an operator's reset after fixing a key, say).
+    pub fn reset(&self) {
+        self.core.reset();
+    }
+
+    /// The link's name.
+    pub fn link(&self) -> &str {
+        self.core.link()
+    }
+}
+
+impl<M: ChatModel> Breaker<M> {
+    /// Wraps `inner` with a fresh breaker.
+    pub fn new(inner: M, layer: BreakerLayer) -> Self {
+        let core = Arc::new(layer.core(inner.id().name.clone()));
+        Breaker {
+            inner,
+            layer: Arc::new(layer),
+            core,
+        }
+    }
+
+    /// The wrapped model.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped model, mutably.
+    pub fn get_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+
+    /// Unwraps the model (the breaker's state is dropped unless a handle keeps it).
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// A handle to this breaker's state.
+    pub fn handle(&self) -> BreakerHandle {
+        BreakerHandle {
+            core: self.core.clone(),
+        }
+    }
+
+    /// A snapshot of this breaker.
+    pub fn snapshot(&self) -> BreakerSnapshot {
+        self.core.snapshot()
+    }
+
+    fn refusal(&self, after: Duration) -> Error {
+        tag(
+            Error::new(
+                ErrorKind::CircuitOpen,
+                format!(
+                    "circuit breaker open; calls are re-admitted in {} ms",
+                    after.as_millis()
+                ),
+            )
+            .with_retry_after(after),
+            self.inner.id(),
+        )
+    }
+
+    fn admit(&self, ctx: &Context) -> Result<Admission> {
+        ctx.check().map_err(|e| tag(e, self.inner.id()))?;
+        self.core.admit().map_err(|after| self.refusal(after))
+    }
+
+    /// The instant the guarded call must end by, and why.
+    fn limit(&self, admission: &Admission, ctx: &Context) -> Option<(Instant, Cut)> {
+        let deadline = ctx.deadline();
+        if admission.is_probe() {
+            let probe_end = Instant::now() + self.layer.probe_timeout();
+            match deadline {
+                Some(d) if d <= probe_end => Some((d, Cut::Deadline)),
+                _ => Some((probe_end, Cut::ProbeTimeout)),
+            }
+        } else {
+            deadline.map(|d| (d, Cut::Deadline))
+        }
+    }
+
+    async fn guarded<T>(
+        &self,
+        ctx: &Context,
+        limit: Option<(Instant, Cut)>,
+        fut: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let bounded = async {
+            match limit {
+                Some((at, cut)) => tokio::time::timeout_at(at, fut)
+                    .await
+                    .unwrap_or_else(|_| Err(cut.error())),
+                None => fut.await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = ctx.cancellation().cancelled() => Err(Error::cancelled()),
+            r = bounded => r,
+        }
+    }
+}
+
+/// Which limit cut a guarded call; the error is built only when one does.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    Deadline,
+    ProbeTimeout,
+}
+
+impl Cut {
+    fn error(self) -> Error {
+        match self {
+            Cut::Deadline => Error::deadline_exceeded(),
+            Cut::ProbeTimeout => Error::timeout(
+                TimeoutPhase::Total,
+                "the half-open probe outlasted probe_timeout",
+            ),
+        }
+    }
+}
+
+/// Classifies a failure for the breaker.
+fn classify(layer: &BreakerLayer, e: &Error, cancel: &CancellationToken) -> Outcome {
+    let kind = match e.kind() {
+        ErrorKind::Cancelled => return Outcome::Ignore,
+        // Cut by the deadline while we waited on the link: a timeout of the link, unless the
+        // caller cancelled.
+        ErrorKind::DeadlineExceeded if cancel.is_cancelled() => return Outcome::Ignore,
+        ErrorKind::DeadlineExceeded => ErrorKind::Timeout,
+        k => k,
+    };
+    match layer.action(kind) {
+        KindAction::Ignore => Outcome::Ignore,
+        action => Outcome::Failure { kind, action },
+    }
+}
+
+/// Records a stream's outcome when it ends.
+struct BreakerObserver {
+    core: Arc<Core>,
+    layer: Arc<BreakerLayer>,
+    admission: Admission,
+    cancel: CancellationToken,
+}
+
+impl StreamObserver for BreakerObserver {
+    fn on_end(&mut self, end: End<'_>) {
+        let outcome = match end {
+            End::Finished => Outcome::Success,
+            End::Failed(e) => classify(&self.layer, e, &self.cancel),
+            End::Dropped => Outcome::Ignore,
+        };
+        self.core.record(&self.admission, outcome);
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Breaker<M> {
+    fn id(&self) -> &ModelId {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let admission = self.admit(ctx)?;
+        let limit = self.limit(&admission, ctx);
+        let result = self.guarded(ctx, limit, self.inner.chat(req, ctx)).await;
+        let outcome = match &result {
+            Ok(_) => Outcome::Success,
+            Err(e) => classify(&self.layer, e, ctx.cancellation()),
+        };
+        self.core.record(&admission, outcome);
+        result.map_err(|e| tag(e, self.inner.id()))
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let admission = self.admit(ctx)?;
+        let limit = self.limit(&admission, ctx);
+        let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
+        match opened {
+            Err(e) => {
+                self.core
+                    .record(&admission, classify(&self.layer, &e, ctx.cancellation()));
+                Err(tag(e, self.inner.id()))
+            }
+            Ok(stream) => {
+                let stream = Guarded::boxed(
+                    stream,
+                    Limits {
+                        total: limit.map(|(at, cut)| (at, cut.error())),
+                        ..Limits::default()
+                    },
+                );
+                Ok(Observed::boxed(
+                    stream,
+                    BreakerObserver {
+                        core: self.core.clone(),
+                        layer: self.layer.clone(),
+                        admission,
+                        cancel: ctx.cancellation().clone(),
+                    },
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! [`BudgetLayer`]: per-tenant token budgets, and the constructor of [`Budget`] wrappers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ripcord_core::ChatModel;
+
+use super::Budget;
+use crate::clock::{SharedClock, default_clock};
+use crate::error::ConfigError;
+
+/// Per-tenant token budgets over a sliding window.
+///
+/// Defaults ([`BudgetLayer::default`]): 1,000,000 tokens per tenant per hour; calls without a
+/// tenant ([`ripcord_core::Context::tenant`]) are not budgeted.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_resilience::BudgetLayer;
+/// let layer = BudgetLayer::builder()
+///     .tokens_per_window(200_000)
+///     .window(Duration::from_secs(24 * 3600))
+///     .tenant("free-tier", 20_000)
+///     .build()?;
+/// assert_eq!(layer.limit_for("free-tier"), 20_000);
+/// assert_eq!(layer.limit_for("acme"), 200_000);
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BudgetLayer {
+    pub(crate) default_limit: u64,
+    pub(crate) window: Duration,
+    pub(crate) per_tenant: Arc<HashMap<String, u64>>,
+    pub(crate) budget_anonymous: bool,
+    pub(crate) clock: SharedClock,
+}
+
+impl Default for BudgetLayer {
+    fn default() -> Self {
+        BudgetLayer {
+            default_limit: 1_000_000,
+            window: Duration::from_secs(3600),
+            per_tenant: Arc::new(HashMap::new()),
+            budget_anonymous: false,
+            clock: default_clock(),
+        }
+    }
+}
+
+impl BudgetLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> BudgetBuilder {
+        BudgetBuilder {
+            layer: BudgetLayer::default(),
+            per_tenant: HashMap::new(),
+        }
+    }
+
+    /// Wraps a model; every wrapper keeps its own accounts.
+    pub fn layer<M: ChatModel>(&self, model: M) -> Budget<M> {
+        Budget::new(model, self.clone())
+    }
+
+    /// The token limit per window for a tenant.
+    pub fn limit_for(&self, tenant: &str) -> u64 {
+        self.per_tenant
+            .get(tenant)
+            .copied()
+            .unwrap_or(self.default_limit)
+    }
+
+    /// The window.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+}
+
+/// Builds a [`BudgetLayer`]; validation happens in [`BudgetBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct BudgetBuilder {
+    layer: BudgetLayer,
+    per_tenant: HashMap<String, u64>,
+}
+
+impl BudgetBuilder {
+    /// Tokens each tenant may use per window (default 1,000,000).
+    pub fn tokens_per_window(mut self, n: u64) -> Self {
+        self.layer.default_limit = n;
+        self
+    }
+
+    /// The window (default one hour).
+    pub fn window(mut self, d: Duration) -> Self {
+        self.layer.window = d;
+        self
+    }
+
+    /// A different limit for one tenant.
+    pub fn tenant(mut self, tenant: impl Into<String>, tokens_per_window: u64) -> Self {
+        self.per_tenant.insert(tenant.into(), tokens_per_window);
+        self
+    }
+
+    /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
+    pub fn budget_anonymous(mut self, yes: bool) -> Self {
+        self.layer.budget_anonymous = yes;
+        self
+    }
+
+    /// Uses this clock (default [`crate::TokioClock`]).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.layer.clock = clock;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a zero window.
+    pub fn build(self) -> Result<BudgetLayer, ConfigError> {
+        let mut l = self.layer;
+        if l.window.is_zero() {
+            return Err(ConfigError::new(
+                "budget",
+                "window",
+                "must be greater than zero",
+            ));
+        }
+        l.per_tenant = Arc::new(self.per_tenant);
+        Ok(l)
+    }
+}

@@ -1,0 +1,112 @@
+//! [`BulkheadLayer`]: the bulkhead's settings, and the constructor of [`Bulkhead`] wrappers.
+
+use std::time::Duration;
+
+use ripcord_core::ChatModel;
+
+use super::Bulkhead;
+use crate::error::ConfigError;
+
+/// The bulkhead's settings.
+///
+/// Defaults ([`BulkheadLayer::default`]): 32 calls in flight, 256 waiting, a queued call waits
+/// as long as its deadline allows (no separate queue-wait limit).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_resilience::BulkheadLayer;
+/// let layer = BulkheadLayer::builder()
+///     .max_in_flight(4)
+///     .max_queue(100)
+///     .max_queue_wait(Duration::from_secs(2))
+///     .build()?;
+/// assert_eq!(layer.max_in_flight(), 4);
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BulkheadLayer {
+    pub(crate) max_in_flight: usize,
+    pub(crate) max_queue: usize,
+    pub(crate) max_queue_wait: Option<Duration>,
+}
+
+impl Default for BulkheadLayer {
+    fn default() -> Self {
+        BulkheadLayer {
+            max_in_flight: 32,
+            max_queue: 256,
+            max_queue_wait: None,
+        }
+    }
+}
+
+impl BulkheadLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> BulkheadBuilder {
+        BulkheadBuilder {
+            layer: BulkheadLayer::default(),
+        }
+    }
+
+    /// Wraps a model; every wrapper gets its own slots.
+    pub fn layer<M: ChatModel>(&self, model: M) -> Bulkhead<M> {
+        Bulkhead::new(model, self.clone())
+    }
+
+    /// The bound on calls in flight.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+}
+
+/// Builds a [`BulkheadLayer`]; validation happens in [`BulkheadBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct BulkheadBuilder {
+    layer: BulkheadLayer,
+}
+
+impl BulkheadBuilder {
+    /// Calls in flight at once (default 32).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.layer.max_in_flight = n;
+        self
+    }
+
+    /// Calls waiting at once (default 256; 0 refuses whenever all slots are taken).
+    pub fn max_queue(mut self, n: usize) -> Self {
+        self.layer.max_queue = n;
+        self
+    }
+
+    /// The longest a call waits in the queue before `BudgetExhausted` (default: only the
+    /// deadline bounds it).
+    pub fn max_queue_wait(mut self, d: Duration) -> Self {
+        self.layer.max_queue_wait = Some(d);
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for zero calls in flight or a zero queue wait.
+    pub fn build(self) -> Result<BulkheadLayer, ConfigError> {
+        if self.layer.max_in_flight == 0 {
+            return Err(ConfigError::new(
+                "bulkhead",
+                "max_in_flight",
+                "must be at least 1",
+            ));
+        }
+        if self.layer.max_queue_wait.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new(
+                "bulkhead",
+                "max_queue_wait",
+                "must be greater than zero (use max_queue(0) to never queue)",
+            ));
+        }
+        Ok(self.layer)
+    }
+}

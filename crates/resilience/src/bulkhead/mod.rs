@@ -1,0 +1,177 @@
+//! A bound on the calls in flight to one link, with a priority queue in front of it.
+//!
+//! Vendors limit concurrent requests per key, and a link that slows down should not soak up
+//! every task of the application. The bulkhead lets `max_in_flight` calls through; the rest
+//! wait in a queue of at most `max_queue` entries, served by [`Priority`] class (from
+//! [`Context::priority`]) and first-in-first-out within a class. A slot is held until the call
+//! returns — for a stream, until the stream ends or is dropped.
+//!
+//! A queued call waits no longer than its deadline (then `DeadlineExceeded`) or the optional
+//! `max_queue_wait` (then `BudgetExhausted`, so the chain moves on); a full queue refuses at
+//! once with `BudgetExhausted` and a `retry_after` of the average slot hold time.
+//!
+//! Per-tenant token budgets live beside it, in [`crate::budget`].
+
+mod layer;
+mod queue;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
+    ModelId, Priority, Result,
+};
+use serde::Serialize;
+use tokio::time::Instant;
+
+pub use layer::{BulkheadBuilder, BulkheadLayer};
+use queue::{Entry, Pool, Refused, Slot};
+
+use crate::error::tag;
+
+/// A model behind a bulkhead.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_core::{ChatModel, ChatRequest, Context};
+/// use ripcord_resilience::{BulkheadLayer, ChatModelExt};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let model = ScriptedModel::new("primary")
+///     .with_bulkhead(BulkheadLayer::builder().max_in_flight(8).max_queue(64).build().unwrap());
+/// model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+/// assert_eq!(model.snapshot().in_flight, 0);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Bulkhead<M> {
+    inner: M,
+    layer: BulkheadLayer,
+    pool: Arc<Pool>,
+}
+
+/// A point-in-time view of a bulkhead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BulkheadSnapshot {
+    /// Calls in flight.
+    pub in_flight: usize,
+    /// Calls waiting.
+    pub queued: usize,
+    /// The bound on calls in flight.
+    pub max_in_flight: usize,
+    /// Calls refused because the queue was full or the queue wait ran out.
+    pub rejected: u64,
+}
+
+impl<M: ChatModel> Bulkhead<M> {
+    /// Wraps `inner` with a fresh bulkhead.
+    pub fn new(inner: M, layer: BulkheadLayer) -> Self {
+        let pool = Arc::new(Pool::new(layer.max_in_flight, layer.max_queue));
+        Bulkhead { inner, layer, pool }
+    }
+
+    /// The wrapped model.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped model, mutably.
+    pub fn get_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+
+    /// Unwraps the model.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// A snapshot of the bulkhead.
+    pub fn snapshot(&self) -> BulkheadSnapshot {
+        BulkheadSnapshot {
+            in_flight: self.pool.in_flight(),
+            queued: self.pool.queued(),
+            max_in_flight: self.layer.max_in_flight,
+            rejected: self.pool.rejected.load(Ordering::Relaxed),
+        }
+    }
+
+    fn refusal(&self, message: &str) -> Error {
+        let hint = self.pool.retry_hint();
+        tag(
+            Error::new(ErrorKind::BudgetExhausted, message).with_retry_after(hint),
+            self.inner.id(),
+        )
+    }
+
+    /// Takes a slot, queueing by priority within the deadline.
+    async fn enter(&self, ctx: &Context) -> Result<Slot> {
+        ctx.check().map_err(|e| tag(e, self.inner.id()))?;
+        let priority: Priority = ctx.priority();
+        let waiter = match self.pool.try_enter(priority) {
+            Ok(Entry::Slot(slot)) => return Ok(slot),
+            Ok(Entry::Queued(w)) => w,
+            Err(Refused::QueueFull) => {
+                return Err(self.refusal("the bulkhead's queue is full"));
+            }
+        };
+        let max_wait = self.layer.max_queue_wait.map(|d| Instant::now() + d);
+        let (limit, by_deadline) = match (ctx.deadline(), max_wait) {
+            (Some(d), Some(w)) if w < d => (Some(w), false),
+            (Some(d), _) => (Some(d), true),
+            (None, w) => (w, false),
+        };
+        let granted = waiter.granted();
+        let timed = async {
+            match limit {
+                Some(at) => tokio::time::timeout_at(at, granted).await.ok(),
+                None => Some(granted.await),
+            }
+        };
+        let outcome = tokio::select! {
+            biased;
+            () = ctx.cancellation().cancelled() => return Err(tag(Error::cancelled(), self.inner.id())),
+            s = timed => s,
+        };
+        match outcome {
+            Some(slot) => Ok(slot),
+            None if by_deadline => Err(tag(Error::deadline_exceeded(), self.inner.id())),
+            None => {
+                self.pool.rejected.fetch_add(1, Ordering::Relaxed);
+                Err(self.refusal("waited max_queue_wait in the bulkhead's queue"))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Bulkhead<M> {
+    fn id(&self) -> &ModelId {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let _slot = self.enter(ctx).await?;
+        self.inner.chat(req, ctx).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let slot = self.enter(ctx).await?;
+        let stream = self.inner.stream(req, ctx).await?;
+        // The slot is held until the stream ends or is dropped.
+        let mut slot = Some(slot);
+        Ok(Box::pin(stream.inspect(move |item| {
+            if matches!(item, Err(_) | Ok(ripcord_core::StreamEvent::Finish { .. })) {
+                slot.take();
+            }
+        })))
+    }
+}

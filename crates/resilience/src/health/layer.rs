@@ -1,0 +1,123 @@
+//! [`HealthLayer`]: the health tracker's settings, and the constructor of [`Health`] wrappers.
+
+use ripcord_core::ChatModel;
+
+use super::Health;
+use crate::breaker::BreakerHandle;
+use crate::error::ConfigError;
+
+/// Passive health settings.
+///
+/// Defaults ([`HealthLayer::default`]): EWMA weight 0.2 for the newest sample; degraded at a
+/// 20 % error rate, unhealthy at 50 %; no breaker attached.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_resilience::{BreakerLayer, ChatModelExt, HealthLayer};
+/// let guarded = ScriptedModel::new("primary").with_breaker(BreakerLayer::default());
+/// let layer = HealthLayer::builder().alpha(0.1).breaker(guarded.handle()).build()?;
+/// let model = guarded.with_health(layer);
+/// assert!(model.snapshot().breaker.is_some());
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct HealthLayer {
+    pub(crate) alpha: f64,
+    pub(crate) degraded_error_rate: f64,
+    pub(crate) unhealthy_error_rate: f64,
+    pub(crate) breaker: Option<BreakerHandle>,
+}
+
+impl Default for HealthLayer {
+    fn default() -> Self {
+        HealthLayer {
+            alpha: 0.2,
+            degraded_error_rate: 0.2,
+            unhealthy_error_rate: 0.5,
+            breaker: None,
+        }
+    }
+}
+
+impl HealthLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> HealthBuilder {
+        HealthBuilder {
+            layer: HealthLayer::default(),
+        }
+    }
+
+    /// Wraps a model; every wrapper gets its own tracker.
+    pub fn layer<M: ChatModel>(&self, model: M) -> Health<M> {
+        Health::new(model, self.clone())
+    }
+}
+
+/// Builds a [`HealthLayer`]; validation happens in [`HealthBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct HealthBuilder {
+    layer: HealthLayer,
+}
+
+impl HealthBuilder {
+    /// The weight of the newest sample in the moving averages, in (0, 1] (default 0.2).
+    pub fn alpha(mut self, a: f64) -> Self {
+        self.layer.alpha = a;
+        self
+    }
+
+    /// The error rate from which the link reads as degraded (default 0.2).
+    pub fn degraded_error_rate(mut self, r: f64) -> Self {
+        self.layer.degraded_error_rate = r;
+        self
+    }
+
+    /// The error rate from which the link reads as unhealthy (default 0.5).
+    pub fn unhealthy_error_rate(mut self, r: f64) -> Self {
+        self.layer.unhealthy_error_rate = r;
+        self
+    }
+
+    /// Includes this breaker's state in the snapshots.
+    pub fn breaker(mut self, handle: BreakerHandle) -> Self {
+        self.layer.breaker = Some(handle);
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for an alpha outside (0, 1] or thresholds outside [0, 1] or out of order.
+    pub fn build(self) -> Result<HealthLayer, ConfigError> {
+        let l = self.layer;
+        if !(l.alpha > 0.0 && l.alpha <= 1.0) {
+            return Err(ConfigError::new(
+                "health",
+                "alpha",
+                format!("must be in (0, 1], got {}", l.alpha),
+            ));
+        }
+        let in_unit = |r: f64| (0.0..=1.0).contains(&r);
+        if !in_unit(l.degraded_error_rate) || !in_unit(l.unhealthy_error_rate) {
+            return Err(ConfigError::new(
+                "health",
+                "error_rate",
+                "thresholds must be in [0, 1]",
+            ));
+        }
+        if l.degraded_error_rate > l.unhealthy_error_rate {
+            return Err(ConfigError::new(
+                "health",
+                "degraded_error_rate",
+                format!(
+                    "{} is above unhealthy_error_rate {}",
+                    l.degraded_error_rate, l.unhealthy_error_rate
+                ),
+            ));
+        }
+        Ok(l)
+    }
+}

@@ -1,0 +1,276 @@
+//! Passive health per link: EWMA latency, error rate and breaker state in one snapshot.
+//!
+//! The [`Health`] decorator watches real traffic (no synthetic probes) and keeps an
+//! exponentially-weighted moving average of successful calls' latency and of the failure rate.
+//! Its [`HealthSnapshot`] — with the link's [`BreakerSnapshot`] when a breaker handle is
+//! attached — is the one type the CLI's health endpoint and telemetry both read. Caller-side
+//! failures (see [`ErrorKind::is_caller_side`]) say nothing about the link and are not counted.
+
+mod layer;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ErrorKind, ModelId,
+    Result,
+};
+use serde::Serialize;
+use tokio::time::Instant;
+
+pub use layer::{HealthBuilder, HealthLayer};
+
+use crate::breaker::{BreakerHandle, BreakerSnapshot, BreakerState};
+use crate::stream_util::{End, Observed, StreamObserver};
+
+/// The overall verdict on a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HealthStatus {
+    /// No calls seen yet.
+    Unknown,
+    /// Serving normally.
+    Healthy,
+    /// Serving, but with a raised error rate or a half-open breaker.
+    Degraded,
+    /// Failing: high error rate or open breaker.
+    Unhealthy,
+}
+
+/// A point-in-time view of a link's health.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct HealthSnapshot {
+    /// The link.
+    pub link: Arc<str>,
+    /// The verdict.
+    pub status: HealthStatus,
+    /// EWMA of successful calls' latency, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ewma_ms: Option<f64>,
+    /// EWMA of the failure rate (0 to 1) over counted calls.
+    pub error_rate: f64,
+    /// Calls seen.
+    pub calls: u64,
+    /// Successful calls.
+    pub successes: u64,
+    /// Counted failures.
+    pub failures: u64,
+    /// The kind of the last counted failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<ErrorKind>,
+    /// The link's breaker, when a handle was attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerSnapshot>,
+}
+
+#[derive(Debug, Default)]
+struct Averages {
+    latency_ms: Option<f64>,
+    error_rate: f64,
+    last_error: Option<ErrorKind>,
+}
+
+/// The shared state of one link's health.
+#[derive(Debug)]
+struct State {
+    link: Arc<str>,
+    layer: HealthLayer,
+    averages: Mutex<Averages>,
+    calls: AtomicU64,
+    successes: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl State {
+    fn record(&self, outcome: std::result::Result<std::time::Duration, ErrorKind>) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let a = self.layer.alpha;
+        let Ok(mut avg) = self.averages.lock() else {
+            return;
+        };
+        match outcome {
+            Ok(latency) => {
+                self.successes.fetch_add(1, Ordering::Relaxed);
+                let ms = latency.as_secs_f64() * 1000.0;
+                avg.latency_ms = Some(avg.latency_ms.map_or(ms, |old| old + a * (ms - old)));
+                avg.error_rate -= a * avg.error_rate;
+            }
+            Err(kind) if kind.is_caller_side() => {}
+            Err(kind) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                avg.error_rate += a * (1.0 - avg.error_rate);
+                avg.last_error = Some(kind);
+            }
+        }
+    }
+
+    fn snapshot(&self) -> HealthSnapshot {
+        let (latency_ewma_ms, error_rate, last_error) = match self.averages.lock() {
+            Ok(a) => (a.latency_ms, a.error_rate, a.last_error),
+            Err(_) => (None, 0.0, None),
+        };
+        let breaker = self.layer.breaker.as_ref().map(BreakerHandle::snapshot);
+        let calls = self.calls.load(Ordering::Relaxed);
+        let status = match breaker.as_ref().map(|b| b.state) {
+            Some(BreakerState::Open) => HealthStatus::Unhealthy,
+            _ if error_rate >= self.layer.unhealthy_error_rate && calls > 0 => {
+                HealthStatus::Unhealthy
+            }
+            Some(BreakerState::HalfOpen) => HealthStatus::Degraded,
+            _ if error_rate >= self.layer.degraded_error_rate && calls > 0 => {
+                HealthStatus::Degraded
+            }
+            _ if calls == 0 => HealthStatus::Unknown,
+            _ => HealthStatus::Healthy,
+        };
+        HealthSnapshot {
+            link: self.link.clone(),
+            status,
+            latency_ewma_ms,
+            error_rate,
+            calls,
+            successes: self.successes.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            last_error,
+            breaker,
+        }
+    }
+}
+
+/// A model whose traffic feeds a passive health tracker.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
+/// use ripcord_resilience::{ChatModelExt, HealthLayer, HealthStatus};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let model = ScriptedModel::new("primary")
+///     .reply_after("ok", Duration::from_millis(200))
+///     .with_health(HealthLayer::default());
+/// let health = model.handle();
+/// model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+/// let snap = health.snapshot();
+/// assert_eq!(snap.status, HealthStatus::Healthy);
+/// assert_eq!(snap.latency_ewma_ms, Some(200.0));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Health<M> {
+    inner: M,
+    state: Arc<State>,
+}
+
+/// A cheap, cloneable handle to a link's health, for endpoints and telemetry.
+#[derive(Debug, Clone)]
+pub struct HealthHandle {
+    state: Arc<State>,
+}
+
+impl HealthHandle {
+    /// A snapshot of the link's health.
+    pub fn snapshot(&self) -> HealthSnapshot {
+        self.state.snapshot()
+    }
+}
+
+impl<M: ChatModel> Health<M> {
+    /// Wraps `inner` with a fresh tracker.
+    pub fn new(inner: M, layer: HealthLayer) -> Self {
+        let state = Arc::new(State {
+            link: inner.id().name.clone(),
+            layer,
+            averages: Mutex::new(Averages::default()),
+            calls: AtomicU64::new(0),
+            successes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        });
+        Health { inner, state }
+    }
+
+    /// The wrapped model.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped model, mutably.
+    pub fn get_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+
+    /// Unwraps the model.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// A handle to this link's health.
+    pub fn handle(&self) -> HealthHandle {
+        HealthHandle {
+            state: self.state.clone(),
+        }
+    }
+
+    /// A snapshot of this link's health.
+    pub fn snapshot(&self) -> HealthSnapshot {
+        self.state.snapshot()
+    }
+}
+
+/// Records a stream's outcome when it ends.
+struct HealthObserver {
+    state: Arc<State>,
+    started: Instant,
+}
+
+impl StreamObserver for HealthObserver {
+    fn on_end(&mut self, end: End<'_>) {
+        match end {
+            End::Finished => self.state.record(Ok(self.started.elapsed())),
+            End::Failed(e) => self.state.record(Err(e.kind())),
+            End::Dropped => {}
+        }
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Health<M> {
+    fn id(&self) -> &ModelId {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let started = Instant::now();
+        let result = self.inner.chat(req, ctx).await;
+        self.state.record(match &result {
+            Ok(_) => Ok(started.elapsed()),
+            Err(e) => Err(e.kind()),
+        });
+        result
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let started = Instant::now();
+        match self.inner.stream(req, ctx).await {
+            Ok(s) => Ok(Observed::boxed(
+                s,
+                HealthObserver {
+                    state: self.state.clone(),
+                    started,
+                },
+            )),
+            Err(e) => {
+                self.state.record(Err(e.kind()));
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! [`HedgeLayer`]: when to hedge, and the constructor of [`Hedge`] wrappers.
+
+use std::time::Duration;
+
+use ripcord_core::ChatModel;
+
+use super::Hedge;
+use crate::error::ConfigError;
+
+/// How long the primary runs alone before the hedge starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HedgeDelay {
+    /// A fixed delay.
+    Fixed(Duration),
+    /// The primary's observed 95th-percentile latency (over its last 128 successes); `initial`
+    /// until `min_samples` successes were seen.
+    P95 {
+        /// The delay before enough samples exist.
+        initial: Duration,
+        /// Successes needed before the percentile is used.
+        min_samples: usize,
+    },
+}
+
+/// Hedging settings. Hedging is opt-in: it spends a second call to cut tail latency.
+///
+/// Default ([`HedgeLayer::default`]): hedge after the primary's p95 latency, 2 s until 20
+/// successes were seen.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_resilience::{HedgeDelay, HedgeLayer};
+/// let fixed = HedgeLayer::builder().delay(HedgeDelay::Fixed(Duration::from_millis(800))).build()?;
+/// assert_eq!(fixed.hedge_delay(), HedgeDelay::Fixed(Duration::from_millis(800)));
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HedgeLayer {
+    pub(crate) delay: HedgeDelay,
+}
+
+impl Default for HedgeLayer {
+    fn default() -> Self {
+        HedgeLayer {
+            delay: HedgeDelay::P95 {
+                initial: Duration::from_secs(2),
+                min_samples: 20,
+            },
+        }
+    }
+}
+
+impl HedgeLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> HedgeBuilder {
+        HedgeBuilder {
+            layer: HedgeLayer::default(),
+        }
+    }
+
+    /// Wraps a primary and the model to race against it.
+    pub fn layer<P: ChatModel, H: ChatModel>(&self, primary: P, hedge: H) -> Hedge<P, H> {
+        Hedge::new(primary, hedge, *self)
+    }
+
+    /// The delay setting.
+    pub fn hedge_delay(&self) -> HedgeDelay {
+        self.delay
+    }
+}
+
+/// Builds a [`HedgeLayer`]; validation happens in [`HedgeBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct HedgeBuilder {
+    layer: HedgeLayer,
+}
+
+impl HedgeBuilder {
+    /// When the hedge starts.
+    pub fn delay(mut self, d: HedgeDelay) -> Self {
+        self.layer.delay = d;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a p95 delay needing zero samples.
+    pub fn build(self) -> Result<HedgeLayer, ConfigError> {
+        if let HedgeDelay::P95 { min_samples: 0, .. } = self.layer.delay {
+            return Err(ConfigError::new(
+                "hedge",
+                "delay.min_samples",
+                "must be at least 1",
+            ));
+        }
+        Ok(self.layer)
+    }
+}

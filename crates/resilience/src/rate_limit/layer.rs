@@ -1,0 +1,175 @@
+//! [`RateLimitLayer`]: the limiter's settings, and the constructor of [`RateLimit`] wrappers.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use ripcord_core::ChatModel;
+
+use super::RateLimit;
+use crate::clock::{SharedClock, default_clock};
+use crate::error::ConfigError;
+
+/// Local rate limits for one link: requests per minute and tokens per minute.
+///
+/// Defaults ([`RateLimitLayer::default`]): no limit at all (an explicit pass-through) until
+/// [`RateLimitBuilder::rpm`] / [`RateLimitBuilder::tpm`] set one; a call waits at most 10 s
+/// (and never past its deadline) for capacity; a vendor 429 with retry-after pauses the link
+/// for that long (at most 5 minutes).
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_resilience::RateLimitLayer;
+/// let layer = RateLimitLayer::builder().rpm(500).tpm(90_000).build()?;
+/// assert_eq!(layer.rpm(), Some(500));
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    pub(crate) rpm: Option<NonZeroU32>,
+    pub(crate) rpm_burst: Option<NonZeroU32>,
+    pub(crate) tpm: Option<NonZeroU32>,
+    pub(crate) tpm_burst: Option<NonZeroU32>,
+    pub(crate) max_wait: Duration,
+    pub(crate) pause_on_429: bool,
+    pub(crate) max_pause: Duration,
+    pub(crate) clock: SharedClock,
+}
+
+impl Default for RateLimitLayer {
+    fn default() -> Self {
+        RateLimitLayer {
+            rpm: None,
+            rpm_burst: None,
+            tpm: None,
+            tpm_burst: None,
+            max_wait: Duration::from_secs(10),
+            pause_on_429: true,
+            max_pause: Duration::from_secs(300),
+            clock: default_clock(),
+        }
+    }
+}
+
+impl RateLimitLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> RateLimitBuilder {
+        RateLimitBuilder {
+            layer: RateLimitLayer::default(),
+            rpm: None,
+            rpm_burst: None,
+            tpm: None,
+            tpm_burst: None,
+        }
+    }
+
+    /// Wraps a model; every wrapper gets its own buckets.
+    pub fn layer<M: ChatModel>(&self, model: M) -> RateLimit<M> {
+        RateLimit::new(model, self.clone())
+    }
+
+    /// Requests per minute, if limited.
+    pub fn rpm(&self) -> Option<u32> {
+        self.rpm.map(NonZeroU32::get)
+    }
+
+    /// Tokens per minute, if limited.
+    pub fn tpm(&self) -> Option<u32> {
+        self.tpm.map(NonZeroU32::get)
+    }
+}
+
+/// Builds a [`RateLimitLayer`]; validation happens in [`RateLimitBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct RateLimitBuilder {
+    layer: RateLimitLayer,
+    rpm: Option<u32>,
+    rpm_burst: Option<u32>,
+    tpm: Option<u32>,
+    tpm_burst: Option<u32>,
+}
+
+impl RateLimitBuilder {
+    /// Requests per minute. The burst defaults to the same number.
+    pub fn rpm(mut self, n: u32) -> Self {
+        self.rpm = Some(n);
+        self
+    }
+
+    /// Requests allowed at once after a quiet spell (default: the RPM).
+    pub fn rpm_burst(mut self, n: u32) -> Self {
+        self.rpm_burst = Some(n);
+        self
+    }
+
+    /// Tokens per minute (prompt estimate plus `max_tokens` reserved before each call,
+    /// reconciled with the reported usage after it). The burst defaults to the same number.
+    pub fn tpm(mut self, n: u32) -> Self {
+        self.tpm = Some(n);
+        self
+    }
+
+    /// Tokens allowed at once (default: the TPM). A request reserving more than the burst takes
+    /// the whole bucket, so set it at least as large as your largest request (PITFALLS 14).
+    pub fn tpm_burst(mut self, n: u32) -> Self {
+        self.tpm_burst = Some(n);
+        self
+    }
+
+    /// The longest a call waits for capacity (default 10 s); the deadline applies too.
+    pub fn max_wait(mut self, d: Duration) -> Self {
+        self.layer.max_wait = d;
+        self
+    }
+
+    /// Whether a vendor 429 with retry-after pauses the link (default true).
+    pub fn pause_on_429(mut self, yes: bool) -> Self {
+        self.layer.pause_on_429 = yes;
+        self
+    }
+
+    /// The longest pause a vendor's retry-after can cause (default 5 minutes).
+    pub fn max_pause(mut self, d: Duration) -> Self {
+        self.layer.max_pause = d;
+        self
+    }
+
+    /// Uses this clock (default [`crate::TokioClock`]).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.layer.clock = clock;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a zero rate or burst, or a burst without its rate.
+    pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+        let mut l = self.layer;
+        let nz =
+            |v: Option<u32>, setting: &'static str| -> Result<Option<NonZeroU32>, ConfigError> {
+                match v {
+                    None => Ok(None),
+                    Some(n) => NonZeroU32::new(n).map(Some).ok_or_else(|| {
+                        ConfigError::new(
+                            "rate_limit",
+                            setting,
+                            "must be at least 1 (omit it for no limit)",
+                        )
+                    }),
+                }
+            };
+        l.rpm = nz(self.rpm, "rpm")?;
+        l.rpm_burst = nz(self.rpm_burst, "rpm_burst")?;
+        l.tpm = nz(self.tpm, "tpm")?;
+        l.tpm_burst = nz(self.tpm_burst, "tpm_burst")?;
+        if l.rpm.is_none() && l.rpm_burst.is_some() {
+            return Err(ConfigError::new("rate_limit", "rpm_burst", "set rpm too"));
+        }
+        if l.tpm.is_none() && l.tpm_burst.is_some() {
+            return Err(ConfigError::new("rate_limit", "tpm_burst", "set tpm too"));
+        }
+        Ok(l)
+    }
+}

@@ -1,0 +1,211 @@
+//! [`RetryLayer`]: the retry policy's settings, and the constructor of [`Retry`] wrappers.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ripcord_core::ChatModel;
+
+use super::Retry;
+use super::backoff::{Backoff, Jitter, RandomSource, SplitMix64};
+use super::budget::{BudgetState, RetryBudget};
+use crate::clock::{SharedClock, default_clock};
+use crate::error::ConfigError;
+
+/// The retry policy: how many attempts, how long between them, and the retry budget.
+///
+/// Defaults (what [`RetryLayer::default`] gives): 3 attempts, exponential backoff from 1 s
+/// capped at 20 s with full jitter, vendor retry-after honoured up to 60 s, and a retry budget
+/// of 20 % extra load (at least 10 retries per 10 s).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_resilience::{Jitter, RetryLayer};
+/// let layer = RetryLayer::builder()
+///     .max_attempts(4)
+///     .base_delay(Duration::from_millis(200))
+///     .max_delay(Duration::from_secs(5))
+///     .jitter(Jitter::Decorrelated)
+///     .seed(7)
+///     .build()?;
+/// assert_eq!(layer.max_attempts(), 4);
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RetryLayer {
+    pub(crate) max_attempts: NonZeroU32,
+    pub(crate) backoff: Backoff,
+    pub(crate) max_retry_after: Duration,
+    pub(crate) budget: Option<RetryBudget>,
+    pub(crate) rng: Arc<dyn RandomSource>,
+    pub(crate) clock: SharedClock,
+}
+
+impl Default for RetryLayer {
+    fn default() -> Self {
+        RetryLayer {
+            max_attempts: NonZeroU32::MIN.saturating_add(2),
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                cap: Duration::from_secs(20),
+                jitter: Jitter::Full,
+            },
+            max_retry_after: Duration::from_secs(60),
+            budget: Some(RetryBudget::default()),
+            rng: Arc::new(SplitMix64::from_entropy()),
+            clock: default_clock(),
+        }
+    }
+}
+
+impl RetryLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> RetryBuilder {
+        RetryBuilder {
+            layer: RetryLayer::default(),
+            max_attempts: 3,
+        }
+    }
+
+    /// Wraps a model.
+    pub fn layer<M: ChatModel>(&self, model: M) -> Retry<M> {
+        Retry::new(model, self.clone())
+    }
+
+    /// Attempts per call, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts.get()
+    }
+
+    /// The backoff between attempts.
+    pub fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    pub(crate) fn budget_state(&self) -> Option<BudgetState> {
+        self.budget.map(|b| BudgetState::new(b, self.clock.clone()))
+    }
+}
+
+/// Builds a [`RetryLayer`]; validation happens in [`RetryBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct RetryBuilder {
+    layer: RetryLayer,
+    max_attempts: u32,
+}
+
+impl RetryBuilder {
+    /// Attempts per call, the first included (default 3; 1 disables retries).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// The first backoff delay before jitter (default 1 s).
+    pub fn base_delay(mut self, d: Duration) -> Self {
+        self.layer.backoff.base = d;
+        self
+    }
+
+    /// The largest backoff delay (default 20 s).
+    pub fn max_delay(mut self, d: Duration) -> Self {
+        self.layer.backoff.cap = d;
+        self
+    }
+
+    /// The jitter (default [`Jitter::Full`]).
+    pub fn jitter(mut self, j: Jitter) -> Self {
+        self.layer.backoff.jitter = j;
+        self
+    }
+
+    /// A vendor's retry-after longer than this is not waited for: the call gives up at once so
+    /// the chain falls back (default 60 s). The call's deadline applies too.
+    pub fn max_retry_after(mut self, d: Duration) -> Self {
+        self.layer.max_retry_after = d;
+        self
+    }
+
+    /// The retry budget (default [`RetryBudget::default`]).
+    pub fn budget(mut self, b: RetryBudget) -> Self {
+        self.layer.budget = Some(b);
+        self
+    }
+
+    /// No retry budget: only the attempt count limits retries.
+    pub fn no_budget(mut self) -> Self {
+        self.layer.budget = None;
+        self
+    }
+
+    /// Seeds the jitter with a fixed seed (reproducible tests).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.layer.rng = Arc::new(SplitMix64::seeded(seed));
+        self
+    }
+
+    /// Uses this random source for jitter.
+    pub fn rng(mut self, rng: Arc<dyn RandomSource>) -> Self {
+        self.layer.rng = rng;
+        self
+    }
+
+    /// Uses this clock for the retry budget's window (default [`crate::TokioClock`]).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.layer.clock = clock;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for zero attempts, a zero base delay, a cap below the base, or a budget
+    /// with a negative / non-finite ratio or a zero window.
+    pub fn build(self) -> Result<RetryLayer, ConfigError> {
+        let mut layer = self.layer;
+        layer.max_attempts = NonZeroU32::new(self.max_attempts).ok_or_else(|| {
+            ConfigError::new(
+                "retry",
+                "max_attempts",
+                "must be at least 1 (the first attempt)",
+            )
+        })?;
+        if layer.backoff.base.is_zero() {
+            return Err(ConfigError::new(
+                "retry",
+                "base_delay",
+                "must be greater than zero",
+            ));
+        }
+        if layer.backoff.cap < layer.backoff.base {
+            return Err(ConfigError::new(
+                "retry",
+                "max_delay",
+                format!(
+                    "must be at least base_delay ({:?}), got {:?}",
+                    layer.backoff.base, layer.backoff.cap
+                ),
+            ));
+        }
+        if let Some(b) = layer.budget {
+            if !b.ratio.is_finite() || b.ratio < 0.0 {
+                return Err(ConfigError::new(
+                    "retry",
+                    "budget.ratio",
+                    format!("must be a finite number >= 0, got {}", b.ratio),
+                ));
+            }
+            if b.window.is_zero() {
+                return Err(ConfigError::new(
+                    "retry",
+                    "budget.window",
+                    "must be greater than zero",
+                ));
+            }
+        }
+        Ok(layer)
+    }
+}

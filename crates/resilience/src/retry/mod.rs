@@ -1,0 +1,278 @@
+//! Retries on the same link, within the call's deadline.
+//!
+//! # Rules
+//!
+//! - Only failures whose [`Disposition`] is `Retry` are retried (rate limited, server error,
+//!   timeout, network, invalid response). Everything else returns at once: quota exhausted,
+//!   auth and the like go to the chain's next link; content filtered fails the call.
+//! - The vendor's retry-after ([`Error::retry_after`]) replaces the backoff delay. When the wait
+//!   — backoff or retry-after — would overrun [`Context::deadline`], the error is returned *at
+//!   once*, without sleeping, so the chain falls back while there is still time (PITFALLS 6, 16).
+//! - A request marked not retry-safe ([`Context::retry_safe`]) is never re-sent after an
+//!   ambiguous failure (a timeout or a network error: the vendor may have acted on it).
+//! - Cancellation ([`Context::cancellation`]) stops the loop, including a backoff sleep.
+//! - Every attempt lands in provenance: a success carries all attempts in
+//!   `provenance.attempts` (failed ones first, the success last); a final failure carries them
+//!   through [`Error::attempts`].
+//! - A [`RetryBudget`] caps the extra load retries add across all callers of the link.
+//!
+//! Streams are retried until their first content event: an error before it (a deferred status,
+//! a 429 sent as the first event) is the attempt's error (PITFALLS 1). After the first content
+//! event the stream is the caller's and is never re-sent.
+//!
+//! Put the retry *inside* the breaker, so the breaker sees one outcome per logical call
+//! (PITFALLS 10); see the [crate docs](crate) for the whole order.
+
+mod backoff;
+mod budget;
+mod layer;
+
+use std::mem;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ripcord_core::{
+    Attempt, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition,
+    Error, ErrorKind, ModelId, Provenance, Result, StreamEvent,
+};
+use tokio::time::Instant;
+
+pub use backoff::{Backoff, Jitter, RandomSource, SplitMix64};
+use budget::BudgetState;
+pub use budget::RetryBudget;
+pub use layer::{RetryBuilder, RetryLayer};
+
+use crate::error::tag;
+use crate::stream_util::open_to_first_content;
+
+/// A model whose failed calls are retried by a [`RetryLayer`] policy.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
+/// use ripcord_resilience::{ChatModelExt, RetryLayer};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let model = ScriptedModel::new("primary")
+///     .fail(ErrorKind::ServerError)
+///     .reply("hello")
+///     .with_retry(RetryLayer::default());
+/// let resp = model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+/// assert_eq!(resp.text(), "hello");
+/// assert_eq!(resp.provenance.attempts.len(), 2);
+/// assert_eq!(resp.provenance.attempts[0].error_kind, Some(ErrorKind::ServerError));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Retry<M> {
+    inner: M,
+    policy: RetryLayer,
+    budget: Option<BudgetState>,
+}
+
+/// What to do after a failed attempt.
+enum Next {
+    Stop,
+    Wait(Duration),
+}
+
+impl<M: ChatModel> Retry<M> {
+    /// Wraps `inner` with the retry policy.
+    pub fn new(inner: M, policy: RetryLayer) -> Self {
+        let budget = policy.budget_state();
+        Retry {
+            inner,
+            policy,
+            budget,
+        }
+    }
+
+    /// The wrapped model.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped model, mutably.
+    pub fn get_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+
+    /// Unwraps the model.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &RetryLayer {
+        &self.policy
+    }
+
+    /// Decides, after failed attempt number `n`, whether and how long to wait before the next.
+    fn next(&self, n: u32, e: &Error, ctx: &Context, previous: &mut Duration) -> Next {
+        let id = self.inner.id();
+        let after = match e.disposition() {
+            Disposition::Retry { after } => after,
+            _ => return Next::Stop,
+        };
+        if n >= self.policy.max_attempts.get() || ctx.is_cancelled() {
+            return Next::Stop;
+        }
+        if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Network) && !ctx.retry_safe() {
+            tracing::debug!(link = %id.name, error.type = e.kind().as_str(), "ripcord.retry_unsafe_skipped");
+            return Next::Stop;
+        }
+        let delay = match after {
+            Some(after) if after > self.policy.max_retry_after => {
+                tracing::debug!(link = %id.name, retry_after_ms = after.as_millis() as u64, "ripcord.retry_after_too_long");
+                return Next::Stop;
+            }
+            Some(after) => after,
+            None => {
+                let d = self
+                    .policy
+                    .backoff
+                    .delay(n, *previous, self.policy.rng.as_ref());
+                *previous = d;
+                d
+            }
+        };
+        if let Some(remaining) = ctx.remaining()
+            && delay >= remaining
+        {
+            tracing::debug!(
+                link = %id.name,
+                delay_ms = delay.as_millis() as u64,
+                remaining_ms = remaining.as_millis() as u64,
+                "ripcord.retry_beyond_deadline"
+            );
+            return Next::Stop;
+        }
+        if let Some(budget) = &self.budget
+            && !budget.withdraw()
+        {
+            tracing::debug!(link = %id.name, "ripcord.retry_budget_exhausted");
+            return Next::Stop;
+        }
+        tracing::info!(
+            link = %id.name,
+            attempt = n,
+            delay_ms = delay.as_millis() as u64,
+            error.type = e.kind().as_str(),
+            "ripcord.retry_scheduled"
+        );
+        Next::Wait(delay)
+    }
+
+    fn record_failure(&self, attempts: &mut Vec<Attempt>, e: &Error, latency: Duration) {
+        if e.attempts().is_empty() {
+            let id = self.inner.id();
+            attempts.push(Attempt::failure(
+                id.name.clone(),
+                id.model.clone(),
+                e,
+                latency,
+            ));
+        } else {
+            attempts.extend(e.attempts().iter().cloned());
+        }
+    }
+
+    /// Runs attempts of `once` until one succeeds or the policy stops; returns the value and
+    /// the failed attempts before it, or the last error carrying every attempt.
+    async fn run<T, F, Fut>(
+        &self,
+        ctx: &Context,
+        mut once: F,
+    ) -> Result<(T, Vec<Attempt>, Duration)>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        if let Some(b) = &self.budget {
+            b.deposit();
+        }
+        let mut attempts = Vec::new();
+        let mut previous = self.policy.backoff.base;
+        let mut n: u32 = 0;
+        let mut last: Option<Error> = None;
+        loop {
+            n += 1;
+            if let Err(stop) = ctx.check() {
+                let out = match last {
+                    Some(e) if stop.kind() != ErrorKind::Cancelled => e,
+                    _ => stop,
+                };
+                return Err(out.with_attempts(attempts));
+            }
+            let started = Instant::now();
+            match ctx.run(once()).await {
+                Ok(v) => return Ok((v, attempts, started.elapsed())),
+                Err(e) => {
+                    let e = tag(e, self.inner.id());
+                    self.record_failure(&mut attempts, &e, started.elapsed());
+                    match self.next(n, &e, ctx, &mut previous) {
+                        Next::Stop => return Err(e.with_attempts(attempts)),
+                        Next::Wait(d) => {
+                            if let Err(stop) = ctx.sleep(d).await {
+                                let out = if stop.kind() == ErrorKind::Cancelled {
+                                    stop
+                                } else {
+                                    e
+                                };
+                                return Err(out.with_attempts(attempts));
+                            }
+                            last = Some(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Retry<M> {
+    fn id(&self) -> &ModelId {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let (mut resp, mut attempts, latency) = self.run(ctx, || self.inner.chat(req, ctx)).await?;
+        let inner_attempts = mem::take(&mut resp.provenance.attempts);
+        if inner_attempts.is_empty() {
+            let id = self.inner.id();
+            attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+        } else {
+            attempts.extend(inner_attempts);
+        }
+        resp.provenance.attempts = attempts;
+        Ok(resp)
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let (stream, mut attempts, latency) = self
+            .run(ctx, || async {
+                open_to_first_content(self.inner.stream(req, ctx).await?).await
+            })
+            .await?;
+        if attempts.is_empty() {
+            return Ok(stream);
+        }
+        // Retries happened: tell the consumer (a chain reads it) about every attempt.
+        let id = self.inner.id();
+        attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+        let mut provenance = Provenance::default();
+        provenance.served_by = Some(id.name.clone());
+        provenance.attempts = attempts;
+        let head = futures::stream::iter([Ok(StreamEvent::Provenance {
+            provenance: Box::new(provenance),
+        })]);
+        Ok(Box::pin(futures::StreamExt::chain(head, stream)))
+    }
+}

@@ -1,0 +1,313 @@
+//! Stream plumbing shared by the policies.
+//!
+//! - [`open_to_first_content`]: an attempt at a stream is not over until its first content
+//!   event (or its finish) arrives (PITFALLS 1): errors before it are the attempt's errors, so
+//!   retry, hedging and fallback can still act on them.
+//! - [`Observed`]: a stream adapter that tells an observer how the stream ended — finished,
+//!   failed (including a truncated stream, which it turns into an `InvalidResponse` error,
+//!   PITFALLS 2) or dropped by the consumer — exactly once. Breakers, limiters, budgets and
+//!   health trackers record one outcome per logical call through it (PITFALLS 10).
+
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use ripcord_core::{ChatStream, Error, ErrorKind, Result, StreamEvent};
+use tokio::time::{Instant, Sleep};
+
+/// The error of a stream that ended without its finish event.
+pub(crate) fn truncated() -> Error {
+    Error::new(
+        ErrorKind::InvalidResponse,
+        "stream truncated: it ended without its finish event",
+    )
+}
+
+/// Pulls events until the first content event or the finish, and returns a stream that replays
+/// them and continues with the rest.
+///
+/// # Errors
+///
+/// An error event before any content, or `InvalidResponse` when the stream ends first.
+pub(crate) async fn open_to_first_content(mut stream: ChatStream) -> Result<ChatStream> {
+    let mut buffered = Vec::new();
+    loop {
+        match stream.next().await {
+            Some(Ok(ev)) => {
+                let done = ev.is_content() || matches!(ev, StreamEvent::Finish { .. });
+                buffered.push(Ok(ev));
+                if done {
+                    return Ok(Box::pin(futures::stream::iter(buffered).chain(stream)));
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => return Err(truncated()),
+        }
+    }
+}
+
+/// How an observed stream ended.
+#[derive(Debug)]
+pub(crate) enum End<'a> {
+    /// The finish event arrived and the stream ended.
+    Finished,
+    /// The stream failed with this error (a truncated stream fails with `InvalidResponse`).
+    Failed(&'a Error),
+    /// The consumer dropped the stream before it ended.
+    Dropped,
+}
+
+/// Sees the items of an observed stream and how it ended.
+pub(crate) trait StreamObserver: Send + 'static {
+    /// Sees each item; may replace it (validation turns a finish into an error).
+    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
+        item
+    }
+
+    /// Called exactly once, when the stream ends, fails or is dropped.
+    fn on_end(&mut self, end: End<'_>);
+}
+
+/// A stream adapter that reports its end to a [`StreamObserver`] once. After an error item it
+/// ends; a stream that ends without a finish event yields an `InvalidResponse` error.
+pub(crate) struct Observed<O: StreamObserver> {
+    inner: ChatStream,
+    observer: O,
+    finished: bool,
+    done: bool,
+}
+
+impl<O: StreamObserver> Observed<O> {
+    pub(crate) fn new(inner: ChatStream, observer: O) -> Self {
+        Observed {
+            inner,
+            observer,
+            finished: false,
+            done: false,
+        }
+    }
+
+    pub(crate) fn boxed(inner: ChatStream, observer: O) -> ChatStream {
+        Box::pin(Observed::new(inner, observer))
+    }
+}
+
+impl<O: StreamObserver> Unpin for Observed<O> {}
+
+impl<O: StreamObserver> Stream for Observed<O> {
+    type Item = Result<StreamEvent>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.inner.as_mut().poll_next(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(item)) => match this.observer.on_item(item) {
+                Ok(ev) => {
+                    this.finished |= matches!(ev, StreamEvent::Finish { .. });
+                    Poll::Ready(Some(Ok(ev)))
+                }
+                Err(e) => {
+                    this.done = true;
+                    this.observer.on_end(End::Failed(&e));
+                    Poll::Ready(Some(Err(e)))
+                }
+            },
+            Poll::Ready(None) => {
+                this.done = true;
+                if this.finished {
+                    this.observer.on_end(End::Finished);
+                    Poll::Ready(None)
+                } else {
+                    let e = truncated();
+                    this.observer.on_end(End::Failed(&e));
+                    Poll::Ready(Some(Err(e)))
+                }
+            }
+        }
+    }
+}
+
+impl<O: StreamObserver> Drop for Observed<O> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.observer.on_end(End::Dropped);
+        }
+    }
+}
+
+/// Time limits on a stream: a total deadline, a first-content deadline and an idle gap between
+/// events after the first content. When one passes, the stream yields that limit's error and ends.
+#[derive(Debug, Default)]
+pub(crate) struct Limits {
+    /// The whole stream must end by this instant.
+    pub(crate) total: Option<(Instant, Error)>,
+    /// The first content event must arrive by this instant.
+    pub(crate) first_content: Option<(Instant, Error)>,
+    /// After the first content event, at most this long between two events.
+    pub(crate) idle: Option<(Duration, Error)>,
+}
+
+/// A stream under [`Limits`].
+pub(crate) struct Guarded {
+    inner: ChatStream,
+    total: Option<(Pin<Box<Sleep>>, Error)>,
+    gap: Option<(Pin<Box<Sleep>>, Error)>,
+    idle: Option<(Duration, Error)>,
+    seen_content: bool,
+    done: bool,
+}
+
+impl Guarded {
+    pub(crate) fn boxed(inner: ChatStream, limits: Limits) -> ChatStream {
+        if limits.total.is_none() && limits.first_content.is_none() && limits.idle.is_none() {
+            return inner;
+        }
+        let total = limits
+            .total
+            .map(|(at, e)| (Box::pin(tokio::time::sleep_until(at)), e));
+        let gap = limits
+            .first_content
+            .map(|(at, e)| (Box::pin(tokio::time::sleep_until(at)), e));
+        Box::pin(Guarded {
+            inner,
+            total,
+            gap,
+            idle: limits.idle,
+            seen_content: false,
+            done: false,
+        })
+    }
+}
+
+impl Stream for Guarded {
+    type Item = Result<StreamEvent>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(ev))) => {
+                if ev.is_content() || this.seen_content {
+                    this.seen_content = true;
+                    match (&mut this.gap, &this.idle) {
+                        (Some((sleep, err)), Some((idle, idle_err))) => {
+                            sleep.as_mut().reset(Instant::now() + *idle);
+                            *err = idle_err.clone();
+                        }
+                        (None, Some((idle, idle_err))) => {
+                            this.gap =
+                                Some((Box::pin(tokio::time::sleep(*idle)), idle_err.clone()));
+                        }
+                        (gap, None) => *gap = None,
+                    }
+                }
+                Poll::Ready(Some(Ok(ev)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.done = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                for slot in [&mut this.total, &mut this.gap] {
+                    if let Some((sleep, err)) = slot
+                        && sleep.as_mut().poll(cx).is_ready()
+                    {
+                        let e = err.clone();
+                        this.done = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use ripcord_core::{FinishReason, StreamEvent};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    impl StreamObserver for Log {
+        fn on_end(&mut self, end: End<'_>) {
+            let s = match end {
+                End::Finished => "finished".to_owned(),
+                End::Failed(e) => format!("failed:{}", e.kind()),
+                End::Dropped => "dropped".to_owned(),
+            };
+            self.0.lock().unwrap().push(s);
+        }
+    }
+
+    fn events(evs: Vec<Result<StreamEvent>>) -> ChatStream {
+        Box::pin(futures::stream::iter(evs))
+    }
+
+    #[tokio::test]
+    async fn observed_reports_each_ending_once() {
+        let log = Log::default();
+        let ok = events(vec![
+            Ok(StreamEvent::text("a")),
+            Ok(StreamEvent::finish(FinishReason::Stop)),
+        ]);
+        let n = Observed::boxed(ok, log.clone()).count().await;
+        assert_eq!(n, 2);
+
+        let cut = events(vec![Ok(StreamEvent::text("a"))]);
+        let items: Vec<_> = Observed::boxed(cut, log.clone()).collect().await;
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[1].as_ref().unwrap_err().kind(),
+            ErrorKind::InvalidResponse
+        );
+
+        let mut s = Observed::boxed(events(vec![Ok(StreamEvent::text("a")); 3]), log.clone());
+        let _ = s.next().await;
+        drop(s);
+        assert_eq!(
+            *log.0.lock().unwrap(),
+            vec!["finished", "failed:invalid_response", "dropped"]
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_before_content_belong_to_the_attempt() {
+        let early = events(vec![
+            Ok(StreamEvent::Usage {
+                usage: Default::default(),
+            }),
+            Err(Error::new(ErrorKind::RateLimited, "429 as the first event")),
+        ]);
+        let err = open_to_first_content(early).await.err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::RateLimited);
+
+        let good = events(vec![
+            Ok(StreamEvent::Usage {
+                usage: Default::default(),
+            }),
+            Ok(StreamEvent::text("hi")),
+            Ok(StreamEvent::finish(FinishReason::Stop)),
+        ]);
+        let replay = open_to_first_content(good).await.unwrap();
+        assert_eq!(replay.count().await, 3);
+    }
+}

@@ -1,0 +1,140 @@
+//! [`TimeoutLayer`]: per-attempt time limits, and the constructor of [`Timeout`] wrappers.
+
+use std::time::Duration;
+
+use ripcord_core::ChatModel;
+
+use super::Timeout;
+use crate::error::ConfigError;
+
+/// Time limits for one attempt at a link.
+///
+/// Defaults ([`TimeoutLayer::default`]): an attempt may take 60 s in total, a stream must show
+/// its first content within 20 s, and may then go at most 20 s between events. The call's
+/// deadline ([`ripcord_core::Context::deadline`]) applies on top of all three.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_resilience::TimeoutLayer;
+/// let layer = TimeoutLayer::builder()
+///     .attempt(Duration::from_secs(30))
+///     .first_token(Duration::from_secs(5))
+///     .idle(Duration::from_secs(10))
+///     .build()?;
+/// assert_eq!(layer.first_token_limit(), Some(Duration::from_secs(5)));
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutLayer {
+    pub(crate) attempt: Option<Duration>,
+    pub(crate) first_token: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
+}
+
+impl Default for TimeoutLayer {
+    fn default() -> Self {
+        TimeoutLayer {
+            attempt: Some(Duration::from_secs(60)),
+            first_token: Some(Duration::from_secs(20)),
+            idle: Some(Duration::from_secs(20)),
+        }
+    }
+}
+
+impl TimeoutLayer {
+    /// A builder starting from the defaults.
+    pub fn builder() -> TimeoutBuilder {
+        TimeoutBuilder {
+            layer: TimeoutLayer::default(),
+        }
+    }
+
+    /// Wraps a model.
+    pub fn layer<M: ChatModel>(&self, model: M) -> Timeout<M> {
+        Timeout::new(model, *self)
+    }
+
+    /// The limit on a whole attempt.
+    pub fn attempt_limit(&self) -> Option<Duration> {
+        self.attempt
+    }
+
+    /// The limit on a stream's first content.
+    pub fn first_token_limit(&self) -> Option<Duration> {
+        self.first_token
+    }
+
+    /// The limit on the gap between stream events after the first content.
+    pub fn idle_limit(&self) -> Option<Duration> {
+        self.idle
+    }
+}
+
+/// Builds a [`TimeoutLayer`]; validation happens in [`TimeoutBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct TimeoutBuilder {
+    layer: TimeoutLayer,
+}
+
+impl TimeoutBuilder {
+    /// The whole attempt, a stream's end included (default 60 s).
+    pub fn attempt(mut self, d: Duration) -> Self {
+        self.layer.attempt = Some(d);
+        self
+    }
+
+    /// No limit on the whole attempt (the deadline still applies).
+    pub fn no_attempt_limit(mut self) -> Self {
+        self.layer.attempt = None;
+        self
+    }
+
+    /// Until a stream's first content event, counted from the start of the call (default 20 s).
+    pub fn first_token(mut self, d: Duration) -> Self {
+        self.layer.first_token = Some(d);
+        self
+    }
+
+    /// No first-token limit.
+    pub fn no_first_token_limit(mut self) -> Self {
+        self.layer.first_token = None;
+        self
+    }
+
+    /// The longest gap between two stream events after the first content (default 20 s).
+    pub fn idle(mut self, d: Duration) -> Self {
+        self.layer.idle = Some(d);
+        self
+    }
+
+    /// No idle limit.
+    pub fn no_idle_limit(mut self) -> Self {
+        self.layer.idle = None;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a zero limit.
+    pub fn build(self) -> Result<TimeoutLayer, ConfigError> {
+        let l = self.layer;
+        for (name, v) in [
+            ("attempt", l.attempt),
+            ("first_token", l.first_token),
+            ("idle", l.idle),
+        ] {
+            if v.is_some_and(|d| d.is_zero()) {
+                return Err(ConfigError::new(
+                    "timeout",
+                    name,
+                    "must be greater than zero",
+                ));
+            }
+        }
+        Ok(l)
+    }
+}

@@ -1,0 +1,425 @@
+//! Circuit breaker: PITFALLS 9–13.
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use ripcord_core::testing::{StreamItem, text_stream};
+use ripcord_core::{CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent};
+use ripcord_resilience::{
+    BreakerLayer, BreakerListener, BreakerState, ChatModelExt, KindAction, OpenBackoff, RetryLayer,
+    Transition,
+};
+use tokio::time::Instant;
+
+use crate::support::{ms, req, scripted, secs};
+
+fn layer(failures: u32, open: u64) -> BreakerLayer {
+    BreakerLayer::builder()
+        .consecutive_failures(failures)
+        .open_for(ms(open))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn trips_after_consecutive_failures_and_refuses_without_calling() {
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .with_breaker(layer(3, 250));
+    for _ in 0..3 {
+        assert_eq!(
+            m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
+            ErrorKind::ServerError
+        );
+    }
+    let refused = m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(refused.provider(), Some("a"));
+    assert_eq!(refused.retry_after(), Some(ms(250)));
+    assert_eq!(m.get_ref().calls(), 3);
+    tokio::time::sleep(ms(100)).await;
+    let later = m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(
+        later.retry_after(),
+        Some(ms(150)),
+        "retry-after counts down on the breaker's clock"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifty_concurrent_callers_in_half_open_put_exactly_one_probe_on_the_wire() {
+    let m = Arc::new(
+        scripted("a")
+            .fail(ErrorKind::ServerError)
+            .reply_after("recovered", secs(1))
+            .with_breaker(layer(1, 100)),
+    );
+    assert!(m.chat(&req(), &Context::new()).await.is_err());
+    assert_eq!(m.snapshot().state, BreakerState::Open);
+    tokio::time::sleep(ms(100)).await;
+
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let m = m.clone();
+            tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
+        })
+        .collect();
+    let results: Vec<_> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+
+    assert_eq!(
+        m.get_ref().calls(),
+        2,
+        "one failure, then exactly one probe"
+    );
+    assert_eq!(m.get_ref().peak_concurrency(), 1);
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+    let refused: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(refused.len(), 49);
+    assert!(
+        refused
+            .iter()
+            .all(|e| e.kind() == ErrorKind::CircuitOpen && e.retry_after().is_some())
+    );
+    assert_eq!(m.snapshot().state, BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_probe_releases_its_permit_at_probe_timeout_and_reopens() {
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open_for(ms(100))
+        .probe_timeout(secs(2))
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .hang()
+        .with_breaker(breaker);
+    let _ = m.chat(&req(), &Context::new()).await;
+    tokio::time::sleep(ms(100)).await;
+    let start = Instant::now();
+    let probe = m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(start.elapsed(), secs(2));
+    assert_eq!(probe.kind(), ErrorKind::Timeout);
+    let snap = m.snapshot();
+    assert_eq!(snap.state, BreakerState::Open);
+    assert_eq!(snap.probes_in_flight, 0);
+    assert_eq!(snap.trips, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn breaker_counts_one_failure_per_logical_call_after_retries() {
+    let retry = RetryLayer::builder()
+        .max_attempts(3)
+        .base_delay(ms(10))
+        .seed(1)
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .with_retry(retry)
+        .with_breaker(layer(2, 1000));
+    let first = m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(first.attempts().len(), 3);
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.failures, snap.state),
+        (1, BreakerState::Closed),
+        "3 attempts, one failure"
+    );
+    let _ = m.chat(&req(), &Context::new()).await;
+    assert_eq!(m.snapshot().state, BreakerState::Open);
+    assert_eq!(m.get_ref().get_ref().calls(), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_re_trip_sets_a_fresh_growing_open_until() {
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open(OpenBackoff::Exponential {
+            base: ms(100),
+            max: ms(300),
+        })
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::Overloaded)
+        .with_breaker(breaker);
+    let _ = m.chat(&req(), &Context::new()).await;
+    let mut opens = Vec::new();
+    for _ in 0..4 {
+        let refused = m.chat(&req(), &Context::new()).await.unwrap_err();
+        opens.push(refused.retry_after().unwrap());
+        tokio::time::sleep(refused.retry_after().unwrap()).await;
+        // The probe fails and re-trips: the new open-until starts now.
+        assert_eq!(
+            m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
+            ErrorKind::Overloaded
+        );
+    }
+    assert_eq!(opens, vec![ms(100), ms(200), ms(300), ms(300)]);
+    let history = m.snapshot().history;
+    let trips: Vec<_> = history
+        .iter()
+        .filter(|t| t.to == BreakerState::Open)
+        .collect();
+    assert_eq!(trips.len(), 5);
+    for pair in trips.windows(2) {
+        assert!(pair[1].at > pair[0].at, "each trip has its own timestamp");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_threshold_needs_that_many_probes() {
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open_for(ms(50))
+        .success_threshold(2)
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .reply("ok")
+        .with_breaker(breaker);
+    let _ = m.chat(&req(), &Context::new()).await;
+    tokio::time::sleep(ms(50)).await;
+    m.chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(m.snapshot().state, BreakerState::HalfOpen);
+    m.chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(m.snapshot().state, BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn caller_side_kinds_never_count_and_auth_trips_at_once_for_longer() {
+    let m = scripted("a")
+        .fail(ErrorKind::InvalidRequest)
+        .fail(ErrorKind::ContentFiltered)
+        .fail(ErrorKind::ContextLengthExceeded)
+        .fail(ErrorKind::InvalidRequest)
+        .fail(ErrorKind::ContentFiltered)
+        .fail(ErrorKind::Auth)
+        .with_breaker(
+            BreakerLayer::builder()
+                .consecutive_failures(2)
+                .open_for(secs(10))
+                .build()
+                .unwrap(),
+        );
+    for _ in 0..5 {
+        assert!(m.chat(&req(), &Context::new()).await.is_err());
+    }
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.state, snap.failures, snap.ignored),
+        (BreakerState::Closed, 0, 5)
+    );
+    let _ = m.chat(&req(), &Context::new()).await;
+    let refused = m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
+    assert!(
+        refused.retry_after().unwrap() >= secs(300),
+        "auth opens for longer than the 10 s default"
+    );
+    assert_eq!(m.snapshot().last_failure, Some(ErrorKind::Auth));
+}
+
+#[tokio::test(start_paused = true)]
+async fn kind_overrides_apply() {
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(10)
+        .kind(ErrorKind::QuotaExhausted, KindAction::TripFor(secs(60)))
+        .kind(ErrorKind::ServerError, KindAction::Ignore)
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .fail(ErrorKind::QuotaExhausted)
+        .with_breaker(breaker);
+    let _ = m.chat(&req(), &Context::new()).await;
+    assert_eq!(m.snapshot().state, BreakerState::Closed);
+    let _ = m.chat(&req(), &Context::new()).await;
+    assert_eq!(m.snapshot().state, BreakerState::Open);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing() {
+    let m = Arc::new(scripted("a").hang().with_breaker(layer(1, 1000)));
+    // The caller cancels: nothing is recorded.
+    let token = CancellationToken::new();
+    let ctx = Context::new().with_cancellation(token.clone());
+    let call = {
+        let m = m.clone();
+        tokio::spawn(async move { m.chat(&req(), &ctx).await })
+    };
+    tokio::time::sleep(ms(500)).await;
+    token.cancel();
+    assert_eq!(
+        call.await.unwrap().unwrap_err().kind(),
+        ErrorKind::Cancelled
+    );
+    // Dropping the call's future records nothing either.
+    let dropped = tokio::time::timeout(ms(300), m.chat(&req(), &Context::new())).await;
+    assert!(dropped.is_err());
+    let snap = m.snapshot();
+    assert_eq!((snap.state, snap.failures), (BreakerState::Closed, 0));
+
+    // The deadline passes while the link hangs: that is the link's failure.
+    let start = Instant::now();
+    let err = m
+        .chat(&req(), &Context::new().with_timeout(secs(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(start.elapsed(), secs(2));
+    assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.state, snap.failures, snap.last_failure),
+        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_rate_policy_trips_on_the_rate() {
+    let breaker = BreakerLayer::builder()
+        .failure_rate(0.5, secs(10), 4)
+        .open_for(ms(500))
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .reply("ok")
+        .fail(ErrorKind::ServerError)
+        .reply("ok")
+        .fail(ErrorKind::ServerError)
+        .reply("ok")
+        .with_breaker(breaker);
+    for _ in 0..3 {
+        let _ = m.chat(&req(), &Context::new()).await;
+        assert_eq!(m.snapshot().state, BreakerState::Closed);
+    }
+    let _ = m.chat(&req(), &Context::new()).await; // 2 failures of 4 calls
+    assert_eq!(m.snapshot().state, BreakerState::Open);
+}
+
+#[derive(Debug, Default)]
+struct Log(Mutex<Vec<(BreakerState, BreakerState)>>, Mutex<u32>);
+
+impl BreakerListener for Log {
+    fn on_transition(&self, t: &Transition) {
+        self.0.lock().unwrap().push((t.from, t.to));
+    }
+    fn on_rejected(&self, _link: &str, _state: BreakerState, _after: std::time::Duration) {
+        *self.1.lock().unwrap() += 1;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn listener_history_and_snapshot() {
+    let log = Arc::new(Log::default());
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open_for(ms(100))
+        .history(2)
+        .listener(log.clone())
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .reply("ok")
+        .with_breaker(breaker);
+    let handle = m.handle();
+    let _ = m.chat(&req(), &Context::new()).await;
+    let _ = m.chat(&req(), &Context::new()).await;
+    tokio::time::sleep(ms(100)).await;
+    m.chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(
+        *log.0.lock().unwrap(),
+        vec![
+            (BreakerState::Closed, BreakerState::Open),
+            (BreakerState::Open, BreakerState::HalfOpen),
+            (BreakerState::HalfOpen, BreakerState::Closed),
+        ]
+    );
+    assert_eq!(*log.1.lock().unwrap(), 1);
+    let snap = handle.snapshot();
+    assert_eq!(snap.history.len(), 2, "history is bounded");
+    assert_eq!(snap.history[1].to, BreakerState::Closed);
+    assert_eq!(snap.history[1].at_ms, 100.0);
+    assert_eq!((snap.trips, snap.rejected, snap.successes), (1, 1, 1));
+    let json = serde_json::to_value(&snap).unwrap();
+    assert_eq!(json["state"], "closed");
+    assert_eq!(json["history"][0]["to"], "half_open");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_counts_once_when_it_ends() {
+    let truncated = vec![(ms(0), StreamItem::Event(StreamEvent::text("half an ans")))];
+    let m = scripted("a")
+        .stream_items(truncated.clone())
+        .stream_items(truncated)
+        .stream_items(text_stream(&["fine"], ms(1)))
+        .with_breaker(layer(2, 100));
+    for _ in 0..2 {
+        let items: Vec<_> = m
+            .stream(&req(), &Context::new())
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(
+            items.last().unwrap().as_ref().unwrap_err().kind(),
+            ErrorKind::InvalidResponse
+        );
+    }
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.failures, snap.state),
+        (2, BreakerState::Open),
+        "a truncated stream is a failure"
+    );
+    tokio::time::sleep(ms(100)).await;
+    let s = m.stream(&req(), &Context::new()).await.unwrap();
+    let resp = ripcord_core::stream::collect(s).await.unwrap();
+    assert_eq!(resp.text(), "fine");
+    assert_eq!(m.snapshot().state, BreakerState::Closed);
+    // A stream the consumer drops records nothing.
+    let mut s = m.stream(&req(), &Context::new()).await.unwrap();
+    let _ = s.next().await;
+    drop(s);
+    assert_eq!(m.snapshot().failures, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_closes_by_hand() {
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .with_breaker(layer(1, 60_000));
+    let _ = m.chat(&req(), &Context::new()).await;
+    assert_eq!(m.handle().state(), BreakerState::Open);
+    m.handle().reset();
+    assert_eq!(m.handle().state(), BreakerState::Closed);
+    assert_eq!(
+        m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
+        ErrorKind::ServerError
+    );
+}
+
+#[test]
+fn invalid_settings_are_named() {
+    let e = BreakerLayer::builder()
+        .consecutive_failures(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.setting(), "consecutive_failures");
+    let e = BreakerLayer::builder()
+        .failure_rate(1.5, secs(1), 1)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("(0, 1]"), "{e}");
+    let e = BreakerLayer::builder().max_probes(0).build().unwrap_err();
+    assert_eq!(e.setting(), "max_probes");
+    let _: Error = e.into();
+}

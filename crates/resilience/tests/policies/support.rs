@@ -1,0 +1,98 @@
+//! Test models.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ripcord_core::testing::ScriptedModel;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ModelId, Result,
+    Usage, async_trait,
+};
+
+/// A model that keeps the trait's contract about deadlines: it stops at the context's deadline
+/// and on cancellation, whatever its script says.
+#[derive(Debug)]
+pub(crate) struct Honest<M>(pub M);
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Honest<M> {
+    fn id(&self) -> &ModelId {
+        self.0.id()
+    }
+    fn capabilities(&self) -> &Capabilities {
+        self.0.capabilities()
+    }
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        ctx.run(self.0.chat(req, ctx)).await
+    }
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        ctx.run(self.0.stream(req, ctx)).await
+    }
+}
+
+/// A model that records the text of each request when it starts serving it, takes `delay`,
+/// and reports `usage` (or the prompt estimate plus one when `None`).
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    id: ModelId,
+    caps: Capabilities,
+    delay: Duration,
+    usage: Option<Usage>,
+    seen: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    pub(crate) fn new(name: &str, delay: Duration) -> Self {
+        Recorder {
+            id: ModelId::new(name, format!("{name}-model")),
+            caps: Capabilities::new(128_000, 4096),
+            delay,
+            usage: None,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
+    pub(crate) fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl ChatModel for Recorder {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    async fn chat(&self, req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
+        let text = req.messages.last().map(|m| m.text()).unwrap_or_default();
+        self.seen.lock().unwrap().push(text.clone());
+        tokio::time::sleep(self.delay).await;
+        let usage = self.usage.unwrap_or_else(|| {
+            Usage::new(u64::from(ripcord_core::tokens::estimate_request(req)), 1)
+        });
+        Ok(ChatResponse::new(format!("re: {text}")).with_usage(usage))
+    }
+}
+
+pub(crate) fn req() -> ChatRequest {
+    ChatRequest::user("Why is the sky blue?")
+}
+
+pub(crate) fn scripted(name: &str) -> ScriptedModel {
+    ScriptedModel::new(name)
+}
+
+pub(crate) fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub(crate) fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}

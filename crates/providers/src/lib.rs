@@ -1,1 +1,86 @@
-//! ripcord-providers: see the workspace README; this crate is filled by its own issue.
+//! # ripcord-providers
+//!
+//! Vendor adapters for ripcord: each one speaks its vendor's real wire format over a pooled
+//! `reqwest` client with rustls, implements [`ripcord_core::ChatModel`] (and, for the OpenAI
+//! family, [`ripcord_core::EmbeddingModel`]), and maps every failure — status, headers and
+//! body — to an [`ripcord_core::ErrorKind`] so the chain can retry, fall back or fail fast
+//! without parsing strings.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ripcord_core::{Chain, ChatModel, ChatRequest, Context};
+//! use ripcord_providers::{Anthropic, OpenAi, compat};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let chain = Chain::builder()
+//!     .link(OpenAi::from_env("gpt-4o")?.named("primary"))
+//!     .link(Anthropic::from_env("claude-sonnet-4-5")?)
+//!     .link(compat::OpenAiCompatible::new(compat::ollama(), "llama3.2", None)?)
+//!     .static_reply("The assistant is busy right now; please try again in a few minutes.")
+//!     .deadline(Duration::from_secs(15))
+//!     .build()?;
+//! let reply = chain.chat(&ChatRequest::user("Why is the sky blue?"), &Context::new()).await?;
+//! println!("{} [served by {}]", reply.text(), reply.served_by());
+//! # Ok(()) }
+//! ```
+//!
+//! ## What every adapter guarantees
+//!
+//! - **Errors are classified** from status, headers and body (see [`error_body`]): a 429 with
+//!   `insufficient_quota` is [`ErrorKind::QuotaExhausted`](ripcord_core::ErrorKind::QuotaExhausted),
+//!   not a rate limit; `Retry-After` (seconds or HTTP date), `retry-after-ms` and
+//!   `x-ratelimit-reset-*` become [`ripcord_core::Error::retry_after`] (see [`retry_after`]);
+//!   HTML and empty error bodies are classified by status; an error object in a 200 body or
+//!   in the middle of a stream is classified exactly like an HTTP error.
+//! - **Four time limits** ([`Timeouts`] plus the [`ripcord_core::Context`] deadline), each
+//!   reported as `Timeout { phase }`: connect, first token, stream idle, total. Cancellation
+//!   through the context stops the call at once.
+//! - **Streams** yield text and tool-call deltas as they arrive, usage when known, and exactly
+//!   one `Finish` as the last event. A stream that ends without the vendor's terminator is an
+//!   `InvalidResponse` "stream truncated" error, never a short answer. Dropping a stream drops
+//!   the connection; nothing is spawned.
+//! - **API keys** live in [`secrecy::SecretString`], go out only in a sensitive header, and
+//!   never appear in `Debug` output, errors or logs (vendor messages that echo a key are
+//!   scrubbed).
+//!
+//! ## Optional features
+//!
+//! All are on by default; each preset pulls in `openai`.
+//!
+//! - `openai`: [`OpenAi`] — Chat Completions and Embeddings.
+//! - `anthropic`: [`Anthropic`] — the Messages API.
+//! - `azure`: [`AzureOpenAi`] — deployment URLs, `api-version`, `api-key` header.
+//! - `deepseek`, `zhipu`, `qwen`, `moonshot`, `qianfan`, `ollama`, `vllm`: OpenAI-compatible
+//!   presets in [`compat`] — real base URLs, model tables and each vendor's own error codes.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// Without any vendor feature only the shared parsers are left; their HTTP helpers idle.
+#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod driver;
+pub mod error_body;
+mod http;
+mod models;
+pub mod retry_after;
+pub mod sse;
+
+#[cfg(feature = "anthropic")]
+mod anthropic;
+#[cfg(feature = "azure")]
+mod azure;
+#[cfg(feature = "openai")]
+pub mod compat;
+#[cfg(feature = "openai")]
+mod openai;
+
+#[cfg(feature = "anthropic")]
+pub use anthropic::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, Anthropic, AnthropicConfig, DEFAULT_MAX_TOKENS,
+};
+#[cfg(feature = "azure")]
+pub use azure::{AZURE_API_VERSION, AzureConfig, AzureOpenAi};
+pub use error_body::{ErrorBody, ErrorHook};
+pub use http::{HttpClient, Timeouts};
+pub use models::ModelInfo;
+#[cfg(feature = "openai")]
+pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig};

@@ -1,0 +1,358 @@
+//! Anthropic's Messages API.
+//!
+//! API reference: <https://docs.anthropic.com/en/api/messages>,
+//! streaming: <https://docs.anthropic.com/en/docs/build-with-claude/streaming>,
+//! errors: <https://docs.anthropic.com/en/api/errors>.
+//!
+//! The translation rules (system prompt lifted out, roles merged, `max_tokens` always sent,
+//! JSON mode as a forced tool) are documented in the request module; the stream grammar in
+//! the stream module.
+
+mod error_map;
+mod models;
+mod request;
+mod response;
+mod stream;
+
+use std::fmt;
+use std::sync::Arc;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
+    Locality, ModelId, Provenance, Result, async_trait,
+};
+use secrecy::SecretString;
+
+pub use request::DEFAULT_MAX_TOKENS;
+
+use crate::driver::{self, Labels};
+use crate::http::{self, Auth, HttpClient, Timeouts, Transport};
+use crate::models::ModelInfo;
+
+/// The default Anthropic base URL; requests go to `{base}/v1/messages`.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The `anthropic-version` header sent by default.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Configuration of an [`Anthropic`] provider.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_providers::{Anthropic, AnthropicConfig};
+/// let claude = Anthropic::new(AnthropicConfig::new("claude-sonnet-4-5", "sk-ant-test"))?;
+/// assert!(!format!("{claude:?}").contains("sk-ant-test"));
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    model: String,
+    api_key: SecretString,
+    base_url: Option<String>,
+    name: Option<String>,
+    version: Option<String>,
+    timeouts: Timeouts,
+    client: Option<HttpClient>,
+    capabilities: Option<Capabilities>,
+}
+
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("model", &self.model)
+            .field("api_key", &"[redacted]")
+            .field("base_url", &self.base_url)
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicConfig {
+    /// A configuration for `model` with this API key.
+    pub fn new(model: impl Into<String>, api_key: impl Into<SecretString>) -> Self {
+        AnthropicConfig {
+            model: model.into(),
+            api_key: api_key.into(),
+            base_url: None,
+            name: None,
+            version: None,
+            timeouts: Timeouts::default(),
+            client: None,
+            capabilities: None,
+        }
+    }
+
+    /// Reads `ANTHROPIC_API_KEY` (required) and `ANTHROPIC_BASE_URL` (optional).
+    ///
+    /// # Errors
+    ///
+    /// `Auth` when `ANTHROPIC_API_KEY` is unset or empty.
+    pub fn from_env(model: impl Into<String>) -> Result<Self> {
+        let key = http::env("ANTHROPIC_API_KEY").ok_or_else(|| {
+            Error::new(ErrorKind::Auth, "anthropic: ANTHROPIC_API_KEY is not set")
+        })?;
+        let mut c = AnthropicConfig::new(model, key);
+        c.base_url = http::env("ANTHROPIC_BASE_URL");
+        Ok(c)
+    }
+
+    /// Sets the base URL (default [`ANTHROPIC_BASE_URL`]).
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the link name (default `anthropic`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the `anthropic-version` header (default [`ANTHROPIC_VERSION`]).
+    pub fn with_version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Sets the time limits.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Uses this (shared) HTTP client.
+    pub fn with_client(mut self, client: HttpClient) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Overrides the capabilities from the model table.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.capabilities = Some(caps);
+        self
+    }
+}
+
+/// A Claude model through the Messages API.
+///
+/// # Examples
+///
+/// ```no_run
+/// use ripcord_core::{ChatModel, ChatRequest, Context};
+/// use ripcord_providers::Anthropic;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> ripcord_core::Result<()> {
+/// let claude = Anthropic::from_env("claude-sonnet-4-5")?;
+/// let reply = claude.chat(&ChatRequest::user("Hello"), &Context::new()).await?;
+/// # drop(reply); Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Anthropic {
+    id: ModelId,
+    caps: Capabilities,
+    url: Arc<reqwest::Url>,
+    transport: Arc<Transport>,
+}
+
+impl fmt::Debug for Anthropic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Anthropic")
+            .field("id", &self.id)
+            .field("url", &self.url.as_str())
+            .field("auth", &self.transport.auth)
+            .field("timeouts", &self.transport.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Anthropic {
+    /// Builds an Anthropic provider.
+    ///
+    /// # Errors
+    ///
+    /// `Auth` for an empty key (or one that cannot be a header); `InvalidRequest` for a bad
+    /// base URL, version or zero timeouts; `Network` when the TLS backend cannot start.
+    pub fn new(cfg: AnthropicConfig) -> Result<Anthropic> {
+        let what = "anthropic";
+        let base = cfg.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
+        let url = http::endpoint(base, "/v1/messages", what)?;
+        let auth = Auth::header("x-api-key", cfg.api_key, what)?;
+        let mut headers = HeaderMap::new();
+        let version = cfg.version.as_deref().unwrap_or(ANTHROPIC_VERSION);
+        let version = HeaderValue::from_str(version).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                "anthropic: invalid anthropic-version value",
+            )
+        })?;
+        headers.insert(HeaderName::from_static("anthropic-version"), version);
+        let transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?;
+        let locality = if url.host_str() == Some("api.anthropic.com") {
+            Locality::cloud_in("anthropic", "us")
+        } else {
+            Locality::cloud("anthropic")
+        };
+        let caps = cfg.capabilities.unwrap_or_else(|| {
+            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model).capabilities(locality)
+        });
+        Ok(Anthropic {
+            id: ModelId::new(
+                cfg.name.unwrap_or_else(|| "anthropic".to_owned()),
+                cfg.model,
+            ),
+            caps,
+            url: Arc::new(url),
+            transport: Arc::new(transport),
+        })
+    }
+
+    /// [`AnthropicConfig::from_env`] then [`Anthropic::new`].
+    ///
+    /// # Errors
+    ///
+    /// As both.
+    pub fn from_env(model: impl Into<String>) -> Result<Anthropic> {
+        Anthropic::new(AnthropicConfig::from_env(model)?)
+    }
+
+    /// Renames the link.
+    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.id.name = name.into();
+        self
+    }
+
+    /// Replaces the capabilities.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// Replaces the time limits (a client the provider built itself is rebuilt when the
+    /// connect limit changes; a shared client keeps its own).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` for zero limits; `Network` when a new client cannot be built.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Result<Self> {
+        self.transport = Arc::new(self.transport.with_timeouts(timeouts, "anthropic")?);
+        Ok(self)
+    }
+
+    /// The time limits.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.transport.timeouts
+    }
+
+    fn labels(&self) -> Labels {
+        Labels {
+            name: self.id.name.clone(),
+            model: self.id.model.clone(),
+            auth: self.transport.auth.clone(),
+        }
+    }
+
+    async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let (body, json) =
+            request::messages_body(&self.id.model, req, self.caps.max_output_tokens, false)?;
+        let (mut resp, started) = self.transport.post(ctx, &self.url, body, false).await?;
+        if !resp.status().is_success() {
+            let (status, headers, raw) = self.transport.error_parts(ctx, started, resp).await?;
+            return Err(error_map::from_response(status, &headers, &raw));
+        }
+        let raw = self.transport.body(ctx, started, &mut resp).await?;
+        let mut r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
+        r.provenance = Provenance::served(
+            self.id.name.clone(),
+            self.id.model.clone(),
+            started.elapsed(),
+        );
+        Ok(r)
+    }
+
+    async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let (body, json) =
+            request::messages_body(&self.id.model, req, self.caps.max_output_tokens, true)?;
+        let (mut resp, started) = self.transport.post(ctx, &self.url, body, true).await?;
+        if !resp.status().is_success() {
+            let (status, headers, raw) = self.transport.error_parts(ctx, started, resp).await?;
+            return Err(error_map::from_response(status, &headers, &raw));
+        }
+        if http::is_json(&resp) {
+            // An error object with status 200, or a proxy that answered the whole message at
+            // once: classify the first, replay the second as a stream.
+            let raw = self.transport.body(ctx, started, &mut resp).await?;
+            let mut r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
+            r.provenance = Provenance::served(
+                self.id.name.clone(),
+                self.id.model.clone(),
+                started.elapsed(),
+            );
+            return Ok(ripcord_core::stream::from_response(r));
+        }
+        let decoder = stream::AnthropicDecoder::new(json, self.caps.price);
+        Ok(driver::drive(
+            resp,
+            decoder,
+            ctx,
+            self.transport.timeouts,
+            started,
+            self.labels(),
+        ))
+    }
+}
+
+#[async_trait]
+impl ChatModel for Anthropic {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.chat_inner(req, ctx)
+            .await
+            .map_err(|e| self.labels().finish(e))
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.stream_inner(req, ctx)
+            .await
+            .map_err(|e| self.labels().finish(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_capabilities() {
+        let c = Anthropic::new(AnthropicConfig::new(
+            "claude-sonnet-4-5-20250929",
+            "sk-ant-x",
+        ))
+        .unwrap();
+        assert_eq!(&*c.id.name, "anthropic");
+        assert_eq!(c.url.as_str(), "https://api.anthropic.com/v1/messages");
+        assert_eq!(c.caps.max_output_tokens, 64_000);
+        assert!(c.caps.tools && c.caps.vision && c.caps.json_mode);
+        assert_eq!(c.caps.locality, Locality::cloud_in("anthropic", "us"));
+        let unknown = Anthropic::new(
+            AnthropicConfig::new("claude-next", "k-1234").with_base_url("http://127.0.0.1:1/"),
+        )
+        .unwrap()
+        .named("backup");
+        assert_eq!(unknown.url.as_str(), "http://127.0.0.1:1/v1/messages");
+        assert_eq!(&*unknown.id.name, "backup");
+        assert_eq!(unknown.caps.max_output_tokens, 8_192);
+        let e = Anthropic::new(AnthropicConfig::new("m", "k").with_version("bad\nversion"))
+            .unwrap_err();
+        assert!(e.message().contains("anthropic-version"));
+    }
+}

@@ -1,0 +1,466 @@
+//! The Messages API request body, borrowed from the [`ChatRequest`].
+//!
+//! Anthropic's format differs from the neutral request in ways callers must never see:
+//!
+//! - the system prompt is a top-level `system` field, not a message (all system messages are
+//!   lifted out, in order, joined by blank lines);
+//! - roles must alternate, so consecutive messages of the same role are merged into one, and
+//!   tool results travel as `tool_result` blocks of a *user* message (placed first, as the API
+//!   requires);
+//! - `max_tokens` is mandatory: the request's value, else [`DEFAULT_MAX_TOKENS`] capped at the
+//!   model's output limit;
+//! - tool-call arguments are JSON *objects* (`input`), not JSON text: they are embedded as raw
+//!   JSON, validated, never re-parsed into a tree;
+//! - there is no JSON mode: `Json` / `JsonSchema` become one forced tool, [`JSON_TOOL`], whose
+//!   input schema is the requested schema; the response decoders turn its input back into the
+//!   answer text. When the request has tools of its own, the schema goes into the system prompt
+//!   instead;
+//! - `seed` does not exist and is not sent; `user` becomes `metadata.user_id`.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use ripcord_core::{
+    ChatRequest, ContentPart, Error, ErrorKind, ImageSource, Message, ResponseFormat, Result, Role,
+    ToolChoice,
+};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// The `max_tokens` sent when the request sets none (capped at the model's output limit).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The name of the forced tool that carries JSON-mode answers.
+pub(crate) const JSON_TOOL: &str = "json_response";
+
+static ANY_OBJECT: LazyLock<serde_json::Value> =
+    LazyLock::new(|| serde_json::json!({ "type": "object" }));
+
+#[derive(Serialize)]
+struct MessagesBody<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<Cow<'a, str>>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    user_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: Source<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Source<'a> {
+    Base64 { media_type: &'a str, data: &'a str },
+    Url { url: &'a str },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    input_schema: &'a serde_json::Value,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireToolChoice<'a> {
+    Auto,
+    Any,
+    None,
+    Tool { name: &'a str },
+}
+
+/// Whether the body asks for JSON through the forced [`JSON_TOOL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JsonMode(pub(crate) bool);
+
+fn system_prompt<'a>(req: &'a ChatRequest, extra: Option<String>) -> Option<Cow<'a, str>> {
+    let mut texts = req
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|p| match p {
+            ContentPart::Text { text } if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        });
+    let first = texts.next();
+    let second = texts.next();
+    match (first, second, extra) {
+        (None, _, None) => None,
+        (Some(one), None, None) => Some(Cow::Borrowed(one)),
+        (first, second, extra) => {
+            let mut s = String::new();
+            for t in first.into_iter().chain(second).chain(texts) {
+                if !s.is_empty() {
+                    s.push_str("\n\n");
+                }
+                s.push_str(t);
+            }
+            if let Some(e) = extra {
+                if !s.is_empty() {
+                    s.push_str("\n\n");
+                }
+                s.push_str(&e);
+            }
+            Some(Cow::Owned(s))
+        }
+    }
+}
+
+fn raw_arguments<'a>(args: &'a str, id: &str, name: &str) -> Result<&'a RawValue> {
+    let args = args.trim();
+    let text = if args.is_empty() { "{}" } else { args };
+    let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("tool call {id:?} ({name}): its arguments are not valid JSON: {e}"),
+        )
+    })?;
+    if !raw.get().trim_start().starts_with('{') {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!("tool call {id:?} ({name}): Anthropic needs the arguments to be a JSON object"),
+        ));
+    }
+    Ok(raw)
+}
+
+fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
+    if m.role == Role::Tool {
+        let id = m.tool_call_id.as_deref().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("message {i}: a tool result needs the tool_call_id it answers"),
+            )
+        })?;
+        let content = match m.content.as_slice() {
+            [ContentPart::Text { text }] => Cow::Borrowed(text.as_str()),
+            _ => Cow::Owned(m.text()),
+        };
+        return Ok(vec![Block::ToolResult {
+            tool_use_id: id,
+            content,
+        }]);
+    }
+    let mut out = Vec::with_capacity(m.content.len() + m.tool_calls.len());
+    for part in &m.content {
+        match part {
+            ContentPart::Text { text } if text.is_empty() => {}
+            ContentPart::Text { text } => out.push(Block::Text { text }),
+            ContentPart::Image { image, .. } => out.push(Block::Image {
+                source: match image {
+                    ImageSource::Url { url } => Source::Url { url },
+                    ImageSource::Base64 { media_type, data } => Source::Base64 { media_type, data },
+                    _ => continue,
+                },
+            }),
+            _ => {}
+        }
+    }
+    for call in &m.tool_calls {
+        out.push(Block::ToolUse {
+            id: &call.id,
+            name: &call.name,
+            input: raw_arguments(&call.arguments, &call.id, &call.name)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Serialises the Messages body. `max_output` caps the default `max_tokens`.
+pub(crate) fn messages_body(
+    model: &str,
+    req: &ChatRequest,
+    max_output: u32,
+    stream: bool,
+) -> Result<(Vec<u8>, JsonMode)> {
+    let mut messages: Vec<WireMessage<'_>> = Vec::with_capacity(req.messages.len());
+    for (i, m) in req.messages.iter().enumerate() {
+        let role = match m.role {
+            Role::System => continue,
+            Role::Assistant => "assistant",
+            _ => "user",
+        };
+        let b = blocks(i, m)?;
+        if b.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(b),
+            _ => messages.push(WireMessage { role, content: b }),
+        }
+    }
+    if messages.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            "the request has no user or assistant message (Anthropic needs at least one)",
+        ));
+    }
+    for m in messages.iter_mut().filter(|m| m.role == "user") {
+        // Tool results must open the user turn.
+        m.content
+            .sort_by_key(|b| !matches!(b, Block::ToolResult { .. }));
+    }
+
+    let mut tools: Vec<WireTool<'_>> = req
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            name: &t.name,
+            description: t.description.as_deref(),
+            input_schema: &t.parameters,
+        })
+        .collect();
+    let mut tool_choice = req.tool_choice.as_ref().and_then(|c| match c {
+        ToolChoice::Auto => Some(WireToolChoice::Auto),
+        ToolChoice::Required => Some(WireToolChoice::Any),
+        ToolChoice::None => Some(WireToolChoice::None),
+        ToolChoice::Tool { name } => Some(WireToolChoice::Tool { name }),
+        _ => None,
+    });
+
+    let schema = match &req.response_format {
+        ResponseFormat::Json => Some(&*ANY_OBJECT),
+        ResponseFormat::JsonSchema { schema, .. } => Some(schema),
+        _ => None,
+    };
+    let mut json_mode = JsonMode(false);
+    let mut extra_system = None;
+    if let Some(schema) = schema {
+        if req.tools.is_empty() {
+            tools.push(WireTool {
+                name: JSON_TOOL,
+                description: Some("Give the answer as a JSON object through this tool."),
+                input_schema: schema,
+            });
+            tool_choice = Some(WireToolChoice::Tool { name: JSON_TOOL });
+            json_mode = JsonMode(true);
+        } else {
+            extra_system = Some(format!(
+                "When you answer without calling a tool, respond only with a JSON object that conforms to this JSON schema: {schema}"
+            ));
+        }
+    }
+
+    let body = MessagesBody {
+        model,
+        max_tokens: req
+            .max_tokens
+            .unwrap_or(DEFAULT_MAX_TOKENS.min(max_output.max(1))),
+        system: system_prompt(req, extra_system),
+        messages,
+        tools,
+        tool_choice,
+        temperature: req.temperature,
+        top_p: req.top_p,
+        stop_sequences: &req.stop,
+        stream,
+        metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
+    };
+    let bytes = serde_json::to_vec(&body).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("cannot serialise the Anthropic request: {e}"),
+        )
+        .with_source(e)
+    })?;
+    Ok((bytes, json_mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use ripcord_core::{ImageSource, Message, ToolCall, ToolSpec};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn body(req: &ChatRequest) -> (Value, JsonMode) {
+        let (b, j) = messages_body("claude-sonnet-4-5", req, 64_000, false).unwrap();
+        (serde_json::from_slice(&b).unwrap(), j)
+    }
+
+    #[test]
+    fn representative_request_json() {
+        let mut req = ChatRequest::new(vec![
+            Message::system("Be brief."),
+            Message::user("Look:").with_image(ImageSource::Base64 {
+                media_type: "image/jpeg".into(),
+                data: "/9j/4AAQ".into(),
+            }),
+            Message::user("What is the weather there?"),
+            Message::assistant_tool_calls(vec![ToolCall::new(
+                "toolu_1",
+                "weather",
+                r#"{"city":"Paris"}"#,
+            )]),
+            Message::tool_result("toolu_1", "18C"),
+            Message::system("Use Celsius."),
+            Message::assistant("18C."),
+        ])
+        .with_tool(ToolSpec::new(
+            "weather",
+            "Current weather",
+            json!({"type":"object"}),
+        ))
+        .with_tool_choice(ToolChoice::Required)
+        .with_temperature(0.25)
+        .with_stop("END")
+        .with_seed(9);
+        req.user = Some("u-1".into());
+        let (v, j) = body(&req);
+        assert_eq!(j, JsonMode(false));
+        assert_eq!(
+            v,
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 4096,
+                "system": "Be brief.\n\nUse Celsius.",
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "Look:"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}},
+                        {"type": "text", "text": "What is the weather there?"}
+                    ]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}}
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"}
+                    ]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "18C."}]}
+                ],
+                "tools": [{"name": "weather", "description": "Current weather", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "any"},
+                "temperature": 0.25,
+                "stop_sequences": ["END"],
+                "metadata": {"user_id": "u-1"}
+            })
+        );
+    }
+
+    #[test]
+    fn json_mode_is_a_forced_tool() {
+        let schema = json!({"type":"object","properties":{"n":{"type":"integer"}}});
+        let req = ChatRequest::user("n?")
+            .with_max_tokens(50)
+            .with_response_format(ResponseFormat::JsonSchema {
+                name: "n".into(),
+                schema: schema.clone(),
+                strict: true,
+            });
+        let (v, j) = body(&req);
+        assert_eq!(j, JsonMode(true));
+        assert_eq!(v["max_tokens"], 50);
+        assert_eq!(v["tools"][0]["name"], JSON_TOOL);
+        assert_eq!(v["tools"][0]["input_schema"], schema);
+        assert_eq!(v["tool_choice"], json!({"type":"tool","name":JSON_TOOL}));
+        let (v, _) = body(&ChatRequest::user("x").with_response_format(ResponseFormat::Json));
+        assert_eq!(v["tools"][0]["input_schema"], json!({"type":"object"}));
+        // With tools of its own, the schema goes into the system prompt.
+        let req = ChatRequest::user("x")
+            .with_tool(ToolSpec::new("t", "d", json!({"type":"object"})))
+            .with_response_format(ResponseFormat::Json);
+        let (v, j) = body(&req);
+        assert_eq!(j, JsonMode(false));
+        assert_eq!(v["tools"].as_array().unwrap().len(), 1);
+        assert!(v["system"].as_str().unwrap().contains("JSON object"));
+    }
+
+    #[test]
+    fn tool_results_open_the_user_turn_and_max_tokens_is_capped() {
+        let req = ChatRequest::new(vec![
+            Message::assistant_tool_calls(vec![ToolCall::new("a", "f", "")]),
+            Message::user("and also"),
+            Message::tool_result("a", "done"),
+        ]);
+        let (b, _) = messages_body("claude-3-haiku", &req, 1024, false).unwrap();
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["max_tokens"], 1024);
+        assert_eq!(v["messages"][0]["content"][0]["input"], json!({}));
+        assert_eq!(v["messages"][1]["content"][0]["type"], "tool_result");
+        assert_eq!(v["messages"][1]["content"][1]["type"], "text");
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_where() {
+        let req = ChatRequest::new(vec![Message::assistant_tool_calls(vec![ToolCall::new(
+            "c9", "f", "{oops",
+        )])]);
+        let e = messages_body("m", &req, 10, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+        assert!(e.message().contains("\"c9\" (f)"), "{e}");
+        let mut m = Message::tool_result("x", "y");
+        m.tool_call_id = None;
+        let e = messages_body(
+            "m",
+            &ChatRequest::new(vec![Message::user("a"), m]),
+            10,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.message().contains("message 1"), "{e}");
+        let e = messages_body(
+            "m",
+            &ChatRequest::new(vec![Message::system("only")]),
+            10,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.message().contains("no user or assistant"), "{e}");
+        let e = messages_body(
+            "m",
+            &ChatRequest::new(vec![Message::assistant_tool_calls(vec![ToolCall::new(
+                "c", "f", "[1]",
+            )])]),
+            10,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.message().contains("JSON object"), "{e}");
+    }
+}

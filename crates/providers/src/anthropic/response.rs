@@ -1,0 +1,188 @@
+//! The Messages API response.
+
+use ripcord_core::{ChatResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage};
+use serde::Deserialize;
+
+use super::error_map;
+use super::request::{JSON_TOOL, JsonMode};
+use crate::error_body::ErrorBody;
+
+#[derive(Deserialize)]
+struct MessageResp {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    content: Vec<RespBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RespBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: serde_json::Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// Anthropic's token counts: `input_tokens` excludes cache reads and writes.
+#[derive(Deserialize, Default, Clone, Copy, Debug)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    pub(crate) input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) output_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) cache_creation_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Our usage counts every prompt token (cached ones included) as input.
+    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+        let read = self.cache_read_input_tokens.unwrap_or(0);
+        let input =
+            self.input_tokens.unwrap_or(0) + read + self.cache_creation_input_tokens.unwrap_or(0);
+        Usage::new(input, self.output_tokens.unwrap_or(0))
+            .with_cached_input(read)
+            .priced(price)
+    }
+}
+
+/// Maps a `stop_reason`. In JSON mode the forced tool call *is* the answer, so `tool_use`
+/// means a normal stop.
+pub(crate) fn stop_reason(s: &str, json: JsonMode) -> FinishReason {
+    match s {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "tool_use" if json.0 => FinishReason::Stop,
+        "max_tokens" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "refusal" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Parses a 200 Messages body; an error object in it is classified like an HTTP error.
+pub(crate) fn parse_message(
+    body: &[u8],
+    json: JsonMode,
+    price: Option<&Price>,
+) -> Result<ChatResponse> {
+    let m: MessageResp =
+        serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
+            Some(b) => error_map::from_body(None, &b),
+            None => Error::new(
+                ErrorKind::InvalidResponse,
+                format!("the Anthropic response is not valid JSON: {e}"),
+            )
+            .with_source(e),
+        })?;
+    if m.kind.as_deref() == Some("error") {
+        let b = ErrorBody::parse(body)
+            .unwrap_or_else(|| ErrorBody::with_message("error without details"));
+        return Err(error_map::from_body(None, &b));
+    }
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    for block in m.content {
+        match block {
+            RespBlock::Text { text } => content.push_str(&text),
+            RespBlock::ToolUse { name, input, .. } if json.0 && name == JSON_TOOL => {
+                content.push_str(&input.to_string())
+            }
+            RespBlock::ToolUse { id, name, input } => {
+                calls.push(ToolCall::new(id, name, input.to_string()))
+            }
+            RespBlock::Other => {}
+        }
+    }
+    let finish = m
+        .stop_reason
+        .as_deref()
+        .map(|s| stop_reason(s, json))
+        .unwrap_or_default();
+    Ok(ChatResponse::new(content)
+        .with_tool_calls(calls)
+        .with_finish_reason(finish)
+        .with_usage(m.usage.unwrap_or_default().to_usage(price))
+        .with_model(m.model.unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_tools_usage_with_cache() {
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929",
+            "content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"Let me check."},
+            {"type":"tool_use","id":"toolu_1","name":"weather","input":{"city":"Paris"}}],
+            "stop_reason":"tool_use","stop_sequence":null,
+            "usage":{"input_tokens":20,"output_tokens":15,"cache_read_input_tokens":100,"cache_creation_input_tokens":5}}"#;
+        let r = parse_message(
+            body,
+            JsonMode(false),
+            Some(&Price::per_million(3.0, 15.0).with_cached_input(0.3)),
+        )
+        .unwrap();
+        assert_eq!(r.content, "Let me check.");
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall::new("toolu_1", "weather", r#"{"city":"Paris"}"#)]
+        );
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            (
+                r.usage.input_tokens,
+                r.usage.cached_input_tokens,
+                r.usage.output_tokens
+            ),
+            (125, 100, 15)
+        );
+        assert_eq!(r.model, "claude-sonnet-4-5-20250929");
+    }
+
+    #[test]
+    fn json_mode_answer_is_the_tool_input() {
+        let body = br#"{"type":"message","content":[{"type":"tool_use","id":"t","name":"json_response","input":{"n":3}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}"#;
+        let r = parse_message(body, JsonMode(true), None).unwrap();
+        assert_eq!(r.content, r#"{"n":3}"#);
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(r.finish_reason, FinishReason::Stop);
+    }
+
+    #[test]
+    fn error_bodies_and_garbage() {
+        let e = parse_message(
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            JsonMode(false),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Overloaded);
+        assert_eq!(e.vendor_code(), Some("overloaded_error"));
+        let e = parse_message(b"{\"type\":\"message\",", JsonMode(false), None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+        assert_eq!(
+            stop_reason("refusal", JsonMode(false)),
+            FinishReason::ContentFilter
+        );
+        assert_eq!(
+            stop_reason("max_tokens", JsonMode(false)),
+            FinishReason::Length
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The Messages stream: `message_start`, `content_block_start` / `_delta` / `_stop`,
+//! `message_delta` (stop reason, output tokens), `message_stop`, `ping`, and `error`.
+//!
+//! Content blocks are numbered across text and tool use; ripcord numbers tool calls on their
+//! own (0, 1, … in the order the model started them), so the decoder keeps a small map from
+//! block index to what the block is. Usage (input from `message_start`, output from the last
+//! `message_delta`) is emitted once, just before the single `Finish` at `message_stop`.
+
+use std::collections::VecDeque;
+
+use ripcord_core::{Error, ErrorKind, Price, Result, StreamEvent};
+use serde::Deserialize;
+
+use super::error_map;
+use super::request::{JSON_TOOL, JsonMode};
+use super::response::{WireUsage, stop_reason};
+use crate::driver::{Decoder, Step};
+use crate::error_body::ErrorBody;
+use crate::sse::SseEvent;
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart {
+        message: StartMessage,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: StartBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: Delta,
+    },
+    ContentBlockStop {},
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDelta,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop {},
+    Ping {},
+    Error {},
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StartBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)] // the wire's own names
+enum Delta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+struct MessageDelta {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    Tool(u32),
+    Json,
+    Other,
+}
+
+/// An in-band `error` event, classified like the HTTP error it stands for.
+fn in_band(data: &str) -> Error {
+    let body = ErrorBody::parse(data.as_bytes())
+        .unwrap_or_else(|| ErrorBody::with_message(data.trim().to_owned()));
+    error_map::from_body(None, &body)
+}
+
+/// Decodes an Anthropic Messages stream.
+pub(crate) struct AnthropicDecoder {
+    json: JsonMode,
+    price: Option<Price>,
+    model: Option<String>,
+    usage: WireUsage,
+    stop: Option<String>,
+    blocks: Vec<Block>,
+    tools: u32,
+}
+
+impl AnthropicDecoder {
+    pub(crate) fn new(json: JsonMode, price: Option<Price>) -> Self {
+        AnthropicDecoder {
+            json,
+            price,
+            model: None,
+            usage: WireUsage::default(),
+            stop: None,
+            blocks: Vec::new(),
+            tools: 0,
+        }
+    }
+
+    fn block(&self, index: usize) -> Block {
+        self.blocks.get(index).copied().unwrap_or(Block::Other)
+    }
+
+    fn set_block(&mut self, index: usize, b: Block) {
+        if self.blocks.len() <= index {
+            self.blocks.resize(index + 1, Block::Other);
+        }
+        self.blocks[index] = b;
+    }
+}
+
+impl Decoder for AnthropicDecoder {
+    fn event(&mut self, ev: SseEvent, out: &mut VecDeque<StreamEvent>) -> Result<Step> {
+        if ev.event == "error" {
+            return Err(in_band(&ev.data));
+        }
+        if ev.event == "ping" || ev.data.trim().is_empty() {
+            return Ok(Step::More);
+        }
+        let parsed: Event = serde_json::from_str(&ev.data).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidResponse,
+                format!("malformed `{}` stream event: {e}", ev.name()),
+            )
+            .with_source(e)
+        })?;
+        match parsed {
+            Event::MessageStart { message } => {
+                self.model = message.model;
+                if let Some(u) = message.usage {
+                    self.usage = u;
+                }
+            }
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => match content_block {
+                StartBlock::Text { text } => {
+                    self.set_block(index, Block::Text);
+                    if !text.is_empty() {
+                        out.push_back(StreamEvent::TextDelta { text });
+                    }
+                }
+                StartBlock::ToolUse { name, .. } if self.json.0 && name == JSON_TOOL => {
+                    self.set_block(index, Block::Json);
+                }
+                StartBlock::ToolUse { id, name } => {
+                    let n = self.tools;
+                    self.tools += 1;
+                    self.set_block(index, Block::Tool(n));
+                    out.push_back(StreamEvent::ToolCallDelta {
+                        index: n,
+                        id: Some(id),
+                        name: Some(name),
+                        arguments: String::new(),
+                    });
+                }
+                StartBlock::Other => self.set_block(index, Block::Other),
+            },
+            Event::ContentBlockDelta { index, delta } => match (self.block(index), delta) {
+                (Block::Text, Delta::TextDelta { text }) if !text.is_empty() => {
+                    out.push_back(StreamEvent::TextDelta { text });
+                }
+                (Block::Tool(n), Delta::InputJsonDelta { partial_json }) => {
+                    out.push_back(StreamEvent::ToolCallDelta {
+                        index: n,
+                        id: None,
+                        name: None,
+                        arguments: partial_json,
+                    });
+                }
+                (Block::Json, Delta::InputJsonDelta { partial_json })
+                    if !partial_json.is_empty() =>
+                {
+                    out.push_back(StreamEvent::TextDelta { text: partial_json });
+                }
+                _ => {}
+            },
+            Event::MessageDelta { delta, usage } => {
+                if let Some(s) = delta.stop_reason {
+                    self.stop = Some(s);
+                }
+                if let Some(u) = usage {
+                    // Output tokens are cumulative; input fields, when repeated, win too.
+                    self.usage.output_tokens = u.output_tokens.or(self.usage.output_tokens);
+                    self.usage.input_tokens = u.input_tokens.or(self.usage.input_tokens);
+                    self.usage.cache_read_input_tokens = u
+                        .cache_read_input_tokens
+                        .or(self.usage.cache_read_input_tokens);
+                    self.usage.cache_creation_input_tokens = u
+                        .cache_creation_input_tokens
+                        .or(self.usage.cache_creation_input_tokens);
+                }
+            }
+            Event::MessageStop {} => {
+                out.push_back(StreamEvent::Usage {
+                    usage: self.usage.to_usage(self.price.as_ref()),
+                });
+                out.push_back(StreamEvent::Finish {
+                    reason: self
+                        .stop
+                        .as_deref()
+                        .map(|s| stop_reason(s, self.json))
+                        .unwrap_or_default(),
+                    model: self.model.take(),
+                });
+                return Ok(Step::Done);
+            }
+            Event::ContentBlockStop {} | Event::Ping {} | Event::Unknown => {}
+            Event::Error {} => return Err(in_band(&ev.data)),
+        }
+        Ok(Step::More)
+    }
+
+    fn truncated(&self) -> &'static str {
+        "stream truncated: the connection closed before `message_stop`"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ripcord_core::stream::Collector;
+    use ripcord_core::{FinishReason, ToolCall};
+
+    use super::*;
+    use crate::sse::SseParser;
+
+    fn run(input: &str, json: bool) -> (Vec<StreamEvent>, Result<Step>) {
+        let mut p = SseParser::new();
+        p.push(input.as_bytes()).unwrap();
+        let mut d = AnthropicDecoder::new(JsonMode(json), None);
+        let mut out = VecDeque::new();
+        let mut last = Ok(Step::More);
+        while let Some(ev) = p.next_event() {
+            last = d.event(ev, &mut out);
+            if !matches!(last, Ok(Step::More)) {
+                break;
+            }
+        }
+        (out.into_iter().collect(), last)
+    }
+
+    const STREAM: &str = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"stop_reason\":null,\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Checking\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"weather\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\":\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"Oslo\\\"}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":30}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+
+    #[test]
+    fn text_then_tool_call_usage_and_finish_last() {
+        let (events, last) = run(STREAM, false);
+        assert!(matches!(last, Ok(Step::Done)));
+        assert!(matches!(
+            events.last(),
+            Some(StreamEvent::Finish {
+                reason: FinishReason::ToolCalls,
+                ..
+            })
+        ));
+        let mut c = Collector::new();
+        for e in events {
+            c.push(e);
+        }
+        let r = c.finish().unwrap();
+        assert_eq!(r.content, "Checking");
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall::new("toolu_9", "weather", "{\"city\":\"Oslo\"}")]
+        );
+        assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (25, 30));
+        assert_eq!(r.model, "claude-sonnet-4-5");
+    }
+
+    #[test]
+    fn mid_stream_error_event() {
+        let input = concat!(
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+        );
+        let (events, last) = run(input, false);
+        assert_eq!(events.len(), 1);
+        let e = last.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Overloaded);
+        assert_eq!(e.message(), "Overloaded");
+    }
+
+    #[test]
+    fn json_mode_streams_the_tool_input_as_text() {
+        let input = concat!(
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"json_response\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"n\\\":\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"3}\"}}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let (events, _) = run(input, true);
+        let mut c = Collector::new();
+        for e in events {
+            c.push(e);
+        }
+        let r = c.finish().unwrap();
+        assert_eq!(r.content, "{\"n\":3}");
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(r.finish_reason, FinishReason::Stop);
+    }
+
+    #[test]
+    fn malformed_event_is_invalid_response() {
+        let (_, last) = run(
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\n\n",
+            false,
+        );
+        assert_eq!(last.unwrap_err().kind(), ErrorKind::InvalidResponse);
+    }
+}

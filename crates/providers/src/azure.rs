@@ -1,0 +1,357 @@
+//! Azure OpenAI: the OpenAI wire format behind deployment URLs.
+//!
+//! Reference: <https://learn.microsoft.com/azure/ai-services/openai/reference>. Requests go to
+//! `{endpoint}/openai/deployments/{deployment}/chat/completions?api-version=…` (and
+//! `…/embeddings?…`) with an `api-key` header. Bodies, streams and error objects are OpenAI's,
+//! so this is the OpenAI engine with other URLs and another auth header. Azure's content filter
+//! answers a 400 with `code: content_filter` (and `innererror.code:
+//! ResponsibleAIPolicyViolation`), which the shared rules classify as `ContentFiltered`; its
+//! 429s carry `retry-after` / `retry-after-ms`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use reqwest::header::HeaderMap;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
+    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Result, async_trait,
+};
+use secrecy::SecretString;
+
+use crate::http::{self, Auth, HttpClient, Timeouts};
+use crate::models::ModelInfo;
+use crate::openai::{Dialect, MaxTokensField, OpenAi, OpenAiConfig, Setup, models};
+
+/// The `api-version` used by default (the GA version of October 2024).
+pub const AZURE_API_VERSION: &str = "2024-10-21";
+
+/// Configuration of an [`AzureOpenAi`] provider.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_providers::{AzureConfig, AzureOpenAi};
+/// let cfg = AzureConfig::new("https://my-res.openai.azure.com", "gpt4o-prod", "az-key-123")
+///     .with_model("gpt-4o");
+/// let azure = AzureOpenAi::from_config(cfg)?;
+/// assert!(!format!("{azure:?}").contains("az-key-123"));
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct AzureConfig {
+    endpoint: String,
+    deployment: String,
+    api_version: String,
+    api_key: SecretString,
+    model: Option<String>,
+    name: Option<String>,
+    region: Option<String>,
+    timeouts: Timeouts,
+    client: Option<HttpClient>,
+    capabilities: Option<Capabilities>,
+    max_tokens_field: MaxTokensField,
+}
+
+impl fmt::Debug for AzureConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureConfig")
+            .field("endpoint", &self.endpoint)
+            .field("deployment", &self.deployment)
+            .field("api_version", &self.api_version)
+            .field("api_key", &"[redacted]")
+            .field("model", &self.model)
+            .field("name", &self.name)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AzureConfig {
+    /// A configuration for a deployment of a resource (`https://<resource>.openai.azure.com`).
+    pub fn new(
+        endpoint: impl Into<String>,
+        deployment: impl Into<String>,
+        api_key: impl Into<SecretString>,
+    ) -> Self {
+        AzureConfig {
+            endpoint: endpoint.into(),
+            deployment: deployment.into(),
+            api_version: AZURE_API_VERSION.to_owned(),
+            api_key: api_key.into(),
+            model: None,
+            name: None,
+            region: None,
+            timeouts: Timeouts::default(),
+            client: None,
+            capabilities: None,
+            max_tokens_field: MaxTokensField::MaxCompletionTokens,
+        }
+    }
+
+    /// Reads `AZURE_OPENAI_ENDPOINT` and `AZURE_OPENAI_API_KEY` (required) and
+    /// `OPENAI_API_VERSION` (optional, as the official SDKs do).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` without an endpoint, `Auth` without a key.
+    pub fn from_env(deployment: impl Into<String>) -> Result<Self> {
+        let endpoint = http::env("AZURE_OPENAI_ENDPOINT").ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                "azure: AZURE_OPENAI_ENDPOINT is not set",
+            )
+        })?;
+        let key = http::env("AZURE_OPENAI_API_KEY")
+            .ok_or_else(|| Error::new(ErrorKind::Auth, "azure: AZURE_OPENAI_API_KEY is not set"))?;
+        let mut c = AzureConfig::new(endpoint, deployment, key);
+        if let Some(v) = http::env("OPENAI_API_VERSION") {
+            c.api_version = v;
+        }
+        Ok(c)
+    }
+
+    /// Sets the `api-version` (default [`AZURE_API_VERSION`]).
+    pub fn with_api_version(mut self, v: impl Into<String>) -> Self {
+        self.api_version = v.into();
+        self
+    }
+
+    /// Names the underlying model (for the capability table and the request body); default:
+    /// the deployment name.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the link name (default `azure`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the Azure region of the resource (e.g. `eu`, `swedencentral`) for locality rules.
+    pub fn with_region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Sets the time limits.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Uses this (shared) HTTP client.
+    pub fn with_client(mut self, client: HttpClient) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Overrides the capabilities.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.capabilities = Some(caps);
+        self
+    }
+
+    /// Which field carries `max_tokens` (default `max_completion_tokens`; use `MaxTokens` for
+    /// api-versions before 2024-09-01-preview).
+    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+}
+
+/// An Azure OpenAI deployment.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::ChatModel;
+/// use ripcord_providers::AzureOpenAi;
+/// let azure = AzureOpenAi::new("https://res.openai.azure.com", "prod-4o", "2024-10-21", "key-1")?;
+/// assert_eq!(azure.id().to_string(), "azure/prod-4o");
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct AzureOpenAi {
+    inner: OpenAi,
+}
+
+impl fmt::Debug for AzureOpenAi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AzureOpenAi").field(&self.inner).finish()
+    }
+}
+
+impl AzureOpenAi {
+    /// A deployment with default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`AzureOpenAi::from_config`].
+    pub fn new(
+        endpoint: impl Into<String>,
+        deployment: impl Into<String>,
+        api_version: impl Into<String>,
+        api_key: impl Into<SecretString>,
+    ) -> Result<AzureOpenAi> {
+        AzureOpenAi::from_config(
+            AzureConfig::new(endpoint, deployment, api_key).with_api_version(api_version),
+        )
+    }
+
+    /// [`AzureConfig::from_env`] then [`AzureOpenAi::from_config`].
+    ///
+    /// # Errors
+    ///
+    /// As both.
+    pub fn from_env(deployment: impl Into<String>) -> Result<AzureOpenAi> {
+        AzureOpenAi::from_config(AzureConfig::from_env(deployment)?)
+    }
+
+    /// Builds the provider.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` for a bad endpoint, an empty deployment or api-version, or zero
+    /// timeouts; `Auth` for a bad key.
+    pub fn from_config(cfg: AzureConfig) -> Result<AzureOpenAi> {
+        let what = "azure";
+        let deployment = cfg.deployment.trim();
+        if deployment.is_empty() || deployment.contains(['/', '?', '#']) {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!("azure: invalid deployment name {:?}", cfg.deployment),
+            ));
+        }
+        if cfg.api_version.trim().is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                "azure: the api-version is empty",
+            ));
+        }
+        let url = |op: &str| -> Result<reqwest::Url> {
+            let mut u = http::endpoint(
+                &cfg.endpoint,
+                &format!("/openai/deployments/{deployment}/{op}"),
+                what,
+            )?;
+            u.query_pairs_mut()
+                .append_pair("api-version", cfg.api_version.trim());
+            Ok(u)
+        };
+        let chat_url = url("chat/completions")?;
+        let embeddings_url = url("embeddings")?;
+        let auth = Auth::header("api-key", cfg.api_key, what)?;
+        // The link's model is the deployment (what Azure serves and bills); the table lookup
+        // uses the underlying model name when given.
+        let table_model = cfg.model.unwrap_or_else(|| deployment.to_owned());
+        let locality = match cfg.region {
+            Some(r) => Locality::cloud_in("azure", r),
+            None => Locality::cloud("azure"),
+        };
+        let caps =
+            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &table_model).capabilities(locality);
+        let mut dialect = Dialect::openai();
+        dialect.max_tokens = cfg.max_tokens_field;
+        let mut oc = OpenAiConfig::keyless(deployment).with_timeouts(cfg.timeouts);
+        oc.name = Some(cfg.name.unwrap_or_else(|| "azure".to_owned()));
+        oc.client = cfg.client;
+        oc.capabilities = cfg.capabilities;
+        let inner = OpenAi::assemble(
+            Setup {
+                vendor: "azure",
+                chat_url,
+                embeddings_url,
+                auth,
+                headers: HeaderMap::new(),
+                dialect,
+                caps,
+            },
+            oc,
+        )?;
+        Ok(AzureOpenAi { inner })
+    }
+
+    /// Renames the link.
+    pub fn named(self, name: impl Into<Arc<str>>) -> Self {
+        AzureOpenAi {
+            inner: self.inner.named(name),
+        }
+    }
+
+    /// Replaces the capabilities.
+    pub fn with_capabilities(self, caps: Capabilities) -> Self {
+        AzureOpenAi {
+            inner: self.inner.with_capabilities(caps),
+        }
+    }
+
+    /// Replaces the time limits; see [`OpenAi::with_timeouts`].
+    ///
+    /// # Errors
+    ///
+    /// As [`OpenAi::with_timeouts`].
+    pub fn with_timeouts(self, timeouts: Timeouts) -> Result<Self> {
+        Ok(AzureOpenAi {
+            inner: self.inner.with_timeouts(timeouts)?,
+        })
+    }
+}
+
+#[async_trait]
+impl ChatModel for AzureOpenAi {
+    fn id(&self) -> &ModelId {
+        ChatModel::id(&self.inner)
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.inner.chat(req, ctx).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.inner.stream(req, ctx).await
+    }
+}
+
+#[async_trait]
+impl EmbeddingModel for AzureOpenAi {
+    fn id(&self) -> &ModelId {
+        EmbeddingModel::id(&self.inner)
+    }
+
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
+        self.inner.embed(req, ctx).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_validation() {
+        let a = AzureOpenAi::from_config(
+            AzureConfig::new("https://res.openai.azure.com/", "prod-4o", "key-1234")
+                .with_model("gpt-4o"),
+        )
+        .unwrap();
+        assert_eq!(
+            a.inner.chat_url().as_str(),
+            "https://res.openai.azure.com/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(a.capabilities().context_window, 128_000);
+        assert_eq!(ChatModel::id(&a).to_string(), "azure/prod-4o");
+        for bad in ["", "a/b", "x?y"] {
+            let e = AzureOpenAi::new("https://r.openai.azure.com", bad, "2024-10-21", "k-12345")
+                .unwrap_err();
+            assert!(e.message().contains("deployment"), "{e}");
+        }
+        let e = AzureOpenAi::new("https://r.openai.azure.com", "d", " ", "k-12345").unwrap_err();
+        assert!(e.message().contains("api-version"));
+    }
+}

@@ -1,0 +1,438 @@
+//! OpenAI-compatible vendors as presets: data plus a small error-mapping function.
+//!
+//! Many vendors serve the Chat Completions wire format. What differs is data — the base URL,
+//! whether a key is needed and where it comes from, the model table, the region, which field
+//! carries `max_tokens`, whether `json_schema` is understood — and the vendor's own error codes
+//! in the body (Zhipu's `1113`, DashScope's `Arrearage`, Moonshot's
+//! `exceeded_current_quota_error`, …). A [`Preset`] holds exactly that, and
+//! [`OpenAiCompatible`] runs it on the one OpenAI engine: no vendor gets a copy of the adapter.
+//!
+//! Build your own preset for a vendor not listed here with [`Preset::new`] and the `with_*`
+//! methods, including an [`ErrorHook`] for its codes.
+//!
+//! | preset | feature | base URL | key env |
+//! | --- | --- | --- | --- |
+//! | [`deepseek()`] | `deepseek` | `https://api.deepseek.com` | `DEEPSEEK_API_KEY` |
+//! | [`zhipu()`] | `zhipu` | `https://open.bigmodel.cn/api/paas/v4` | `ZHIPUAI_API_KEY` |
+//! | [`qwen()`] | `qwen` | `https://dashscope.aliyuncs.com/compatible-mode/v1` | `DASHSCOPE_API_KEY` |
+//! | [`moonshot()`] | `moonshot` | `https://api.moonshot.cn/v1` | `MOONSHOT_API_KEY` |
+//! | [`qianfan()`] | `qianfan` | `https://qianfan.baidubce.com/v2` | `QIANFAN_API_KEY` |
+//! | [`ollama()`] | `ollama` | `http://localhost:11434/v1` | none |
+//! | [`vllm()`] | `vllm` | required (`VLLM_BASE_URL`) | `VLLM_API_KEY` (optional) |
+
+#[cfg(feature = "deepseek")]
+mod deepseek;
+#[cfg(feature = "moonshot")]
+mod moonshot;
+#[cfg(feature = "ollama")]
+mod ollama;
+#[cfg(feature = "qianfan")]
+mod qianfan;
+#[cfg(feature = "qwen")]
+mod qwen;
+#[cfg(feature = "vllm")]
+mod vllm;
+#[cfg(feature = "zhipu")]
+mod zhipu;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use reqwest::header::HeaderMap;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
+    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Price, Result,
+    async_trait,
+};
+use secrecy::SecretString;
+
+#[cfg(feature = "deepseek")]
+pub use deepseek::deepseek;
+#[cfg(feature = "moonshot")]
+pub use moonshot::moonshot;
+#[cfg(feature = "ollama")]
+pub use ollama::ollama;
+#[cfg(feature = "qianfan")]
+pub use qianfan::qianfan;
+#[cfg(feature = "qwen")]
+pub use qwen::qwen;
+#[cfg(feature = "vllm")]
+pub use vllm::vllm;
+#[cfg(feature = "zhipu")]
+pub use zhipu::zhipu;
+
+use crate::error_body::ErrorHook;
+use crate::http::{self, Auth, Timeouts};
+use crate::models::{ModelInfo, is_loopback};
+use crate::openai::{Dialect, MaxTokensField, OpenAi, OpenAiConfig, Setup};
+
+/// An OpenAI-compatible vendor: its data and its error codes.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::ErrorKind;
+/// use ripcord_providers::{ModelInfo, compat::{OpenAiCompatible, Preset}};
+/// const MODELS: &[ModelInfo] = &[ModelInfo::new("acme-large", 65_536, 8_192).tools().json()];
+/// let acme = Preset::new("acme", "https://api.acme.example/v1")
+///     .with_key_env("ACME_API_KEY")
+///     .with_models(MODELS, ModelInfo::new("", 8_192, 2_048))
+///     .with_error_hook(|_status, body| (body.code.as_deref() == Some("E42")).then_some(ErrorKind::QuotaExhausted));
+/// let m = OpenAiCompatible::new(acme, "acme-large", Some("key-123".into()))?;
+/// # drop(m);
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Preset {
+    /// The vendor name: the default link name and the locality's vendor.
+    pub vendor: &'static str,
+    /// The base URL; `None` when it must be configured (vLLM).
+    pub base_url: Option<Cow<'static, str>>,
+    /// The environment variable [`OpenAiCompatible::from_env`] reads the key from.
+    pub key_env: Option<&'static str>,
+    /// The environment variable that overrides the base URL.
+    pub base_url_env: Option<&'static str>,
+    /// Whether the vendor needs a key.
+    pub key_required: bool,
+    /// Where the vendor processes data (`cn`, `us`, …), when known.
+    pub region: Option<&'static str>,
+    /// A base URL on this machine makes the link `Locality::Local` and free (Ollama, vLLM).
+    pub local_on_loopback: bool,
+    /// Model rows by name prefix.
+    pub models: &'static [ModelInfo],
+    /// The row for unknown model names.
+    pub default_model: ModelInfo,
+    /// Which field carries `max_tokens`.
+    pub max_tokens_field: MaxTokensField,
+    /// Whether `response_format: json_schema` is understood (else `json_object` plus the
+    /// schema in a system message).
+    pub json_schema: bool,
+    /// Whether to send `stream_options.include_usage`.
+    pub stream_usage: bool,
+    /// The vendor's own error codes, run before the shared rules.
+    pub error_hook: Option<ErrorHook>,
+}
+
+impl fmt::Debug for Preset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Preset")
+            .field("vendor", &self.vendor)
+            .field("base_url", &self.base_url)
+            .field("key_env", &self.key_env)
+            .field("key_required", &self.key_required)
+            .field("region", &self.region)
+            .field("models", &self.models.len())
+            .field("max_tokens_field", &self.max_tokens_field)
+            .field("json_schema", &self.json_schema)
+            .field("error_hook", &self.error_hook.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Preset {
+    /// A preset for `vendor` at `base_url`: key required, no table (a 32k/4k default row with
+    /// tools and JSON), `max_tokens`, no `json_schema`, usage on streams, no hook.
+    pub const fn new(vendor: &'static str, base_url: &'static str) -> Preset {
+        Preset {
+            vendor,
+            base_url: Some(Cow::Borrowed(base_url)),
+            key_env: None,
+            base_url_env: None,
+            key_required: true,
+            region: None,
+            local_on_loopback: false,
+            models: &[],
+            default_model: ModelInfo::new("", 32_768, 4_096).tools().json(),
+            max_tokens_field: MaxTokensField::MaxTokens,
+            json_schema: false,
+            stream_usage: true,
+            error_hook: None,
+        }
+    }
+
+    /// Overrides the base URL (another region, a proxy, a self-hosted server).
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(Cow::Owned(url.into()));
+        self
+    }
+
+    /// Sets the key's environment variable.
+    pub const fn with_key_env(mut self, var: &'static str) -> Self {
+        self.key_env = Some(var);
+        self
+    }
+
+    /// Sets the base URL's environment variable.
+    pub const fn with_base_url_env(mut self, var: &'static str) -> Self {
+        self.base_url_env = Some(var);
+        self
+    }
+
+    /// The vendor needs no key (one is still sent if given).
+    pub const fn key_optional(mut self) -> Self {
+        self.key_required = false;
+        self
+    }
+
+    /// Sets the processing region.
+    pub const fn with_region(mut self, region: &'static str) -> Self {
+        self.region = Some(region);
+        self
+    }
+
+    /// Loopback base URLs make the link local and free.
+    pub const fn local_on_loopback(mut self) -> Self {
+        self.local_on_loopback = true;
+        self
+    }
+
+    /// Sets the model table and the default row.
+    pub const fn with_models(mut self, models: &'static [ModelInfo], default: ModelInfo) -> Self {
+        self.models = models;
+        self.default_model = default;
+        self
+    }
+
+    /// Sets which field carries `max_tokens`.
+    pub const fn with_max_tokens_field(mut self, f: MaxTokensField) -> Self {
+        self.max_tokens_field = f;
+        self
+    }
+
+    /// Sets whether `json_schema` is understood.
+    pub const fn with_json_schema(mut self, yes: bool) -> Self {
+        self.json_schema = yes;
+        self
+    }
+
+    /// Sets the vendor's error hook.
+    pub const fn with_error_hook(mut self, hook: ErrorHook) -> Self {
+        self.error_hook = Some(hook);
+        self
+    }
+
+    /// The capabilities of `model` at `url`.
+    fn capabilities(&self, model: &str, url: &reqwest::Url) -> Capabilities {
+        let row = ModelInfo::lookup(self.models, &self.default_model, model);
+        if self.local_on_loopback && is_loopback(url) {
+            return row.capabilities(Locality::Local).with_price(Price::FREE);
+        }
+        let locality = match self.region {
+            Some(r) => Locality::cloud_in(self.vendor, r),
+            None => Locality::cloud(self.vendor),
+        };
+        row.capabilities(locality)
+    }
+}
+
+/// A model of an OpenAI-compatible vendor, run by the OpenAI engine with the vendor's preset.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{ChatModel, Locality};
+/// use ripcord_providers::compat::{self, OpenAiCompatible};
+/// let local = OpenAiCompatible::new(compat::ollama(), "llama3.2", None)?;
+/// assert_eq!(local.capabilities().locality, Locality::Local);
+/// let ds = OpenAiCompatible::new(compat::deepseek(), "deepseek-chat", Some("sk-ds".into()))?;
+/// assert_eq!(ds.id().to_string(), "deepseek/deepseek-chat");
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct OpenAiCompatible {
+    inner: OpenAi,
+}
+
+impl fmt::Debug for OpenAiCompatible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OpenAiCompatible")
+            .field(&self.inner)
+            .finish()
+    }
+}
+
+impl OpenAiCompatible {
+    /// A model of the preset's vendor with default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`OpenAiCompatible::from_config`].
+    pub fn new(
+        preset: Preset,
+        model: impl Into<String>,
+        api_key: Option<SecretString>,
+    ) -> Result<Self> {
+        let mut cfg = OpenAiConfig::keyless(model);
+        cfg.api_key = api_key;
+        OpenAiCompatible::from_config(preset, cfg)
+    }
+
+    /// Reads the key (and a base URL override) from the preset's environment variables.
+    ///
+    /// # Errors
+    ///
+    /// `Auth` when the preset needs a key and its variable is unset; otherwise as
+    /// [`OpenAiCompatible::from_config`].
+    pub fn from_env(preset: Preset, model: impl Into<String>) -> Result<Self> {
+        let mut cfg = OpenAiConfig::keyless(model);
+        cfg.api_key = preset.key_env.and_then(http::env).map(SecretString::from);
+        if cfg.api_key.is_none() && preset.key_required {
+            let var = preset.key_env.unwrap_or("the vendor's key variable");
+            return Err(Error::new(
+                ErrorKind::Auth,
+                format!("{}: {var} is not set", preset.vendor),
+            ));
+        }
+        cfg.base_url = preset.base_url_env.and_then(http::env);
+        OpenAiCompatible::from_config(preset, cfg)
+    }
+
+    /// Builds the provider from an [`OpenAiConfig`] (its base URL, if set, overrides the
+    /// preset's; its organization/project headers are not sent).
+    ///
+    /// # Errors
+    ///
+    /// `Auth` when a key is required and missing; `InvalidRequest` when no base URL is known
+    /// or it is invalid, or for zero timeouts.
+    pub fn from_config(preset: Preset, cfg: OpenAiConfig) -> Result<Self> {
+        let vendor = preset.vendor;
+        let base: String = match (&cfg.base_url, &preset.base_url) {
+            (Some(b), _) => b.clone(),
+            (None, Some(b)) => b.to_string(),
+            (None, None) => {
+                let hint = preset
+                    .base_url_env
+                    .map(|v| format!(" (or set {v})"))
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::InvalidRequest,
+                    format!("{vendor}: a base URL is required{hint}"),
+                ));
+            }
+        };
+        let chat_url = http::endpoint(&base, "/chat/completions", vendor)?;
+        let embeddings_url = http::endpoint(&base, "/embeddings", vendor)?;
+        let auth = match cfg.api_key.clone() {
+            Some(k) => Auth::bearer(k, vendor)?,
+            None if preset.key_required => {
+                let hint = preset
+                    .key_env
+                    .map(|v| format!(" (set {v})"))
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::Auth,
+                    format!("{vendor}: no API key configured{hint}"),
+                ));
+            }
+            None => Auth::none(),
+        };
+        let caps = preset.capabilities(&cfg.model, &chat_url);
+        let dialect = Dialect {
+            max_tokens: cfg.max_tokens_field.unwrap_or(preset.max_tokens_field),
+            stream_usage: preset.stream_usage,
+            json_schema: preset.json_schema,
+            hook: preset.error_hook,
+        };
+        let inner = OpenAi::assemble(
+            Setup {
+                vendor,
+                chat_url,
+                embeddings_url,
+                auth,
+                headers: HeaderMap::new(),
+                dialect,
+                caps,
+            },
+            cfg,
+        )?;
+        Ok(OpenAiCompatible { inner })
+    }
+
+    /// Renames the link.
+    pub fn named(self, name: impl Into<Arc<str>>) -> Self {
+        OpenAiCompatible {
+            inner: self.inner.named(name),
+        }
+    }
+
+    /// Replaces the capabilities.
+    pub fn with_capabilities(self, caps: Capabilities) -> Self {
+        OpenAiCompatible {
+            inner: self.inner.with_capabilities(caps),
+        }
+    }
+
+    /// Replaces the time limits; see [`OpenAi::with_timeouts`].
+    ///
+    /// # Errors
+    ///
+    /// As [`OpenAi::with_timeouts`].
+    pub fn with_timeouts(self, timeouts: Timeouts) -> Result<Self> {
+        Ok(OpenAiCompatible {
+            inner: self.inner.with_timeouts(timeouts)?,
+        })
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiCompatible {
+    fn id(&self) -> &ModelId {
+        ChatModel::id(&self.inner)
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.inner.chat(req, ctx).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.inner.stream(req, ctx).await
+    }
+}
+
+#[async_trait]
+impl EmbeddingModel for OpenAiCompatible {
+    fn id(&self) -> &ModelId {
+        EmbeddingModel::id(&self.inner)
+    }
+
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
+        self.inner.embed(req, ctx).await
+    }
+}
+
+/// Test helper: the kind a preset's hook + the shared rules give a status and body.
+#[cfg(test)]
+pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
+    crate::error_body::http_error(
+        status,
+        &HeaderMap::new(),
+        body.as_bytes(),
+        preset.error_hook,
+    )
+    .kind()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_preset_rules() {
+        let p = Preset::new("acme", "https://api.acme.example/v1");
+        let e = OpenAiCompatible::new(p.clone(), "m", None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Auth);
+        let mut no_base = p.clone();
+        no_base.base_url = None;
+        let e = OpenAiCompatible::new(no_base, "m", Some("k-123".into())).unwrap_err();
+        assert!(e.message().contains("base URL is required"), "{e}");
+        let ok = OpenAiCompatible::new(p, "m", Some("k-123".into())).unwrap();
+        assert_eq!(ok.capabilities().context_window, 32_768);
+        assert_eq!(ok.capabilities().locality, Locality::cloud("acme"));
+    }
+}

@@ -1,0 +1,196 @@
+//! Moonshot AI / Kimi (<https://platform.moonshot.cn/docs/api/chat>).
+//!
+//! Errors are `{"error":{"type":…,"message":…}}` (<https://platform.moonshot.cn/docs/api/errors>):
+//! 400 `content_filter` ("considered high risk") and `invalid_request_error` (with "Input
+//! token length too long" / "exceeded model token limit" for context overflows); 401
+//! `invalid_authentication_error` / `incorrect_api_key_error`; 403 `permission_denied_error`
+//! (or a suspended / unpaid account); 404 `resource_not_found_error`; 429 is three different
+//! things told apart by type — `engine_overloaded_error` (their capacity: overloaded),
+//! `exceeded_current_quota_error` (your balance: quota) and `rate_limit_reached_error` (your
+//! rate: rate limited). Moonshot puts stream usage inside the last choice, which the OpenAI
+//! decoder reads.
+
+use ripcord_core::{ErrorKind, Price};
+
+use super::Preset;
+use crate::error_body::ErrorBody;
+use crate::models::ModelInfo;
+
+const MODELS: &[ModelInfo] = &[
+    ModelInfo::new("kimi-k2", 262_144, 32_768)
+        .tools()
+        .json()
+        .price(Price::per_million(0.6, 2.5).with_cached_input(0.15)),
+    ModelInfo::new("kimi-k2-turbo", 262_144, 32_768)
+        .tools()
+        .json()
+        .price(Price::per_million(1.15, 8.0).with_cached_input(0.15)),
+    ModelInfo::new("kimi-latest", 131_072, 32_768).full(),
+    ModelInfo::new("moonshot-v1-8k", 8_192, 4_096)
+        .tools()
+        .json()
+        .price(Price::per_million(0.2, 2.0)),
+    ModelInfo::new("moonshot-v1-32k", 32_768, 8_192)
+        .tools()
+        .json()
+        .price(Price::per_million(1.0, 3.0)),
+    ModelInfo::new("moonshot-v1-128k", 131_072, 8_192)
+        .tools()
+        .json()
+        .price(Price::per_million(2.0, 5.0)),
+    ModelInfo::new("moonshot-v1-8k-vision", 8_192, 4_096)
+        .full()
+        .price(Price::per_million(0.2, 2.0)),
+    ModelInfo::new("moonshot-v1-32k-vision", 32_768, 8_192)
+        .full()
+        .price(Price::per_million(1.0, 3.0)),
+    ModelInfo::new("moonshot-v1-128k-vision", 131_072, 8_192)
+        .full()
+        .price(Price::per_million(2.0, 5.0)),
+];
+
+fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
+    let kind = match body.error_type.as_deref()? {
+        "exceeded_current_quota_error" => ErrorKind::QuotaExhausted,
+        "engine_overloaded_error" => ErrorKind::Overloaded,
+        "rate_limit_reached_error" => ErrorKind::RateLimited,
+        "content_filter" => ErrorKind::ContentFiltered,
+        "invalid_authentication_error" | "incorrect_api_key_error" => ErrorKind::Auth,
+        "permission_denied_error" => {
+            let m = body.message_or_empty().to_ascii_lowercase();
+            if m.contains("suspended") || m.contains("balance") {
+                ErrorKind::QuotaExhausted
+            } else {
+                ErrorKind::PermissionDenied
+            }
+        }
+        "resource_not_found_error" => ErrorKind::ModelNotFound,
+        "unexpected_output" if status.is_none_or(|s| s >= 500 && s != 503) => {
+            ErrorKind::ServerError
+        }
+        _ => return None,
+    };
+    Some(kind)
+}
+
+/// Moonshot (Kimi): `https://api.moonshot.cn/v1`, key from `MOONSHOT_API_KEY`, data processed
+/// in China (`https://api.moonshot.ai/v1` is the international platform; keys differ).
+pub fn moonshot() -> Preset {
+    Preset::new("moonshot", "https://api.moonshot.cn/v1")
+        .with_key_env("MOONSHOT_API_KEY")
+        .with_base_url_env("MOONSHOT_BASE_URL")
+        .with_region("cn")
+        .with_models(MODELS, ModelInfo::new("", 131_072, 8_192).tools().json())
+        .with_error_hook(error_hook)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::kind_for;
+
+    fn body(t: &str, msg: &str) -> String {
+        format!(r#"{{"error":{{"type":"{t}","message":"{msg}"}}}}"#)
+    }
+
+    #[test]
+    fn moonshot_error_types() {
+        let p = moonshot();
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body(
+                    "exceeded_current_quota_error",
+                    "Your account is suspended, please check your plan and billing details"
+                )
+            ),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body(
+                    "engine_overloaded_error",
+                    "The engine is currently overloaded, please try again later"
+                )
+            ),
+            ErrorKind::Overloaded
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body(
+                    "rate_limit_reached_error",
+                    "Your account reached max request: 3, please try again after 1 seconds"
+                )
+            ),
+            ErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                400,
+                &body(
+                    "content_filter",
+                    "The request was rejected because it was considered high risk"
+                )
+            ),
+            ErrorKind::ContentFiltered
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                400,
+                &body(
+                    "invalid_request_error",
+                    "Invalid request: Your request exceeded model token limit: 8192"
+                )
+            ),
+            ErrorKind::ContextLengthExceeded
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                400,
+                &body(
+                    "invalid_request_error",
+                    "Invalid request: temperature must be in [0, 1]"
+                )
+            ),
+            ErrorKind::InvalidRequest
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                401,
+                &body("invalid_authentication_error", "Invalid Authentication")
+            ),
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                404,
+                &body(
+                    "resource_not_found_error",
+                    "Not found the model moonshot-x or Permission denied"
+                )
+            ),
+            ErrorKind::ModelNotFound
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                403,
+                &body(
+                    "permission_denied_error",
+                    "The API you are accessing is not open"
+                )
+            ),
+            ErrorKind::PermissionDenied
+        );
+    }
+}

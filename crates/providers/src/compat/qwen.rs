@@ -1,0 +1,190 @@
+//! Alibaba Cloud Model Studio (DashScope) in OpenAI-compatible mode
+//! (<https://help.aliyun.com/zh/model-studio/compatibility-of-openai-with-dashscope>).
+//!
+//! Errors carry DashScope's codes in `code` / `type`
+//! (<https://help.aliyun.com/zh/model-studio/error-code>): `Arrearage` (account overdue —
+//! "Access denied, please make sure your account is in good standing", sent as a 400) and
+//! `AllocationQuota.FreeTierOnly` are spent quotas; `DataInspectionFailed` /
+//! `data_inspection_failed` is the content filter; `Throttling*` and `limit_requests` are rate
+//! limits; `InvalidApiKey` is authentication; `AccessDenied*` permission; `ModelNotFound` /
+//! `model_not_found`; `InternalError*` server errors; `ServiceUnavailable` overload. "Range of
+//! input length should be [1, N]" is a context overflow.
+
+use ripcord_core::{ErrorKind, Price};
+
+use super::Preset;
+use crate::error_body::ErrorBody;
+use crate::models::ModelInfo;
+
+const MODELS: &[ModelInfo] = &[
+    ModelInfo::new("qwen-max", 32_768, 8_192)
+        .tools()
+        .json()
+        .price(Price::per_million(1.6, 6.4)),
+    ModelInfo::new("qwen3-max", 262_144, 65_536)
+        .tools()
+        .json()
+        .price(Price::per_million(1.2, 6.0)),
+    ModelInfo::new("qwen-plus", 131_072, 16_384)
+        .tools()
+        .json()
+        .price(Price::per_million(0.4, 1.2)),
+    ModelInfo::new("qwen-turbo", 1_000_000, 16_384)
+        .tools()
+        .json()
+        .price(Price::per_million(0.05, 0.2)),
+    ModelInfo::new("qwen-flash", 1_000_000, 32_768)
+        .tools()
+        .json()
+        .price(Price::per_million(0.05, 0.4)),
+    ModelInfo::new("qwen-long", 10_000_000, 8_192)
+        .json()
+        .price(Price::per_million(0.07, 0.28)),
+    ModelInfo::new("qwen-vl-max", 131_072, 8_192)
+        .vision()
+        .json()
+        .price(Price::per_million(0.8, 3.2)),
+    ModelInfo::new("qwen-vl-plus", 131_072, 8_192)
+        .vision()
+        .json()
+        .price(Price::per_million(0.21, 0.63)),
+    ModelInfo::new("qwen3-coder-plus", 1_000_000, 65_536)
+        .tools()
+        .json()
+        .price(Price::per_million(1.0, 5.0)),
+];
+
+fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
+    let tags = [body.code.as_deref(), body.error_type.as_deref()];
+    for tag in tags.into_iter().flatten() {
+        let kind = match tag {
+            "Arrearage" | "AllocationQuota.FreeTierOnly" | "insufficient_quota" => {
+                ErrorKind::QuotaExhausted
+            }
+            "DataInspectionFailed" | "data_inspection_failed" => ErrorKind::ContentFiltered,
+            t if t.starts_with("Throttling") || t == "limit_requests" => ErrorKind::RateLimited,
+            "InvalidApiKey" | "invalid_api_key" => ErrorKind::Auth,
+            t if t.starts_with("AccessDenied") => ErrorKind::PermissionDenied,
+            "ModelNotFound" | "model_not_found" => ErrorKind::ModelNotFound,
+            t if t.starts_with("InternalError") || t == "RequestTimeOut" => ErrorKind::ServerError,
+            "ServiceUnavailable" => ErrorKind::Overloaded,
+            _ => continue,
+        };
+        return Some(kind);
+    }
+    None
+}
+
+/// DashScope (Qwen), compatible mode: `https://dashscope.aliyuncs.com/compatible-mode/v1`, key
+/// from `DASHSCOPE_API_KEY`, data processed in China (use
+/// `https://dashscope-intl.aliyuncs.com/compatible-mode/v1` with `with_base_url` for the
+/// international endpoint).
+pub fn qwen() -> Preset {
+    Preset::new("qwen", "https://dashscope.aliyuncs.com/compatible-mode/v1")
+        .with_key_env("DASHSCOPE_API_KEY")
+        .with_base_url_env("DASHSCOPE_BASE_URL")
+        .with_region("cn")
+        .with_models(MODELS, ModelInfo::new("", 131_072, 8_192).tools().json())
+        .with_error_hook(error_hook)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::kind_for;
+
+    fn body(code: &str, msg: &str) -> String {
+        format!(
+            r#"{{"error":{{"message":"{msg}","type":"{code}","param":null,"code":"{code}"}},"request_id":"r"}}"#
+        )
+    }
+
+    #[test]
+    fn dashscope_codes() {
+        let p = qwen();
+        assert_eq!(
+            kind_for(
+                &p,
+                400,
+                &body(
+                    "Arrearage",
+                    "Access denied, please make sure your account is in good standing."
+                )
+            ),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                400,
+                &body(
+                    "data_inspection_failed",
+                    "Input data may contain inappropriate content."
+                )
+            ),
+            ErrorKind::ContentFiltered
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body(
+                    "Throttling.RateQuota",
+                    "Requests rate limit exceeded, please try again later."
+                )
+            ),
+            ErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body("limit_requests", "You exceeded your current requests list.")
+            ),
+            ErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                403,
+                &body("AllocationQuota.FreeTierOnly", "free tier exhausted")
+            ),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                401,
+                &body("invalid_api_key", "Incorrect API key provided.")
+            ),
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                404,
+                &body("model_not_found", "The model `qwen-x` does not exist")
+            ),
+            ErrorKind::ModelNotFound
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                400,
+                &body(
+                    "InvalidParameter",
+                    "Range of input length should be [1, 30720]"
+                )
+            ),
+            ErrorKind::ContextLengthExceeded
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                500,
+                &body("InternalError.Algo", "An internal error has occured")
+            ),
+            ErrorKind::ServerError
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! Turns a streaming HTTP response into a [`ChatStream`], under the stream's time limits.
+//!
+//! One driver serves every vendor: it owns the response body, feeds its bytes to the
+//! [`SseParser`], hands each event to the vendor's [`Decoder`], and yields the decoder's
+//! [`StreamEvent`]s. Nothing is spawned and nothing is buffered beyond one network chunk's
+//! events: the stream is pulled by its consumer, and dropping it drops the body, which closes
+//! (or, if unfinished, aborts) the upstream connection.
+//!
+//! Limits: until the first content event (text, tool call, or finish) the first-token limit
+//! applies — measured from when the request was sent; after it, the idle limit applies to each
+//! gap between network reads. The context's deadline and cancellation apply throughout. A body
+//! that ends before the vendor's terminator (`[DONE]`, `message_stop`) is an `InvalidResponse`
+//! "stream truncated" error, never a quiet end.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use ripcord_core::{ChatStream, Context, Error, ErrorKind, Result, StreamEvent, TimeoutPhase};
+use tokio::time::Instant;
+
+use crate::http::{self, Auth, Limit, Stage, Timeouts};
+use crate::sse::{SseEvent, SseParser};
+
+/// Whether the vendor's stream is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Keep reading.
+    More,
+    /// The vendor's terminator arrived; the decoder has queued its final events.
+    Done,
+}
+
+/// A vendor's stream grammar: SSE events in, ripcord stream events out.
+pub(crate) trait Decoder: Send + 'static {
+    /// Handles one SSE event, queueing zero or more events on `out`.
+    ///
+    /// # Errors
+    ///
+    /// An in-band vendor error (already classified) or an event that cannot be understood.
+    fn event(&mut self, ev: SseEvent, out: &mut VecDeque<StreamEvent>) -> Result<Step>;
+
+    /// The message for a body that ended without the terminator.
+    fn truncated(&self) -> &'static str;
+}
+
+/// Who the stream belongs to, to label its errors.
+#[derive(Clone, Debug)]
+pub(crate) struct Labels {
+    pub(crate) name: std::sync::Arc<str>,
+    pub(crate) model: std::sync::Arc<str>,
+    pub(crate) auth: Auth,
+}
+
+impl Labels {
+    /// Names the link on the error, scrubs the key from vendor text, and records one debug
+    /// event (the adapter is the boundary where a vendor failure becomes a ripcord error).
+    pub(crate) fn finish(&self, e: Error) -> Error {
+        let e = if e.provider().is_none() {
+            e.with_provider(self.name.clone(), self.model.clone())
+        } else {
+            e
+        };
+        let e = self.auth.scrub(e);
+        tracing::debug!(
+            gen_ai.provider.name = %self.name,
+            gen_ai.request.model = %self.model,
+            error.type = e.kind().as_str(),
+            http.response.status_code = e.status().map(|s| s.as_u16()),
+            vendor_code = e.vendor_code(),
+            "ripcord.vendor_error"
+        );
+        e
+    }
+}
+
+type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+struct Driver<D> {
+    body: Body,
+    parser: SseParser,
+    decoder: D,
+    out: VecDeque<StreamEvent>,
+    ctx: Context,
+    timeouts: Timeouts,
+    first: Limit,
+    answered: bool,
+    done: bool,
+    labels: Labels,
+}
+
+/// Wraps a successful streaming response. `started` is when the request was sent.
+pub(crate) fn drive<D: Decoder>(
+    resp: reqwest::Response,
+    decoder: D,
+    ctx: &Context,
+    timeouts: Timeouts,
+    started: Instant,
+    labels: Labels,
+) -> ChatStream {
+    let driver = Driver {
+        body: Box::pin(resp.bytes_stream()),
+        parser: SseParser::new(),
+        decoder,
+        out: VecDeque::new(),
+        ctx: ctx.clone(),
+        timeouts,
+        first: Limit::first_token(started, &timeouts),
+        answered: false,
+        done: false,
+        labels,
+    };
+    Box::pin(futures::stream::unfold(driver, |mut d| async move {
+        let item = d.next().await?;
+        Some((item, d))
+    }))
+}
+
+impl<D: Decoder> Driver<D> {
+    async fn next(&mut self) -> Option<Result<StreamEvent>> {
+        loop {
+            if let Some(ev) = self.out.pop_front() {
+                return Some(Ok(ev));
+            }
+            if self.done {
+                self.release().await;
+                return None;
+            }
+            if let Some(sse) = self.parser.next_event() {
+                match self.decoder.event(sse, &mut self.out) {
+                    Ok(Step::More) => {}
+                    Ok(Step::Done) => self.done = true,
+                    Err(e) => return Some(Err(self.fail(e))),
+                }
+                if !self.answered
+                    && self
+                        .out
+                        .iter()
+                        .any(|e| e.is_content() || matches!(e, StreamEvent::Finish { .. }))
+                {
+                    self.answered = true;
+                }
+                continue;
+            }
+            let limit = if self.answered {
+                Limit::idle(&self.timeouts)
+            } else {
+                self.first
+            };
+            let read = match http::guard(&self.ctx, limit, self.body.next()).await {
+                Ok(r) => r,
+                Err(e) => return Some(Err(self.fail(e))),
+            };
+            match read {
+                Some(Ok(bytes)) => {
+                    if let Err(e) = self.parser.push(&bytes) {
+                        let e =
+                            Error::new(ErrorKind::InvalidResponse, e.to_string()).with_source(e);
+                        return Some(Err(self.fail(e)));
+                    }
+                }
+                Some(Err(e)) => {
+                    let e = http::transport_error(e, Stage::Stream);
+                    return Some(Err(self.fail(e)));
+                }
+                None => {
+                    let e = Error::new(ErrorKind::InvalidResponse, self.decoder.truncated());
+                    return Some(Err(self.fail(e)));
+                }
+            }
+        }
+    }
+
+    /// After the terminator: read what is left of the body (normally just the chunked
+    /// terminator, already in flight) so the connection goes back to the pool instead of being
+    /// aborted. A server that keeps the body open past its terminator gets a short grace, then
+    /// the connection is dropped.
+    async fn release(&mut self) {
+        const GRACE: Duration = Duration::from_millis(200);
+        let limit = Limit {
+            at: Instant::now() + GRACE.min(self.timeouts.stream_idle),
+            phase: TimeoutPhase::StreamIdle,
+            after: GRACE,
+        };
+        let body = std::mem::replace(&mut self.body, Box::pin(futures::stream::empty()));
+        let _ = http::guard(&self.ctx, limit, body.for_each(|_| async {})).await;
+    }
+
+    /// Ends the stream with this error: nothing follows it, and the body is released.
+    fn fail(&mut self, e: Error) -> Error {
+        self.done = true;
+        self.out.clear();
+        self.body = Box::pin(futures::stream::empty());
+        self.labels.finish(e)
+    }
+}

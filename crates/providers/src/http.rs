@@ -1,0 +1,730 @@
+//! The HTTP plumbing every adapter shares: one pooled client, time limits by phase, API keys
+//! that never leak, and the mapping of transport failures to ripcord errors.
+//!
+//! # Why the limits are enforced here and not by reqwest
+//!
+//! reqwest offers a connect timeout and a whole-request timeout. The first is exactly what we
+//! want for [`TimeoutPhase::Connect`] (and is the only phase reqwest can tell apart, through
+//! `is_connect()`), so it is configured on the client. The others are not one number: waiting
+//! for the first token, the gap between two stream events and the caller's deadline are three
+//! different limits with three different remedies (see PITFALLS.md #4), so each await on the
+//! network goes through [`guard`], which races it against the phase limit, the
+//! [`Context`] deadline and the caller's cancellation, and reports which one fired.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::{Context, Error, ErrorKind, Result, TimeoutPhase};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::time::Instant;
+
+/// Time limits of a vendor call, by phase.
+///
+/// The fourth limit, the total, is the [`Context`] deadline of each call.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_providers::Timeouts;
+/// let t = Timeouts::default()
+///     .with_connect(Duration::from_secs(3))
+///     .with_first_token(Duration::from_secs(20))
+///     .with_stream_idle(Duration::from_secs(10));
+/// assert_eq!(t.connect, Duration::from_secs(3));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timeouts {
+    /// Establishing the TCP (and TLS) connection. Default 10 s.
+    pub connect: Duration,
+    /// From sending the request to the response headers *and* the first answer event of a
+    /// stream (or the first body bytes of a non-streaming answer, which vendors only send when
+    /// the whole answer is ready). Default 60 s.
+    pub first_token: Duration,
+    /// The longest silence between two pieces of a stream (or body) after the first. Default 30 s.
+    pub stream_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            first_token: Duration::from_secs(60),
+            stream_idle: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Sets the connect limit.
+    pub fn with_connect(mut self, d: Duration) -> Self {
+        self.connect = d;
+        self
+    }
+
+    /// Sets the first-token limit.
+    pub fn with_first_token(mut self, d: Duration) -> Self {
+        self.first_token = d;
+        self
+    }
+
+    /// Sets the stream-idle limit.
+    pub fn with_stream_idle(mut self, d: Duration) -> Self {
+        self.stream_idle = d;
+        self
+    }
+
+    pub(crate) fn validate(&self, what: &str) -> Result<()> {
+        for (name, d) in [
+            ("connect", self.connect),
+            ("first_token", self.first_token),
+            ("stream_idle", self.stream_idle),
+        ] {
+            if d.is_zero() {
+                return Err(Error::new(
+                    ErrorKind::InvalidRequest,
+                    format!("{what}: timeouts.{name} must be greater than zero"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pooled HTTP client (reqwest with rustls), cheap to clone: clones share one connection pool.
+///
+/// Every provider builds its own by default; pass one to several providers to share the pool.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_providers::HttpClient;
+/// let shared = HttpClient::new(Duration::from_secs(5))?;
+/// let also_shared = shared.clone();
+/// # drop(also_shared);
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    connect_timeout: Option<Duration>,
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpClient {
+    /// A client with rustls (webpki roots), HTTP/1.1 and HTTP/2, TCP_NODELAY, a 90 s idle pool,
+    /// this connect timeout, and no redirects (an API that redirects a POST is misconfigured,
+    /// and following it would turn the POST into a GET).
+    ///
+    /// # Errors
+    ///
+    /// `Network` when the TLS backend cannot be initialised.
+    pub fn new(connect_timeout: Duration) -> Result<HttpClient> {
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .connect_timeout(connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("ripcord/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Network,
+                    format!("cannot build the HTTP client: {}", chain(&e)),
+                )
+                .with_source(e)
+            })?;
+        Ok(HttpClient {
+            client,
+            connect_timeout: Some(connect_timeout),
+        })
+    }
+
+    /// Wraps a client you configured yourself (proxies, extra roots, …). Its own connect timeout
+    /// applies; ripcord's [`Timeouts::connect`] does not.
+    pub fn from_reqwest(client: reqwest::Client) -> HttpClient {
+        HttpClient {
+            client,
+            connect_timeout: None,
+        }
+    }
+
+    /// The underlying reqwest client.
+    pub fn reqwest(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
+/// How a provider authenticates: a header built once from a secret key.
+///
+/// The header value is marked sensitive (reqwest and hyper redact it), and `Debug` prints
+/// `[redacted]`. The key is kept only to scrub it from vendor error messages that echo it.
+#[derive(Clone)]
+pub(crate) struct Auth {
+    header: Option<(HeaderName, HeaderValue)>,
+    key: Option<Arc<SecretString>>,
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.header {
+            Some((name, _)) => write!(f, "{name}: [redacted]"),
+            None => f.write_str("none"),
+        }
+    }
+}
+
+impl Auth {
+    /// No authentication (local servers).
+    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
+    pub(crate) fn none() -> Auth {
+        Auth {
+            header: None,
+            key: None,
+        }
+    }
+
+    /// `Authorization: Bearer <key>`.
+    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
+    pub(crate) fn bearer(key: SecretString, what: &str) -> Result<Auth> {
+        let value = format!("Bearer {}", key.expose_secret());
+        Auth::build(HeaderName::from_static("authorization"), &value, key, what)
+    }
+
+    /// `<name>: <key>` (Anthropic `x-api-key`, Azure `api-key`).
+    #[cfg_attr(not(any(feature = "anthropic", feature = "azure")), allow(dead_code))]
+    pub(crate) fn header(name: &'static str, key: SecretString, what: &str) -> Result<Auth> {
+        let value = key.expose_secret().to_owned();
+        Auth::build(HeaderName::from_static(name), &value, key, what)
+    }
+
+    fn build(name: HeaderName, value: &str, key: SecretString, what: &str) -> Result<Auth> {
+        if key.expose_secret().trim().is_empty() {
+            return Err(Error::new(
+                ErrorKind::Auth,
+                format!("{what}: the API key is empty"),
+            ));
+        }
+        let mut v = HeaderValue::from_str(value).map_err(|_| {
+            Error::new(
+                ErrorKind::Auth,
+                format!(
+                    "{what}: the API key contains characters that are not allowed in an HTTP header"
+                ),
+            )
+        })?;
+        v.set_sensitive(true);
+        Ok(Auth {
+            header: Some((name, v)),
+            key: Some(Arc::new(key)),
+        })
+    }
+
+    pub(crate) fn apply(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.header {
+            Some((n, v)) => req.header(n.clone(), v.clone()),
+            None => req,
+        }
+    }
+
+    /// Removes the key from a text a vendor sent back (some echo the key they rejected).
+    pub(crate) fn scrub(&self, e: Error) -> Error {
+        let Some(key) = &self.key else { return e };
+        let key = key.expose_secret();
+        if key.len() < 4 {
+            return e;
+        }
+        let e = if e.message().contains(key) {
+            let m = e.message().replace(key, "[redacted]");
+            e.with_message(m)
+        } else {
+            e
+        };
+        match e.vendor_code() {
+            Some(c) if c.contains(key) => {
+                let c = c.replace(key, "[redacted]");
+                e.with_vendor_code(c)
+            }
+            _ => e,
+        }
+    }
+}
+
+/// Joins a base URL and an endpoint path and checks the result.
+///
+/// The base URL must be `http` or `https` and must not carry credentials (keys go in headers,
+/// where they are redacted; a URL ends up in logs and error messages).
+pub(crate) fn endpoint(base: &str, path: &str, what: &str) -> Result<reqwest::Url> {
+    let joined = format!("{}{path}", base.trim().trim_end_matches('/'));
+    let url = reqwest::Url::parse(&joined).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("{what}: invalid base URL {base:?}: {e}"),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "{what}: the base URL must be http or https, got {:?}",
+                url.scheme()
+            ),
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!("{what}: the base URL must not carry credentials; pass the API key separately"),
+        ));
+    }
+    Ok(url)
+}
+
+/// Reads an environment variable, treating empty as unset.
+pub(crate) fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Everything a provider needs to talk to its vendor: the pooled client, the auth header,
+/// fixed extra headers, and the time limits.
+#[derive(Clone, Debug)]
+pub(crate) struct Transport {
+    pub(crate) http: HttpClient,
+    /// The client was built here (so its connect timeout follows `timeouts.connect`).
+    owns_client: bool,
+    pub(crate) auth: Auth,
+    pub(crate) headers: HeaderMap,
+    pub(crate) timeouts: Timeouts,
+}
+
+/// The largest success body we accept (embeddings of big batches are large).
+pub(crate) const MAX_BODY: usize = 256 * 1024 * 1024;
+/// How much of an error body we read.
+pub(crate) const MAX_ERROR_BODY: usize = 64 * 1024;
+
+impl Transport {
+    /// Builds the transport: the given client, or a new one with `timeouts.connect`.
+    pub(crate) fn new(
+        client: Option<HttpClient>,
+        auth: Auth,
+        headers: HeaderMap,
+        timeouts: Timeouts,
+        what: &str,
+    ) -> Result<Transport> {
+        timeouts.validate(what)?;
+        let owns_client = client.is_none();
+        let http = match client {
+            Some(c) => c,
+            None => HttpClient::new(timeouts.connect)?,
+        };
+        Ok(Transport {
+            http,
+            owns_client,
+            auth,
+            headers,
+            timeouts,
+        })
+    }
+
+    /// The same transport with other limits. A client built here is rebuilt when the connect
+    /// limit changes (a client passed in keeps its own).
+    pub(crate) fn with_timeouts(&self, timeouts: Timeouts, what: &str) -> Result<Transport> {
+        timeouts.validate(what)?;
+        let http = if self.owns_client && timeouts.connect != self.timeouts.connect {
+            HttpClient::new(timeouts.connect)?
+        } else {
+            self.http.clone()
+        };
+        Ok(Transport {
+            http,
+            owns_client: self.owns_client,
+            auth: self.auth.clone(),
+            headers: self.headers.clone(),
+            timeouts,
+        })
+    }
+
+    /// POSTs a JSON body and waits for the response headers (any status).
+    /// Returns the response and when the request was sent.
+    pub(crate) async fn post(
+        &self,
+        ctx: &Context,
+        url: &reqwest::Url,
+        body: Vec<u8>,
+        sse: bool,
+    ) -> Result<(reqwest::Response, Instant)> {
+        precheck(ctx)?;
+        let mut req = self.http.client.post(url.clone());
+        if !self.headers.is_empty() {
+            req = req.headers(self.headers.clone());
+        }
+        let req = req
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(
+                ACCEPT,
+                HeaderValue::from_static(if sse {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                }),
+            )
+            .body(body);
+        let req = self.auth.apply(req);
+        let started = Instant::now();
+        let resp = send(ctx, &self.timeouts, started, req).await?;
+        Ok((resp, started))
+    }
+
+    /// Reads a whole success body.
+    pub(crate) async fn body(
+        &self,
+        ctx: &Context,
+        started: Instant,
+        resp: &mut reqwest::Response,
+    ) -> Result<Bytes> {
+        read_body(
+            ctx,
+            &self.timeouts,
+            Limit::first_token(started, &self.timeouts),
+            resp,
+            MAX_BODY,
+            false,
+        )
+        .await
+    }
+
+    /// Reads the status, headers and the start of the body of a failed response. A body that
+    /// cannot be read (stalled, reset) is treated as empty: the status alone still classifies.
+    pub(crate) async fn error_parts(
+        &self,
+        ctx: &Context,
+        started: Instant,
+        mut resp: reqwest::Response,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let status = resp.status().as_u16();
+        let headers = std::mem::take(resp.headers_mut());
+        let limit = Limit::first_token(started, &self.timeouts);
+        let body =
+            match read_body(ctx, &self.timeouts, limit, &mut resp, MAX_ERROR_BODY, true).await {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Cancelled => return Err(e),
+                Err(_) => Bytes::new(),
+            };
+        Ok((status, headers, body))
+    }
+}
+
+/// True when a response declares a JSON body (a vendor answering a stream request with a JSON
+/// error object and status 200).
+pub(crate) fn is_json(resp: &reqwest::Response) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// Which limit a wait runs under.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limit {
+    pub(crate) at: Instant,
+    pub(crate) phase: TimeoutPhase,
+    pub(crate) after: Duration,
+}
+
+impl Limit {
+    pub(crate) fn first_token(started: Instant, t: &Timeouts) -> Limit {
+        Limit {
+            at: started + t.first_token,
+            phase: TimeoutPhase::FirstToken,
+            after: t.first_token,
+        }
+    }
+
+    pub(crate) fn idle(t: &Timeouts) -> Limit {
+        Limit {
+            at: Instant::now() + t.stream_idle,
+            phase: TimeoutPhase::StreamIdle,
+            after: t.stream_idle,
+        }
+    }
+}
+
+/// Runs `fut` under a phase limit, the context's deadline and its cancellation.
+pub(crate) async fn guard<T>(
+    ctx: &Context,
+    limit: Limit,
+    fut: impl Future<Output = T>,
+) -> Result<T> {
+    let (at, phase) = match ctx.deadline() {
+        Some(d) if d <= limit.at => (d, TimeoutPhase::Total),
+        _ => (limit.at, limit.phase),
+    };
+    tokio::select! {
+        biased;
+        () = ctx.cancellation().cancelled() => Err(Error::cancelled()),
+        r = tokio::time::timeout_at(at, fut) => r.map_err(|_| match phase {
+            TimeoutPhase::Total => Error::timeout(TimeoutPhase::Total, "the call's deadline passed while waiting for the vendor"),
+            TimeoutPhase::FirstToken => Error::timeout(
+                TimeoutPhase::FirstToken,
+                format!("no answer from the vendor within the first-token limit of {:?}", limit.after),
+            ),
+            TimeoutPhase::StreamIdle => Error::timeout(
+                TimeoutPhase::StreamIdle,
+                format!("the vendor went silent for longer than the stream-idle limit of {:?}", limit.after),
+            ),
+            other => Error::timeout(other, "a time limit passed"),
+        }),
+    }
+}
+
+/// Checks the context before a call starts.
+pub(crate) fn precheck(ctx: &Context) -> Result<()> {
+    if ctx.is_cancelled() {
+        return Err(Error::cancelled());
+    }
+    if ctx.is_expired() {
+        return Err(Error::timeout(
+            TimeoutPhase::Total,
+            "the call's deadline had passed before the request was sent",
+        ));
+    }
+    Ok(())
+}
+
+/// Sends a request and waits for the response headers under the first-token limit.
+pub(crate) async fn send(
+    ctx: &Context,
+    timeouts: &Timeouts,
+    started: Instant,
+    req: reqwest::RequestBuilder,
+) -> Result<reqwest::Response> {
+    let limit = Limit::first_token(started, timeouts);
+    guard(ctx, limit, req.send())
+        .await?
+        .map_err(|e| transport_error(e, Stage::Send))
+}
+
+/// Reads a whole (non-streaming) body: the first bytes under `first`, then each further piece
+/// under the idle limit. More than `max` bytes is an `InvalidResponse` (`truncate = false`) or
+/// cut off (`truncate = true`, for error bodies, which we only need the start of).
+pub(crate) async fn read_body(
+    ctx: &Context,
+    timeouts: &Timeouts,
+    first: Limit,
+    resp: &mut reqwest::Response,
+    max: usize,
+    truncate: bool,
+) -> Result<Bytes> {
+    let mut buf = BytesMut::new();
+    let mut limit = first;
+    loop {
+        let chunk = guard(ctx, limit, resp.chunk())
+            .await?
+            .map_err(|e| transport_error(e, Stage::Body))?;
+        let Some(chunk) = chunk else { break };
+        if buf.len() + chunk.len() > max {
+            if truncate {
+                let room = max - buf.len();
+                buf.extend_from_slice(&chunk[..room]);
+                break;
+            }
+            return Err(Error::new(
+                ErrorKind::InvalidResponse,
+                format!("the response body is larger than {max} bytes"),
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+        limit = Limit::idle(timeouts);
+    }
+    Ok(buf.freeze())
+}
+
+/// Where a transport error happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Connecting, sending, waiting for headers.
+    Send,
+    /// Reading a body.
+    Body,
+    /// Reading a stream after it started.
+    Stream,
+}
+
+/// Maps a reqwest failure to a ripcord error: connect timeouts, refused/reset connections,
+/// broken bodies. The URL is stripped (keys never live in URLs here, but nothing else needs it).
+pub(crate) fn transport_error(e: reqwest::Error, stage: Stage) -> Error {
+    let e = e.without_url();
+    let detail = chain(&e);
+    let err = if e.is_connect() && e.is_timeout() {
+        Error::timeout(
+            TimeoutPhase::Connect,
+            format!("connecting to the vendor timed out: {detail}"),
+        )
+    } else if e.is_connect() {
+        Error::new(
+            ErrorKind::Network,
+            format!("cannot connect to the vendor: {detail}"),
+        )
+    } else if e.is_timeout() {
+        Error::timeout(
+            TimeoutPhase::FirstToken,
+            format!("the HTTP client timed out: {detail}"),
+        )
+    } else if stage != Stage::Send && !has_io_error(&e) && (e.is_body() || e.is_decode()) {
+        // We never ask reqwest to decode anything, so a body "decode" error is a body that
+        // ended early without a transport failure (closed before the declared length or the
+        // chunked terminator): a truncated answer.
+        Error::new(
+            ErrorKind::InvalidResponse,
+            format!(
+                "response truncated: the connection closed before the end of the body: {detail}"
+            ),
+        )
+    } else {
+        let what = match stage {
+            Stage::Send => "the connection failed before a response arrived",
+            Stage::Body => "the connection failed while reading the response",
+            Stage::Stream => "the connection failed mid-stream",
+        };
+        Error::new(ErrorKind::Network, format!("{what}: {detail}"))
+    };
+    err.with_source(e)
+}
+
+/// True when an I/O failure (reset, broken pipe — not a plain early end of file) is among the
+/// causes: a transport failure rather than a truncated answer.
+fn has_io_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() != std::io::ErrorKind::UnexpectedEof;
+        }
+        src = s.source();
+    }
+    false
+}
+
+/// The error and its sources as one line ("a: b: c"), without repeats.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        src = s.source();
+    }
+    out
+}
+
+/// A short, single-line excerpt of a non-JSON body for an error message.
+pub(crate) fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut out = String::with_capacity(120);
+    let mut last_space = true;
+    for c in text.chars() {
+        let c = if c.is_whitespace() { ' ' } else { c };
+        if c == ' ' && last_space {
+            continue;
+        }
+        last_space = c == ' ';
+        out.push(c);
+        if out.len() >= 120 {
+            out.push('…');
+            break;
+        }
+    }
+    out.trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_debug_never_shows_the_key() {
+        let a = Auth::bearer(SecretString::from("sk-very-secret-123"), "test").unwrap();
+        let dbg = format!("{a:?}");
+        assert!(!dbg.contains("sk-very-secret-123"), "{dbg}");
+        assert!(dbg.contains("[redacted]"));
+    }
+
+    #[test]
+    fn bad_keys_are_rejected_without_echoing_them() {
+        let e = Auth::bearer(SecretString::from("sk-abc\ndef"), "openai").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Auth);
+        assert!(!e.to_string().contains("sk-abc"));
+        let e = Auth::header("x-api-key", SecretString::from("  "), "anthropic").unwrap_err();
+        assert!(e.to_string().contains("empty"));
+    }
+
+    #[test]
+    fn scrub_removes_echoed_keys() {
+        let a = Auth::bearer(SecretString::from("sk-echo-me-please"), "t").unwrap();
+        let e = a.scrub(Error::new(
+            ErrorKind::Auth,
+            "Incorrect API key provided: sk-echo-me-please.",
+        ));
+        assert_eq!(e.message(), "Incorrect API key provided: [redacted].");
+    }
+
+    #[test]
+    fn zero_timeouts_are_rejected() {
+        let t = Timeouts::default().with_stream_idle(Duration::ZERO);
+        let e = t.validate("openai").unwrap_err();
+        assert!(e.message().contains("stream_idle"), "{e}");
+    }
+
+    #[test]
+    fn excerpts_are_short_and_single_line() {
+        let e = excerpt(b"<html>\n  <body>   502 Bad Gateway </body>\n</html>");
+        assert_eq!(e, "<html> <body> 502 Bad Gateway </body> </html>");
+        assert!(excerpt(&[b'x'; 1000]).chars().count() <= 121);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn guard_reports_the_phase_that_fired() {
+        let t = Timeouts::default().with_first_token(Duration::from_secs(5));
+        let ctx = Context::new();
+        let e = guard(
+            &ctx,
+            Limit::first_token(Instant::now(), &t),
+            std::future::pending::<()>(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken));
+
+        let ctx = Context::new().with_timeout(Duration::from_secs(1));
+        let e = guard(
+            &ctx,
+            Limit::first_token(Instant::now(), &t),
+            std::future::pending::<()>(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.timeout_phase(), Some(TimeoutPhase::Total));
+
+        let ctx = Context::new();
+        ctx.cancellation().cancel();
+        let e = guard(&ctx, Limit::idle(&t), std::future::pending::<()>())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Cancelled);
+    }
+}

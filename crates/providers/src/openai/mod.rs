@@ -1,0 +1,594 @@
+//! OpenAI Chat Completions and Embeddings.
+//!
+//! API reference: <https://platform.openai.com/docs/api-reference/chat/create>,
+//! streaming: <https://platform.openai.com/docs/api-reference/chat-streaming>,
+//! errors: <https://platform.openai.com/docs/guides/error-codes>.
+//!
+//! The same engine serves Azure OpenAI ([`crate::AzureOpenAi`]) and every OpenAI-compatible
+//! preset ([`crate::compat`]): they differ only in URLs, the auth header, a few wire details
+//! (the [`MaxTokensField`], whether `json_schema` is understood) and the vendor's own error
+//! codes — a [`Dialect`] — never in code paths.
+
+pub(crate) mod error_map;
+pub(crate) mod models;
+mod request;
+pub(crate) mod response;
+mod stream;
+
+use std::fmt;
+use std::sync::Arc;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
+    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Provenance, Result,
+    async_trait,
+};
+use secrecy::SecretString;
+
+use crate::driver::{self, Labels};
+use crate::error_body::ErrorHook;
+use crate::http::{self, Auth, HttpClient, Timeouts, Transport};
+use crate::models::ModelInfo;
+
+/// The default OpenAI base URL.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Which request field carries the output cap.
+///
+/// OpenAI deprecated `max_tokens` in favour of `max_completion_tokens` (reasoning models
+/// reject the old one); most compatible servers still only know `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MaxTokensField {
+    /// `max_tokens`.
+    MaxTokens,
+    /// `max_completion_tokens`.
+    MaxCompletionTokens,
+}
+
+/// The wire details in which OpenAI-compatible servers differ.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect {
+    pub(crate) max_tokens: MaxTokensField,
+    /// Send `stream_options.include_usage` on streams.
+    pub(crate) stream_usage: bool,
+    /// `response_format: json_schema` is understood (else: `json_object` + the schema in a
+    /// system message).
+    pub(crate) json_schema: bool,
+    /// The vendor's own error codes.
+    pub(crate) hook: Option<ErrorHook>,
+}
+
+impl Dialect {
+    pub(crate) const fn openai() -> Dialect {
+        Dialect {
+            max_tokens: MaxTokensField::MaxCompletionTokens,
+            stream_usage: true,
+            json_schema: true,
+            hook: None,
+        }
+    }
+}
+
+/// Configuration of an [`OpenAi`] provider.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_providers::{OpenAi, OpenAiConfig, Timeouts};
+/// let cfg = OpenAiConfig::new("gpt-4o", "sk-test")
+///     .with_base_url("http://127.0.0.1:8080/v1")
+///     .with_timeouts(Timeouts::default().with_first_token(Duration::from_secs(20)));
+/// let model = OpenAi::new(cfg)?.named("primary");
+/// assert!(!format!("{model:?}").contains("sk-test"));
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    pub(crate) model: String,
+    pub(crate) api_key: Option<SecretString>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) organization: Option<String>,
+    pub(crate) project: Option<String>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) client: Option<HttpClient>,
+    pub(crate) capabilities: Option<Capabilities>,
+    pub(crate) max_tokens_field: Option<MaxTokensField>,
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("base_url", &self.base_url)
+            .field("name", &self.name)
+            .field("organization", &self.organization)
+            .field("project", &self.project)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiConfig {
+    /// A configuration for `model` with this API key and defaults for everything else.
+    pub fn new(model: impl Into<String>, api_key: impl Into<SecretString>) -> Self {
+        let mut c = OpenAiConfig::keyless(model);
+        c.api_key = Some(api_key.into());
+        c
+    }
+
+    /// A configuration without a key (for servers that need none).
+    pub(crate) fn keyless(model: impl Into<String>) -> Self {
+        OpenAiConfig {
+            model: model.into(),
+            api_key: None,
+            base_url: None,
+            name: None,
+            organization: None,
+            project: None,
+            timeouts: Timeouts::default(),
+            client: None,
+            capabilities: None,
+            max_tokens_field: None,
+        }
+    }
+
+    /// Reads `OPENAI_API_KEY` (required), and `OPENAI_BASE_URL`, `OPENAI_ORG_ID`,
+    /// `OPENAI_PROJECT_ID` (optional) from the environment.
+    ///
+    /// # Errors
+    ///
+    /// `Auth` when `OPENAI_API_KEY` is unset or empty.
+    pub fn from_env(model: impl Into<String>) -> Result<Self> {
+        let key = http::env("OPENAI_API_KEY")
+            .ok_or_else(|| Error::new(ErrorKind::Auth, "openai: OPENAI_API_KEY is not set"))?;
+        let mut c = OpenAiConfig::new(model, key);
+        c.base_url = http::env("OPENAI_BASE_URL");
+        c.organization = http::env("OPENAI_ORG_ID");
+        c.project = http::env("OPENAI_PROJECT_ID");
+        Ok(c)
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, key: impl Into<SecretString>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sets the base URL (default [`OPENAI_BASE_URL`]); requests go to `{base}/chat/completions`
+    /// and `{base}/embeddings`.
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the link name (default: the vendor name).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sends `OpenAI-Organization`.
+    pub fn with_organization(mut self, org: impl Into<String>) -> Self {
+        self.organization = Some(org.into());
+        self
+    }
+
+    /// Sends `OpenAI-Project`.
+    pub fn with_project(mut self, project: impl Into<String>) -> Self {
+        self.project = Some(project.into());
+        self
+    }
+
+    /// Sets the time limits (the connect limit applies when the provider builds its client).
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Uses this (shared) HTTP client.
+    pub fn with_client(mut self, client: HttpClient) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Overrides the capabilities from the model table.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.capabilities = Some(caps);
+        self
+    }
+
+    /// Overrides which field carries `max_tokens`.
+    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = Some(field);
+        self
+    }
+}
+
+/// The engine shared by OpenAI, Azure and the compatible presets.
+pub(crate) struct Engine {
+    pub(crate) vendor: &'static str,
+    pub(crate) chat_url: reqwest::Url,
+    pub(crate) embeddings_url: reqwest::Url,
+    pub(crate) transport: Transport,
+    pub(crate) dialect: Dialect,
+}
+
+/// What differs between the OpenAI-wire providers when they are built.
+pub(crate) struct Setup {
+    pub(crate) vendor: &'static str,
+    pub(crate) chat_url: reqwest::Url,
+    pub(crate) embeddings_url: reqwest::Url,
+    pub(crate) auth: Auth,
+    pub(crate) headers: HeaderMap,
+    pub(crate) dialect: Dialect,
+    pub(crate) caps: Capabilities,
+}
+
+/// An OpenAI Chat Completions model (also the engine behind Azure and the compatible presets).
+///
+/// Cloning is cheap and shares the connection pool.
+///
+/// # Examples
+///
+/// ```no_run
+/// use ripcord_core::{ChatModel, ChatRequest, Context};
+/// use ripcord_providers::OpenAi;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> ripcord_core::Result<()> {
+/// let gpt = OpenAi::from_env("gpt-4o")?.named("primary");
+/// let reply = gpt.chat(&ChatRequest::user("Why is the sky blue?"), &Context::new()).await?;
+/// println!("{}", reply.text());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct OpenAi {
+    id: ModelId,
+    caps: Capabilities,
+    engine: Arc<Engine>,
+}
+
+impl fmt::Debug for OpenAi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAi")
+            .field("id", &self.id)
+            .field("vendor", &self.engine.vendor)
+            .field("chat_url", &self.engine.chat_url.as_str())
+            .field("auth", &self.engine.transport.auth)
+            .field("timeouts", &self.engine.transport.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn region_of(url: &reqwest::Url) -> Option<&'static str> {
+    match url.host_str() {
+        Some("api.openai.com") => Some("us"),
+        Some(h) if h.starts_with("eu.") && h.ends_with("openai.com") => Some("eu"),
+        _ => None,
+    }
+}
+
+impl OpenAi {
+    /// Builds an OpenAI provider.
+    ///
+    /// # Errors
+    ///
+    /// `Auth` without an API key (or one that cannot be a header); `InvalidRequest` for a bad
+    /// base URL or zero timeouts; `Network` when the TLS backend cannot start.
+    pub fn new(cfg: OpenAiConfig) -> Result<OpenAi> {
+        let what = "openai";
+        let base = cfg
+            .base_url
+            .clone()
+            .unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
+        let chat_url = http::endpoint(&base, "/chat/completions", what)?;
+        let embeddings_url = http::endpoint(&base, "/embeddings", what)?;
+        let key = cfg
+            .api_key
+            .clone()
+            .ok_or_else(|| Error::new(ErrorKind::Auth, "openai: no API key configured"))?;
+        let auth = Auth::bearer(key, what)?;
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("openai-organization", &cfg.organization),
+            ("openai-project", &cfg.project),
+        ] {
+            if let Some(v) = value {
+                let v = HeaderValue::from_str(v).map_err(|_| {
+                    Error::new(
+                        ErrorKind::InvalidRequest,
+                        format!("openai: invalid {name} header value"),
+                    )
+                })?;
+                headers.insert(HeaderName::from_static(name), v);
+            }
+        }
+        let locality = match region_of(&chat_url) {
+            Some(r) => Locality::cloud_in("openai", r),
+            None => Locality::cloud("openai"),
+        };
+        let caps =
+            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model).capabilities(locality);
+        let mut dialect = Dialect::openai();
+        if let Some(f) = cfg.max_tokens_field {
+            dialect.max_tokens = f;
+        }
+        OpenAi::assemble(
+            Setup {
+                vendor: "openai",
+                chat_url,
+                embeddings_url,
+                auth,
+                headers,
+                dialect,
+                caps,
+            },
+            cfg,
+        )
+    }
+
+    /// [`OpenAiConfig::from_env`] then [`OpenAi::new`].
+    ///
+    /// # Errors
+    ///
+    /// As both.
+    pub fn from_env(model: impl Into<String>) -> Result<OpenAi> {
+        OpenAi::new(OpenAiConfig::from_env(model)?)
+    }
+
+    /// Builds the provider from a setup and the user's configuration.
+    pub(crate) fn assemble(setup: Setup, cfg: OpenAiConfig) -> Result<OpenAi> {
+        let transport = Transport::new(
+            cfg.client,
+            setup.auth,
+            setup.headers,
+            cfg.timeouts,
+            setup.vendor,
+        )?;
+        let name = cfg.name.unwrap_or_else(|| setup.vendor.to_owned());
+        Ok(OpenAi {
+            id: ModelId::new(name, cfg.model),
+            caps: cfg.capabilities.unwrap_or(setup.caps),
+            engine: Arc::new(Engine {
+                vendor: setup.vendor,
+                chat_url: setup.chat_url,
+                embeddings_url: setup.embeddings_url,
+                transport,
+                dialect: setup.dialect,
+            }),
+        })
+    }
+
+    /// Renames the link (the name the chain, provenance and metrics use).
+    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.id.name = name.into();
+        self
+    }
+
+    /// Replaces the capabilities.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// Replaces the time limits (a client the provider built itself is rebuilt when the
+    /// connect limit changes; a shared client keeps its own).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` for zero limits; `Network` when a new client cannot be built.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Result<Self> {
+        let e = &self.engine;
+        let transport = e.transport.with_timeouts(timeouts, e.vendor)?;
+        self.engine = Arc::new(Engine {
+            vendor: e.vendor,
+            chat_url: e.chat_url.clone(),
+            embeddings_url: e.embeddings_url.clone(),
+            transport,
+            dialect: e.dialect,
+        });
+        Ok(self)
+    }
+
+    /// The time limits.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.engine.transport.timeouts
+    }
+
+    /// The chat endpoint.
+    #[cfg(test)]
+    pub(crate) fn chat_url(&self) -> &reqwest::Url {
+        &self.engine.chat_url
+    }
+
+    fn labels(&self) -> Labels {
+        Labels {
+            name: self.id.name.clone(),
+            model: self.id.model.clone(),
+            auth: self.engine.transport.auth.clone(),
+        }
+    }
+
+    async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let e = &self.engine;
+        let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
+        let (mut resp, started) = e.transport.post(ctx, &e.chat_url, body, false).await?;
+        if !resp.status().is_success() {
+            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
+            return Err(error_map::from_response(
+                status,
+                &headers,
+                &raw,
+                e.dialect.hook,
+            ));
+        }
+        let raw = e.transport.body(ctx, started, &mut resp).await?;
+        let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
+        r.provenance = Provenance::served(
+            self.id.name.clone(),
+            self.id.model.clone(),
+            started.elapsed(),
+        );
+        Ok(r)
+    }
+
+    async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let e = &self.engine;
+        let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
+        let (mut resp, started) = e.transport.post(ctx, &e.chat_url, body, true).await?;
+        if !resp.status().is_success() {
+            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
+            return Err(error_map::from_response(
+                status,
+                &headers,
+                &raw,
+                e.dialect.hook,
+            ));
+        }
+        if http::is_json(&resp) {
+            // An error object with status 200, or a server that ignored `stream: true` and sent
+            // the whole answer: classify the first, replay the second as a stream.
+            let raw = e.transport.body(ctx, started, &mut resp).await?;
+            let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
+            r.provenance = Provenance::served(
+                self.id.name.clone(),
+                self.id.model.clone(),
+                started.elapsed(),
+            );
+            return Ok(ripcord_core::stream::from_response(r));
+        }
+        let decoder = stream::OpenAiDecoder::new(e.dialect.hook, self.caps.price);
+        Ok(driver::drive(
+            resp,
+            decoder,
+            ctx,
+            e.transport.timeouts,
+            started,
+            self.labels(),
+        ))
+    }
+
+    async fn embed_inner(
+        &self,
+        req: &EmbeddingRequest,
+        ctx: &Context,
+    ) -> Result<EmbeddingResponse> {
+        let e = &self.engine;
+        let body = request::embedding_body(&self.id.model, req)?;
+        let (mut resp, started) = e
+            .transport
+            .post(ctx, &e.embeddings_url, body, false)
+            .await?;
+        if !resp.status().is_success() {
+            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
+            return Err(error_map::from_response(
+                status,
+                &headers,
+                &raw,
+                e.dialect.hook,
+            ));
+        }
+        let raw = e.transport.body(ctx, started, &mut resp).await?;
+        let mut r = response::parse_embeddings(&raw, req.inputs.len(), e.dialect.hook)?;
+        r.served_by = Some(self.id.name.clone());
+        Ok(r)
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAi {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.chat_inner(req, ctx)
+            .await
+            .map_err(|e| self.labels().finish(e))
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.stream_inner(req, ctx)
+            .await
+            .map_err(|e| self.labels().finish(e))
+    }
+}
+
+#[async_trait]
+impl EmbeddingModel for OpenAi {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
+        self.embed_inner(req, ctx)
+            .await
+            .map_err(|e| self.labels().finish(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construction_errors_name_what_and_where() {
+        let e = OpenAi::new(OpenAiConfig::new("gpt-4o", "sk-x").with_base_url("not a url"))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+        assert!(e.message().contains("openai: invalid base URL"), "{e}");
+        let e = OpenAi::new(OpenAiConfig::new("gpt-4o", "sk-x").with_base_url("ftp://x/v1"))
+            .unwrap_err();
+        assert!(e.message().contains("http or https"), "{e}");
+        let e = OpenAi::new(OpenAiConfig::new("gpt-4o", "sk-x").with_base_url("https://u:p@h/v1"))
+            .unwrap_err();
+        assert!(e.message().contains("credentials"), "{e}");
+        let e = OpenAi::new(OpenAiConfig::keyless("gpt-4o")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Auth);
+    }
+
+    #[test]
+    fn timeouts_can_be_replaced_after_construction() {
+        let m = OpenAi::new(OpenAiConfig::new("gpt-4o", "sk-x")).unwrap();
+        let t = Timeouts::default().with_first_token(std::time::Duration::from_secs(7));
+        let m = m.with_timeouts(t).unwrap();
+        assert_eq!(m.timeouts().first_token, std::time::Duration::from_secs(7));
+        let e = m
+            .with_timeouts(Timeouts::default().with_connect(std::time::Duration::ZERO))
+            .unwrap_err();
+        assert!(e.message().contains("timeouts.connect"), "{e}");
+    }
+
+    #[test]
+    fn id_capabilities_and_urls() {
+        let m = OpenAi::new(OpenAiConfig::new("gpt-4o-mini-2024-07-18", "sk-x")).unwrap();
+        assert_eq!(&*m.id.name, "openai");
+        assert_eq!(&*m.id.model, "gpt-4o-mini-2024-07-18");
+        assert_eq!(m.caps.context_window, 128_000);
+        assert_eq!(m.caps.price.map(|p| p.input_per_mtok), Some(0.15));
+        assert_eq!(m.caps.locality, Locality::cloud_in("openai", "us"));
+        assert_eq!(
+            m.engine.chat_url.as_str(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        let m = m.named("primary");
+        assert_eq!(&*m.id.name, "primary");
+        let unknown = OpenAi::new(
+            OpenAiConfig::new("my-finetune", "sk-x").with_base_url("http://127.0.0.1:9/v1/"),
+        )
+        .unwrap();
+        assert_eq!(
+            unknown.engine.embeddings_url.as_str(),
+            "http://127.0.0.1:9/v1/embeddings"
+        );
+        assert!(unknown.caps.tools && !unknown.caps.vision && unknown.caps.price.is_none());
+        assert_eq!(unknown.caps.locality, Locality::cloud("openai"));
+    }
+}

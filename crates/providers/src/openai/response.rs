@@ -1,0 +1,331 @@
+//! Chat Completions and Embeddings responses.
+
+use ripcord_core::{
+    ChatResponse, EmbeddingResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage,
+};
+use serde::Deserialize;
+
+use crate::error_body::{ErrorBody, ErrorHook};
+
+use super::error_map;
+
+/// Message content as vendors send it: a string, or (some compatible servers) an array of
+/// text parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum WireText {
+    Text(String),
+    Parts(Vec<WirePart>),
+}
+
+#[derive(Deserialize)]
+pub(crate) struct WirePart {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+impl WireText {
+    pub(crate) fn into_string(self) -> String {
+        match self {
+            WireText::Text(s) => s,
+            WireText::Parts(p) => p.into_iter().filter_map(|p| p.text).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<RespMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RespMessage {
+    #[serde(default)]
+    content: Option<WireText>,
+    #[serde(default)]
+    tool_calls: Option<Vec<RespToolCall>>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RespToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: RespFunction,
+}
+
+#[derive(Deserialize)]
+struct RespFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<serde_json::Value>,
+}
+
+/// Token counts as OpenAI (and DeepSeek's cache fields) report them.
+#[derive(Deserialize, Default, Clone, Copy)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+pub(crate) struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+        let cached = self
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .or(self.prompt_cache_hit_tokens)
+            .unwrap_or(0);
+        Usage::new(
+            self.prompt_tokens.unwrap_or(0),
+            self.completion_tokens.unwrap_or(0),
+        )
+        .with_cached_input(cached)
+        .priced(price)
+    }
+}
+
+/// Maps an OpenAI-family finish reason (Zhipu's `sensitive` included).
+pub(crate) fn finish_reason(s: &str) -> FinishReason {
+    match s {
+        "stop" | "eos" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "length" | "max_tokens" => FinishReason::Length,
+        "tool_calls" | "function_call" | "tool_use" => FinishReason::ToolCalls,
+        "content_filter" | "sensitive" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Tool arguments as text: vendors send a JSON string; a few send the object itself.
+pub(crate) fn arguments_text(v: Option<serde_json::Value>) -> String {
+    match v {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Parses a 200 chat body. An error object in it is classified like an HTTP error.
+pub(crate) fn parse_chat(
+    body: &[u8],
+    hook: Option<ErrorHook>,
+    price: Option<&Price>,
+) -> Result<ChatResponse> {
+    let c: Completion = serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
+        Some(b) => error_map::from_body(None, &b, hook),
+        None => Error::new(
+            ErrorKind::InvalidResponse,
+            format!("the chat response is not valid JSON: {e}"),
+        )
+        .with_source(e),
+    })?;
+    if let Some(err) = &c.error {
+        let b = serde_json::json!({ "error": err });
+        let b =
+            ErrorBody::from_value(&b).unwrap_or_else(|| ErrorBody::with_message(err.to_string()));
+        return Err(error_map::from_body(None, &b, hook));
+    }
+    let Some(choice) = c.choices.into_iter().next() else {
+        return Err(Error::new(
+            ErrorKind::InvalidResponse,
+            "the chat response has no choices",
+        ));
+    };
+    let Some(msg) = choice.message else {
+        return Err(Error::new(
+            ErrorKind::InvalidResponse,
+            "the chat response's first choice has no message",
+        ));
+    };
+    let mut content = msg.content.map(WireText::into_string).unwrap_or_default();
+    let mut finish = choice
+        .finish_reason
+        .as_deref()
+        .map(finish_reason)
+        .unwrap_or_default();
+    if content.is_empty()
+        && let Some(r) = msg.refusal.filter(|r| !r.is_empty())
+    {
+        content = r;
+        finish = FinishReason::ContentFilter;
+    }
+    let tool_calls: Vec<ToolCall> = msg
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            ToolCall::new(
+                t.id.unwrap_or_else(|| format!("call_{i}")),
+                t.function.name.unwrap_or_default(),
+                arguments_text(t.function.arguments),
+            )
+        })
+        .collect();
+    let usage = c.usage.unwrap_or_default().to_usage(price);
+    Ok(ChatResponse::new(content)
+        .with_tool_calls(tool_calls)
+        .with_finish_reason(finish)
+        .with_usage(usage)
+        .with_model(c.model.unwrap_or_default()))
+}
+
+#[derive(Deserialize)]
+struct Embeddings {
+    #[serde(default)]
+    data: Vec<EmbeddingItem>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingItem {
+    embedding: Vec<f32>,
+    #[serde(default)]
+    index: Option<usize>,
+}
+
+/// Parses a 200 embeddings body; vectors come back in input order.
+pub(crate) fn parse_embeddings(
+    body: &[u8],
+    inputs: usize,
+    hook: Option<ErrorHook>,
+) -> Result<EmbeddingResponse> {
+    let r: Embeddings = serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
+        Some(b) => error_map::from_body(None, &b, hook),
+        None => Error::new(
+            ErrorKind::InvalidResponse,
+            format!("the embeddings response is not valid JSON: {e}"),
+        )
+        .with_source(e),
+    })?;
+    if let Some(err) = &r.error {
+        let b = serde_json::json!({ "error": err });
+        let b =
+            ErrorBody::from_value(&b).unwrap_or_else(|| ErrorBody::with_message(err.to_string()));
+        return Err(error_map::from_body(None, &b, hook));
+    }
+    if r.data.len() != inputs {
+        return Err(Error::new(
+            ErrorKind::InvalidResponse,
+            format!("asked for {inputs} embeddings, got {}", r.data.len()),
+        ));
+    }
+    let mut slots: Vec<Option<Vec<f32>>> = vec![None; inputs];
+    for (pos, item) in r.data.into_iter().enumerate() {
+        let i = item.index.unwrap_or(pos);
+        match slots.get_mut(i) {
+            Some(slot @ None) => *slot = Some(item.embedding),
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::InvalidResponse,
+                    format!("embedding index {i} is out of range or repeated"),
+                ));
+            }
+        }
+    }
+    let vectors: Vec<Vec<f32>> = slots.into_iter().flatten().collect();
+    let mut resp = EmbeddingResponse::new(vectors, r.model.unwrap_or_default());
+    resp.usage = r.usage.unwrap_or_default().to_usage(None);
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_text_tool_calls_usage_and_cache() {
+        let body = br#"{"id":"x","object":"chat.completion","model":"gpt-4o-2024-08-06","choices":[{"index":0,
+            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function",
+            "function":{"name":"weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":1000,"completion_tokens":10,"total_tokens":1010,"prompt_tokens_details":{"cached_tokens":400}}}"#;
+        let price = Price::per_million(2.5, 10.0).with_cached_input(1.25);
+        let r = parse_chat(body, None, Some(&price)).unwrap();
+        assert_eq!(r.content, "");
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall::new("call_a", "weather", r#"{"city":"Oslo"}"#)]
+        );
+        assert_eq!(r.usage.input_tokens, 1000);
+        assert_eq!(r.usage.cached_input_tokens, 400);
+        let cost = r.usage.cost_usd.unwrap();
+        assert!((cost - (600.0 * 2.5 + 400.0 * 1.25 + 10.0 * 10.0) / 1e6).abs() < 1e-12);
+        assert_eq!(r.model, "gpt-4o-2024-08-06");
+    }
+
+    #[test]
+    fn deepseek_cache_fields_and_refusals() {
+        let body = br#"{"model":"deepseek-chat","choices":[{"message":{"content":"","refusal":"I can't help with that."},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":50,"completion_tokens":5,"prompt_cache_hit_tokens":32,"prompt_cache_miss_tokens":18}}"#;
+        let r = parse_chat(body, None, None).unwrap();
+        assert_eq!(r.usage.cached_input_tokens, 32);
+        assert_eq!(r.content, "I can't help with that.");
+        assert_eq!(r.finish_reason, FinishReason::ContentFilter);
+    }
+
+    #[test]
+    fn error_object_in_a_200_and_bad_json() {
+        let e = parse_chat(br#"{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}"#, None, None)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::QuotaExhausted);
+        assert_eq!(e.vendor_code(), Some("insufficient_quota"));
+        let e = parse_chat(b"{\"choices\": [", None, None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+        let e = parse_chat(br#"{"choices":[]}"#, None, None).unwrap_err();
+        assert!(e.message().contains("no choices"));
+    }
+
+    #[test]
+    fn embeddings_follow_their_indexes() {
+        let body = br#"{"object":"list","model":"text-embedding-3-small","data":[
+            {"object":"embedding","index":1,"embedding":[0.5,0.5]},{"object":"embedding","index":0,"embedding":[1.0,0.0]}],
+            "usage":{"prompt_tokens":4,"total_tokens":4}}"#;
+        let r = parse_embeddings(body, 2, None).unwrap();
+        assert_eq!(r.vectors, vec![vec![1.0, 0.0], vec![0.5, 0.5]]);
+        assert_eq!(r.usage.input_tokens, 4);
+        assert!(parse_embeddings(body, 3, None).is_err());
+    }
+
+    #[test]
+    fn finish_reasons() {
+        assert_eq!(finish_reason("sensitive"), FinishReason::ContentFilter);
+        assert_eq!(
+            finish_reason("network_error"),
+            FinishReason::Other("network_error".into())
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! The Chat Completions stream: `data: {chat.completion.chunk}` lines ending with `data: [DONE]`.
+//!
+//! OpenAI sends the chunk carrying `finish_reason` *before* the usage chunk (`choices: []`,
+//! only with `stream_options.include_usage`), so the decoder holds the finish until `[DONE]`
+//! and emits it last: ripcord's contract is exactly one `Finish`, as the final event. Tool-call
+//! pieces are passed on by `index` (id and name in the first piece, arguments in fragments).
+//! An error object in a chunk or an `event: error` is classified like an HTTP error.
+
+use std::collections::VecDeque;
+
+use ripcord_core::{Error, ErrorKind, FinishReason, Price, Result, StreamEvent};
+use serde::Deserialize;
+
+use super::error_map;
+use super::response::{WireText, WireUsage, arguments_text, finish_reason};
+use crate::driver::{Decoder, Step};
+use crate::error_body::{ErrorBody, ErrorHook};
+use crate::sse::SseEvent;
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+    /// Moonshot reports usage inside the last choice.
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<WireText>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolDelta>>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ToolDelta {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<serde_json::Value>,
+}
+
+/// Decodes an OpenAI-family chat stream.
+pub(crate) struct OpenAiDecoder {
+    hook: Option<ErrorHook>,
+    price: Option<Price>,
+    finish: Option<FinishReason>,
+    model: Option<String>,
+}
+
+impl OpenAiDecoder {
+    pub(crate) fn new(hook: Option<ErrorHook>, price: Option<Price>) -> Self {
+        OpenAiDecoder {
+            hook,
+            price,
+            finish: None,
+            model: None,
+        }
+    }
+
+    fn in_band(&self, raw: &serde_json::Value) -> Error {
+        let body = ErrorBody::from_value(raw)
+            .or_else(|| ErrorBody::from_value(&serde_json::json!({ "error": raw })))
+            .unwrap_or_else(|| ErrorBody::with_message(raw.to_string()));
+        error_map::from_body(None, &body, self.hook)
+    }
+}
+
+impl Decoder for OpenAiDecoder {
+    fn event(&mut self, ev: SseEvent, out: &mut VecDeque<StreamEvent>) -> Result<Step> {
+        let data = ev.data.trim();
+        if ev.event == "error" {
+            let raw: serde_json::Value = serde_json::from_str(data)
+                .unwrap_or_else(|_| serde_json::Value::String(data.to_owned()));
+            return Err(self.in_band(&raw));
+        }
+        if data == "[DONE]" {
+            out.push_back(StreamEvent::Finish {
+                reason: self.finish.take().unwrap_or_default(),
+                model: self.model.take(),
+            });
+            return Ok(Step::Done);
+        }
+        if data.is_empty() || !matches!(ev.event.as_str(), "" | "message") {
+            // Keep-alives and vendor extras ("event: ping") carry no answer.
+            return Ok(Step::More);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidResponse,
+                format!("malformed stream chunk: {e}"),
+            )
+            .with_source(e)
+        })?;
+        if let Some(err) = &chunk.error {
+            return Err(self.in_band(&serde_json::json!({ "error": err })));
+        }
+        if let Some(m) = chunk.model.filter(|m| !m.is_empty()) {
+            self.model = Some(m);
+        }
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta {
+                if let Some(text) = delta
+                    .content
+                    .map(WireText::into_string)
+                    .filter(|t| !t.is_empty())
+                {
+                    out.push_back(StreamEvent::TextDelta { text });
+                }
+                if let Some(r) = delta.refusal.filter(|r| !r.is_empty()) {
+                    out.push_back(StreamEvent::TextDelta { text: r });
+                    self.finish = Some(FinishReason::ContentFilter);
+                }
+                for (pos, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                    let (name, arguments) = match call.function {
+                        Some(f) => (
+                            f.name.filter(|n| !n.is_empty()),
+                            arguments_text(f.arguments),
+                        ),
+                        None => (None, String::new()),
+                    };
+                    out.push_back(StreamEvent::ToolCallDelta {
+                        index: call.index.unwrap_or(u32::try_from(pos).unwrap_or(u32::MAX)),
+                        id: call.id.filter(|i| !i.is_empty()),
+                        name,
+                        arguments,
+                    });
+                }
+            }
+            if let Some(r) = choice.finish_reason.as_deref().filter(|r| !r.is_empty())
+                && self.finish != Some(FinishReason::ContentFilter)
+            {
+                self.finish = Some(finish_reason(r));
+            }
+            if let Some(u) = choice.usage {
+                out.push_back(StreamEvent::Usage {
+                    usage: u.to_usage(self.price.as_ref()),
+                });
+            }
+        }
+        if let Some(u) = chunk.usage {
+            out.push_back(StreamEvent::Usage {
+                usage: u.to_usage(self.price.as_ref()),
+            });
+        }
+        Ok(Step::More)
+    }
+
+    fn truncated(&self) -> &'static str {
+        "stream truncated: the connection closed before `data: [DONE]`"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ripcord_core::ToolCall;
+    use ripcord_core::stream::Collector;
+
+    use super::*;
+    use crate::sse::SseParser;
+
+    fn run(input: &str) -> (Vec<StreamEvent>, Result<Step>) {
+        let mut p = SseParser::new();
+        p.push(input.as_bytes()).unwrap();
+        let mut d = OpenAiDecoder::new(None, Some(Price::per_million(1.0, 2.0)));
+        let mut out = VecDeque::new();
+        let mut last = Ok(Step::More);
+        while let Some(ev) = p.next_event() {
+            last = d.event(ev, &mut out);
+            if !matches!(last, Ok(Step::More)) {
+                break;
+            }
+        }
+        (out.into_iter().collect(), last)
+    }
+
+    #[test]
+    fn text_tool_calls_usage_and_a_single_final_finish() {
+        let input = concat!(
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-2024\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"1}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4,\"total_tokens\":14}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (events, last) = run(input);
+        assert!(matches!(last, Ok(Step::Done)));
+        assert!(
+            matches!(events.last(), Some(StreamEvent::Finish { reason: FinishReason::ToolCalls, model: Some(m) }) if m == "gpt-4o-2024")
+        );
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| matches!(e, StreamEvent::Finish { .. }))
+                .count(),
+            1
+        );
+        let mut c = Collector::new();
+        for e in events {
+            c.push(e);
+        }
+        let r = c.finish().unwrap();
+        assert_eq!(r.content, "Hello");
+        assert_eq!(
+            r.tool_calls,
+            vec![
+                ToolCall::new("call_1", "f", "{\"a\":1}"),
+                ToolCall::new("call_2", "g", "{}")
+            ]
+        );
+        assert_eq!(r.usage.input_tokens, 10);
+        assert_eq!(r.usage.output_tokens, 4);
+        assert!(r.usage.cost_usd.is_some());
+    }
+
+    #[test]
+    fn in_band_errors_are_classified() {
+        let (events, last) = run(concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+            "data: {\"error\":{\"message\":\"You exceeded your current quota\",\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\"}}\n\n",
+        ));
+        assert_eq!(events.len(), 1);
+        assert_eq!(last.unwrap_err().kind(), ErrorKind::QuotaExhausted);
+        let (_, last) = run(
+            "event: error\ndata: {\"error\":{\"type\":\"server_error\",\"message\":\"boom\"}}\n\n",
+        );
+        assert_eq!(last.unwrap_err().kind(), ErrorKind::ServerError);
+    }
+
+    #[test]
+    fn malformed_chunks_and_pings() {
+        let (events, last) = run("event: ping\ndata: {}\n\ndata: {\"choices\": [\n\n");
+        assert!(events.is_empty());
+        assert_eq!(last.unwrap_err().kind(), ErrorKind::InvalidResponse);
+    }
+
+    #[test]
+    fn moonshot_usage_inside_the_choice() {
+        let (events, _) = run(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\",\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}]}\n\ndata: [DONE]\n\n",
+        );
+        assert!(matches!(&events[0], StreamEvent::Usage { usage } if usage.input_tokens == 3));
+        assert!(matches!(
+            &events[1],
+            StreamEvent::Finish {
+                reason: FinishReason::Stop,
+                ..
+            }
+        ));
+    }
+}

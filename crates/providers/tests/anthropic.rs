@@ -1,0 +1,350 @@
+//! The Anthropic adapter against the chaos fake.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
+use ripcord_core::{
+    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ImageSource, Message, ResponseFormat,
+    StatusCode, StreamEvent, TimeoutPhase, ToolCall, ToolChoice, ToolSpec, stream,
+};
+use ripcord_providers::{Anthropic, Timeouts};
+use serde_json::json;
+use support::*;
+
+#[tokio::test]
+async fn sends_the_exact_messages_json_and_headers() {
+    let fake = anthropic_fake().await;
+    let m = anthropic(&fake);
+    let mut req = ChatRequest::new(vec![
+        Message::system("You are terse."),
+        Message::user("Describe:").with_image(ImageSource::Base64 {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+        }),
+        Message::user("and check the weather."),
+        Message::assistant_tool_calls(vec![ToolCall::new(
+            "toolu_1",
+            "weather",
+            r#"{"city":"Oslo"}"#,
+        )]),
+        Message::tool_result("toolu_1", "sunny"),
+        Message::user("Thanks!"),
+    ])
+    .with_tool(ToolSpec::new(
+        "weather",
+        "Weather by city",
+        json!({"type":"object","properties":{"city":{"type":"string"}}}),
+    ))
+    .with_tool_choice(ToolChoice::Tool {
+        name: "weather".into(),
+    })
+    .with_temperature(0.5)
+    .with_seed(3);
+    req.user = Some("u-9".into());
+    m.chat(&req, &Context::new()).await.unwrap();
+
+    let r = &fake.requests()[0];
+    assert_eq!(r.path, "/v1/messages");
+    assert_eq!(r.header("x-api-key"), Some(KEY));
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(r.header("authorization"), None);
+    assert_eq!(
+        r.json().unwrap(),
+        json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 4096,
+            "system": "You are terse.",
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Describe:"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                    {"type": "text", "text": "and check the weather."}
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+                    {"type": "text", "text": "Thanks!"}
+                ]}
+            ],
+            "tools": [{"name": "weather", "description": "Weather by city",
+                       "input_schema": {"type":"object","properties":{"city":{"type":"string"}}}}],
+            "tool_choice": {"type": "tool", "name": "weather"},
+            "temperature": 0.5,
+            "metadata": {"user_id": "u-9"}
+        })
+    );
+}
+
+#[tokio::test]
+async fn json_mode_round_trips_through_the_forced_tool() {
+    let reply = Reply::text("")
+        .with_tool_call("toolu_j", "json_response", r#"{"answer":42}"#)
+        .with_chunks(3);
+    let fake = FakeVendor::start_with(Wire::Anthropic, FakeOptions::default().with_reply(reply))
+        .await
+        .unwrap();
+    let m = anthropic(&fake);
+    let req = ChatRequest::user("The answer?").with_response_format(ResponseFormat::Json);
+    let r = m.chat(&req, &Context::new()).await.unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&r.content).unwrap(),
+        json!({"answer": 42})
+    );
+    assert!(r.tool_calls.is_empty());
+    assert_eq!(r.finish_reason, FinishReason::Stop);
+    let sent = fake.requests()[0].json().unwrap();
+    assert_eq!(
+        sent["tool_choice"],
+        json!({"type":"tool","name":"json_response"})
+    );
+
+    let (events, err) = drain(m.stream(&req, &Context::new()).await.unwrap()).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text_of(&events)).unwrap(),
+        json!({"answer": 42})
+    );
+}
+
+#[tokio::test]
+async fn assembles_text_tool_calls_and_usage_from_json_and_stream() {
+    let reply = Reply::text("Let me check.")
+        .with_tool_call("toolu_a", "weather", r#"{"city":"Paris"}"#)
+        .with_tool_call("toolu_b", "time", r#"{"tz":"CET"}"#)
+        .with_usage(40, 17)
+        .with_chunks(4)
+        .with_model("claude-sonnet-4-5-20250929");
+    let fake = FakeVendor::start_with(Wire::Anthropic, FakeOptions::default().with_reply(reply))
+        .await
+        .unwrap();
+    let m = anthropic(&fake);
+    let want = vec![
+        ToolCall::new("toolu_a", "weather", r#"{"city":"Paris"}"#),
+        ToolCall::new("toolu_b", "time", r#"{"tz":"CET"}"#),
+    ];
+    let r = m
+        .chat(&ChatRequest::user("weather?"), &Context::new())
+        .await
+        .unwrap();
+    assert_eq!(r.content, "Let me check.");
+    assert_eq!(r.tool_calls, want);
+    assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (40, 17));
+    assert_eq!(r.model, "claude-sonnet-4-5-20250929");
+    assert!(r.usage.cost_usd.is_some());
+
+    let (events, err) = drain(
+        m.stream(&ChatRequest::user("weather?"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::Finish { .. }))
+            .count(),
+        1
+    );
+    assert!(matches!(
+        events.last(),
+        Some(StreamEvent::Finish {
+            reason: FinishReason::ToolCalls,
+            ..
+        })
+    ));
+    let r = stream::collect(Box::pin(futures::stream::iter(events.into_iter().map(Ok))))
+        .await
+        .unwrap();
+    assert_eq!(r.content, "Let me check.");
+    assert_eq!(r.tool_calls, want);
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (40, 17));
+    assert_eq!(fake.requests()[1].json().unwrap()["stream"], true);
+}
+
+#[tokio::test]
+async fn every_http_error_row_is_classified() {
+    let fake = anthropic_fake().await;
+    let m = anthropic(&fake);
+    for ve in VendorError::ALL {
+        fake.set_script(Script::Always(Behavior::Error(ve.clone())));
+        let e = m
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ve.expected_kind(), "{ve:?}: {e}");
+        assert_eq!(
+            e.status(),
+            Some(StatusCode(ve.status(Wire::Anthropic))),
+            "{ve:?}"
+        );
+        assert_eq!(e.provider(), Some("anthropic"));
+        assert_error_clean(&e);
+        let e = m
+            .stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .err()
+            .expect("stream error");
+        assert_eq!(e.kind(), ve.expected_kind(), "stream {ve:?}: {e}");
+    }
+    fake.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
+        retry_after: Some(Duration::from_secs(3)),
+    })));
+    let e = m
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+}
+
+#[tokio::test]
+async fn in_band_error_events_are_classified() {
+    let fake = anthropic_fake().await;
+    let m = anthropic(&fake);
+    for ve in VendorError::ALL {
+        for after in [0, 2] {
+            fake.set_script(Script::Always(Behavior::InBandError {
+                after_chunks: after,
+                error: ve.clone(),
+            }));
+            let e = match m.stream(&ChatRequest::user("hi"), &Context::new()).await {
+                Ok(s) => {
+                    let (events, err) = drain(s).await;
+                    assert_eq!(
+                        text_of(&events).is_empty(),
+                        after == 0,
+                        "{ve:?} after {after}"
+                    );
+                    err.expect("the stream ends with the error")
+                }
+                Err(e) => e,
+            };
+            assert_eq!(
+                e.kind(),
+                ve.expected_kind(),
+                "in-band after {after}: {ve:?}: {e}"
+            );
+        }
+        let e = m
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ve.expected_kind(), "200 body {ve:?}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn truncation_malformed_json_and_resets() {
+    let fake = anthropic_fake().await;
+    let m = anthropic(&fake);
+    fake.set_script(Script::Always(Behavior::TruncatedStream {
+        after_chunks: 2,
+    }));
+    let (events, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(!text_of(&events).is_empty());
+    let e = err.expect("truncated");
+    assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+    assert!(e.message().contains("message_stop"), "{e}");
+
+    fake.set_script(Script::Always(Behavior::MalformedJson));
+    assert_eq!(
+        m.chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidResponse
+    );
+    let (_, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(err.expect("malformed").kind(), ErrorKind::InvalidResponse);
+
+    fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
+    let (_, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(err.expect("reset").kind(), ErrorKind::Network);
+}
+
+#[tokio::test]
+async fn timeouts_by_phase() {
+    let fake = anthropic_fake().await;
+    // Limits changed after construction apply to the next call.
+    let m = anthropic(&fake)
+        .with_timeouts(
+            Timeouts::default()
+                .with_first_token(Duration::from_millis(300))
+                .with_stream_idle(Duration::from_millis(300)),
+        )
+        .unwrap();
+    fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
+    let e = m
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken), "{e}");
+
+    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 1 }));
+    let (events, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(!text_of(&events).is_empty());
+    assert_eq!(
+        err.expect("stall").timeout_phase(),
+        Some(TimeoutPhase::StreamIdle)
+    );
+
+    // The preamble (message_start, ping) is not a first token.
+    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 0 }));
+    let (events, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(
+        err.expect("stall").timeout_phase(),
+        Some(TimeoutPhase::FirstToken)
+    );
+}
+
+#[tokio::test]
+async fn keys_never_show_in_debug_or_errors() {
+    let fake = anthropic_fake().await;
+    let cfg = anthropic_cfg(&fake, "claude-sonnet-4-5");
+    assert_no_key("config Debug", &format!("{cfg:?}"));
+    let m = Anthropic::new(cfg).unwrap();
+    assert_no_key("provider Debug", &format!("{m:?}"));
+    fake.set_script(Script::Always(Behavior::Status {
+        status: 401,
+        body: format!(r#"{{"type":"error","error":{{"type":"authentication_error","message":"invalid x-api-key {KEY}"}}}}"#),
+        headers: vec![],
+    }));
+    let e = m
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Auth);
+    assert_error_clean(&e);
+}

@@ -1,0 +1,90 @@
+//! Helpers shared by the adapter tests: providers pointed at chaos fakes, short limits, and a
+//! stream collector that keeps every event.
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use ripcord_chaos::{FakeVendor, Wire};
+use ripcord_core::{ChatStream, Error, StreamEvent};
+use ripcord_providers::{Anthropic, AnthropicConfig, OpenAi, OpenAiConfig, Timeouts};
+
+/// The key every test configures; no output may ever contain it.
+pub(crate) const KEY: &str = "sk-test-5f3c9a1d7e2b4c6a8f0e";
+
+/// Limits short enough for tests, long enough for a loaded 2-core machine.
+pub(crate) fn timeouts() -> Timeouts {
+    Timeouts::default()
+        .with_connect(Duration::from_secs(2))
+        .with_first_token(Duration::from_secs(5))
+        .with_stream_idle(Duration::from_secs(5))
+}
+
+pub(crate) async fn openai_fake() -> FakeVendor {
+    FakeVendor::start(Wire::OpenAi).await.expect("fake openai")
+}
+
+pub(crate) async fn anthropic_fake() -> FakeVendor {
+    FakeVendor::start(Wire::Anthropic)
+        .await
+        .expect("fake anthropic")
+}
+
+pub(crate) fn openai_cfg(fake: &FakeVendor, model: &str) -> OpenAiConfig {
+    OpenAiConfig::new(model, KEY)
+        .with_base_url(format!("{}/v1", fake.base_url()))
+        .with_timeouts(timeouts())
+}
+
+pub(crate) fn openai(fake: &FakeVendor) -> OpenAi {
+    OpenAi::new(openai_cfg(fake, "gpt-4o")).expect("openai provider")
+}
+
+pub(crate) fn anthropic_cfg(fake: &FakeVendor, model: &str) -> AnthropicConfig {
+    AnthropicConfig::new(model, KEY)
+        .with_base_url(fake.base_url())
+        .with_timeouts(timeouts())
+}
+
+pub(crate) fn anthropic(fake: &FakeVendor) -> Anthropic {
+    Anthropic::new(anthropic_cfg(fake, "claude-sonnet-4-5")).expect("anthropic provider")
+}
+
+/// Reads a stream to its end: every event, and the error that ended it, if any.
+pub(crate) async fn drain(mut s: ChatStream) -> (Vec<StreamEvent>, Option<Error>) {
+    let mut events = Vec::new();
+    while let Some(item) = s.next().await {
+        match item {
+            Ok(ev) => events.push(ev),
+            Err(e) => {
+                // Nothing may follow an error.
+                assert!(s.next().await.is_none(), "events after an error");
+                return (events, Some(e));
+            }
+        }
+    }
+    (events, None)
+}
+
+/// The text of the text deltas.
+pub(crate) fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Asserts no text anywhere contains the key.
+pub(crate) fn assert_no_key(what: &str, text: &str) {
+    assert!(!text.contains(KEY), "{what} leaks the API key: {text}");
+}
+
+/// Asserts an error's Display and Debug never contain the key.
+pub(crate) fn assert_error_clean(e: &Error) {
+    assert_no_key("error Display", &e.to_string());
+    assert_no_key("error Debug", &format!("{e:?}"));
+}

@@ -4,5 +4,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod build;
+pub mod chat;
 pub mod config;
 pub mod gateway;
+pub mod telemetry;

@@ -1,14 +1,281 @@
-//! The `ripcord` binary. Its commands (`chat`, `serve`, `check-config`) land with the CLI issue;
-//! until then it says so instead of pretending.
+//! The `ripcord` binary: `chat`, `serve` (an OpenAI-compatible gateway) and `check-config`.
 #![forbid(unsafe_code)]
+#![allow(clippy::print_stderr, clippy::print_stdout)] // a command-line program talks on stdout/stderr
 
-fn main() -> std::process::ExitCode {
-    #[allow(clippy::print_stderr)]
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ripcord_cli::chat::{self, ChatArgs};
+use ripcord_cli::config::{self, ProcessEnv};
+use ripcord_cli::{build, gateway};
+use ripcord_core::ChatModel;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ripcord",
+    version,
+    about = "Keeps your app answering when its LLM vendor does not."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ask the chain one question; text to stdout, provenance to stderr.
+    Chat {
+        /// The prompt (read from stdin when absent).
+        prompt: Option<String>,
+        /// A system prompt.
+        #[arg(long)]
+        system: Option<String>,
+        /// Stream the answer as it arrives.
+        #[arg(long)]
+        stream: bool,
+        /// Print exactly one JSON object when done.
+        #[arg(long)]
+        json: bool,
+        /// The config file (default: the built-in chain).
+        #[arg(long, env = "RIPCORD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Largest answer in tokens.
+        #[arg(long)]
+        max_tokens: Option<u32>,
+        /// Sampling temperature.
+        #[arg(long)]
+        temperature: Option<f32>,
+        /// Export traces and metrics to this OTLP endpoint.
+        #[arg(long)]
+        otlp: Option<String>,
+    },
+    /// Serve an OpenAI-compatible gateway in front of the chain.
+    Serve {
+        /// The config file (default: the built-in chain).
+        #[arg(long, env = "RIPCORD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Listen address (default: the config's, else 127.0.0.1:8080).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Export traces and metrics to this OTLP endpoint.
+        #[arg(long)]
+        otlp: Option<String>,
+    },
+    /// Validate a config and print the resolved chain (keys redacted).
+    CheckConfig {
+        /// The config file (default: the built-in chain).
+        path: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
     {
-        eprintln!(
-            "ripcord {}: the command-line interface is not built yet (see the CLI issue)",
-            env!("CARGO_PKG_VERSION")
-        );
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ripcord: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+fn load(path: Option<&std::path::Path>) -> Result<config::Config, ExitCode> {
+    match config::load(path, &ProcessEnv) {
+        Ok(c) => {
+            for n in &c.notes {
+                eprintln!("ripcord: {n}");
+            }
+            Ok(c)
+        }
+        Err(e) => {
+            eprintln!("ripcord: config error: {e}");
+            Err(ExitCode::from(2))
+        }
     }
-    std::process::ExitCode::from(2)
+}
+
+fn build_chain(c: &config::Config) -> Result<build::Built, ExitCode> {
+    match build::build(c) {
+        Ok(b) => {
+            for n in &b.notes {
+                eprintln!("ripcord: {n}");
+            }
+            Ok(b)
+        }
+        Err(e) => {
+            eprintln!("ripcord: cannot build the chain: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Chat {
+            prompt,
+            system,
+            stream,
+            json,
+            config,
+            max_tokens,
+            temperature,
+            otlp,
+        } => {
+            let prompt = match prompt {
+                Some(p) => p,
+                None => {
+                    let mut s = String::new();
+                    if let Err(e) = std::io::stdin().read_to_string(&mut s) {
+                        eprintln!("ripcord: cannot read the prompt from stdin: {e}");
+                        return ExitCode::from(2);
+                    }
+                    s
+                }
+            };
+            if prompt.trim().is_empty() {
+                eprintln!("ripcord: the prompt is empty (pass it as an argument or on stdin)");
+                return ExitCode::from(2);
+            }
+            let cfg = match load(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let _telemetry = otlp
+                .as_deref()
+                .and_then(|e| ripcord_cli::telemetry::init(e, Some(&cfg)));
+            let built = match build_chain(&cfg) {
+                Ok(b) => b,
+                Err(code) => return code,
+            };
+            let args = ChatArgs {
+                prompt,
+                system,
+                stream,
+                json,
+                max_tokens,
+                temperature,
+            };
+            let mut stdout = std::io::stdout();
+            let result = match chat::run(&built.chain, &args, &mut stdout).await {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("ripcord: cannot write the answer: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            if json {
+                println!("{}", chat::json_result(&result));
+            } else if let Err(e) = &result {
+                eprintln!("ripcord: {e}");
+            }
+            eprintln!("{}", chat::provenance_line(&result));
+            if result.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Serve {
+            config,
+            listen,
+            otlp,
+        } => {
+            let cfg = match load(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let _telemetry = otlp
+                .as_deref()
+                .and_then(|e| ripcord_cli::telemetry::init(e, Some(&cfg)));
+            let built = match build_chain(&cfg) {
+                Ok(b) => b,
+                Err(code) => return code,
+            };
+            let listen = listen
+                .or(cfg.listen.clone())
+                .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+            let addr: std::net::SocketAddr = match listen.parse() {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!(
+                        "ripcord: --listen {listen:?} is not an address like 127.0.0.1:8080: {e}"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+            if let Err(e) = gateway::check_bind(addr, !cfg.gateway_keys.is_empty()) {
+                eprintln!("ripcord: {e}");
+                return ExitCode::from(2);
+            }
+            let listener = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("ripcord: cannot listen on {addr}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let local = listener.local_addr().map_or(addr, |a| a);
+            let readiness_view = built.clone();
+            let mut state =
+                gateway::GatewayState::new(Arc::new(built.chain.clone()) as Arc<dyn ChatModel>);
+            state.keys = cfg.gateway_keys.clone();
+            state.deadline = Duration::from_millis(cfg.deadline_ms);
+            state.max_body_bytes = cfg.max_body_bytes;
+            state.readiness = Arc::new(move || readiness_view.readiness());
+            state.models = std::iter::once("ripcord".to_owned())
+                .chain(built.chain.links().map(|l| l.id().model.to_string()))
+                .collect();
+            eprintln!(
+                "ripcord: serving on http://{local} ({} links)",
+                cfg.chain.len()
+            );
+            match gateway::serve(listener, Arc::new(state), shutdown_signal()).await {
+                Ok(()) => {
+                    eprintln!("ripcord: stopped");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ripcord: server error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::CheckConfig { path } => {
+            let cfg = match load(path.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            print!("{}", cfg.describe());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
 }

@@ -121,8 +121,9 @@ impl OpenAiConfig {
         c
     }
 
-    /// A configuration without a key (for servers that need none).
-    pub(crate) fn keyless(model: impl Into<String>) -> Self {
+    /// A configuration without a key, for servers that need none (Ollama, a local vLLM);
+    /// add one with [`OpenAiConfig::with_api_key`].
+    pub fn keyless(model: impl Into<String>) -> Self {
         OpenAiConfig {
             model: model.into(),
             api_key: None,

@@ -1,0 +1,282 @@
+//! Turns a resolved [`Config`] into a decorated [`Chain`] and a health view of its links.
+//!
+//! Every cloud link gets the recommended stack from `ripcord-resilience` (outermost first):
+//! health → breaker → retry → rate limit → adapter. The local model gets a breaker but no retry
+//! by default (its failures — a missing file, a shape mismatch — don't go away by waiting).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ripcord_core::{
+    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, Locality, ModelId,
+    Result, StaticReply, StreamPolicy,
+};
+use ripcord_providers::{
+    Anthropic, AnthropicConfig, AzureConfig, AzureOpenAi, HttpClient, OpenAi, OpenAiConfig,
+    Timeouts, compat,
+};
+use ripcord_resilience::{
+    BreakerLayer, ChatModelExt, HealthHandle, HealthLayer, RateLimitLayer, RetryLayer,
+};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use crate::config::{Config, Provider, ProviderKind};
+
+/// A link that cannot be built (e.g. the local model's files are missing): every call fails
+/// with the build error, so the chain moves on and the provenance says why.
+#[derive(Debug)]
+pub struct Unavailable {
+    id: ModelId,
+    caps: Capabilities,
+    error: Error,
+}
+
+#[async_trait]
+impl ChatModel for Unavailable {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
+        Err(self.error.clone())
+    }
+}
+
+/// A built chain and what `/readyz` and `check-config` show about it.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// The chain.
+    pub chain: Chain,
+    /// Health handles per link, in chain order.
+    pub health: Vec<HealthHandle>,
+    /// Notes for stderr (links that could not be built, and why).
+    pub notes: Vec<String>,
+}
+
+impl Built {
+    /// Per-link health as JSON (breaker state, error rate, latency).
+    pub fn readiness(&self) -> Value {
+        let links: Vec<Value> = self
+            .health
+            .iter()
+            .map(|h| serde_json::to_value(h.snapshot()).unwrap_or(Value::Null))
+            .collect();
+        json!({"status": "ready", "links": links})
+    }
+}
+
+fn timeouts(p: &Provider) -> Timeouts {
+    let mut t = Timeouts::default();
+    if let Some(ms) = p.timeouts.connect_ms {
+        t = t.with_connect(Duration::from_millis(ms));
+    }
+    if let Some(ms) = p.timeouts.first_token_ms {
+        t = t.with_first_token(Duration::from_millis(ms));
+    }
+    if let Some(ms) = p.timeouts.idle_ms {
+        t = t.with_stream_idle(Duration::from_millis(ms));
+    }
+    t
+}
+
+fn key(p: &Provider) -> SecretString {
+    p.api_key
+        .clone()
+        .unwrap_or_else(|| SecretString::from(String::new()))
+}
+
+fn model_name(p: &Provider) -> String {
+    p.model.clone().unwrap_or_default()
+}
+
+/// Builds the vendor adapter (undecorated) for one provider.
+fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
+    let t = timeouts(p);
+    let openai_cfg = || {
+        let mut c = OpenAiConfig::new(model_name(p), key(p))
+            .with_name(p.name.clone())
+            .with_timeouts(t)
+            .with_client(client.clone());
+        if let Some(u) = &p.base_url {
+            c = c.with_base_url(u.clone());
+        }
+        c
+    };
+    let preset = |preset: compat::Preset| -> Result<Arc<dyn ChatModel>> {
+        // Keyless presets (Ollama, vLLM) get no key rather than an empty one.
+        let mut c = OpenAiConfig::keyless(model_name(p))
+            .with_name(p.name.clone())
+            .with_timeouts(t)
+            .with_client(client.clone());
+        if let Some(k) = &p.api_key {
+            c = c.with_api_key(k.clone());
+        }
+        if let Some(u) = &p.base_url {
+            c = c.with_base_url(u.clone());
+        }
+        Ok(Arc::new(
+            compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()),
+        ))
+    };
+    Ok(match p.kind {
+        ProviderKind::Openai => Arc::new(OpenAi::new(openai_cfg())?.named(p.name.clone())),
+        ProviderKind::Anthropic => {
+            let mut c = AnthropicConfig::new(model_name(p), key(p))
+                .with_name(p.name.clone())
+                .with_timeouts(t)
+                .with_client(client.clone());
+            if let Some(u) = &p.base_url {
+                c = c.with_base_url(u.clone());
+            }
+            Arc::new(Anthropic::new(c)?.named(p.name.clone()))
+        }
+        ProviderKind::AzureOpenai => {
+            let endpoint = p.base_url.clone().unwrap_or_default();
+            let deployment = p.deployment.clone().unwrap_or_default();
+            let mut c = AzureConfig::new(endpoint, deployment, key(p))
+                .with_name(p.name.clone())
+                .with_timeouts(t)
+                .with_client(client.clone());
+            if let Some(v) = &p.api_version {
+                c = c.with_api_version(v.clone());
+            }
+            if let Some(m) = &p.model {
+                c = c.with_model(m.clone());
+            }
+            Arc::new(AzureOpenAi::from_config(c)?.named(p.name.clone()))
+        }
+        ProviderKind::Deepseek => preset(compat::deepseek())?,
+        ProviderKind::Zhipu => preset(compat::zhipu())?,
+        ProviderKind::Qwen => preset(compat::qwen())?,
+        ProviderKind::Moonshot => preset(compat::moonshot())?,
+        ProviderKind::Qianfan => preset(compat::qianfan())?,
+        ProviderKind::Ollama => preset(compat::ollama())?,
+        ProviderKind::Vllm => preset(compat::vllm())?,
+        ProviderKind::LocalOnnx => {
+            let dir = p
+                .model_dir
+                .clone()
+                .unwrap_or_else(ripcord_local_onnx::default_model_dir);
+            Arc::new(
+                ripcord_local_onnx::LocalLlama::builder(&dir)
+                    .name(p.name.clone())
+                    .build()?,
+            )
+        }
+    })
+}
+
+fn config_error(e: impl std::fmt::Display) -> Error {
+    Error::new(ripcord_core::ErrorKind::InvalidRequest, e.to_string())
+}
+
+/// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
+fn decorate(p: &Provider, base: Arc<dyn ChatModel>) -> Result<(Arc<dyn ChatModel>, HealthHandle)> {
+    let local = p.kind == ProviderKind::LocalOnnx;
+    let mut model: Arc<dyn ChatModel> = base;
+    if let Some(rl) = &p.rate_limit {
+        let mut b = RateLimitLayer::builder();
+        if let Some(rpm) = rl.rpm {
+            b = b.rpm(rpm);
+        }
+        if let Some(tpm) = rl.tpm {
+            b = b.tpm(tpm);
+        }
+        model = Arc::new(model.with_rate_limit(b.build().map_err(config_error)?));
+    }
+    let attempts = if local && p.retry == Default::default() {
+        1
+    } else {
+        p.retry.max_attempts
+    };
+    if attempts > 1 {
+        let retry = RetryLayer::builder()
+            .max_attempts(attempts)
+            .base_delay(Duration::from_millis(p.retry.base_delay_ms))
+            .max_delay(Duration::from_millis(
+                p.retry.max_delay_ms.max(p.retry.base_delay_ms),
+            ))
+            .build()
+            .map_err(config_error)?;
+        model = Arc::new(model.with_retry(retry));
+    }
+    let breaker_layer = BreakerLayer::builder()
+        .consecutive_failures(p.breaker.failure_threshold)
+        .open_for(Duration::from_millis(p.breaker.open_ms))
+        .max_probes(p.breaker.half_open_probes.max(1) as usize)
+        .build()
+        .map_err(config_error)?;
+    let breaker = model.with_breaker(breaker_layer);
+    let health_layer = HealthLayer::builder()
+        .breaker(breaker.handle())
+        .build()
+        .map_err(config_error)?;
+    let health = breaker.with_health(health_layer);
+    let handle = health.handle();
+    Ok((Arc::new(health), handle))
+}
+
+/// Builds the chain. Links that cannot be built become [`Unavailable`] links with a note, so the
+/// rest of the chain (and the static reply) still serve.
+///
+/// # Errors
+///
+/// Invalid policy settings, or a chain that cannot be assembled.
+pub fn build(config: &Config) -> Result<Built> {
+    let client = HttpClient::new(Duration::from_secs(10))?;
+    let mut b = Chain::builder()
+        .name("ripcord")
+        .deadline(Duration::from_millis(config.deadline_ms));
+    let mut health = Vec::new();
+    let mut notes = Vec::new();
+    for p in &config.chain {
+        let base = match adapter(p, &client) {
+            Ok(m) => m,
+            Err(e) => {
+                notes.push(format!("provider {:?} is unavailable: {e}", p.name));
+                let locality = if p.kind == ProviderKind::LocalOnnx {
+                    Locality::Local
+                } else {
+                    Locality::cloud(p.kind.as_str())
+                };
+                Arc::new(Unavailable {
+                    id: ModelId::new(p.name.clone(), model_name(p)),
+                    caps: Capabilities::new(u32::MAX, u32::MAX).with_locality(locality),
+                    error: e.with_provider(p.name.clone(), model_name(p)),
+                })
+            }
+        };
+        let (link, h) = decorate(p, base)?;
+        health.push(h);
+        b = b.link_arc(link);
+        if p.reserve_ms > 0 {
+            b = b.reserve(Duration::from_millis(p.reserve_ms));
+        }
+    }
+    if let Some(text) = &config.static_reply {
+        let mut reply = StaticReply::new(text.clone());
+        for (intent, t) in &config.intent_replies {
+            reply = reply.with_intent(intent.clone(), t.clone());
+        }
+        b = b.static_replies(reply);
+    }
+    for (kind, target) in &config.routes {
+        b = b.route(*kind, target.clone());
+    }
+    if config.stream_restart {
+        b = b.stream_policy(StreamPolicy::Restart);
+    }
+    if let Some(n) = &config.fallback_notice {
+        b = b.fallback_notice(n.clone());
+    }
+    let chain = b.build().map_err(Error::from)?;
+    Ok(Built {
+        chain,
+        health,
+        notes,
+    })
+}

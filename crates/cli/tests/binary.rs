@@ -1,0 +1,124 @@
+//! The `ripcord` binary end to end: check-config messages, and `chat --json` with no keys
+//! answering from the local model.
+
+mod support;
+
+use std::io::Write;
+
+#[test]
+fn check_config_prints_the_resolved_chain_with_keys_redacted() {
+    let dir = tempdir("check");
+    let path = dir.join("ok.toml");
+    std::fs::write(
+        &path,
+        "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key_env = \"RIPCORD_TEST_KEY\"\n",
+    )
+    .unwrap();
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&path)
+        .env("RIPCORD_TEST_KEY", "sk-very-secret-value")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1. primary (openai) model=gpt-4o"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("key=[redacted] from env RIPCORD_TEST_KEY"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("sk-very-secret-value"));
+}
+
+#[test]
+fn check_config_errors_name_file_line_and_key() {
+    let dir = tempdir("bad");
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"gpt\"\nmodel = \"x\"\n").unwrap();
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "ripcord: config error: {}:5: key `kind`: unknown variant `gpt`",
+        path.display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+}
+
+#[test]
+fn chat_json_with_no_keys_answers_from_the_local_model() {
+    let Some(_) = support::require(
+        support::cache_dir().join("models/smollm2-135m-instruct"),
+        "the SmolLM2 model",
+    ) else {
+        return;
+    };
+    let out = support::ripcord()
+        .args(["chat", "--json", "--max-tokens", "24", "Say hi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["served_by"], "local", "{v}");
+    assert!(!v["content"].as_str().unwrap().trim().is_empty(), "{v}");
+    assert_eq!(v["error"], serde_json::Value::Null);
+    assert!(
+        v["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["provider"] == "local" && a["error_kind"].is_null())
+    );
+    assert!(stderr.contains("skipping provider \"openai\""), "{stderr}");
+    assert!(stderr.contains("[ripcord] served by local"), "{stderr}");
+}
+
+#[test]
+fn chat_reads_the_prompt_from_stdin_and_fails_cleanly_without_a_usable_link() {
+    let dir = tempdir("stdin");
+    let path = dir.join("dead.toml");
+    // A provider on a closed port and no static reply: the chain fails, the JSON still prints.
+    std::fs::write(
+        &path,
+        "[chain]\norder = [\"dead\"]\ndeadline_ms = 3000\n[[providers]]\nname = \"dead\"\nkind = \"vllm\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[providers.retry]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    let mut child = support::ripcord()
+        .args(["chat", "--json", "--config"])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello from stdin")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "network", "{v}");
+    assert_eq!(v["attempts"][0]["provider"], "dead");
+    assert_eq!(v["served_by"], serde_json::Value::Null);
+}
+
+fn tempdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ripcord-bin-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,91 @@
+//! Shared helpers for the binary's tests: run `ripcord`, find the project's Python venv.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// The `ripcord` binary built for these tests, with no vendor keys in its environment.
+pub(crate) fn ripcord() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ripcord"));
+    for var in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RIPCORD_CONFIG"] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// The cache folder `cargo xtask setup-model` fills.
+pub(crate) fn cache_dir() -> PathBuf {
+    std::env::var_os("RIPCORD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.cache")))
+}
+
+/// Returns `Some(path)` when present; when absent, fails under CI and skips loudly elsewhere.
+pub(crate) fn require(path: PathBuf, what: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!(
+        "{what} is missing at {} — run `cargo xtask test` (or `cargo xtask setup-model`)",
+        path.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}
+
+/// The project's Python (with the `openai` SDK installed by `cargo xtask test`).
+pub(crate) fn python() -> Option<PathBuf> {
+    require(
+        cache_dir().join("venv/bin/python"),
+        "the project's Python venv",
+    )
+}
+
+/// A running `ripcord serve`, killed on drop.
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `ripcord serve --config <config> --listen 127.0.0.1:0` and waits for its address.
+pub(crate) fn serve(config: &std::path::Path) -> Served {
+    let mut child = ripcord()
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start ripcord serve");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("ripcord serve exited before listening")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("ripcord: serving on ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Served { child, url }
+}

@@ -1,6 +1,8 @@
 //! The `ripcord` binary end to end: check-config messages, and `chat --json` with no keys
 //! answering from the local model.
 
+#![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail the test by panicking
+
 mod support;
 
 use std::io::Write;
@@ -119,6 +121,8 @@ fn chat_reads_the_prompt_from_stdin_and_fails_cleanly_without_a_usable_link() {
 
 fn tempdir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("ripcord-bin-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        panic!("cannot create {}: {e}", d.display());
+    }
     d
 }

@@ -17,7 +17,8 @@ use ripcord_providers::{
     Timeouts, compat,
 };
 use ripcord_resilience::{
-    BreakerLayer, ChatModelExt, HealthHandle, HealthLayer, RateLimitLayer, RetryLayer,
+    BreakerLayer, BreakerListener, ChatModelExt, HealthHandle, HealthLayer, RateLimitLayer,
+    RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -174,10 +175,42 @@ fn config_error(e: impl std::fmt::Display) -> Error {
     Error::new(ripcord_core::ErrorKind::InvalidRequest, e.to_string())
 }
 
+/// Wraps a link's model at one point of its decoration stack (link name, model) → model.
+pub type Wrap = Arc<dyn Fn(&str, Arc<dyn ChatModel>) -> Arc<dyn ChatModel> + Send + Sync>;
+
+/// Optional hooks into the chain being built, for tools that observe or perturb it
+/// (`cargo xtask chaos`, benchmarks). The default adds nothing.
+#[derive(Clone, Default)]
+pub struct BuildHooks {
+    /// Receives every breaker's transitions and rejections.
+    pub breaker_listener: Option<Arc<dyn BreakerListener>>,
+    /// Wraps each adapter before any policy (sees every wire attempt).
+    pub around_adapter: Option<Wrap>,
+    /// Wraps each link just inside its breaker (sees every call the breaker admits).
+    pub inside_breaker: Option<Wrap>,
+}
+
+impl std::fmt::Debug for BuildHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildHooks")
+            .field("breaker_listener", &self.breaker_listener.is_some())
+            .field("around_adapter", &self.around_adapter.is_some())
+            .field("inside_breaker", &self.inside_breaker.is_some())
+            .finish()
+    }
+}
+
 /// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
-fn decorate(p: &Provider, base: Arc<dyn ChatModel>) -> Result<(Arc<dyn ChatModel>, HealthHandle)> {
+fn decorate(
+    p: &Provider,
+    base: Arc<dyn ChatModel>,
+    hooks: &BuildHooks,
+) -> Result<(Arc<dyn ChatModel>, HealthHandle)> {
     let local = p.kind == ProviderKind::LocalOnnx;
-    let mut model: Arc<dyn ChatModel> = base;
+    let mut model: Arc<dyn ChatModel> = match &hooks.around_adapter {
+        Some(w) => w(&p.name, base),
+        None => base,
+    };
     if let Some(rl) = &p.rate_limit {
         let mut b = RateLimitLayer::builder();
         if let Some(rpm) = rl.rpm {
@@ -204,12 +237,17 @@ fn decorate(p: &Provider, base: Arc<dyn ChatModel>) -> Result<(Arc<dyn ChatModel
             .map_err(config_error)?;
         model = Arc::new(model.with_retry(retry));
     }
-    let breaker_layer = BreakerLayer::builder()
+    if let Some(w) = &hooks.inside_breaker {
+        model = w(&p.name, model);
+    }
+    let mut breaker_layer = BreakerLayer::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open_for(Duration::from_millis(p.breaker.open_ms))
-        .max_probes(p.breaker.half_open_probes.max(1) as usize)
-        .build()
-        .map_err(config_error)?;
+        .max_probes(p.breaker.half_open_probes.max(1) as usize);
+    if let Some(l) = &hooks.breaker_listener {
+        breaker_layer = breaker_layer.listener(Arc::clone(l));
+    }
+    let breaker_layer = breaker_layer.build().map_err(config_error)?;
     let breaker = model.with_breaker(breaker_layer);
     let health_layer = HealthLayer::builder()
         .breaker(breaker.handle())
@@ -227,6 +265,15 @@ fn decorate(p: &Provider, base: Arc<dyn ChatModel>) -> Result<(Arc<dyn ChatModel
 ///
 /// Invalid policy settings, or a chain that cannot be assembled.
 pub fn build(config: &Config) -> Result<Built> {
+    build_with(config, &BuildHooks::default())
+}
+
+/// [`build`] with hooks.
+///
+/// # Errors
+///
+/// As [`build`].
+pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let client = HttpClient::new(Duration::from_secs(10))?;
     let mut b = Chain::builder()
         .name("ripcord")
@@ -250,7 +297,7 @@ pub fn build(config: &Config) -> Result<Built> {
                 })
             }
         };
-        let (link, h) = decorate(p, base)?;
+        let (link, h) = decorate(p, base, hooks)?;
         health.push(h);
         b = b.link_arc(link);
         if p.reserve_ms > 0 {

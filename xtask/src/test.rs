@@ -32,7 +32,9 @@ pub(crate) fn cache_root() -> PathBuf {
 pub(crate) fn run_cmd(cmd: &mut Command) -> Result<(), String> {
     let shown = format!("{cmd:?}");
     println!("xtask: running {shown}");
-    let status = cmd.status().map_err(|e| format!("could not start {shown}: {e}"))?;
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -42,7 +44,10 @@ pub(crate) fn run_cmd(cmd: &mut Command) -> Result<(), String> {
 
 fn installed_version(python: &Path, package: &str) -> Option<String> {
     let out = Command::new(python)
-        .args(["-c", &format!("import importlib.metadata as m; print(m.version({package:?}))")])
+        .args([
+            "-c",
+            &format!("import importlib.metadata as m; print(m.version({package:?}))"),
+        ])
         .output()
         .ok()?;
     out.status
@@ -61,10 +66,27 @@ fn ensure_python_packages(cache: &Path) -> Result<(), String> {
         .map(|(name, version)| format!("{name}=={version}"))
         .collect();
     if missing.is_empty() {
-        println!("xtask: test Python packages present ({})", TEST_PYTHON_PACKAGES.iter().map(|(n, v)| format!("{n}=={v}")).collect::<Vec<_>>().join(", "));
+        println!(
+            "xtask: test Python packages present ({})",
+            TEST_PYTHON_PACKAGES
+                .iter()
+                .map(|(n, v)| format!("{n}=={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         return Ok(());
     }
-    run_cmd(Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(&missing))
+    run_cmd(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(&missing),
+    )
 }
 
 /// Runs the task. Extra arguments are passed to `cargo test`.

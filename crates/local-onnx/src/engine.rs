@@ -1,0 +1,415 @@
+//! One ONNX Runtime session of a decoder with a KV cache, and its forward step.
+//!
+//! The graph follows the names `optimum` gives Llama-family exports: inputs `input_ids`,
+//! `attention_mask`, `position_ids` (the last two optional) and `past_key_values.{i}.key/value`,
+//! outputs `logits` and `present.{i}.key/value`. The presents of one step are moved, without a
+//! copy, into the next step's pasts; the first step gets zero-length pasts. At load the
+//! session's inputs are checked against `config.json` (layer count, KV heads, head size,
+//! vocabulary), so a mismatched folder fails at once with a message naming both sides.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use ort::environment::Environment;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::{RunOptions, Session, SessionInputValue};
+use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
+use ripcord_core::Error;
+
+use crate::config::ModelConfig;
+use crate::error::{runtime, unavailable};
+
+/// The names and sizes of a decoder's inputs and outputs, read from the session.
+#[derive(Debug, Clone)]
+pub(crate) struct IoSpec {
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    /// The logits' last dimension when the graph states it.
+    pub(crate) vocab: Option<usize>,
+    has_attention_mask: bool,
+    has_position_ids: bool,
+    /// `past_key_values.{i}.key`, `past_key_values.{i}.value`, for every layer in order.
+    past: Vec<String>,
+    /// `present.{i}.key`, `present.{i}.value`, in the same order.
+    present: Vec<String>,
+}
+
+fn dims(o: &Outlet) -> Option<(&[i64], TensorElementType)> {
+    match o.dtype() {
+        ValueType::Tensor { ty, shape, .. } => Some((&shape[..], *ty)),
+        _ => None,
+    }
+}
+
+fn static_dim(d: i64) -> Option<usize> {
+    usize::try_from(d).ok()
+}
+
+impl IoSpec {
+    /// Checks the session's inputs and outputs against the config.
+    fn read(session: &Session, config: &ModelConfig, path: &Path) -> Result<IoSpec, Error> {
+        let p = path.display();
+        let has_input = |n: &str| session.inputs().iter().any(|o| o.name() == n);
+        let has_output = |n: &str| session.outputs().iter().any(|o| o.name() == n);
+        if !has_input("input_ids") || !has_output("logits") {
+            return Err(unavailable(format!(
+                "{p} is not a decoder with optimum-style names (it needs an `input_ids` input and a `logits` output)"
+            )));
+        }
+        let layers = session
+            .inputs()
+            .iter()
+            .filter(|o| o.name().starts_with("past_key_values.") && o.name().ends_with(".key"))
+            .count();
+        if layers != config.layers {
+            return Err(unavailable(format!(
+                "shape mismatch: {p} has {layers} layers of `past_key_values.*.key` inputs but config.json says num_hidden_layers = {}",
+                config.layers
+            )));
+        }
+        let mut past = Vec::with_capacity(2 * layers);
+        let mut present = Vec::with_capacity(2 * layers);
+        for i in 0..layers {
+            for kind in ["key", "value"] {
+                let input = format!("past_key_values.{i}.{kind}");
+                let output = format!("present.{i}.{kind}");
+                let Some(outlet) = session.inputs().iter().find(|o| o.name() == input) else {
+                    return Err(unavailable(format!(
+                        "shape mismatch: {p} has no input {input}"
+                    )));
+                };
+                if !has_output(&output) {
+                    return Err(unavailable(format!(
+                        "shape mismatch: {p} has no output {output}"
+                    )));
+                }
+                let Some((shape, ty)) = dims(outlet) else {
+                    return Err(unavailable(format!("{p}: input {input} is not a tensor")));
+                };
+                if ty != TensorElementType::Float32 {
+                    return Err(unavailable(format!(
+                        "{p}: input {input} is {ty:?}; only float32 KV caches are supported"
+                    )));
+                }
+                let kv = shape.get(1).copied().and_then(static_dim);
+                let hd = shape.get(3).copied().and_then(static_dim);
+                if shape.len() != 4
+                    || kv.is_some_and(|k| k != config.kv_heads)
+                    || hd.is_some_and(|h| h != config.head_dim)
+                {
+                    return Err(unavailable(format!(
+                        "shape mismatch: {p} input {input} has shape {shape:?} but config.json says [batch, {}, past, {}]",
+                        config.kv_heads, config.head_dim
+                    )));
+                }
+                past.push(input);
+                present.push(output);
+            }
+        }
+        let vocab = session
+            .outputs()
+            .iter()
+            .find(|o| o.name() == "logits")
+            .and_then(dims)
+            .and_then(|(s, _)| s.last().copied())
+            .and_then(static_dim);
+        if let (Some(v), Some(c)) = (vocab, config.vocab_size)
+            && v != c
+        {
+            return Err(unavailable(format!(
+                "shape mismatch: {p} produces {v} logits but config.json says vocab_size = {c}"
+            )));
+        }
+        Ok(IoSpec {
+            kv_heads: config.kv_heads,
+            head_dim: config.head_dim,
+            vocab,
+            has_attention_mask: has_input("attention_mask"),
+            has_position_ids: has_input("position_ids"),
+            past,
+            present,
+        })
+    }
+}
+
+/// How a session is built.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionOptions {
+    pub(crate) intra_threads: usize,
+}
+
+/// The KV cache of one answer: one key and one value tensor per layer.
+#[derive(Debug)]
+pub(crate) struct KvCache {
+    values: Vec<DynValue>,
+    len: usize,
+}
+
+impl KvCache {
+    /// Tokens held.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A loaded decoder session.
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    session: Session,
+    spec: IoSpec,
+}
+
+fn ort_err(what: &str) -> impl Fn(ort::Error) -> Error + '_ {
+    move |e| runtime(format!("{what}: {e}"))
+}
+
+impl Decoder {
+    /// Opens `path` in `env` and checks it against `config`.
+    pub(crate) fn load(
+        env: &Environment,
+        path: &Path,
+        config: &ModelConfig,
+        opts: SessionOptions,
+    ) -> Result<Decoder, Error> {
+        let p = path.display();
+        let fail = |e: String| unavailable(format!("cannot open {p}: {e}"));
+        let mut builder = Session::builder(env)
+            .map_err(|e| fail(e.to_string()))?
+            .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(|e| fail(e.to_string()))?
+            .with_intra_threads(opts.intra_threads)
+            .map_err(|e| fail(e.to_string()))?
+            .with_inter_threads(1)
+            .map_err(|e| fail(e.to_string()))?
+            .with_memory_pattern(false)
+            .map_err(|e| fail(e.to_string()))?;
+        let session = builder
+            .commit_from_file(path)
+            .map_err(|e| fail(e.to_string()))?;
+        let spec = IoSpec::read(&session, config, path)?;
+        Ok(Decoder { session, spec })
+    }
+
+    /// The checked input/output layout.
+    pub(crate) fn spec(&self) -> &IoSpec {
+        &self.spec
+    }
+
+    /// An empty cache (zero-length pasts).
+    pub(crate) fn empty_cache(&self) -> Result<KvCache, Error> {
+        let mut values = Vec::with_capacity(self.spec.past.len());
+        for _ in 0..self.spec.past.len() {
+            let shape = [1usize, self.spec.kv_heads, 0, self.spec.head_dim];
+            let t = Tensor::<f32>::from_array((shape, Vec::<f32>::new()))
+                .map_err(ort_err("cannot create an empty KV cache"))?;
+            values.push(t.into_dyn());
+        }
+        Ok(KvCache { values, len: 0 })
+    }
+
+    /// Runs `ids` after what `cache` holds; returns the logits of the last position and grows
+    /// the cache by `ids.len()`.
+    ///
+    /// On an error the cache is left empty and unusable for this answer.
+    pub(crate) fn forward(
+        &mut self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        options: &RunOptions,
+    ) -> Result<Vec<f32>, Error> {
+        let s = ids.len();
+        if s == 0 {
+            return Err(runtime("forward step with no tokens"));
+        }
+        let past = cache.len;
+        let total = past + s;
+        let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
+            Vec::with_capacity(3 + cache.values.len());
+        let input_ids: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
+        inputs.push((
+            "input_ids".into(),
+            Tensor::from_array(([1usize, s], input_ids))
+                .map_err(ort_err("input_ids"))?
+                .into(),
+        ));
+        if self.spec.has_attention_mask {
+            inputs.push((
+                "attention_mask".into(),
+                Tensor::from_array(([1usize, total], vec![1i64; total]))
+                    .map_err(ort_err("attention_mask"))?
+                    .into(),
+            ));
+        }
+        if self.spec.has_position_ids {
+            let pos: Vec<i64> = (past..total).map(|p| p as i64).collect();
+            inputs.push((
+                "position_ids".into(),
+                Tensor::from_array(([1usize, s], pos))
+                    .map_err(ort_err("position_ids"))?
+                    .into(),
+            ));
+        }
+        let values = std::mem::take(&mut cache.values);
+        cache.len = 0;
+        for (name, v) in self.spec.past.iter().zip(values) {
+            inputs.push((name.as_str().into(), v.into()));
+        }
+        let mut outputs = self
+            .session
+            .run_with_options(inputs, options)
+            .map_err(ort_err("inference failed"))?;
+        let logits = {
+            let value = outputs
+                .get("logits")
+                .ok_or_else(|| runtime("the model returned no logits"))?;
+            let (shape, data) = value
+                .try_extract_tensor::<f32>()
+                .map_err(ort_err("logits are not float32"))?;
+            let vocab = shape.last().copied().and_then(static_dim).unwrap_or(0);
+            if shape.len() != 3 || vocab == 0 || data.len() != s * vocab {
+                return Err(runtime(format!(
+                    "logits have shape {shape:?}, expected [1, {s}, vocab]"
+                )));
+            }
+            data[(s - 1) * vocab..].to_vec()
+        };
+        let mut next = Vec::with_capacity(self.spec.present.len());
+        for name in &self.spec.present {
+            let v = outputs
+                .remove(name.as_str())
+                .ok_or_else(|| runtime(format!("the model returned no {name}")))?;
+            next.push(v);
+        }
+        cache.values = next;
+        cache.len = total;
+        Ok(logits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ModelFiles;
+    use crate::test_support::tiny_dir_or_skip;
+
+    fn load_tiny() -> Option<(Decoder, ModelConfig)> {
+        crate::test_support::load_tiny().map(|(d, c, _)| (d, c))
+    }
+
+    #[test]
+    fn spec_matches_the_tiny_config() {
+        let Some((dec, config)) = load_tiny() else {
+            return;
+        };
+        let spec = dec.spec();
+        assert_eq!(spec.past.len(), 2 * config.layers);
+        assert_eq!(spec.present.len(), 2 * config.layers);
+        assert_eq!((spec.kv_heads, spec.head_dim), (2, 16));
+        assert_eq!(spec.vocab, Some(49_152));
+        assert!(spec.has_attention_mask && spec.has_position_ids);
+    }
+
+    /// The KV cache is an optimisation, not an approximation: feeding tokens one at a time
+    /// through the cache gives the logits of one full prefill of the same sequence.
+    #[test]
+    fn kv_cache_steps_equal_a_full_prefill() {
+        let Some((mut dec, _)) = load_tiny() else {
+            return;
+        };
+        let opts = RunOptions::new().unwrap();
+        let seq: Vec<u32> = vec![
+            1, 9690, 198, 2683, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520,
+        ];
+
+        let mut full_cache = dec.empty_cache().unwrap();
+        let full = dec.forward(&seq, &mut full_cache, &opts).unwrap();
+        assert_eq!(full_cache.len(), seq.len());
+
+        // Prefill half, then one token at a time.
+        let mut cache = dec.empty_cache().unwrap();
+        let mut last = dec.forward(&seq[..6], &mut cache, &opts).unwrap();
+        for &t in &seq[6..] {
+            last = dec.forward(&[t], &mut cache, &opts).unwrap();
+        }
+        assert_eq!(cache.len(), seq.len());
+        assert_eq!(last.len(), full.len());
+        let max_diff = full
+            .iter()
+            .zip(&last)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        let scale = full.iter().map(|x| x.abs()).fold(0.0f32, f32::max);
+        assert!(scale > 0.1, "logits are degenerate: max |logit| = {scale}");
+        assert!(
+            max_diff <= 1e-4 * scale.max(1.0),
+            "cache vs prefill differ by {max_diff}"
+        );
+        // And the cache matters: without it, the last token alone gives different logits.
+        let mut fresh = dec.empty_cache().unwrap();
+        let alone = dec
+            .forward(&seq[seq.len() - 1..], &mut fresh, &opts)
+            .unwrap();
+        let diff_alone = full
+            .iter()
+            .zip(&alone)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            diff_alone > 1e-2,
+            "the context made no difference ({diff_alone})"
+        );
+    }
+
+    #[test]
+    fn a_run_with_terminated_options_fails_cleanly_and_empties_the_cache() {
+        let Some((mut dec, _)) = load_tiny() else {
+            return;
+        };
+        let opts = RunOptions::new().unwrap();
+        opts.terminate().unwrap();
+        let mut cache = dec.empty_cache().unwrap();
+        let e = dec.forward(&[1, 2, 3], &mut cache, &opts).unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidResponse);
+        assert_eq!(cache.len(), 0);
+        // The cache went into the failed run; it cannot be reused by mistake.
+        assert!(
+            dec.forward(&[1], &mut cache, &RunOptions::new().unwrap())
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_config_that_disagrees_with_the_graph_is_a_shape_mismatch() {
+        let Some(dir) = tiny_dir_or_skip() else {
+            return;
+        };
+        let files = ModelFiles::locate(&dir, Path::new("model.onnx")).unwrap();
+        let env = crate::runtime::environment(&crate::default_ort_dylib()).unwrap();
+        let mut config = ModelConfig::read(&files).unwrap();
+        config.kv_heads = 3;
+        let e = Decoder::load(
+            &env,
+            &files.model,
+            &config,
+            SessionOptions { intra_threads: 1 },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::ModelNotFound);
+        assert!(
+            e.message()
+                .starts_with("local model unavailable: shape mismatch"),
+            "{e}"
+        );
+        assert!(e.message().contains("past_key_values.0.key"), "{e}");
+        config.kv_heads = 2;
+        config.layers = 30;
+        let e = Decoder::load(
+            &env,
+            &files.model,
+            &config,
+            SessionOptions { intra_threads: 1 },
+        )
+        .unwrap_err();
+        assert!(e.message().contains("num_hidden_layers = 30"), "{e}");
+    }
+}

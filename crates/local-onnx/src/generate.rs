@@ -1,0 +1,374 @@
+//! The generation loop: prefill, then one token at a time through the KV cache.
+//!
+//! It runs on a blocking thread (never on the async runtime) and talks to the caller through a
+//! sink that returns `false` once nobody listens any more. Between two tokens it checks the
+//! cancellation token and the deadline; a dropped stream also sets ONNX Runtime's terminate flag,
+//! which stops even a long prefill between two kernels.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ort::session::RunOptions;
+use ripcord_core::{CancellationToken, Error, FinishReason, Price, StreamEvent, Usage};
+use tokenizers::Tokenizer;
+
+use crate::engine::Decoder;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::text::{Detokenizer, StopFilter, StopStep};
+
+/// One answer to produce.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub(crate) prompt: Vec<u32>,
+    pub(crate) max_new_tokens: usize,
+    pub(crate) sampling: SamplingParams,
+    pub(crate) stops: Vec<String>,
+    pub(crate) eos: Vec<u32>,
+    pub(crate) model_name: String,
+}
+
+/// When to stop early.
+#[derive(Clone)]
+pub(crate) struct Control {
+    pub(crate) cancel: CancellationToken,
+    /// The call's deadline on the std clock (the blocking thread has no tokio clock).
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) run_options: Arc<RunOptions>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Control {
+    fn check(&self) -> Result<(), Error> {
+        if self.cancel.is_cancelled() {
+            Err(Error::cancelled())
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            Err(Error::deadline_exceeded())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Outcome {
+    pub(crate) prompt_tokens: usize,
+    pub(crate) output_tokens: usize,
+    pub(crate) finish: FinishReason,
+    /// The sink stopped listening; nothing more was sent.
+    pub(crate) abandoned: bool,
+}
+
+/// Produces the answer, sending text deltas, then usage, then the finish event to `sink`.
+///
+/// # Errors
+///
+/// `Cancelled` / `DeadlineExceeded` between tokens, `InvalidResponse` when ONNX Runtime fails.
+pub(crate) fn run(
+    decoder: &mut Decoder,
+    tokenizer: &Tokenizer,
+    job: &Job,
+    control: &Control,
+    sink: &mut dyn FnMut(StreamEvent) -> bool,
+) -> Result<Outcome, Error> {
+    let mut outcome = Outcome {
+        prompt_tokens: job.prompt.len(),
+        output_tokens: 0,
+        finish: FinishReason::Length,
+        abandoned: false,
+    };
+    control.check()?;
+    let started = Instant::now();
+    let mut cache = decoder.empty_cache()?;
+    let mut logits = decoder.forward(&job.prompt, &mut cache, &control.run_options)?;
+    let prefilled = Instant::now();
+    let mut sampler = Sampler::new(job.sampling);
+    let mut detok = Detokenizer::new();
+    let mut stop = StopFilter::new(&job.stops);
+    let mut stopped_by_sequence = false;
+
+    while outcome.output_tokens < job.max_new_tokens {
+        let id = sampler.sample(&logits)?;
+        if job.eos.contains(&id) {
+            outcome.finish = FinishReason::Stop;
+            break;
+        }
+        outcome.output_tokens += 1;
+        let delta = detok.push(tokenizer, id)?;
+        let (text, hit) = match stop.push(&delta) {
+            StopStep::Emit(t) => (t, false),
+            StopStep::Stop(t) => (t, true),
+        };
+        if !text.is_empty() && !sink(StreamEvent::text(text)) {
+            outcome.abandoned = true;
+            return Ok(outcome);
+        }
+        if hit {
+            outcome.finish = FinishReason::Stop;
+            stopped_by_sequence = true;
+            break;
+        }
+        if outcome.output_tokens >= job.max_new_tokens {
+            break;
+        }
+        control.check()?;
+        logits = decoder.forward(&[id], &mut cache, &control.run_options)?;
+    }
+
+    if !stopped_by_sequence {
+        let tail = detok.finish(tokenizer)?;
+        let text = match stop.push(&tail) {
+            StopStep::Emit(t) => t + &stop.flush(),
+            StopStep::Stop(t) => {
+                outcome.finish = FinishReason::Stop;
+                t
+            }
+        };
+        if !text.is_empty() && !sink(StreamEvent::text(text)) {
+            outcome.abandoned = true;
+            return Ok(outcome);
+        }
+    }
+
+    let decode_secs = prefilled.elapsed().as_secs_f64();
+    tracing::debug!(
+        prompt_tokens = outcome.prompt_tokens,
+        output_tokens = outcome.output_tokens,
+        kv_tokens = cache.len(),
+        prefill_ms = (prefilled - started).as_secs_f64() * 1000.0,
+        decode_tok_s = if decode_secs > 0.0 {
+            outcome.output_tokens as f64 / decode_secs
+        } else {
+            0.0
+        },
+        finish = outcome.finish.as_str(),
+        "ripcord.local.generated"
+    );
+    let usage = Usage::new(outcome.prompt_tokens as u64, outcome.output_tokens as u64)
+        .priced(Some(&Price::FREE));
+    let finish = StreamEvent::Finish {
+        reason: outcome.finish.clone(),
+        model: Some(job.model_name.clone()),
+    };
+    if !sink(StreamEvent::Usage { usage }) || !sink(finish) {
+        outcome.abandoned = true;
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::argmax;
+
+    const PROMPT: &str =
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+
+    fn control() -> Control {
+        Control {
+            cancel: CancellationToken::new(),
+            deadline: None,
+            run_options: Arc::new(RunOptions::new().unwrap()),
+        }
+    }
+
+    fn job(prompt: Vec<u32>, max_new_tokens: usize, eos: Vec<u32>, stops: Vec<String>) -> Job {
+        Job {
+            prompt,
+            max_new_tokens,
+            sampling: SamplingParams::GREEDY,
+            stops,
+            eos,
+            model_name: "tiny-llama".into(),
+        }
+    }
+
+    fn collect(events: &[StreamEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Greedy ids by hand, step by step, as the reference.
+    fn greedy_ids(dec: &mut Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
+        let opts = RunOptions::new().unwrap();
+        let mut cache = dec.empty_cache().unwrap();
+        let mut logits = dec.forward(prompt, &mut cache, &opts).unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            let id = argmax(&logits).unwrap();
+            ids.push(id);
+            logits = dec.forward(&[id], &mut cache, &opts).unwrap();
+        }
+        ids
+    }
+
+    #[test]
+    fn the_loop_streams_the_greedy_answer_then_usage_then_finish() {
+        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+            return;
+        };
+        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+        let reference = greedy_ids(&mut dec, &prompt, 16);
+        let mut events = Vec::new();
+        let out = run(
+            &mut dec,
+            &tok,
+            &job(prompt.clone(), 16, vec![], vec![]),
+            &control(),
+            &mut |e| {
+                events.push(e);
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(out.output_tokens, 16);
+        assert_eq!(out.finish, FinishReason::Length);
+        assert!(!out.abandoned);
+        assert_eq!(collect(&events), tok.decode(&reference, true).unwrap());
+        let n = events.len();
+        assert_eq!(
+            events[n - 2],
+            StreamEvent::Usage {
+                usage: Usage::new(prompt.len() as u64, 16).priced(Some(&Price::FREE))
+            }
+        );
+        assert_eq!(
+            events[n - 1],
+            StreamEvent::Finish {
+                reason: FinishReason::Length,
+                model: Some("tiny-llama".into())
+            }
+        );
+    }
+
+    #[test]
+    fn an_end_of_sequence_token_stops_without_being_shown() {
+        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+            return;
+        };
+        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+        let reference = greedy_ids(&mut dec, &prompt, 12);
+        // The first token (from the fourth on) that did not occur before it: make it the EOS.
+        let k = (3..reference.len())
+            .find(|&k| !reference[..k].contains(&reference[k]))
+            .expect("the tiny model repeats itself");
+        let mut events = Vec::new();
+        let out = run(
+            &mut dec,
+            &tok,
+            &job(prompt, 12, vec![reference[k]], vec![]),
+            &control(),
+            &mut |e| {
+                events.push(e);
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(out.output_tokens, k);
+        assert_eq!(out.finish, FinishReason::Stop);
+        assert_eq!(collect(&events), tok.decode(&reference[..k], true).unwrap());
+    }
+
+    #[test]
+    fn cancellation_and_deadline_are_checked_before_work() {
+        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+            return;
+        };
+        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+        let c = control();
+        c.cancel.cancel();
+        let mut events = 0;
+        let e = run(
+            &mut dec,
+            &tok,
+            &job(prompt.clone(), 8, vec![], vec![]),
+            &c,
+            &mut |_| {
+                events += 1;
+                true
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::Cancelled);
+        let mut c = control();
+        c.deadline = Some(Instant::now());
+        let e = run(
+            &mut dec,
+            &tok,
+            &job(prompt, 8, vec![], vec![]),
+            &c,
+            &mut |_| {
+                events += 1;
+                true
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::DeadlineExceeded);
+        assert_eq!(events, 0);
+    }
+
+    #[test]
+    fn cancelling_mid_answer_stops_at_the_next_token() {
+        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+            return;
+        };
+        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+        let c = control();
+        let cancel = c.cancel.clone();
+        let mut deltas = 0;
+        let e = run(
+            &mut dec,
+            &tok,
+            &job(prompt, 400, vec![], vec![]),
+            &c,
+            &mut |e| {
+                if matches!(e, StreamEvent::TextDelta { .. }) {
+                    deltas += 1;
+                    if deltas == 3 {
+                        cancel.cancel();
+                    }
+                }
+                true
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::Cancelled);
+        assert_eq!(deltas, 3);
+    }
+
+    #[test]
+    fn a_sink_that_stops_listening_ends_the_loop() {
+        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+            return;
+        };
+        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+        let mut calls = 0;
+        let out = run(
+            &mut dec,
+            &tok,
+            &job(prompt, 400, vec![], vec![]),
+            &control(),
+            &mut |_| {
+                calls += 1;
+                false
+            },
+        )
+        .unwrap();
+        assert!(out.abandoned);
+        assert_eq!(calls, 1);
+        assert!(out.output_tokens < 10, "{}", out.output_tokens);
+    }
+}

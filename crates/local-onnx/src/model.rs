@@ -1,0 +1,655 @@
+//! [`LocalLlama`]: the `ChatModel` that runs in this process.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures::StreamExt;
+use ort::environment::Environment;
+use ort::session::RunOptions;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
+    Locality, ModelId, Price, Result, StreamEvent, async_trait, stream,
+};
+use tokenizers::Tokenizer;
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
+
+use crate::config::{ModelConfig, ModelFiles};
+use crate::engine::{Decoder, SessionOptions};
+use crate::error::{invalid_request, runtime, unavailable};
+use crate::generate::{self, Control, Job};
+use crate::sampling::SamplingParams;
+use crate::template::ChatTemplate;
+
+/// The window used when `config.json` states none and the builder sets none.
+const DEFAULT_WINDOW: u32 = 2048;
+/// The answer length when the request sets no `max_tokens`.
+const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
+
+/// A Llama-architecture decoder running in this process on ONNX Runtime.
+///
+/// Point it at a folder with `model.onnx` (any decoder exported with the `optimum` names:
+/// `input_ids`, `attention_mask`, `position_ids`, `past_key_values.{i}.key/value` →
+/// `logits`, `present.{i}.key/value`), `tokenizer.json` and `config.json`; the optional
+/// `tokenizer_config.json` supplies the chat template and `generation_config.json` the
+/// end-of-sequence ids and sampling defaults. `cargo xtask setup-model` prepares
+/// SmolLM2-135M-Instruct in [`crate::default_model_dir`].
+///
+/// Cloning is cheap and shares the loaded model.
+///
+/// # Loading and first-call latency
+///
+/// [`LocalLlama::load`] and an eager builder (the default) load everything in `build()`:
+/// ONNX Runtime (once per process), the tokenizer, the template and one session. For
+/// SmolLM2-135M on a 2-core machine that took 2–3 s (fp32, whose fp16 weights are widened at
+/// load) and 1.6–2.4 s (int8), as the crate's bench measures it (`load s`); the first call then
+/// starts generating at once. A lazy builder (`eager(false)`) only checks that the files exist
+/// and reads `config.json`; the first call pays the load (it honours the call's deadline, and
+/// a failed load is tried again on the next call). Load failures are `ModelNotFound` errors
+/// whose message starts `local model unavailable:` and names the path.
+///
+/// # Concurrency
+///
+/// At most `max_sessions` answers are generated at once; further calls wait for a slot (the
+/// wait honours the deadline and cancellation). Each concurrent answer needs its own ONNX
+/// Runtime session, created on first need, and each session holds its own copy of the weights
+/// (a process with one SmolLM2-135M session peaks at about 0.9 GB fp32, 0.47 GB int8), so the
+/// default is 1.
+///
+/// # Examples
+///
+/// ```no_run
+/// use ripcord_core::{ChatModel, ChatRequest, Context};
+/// use ripcord_local_onnx::{LocalLlama, default_model_dir};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> ripcord_core::Result<()> {
+/// let local = LocalLlama::builder(default_model_dir()).threads(1).max_sessions(1).build()?;
+/// let reply = local.chat(&ChatRequest::user("What is the capital of France?"), &Context::new()).await?;
+/// println!("{}", reply.text());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LocalLlama {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: ModelId,
+    caps: Capabilities,
+    files: ModelFiles,
+    config: ModelConfig,
+    window: u32,
+    opts: Options,
+    dylib: PathBuf,
+    permits: Arc<Semaphore>,
+    loaded: OnceCell<Arc<Loaded>>,
+}
+
+struct Loaded {
+    env: Environment,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    eos: Vec<u32>,
+    pool: Mutex<Vec<Decoder>>,
+}
+
+#[derive(Debug, Clone)]
+struct Options {
+    name: Option<String>,
+    model_file: PathBuf,
+    ort_dylib: Option<PathBuf>,
+    threads: usize,
+    max_sessions: usize,
+    eager: bool,
+    context_window: Option<u32>,
+    max_new_tokens: u32,
+    temperature: Option<f32>,
+    top_k: Option<usize>,
+    top_p: Option<f32>,
+    stream_buffer: usize,
+}
+
+/// Configures a [`LocalLlama`]; see [`LocalLlama::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct LocalLlamaBuilder {
+    dir: PathBuf,
+    opts: Options,
+}
+
+impl LocalLlamaBuilder {
+    /// The link's name in ids, provenance and metrics (default `"local"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.opts.name = Some(name.into());
+        self
+    }
+
+    /// The ONNX file inside the folder (default `model.onnx`; `model.int8.onnx` is the int8
+    /// variant `setup-model` makes).
+    pub fn model_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.opts.model_file = file.into();
+        self
+    }
+
+    /// The ONNX Runtime shared library (default [`crate::default_ort_dylib`]).
+    pub fn ort_dylib(mut self, path: impl Into<PathBuf>) -> Self {
+        self.opts.ort_dylib = Some(path.into());
+        self
+    }
+
+    /// Intra-op threads per session (default 1: decoding is memory-bound and one thread was
+    /// measured faster than two on a 2-core machine).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.opts.threads = n;
+        self
+    }
+
+    /// Answers generated at once, each with its own session (default 1).
+    pub fn max_sessions(mut self, n: usize) -> Self {
+        self.opts.max_sessions = n;
+        self
+    }
+
+    /// Load in `build()` (default `true`) or on the first call.
+    pub fn eager(mut self, eager: bool) -> Self {
+        self.opts.eager = eager;
+        self
+    }
+
+    /// Caps the context window below the model's `max_position_embeddings` (memory and time
+    /// grow with it).
+    pub fn context_window(mut self, tokens: u32) -> Self {
+        self.opts.context_window = Some(tokens);
+        self
+    }
+
+    /// The answer length when a request sets no `max_tokens` (default 512, cut to what fits).
+    pub fn max_new_tokens(mut self, tokens: u32) -> Self {
+        self.opts.max_new_tokens = tokens;
+        self
+    }
+
+    /// Default temperature when the request sets none (default: the folder's
+    /// `generation_config.json`, else 0 = greedy).
+    pub fn temperature(mut self, t: f32) -> Self {
+        self.opts.temperature = Some(t);
+        self
+    }
+
+    /// Top-k for sampling (requests cannot set it; default from `generation_config.json`, else off).
+    pub fn top_k(mut self, k: usize) -> Self {
+        self.opts.top_k = Some(k);
+        self
+    }
+
+    /// Default top-p when the request sets none.
+    pub fn top_p(mut self, p: f32) -> Self {
+        self.opts.top_p = Some(p);
+        self
+    }
+
+    /// Events buffered between the generating thread and the stream (default 32). The
+    /// generator waits when the buffer is full, so a slow reader slows generation down instead
+    /// of growing memory.
+    pub fn stream_buffer(mut self, events: usize) -> Self {
+        self.opts.stream_buffer = events;
+        self
+    }
+
+    /// Builds the model (loading it when eager).
+    ///
+    /// Eager loading blocks for the load time: call it at startup or from
+    /// `tokio::task::spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` for a zero thread, session or buffer count; `ModelNotFound`
+    /// ("local model unavailable: …", naming the path) for a missing folder, file or library,
+    /// a corrupt file or a model that does not match its config.
+    pub fn build(self) -> Result<LocalLlama> {
+        let o = &self.opts;
+        if o.threads == 0 || o.max_sessions == 0 || o.stream_buffer == 0 || o.max_new_tokens == 0 {
+            return Err(invalid_request(
+                "LocalLlama: threads, max_sessions, stream_buffer and max_new_tokens must be at least 1",
+            ));
+        }
+        let files = ModelFiles::locate(&self.dir, &o.model_file)?;
+        let config = ModelConfig::read(&files)?;
+        let model_window = config.window.unwrap_or(DEFAULT_WINDOW);
+        let window = o
+            .context_window
+            .map_or(model_window, |w| w.min(model_window));
+        let model_name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".to_owned());
+        let id = ModelId::new(
+            o.name.clone().unwrap_or_else(|| "local".to_owned()),
+            model_name,
+        );
+        let caps = Capabilities::new(window, window)
+            .with_streaming(true)
+            .with_price(Price::FREE)
+            .with_locality(Locality::Local);
+        let dylib = o.ort_dylib.clone().unwrap_or_else(crate::default_ort_dylib);
+        let inner = Arc::new(Inner {
+            id,
+            caps,
+            files,
+            config,
+            window,
+            permits: Arc::new(Semaphore::new(o.max_sessions)),
+            opts: self.opts,
+            dylib,
+            loaded: OnceCell::new(),
+        });
+        if inner.opts.eager {
+            let loaded = Arc::new(load(&inner)?);
+            // A fresh cell: nobody else can have set it.
+            let _ = inner.loaded.set(loaded);
+        }
+        Ok(LocalLlama { inner })
+    }
+}
+
+fn session_options(opts: &Options) -> SessionOptions {
+    SessionOptions {
+        intra_threads: opts.threads,
+    }
+}
+
+/// Loads the runtime, tokenizer, template and the first session.
+fn load(inner: &Inner) -> Result<Loaded> {
+    let started = Instant::now();
+    let env = crate::runtime::environment(&inner.dylib)?;
+    let tok_path = &inner.files.tokenizer;
+    let tokenizer = Tokenizer::from_file(tok_path).map_err(|e| {
+        unavailable(format!(
+            "{} is not a valid tokenizer: {e}",
+            tok_path.display()
+        ))
+    })?;
+    let tcfg = inner.files.dir.join("tokenizer_config.json");
+    let template = ChatTemplate::new(
+        inner.config.chat_template.clone(),
+        inner.config.bos_token.clone(),
+        inner.config.eos_token.clone(),
+        &tcfg.display().to_string(),
+    )?;
+    let decoder = Decoder::load(
+        &env,
+        &inner.files.model,
+        &inner.config,
+        session_options(&inner.opts),
+    )?;
+    let tok_vocab = tokenizer.get_vocab_size(true);
+    if let Some(v) = decoder.spec().vocab
+        && tok_vocab > v
+    {
+        return Err(unavailable(format!(
+            "shape mismatch: {} has {tok_vocab} tokens but {} produces only {v} logits",
+            tok_path.display(),
+            inner.files.model.display()
+        )));
+    }
+    let mut eos = inner.config.eos_ids.clone();
+    let mut add_eos = |text: &str| {
+        if let Some(id) = tokenizer.token_to_id(text)
+            && !eos.contains(&id)
+        {
+            eos.push(id);
+        }
+    };
+    if let Some(t) = &inner.config.eos_token {
+        add_eos(t);
+    }
+    if template.is_fallback() {
+        add_eos("<|im_end|>");
+    }
+    if eos.is_empty() {
+        return Err(unavailable(format!(
+            "{} names no end-of-sequence token (eos_token_id) and the tokenizer has none",
+            inner.files.config.display()
+        )));
+    }
+    tracing::debug!(
+        model = %inner.files.model.display(),
+        load_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "ripcord.local.loaded"
+    );
+    Ok(Loaded {
+        env,
+        tokenizer,
+        template,
+        eos,
+        pool: Mutex::new(vec![decoder]),
+    })
+}
+
+impl Loaded {
+    /// A session for one answer: an idle one, or a new one (the semaphore bounds how many).
+    fn take_decoder(&self, inner: &Inner) -> Result<Decoder> {
+        if let Some(d) = self
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+        {
+            return Ok(d);
+        }
+        Decoder::load(
+            &self.env,
+            &inner.files.model,
+            &inner.config,
+            session_options(&inner.opts),
+        )
+    }
+
+    fn give_back(&self, d: Decoder) {
+        self.pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(d);
+    }
+}
+
+/// Cancels the generating thread when the stream is dropped (or ends).
+struct WorkerGuard {
+    cancel: ripcord_core::CancellationToken,
+    run_options: Arc<RunOptions>,
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        // Stops a run in progress between two kernels; the next run fails at once.
+        let _ = self.run_options.terminate();
+    }
+}
+
+impl LocalLlama {
+    /// Loads the model in `dir` with the defaults (eager, 1 thread, 1 session).
+    ///
+    /// # Errors
+    ///
+    /// See [`LocalLlamaBuilder::build`].
+    pub fn load(dir: impl AsRef<Path>) -> Result<LocalLlama> {
+        LocalLlama::builder(dir).build()
+    }
+
+    /// A builder for the model in `dir`.
+    pub fn builder(dir: impl AsRef<Path>) -> LocalLlamaBuilder {
+        LocalLlamaBuilder {
+            dir: dir.as_ref().to_path_buf(),
+            opts: Options {
+                name: None,
+                model_file: PathBuf::from("model.onnx"),
+                ort_dylib: None,
+                threads: 1,
+                max_sessions: 1,
+                eager: true,
+                context_window: None,
+                max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
+                temperature: None,
+                top_k: None,
+                top_p: None,
+                stream_buffer: 32,
+            },
+        }
+    }
+
+    /// The model folder.
+    pub fn dir(&self) -> &Path {
+        &self.inner.files.dir
+    }
+
+    /// True once the model is loaded (always, for an eager model).
+    pub fn is_loaded(&self) -> bool {
+        self.inner.loaded.initialized()
+    }
+
+    /// Counts the tokens of `text` with the model's tokenizer (loading it if needed).
+    ///
+    /// # Errors
+    ///
+    /// A load error, or `InvalidRequest` when the text cannot be tokenized.
+    pub async fn count_tokens(&self, text: &str) -> Result<usize> {
+        let loaded = self.loaded().await?;
+        Ok(encode(&loaded.tokenizer, text)?.len())
+    }
+
+    fn tag(&self, e: Error) -> Error {
+        e.with_provider(
+            Arc::clone(&self.inner.id.name),
+            Arc::clone(&self.inner.id.model),
+        )
+    }
+
+    async fn loaded(&self) -> Result<Arc<Loaded>> {
+        let inner = &self.inner;
+        inner
+            .loaded
+            .get_or_try_init(|| {
+                let inner = Arc::clone(inner);
+                async move {
+                    let task = tokio::task::spawn_blocking(move || {
+                        let loaded = Arc::new(load(&inner)?);
+                        // If the caller gave up meanwhile, keep the work done for the next call.
+                        let _ = inner.loaded.set(Arc::clone(&loaded));
+                        Ok::<_, Error>(loaded)
+                    });
+                    task.await
+                        .map_err(|e| unavailable(format!("the loading thread failed: {e}")))?
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    fn check_request(&self, req: &ChatRequest) -> Result<()> {
+        let needs = req.needs();
+        if req.messages.is_empty() {
+            return Err(invalid_request("the request has no messages"));
+        }
+        if needs.tools {
+            return Err(invalid_request(
+                "the local model does not support tool calls",
+            ));
+        }
+        if needs.vision {
+            return Err(invalid_request("the local model does not read images"));
+        }
+        if needs.json {
+            return Err(invalid_request("the local model has no JSON mode"));
+        }
+        Ok(())
+    }
+
+    fn job(&self, loaded: &Loaded, req: &ChatRequest) -> Result<Job> {
+        let prompt_text = loaded.template.render(&req.messages)?;
+        let prompt = encode(&loaded.tokenizer, &prompt_text)?;
+        let window = self.inner.window as usize;
+        if prompt.is_empty() {
+            return Err(invalid_request("the prompt is empty after tokenization"));
+        }
+        let max_new = match req.max_tokens {
+            Some(0) => return Err(invalid_request("max_tokens must be at least 1")),
+            Some(n) => n as usize,
+            None => {
+                (self.inner.opts.max_new_tokens as usize).min(window.saturating_sub(prompt.len()))
+            }
+        };
+        if max_new == 0 || prompt.len() + max_new > window {
+            return Err(Error::new(
+                ErrorKind::ContextLengthExceeded,
+                format!(
+                    "the prompt ({} tokens) plus max_tokens ({max_new}) exceed the local model's context window of {window} tokens",
+                    prompt.len()
+                ),
+            ));
+        }
+        let opts = &self.inner.opts;
+        let defaults = self.inner.config.sampling;
+        let sampling = SamplingParams {
+            temperature: req
+                .temperature
+                .or(opts.temperature)
+                .unwrap_or(defaults.temperature),
+            top_k: opts.top_k.unwrap_or(defaults.top_k),
+            top_p: req.top_p.or(opts.top_p).unwrap_or(defaults.top_p),
+            seed: req.seed,
+        };
+        if !(sampling.temperature.is_finite() && sampling.top_p.is_finite() && sampling.top_p > 0.0)
+        {
+            return Err(invalid_request(
+                "temperature must be finite and top_p in (0, 1]",
+            ));
+        }
+        Ok(Job {
+            prompt,
+            max_new_tokens: max_new,
+            sampling,
+            stops: req.stop.clone(),
+            eos: loaded.eos.clone(),
+            model_name: self.inner.id.model.to_string(),
+        })
+    }
+
+    async fn start(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        ctx.check()?;
+        self.check_request(req)?;
+        let loaded = ctx.run(self.loaded()).await?;
+        let job = self.job(&loaded, req)?;
+        let permits = Arc::clone(&self.inner.permits);
+        let permit: OwnedSemaphorePermit = ctx
+            .run(async move {
+                permits
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| runtime("the session limiter is closed"))
+            })
+            .await?;
+        ctx.check()?;
+
+        let (tx, mut rx) = mpsc::channel::<Result<StreamEvent>>(self.inner.opts.stream_buffer);
+        let cancel = ctx.cancellation().child_token();
+        let run_options = Arc::new(
+            RunOptions::new().map_err(|e| runtime(format!("cannot create run options: {e}")))?,
+        );
+        let control = Control {
+            cancel: cancel.clone(),
+            deadline: ctx.remaining().and_then(|r| Instant::now().checked_add(r)),
+            run_options: Arc::clone(&run_options),
+        };
+        let inner = Arc::clone(&self.inner);
+        let parent = tracing::Span::current();
+        // The thread ends at its next check once the stream is gone (the guard cancels it), so
+        // it never outlives its stream by more than one step.
+        drop(tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let span =
+                tracing::debug_span!(parent: &parent, "ripcord.local.generate", model = %inner.id);
+            let _enter = span.enter();
+            let mut decoder = match loaded.take_decoder(&inner) {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            let result =
+                generate::run(&mut decoder, &loaded.tokenizer, &job, &control, &mut |ev| {
+                    tx.blocking_send(Ok(ev)).is_ok()
+                });
+            loaded.give_back(decoder);
+            if let Err(e) = result {
+                let _ = tx.blocking_send(Err(e));
+            }
+        }));
+
+        let guard = WorkerGuard {
+            cancel,
+            run_options,
+        };
+        let caller_cancel = ctx.cancellation().clone();
+        let deadline = ctx.deadline();
+        let this = self.clone();
+        let events = async_stream::stream! {
+            let _guard = guard;
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = caller_cancel.cancelled() => Some(Err(Error::cancelled())),
+                    () = sleep_until(deadline) => Some(Err(Error::deadline_exceeded())),
+                    ev = rx.recv() => ev,
+                };
+                match next {
+                    Some(Ok(ev)) => {
+                        let done = matches!(ev, StreamEvent::Finish { .. });
+                        yield Ok(ev);
+                        if done {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        yield Err(this.tag(e));
+                        break;
+                    }
+                    None => {
+                        yield Err(this.tag(runtime("the generating thread ended without finishing")));
+                        break;
+                    }
+                }
+            }
+        };
+        Ok(events.boxed())
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>> {
+    tokenizer
+        .encode(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| invalid_request(format!("cannot tokenize the prompt: {e}")))
+}
+
+impl fmt::Debug for LocalLlama {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalLlama")
+            .field("id", &self.inner.id)
+            .field("model", &self.inner.files.model)
+            .field("window", &self.inner.window)
+            .field("threads", &self.inner.opts.threads)
+            .field("max_sessions", &self.inner.opts.max_sessions)
+            .field("loaded", &self.is_loaded())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl ChatModel for LocalLlama {
+    fn id(&self) -> &ModelId {
+        &self.inner.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.inner.caps
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let events = self.stream(req, ctx).await?;
+        stream::collect(events).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.start(req, ctx).await.map_err(|e| self.tag(e))
+    }
+}

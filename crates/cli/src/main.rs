@@ -117,6 +117,24 @@ fn build_chain(c: &config::Config) -> Result<build::Built, ExitCode> {
     }
 }
 
+/// Loads the config, starts telemetry (so build-time events are exported too) and builds the chain.
+fn prepare(
+    config: Option<&std::path::Path>,
+    otlp: Option<&str>,
+) -> Result<
+    (
+        config::Config,
+        build::Built,
+        Option<ripcord_telemetry::TelemetryGuard>,
+    ),
+    ExitCode,
+> {
+    let cfg = load(config)?;
+    let telemetry = otlp.and_then(|e| ripcord_cli::telemetry::init(e, Some(&cfg)));
+    let built = build_chain(&cfg)?;
+    Ok((cfg, built, telemetry))
+}
+
 async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Chat {
@@ -144,15 +162,8 @@ async fn run(cli: Cli) -> ExitCode {
                 eprintln!("ripcord: the prompt is empty (pass it as an argument or on stdin)");
                 return ExitCode::from(2);
             }
-            let cfg = match load(config.as_deref()) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            let _telemetry = otlp
-                .as_deref()
-                .and_then(|e| ripcord_cli::telemetry::init(e, Some(&cfg)));
-            let built = match build_chain(&cfg) {
-                Ok(b) => b,
+            let (cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
+                Ok(p) => p,
                 Err(code) => return code,
             };
             let args = ChatArgs {
@@ -188,15 +199,8 @@ async fn run(cli: Cli) -> ExitCode {
             listen,
             otlp,
         } => {
-            let cfg = match load(config.as_deref()) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            let _telemetry = otlp
-                .as_deref()
-                .and_then(|e| ripcord_cli::telemetry::init(e, Some(&cfg)));
-            let built = match build_chain(&cfg) {
-                Ok(b) => b,
+            let (cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
+                Ok(p) => p,
                 Err(code) => return code,
             };
             let listen = listen

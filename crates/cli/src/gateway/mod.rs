@@ -200,6 +200,18 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Parses a JSON request body, or the 400 that names what is wrong with it.
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
+    serde_json::from_slice(body).map_err(|e| {
+        WireError::new(
+            400,
+            "invalid_request_error",
+            "invalid_request",
+            format!("invalid request body: {e}"),
+        )
+    })
+}
+
 fn unauthorized() -> Response {
     error_response(
         WireError::new(
@@ -220,19 +232,9 @@ async fn chat_completions(
     if !state.authorized(&headers) {
         return unauthorized();
     }
-    let wire: WireRequest = match serde_json::from_slice(&body) {
-        Ok(w) => w,
-        Err(e) => {
-            return error_response(
-                WireError::new(
-                    400,
-                    "invalid_request_error",
-                    "invalid_request",
-                    format!("invalid request body: {e}"),
-                ),
-                None,
-            );
-        }
+    let wire: WireRequest = match parse_body(&body) {
+        Ok(x) => x,
+        Err(e) => return error_response(e, None),
     };
     let stream = wire.stream;
     let include_usage = wire.include_usage();
@@ -378,19 +380,9 @@ async fn embeddings(
             None,
         );
     };
-    let v: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return error_response(
-                WireError::new(
-                    400,
-                    "invalid_request_error",
-                    "invalid_request",
-                    format!("invalid request body: {e}"),
-                ),
-                None,
-            );
-        }
+    let v: Value = match parse_body(&body) {
+        Ok(x) => x,
+        Err(e) => return error_response(e, None),
     };
     let inputs: Vec<String> = match v.get("input") {
         Some(Value::String(s)) => vec![s.clone()],

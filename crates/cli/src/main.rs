@@ -162,7 +162,7 @@ async fn run(cli: Cli) -> ExitCode {
                 eprintln!("ripcord: the prompt is empty (pass it as an argument or on stdin)");
                 return ExitCode::from(2);
             }
-            let (cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
+            let (_cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
                 Ok(p) => p,
                 Err(code) => return code,
             };

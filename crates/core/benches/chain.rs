@@ -12,7 +12,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ripcord_core::{
-    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId, Result, Usage,
+    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId,
+    Result, Usage,
 };
 
 /// An instant model: answers, or fails with a fixed kind.
@@ -65,8 +66,14 @@ fn bench(c: &mut Criterion) {
     let ctx = Context::new();
     let direct = model("a", None);
     let success = chain(vec![model("a", None), model("b", None), model("c", None)]);
-    let fallback = chain(vec![model("a", Some(ErrorKind::Overloaded)), model("b", None)]);
-    let skip = chain(vec![model("a", Some(ErrorKind::CircuitOpen)), model("b", None)]);
+    let fallback = chain(vec![
+        model("a", Some(ErrorKind::Overloaded)),
+        model("b", None),
+    ]);
+    let skip = chain(vec![
+        model("a", Some(ErrorKind::CircuitOpen)),
+        model("b", None),
+    ]);
     let deep = chain(vec![
         model("a", Some(ErrorKind::Overloaded)),
         model("b", Some(ErrorKind::ServerError)),
@@ -77,7 +84,8 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("chain");
     g.bench_function("direct call", |b| {
-        b.to_async(&rt).iter(|| async { black_box(direct.chat(&req, &ctx).await) })
+        b.to_async(&rt)
+            .iter(|| async { black_box(direct.chat(&req, &ctx).await) })
     });
     for (name, chain) in [
         ("success on link 1", &success),
@@ -86,7 +94,8 @@ fn bench(c: &mut Criterion) {
         ("5-deep, served by link 5", &deep),
     ] {
         g.bench_function(name, |b| {
-            b.to_async(&rt).iter(|| async { black_box(chain.chat(&req, &ctx).await) })
+            b.to_async(&rt)
+                .iter(|| async { black_box(chain.chat(&req, &ctx).await) })
         });
     }
     g.finish();

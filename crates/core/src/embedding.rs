@@ -37,8 +37,14 @@ pub enum EmbeddingBuildError {
 impl std::fmt::Display for EmbeddingBuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            EmbeddingBuildError::NoLinks => f.write_str("an embedding chain needs at least one link"),
-            EmbeddingBuildError::MixedModels { expected, link, found } => write!(
+            EmbeddingBuildError::NoLinks => {
+                f.write_str("an embedding chain needs at least one link")
+            }
+            EmbeddingBuildError::MixedModels {
+                expected,
+                link,
+                found,
+            } => write!(
                 f,
                 "embedding link {link:?} serves model {found:?}, but the chain serves {expected:?}; \
                  vectors of different models are not comparable"
@@ -157,8 +163,13 @@ impl EmbeddingModel for EmbeddingChain {
                 }
                 Err(e) => {
                     let id = link.id();
-                    let e = if e.provider().is_none() { e.with_provider(id.name.clone(), id.model.clone()) } else { e };
-                    let attempt = Attempt::failure(id.name.clone(), id.model.clone(), &e, started.elapsed());
+                    let e = if e.provider().is_none() {
+                        e.with_provider(id.name.clone(), id.model.clone())
+                    } else {
+                        e
+                    };
+                    let attempt =
+                        Attempt::failure(id.name.clone(), id.model.clone(), &e, started.elapsed());
                     let e = e.with_attempts(vec![attempt]);
                     if e.disposition() == Disposition::FailFast {
                         return Err(e);

@@ -348,7 +348,10 @@ impl Error {
 
     /// The call's deadline has passed.
     pub fn deadline_exceeded() -> Self {
-        Error::new(ErrorKind::DeadlineExceeded, "the call's deadline has passed")
+        Error::new(
+            ErrorKind::DeadlineExceeded,
+            "the call's deadline has passed",
+        )
     }
 
     /// The caller cancelled the call.
@@ -385,7 +388,11 @@ impl Error {
     }
 
     /// Names the link (provider name) and model this error came from.
-    pub fn with_provider(mut self, provider: impl Into<Arc<str>>, model: impl Into<Arc<str>>) -> Self {
+    pub fn with_provider(
+        mut self,
+        provider: impl Into<Arc<str>>,
+        model: impl Into<Arc<str>>,
+    ) -> Self {
         self.inner.provider = Some(provider.into());
         self.inner.model = Some(model.into());
         self

@@ -48,6 +48,7 @@ mod model;
 mod request;
 mod response;
 pub mod stream;
+pub mod telemetry;
 pub mod tokens;
 
 #[cfg(feature = "testing")]
@@ -60,9 +61,12 @@ pub use embedding::{EmbeddingChain, EmbeddingChainBuilder};
 pub use error::{Disposition, Error, ErrorKind, ErrorSummary, Result, StatusCode, TimeoutPhase};
 pub use model::{ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, ModelId};
 pub use request::{
-    ChatRequest, ContentPart, ImageSource, Message, Needs, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec,
+    ChatRequest, ContentPart, ImageSource, Message, Needs, ResponseFormat, Role, ToolCall,
+    ToolChoice, ToolSpec,
 };
-pub use response::{Attempt, ChatResponse, FinishReason, Price, Provenance, Skip, SkipReason, Usage};
+pub use response::{
+    Attempt, ChatResponse, FinishReason, Price, Provenance, Skip, SkipReason, Usage,
+};
 pub use stream::{ChatStream, StreamEvent};
 
 /// Re-exported so implementors need no direct dependency.

@@ -85,7 +85,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A tool call.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             name: name.into(),
@@ -174,7 +178,10 @@ impl Message {
 
     /// Adds an image part.
     pub fn with_image(mut self, image: ImageSource) -> Self {
-        self.content.push(ContentPart::Image { image, detail: None });
+        self.content.push(ContentPart::Image {
+            image,
+            detail: None,
+        });
         self
     }
 
@@ -212,7 +219,11 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A tool with a JSON-schema for its parameters.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: serde_json::Value) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: serde_json::Value,
+    ) -> Self {
         ToolSpec {
             name: name.into(),
             description: Some(description.into()),
@@ -380,7 +391,10 @@ impl ChatRequest {
     pub fn needs(&self) -> Needs {
         Needs {
             tools: !self.tools.is_empty()
-                || self.messages.iter().any(|m| !m.tool_calls.is_empty() || m.role == Role::Tool),
+                || self
+                    .messages
+                    .iter()
+                    .any(|m| !m.tool_calls.is_empty() || m.role == Role::Tool),
             vision: self.has_images(),
             json: self.response_format.is_json(),
         }

@@ -217,7 +217,10 @@ pub fn text_stream(chunks: &[&str], gap: Duration) -> Vec<(Duration, StreamItem)
             usage: Usage::new(5, chunks.len() as u64),
         }),
     ));
-    v.push((Duration::ZERO, StreamItem::Event(StreamEvent::finish(FinishReason::Stop))));
+    v.push((
+        Duration::ZERO,
+        StreamItem::Event(StreamEvent::finish(FinishReason::Stop)),
+    ));
     v
 }
 

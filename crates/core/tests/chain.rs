@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{
-    BuildError, Capabilities, Chain, ChatModel, ChatRequest, Context, Error, ErrorKind, ImageSource, Locality,
-    LocalityRequirement, Message, ResponseFormat, SkipReason, ToolSpec,
+    BuildError, Capabilities, Chain, ChatModel, ChatRequest, Context, Error, ErrorKind,
+    ImageSource, Locality, LocalityRequirement, Message, ResponseFormat, SkipReason, ToolSpec,
 };
 use tokio::time::Instant;
 
@@ -69,12 +69,19 @@ async fn fail_fast_kinds_stop_the_chain() {
     for kind in [ErrorKind::ContentFiltered, ErrorKind::InvalidRequest] {
         let a = arc(ScriptedModel::new("a").fail(kind));
         let b = arc(ScriptedModel::new("b").reply("from b"));
-        let chain = chain_of(&[&a, &b]).static_reply("unavailable").build().unwrap();
+        let chain = chain_of(&[&a, &b])
+            .static_reply("unavailable")
+            .build()
+            .unwrap();
         let e = chain.chat(&ask(), &Context::new()).await.unwrap_err();
         assert_eq!(e.kind(), kind);
         assert_eq!(b.calls(), 0, "content is not shopped around: {kind}");
         assert_eq!(e.attempts().len(), 1);
-        assert_eq!(chain.stats().static_replies, 0, "no static reply for {kind}");
+        assert_eq!(
+            chain.stats().static_replies,
+            0,
+            "no static reply for {kind}"
+        );
     }
 }
 
@@ -84,7 +91,10 @@ async fn cancellation_stops_the_chain_without_a_static_reply() {
     let token = ctx.cancellation().clone();
     let a = arc(ScriptedModel::new("a").hang());
     let b = arc(ScriptedModel::new("b").reply("b"));
-    let chain = chain_of(&[&a, &b]).static_reply("unavailable").build().unwrap();
+    let chain = chain_of(&[&a, &b])
+        .static_reply("unavailable")
+        .build()
+        .unwrap();
     let req = ask();
     let call = chain.chat(&req, &ctx);
     let cancel = async {
@@ -103,7 +113,11 @@ async fn exhausted_chain_without_static_reply_returns_every_error() {
     let chain = chain_of(&[&a, &b]).build().unwrap();
     let e = chain.chat(&ask(), &Context::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ServerError);
-    let providers: Vec<_> = e.causes().iter().map(|c| c.provider().unwrap().to_owned()).collect();
+    let providers: Vec<_> = e
+        .causes()
+        .iter()
+        .map(|c| c.provider().unwrap().to_owned())
+        .collect();
     assert_eq!(providers, ["a", "b"]);
     assert_eq!(e.attempts().len(), 2);
     assert_eq!(chain.stats().failures, 1);
@@ -114,15 +128,24 @@ async fn static_reply_is_honest_degraded_and_counted() {
     let a = arc(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let chain = chain_of(&[&a])
         .static_reply("The assistant is unavailable right now.")
-        .intent_reply("billing", "Billing help is down; email billing@example.com.")
+        .intent_reply(
+            "billing",
+            "Billing help is down; email billing@example.com.",
+        )
         .build()
         .unwrap();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.text(), "The assistant is unavailable right now.");
     assert!(r.degraded() && r.provenance.static_reply);
     assert_eq!(r.served_by(), "static");
-    assert_eq!(r.provenance.attempts[0].error_kind, Some(ErrorKind::Overloaded));
-    let r = chain.chat(&ask(), &Context::new().with_intent("billing")).await.unwrap();
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::Overloaded)
+    );
+    let r = chain
+        .chat(&ask(), &Context::new().with_intent("billing"))
+        .await
+        .unwrap();
     assert_eq!(r.text(), "Billing help is down; email billing@example.com.");
     assert_eq!(chain.stats().static_replies, 2);
     assert_eq!(chain.stats().calls, 2);
@@ -133,7 +156,11 @@ async fn links_without_tools_are_skipped_for_tool_requests() {
     let plain = arc(ScriptedModel::new("plain").with_caps(Capabilities::new(8192, 1024)));
     let tooled = arc(ScriptedModel::new("tooled").reply("called"));
     let chain = chain_of(&[&plain, &tooled]).build().unwrap();
-    let req = ask().with_tool(ToolSpec::new("f", "does f", serde_json::json!({"type": "object"})));
+    let req = ask().with_tool(ToolSpec::new(
+        "f",
+        "does f",
+        serde_json::json!({"type": "object"}),
+    ));
     let r = chain.chat(&req, &Context::new()).await.unwrap();
     assert_eq!(r.served_by(), "tooled");
     assert_eq!(plain.calls(), 0);
@@ -146,7 +173,11 @@ async fn links_without_vision_or_json_are_skipped() {
     let plain = arc(ScriptedModel::new("plain").with_caps(Capabilities::new(8192, 1024)));
     let full = arc(ScriptedModel::new("full").reply("ok"));
     let chain = chain_of(&[&plain, &full]).build().unwrap();
-    let img = ChatRequest::new(vec![Message::user("what's this").with_image(ImageSource::Url { url: "https://x/y.png".into() })]);
+    let img = ChatRequest::new(vec![Message::user("what's this").with_image(
+        ImageSource::Url {
+            url: "https://x/y.png".into(),
+        },
+    )]);
     let r = chain.chat(&img, &Context::new()).await.unwrap();
     assert_eq!(r.provenance.skipped[0].reason, SkipReason::NoVision);
     let json = ask().with_response_format(ResponseFormat::Json);
@@ -159,7 +190,9 @@ async fn links_without_vision_or_json_are_skipped() {
 #[tokio::test(start_paused = true)]
 async fn local_only_requests_never_reach_cloud_links() {
     let cloud = arc(ScriptedModel::new("cloud").reply("cloud"));
-    let local = arc(ScriptedModel::new("local").with_caps(Capabilities::new(8192, 1024).with_locality(Locality::Local)).reply("local"));
+    let local = arc(ScriptedModel::new("local")
+        .with_caps(Capabilities::new(8192, 1024).with_locality(Locality::Local))
+        .reply("local"));
     let chain = chain_of(&[&cloud, &local]).build().unwrap();
     let ctx = Context::new().with_locality(LocalityRequirement::LocalOnly);
     let r = chain.chat(&ask(), &ctx).await.unwrap();
@@ -170,8 +203,12 @@ async fn local_only_requests_never_reach_cloud_links() {
 
 #[tokio::test(start_paused = true)]
 async fn region_requirements_pick_links_in_allowed_regions() {
-    let us = arc(ScriptedModel::new("us").with_caps(Capabilities::new(8192, 1024).with_locality(Locality::cloud_in("openai", "us"))));
-    let eu = arc(ScriptedModel::new("eu").with_caps(Capabilities::new(8192, 1024).with_locality(Locality::cloud_in("mistral", "eu"))).reply("eu"));
+    let us = arc(ScriptedModel::new("us").with_caps(
+        Capabilities::new(8192, 1024).with_locality(Locality::cloud_in("openai", "us")),
+    ));
+    let eu = arc(ScriptedModel::new("eu")
+        .with_caps(Capabilities::new(8192, 1024).with_locality(Locality::cloud_in("mistral", "eu")))
+        .reply("eu"));
     let chain = chain_of(&[&us, &eu]).build().unwrap();
     let ctx = Context::new().with_locality(LocalityRequirement::Regions(vec!["eu".into()]));
     assert_eq!(chain.chat(&ask(), &ctx).await.unwrap().served_by(), "eu");
@@ -185,7 +222,10 @@ async fn links_whose_window_is_too_small_are_skipped() {
     let chain = chain_of(&[&small, &large]).build().unwrap();
     // ~6000 tokens of English: far beyond 2k even at the estimate's low end.
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(600);
-    let r = chain.chat(&ChatRequest::user(long), &Context::new()).await.unwrap();
+    let r = chain
+        .chat(&ChatRequest::user(long), &Context::new())
+        .await
+        .unwrap();
     assert_eq!(r.served_by(), "large");
     assert_eq!(r.provenance.skipped[0].reason, SkipReason::ContextWindow);
     assert_eq!(small.calls(), 0);
@@ -195,10 +235,18 @@ async fn links_whose_window_is_too_small_are_skipped() {
 async fn a_borderline_prompt_is_sent_rather_than_skipped() {
     // ~1000 tokens into a 1100-token window with max_tokens 50: the low end of the estimate fits,
     // so the link is tried (a vendor refusal would be classified and fall back).
-    let small = arc(ScriptedModel::new("small").with_caps(Capabilities::new(1_100, 512)).reply("small"));
+    let small = arc(ScriptedModel::new("small")
+        .with_caps(Capabilities::new(1_100, 512))
+        .reply("small"));
     let chain = chain_of(&[&small]).build().unwrap();
     let text = "The quick brown fox jumps over the lazy dog. ".repeat(100);
-    let r = chain.chat(&ChatRequest::user(text).with_max_tokens(50), &Context::new()).await.unwrap();
+    let r = chain
+        .chat(
+            &ChatRequest::user(text).with_max_tokens(50),
+            &Context::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(r.served_by(), "small");
 }
 
@@ -207,7 +255,10 @@ async fn per_kind_routes_pick_the_named_link() {
     let a = arc(ScriptedModel::new("a").fail(ErrorKind::RateLimited));
     let b = arc(ScriptedModel::new("b").reply("b"));
     let c = arc(ScriptedModel::new("c").reply("c"));
-    let chain = chain_of(&[&a, &b, &c]).route(ErrorKind::RateLimited, "c").build().unwrap();
+    let chain = chain_of(&[&a, &b, &c])
+        .route(ErrorKind::RateLimited, "c")
+        .build()
+        .unwrap();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.served_by(), "c");
     assert_eq!(b.calls(), 0);
@@ -215,8 +266,18 @@ async fn per_kind_routes_pick_the_named_link() {
     let a2 = arc(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b2 = arc(ScriptedModel::new("b").reply("b"));
     let c2 = arc(ScriptedModel::new("c").reply("c"));
-    let chain = chain_of(&[&a2, &b2, &c2]).route(ErrorKind::RateLimited, "c").build().unwrap();
-    assert_eq!(chain.chat(&ask(), &Context::new()).await.unwrap().served_by(), "b");
+    let chain = chain_of(&[&a2, &b2, &c2])
+        .route(ErrorKind::RateLimited, "c")
+        .build()
+        .unwrap();
+    assert_eq!(
+        chain
+            .chat(&ask(), &Context::new())
+            .await
+            .unwrap()
+            .served_by(),
+        "b"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -224,10 +285,18 @@ async fn after_a_route_the_remaining_links_are_tried_in_order() {
     let a = arc(ScriptedModel::new("a").fail(ErrorKind::ContextLengthExceeded));
     let b = arc(ScriptedModel::new("b").reply("b"));
     let c = arc(ScriptedModel::new("c").fail(ErrorKind::Overloaded));
-    let chain = chain_of(&[&a, &b, &c]).route(ErrorKind::ContextLengthExceeded, "c").build().unwrap();
+    let chain = chain_of(&[&a, &b, &c])
+        .route(ErrorKind::ContextLengthExceeded, "c")
+        .build()
+        .unwrap();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.served_by(), "b");
-    let order: Vec<_> = r.provenance.attempts.iter().map(|a| a.provider.to_string()).collect();
+    let order: Vec<_> = r
+        .provenance
+        .attempts
+        .iter()
+        .map(|a| a.provider.to_string())
+        .collect();
     assert_eq!(order, ["a", "c", "b"]);
 }
 
@@ -235,12 +304,19 @@ async fn after_a_route_the_remaining_links_are_tried_in_order() {
 async fn nothing_waits_past_the_deadline() {
     let a = arc(ScriptedModel::new("a").hang());
     let b = arc(ScriptedModel::new("b").hang());
-    let chain = chain_of(&[&a, &b]).deadline(Duration::from_secs(2)).static_reply("busy").build().unwrap();
+    let chain = chain_of(&[&a, &b])
+        .deadline(Duration::from_secs(2))
+        .static_reply("busy")
+        .build()
+        .unwrap();
     let t0 = Instant::now();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(t0.elapsed(), Duration::from_secs(2));
     assert!(r.provenance.static_reply);
-    assert_eq!(r.provenance.attempts[0].error_kind, Some(ErrorKind::DeadlineExceeded));
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::DeadlineExceeded)
+    );
     assert_eq!(b.calls(), 0, "the deadline was spent on the first link");
 }
 
@@ -257,9 +333,18 @@ async fn deadline_without_static_reply_is_deadline_exceeded() {
 #[tokio::test(start_paused = true)]
 async fn an_earlier_context_deadline_wins() {
     let a = arc(ScriptedModel::new("a").hang());
-    let chain = chain_of(&[&a]).deadline(Duration::from_secs(30)).build().unwrap();
+    let chain = chain_of(&[&a])
+        .deadline(Duration::from_secs(30))
+        .build()
+        .unwrap();
     let t0 = Instant::now();
-    let e = chain.chat(&ask(), &Context::new().with_timeout(Duration::from_millis(750))).await.unwrap_err();
+    let e = chain
+        .chat(
+            &ask(),
+            &Context::new().with_timeout(Duration::from_millis(750)),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
     assert_eq!(t0.elapsed(), Duration::from_millis(750));
 }
@@ -278,14 +363,21 @@ async fn a_link_can_reserve_budget_for_the_links_after_it() {
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.served_by(), "b");
     assert_eq!(t0.elapsed(), Duration::from_secs(11));
-    assert_eq!(r.provenance.attempts[0].error_kind, Some(ErrorKind::Timeout));
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::Timeout)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_last_remaining_link_gets_the_whole_budget() {
     // PITFALLS 7: a reserve never cuts the last link's attempt short.
     let a = arc(ScriptedModel::new("a").reply_after("slow but valid", Duration::from_secs(12)));
-    let chain = chain_of(&[&a]).reserve(Duration::from_secs(5)).deadline(Duration::from_secs(15)).build().unwrap();
+    let chain = chain_of(&[&a])
+        .reserve(Duration::from_secs(5))
+        .deadline(Duration::from_secs(15))
+        .build()
+        .unwrap();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.text(), "slow but valid");
 }
@@ -293,15 +385,17 @@ async fn the_last_remaining_link_gets_the_whole_budget() {
 #[tokio::test(start_paused = true)]
 async fn when_every_link_is_cooling_down_the_chain_waits_for_the_earliest() {
     // PITFALLS 8.
-    let refuse = |after_ms| Error::new(ErrorKind::CircuitOpen, "open").with_retry_after(Duration::from_millis(after_ms));
+    let refuse = |after_ms| {
+        Error::new(ErrorKind::CircuitOpen, "open").with_retry_after(Duration::from_millis(after_ms))
+    };
     // a is still cooling down when the chain comes back; b is re-admitted after 800 ms.
-    let a = arc(
-        ScriptedModel::new("a")
-            .fail_with(refuse(3_000), Duration::ZERO)
-            .fail_with(refuse(2_200), Duration::ZERO)
-            .reply("a is back"),
-    );
-    let b = arc(ScriptedModel::new("b").fail_with(refuse(800), Duration::ZERO).reply("b is back"));
+    let a = arc(ScriptedModel::new("a")
+        .fail_with(refuse(3_000), Duration::ZERO)
+        .fail_with(refuse(2_200), Duration::ZERO)
+        .reply("a is back"));
+    let b = arc(ScriptedModel::new("b")
+        .fail_with(refuse(800), Duration::ZERO)
+        .reply("b is back"));
     let chain = chain_of(&[&a, &b]).static_reply("busy").build().unwrap();
     let t0 = Instant::now();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
@@ -312,9 +406,14 @@ async fn when_every_link_is_cooling_down_the_chain_waits_for_the_earliest() {
 
 #[tokio::test(start_paused = true)]
 async fn a_readmission_beyond_the_deadline_means_static_reply_now() {
-    let refuse = Error::new(ErrorKind::LocalRateLimited, "limited").with_retry_after(Duration::from_secs(60));
+    let refuse = Error::new(ErrorKind::LocalRateLimited, "limited")
+        .with_retry_after(Duration::from_secs(60));
     let a = arc(ScriptedModel::new("a").fail_with(refuse, Duration::ZERO));
-    let chain = chain_of(&[&a]).deadline(Duration::from_secs(5)).static_reply("busy").build().unwrap();
+    let chain = chain_of(&[&a])
+        .deadline(Duration::from_secs(5))
+        .static_reply("busy")
+        .build()
+        .unwrap();
     let t0 = Instant::now();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(t0.elapsed(), Duration::ZERO);
@@ -327,7 +426,12 @@ async fn chains_nest() {
     let b = arc(ScriptedModel::new("b").reply("inner b"));
     let inner = chain_of(&[&a, &b]).name("inner").build().unwrap();
     let c = arc(ScriptedModel::new("c").reply("c"));
-    let outer = Chain::builder().link(inner).link_arc(c.clone()).name("outer").build().unwrap();
+    let outer = Chain::builder()
+        .link(inner)
+        .link_arc(c.clone())
+        .name("outer")
+        .build()
+        .unwrap();
     let r = outer.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.text(), "inner b");
     assert_eq!(r.served_by(), "b");
@@ -341,21 +445,46 @@ async fn chains_nest() {
 async fn fallback_notice_is_attached_to_fallback_answers() {
     let a = arc(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b = arc(ScriptedModel::new("b").reply("b"));
-    let chain = chain_of(&[&a, &b]).fallback_notice("Answered by a backup model.").build().unwrap();
+    let chain = chain_of(&[&a, &b])
+        .fallback_notice("Answered by a backup model.")
+        .build()
+        .unwrap();
     let r = chain.chat(&ask(), &Context::new()).await.unwrap();
-    assert_eq!(r.provenance.notice.as_deref(), Some("Answered by a backup model."));
+    assert_eq!(
+        r.provenance.notice.as_deref(),
+        Some("Answered by a backup model.")
+    );
 }
 
 #[test]
 fn invalid_chains_are_construction_errors() {
-    assert_eq!(Chain::builder().static_reply("x").build().unwrap_err(), BuildError::NoLinks);
-    let e = Chain::builder().link(ScriptedModel::new("a")).link(ScriptedModel::new("a")).build().unwrap_err();
+    assert_eq!(
+        Chain::builder().static_reply("x").build().unwrap_err(),
+        BuildError::NoLinks
+    );
+    let e = Chain::builder()
+        .link(ScriptedModel::new("a"))
+        .link(ScriptedModel::new("a"))
+        .build()
+        .unwrap_err();
     assert_eq!(e, BuildError::DuplicateLink("a".into()));
-    let e = Chain::builder().link(ScriptedModel::new("a")).route(ErrorKind::RateLimited, "zz").build().unwrap_err();
+    let e = Chain::builder()
+        .link(ScriptedModel::new("a"))
+        .route(ErrorKind::RateLimited, "zz")
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("\"zz\""), "{e}");
-    let e = Chain::builder().link(ScriptedModel::new("a")).deadline(Duration::ZERO).build().unwrap_err();
+    let e = Chain::builder()
+        .link(ScriptedModel::new("a"))
+        .deadline(Duration::ZERO)
+        .build()
+        .unwrap_err();
     assert_eq!(e, BuildError::ZeroDeadline);
-    let e = Chain::builder().link(ScriptedModel::new("a")).reserve(Duration::from_secs(20)).build().unwrap_err();
+    let e = Chain::builder()
+        .link(ScriptedModel::new("a"))
+        .reserve(Duration::from_secs(20))
+        .build()
+        .unwrap_err();
     assert_eq!(e, BuildError::ReserveTooLarge("a".into()));
     let e: Error = BuildError::NoLinks.into();
     assert_eq!(e.kind(), ErrorKind::InvalidRequest);

@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Context, EmbeddingChain, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, ModelId, Result,
+    Context, EmbeddingChain, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Error, ErrorKind,
+    ModelId, Result,
 };
 
 #[derive(Debug)]
@@ -19,13 +20,19 @@ impl EmbeddingModel for Endpoint {
     async fn embed(&self, req: &EmbeddingRequest, _: &Context) -> Result<EmbeddingResponse> {
         match self.fail {
             Some(k) => Err(Error::new(k, "down")),
-            None => Ok(EmbeddingResponse::new(vec![vec![1.0, 0.0]; req.inputs.len()], self.id.model.to_string())),
+            None => Ok(EmbeddingResponse::new(
+                vec![vec![1.0, 0.0]; req.inputs.len()],
+                self.id.model.to_string(),
+            )),
         }
     }
 }
 
 fn ep(name: &str, model: &str, fail: Option<ErrorKind>) -> Endpoint {
-    Endpoint { id: ModelId::new(name, model), fail }
+    Endpoint {
+        id: ModelId::new(name, model),
+        fail,
+    }
 }
 
 #[test]
@@ -46,7 +53,13 @@ async fn falls_back_across_endpoints_of_one_model() {
         .link(ep("eu", "m", None))
         .build()
         .unwrap();
-    let r = chain.embed(&EmbeddingRequest::new(vec!["a".into(), "b".into()]), &Context::new()).await.unwrap();
+    let r = chain
+        .embed(
+            &EmbeddingRequest::new(vec!["a".into(), "b".into()]),
+            &Context::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(r.vectors.len(), 2);
     assert_eq!(r.served_by.as_deref(), Some("eu"));
 }
@@ -58,6 +71,9 @@ async fn invalid_requests_fail_fast() {
         .link(ep("eu", "m", None))
         .build()
         .unwrap();
-    let e = chain.embed(&EmbeddingRequest::new(vec!["a".into()]), &Context::new()).await.unwrap_err();
+    let e = chain
+        .embed(&EmbeddingRequest::new(vec!["a".into()]), &Context::new())
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidRequest);
 }

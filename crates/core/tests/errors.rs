@@ -7,25 +7,93 @@ use ripcord_core::{Disposition, Error, ErrorKind, StatusCode, TimeoutPhase};
 
 /// The DESIGN.md table, row by row.
 const TABLE: &[(ErrorKind, &str, Disposition)] = &[
-    (ErrorKind::RateLimited, "rate_limited", Disposition::Retry { after: None }),
-    (ErrorKind::QuotaExhausted, "quota_exhausted", Disposition::Fallback),
+    (
+        ErrorKind::RateLimited,
+        "rate_limited",
+        Disposition::Retry { after: None },
+    ),
+    (
+        ErrorKind::QuotaExhausted,
+        "quota_exhausted",
+        Disposition::Fallback,
+    ),
     (ErrorKind::Overloaded, "overloaded", Disposition::Fallback),
-    (ErrorKind::ServerError, "server_error", Disposition::Retry { after: None }),
-    (ErrorKind::Timeout, "timeout", Disposition::Retry { after: None }),
-    (ErrorKind::Network, "network", Disposition::Retry { after: None }),
+    (
+        ErrorKind::ServerError,
+        "server_error",
+        Disposition::Retry { after: None },
+    ),
+    (
+        ErrorKind::Timeout,
+        "timeout",
+        Disposition::Retry { after: None },
+    ),
+    (
+        ErrorKind::Network,
+        "network",
+        Disposition::Retry { after: None },
+    ),
     (ErrorKind::Auth, "auth", Disposition::Fallback),
-    (ErrorKind::PermissionDenied, "permission_denied", Disposition::Fallback),
-    (ErrorKind::RegionBlocked, "region_blocked", Disposition::Fallback),
-    (ErrorKind::ModelNotFound, "model_not_found", Disposition::Fallback),
-    (ErrorKind::PayloadTooLarge, "payload_too_large", Disposition::Fallback),
-    (ErrorKind::ContextLengthExceeded, "context_length_exceeded", Disposition::Fallback),
-    (ErrorKind::ContentFiltered, "content_filtered", Disposition::FailFast),
-    (ErrorKind::InvalidRequest, "invalid_request", Disposition::FailFast),
-    (ErrorKind::InvalidResponse, "invalid_response", Disposition::Retry { after: None }),
-    (ErrorKind::CircuitOpen, "circuit_open", Disposition::Fallback),
-    (ErrorKind::LocalRateLimited, "local_rate_limited", Disposition::Fallback),
-    (ErrorKind::BudgetExhausted, "budget_exhausted", Disposition::Fallback),
-    (ErrorKind::DeadlineExceeded, "deadline_exceeded", Disposition::FailFast),
+    (
+        ErrorKind::PermissionDenied,
+        "permission_denied",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::RegionBlocked,
+        "region_blocked",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::ModelNotFound,
+        "model_not_found",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::PayloadTooLarge,
+        "payload_too_large",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::ContextLengthExceeded,
+        "context_length_exceeded",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::ContentFiltered,
+        "content_filtered",
+        Disposition::FailFast,
+    ),
+    (
+        ErrorKind::InvalidRequest,
+        "invalid_request",
+        Disposition::FailFast,
+    ),
+    (
+        ErrorKind::InvalidResponse,
+        "invalid_response",
+        Disposition::Retry { after: None },
+    ),
+    (
+        ErrorKind::CircuitOpen,
+        "circuit_open",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::LocalRateLimited,
+        "local_rate_limited",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::BudgetExhausted,
+        "budget_exhausted",
+        Disposition::Fallback,
+    ),
+    (
+        ErrorKind::DeadlineExceeded,
+        "deadline_exceeded",
+        Disposition::FailFast,
+    ),
     (ErrorKind::Cancelled, "cancelled", Disposition::FailFast),
 ];
 
@@ -35,7 +103,11 @@ fn every_kind_has_its_row_in_the_design_table() {
     for (kind, name, disposition) in TABLE {
         assert_eq!(kind.as_str(), *name, "{kind:?}");
         assert_eq!(kind.disposition(), *disposition, "{kind:?}");
-        assert_eq!(Error::new(*kind, "x").disposition(), *disposition, "{kind:?}");
+        assert_eq!(
+            Error::new(*kind, "x").disposition(),
+            *disposition,
+            "{kind:?}"
+        );
         assert_eq!(ErrorKind::parse(name), Some(*kind));
         let json = serde_json::to_string(kind).unwrap();
         assert_eq!(json, format!("\"{name}\""));
@@ -46,10 +118,13 @@ fn every_kind_has_its_row_in_the_design_table() {
 
 #[test]
 fn rate_limited_carries_retry_after_into_the_disposition() {
-    let e = Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(Duration::from_millis(1500));
+    let e = Error::new(ErrorKind::RateLimited, "slow down")
+        .with_retry_after(Duration::from_millis(1500));
     assert_eq!(
         e.disposition(),
-        Disposition::Retry { after: Some(Duration::from_millis(1500)) }
+        Disposition::Retry {
+            after: Some(Duration::from_millis(1500))
+        }
     );
     assert_eq!(e.retry_after(), Some(Duration::from_millis(1500)));
 }
@@ -74,7 +149,12 @@ fn auth_is_fallback_and_alerts() {
 
 #[test]
 fn timeouts_keep_their_phase() {
-    for phase in [TimeoutPhase::Connect, TimeoutPhase::FirstToken, TimeoutPhase::StreamIdle, TimeoutPhase::Total] {
+    for phase in [
+        TimeoutPhase::Connect,
+        TimeoutPhase::FirstToken,
+        TimeoutPhase::StreamIdle,
+        TimeoutPhase::Total,
+    ] {
         let e = Error::timeout(phase, "took too long");
         assert_eq!(e.kind(), ErrorKind::Timeout);
         assert_eq!(e.timeout_phase(), Some(phase));
@@ -85,7 +165,11 @@ fn timeouts_keep_their_phase() {
 
 #[test]
 fn local_refusals_and_caller_side_kinds() {
-    for k in [ErrorKind::CircuitOpen, ErrorKind::LocalRateLimited, ErrorKind::BudgetExhausted] {
+    for k in [
+        ErrorKind::CircuitOpen,
+        ErrorKind::LocalRateLimited,
+        ErrorKind::BudgetExhausted,
+    ] {
         assert!(k.is_local_refusal());
         assert!(k.is_caller_side());
     }
@@ -96,7 +180,10 @@ fn local_refusals_and_caller_side_kinds() {
 
 #[test]
 fn vendor_facts_are_kept_as_data_and_displayed_once() {
-    let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
+    let io = std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "connection reset by peer",
+    );
     let e = Error::new(ErrorKind::Network, "request failed")
         .with_provider("openai", "gpt-4o")
         .with_status(StatusCode(502))
@@ -108,7 +195,10 @@ fn vendor_facts_are_kept_as_data_and_displayed_once() {
     assert_eq!(e.vendor_code(), Some("bad_gateway"));
     assert_eq!(e.message(), "request failed");
     let text = e.to_string();
-    assert_eq!(text, "openai/gpt-4o: network (HTTP 502, bad_gateway): request failed");
+    assert_eq!(
+        text,
+        "openai/gpt-4o: network (HTTP 502, bad_gateway): request failed"
+    );
     // The cause is reachable through source(), not repeated in Display.
     assert!(!text.contains("reset by peer"));
     assert_eq!(e.source().unwrap().to_string(), "connection reset by peer");
@@ -119,14 +209,20 @@ fn vendor_facts_are_kept_as_data_and_displayed_once() {
 #[test]
 fn exhausted_keeps_every_error_in_order() {
     let a = Error::new(ErrorKind::Overloaded, "a").with_provider("a", "m");
-    let b = Error::new(ErrorKind::RateLimited, "b").with_provider("b", "m").with_retry_after(Duration::from_secs(3));
+    let b = Error::new(ErrorKind::RateLimited, "b")
+        .with_provider("b", "m")
+        .with_retry_after(Duration::from_secs(3));
     let e = Error::exhausted(vec![a, b]);
     assert_eq!(e.kind(), ErrorKind::RateLimited);
     assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
     assert_eq!(e.causes().len(), 2);
     assert_eq!(e.causes()[0].provider(), Some("a"));
     assert_eq!(e.causes()[1].provider(), Some("b"));
-    assert!(e.to_string().starts_with("rate_limited: all 2 links failed ["), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("rate_limited: all 2 links failed ["),
+        "{e}"
+    );
     assert_eq!(e.source().unwrap().to_string(), e.causes()[1].to_string());
 }
 

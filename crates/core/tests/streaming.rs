@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{
-    Chain, ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, FinishReason, StreamEvent, StreamPolicy,
-    stream,
+    Chain, ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, FinishReason,
+    StreamEvent, StreamPolicy, stream,
 };
 use tokio::time::Instant;
 
@@ -46,14 +46,27 @@ async fn an_error_as_the_first_stream_event_falls_back() {
         StreamItem::Error(Error::new(ErrorKind::RateLimited, "429 in-band")),
     )]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Once ", "upon"], ms(10))));
-    let chain = Chain::builder().link_arc(a.clone()).link_arc(b.clone()).build().unwrap();
+    let chain = Chain::builder()
+        .link_arc(a.clone())
+        .link_arc(b.clone())
+        .build()
+        .unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Once upon");
     assert!(events.iter().all(Result::is_ok));
-    assert!(!events.iter().any(|e| matches!(e, Ok(StreamEvent::Restarted { .. }))));
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap()).await.unwrap();
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::Restarted { .. })))
+    );
+    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
     assert_eq!(r.provenance.served_by.as_deref(), Some("b"));
-    assert_eq!(r.provenance.attempts[0].error_kind, Some(ErrorKind::RateLimited));
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::RateLimited)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -61,21 +74,41 @@ async fn a_stream_that_ends_before_any_content_falls_back() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["fine"], ms(1))));
     let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap()).await.unwrap();
+    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
     assert_eq!(r.text(), "fine");
-    assert_eq!(r.provenance.attempts[0].error_kind, Some(ErrorKind::InvalidResponse));
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::InvalidResponse)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_failure_after_the_first_token_ends_the_stream_by_default() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
         (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
-        (ms(5), StreamItem::Error(Error::new(ErrorKind::Overloaded, "overloaded_error mid-stream"))),
+        (
+            ms(5),
+            StreamItem::Error(Error::new(
+                ErrorKind::Overloaded,
+                "overloaded_error mid-stream",
+            )),
+        ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["never"], ms(1))));
-    let chain = Chain::builder().link_arc(a).link_arc(b.clone()).static_reply("busy").build().unwrap();
+    let chain = Chain::builder()
+        .link_arc(a)
+        .link_arc(b.clone())
+        .static_reply("busy")
+        .build()
+        .unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(texts(&events), "Once", "never spliced with another model's text");
+    assert_eq!(
+        texts(&events),
+        "Once",
+        "never spliced with another model's text"
+    );
     let err = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Overloaded);
     assert_eq!(err.provider(), Some("a"));
@@ -85,10 +118,18 @@ async fn a_failure_after_the_first_token_ends_the_stream_by_default() {
 #[tokio::test(start_paused = true)]
 async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Once upon a ti"))),
-        (ms(5), StreamItem::Error(Error::new(ErrorKind::Network, "connection reset"))),
+        (
+            ms(5),
+            StreamItem::Event(StreamEvent::text("Once upon a ti")),
+        ),
+        (
+            ms(5),
+            StreamItem::Error(Error::new(ErrorKind::Network, "connection reset")),
+        ),
     ]));
-    let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["A ", "new ", "story."], ms(5))));
+    let b = Arc::new(
+        ScriptedModel::new("b").stream_items(text_stream(&["A ", "new ", "story."], ms(5))),
+    );
     let chain = Chain::builder()
         .link_arc(a)
         .link_arc(b)
@@ -98,12 +139,26 @@ async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     let restart_at = events
         .iter()
-        .position(|e| matches!(e, Ok(StreamEvent::Restarted { reason: ErrorKind::Network, .. })))
+        .position(|e| {
+            matches!(
+                e,
+                Ok(StreamEvent::Restarted {
+                    reason: ErrorKind::Network,
+                    ..
+                })
+            )
+        })
         .expect("a Restarted event");
     assert_eq!(texts(&events[..restart_at]), "Once upon a ti");
     assert_eq!(texts(&events[restart_at..]), "A new story.");
-    let r = stream::collect(Box::pin(futures::stream::iter(events))).await.unwrap();
-    assert_eq!(r.text(), "A new story.", "the collector discards what came before Restarted");
+    let r = stream::collect(Box::pin(futures::stream::iter(events)))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.text(),
+        "A new story.",
+        "the collector discards what came before Restarted"
+    );
     assert_eq!(r.provenance.served_by.as_deref(), Some("b"));
     let kinds: Vec<_> = r.provenance.attempts.iter().map(|a| a.error_kind).collect();
     assert_eq!(kinds, vec![Some(ErrorKind::Network), None]);
@@ -113,7 +168,10 @@ async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
 async fn restart_with_nothing_left_ends_in_the_static_reply() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
         (ms(5), StreamItem::Event(StreamEvent::text("Half"))),
-        (ms(5), StreamItem::Error(Error::new(ErrorKind::ServerError, "boom"))),
+        (
+            ms(5),
+            StreamItem::Error(Error::new(ErrorKind::ServerError, "boom")),
+        ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Overloaded));
     let chain = Chain::builder()
@@ -123,7 +181,9 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
         .static_reply("The assistant is unavailable.")
         .build()
         .unwrap();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap()).await.unwrap();
+    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
     assert_eq!(r.text(), "The assistant is unavailable.");
     assert!(r.provenance.static_reply && r.degraded());
 }
@@ -134,11 +194,18 @@ async fn a_stalled_stream_ends_at_the_deadline() {
         (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
         (ms(0), StreamItem::Stall),
     ]));
-    let chain = Chain::builder().link_arc(a).deadline(Duration::from_secs(3)).build().unwrap();
+    let chain = Chain::builder()
+        .link_arc(a)
+        .deadline(Duration::from_secs(3))
+        .build()
+        .unwrap();
     let t0 = Instant::now();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(t0.elapsed(), Duration::from_secs(3));
-    assert_eq!(events.last().unwrap().as_ref().unwrap_err().kind(), ErrorKind::DeadlineExceeded);
+    assert_eq!(
+        events.last().unwrap().as_ref().unwrap_err().kind(),
+        ErrorKind::DeadlineExceeded
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -153,7 +220,9 @@ async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline()
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap()).await.unwrap();
+    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
     assert_eq!(r.text(), "quick");
     assert_eq!(t0.elapsed(), Duration::from_millis(6_010));
 }
@@ -162,10 +231,21 @@ async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline()
 async fn every_link_failing_before_content_streams_the_static_reply() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Auth));
-    let chain = Chain::builder().link_arc(a).link_arc(b).static_reply("busy").build().unwrap();
+    let chain = Chain::builder()
+        .link_arc(a)
+        .link_arc(b)
+        .static_reply("busy")
+        .build()
+        .unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "busy");
-    assert!(matches!(events.iter().rev().nth(1), Some(Ok(StreamEvent::Finish { reason: FinishReason::Stop, .. }))));
+    assert!(matches!(
+        events.iter().rev().nth(1),
+        Some(Ok(StreamEvent::Finish {
+            reason: FinishReason::Stop,
+            ..
+        }))
+    ));
     assert_eq!(chain.stats().static_replies, 1);
 }
 
@@ -182,7 +262,10 @@ async fn provenance_is_announced_at_commit_before_content() {
         }
         other => panic!("expected provenance first, got {other:?}"),
     }
-    assert!(matches!(events.last(), Some(Ok(StreamEvent::Provenance { .. }))));
+    assert!(matches!(
+        events.last(),
+        Some(Ok(StreamEvent::Provenance { .. }))
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -192,7 +275,11 @@ async fn fail_fast_before_content_is_returned_when_the_stream_opens() {
         StreamItem::Error(Error::new(ErrorKind::ContentFiltered, "policy")),
     )]));
     let b = Arc::new(ScriptedModel::new("b"));
-    let chain = Chain::builder().link_arc(a).link_arc(b.clone()).build().unwrap();
+    let chain = Chain::builder()
+        .link_arc(a)
+        .link_arc(b.clone())
+        .build()
+        .unwrap();
     let e = chain.stream(&ask(), &Context::new()).await.err().unwrap();
     assert_eq!(e.kind(), ErrorKind::ContentFiltered);
     assert_eq!(b.calls(), 0);
@@ -202,9 +289,23 @@ async fn fail_fast_before_content_is_returned_when_the_stream_opens() {
 async fn nested_chains_stream_through() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::ServerError));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["inner"], ms(1))));
-    let inner = Chain::builder().link_arc(a).link_arc(b).name("inner").build().unwrap();
-    let outer = Chain::builder().link(inner).link(ScriptedModel::new("c")).build().unwrap();
-    let r = stream::collect(outer.stream(&ask(), &Context::new()).await.unwrap()).await.unwrap();
+    let inner = Chain::builder()
+        .link_arc(a)
+        .link_arc(b)
+        .name("inner")
+        .build()
+        .unwrap();
+    let outer = Chain::builder()
+        .link(inner)
+        .link(ScriptedModel::new("c"))
+        .build()
+        .unwrap();
+    let r = stream::collect(outer.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
     assert_eq!(r.text(), "inner");
-    assert!(r.degraded(), "the inner chain's fallback shows in the outer provenance");
+    assert!(
+        r.degraded(),
+        "the inner chain's fallback shows in the outer provenance"
+    );
 }

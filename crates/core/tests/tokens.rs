@@ -1,6 +1,8 @@
 //! The token estimate against a real tokenizer (OpenAI's cl100k_base, shipped in tiktoken-rs).
 
-use ripcord_core::tokens::{ESTIMATE_LOWER_RATIO, ESTIMATE_UPPER_RATIO, estimate_request, estimate_text, lower_bound};
+use ripcord_core::tokens::{
+    ESTIMATE_LOWER_RATIO, ESTIMATE_UPPER_RATIO, estimate_request, estimate_text, lower_bound,
+};
 use ripcord_core::{ChatRequest, Message};
 
 const ENGLISH: &str = "The sky appears blue because molecules in the atmosphere scatter shorter wavelengths of \
@@ -52,9 +54,15 @@ fn estimate_stays_within_the_documented_bound_of_cl100k() {
 #[test]
 fn request_estimate_counts_every_message_with_overhead() {
     let one = estimate_request(&ChatRequest::user("hello"));
-    let two = estimate_request(&ChatRequest::new(vec![Message::system("hello"), Message::user("hello")]));
+    let two = estimate_request(&ChatRequest::new(vec![
+        Message::system("hello"),
+        Message::user("hello"),
+    ]));
     assert!(two > one);
-    assert_eq!(two - one, estimate_text("hello") + ripcord_core::tokens::PER_MESSAGE_OVERHEAD);
+    assert_eq!(
+        two - one,
+        estimate_text("hello") + ripcord_core::tokens::PER_MESSAGE_OVERHEAD
+    );
     assert_eq!(estimate_text(""), 0);
     assert_eq!(estimate_text("   \t "), 0);
 }

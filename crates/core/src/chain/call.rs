@@ -32,6 +32,8 @@ pub(crate) struct Call {
     earliest_readmission: Option<Instant>,
     waited: bool,
     preferred: Option<usize>,
+    /// The link that failed last and how, until the next link is called (for the fallback event).
+    fell_from: Option<(usize, ErrorKind)>,
     errors: Vec<Error>,
     skipped: Vec<Skip>,
     stop: Option<Error>,
@@ -44,6 +46,12 @@ pub(crate) struct Call {
 
 fn bit(i: usize) -> u64 {
     1u64 << i
+}
+
+/// The position (1-based) within the call of the last attempt of `e`, for telemetry.
+fn attempt_number(earlier: &[Error], e: &Error) -> i64 {
+    let n: usize = earlier.iter().map(|x| x.attempts().len()).sum::<usize>() + e.attempts().len();
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 impl Call {
@@ -80,6 +88,7 @@ impl Call {
             earliest_readmission: None,
             waited: false,
             preferred: None,
+            fell_from: None,
             errors: Vec::new(),
             skipped: Vec::new(),
             stop: None,
@@ -105,7 +114,12 @@ impl Call {
             .collect()
     }
 
-    fn skip_reason(&mut self, caps: &Capabilities, req: &ChatRequest, ctx: &Context) -> Option<SkipReason> {
+    fn skip_reason(
+        &mut self,
+        caps: &Capabilities,
+        req: &ChatRequest,
+        ctx: &Context,
+    ) -> Option<SkipReason> {
         if self.needs.tools && !caps.tools {
             return Some(SkipReason::NoTools);
         }
@@ -136,7 +150,12 @@ impl Call {
     }
 
     /// Picks the next link to call, applying skip rules; may wait once for a cooling-down link.
-    pub(crate) async fn next_link(&mut self, inner: &ChainInner, req: &ChatRequest, ctx: &Context) -> Next {
+    pub(crate) async fn next_link(
+        &mut self,
+        inner: &ChainInner,
+        req: &ChatRequest,
+        ctx: &Context,
+    ) -> Next {
         if let Some(e) = self.stop.take() {
             let mut attempts = self.all_attempts();
             attempts.extend_from_slice(e.attempts());
@@ -167,10 +186,9 @@ impl Call {
             self.tried |= bit(i);
             let link = &inner.links[i];
             if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx) {
-                tracing::debug!(
-                    chain = %inner.id.name,
-                    link = %link.model.id().name,
-                    reason = reason.as_str(),
+                tracing::info!(
+                    ripcord.link = %link.model.id().name,
+                    ripcord.skip.reason = reason.as_str(),
                     "ripcord.link_skipped"
                 );
                 self.skipped.push(Skip {
@@ -178,6 +196,14 @@ impl Call {
                     reason,
                 });
                 continue;
+            }
+            if let Some((from, kind)) = self.fell_from.take() {
+                tracing::info!(
+                    ripcord.fallback.from = %inner.links[from].model.id().name,
+                    ripcord.fallback.to = %link.model.id().name,
+                    error.type = kind.as_str(),
+                    "ripcord.fallback"
+                );
             }
             return Next::Link(i);
         }
@@ -196,7 +222,11 @@ impl Call {
             return false;
         }
         self.waited = true;
-        tracing::debug!(chain = %inner.id.name, wait_ms = at.saturating_duration_since(Instant::now()).as_millis() as u64, "ripcord.readmission_wait");
+        tracing::info!(
+            wait_ms = i64::try_from(at.saturating_duration_since(Instant::now()).as_millis())
+                .unwrap_or(i64::MAX),
+            "ripcord.readmission_wait"
+        );
         if ctx
             .sleep(at.saturating_duration_since(Instant::now()))
             .await
@@ -212,7 +242,12 @@ impl Call {
 
     /// A context with a tighter deadline when the link reserves time for later links and is not
     /// the last untried one; `None` when the call's context applies as it is.
-    pub(crate) fn attempt_context(&self, inner: &ChainInner, i: usize, ctx: &Context) -> Option<Context> {
+    pub(crate) fn attempt_context(
+        &self,
+        inner: &ChainInner,
+        i: usize,
+        ctx: &Context,
+    ) -> Option<Context> {
         let reserve = inner.links[i].reserve;
         if reserve.is_zero() || self.first_untried(inner).is_none() {
             return None;
@@ -226,11 +261,21 @@ impl Call {
     }
 
     /// Records a failed attempt at link `i` and decides where to go next.
-    pub(crate) fn failed(&mut self, inner: &ChainInner, i: usize, e: Error, latency: Duration, ctx: &Context) {
+    pub(crate) fn failed(
+        &mut self,
+        inner: &ChainInner,
+        i: usize,
+        e: Error,
+        latency: Duration,
+        ctx: &Context,
+    ) {
         let id = inner.links[i].model.id();
         let mut e = if e.kind() == ErrorKind::DeadlineExceeded && Instant::now() < self.deadline {
             // The link's share of the budget ran out (a reserve for later links), not the call's.
-            Error::timeout(TimeoutPhase::Total, "the link's share of the deadline ran out")
+            Error::timeout(
+                TimeoutPhase::Total,
+                "the link's share of the deadline ran out",
+            )
         } else {
             e
         };
@@ -243,9 +288,9 @@ impl Call {
         }
         let kind = e.kind();
         tracing::info!(
-            chain = %inner.id.name,
-            link = %id.name,
+            ripcord.link = %id.name,
             error.type = kind.as_str(),
+            ripcord.attempt = attempt_number(&self.errors, &e),
             latency_ms = latency.as_secs_f64() * 1000.0,
             "ripcord.link_failed"
         );
@@ -264,6 +309,7 @@ impl Call {
                     self.earliest_readmission =
                         Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
                 }
+                self.fell_from = Some((i, kind));
                 self.preferred = inner
                     .routes
                     .iter()
@@ -275,7 +321,13 @@ impl Call {
     }
 
     /// The provenance of an answer served by link `i`.
-    pub(crate) fn served(&mut self, inner: &ChainInner, i: usize, link: Provenance, latency: Duration) -> Provenance {
+    pub(crate) fn served(
+        &mut self,
+        inner: &ChainInner,
+        i: usize,
+        link: Provenance,
+        latency: Duration,
+    ) -> Provenance {
         let id = inner.links[i].model.id();
         let mut attempts = self.all_attempts();
         if link.attempts.is_empty() {
@@ -286,12 +338,6 @@ impl Call {
         let fell_back = i != 0;
         if fell_back {
             inner.count_fallback();
-            tracing::info!(
-                chain = %inner.id.name,
-                to = %id.name,
-                attempts = attempts.len(),
-                "ripcord.fallback_served"
-            );
         }
         let mut skipped = std::mem::take(&mut self.skipped);
         skipped.extend(link.skipped);

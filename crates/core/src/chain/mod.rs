@@ -39,6 +39,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::capabilities::Capabilities;
 use crate::context::Context;
@@ -47,6 +48,7 @@ use crate::model::{ChatModel, ModelId};
 use crate::request::ChatRequest;
 use crate::response::{ChatResponse, FinishReason, Provenance, Usage};
 use crate::stream::ChatStream;
+use crate::telemetry;
 
 use call::{Call, Next};
 
@@ -219,12 +221,21 @@ impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BuildError::NoLinks => f.write_str("a chain needs at least one link"),
-            BuildError::TooManyLinks(n) => write!(f, "a chain holds at most {MAX_LINKS} links, got {n}"),
-            BuildError::DuplicateLink(n) => write!(f, "two links are named {n:?}; link names must be unique"),
-            BuildError::UnknownRouteTarget { kind, target } => {
-                write!(f, "the route for {kind} names link {target:?}, which is not in the chain")
+            BuildError::TooManyLinks(n) => {
+                write!(f, "a chain holds at most {MAX_LINKS} links, got {n}")
             }
-            BuildError::ZeroDeadline => f.write_str("the chain's deadline must be greater than zero"),
+            BuildError::DuplicateLink(n) => {
+                write!(f, "two links are named {n:?}; link names must be unique")
+            }
+            BuildError::UnknownRouteTarget { kind, target } => {
+                write!(
+                    f,
+                    "the route for {kind} names link {target:?}, which is not in the chain"
+                )
+            }
+            BuildError::ZeroDeadline => {
+                f.write_str("the chain's deadline must be greater than zero")
+            }
             BuildError::ReserveTooLarge(n) => {
                 write!(f, "link {n:?} reserves the whole deadline for later links")
             }
@@ -292,7 +303,9 @@ impl ChainBuilder {
     /// [`ChainBuilder::static_reply`], the default text is a generic "unavailable" message.
     pub fn intent_reply(mut self, intent: impl Into<String>, text: impl Into<String>) -> Self {
         let s = self.static_reply.take().unwrap_or_else(|| {
-            StaticReply::new("The AI service is unavailable right now; please try again in a few minutes.")
+            StaticReply::new(
+                "The AI service is unavailable right now; please try again in a few minutes.",
+            )
         });
         self.static_reply = Some(s.with_intent(intent, text));
         self
@@ -434,11 +447,14 @@ impl ChainInner {
         match &self.static_reply {
             Some(reply) => {
                 self.counters.static_replies.fetch_add(1, Ordering::Relaxed);
-                let attempts = errors.iter().flat_map(|e| e.attempts().iter().cloned()).collect();
+                let attempts = errors
+                    .iter()
+                    .flat_map(|e| e.attempts().iter().cloned())
+                    .collect();
                 let last_kind = errors.last().map(Error::kind);
                 tracing::warn!(
-                    chain = %self.id.name,
-                    last_error = last_kind.map(ErrorKind::as_str),
+                    ripcord.chain = %self.id.name,
+                    error.type = last_kind.map(ErrorKind::as_str),
                     "ripcord.static_reply"
                 );
                 Ok(ChatResponse {
@@ -476,7 +492,42 @@ impl ChainInner {
         self.counters.failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    /// A traced chat call: the call runs inside `span`, whose outcome is recorded at the end.
+    async fn chat_traced(
+        &self,
+        req: &ChatRequest,
+        ctx: &Context,
+        span: tracing::Span,
+    ) -> Result<ChatResponse> {
+        let result = self.chat(req, ctx, true).instrument(span.clone()).await;
+        match &result {
+            Ok(resp) => telemetry::record_served(&span, &resp.provenance),
+            Err(e) => {
+                telemetry::record_error(&span, e);
+                span.record(
+                    telemetry::attr::ATTEMPTS,
+                    i64::try_from(e.attempts().len()).unwrap_or(i64::MAX),
+                );
+            }
+        }
+        result
+    }
+
+    /// Walks the links. Unless `in_span`, the call first opens its chain span when a subscriber
+    /// listens; without one it runs as it is, with no span and no wrapper future (the traced
+    /// path is boxed so that this one stays as small as it was).
+    async fn chat(&self, req: &ChatRequest, ctx: &Context, in_span: bool) -> Result<ChatResponse> {
+        if !in_span && tracing::level_enabled!(tracing::Level::INFO) {
+            let span = telemetry::chain_span(
+                &self.id.name,
+                telemetry::operation::CHAT,
+                self.links.len(),
+                false,
+            );
+            if !span.is_disabled() {
+                return Box::pin(self.chat_traced(req, ctx, span)).await;
+            }
+        }
         self.count_call();
         let now = Instant::now();
         let deadline = self.call_deadline(ctx, now);
@@ -522,10 +573,10 @@ impl ChatModel for Chain {
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.inner.chat(req, ctx).await
+        self.inner.chat(req, ctx, false).await
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        stream::open(self.inner.clone(), req, ctx).await
+        stream::open(self.inner.clone(), req, ctx, None).await
     }
 }

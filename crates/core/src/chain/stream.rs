@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use super::call::{Call, Next};
 use super::{ChainInner, StreamPolicy};
@@ -19,6 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::request::ChatRequest;
 use crate::response::{ChatResponse, Provenance};
 use crate::stream::{ChatStream, StreamEvent};
+use crate::telemetry;
 
 struct Committed {
     link: usize,
@@ -105,7 +107,32 @@ fn static_events(resp: ChatResponse) -> Vec<StreamEvent> {
     ]
 }
 
-pub(super) async fn open(inner: Arc<ChainInner>, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+/// Opens a chain stream. Unless `traced` carries the call's span already, the call first opens
+/// its chain span when a subscriber listens; without one it runs as it is, with no span and no
+/// wrapper (the traced path is boxed so that this one stays as small as it was).
+pub(super) async fn open(
+    inner: Arc<ChainInner>,
+    req: &ChatRequest,
+    ctx: &Context,
+    traced: Option<Span>,
+) -> Result<ChatStream> {
+    let span = match traced {
+        Some(span) => span,
+        None => {
+            if tracing::level_enabled!(tracing::Level::INFO) {
+                let span = telemetry::chain_span(
+                    &inner.id.name,
+                    telemetry::operation::CHAT,
+                    inner.links.len(),
+                    true,
+                );
+                if !span.is_disabled() {
+                    return Box::pin(open_traced(inner, req, ctx, span)).await;
+                }
+            }
+            Span::none()
+        }
+    };
     inner.count_call();
     let deadline = inner.call_deadline(ctx, Instant::now());
     let ctx = ctx.clone().with_deadline(deadline);
@@ -113,7 +140,7 @@ pub(super) async fn open(inner: Arc<ChainInner>, req: &ChatRequest, ctx: &Contex
     match commit(&inner, &mut call, req, &ctx).await {
         Commit::Ok(c) => {
             let restart_req = (inner.stream_policy == StreamPolicy::Restart).then(|| req.clone());
-            Ok(committed(inner, call, c, ctx, restart_req))
+            Ok(committed(inner, call, c, ctx, restart_req, span))
         }
         Commit::Stop(e) => {
             inner.count_failure();
@@ -121,9 +148,29 @@ pub(super) async fn open(inner: Arc<ChainInner>, req: &ChatRequest, ctx: &Contex
         }
         Commit::Exhausted => {
             let resp = inner.static_or_error(call, &ctx)?;
+            telemetry::record_served(&span, &resp.provenance);
             Ok(Box::pin(futures::stream::iter(
                 static_events(resp).into_iter().map(Ok),
             )))
+        }
+    }
+}
+
+/// Opens the stream inside `span`, and keeps the stream polled inside it until it ends.
+async fn open_traced(
+    inner: Arc<ChainInner>,
+    req: &ChatRequest,
+    ctx: &Context,
+    span: Span,
+) -> Result<ChatStream> {
+    match open(inner, req, ctx, Some(span.clone()))
+        .instrument(span.clone())
+        .await
+    {
+        Ok(stream) => Ok(telemetry::in_span(stream, span)),
+        Err(e) => {
+            telemetry::record_error(&span, &e);
+            Err(e)
         }
     }
 }
@@ -134,6 +181,7 @@ fn committed(
     first: Committed,
     ctx: Context,
     restart_req: Option<ChatRequest>,
+    span: Span,
 ) -> ChatStream {
     Box::pin(async_stream::stream! {
         let mut c = first;
@@ -163,6 +211,7 @@ fn committed(
                     }
                     Ok(Some(Err(e))) => break e,
                     Ok(None) if finished => {
+                        telemetry::record_served(&span, &provenance);
                         yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance) });
                         return;
                     }
@@ -177,7 +226,8 @@ fn committed(
                 failure
             };
             let Some(req) = restart_req.as_ref() else {
-                tracing::info!(chain = %inner.id.name, link = %id.name, error.type = failure.kind().as_str(), "ripcord.stream_failed_after_commit");
+                tracing::info!(ripcord.link = %id.name, error.type = failure.kind().as_str(), "ripcord.stream_failed_after_commit");
+                telemetry::record_error(&span, &failure);
                 inner.count_failure();
                 yield Err(failure);
                 return;
@@ -187,7 +237,12 @@ fn committed(
             call.failed(&inner, c.link, failure, c.started.elapsed(), &ctx);
             match commit(&inner, &mut call, req, &ctx).await {
                 Commit::Ok(mut next) => {
-                    tracing::info!(chain = %inner.id.name, from = %id.name, to = %inner.links[next.link].model.id().name, "ripcord.stream_restarted");
+                    tracing::info!(
+                        ripcord.fallback.from = %id.name,
+                        ripcord.fallback.to = %inner.links[next.link].model.id().name,
+                        error.type = reason.as_str(),
+                        "ripcord.stream_restarted"
+                    );
                     yield Ok(StreamEvent::Restarted { reason, message });
                     provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());
                     yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
@@ -197,6 +252,7 @@ fn committed(
                     c = next;
                 }
                 Commit::Stop(e) => {
+                    telemetry::record_error(&span, &e);
                     inner.count_failure();
                     yield Err(e);
                     return;
@@ -204,12 +260,16 @@ fn committed(
                 Commit::Exhausted => {
                     match inner.static_or_error(call, &ctx) {
                         Ok(resp) => {
+                            telemetry::record_served(&span, &resp.provenance);
                             yield Ok(StreamEvent::Restarted { reason, message });
                             for ev in static_events(resp) {
                                 yield Ok(ev);
                             }
                         }
-                        Err(e) => yield Err(e),
+                        Err(e) => {
+                            telemetry::record_error(&span, &e);
+                            yield Err(e);
+                        }
                     }
                     return;
                 }

@@ -1,0 +1,685 @@
+//! Metrics from ripcord's `tracing` spans and events.
+//!
+//! The library crates only emit `tracing` spans and events (see
+//! [`ripcord_core::telemetry`]). [`MetricsLayer`] is a `tracing_subscriber::Layer` that watches
+//! them and records OpenTelemetry instruments:
+//!
+//! | instrument | kind, unit | from | attributes |
+//! | --- | --- | --- | --- |
+//! | `gen_ai.client.operation.duration` | histogram, s | attempt span closed | `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`, `server.address`, `ripcord.link`, `error.type` |
+//! | `gen_ai.client.token.usage` | histogram, {token} | attempt span closed | the above plus `gen_ai.token.type` (`input` / `output`) |
+//! | `gen_ai.client.operation.time_to_first_chunk` | histogram, s | attempt span closed (streams) | as duration |
+//! | `ripcord.requests` | counter | attempt span closed | `gen_ai.provider.name`, `ripcord.link`, `gen_ai.request.model` |
+//! | `ripcord.errors` | counter | failed attempt span closed | those plus `error.type` |
+//! | `ripcord.cost` | counter, USD | attempt span with a cost closed | `gen_ai.provider.name`, `gen_ai.request.model` |
+//! | `ripcord.chain.calls` | counter | chain span closed | `ripcord.chain`, `ripcord.served_by`, `ripcord.degraded`, `error.type` |
+//! | `ripcord.chain.duration` | histogram, s | chain span closed | `ripcord.chain`, `error.type` |
+//! | `ripcord.retries` | histogram, {retry} | chain span closed: `ripcord.retry_scheduled` events inside it | `ripcord.chain` |
+//! | `ripcord.retries.scheduled` | counter | `ripcord.retry_scheduled` | `ripcord.link`, `error.type` |
+//! | `ripcord.fallbacks` | counter | `ripcord.fallback` | `ripcord.chain`, `ripcord.fallback.from`, `ripcord.fallback.to`, `error.type` |
+//! | `ripcord.links.skipped` | counter | `ripcord.link_skipped` | `ripcord.chain`, `ripcord.link`, `ripcord.skip.reason` |
+//! | `ripcord.static_replies` | counter | `ripcord.static_reply` | `ripcord.chain` |
+//! | `ripcord.breaker.state` | gauge (0 closed, 1 half-open, 2 open) | `ripcord.breaker_transition` | `ripcord.link` |
+//! | `ripcord.breaker.transitions` | counter | `ripcord.breaker_transition` | `ripcord.link`, `from`, `to` |
+//! | `ripcord.breaker.open_time` | counter, s | a transition out of `open` | `ripcord.link` |
+//!
+//! Metrics are independent of trace sampling: the layer sees every span.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
+use ripcord_core::telemetry::{attr, event, span_name};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+
+/// `gen_ai.client.operation.duration` boundaries recommended by the GenAI conventions.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// `gen_ai.client.token.usage` boundaries recommended by the GenAI conventions.
+const TOKEN_BUCKETS: [f64; 14] = [
+    1.0,
+    4.0,
+    16.0,
+    64.0,
+    256.0,
+    1024.0,
+    4096.0,
+    16384.0,
+    65536.0,
+    262_144.0,
+    1_048_576.0,
+    4_194_304.0,
+    16_777_216.0,
+    67_108_864.0,
+];
+/// `gen_ai.client.operation.time_to_first_chunk` boundaries recommended by the conventions.
+const TTFC_BUCKETS: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+const RETRY_BUCKETS: [f64; 8] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 16.0];
+
+/// Instrument names.
+pub mod names {
+    /// Duration of one request to a model.
+    pub const OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
+    /// Tokens used per request, by `gen_ai.token.type`.
+    pub const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+    /// Time to the first chunk of a streamed answer.
+    pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai.client.operation.time_to_first_chunk";
+    /// Requests (attempts) made.
+    pub const REQUESTS: &str = "ripcord.requests";
+    /// Requests (attempts) that failed, by `error.type`.
+    pub const ERRORS: &str = "ripcord.errors";
+    /// Estimated cost in USD.
+    pub const COST: &str = "ripcord.cost";
+    /// Chain calls, by who served and whether degraded.
+    pub const CHAIN_CALLS: &str = "ripcord.chain.calls";
+    /// Duration of a whole chain call.
+    pub const CHAIN_DURATION: &str = "ripcord.chain.duration";
+    /// Retries per chain call.
+    pub const RETRIES: &str = "ripcord.retries";
+    /// Retries scheduled, by link and kind.
+    pub const RETRIES_SCHEDULED: &str = "ripcord.retries.scheduled";
+    /// Fallbacks from one link to another.
+    pub const FALLBACKS: &str = "ripcord.fallbacks";
+    /// Links skipped without a call.
+    pub const LINKS_SKIPPED: &str = "ripcord.links.skipped";
+    /// Static replies served.
+    pub const STATIC_REPLIES: &str = "ripcord.static_replies";
+    /// Breaker state per link (0 closed, 1 half-open, 2 open).
+    pub const BREAKER_STATE: &str = "ripcord.breaker.state";
+    /// Breaker transitions.
+    pub const BREAKER_TRANSITIONS: &str = "ripcord.breaker.transitions";
+    /// Seconds breakers spent open.
+    pub const BREAKER_OPEN_TIME: &str = "ripcord.breaker.open_time";
+}
+
+/// `gen_ai.token.type`.
+const TOKEN_TYPE: &str = "gen_ai.token.type";
+
+struct Instruments {
+    op_duration: Histogram<f64>,
+    token_usage: Histogram<u64>,
+    ttfc: Histogram<f64>,
+    requests: Counter<u64>,
+    errors: Counter<u64>,
+    cost: Counter<f64>,
+    chain_calls: Counter<u64>,
+    chain_duration: Histogram<f64>,
+    retries: Histogram<u64>,
+    retries_scheduled: Counter<u64>,
+    fallbacks: Counter<u64>,
+    skipped: Counter<u64>,
+    static_replies: Counter<u64>,
+    breaker_state: Gauge<i64>,
+    breaker_transitions: Counter<u64>,
+    breaker_open_time: Counter<f64>,
+}
+
+impl Instruments {
+    fn new(meter: &Meter) -> Self {
+        Instruments {
+            op_duration: meter
+                .f64_histogram(names::OPERATION_DURATION)
+                .with_unit("s")
+                .with_description("GenAI operation duration")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            token_usage: meter
+                .u64_histogram(names::TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Number of input and output tokens used")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+            ttfc: meter
+                .f64_histogram(names::TIME_TO_FIRST_CHUNK)
+                .with_unit("s")
+                .with_description("Time to receive the first chunk of a streamed answer")
+                .with_boundaries(TTFC_BUCKETS.to_vec())
+                .build(),
+            requests: meter
+                .u64_counter(names::REQUESTS)
+                .with_unit("{request}")
+                .with_description("Requests sent to models")
+                .build(),
+            errors: meter
+                .u64_counter(names::ERRORS)
+                .with_unit("{request}")
+                .with_description("Requests to models that failed, by error.type")
+                .build(),
+            cost: meter
+                .f64_counter(names::COST)
+                .with_unit("USD")
+                .with_description("Estimated cost of answers")
+                .build(),
+            chain_calls: meter
+                .u64_counter(names::CHAIN_CALLS)
+                .with_unit("{call}")
+                .with_description("Chain calls by the link that served them")
+                .build(),
+            chain_duration: meter
+                .f64_histogram(names::CHAIN_DURATION)
+                .with_unit("s")
+                .with_description("Duration of whole chain calls, fallbacks included")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            retries: meter
+                .u64_histogram(names::RETRIES)
+                .with_unit("{retry}")
+                .with_description("Retries per chain call")
+                .with_boundaries(RETRY_BUCKETS.to_vec())
+                .build(),
+            retries_scheduled: meter
+                .u64_counter(names::RETRIES_SCHEDULED)
+                .with_unit("{retry}")
+                .with_description("Retries scheduled, by link and error.type")
+                .build(),
+            fallbacks: meter
+                .u64_counter(names::FALLBACKS)
+                .with_unit("{fallback}")
+                .with_description("Fallbacks from one link to another")
+                .build(),
+            skipped: meter
+                .u64_counter(names::LINKS_SKIPPED)
+                .with_unit("{link}")
+                .with_description("Links passed over without a call")
+                .build(),
+            static_replies: meter
+                .u64_counter(names::STATIC_REPLIES)
+                .with_unit("{reply}")
+                .with_description("Static last-resort replies served")
+                .build(),
+            breaker_state: meter
+                .i64_gauge(names::BREAKER_STATE)
+                .with_description("Circuit breaker state: 0 closed, 1 half-open, 2 open")
+                .build(),
+            breaker_transitions: meter
+                .u64_counter(names::BREAKER_TRANSITIONS)
+                .with_unit("{transition}")
+                .with_description("Circuit breaker state changes")
+                .build(),
+            breaker_open_time: meter
+                .f64_counter(names::BREAKER_OPEN_TIME)
+                .with_unit("s")
+                .with_description("Time circuit breakers spent open")
+                .build(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpanRole {
+    Attempt,
+    Chain,
+}
+
+/// What the layer learns about one attempt or chain span.
+#[derive(Debug)]
+struct Facts {
+    role: SpanRole,
+    started: Instant,
+    operation: Option<String>,
+    provider: Option<String>,
+    request_model: Option<String>,
+    response_model: Option<String>,
+    server_address: Option<String>,
+    link: Option<String>,
+    error_type: Option<String>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cost_usd: Option<f64>,
+    ttfc: Option<f64>,
+    chain: Option<String>,
+    served_by: Option<String>,
+    degraded: Option<bool>,
+    retries: u64,
+}
+
+impl Facts {
+    fn new(role: SpanRole, started: Instant) -> Self {
+        Facts {
+            role,
+            started,
+            operation: None,
+            provider: None,
+            request_model: None,
+            response_model: None,
+            server_address: None,
+            link: None,
+            error_type: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            ttfc: None,
+            chain: None,
+            served_by: None,
+            degraded: None,
+            retries: 0,
+        }
+    }
+
+    fn set_str(&mut self, name: &str, value: String) {
+        let slot = match name {
+            attr::OPERATION_NAME => &mut self.operation,
+            attr::PROVIDER_NAME => &mut self.provider,
+            attr::REQUEST_MODEL => &mut self.request_model,
+            attr::RESPONSE_MODEL => &mut self.response_model,
+            attr::SERVER_ADDRESS => &mut self.server_address,
+            attr::LINK => &mut self.link,
+            attr::ERROR_TYPE => &mut self.error_type,
+            attr::CHAIN => &mut self.chain,
+            attr::SERVED_BY => &mut self.served_by,
+            attr::USAGE_INPUT_TOKENS | attr::USAGE_OUTPUT_TOKENS => {
+                if let Ok(n) = value.parse::<u64>() {
+                    self.set_u64(name, n);
+                }
+                return;
+            }
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+
+    fn set_u64(&mut self, name: &str, value: u64) {
+        match name {
+            attr::USAGE_INPUT_TOKENS => self.input_tokens = Some(value),
+            attr::USAGE_OUTPUT_TOKENS => self.output_tokens = Some(value),
+            _ => {}
+        }
+    }
+
+    fn set_f64(&mut self, name: &str, value: f64) {
+        match name {
+            attr::COST_USD => self.cost_usd = Some(value),
+            attr::RESPONSE_TIME_TO_FIRST_CHUNK => self.ttfc = Some(value),
+            _ => {}
+        }
+    }
+
+    /// The attributes of `gen_ai.client.*` instruments.
+    fn genai_attrs(&self) -> Vec<KeyValue> {
+        let mut v = Vec::with_capacity(8);
+        for (k, val) in [
+            (attr::OPERATION_NAME, &self.operation),
+            (attr::PROVIDER_NAME, &self.provider),
+            (attr::REQUEST_MODEL, &self.request_model),
+            (attr::RESPONSE_MODEL, &self.response_model),
+            (attr::SERVER_ADDRESS, &self.server_address),
+            (attr::LINK, &self.link),
+            (attr::ERROR_TYPE, &self.error_type),
+        ] {
+            if let Some(val) = val {
+                v.push(KeyValue::new(k, val.clone()));
+            }
+        }
+        v
+    }
+}
+
+impl Visit for Facts {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set_str(field.name(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        if name.starts_with("otel.")
+            || name.starts_with("gen_ai.input")
+            || name.starts_with("gen_ai.output")
+        {
+            return;
+        }
+        self.set_str(name, format!("{value:?}"));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Ok(v) = u64::try_from(value) {
+            self.set_u64(field.name(), v);
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.set_u64(field.name(), value);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.set_f64(field.name(), value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if field.name() == attr::DEGRADED {
+            self.degraded = Some(value);
+        }
+    }
+}
+
+/// The fields of a ripcord event that the metrics read.
+#[derive(Debug, Default)]
+struct EventFields {
+    message: Option<String>,
+    link: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    error_type: Option<String>,
+    reason: Option<String>,
+}
+
+impl EventFields {
+    fn set(&mut self, name: &str, value: String) {
+        let slot = match name {
+            "message" => &mut self.message,
+            "link" | attr::LINK => &mut self.link,
+            "from" | attr::FALLBACK_FROM => &mut self.from,
+            "to" | attr::FALLBACK_TO => &mut self.to,
+            attr::ERROR_TYPE => &mut self.error_type,
+            attr::SKIP_REASON | "reason" => &mut self.reason,
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+}
+
+impl Visit for EventFields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set(field.name(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        if matches!(
+            name,
+            "message"
+                | "link"
+                | "from"
+                | "to"
+                | "reason"
+                | attr::LINK
+                | attr::FALLBACK_FROM
+                | attr::FALLBACK_TO
+                | attr::ERROR_TYPE
+                | attr::SKIP_REASON
+        ) {
+            self.set(name, format!("{value:?}"));
+        }
+    }
+}
+
+fn breaker_state_value(state: &str) -> Option<i64> {
+    match state {
+        "closed" => Some(0),
+        "half_open" => Some(1),
+        "open" => Some(2),
+        _ => None,
+    }
+}
+
+/// A clock for the layer's own durations (injectable for tests).
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// The `tracing_subscriber::Layer` that turns ripcord's spans and events into OpenTelemetry
+/// metrics; see the [module docs](self) for the instruments.
+///
+/// [`crate::TelemetryBuilder`] installs it; build one yourself with [`MetricsLayer::new`] to
+/// add it to your own subscriber.
+///
+/// # Examples
+///
+/// ```
+/// use opentelemetry::metrics::MeterProvider;
+/// use ripcord_telemetry::MetricsLayer;
+/// use tracing_subscriber::layer::SubscriberExt;
+/// let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().build();
+/// let subscriber = tracing_subscriber::registry().with(MetricsLayer::new(&provider.meter("ripcord")));
+/// # drop(subscriber);
+/// ```
+pub struct MetricsLayer {
+    inst: Instruments,
+    clock: Clock,
+    open_since: Mutex<HashMap<String, Instant>>,
+}
+
+impl fmt::Debug for MetricsLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricsLayer").finish_non_exhaustive()
+    }
+}
+
+impl MetricsLayer {
+    /// A layer recording into instruments of `meter`.
+    pub fn new(meter: &Meter) -> Self {
+        Self::with_clock(meter, Arc::new(Instant::now))
+    }
+
+    /// A layer measuring durations with `clock` (tests pass a fake one).
+    pub fn with_clock(meter: &Meter, clock: Clock) -> Self {
+        MetricsLayer {
+            inst: Instruments::new(meter),
+            clock,
+            open_since: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn breaker_transition(&self, f: &EventFields) {
+        let (Some(link), Some(from), Some(to)) = (&f.link, &f.from, &f.to) else {
+            return;
+        };
+        let now = (self.clock)();
+        let link_attr = [KeyValue::new(attr::LINK, link.clone())];
+        if let Some(v) = breaker_state_value(to) {
+            self.inst.breaker_state.record(v, &link_attr);
+        }
+        self.inst.breaker_transitions.add(
+            1,
+            &[
+                KeyValue::new(attr::LINK, link.clone()),
+                KeyValue::new("from", from.clone()),
+                KeyValue::new("to", to.clone()),
+            ],
+        );
+        let mut open = match self.open_since.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if to == "open" {
+            // A re-trip while open keeps counting from the first opening.
+            open.entry(link.clone()).or_insert(now);
+        } else if let Some(since) = open.remove(link) {
+            let secs = now.saturating_duration_since(since).as_secs_f64();
+            self.inst.breaker_open_time.add(secs, &link_attr);
+        }
+    }
+
+    fn close_attempt(&self, f: &Facts, elapsed: f64) {
+        let attrs = f.genai_attrs();
+        self.inst.op_duration.record(elapsed, &attrs);
+        if let Some(ttfc) = f.ttfc {
+            self.inst.ttfc.record(ttfc, &attrs);
+        }
+        for (ty, n) in [("input", f.input_tokens), ("output", f.output_tokens)] {
+            if let Some(n) = n {
+                let mut a = attrs.clone();
+                a.push(KeyValue::new(TOKEN_TYPE, ty));
+                self.inst.token_usage.record(n, &a);
+            }
+        }
+        let mut base = Vec::with_capacity(4);
+        for (k, v) in [
+            (attr::PROVIDER_NAME, &f.provider),
+            (attr::LINK, &f.link),
+            (attr::REQUEST_MODEL, &f.request_model),
+        ] {
+            if let Some(v) = v {
+                base.push(KeyValue::new(k, v.clone()));
+            }
+        }
+        self.inst.requests.add(1, &base);
+        if let Some(e) = &f.error_type {
+            let mut a = base.clone();
+            a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
+            self.inst.errors.add(1, &a);
+        }
+        if let Some(cost) = f.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            let mut a = Vec::with_capacity(2);
+            for (k, v) in [
+                (attr::PROVIDER_NAME, &f.provider),
+                (attr::REQUEST_MODEL, &f.request_model),
+            ] {
+                if let Some(v) = v {
+                    a.push(KeyValue::new(k, v.clone()));
+                }
+            }
+            self.inst.cost.add(cost, &a);
+        }
+    }
+
+    fn close_chain(&self, f: &Facts, elapsed: f64) {
+        let chain = KeyValue::new(attr::CHAIN, f.chain.clone().unwrap_or_default());
+        let mut a = vec![chain.clone()];
+        if let Some(s) = &f.served_by {
+            a.push(KeyValue::new(attr::SERVED_BY, s.clone()));
+        }
+        if let Some(d) = f.degraded {
+            a.push(KeyValue::new(attr::DEGRADED, d));
+        }
+        if let Some(e) = &f.error_type {
+            a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
+        }
+        self.inst.chain_calls.add(1, &a);
+        let mut d = vec![chain.clone()];
+        if let Some(e) = &f.error_type {
+            d.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
+        }
+        self.inst.chain_duration.record(elapsed, &d);
+        self.inst.retries.record(f.retries, &[chain]);
+    }
+}
+
+fn role_of(meta: &tracing::Metadata<'_>) -> Option<SpanRole> {
+    if !meta.target().starts_with("ripcord") {
+        return None;
+    }
+    match meta.name() {
+        span_name::ATTEMPT => Some(SpanRole::Attempt),
+        span_name::CHAIN => Some(SpanRole::Chain),
+        _ => None,
+    }
+}
+
+impl<S> Layer<S> for MetricsLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(role) = role_of(attrs.metadata()) else {
+            return;
+        };
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let mut facts = Facts::new(role, (self.clock)());
+        attrs.record(&mut facts);
+        span.extensions_mut().insert(facts);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let mut ext = span.extensions_mut();
+        if let Some(facts) = ext.get_mut::<Facts>() {
+            values.record(facts);
+        }
+    }
+
+    fn on_event(&self, ev: &Event<'_>, ctx: Context<'_, S>) {
+        let meta = ev.metadata();
+        if !meta.target().starts_with("ripcord") {
+            return;
+        }
+        let mut f = EventFields::default();
+        ev.record(&mut f);
+        let name = f.message.as_deref().unwrap_or(meta.name());
+        // The innermost chain span around the event, if any.
+        let chain_span = ctx.event_scope(ev).and_then(|scope| {
+            scope.into_iter().find(|s| {
+                s.extensions()
+                    .get::<Facts>()
+                    .is_some_and(|f| f.role == SpanRole::Chain)
+            })
+        });
+        let chain_name = || {
+            let name = chain_span
+                .as_ref()
+                .and_then(|s| s.extensions().get::<Facts>().and_then(|f| f.chain.clone()));
+            KeyValue::new(attr::CHAIN, name.unwrap_or_default())
+        };
+        match name {
+            event::RETRY_SCHEDULED => {
+                if let Some(s) = &chain_span
+                    && let Some(facts) = s.extensions_mut().get_mut::<Facts>()
+                {
+                    facts.retries += 1;
+                }
+                let mut a = Vec::with_capacity(2);
+                if let Some(l) = &f.link {
+                    a.push(KeyValue::new(attr::LINK, l.clone()));
+                }
+                if let Some(e) = &f.error_type {
+                    a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
+                }
+                self.inst.retries_scheduled.add(1, &a);
+            }
+            event::FALLBACK => {
+                let mut a = vec![chain_name()];
+                for (k, v) in [
+                    (attr::FALLBACK_FROM, &f.from),
+                    (attr::FALLBACK_TO, &f.to),
+                    (attr::ERROR_TYPE, &f.error_type),
+                ] {
+                    if let Some(v) = v {
+                        a.push(KeyValue::new(k, v.clone()));
+                    }
+                }
+                self.inst.fallbacks.add(1, &a);
+            }
+            event::LINK_SKIPPED => {
+                let mut a = vec![chain_name()];
+                if let Some(l) = &f.link {
+                    a.push(KeyValue::new(attr::LINK, l.clone()));
+                }
+                if let Some(r) = &f.reason {
+                    a.push(KeyValue::new(attr::SKIP_REASON, r.clone()));
+                }
+                self.inst.skipped.add(1, &a);
+            }
+            event::STATIC_REPLY => self.inst.static_replies.add(1, &[chain_name()]),
+            event::BREAKER_TRANSITION => self.breaker_transition(&f),
+            _ => {}
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else {
+            return;
+        };
+        let Some(facts) = span.extensions_mut().remove::<Facts>() else {
+            return;
+        };
+        let elapsed = (self.clock)()
+            .saturating_duration_since(facts.started)
+            .as_secs_f64();
+        match facts.role {
+            SpanRole::Attempt => self.close_attempt(&facts, elapsed),
+            SpanRole::Chain => self.close_chain(&facts, elapsed),
+        }
+    }
+}

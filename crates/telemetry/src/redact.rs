@@ -1,0 +1,351 @@
+//! The last line of defence against API keys in telemetry.
+//!
+//! ripcord's own code never puts a key in a span, an event or an error (keys live in
+//! `secrecy::SecretString` and adapters build errors from vendor bodies, never from request
+//! headers). But spans also carry what *other* code records — a user's span field, a vendor's
+//! error text that echoes a key — so everything ripcord-telemetry exports passes through a
+//! [`Redactor`] first: span names, attribute values, event attributes, status messages, and the
+//! lines of the optional log output. It replaces
+//!
+//! - every secret registered with [`crate::TelemetryBuilder::redact`] (exact match), and
+//! - anything shaped like a vendor key or bearer token: `sk-…`, `sk-ant-…`, `Bearer …`,
+//!   `api-key=…` / `api_key: …` / `x-api-key …` style pairs,
+//!
+//! with `[REDACTED]`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use secrecy::{ExposeSecret, SecretString};
+
+/// What a redacted value is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Shortest run after a key prefix that is treated as a key (shorter runs are ordinary words).
+const MIN_KEY_TAIL: usize = 16;
+
+/// Scrubs secrets out of text. Cheap to clone (shared).
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_telemetry::Redactor;
+/// let r = Redactor::new(["my-collector-token-123"]);
+/// assert_eq!(r.scrub("auth my-collector-token-123 ok"), "auth [REDACTED] ok");
+/// assert_eq!(r.scrub("key sk-proj-abcdefghijklmnopqrstuvwxyz"), "key [REDACTED]");
+/// assert_eq!(r.scrub("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"), "Authorization: Bearer [REDACTED]");
+/// assert_eq!(r.scrub("nothing to see"), "nothing to see");
+/// ```
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Arc<Vec<SecretString>>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redactor")
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+fn is_key_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
+fn is_token_char(b: u8) -> bool {
+    is_key_char(b) || matches!(b, b'.' | b'~' | b'+' | b'/' | b'=')
+}
+
+/// Finds the next key-shaped run at or after `from`: `(start, end)` of the part to replace.
+/// `lower` is `s` lowercased (ASCII only, so byte positions agree).
+fn next_pattern(s: &str, lower: &str, from: usize) -> Option<(usize, usize)> {
+    let b = s.as_bytes();
+    let lb = lower.as_bytes();
+    let mut i = from;
+    while i < b.len() {
+        // `sk-…` keys (OpenAI `sk-`, `sk-proj-`, Anthropic `sk-ant-`, DeepSeek, Moonshot …),
+        // only at a word boundary.
+        if lb[i..].starts_with(b"sk-") && (i == 0 || !is_key_char(b[i - 1])) {
+            let end = (i..b.len())
+                .find(|&j| !is_key_char(b[j]))
+                .unwrap_or(b.len());
+            if end - i >= 3 + MIN_KEY_TAIL {
+                return Some((i, end));
+            }
+        }
+        // `Bearer <token>`.
+        if lb[i..].starts_with(b"bearer ") && (i == 0 || !is_key_char(b[i - 1])) {
+            let start = i + "bearer ".len();
+            let end = (start..b.len())
+                .find(|&j| !is_token_char(b[j]))
+                .unwrap_or(b.len());
+            if end - start >= 8 {
+                return Some((start, end));
+            }
+        }
+        // `api-key=…`, `api_key: …`, `x-api-key …`, `apikey=…`, `access_token=…`.
+        for name in [
+            &b"api-key"[..],
+            b"api_key",
+            b"apikey",
+            b"access_token",
+            b"access-token",
+        ] {
+            if lb[i..].starts_with(name) && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) {
+                let mut j = i + name.len();
+                // an optional closing quote of a JSON key, then separators
+                while j < b.len() && matches!(b[j], b'"' | b'\'' | b':' | b'=' | b' ') {
+                    j += 1;
+                }
+                let end = (j..b.len())
+                    .find(|&k| !is_token_char(b[k]))
+                    .unwrap_or(b.len());
+                if j > i + name.len() && end - j >= 8 {
+                    return Some((j, end));
+                }
+            }
+        }
+        i += 1;
+        while i < b.len() && !s.is_char_boundary(i) {
+            i += 1;
+        }
+    }
+    None
+}
+
+impl Redactor {
+    /// A redactor for these exact secrets (plus the built-in key patterns). Empty strings are
+    /// ignored.
+    pub fn new<I, S>(secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let secrets = secrets
+            .into_iter()
+            .map(Into::into)
+            .filter(|s: &String| !s.is_empty())
+            .map(SecretString::from)
+            .collect();
+        Redactor {
+            secrets: Arc::new(secrets),
+        }
+    }
+
+    /// A redactor for these secrets, already wrapped.
+    pub fn from_secrets(secrets: Vec<SecretString>) -> Self {
+        Redactor {
+            secrets: Arc::new(
+                secrets
+                    .into_iter()
+                    .filter(|s| !s.expose_secret().is_empty())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `text` with every secret and key-shaped token replaced by [`REDACTED`]; borrowed when
+    /// nothing had to change.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out: Cow<'a, str> = Cow::Borrowed(text);
+        for s in self.secrets.iter() {
+            let s = s.expose_secret();
+            if out.contains(s) {
+                out = Cow::Owned(out.replace(s, REDACTED));
+            }
+        }
+        let lower = out.to_ascii_lowercase();
+        if next_pattern(&out, &lower, 0).is_none() {
+            return out;
+        }
+        let src = out.into_owned();
+        let mut result = String::with_capacity(src.len());
+        let mut pos = 0;
+        while let Some((start, end)) = next_pattern(&src, &lower, pos) {
+            result.push_str(&src[pos..start]);
+            result.push_str(REDACTED);
+            pos = end;
+        }
+        result.push_str(&src[pos..]);
+        Cow::Owned(result)
+    }
+
+    /// True when `text` holds nothing to redact.
+    pub fn is_clean(&self, text: &str) -> bool {
+        matches!(self.scrub(text), Cow::Borrowed(_))
+    }
+}
+
+/// A [`tracing_subscriber::fmt::MakeWriter`] that scrubs every log line through a
+/// [`Redactor`] before writing it to the inner writer.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_telemetry::{RedactingWriter, Redactor};
+/// let subscriber = tracing_subscriber::fmt()
+///     .with_writer(RedactingWriter::new(std::io::stderr, Redactor::new(["hunter2-token"])))
+///     .finish();
+/// # drop(subscriber);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedactingWriter<M> {
+    inner: M,
+    redactor: Redactor,
+}
+
+impl<M> RedactingWriter<M> {
+    /// Wraps a writer factory.
+    pub fn new(inner: M, redactor: Redactor) -> Self {
+        RedactingWriter { inner, redactor }
+    }
+}
+
+/// One log line being written: buffered, scrubbed and written on drop (the fmt layer writes
+/// a whole event per writer).
+#[derive(Debug)]
+pub struct RedactingLine<W: io::Write> {
+    inner: W,
+    redactor: Redactor,
+    buf: Vec<u8>,
+}
+
+impl<W: io::Write> io::Write for RedactingLine<W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.write_out()?;
+        self.inner.flush()
+    }
+}
+
+impl<W: io::Write> RedactingLine<W> {
+    fn write_out(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&self.buf);
+        let clean = self.redactor.scrub(&text);
+        self.inner.write_all(clean.as_bytes())?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl<W: io::Write> Drop for RedactingLine<W> {
+    fn drop(&mut self) {
+        // A failed log write has nowhere to be reported.
+        let _ = self.write_out();
+    }
+}
+
+impl<'a, M> tracing_subscriber::fmt::MakeWriter<'a> for RedactingWriter<M>
+where
+    M: tracing_subscriber::fmt::MakeWriter<'a>,
+{
+    type Writer = RedactingLine<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactingLine {
+            inner: self.inner.make_writer(),
+            redactor: self.redactor.clone(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_secrets_are_replaced_everywhere() {
+        let r = Redactor::new(["tok-1234", ""]);
+        assert_eq!(
+            r.scrub("a tok-1234 b tok-1234"),
+            "a [REDACTED] b [REDACTED]"
+        );
+        assert!(matches!(r.scrub("clean text"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn vendor_key_shapes_are_replaced() {
+        let r = Redactor::default();
+        for (input, want) in [
+            ("sk-proj-AbCdEfGhIjKlMnOpQrStUv", "[REDACTED]"),
+            (
+                "key=sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123 end",
+                "key=[REDACTED] end",
+            ),
+            (
+                "\"Authorization\": \"Bearer abc.def.ghi\"",
+                "\"Authorization\": \"Bearer [REDACTED]\"",
+            ),
+            ("api-key: 0123456789abcdef0123", "api-key: [REDACTED]"),
+            (
+                "{\"api_key\":\"ABCDEFGH12345678\"}",
+                "{\"api_key\":\"[REDACTED]\"}",
+            ),
+            (
+                "https://x.example/v1?access_token=abcdefgh12345678&x=1",
+                "https://x.example/v1?access_token=[REDACTED]&x=1",
+            ),
+        ] {
+            assert_eq!(r.scrub(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn ordinary_words_are_left_alone() {
+        let r = Redactor::default();
+        for s in [
+            "task-runner",
+            "ask-me anything",
+            "sk-short",
+            "desk-lamp-and-more-words-here",
+            "the bearer of bad news",
+            "chat gpt-4o",
+            "an api-key was rejected",
+            "日本語 sk- テキスト",
+        ] {
+            assert!(r.is_clean(s), "{s} -> {}", r.scrub(s));
+        }
+    }
+
+    #[test]
+    fn log_lines_are_scrubbed_before_they_reach_the_writer() {
+        use std::io::Write;
+        let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let r = Redactor::new(["secret-value-1"]);
+        {
+            let mut line = RedactingLine {
+                inner: SharedBuf(sink.clone()),
+                redactor: r,
+                buf: Vec::new(),
+            };
+            line.write_all(b"got secret-").unwrap();
+            line.write_all(b"value-1 and sk-abcdefghijklmnopqrstu\n")
+                .unwrap();
+        }
+        let out = String::from_utf8(sink.lock().unwrap().clone()).unwrap();
+        assert_eq!(out, "got [REDACTED] and [REDACTED]\n");
+    }
+
+    struct SharedBuf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl io::Write for SharedBuf {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+}

@@ -171,6 +171,18 @@ fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
     })
 }
 
+/// The host of an `http(s)://host[:port]/…` URL.
+fn host_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => host.split(':').next()?,
+    };
+    (!host.is_empty()).then_some(host)
+}
+
 fn config_error(e: impl std::fmt::Display) -> Error {
     Error::new(ripcord_core::ErrorKind::InvalidRequest, e.to_string())
 }
@@ -207,6 +219,17 @@ fn decorate(
     hooks: &BuildHooks,
 ) -> Result<(Arc<dyn ChatModel>, HealthHandle)> {
     let local = p.kind == ProviderKind::LocalOnnx;
+    // One attempt span per wire attempt: the tracing wrapper sits inside retry.
+    let vendor = match p.kind {
+        ProviderKind::AzureOpenai => "azure",
+        other => other.as_str(),
+    };
+    let provider_name = ripcord_core::telemetry::provider_name(vendor).unwrap_or("ripcord.unknown");
+    let mut traced = ripcord_core::telemetry::TracedModel::new(base, provider_name);
+    if let Some(host) = p.base_url.as_deref().and_then(host_of) {
+        traced = traced.with_server_address(host);
+    }
+    let base: Arc<dyn ChatModel> = Arc::new(traced);
     let mut model: Arc<dyn ChatModel> = match &hooks.around_adapter {
         Some(w) => w(&p.name, base),
         None => base,
@@ -326,4 +349,18 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         health,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn host_of_urls() {
+        assert_eq!(host_of("https://api.openai.com/v1"), Some("api.openai.com"));
+        assert_eq!(host_of("http://127.0.0.1:8080/v1?x=1"), Some("127.0.0.1"));
+        assert_eq!(host_of("http://user:pw@example.com:99"), Some("example.com"));
+        assert_eq!(host_of("http://[::1]:4318/v1"), Some("::1"));
+        assert_eq!(host_of("not a url"), None);
+    }
 }

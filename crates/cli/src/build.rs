@@ -359,7 +359,10 @@ mod tests {
     fn host_of_urls() {
         assert_eq!(host_of("https://api.openai.com/v1"), Some("api.openai.com"));
         assert_eq!(host_of("http://127.0.0.1:8080/v1?x=1"), Some("127.0.0.1"));
-        assert_eq!(host_of("http://user:pw@example.com:99"), Some("example.com"));
+        assert_eq!(
+            host_of("http://user:pw@example.com:99"),
+            Some("example.com")
+        );
         assert_eq!(host_of("http://[::1]:4318/v1"), Some("::1"));
         assert_eq!(host_of("not a url"), None);
     }

@@ -275,32 +275,116 @@ fn wire_usage(u: &Usage) -> Value {
     })
 }
 
-fn wire_tool_calls(calls: &[ToolCall]) -> Value {
-    Value::Array(
-        calls
-            .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-            .collect(),
-    )
+/// A `chat.completion` object, serialised straight from the response (no intermediate
+/// `serde_json::Value`: building one costs a map allocation per object and key, which the
+/// benchmark showed as about a sixth of the gateway's CPU per call).
+#[derive(Debug, Serialize)]
+pub(crate) struct Completion<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [CompletionChoice<'a>; 1],
+    usage: CompletionUsage,
+}
+
+#[derive(Debug, Serialize)]
+struct CompletionChoice<'a> {
+    index: u32,
+    message: CompletionMessage<'a>,
+    finish_reason: &'a str,
+    logprobs: Option<()>,
+}
+
+#[derive(Debug, Serialize)]
+struct CompletionMessage<'a> {
+    role: &'static str,
+    /// `null` only for an answer that is nothing but tool calls.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CompletionToolCall<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct CompletionToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CompletionFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct CompletionFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct CompletionUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+    prompt_tokens_details: CachedTokens,
+}
+
+#[derive(Debug, Serialize)]
+struct CachedTokens {
+    cached_tokens: u64,
 }
 
 /// A `chat.completion` object.
-pub(crate) fn completion(id: &str, created: u64, model: &str, resp: &ChatResponse) -> Value {
-    let mut message = json!({"role": "assistant", "content": resp.content});
-    if !resp.tool_calls.is_empty() {
-        message["tool_calls"] = wire_tool_calls(&resp.tool_calls);
-        if resp.content.is_empty() {
-            message["content"] = Value::Null;
-        }
+pub(crate) fn completion<'a>(
+    id: &'a str,
+    created: u64,
+    model: &'a str,
+    resp: &'a ChatResponse,
+) -> Completion<'a> {
+    let tool_calls: Vec<CompletionToolCall<'a>> = resp
+        .tool_calls
+        .iter()
+        .map(|c| CompletionToolCall {
+            id: &c.id,
+            kind: "function",
+            function: CompletionFunction {
+                name: &c.name,
+                arguments: &c.arguments,
+            },
+        })
+        .collect();
+    let content = if !tool_calls.is_empty() && resp.content.is_empty() {
+        None
+    } else {
+        Some(resp.content.as_str())
+    };
+    let u = &resp.usage;
+    Completion {
+        id,
+        object: "chat.completion",
+        created,
+        model: if resp.model.is_empty() {
+            model
+        } else {
+            resp.model.as_str()
+        },
+        choices: [CompletionChoice {
+            index: 0,
+            message: CompletionMessage {
+                role: "assistant",
+                content,
+                tool_calls,
+            },
+            finish_reason: finish_reason(&resp.finish_reason),
+            logprobs: None,
+        }],
+        usage: CompletionUsage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            total_tokens: u.total_tokens(),
+            prompt_tokens_details: CachedTokens {
+                cached_tokens: u.cached_input_tokens,
+            },
+        },
     }
-    json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": if resp.model.is_empty() { model } else { resp.model.as_str() },
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(&resp.finish_reason), "logprobs": null}],
-        "usage": wire_usage(&resp.usage),
-    })
 }
 
 /// Builds `chat.completion.chunk` objects.
@@ -387,5 +471,58 @@ impl WireError {
             _ => (502, "server_error"),
         };
         WireError::new(status, ty, kind.as_str(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the gateway sent before the typed [`Completion`]: the same object built as a
+    /// `serde_json::Value`.
+    fn as_value(id: &str, created: u64, model: &str, resp: &ChatResponse) -> Value {
+        let mut message = json!({"role": "assistant", "content": resp.content});
+        if !resp.tool_calls.is_empty() {
+            message["tool_calls"] = Value::Array(
+                resp.tool_calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect(),
+            );
+            if resp.content.is_empty() {
+                message["content"] = Value::Null;
+            }
+        }
+        json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": if resp.model.is_empty() { model } else { resp.model.as_str() },
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(&resp.finish_reason), "logprobs": null}],
+            "usage": wire_usage(&resp.usage),
+        })
+    }
+
+    #[test]
+    fn typed_completions_serialise_to_the_same_json_as_before() {
+        let call = ToolCall::new("call_1", "lookup", r#"{"q":"sky"}"#);
+        let cases = [
+            ChatResponse::new("Rayleigh scattering.")
+                .with_usage(Usage::new(12, 9).with_cached_input(4)),
+            ChatResponse::new("").with_tool_calls(vec![call.clone()]),
+            ChatResponse::new("Let me check.")
+                .with_tool_calls(vec![call])
+                .with_model("gpt-4o-2024-08-06")
+                .with_finish_reason(FinishReason::ToolCalls),
+            ChatResponse::new("cut").with_finish_reason(FinishReason::Length),
+        ];
+        for resp in &cases {
+            let typed = serde_json::to_value(completion("chatcmpl-1", 7, "ripcord", resp)).unwrap();
+            assert_eq!(
+                typed,
+                as_value("chatcmpl-1", 7, "ripcord", resp),
+                "{resp:?}"
+            );
+        }
     }
 }

@@ -62,11 +62,6 @@ impl ReceiverInfo {
         ]
     }
 
-    /// The receiver's process id.
-    pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
     /// Stops the receiver (kills the process it started and reaps it).
     pub(crate) fn stop(mut self) -> Result<(), String> {
         self.stop_inner()
@@ -288,10 +283,3 @@ pub(crate) fn ensure_receiver() -> Result<ReceiverInfo, String> {
     start(&agent)
 }
 
-/// Starts the receiver only if it is already installed (no network): `Ok(None)` otherwise.
-pub(crate) fn start_if_installed() -> Result<Option<ReceiverInfo>, String> {
-    match installed_agent(&workspace_root()) {
-        Some(agent) => start(&agent).map(Some),
-        None => Ok(None),
-    }
-}

@@ -5,7 +5,9 @@
 //! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `.cache/`);
 //! 3. the Python packages the tests drive ripcord with (the official `openai` SDK), pinned, in
 //!    the project venv `.cache/venv`;
-//! 4. `cargo test --workspace` (extra arguments are passed on).
+//! 4. a real OTLP receiver (rotel) on loopback for the telemetry end-to-end tests, stopped
+//!    afterwards;
+//! 5. `cargo test --workspace` (extra arguments are passed on).
 //!
 //! It is idempotent: a second run reuses everything the first one prepared.
 
@@ -96,10 +98,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::check_deps::run(&[])?;
     crate::setup_model::run(&[])?;
     ensure_python_packages(&cache)?;
+    let receiver = crate::otlp::ensure_receiver()?;
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(&root)
         .env("RIPCORD_CACHE", &cache)
+        .envs(receiver.env())
         .args(["test", "--workspace"])
         .args(args);
-    run_cmd(&mut cmd)
+    let result = run_cmd(&mut cmd);
+    let stopped = receiver.stop();
+    result.and(stopped)
 }

@@ -1,0 +1,425 @@
+//! The chain under test: a ripcord config (the built-in chaos chain, or the user's with
+//! `--config`), its cloud providers pointed at fake servers on loopback, built by
+//! `ripcord-cli` exactly as `ripcord chat` and `ripcord serve` build it — health → breaker →
+//! retry → rate limit → adapter — with observers hooked in.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ripcord_chaos::{FakeOptions, FakeVendor, Wire};
+use ripcord_cli::build::{BuildHooks, Built, Wrap, build_with};
+use ripcord_cli::config::{Config, Env, ProviderKind};
+use ripcord_core::ChatModel;
+use secrecy::ExposeSecret;
+
+use super::observe::{LocalSwitch, Observed, Point, Recorder};
+use super::record::LinkInfo;
+use super::scenario::{Scenario, hash_str, mix};
+
+/// The built-in chain: an OpenAI-wire fake, an Anthropic-wire fake, the real local Llama and a
+/// static reply. Short limits, so a few seconds of chaos show the whole story.
+const BUILTIN: &str = r#"
+[chain]
+order = ["primary", "backup"@LOCAL_ORDER@]
+deadline_ms = @DEADLINE_MS@
+static_reply = "The assistant is busy right now; please try again in a few minutes."
+stream_policy = "restart"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "${RIPCORD_CHAOS_PRIMARY_KEY}"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+
+[[providers]]
+name = "backup"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "http://127.0.0.1:9"
+api_key = "${RIPCORD_CHAOS_BACKUP_KEY}"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+"#;
+
+const BUILTIN_LOCAL: &str = r#"
+[[providers]]
+name = "local"
+kind = "local-onnx"
+[providers.breaker]
+failure_threshold = 2
+open_ms = 1000
+half_open_probes = 1
+"#;
+
+/// A distinctive fake key for `name`: easy to find if it ever leaks.
+pub(crate) fn fake_key(name: &str, seed: u64) -> String {
+    format!(
+        "sk-chaos-{}-{:016x}",
+        name.to_ascii_lowercase().replace('_', "-"),
+        mix(seed ^ hash_str(name))
+    )
+}
+
+/// The environment of a user's config: the process environment, and a fake key for any
+/// unset `*_KEY` variable (the fake servers accept any key).
+struct ChaosEnv {
+    seed: u64,
+}
+
+impl Env for ChaosEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .or_else(|| name.ends_with("KEY").then(|| fake_key(name, self.seed)))
+    }
+}
+
+/// A resolved config to build each scenario's chain from.
+#[derive(Debug, Clone)]
+pub(crate) struct Template {
+    pub(crate) config: Config,
+    /// Where it came from.
+    pub(crate) source: String,
+    /// `(provider, key)`: what the key scan looks for.
+    pub(crate) keys: Vec<(String, String)>,
+    pub(crate) links: Vec<LinkInfo>,
+}
+
+impl Template {
+    /// The built-in chain, with (`with_local`) or without the local model.
+    pub(crate) fn builtin(
+        deadline: Duration,
+        with_local: bool,
+        seed: u64,
+    ) -> Result<Template, String> {
+        let text = BUILTIN
+            .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
+            .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
+            + if with_local { BUILTIN_LOCAL } else { "" };
+        let env = |name: &str| {
+            name.strip_prefix("RIPCORD_CHAOS_")
+                .and_then(|n| n.strip_suffix("_KEY"))
+                .map(|n| fake_key(n, seed))
+        };
+        let config = ripcord_cli::config::parse("<built-in chaos chain>", &text, &env)
+            .map_err(|e| e.to_string())?;
+        Template::new(
+            config,
+            "built-in: primary (OpenAI wire) → backup (Anthropic wire) → local Llama → static reply",
+        )
+    }
+
+    /// A user's config file.
+    pub(crate) fn file(path: &Path, seed: u64) -> Result<Template, String> {
+        let config =
+            ripcord_cli::config::load(Some(path), &ChaosEnv { seed }).map_err(|e| e.to_string())?;
+        Template::new(config, &path.display().to_string())
+    }
+
+    fn new(config: Config, source: &str) -> Result<Template, String> {
+        for p in &config.chain {
+            if p.kind == ProviderKind::LocalOnnx {
+                let dir = p.model_dir.clone().unwrap_or_default();
+                if !dir.join("model.onnx").is_file() {
+                    return Err(format!(
+                        "the local model of provider {:?} is missing ({} has no model.onnx): run `cargo xtask setup-model` first",
+                        p.name,
+                        dir.display()
+                    ));
+                }
+                let ort = ripcord_local_onnx::default_ort_dylib();
+                if !ort.is_file() {
+                    return Err(format!(
+                        "ONNX Runtime is missing ({}): run `cargo xtask setup-model` first",
+                        ort.display()
+                    ));
+                }
+            }
+        }
+        let keys = config
+            .chain
+            .iter()
+            .filter_map(|p| {
+                p.api_key
+                    .as_ref()
+                    .map(|k| (p.name.clone(), k.expose_secret().to_owned()))
+            })
+            .filter(|(_, k)| !k.is_empty())
+            .collect();
+        let links = config
+            .chain
+            .iter()
+            .map(|p| LinkInfo {
+                name: p.name.clone(),
+                kind: p.kind.as_str().to_owned(),
+                permits: p.breaker.half_open_probes.max(1) as usize,
+                open_ms: p.breaker.open_ms,
+                failure_threshold: p.breaker.failure_threshold,
+            })
+            .collect();
+        Ok(Template {
+            config,
+            source: source.to_owned(),
+            keys,
+            links,
+        })
+    }
+
+    /// Provider names in chain order.
+    pub(crate) fn names(&self) -> Vec<&str> {
+        self.config.chain.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// Fails when the scenario scripts a vendor the chain does not have.
+    pub(crate) fn check(&self, s: &Scenario) -> Result<(), String> {
+        let names = self.names();
+        for v in s.vendors() {
+            if !names.contains(&v) {
+                return Err(format!(
+                    "scenario {:?} ({}) scripts vendor {v:?}, which the chain ({}) does not have (providers: {})",
+                    s.name,
+                    s.source,
+                    self.source,
+                    names.join(", ")
+                ));
+            }
+            let local = self
+                .config
+                .chain
+                .iter()
+                .any(|p| p.name == v && p.kind == ProviderKind::LocalOnnx);
+            let wants_local = s
+                .phases
+                .iter()
+                .filter(|p| p.vendor == v)
+                .all(|p| p.fault.fits_local() && p.otherwise.fits_local());
+            if local && !wants_local {
+                return Err(format!(
+                    "scenario {:?} gives the local model {v:?} an HTTP fault; it takes only \"ok\" and \"fail\"",
+                    s.name
+                ));
+            }
+            let http = s
+                .phases
+                .iter()
+                .filter(|p| p.vendor == v)
+                .all(|p| p.fault.behavior().is_some() && p.otherwise.behavior().is_some());
+            if !local && !http {
+                return Err(format!(
+                    "scenario {:?} gives {v:?} the fault \"fail\", which only a local model takes",
+                    s.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The wire a provider kind speaks (`None` for the local model).
+fn wire_of(kind: ProviderKind) -> Option<Wire> {
+    match kind {
+        ProviderKind::LocalOnnx => None,
+        ProviderKind::Anthropic => Some(Wire::Anthropic),
+        _ => Some(Wire::OpenAi),
+    }
+}
+
+/// The base URL a provider of `kind` takes to reach `fake`.
+fn base_url(kind: ProviderKind, fake: &FakeVendor) -> String {
+    match kind {
+        // Anthropic appends `/v1/messages`; Azure `/openai/deployments/…`.
+        ProviderKind::Anthropic | ProviderKind::AzureOpenai => fake.base_url(),
+        // OpenAI and the OpenAI-compatible presets append `/chat/completions`.
+        _ => format!("{}/v1", fake.base_url()),
+    }
+}
+
+/// Local models loaded once per run and shared by every scenario's chain (loading SmolLM2
+/// takes seconds; its breaker and policies are still built fresh per scenario, around it).
+#[derive(Debug, Default)]
+pub(crate) struct LocalCache {
+    models: Mutex<BTreeMap<String, Arc<dyn ChatModel>>>,
+}
+
+impl LocalCache {
+    fn get(&self, name: &str) -> Option<Arc<dyn ChatModel>> {
+        self.models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// The cached model for `name`, or `base` (now cached).
+    fn share(&self, name: &str, base: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        self.models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_insert(base)
+            .clone()
+    }
+}
+
+/// A scenario's chain, its fake vendors and the notes of its build.
+pub(crate) struct Rig {
+    pub(crate) built: Built,
+    pub(crate) fakes: BTreeMap<String, FakeVendor>,
+    pub(crate) notes: Vec<String>,
+}
+
+/// A folder that does not exist: given to a local provider whose model is already loaded, so
+/// the build skips the load (the hook swaps the cached model in).
+fn not_a_folder(dir: &Path) -> PathBuf {
+    dir.join("chaos-reuses-the-model-already-loaded")
+}
+
+/// Starts the fake vendors and builds the chain for one scenario.
+///
+/// `perturb` wraps adapters outside the wire observer (tests use it to break an invariant on
+/// purpose).
+pub(crate) async fn rig(
+    t: &Template,
+    s: &Scenario,
+    rec: &Arc<Recorder>,
+    cache: &Arc<LocalCache>,
+    run: Duration,
+    seed: u64,
+    perturb: Option<Wrap>,
+) -> Result<Rig, String> {
+    let mut config = t.config.clone();
+    let mut fakes = BTreeMap::new();
+    let mut reused = Vec::new();
+    for p in &mut config.chain {
+        match wire_of(p.kind) {
+            Some(wire) => {
+                let fake = FakeVendor::start_with(wire, FakeOptions::fast())
+                    .await
+                    .map_err(|e| format!("cannot start the fake vendor {:?}: {e}", p.name))?;
+                p.base_url = Some(base_url(p.kind, &fake));
+                fakes.insert(p.name.clone(), fake);
+            }
+            None => {
+                if cache.get(&p.name).is_some() {
+                    let dir = p.model_dir.clone().unwrap_or_default();
+                    p.model_dir = Some(not_a_folder(&dir));
+                    reused.push(p.name.clone());
+                }
+            }
+        }
+    }
+    let local_phases: BTreeMap<String, _> = config
+        .chain
+        .iter()
+        .filter(|p| p.kind == ProviderKind::LocalOnnx)
+        .map(|p| {
+            let phases = s
+                .phases_of(&p.name, run)
+                .into_iter()
+                .map(|(at, ph)| (at, ph.fault, ph.p, ph.otherwise))
+                .collect::<Vec<_>>();
+            (p.name.clone(), phases)
+        })
+        .collect();
+    let wire_rec = Arc::clone(rec);
+    let cache_for_hook = Arc::clone(cache);
+    let scenario_seed = mix(seed ^ hash_str(&s.name));
+    let around_adapter: Wrap = Arc::new(move |name: &str, base: Arc<dyn ChatModel>| {
+        let model = match local_phases.get(name) {
+            Some(phases) => LocalSwitch::wrap(
+                cache_for_hook.share(name, base),
+                &wire_rec,
+                phases.clone(),
+                mix(scenario_seed ^ hash_str(name)),
+            ),
+            None => base,
+        };
+        let observed = Observed::wrap(model, &wire_rec, Point::Wire);
+        match &perturb {
+            Some(p) => p(name, observed),
+            None => observed,
+        }
+    });
+    let admit_rec = Arc::clone(rec);
+    let inside_breaker: Wrap = Arc::new(move |_name: &str, model: Arc<dyn ChatModel>| {
+        Observed::wrap(model, &admit_rec, Point::Admitted)
+    });
+    let hooks = BuildHooks {
+        breaker_listener: Some(Arc::clone(rec) as Arc<dyn ripcord_resilience::BreakerListener>),
+        around_adapter: Some(around_adapter),
+        inside_breaker: Some(inside_breaker),
+    };
+    // Building may load the local model: seconds of blocking work, off the runtime's thread.
+    let built = tokio::task::spawn_blocking(move || build_with(&config, &hooks))
+        .await
+        .map_err(|e| format!("the chain build failed: {e}"))?
+        .map_err(|e| format!("the chain cannot be built: {e}"))?;
+    let notes = built
+        .notes
+        .iter()
+        .filter(|n| {
+            !reused
+                .iter()
+                .any(|r| n.contains(&format!("provider {r:?}")))
+        })
+        .cloned()
+        .collect();
+    Ok(Rig {
+        built,
+        fakes,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chaos::scenario::builtins;
+
+    #[test]
+    fn builtin_chain_parses_with_fake_keys_and_checks_scenarios() {
+        let t = Template::builtin(Duration::from_millis(2500), false, 7).unwrap();
+        assert_eq!(t.names(), ["primary", "backup"]);
+        assert_eq!(t.config.deadline_ms, 2500);
+        assert!(t.config.stream_restart);
+        assert_eq!(t.keys.len(), 2);
+        assert_eq!(t.keys[0].1, fake_key("PRIMARY", 7));
+        assert!(t.keys[0].1.starts_with("sk-chaos-primary-"));
+        assert_ne!(t.keys[0].1, t.keys[1].1);
+        assert!(!t.config.describe().contains(&t.keys[0].1));
+        assert_eq!(t.links[0].permits, 1);
+        assert_eq!(t.links[0].open_ms, 1000);
+        let all = builtins();
+        let down = all.iter().find(|s| s.name == "all-cloud-down").unwrap();
+        let e = t.check(down).unwrap_err();
+        assert!(e.contains("scripts vendor \"local\""), "{e}");
+        let outage = all.iter().find(|s| s.name == "primary-outage").unwrap();
+        assert!(t.check(outage).is_ok());
+    }
+}

@@ -1,0 +1,415 @@
+//! `cargo xtask chaos`: scripted vendor outages against the real chain, and a report of what
+//! the chain did.
+//!
+//! Only the vendors are fake. Each scenario starts `ripcord-chaos` servers on loopback (an
+//! OpenAI-wire "primary", an Anthropic-wire "backup"), builds the chain from a ripcord config
+//! with `ripcord-cli`'s own builder — real adapters, retries, breakers, health, the real
+//! local Llama on ONNX Runtime, the static reply — and lets virtual users send plain and
+//! streamed requests while the servers play the scenario's timeline of faults.
+//!
+//! Every run checks six invariants (see [`invariants`]) and the scenario's expectations, and
+//! writes a terminal table per scenario, a JSON file and a self-contained HTML file with an
+//! SVG timeline. The exit status is non-zero when any check fails.
+//!
+//! Why a current-thread runtime: the breaker checks compare what a breaker admitted with the
+//! state its listener reported. On one thread, a breaker's admission, its listener call and
+//! the first poll of the admitted call happen in one poll of one task, so the observed order
+//! is the real order (see [`record`]). The local model still generates on blocking threads.
+
+mod capture;
+mod chain;
+mod invariants;
+mod observe;
+mod record;
+mod report;
+mod run;
+mod scenario;
+mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use capture::{KeyScanLayer, KeySink};
+use chain::{LocalCache, Template};
+use run::{ScenarioRun, Settings};
+use scenario::Scenario;
+
+/// `cargo xtask chaos`: scripted vendor outages against the real chain.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask chaos",
+    about = "Scripted vendor outages against the real ripcord chain, and a report of what it did.",
+    after_help = "Reports go to target/chaos-report/ (report.json, report.html). The exit status is 1 when any invariant or expectation fails."
+)]
+struct Args {
+    /// Every selected scenario, short: 4 users, 6 s each, 3 s deadlines (about a minute in all).
+    #[arg(long)]
+    quick: bool,
+    /// Add the scenarios of this TOML file (repeatable; format in the README).
+    #[arg(long = "scenario", value_name = "PATH")]
+    scenario_files: Vec<PathBuf>,
+    /// Run only these scenarios (comma-separated names).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    only: Vec<String>,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Concurrent virtual users [default: 8, --quick 4].
+    #[arg(long)]
+    users: Option<usize>,
+    /// Seconds the users keep sending, per scenario [default: 20, --quick 6].
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Seed of the request mix, the think times and the probabilistic faults.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Each request's deadline in milliseconds [default: 4000, --quick 3000].
+    #[arg(long, value_name = "MS")]
+    deadline_ms: Option<u64>,
+    /// Share of streamed requests, 0 to 1.
+    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
+    streamed: f64,
+    /// A ripcord config to test instead of the built-in chain. Its cloud providers are pointed
+    /// at the fake servers; scenarios refer to providers by name (built-ins use primary, backup,
+    /// local).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Where the reports go [default: target/chaos-report].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Export the run's traces over OTLP (`:4317` is gRPC, else HTTP), e.g. to Jaeger.
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// What the whole run produced.
+pub(crate) struct RunResult {
+    pub(crate) runs: Vec<ScenarioRun>,
+    pub(crate) template: Template,
+    pub(crate) settings: Settings,
+    pub(crate) quick: bool,
+    pub(crate) started_unix_s: u64,
+    pub(crate) wall: Duration,
+}
+
+fn settings(a: &Args) -> Result<Settings, String> {
+    let users = a.users.unwrap_or(if a.quick { 4 } else { 8 });
+    let duration = a.duration.unwrap_or(if a.quick { 6.0 } else { 20.0 });
+    let deadline_ms = a.deadline_ms.unwrap_or(if a.quick { 3000 } else { 4000 });
+    if !(1..=256).contains(&users) {
+        return Err(format!("--users must be 1 to 256, got {users}"));
+    }
+    if !(duration.is_finite() && (0.5..=3600.0).contains(&duration)) {
+        return Err(format!(
+            "--duration must be 0.5 to 3600 seconds, got {duration}"
+        ));
+    }
+    if !(100..=120_000).contains(&deadline_ms) {
+        return Err(format!(
+            "--deadline-ms must be 100 to 120000, got {deadline_ms}"
+        ));
+    }
+    if !(0.0..=1.0).contains(&a.streamed) {
+        return Err(format!("--streamed must be 0 to 1, got {}", a.streamed));
+    }
+    Ok(Settings {
+        users,
+        duration: Duration::from_secs_f64(duration),
+        deadline: Duration::from_millis(deadline_ms),
+        seed: a.seed,
+        stream_share: a.streamed,
+        max_tokens: 8,
+        tolerance: Duration::from_millis(150),
+        join_margin: Duration::from_secs(5),
+        progress: !a.no_progress,
+    })
+}
+
+fn scenarios(a: &Args) -> Result<Vec<Scenario>, String> {
+    let mut all = scenario::builtins();
+    for path in &a.scenario_files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the scenario file {}: {e}", path.display()))?;
+        let taken: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+        let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
+        let file = path.display().to_string();
+        all.extend(scenario::parse(&file, &text, &taken).map_err(|e| e.to_string())?);
+    }
+    if a.only.is_empty() {
+        return Ok(all);
+    }
+    let mut picked = Vec::new();
+    for name in &a.only {
+        match all.iter().find(|s| &s.name == name) {
+            Some(s) => picked.push(s.clone()),
+            None => {
+                let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+                return Err(format!(
+                    "--only: no scenario named {name:?} (known: {})",
+                    names.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(picked)
+}
+
+/// Installs the process's `tracing` subscriber: the key scan at debug level, and the OTLP
+/// export when asked for.
+fn install_tracing(
+    sink: &Arc<KeySink>,
+    otlp: Option<&str>,
+    keys: &[(String, String)],
+) -> Result<Option<ripcord_telemetry::TelemetryGuard>, String> {
+    match otlp {
+        None => {
+            tracing_subscriber::registry()
+                .with(KeyScanLayer::new(sink).with_filter(LevelFilter::DEBUG))
+                .try_init()
+                .map_err(|e| format!("cannot install the key scan: {e}"))?;
+            Ok(None)
+        }
+        Some(endpoint) => {
+            let protocol = if endpoint.trim_end_matches('/').ends_with(":4317") {
+                ripcord_telemetry::Protocol::Grpc
+            } else {
+                ripcord_telemetry::Protocol::HttpProtobuf
+            };
+            let mut b = ripcord_telemetry::init()
+                .service_name("ripcord-chaos")
+                .endpoint(endpoint)
+                .protocol(protocol);
+            for (_, k) in keys {
+                b = b.redact(k.clone());
+            }
+            let (layer, guard) = b
+                .build()
+                .map_err(|e| format!("--otlp {endpoint}: {e}"))?
+                .into_parts();
+            tracing_subscriber::registry()
+                .with(layer)
+                .with(KeyScanLayer::new(sink).with_filter(LevelFilter::DEBUG))
+                .try_init()
+                .map_err(|e| format!("cannot install tracing: {e}"))?;
+            Ok(Some(guard))
+        }
+    }
+}
+
+/// Runs the task.
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let a = match Args::try_parse_from(
+        std::iter::once("cargo xtask chaos".to_owned()).chain(args.iter().cloned()),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                Err("bad arguments".to_owned())
+            } else {
+                Ok(())
+            };
+        }
+    };
+    let s = settings(&a)?;
+    let selected = scenarios(&a)?;
+    if a.list {
+        for sc in &selected {
+            println!("{:<20} {} [{}]", sc.name, sc.description, sc.source);
+        }
+        return Ok(());
+    }
+    if selected.is_empty() {
+        return Err("no scenario to run".to_owned());
+    }
+    let template = match &a.config {
+        Some(path) => Template::file(path, s.seed)?,
+        None => Template::builtin(s.deadline, true, s.seed)?,
+    };
+    // A built-in scenario that does not fit a user's chain is skipped (unless asked for by
+    // name); anything else that does not fit is an error.
+    let mut selected = selected;
+    let mut fits = Vec::with_capacity(selected.len());
+    for sc in selected.drain(..) {
+        match template.check(&sc) {
+            Ok(()) => fits.push(sc),
+            Err(e) if a.only.is_empty() && sc.source == scenario::BUILT_IN => {
+                eprintln!("chaos: skipping {}: {e}", sc.name);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let selected = fits;
+    if selected.is_empty() {
+        return Err("no scenario fits this chain".to_owned());
+    }
+    let out_dir = a.out.clone().unwrap_or_else(|| {
+        crate::test::workspace_root()
+            .join("target")
+            .join("chaos-report")
+    });
+    let sink = KeySink::new(template.keys.clone());
+    let telemetry = install_tracing(&sink, a.otlp.as_deref(), &template.keys)?;
+    let started = Instant::now();
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    eprintln!(
+        "chaos: {} scenario{} · {} users · {:.1} s each · {} ms deadlines · seed {} · scanning logs for {} keys\nchaos: chain: {}",
+        selected.len(),
+        if selected.len() == 1 { "" } else { "s" },
+        s.users,
+        s.duration.as_secs_f64(),
+        s.deadline.as_millis(),
+        s.seed,
+        sink.key_count(),
+        template.source
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let cache = Arc::new(LocalCache::default());
+    let total = selected.len();
+    let mut runs = Vec::with_capacity(total);
+    for (i, sc) in selected.iter().enumerate() {
+        let label = format!("[{}/{total} {}]", i + 1, sc.name);
+        let mut r = runtime.block_on(run::run_scenario(
+            sc,
+            &label,
+            &template,
+            &s,
+            &cache,
+            Some(&sink),
+            None,
+        ))?;
+        report::scan_scenario(&mut r, &sink, &s);
+        println!("{}", report::terminal::scenario_block(&r, i + 1, total));
+        runs.push(r);
+    }
+    drop(cache);
+    // A local generation cut by a deadline stops at its next token; don't wait on it forever.
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    let result = RunResult {
+        runs,
+        template,
+        settings: s,
+        quick: a.quick,
+        started_unix_s,
+        wall: started.elapsed(),
+    };
+    let paths = report::write(&result, &out_dir, &sink)?;
+    println!("{}", report::terminal::summary(&result));
+    println!("JSON report: {}", paths.json.display());
+    println!(
+        "HTML report: {}  (open it in a browser; it needs no network)",
+        paths.html.display()
+    );
+    if let Some(guard) = telemetry {
+        if let Err(e) = guard.shutdown() {
+            eprintln!("chaos: the OTLP export failed: {e}");
+        } else {
+            eprintln!(
+                "chaos: traces exported to {}",
+                a.otlp.as_deref().unwrap_or("")
+            );
+        }
+    }
+    let failed: Vec<String> = result
+        .runs
+        .iter()
+        .flat_map(|r| {
+            r.invariants
+                .iter()
+                .chain(&r.expectations)
+                .filter(|c| !c.passed)
+                .map(move |c| format!("{}: {}", r.scenario.name, c.id))
+        })
+        .collect();
+    if failed.is_empty() && paths.leaks.is_empty() {
+        Ok(())
+    } else {
+        let mut why = failed;
+        why.extend(
+            paths
+                .leaks
+                .iter()
+                .map(|l| format!("{}: the key of {}", l.place, l.key_of)),
+        );
+        Err(format!("{} check(s) failed: {}", why.len(), why.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("chaos").chain(a.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn quick_defaults_overrides_and_limits() {
+        let s = settings(&args(&["--quick"])).unwrap();
+        assert_eq!(s.users, 4);
+        assert_eq!(s.duration, Duration::from_secs(6));
+        assert_eq!(s.deadline, Duration::from_millis(3000));
+        let s = settings(&args(&["--quick", "--users", "2", "--duration", "1.5"])).unwrap();
+        assert_eq!((s.users, s.duration), (2, Duration::from_millis(1500)));
+        let s = settings(&args(&[])).unwrap();
+        assert_eq!((s.users, s.duration.as_secs(), s.seed), (8, 20, 7));
+        for bad in [
+            &["--users", "0"][..],
+            &["--duration", "0"],
+            &["--duration", "nan"],
+            &["--deadline-ms", "5"],
+            &["--streamed", "1.5"],
+        ] {
+            assert!(settings(&args(bad)).is_err(), "{bad:?}");
+        }
+        assert!(Args::try_parse_from(["chaos", "--users", "many"]).is_err());
+    }
+
+    #[test]
+    fn scenario_files_add_and_only_selects() {
+        let path =
+            std::env::temp_dir().join(format!("ripcord-chaos-test-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[scenario]]\nname = \"mine\"\n[[scenario.phase]]\nvendor = \"backup\"\nat = 0.5\nfault = \"hang\"\n",
+        )
+        .unwrap();
+        let file = path.display().to_string();
+        let all = scenarios(&args(&["--scenario", &file])).unwrap();
+        assert_eq!(all.len(), 10);
+        assert_eq!(all[9].name, "mine");
+        assert_eq!(all[9].source, file);
+        let some = scenarios(&args(&["--scenario", &file, "--only", "mine,flapping"])).unwrap();
+        let names: Vec<&str> = some.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["mine", "flapping"]);
+        let e = scenarios(&args(&["--only", "nope"])).unwrap_err();
+        assert!(
+            e.contains("no scenario named \"nope\"") && e.contains("flapping"),
+            "{e}"
+        );
+        std::fs::write(&path, "[[scenario]]\nname = \"flapping\"\n").unwrap();
+        let e = scenarios(&args(&["--scenario", &file])).unwrap_err();
+        assert!(
+            e.starts_with(&format!("{file}:2: key `scenario[0].name`")),
+            "{e}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        let e = scenarios(&args(&["--scenario", &file])).unwrap_err();
+        assert!(e.contains("cannot read the scenario file"), "{e}");
+    }
+}

@@ -1,0 +1,190 @@
+//! What a scenario run leaves behind: plain data the checks, the statistics and the reports
+//! read. Nothing here knows how it was recorded, so the checks can be tested on synthetic
+//! records.
+//!
+//! Order matters more than time for the breaker checks: every call start, call end and breaker
+//! transition gets a sequence number from one counter, and the run happens on a
+//! current-thread runtime, where a breaker's admission, its listener and the first poll of the
+//! call it admits happen in one poll of one task (the requests run outside tokio's cooperative
+//! budget, so no `select!` yields in between). So "the state the breaker was in when it
+//! admitted this call" is exactly "the last transition before this call's start", with no
+//! clock-resolution ties to break. The probe count needs even less: an observed call starts
+//! after its admission and ends before the breaker releases its probe permit, so the calls
+//! the observer counts in flight are always a subset of the permit holders.
+
+use std::collections::BTreeMap;
+
+use ripcord_core::ErrorKind;
+use serde::Serialize;
+
+/// A breaker state, as the listener reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum State {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl State {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    /// A model or the static reply answered.
+    Answered {
+        served_by: String,
+        static_reply: bool,
+    },
+    /// The chain returned a classified error.
+    Failed { kind: ErrorKind },
+    /// Neither an answer nor an error: a stream that ended without its finish event.
+    Lost { why: String },
+    /// Still running when the run gave up waiting.
+    Unfinished,
+}
+
+/// One attempt as the chain's provenance lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AttemptRec {
+    pub(crate) provider: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error_kind: Option<ErrorKind>,
+    pub(crate) latency_ms: f64,
+}
+
+/// One request of a virtual user.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct RequestRec {
+    pub(crate) id: String,
+    pub(crate) user: usize,
+    pub(crate) streamed: bool,
+    /// Milliseconds since the scenario started.
+    pub(crate) start_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) end_ms: Option<f64>,
+    /// The request's own deadline, relative to its start.
+    pub(crate) deadline_ms: f64,
+    pub(crate) outcome: Outcome,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) attempts: Vec<AttemptRec>,
+}
+
+impl RequestRec {
+    /// Time from start to end, if it ended.
+    pub(crate) fn latency_ms(&self) -> Option<f64> {
+        self.end_ms.map(|e| e - self.start_ms)
+    }
+}
+
+/// How an observed call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "end", content = "kind", rename_all = "snake_case")]
+pub(crate) enum CallEnd {
+    Ok,
+    Failed(ErrorKind),
+    /// The caller dropped it (a deadline, a cancellation, a consumer that stopped reading).
+    Dropped,
+}
+
+/// A call one of the observers saw: admitted by a breaker, or sent to a vendor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct CallRec {
+    /// The request it belongs to (from the context's metadata).
+    pub(crate) request: Option<String>,
+    pub(crate) link: String,
+    pub(crate) start_seq: u64,
+    pub(crate) start_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) end_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) end_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) end: Option<CallEnd>,
+}
+
+impl CallRec {
+    /// The error kind it ended with, if it failed.
+    pub(crate) fn error_kind(&self) -> Option<ErrorKind> {
+        match self.end {
+            Some(CallEnd::Failed(k)) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// A breaker transition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct TransitionRec {
+    pub(crate) link: String,
+    pub(crate) from: State,
+    pub(crate) to: State,
+    pub(crate) seq: u64,
+    pub(crate) at_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) open_for_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cause: Option<ErrorKind>,
+}
+
+/// A link of the chain and the settings the checks need.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct LinkInfo {
+    pub(crate) name: String,
+    /// The provider kind (`openai`, `anthropic`, `local-onnx`, …).
+    pub(crate) kind: String,
+    /// Half-open probe permits.
+    pub(crate) permits: usize,
+    pub(crate) open_ms: u64,
+    pub(crate) failure_threshold: u32,
+}
+
+/// Where an API key showed up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Leak {
+    /// What carried it (an event, a span, a report file) — never the key itself.
+    pub(crate) place: String,
+    /// Whose key it was.
+    pub(crate) key_of: String,
+}
+
+/// Everything recorded in one scenario run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Records {
+    pub(crate) requests: Vec<RequestRec>,
+    /// Calls admitted by a breaker (seen just inside it).
+    pub(crate) admissions: Vec<CallRec>,
+    /// Calls sent to a vendor (seen around each adapter).
+    pub(crate) wires: Vec<CallRec>,
+    pub(crate) transitions: Vec<TransitionRec>,
+    /// Calls each breaker refused.
+    pub(crate) rejections: BTreeMap<String, u64>,
+    pub(crate) links: Vec<LinkInfo>,
+    /// Requests each fake server counted.
+    pub(crate) hits: BTreeMap<String, usize>,
+    /// How long users kept sending.
+    pub(crate) run_ms: f64,
+    /// How long the run waited for the users to finish.
+    pub(crate) join_limit_ms: f64,
+    /// False when some user was still busy at `join_limit_ms`.
+    pub(crate) joined: bool,
+    /// Log events, spans and report texts scanned for keys.
+    pub(crate) scanned: u64,
+    pub(crate) leaks: Vec<Leak>,
+}
+
+impl Records {
+    /// The link's settings, by name.
+    pub(crate) fn link(&self, name: &str) -> Option<&LinkInfo> {
+        self.links.iter().find(|l| l.name == name)
+    }
+}

@@ -1,0 +1,186 @@
+//! The terminal report: a block per scenario as it finishes, and a summary table at the end.
+
+use std::fmt::Write as _;
+
+use super::super::RunResult;
+use super::super::invariants::Check;
+use super::super::run::ScenarioRun;
+
+/// `61ms`, `1.24s`.
+pub(crate) fn ms(v: f64) -> String {
+    if v < 1000.0 {
+        format!("{v:.0}ms")
+    } else {
+        format!("{:.2}s", v / 1000.0)
+    }
+}
+
+fn verdict(c: &Check) -> &'static str {
+    if c.passed { "PASS" } else { "FAIL" }
+}
+
+/// The block printed when a scenario finishes.
+pub(crate) fn scenario_block(r: &ScenarioRun, n: usize, total: usize) -> String {
+    let s = &r.summary;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "━━ [{n}/{total}] {} — {}",
+        r.scenario.name, r.scenario.description
+    );
+    let _ = writeln!(
+        out,
+        "   {:>8} {:>8} {:>7} {:>7} {:>8} {:>8} {:>8} {:>12}",
+        "requests", "success", "static", "errors", "p50", "p95", "p99", "retries/call"
+    );
+    let _ = writeln!(
+        out,
+        "   {:>8} {:>7.1}% {:>6.1}% {:>6.1}% {:>8} {:>8} {:>8} {:>12.2}",
+        s.requests,
+        s.success_pct,
+        s.static_pct,
+        s.error_pct,
+        ms(s.latency_ms.p50),
+        ms(s.latency_ms.p95),
+        ms(s.latency_ms.p99),
+        s.retries_per_call
+    );
+    let served: Vec<String> = s
+        .served_by
+        .iter()
+        .map(|x| format!("{} {:.1}%", x.who, x.pct))
+        .collect();
+    let _ = writeln!(out, "   served by  {}", served.join(" · "));
+    if !s.errors_by_kind.is_empty() {
+        let errs: Vec<String> = s
+            .errors_by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(out, "   errors     {}", errs.join(" · "));
+    }
+    let fallbacks: Vec<String> = s
+        .fallbacks
+        .iter()
+        .map(|f| format!("{}→{} {}", f.from, f.to, f.count))
+        .collect();
+    let _ = writeln!(
+        out,
+        "   fallbacks  {}",
+        if fallbacks.is_empty() {
+            "none".to_owned()
+        } else {
+            fallbacks.join(" · ")
+        }
+    );
+    let breakers: Vec<String> = s
+        .breakers
+        .iter()
+        .map(|b| {
+            if b.transitions == 0 {
+                format!("{} closed throughout", b.link)
+            } else {
+                format!(
+                    "{} {} transitions, {} trips, open {:.1}s, refused {}",
+                    b.link,
+                    b.transitions,
+                    b.trips,
+                    b.open_ms / 1000.0,
+                    b.refused
+                )
+            }
+        })
+        .collect();
+    let _ = writeln!(out, "   breakers   {}", breakers.join(" · "));
+    let hits: Vec<String> = r
+        .records
+        .links
+        .iter()
+        .filter_map(|l| {
+            s.vendor_hits
+                .get(&l.name)
+                .map(|n| format!("{} {n}", l.name))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "   vendors    hits {} · {:.2} attempts/call · run {:.1}s wall",
+        hits.join(" · "),
+        s.attempts_per_call,
+        r.wall.as_secs_f64()
+    );
+    for note in &r.notes {
+        let _ = writeln!(out, "   note       {note}");
+    }
+    for c in r.invariants.iter().chain(&r.expectations) {
+        let _ = writeln!(
+            out,
+            "   {} {:<14} {} ({})",
+            verdict(c),
+            c.id,
+            c.title,
+            c.detail
+        );
+        if !c.passed {
+            for o in &c.offenders {
+                let _ = writeln!(out, "        ✗ {o}");
+            }
+            if c.offender_count > c.offenders.len() {
+                let _ = writeln!(
+                    out,
+                    "        … and {} more",
+                    c.offender_count - c.offenders.len()
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The table at the end: one row per scenario.
+pub(crate) fn summary(result: &RunResult) -> String {
+    let mut out = String::new();
+    let width = result
+        .runs
+        .iter()
+        .map(|r| r.scenario.name.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let _ = writeln!(
+        out,
+        "\n{:<width$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  checks",
+        "scenario", "requests", "success", "static", "errors", "p50", "p95", "p99", "retries"
+    );
+    let (mut checks, mut passed) = (0, 0);
+    for r in &result.runs {
+        let s = &r.summary;
+        let all: Vec<&Check> = r.invariants.iter().chain(&r.expectations).collect();
+        let ok = all.iter().filter(|c| c.passed).count();
+        checks += all.len();
+        passed += ok;
+        let _ = writeln!(
+            out,
+            "{:<width$} {:>8} {:>7.1}% {:>6.1}% {:>6.1}% {:>7} {:>7} {:>7} {:>8.2}  {ok}/{} {}",
+            r.scenario.name,
+            s.requests,
+            s.success_pct,
+            s.static_pct,
+            s.error_pct,
+            ms(s.latency_ms.p50),
+            ms(s.latency_ms.p95),
+            ms(s.latency_ms.p99),
+            s.retries_per_call,
+            all.len(),
+            if ok == all.len() { "PASS" } else { "FAIL" },
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nchaos: {} scenario{}, {passed}/{checks} checks passed, {:.1}s in all",
+        result.runs.len(),
+        if result.runs.len() == 1 { "" } else { "s" },
+        result.wall.as_secs_f64()
+    );
+    out
+}

@@ -1,0 +1,466 @@
+//! One scenario run: fake vendors scripted on one shared timeline, the chain built around
+//! them, N virtual users sending plain and streamed requests until the run's time is up, then
+//! the records, the checks and the numbers.
+//!
+//! Everything runs on the caller's runtime, which must be a current-thread one (see
+//! [`super::record`] for why the breaker checks need that); only the local model generates on
+//! blocking threads of its own.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant as StdInstant};
+
+use futures::StreamExt;
+use ripcord_cli::build::Wrap;
+use ripcord_core::{Chain, ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
+
+use super::capture::KeySink;
+use super::chain::{LocalCache, Template, rig};
+use super::invariants::{self, Check};
+use super::observe::{REQUEST_ID, Recorder};
+use super::record::{AttemptRec, Outcome, Records};
+use super::scenario::{Rng, STATIC, Scenario, mix};
+use super::stats::{self, Summary};
+
+/// How a run loads the chain.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) users: usize,
+    /// How long users keep sending.
+    pub(crate) duration: Duration,
+    /// Each request's deadline.
+    pub(crate) deadline: Duration,
+    pub(crate) seed: u64,
+    /// Share of streamed requests.
+    pub(crate) stream_share: f64,
+    /// `max_tokens` of each request (small: the local model is slow on a small machine).
+    pub(crate) max_tokens: u32,
+    /// Lateness the deadline check forgives (scheduling on a loaded machine).
+    pub(crate) tolerance: Duration,
+    /// How long after `duration + deadline` the run still waits for its users.
+    pub(crate) join_margin: Duration,
+    /// Show the live progress line on stderr.
+    pub(crate) progress: bool,
+}
+
+/// Prompts of the request mix.
+const PROMPTS: &[&str] = &[
+    "Why is the sky blue?",
+    "Name a prime number.",
+    "Say hello in French.",
+    "What is two plus two?",
+    "Give me one word for happy.",
+    "What colour is grass?",
+];
+
+/// A finished scenario.
+#[derive(Debug, Clone)]
+pub(crate) struct ScenarioRun {
+    pub(crate) scenario: Scenario,
+    pub(crate) records: Records,
+    /// Notes of the chain build (links that could not be built).
+    pub(crate) notes: Vec<String>,
+    pub(crate) invariants: Vec<Check>,
+    pub(crate) expectations: Vec<Check>,
+    pub(crate) summary: Summary,
+    /// Wall time of the whole scenario, build included.
+    pub(crate) wall: Duration,
+}
+
+impl ScenarioRun {
+    /// True when every invariant and expectation passed.
+    pub(crate) fn passed(&self) -> bool {
+        self.invariants
+            .iter()
+            .chain(&self.expectations)
+            .all(|c| c.passed)
+    }
+
+    /// Recomputes the checks (after more key-scan results were added to the records).
+    pub(crate) fn recheck(&mut self, tolerance: Duration) {
+        self.invariants = invariants::check_all(&self.records, tolerance.as_secs_f64() * 1000.0);
+        self.expectations = invariants::expectations(&self.records, &self.scenario.expect);
+    }
+}
+
+fn attempts(list: &[ripcord_core::Attempt]) -> Vec<AttemptRec> {
+    list.iter()
+        .map(|a| AttemptRec {
+            provider: a.provider.to_string(),
+            error_kind: a.error_kind,
+            latency_ms: a.latency.as_secs_f64() * 1000.0,
+        })
+        .collect()
+}
+
+fn answered(p: &Provenance) -> Outcome {
+    Outcome::Answered {
+        served_by: match &p.served_by {
+            Some(s) => s.to_string(),
+            None if p.static_reply => STATIC.to_owned(),
+            None => "unknown".to_owned(),
+        },
+        static_reply: p.static_reply,
+    }
+}
+
+fn failed(e: &Error, before: &[AttemptRec]) -> (Outcome, Vec<AttemptRec>) {
+    let mut list = before.to_vec();
+    list.extend(attempts(e.attempts()));
+    (Outcome::Failed { kind: e.kind() }, list)
+}
+
+/// One plain request.
+async fn chat_once(chain: &Chain, req: &ChatRequest, ctx: &Context) -> (Outcome, Vec<AttemptRec>) {
+    match chain.chat(req, ctx).await {
+        Ok(resp) => (
+            answered(&resp.provenance),
+            attempts(&resp.provenance.attempts),
+        ),
+        Err(e) => failed(&e, &[]),
+    }
+}
+
+/// One streamed request, read to its end.
+async fn stream_once(
+    chain: &Chain,
+    req: &ChatRequest,
+    ctx: &Context,
+) -> (Outcome, Vec<AttemptRec>) {
+    let mut stream = match chain.stream(req, ctx).await {
+        Ok(s) => s,
+        Err(e) => return failed(&e, &[]),
+    };
+    let mut provenance: Option<Provenance> = None;
+    let mut finished = false;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(StreamEvent::Provenance { provenance: p }) => provenance = Some(*p),
+            Ok(StreamEvent::Finish { .. }) => finished = true,
+            Ok(StreamEvent::Restarted { .. }) => finished = false,
+            Ok(_) => {}
+            Err(e) => {
+                let before = provenance
+                    .as_ref()
+                    .map_or_else(Vec::new, |p| attempts(&p.attempts));
+                return failed(&e, &before);
+            }
+        }
+    }
+    match (finished, provenance) {
+        (true, Some(p)) => (answered(&p), attempts(&p.attempts)),
+        (true, None) => (
+            Outcome::Lost {
+                why: "the stream finished without saying who served it".to_owned(),
+            },
+            Vec::new(),
+        ),
+        (false, p) => (
+            Outcome::Lost {
+                why: "the stream ended without its finish event or an error".to_owned(),
+            },
+            p.map_or_else(Vec::new, |p| attempts(&p.attempts)),
+        ),
+    }
+}
+
+/// One virtual user: requests until the run's time is up, with seeded think times and mix.
+async fn user(u: usize, chain: &Chain, rec: &Recorder, s: &Settings, seed: u64) {
+    let mut rng = Rng::new(mix(
+        seed ^ (u as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)
+    ));
+    let mut n = 0usize;
+    while rec.elapsed() < s.duration {
+        n += 1;
+        let id = format!("u{u}-{n}");
+        let streamed = rng.next_f64() < s.stream_share;
+        let prompt = PROMPTS[rng.below(PROMPTS.len() as u64) as usize];
+        let req = ChatRequest::user(prompt).with_max_tokens(s.max_tokens);
+        let idx = rec.request_started(id.clone(), u, streamed, s.deadline);
+        let ctx = Context::new()
+            .with_timeout(s.deadline)
+            .with_metadata(REQUEST_ID, id);
+        // Unconstrained: tokio's cooperative budget would make `select!` (inside the breaker,
+        // between its admission and the admitted call's first poll) yield when the task's
+        // budget runs out, letting another task trip the breaker in between — and the checks
+        // rely on that never happening (see `record`). Every await here still waits on real
+        // I/O or timers, so the user cannot starve the rest.
+        let (outcome, list) = tokio::task::unconstrained(async {
+            if streamed {
+                stream_once(chain, &req, &ctx).await
+            } else {
+                chat_once(chain, &req, &ctx).await
+            }
+        })
+        .await;
+        rec.request_finished(idx, outcome, list);
+        let think = Duration::from_millis(50 + rng.below(200));
+        tokio::time::sleep(think).await;
+    }
+}
+
+/// The live progress line: redrawn in place on a terminal, a line every two seconds otherwise.
+async fn progress(label: &str, rec: &Recorder, s: &Settings) {
+    let tty = std::io::stderr().is_terminal();
+    let every = if tty {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(2)
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let l = &rec.live;
+        let started = l.started.load(Ordering::Relaxed);
+        let finished = l.finished.load(Ordering::Relaxed);
+        let line = format!(
+            "{label} {:>5.1}/{:.0} s · {started} requests · {} in flight · model {} · static {} · errors {}",
+            rec.elapsed().as_secs_f64(),
+            s.duration.as_secs_f64(),
+            started.saturating_sub(finished),
+            l.by_model.load(Ordering::Relaxed),
+            l.by_static.load(Ordering::Relaxed),
+            l.errors.load(Ordering::Relaxed),
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = if tty {
+            write!(err, "\r\x1b[2K{line}")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+    }
+}
+
+/// Runs one scenario.
+///
+/// `keys` is the sink of the process's key-scanning layer (taken after the run);
+/// `perturb` wraps each adapter outside the observers — only tests use it, to break an
+/// invariant on purpose.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_scenario(
+    scenario: &Scenario,
+    label: &str,
+    t: &Template,
+    s: &Settings,
+    cache: &Arc<LocalCache>,
+    keys: Option<&Arc<KeySink>>,
+    perturb: Option<Wrap>,
+) -> Result<ScenarioRun, String> {
+    let wall = StdInstant::now();
+    t.check(scenario)?;
+    let rec = Recorder::new();
+    let rig = rig(t, scenario, &rec, cache, s.duration, s.seed, perturb).await?;
+    let chain = rig.built.chain.clone();
+    // One timeline for every vendor: scripts and records share the start.
+    let start = rec.start();
+    for (name, fake) in &rig.fakes {
+        fake.set_script_since(scenario.script(name, s.duration, s.seed), start);
+    }
+    let scenario_seed = mix(s.seed ^ super::scenario::hash_str(&scenario.name));
+    let users =
+        futures::future::join_all((0..s.users).map(|u| user(u, &chain, &rec, s, scenario_seed)));
+    let join_limit = s.duration + s.deadline + s.join_margin;
+    let joined = {
+        let bounded = tokio::time::timeout(join_limit, users);
+        tokio::pin!(bounded);
+        if s.progress {
+            tokio::select! {
+                r = &mut bounded => r.is_ok(),
+                () = progress(label, &rec, s) => false,
+            }
+        } else {
+            bounded.await.is_ok()
+        }
+    };
+    if s.progress && std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
+    let mut records = Records {
+        links: t.links.clone(),
+        hits: rig
+            .fakes
+            .iter()
+            .map(|(n, f)| (n.clone(), f.hits()))
+            .collect(),
+        run_ms: s.duration.as_secs_f64() * 1000.0,
+        join_limit_ms: join_limit.as_secs_f64() * 1000.0,
+        joined,
+        ..Records::default()
+    };
+    drop(chain);
+    drop(rig.built);
+    drop(rig.fakes);
+    rec.take_into(&mut records);
+    if let Some(k) = keys {
+        let (scanned, leaks) = k.take();
+        records.scanned = scanned;
+        records.leaks = leaks;
+    }
+    let summary = stats::summarize(&records);
+    let mut run = ScenarioRun {
+        scenario: scenario.clone(),
+        records,
+        notes: rig.notes,
+        invariants: Vec::new(),
+        expectations: Vec::new(),
+        summary,
+        wall: wall.elapsed(),
+    };
+    run.recheck(s.tolerance);
+    Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use ripcord_core::{Capabilities, ChatResponse, ChatStream, ModelId, Result};
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::super::capture::KeyScanLayer;
+    use super::super::scenario::builtins;
+    use super::*;
+
+    /// A naive retry that retries every failure — what the invariants must catch.
+    #[derive(Debug)]
+    struct NaiveRetry(Arc<dyn ChatModel>);
+
+    #[async_trait]
+    impl ChatModel for NaiveRetry {
+        fn id(&self) -> &ModelId {
+            self.0.id()
+        }
+        fn capabilities(&self) -> &Capabilities {
+            self.0.capabilities()
+        }
+        async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+            let mut last = self.0.chat(req, ctx).await;
+            for _ in 0..2 {
+                if last.is_ok() {
+                    break;
+                }
+                last = self.0.chat(req, ctx).await;
+            }
+            last
+        }
+        async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+            let mut last = self.0.stream(req, ctx).await;
+            for _ in 0..2 {
+                if last.is_ok() {
+                    break;
+                }
+                last = self.0.stream(req, ctx).await;
+            }
+            last
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            users: 3,
+            duration: Duration::from_millis(1500),
+            deadline: Duration::from_millis(2500),
+            seed: 11,
+            stream_share: 0.5,
+            max_tokens: 8,
+            tolerance: Duration::from_millis(300),
+            join_margin: Duration::from_secs(5),
+            progress: false,
+        }
+    }
+
+    async fn quota_run(perturb: Option<Wrap>) -> ScenarioRun {
+        let s = settings();
+        let t = Template::builtin(s.deadline, false, s.seed).unwrap();
+        let sink = KeySink::new(t.keys.clone());
+        let subscriber = tracing_subscriber::registry()
+            .with(KeyScanLayer::new(&sink).with_filter(LevelFilter::DEBUG));
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let mut quota = builtins()
+            .into_iter()
+            .find(|sc| sc.name == "quota-exhausted")
+            .unwrap();
+        // Out of quota from the start, so every request meets it.
+        quota.phases[0].at = super::super::scenario::At::Fraction(0.0);
+        let cache = Arc::new(LocalCache::default());
+        run_scenario(&quota, "test", &t, &s, &cache, Some(&sink), perturb)
+            .await
+            .unwrap()
+    }
+
+    fn by_id<'a>(run: &'a ScenarioRun, id: &str) -> &'a Check {
+        run.invariants
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no check {id}"))
+    }
+
+    #[tokio::test]
+    async fn the_real_chain_keeps_every_invariant_when_quota_runs_out() {
+        let run = quota_run(None).await;
+        for c in &run.invariants {
+            assert!(c.passed, "{c:?}");
+        }
+        let r = &run.records;
+        assert!(r.requests.len() >= 6, "{} requests", r.requests.len());
+        assert!(r.requests.iter().any(|q| q.streamed) && r.requests.iter().any(|q| !q.streamed));
+        // The quota verdict reached us, and primary was never asked twice for one request.
+        assert!(
+            r.wires
+                .iter()
+                .any(|w| w.error_kind() == Some(ripcord_core::ErrorKind::QuotaExhausted))
+        );
+        assert!(
+            run.summary
+                .served_by
+                .iter()
+                .any(|s| s.who == "backup" && s.count > 0)
+        );
+        // The breaker saw the quota failures and opened; the key scan saw the traffic.
+        assert!(
+            run.summary.breakers[0].trips >= 1,
+            "{:?}",
+            run.summary.breakers
+        );
+        assert!(r.scanned > 0);
+        assert_eq!(
+            r.hits["primary"],
+            r.wires.iter().filter(|w| w.link == "primary").count()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_naive_retry_of_quota_exhausted_fails_the_never_retry_invariant() {
+        let perturb: Wrap = Arc::new(|name: &str, m: Arc<dyn ChatModel>| {
+            if name == "primary" {
+                Arc::new(NaiveRetry(m)) as Arc<dyn ChatModel>
+            } else {
+                m
+            }
+        });
+        let run = quota_run(Some(perturb)).await;
+        let c = by_id(&run, "never-retry");
+        assert!(!c.passed, "{c:?}");
+        assert!(!run.passed());
+        assert!(c.offender_count >= 1);
+        for o in &c.offenders {
+            let (id, why) = o.split_once(": ").unwrap();
+            assert!(
+                run.records.requests.iter().any(|q| q.id == id),
+                "{id} is a request id"
+            );
+            assert!(
+                why.starts_with("primary answered quota_exhausted, then was attempted"),
+                "{o}"
+            );
+        }
+        // The other invariants still hold: the checks single out what broke.
+        for id in ["deadline", "half-open", "answered", "no-keys"] {
+            assert!(by_id(&run, id).passed, "{:?}", by_id(&run, id));
+        }
+    }
+}

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, Locality, ModelId,
-    Result, StaticReply, StreamPolicy,
+    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, EmbeddingChain,
+    EmbeddingModel, Error, Locality, ModelId, Result, StaticReply, StreamPolicy,
 };
 use ripcord_providers::{
     Anthropic, AnthropicConfig, AzureConfig, AzureOpenAi, HttpClient, OpenAi, OpenAiConfig,
@@ -52,6 +52,8 @@ impl ChatModel for Unavailable {
 pub struct Built {
     /// The chain.
     pub chain: Chain,
+    /// The embedding chain, when `[embeddings]` is configured.
+    pub embeddings: Option<Arc<dyn EmbeddingModel>>,
     /// Health handles per link, in chain order.
     pub health: Vec<HealthHandle>,
     /// Notes for stderr (links that could not be built, and why).
@@ -181,6 +183,79 @@ fn host_of(url: &str) -> Option<&str> {
         None => host.split(':').next()?,
     };
     (!host.is_empty()).then_some(host)
+}
+
+/// One embedding adapter per provider, all serving `model`, in an [`EmbeddingChain`].
+fn embedding_chain(
+    providers: &[Provider],
+    model: &str,
+    client: &HttpClient,
+    deadline_ms: u64,
+) -> Result<Arc<dyn EmbeddingModel>> {
+    let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
+    for p in providers {
+        let mut p = p.clone();
+        p.model = Some(model.to_owned());
+        let t = timeouts(&p);
+        let link: Arc<dyn EmbeddingModel> = match p.kind {
+            ProviderKind::Openai => {
+                let mut c = OpenAiConfig::new(model, key(&p))
+                    .with_name(p.name.clone())
+                    .with_timeouts(t)
+                    .with_client(client.clone());
+                if let Some(u) = &p.base_url {
+                    c = c.with_base_url(u.clone());
+                }
+                Arc::new(OpenAi::new(c)?.named(p.name.clone()))
+            }
+            ProviderKind::AzureOpenai => {
+                let mut c = AzureConfig::new(
+                    p.base_url.clone().unwrap_or_default(),
+                    p.deployment.clone().unwrap_or_default(),
+                    key(&p),
+                )
+                .with_name(p.name.clone())
+                .with_timeouts(t)
+                .with_client(client.clone())
+                .with_model(model);
+                if let Some(v) = &p.api_version {
+                    c = c.with_api_version(v.clone());
+                }
+                Arc::new(AzureOpenAi::from_config(c)?.named(p.name.clone()))
+            }
+            kind => {
+                let preset = match kind {
+                    ProviderKind::Deepseek => compat::deepseek(),
+                    ProviderKind::Zhipu => compat::zhipu(),
+                    ProviderKind::Qwen => compat::qwen(),
+                    ProviderKind::Moonshot => compat::moonshot(),
+                    ProviderKind::Qianfan => compat::qianfan(),
+                    ProviderKind::Ollama => compat::ollama(),
+                    ProviderKind::Vllm => compat::vllm(),
+                    other => {
+                        return Err(config_error(format!(
+                            "provider {:?} ({}) has no embeddings endpoint",
+                            p.name,
+                            other.as_str()
+                        )));
+                    }
+                };
+                let mut c = OpenAiConfig::keyless(model)
+                    .with_name(p.name.clone())
+                    .with_timeouts(t)
+                    .with_client(client.clone());
+                if let Some(k) = &p.api_key {
+                    c = c.with_api_key(k.clone());
+                }
+                if let Some(u) = &p.base_url {
+                    c = c.with_base_url(u.clone());
+                }
+                Arc::new(compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()))
+            }
+        };
+        b = b.link_arc(link);
+    }
+    Ok(Arc::new(b.build().map_err(config_error)?))
 }
 
 fn config_error(e: impl std::fmt::Display) -> Error {
@@ -344,8 +419,18 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         b = b.fallback_notice(n.clone());
     }
     let chain = b.build().map_err(Error::from)?;
+    let embeddings = match &config.embeddings {
+        None => None,
+        Some((providers, model)) => Some(embedding_chain(
+            providers,
+            model,
+            &client,
+            config.deadline_ms,
+        )?),
+    };
     Ok(Built {
         chain,
+        embeddings,
         health,
         notes,
     })

@@ -294,6 +294,19 @@ pub struct ServerConfig {
     pub max_body_bytes: Option<usize>,
 }
 
+/// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
+///
+/// Vectors of different models are not comparable, so every listed provider serves the same
+/// `model`; the gateway falls back across them in order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    /// Provider names (of OpenAI-compatible kinds), tried in this order.
+    pub providers: Vec<Spanned<String>>,
+    /// The embedding model all of them serve.
+    pub model: Spanned<String>,
+}
+
 /// The whole file, as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -306,6 +319,9 @@ pub struct RawConfig {
     /// The gateway.
     #[serde(default)]
     pub server: ServerConfig,
+    /// Embeddings for the gateway.
+    #[serde(default)]
+    pub embeddings: Option<EmbeddingsConfig>,
 }
 
 /// A provider, validated and resolved.
@@ -394,6 +410,8 @@ pub struct Config {
     pub gateway_keys: Vec<secrecy::SecretString>,
     /// Largest gateway request body.
     pub max_body_bytes: usize,
+    /// Embedding providers (resolved) and their model, when configured.
+    pub embeddings: Option<(Vec<Provider>, String)>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
     pub notes: Vec<String>,
 }
@@ -657,7 +675,42 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
             }
         },
     };
+    let embeddings = match &raw.embeddings {
+        None => None,
+        Some(e) => {
+            let model = cx.interpolate(&e.model, "embeddings.model")?;
+            let mut providers = Vec::new();
+            for name in &e.providers {
+                let Some(p) = by_name.get(name.get_ref()) else {
+                    return Err(cx.err(
+                        Some(&name.span()),
+                        "embeddings.providers",
+                        format!("unknown provider {:?}", name.get_ref()),
+                    ));
+                };
+                if matches!(p.kind, ProviderKind::Anthropic | ProviderKind::LocalOnnx) {
+                    return Err(cx.err(
+                        Some(&name.span()),
+                        "embeddings.providers",
+                        format!(
+                            "provider {:?} ({}) has no embeddings endpoint",
+                            name.get_ref(),
+                            p.kind.as_str()
+                        ),
+                    ));
+                }
+                if let Some(provider) = resolve_provider(cx, p, lenient_keys)? {
+                    providers.push(provider);
+                }
+            }
+            if providers.is_empty() {
+                return Err(cx.err(None, "embeddings.providers", "no usable embedding provider"));
+            }
+            Some((providers, model))
+        }
+    };
     Ok(Config {
+        embeddings,
         source: cx.file.to_owned(),
         chain,
         deadline_ms: raw.chain.deadline_ms,
@@ -868,6 +921,10 @@ impl Config {
         match &self.static_reply {
             Some(r) => s.push_str(&format!("  then static reply: {r:?}\n")),
             None => s.push_str("  then: no static reply (the call fails)\n"),
+        }
+        if let Some((providers, model)) = &self.embeddings {
+            let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+            s.push_str(&format!("embeddings: {model} via {}\n", names.join(" -> ")));
         }
         for (k, t) in &self.routes {
             s.push_str(&format!("  route: {k} -> {t}\n"));

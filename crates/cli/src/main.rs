@@ -231,6 +231,7 @@ async fn run(cli: Cli) -> ExitCode {
             let mut state =
                 gateway::GatewayState::new(Arc::new(built.chain.clone()) as Arc<dyn ChatModel>);
             state.keys = cfg.gateway_keys.clone();
+            state.embeddings = built.embeddings.clone();
             state.deadline = Duration::from_millis(cfg.deadline_ms);
             state.max_body_bytes = cfg.max_body_bytes;
             state.readiness = Arc::new(move || readiness_view.readiness());

@@ -119,3 +119,61 @@ api_key = "sk-ant-backup-upstream-key"
     assert!(!String::from_utf8_lossy(&out.stdout).contains("upstream-key"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn embeddings_fall_back_across_endpoints_of_one_model() {
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("ripcord-emb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[chain]
+order = ["primary", "backup"]
+
+[embeddings]
+providers = ["primary", "backup"]
+model = "text-embedding-3-small"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-a"
+
+[[providers]]
+name = "backup"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-b"
+"#,
+            primary.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let served = support::serve(&config);
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/embeddings", served.url))
+        .json(&serde_json::json!({"model": "text-embedding-3-small", "input": ["alpha", "beta"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-ripcord-served-by"], "backup");
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert!(!v["data"][0]["embedding"].as_array().unwrap().is_empty());
+    assert_eq!(
+        backup.requests()[0].json().unwrap()["model"],
+        "text-embedding-3-small"
+    );
+    assert_eq!(primary.hits(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

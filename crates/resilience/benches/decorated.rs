@@ -4,6 +4,8 @@
 //! behind each policy alone, behind the "fully decorated link" (retry + breaker + rate limit +
 //! bulkhead), and behind the whole recommended stack. Limits are set so nothing ever waits:
 //! what is measured is bookkeeping (locks, atomics, timers, provenance), not policy decisions.
+//! The `redaction` group measures [`Redact`] on a cloud link: scanning a request without
+//! personal data, and masking + restoring one with three values.
 
 // A benchmark's setup may fail loudly.
 #![allow(clippy::expect_used)]
@@ -64,6 +66,7 @@ fn bench(c: &mut Criterion) {
         .with_timeout(Duration::from_secs(3600))
         .with_tenant("bench");
 
+    let bare_model = bare();
     let models: Vec<(&str, Arc<dyn ChatModel>)> = vec![
         ("bare model", Arc::new(bare())),
         ("retry", Arc::new(bare().with_retry(RetryLayer::default()))),
@@ -120,6 +123,36 @@ fn bench(c: &mut Criterion) {
         g.bench_function(*name, |b| {
             b.to_async(&rt)
                 .iter(|| async { black_box(model.chat(&req, &ctx).await) })
+        });
+    }
+    g.finish();
+
+    // Redaction: a cloud link (the default locality), without and with personal data.
+    let redacted = bare().with_redaction(RedactLayer::builder().build().expect("valid patterns"));
+    let clean = ChatRequest::user(
+        "Why is the sky blue? Please answer in two sentences, citing version 1.2.3 of the notes.",
+    )
+    .with_max_tokens(64);
+    let personal = ChatRequest::user(
+        "我是王芳，手机13812345678，邮箱wang.fang@example.com，身份证号110101199003074514，请回复。",
+    )
+    .with_max_tokens(64);
+    let mut g = c.benchmark_group("redaction");
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(2));
+    for (name, req) in [
+        ("bare model", &clean),
+        ("redact: no personal data", &clean),
+        ("redact: 3 values masked + restored", &personal),
+    ] {
+        g.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| async {
+                if name == "bare model" {
+                    black_box(bare_model.chat(req, &ctx).await)
+                } else {
+                    black_box(redacted.chat(req, &ctx).await)
+                }
+            })
         });
     }
     g.finish();

@@ -9,6 +9,7 @@ use crate::cache::{Cache, CacheLayer};
 use crate::health::{Health, HealthLayer};
 use crate::hedge::{Hedge, HedgeLayer};
 use crate::rate_limit::{RateLimit, RateLimitLayer};
+use crate::redact::{Redact, RedactLayer};
 use crate::retry::{Retry, RetryLayer};
 use crate::timeout::{Timeout, TimeoutLayer};
 use crate::validate::{Validate, Validator};
@@ -85,6 +86,11 @@ pub trait ChatModelExt: ChatModel + Sized {
     /// Tracks the model's health passively ([`crate::health`]).
     fn with_health(self, layer: HealthLayer) -> Health<Self> {
         Health::new(self, layer)
+    }
+
+    /// Masks personal data before a cloud link and restores it in answers ([`crate::redact`]).
+    fn with_redaction(self, layer: RedactLayer) -> Redact<Self> {
+        Redact::new(self, layer)
     }
 }
 

@@ -17,6 +17,8 @@
 //! | [`validate`]: JSON / schema / custom checks | [`Validate`] / [`Validator`] | `InvalidResponse` |
 //! | [`cache`]: TTL + LRU response cache (opt-in) | [`Cache`] / [`CacheLayer`] | — |
 //! | [`health`]: EWMA latency, error rate, breaker state | [`Health`] / [`HealthLayer`] | — |
+//! | [`probe`]: active health probes (opt-in) | [`Prober`] / [`ProbeLayer`] | — |
+//! | [`redact`]: mask personal data before cloud links (opt-in) | [`Redact`] / [`RedactLayer`] | — |
 //!
 //! Refusals are made without calling the vendor and carry a `retry_after` saying when the link
 //! takes calls again: the chain skips a refusing link and, when every link is cooling down,
@@ -29,7 +31,7 @@
 //! [`ChatModelExt`] methods wrap inside-out, so write the innermost first. From the outside in:
 //!
 //! ```text
-//! cache → hedge → health → breaker → budget → bulkhead → retry → rate limit → timeout → validate → model
+//! cache → hedge → health → breaker → budget → bulkhead → retry → rate limit → timeout → validate → redact → model
 //! ```
 //!
 //! - **cache** outermost: a hit costs nothing and must not spend limits or move the breaker.
@@ -48,6 +50,9 @@
 //!   breaker (a timeout is recorded as a failure, PITFALLS 11).
 //! - **validate** innermost: a bad answer is an attempt's `InvalidResponse`, retried and
 //!   counted like any failure.
+//! - **redact** (opt-in) around the vendor model itself: every attempt is masked on its way
+//!   out and restored on its way back, so every policy above it (validation, cache keys,
+//!   logs) sees the caller's text, and only the vendor sees placeholders.
 //!
 //! ```
 //! use std::time::Duration;
@@ -84,13 +89,15 @@
 //! `tracing` events only (no OpenTelemetry dependency): `ripcord.retry_scheduled` (with
 //! `delay_ms` and `error.type`), `ripcord.breaker_transition` (`link`, `from`, `to`),
 //! `ripcord.rate_limit_paused`, `ripcord.hedge_started`, `ripcord.hedge_won`,
-//! `ripcord.validation_failed`, `ripcord.budget_exhausted`; debug-level events for local
-//! refusals and retries given up. `ripcord-telemetry` turns them into metrics.
+//! `ripcord.validation_failed`, `ripcord.budget_exhausted`, `ripcord.probe` (`link`,
+//! `outcome`, `latency_ms`, `error.type`); debug-level events for local refusals, retries
+//! given up, skipped probes and `ripcord.redacted` (counts per kind, never values).
+//! `ripcord-telemetry` turns them into metrics.
 //!
 //! ## Feature flags
 //!
-//! None: every policy is always compiled; the heavy parts (hedging, caching) are opt-in at run
-//! time by wrapping.
+//! None: every policy is always compiled; the heavy parts (hedging, caching, probing,
+//! redaction) are opt-in at run time by wrapping or spawning.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
@@ -103,7 +110,9 @@ mod error;
 mod ext;
 pub mod health;
 pub mod hedge;
+pub mod probe;
 pub mod rate_limit;
+pub mod redact;
 pub mod retry;
 mod stream_util;
 pub mod timeout;
@@ -120,9 +129,17 @@ pub use cache::{Cache, CacheBuilder, CacheLayer, CacheStats};
 pub use clock::{Clock, SharedClock, TokioClock};
 pub use error::ConfigError;
 pub use ext::ChatModelExt;
-pub use health::{Health, HealthBuilder, HealthHandle, HealthLayer, HealthSnapshot, HealthStatus};
+pub use health::{
+    Health, HealthBuilder, HealthHandle, HealthLayer, HealthSnapshot, HealthStatus, ProbeSummary,
+};
 pub use hedge::{Hedge, HedgeBuilder, HedgeDelay, HedgeLayer};
+pub use probe::{
+    ProbeBuilder, ProbeLayer, ProbeOutcome, Prober, ProberBuilder, ProberCounters, ProberStats,
+};
 pub use rate_limit::{RateLimit, RateLimitBuilder, RateLimitLayer, RateLimitSnapshot};
+pub use redact::{
+    PiiKind, Redact, RedactBuilder, RedactLayer, Redaction, Redactor, RedactorBuilder, Restorer,
+};
 pub use retry::{
     Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryBuilder, RetryLayer, SplitMix64,
 };

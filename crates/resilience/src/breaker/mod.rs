@@ -114,6 +114,17 @@ impl BreakerHandle {
         self.core.reset();
     }
 
+    /// Tells the breaker that an out-of-band health probe ([`crate::probe`]) got an answer
+    /// from the link. An **open** breaker moves to half-open at once instead of waiting out its
+    /// open duration, so the next real call is admitted as a half-open probe (and closes the
+    /// breaker on success, or re-opens it on failure, as usual). Closed and half-open breakers
+    /// are left alone: a synthetic request never closes a breaker by itself.
+    ///
+    /// Returns `true` when this call moved the breaker to half-open.
+    pub fn probe_succeeded(&self) -> bool {
+        self.core.probe_succeeded()
+    }
+
     /// The link's name.
     pub fn link(&self) -> &str {
         self.core.link()

@@ -420,6 +420,37 @@ impl Core {
         self.announce(announced);
     }
 
+    /// An active health probe reached the link while the breaker was open: moves it to
+    /// half-open before its open duration ends, through `failsafe` like a timed re-admission.
+    /// Returns whether the breaker is now half-open because of this call.
+    pub(crate) fn probe_succeeded(&self) -> bool {
+        let now = self.clock.now();
+        let announced = {
+            let mut l = self.lock();
+            match l.mirror {
+                Mirror::Open { .. } => {
+                    // failsafe opened for zero time (see `Recording`), so asking it for
+                    // permission moves it to half-open, exactly as when the open time passes.
+                    if l.sm.is_call_permitted() && self.events() & ON_HALF_OPEN != 0 {
+                        Some(self.transition(
+                            &mut l,
+                            Mirror::HalfOpen { successes: 0 },
+                            now,
+                            None,
+                            None,
+                        ))
+                    } else {
+                        None
+                    }
+                }
+                Mirror::Closed | Mirror::HalfOpen { .. } => None,
+            }
+        };
+        let moved = announced.is_some();
+        self.announce(announced);
+        moved
+    }
+
     /// Closes the breaker (an operator's reset).
     pub(crate) fn reset(&self) {
         let now = self.clock.now();

@@ -5,6 +5,11 @@
 //! Its [`HealthSnapshot`] — with the link's [`BreakerSnapshot`] when a breaker handle is
 //! attached — is the one type the CLI's health endpoint and telemetry both read. Caller-side
 //! failures (see [`ErrorKind::is_caller_side`]) say nothing about the link and are not counted.
+//!
+//! An opt-in [`Prober`](crate::Prober) attached through [`HealthHandle`] adds the last active
+//! probe to the snapshot ([`HealthSnapshot::probe`]). Probes never enter the latency or
+//! error-rate averages (those describe what callers experienced); they only decide the status of
+//! a link that has seen no traffic yet.
 
 mod layer;
 
@@ -64,6 +69,40 @@ pub struct HealthSnapshot {
     /// The link's breaker, when a handle was attached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerSnapshot>,
+    /// The last active health probe, when a [`Prober`](crate::Prober) reports to this link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeSummary>,
+}
+
+/// Active health probes of a link, as seen in its [`HealthSnapshot`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ProbeSummary {
+    /// When the last probe ended, on the crate's clock.
+    #[serde(skip)]
+    pub last_at: Instant,
+    /// How long ago the last probe ended, in milliseconds, when the snapshot was taken.
+    pub age_ms: f64,
+    /// Whether the last probe got an answer.
+    pub ok: bool,
+    /// The kind of the last probe's failure (`Timeout` when it outlasted its limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorKind>,
+    /// How long the last probe took, in milliseconds.
+    pub latency_ms: f64,
+    /// Probes made so far.
+    pub probes: u64,
+    /// Probes that failed so far.
+    pub failures: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ProbeRecord {
+    at: Instant,
+    latency: std::time::Duration,
+    error: Option<ErrorKind>,
+    probes: u64,
+    failures: u64,
 }
 
 #[derive(Debug, Default)]
@@ -82,9 +121,24 @@ struct State {
     calls: AtomicU64,
     successes: AtomicU64,
     failures: AtomicU64,
+    probe: Mutex<Option<ProbeRecord>>,
 }
 
 impl State {
+    fn record_probe(&self, at: Instant, latency: std::time::Duration, error: Option<ErrorKind>) {
+        let Ok(mut p) = self.probe.lock() else {
+            return;
+        };
+        let (probes, failures) = p.map_or((0, 0), |r| (r.probes, r.failures));
+        *p = Some(ProbeRecord {
+            at,
+            latency,
+            error,
+            probes: probes + 1,
+            failures: failures + u64::from(error.is_some()),
+        });
+    }
+
     fn record(&self, outcome: std::result::Result<std::time::Duration, ErrorKind>) {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let a = self.layer.alpha;
@@ -114,6 +168,7 @@ impl State {
         };
         let breaker = self.layer.breaker.as_ref().map(BreakerHandle::snapshot);
         let calls = self.calls.load(Ordering::Relaxed);
+        let probe = self.probe.lock().ok().and_then(|p| *p);
         let status = match breaker.as_ref().map(|b| b.state) {
             Some(BreakerState::Open) => HealthStatus::Unhealthy,
             _ if error_rate >= self.layer.unhealthy_error_rate && calls > 0 => {
@@ -123,9 +178,23 @@ impl State {
             _ if error_rate >= self.layer.degraded_error_rate && calls > 0 => {
                 HealthStatus::Degraded
             }
-            _ if calls == 0 => HealthStatus::Unknown,
+            // No traffic yet: the last probe, if any, is all we know.
+            _ if calls == 0 => match probe {
+                None => HealthStatus::Unknown,
+                Some(p) if p.error.is_none() => HealthStatus::Healthy,
+                Some(_) => HealthStatus::Unhealthy,
+            },
             _ => HealthStatus::Healthy,
         };
+        let probe = probe.map(|p| ProbeSummary {
+            last_at: p.at,
+            age_ms: Instant::now().saturating_duration_since(p.at).as_secs_f64() * 1000.0,
+            ok: p.error.is_none(),
+            error: p.error,
+            latency_ms: p.latency.as_secs_f64() * 1000.0,
+            probes: p.probes,
+            failures: p.failures,
+        });
         HealthSnapshot {
             link: self.link.clone(),
             status,
@@ -136,6 +205,7 @@ impl State {
             failures: self.failures.load(Ordering::Relaxed),
             last_error,
             breaker,
+            probe,
         }
     }
 }
@@ -177,6 +247,21 @@ impl HealthHandle {
     pub fn snapshot(&self) -> HealthSnapshot {
         self.state.snapshot()
     }
+
+    /// The link's name.
+    pub fn link(&self) -> &str {
+        &self.state.link
+    }
+
+    /// Records an active probe's result (kept apart from the traffic averages).
+    pub(crate) fn record_probe(
+        &self,
+        at: Instant,
+        latency: std::time::Duration,
+        error: Option<ErrorKind>,
+    ) {
+        self.state.record_probe(at, latency, error);
+    }
 }
 
 impl<M: ChatModel> Health<M> {
@@ -189,6 +274,7 @@ impl<M: ChatModel> Health<M> {
             calls: AtomicU64::new(0),
             successes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            probe: Mutex::new(None),
         });
         Health { inner, state }
     }

@@ -37,6 +37,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
+pub(crate) use backoff::uniform;
 pub use backoff::{Backoff, Jitter, RandomSource, SplitMix64};
 use budget::BudgetState;
 pub use budget::RetryBudget;

@@ -8,4 +8,5 @@ pub mod build;
 pub mod chat;
 pub mod config;
 pub mod gateway;
+pub mod probe_formats;
 pub mod telemetry;

@@ -65,6 +65,15 @@ enum Command {
         #[arg(long)]
         otlp: Option<String>,
     },
+    /// Run your output-format checks (a folder of TOML cases) against every link of the chain.
+    ProbeFormats {
+        /// The config file (default: the built-in chain).
+        #[arg(long, env = "RIPCORD_CONFIG")]
+        config: Option<PathBuf>,
+        /// The folder of `*.toml` cases.
+        #[arg(long)]
+        cases: PathBuf,
+    },
     /// Validate a config and print the resolved chain (keys redacted).
     CheckConfig {
         /// The config file (default: the built-in chain).
@@ -251,6 +260,35 @@ async fn run(cli: Cli) -> ExitCode {
                     eprintln!("ripcord: server error: {e}");
                     ExitCode::FAILURE
                 }
+            }
+        }
+        Command::ProbeFormats { config, cases } => {
+            let cases = match ripcord_cli::probe_formats::load_cases(&cases) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("ripcord: case error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let (cfg, built, _telemetry) = match prepare(config.as_deref(), None) {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            let links: Vec<Arc<dyn ChatModel>> = built.chain.links().cloned().collect();
+            let outcomes = ripcord_cli::probe_formats::run(
+                &links,
+                &cases,
+                Duration::from_millis(cfg.deadline_ms),
+            )
+            .await;
+            print!("{}", ripcord_cli::probe_formats::table(&outcomes));
+            if outcomes
+                .iter()
+                .all(|o| o.verdict == ripcord_cli::probe_formats::Verdict::Pass)
+            {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
             }
         }
         Command::CheckConfig { path } => {

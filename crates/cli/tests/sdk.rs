@@ -1,6 +1,8 @@
 //! `ripcord serve` against chaos vendor servers, driven by the official `openai` Python SDK,
 //! through a primary outage: the SDK sees answers and the headers show the fallback.
 
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)] // test helpers fail the test by panicking
+
 mod support;
 
 use std::process::Command;
@@ -175,5 +177,91 @@ api_key = "sk-b"
         "text-embedding-3-small"
     );
     assert_eq!(primary.hits(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probe_formats_finds_the_link_that_wraps_json_in_prose() {
+    let primary = FakeVendor::start_with(
+        Wire::OpenAi,
+        FakeOptions {
+            reply: Reply::text(r#"{"id": 42, "status": "shipped"}"#),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let backup = FakeVendor::start_with(
+        Wire::Anthropic,
+        FakeOptions {
+            reply: Reply::text(r#"Sure! Here is the order: {"id": 42, "status": "shipped"}"#),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("ripcord-probe-{}", std::process::id()));
+    let cases = dir.join("cases");
+    std::fs::create_dir_all(&cases).unwrap();
+    std::fs::write(
+        cases.join("order.toml"),
+        "name = \"order as JSON\"\nprompt = \"Give order 42 as JSON.\"\nresponse_format = \"json\"\n[expect]\njson_schema = { type = \"object\", required = [\"id\", \"status\"] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        cases.join("status.toml"),
+        "prompt = \"Order status?\"\n[expect]\nregex = '.*shipped.*'\n",
+    )
+    .unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[chain]\norder = [\"primary\", \"backup\"]\n\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-a\"\n\n[[providers]]\nname = \"backup\"\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\napi_key = \"sk-b\"\n",
+            primary.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        support::ripcord()
+            .arg("probe-formats")
+            .arg("--config")
+            .arg(&config)
+            .arg("--cases")
+            .arg(&cases)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    println!("{table}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a link breaks the format: {table}"
+    );
+    let row = |case: &str, link: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(case) && l.contains(&format!(" {link} ")))
+            .unwrap_or_else(|| panic!("no row for {case} / {link} in\n{table}"))
+            .to_owned()
+    };
+    assert!(row("order as JSON", "primary").contains("PASS"));
+    let wrapped = row("order as JSON", "backup");
+    assert!(
+        wrapped.contains("FAIL") && wrapped.contains("not valid JSON"),
+        "{wrapped}"
+    );
+    assert!(row("status", "primary").contains("PASS"));
+    assert!(row("status", "backup").contains("PASS"));
+    assert!(
+        table.contains("3/4 case×link checks keep the format"),
+        "{table}"
+    );
+    // Each link was asked directly, once per case: no fallback between them.
+    assert_eq!((primary.hits(), backup.hits()), (2, 2));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::ChainInner;
+use super::order::Order;
 use crate::capabilities::Capabilities;
 use crate::context::Context;
 use crate::error::{Disposition, Error, ErrorKind, TimeoutPhase};
@@ -32,6 +33,12 @@ pub(crate) struct Call {
     earliest_readmission: Option<Instant>,
     waited: bool,
     preferred: Option<usize>,
+    /// The call's order of links; `None` for the configured order.
+    order: Option<Order>,
+    /// The failure domain of the link that failed last (vendor independence).
+    avoid_domain: Option<u8>,
+    /// Every failure domain a link failed in during this call, as bits (vendor independence).
+    failed_domains: u64,
     /// The link that failed last and how, until the next link is called (for the fallback event).
     fell_from: Option<(usize, ErrorKind)>,
     errors: Vec<Error>,
@@ -48,6 +55,11 @@ fn bit(i: usize) -> u64 {
     1u64 << i
 }
 
+/// The bit of a failure domain (domain ids are below [`super::MAX_LINKS`]).
+fn domain_bit(d: u8) -> u64 {
+    1u64.checked_shl(u32::from(d)).unwrap_or(0)
+}
+
 /// The position (1-based) within the call of the last attempt of `e`, for telemetry.
 fn attempt_number(earlier: &[Error], e: &Error) -> i64 {
     let n: usize = earlier.iter().map(|x| x.attempts().len()).sum::<usize>() + e.attempts().len();
@@ -55,7 +67,7 @@ fn attempt_number(earlier: &[Error], e: &Error) -> i64 {
 }
 
 impl Call {
-    pub(crate) fn new(req: &ChatRequest, deadline: Instant) -> Self {
+    pub(crate) fn new(inner: &ChainInner, req: &ChatRequest, deadline: Instant) -> Self {
         // Every token is at least one byte of text, so the byte count bounds the estimate from
         // above without reading the text; the real estimate is computed only when this bound
         // does not fit some link's window.
@@ -82,7 +94,11 @@ impl Call {
                 })
                 .sum::<u64>();
         }
+        let needs = req.needs();
         Call {
+            order: inner.plan.order(&inner.links, req, needs),
+            avoid_domain: None,
+            failed_domains: 0,
             tried: 0,
             refused: 0,
             earliest_readmission: None,
@@ -93,7 +109,7 @@ impl Call {
             skipped: Vec::new(),
             stop: None,
             deadline,
-            needs: req.needs(),
+            needs,
             prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
             prompt_lower: None,
         }
@@ -146,7 +162,33 @@ impl Call {
     }
 
     fn first_untried(&self, inner: &ChainInner) -> Option<usize> {
-        (0..inner.links.len()).find(|&i| self.tried & bit(i) == 0)
+        match &self.order {
+            None => (0..inner.links.len()).find(|&i| self.tried & bit(i) == 0),
+            Some(order) => order.iter().find(|&i| self.tried & bit(i) == 0),
+        }
+    }
+
+    /// After a failure, under vendor independence: the first untried link in a domain where
+    /// nothing failed yet in this call, else the first one outside the domain that just failed.
+    fn first_independent(&self, inner: &ChainInner) -> Option<usize> {
+        let avoid = self.avoid_domain?;
+        let domains = inner.domains.as_ref()?;
+        let domain = |i: usize| domains.get(i).copied().unwrap_or(avoid);
+        let untried = |i: usize| self.tried & bit(i) == 0;
+        let fresh = |i: usize| untried(i) && self.failed_domains & domain_bit(domain(i)) == 0;
+        let other = |i: usize| untried(i) && domain(i) != avoid;
+        match &self.order {
+            None => {
+                let n = inner.links.len();
+                (0..n)
+                    .find(|&i| fresh(i))
+                    .or_else(|| (0..n).find(|&i| other(i)))
+            }
+            Some(order) => order
+                .iter()
+                .find(|&i| fresh(i))
+                .or_else(|| order.iter().find(|&i| other(i))),
+        }
     }
 
     /// Picks the next link to call, applying skip rules; may wait once for a cooling-down link.
@@ -176,6 +218,7 @@ impl Call {
                 .preferred
                 .take()
                 .filter(|&i| self.tried & bit(i) == 0)
+                .or_else(|| self.first_independent(inner))
                 .or_else(|| self.first_untried(inner));
             let Some(i) = candidate else {
                 if self.wait_for_readmission(inner, ctx).await {
@@ -205,6 +248,7 @@ impl Call {
                     "ripcord.fallback"
                 );
             }
+            self.avoid_domain = None;
             return Next::Link(i);
         }
     }
@@ -310,6 +354,10 @@ impl Call {
                         Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
                 }
                 self.fell_from = Some((i, kind));
+                if let Some(&d) = inner.domains.as_ref().and_then(|d| d.get(i)) {
+                    self.avoid_domain = Some(d);
+                    self.failed_domains |= domain_bit(d);
+                }
                 self.preferred = inner
                     .routes
                     .iter()
@@ -335,7 +383,8 @@ impl Call {
         } else {
             attempts.extend(link.attempts);
         }
-        let fell_back = i != 0;
+        let first = self.order.as_ref().map_or(0, Order::first);
+        let fell_back = i != first;
         if fell_back {
             inner.count_fallback();
         }

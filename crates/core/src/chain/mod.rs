@@ -2,7 +2,9 @@
 //!
 //! # Semantics
 //!
-//! - Links are tried in order. A link is **skipped** without a call when it lacks a capability
+//! - Links are tried in order: the configured order, or the one the chain's [`Strategy`]
+//!   computes for the call (lowest latency, lowest cost, weighted first pick; see
+//!   [`ChainBuilder::strategy`]). A link is **skipped** without a call when it lacks a capability
 //!   the request needs (tools, vision, JSON), when the request's locality forbids it, or when
 //!   even the low end of the prompt's token estimate (see [`crate::tokens`]) does not fit its
 //!   window. Breakers and local rate limits are decorators around a link: they refuse at once
@@ -10,7 +12,10 @@
 //! - After a failure the chain asks the error's [`crate::Disposition`]: `FailFast` kinds
 //!   (content filtered, invalid request, cancelled) end the call with that error; everything
 //!   else moves on — to the link named by a per-kind route if one is configured
-//!   ([`ChainBuilder::route`]) and still untried, else to the first untried link in order.
+//!   ([`ChainBuilder::route`]) and still untried, else to the first untried link in order —
+//!   or, with [`ChainBuilder::prefer_independent_fallbacks`], to the first untried link in a
+//!   failure domain (cloud vendor, or local) where nothing failed yet in this call, else in
+//!   another domain than the link that just failed, else the first untried one.
 //!   Retries happen *inside* a link (a retry decorator), never in the chain.
 //! - One deadline covers the whole call: the earlier of the chain's own
 //!   ([`ChainBuilder::deadline`]) and the context's. Every attempt runs under it; a link may
@@ -29,7 +34,10 @@
 //! - A `Chain` is a `ChatModel`, so chains nest.
 
 mod call;
+mod order;
 mod stream;
+
+pub use order::{DEFAULT_OUTPUT_ESTIMATE, LATENCY_EWMA_ALPHA, LinkLatency, Strategy};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -51,6 +59,7 @@ use crate::stream::ChatStream;
 use crate::telemetry;
 
 use call::{Call, Next};
+use order::Plan;
 
 /// The default end-to-end deadline of a chain call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
@@ -117,7 +126,7 @@ impl StaticReply {
 pub struct ChainStats {
     /// Calls made (chat and stream).
     pub calls: u64,
-    /// Calls served by a link other than the first one tried.
+    /// Calls served by a link other than the first one in the call's order.
     pub fallbacks: u64,
     /// Calls answered with the static reply.
     pub static_replies: u64,
@@ -150,6 +159,10 @@ pub(crate) struct ChainInner {
     pub(crate) stream_policy: StreamPolicy,
     pub(crate) wait_for_readmission: bool,
     pub(crate) fallback_notice: Option<String>,
+    pub(crate) strategy: Strategy,
+    pub(crate) plan: Plan,
+    /// Each link's failure domain, when fallbacks prefer a different one.
+    pub(crate) domains: Option<Vec<u8>>,
     counters: Counters,
 }
 
@@ -192,6 +205,9 @@ pub struct ChainBuilder {
     stream_policy: StreamPolicy,
     no_readmission_wait: bool,
     fallback_notice: Option<String>,
+    strategy: Strategy,
+    independent_fallbacks: bool,
+    seed: Option<u64>,
 }
 
 /// Why a chain could not be built.
@@ -215,6 +231,10 @@ pub enum BuildError {
     ZeroDeadline,
     /// A link reserves at least the whole deadline for later links.
     ReserveTooLarge(String),
+    /// A [`Strategy::Weighted`] share names a link that is not in the chain.
+    UnknownWeightTarget(String),
+    /// Every [`Strategy::Weighted`] share is zero.
+    ZeroWeights,
 }
 
 impl std::fmt::Display for BuildError {
@@ -239,6 +259,15 @@ impl std::fmt::Display for BuildError {
             BuildError::ReserveTooLarge(n) => {
                 write!(f, "link {n:?} reserves the whole deadline for later links")
             }
+            BuildError::UnknownWeightTarget(n) => {
+                write!(
+                    f,
+                    "the weighted strategy gives a share to link {n:?}, which is not in the chain"
+                )
+            }
+            BuildError::ZeroWeights => f.write_str(
+                "the weighted strategy needs a share greater than zero for at least one link",
+            ),
         }
     }
 }
@@ -342,12 +371,37 @@ impl ChainBuilder {
         self
     }
 
+    /// How each call orders the links (default [`Strategy::Ordered`]).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// After a link fails, prefer a next link in another failure domain: each cloud vendor
+    /// (from [`crate::Locality::Cloud`], compared case-insensitively) is one domain, local
+    /// models form one more. The next link is the first untried one (in the call's order) in a
+    /// domain where no link failed yet during this call; else the first one outside the domain
+    /// of the link that just failed; else the first untried one as usual. A per-kind route
+    /// ([`ChainBuilder::route`]) still wins. Off by default.
+    pub fn prefer_independent_fallbacks(mut self, yes: bool) -> Self {
+        self.independent_fallbacks = yes;
+        self
+    }
+
+    /// Seeds the generator of [`Strategy::Weighted`] (default: from the clock), for
+    /// reproducible tests.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
     /// Validates and builds the chain.
     ///
     /// # Errors
     ///
-    /// [`BuildError`] for no links, duplicate link names, unknown route targets, a zero deadline
-    /// or a reserve as large as the deadline.
+    /// [`BuildError`] for no links, duplicate link names, unknown route targets, a zero deadline,
+    /// a reserve as large as the deadline, or weighted shares that name an unknown link or are
+    /// all zero.
     pub fn build(self) -> std::result::Result<Chain, BuildError> {
         if self.links.is_empty() {
             return Err(BuildError::NoLinks);
@@ -377,6 +431,14 @@ impl ChainBuilder {
                 .ok_or(BuildError::UnknownRouteTarget { kind, target })?;
             routes.push((kind, idx));
         }
+        let plan = Plan::new(
+            &self.strategy,
+            &self.links,
+            self.seed.unwrap_or_else(order::default_seed),
+        )?;
+        let domains = self
+            .independent_fallbacks
+            .then(|| order::failure_domains(&self.links));
         let caps = Capabilities::union(self.links.iter().map(|l| l.model.capabilities()))
             .ok_or(BuildError::NoLinks)?;
         let name = self.name.unwrap_or_else(|| "chain".to_owned());
@@ -392,6 +454,9 @@ impl ChainBuilder {
                 stream_policy: self.stream_policy,
                 wait_for_readmission: !self.no_readmission_wait,
                 fallback_notice: self.fallback_notice,
+                strategy: self.strategy,
+                plan,
+                domains,
                 counters: Counters::default(),
             }),
         })
@@ -404,7 +469,7 @@ impl Chain {
         ChainBuilder::default()
     }
 
-    /// The links, in order.
+    /// The links, in configured order.
     pub fn links(&self) -> impl Iterator<Item = &Arc<dyn ChatModel>> {
         self.inner.links.iter().map(|l| &l.model)
     }
@@ -417,6 +482,42 @@ impl Chain {
     /// The static reply, if configured.
     pub fn static_reply(&self) -> Option<&StaticReply> {
         self.inner.static_reply.as_ref()
+    }
+
+    /// How the chain orders its links.
+    pub fn strategy(&self) -> &Strategy {
+        &self.inner.strategy
+    }
+
+    /// The latency observed of the link named `link`: kept only under
+    /// [`Strategy::LowestLatency`], `None` otherwise or before its first sample.
+    pub fn link_latency(&self, link: &str) -> Option<LinkLatency> {
+        let i = self
+            .inner
+            .links
+            .iter()
+            .position(|l| *l.model.id().name == *link)?;
+        self.inner.plan.latency_cell(i)?.snapshot()
+    }
+
+    /// Adds a time-to-first-token sample for the link named `link` from outside a call — e.g.
+    /// from a health probe, so that a link [`Strategy::LowestLatency`] no longer puts first is
+    /// still measured. Returns false (and records nothing) when the chain keeps no latency or
+    /// has no such link.
+    pub fn record_latency(&self, link: &str, time_to_first_token: Duration) -> bool {
+        let cell = self
+            .inner
+            .links
+            .iter()
+            .position(|l| *l.model.id().name == *link)
+            .and_then(|i| self.inner.plan.latency_cell(i));
+        match cell {
+            Some(cell) => {
+                cell.observe(time_to_first_token);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Counters since the chain was built.
@@ -492,6 +593,13 @@ impl ChainInner {
         self.counters.failures.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records the time to first token of link `i` (only when the strategy keeps it).
+    pub(crate) fn observe_latency(&self, i: usize, latency: Duration) {
+        if let Some(cell) = self.plan.latency_cell(i) {
+            cell.observe(latency);
+        }
+    }
+
     /// A traced chat call: the call runs inside `span`, whose outcome is recorded at the end.
     async fn chat_traced(
         &self,
@@ -532,7 +640,7 @@ impl ChainInner {
         let now = Instant::now();
         let deadline = self.call_deadline(ctx, now);
         let ctx = ctx.clone().with_deadline(deadline);
-        let mut call = Call::new(req, deadline);
+        let mut call = Call::new(self, req, deadline);
         loop {
             let i = match call.next_link(self, req, &ctx).await {
                 Next::Link(i) => i,
@@ -552,8 +660,10 @@ impl ChainInner {
                 .await;
             match result {
                 Ok(mut resp) => {
+                    let latency = started.elapsed();
+                    self.observe_latency(i, latency);
                     let link_prov = std::mem::take(&mut resp.provenance);
-                    resp.provenance = call.served(self, i, link_prov, started.elapsed());
+                    resp.provenance = call.served(self, i, link_prov, latency);
                     return Ok(resp);
                 }
                 Err(e) => call.failed(self, i, e, started.elapsed(), &ctx),

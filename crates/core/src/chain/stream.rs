@@ -78,6 +78,7 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
             .await;
         match first {
             Ok((stream, buffered, provenance)) => {
+                inner.observe_latency(i, started.elapsed());
                 return Commit::Ok(Committed {
                     link: i,
                     stream,
@@ -136,7 +137,7 @@ pub(super) async fn open(
     inner.count_call();
     let deadline = inner.call_deadline(ctx, Instant::now());
     let ctx = ctx.clone().with_deadline(deadline);
-    let mut call = Call::new(req, deadline);
+    let mut call = Call::new(&inner, req, deadline);
     match commit(&inner, &mut call, req, &ctx).await {
         Commit::Ok(c) => {
             let restart_req = (inner.stream_policy == StreamPolicy::Restart).then(|| req.clone());

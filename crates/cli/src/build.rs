@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ripcord_core::chain::Strategy;
 use ripcord_core::{
     Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, EmbeddingChain,
     EmbeddingModel, Error, Locality, ModelId, Result, StaticReply, StreamPolicy,
@@ -17,8 +18,8 @@ use ripcord_providers::{
     Timeouts, compat,
 };
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, ChatModelExt, HealthHandle, HealthLayer, RateLimitLayer,
-    RetryLayer,
+    BreakerLayer, BreakerListener, ChatModelExt, HealthHandle, HealthLayer, ProbeLayer, Prober,
+    RateLimitLayer, RedactLayer, RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -58,6 +59,8 @@ pub struct Built {
     pub health: Vec<HealthHandle>,
     /// Notes for stderr (links that could not be built, and why).
     pub notes: Vec<String>,
+    /// Active health probers (`[providers.probe]`); probing stops when the last clone is dropped.
+    pub probers: Arc<Vec<Prober>>,
 }
 
 impl Built {
@@ -292,7 +295,8 @@ fn decorate(
     p: &Provider,
     base: Arc<dyn ChatModel>,
     hooks: &BuildHooks,
-) -> Result<(Arc<dyn ChatModel>, HealthHandle)> {
+    redact: Option<&RedactLayer>,
+) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
     let local = p.kind == ProviderKind::LocalOnnx;
     // One attempt span per wire attempt: the tracing wrapper sits inside retry.
     let vendor = match p.kind {
@@ -304,7 +308,12 @@ fn decorate(
     if let Some(host) = p.base_url.as_deref().and_then(host_of) {
         traced = traced.with_server_address(host);
     }
-    let base: Arc<dyn ChatModel> = Arc::new(traced);
+    let traced: Arc<dyn ChatModel> = Arc::new(traced);
+    // Redaction masks what goes to cloud links (local ones pass through untouched).
+    let base: Arc<dyn ChatModel> = match redact {
+        Some(layer) => Arc::new(layer.layer(Arc::clone(&traced))),
+        None => Arc::clone(&traced),
+    };
     let mut model: Arc<dyn ChatModel> = match &hooks.around_adapter {
         Some(w) => w(&p.name, base),
         None => base,
@@ -351,9 +360,29 @@ fn decorate(
         .breaker(breaker.handle())
         .build()
         .map_err(config_error)?;
+    let breaker_handle = breaker.handle();
     let health = breaker.with_health(health_layer);
     let handle = health.handle();
-    Ok((Arc::new(health), handle))
+    let prober = match &p.probe {
+        None => None,
+        Some(cfg) => {
+            let layer = ProbeLayer::builder()
+                .interval(Duration::from_millis(cfg.interval_ms))
+                .timeout(Duration::from_millis(cfg.timeout_ms))
+                .probe_healthy(cfg.probe_healthy)
+                .build()
+                .map_err(config_error)?;
+            // Probes go to the undecorated adapter, so they reach the vendor while the breaker
+            // refuses callers, and never count in callers' latency.
+            Some(
+                Prober::builder(traced, layer)
+                    .breaker(breaker_handle)
+                    .health(handle.clone())
+                    .spawn(),
+            )
+        }
+    };
+    Ok((Arc::new(health), handle, prober))
 }
 
 /// Builds the chain. Links that cannot be built become [`Unavailable`] links with a note, so the
@@ -378,6 +407,17 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         .deadline(Duration::from_millis(config.deadline_ms));
     let mut health = Vec::new();
     let mut notes = Vec::new();
+    let mut probers = Vec::new();
+    let redact = match &config.redaction {
+        None => None,
+        Some(r) => {
+            let mut b = RedactLayer::builder().restore(r.restore);
+            for c in &r.custom {
+                b = b.custom(c.label.clone(), c.pattern.clone());
+            }
+            Some(b.build().map_err(config_error)?)
+        }
+    };
     for p in &config.chain {
         let base = match adapter(p, &client) {
             Ok(m) => m,
@@ -395,8 +435,9 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
                 })
             }
         };
-        let (link, h) = decorate(p, base, hooks)?;
+        let (link, h, prober) = decorate(p, base, hooks, redact.as_ref())?;
         health.push(h);
+        probers.extend(prober);
         b = b.link_arc(link);
         if p.reserve_ms > 0 {
             b = b.reserve(Duration::from_millis(p.reserve_ms));
@@ -418,6 +459,18 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     if let Some(n) = &config.fallback_notice {
         b = b.fallback_notice(n.clone());
     }
+    b = b
+        .strategy(match &config.strategy {
+            crate::config::Strategy::Ordered => Strategy::Ordered,
+            crate::config::Strategy::LowestLatency { min_samples } => Strategy::LowestLatency {
+                min_samples: *min_samples,
+            },
+            crate::config::Strategy::LowestCost => Strategy::LowestCost,
+            crate::config::Strategy::Weighted(shares) => {
+                Strategy::weighted(shares.iter().map(|(n, w)| (n.clone(), *w)))
+            }
+        })
+        .prefer_independent_fallbacks(config.independent_fallbacks);
     let chain = b.build().map_err(Error::from)?;
     let embeddings = match &config.embeddings {
         None => None,
@@ -433,6 +486,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         embeddings,
         health,
         notes,
+        probers: Arc::new(probers),
     })
 }
 

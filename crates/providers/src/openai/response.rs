@@ -11,11 +11,51 @@ use super::error_map;
 
 /// Message content as vendors send it: a string, or (some compatible servers) an array of
 /// text parts.
-#[derive(Deserialize)]
-#[serde(untagged)]
+///
+/// Deserialised by hand rather than as a `#[serde(untagged)]` enum: untagged enums buffer
+/// every value into an intermediate tree and copy the string out again, on every response
+/// and every stream chunk (it showed in the benchmark's profile).
 pub(crate) enum WireText {
     Text(String),
     Parts(Vec<WirePart>),
+}
+
+impl<'de> Deserialize<'de> for WireText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct TextVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for TextVisitor {
+            type Value = WireText;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of text parts")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<WireText, E> {
+                Ok(WireText::Text(v.to_owned()))
+            }
+
+            fn visit_string<E: serde::de::Error>(
+                self,
+                v: String,
+            ) -> std::result::Result<WireText, E> {
+                Ok(WireText::Text(v))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<WireText, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(p) = seq.next_element::<WirePart>()? {
+                    parts.push(p);
+                }
+                Ok(WireText::Parts(parts))
+            }
+        }
+
+        d.deserialize_any(TextVisitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -265,6 +305,28 @@ pub(crate) fn parse_embeddings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_is_a_string_or_text_parts() {
+        let text = |json: &str| {
+            serde_json::from_str::<Option<WireText>>(json).map(|t| t.map(WireText::into_string))
+        };
+        assert_eq!(text(r#""Hello""#).unwrap().as_deref(), Some("Hello"));
+        assert_eq!(
+            text(r#""esc\"aped""#).unwrap().as_deref(),
+            Some("esc\"aped")
+        );
+        assert_eq!(
+            text(r#"[{"type":"text","text":"a"},{"type":"image_url"},{"text":"b"}]"#)
+                .unwrap()
+                .as_deref(),
+            Some("ab")
+        );
+        assert_eq!(text("null").unwrap(), None);
+        assert_eq!(text("[]").unwrap().as_deref(), Some(""));
+        let e = text("42").unwrap_err().to_string();
+        assert!(e.contains("a string or an array of text parts"), "{e}");
+    }
 
     #[test]
     fn parses_text_tool_calls_usage_and_cache() {

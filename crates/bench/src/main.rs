@@ -1,0 +1,497 @@
+//! `cargo xtask bench`: what ripcord costs per call, measured against the floor in one run.
+//!
+//! Rows (see `rows.rs`): the upstream's own ceiling with the cheapest client; the floor — a raw
+//! `reqwest` POST of the request the OpenAI adapter sends, parsing the same response; the
+//! adapter alone; a three-link chain with every link decorated, served by link 1; failover
+//! (link 1 answers 503 → link 2); skip (link 1's breaker open → link 2); streaming time to the
+//! first text through the adapter and the chain against the floor's first SSE text event; the
+//! OpenAI Python SDK's wire through `ripcord serve` against the same wire sent straight to the
+//! upstream, plus a raw sequential keep-alive client on the gateway (PITFALLS 17); and the local
+//! model's prefill and decode tokens per second and peak RSS.
+//!
+//! The upstream (ripcord-chaos's fake vendor) and the gateway run in child processes, so the CPU
+//! time of each process is attributable: this process's CPU per call is the client's plus
+//! ripcord's. Everything else about the method is in `runner.rs`.
+//!
+//! Usage: `cargo xtask bench [--quick] [--json PATH] [--ripcord PATH] [--no-gateway] [--no-local]`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// A benchmark's job is to print its table.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cpu;
+mod floor;
+mod gateway;
+mod local;
+mod rawhttp;
+mod report;
+mod rows;
+mod runner;
+mod skipcost;
+mod upstream;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use report::{LocalRow, Report, Target};
+use runner::{Meter, Plan};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Role {
+    Upstream,
+    Local,
+}
+
+/// What ripcord costs per call, measured against a raw reqwest floor in one run.
+#[derive(Debug, Parser)]
+#[command(name = "ripcord-bench")]
+struct Args {
+    /// A short run (about a minute); the default run is a few minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the JSON report (default: <workspace>/target/bench/bench.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// The `ripcord` binary for the gateway rows (default: next to this executable).
+    #[arg(long)]
+    ripcord: Option<PathBuf>,
+    /// Leave out the gateway rows.
+    #[arg(long)]
+    no_gateway: bool,
+    /// Leave out the local model row.
+    #[arg(long)]
+    no_local: bool,
+    /// Profile one row instead: run it `--calls` times sequentially (after a tenth as many to
+    /// warm up) and print its mean time per call; for running under a profiler.
+    #[arg(long, value_name = "ROW")]
+    profile: Option<String>,
+    /// Run the gateway under this command (e.g. "valgrind --tool=callgrind"), to profile it.
+    #[arg(long, value_name = "COMMAND")]
+    gateway_wrapper: Option<String>,
+    /// Calls for `--profile`.
+    #[arg(long, default_value_t = 2000)]
+    calls: usize,
+    /// Tasks calling at once for `--profile`.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// ONNX Runtime threads for the local model.
+    #[arg(long, default_value_t = 1)]
+    local_threads: usize,
+    /// Internal: run as a child process.
+    #[arg(long, hide = true, value_enum)]
+    role: Option<Role>,
+    /// Internal (local role): the model file.
+    #[arg(long, hide = true)]
+    model_file: Option<String>,
+    /// Internal (local role): intra-op threads.
+    #[arg(long, hide = true, default_value_t = 1)]
+    threads: usize,
+    /// Internal (local role): tokens to decode.
+    #[arg(long, hide = true, default_value_t = 64)]
+    decode: u32,
+}
+
+fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .and_then(Path::parent)
+        .map_or_else(|| here.to_path_buf(), Path::to_path_buf)
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match args.role {
+        Some(Role::Upstream) => upstream::child_main(),
+        Some(Role::Local) => match args.model_file.as_deref() {
+            Some(file) => {
+                local::child_main(file, args.threads, args.decode).map(|line| println!("{line}"))
+            }
+            None => Err("--role local needs --model-file".to_owned()),
+        },
+        None if args.profile.is_some() => profile(&args),
+        None => bench(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ripcord-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn plan(quick: bool) -> Plan {
+    if quick {
+        Plan {
+            rounds: 5,
+            batch: 200,
+            concurrency: 64,
+            load_for: Duration::from_millis(300),
+            warm_calls: 100,
+            warm_load: Duration::from_millis(300),
+        }
+    } else {
+        Plan {
+            rounds: 8,
+            batch: 1000,
+            concurrency: 64,
+            load_for: Duration::from_millis(1000),
+            warm_calls: 300,
+            warm_load: Duration::from_millis(500),
+        }
+    }
+}
+
+fn command_line(args: &Args) -> String {
+    let mut c = String::from("cargo xtask bench");
+    if args.quick {
+        c.push_str(" --quick");
+    }
+    if args.no_gateway {
+        c.push_str(" --no-gateway");
+    }
+    if args.no_local {
+        c.push_str(" --no-local");
+    }
+    c
+}
+
+fn bench(args: &Args) -> Result<(), String> {
+    let plan = plan(args.quick);
+    let root = workspace_root();
+    let out_dir = root.join("target").join("bench");
+    let load_start = load_average();
+    eprintln!("ripcord-bench: starting the upstream");
+    let upstream = upstream::Upstream::spawn()?;
+    let gateway = if args.no_gateway {
+        None
+    } else {
+        let bin = gateway::find_binary(args.ripcord.as_deref())?;
+        eprintln!("ripcord-bench: starting {} serve", bin.display());
+        Some(gateway::spawn(
+            &bin,
+            &upstream.urls.ok,
+            &out_dir,
+            args.gateway_wrapper.as_deref(),
+        )?)
+    };
+    let mut meters = vec![Meter {
+        name: "upstream",
+        pid: upstream.pid(),
+    }];
+    if let Some(g) = &gateway {
+        meters.push(Meter {
+            name: "gateway",
+            pid: g.pid(),
+        });
+    }
+    let targets = rows::Targets {
+        ok: upstream.urls.ok.clone(),
+        down: upstream.urls.down.clone(),
+        gateway: gateway.as_ref().map(|g| g.url.clone()),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let (skip_calls, skip_rounds) = if args.quick {
+        (20_000, 11)
+    } else {
+        (50_000, 21)
+    };
+    let (measured, raws, skips) = rt.block_on(async {
+        // The skip alone, once in a fresh process and once after the HTTP rows (a heap that
+        // has served them allocates differently); the target is judged on the larger cost.
+        eprintln!("ripcord-bench: measuring the skip alone (fresh process)");
+        let fresh = tokio::spawn(skipcost::measure(skip_calls, skip_rounds))
+            .await
+            .map_err(|e| format!("skip cost task: {e}"))??;
+        let wire = rows::capture_adapter_wire().await?;
+        let (mut measured, raws) = rows::build(&targets, &wire, meters.len()).await?;
+        eprintln!(
+            "ripcord-bench: warming up {} rows, then {} interleaved rounds",
+            measured.len(),
+            plan.rounds
+        );
+        runner::warm_up(&mut measured, &plan).await;
+        runner::measure(&mut measured, &meters, &plan).await;
+        eprintln!("ripcord-bench: measuring the skip alone (after the HTTP rows)");
+        let after = tokio::spawn(skipcost::measure(skip_calls, skip_rounds))
+            .await
+            .map_err(|e| format!("skip cost task: {e}"))??;
+        Ok::<_, String>((measured, raws, [fresh, after]))
+    })?;
+    drop(rt);
+    let upstream_cpu_total = upstream.cpu();
+    drop(gateway);
+    drop(upstream);
+
+    let mut local_rows = Vec::new();
+    if !args.no_local {
+        let (files, decode): (&[&str], u32) = if args.quick {
+            (&["model.int8.onnx"], 32)
+        } else {
+            (&["model.onnx", "model.int8.onnx"], 64)
+        };
+        for file in files {
+            eprintln!("ripcord-bench: local model {file}");
+            local_rows.push(match local::measure(file, args.local_threads, decode) {
+                Ok(m) => LocalRow::Measured(m),
+                Err(e) => LocalRow::Skipped {
+                    file: (*file).to_owned(),
+                    skipped: e,
+                },
+            });
+        }
+    }
+
+    let row_reports = report::rows(&measured, &meters);
+    let get = |key: &str| row_reports.iter().find(|r| r.key == key);
+    let mut goals = Vec::new();
+    let mut notes = Vec::new();
+    if let (Some(chain), Some(floor)) = (get("chain"), get("floor")) {
+        if let Some(r) = chain.p50_ratio {
+            goals.push(Target {
+                what: "decorated 3-link chain p50 / floor p50 at c=1".into(),
+                value: r,
+                bound: "<= 1.10".into(),
+                met: r <= 1.10,
+            });
+        }
+        if let Some(r) = chain.rps_ratio {
+            goals.push(Target {
+                what: "decorated 3-link chain rps / floor rps at c=64".into(),
+                value: r,
+                bound: ">= 0.85".into(),
+                met: r >= 0.85,
+            });
+        }
+        let worst = skips
+            .iter()
+            .map(|s| s.skip_ns)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let skip_frac = worst / 1000.0 / chain.c1.p50_us;
+        goals.push(Target {
+            what: format!(
+                "skip cost ({:.0} ns, isolated, the larger of fresh {:.0} / after the HTTP rows {:.0}) / chain call p50 ({:.1} µs)",
+                worst, skips[0].skip_ns, skips[1].skip_ns, chain.c1.p50_us
+            ),
+            value: skip_frac,
+            bound: "< 0.01".into(),
+            met: skip_frac < 0.01,
+        });
+        notes.push(format!(
+            "per-round ratios of the chain to the floor: p50 {}, rps {}",
+            per_round_ratios(&chain.c1.per_round, &floor.c1.per_round),
+            per_round_ratios(&chain.c64.per_round, &floor.c64.per_round),
+        ));
+        if let Some(s) = get("skip") {
+            notes.push(format!(
+                "end to end, the skip row's p50 is {:.3}x the chain row's and {:.3}x the failover row's \
+                 (one upstream call each for chain and skip; per-round p50 spread of the chain row: {})",
+                s.c1.p50_us / chain.c1.p50_us,
+                get("failover").map_or(0.0, |f| s.c1.p50_us / f.c1.p50_us),
+                spread(&chain.c1.per_round),
+            ));
+        }
+        if let Some(up) = floor.c64.cpu_us_children.first() {
+            notes.push(format!(
+                "the upstream used {:.0}% of one core while serving the floor at c=64 ({:.1} µs CPU per call), \
+                 and the cheapest client drives it to {:.0} rps, {:.2}x the floor's rate: it is not the bottleneck",
+                up.1 * floor.c64.calls_per_s / 1e4,
+                up.1,
+                get("upstream_ceiling").map_or(0.0, |c| c.c64.calls_per_s),
+                get("upstream_ceiling").map_or(0.0, |c| c.c64.calls_per_s / floor.c64.calls_per_s.max(1.0)),
+            ));
+        }
+    }
+    if let Some(k) = get("gateway_keepalive") {
+        let stalled = k.c1.p50_us > 20_000.0;
+        goals.push(Target {
+            what: "ripcord serve p50, one keep-alive connection, sequential (PITFALLS 17)".into(),
+            value: k.c1.p50_us,
+            bound: "far below the 40 000 µs of a Nagle stall".into(),
+            met: !stalled,
+        });
+        if let Some(raw) = raws.last() {
+            notes.push(format!(
+                "the raw keep-alive client opened {} connection(s) to the gateway over {} calls",
+                raw.connects(),
+                k.c1.calls + k.c64.calls
+            ));
+        }
+    }
+    notes.push(format!(
+        "the upstream child used {:.2} s of CPU in total",
+        upstream_cpu_total.as_secs_f64()
+    ));
+    notes.push(
+        "no tracing subscriber is installed: ripcord's spans and events cost what a disabled subscriber costs"
+            .into(),
+    );
+    let errors: u64 = row_reports.iter().map(|r| r.c1.errors + r.c64.errors).sum();
+    let report = Report {
+        command: command_line(args),
+        quick: args.quick,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        load_average: (load_start, load_average()),
+        plan: (&plan).into(),
+        upstream: "ripcord-chaos FakeVendor (OpenAI wire, fast mode, fixed answer), child process, 2 worker threads"
+            .into(),
+        rows: row_reports.clone(),
+        skip_cost: skips.to_vec(),
+        local: local_rows,
+        targets: goals,
+        notes,
+    };
+    let via_gateway = |key: &str| {
+        measured
+            .iter()
+            .find(|r| r.key == key)
+            .is_some_and(|r| r.via.contains(&"gateway"))
+    };
+    print!("{}", report::render(&report, &via_gateway));
+    let json_path = args
+        .json
+        .clone()
+        .unwrap_or_else(|| out_dir.join("bench.json"));
+    if let Some(dir) = json_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(&json_path, json).map_err(|e| format!("write {}: {e}", json_path.display()))?;
+    println!("json: {}", json_path.display());
+    if errors > 0 {
+        for r in &row_reports {
+            if let Some(e) = &r.first_error {
+                eprintln!("ripcord-bench: {}: {e}", r.label);
+            }
+        }
+        return Err(format!(
+            "{errors} calls failed: the figures above are not valid"
+        ));
+    }
+    Ok(())
+}
+
+/// Runs one row sequentially, for a profiler (`valgrind --tool=callgrind`, `perf record`).
+fn profile(args: &Args) -> Result<(), String> {
+    let key = args.profile.clone().unwrap_or_default();
+    let upstream = upstream::Upstream::spawn()?;
+    let gateway = if key.starts_with("gateway") {
+        let bin = gateway::find_binary(args.ripcord.as_deref())?;
+        let dir = workspace_root().join("target").join("bench");
+        Some(gateway::spawn(
+            &bin,
+            &upstream.urls.ok,
+            &dir,
+            args.gateway_wrapper.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let targets = rows::Targets {
+        ok: upstream.urls.ok.clone(),
+        down: upstream.urls.down.clone(),
+        gateway: gateway.as_ref().map(|g| g.url.clone()),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let result = rt.block_on(async {
+        if key == "skip_cost" {
+            let s = tokio::spawn(skipcost::measure(args.calls, 11))
+                .await
+                .map_err(|e| e.to_string())??;
+            println!("skip cost: {s:?}");
+            return Ok(());
+        }
+        let wire = rows::capture_adapter_wire().await?;
+        let (rows, _) = rows::build(&targets, &wire, 0).await?;
+        let keys: Vec<&str> = rows.iter().map(|r| r.key).collect();
+        let row = rows
+            .into_iter()
+            .find(|r| r.key == key)
+            .ok_or_else(|| format!("--profile {key:?}: rows are {keys:?} and skip_cost"))?;
+        let call = row.call.clone();
+        let n = args.calls;
+        let tasks = args.concurrency.max(1);
+        let per_task = n.div_ceil(tasks);
+        let run = async move {
+            for _ in 0..n / 10 + 1 {
+                call().await?;
+            }
+            let cpu0 = cpu::self_cpu();
+            let t0 = tokio::time::Instant::now();
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..tasks {
+                let call = call.clone();
+                set.spawn(async move {
+                    for _ in 0..per_task {
+                        call().await?;
+                    }
+                    Ok::<_, String>(())
+                });
+            }
+            while let Some(done) = set.join_next().await {
+                done.map_err(|e| e.to_string())??;
+            }
+            Ok::<_, String>((t0.elapsed(), cpu::self_cpu().saturating_sub(cpu0)))
+        };
+        let (wall, cpu) = tokio::spawn(run).await.map_err(|e| e.to_string())??;
+        let n = per_task * tasks;
+        println!(
+            "{key}: {n} calls by {tasks} task(s), {:.1} µs wall and {:.1} µs CPU per call",
+            wall.as_secs_f64() * 1e6 / n.max(1) as f64,
+            cpu.as_secs_f64() * 1e6 / n.max(1) as f64
+        );
+        Ok(())
+    });
+    // Client connections close first, so a gently stopped gateway drains at once.
+    drop(rt);
+    drop(gateway);
+    result
+}
+
+/// `a[i] / b[i]` per round, as "min..max (median m)".
+fn per_round_ratios(a: &[f64], b: &[f64]) -> String {
+    let mut r: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(_, d)| **d > 0.0)
+        .map(|(n, d)| n / d)
+        .collect();
+    if r.is_empty() {
+        return "-".into();
+    }
+    r.sort_by(f64::total_cmp);
+    let median = if r.len() % 2 == 1 {
+        r[r.len() / 2]
+    } else {
+        (r[r.len() / 2 - 1] + r[r.len() / 2]) / 2.0
+    };
+    format!("{:.3}..{:.3} (median {median:.3})", r[0], r[r.len() - 1])
+}
+
+fn spread(v: &[f64]) -> String {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if v.is_empty() {
+        "-".into()
+    } else {
+        format!("{min:.1}..{max:.1} µs")
+    }
+}

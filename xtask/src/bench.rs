@@ -1,0 +1,53 @@
+//! `cargo xtask bench [--quick] [...]`: what ripcord costs per call, against the floor.
+//!
+//! Builds the `ripcord` binary (the gateway rows run the real `ripcord serve`), then runs
+//! `cargo run --release -p ripcord-bench -- <args>`, which prints the table and writes
+//! `target/bench/bench.json`. See `crates/bench` for the method.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The workspace root (the parent of `xtask/`).
+fn workspace_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(PathBuf::from).unwrap_or(here)
+}
+
+fn run_cmd(cmd: &mut Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    eprintln!("xtask: running {shown}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed with {status}"))
+    }
+}
+
+/// Runs the task; arguments go to the benchmark (`--quick`, `--json PATH`, `--no-gateway`,
+/// `--no-local`, `--ripcord PATH`, `--local-threads N`).
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let cargo = env!("CARGO");
+    if !args
+        .iter()
+        .any(|a| a == "--no-gateway" || a.starts_with("--ripcord"))
+    {
+        run_cmd(Command::new(cargo).current_dir(&root).args([
+            "build",
+            "--release",
+            "-p",
+            "ripcord-cli",
+            "--bin",
+            "ripcord",
+        ]))?;
+    }
+    run_cmd(
+        Command::new(cargo)
+            .current_dir(&root)
+            .args(["run", "--release", "-p", "ripcord-bench", "--"])
+            .args(args),
+    )
+}

@@ -12,6 +12,7 @@ mod bench;
 mod chaos;
 mod check_deps;
 mod otlp;
+mod redis_server;
 mod setup_model;
 mod test;
 

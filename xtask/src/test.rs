@@ -7,7 +7,9 @@
 //!    the project venv `.cache/venv`;
 //! 4. a real OTLP receiver (rotel) on loopback for the telemetry end-to-end tests, stopped
 //!    afterwards;
-//! 5. `cargo test --workspace` (extra arguments are passed on).
+//! 5. a real `redis-server` (Debian's package, installed with apt-get when missing) on loopback
+//!    for the shared-state tests, stopped afterwards;
+//! 6. `cargo test --workspace` (extra arguments are passed on).
 //!
 //! It is idempotent: a second run reuses everything the first one prepared.
 
@@ -99,13 +101,21 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::setup_model::run(&[])?;
     ensure_python_packages(&cache)?;
     let receiver = crate::otlp::ensure_receiver()?;
+    let redis = match crate::redis_server::ensure_redis() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = receiver.stop();
+            return Err(e);
+        }
+    };
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(&root)
         .env("RIPCORD_CACHE", &cache)
         .envs(receiver.env())
+        .envs(redis.env())
         .args(["test", "--workspace"])
         .args(args);
     let result = run_cmd(&mut cmd);
-    let stopped = receiver.stop();
+    let stopped = receiver.stop().and(redis.stop());
     result.and(stopped)
 }

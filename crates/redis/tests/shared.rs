@@ -1,0 +1,781 @@
+//! Integration tests against a REAL `redis-server`: three replicas (each its own decorators and
+//! its own connection, in separate tasks) share one Redis in front of one fake vendor.
+//!
+//! Each test starts its own `redis-server` child on a free loopback port. Without the binary
+//! the tests skip loudly, unless `CI` is set, where they fail.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId, Result,
+    Usage,
+};
+use ripcord_redis::{
+    RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
+    SharedRateLimit, SharedRateLimitConfig, StateOptions,
+};
+
+/// A `redis-server` child process on 127.0.0.1, killed on drop.
+struct Server {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Server {
+    /// Starts one, or `None` (after a loud message) when the binary is missing outside CI.
+    async fn start() -> Option<Server> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        Server::start_on(port).await
+    }
+
+    async fn start_on(port: u16) -> Option<Server> {
+        let spawned = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::env::var_os("CI").is_some() {
+                    panic!("redis-server is not installed, and CI requires these tests");
+                }
+                // Written to the real stderr, past libtest's capture, so the skip is seen.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: redis-server not found on PATH (apt-get install redis-server); \
+                     the shared-state tests did not run"
+                );
+                return None;
+            }
+            Err(e) => panic!("cannot start redis-server: {e}"),
+        };
+        let server = Server {
+            child: Some(child),
+            port,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !server.pings() {
+            assert!(Instant::now() < until, "redis-server did not answer PING");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Some(server)
+    }
+
+    fn pings(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The one vendor all replicas call: counts every call that reaches it.
+#[derive(Debug)]
+struct Vendor {
+    id: ModelId,
+    caps: Capabilities,
+    down: AtomicBool,
+    hits: AtomicUsize,
+    delay: Duration,
+}
+
+impl Vendor {
+    fn new(delay: Duration) -> Arc<Vendor> {
+        Arc::new(Vendor {
+            id: ModelId::new("vendor", "vendor-model"),
+            caps: Capabilities::new(8_000, 100),
+            down: AtomicBool::new(false),
+            hits: AtomicUsize::new(0),
+            delay,
+        })
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ChatModel for Vendor {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
+        self.hits.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::ServerError, "vendor outage"));
+        }
+        // Only answers are slow: an outage fails fast.
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        Ok(ChatResponse::new("ok").with_usage(Usage::new(10, 20)))
+    }
+}
+
+fn req() -> ChatRequest {
+    ChatRequest::user("hi").with_max_tokens(10)
+}
+
+/// One connection per replica. The op timeout is generous here: these tests pin the shared
+/// semantics, and a loaded 2-core machine must not push them onto local state by accident.
+async fn states(server: &Server) -> Vec<RedisState> {
+    let mut v = Vec::new();
+    for _ in 0..3 {
+        v.push(connect(server).await);
+    }
+    v
+}
+
+async fn connect(server: &Server) -> RedisState {
+    let options = StateOptions {
+        op_timeout: Duration::from_secs(1),
+        ..StateOptions::default()
+    };
+    RedisState::connect_with(&server.url(), options)
+        .await
+        .unwrap()
+}
+
+/// Runs `f` once per replica, each in its own task, and collects the results in order.
+async fn on_replicas<M, F, Fut, T>(replicas: &[Arc<M>], f: F) -> Vec<T>
+where
+    M: Send + Sync + 'static,
+    F: Fn(Arc<M>) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let handles: Vec<_> = replicas
+        .iter()
+        .map(|r| tokio::spawn(f(r.clone())))
+        .collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+fn breaker_config() -> SharedBreakerConfig {
+    SharedBreakerConfig::default()
+        .consecutive_failures(3)
+        .open_for(Duration::from_secs(1))
+        .probe_timeout(Duration::from_secs(10))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_crosses() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::from_secs(1));
+    let replicas: Vec<Arc<SharedBreaker<Arc<Vendor>>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| Arc::new(SharedBreaker::new(vendor.clone(), s, breaker_config()).unwrap()))
+        .collect();
+
+    // Replica 0 alone sees the outage and trips the shared breaker.
+    vendor.down.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        let e = replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ServerError);
+    }
+    assert_eq!(vendor.hits(), 3);
+
+    // The other replicas never saw a failure, yet refuse at once with a retry-after.
+    let refused = on_replicas(&replicas[1..], |r| async move {
+        r.chat(&req(), &Context::new()).await.unwrap_err()
+    })
+    .await;
+    for e in &refused {
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+        let after = e.retry_after().unwrap();
+        assert!(
+            after > Duration::ZERO && after <= Duration::from_secs(1),
+            "{after:?}"
+        );
+    }
+    assert_eq!(vendor.hits(), 3, "open breaker let a call through");
+
+    // Once open-until passes, the vendor is back; every replica fires five calls at once
+    // (15 in all) while the probe holds the link for 1 s: exactly one half-open probe
+    // crosses the wire in total, every other call is refused as half-open.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    vendor.down.store(false, Ordering::SeqCst);
+    let outcomes = on_replicas(&replicas, |r| async move {
+        let calls: Vec<_> = (0..5)
+            .map(|_| {
+                let r = r.clone();
+                tokio::spawn(async move { r.chat(&req(), &Context::new()).await.map(|_| ()) })
+            })
+            .collect();
+        let mut v = Vec::new();
+        for c in calls {
+            v.push(c.await.unwrap());
+        }
+        v
+    })
+    .await;
+    let all: Vec<_> = outcomes.into_iter().flatten().collect();
+    let ok = all.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "more than one half-open probe crossed the wire");
+    assert_eq!(vendor.hits(), 4);
+    for e in all.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+        assert!(e.message().contains("probing"), "{e}");
+    }
+
+    // Closed again for everyone.
+    let after = on_replicas(&replicas, |r| async move {
+        r.chat(&req(), &Context::new()).await
+    })
+    .await;
+    assert!(after.iter().all(|r| r.is_ok()));
+    assert_eq!(vendor.hits(), 3 + 1 + 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_probe_reopens_for_all_and_a_dead_probers_permit_expires() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    let config = breaker_config().probe_timeout(Duration::from_secs(1));
+    let replicas: Vec<SharedBreaker<Arc<Vendor>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| SharedBreaker::new(vendor.clone(), s, config.clone()).unwrap())
+        .collect();
+    vendor.down.store(true, Ordering::SeqCst);
+    for r in &replicas {
+        // Failures from different replicas count together: 3 in total trip it.
+        let e = r.chat(&req(), &Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ServerError);
+    }
+    let e = replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(vendor.hits(), 3);
+
+    // Half-open: replica 1 probes, the vendor still fails, the breaker re-opens for all.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let e = replicas[1].chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ServerError);
+    assert_eq!(vendor.hits(), 4);
+    for r in &replicas {
+        let e = r.chat(&req(), &Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    }
+    assert_eq!(vendor.hits(), 4);
+
+    // A prober that dies (its call dropped mid-flight) cannot wedge the breaker: its permit
+    // expires after probe_timeout and another replica probes.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let hang = Vendor::new(Duration::from_secs(3600));
+    let state = connect(&server).await;
+    let prober = SharedBreaker::new(
+        // Same link name as the vendor: the same shared state.
+        hang.clone(),
+        state,
+        config.clone(),
+    )
+    .unwrap();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        prober.chat(&req(), &Context::new()),
+    )
+    .await;
+    assert!(
+        dropped.is_err(),
+        "the hanging probe should still be running"
+    );
+    assert_eq!(hang.hits(), 1);
+    let e = replicas[2].chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    vendor.down.store(false, Ordering::SeqCst);
+    replicas[2].chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(vendor.hits(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_rpm_limit_holds_across_replicas() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    let config = SharedRateLimitConfig::default().rpm(6).replicas(3);
+    let replicas: Vec<Arc<SharedRateLimit<Arc<Vendor>>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| Arc::new(SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap()))
+        .collect();
+    // Each replica tries 4 calls (12 in all); the cells refill every 10 s, longer than the
+    // callers' 200 ms deadlines can wait.
+    let outcomes = on_replicas(&replicas, |r| async move {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            let ctx = Context::new().with_timeout(Duration::from_millis(200));
+            v.push(r.chat(&req(), &ctx).await.map(|_| ()));
+        }
+        v
+    })
+    .await;
+    let all: Vec<_> = outcomes.into_iter().flatten().collect();
+    let ok = all.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 6, "6 RPM across three replicas, not 6 each");
+    assert_eq!(vendor.hits(), 6);
+    for e in all.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+        let after = e.retry_after().unwrap();
+        assert!(
+            after > Duration::from_secs(1) && after <= Duration::from_secs(10),
+            "{after:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    // 60 RPM, burst 1: one cell a second.
+    let config = SharedRateLimitConfig::default().rpm(60).rpm_burst(1);
+    let mut states = states(&server).await;
+    let a = SharedRateLimit::new(vendor.clone(), states.remove(0), config.clone()).unwrap();
+    let b = SharedRateLimit::new(vendor.clone(), states.remove(0), config).unwrap();
+    a.chat(&req(), &Context::new()).await.unwrap();
+    let started = Instant::now();
+    b.chat(&req(), &Context::new().with_timeout(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "b did not wait for a's cell"
+    );
+    let e = a
+        .chat(
+            &req(),
+            &Context::new().with_timeout(Duration::from_millis(20)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LocalRateLimited);
+    assert_eq!(vendor.hits(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_budget_is_spent_once_not_three_times() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    // Each call uses 30 tokens (the vendor reports 10 + 20); 150 tokens = 5 calls.
+    let config = SharedBudgetConfig::default()
+        .tokens_per_window(150)
+        .window(Duration::from_secs(600));
+    let replicas: Vec<SharedBudget<Arc<Vendor>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| SharedBudget::new(vendor.clone(), s, config.clone()).unwrap())
+        .collect();
+    let acme = Context::new().with_tenant("acme");
+    let mut ok = 0;
+    let mut refused = Vec::new();
+    for round in 0..3 {
+        for r in &replicas {
+            match r.chat(&req(), &acme).await {
+                Ok(_) => ok += 1,
+                Err(e) => refused.push((round, e)),
+            }
+        }
+    }
+    assert_eq!(ok, 5, "the tenant's budget was spent more than once");
+    assert_eq!(vendor.hits(), 5);
+    assert_eq!(refused.len(), 4);
+    for (_, e) in &refused {
+        assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+        assert!(e.retry_after().unwrap() <= Duration::from_secs(600));
+    }
+    // Another tenant has its own account; calls without a tenant are not budgeted.
+    replicas[1]
+        .chat(&req(), &Context::new().with_tenant("globex"))
+        .await
+        .unwrap();
+    replicas[2].chat(&req(), &Context::new()).await.unwrap();
+    // A failed call gives its reservation back.
+    vendor.down.store(true, Ordering::SeqCst);
+    let g = Context::new().with_tenant("initech");
+    for _ in 0..8 {
+        assert_eq!(
+            replicas[0].chat(&req(), &g).await.unwrap_err().kind(),
+            ErrorKind::ServerError
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconnect() {
+    let Some(mut server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    let states = states(&server).await;
+    type Stack = SharedBudget<SharedRateLimit<SharedBreaker<Arc<Vendor>>>>;
+    let replicas: Vec<Arc<Stack>> = states
+        .iter()
+        .map(|s| {
+            let b = SharedBreaker::new(vendor.clone(), s.clone(), breaker_config()).unwrap();
+            let rl = SharedRateLimit::new(
+                b,
+                s.clone(),
+                SharedRateLimitConfig::default().rpm(6000).replicas(3),
+            )
+            .unwrap();
+            Arc::new(
+                SharedBudget::new(
+                    rl,
+                    s.clone(),
+                    SharedBudgetConfig::default().tokens_per_window(1_000_000),
+                )
+                .unwrap(),
+            )
+        })
+        .collect();
+    let acme = || Context::new().with_tenant("acme");
+    let first = on_replicas(&replicas, |r| async move { r.chat(&req(), &acme()).await }).await;
+    assert!(first.iter().all(|r| r.is_ok()));
+    assert!(
+        states
+            .iter()
+            .all(|s| !s.is_degraded() && s.local_calls() == 0)
+    );
+
+    server.kill();
+    let outcomes = on_replicas(&replicas, |r| async move {
+        let mut v = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let res = r.chat(&req(), &acme()).await.map(|_| ());
+            v.push((res, started.elapsed()));
+        }
+        v
+    })
+    .await;
+    for (res, took) in outcomes.into_iter().flatten() {
+        res.unwrap();
+        // Three bounded Redis attempts (one per decorator, 1 s each here) at most, never a hang.
+        assert!(
+            took < Duration::from_secs(5),
+            "a call took {took:?} with Redis down"
+        );
+    }
+    for s in &states {
+        assert!(s.is_degraded());
+        assert_eq!(
+            s.degradations(),
+            1,
+            "the outage must be reported once, not per request"
+        );
+        assert!(s.local_calls() >= 5);
+    }
+    assert_eq!(vendor.hits(), 3 + 15);
+
+    // Redis comes back on the same port: the replicas return to shared state.
+    let _server = Server::start_on(server.port).await.unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = on_replicas(&replicas, |r| async move { r.chat(&req(), &acme()).await }).await;
+        assert!(r.iter().all(|r| r.is_ok()));
+        if states.iter().all(|s| !s.is_degraded()) {
+            break;
+        }
+        assert!(Instant::now() < until, "the replicas did not reconnect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(states.iter().all(|s| s.degradations() == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_tpm_limit_counts_tokens_across_replicas() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    // Each call is charged its prompt estimate + max_tokens (10): a 40-token minute admits
+    // at most 3 of them whichever replica sends them (the estimate of "hi" is below 4).
+    let config = SharedRateLimitConfig::default().tpm(40);
+    let replicas: Vec<SharedRateLimit<Arc<Vendor>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap())
+        .collect();
+    let ctx = || Context::new().with_timeout(Duration::from_millis(200));
+    let one = replicas[0].chat(&req(), &ctx()).await.is_ok();
+    let two = replicas[1].chat(&req(), &ctx()).await.is_ok();
+    let e = replicas[2].chat(&req(), &ctx()).await.unwrap_err();
+    assert!(one && two);
+    assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+    assert!(e.retry_after().is_some());
+    // A request larger than the whole burst can never pass: refused without a retry-after.
+    let huge = ChatRequest::user("hi").with_max_tokens(100);
+    let e = replicas[1].chat(&huge, &ctx()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LocalRateLimited);
+    assert_eq!(e.retry_after(), None);
+    assert!(e.message().contains("TPM burst"), "{e}");
+    assert_eq!(vendor.hits(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_is_namespaced_versioned_and_expires() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    let s = connect(&server).await;
+    let stack = SharedBudget::new(
+        SharedRateLimit::new(
+            SharedBreaker::new(vendor.clone(), s.clone(), breaker_config()).unwrap(),
+            s.clone(),
+            SharedRateLimitConfig::default().rpm(10).tpm(1000),
+        )
+        .unwrap(),
+        s.clone(),
+        SharedBudgetConfig::default(),
+    )
+    .unwrap();
+    let ctx = Context::new().with_tenant("acme");
+    stack.chat(&req(), &ctx).await.unwrap();
+    // Trip the breaker so its open-until, trips and (after a probe) permit keys exist too.
+    vendor.down.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        stack.chat(&req(), &ctx).await.unwrap_err();
+    }
+    vendor.down.store(false, Ordering::SeqCst);
+    stack.chat(&req(), &ctx).await.unwrap_err();
+
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for long_lived in ["breaker:open", "breaker:trips", "budget:acme", "rl:rpm"] {
+        assert!(
+            keys.contains(&format!("ripcord:v1:{{vendor}}:{long_lived}")),
+            "{long_lived} missing from {keys:?}"
+        );
+    }
+    for k in &keys {
+        assert!(k.starts_with("ripcord:v1:{vendor}:"), "{k}");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(k)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        // -1: a key without a TTL; -2: it expired since KEYS, which is fine.
+        assert!(ttl > 0 || ttl == -2, "{k} has no TTL ({ttl})");
+    }
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_fails_with_a_clear_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let e = RedisState::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().starts_with("redis state: "), "{e}");
+    let e = RedisState::connect("not a url").await.unwrap_err();
+    assert!(e.to_string().contains("invalid redis URL"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_on_any_replica_resets_the_shared_failure_count() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    let replicas: Vec<SharedBreaker<Arc<Vendor>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| SharedBreaker::new(vendor.clone(), s, breaker_config()).unwrap())
+        .collect();
+    vendor.down.store(true, Ordering::SeqCst);
+    for _ in 0..2 {
+        replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
+    }
+    vendor.down.store(false, Ordering::SeqCst);
+    replicas[1].chat(&req(), &Context::new()).await.unwrap();
+    vendor.down.store(true, Ordering::SeqCst);
+    for _ in 0..2 {
+        let e = replicas[2].chat(&req(), &Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ServerError);
+    }
+    // 2 + 2 failures with a success between: still closed, the vendor is still asked.
+    let e = replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ServerError, "{e}");
+    // That was the third in a row: now open for all.
+    let e = replicas[1].chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+    assert_eq!(vendor.hits(), 2 + 1 + 2 + 1);
+    // Caller-side failures never count.
+    let s = connect(&server).await;
+    let picky_breaker = SharedBreaker::new(
+        Arc::new(
+            ripcord_core::testing::ScriptedModel::new("picky")
+                .fail(ErrorKind::InvalidRequest)
+                .fail(ErrorKind::InvalidRequest)
+                .fail(ErrorKind::InvalidRequest)
+                .fail(ErrorKind::InvalidRequest)
+                .reply("ok"),
+        ),
+        s,
+        breaker_config(),
+    )
+    .unwrap();
+    for _ in 0..4 {
+        let e = picky_breaker
+            .chat(&req(), &Context::new())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+    }
+    picky_breaker.chat(&req(), &Context::new()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_url_never_shows_in_errors_or_debug() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port);
+    match RedisState::connect(&url).await {
+        Ok(s) => assert!(!format!("{s:?}").contains("hunter2"), "{s:?}"),
+        Err(e) => {
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+            assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Arc::new(
+        ripcord_core::testing::ScriptedModel::new("vendor")
+            .fail_with(
+                Error::new(ErrorKind::RateLimited, "slow down")
+                    .with_retry_after(Duration::from_millis(800)),
+                Duration::ZERO,
+            )
+            .reply("ok"),
+    );
+    let config = SharedRateLimitConfig::default().rpm(6000);
+    let replicas: Vec<SharedRateLimit<Arc<ripcord_core::testing::ScriptedModel>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap())
+        .collect();
+    let e = replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited);
+    // Another replica, in a hurry, is refused locally with the rest of the pause.
+    let e = replicas[1]
+        .chat(
+            &req(),
+            &Context::new().with_timeout(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+    let after = e.retry_after().unwrap();
+    assert!(
+        after > Duration::from_millis(100) && after <= Duration::from_millis(800),
+        "{after:?}"
+    );
+    assert_eq!(vendor.calls(), 1);
+    // A third one with time to spare waits the pause out, then passes.
+    let started = Instant::now();
+    replicas[2]
+        .chat(
+            &req(),
+            &Context::new().with_timeout(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(vendor.calls(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_never_holds_a_call_longer_than_the_op_timeout() {
+    let Some(server) = Server::start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    // Default options: every Redis operation is bounded by 50 ms.
+    let state = RedisState::connect(&server.url()).await.unwrap();
+    let breaker = SharedBreaker::new(vendor.clone(), state.clone(), breaker_config()).unwrap();
+    breaker.chat(&req(), &Context::new()).await.unwrap();
+
+    // Redis stops answering commands (it still holds the connections) for 3 s.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "3000", "ALL"])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    breaker.chat(&req(), &Context::new()).await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1000),
+        "the call waited {took:?} on a stalled Redis"
+    );
+    assert!(state.is_degraded());
+    assert_eq!(state.degradations(), 1);
+    assert_eq!(state.local_calls(), 1);
+    assert_eq!(vendor.hits(), 2);
+}

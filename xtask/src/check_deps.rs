@@ -2,7 +2,9 @@
 //!
 //! `ripcord-core` must not depend (directly or transitively) on an HTTP stack, ONNX Runtime,
 //! OpenTelemetry, a rate limiter or a breaker: that is what keeps the contract light and lets
-//! every other crate depend on it. `ripcord-resilience` must not pull reqwest or ort.
+//! every other crate depend on it. The other bans are DESIGN.md's crate table: resilience pulls
+//! no HTTP stack or ONNX Runtime, the local model no HTTP client, and providers, telemetry and
+//! redis no ONNX Runtime.
 
 use std::process::Command;
 
@@ -20,6 +22,10 @@ const BANS: &[(&str, &[&str])] = &[
         ],
     ),
     ("ripcord-resilience", &["reqwest", "hyper", "ort"]),
+    ("ripcord-providers", &["ort"]),
+    ("ripcord-local-onnx", &["reqwest"]),
+    ("ripcord-telemetry", &["ort"]),
+    ("ripcord-redis", &["ort"]),
 ];
 
 /// Runs the check.

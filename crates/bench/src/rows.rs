@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ripcord_chaos::{FakeOptions, FakeVendor, Wire};
+use ripcord_core::chain::Strategy;
 use ripcord_core::{Chain, ChatModel, ChatRequest, ChatResponse, Context, StreamEvent};
 use ripcord_providers::{HttpClient, OpenAi, OpenAiConfig};
 use ripcord_resilience::{
-    BreakerHandle, BreakerLayer, BreakerState, BulkheadLayer, ChatModelExt, RateLimitLayer,
-    RetryLayer,
+    BreakerHandle, BreakerLayer, BreakerState, BulkheadLayer, ChatModelExt, ProbeLayer, Prober,
+    RateLimitLayer, RedactLayer, RetryLayer,
 };
 use tokio::time::Instant;
 
@@ -203,30 +204,66 @@ pub(crate) fn trips_at_once() -> Result<BreakerLayer, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Issue 10's options on top of the 3-link chain (all off for the plain rows).
+#[derive(Default)]
+struct Extras {
+    strategy: Option<Strategy>,
+    redact: bool,
+    probe: bool,
+}
+
 /// A three-link chain: `first` on `first_url`, then two links on `ok_url`.
 fn chain(
     first_url: &str,
     first_breaker: BreakerLayer,
     ok_url: &str,
 ) -> Result<(Chain, BreakerHandle), String> {
+    chain_with(first_url, first_breaker, ok_url, Extras::default()).map(|(c, h, _)| (c, h))
+}
+
+/// [`chain`] with a link-order strategy, redaction on every link, or an active prober on link 1
+/// (returned: it probes for as long as it is kept).
+fn chain_with(
+    first_url: &str,
+    first_breaker: BreakerLayer,
+    ok_url: &str,
+    extras: Extras,
+) -> Result<(Chain, BreakerHandle, Option<Prober>), String> {
     let client = http_client()?;
-    let (primary, handle) = decorate(openai(first_url, "primary", Some(&client))?, first_breaker)?;
-    let (secondary, _) = decorate(
-        openai(ok_url, "secondary", Some(&client))?,
-        BreakerLayer::default(),
-    )?;
-    let (tertiary, _) = decorate(
-        openai(ok_url, "tertiary", Some(&client))?,
-        BreakerLayer::default(),
-    )?;
-    let chain = Chain::builder()
+    let adapter = |url: &str, name: &str| -> Result<Arc<dyn ChatModel>, String> {
+        let a = openai(url, name, Some(&client))?;
+        Ok(if extras.redact {
+            let layer = RedactLayer::builder().build().map_err(|e| e.to_string())?;
+            Arc::new(layer.layer(a))
+        } else {
+            Arc::new(a)
+        })
+    };
+    let first = adapter(first_url, "primary")?;
+    let prober = if extras.probe {
+        let layer = ProbeLayer::builder()
+            .interval(Duration::from_millis(200))
+            .timeout(Duration::from_millis(100))
+            .probe_healthy(true)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Some(Prober::builder(Arc::clone(&first), layer).spawn())
+    } else {
+        None
+    };
+    let (primary, handle) = decorate(first, first_breaker)?;
+    let (secondary, _) = decorate(adapter(ok_url, "secondary")?, BreakerLayer::default())?;
+    let (tertiary, _) = decorate(adapter(ok_url, "tertiary")?, BreakerLayer::default())?;
+    let mut b = Chain::builder()
         .link_arc(primary)
         .link_arc(secondary)
         .link_arc(tertiary)
-        .deadline(Duration::from_secs(30))
-        .build()
-        .map_err(|e| format!("chain: {e}"))?;
-    Ok((chain, handle))
+        .deadline(Duration::from_secs(30));
+    if let Some(s) = extras.strategy {
+        b = b.strategy(s);
+    }
+    let chain = b.build().map_err(|e| format!("chain: {e}"))?;
+    Ok((chain, handle, prober))
 }
 
 fn check(r: &ChatResponse, served_by: &str) -> Result<(), String> {
@@ -390,6 +427,65 @@ pub(crate) async fn build(
         Some("floor"),
         &[],
         chat_call(ok_chain.clone(), "primary"),
+        meters,
+    ));
+
+    // Issue 10's features on the same chain, each on its own: what they cost when nothing fails.
+    let (lowest_latency, _, _) = chain_with(
+        &t.ok,
+        BreakerLayer::default(),
+        &t.ok,
+        Extras {
+            strategy: Some(Strategy::LowestLatency { min_samples: 5 }),
+            ..Extras::default()
+        },
+    )?;
+    rows.push(row(
+        "chain_lowest_latency",
+        "chain, strategy lowest_latency",
+        Some("chain"),
+        &[],
+        chat_call(lowest_latency, "primary"),
+        meters,
+    ));
+    let (redacting, _, _) = chain_with(
+        &t.ok,
+        BreakerLayer::default(),
+        &t.ok,
+        Extras {
+            redact: true,
+            ..Extras::default()
+        },
+    )?;
+    rows.push(row(
+        "chain_redact",
+        "chain, redaction on every link",
+        Some("chain"),
+        &[],
+        chat_call(redacting, "primary"),
+        meters,
+    ));
+    let (probed, _, prober) = chain_with(
+        &t.ok,
+        BreakerLayer::default(),
+        &t.ok,
+        Extras {
+            probe: true,
+            ..Extras::default()
+        },
+    )?;
+    // The prober lives as long as the row's calls: it probes link 1 every 200 ms meanwhile.
+    let prober = Arc::new(prober);
+    let probed_call = chat_call(probed, "primary");
+    rows.push(row(
+        "chain_probed",
+        "chain, link 1 probed every 200 ms",
+        Some("chain"),
+        &[],
+        call(move || {
+            let _keep = Arc::clone(&prober);
+            probed_call()
+        }),
         meters,
     ));
 
@@ -574,6 +670,9 @@ mod tests {
                 "floor",
                 "adapter",
                 "chain",
+                "chain_lowest_latency",
+                "chain_redact",
+                "chain_probed",
                 "failover",
                 "skip",
                 "stream_floor",

@@ -34,7 +34,7 @@
 //!
 //! ## Feature flags
 //!
-//! - `testing`: [`testing::ScriptedModel`], an in-memory model that plays a script of outcomes,
+//! - `testing`: `testing::ScriptedModel`, an in-memory model that plays a script of outcomes,
 //!   for tests of this and other ripcord crates. Off by default.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

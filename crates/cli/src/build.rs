@@ -99,22 +99,52 @@ fn model_name(p: &Provider) -> String {
     p.model.clone().unwrap_or_default()
 }
 
-/// Builds the vendor adapter (undecorated) for one provider.
-fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
-    let t = timeouts(p);
-    let openai_cfg = || {
-        let mut c = OpenAiConfig::new(model_name(p), key(p))
+/// The preset of an OpenAI-compatible kind.
+fn preset_of(kind: ProviderKind) -> Option<compat::Preset> {
+    Some(match kind {
+        ProviderKind::Deepseek => compat::deepseek(),
+        ProviderKind::Zhipu => compat::zhipu(),
+        ProviderKind::Qwen => compat::qwen(),
+        ProviderKind::Moonshot => compat::moonshot(),
+        ProviderKind::Qianfan => compat::qianfan(),
+        ProviderKind::Ollama => compat::ollama(),
+        ProviderKind::Vllm => compat::vllm(),
+        _ => return None,
+    })
+}
+
+/// An adapter of the OpenAI wire family: each serves both chat and embeddings.
+enum OpenAiFamily {
+    OpenAi(OpenAi),
+    Azure(AzureOpenAi),
+    Compatible(compat::OpenAiCompatible),
+}
+
+impl OpenAiFamily {
+    /// Builds the adapter for `p` asking for `model`; `None` for kinds outside the family.
+    fn build(p: &Provider, model: &str, client: &HttpClient) -> Result<Option<Self>> {
+        let t = timeouts(p);
+        if p.kind == ProviderKind::AzureOpenai {
+            let mut c = AzureConfig::new(
+                p.base_url.clone().unwrap_or_default(),
+                p.deployment.clone().unwrap_or_default(),
+                key(p),
+            )
             .with_name(p.name.clone())
             .with_timeouts(t)
             .with_client(client.clone());
-        if let Some(u) = &p.base_url {
-            c = c.with_base_url(u.clone());
+            if let Some(v) = &p.api_version {
+                c = c.with_api_version(v.clone());
+            }
+            if !model.is_empty() {
+                c = c.with_model(model);
+            }
+            return Ok(Some(OpenAiFamily::Azure(
+                AzureOpenAi::from_config(c)?.named(p.name.clone()),
+            )));
         }
-        c
-    };
-    let preset = |preset: compat::Preset| -> Result<Arc<dyn ChatModel>> {
-        // Keyless presets (Ollama, vLLM) get no key rather than an empty one.
-        let mut c = OpenAiConfig::keyless(model_name(p))
+        // Keyless endpoints (Ollama, vLLM) get no key rather than an empty one.
+        let mut c = OpenAiConfig::keyless(model)
             .with_name(p.name.clone())
             .with_timeouts(t)
             .with_client(client.clone());
@@ -124,44 +154,50 @@ fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
         if let Some(u) = &p.base_url {
             c = c.with_base_url(u.clone());
         }
-        Ok(Arc::new(
-            compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()),
-        ))
-    };
+        Ok(match (p.kind, preset_of(p.kind)) {
+            (ProviderKind::Openai, _) => {
+                Some(OpenAiFamily::OpenAi(OpenAi::new(c)?.named(p.name.clone())))
+            }
+            (_, Some(preset)) => Some(OpenAiFamily::Compatible(
+                compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()),
+            )),
+            _ => None,
+        })
+    }
+
+    fn chat(self) -> Arc<dyn ChatModel> {
+        match self {
+            OpenAiFamily::OpenAi(m) => Arc::new(m),
+            OpenAiFamily::Azure(m) => Arc::new(m),
+            OpenAiFamily::Compatible(m) => Arc::new(m),
+        }
+    }
+
+    fn embeddings(self) -> Arc<dyn EmbeddingModel> {
+        match self {
+            OpenAiFamily::OpenAi(m) => Arc::new(m),
+            OpenAiFamily::Azure(m) => Arc::new(m),
+            OpenAiFamily::Compatible(m) => Arc::new(m),
+        }
+    }
+}
+
+/// Builds the vendor adapter (undecorated) for one provider.
+fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
+    if let Some(m) = OpenAiFamily::build(p, &model_name(p), client)? {
+        return Ok(m.chat());
+    }
     Ok(match p.kind {
-        ProviderKind::Openai => Arc::new(OpenAi::new(openai_cfg())?.named(p.name.clone())),
         ProviderKind::Anthropic => {
             let mut c = AnthropicConfig::new(model_name(p), key(p))
                 .with_name(p.name.clone())
-                .with_timeouts(t)
+                .with_timeouts(timeouts(p))
                 .with_client(client.clone());
             if let Some(u) = &p.base_url {
                 c = c.with_base_url(u.clone());
             }
             Arc::new(Anthropic::new(c)?.named(p.name.clone()))
         }
-        ProviderKind::AzureOpenai => {
-            let endpoint = p.base_url.clone().unwrap_or_default();
-            let deployment = p.deployment.clone().unwrap_or_default();
-            let mut c = AzureConfig::new(endpoint, deployment, key(p))
-                .with_name(p.name.clone())
-                .with_timeouts(t)
-                .with_client(client.clone());
-            if let Some(v) = &p.api_version {
-                c = c.with_api_version(v.clone());
-            }
-            if let Some(m) = &p.model {
-                c = c.with_model(m.clone());
-            }
-            Arc::new(AzureOpenAi::from_config(c)?.named(p.name.clone()))
-        }
-        ProviderKind::Deepseek => preset(compat::deepseek())?,
-        ProviderKind::Zhipu => preset(compat::zhipu())?,
-        ProviderKind::Qwen => preset(compat::qwen())?,
-        ProviderKind::Moonshot => preset(compat::moonshot())?,
-        ProviderKind::Qianfan => preset(compat::qianfan())?,
-        ProviderKind::Ollama => preset(compat::ollama())?,
-        ProviderKind::Vllm => preset(compat::vllm())?,
         ProviderKind::LocalOnnx => {
             let dir = p
                 .model_dir
@@ -172,6 +208,13 @@ fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
                     .name(p.name.clone())
                     .build()?,
             )
+        }
+        other => {
+            return Err(config_error(format!(
+                "provider {:?}: no adapter for kind {}",
+                p.name,
+                other.as_str()
+            )));
         }
     })
 }
@@ -197,65 +240,14 @@ fn embedding_chain(
 ) -> Result<Arc<dyn EmbeddingModel>> {
     let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
     for p in providers {
-        let mut p = p.clone();
-        p.model = Some(model.to_owned());
-        let t = timeouts(&p);
-        let link: Arc<dyn EmbeddingModel> = match p.kind {
-            ProviderKind::Openai => {
-                let mut c = OpenAiConfig::new(model, key(&p))
-                    .with_name(p.name.clone())
-                    .with_timeouts(t)
-                    .with_client(client.clone());
-                if let Some(u) = &p.base_url {
-                    c = c.with_base_url(u.clone());
-                }
-                Arc::new(OpenAi::new(c)?.named(p.name.clone()))
-            }
-            ProviderKind::AzureOpenai => {
-                let mut c = AzureConfig::new(
-                    p.base_url.clone().unwrap_or_default(),
-                    p.deployment.clone().unwrap_or_default(),
-                    key(&p),
-                )
-                .with_name(p.name.clone())
-                .with_timeouts(t)
-                .with_client(client.clone())
-                .with_model(model);
-                if let Some(v) = &p.api_version {
-                    c = c.with_api_version(v.clone());
-                }
-                Arc::new(AzureOpenAi::from_config(c)?.named(p.name.clone()))
-            }
-            kind => {
-                let preset = match kind {
-                    ProviderKind::Deepseek => compat::deepseek(),
-                    ProviderKind::Zhipu => compat::zhipu(),
-                    ProviderKind::Qwen => compat::qwen(),
-                    ProviderKind::Moonshot => compat::moonshot(),
-                    ProviderKind::Qianfan => compat::qianfan(),
-                    ProviderKind::Ollama => compat::ollama(),
-                    ProviderKind::Vllm => compat::vllm(),
-                    other => {
-                        return Err(config_error(format!(
-                            "provider {:?} ({}) has no embeddings endpoint",
-                            p.name,
-                            other.as_str()
-                        )));
-                    }
-                };
-                let mut c = OpenAiConfig::keyless(model)
-                    .with_name(p.name.clone())
-                    .with_timeouts(t)
-                    .with_client(client.clone());
-                if let Some(k) = &p.api_key {
-                    c = c.with_api_key(k.clone());
-                }
-                if let Some(u) = &p.base_url {
-                    c = c.with_base_url(u.clone());
-                }
-                Arc::new(compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()))
-            }
+        let Some(family) = OpenAiFamily::build(p, model, client)? else {
+            return Err(config_error(format!(
+                "provider {:?} ({}) has no embeddings endpoint",
+                p.name,
+                p.kind.as_str()
+            )));
         };
+        let link = family.embeddings();
         b = b.link_arc(link);
     }
     Ok(Arc::new(b.build().map_err(config_error)?))

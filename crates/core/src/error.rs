@@ -9,6 +9,7 @@
 //! downstream only reads the kind and the data kept beside it (vendor status, vendor code,
 //! retry-after, timeout phase).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -307,7 +308,8 @@ pub struct Error {
 
 struct Inner {
     kind: ErrorKind,
-    message: String,
+    /// Static text (most messages) is kept without copying it.
+    message: Cow<'static, str>,
     provider: Option<Arc<str>>,
     model: Option<Arc<str>>,
     status: Option<StatusCode>,
@@ -321,7 +323,7 @@ struct Inner {
 
 impl Error {
     /// A new error of `kind` with a human-readable message for this layer.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
             inner: Box::new(Inner {
                 kind,
@@ -340,7 +342,7 @@ impl Error {
     }
 
     /// A timeout of the given phase.
-    pub fn timeout(phase: TimeoutPhase, message: impl Into<String>) -> Self {
+    pub fn timeout(phase: TimeoutPhase, message: impl Into<Cow<'static, str>>) -> Self {
         let mut e = Error::new(ErrorKind::Timeout, message);
         e.inner.timeout_phase = Some(phase);
         e
@@ -435,7 +437,7 @@ impl Error {
     }
 
     /// Replaces the message of this layer.
-    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+    pub fn with_message(mut self, message: impl Into<Cow<'static, str>>) -> Self {
         self.inner.message = message.into();
         self
     }
@@ -597,7 +599,7 @@ impl Clone for Error {
     fn clone(&self) -> Self {
         let i = &self.inner;
         let message = match &i.source {
-            Some(s) => format!("{}: {s}", i.message),
+            Some(s) => Cow::Owned(format!("{}: {s}", i.message)),
             None => i.message.clone(),
         };
         Error {

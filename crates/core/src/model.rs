@@ -13,6 +13,9 @@ use crate::request::ChatRequest;
 use crate::response::{ChatResponse, Usage};
 use crate::stream::{self, ChatStream};
 
+/// The boxed future `async_trait` methods return.
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 /// The name of a link and the model it asks for.
 ///
 /// `name` is what the chain, the provenance and the metrics call the link (`"openai"`,
@@ -103,6 +106,24 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
         let resp = self.chat(req, ctx).await?;
         Ok(stream::from_response(resp))
     }
+
+    /// Whether this model bounds its own calls by the [`Context`]: `chat` (and opening a
+    /// `stream`) returns on its own, with an error, once [`Context::deadline`] passes or
+    /// [`Context::cancellation`] fires, without the caller having to drop the future.
+    ///
+    /// Layers that must stop a call at the deadline — the chain, the breaker, retry — race it
+    /// against their own timer only when the model does not bound itself; when it does, one
+    /// timer (the innermost, which also knows *which* phase ran out) serves the whole stack
+    /// instead of one per layer. That keeps timeouts inside the breaker-wrapped call, where
+    /// they are recorded as failures (PITFALLS 11).
+    ///
+    /// The default is `false`: a model is cut from the outside unless it says otherwise. The
+    /// HTTP adapters return `true`; a decorator returns its inner model's answer when every wait
+    /// it adds is itself bounded by the context. Answer `true` only if it holds for every call:
+    /// a model that claims it and then overruns makes the whole call overrun.
+    fn bounds_itself(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]
@@ -113,11 +134,35 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     fn capabilities(&self) -> &Capabilities {
         (**self).capabilities()
     }
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        (**self).chat(req, ctx).await
+    // Forwarded as the inner model's own boxed future: no second box per call.
+    fn chat<'a, 'b, 'c, 'async_trait>(
+        &'a self,
+        req: &'b ChatRequest,
+        ctx: &'c Context,
+    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
+    where
+        'a: 'async_trait,
+        'b: 'async_trait,
+        'c: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).chat(req, ctx)
     }
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        (**self).stream(req, ctx).await
+    fn stream<'a, 'b, 'c, 'async_trait>(
+        &'a self,
+        req: &'b ChatRequest,
+        ctx: &'c Context,
+    ) -> BoxFuture<'async_trait, Result<ChatStream>>
+    where
+        'a: 'async_trait,
+        'b: 'async_trait,
+        'c: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).stream(req, ctx)
+    }
+    fn bounds_itself(&self) -> bool {
+        (**self).bounds_itself()
     }
 }
 
@@ -129,11 +174,35 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
     fn capabilities(&self) -> &Capabilities {
         (**self).capabilities()
     }
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        (**self).chat(req, ctx).await
+    // Forwarded as the inner model's own boxed future: no second box per call.
+    fn chat<'a, 'b, 'c, 'async_trait>(
+        &'a self,
+        req: &'b ChatRequest,
+        ctx: &'c Context,
+    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
+    where
+        'a: 'async_trait,
+        'b: 'async_trait,
+        'c: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).chat(req, ctx)
     }
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        (**self).stream(req, ctx).await
+    fn stream<'a, 'b, 'c, 'async_trait>(
+        &'a self,
+        req: &'b ChatRequest,
+        ctx: &'c Context,
+    ) -> BoxFuture<'async_trait, Result<ChatStream>>
+    where
+        'a: 'async_trait,
+        'b: 'async_trait,
+        'c: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).stream(req, ctx)
+    }
+    fn bounds_itself(&self) -> bool {
+        (**self).bounds_itself()
     }
 }
 

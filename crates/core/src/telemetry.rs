@@ -688,6 +688,10 @@ impl<M: ChatModel> ChatModel for TracedModel<M> {
             }
         }
     }
+
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
 }
 
 /// A stream that polls its inner stream inside a span and records what passes.

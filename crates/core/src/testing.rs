@@ -76,6 +76,7 @@ pub struct ScriptedModel {
     calls: AtomicUsize,
     in_flight: AtomicUsize,
     peak: AtomicUsize,
+    bounds_itself: bool,
 }
 
 struct InFlight<'a>(&'a ScriptedModel);
@@ -101,7 +102,17 @@ impl ScriptedModel {
             calls: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            bounds_itself: false,
         }
+    }
+
+    /// Makes the model bound its own calls by the context, as the HTTP adapters do
+    /// ([`ChatModel::bounds_itself`]): a call still running at the deadline ends with its own
+    /// `Timeout` (phase `Total`) error, and cancellation ends it with `Cancelled`. Without this,
+    /// the model waits out its script and relies on the caller to cut it.
+    pub fn bounding_itself(mut self) -> Self {
+        self.bounds_itself = true;
+        self
     }
 
     /// Replaces the capabilities.
@@ -190,6 +201,32 @@ impl ScriptedModel {
             e.with_provider(self.id.name.clone(), self.id.model.clone())
         }
     }
+
+    /// Plays the next step of the script.
+    async fn play(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let _guard = self.enter();
+        match self.next_step() {
+            Step::Reply { text, delay } => {
+                tokio::time::sleep(delay).await;
+                let input = crate::tokens::estimate_request(req);
+                Ok(ChatResponse::new(text)
+                    .with_model(self.id.model.to_string())
+                    .with_usage(Usage::new(u64::from(input), 1).priced(self.caps.price.as_ref())))
+            }
+            Step::Fail { error, delay } => {
+                tokio::time::sleep(delay).await;
+                Err(self.tag(error))
+            }
+            Step::Hang => {
+                std::future::pending::<()>().await;
+                Err(Error::cancelled())
+            }
+            Step::Stream(items) => crate::stream::collect(item_stream(items))
+                .await
+                .map_err(|e| self.tag(e))
+                .and_then(|r| ctx.check().map(|()| r)),
+        }
+    }
 }
 
 fn item_stream(items: Vec<(Duration, StreamItem)>) -> ChatStream {
@@ -235,28 +272,19 @@ impl ChatModel for ScriptedModel {
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let _guard = self.enter();
-        match self.next_step() {
-            Step::Reply { text, delay } => {
-                tokio::time::sleep(delay).await;
-                let input = crate::tokens::estimate_request(req);
-                Ok(ChatResponse::new(text)
-                    .with_model(self.id.model.to_string())
-                    .with_usage(Usage::new(u64::from(input), 1).priced(self.caps.price.as_ref())))
-            }
-            Step::Fail { error, delay } => {
-                tokio::time::sleep(delay).await;
-                Err(self.tag(error))
-            }
-            Step::Hang => {
-                std::future::pending::<()>().await;
-                Err(Error::cancelled())
-            }
-            Step::Stream(items) => crate::stream::collect(item_stream(items))
-                .await
-                .map_err(|e| self.tag(e))
-                .and_then(|r| ctx.check().map(|()| r)),
+        if !self.bounds_itself {
+            return self.play(req, ctx).await;
         }
+        ctx.run(self.play(req, ctx)).await.map_err(|e| {
+            if e.kind() == ErrorKind::DeadlineExceeded {
+                self.tag(Error::timeout(
+                    crate::error::TimeoutPhase::Total,
+                    "the call's deadline passed while the scripted model worked",
+                ))
+            } else {
+                e
+            }
+        })
     }
 
     async fn stream(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
@@ -276,5 +304,9 @@ impl ChatModel for ScriptedModel {
             }
             Step::Stream(items) => Ok(item_stream(items)),
         }
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.bounds_itself
     }
 }

@@ -50,8 +50,6 @@ pub fn estimate_text(text: &str) -> u32 {
     let mut tokens: u32 = 0;
     // CJK ideographs cost about 1.4 tokens each in cl100k: counted in tenths.
     let mut cjk_tenths: u32 = 0;
-    let mut run = Run::None;
-    let mut run_len: u32 = 0;
 
     fn close(run: Run, len: u32) -> u32 {
         match run {
@@ -65,40 +63,68 @@ pub fn estimate_text(text: &str) -> u32 {
         }
     }
 
-    for c in text.chars() {
-        let kind = if c.is_ascii_alphabetic() {
-            Run::Word
-        } else if c.is_ascii_digit() {
-            Run::Digits
-        } else if c.is_ascii_punctuation() {
-            Run::Punct
-        } else {
-            Run::None
-        };
-        if kind != run {
-            tokens = tokens.saturating_add(close(run, run_len));
-            run = kind;
-            run_len = 0;
-        }
-        match kind {
-            Run::None => {
-                if is_cjk(c) {
-                    cjk_tenths = cjk_tenths.saturating_add(14);
-                } else if !c.is_whitespace() {
-                    // Other non-ASCII characters: about one token each.
-                    tokens = tokens.saturating_add(1);
-                } else if c == '\n' {
-                    // Newlines mostly end up in tokens of their own (indentation merges with them).
-                    tokens = tokens.saturating_add(1);
-                }
+    // One pass over the bytes: ASCII (nearly every byte of most prompts) is classified by a
+    // table lookup, a run of one kind is scanned to its end in a tight loop, and other
+    // characters are decoded where they start.
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !b.is_ascii() {
+            let c = text[i..]
+                .chars()
+                .next()
+                .unwrap_or(char::REPLACEMENT_CHARACTER);
+            i += c.len_utf8();
+            if is_cjk(c) {
+                cjk_tenths = cjk_tenths.saturating_add(14);
+            } else if !c.is_whitespace() {
+                // Other non-ASCII characters: about one token each.
+                tokens = tokens.saturating_add(1);
             }
-            _ => run_len += 1,
+            continue;
         }
+        let (kind, own) = ASCII[usize::from(b)];
+        i += 1;
+        if kind == Run::None {
+            tokens = tokens.saturating_add(own);
+            continue;
+        }
+        let start = i - 1;
+        while i < bytes.len() && bytes[i].is_ascii() && ASCII[usize::from(bytes[i])].0 == kind {
+            i += 1;
+        }
+        let len = u32::try_from(i - start).unwrap_or(u32::MAX);
+        tokens = tokens.saturating_add(close(kind, len));
     }
-    tokens
-        .saturating_add(close(run, run_len))
-        .saturating_add(cjk_tenths / 10)
+    tokens.saturating_add(cjk_tenths / 10)
 }
+
+/// Each ASCII byte's run kind, and the tokens it costs on its own outside a run: newlines
+/// mostly end up in tokens of their own (indentation merges with them), other whitespace
+/// costs nothing, other control characters one each.
+const ASCII: [(Run, u32); 128] = {
+    let mut t = [(Run::None, 1); 128];
+    let mut b: u8 = 0;
+    while b < 128 {
+        t[b as usize] = if b.is_ascii_alphabetic() {
+            (Run::Word, 0)
+        } else if b.is_ascii_digit() {
+            (Run::Digits, 0)
+        } else if b.is_ascii_punctuation() {
+            (Run::Punct, 0)
+        } else if b == b'\n' {
+            (Run::None, 1)
+        } else if matches!(b, b'\t' | 0x0B | 0x0C | b'\r' | b' ') {
+            // `char::is_whitespace` in the ASCII range.
+            (Run::None, 0)
+        } else {
+            (Run::None, 1)
+        };
+        b += 1;
+    }
+    t
+};
 
 fn is_cjk(c: char) -> bool {
     matches!(c as u32,

@@ -321,6 +321,65 @@ async fn nothing_waits_past_the_deadline() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_link_that_bounds_itself_reports_its_own_timeout_at_the_deadline() {
+    // Not raced by the chain: the link's own error (kind and phase, tagged with the link)
+    // reaches the caller, at exactly the deadline.
+    let a = arc(ScriptedModel::new("a").hang().bounding_itself());
+    assert!(a.bounds_itself());
+    let chain = chain_of(&[&a])
+        .deadline(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    assert!(chain.bounds_itself(), "a chain bounds its own calls");
+    let t0 = Instant::now();
+    let e = chain.chat(&ask(), &Context::new()).await.unwrap_err();
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    let first = &e.attempts()[0];
+    assert_eq!(first.provider.as_ref(), "a");
+    assert_eq!(first.error_kind, Some(ErrorKind::Timeout), "{e}");
+    assert!(e.to_string().contains("timeout (total)"), "{e}");
+
+    // A link that does not bound itself is cut by the chain's own timer.
+    let b = arc(ScriptedModel::new("b").hang());
+    assert!(!b.bounds_itself());
+    let chain = chain_of(&[&b])
+        .deadline(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let e = chain.chat(&ask(), &Context::new()).await.unwrap_err();
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    assert_eq!(
+        e.attempts()[0].error_kind,
+        Some(ErrorKind::DeadlineExceeded),
+        "{e}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_a_call_ends_it_whether_or_not_the_link_bounds_itself() {
+    for bounding in [false, true] {
+        let mut a = ScriptedModel::new("a").hang();
+        if bounding {
+            a = a.bounding_itself();
+        }
+        let chain = chain_of(&[&arc(a)]).build().unwrap();
+        let ctx = Context::new();
+        let cancel = ctx.cancellation().clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            cancel.cancel();
+        });
+        let t0 = Instant::now();
+        let e = chain.chat(&ask(), &ctx).await.unwrap_err();
+        assert_eq!(t0.elapsed(), Duration::from_secs(1), "bounding: {bounding}");
+        assert_eq!(e.kind(), ErrorKind::Cancelled, "bounding: {bounding}: {e}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn deadline_without_static_reply_is_deadline_exceeded() {
     let a = arc(ScriptedModel::new("a").reply_after("late", Duration::from_secs(20)));
     let chain = chain_of(&[&a]).build().unwrap();

@@ -66,3 +66,77 @@ fn request_estimate_counts_every_message_with_overhead() {
     assert_eq!(estimate_text(""), 0);
     assert_eq!(estimate_text("   \t "), 0);
 }
+
+/// The estimate as first written, one `char` at a time: the byte-table version must agree
+/// with it on every input.
+fn reference_estimate(text: &str) -> u32 {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Run {
+        None,
+        Word,
+        Digits,
+        Punct,
+    }
+    fn close(run: Run, len: u32) -> u32 {
+        match run {
+            Run::None => 0,
+            Run::Word => 1 + len.saturating_sub(1) / 7,
+            Run::Digits | Run::Punct => len.div_ceil(3),
+        }
+    }
+    fn is_cjk(c: char) -> bool {
+        matches!(c as u32,
+            0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
+            | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF)
+    }
+    let (mut tokens, mut cjk_tenths, mut run, mut run_len) = (0u32, 0u32, Run::None, 0u32);
+    for c in text.chars() {
+        let kind = if c.is_ascii_alphabetic() {
+            Run::Word
+        } else if c.is_ascii_digit() {
+            Run::Digits
+        } else if c.is_ascii_punctuation() {
+            Run::Punct
+        } else {
+            Run::None
+        };
+        if kind != run {
+            tokens += close(run, run_len);
+            run = kind;
+            run_len = 0;
+        }
+        match kind {
+            Run::None => {
+                if is_cjk(c) {
+                    cjk_tenths += 14;
+                } else if !c.is_whitespace() || c == '\n' {
+                    tokens += 1;
+                }
+            }
+            _ => run_len += 1,
+        }
+    }
+    tokens + close(run, run_len) + cjk_tenths / 10
+}
+
+#[test]
+fn the_fast_path_agrees_with_the_reference_on_the_samples() {
+    for text in [
+        ENGLISH,
+        CODE,
+        JSON,
+        CHINESE,
+        "",
+        "\u{1}\u{1c}\u{7f}\u{a0}\u{85} \t\r\n\u{b}\u{c}",
+    ] {
+        assert_eq!(estimate_text(text), reference_estimate(text), "{text:?}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn the_fast_path_agrees_with_the_reference(text in "\\PC*", ascii in "[ -~\t\n\r\u{0}-\u{1f}]{0,200}") {
+        proptest::prop_assert_eq!(estimate_text(&text), reference_estimate(&text));
+        proptest::prop_assert_eq!(estimate_text(&ascii), reference_estimate(&ascii));
+    }
+}

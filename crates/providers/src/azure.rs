@@ -309,6 +309,10 @@ impl ChatModel for AzureOpenAi {
         self.inner.capabilities()
     }
 
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.inner.chat(req, ctx).await
     }

@@ -472,9 +472,11 @@ pub(crate) async fn guard<T>(
         Some(d) if d <= limit.at => (d, TimeoutPhase::Total),
         _ => (limit.at, limit.phase),
     };
+    // The work is polled first: a piece that is already there (the body of a small answer
+    // usually arrives with its headers) returns without registering a timer or a cancellation
+    // waiter; both are registered only when the work has to wait.
     tokio::select! {
         biased;
-        () = ctx.cancellation().cancelled() => Err(Error::cancelled()),
         r = tokio::time::timeout_at(at, fut) => r.map_err(|_| match phase {
             TimeoutPhase::Total => Error::timeout(TimeoutPhase::Total, "the call's deadline passed while waiting for the vendor"),
             TimeoutPhase::FirstToken => Error::timeout(
@@ -487,6 +489,7 @@ pub(crate) async fn guard<T>(
             ),
             other => Error::timeout(other, "a time limit passed"),
         }),
+        () = ctx.cancellation().cancelled() => Err(Error::cancelled()),
     }
 }
 
@@ -528,6 +531,9 @@ pub(crate) async fn read_body(
     max: usize,
     truncate: bool,
 ) -> Result<Bytes> {
+    // A body that arrives in one piece (most answers) is returned as that piece, uncopied;
+    // pieces are gathered only from the second on.
+    let mut whole: Option<Bytes> = None;
     let mut buf = BytesMut::new();
     let mut limit = first;
     loop {
@@ -535,6 +541,9 @@ pub(crate) async fn read_body(
             .await?
             .map_err(|e| transport_error(e, Stage::Body))?;
         let Some(chunk) = chunk else { break };
+        if let Some(w) = whole.take() {
+            buf.extend_from_slice(&w);
+        }
         if buf.len() + chunk.len() > max {
             if truncate {
                 let room = max - buf.len();
@@ -546,10 +555,14 @@ pub(crate) async fn read_body(
                 format!("the response body is larger than {max} bytes"),
             ));
         }
-        buf.extend_from_slice(&chunk);
+        if buf.is_empty() {
+            whole = Some(chunk);
+        } else {
+            buf.extend_from_slice(&chunk);
+        }
         limit = Limit::idle(timeouts);
     }
-    Ok(buf.freeze())
+    Ok(whole.unwrap_or_else(|| buf.freeze()))
 }
 
 /// Where a transport error happened.

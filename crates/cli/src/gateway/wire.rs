@@ -116,7 +116,7 @@ struct WireJsonSchema {
     strict: Option<bool>,
 }
 
-fn bad(message: impl Into<String>) -> Error {
+fn bad(message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
     Error::new(ErrorKind::InvalidRequest, message)
 }
 

@@ -123,11 +123,14 @@ impl Call {
         (self.errors, self.skipped)
     }
 
+    /// Every failed attempt so far, with room for one more (the one that ends the call).
     fn all_attempts(&self) -> Vec<Attempt> {
-        self.errors
-            .iter()
-            .flat_map(|e| e.attempts().iter().cloned())
-            .collect()
+        let n: usize = self.errors.iter().map(|e| e.attempts().len()).sum();
+        let mut all = Vec::with_capacity(n + 1);
+        for e in &self.errors {
+            all.extend_from_slice(e.attempts());
+        }
+        all
     }
 
     fn skip_reason(
@@ -377,19 +380,29 @@ impl Call {
         latency: Duration,
     ) -> Provenance {
         let id = inner.links[i].model.id();
-        let mut attempts = self.all_attempts();
-        if link.attempts.is_empty() {
-            attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+        let attempts = if self.errors.is_empty() && !link.attempts.is_empty() {
+            // Served by the first link tried (the usual case): its own record is the call's.
+            link.attempts
         } else {
-            attempts.extend(link.attempts);
-        }
+            let mut attempts = self.all_attempts();
+            if link.attempts.is_empty() {
+                attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+            } else {
+                attempts.extend(link.attempts);
+            }
+            attempts
+        };
         let first = self.order.as_ref().map_or(0, Order::first);
         let fell_back = i != first;
         if fell_back {
             inner.count_fallback();
         }
         let mut skipped = std::mem::take(&mut self.skipped);
-        skipped.extend(link.skipped);
+        if skipped.is_empty() {
+            skipped = link.skipped;
+        } else {
+            skipped.extend(link.skipped);
+        }
         Provenance {
             served_by: Some(link.served_by.unwrap_or_else(|| Arc::clone(&id.name))),
             attempts,

@@ -652,12 +652,15 @@ impl ChainInner {
             };
             let link = &self.links[i];
             let attempt_ctx = call.attempt_context(self, i, &ctx);
+            let actx = attempt_ctx.as_ref().unwrap_or(&ctx);
             let started = Instant::now();
-            let result = attempt_ctx
-                .as_ref()
-                .unwrap_or(&ctx)
-                .run(link.model.chat(req, attempt_ctx.as_ref().unwrap_or(&ctx)))
-                .await;
+            // A link that bounds itself by the context stops at the deadline with its own,
+            // more precise error; any other is raced against the deadline here.
+            let result = if link.model.bounds_itself() {
+                link.model.chat(req, actx).await
+            } else {
+                actx.run(link.model.chat(req, actx)).await
+            };
             match result {
                 Ok(mut resp) => {
                     let latency = started.elapsed();
@@ -688,5 +691,11 @@ impl ChatModel for Chain {
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         stream::open(self.inner.clone(), req, ctx, None).await
+    }
+
+    /// Every attempt is bounded (by the link itself or by the chain's timer), and the waits
+    /// between attempts end at the deadline or on cancellation.
+    fn bounds_itself(&self) -> bool {
+        true
     }
 }

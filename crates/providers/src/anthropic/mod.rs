@@ -314,6 +314,12 @@ impl ChatModel for Anthropic {
         &self.caps
     }
 
+    /// Every wait on the network runs under the phase limits, the context's deadline and its
+    /// cancellation (`http::guard`), so a stack of decorators needs no timer of its own.
+    fn bounds_itself(&self) -> bool {
+        true
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.chat_inner(req, ctx)
             .await

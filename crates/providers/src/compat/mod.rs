@@ -386,6 +386,10 @@ impl ChatModel for OpenAiCompatible {
         self.inner.capabilities()
     }
 
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.inner.chat(req, ctx).await
     }

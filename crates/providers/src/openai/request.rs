@@ -359,13 +359,25 @@ pub(crate) fn chat_body(
             include_usage: true,
         }),
     };
-    serde_json::to_vec(&body).map_err(|e| {
+    // Sized once for the text plus the JSON around it, instead of growing from 128 bytes.
+    let text: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .map(|p| match p {
+            ContentPart::Text { text } => text.len(),
+            _ => 0,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(256 + text + text / 8);
+    serde_json::to_writer(&mut out, &body).map_err(|e| {
         Error::new(
             ErrorKind::InvalidRequest,
             format!("cannot serialise the chat request: {e}"),
         )
         .with_source(e)
-    })
+    })?;
+    Ok(out)
 }
 
 #[derive(Serialize)]

@@ -171,12 +171,11 @@ impl<M: ChatModel> Breaker<M> {
 
     fn refusal(&self, after: Duration) -> Error {
         tag(
+            // A static message: this is the skip path, paid on every call while the breaker
+            // is open. When the link is re-admitted is `retry_after`.
             Error::new(
                 ErrorKind::CircuitOpen,
-                format!(
-                    "circuit breaker open; calls are re-admitted in {} ms",
-                    after.as_millis()
-                ),
+                "circuit breaker open; the link is refused until its cooldown ends (retry_after)",
             )
             .with_retry_after(after),
             self.inner.id(),
@@ -208,6 +207,13 @@ impl<M: ChatModel> Breaker<M> {
         limit: Option<(Instant, Cut)>,
         fut: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
+        // The deadline and cancellation are the inner model's own when it bounds itself: its
+        // timeout still ends the call inside this breaker, which records it (PITFALLS 11). Only
+        // a probe's own, shorter limit needs a timer here.
+        let limit = match limit {
+            Some((_, Cut::Deadline)) if self.inner.bounds_itself() => return fut.await,
+            other => other,
+        };
         let bounded = async {
             match limit {
                 Some((at, cut)) => tokio::time::timeout_at(at, fut)
@@ -286,6 +292,11 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
 
     fn capabilities(&self) -> &Capabilities {
         self.inner.capabilities()
+    }
+
+    /// As the inner model: a refusal returns at once.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

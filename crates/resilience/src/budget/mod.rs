@@ -254,6 +254,11 @@ impl<M: ChatModel> ChatModel for Budget<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: a budget check adds no wait.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let hold = self.reserve(req, ctx)?;
         let result = self.inner.chat(req, ctx).await;

@@ -100,7 +100,7 @@ impl<M: ChatModel> Bulkhead<M> {
         }
     }
 
-    fn refusal(&self, message: &str) -> Error {
+    fn refusal(&self, message: &'static str) -> Error {
         let hint = self.pool.retry_hint();
         tag(
             Error::new(ErrorKind::BudgetExhausted, message).with_retry_after(hint),
@@ -156,6 +156,11 @@ impl<M: ChatModel> ChatModel for Bulkhead<M> {
 
     fn capabilities(&self) -> &Capabilities {
         self.inner.capabilities()
+    }
+
+    /// As the inner model: its queue wait ends at the deadline or on cancellation.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

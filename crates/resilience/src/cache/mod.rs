@@ -312,6 +312,11 @@ impl<M: ChatModel> ChatModel for Cache<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: a cache hit returns at once.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let key = self.key(req, ctx);
         if let Some(resp) = key.as_deref().and_then(|k| self.hit(k)) {

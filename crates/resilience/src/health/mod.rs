@@ -333,6 +333,11 @@ impl<M: ChatModel> ChatModel for Health<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: recording adds no wait.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let started = Instant::now();
         let result = self.inner.chat(req, ctx).await;

@@ -280,6 +280,11 @@ impl<P: ChatModel, H: ChatModel> ChatModel for Hedge<P, H> {
         self.primary.capabilities()
     }
 
+    /// When both sides do: the race adds only the hedge delay, which ends with the primary.
+    fn bounds_itself(&self) -> bool {
+        self.primary.bounds_itself() && self.hedge.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let start = Instant::now();
         let (won, others) = self

@@ -380,6 +380,11 @@ impl<M: ChatModel> ChatModel for RateLimit<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: its waits for permits end at the deadline or on cancellation.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.chat(req, ctx).await {

@@ -384,6 +384,11 @@ impl<M: ChatModel> ChatModel for Redact<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: masking adds no wait.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let Some((masked, map)) = self.mask(req) else {
             return self.inner.chat(req, ctx).await;

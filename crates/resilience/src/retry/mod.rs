@@ -27,7 +27,6 @@ mod backoff;
 mod budget;
 mod layer;
 
-use std::mem;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -208,7 +207,13 @@ impl<M: ChatModel> Retry<M> {
                 return Err(out.with_attempts(attempts));
             }
             let started = Instant::now();
-            match ctx.run(once()).await {
+            // An inner model that bounds itself needs no second timer here.
+            let outcome = if self.inner.bounds_itself() {
+                once().await
+            } else {
+                ctx.run(once()).await
+            };
+            match outcome {
                 Ok(v) => return Ok((v, attempts, started.elapsed())),
                 Err(e) => {
                     let e = tag(e, self.inner.id());
@@ -243,14 +248,21 @@ impl<M: ChatModel> ChatModel for Retry<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: its backoff sleeps end at the deadline or on cancellation.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let (mut resp, mut attempts, latency) = self.run(ctx, || self.inner.chat(req, ctx)).await?;
-        let inner_attempts = mem::take(&mut resp.provenance.attempts);
-        if inner_attempts.is_empty() {
+        if resp.provenance.attempts.is_empty() {
             let id = self.inner.id();
             attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+        } else if attempts.is_empty() {
+            // Served at the first attempt: the inner record stands as it is.
+            return Ok(resp);
         } else {
-            attempts.extend(inner_attempts);
+            attempts.append(&mut resp.provenance.attempts);
         }
         resp.provenance.attempts = attempts;
         Ok(resp)

@@ -137,6 +137,11 @@ impl<M: ChatModel> ChatModel for Timeout<M> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: it cuts at its own limits and the deadline, but relies on the inner model for cancellation.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let start = Instant::now();
         bounded(self.total(start, ctx), self.inner.chat(req, ctx))

@@ -190,6 +190,11 @@ impl<M: ChatModel, V: Validator> ChatModel for Validate<M, V> {
         self.inner.capabilities()
     }
 
+    /// As the inner model: validation adds no wait.
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let resp = self.inner.chat(req, ctx).await?;
         match self.validator.validate(req, &resp) {

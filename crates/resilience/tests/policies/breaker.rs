@@ -283,6 +283,49 @@ async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the_breaker() {
+    // One timer for the whole stack (the model's own), and still PITFALLS 11: the timeout ends
+    // the call inside the breaker, which records it; cancellation records nothing.
+    let m = Arc::new(
+        scripted("a")
+            .hang()
+            .bounding_itself()
+            .with_retry(RetryLayer::default())
+            .with_breaker(layer(1, 1000)),
+    );
+    assert!(m.bounds_itself(), "retry and breaker pass the claim on");
+
+    let token = CancellationToken::new();
+    let ctx = Context::new().with_cancellation(token.clone());
+    let call = {
+        let m = m.clone();
+        tokio::spawn(async move { m.chat(&req(), &ctx).await })
+    };
+    tokio::time::sleep(ms(500)).await;
+    token.cancel();
+    assert_eq!(
+        call.await.unwrap().unwrap_err().kind(),
+        ErrorKind::Cancelled
+    );
+    assert_eq!(m.snapshot().failures, 0);
+
+    let start = Instant::now();
+    let err = m
+        .chat(&req(), &Context::new().with_timeout(secs(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(start.elapsed(), secs(2));
+    // The model's own error, not a layer's: it says which limit ran out.
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert_eq!(err.timeout_phase(), Some(ripcord_core::TimeoutPhase::Total));
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.state, snap.failures, snap.last_failure),
+        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn failure_rate_policy_trips_on_the_rate() {
     let breaker = BreakerLayer::builder()
         .failure_rate(0.5, secs(10), 4)

@@ -107,9 +107,10 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
         Ok(stream::from_response(resp))
     }
 
-    /// Whether this model bounds its own calls by the [`Context`]: `chat` (and opening a
-    /// `stream`) returns on its own, with an error, once [`Context::deadline`] passes or
-    /// [`Context::cancellation`] fires, without the caller having to drop the future.
+    /// Whether this model bounds its own calls by the [`Context`]: `chat`, opening a `stream`
+    /// and waiting for each event of that stream return on their own, with an error, once
+    /// [`Context::deadline`] passes or [`Context::cancellation`] fires, without the caller
+    /// having to drop the future.
     ///
     /// Layers that must stop a call at the deadline — the chain, the breaker, retry — race it
     /// against their own timer only when the model does not bound itself; when it does, one

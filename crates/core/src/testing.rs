@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 
 use crate::capabilities::{Capabilities, Locality};
 use crate::context::Context;
@@ -107,9 +108,10 @@ impl ScriptedModel {
     }
 
     /// Makes the model bound its own calls by the context, as the HTTP adapters do
-    /// ([`ChatModel::bounds_itself`]): a call still running at the deadline ends with its own
-    /// `Timeout` (phase `Total`) error, and cancellation ends it with `Cancelled`. Without this,
-    /// the model waits out its script and relies on the caller to cut it.
+    /// ([`ChatModel::bounds_itself`]): a call, a stream being opened or a stream waiting for its
+    /// next event at the deadline ends with its own `Timeout` (phase `Total`) error, and
+    /// cancellation ends it with `Cancelled`. Without this, the model waits out its script and
+    /// relies on the caller to cut it.
     pub fn bounding_itself(mut self) -> Self {
         self.bounds_itself = true;
         self
@@ -275,19 +277,59 @@ impl ChatModel for ScriptedModel {
         if !self.bounds_itself {
             return self.play(req, ctx).await;
         }
-        ctx.run(self.play(req, ctx)).await.map_err(|e| {
-            if e.kind() == ErrorKind::DeadlineExceeded {
-                self.tag(Error::timeout(
-                    crate::error::TimeoutPhase::Total,
-                    "the call's deadline passed while the scripted model worked",
-                ))
-            } else {
-                e
-            }
-        })
+        ctx.run(self.play(req, ctx))
+            .await
+            .map_err(|e| self.bounded_error(e))
     }
 
-    async fn stream(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        if !self.bounds_itself {
+            return self.open(req, ctx).await;
+        }
+        let stream = ctx
+            .run(self.open(req, ctx))
+            .await
+            .map_err(|e| self.bounded_error(e))?;
+        // Every event, too, ends at the deadline or on cancellation.
+        let ctx = ctx.clone();
+        let id = self.id.clone();
+        Ok(Box::pin(async_stream::stream! {
+            let mut stream = stream;
+            loop {
+                match ctx.run(async { Ok(stream.next().await) }).await {
+                    Ok(Some(item)) => yield item,
+                    Ok(None) => return,
+                    Err(e) => {
+                        let e = if e.kind() == ErrorKind::DeadlineExceeded {
+                            deadline_timeout().with_provider(id.name.clone(), id.model.clone())
+                        } else {
+                            e
+                        };
+                        yield Err(e);
+                        return;
+                    }
+                }
+            }
+        }))
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.bounds_itself
+    }
+}
+
+impl ScriptedModel {
+    /// The `Timeout` error a self-bounding model reports when the deadline cuts it.
+    fn bounded_error(&self, e: Error) -> Error {
+        if e.kind() == ErrorKind::DeadlineExceeded {
+            self.tag(deadline_timeout())
+        } else {
+            e
+        }
+    }
+
+    /// Opens the next step as a stream.
+    async fn open(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
         let _guard = self.enter();
         match self.next_step() {
             Step::Reply { text, delay } => {
@@ -305,8 +347,11 @@ impl ChatModel for ScriptedModel {
             Step::Stream(items) => Ok(item_stream(items)),
         }
     }
+}
 
-    fn bounds_itself(&self) -> bool {
-        self.bounds_itself
-    }
+fn deadline_timeout() -> Error {
+    Error::timeout(
+        crate::error::TimeoutPhase::Total,
+        "the call's deadline passed while the scripted model worked",
+    )
 }

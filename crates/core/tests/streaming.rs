@@ -209,6 +209,63 @@ async fn a_stalled_stream_ends_at_the_deadline() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stalled_stream_of_a_link_that_bounds_itself_ends_with_its_own_timeout() {
+    // No per-event timer in the chain: the link's own limit ends the stream, at the deadline,
+    // with its own error.
+    let a = Arc::new(
+        ScriptedModel::new("a")
+            .stream_items(vec![
+                (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
+                (ms(0), StreamItem::Stall),
+            ])
+            .bounding_itself(),
+    );
+    let chain = Chain::builder()
+        .link_arc(a)
+        .deadline(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    let e = events.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert_eq!(e.provider(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_token_of_a_link_that_bounds_itself_still_falls_back_in_time() {
+    let a = Arc::new(
+        ScriptedModel::new("a")
+            .stream_items(vec![(ms(0), StreamItem::Stall)])
+            .bounding_itself(),
+    );
+    let b = Arc::new(
+        ScriptedModel::new("b")
+            .stream_items(text_stream(&["quick"], ms(10)))
+            .bounding_itself(),
+    );
+    let chain = Chain::builder()
+        .link_arc(a)
+        .reserve(Duration::from_secs(4))
+        .link_arc(b)
+        .deadline(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "quick");
+    assert_eq!(t0.elapsed(), Duration::from_millis(6_010));
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::Timeout),
+        "link a's own timeout is what the chain recorded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![(ms(0), StreamItem::Stall)]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["quick"], ms(10))));

@@ -55,27 +55,32 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
         let attempt_ctx = call.attempt_context(inner, i, ctx);
         let actx = attempt_ctx.as_ref().unwrap_or(ctx);
         let started = Instant::now();
-        let first = actx
-            .run(async {
-                let mut stream = model.stream(req, actx).await?;
-                let mut buffered = Vec::new();
-                let mut nested = Provenance::default();
-                loop {
-                    match stream.next().await {
-                        Some(Ok(StreamEvent::Provenance { provenance })) => nested = *provenance,
-                        Some(Ok(ev)) => {
-                            let done = ev.is_content() || matches!(ev, StreamEvent::Finish { .. });
-                            buffered.push(ev);
-                            if done {
-                                return Ok((stream, buffered, nested));
-                            }
+        let opening = async {
+            let mut stream = model.stream(req, actx).await?;
+            let mut buffered = Vec::new();
+            let mut nested = Provenance::default();
+            loop {
+                match stream.next().await {
+                    Some(Ok(StreamEvent::Provenance { provenance })) => nested = *provenance,
+                    Some(Ok(ev)) => {
+                        let done = ev.is_content() || matches!(ev, StreamEvent::Finish { .. });
+                        buffered.push(ev);
+                        if done {
+                            return Ok((stream, buffered, nested));
                         }
-                        Some(Err(e)) => return Err(e),
-                        None => return Err(truncated()),
                     }
+                    Some(Err(e)) => return Err(e),
+                    None => return Err(truncated()),
                 }
-            })
-            .await;
+            }
+        };
+        // A link that bounds itself stops at the deadline with its own error; any other is
+        // raced against the deadline here.
+        let first = if model.bounds_itself() {
+            opening.await
+        } else {
+            actx.run(opening).await
+        };
         match first {
             Ok((stream, buffered, provenance)) => {
                 inner.observe_latency(i, started.elapsed());
@@ -194,11 +199,18 @@ fn committed(
         }
         loop {
             let mut finished = false;
+            // Each event of a link that bounds itself arrives (or fails) by the deadline on its
+            // own: no timer and no cancellation waiter per event here.
+            let bounded = inner.links[c.link].model.bounds_itself();
             let failure = loop {
-                let next = tokio::select! {
-                    biased;
-                    () = ctx.cancellation().cancelled() => break Error::cancelled(),
-                    r = tokio::time::timeout_at(deadline, c.stream.next()) => r,
+                let next = if bounded {
+                    Ok(c.stream.next().await)
+                } else {
+                    tokio::select! {
+                        biased;
+                        () = ctx.cancellation().cancelled() => break Error::cancelled(),
+                        r = tokio::time::timeout_at(deadline, c.stream.next()) => r,
+                    }
                 };
                 match next {
                     Ok(Some(Ok(StreamEvent::Provenance { provenance: nested }))) => {

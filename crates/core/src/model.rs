@@ -127,85 +127,52 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
     }
 }
 
-#[async_trait]
-impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
-    fn id(&self) -> &ModelId {
-        (**self).id()
-    }
-    fn capabilities(&self) -> &Capabilities {
-        (**self).capabilities()
-    }
-    // Forwarded as the inner model's own boxed future: no second box per call.
-    fn chat<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        (**self).chat(req, ctx)
-    }
-    fn stream<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatStream>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        (**self).stream(req, ctx)
-    }
-    fn bounds_itself(&self) -> bool {
-        (**self).bounds_itself()
-    }
+/// `ChatModel` for a smart pointer to a model: every method forwards, and `chat`/`stream`
+/// return the inner model's own boxed future (no second box per call).
+macro_rules! forward_chat_model {
+    ($ptr:ident) => {
+        impl<M: ChatModel + ?Sized> ChatModel for $ptr<M> {
+            fn id(&self) -> &ModelId {
+                (**self).id()
+            }
+            fn capabilities(&self) -> &Capabilities {
+                (**self).capabilities()
+            }
+            fn chat<'a, 'b, 'c, 'async_trait>(
+                &'a self,
+                req: &'b ChatRequest,
+                ctx: &'c Context,
+            ) -> BoxFuture<'async_trait, Result<ChatResponse>>
+            where
+                'a: 'async_trait,
+                'b: 'async_trait,
+                'c: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).chat(req, ctx)
+            }
+            fn stream<'a, 'b, 'c, 'async_trait>(
+                &'a self,
+                req: &'b ChatRequest,
+                ctx: &'c Context,
+            ) -> BoxFuture<'async_trait, Result<ChatStream>>
+            where
+                'a: 'async_trait,
+                'b: 'async_trait,
+                'c: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).stream(req, ctx)
+            }
+            fn bounds_itself(&self) -> bool {
+                (**self).bounds_itself()
+            }
+        }
+    };
 }
 
-#[async_trait]
-impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
-    fn id(&self) -> &ModelId {
-        (**self).id()
-    }
-    fn capabilities(&self) -> &Capabilities {
-        (**self).capabilities()
-    }
-    // Forwarded as the inner model's own boxed future: no second box per call.
-    fn chat<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        (**self).chat(req, ctx)
-    }
-    fn stream<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatStream>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        (**self).stream(req, ctx)
-    }
-    fn bounds_itself(&self) -> bool {
-        (**self).bounds_itself()
-    }
-}
+forward_chat_model!(Arc);
+forward_chat_model!(Box);
 
 /// An embedding request: texts to embed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

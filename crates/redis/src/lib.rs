@@ -13,7 +13,9 @@
 //! Every key is `ripcord:v1:{link}:…` ([`KEY_PREFIX`]) and carries a TTL. Every Redis call is
 //! bounded by a small timeout ([`StateOptions::op_timeout`], 50 ms by default); when Redis
 //! fails, each decorator serves calls on local state (the matching `ripcord_resilience`
-//! decorator around the same model) and [`RedisState`] says so once.
+//! decorator around the same model) and [`RedisState`] says so once. [`RedisState::open`]
+//! connects lazily in the background, so a replica starts (on local state) while Redis is
+//! down; [`RedisState::connect`] insists on reaching it first.
 //!
 //! # Examples
 //!

@@ -1,13 +1,14 @@
 //! [`RedisState`]: the shared connection, bounded Redis calls, and the degraded flag.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script};
 use ripcord_core::{Error, ErrorKind, ModelId};
+use tokio::sync::Notify;
 
 /// The key prefix: every key this crate writes starts with it (namespaced and versioned).
 pub const KEY_PREFIX: &str = "ripcord:v1";
@@ -65,13 +66,24 @@ impl std::error::Error for StateError {}
 /// While degraded, calls skip Redis entirely except for one try per
 /// [`StateOptions::retry_interval`]; the connection manager reconnects, and the first Redis
 /// operation that succeeds again clears the flag (with one `tracing::info!`).
+///
+/// [`RedisState::connect`] needs Redis up front; [`RedisState::open`] does not: it connects in
+/// the background on first use, so a replica starts (on local state) while Redis is down.
 #[derive(Clone)]
 pub struct RedisState {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    conn: ConnectionManager,
+    client: redis::Client,
+    manager_config: ConnectionManagerConfig,
+    connect_timeout: Duration,
+    /// Set once the first connection is made; the manager reconnects by itself afterwards.
+    conn: OnceLock<ConnectionManager>,
+    /// A background connection attempt is running.
+    connecting: AtomicBool,
+    /// Woken when a connection attempt ends.
+    attempt_done: Notify,
     op_timeout: Duration,
     retry_interval: Duration,
     epoch: std::time::Instant,
@@ -84,9 +96,10 @@ struct Shared {
 
 impl fmt::Debug for RedisState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The URL (and any password in it) is deliberately not kept nor shown.
+        // The URL (and any password in it) is deliberately not shown.
         f.debug_struct("RedisState")
             .field("op_timeout", &self.shared.op_timeout)
+            .field("connected", &self.shared.conn.get().is_some())
             .field("degraded", &self.is_degraded())
             .field("degradations", &self.degradations())
             .finish_non_exhaustive()
@@ -110,6 +123,32 @@ impl RedisState {
     /// [`StateError`] when the URL is malformed, an option is zero, or the server does not
     /// answer within `connect_timeout`.
     pub async fn connect_with(url: &str, options: StateOptions) -> Result<Self, StateError> {
+        let state = Self::open(url, options)?;
+        let shared = &state.shared;
+        let conn = tokio::time::timeout(
+            options.connect_timeout,
+            ConnectionManager::new_with_config(
+                shared.client.clone(),
+                shared.manager_config.clone(),
+            ),
+        )
+        .await
+        .map_err(|_| StateError::new("connecting timed out"))?
+        .map_err(|e| StateError::new(format!("cannot connect: {e}")))?;
+        let _ = shared.conn.set(conn);
+        Ok(state)
+    }
+
+    /// A handle on `url` that connects lazily: no I/O happens here, and Redis being down is
+    /// not an error. The first operation starts connecting in the background (each waits at
+    /// most `op_timeout` for it); until the connection is up, calls run on local state, and a
+    /// failed attempt degrades the handle (one warning) and is retried after
+    /// `retry_interval`. Operations need a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the URL is malformed or an option is zero.
+    pub fn open(url: &str, options: StateOptions) -> Result<Self, StateError> {
         if options.op_timeout.is_zero() || options.connect_timeout.is_zero() {
             return Err(StateError::new(
                 "op_timeout and connect_timeout must be greater than zero",
@@ -117,21 +156,19 @@ impl RedisState {
         }
         let client = redis::Client::open(url)
             .map_err(|e| StateError::new(format!("invalid redis URL: {}", e.category())))?;
-        let config = ConnectionManagerConfig::new()
+        let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(options.connect_timeout)
             .set_response_timeout(options.connect_timeout)
             .set_number_of_retries(1)
             .set_max_delay(200);
-        let conn = tokio::time::timeout(
-            options.connect_timeout,
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await
-        .map_err(|_| StateError::new("connecting timed out"))?
-        .map_err(|e| StateError::new(format!("cannot connect: {e}")))?;
         Ok(RedisState {
             shared: Arc::new(Shared {
-                conn,
+                client,
+                manager_config,
+                connect_timeout: options.connect_timeout,
+                conn: OnceLock::new(),
+                connecting: AtomicBool::new(false),
+                attempt_done: Notify::new(),
                 op_timeout: options.op_timeout,
                 retry_interval: options.retry_interval,
                 epoch: std::time::Instant::now(),
@@ -141,6 +178,35 @@ impl RedisState {
                 local_calls: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// Makes sure a connection is up, waiting at most `connect_timeout` for it; `true` when
+    /// Redis answers a `PING`. Starting a replica with it connects before the first request
+    /// (and shows whether Redis is reachable); it never fails the caller.
+    pub async fn ready(&self) -> bool {
+        let limit = self.shared.connect_timeout;
+        let attempt = async {
+            let conn = self.connection(limit).await?;
+            let mut conn = conn;
+            let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+            match ping {
+                Ok(_) => {
+                    self.shared.healthy();
+                    Some(())
+                }
+                Err(e) => {
+                    self.shared.failed(e.category());
+                    None
+                }
+            }
+        };
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(r) => r.is_some(),
+            Err(_) => {
+                self.shared.failed("operation timed out");
+                false
+            }
+        }
     }
 
     /// Whether the last Redis operation failed (the decorators are on local state).
@@ -162,6 +228,51 @@ impl RedisState {
         self.shared.local_calls.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The connection, starting one in the background when there is none yet and waiting at
+    /// most `wait` for it. `None`: not connected (yet).
+    async fn connection(&self, wait: Duration) -> Option<ConnectionManager> {
+        if let Some(c) = self.shared.conn.get() {
+            return Some(c.clone());
+        }
+        // Created before the attempt can end, so its wake-up cannot be missed.
+        let done = self.shared.attempt_done.notified();
+        if !self.shared.connecting.swap(true, Ordering::AcqRel) {
+            let shared = Arc::clone(&self.shared);
+            tokio::spawn(async move {
+                let attempt = tokio::time::timeout(
+                    shared.connect_timeout,
+                    ConnectionManager::new_with_config(
+                        shared.client.clone(),
+                        shared.manager_config.clone(),
+                    ),
+                )
+                .await;
+                match attempt {
+                    Ok(Ok(conn)) => {
+                        let _ = shared.conn.set(conn);
+                        // Callers that gave up waiting went local; the next one uses Redis.
+                        shared.retry_at.store(0, Ordering::Relaxed);
+                        shared.healthy();
+                    }
+                    Ok(Err(e)) => shared.failed(e.category()),
+                    Err(_) => shared.failed("connecting timed out"),
+                }
+                shared.connecting.store(false, Ordering::Release);
+                shared.attempt_done.notify_waiters();
+            });
+        }
+        if self.shared.conn.get().is_none() {
+            let _ = tokio::time::timeout(wait, done).await;
+        }
+        let conn = self.shared.conn.get().cloned();
+        if conn.is_none() {
+            // Still connecting (or refused): later calls go straight to local state until the
+            // attempt succeeds or `retry_interval` passes, instead of each waiting again.
+            self.shared.failed("not connected");
+        }
+        conn
+    }
+
     /// Runs a Lua script (EVALSHA, falling back to EVAL on NOSCRIPT), bounded by the op
     /// timeout. `None` means Redis failed: the caller uses its local state.
     pub(crate) async fn eval<T: FromRedisValue>(
@@ -170,9 +281,13 @@ impl RedisState {
         keys: &[&str],
         args: &[&str],
     ) -> Option<T> {
-        if self.is_degraded() && self.now_ms() < self.shared.retry_at.load(Ordering::Relaxed) {
+        let shared = &self.shared;
+        if self.is_degraded() && shared.now_ms() < shared.retry_at.load(Ordering::Relaxed) {
             return None;
         }
+        let started = tokio::time::Instant::now();
+        let mut conn = self.connection(shared.op_timeout).await?;
+        let left = shared.op_timeout.saturating_sub(started.elapsed());
         let mut inv = script.prepare_invoke();
         for k in keys {
             inv.key(*k);
@@ -180,40 +295,40 @@ impl RedisState {
         for a in args {
             inv.arg(*a);
         }
-        let mut conn = self.shared.conn.clone();
-        match tokio::time::timeout(self.shared.op_timeout, inv.invoke_async::<T>(&mut conn)).await {
+        match tokio::time::timeout(left, inv.invoke_async::<T>(&mut conn)).await {
             Ok(Ok(v)) => {
-                self.healthy();
+                shared.healthy();
                 Some(v)
             }
             Ok(Err(e)) => {
-                self.failed(e.category());
+                shared.failed(e.category());
                 None
             }
             Err(_) => {
-                self.failed("operation timed out");
+                shared.failed("operation timed out");
                 None
             }
         }
     }
+}
 
+impl Shared {
     fn healthy(&self) {
-        if self.shared.degraded.swap(false, Ordering::Relaxed) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
             tracing::info!("ripcord.redis_state_restored: shared state on Redis is back");
         }
     }
 
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.shared.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     fn failed(&self, why: &str) {
-        let retry = u64::try_from(self.shared.retry_interval.as_millis()).unwrap_or(u64::MAX);
-        self.shared
-            .retry_at
+        let retry = u64::try_from(self.retry_interval.as_millis()).unwrap_or(u64::MAX);
+        self.retry_at
             .store(self.now_ms().saturating_add(retry), Ordering::Relaxed);
-        if !self.shared.degraded.swap(true, Ordering::Relaxed) {
-            self.shared.degradations.fetch_add(1, Ordering::Relaxed);
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            self.degradations.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 reason = why,
                 "ripcord.redis_state_degraded: Redis unreachable, using local state until it is back"

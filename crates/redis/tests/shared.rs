@@ -779,3 +779,44 @@ async fn a_stalled_redis_never_holds_a_call_longer_than_the_op_timeout() {
     assert_eq!(state.local_calls(), 1);
     assert_eq!(vendor.hits(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_opened_while_redis_is_down_starts_on_local_state_and_joins_later() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let options = StateOptions {
+        op_timeout: Duration::from_secs(1),
+        retry_interval: Duration::from_millis(200),
+        ..StateOptions::default()
+    };
+    // No server yet: opening is not an error, and does no I/O.
+    let state = RedisState::open(&format!("redis://127.0.0.1:{port}"), options).unwrap();
+    assert!(!state.is_degraded());
+    let vendor = Vendor::new(Duration::ZERO);
+    let breaker = SharedBreaker::new(vendor.clone(), state.clone(), breaker_config()).unwrap();
+    for _ in 0..5 {
+        breaker.chat(&req(), &Context::new()).await.unwrap();
+    }
+    assert!(state.is_degraded());
+    assert_eq!(state.degradations(), 1, "one warning, not one per call");
+    assert_eq!(state.local_calls(), 5);
+    assert!(!state.ready().await);
+
+    // Redis comes up on that port: the replica joins the shared state.
+    let Some(_server) = Server::start_on(port).await else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while !state.ready().await {
+        assert!(Instant::now() < until, "the replica did not connect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = state.local_calls();
+    breaker.chat(&req(), &Context::new()).await.unwrap();
+    assert!(!state.is_degraded());
+    assert_eq!(state.local_calls(), before, "the call did not use Redis");
+    assert_eq!(state.degradations(), 1);
+    assert!(RedisState::open("not a url", StateOptions::default()).is_err());
+}

@@ -3,6 +3,19 @@
 //! Every cloud link gets the recommended stack from `ripcord-resilience` (outermost first):
 //! health → breaker → retry → rate limit → adapter. The local model gets a breaker but no retry
 //! by default (its failures — a missing file, a shape mismatch — don't go away by waiting).
+//!
+//! `[budget]` puts per-tenant token budgets around the whole chain ([`Built::model`]): a call is
+//! charged once, whichever link serves it.
+//!
+//! With `[state] backend = "redis"` (feature `redis`), each link's breaker and rate limit are
+//! the shared ones from `ripcord-redis`, keyed by the provider's configured `name` so every
+//! replica with the same config shares them, and so is the tenant budget (scope `chain`). The connection is opened lazily: building does no
+//! I/O and succeeds while Redis is down (the links then run on local state until it is back).
+//! The health snapshot of such a link carries no breaker (the breaker's state is in Redis, and
+//! the local fallback breaker's would be misleading); `/readyz` reports the backend instead.
+//! Local-model links keep local state (each replica runs its own model), a
+//! [`BuildHooks::breaker_listener`] sees local breakers only, and an active prober of a shared
+//! link updates its health but cannot move the shared breaker to half-open early.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,13 +31,18 @@ use ripcord_providers::{
     Timeouts, compat,
 };
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, ChatModelExt, HealthHandle, HealthLayer, ProbeLayer, Prober,
-    RateLimitLayer, RedactLayer, RetryLayer,
+    BreakerLayer, BreakerListener, BudgetLayer, ChatModelExt, HealthHandle, HealthLayer,
+    ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::config::{Config, Provider, ProviderKind};
+use crate::config::{Config, Provider, ProviderKind, StateBackend, TenantBudget};
+#[cfg(feature = "redis")]
+use ripcord_redis::{
+    RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
+    SharedRateLimit, SharedRateLimitConfig, StateOptions,
+};
 
 /// A link that cannot be built (e.g. the local model's files are missing): every call fails
 /// with the build error, so the chain moves on and the provenance says why.
@@ -53,6 +71,8 @@ impl ChatModel for Unavailable {
 pub struct Built {
     /// The chain.
     pub chain: Chain,
+    /// What callers call: the chain, inside the tenant budget when `[budget]` is configured.
+    pub model: Arc<dyn ChatModel>,
     /// The embedding chain, when `[embeddings]` is configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
     /// Health handles per link, in chain order.
@@ -61,6 +81,9 @@ pub struct Built {
     pub notes: Vec<String>,
     /// Active health probers (`[providers.probe]`); probing stops when the last clone is dropped.
     pub probers: Arc<Vec<Prober>>,
+    /// The shared state on Redis, when `[state] backend = "redis"`.
+    #[cfg(feature = "redis")]
+    pub redis: Option<RedisState>,
 }
 
 impl Built {
@@ -71,7 +94,21 @@ impl Built {
             .iter()
             .map(|h| serde_json::to_value(h.snapshot()).unwrap_or(Value::Null))
             .collect();
-        json!({"status": "ready", "links": links})
+        json!({"status": "ready", "links": links, "state": self.state_report()})
+    }
+
+    /// Where the links' breaker and rate-limit state lives, and whether Redis is reachable.
+    pub fn state_report(&self) -> Value {
+        #[cfg(feature = "redis")]
+        if let Some(r) = &self.redis {
+            return json!({
+                "backend": "redis",
+                "degraded": r.is_degraded(),
+                "degradations": r.degradations(),
+                "local_calls": r.local_calls(),
+            });
+        }
+        json!({"backend": "local"})
     }
 }
 
@@ -282,14 +319,44 @@ impl std::fmt::Debug for BuildHooks {
     }
 }
 
+/// The shared state the links are built on: `None` for local state.
+#[cfg(feature = "redis")]
+type Shared<'a> = Option<(&'a RedisState, u32)>;
+#[cfg(not(feature = "redis"))]
+type Shared<'a> = Option<(&'a std::convert::Infallible, u32)>;
+
+/// Opens (lazily: no I/O) the shared state `[state]` asks for.
+#[cfg(feature = "redis")]
+fn open_state(config: &Config) -> Result<Option<RedisState>> {
+    use secrecy::ExposeSecret;
+    match &config.state {
+        StateBackend::Local => Ok(None),
+        StateBackend::Redis(r) => {
+            let options = StateOptions {
+                op_timeout: Duration::from_millis(r.op_timeout_ms),
+                connect_timeout: Duration::from_millis(r.connect_timeout_ms),
+                retry_interval: Duration::from_millis(r.retry_interval_ms),
+            };
+            // StateError never repeats the URL, so the password cannot leak through it.
+            RedisState::open(r.url.expose_secret(), options)
+                .map(Some)
+                .map_err(|e| config_error(format!("[state] {}: {e}", r.redacted_url)))
+        }
+    }
+}
+
 /// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
 fn decorate(
     p: &Provider,
     base: Arc<dyn ChatModel>,
     hooks: &BuildHooks,
     redact: Option<&RedactLayer>,
+    shared: Shared<'_>,
+    deadline_ms: u64,
 ) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
     let local = p.kind == ProviderKind::LocalOnnx;
+    // An in-process model is each replica's own: its breaker and limits stay local.
+    let shared = if local { None } else { shared };
     // One attempt span per wire attempt: the tracing wrapper sits inside retry.
     let vendor = match p.kind {
         ProviderKind::AzureOpenai => "azure",
@@ -311,14 +378,7 @@ fn decorate(
         None => base,
     };
     if let Some(rl) = &p.rate_limit {
-        let mut b = RateLimitLayer::builder();
-        if let Some(rpm) = rl.rpm {
-            b = b.rpm(rpm);
-        }
-        if let Some(tpm) = rl.tpm {
-            b = b.tpm(tpm);
-        }
-        model = Arc::new(model.with_rate_limit(b.build().map_err(config_error)?));
+        model = rate_limited(model, rl, shared)?;
     }
     let attempts = if local && p.retry == Default::default() {
         1
@@ -339,6 +399,31 @@ fn decorate(
     if let Some(w) = &hooks.inside_breaker {
         model = w(&p.name, model);
     }
+    #[cfg(feature = "redis")]
+    if let Some((state, _)) = shared {
+        // One probe permit across all replicas, so `half_open_probes` does not apply; a probe
+        // is bounded by the call's deadline, and its permit expires with it.
+        let config = SharedBreakerConfig::default()
+            .consecutive_failures(p.breaker.failure_threshold)
+            .open_for(Duration::from_millis(p.breaker.open_ms))
+            .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
+        let breaker: Arc<dyn ChatModel> =
+            Arc::new(SharedBreaker::new(model, state.clone(), config)?);
+        let health_layer = HealthLayer::builder().build().map_err(config_error)?;
+        let health = Arc::clone(&breaker).with_health(health_layer);
+        let handle = health.handle();
+        let prober = match &p.probe {
+            None => None,
+            Some(cfg) => Some(
+                Prober::builder(traced, probe_layer(cfg)?)
+                    .health(handle.clone())
+                    .spawn(),
+            ),
+        };
+        return Ok((Arc::new(health), handle, prober));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = (shared, deadline_ms);
     let mut breaker_layer = BreakerLayer::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open_for(Duration::from_millis(p.breaker.open_ms))
@@ -355,26 +440,90 @@ fn decorate(
     let breaker_handle = breaker.handle();
     let health = breaker.with_health(health_layer);
     let handle = health.handle();
+    // Probes go to the undecorated adapter, so they reach the vendor while the breaker
+    // refuses callers, and never count in callers' latency.
     let prober = match &p.probe {
         None => None,
-        Some(cfg) => {
-            let layer = ProbeLayer::builder()
-                .interval(Duration::from_millis(cfg.interval_ms))
-                .timeout(Duration::from_millis(cfg.timeout_ms))
-                .probe_healthy(cfg.probe_healthy)
-                .build()
-                .map_err(config_error)?;
-            // Probes go to the undecorated adapter, so they reach the vendor while the breaker
-            // refuses callers, and never count in callers' latency.
-            Some(
-                Prober::builder(traced, layer)
-                    .breaker(breaker_handle)
-                    .health(handle.clone())
-                    .spawn(),
-            )
-        }
+        Some(cfg) => Some(
+            Prober::builder(traced, probe_layer(cfg)?)
+                .breaker(breaker_handle)
+                .health(handle.clone())
+                .spawn(),
+        ),
     };
     Ok((Arc::new(health), handle, prober))
+}
+
+/// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state
+/// is, else local to this process.
+fn rate_limited(
+    model: Arc<dyn ChatModel>,
+    rl: &crate::config::RateLimitConfig,
+    shared: Shared<'_>,
+) -> Result<Arc<dyn ChatModel>> {
+    #[cfg(feature = "redis")]
+    if let Some((state, replicas)) = shared {
+        let mut c = SharedRateLimitConfig::default().replicas(replicas);
+        if let Some(rpm) = rl.rpm {
+            c = c.rpm(rpm);
+        }
+        if let Some(tpm) = rl.tpm {
+            c = c.tpm(tpm);
+        }
+        return Ok(Arc::new(SharedRateLimit::new(model, state.clone(), c)?));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = shared;
+    let mut b = RateLimitLayer::builder();
+    if let Some(rpm) = rl.rpm {
+        b = b.rpm(rpm);
+    }
+    if let Some(tpm) = rl.tpm {
+        b = b.tpm(tpm);
+    }
+    Ok(Arc::new(
+        model.with_rate_limit(b.build().map_err(config_error)?),
+    ))
+}
+
+/// The chain inside `[budget]`: charged once per call whichever link serves it, shared
+/// through Redis (one account per tenant for every replica) when the state is.
+fn budgeted(chain: Chain, b: &TenantBudget, shared: Shared<'_>) -> Result<Arc<dyn ChatModel>> {
+    let window = Duration::from_secs(b.window_s);
+    #[cfg(feature = "redis")]
+    if let Some((state, replicas)) = shared {
+        let mut c = SharedBudgetConfig::default()
+            .tokens_per_window(b.tokens_per_window)
+            .window(window)
+            .budget_anonymous(b.anonymous)
+            .scope("chain")
+            .replicas(replicas);
+        for (t, n) in &b.tenants {
+            c = c.tenant(t.clone(), *n);
+        }
+        return Ok(Arc::new(SharedBudget::new(chain, state.clone(), c)?));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = shared;
+    let mut layer = BudgetLayer::builder()
+        .tokens_per_window(b.tokens_per_window)
+        .window(window)
+        .budget_anonymous(b.anonymous);
+    for (t, n) in &b.tenants {
+        layer = layer.tenant(t.clone(), *n);
+    }
+    Ok(Arc::new(
+        chain.with_budget(layer.build().map_err(config_error)?),
+    ))
+}
+
+fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbeLayer> {
+    ProbeLayer::builder()
+        .interval(Duration::from_millis(cfg.interval_ms))
+        .timeout(Duration::from_millis(cfg.timeout_ms))
+        .probe_healthy(cfg.probe_healthy)
+        .build()
+        .map_err(config_error)
 }
 
 /// Builds the chain. Links that cannot be built become [`Unavailable`] links with a note, so the
@@ -394,6 +543,24 @@ pub fn build(config: &Config) -> Result<Built> {
 /// As [`build`].
 pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let client = HttpClient::new(Duration::from_secs(10))?;
+    #[cfg(feature = "redis")]
+    let redis = open_state(config)?;
+    #[cfg(feature = "redis")]
+    let replicas = match &config.state {
+        StateBackend::Redis(r) => r.replicas,
+        StateBackend::Local => 1,
+    };
+    #[cfg(feature = "redis")]
+    let shared: Shared<'_> = redis.as_ref().map(|r| (r, replicas));
+    #[cfg(not(feature = "redis"))]
+    let shared: Shared<'_> = match &config.state {
+        StateBackend::Local => None,
+        StateBackend::Redis(_) => {
+            return Err(config_error(
+                "[state] backend = \"redis\" needs ripcord built with the `redis` feature",
+            ));
+        }
+    };
     let mut b = Chain::builder()
         .name("ripcord")
         .deadline(Duration::from_millis(config.deadline_ms));
@@ -427,7 +594,8 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
                 })
             }
         };
-        let (link, h, prober) = decorate(p, base, hooks, redact.as_ref())?;
+        let (link, h, prober) =
+            decorate(p, base, hooks, redact.as_ref(), shared, config.deadline_ms)?;
         health.push(h);
         probers.extend(prober);
         b = b.link_arc(link);
@@ -464,6 +632,10 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         })
         .prefer_independent_fallbacks(config.independent_fallbacks);
     let chain = b.build().map_err(Error::from)?;
+    let model = match &config.budget {
+        None => Arc::new(chain.clone()) as Arc<dyn ChatModel>,
+        Some(budget) => budgeted(chain.clone(), budget, shared)?,
+    };
     let embeddings = match &config.embeddings {
         None => None,
         Some((providers, model)) => Some(embedding_chain(
@@ -475,10 +647,13 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     };
     Ok(Built {
         chain,
+        model,
         embeddings,
         health,
         notes,
         probers: Arc::new(probers),
+        #[cfg(feature = "redis")]
+        redis,
     })
 }
 

@@ -18,6 +18,16 @@
 //! [providers.breaker]
 //! failure_threshold = 5
 //! open_ms = 60000
+//!
+//! [budget]                                  # optional: tokens per tenant (gateway: x-ripcord-tenant or `user`)
+//! tokens_per_window = 200000
+//! window_s = 3600
+//! tenants = { acme = 1000000 }
+//!
+//! [state]                                   # optional: share breakers and limits across replicas
+//! backend = "redis"                         # "local" (default) or "redis"
+//! url = "redis://:${REDIS_PASSWORD}@10.0.0.5:6379/0"
+//! replicas = 3                              # each enforces 1/3 of a limit while Redis is down
 //! ```
 
 use std::collections::BTreeMap;
@@ -370,6 +380,84 @@ pub struct EmbeddingsConfig {
     pub model: Spanned<String>,
 }
 
+/// `[budget]`: token budgets per tenant, around the whole chain.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Tokens each tenant may use per window.
+    pub tokens_per_window: Spanned<u64>,
+    /// The window in seconds (default 3600).
+    #[serde(default)]
+    pub window_s: Option<Spanned<u64>>,
+    /// Per-tenant overrides: tenant → tokens per window.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, u64>,
+    /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
+    #[serde(default)]
+    pub anonymous: bool,
+}
+
+/// `[state]`: where breaker and rate-limit state lives (one process, or Redis shared by all
+/// replicas).
+#[derive(Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// `"local"` (default) or `"redis"`.
+    #[serde(default)]
+    pub backend: Option<Spanned<String>>,
+    /// `redis://[user:password@]host:port[/db]` (required for `redis`; may hold a password, so
+    /// it is never printed).
+    #[serde(default)]
+    pub url: Option<Spanned<String>>,
+    /// The longest one Redis operation may hold a call before it falls back to local state.
+    #[serde(default)]
+    pub op_timeout_ms: Option<Spanned<u64>>,
+    /// The longest the connection to Redis may take.
+    #[serde(default)]
+    pub connect_timeout_ms: Option<Spanned<u64>>,
+    /// While Redis is unreachable, how often a call tries it again.
+    #[serde(default)]
+    pub retry_interval_ms: Option<Spanned<u64>>,
+    /// How many replicas share the limits: while Redis is unreachable each enforces its share.
+    #[serde(default)]
+    pub replicas: Option<Spanned<u32>>,
+}
+
+impl fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateConfig")
+            .field("backend", &self.backend.as_ref().map(Spanned::get_ref))
+            .field("url", &self.url.as_ref().map(|u| redact_url(u.get_ref())))
+            .field(
+                "op_timeout_ms",
+                &self.op_timeout_ms.as_ref().map(Spanned::get_ref),
+            )
+            .field(
+                "connect_timeout_ms",
+                &self.connect_timeout_ms.as_ref().map(Spanned::get_ref),
+            )
+            .field(
+                "retry_interval_ms",
+                &self.retry_interval_ms.as_ref().map(Spanned::get_ref),
+            )
+            .field("replicas", &self.replicas.as_ref().map(Spanned::get_ref))
+            .finish()
+    }
+}
+
+/// `scheme://user:password@host…` → `scheme://[redacted]@host…`; URLs without userinfo are
+/// unchanged.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://[redacted]{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
 /// The whole file, as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -388,6 +476,12 @@ pub struct RawConfig {
     /// Redaction before cloud calls.
     #[serde(default)]
     pub redaction: Option<RedactionConfig>,
+    /// Where resilience state lives.
+    #[serde(default)]
+    pub state: StateConfig,
+    /// Token budgets per tenant.
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
 }
 
 /// The link ordering strategy, resolved.
@@ -405,6 +499,59 @@ pub enum Strategy {
     LowestCost,
     /// First link by weighted random choice.
     Weighted(Vec<(String, u32)>),
+}
+
+/// `[budget]`, resolved: tokens per tenant per window, charged once per call of the chain
+/// (whichever link serves it) with the usage the vendor reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantBudget {
+    /// Tokens each tenant may use per window.
+    pub tokens_per_window: u64,
+    /// The window in seconds.
+    pub window_s: u64,
+    /// Per-tenant overrides.
+    pub tenants: Vec<(String, u64)>,
+    /// Budget calls without a tenant too.
+    pub anonymous: bool,
+}
+
+/// Where breaker and rate-limit state lives, resolved from `[state]`.
+#[derive(Debug, Clone, Default)]
+pub enum StateBackend {
+    /// In each process (the default).
+    #[default]
+    Local,
+    /// In one Redis shared by every replica.
+    Redis(RedisSettings),
+}
+
+/// `[state] backend = "redis"`, resolved.
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// The URL, which may hold a password (never printed: see [`RedisSettings::redacted_url`]).
+    pub url: secrecy::SecretString,
+    /// The URL with its userinfo replaced by `[redacted]`.
+    pub redacted_url: String,
+    /// The longest one Redis operation may take (default 50 ms).
+    pub op_timeout_ms: u64,
+    /// The longest the connection may take (default 2000 ms).
+    pub connect_timeout_ms: u64,
+    /// How often a degraded replica tries Redis again (default 1000 ms).
+    pub retry_interval_ms: u64,
+    /// How many replicas share the limits (default 1).
+    pub replicas: u32,
+}
+
+impl fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &self.redacted_url)
+            .field("op_timeout_ms", &self.op_timeout_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("retry_interval_ms", &self.retry_interval_ms)
+            .field("replicas", &self.replicas)
+            .finish()
+    }
 }
 
 /// A provider, validated and resolved.
@@ -503,6 +650,10 @@ pub struct Config {
     pub independent_fallbacks: bool,
     /// Embedding providers (resolved) and their model, when configured.
     pub embeddings: Option<(Vec<Provider>, String)>,
+    /// Where breaker, rate-limit and budget state lives.
+    pub state: StateBackend,
+    /// Token budgets per tenant, when configured.
+    pub budget: Option<TenantBudget>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
     pub notes: Vec<String>,
 }
@@ -840,7 +991,15 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
             ));
         }
     };
+    let state = resolve_state(cx, &raw.state)?;
+    let budget = raw
+        .budget
+        .as_ref()
+        .map(|b| resolve_budget(cx, b))
+        .transpose()?;
     Ok(Config {
+        state,
+        budget,
         strategy,
         independent_fallbacks: raw.chain.independent_fallbacks,
         redaction: raw.redaction,
@@ -858,6 +1017,118 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
         max_body_bytes: raw.server.max_body_bytes.unwrap_or(1 << 20),
         notes,
     })
+}
+
+fn resolve_budget(cx: &Ctx<'_>, raw: &BudgetConfig) -> Result<TenantBudget, ConfigError> {
+    let tokens = &raw.tokens_per_window;
+    if *tokens.get_ref() == 0 {
+        return Err(cx.err(
+            Some(&tokens.span()),
+            "budget.tokens_per_window",
+            "must be at least 1",
+        ));
+    }
+    let window_s = match &raw.window_s {
+        Some(w) if *w.get_ref() == 0 => {
+            return Err(cx.err(Some(&w.span()), "budget.window_s", "must be at least 1"));
+        }
+        Some(w) => *w.get_ref(),
+        None => 3600,
+    };
+    Ok(TenantBudget {
+        tokens_per_window: *tokens.get_ref(),
+        window_s,
+        tenants: raw.tenants.iter().map(|(t, n)| (t.clone(), *n)).collect(),
+        anonymous: raw.anonymous,
+    })
+}
+
+fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBackend, ConfigError> {
+    let backend = raw.backend.as_ref();
+    let is_redis = match backend.map(|b| (b.get_ref().as_str(), b.span())) {
+        None | Some(("local", _)) => false,
+        Some(("redis", span)) => {
+            if !cfg!(feature = "redis") {
+                return Err(cx.err(
+                    Some(&span),
+                    "state.backend",
+                    "this ripcord was built without the `redis` feature; rebuild with \
+                     `--features redis` (it is on by default) or use backend = \"local\"",
+                ));
+            }
+            true
+        }
+        Some((other, span)) => {
+            return Err(cx.err(
+                Some(&span),
+                "state.backend",
+                format!("expected \"local\" or \"redis\", got {other:?}"),
+            ));
+        }
+    };
+    let positive = |v: &Option<Spanned<u64>>, key: &str, default: u64| match v {
+        Some(n) if *n.get_ref() == 0 => {
+            Err(cx.err(Some(&n.span()), key, "must be greater than zero"))
+        }
+        Some(n) => Ok(*n.get_ref()),
+        None => Ok(default),
+    };
+    let op_timeout_ms = positive(&raw.op_timeout_ms, "state.op_timeout_ms", 50)?;
+    let connect_timeout_ms = positive(&raw.connect_timeout_ms, "state.connect_timeout_ms", 2000)?;
+    let retry_interval_ms = positive(&raw.retry_interval_ms, "state.retry_interval_ms", 1000)?;
+    let replicas = match &raw.replicas {
+        Some(n) if *n.get_ref() == 0 => {
+            return Err(cx.err(Some(&n.span()), "state.replicas", "must be at least 1"));
+        }
+        Some(n) => *n.get_ref(),
+        None => 1,
+    };
+    if !is_redis {
+        if let Some(url) = &raw.url {
+            return Err(cx.err(
+                Some(&url.span()),
+                "state.url",
+                "a Redis URL needs backend = \"redis\" (the backend is \"local\")",
+            ));
+        }
+        return Ok(StateBackend::Local);
+    }
+    let Some(url_raw) = &raw.url else {
+        return Err(cx.err(
+            backend.map(Spanned::span).as_ref(),
+            "state.url",
+            "backend \"redis\" needs `url = \"redis://host:port\"`",
+        ));
+    };
+    let url = cx.interpolate(url_raw, "state.url")?;
+    let redacted_url = redact_url(&url);
+    let scheme = url.split_once("://").map(|(s, _)| s);
+    match scheme {
+        Some("redis" | "redis+unix" | "unix") => {}
+        Some("rediss") => {
+            return Err(cx.err(
+                Some(&url_raw.span()),
+                "state.url",
+                "TLS (rediss://) is not supported by this build; use redis:// on a private \
+                 network or a TLS-terminating proxy",
+            ));
+        }
+        _ => {
+            return Err(cx.err(
+                Some(&url_raw.span()),
+                "state.url",
+                format!("expected a redis://host:port URL, got {redacted_url:?}"),
+            ));
+        }
+    }
+    Ok(StateBackend::Redis(RedisSettings {
+        url: secrecy::SecretString::from(url),
+        redacted_url,
+        op_timeout_ms,
+        connect_timeout_ms,
+        retry_interval_ms,
+        replicas,
+    }))
 }
 
 fn resolve_provider(
@@ -1069,6 +1340,26 @@ impl Config {
                 "gateway keys: {} [redacted]\n",
                 self.gateway_keys.len()
             ));
+        }
+        if let Some(b) = &self.budget {
+            s.push_str(&format!(
+                "budget: {} tokens per tenant per {} s ({} override(s){})\n",
+                b.tokens_per_window,
+                b.window_s,
+                b.tenants.len(),
+                if b.anonymous {
+                    ", anonymous calls too"
+                } else {
+                    ""
+                }
+            ));
+        }
+        match &self.state {
+            StateBackend::Local => s.push_str("state: local (per process)\n"),
+            StateBackend::Redis(r) => s.push_str(&format!(
+                "state: redis {} (op timeout {} ms, {} replica(s))\n",
+                r.redacted_url, r.op_timeout_ms, r.replicas
+            )),
         }
         s
     }

@@ -184,7 +184,7 @@ async fn run(cli: Cli) -> ExitCode {
                 temperature,
             };
             let mut stdout = std::io::stdout();
-            let result = match chat::run(&built.chain, &args, &mut stdout).await {
+            let result = match chat::run(built.model.as_ref(), &args, &mut stdout).await {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("ripcord: cannot write the answer: {e}");
@@ -236,9 +236,9 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             };
             let local = listener.local_addr().map_or(addr, |a| a);
+            announce_state(&cfg, &built).await;
             let readiness_view = built.clone();
-            let mut state =
-                gateway::GatewayState::new(Arc::new(built.chain.clone()) as Arc<dyn ChatModel>);
+            let mut state = gateway::GatewayState::new(Arc::clone(&built.model));
             state.keys = cfg.gateway_keys.clone();
             state.embeddings = built.embeddings.clone();
             state.deadline = Duration::from_millis(cfg.deadline_ms);
@@ -300,6 +300,30 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Connects the shared state before the first request, and says once where state lives: a
+/// replica starts even while Redis is down (on local state until it is back).
+async fn announce_state(cfg: &config::Config, built: &build::Built) {
+    let config::StateBackend::Redis(settings) = &cfg.state else {
+        return;
+    };
+    #[cfg(feature = "redis")]
+    if let Some(state) = &built.redis {
+        if state.ready().await {
+            eprintln!(
+                "ripcord: shared state on Redis at {} ({} replica(s))",
+                settings.redacted_url, settings.replicas
+            );
+        } else {
+            eprintln!(
+                "ripcord: warning: Redis at {} is unreachable; serving on local state until it is back",
+                settings.redacted_url
+            );
+        }
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = (settings, built);
 }
 
 async fn shutdown_signal() {

@@ -126,3 +126,35 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     }
     d
 }
+
+#[cfg(feature = "redis")]
+#[test]
+fn check_config_shows_the_redis_state_without_its_password() {
+    let dir = tempdir("state");
+    let path = dir.join("state.toml");
+    std::fs::write(
+        &path,
+        "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key = \"sk-x\"\n\
+         [state]\nbackend = \"redis\"\nurl = \"redis://:${RIPCORD_TEST_REDIS_PW}@127.0.0.1:6379\"\nreplicas = 2\n",
+    )
+    .unwrap();
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&path)
+        .env("RIPCORD_TEST_REDIS_PW", "pw-very-secret")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "state: redis redis://[redacted]@127.0.0.1:6379 (op timeout 50 ms, 2 replica(s))"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("pw-very-secret"), "{stdout}");
+}

@@ -157,3 +157,68 @@ fn strategy_mistakes_name_the_line_and_key() {
     );
     assert!(ok.independent_fallbacks);
 }
+
+/// A replica builds (and answers) with `[state] backend = "redis"` while nothing listens at
+/// the URL: building does no I/O, and calls run on local state.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redis_backed_chain_builds_and_answers_while_redis_is_down() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let text = format!(
+        "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
+         [providers.rate_limit]\nrpm = 600\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n",
+        vendor.base_url()
+    );
+    let cfg = config::parse("shared.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    assert_eq!(built.readiness()["state"]["backend"], "redis");
+    let answer = built
+        .chain
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    assert_eq!(answer.served_by(), "cloud");
+    let state = built.readiness()["state"].clone();
+    assert_eq!(state["degraded"], true, "{state}");
+    assert_eq!(state["degradations"], 1, "{state}");
+    assert!(state["local_calls"].as_u64().unwrap() >= 1, "{state}");
+    // The link's health carries no breaker: the breaker's state is in Redis.
+    assert!(built.readiness()["links"][0].get("breaker").is_none());
+}
+
+/// `[budget]` on local state: a tenant's tokens are charged around the whole chain, per tenant.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_tenant_budget_refuses_a_spent_tenant_and_serves_another() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let text = format!(
+        "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
+         [budget]\ntokens_per_window = 60\n",
+        vendor.base_url()
+    );
+    let cfg = config::parse("budget.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    let req = ChatRequest::user("hi").with_max_tokens(10);
+    let acme = || Context::new().with_tenant("acme");
+    let mut served = 0;
+    let refusal = loop {
+        match built.model.chat(&req, &acme()).await {
+            Ok(_) => served += 1,
+            Err(e) => break e,
+        }
+        assert!(served < 10, "the budget never ran out");
+    };
+    assert_eq!(refusal.kind(), ripcord_core::ErrorKind::BudgetExhausted);
+    assert!((2..=3).contains(&served), "{served}");
+    assert_eq!(vendor.hits(), served);
+    let other = Context::new().with_tenant("globex");
+    assert!(built.model.chat(&req, &other).await.is_ok());
+    // Calls without a tenant are not budgeted unless `anonymous = true`.
+    for _ in 0..5 {
+        assert!(built.model.chat(&req, &Context::new()).await.is_ok());
+    }
+}

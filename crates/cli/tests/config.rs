@@ -156,3 +156,221 @@ fn builtin_default_skips_providers_without_keys() {
     assert_eq!(names, ["anthropic", "local"]);
     assert!(c.static_reply.is_some());
 }
+
+const SHARED: &str = r#"
+[chain]
+order = ["primary"]
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+api_key = "sk-x"
+
+[state]
+backend = "redis"
+url = "redis://ripcord:${REDIS_PASSWORD}@10.0.0.5:6379/2"
+op_timeout_ms = 80
+replicas = 3
+"#;
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_redis_state_section_resolves_and_never_shows_its_password() {
+    let c = config::parse(
+        "ripcord.toml",
+        SHARED,
+        &env(&[("REDIS_PASSWORD", "hunter2-pw")]),
+    )
+    .unwrap();
+    let config::StateBackend::Redis(r) = &c.state else {
+        panic!("expected the redis backend, got {:?}", c.state);
+    };
+    assert_eq!(r.redacted_url, "redis://[redacted]@10.0.0.5:6379/2");
+    assert_eq!(
+        secrecy::ExposeSecret::expose_secret(&r.url),
+        "redis://ripcord:hunter2-pw@10.0.0.5:6379/2"
+    );
+    assert_eq!(
+        (r.op_timeout_ms, r.connect_timeout_ms, r.retry_interval_ms),
+        (80, 2000, 1000)
+    );
+    assert_eq!(r.replicas, 3);
+    let shown = format!("{}\n{:?}", c.describe(), c);
+    assert!(!shown.contains("hunter2-pw"), "{shown}");
+    assert!(
+        shown.contains("state: redis redis://[redacted]@10.0.0.5:6379/2"),
+        "{shown}"
+    );
+    // The raw section's Debug redacts too.
+    let raw = format!(
+        "{:?}",
+        config::StateConfig {
+            url: Some(toml::Spanned::new(0..0, "redis://:pw-raw@h:1".to_owned())),
+            ..Default::default()
+        }
+    );
+    assert!(!raw.contains("pw-raw"), "{raw}");
+}
+
+#[test]
+fn the_state_defaults_to_local() {
+    let c = config::parse(
+        "ripcord.toml",
+        GOOD,
+        &env(&[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]),
+    )
+    .unwrap();
+    assert!(matches!(c.state, config::StateBackend::Local));
+    assert!(c.describe().contains("state: local"));
+    let text = SHARED.replace(
+        "backend = \"redis\"\nurl = \"redis://ripcord:${REDIS_PASSWORD}@10.0.0.5:6379/2\"\n",
+        "backend = \"local\"\n",
+    );
+    let c = config::parse("ripcord.toml", &text, &env(&[])).unwrap();
+    assert!(matches!(c.state, config::StateBackend::Local));
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn bad_state_settings_name_the_key() {
+    let vars: &[(&str, &str)] = &[("REDIS_PASSWORD", "hunter2-pw")];
+    let cases = [
+        (
+            "backend = \"redis\"",
+            "backend = \"memcached\"",
+            "state.backend",
+            "expected \"local\" or \"redis\"",
+        ),
+        (
+            "op_timeout_ms = 80",
+            "op_timeout_ms = 0",
+            "state.op_timeout_ms",
+            "greater than zero",
+        ),
+        (
+            "replicas = 3",
+            "replicas = 0",
+            "state.replicas",
+            "at least 1",
+        ),
+        (
+            "url = \"redis://ripcord:${REDIS_PASSWORD}@10.0.0.5:6379/2\"",
+            "",
+            "state.url",
+            "needs `url",
+        ),
+        (
+            "redis://ripcord",
+            "https://ripcord",
+            "state.url",
+            "expected a redis://host:port URL",
+        ),
+        (
+            "redis://ripcord",
+            "rediss://ripcord",
+            "state.url",
+            "TLS (rediss://) is not supported",
+        ),
+        (
+            "backend = \"redis\"",
+            "backend = \"local\"",
+            "state.url",
+            "needs backend = \"redis\"",
+        ),
+    ];
+    for (from, to, key, message) in cases {
+        let text = SHARED.replace(from, to);
+        let e = config::parse("ripcord.toml", &text, &env(vars)).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.message.contains(message), "{e}");
+        assert!(e.line.is_some(), "{e}");
+        assert!(!e.to_string().contains("hunter2-pw"), "{e}");
+    }
+    let text = SHARED.replace("replicas = 3", "replicas = 3\nreplica = 2");
+    let e = config::parse("ripcord.toml", &text, &env(vars)).unwrap_err();
+    assert!(e.message.contains("unknown field `replica`"), "{e}");
+    assert_eq!(e.line, Some(16));
+    let e = config::parse("ripcord.toml", SHARED, &env(&[])).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("state.url"));
+    assert!(e.message.contains("REDIS_PASSWORD is not set"), "{e}");
+}
+
+#[test]
+fn redact_url_hides_userinfo_only() {
+    assert_eq!(
+        config::redact_url("redis://:pw@127.0.0.1:6379"),
+        "redis://[redacted]@127.0.0.1:6379"
+    );
+    assert_eq!(
+        config::redact_url("redis://127.0.0.1:6379/0"),
+        "redis://127.0.0.1:6379/0"
+    );
+    assert_eq!(
+        config::redact_url("redis://u:p@ss@h:1/0?x=@"),
+        "redis://[redacted]@h:1/0?x=@"
+    );
+}
+
+#[cfg(not(feature = "redis"))]
+#[test]
+fn without_the_redis_feature_the_redis_backend_is_a_clear_error() {
+    let e = config::parse(
+        "ripcord.toml",
+        SHARED,
+        &env(&[("REDIS_PASSWORD", "hunter2-pw")]),
+    )
+    .unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("state.backend"));
+    assert!(
+        e.message.contains("built without the `redis` feature"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_budget_section_resolves_and_bad_values_name_the_key() {
+    let text = format!(
+        "{GOOD}\n[budget]\ntokens_per_window = 5000\ntenants = {{ acme = 90000 }}\nanonymous = true\n"
+    );
+    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
+    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+    assert_eq!(
+        c.budget,
+        Some(config::TenantBudget {
+            tokens_per_window: 5000,
+            window_s: 3600,
+            tenants: vec![("acme".to_owned(), 90000)],
+            anonymous: true,
+        })
+    );
+    assert!(
+        c.describe().contains(
+            "budget: 5000 tokens per tenant per 3600 s (1 override(s), anonymous calls too)"
+        ),
+        "{}",
+        c.describe()
+    );
+    let e = config::parse(
+        "ripcord.toml",
+        &text.replace("tokens_per_window = 5000", "tokens_per_window = 0"),
+        &env(vars),
+    )
+    .unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("budget.tokens_per_window"), "{e}");
+    assert!(e.line.is_some(), "{e}");
+    let e = config::parse(
+        "ripcord.toml",
+        &text.replace("anonymous = true", "window_s = 0"),
+        &env(vars),
+    )
+    .unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("budget.window_s"), "{e}");
+    let e = config::parse(
+        "ripcord.toml",
+        &text.replace("anonymous = true", "anonymus = true"),
+        &env(vars),
+    )
+    .unwrap_err();
+    assert!(e.message.contains("unknown field `anonymus`"), "{e}");
+}

@@ -5,6 +5,9 @@
 //! `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-link health as JSON). Every chat answer
 //! carries `x-ripcord-served-by` and `x-ripcord-degraded` headers.
 //!
+//! The tenant of a chat completion (for `[budget]`) is the `x-ripcord-tenant` header, else the
+//! body's OpenAI `user` field; none means an anonymous call.
+//!
 //! Why it looks the way it does:
 //! - Accepted sockets get `TCP_NODELAY` (PITFALLS 17: with Nagle on, keep-alive clients wait
 //!   ~40 ms per response for a delayed ACK).
@@ -246,7 +249,10 @@ async fn chat_completions(
         Ok(r) => r,
         Err(e) => return error_response(WireError::from_error(&e), None),
     };
-    let ctx = Context::new().with_timeout(state.deadline);
+    let mut ctx = Context::new().with_timeout(state.deadline);
+    if let Some(tenant) = tenant_of(&headers, req.user.as_deref()) {
+        ctx = ctx.with_tenant(tenant);
+    }
     let id = state.next_id();
     let created = unix_now();
     if !stream {
@@ -275,6 +281,18 @@ async fn chat_completions(
         }
         Err(e) => error_response(WireError::from_error(&e), None),
     }
+}
+
+/// The caller's tenant: the `x-ripcord-tenant` header, else the request's `user`; blank or
+/// over 256 bytes counts as none.
+fn tenant_of(headers: &HeaderMap, user: Option<&str>) -> Option<String> {
+    headers
+        .get("x-ripcord-tenant")
+        .and_then(|v| v.to_str().ok())
+        .or(user)
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .map(str::to_owned)
 }
 
 fn sse_data(v: &Value) -> Bytes {

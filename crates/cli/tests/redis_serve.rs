@@ -1,0 +1,498 @@
+//! Three `ripcord serve` processes with one config share their resilience state through one
+//! REAL `redis-server`, in front of one fake vendor; driven over real HTTP on loopback.
+//!
+//! Each test starts its own `redis-server` child on a free loopback port. Without the binary
+//! the tests skip loudly, unless `CI` is set, where they fail.
+#![cfg(feature = "redis")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use serde_json::{Value, json};
+
+/// A `redis-server` child process on 127.0.0.1, killed on drop.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Redis {
+    /// Starts one, or `None` (after a loud message) when the binary is missing outside CI.
+    async fn start() -> Option<Redis> {
+        let port = free_port();
+        let spawned = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::env::var_os("CI").is_some() {
+                    panic!("redis-server is not installed, and CI requires these tests");
+                }
+                // Written to the real stderr, past libtest's capture, so the skip is seen.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: redis-server not found on PATH (apt-get install redis-server); \
+                     the three-replica gateway tests did not run"
+                );
+                return None;
+            }
+            Err(e) => panic!("cannot start redis-server: {e}"),
+        };
+        let redis = Redis {
+            child: Some(child),
+            port,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while redis.command("PING").as_deref() != Some("+PONG") {
+            assert!(Instant::now() < until, "redis-server did not answer PING");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Some(redis)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Sends one inline command; the first line of the reply.
+    fn command(&self, cmd: &str) -> Option<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("{cmd}\r\n").as_bytes()).ok()?;
+        let mut out = Vec::new();
+        let mut byte = [0u8; 1];
+        while !out.ends_with(b"\r\n") {
+            s.read_exact(&mut byte).ok()?;
+            out.push(byte[0]);
+        }
+        Some(String::from_utf8_lossy(&out[..out.len() - 2]).into_owned())
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// The one config all three replicas run, as a file in a fresh temp folder.
+fn config_file(
+    test: &str,
+    vendor: &FakeVendor,
+    redis_url: &str,
+    deadline_ms: u64,
+    extra: &str,
+) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("ripcord-redis-serve-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ripcord.toml");
+    let text = format!(
+        r#"
+[chain]
+order = ["vendor"]
+deadline_ms = {deadline_ms}
+static_reply = "busy"
+
+[[providers]]
+name = "vendor"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{base}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 1
+{extra}
+
+[state]
+backend = "redis"
+url = "{redis_url}"
+op_timeout_ms = 1000
+retry_interval_ms = 200
+replicas = 3
+"#,
+        base = vendor.base_url(),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Three `ripcord serve` processes with the same config, killed on drop.
+fn three_replicas(config: &std::path::Path) -> Vec<support::Served> {
+    (0..3).map(|_| support::serve(config)).collect()
+}
+
+/// One chat completion; `(status, x-ripcord-served-by)`.
+async fn ask(client: &reqwest::Client, replica: &support::Served) -> (u16, String) {
+    ask_as(client, replica, None, None).await
+}
+
+/// [`ask`] for a tenant named by the `x-ripcord-tenant` header and/or the body's `user`.
+async fn ask_as(
+    client: &reqwest::Client,
+    replica: &support::Served,
+    tenant: Option<&str>,
+    user: Option<&str>,
+) -> (u16, String) {
+    let mut body = json!({
+        "model": "ripcord",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+    });
+    if let Some(u) = user {
+        body["user"] = json!(u);
+    }
+    let mut req = client
+        .post(format!("{}/v1/chat/completions", replica.url))
+        .json(&body);
+    if let Some(t) = tenant {
+        req = req.header("x-ripcord-tenant", t);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let served = resp
+        .headers()
+        .get("x-ripcord-served-by")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    (status, served)
+}
+
+/// Sends `per_replica` requests to every replica at once; every answer's `served-by`.
+async fn burst(
+    client: &reqwest::Client,
+    replicas: &[support::Served],
+    per_replica: usize,
+) -> Vec<String> {
+    let calls = replicas
+        .iter()
+        .flat_map(|r| (0..per_replica).map(move |_| ask(client, r)));
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|(status, served)| {
+            assert_eq!(status, 200, "served by {served:?}");
+            served
+        })
+        .collect()
+}
+
+async fn readyz(client: &reqwest::Client, replica: &support::Served) -> Value {
+    client
+        .get(format!("{}/readyz", replica.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_crosses() {
+    let Some(redis) = Redis::start().await else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let config = config_file(
+        "breaker",
+        &vendor,
+        &redis.url(),
+        // Refusals say when the link re-admits calls; the chain waits for that only when it
+        // falls within the deadline, which these never do: open_ms and the half-open probe's
+        // permit (one deadline) both outlast a call's deadline.
+        4000,
+        "[providers.breaker]\nfailure_threshold = 3\nopen_ms = 5000",
+    );
+    let replicas = three_replicas(&config);
+    let client = reqwest::Client::new();
+
+    // Replica 0 alone sees the outage: three failures trip the shared breaker.
+    vendor.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let mut tripped = Instant::now();
+    for _ in 0..3 {
+        tripped = Instant::now();
+        assert_eq!(ask(&client, &replicas[0]).await, (200, "static".to_owned()));
+    }
+    assert_eq!(vendor.hits(), 3);
+    assert_eq!(
+        redis
+            .command("EXISTS ripcord:v1:{vendor}:breaker:open")
+            .as_deref(),
+        Some(":1"),
+        "the breaker's keys are named after the provider's configured name"
+    );
+
+    // The other two never saw a failure, yet fall back at once without calling the vendor.
+    for served in burst(&client, &replicas[1..], 2).await {
+        assert_eq!(served, "static");
+    }
+    assert_eq!(
+        vendor.hits(),
+        3,
+        "an open shared breaker let a call through"
+    );
+
+    // The vendor is back; it holds the first request (the probe) for 3 s. Once open_ms has
+    // passed, four requests to each replica at once: while the probe is out, no other call
+    // crosses the wire (the others fall back, or wait for the link within their deadline).
+    let hold = Duration::from_secs(3);
+    vendor.set_script(Script::Sequence(vec![
+        Behavior::SlowFirstToken(hold),
+        Behavior::Ok,
+    ]));
+    let reopen = tripped + Duration::from_millis(5000 + 300);
+    tokio::time::sleep(reopen.saturating_duration_since(Instant::now())).await;
+    let served = burst(&client, &replicas, 4).await;
+    let arrivals: Vec<Instant> = vendor.requests()[3..].iter().map(|r| r.at).collect();
+    let probe = arrivals[0];
+    let while_probing = arrivals.iter().filter(|&&at| at < probe + hold).count();
+    assert_eq!(
+        while_probing, 1,
+        "more than one half-open probe crossed the wire: {arrivals:?}"
+    );
+    assert!(served.iter().any(|s| s == "vendor"), "{served:?}");
+    assert!(served.iter().any(|s| s == "static"), "{served:?}");
+
+    // The probe answered, so the shared breaker closed and every replica serves from the
+    // vendor again. (Callers that waited for the permit and then ran out of deadline on the
+    // link count as timeouts and may trip it once more; another probe cycle closes it.)
+    let until = Instant::now() + Duration::from_secs(30);
+    for r in &replicas {
+        while ask(&client, r).await != (200, "vendor".to_owned()) {
+            assert!(
+                Instant::now() < until,
+                "a replica never saw the breaker close"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_rpm_limit_holds_across_three_gateways() {
+    let Some(redis) = Redis::start().await else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    // 6 requests a minute in total: a token every 10 s, a burst of 6. A refused request
+    // cannot wait 10 s within its 5 s deadline, so it falls back to the static reply.
+    let config = config_file(
+        "rpm",
+        &vendor,
+        &redis.url(),
+        5000,
+        "[providers.rate_limit]\nrpm = 6",
+    );
+    let replicas = three_replicas(&config);
+    let client = reqwest::Client::new();
+
+    let started = Instant::now();
+    let served = burst(&client, &replicas, 4).await;
+    let took = started.elapsed();
+    let by_vendor = served.iter().filter(|s| *s == "vendor").count();
+    // Each replica alone would let 6 through (18 with three); shared, 6 in all. A slow run
+    // earns one more token per 10 s it takes.
+    let earned = usize::try_from(took.as_secs() / 10).unwrap();
+    assert!(
+        (6..=6 + earned).contains(&by_vendor),
+        "{by_vendor} reached the vendor in {took:?}: {served:?}"
+    );
+    assert_eq!(vendor.hits(), by_vendor);
+    assert_eq!(
+        served.iter().filter(|s| *s == "static").count(),
+        12 - by_vendor
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
+    let Some(redis) = Redis::start().await else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    // 100 tokens per tenant; every answer reports 12 + 9 = 21 tokens of usage.
+    let config = config_file(
+        "budget",
+        &vendor,
+        &redis.url(),
+        10_000,
+        "[budget]\ntokens_per_window = 100\nwindow_s = 3600",
+    );
+    let replicas = three_replicas(&config);
+    let client = reqwest::Client::new();
+
+    // Twelve calls for tenant acme, round robin over the replicas, one at a time.
+    let mut outcomes = Vec::new();
+    for i in 0..12 {
+        outcomes.push(ask_as(&client, &replicas[i % 3], Some("acme"), None).await);
+    }
+    let served = outcomes.iter().filter(|(s, _)| *s == 200).count();
+    // One account: 100 tokens pay for at most five 21-token answers (the last one admitted
+    // on its estimate), whichever replica serves them. Three accounts would serve all twelve.
+    assert!((4..=5).contains(&served), "{outcomes:?}");
+    assert!(
+        outcomes[..served]
+            .iter()
+            .all(|o| o == &(200, "vendor".to_owned())),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes[served..].iter().all(|(s, _)| *s == 429),
+        "every replica refuses once the shared budget is spent: {outcomes:?}"
+    );
+    assert_eq!(vendor.hits(), served);
+    assert_eq!(
+        redis
+            .command("EXISTS ripcord:v1:{chain}:budget:acme")
+            .as_deref(),
+        Some(":1")
+    );
+
+    // Another tenant (named by the OpenAI `user` field) has its own account.
+    for r in &replicas {
+        assert_eq!(
+            ask_as(&client, r, None, Some("globex")).await,
+            (200, "vendor".to_owned())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_test_all_three_gateways_keep_answering_on_local_state() {
+    let Some(mut redis) = Redis::start().await else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let config = config_file(
+        "killed",
+        &vendor,
+        &redis.url(),
+        10_000,
+        "[providers.breaker]\nfailure_threshold = 3\nopen_ms = 2000\n[providers.rate_limit]\nrpm = 6000",
+    );
+    let replicas = three_replicas(&config);
+    let client = reqwest::Client::new();
+
+    for served in burst(&client, &replicas, 2).await {
+        assert_eq!(served, "vendor");
+    }
+    for r in &replicas {
+        let v = readyz(&client, r).await;
+        assert_eq!(v["state"]["backend"], "redis", "{v}");
+        assert_eq!(v["state"]["degraded"], false, "{v}");
+    }
+
+    redis.kill();
+    let started = Instant::now();
+    for served in burst(&client, &replicas, 3).await {
+        assert_eq!(
+            served, "vendor",
+            "a replica stopped answering from the vendor"
+        );
+    }
+    // Redis refusing connections costs a failed round trip, never a hang.
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(vendor.hits(), 6 + 9);
+    for r in &replicas {
+        let v = readyz(&client, r).await;
+        assert_eq!(v["state"]["degraded"], true, "{v}");
+        assert_eq!(
+            v["state"]["degradations"], 1,
+            "the outage is reported once, not per request: {v}"
+        );
+        assert!(v["state"]["local_calls"].as_u64().unwrap() >= 3, "{v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_starts_while_redis_is_down_and_answers_on_local_state() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    // Nothing listens on this port.
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{}", free_port());
+    let config = config_file("down", &vendor, &url, 10_000, "");
+    let mut child = support::ripcord()
+        .args(["serve", "--config"])
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Killed on drop from here on.
+    let mut replica = support::Served {
+        child,
+        url: String::new(),
+    };
+    let mut lines = Vec::new();
+    let url = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("ripcord serve did not start ({e}): {lines:?}"));
+        if let Some(rest) = line.strip_prefix("ripcord: serving on ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+        lines.push(line);
+    };
+    let warning = lines.join("\n");
+    assert!(
+        warning.contains("is unreachable; serving on local state"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("redis://[redacted]@127.0.0.1:"),
+        "{warning}"
+    );
+    assert!(!warning.contains("s3cret-pw"), "{warning}");
+    replica.url = url;
+    let client = reqwest::Client::new();
+    for _ in 0..3 {
+        assert_eq!(ask(&client, &replica).await, (200, "vendor".to_owned()));
+    }
+    let v = readyz(&client, &replica).await;
+    assert_eq!(v["state"]["degraded"], true, "{v}");
+    assert_eq!(v["state"]["degradations"], 1, "{v}");
+}

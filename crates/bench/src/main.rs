@@ -332,6 +332,7 @@ fn bench(args: &Args) -> Result<(), String> {
             ));
         }
     }
+    notes.extend(rows::redis_skipped());
     notes.push(format!(
         "the upstream child used {:.2} s of CPU in total",
         upstream_cpu_total.as_secs_f64()

@@ -4,8 +4,16 @@
 //! first): breaker → bulkhead → retry → rate limit → the OpenAI adapter. Limits are generous
 //! so that nothing refuses during the run — the point is what the policies cost when nothing
 //! fails: RPM 10⁹, TPM 4·10⁹, 256 calls in flight, 3 attempts.
+//!
+//! The `chain_redis` row is the `chain` row with link 1's breaker and rate limit shared through
+//! a `redis-server` child on loopback (`ripcord-redis`, default options: 50 ms per Redis
+//! operation): what the Redis backend adds on the success path (one breaker admission and one
+//! GCRA script per call). Without `redis-server` on PATH the row is skipped and the report
+//! says why ([`redis_skipped`]).
 
-use std::sync::Arc;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,6 +21,10 @@ use ripcord_chaos::{FakeOptions, FakeVendor, Wire};
 use ripcord_core::chain::Strategy;
 use ripcord_core::{Chain, ChatModel, ChatRequest, ChatResponse, Context, StreamEvent};
 use ripcord_providers::{HttpClient, OpenAi, OpenAiConfig};
+use ripcord_redis::{
+    RedisState, SharedBreaker, SharedBreakerConfig, SharedRateLimit, SharedRateLimitConfig,
+    StateOptions,
+};
 use ripcord_resilience::{
     BreakerHandle, BreakerLayer, BreakerState, BulkheadLayer, ChatModelExt, ProbeLayer, Prober,
     RateLimitLayer, RedactLayer, RetryLayer,
@@ -266,6 +278,117 @@ fn chain_with(
     Ok((chain, handle, prober))
 }
 
+/// A `redis-server` child on a free loopback port, killed on drop.
+#[derive(Debug)]
+pub(crate) struct RedisChild {
+    child: Child,
+    port: u16,
+}
+
+impl RedisChild {
+    /// Starts one and waits (up to 10 s) until it answers `PING`.
+    pub(crate) async fn start() -> Result<RedisChild, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|e| format!("no free port for redis-server: {e}"))?;
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    "redis-server not found on PATH (apt-get install redis-server)".to_owned()
+                }
+                _ => format!("cannot start redis-server: {e}"),
+            })?;
+        let redis = RedisChild { child, port };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !redis.pings() {
+            if Instant::now() > until {
+                return Err("redis-server did not answer PING within 10 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(redis)
+    }
+
+    fn pings(&self) -> bool {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for RedisChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Why the `chain_redis` row was skipped, once [`build`] has tried to start Redis.
+static REDIS_SKIPPED: OnceLock<String> = OnceLock::new();
+
+/// The report's note when the `chain_redis` row was skipped (empty otherwise).
+pub(crate) fn redis_skipped() -> Vec<String> {
+    REDIS_SKIPPED
+        .get()
+        .map(|why| vec![format!("row chain_redis skipped: {why}")])
+        .unwrap_or_default()
+}
+
+/// The [`chain`] row's chain with link 1's breaker and rate limit shared through Redis (same
+/// limits, same retry and bulkhead in between); links 2 and 3 as in [`chain`].
+async fn redis_chain(ok_url: &str, redis: &RedisChild) -> Result<(Chain, RedisState), String> {
+    let state = RedisState::connect_with(&redis.url(), StateOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let client = http_client()?;
+    // GCRA intervals are whole microseconds: 60 M per minute is the largest limit that still
+    // runs both cells (a larger one reads as "no limit" and skips the script's writes).
+    let limits = SharedRateLimitConfig::default()
+        .rpm(60_000_000)
+        .tpm(60_000_000);
+    let limited = SharedRateLimit::new(
+        openai(ok_url, "primary", Some(&client))?,
+        state.clone(),
+        limits,
+    )
+    .map_err(|e| e.to_string())?;
+    let inner = limited
+        .with_retry(RetryLayer::default())
+        .with_bulkhead(bulkhead()?);
+    let primary = SharedBreaker::new(inner, state.clone(), SharedBreakerConfig::default())
+        .map_err(|e| e.to_string())?;
+    let (secondary, _) = decorate(
+        openai(ok_url, "secondary", Some(&client))?,
+        BreakerLayer::default(),
+    )?;
+    let (tertiary, _) = decorate(
+        openai(ok_url, "tertiary", Some(&client))?,
+        BreakerLayer::default(),
+    )?;
+    let chain = Chain::builder()
+        .link(primary)
+        .link_arc(secondary)
+        .link_arc(tertiary)
+        .deadline(Duration::from_secs(30))
+        .build()
+        .map_err(|e| format!("chain: {e}"))?;
+    Ok((chain, state))
+}
+
 fn check(r: &ChatResponse, served_by: &str) -> Result<(), String> {
     if r.served_by() != served_by {
         return Err(format!(
@@ -429,6 +552,41 @@ pub(crate) async fn build(
         chat_call(ok_chain.clone(), "primary"),
         meters,
     ));
+
+    // Issue 11: the same chain with link 1's state on Redis. A call that Redis did not serve
+    // (it fell back to local state) counts as an error of the row, never as a fast call.
+    let redis = match RedisChild::start().await {
+        Ok(r) => Some(r),
+        Err(why) => {
+            eprintln!("ripcord-bench: row chain_redis skipped: {why}");
+            let _ = REDIS_SKIPPED.set(why);
+            None
+        }
+    };
+    if let Some(redis) = redis {
+        let (shared, state) = redis_chain(&t.ok, &redis).await?;
+        let keep = Arc::new(redis);
+        let shared_call = chat_call(shared, "primary");
+        rows.push(row(
+            "chain_redis",
+            "chain, link 1 state on Redis",
+            Some("chain"),
+            &[],
+            call(move || {
+                let _keep = Arc::clone(&keep);
+                let state = state.clone();
+                let fut = shared_call();
+                async move {
+                    let r = fut.await;
+                    if state.is_degraded() {
+                        return Err("Redis failed: the call ran on local state".into());
+                    }
+                    r
+                }
+            }),
+            meters,
+        ));
+    }
 
     // Issue 10's features on the same chain, each on its own: what they cost when nothing fails.
     let (lowest_latency, _, _) = chain_with(
@@ -663,24 +821,34 @@ mod tests {
         assert!(wire.json_headers.iter().any(|(n, _)| n == "authorization"));
         let (rows, raws) = build(&targets, &wire, 0).await.unwrap();
         let keys: Vec<&str> = rows.iter().map(|r| r.key).collect();
-        assert_eq!(
-            keys,
-            [
-                "upstream_ceiling",
-                "floor",
-                "adapter",
-                "chain",
-                "chain_lowest_latency",
-                "chain_redact",
-                "chain_probed",
-                "failover",
-                "skip",
-                "stream_floor",
-                "stream_adapter",
-                "stream_chain",
-                "sdk_direct"
-            ]
-        );
+        let skipped = REDIS_SKIPPED.get();
+        if let Some(why) = skipped {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI requires the chain_redis row: {why}"
+            );
+            let _ = writeln!(std::io::stderr(), "SKIPPED: row chain_redis: {why}");
+        }
+        let expected: Vec<&str> = [
+            "upstream_ceiling",
+            "floor",
+            "adapter",
+            "chain",
+            "chain_redis",
+            "chain_lowest_latency",
+            "chain_redact",
+            "chain_probed",
+            "failover",
+            "skip",
+            "stream_floor",
+            "stream_adapter",
+            "stream_chain",
+            "sdk_direct",
+        ]
+        .into_iter()
+        .filter(|k| *k != "chain_redis" || skipped.is_none())
+        .collect();
+        assert_eq!(keys, expected);
         // Link 1 of the failover chain and of the skip chain (once, to trip it) so far.
         let down_hits = down.hits();
         for row in &rows {

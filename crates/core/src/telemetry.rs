@@ -206,6 +206,11 @@ pub mod event {
     /// A circuit breaker changed state (`link`, `from`, `to`; states `closed`, `open`,
     /// `half_open`).
     pub const BREAKER_TRANSITION: &str = "ripcord.breaker_transition";
+    /// Shared resilience state (Redis) became unreachable: the process runs on local state
+    /// until it is back (`reason`). Said once per outage, not per request.
+    pub const STATE_DEGRADED: &str = "ripcord.state_degraded";
+    /// Shared resilience state is reachable again after [`STATE_DEGRADED`].
+    pub const STATE_RESTORED: &str = "ripcord.state_restored";
 }
 
 /// The OpenTelemetry span kind of an attempt.

@@ -62,10 +62,12 @@ impl std::error::Error for StateError {}
 ///
 /// Every operation is bounded by [`StateOptions::op_timeout`]; when one fails or times out the
 /// handle turns *degraded*: the decorators serve calls on their local fallback state, a single
-/// `tracing::warn!` says so (not one per request) and [`RedisState::degradations`] counts it.
+/// `tracing::warn!` event `ripcord.state_degraded` says so (not one per request) and
+/// [`RedisState::degradations`] counts it; `ripcord-telemetry` turns the event into the
+/// OpenTelemetry counter `ripcord.state.degradations` and the gauge `ripcord.state.degraded`.
 /// While degraded, calls skip Redis entirely except for one try per
 /// [`StateOptions::retry_interval`]; the connection manager reconnects, and the first Redis
-/// operation that succeeds again clears the flag (with one `tracing::info!`).
+/// operation that succeeds again clears the flag (with one `ripcord.state_restored` event).
 ///
 /// [`RedisState::connect`] needs Redis up front; [`RedisState::open`] does not: it connects in
 /// the background on first use, so a replica starts (on local state) while Redis is down.
@@ -315,7 +317,11 @@ impl RedisState {
 impl Shared {
     fn healthy(&self) {
         if self.degraded.swap(false, Ordering::Relaxed) {
-            tracing::info!("ripcord.redis_state_restored: shared state on Redis is back");
+            tracing::info!(
+                backend = "redis",
+                detail = "shared state on Redis is back",
+                "ripcord.state_restored"
+            );
         }
     }
 
@@ -330,8 +336,10 @@ impl Shared {
         if !self.degraded.swap(true, Ordering::Relaxed) {
             self.degradations.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
+                backend = "redis",
                 reason = why,
-                "ripcord.redis_state_degraded: Redis unreachable, using local state until it is back"
+                detail = "Redis unreachable, using local state until it is back",
+                "ripcord.state_degraded"
             );
         }
     }

@@ -22,6 +22,8 @@
 //! | `ripcord.breaker.state` | gauge (0 closed, 1 half-open, 2 open) | `ripcord.breaker_transition` | `ripcord.link` |
 //! | `ripcord.breaker.transitions` | counter | `ripcord.breaker_transition` | `ripcord.link`, `from`, `to` |
 //! | `ripcord.breaker.open_time` | counter, s | a transition out of `open` | `ripcord.link` |
+//! | `ripcord.state.degradations` | counter | `ripcord.state_degraded` (once per outage of shared state) | `ripcord.state.backend` |
+//! | `ripcord.state.degraded` | gauge (1 on local state, 0 shared again) | `ripcord.state_degraded` / `ripcord.state_restored` | `ripcord.state.backend` |
 //!
 //! Metrics are independent of trace sampling: the layer sees every span.
 
@@ -101,7 +103,14 @@ pub mod names {
     pub const BREAKER_TRANSITIONS: &str = "ripcord.breaker.transitions";
     /// Seconds breakers spent open.
     pub const BREAKER_OPEN_TIME: &str = "ripcord.breaker.open_time";
+    /// Outages of the shared resilience state (each one sends the process to local state).
+    pub const STATE_DEGRADATIONS: &str = "ripcord.state.degradations";
+    /// 1 while the process runs on local state because the shared state is unreachable.
+    pub const STATE_DEGRADED: &str = "ripcord.state.degraded";
 }
+
+/// `ripcord.state.backend`: where shared resilience state lives (`redis`).
+const STATE_BACKEND: &str = "ripcord.state.backend";
 
 /// `gen_ai.token.type`.
 const TOKEN_TYPE: &str = "gen_ai.token.type";
@@ -123,6 +132,8 @@ struct Instruments {
     breaker_state: Gauge<i64>,
     breaker_transitions: Counter<u64>,
     breaker_open_time: Counter<f64>,
+    state_degradations: Counter<u64>,
+    state_degraded: Gauge<i64>,
 }
 
 impl Instruments {
@@ -211,6 +222,17 @@ impl Instruments {
                 .f64_counter(names::BREAKER_OPEN_TIME)
                 .with_unit("s")
                 .with_description("Time circuit breakers spent open")
+                .build(),
+            state_degradations: meter
+                .u64_counter(names::STATE_DEGRADATIONS)
+                .with_unit("{outage}")
+                .with_description(
+                    "Times the shared resilience state became unreachable (local state served)",
+                )
+                .build(),
+            state_degraded: meter
+                .i64_gauge(names::STATE_DEGRADED)
+                .with_description("1 while serving on local state because shared state is down")
                 .build(),
         }
     }
@@ -371,6 +393,7 @@ struct EventFields {
     to: Option<String>,
     error_type: Option<String>,
     reason: Option<String>,
+    backend: Option<String>,
 }
 
 impl EventFields {
@@ -382,6 +405,7 @@ impl EventFields {
             "to" | attr::FALLBACK_TO => &mut self.to,
             attr::ERROR_TYPE => &mut self.error_type,
             attr::SKIP_REASON | "reason" => &mut self.reason,
+            "backend" => &mut self.backend,
             _ => return,
         };
         *slot = Some(value);
@@ -402,6 +426,7 @@ impl Visit for EventFields {
                 | "from"
                 | "to"
                 | "reason"
+                | "backend"
                 | attr::LINK
                 | attr::FALLBACK_FROM
                 | attr::FALLBACK_TO
@@ -663,6 +688,18 @@ where
             }
             event::STATIC_REPLY => self.inst.static_replies.add(1, &[chain_name()]),
             event::BREAKER_TRANSITION => self.breaker_transition(&f),
+            event::STATE_DEGRADED | event::STATE_RESTORED => {
+                let backend = [KeyValue::new(
+                    STATE_BACKEND,
+                    f.backend.clone().unwrap_or_default(),
+                )];
+                if name == event::STATE_DEGRADED {
+                    self.inst.state_degradations.add(1, &backend);
+                    self.inst.state_degraded.record(1, &backend);
+                } else {
+                    self.inst.state_degraded.record(0, &backend);
+                }
+            }
             _ => {}
         }
     }

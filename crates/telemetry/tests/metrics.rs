@@ -331,3 +331,35 @@ fn breaker_state_and_time_open_come_from_transition_events() {
         1.0
     );
 }
+
+#[test]
+fn an_outage_of_shared_state_is_counted_once_and_the_gauge_follows_it() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let layer = MetricsLayer::new(&provider.meter("ripcord"));
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        // What ripcord-redis says when Redis goes away and comes back.
+        tracing::warn!(target: "ripcord_redis::state", backend = "redis", reason = "timed out", "ripcord.state_degraded");
+        tracing::info!(target: "ripcord_redis::state", backend = "redis", "ripcord.state_restored");
+        tracing::warn!(target: "ripcord_redis::state", backend = "redis", reason = "refused", "ripcord.state_degraded");
+    });
+    provider.force_flush().unwrap();
+    let m = exporter.get_finished_metrics().unwrap().pop().unwrap();
+    let outages = points(&m, "ripcord.state.degradations");
+    assert_eq!(
+        point_with(&outages, &[("ripcord.state.backend", "redis")])
+            .unwrap()
+            .value,
+        2.0
+    );
+    let degraded = points(&m, "ripcord.state.degraded");
+    assert_eq!(
+        point_with(&degraded, &[("ripcord.state.backend", "redis")])
+            .unwrap()
+            .value,
+        1.0,
+        "degraded again after the second outage"
+    );
+}

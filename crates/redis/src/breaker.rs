@@ -108,6 +108,7 @@ pub struct SharedBreakerConfig {
     consecutive_failures: u32,
     open_for: Duration,
     probe_timeout: Duration,
+    half_open_retry_hint: Duration,
     state_ttl: Duration,
     kinds: BTreeMap<ErrorKind, KindAction>,
 }
@@ -118,6 +119,7 @@ impl Default for SharedBreakerConfig {
             consecutive_failures: 5,
             open_for: Duration::from_secs(60),
             probe_timeout: Duration::from_secs(30),
+            half_open_retry_hint: Duration::from_secs(1),
             state_ttl: Duration::from_secs(600),
             kinds: BTreeMap::new(),
         }
@@ -143,6 +145,15 @@ impl SharedBreakerConfig {
         self
     }
 
+    /// The `retry_after` of a call refused because another replica's probe is out (default
+    /// 1 s, as the local breaker's). Not the probe permit's remaining lifetime: a chain would
+    /// wait that long for the link and then call it with its deadline nearly spent, time out,
+    /// and trip the breaker again.
+    pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
+        self.half_open_retry_hint = d;
+        self
+    }
+
     /// How long breaker state lingers without activity: the failure counter's TTL, and how
     /// long half-open is remembered after open-until (default 10 min; then it reads closed).
     pub fn state_ttl(mut self, d: Duration) -> Self {
@@ -160,7 +171,8 @@ impl SharedBreakerConfig {
         let mut b = BreakerLayer::builder()
             .consecutive_failures(self.consecutive_failures)
             .open_for(self.open_for)
-            .probe_timeout(self.probe_timeout);
+            .probe_timeout(self.probe_timeout)
+            .half_open_retry_hint(self.half_open_retry_hint);
         for (k, a) in &self.kinds {
             b = b.kind(*k, *a);
         }
@@ -177,6 +189,9 @@ impl SharedBreakerConfig {
         }
         if self.probe_timeout < Duration::from_millis(1) {
             return bad("probe_timeout", "must be at least 1 ms");
+        }
+        if self.half_open_retry_hint < Duration::from_millis(1) {
+            return bad("half_open_retry_hint", "must be at least 1 ms");
         }
         if self.state_ttl < Duration::from_millis(1) {
             return bad("state_ttl", "must be at least 1 ms");
@@ -291,7 +306,7 @@ impl<M: ChatModel> SharedBreaker<M> {
             0 => Ok(Some(Admission::Closed(wait > 0))),
             2 => Ok(Some(Admission::Probe(token))),
             1 => Err(self.refusal(after, false)),
-            _ => Err(self.refusal(after, true)),
+            _ => Err(self.refusal(after.min(self.config.half_open_retry_hint), true)),
         }
     }
 

@@ -258,6 +258,9 @@ async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_c
     for e in all.iter().filter_map(|r| r.as_ref().err()) {
         assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
         assert!(e.message().contains("probing"), "{e}");
+        // A short hint (1 s by default), not the probe permit's lifetime (10 s here): a chain
+        // must not wait out its deadline for a link that is being probed.
+        assert!(e.retry_after().unwrap() <= Duration::from_secs(1), "{e}");
     }
 
     // Closed again for everyone.

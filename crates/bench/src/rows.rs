@@ -11,8 +11,6 @@
 //! GCRA script per call). Without `redis-server` on PATH the row is skipped and the report
 //! says why ([`redis_skipped`]).
 
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -21,6 +19,7 @@ use ripcord_chaos::{FakeOptions, FakeVendor, Wire};
 use ripcord_core::chain::Strategy;
 use ripcord_core::{Chain, ChatModel, ChatRequest, ChatResponse, Context, StreamEvent};
 use ripcord_providers::{HttpClient, OpenAi, OpenAiConfig};
+use ripcord_redis::server::RedisServer;
 use ripcord_redis::{
     RedisState, SharedBreaker, SharedBreakerConfig, SharedRateLimit, SharedRateLimitConfig,
     StateOptions,
@@ -278,65 +277,6 @@ fn chain_with(
     Ok((chain, handle, prober))
 }
 
-/// A `redis-server` child on a free loopback port, killed on drop.
-#[derive(Debug)]
-pub(crate) struct RedisChild {
-    child: Child,
-    port: u16,
-}
-
-impl RedisChild {
-    /// Starts one and waits (up to 10 s) until it answers `PING`.
-    pub(crate) async fn start() -> Result<RedisChild, String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port for redis-server: {e}"))?;
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    "redis-server not found on PATH (apt-get install redis-server)".to_owned()
-                }
-                _ => format!("cannot start redis-server: {e}"),
-            })?;
-        let redis = RedisChild { child, port };
-        let until = Instant::now() + Duration::from_secs(10);
-        while !redis.pings() {
-            if Instant::now() > until {
-                return Err("redis-server did not answer PING within 10 s".into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Ok(redis)
-    }
-
-    fn pings(&self) -> bool {
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    /// `redis://127.0.0.1:<port>`.
-    pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for RedisChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Why the `chain_redis` row was skipped, once [`build`] has tried to start Redis.
 static REDIS_SKIPPED: OnceLock<String> = OnceLock::new();
 
@@ -350,7 +290,7 @@ pub(crate) fn redis_skipped() -> Vec<String> {
 
 /// The [`chain`] row's chain with link 1's breaker and rate limit shared through Redis (same
 /// limits, same retry and bulkhead in between); links 2 and 3 as in [`chain`].
-async fn redis_chain(ok_url: &str, redis: &RedisChild) -> Result<(Chain, RedisState), String> {
+async fn redis_chain(ok_url: &str, redis: &RedisServer) -> Result<(Chain, RedisState), String> {
     let state = RedisState::connect_with(&redis.url(), StateOptions::default())
         .await
         .map_err(|e| e.to_string())?;
@@ -555,7 +495,7 @@ pub(crate) async fn build(
 
     // Issue 11: the same chain with link 1's state on Redis. A call that Redis did not serve
     // (it fell back to local state) counts as an error of the row, never as a fast call.
-    let redis = match RedisChild::start().await {
+    let redis = match RedisServer::start().await.map_err(|e| e.to_string()) {
         Ok(r) => Some(r),
         Err(why) => {
             eprintln!("ripcord-bench: row chain_redis skipped: {why}");
@@ -823,6 +763,7 @@ mod tests {
         let keys: Vec<&str> = rows.iter().map(|r| r.key).collect();
         let skipped = REDIS_SKIPPED.get();
         if let Some(why) = skipped {
+            use std::io::Write as _;
             assert!(
                 std::env::var_os("CI").is_none(),
                 "CI requires the chain_redis row: {why}"

@@ -8,89 +8,21 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use ripcord_redis::server::RedisServer;
 use serde_json::{Value, json};
 
-/// A `redis-server` child process on 127.0.0.1, killed on drop.
-struct Redis {
-    child: Option<Child>,
-    port: u16,
-}
-
-impl Redis {
-    /// Starts one, or `None` (after a loud message) when the binary is missing outside CI.
-    async fn start() -> Option<Redis> {
-        let port = free_port();
-        let spawned = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match spawned {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("redis-server is not installed, and CI requires these tests");
-                }
-                // Written to the real stderr, past libtest's capture, so the skip is seen.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED: redis-server not found on PATH (apt-get install redis-server); \
-                     the three-replica gateway tests did not run"
-                );
-                return None;
-            }
-            Err(e) => panic!("cannot start redis-server: {e}"),
-        };
-        let redis = Redis {
-            child: Some(child),
-            port,
-        };
-        let until = Instant::now() + Duration::from_secs(10);
-        while redis.command("PING").as_deref() != Some("+PONG") {
-            assert!(Instant::now() < until, "redis-server did not answer PING");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Some(redis)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Sends one inline command; the first line of the reply.
-    fn command(&self, cmd: &str) -> Option<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        s.write_all(format!("{cmd}\r\n").as_bytes()).ok()?;
-        let mut out = Vec::new();
-        let mut byte = [0u8; 1];
-        while !out.ends_with(b"\r\n") {
-            s.read_exact(&mut byte).ok()?;
-            out.push(byte[0]);
-        }
-        Some(String::from_utf8_lossy(&out[..out.len() - 2]).into_owned())
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// This file's tests: a real `redis-server` on loopback, or a loud skip without the binary
+/// (an error under CI).
+async fn start_redis() -> Option<RedisServer> {
+    RedisServer::start_or_skip("the three-replica gateway tests")
+        .await
+        .unwrap()
 }
 
 fn free_port() -> u16 {
@@ -216,7 +148,7 @@ async fn readyz(client: &reqwest::Client, replica: &support::Served) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_crosses() {
-    let Some(redis) = Redis::start().await else {
+    let Some(redis) = start_redis().await else {
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
@@ -295,7 +227,7 @@ async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_rpm_limit_holds_across_three_gateways() {
-    let Some(redis) = Redis::start().await else {
+    let Some(redis) = start_redis().await else {
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
@@ -331,7 +263,7 @@ async fn the_shared_rpm_limit_holds_across_three_gateways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
-    let Some(redis) = Redis::start().await else {
+    let Some(redis) = start_redis().await else {
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
@@ -384,7 +316,7 @@ async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_test_all_three_gateways_keep_answering_on_local_state() {
-    let Some(mut redis) = Redis::start().await else {
+    let Some(mut redis) = start_redis().await else {
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();

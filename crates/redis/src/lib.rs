@@ -52,6 +52,8 @@
 mod breaker;
 mod budget;
 mod rate_limit;
+#[cfg(feature = "server")]
+pub mod server;
 mod state;
 
 pub use breaker::{SharedBreaker, SharedBreakerConfig};

@@ -5,9 +5,7 @@
 //! the tests skip loudly, unless `CI` is set, where they fail.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,87 +15,18 @@ use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId, Result,
     Usage,
 };
+use ripcord_redis::server::{RedisServer as Server, StartError};
 use ripcord_redis::{
     RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
     SharedRateLimit, SharedRateLimitConfig, StateOptions,
 };
 
-/// A `redis-server` child process on 127.0.0.1, killed on drop.
-struct Server {
-    child: Option<Child>,
-    port: u16,
-}
-
-impl Server {
-    /// Starts one, or `None` (after a loud message) when the binary is missing outside CI.
-    async fn start() -> Option<Server> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap();
-        Server::start_on(port).await
-    }
-
-    async fn start_on(port: u16) -> Option<Server> {
-        let spawned = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match spawned {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("redis-server is not installed, and CI requires these tests");
-                }
-                // Written to the real stderr, past libtest's capture, so the skip is seen.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED: redis-server not found on PATH (apt-get install redis-server); \
-                     the shared-state tests did not run"
-                );
-                return None;
-            }
-            Err(e) => panic!("cannot start redis-server: {e}"),
-        };
-        let server = Server {
-            child: Some(child),
-            port,
-        };
-        let until = Instant::now() + Duration::from_secs(10);
-        while !server.pings() {
-            assert!(Instant::now() < until, "redis-server did not answer PING");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Some(server)
-    }
-
-    fn pings(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// This file's tests: a real `redis-server` on loopback, or a loud skip without the binary
+/// (an error under CI).
+async fn start() -> Option<Server> {
+    Server::start_or_skip("the shared-state tests")
+        .await
+        .unwrap()
 }
 
 /// The one vendor all replicas call: counts every call that reaches it.
@@ -199,7 +128,7 @@ fn breaker_config() -> SharedBreakerConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_crosses() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::from_secs(1));
@@ -274,7 +203,7 @@ async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_probe_reopens_for_all_and_a_dead_probers_permit_expires() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -337,7 +266,7 @@ async fn a_failed_probe_reopens_for_all_and_a_dead_probers_permit_expires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_rpm_limit_holds_across_replicas() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -374,7 +303,7 @@ async fn the_shared_rpm_limit_holds_across_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -405,7 +334,7 @@ async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_budget_is_spent_once_not_three_times() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -455,7 +384,7 @@ async fn a_tenant_budget_is_spent_once_not_three_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconnect() {
-    let Some(mut server) = Server::start().await else {
+    let Some(mut server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -521,7 +450,7 @@ async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconn
     assert_eq!(vendor.hits(), 3 + 15);
 
     // Redis comes back on the same port: the replicas return to shared state.
-    let _server = Server::start_on(server.port).await.unwrap();
+    let _server = Server::start_on(server.port()).await.unwrap();
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let r = on_replicas(&replicas, |r| async move { r.chat(&req(), &acme()).await }).await;
@@ -537,7 +466,7 @@ async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconn
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_tpm_limit_counts_tokens_across_replicas() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -567,7 +496,7 @@ async fn the_shared_tpm_limit_counts_tokens_across_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_is_namespaced_versioned_and_expires() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -634,7 +563,7 @@ async fn connecting_to_nothing_fails_with_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_on_any_replica_resets_the_shared_failure_count() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -688,10 +617,10 @@ async fn a_success_on_any_replica_resets_the_shared_failure_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_url_never_shows_in_errors_or_debug() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
-    let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port);
+    let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port());
     match RedisState::connect(&url).await {
         Ok(s) => assert!(!format!("{s:?}").contains("hunter2"), "{s:?}"),
         Err(e) => {
@@ -703,7 +632,7 @@ async fn a_password_in_the_url_never_shows_in_errors_or_debug() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Arc::new(
@@ -753,7 +682,7 @@ async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_redis_never_holds_a_call_longer_than_the_op_timeout() {
-    let Some(server) = Server::start().await else {
+    let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -808,8 +737,10 @@ async fn a_replica_opened_while_redis_is_down_starts_on_local_state_and_joins_la
     assert!(!state.ready().await);
 
     // Redis comes up on that port: the replica joins the shared state.
-    let Some(_server) = Server::start_on(port).await else {
-        return;
+    let _server = match Server::start_on(port).await {
+        Ok(s) => s,
+        Err(StartError::NotInstalled) if std::env::var_os("CI").is_none() => return,
+        Err(e) => panic!("{e}"),
     };
     let until = Instant::now() + Duration::from_secs(20);
     while !state.ready().await {

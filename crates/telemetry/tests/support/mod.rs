@@ -109,7 +109,9 @@ pub(crate) struct Point {
     pub(crate) sum: f64,
 }
 
-fn points_of<T: Copy + Into<f64>>(data: &MetricData<T>) -> Vec<Point> {
+/// The points of one metric's data, its values read as `f64` by `num` (counts of u64 and i64
+/// instruments in tests are far below 2^53, so the conversion is exact).
+fn points_of<T: Copy>(data: &MetricData<T>, num: impl Fn(T) -> f64) -> Vec<Point> {
     let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| -> BTreeMap<String, String> {
         it.map(|kv| (kv.key.as_str().to_owned(), value_str(&kv.value)))
             .collect()
@@ -119,16 +121,16 @@ fn points_of<T: Copy + Into<f64>>(data: &MetricData<T>) -> Vec<Point> {
             .data_points()
             .map(|p| Point {
                 attrs: attrs(&mut p.attributes()),
-                value: p.value().into(),
-                sum: p.value().into(),
+                value: num(p.value()),
+                sum: num(p.value()),
             })
             .collect(),
         MetricData::Gauge(g) => g
             .data_points()
             .map(|p| Point {
                 attrs: attrs(&mut p.attributes()),
-                value: p.value().into(),
-                sum: p.value().into(),
+                value: num(p.value()),
+                sum: num(p.value()),
             })
             .collect(),
         MetricData::Histogram(h) => h
@@ -136,7 +138,7 @@ fn points_of<T: Copy + Into<f64>>(data: &MetricData<T>) -> Vec<Point> {
             .map(|p| Point {
                 attrs: attrs(&mut p.attributes()),
                 value: p.count() as f64,
-                sum: p.sum().into(),
+                sum: num(p.sum()),
             })
             .collect(),
         MetricData::ExponentialHistogram(_) => Vec::new(),
@@ -149,9 +151,9 @@ pub(crate) fn points(metrics: &ResourceMetrics, name: &str) -> Vec<Point> {
         for m in scope.metrics() {
             if m.name() == name {
                 return match m.data() {
-                    AggregatedMetrics::F64(d) => points_of(d),
-                    AggregatedMetrics::U64(d) => points_of_u64(d),
-                    AggregatedMetrics::I64(d) => points_of_i64(d),
+                    AggregatedMetrics::F64(d) => points_of(d, |v| v),
+                    AggregatedMetrics::U64(d) => points_of(d, |v| v as f64),
+                    AggregatedMetrics::I64(d) => points_of(d, |v| v as f64),
                 };
             }
         }
@@ -165,74 +167,6 @@ pub(crate) fn unit(metrics: &ResourceMetrics, name: &str) -> Option<String> {
         .flat_map(|s| s.metrics())
         .find(|m| m.name() == name)
         .map(|m| m.unit().to_owned())
-}
-
-fn points_of_u64(d: &MetricData<u64>) -> Vec<Point> {
-    let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| -> BTreeMap<String, String> {
-        it.map(|kv| (kv.key.as_str().to_owned(), value_str(&kv.value)))
-            .collect()
-    };
-    match d {
-        MetricData::Sum(s) => s
-            .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.value() as f64,
-                sum: p.value() as f64,
-            })
-            .collect(),
-        MetricData::Gauge(g) => g
-            .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.value() as f64,
-                sum: p.value() as f64,
-            })
-            .collect(),
-        MetricData::Histogram(h) => h
-            .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.count() as f64,
-                sum: p.sum() as f64,
-            })
-            .collect(),
-        MetricData::ExponentialHistogram(_) => Vec::new(),
-    }
-}
-
-fn points_of_i64(d: &MetricData<i64>) -> Vec<Point> {
-    let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| -> BTreeMap<String, String> {
-        it.map(|kv| (kv.key.as_str().to_owned(), value_str(&kv.value)))
-            .collect()
-    };
-    match d {
-        MetricData::Sum(s) => s
-            .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.value() as f64,
-                sum: p.value() as f64,
-            })
-            .collect(),
-        MetricData::Gauge(g) => g
-            .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.value() as f64,
-                sum: p.value() as f64,
-            })
-            .collect(),
-        MetricData::Histogram(h) => h
-            .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.count() as f64,
-                sum: p.sum() as f64,
-            })
-            .collect(),
-        MetricData::ExponentialHistogram(_) => Vec::new(),
-    }
 }
 
 /// The point whose attributes include every `(key, value)` of `want`.

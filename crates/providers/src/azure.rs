@@ -12,10 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::HeaderMap;
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
-    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Result, async_trait,
-};
+use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Result};
 use secrecy::SecretString;
 
 use crate::http::{self, Auth, HttpClient, Timeouts};
@@ -299,43 +296,12 @@ impl AzureOpenAi {
     }
 }
 
-#[async_trait]
-impl ChatModel for AzureOpenAi {
-    fn id(&self) -> &ModelId {
-        ChatModel::id(&self.inner)
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.inner.chat(req, ctx).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.inner.stream(req, ctx).await
-    }
-}
-
-#[async_trait]
-impl EmbeddingModel for AzureOpenAi {
-    fn id(&self) -> &ModelId {
-        EmbeddingModel::id(&self.inner)
-    }
-
-    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
-        self.inner.embed(req, ctx).await
-    }
-}
+crate::openai::forward_to_openai!(AzureOpenAi);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ripcord_core::ChatModel;
 
     #[test]
     fn urls_and_validation() {

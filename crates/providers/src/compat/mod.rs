@@ -40,11 +40,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::HeaderMap;
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
-    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Price, Result,
-    async_trait,
-};
+use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Price, Result};
 use secrecy::SecretString;
 
 #[cfg(feature = "deepseek")]
@@ -376,39 +372,7 @@ impl OpenAiCompatible {
     }
 }
 
-#[async_trait]
-impl ChatModel for OpenAiCompatible {
-    fn id(&self) -> &ModelId {
-        ChatModel::id(&self.inner)
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.inner.chat(req, ctx).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.inner.stream(req, ctx).await
-    }
-}
-
-#[async_trait]
-impl EmbeddingModel for OpenAiCompatible {
-    fn id(&self) -> &ModelId {
-        EmbeddingModel::id(&self.inner)
-    }
-
-    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
-        self.inner.embed(req, ctx).await
-    }
-}
+crate::openai::forward_to_openai!(OpenAiCompatible);
 
 /// Test helper: the kind a preset's hook + the shared rules give a status and body.
 #[cfg(test)]
@@ -425,6 +389,7 @@ pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ripcord_core::ChatModel;
 
     #[test]
     fn custom_preset_rules() {

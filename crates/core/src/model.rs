@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capabilities::Capabilities;
 use crate::context::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::request::ChatRequest;
 use crate::response::{ChatResponse, Usage};
 use crate::stream::{self, ChatStream};
@@ -125,6 +125,24 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
     fn bounds_itself(&self) -> bool {
         false
     }
+
+    /// The refusal a call would meet right now before any work or wait, such as an open
+    /// circuit breaker; `None` when a call would go ahead (or when the model cannot tell).
+    ///
+    /// The chain asks each link before calling it and, on `Some`, records the error as that
+    /// link's failure and moves on: a link whose breaker is open is skipped without a call
+    /// (DESIGN, "The chain"). The answer must be the error `chat` would return, and a model
+    /// that answers `Some` books the refusal as it books a refused call (counters, listeners);
+    /// it must never claim anything, such as a half-open probe permit, that only a call may
+    /// use. `None` promises nothing: the call itself may still be refused.
+    ///
+    /// The default is `None`. A decorator forwards its inner model's answer, and books the
+    /// refusal as it books a failed call, when nothing it does could turn that refusal into
+    /// another outcome.
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        let _ = ctx;
+        None
+    }
 }
 
 /// `ChatModel` for a smart pointer to a model: every method forwards, and `chat`/`stream`
@@ -166,6 +184,9 @@ macro_rules! forward_chat_model {
             }
             fn bounds_itself(&self) -> bool {
                 (**self).bounds_itself()
+            }
+            fn refusal(&self, ctx: &Context) -> Option<Error> {
+                (**self).refusal(ctx)
             }
         }
     };

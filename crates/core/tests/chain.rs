@@ -571,3 +571,102 @@ async fn context_sleep_never_waits_for_nothing() {
     ctx.sleep(Duration::from_millis(300)).await.unwrap();
     assert_eq!(t0.elapsed(), Duration::from_millis(300));
 }
+
+/// A link that refuses up front (as an open breaker does) while `refusals` last, and answers
+/// calls otherwise; counts both.
+#[derive(Debug)]
+struct Refuser {
+    inner: ScriptedModel,
+    refusals: std::sync::Mutex<Vec<Error>>,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl Refuser {
+    fn new(inner: ScriptedModel, refusals: Vec<Error>) -> Arc<Refuser> {
+        Arc::new(Refuser {
+            inner,
+            refusals: std::sync::Mutex::new(refusals),
+            asked: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn asked(&self) -> usize {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for Refuser {
+    fn id(&self) -> &ripcord_core::ModelId {
+        self.inner.id()
+    }
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+        ctx: &Context,
+    ) -> ripcord_core::Result<ripcord_core::ChatResponse> {
+        self.inner.chat(req, ctx).await
+    }
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut r = self.refusals.lock().unwrap();
+        (!r.is_empty()).then(|| r.remove(0))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_link_that_refuses_up_front_is_skipped_without_a_call() {
+    let open = || {
+        Error::new(ErrorKind::CircuitOpen, "open")
+            .with_provider("a", "m")
+            .with_retry_after(Duration::from_millis(300))
+    };
+    let a = Refuser::new(
+        ScriptedModel::new("a").reply("a is back"),
+        vec![open(), open()],
+    );
+    let b = arc(ScriptedModel::new("b").reply("b"));
+    let chain = Chain::builder()
+        .link_arc(a.clone())
+        .link_arc(b.clone())
+        .build()
+        .unwrap();
+    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    assert_eq!(r.served_by(), "b");
+    assert!(r.degraded());
+    assert_eq!(r.provenance.attempts.len(), 2);
+    assert_eq!(r.provenance.attempts[0].provider.as_ref(), "a");
+    assert_eq!(
+        r.provenance.attempts[0].error_kind,
+        Some(ErrorKind::CircuitOpen)
+    );
+    assert_eq!((a.asked(), a.inner.calls(), b.calls()), (1, 0, 1));
+
+    // Alone, a refusing link is waited for (PITFALLS 8), then asked again and called.
+    let lone = Chain::builder().link_arc(a.clone()).build().unwrap();
+    let t0 = Instant::now();
+    let r = lone.chat(&ask(), &Context::new()).await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(300));
+    assert_eq!(r.text(), "a is back");
+    assert_eq!((a.asked(), a.inner.calls()), (3, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_up_front_refusal_that_fails_fast_stops_the_chain() {
+    let bad = Error::new(ErrorKind::InvalidRequest, "refused up front");
+    let a = Refuser::new(ScriptedModel::new("a").reply("a"), vec![bad]);
+    let b = arc(ScriptedModel::new("b").reply("b"));
+    let chain = Chain::builder()
+        .link_arc(a.clone())
+        .link_arc(b.clone())
+        .static_reply("busy")
+        .build()
+        .unwrap();
+    let e = chain.chat(&ask(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+    assert_eq!(e.attempts().len(), 1);
+    assert_eq!((a.inner.calls(), b.calls()), (0, 0));
+}

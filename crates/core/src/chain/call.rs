@@ -201,10 +201,8 @@ impl Call {
         req: &ChatRequest,
         ctx: &Context,
     ) -> Next {
-        if let Some(e) = self.stop.take() {
-            let mut attempts = self.all_attempts();
-            attempts.extend_from_slice(e.attempts());
-            return Next::Stop(e.with_attempts(attempts));
+        if let Some(stop) = self.take_stop() {
+            return stop;
         }
         if ctx.is_cancelled() {
             let attempts = self.all_attempts();
@@ -243,6 +241,15 @@ impl Call {
                 });
                 continue;
             }
+            // A link that would refuse at once (its breaker is open) is skipped without a call:
+            // its refusal is recorded as if the call had returned it.
+            if let Some(e) = link.model.refusal(ctx) {
+                self.failed(inner, i, e, Duration::ZERO, ctx);
+                if let Some(stop) = self.take_stop() {
+                    return stop;
+                }
+                continue;
+            }
             if let Some((from, kind)) = self.fell_from.take() {
                 tracing::info!(
                     ripcord.fallback.from = %inner.links[from].model.id().name,
@@ -254,6 +261,14 @@ impl Call {
             self.avoid_domain = None;
             return Next::Link(i);
         }
+    }
+
+    /// The call's end when a failure stopped it, with every attempt made.
+    fn take_stop(&mut self) -> Option<Next> {
+        let e = self.stop.take()?;
+        let mut attempts = self.all_attempts();
+        attempts.extend_from_slice(e.attempts());
+        Some(Next::Stop(e.with_attempts(attempts)))
     }
 
     /// Pitfall 8: when links refused only because they are cooling down and the earliest

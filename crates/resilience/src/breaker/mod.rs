@@ -169,7 +169,7 @@ impl<M: ChatModel> Breaker<M> {
         self.core.snapshot()
     }
 
-    fn refusal(&self, after: Duration) -> Error {
+    fn refusal_error(&self, after: Duration) -> Error {
         tag(
             // A static message: this is the skip path, paid on every call while the breaker
             // is open. When the link is re-admitted is `retry_after`.
@@ -184,7 +184,7 @@ impl<M: ChatModel> Breaker<M> {
 
     fn admit(&self, ctx: &Context) -> Result<Admission> {
         ctx.check().map_err(|e| tag(e, self.inner.id()))?;
-        self.core.admit().map_err(|after| self.refusal(after))
+        self.core.admit().map_err(|after| self.refusal_error(after))
     }
 
     /// The instant the guarded call must end by, and why.
@@ -297,6 +297,12 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
     /// As the inner model: a refusal returns at once.
     fn bounds_itself(&self) -> bool {
         self.inner.bounds_itself()
+    }
+
+    /// While open (or half-open with every probe out): the refusal `chat` would return,
+    /// counted and reported to the listener as a rejected call.
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        self.core.refusal().map(|after| self.refusal_error(after))
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

@@ -29,7 +29,7 @@
 //! All calls into the state machine happen under one `std` mutex, never held across an await.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -185,6 +185,9 @@ pub(crate) struct Core {
     signals: Arc<Signals>,
     created: Instant,
     locked: Mutex<Locked>,
+    /// Whether the breaker was closed at its last transition: lets a caller learn that a
+    /// closed breaker would admit without taking the lock. Written under the lock.
+    closed: AtomicBool,
     trips: AtomicU64,
     rejected: AtomicU64,
     successes: AtomicU64,
@@ -239,6 +242,7 @@ impl Core {
                 last_failure: None,
                 history: VecDeque::new(),
             }),
+            closed: AtomicBool::new(true),
             trips: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             successes: AtomicU64::new(0),
@@ -272,6 +276,8 @@ impl Core {
     ) -> Transition {
         let from = l.mirror.state();
         l.mirror = to;
+        self.closed
+            .store(matches!(to, Mirror::Closed), Ordering::Release);
         l.epoch += 1;
         let t = Transition {
             link: self.link.clone(),
@@ -319,15 +325,17 @@ impl Core {
 
     /// Asks to call. `Err(retry_after)` when refused.
     pub(crate) fn admit(&self) -> Result<Admission, Duration> {
-        let now = self.clock.now();
         let mut announced = None;
         let result = {
             let mut l = self.lock();
             match l.mirror {
+                // The clock is read only when the state depends on it.
                 Mirror::Closed => Ok(Admission::Closed { epoch: l.epoch }),
-                Mirror::Open { until } if now < until => Err((until - now, BreakerState::Open)),
-                Mirror::Open { .. } => {
-                    if l.sm.is_call_permitted() && self.events() & ON_HALF_OPEN != 0 {
+                Mirror::Open { until } => {
+                    let now = self.clock.now();
+                    if now < until {
+                        Err((until - now, BreakerState::Open))
+                    } else if l.sm.is_call_permitted() && self.events() & ON_HALF_OPEN != 0 {
                         announced = Some(self.transition(
                             &mut l,
                             Mirror::HalfOpen { successes: 0 },
@@ -345,11 +353,37 @@ impl Core {
             }
         };
         self.announce(announced);
-        result.map_err(|(after, state)| {
-            self.rejected.fetch_add(1, Ordering::Relaxed);
-            self.listener.on_rejected(&self.link, state, after);
-            after
-        })
+        result.map_err(|(after, state)| self.rejected(after, state))
+    }
+
+    /// Books a refusal.
+    fn rejected(&self, after: Duration, state: BreakerState) -> Duration {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        self.listener.on_rejected(&self.link, state, after);
+        after
+    }
+
+    /// The refusal an admission would meet now, booked as one: `Some(retry_after)` while open
+    /// or while every half-open probe permit is out. `None` when an admission would be
+    /// granted or would move the breaker to half-open — that is the call's to do, since only a
+    /// call may use a probe permit. A closed breaker answers without taking the lock.
+    pub(crate) fn refusal(&self) -> Option<Duration> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let refused = {
+            let l = self.lock();
+            match l.mirror {
+                Mirror::Closed => None,
+                Mirror::Open { until } => {
+                    let now = self.clock.now();
+                    (now < until).then(|| (until - now, BreakerState::Open))
+                }
+                Mirror::HalfOpen { .. } => (self.probes.available_permits() == 0)
+                    .then_some((self.settings.half_open_retry_hint, BreakerState::HalfOpen)),
+            }
+        };
+        refused.map(|(after, state)| self.rejected(after, state))
     }
 
     fn probe(&self, l: &Locked) -> Result<Admission, (Duration, BreakerState)> {
@@ -364,7 +398,6 @@ impl Core {
 
     /// Records the outcome of an admitted call (once per logical call).
     pub(crate) fn record(&self, admission: &Admission, outcome: Outcome) {
-        let now = self.clock.now();
         let mut announced = None;
         {
             let mut l = self.lock();
@@ -391,7 +424,7 @@ impl Core {
                                     announced = Some(self.transition(
                                         &mut l,
                                         Mirror::Closed,
-                                        now,
+                                        self.clock.now(),
                                         None,
                                         None,
                                     ));
@@ -412,6 +445,7 @@ impl Core {
                     l.sm.on_error();
                     self.signals.force.store(NONE, Ordering::SeqCst);
                     if self.events() & ON_OPEN != 0 {
+                        let now = self.clock.now();
                         announced = Some(self.trip(&mut l, now, Some(kind)));
                     }
                 }

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ErrorKind, ModelId,
-    Result,
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
+    ModelId, Result,
 };
 use serde::Serialize;
 use tokio::time::Instant;
@@ -336,6 +336,13 @@ impl<M: ChatModel> ChatModel for Health<M> {
     /// As the inner model: recording adds no wait.
     fn bounds_itself(&self) -> bool {
         self.inner.bounds_itself()
+    }
+
+    /// As the inner model, recorded as a failed call.
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        let e = self.inner.refusal(ctx)?;
+        self.state.record(Err(e.kind()));
+        Some(e)
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

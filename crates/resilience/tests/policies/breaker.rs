@@ -466,3 +466,52 @@ fn invalid_settings_are_named() {
     assert_eq!(e.setting(), "max_probes");
     let _: Error = e.into();
 }
+
+#[tokio::test(start_paused = true)]
+async fn refusal_answers_up_front_only_while_a_call_would_be_refused() {
+    let log = Arc::new(Log::default());
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open_for(ms(100))
+        .listener(log.clone())
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .reply_after("probe answered", ms(50))
+        .with_breaker(breaker);
+    let ctx = Context::new();
+    assert!(m.refusal(&ctx).is_none(), "closed: a call would go ahead");
+    let _ = m.chat(&req(), &ctx).await;
+
+    // Open: the same refusal a call meets, counted and reported as a rejected call.
+    let e = m.refusal(&ctx).expect("open refuses");
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(e.provider(), Some("a"));
+    assert_eq!(e.retry_after(), Some(ms(100)));
+    assert_eq!((m.snapshot().rejected, *log.1.lock().unwrap()), (1, 1));
+    assert_eq!(m.get_ref().calls(), 1);
+
+    // Cooled down: the probe is the call's to take, so nothing is refused up front, no
+    // permit is taken and no transition happens.
+    tokio::time::sleep(ms(100)).await;
+    assert!(m.refusal(&ctx).is_none());
+    assert_eq!(m.snapshot().probes_in_flight, 0);
+    assert_eq!(log.0.lock().unwrap().len(), 1, "only closed -> open so far");
+    let m = Arc::new(m);
+    let probe = tokio::spawn({
+        let m = m.clone();
+        async move { m.chat(&req(), &Context::new()).await }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(m.snapshot().probes_in_flight, 1);
+    // Half-open with the only probe permit out: refused with the short retry hint.
+    let e = m
+        .refusal(&ctx)
+        .expect("half-open with the permit out refuses");
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(m.snapshot().rejected, 2);
+    assert_eq!(probe.await.unwrap().unwrap().text(), "probe answered");
+    assert_eq!(m.snapshot().state, BreakerState::Closed);
+    assert!(m.refusal(&ctx).is_none());
+}

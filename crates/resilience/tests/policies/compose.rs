@@ -351,3 +351,37 @@ fn layers_unwrap_to_the_inner_model() {
     let inner: ScriptedModel = m.into_inner().into_inner();
     assert_eq!(inner.calls(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_link_skipped_for_its_open_breaker_still_counts_in_its_health() {
+    let breaker = BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open_for(secs(60))
+        .build()
+        .unwrap();
+    let primary = Arc::new(
+        scripted("primary")
+            .fail(ErrorKind::ServerError)
+            .with_breaker(breaker)
+            .with_health(HealthLayer::default()),
+    );
+    let health = primary.handle();
+    let chain = Chain::builder()
+        .link_arc(primary.clone())
+        .link(scripted("backup").reply("backup"))
+        .deadline(secs(5))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let r = chain.chat(&req(), &Context::new()).await.unwrap();
+        assert_eq!(r.served_by(), "backup");
+    }
+    // One call reached the primary; the two refusals up front are booked as refused calls,
+    // as they were when the chain called through the breaker (ripcord's own refusals say
+    // nothing about the vendor, so they are not failures).
+    assert_eq!(primary.get_ref().get_ref().calls(), 1);
+    let snap = health.snapshot();
+    assert_eq!((snap.calls, snap.failures), (3, 1));
+    assert_eq!(snap.last_error, Some(ErrorKind::ServerError));
+    assert_eq!(snap.breaker, None);
+}

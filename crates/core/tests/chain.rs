@@ -612,7 +612,10 @@ impl ChatModel for Refuser {
     }
     fn refusal(&self, _ctx: &Context) -> Option<Error> {
         self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut r = self.refusals.lock().unwrap();
+        let mut r = self
+            .refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         (!r.is_empty()).then(|| r.remove(0))
     }
 }

@@ -227,7 +227,7 @@ impl AzureOpenAi {
                 "azure: the api-version is empty",
             ));
         }
-        let url = |op: &str| -> Result<reqwest::Url> {
+        let url = |op: &str| -> Result<http::Target> {
             let mut u = http::endpoint(
                 &cfg.endpoint,
                 &format!("/openai/deployments/{deployment}/{op}"),
@@ -235,7 +235,7 @@ impl AzureOpenAi {
             )?;
             u.query_pairs_mut()
                 .append_pair("api-version", cfg.api_version.trim());
-            Ok(u)
+            http::Target::new(u, what)
         };
         let chat_url = url("chat/completions")?;
         let embeddings_url = url("embeddings")?;

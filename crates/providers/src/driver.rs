@@ -13,11 +13,9 @@
 //! "stream truncated" error, never a quiet end.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use ripcord_core::{ChatStream, Context, Error, ErrorKind, Result, StreamEvent, TimeoutPhase};
 use tokio::time::Instant;
 
@@ -76,10 +74,8 @@ impl Labels {
     }
 }
 
-type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
-
 struct Driver<D> {
-    body: Body,
+    body: http::BodyStream,
     parser: SseParser,
     decoder: D,
     out: VecDeque<StreamEvent>,
@@ -93,7 +89,7 @@ struct Driver<D> {
 
 /// Wraps a successful streaming response. `started` is when the request was sent.
 pub(crate) fn drive<D: Decoder>(
-    resp: reqwest::Response,
+    resp: http::Response,
     decoder: D,
     ctx: &Context,
     timeouts: Timeouts,
@@ -101,7 +97,7 @@ pub(crate) fn drive<D: Decoder>(
     labels: Labels,
 ) -> ChatStream {
     let driver = Driver {
-        body: Box::pin(resp.bytes_stream()),
+        body: resp.into_stream(),
         parser: SseParser::new(),
         decoder,
         out: VecDeque::new(),

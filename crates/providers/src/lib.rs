@@ -1,7 +1,8 @@
 //! # ripcord-providers
 //!
 //! Vendor adapters for ripcord: each one speaks its vendor's real wire format over a pooled
-//! `reqwest` client with rustls, implements [`ripcord_core::ChatModel`] (and, for the OpenAI
+//! HTTP client with rustls (hyper-util's; reqwest's when you pass one or a proxy is set, see
+//! [`HttpClient`]), implements [`ripcord_core::ChatModel`] (and, for the OpenAI
 //! family, [`ripcord_core::EmbeddingModel`]), and maps every failure — status, headers and
 //! body — to an [`ripcord_core::ErrorKind`] so the chain can retry, fall back or fail fast
 //! without parsing strings.

@@ -196,3 +196,104 @@ async fn finished_streams_reuse_the_pooled_connection() {
     );
     server.abort();
 }
+
+/// A reqwest client passed in (proxies, extra roots) serves every path the default one does:
+/// answers, streams, a truncated body and a refused connection, classified the same way.
+#[tokio::test]
+async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
+    use ripcord_chaos::{Behavior, Script};
+    use ripcord_providers::HttpClient;
+
+    let fake = openai_fake().await;
+    let client = HttpClient::from_reqwest(reqwest::Client::new());
+    assert!(client.reqwest().is_some());
+    let m = OpenAi::new(openai_cfg(&fake, "gpt-4o").with_client(client.clone())).unwrap();
+    let r = m
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    assert!(!r.text().is_empty());
+    let (events, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(err.is_none(), "{err:?}");
+    assert!(!text_of(&events).is_empty());
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 2);
+    let header = |name: &str| {
+        sent[0]
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("content-type").as_deref(), Some("application/json"));
+    assert!(header("user-agent").is_some_and(|v| v.starts_with("ripcord/")));
+    assert!(header("authorization").is_some_and(|v| v.starts_with("Bearer ")));
+
+    fake.set_script(Script::Always(Behavior::TruncatedStream {
+        after_chunks: 2,
+    }));
+    let e = m
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidResponse, "{e}");
+    assert!(e.message().contains("truncated"), "{e}");
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let refused = OpenAi::new(
+        OpenAiConfig::new("gpt-4o", KEY)
+            .with_base_url(format!("http://{addr}/v1"))
+            .with_client(client),
+    )
+    .unwrap();
+    let e = refused
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
+    assert!(e.message().contains("cannot connect"), "{e}");
+    assert_error_clean(&e);
+}
+
+/// The default client sends what the vendor expects: content type, accept, user agent, key.
+#[tokio::test]
+async fn the_default_client_sends_the_expected_headers() {
+    let fake = openai_fake().await;
+    let m = openai(&fake);
+    m.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    let (_, err) = drain(
+        m.stream(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(err.is_none(), "{err:?}");
+    let sent = fake.requests();
+    for (req, accept) in sent.iter().zip(["application/json", "text/event-stream"]) {
+        let header = |name: &str| {
+            req.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(header("accept").as_deref(), Some(accept));
+        assert_eq!(header("content-type").as_deref(), Some("application/json"));
+        assert_eq!(
+            header("content-length"),
+            Some(req.body.len().to_string()),
+            "a sized body, not chunked"
+        );
+        assert!(header("host").is_some());
+        assert!(header("user-agent").is_some_and(|v| v.starts_with("ripcord/")));
+        assert_eq!(header("authorization"), Some(format!("Bearer {KEY}")));
+    }
+}

@@ -153,7 +153,7 @@ impl AnthropicConfig {
 pub struct Anthropic {
     id: ModelId,
     caps: Capabilities,
-    url: Arc<reqwest::Url>,
+    url: Arc<http::Target>,
     transport: Arc<Transport>,
 }
 
@@ -178,7 +178,7 @@ impl Anthropic {
     pub fn new(cfg: AnthropicConfig) -> Result<Anthropic> {
         let what = "anthropic";
         let base = cfg.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
-        let url = http::endpoint(base, "/v1/messages", what)?;
+        let url = http::Target::new(http::endpoint(base, "/v1/messages", what)?, what)?;
         let auth = Auth::header("x-api-key", cfg.api_key, what)?;
         let mut headers = HeaderMap::new();
         let version = cfg.version.as_deref().unwrap_or(ANTHROPIC_VERSION);

@@ -308,8 +308,10 @@ impl OpenAiCompatible {
                 ));
             }
         };
-        let chat_url = http::endpoint(&base, "/chat/completions", vendor)?;
-        let embeddings_url = http::endpoint(&base, "/embeddings", vendor)?;
+        let chat_url =
+            http::Target::new(http::endpoint(&base, "/chat/completions", vendor)?, vendor)?;
+        let embeddings_url =
+            http::Target::new(http::endpoint(&base, "/embeddings", vendor)?, vendor)?;
         let auth = match cfg.api_key.clone() {
             Some(k) => Auth::bearer(k, vendor)?,
             None if preset.key_required => {

@@ -299,8 +299,8 @@ impl OpenAiConfig {
 /// The engine shared by OpenAI, Azure and the compatible presets.
 pub(crate) struct Engine {
     pub(crate) vendor: &'static str,
-    pub(crate) chat_url: reqwest::Url,
-    pub(crate) embeddings_url: reqwest::Url,
+    pub(crate) chat_url: http::Target,
+    pub(crate) embeddings_url: http::Target,
     pub(crate) transport: Transport,
     pub(crate) dialect: Dialect,
 }
@@ -308,8 +308,8 @@ pub(crate) struct Engine {
 /// What differs between the OpenAI-wire providers when they are built.
 pub(crate) struct Setup {
     pub(crate) vendor: &'static str,
-    pub(crate) chat_url: reqwest::Url,
-    pub(crate) embeddings_url: reqwest::Url,
+    pub(crate) chat_url: http::Target,
+    pub(crate) embeddings_url: http::Target,
     pub(crate) auth: Auth,
     pub(crate) headers: HeaderMap,
     pub(crate) dialect: Dialect,
@@ -371,8 +371,8 @@ impl OpenAi {
             .base_url
             .clone()
             .unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
-        let chat_url = http::endpoint(&base, "/chat/completions", what)?;
-        let embeddings_url = http::endpoint(&base, "/embeddings", what)?;
+        let chat_url = http::Target::new(http::endpoint(&base, "/chat/completions", what)?, what)?;
+        let embeddings_url = http::Target::new(http::endpoint(&base, "/embeddings", what)?, what)?;
         let key = cfg
             .api_key
             .clone()

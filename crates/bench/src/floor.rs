@@ -1,6 +1,9 @@
 //! The floor: a raw `reqwest` POST of a fixed request, with the response parsed into the
 //! fields an OpenAI client reads. No ripcord code runs on this path.
 //!
+//! [`HyperPost`] is the same POST on hyper-util's client, the transport ripcord's adapters use:
+//! against it the rows show what ripcord adds over its own HTTP path.
+//!
 //! The same type sends the OpenAI Python SDK's wire (its JSON and headers) for the gateway
 //! rows: what differs between rows is only the URL, the headers and the body.
 
@@ -8,9 +11,26 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use tokio::time::Instant;
+
+/// A reqwest client with the settings ripcord's transport has: rustls, TCP_NODELAY, a 90 s
+/// idle pool, a 10 s connect timeout, no redirects.
+pub(crate) fn reqwest_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("floor: reqwest client: {e}"))
+}
 
 /// A fixed POST.
 #[derive(Debug, Clone)]
@@ -116,16 +136,7 @@ impl RawPost {
             .bytes()
             .await
             .map_err(|e| format!("floor: body: {e}"))?;
-        let c: Completion =
-            serde_json::from_slice(&bytes).map_err(|e| format!("floor: bad JSON: {e}"))?;
-        let choice = c.choices.first().ok_or("floor: no choices")?;
-        let text = choice.message.content.as_deref().unwrap_or_default();
-        let finished = choice.finish_reason.is_some();
-        let tokens = c.usage.map_or(0, |u| u.prompt_tokens + u.completion_tokens);
-        if text.is_empty() || !finished || tokens == 0 || c.model.is_none() {
-            return Err("floor: incomplete completion".into());
-        }
-        Ok(())
+        check_completion(&bytes)
     }
 
     /// One SSE stream read to `[DONE]`, every event parsed; returns the time from the start of
@@ -171,6 +182,98 @@ impl RawPost {
             (Some(d), true) => Ok(d),
             _ => Err("floor: the stream ended without text or [DONE]".into()),
         }
+    }
+}
+
+/// Checks a completion as an OpenAI client reads it: fails unless it carries answer text, a
+/// finish reason, token counts and the model.
+fn check_completion(bytes: &[u8]) -> Result<(), String> {
+    let c: Completion =
+        serde_json::from_slice(bytes).map_err(|e| format!("floor: bad JSON: {e}"))?;
+    let choice = c.choices.first().ok_or("floor: no choices")?;
+    let text = choice.message.content.as_deref().unwrap_or_default();
+    let finished = choice.finish_reason.is_some();
+    let tokens = c.usage.map_or(0, |u| u.prompt_tokens + u.completion_tokens);
+    if text.is_empty() || !finished || tokens == 0 || c.model.is_none() {
+        return Err("floor: incomplete completion".into());
+    }
+    Ok(())
+}
+
+type Hyper = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The same fixed POST on hyper-util's pooled client, built as ripcord's transport builds
+/// its own (rustls, HTTP/1.1 and 2, TCP_NODELAY, 90 s idle pool, 10 s connect timeout).
+#[derive(Clone)]
+pub(crate) struct HyperPost {
+    client: Hyper,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl HyperPost {
+    /// A POST of `body` to `url` with these headers (names lower-case).
+    pub(crate) fn new(
+        url: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Result<HyperPost, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("hyper floor: bad URL {url:?}: {e}"))?;
+        let mut map = http::HeaderMap::new();
+        for (name, value) in headers {
+            let n = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| format!("hyper floor: bad header name {name:?}: {e}"))?;
+            let v = http::HeaderValue::from_str(value)
+                .map_err(|e| format!("hyper floor: bad value for header {name:?}: {e}"))?;
+            map.append(n, v);
+        }
+        let mut tcp = HttpConnector::new();
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(Duration::from_secs(10)));
+        tcp.enforce_http(false);
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| format!("hyper floor: TLS: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(tcp);
+        let client = HyperClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .build(tls);
+        Ok(HyperPost {
+            client,
+            uri,
+            headers: map,
+            body: Bytes::from(body),
+        })
+    }
+
+    /// One JSON completion, parsed; fails unless it carries answer text.
+    pub(crate) async fn json(&self) -> Result<(), String> {
+        let mut req = http::Request::new(Full::new(self.body.clone()));
+        *req.method_mut() = http::Method::POST;
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.headers.clone();
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| format!("hyper floor: send: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("hyper floor: status {}", resp.status()));
+        }
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("hyper floor: body: {e}"))?
+            .to_bytes();
+        check_completion(&bytes)
     }
 }
 

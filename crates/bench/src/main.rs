@@ -296,6 +296,18 @@ fn bench(args: &Args) -> Result<(), String> {
             per_round_ratios(&chain.c1.per_round, &floor.c1.per_round),
             per_round_ratios(&chain.c64.per_round, &floor.c64.per_round),
         ));
+        if let Some(h) = get("floor_hyper") {
+            let adapter = get("adapter");
+            notes.push(format!(
+                "over ripcord's own transport (the hyper floor, {:.3}x the reqwest floor's p50): \
+                 adapter p50 {:.3}x, rps {:.3}x; chain p50 {:.3}x, rps {:.3}x",
+                h.c1.p50_us / floor.c1.p50_us,
+                adapter.map_or(0.0, |a| a.c1.p50_us / h.c1.p50_us),
+                adapter.map_or(0.0, |a| a.c64.calls_per_s / h.c64.calls_per_s.max(1.0)),
+                chain.c1.p50_us / h.c1.p50_us,
+                chain.c64.calls_per_s / h.c64.calls_per_s.max(1.0),
+            ));
+        }
         if let Some(s) = get("skip") {
             notes.push(format!(
                 "end to end, the skip row's p50 is {:.3}x the chain row's and {:.3}x the failover row's \

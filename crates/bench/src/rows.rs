@@ -30,7 +30,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::floor::RawPost;
+use crate::floor::{HyperPost, RawPost};
 use crate::rawhttp::RawClient;
 use crate::runner::{Call, CallFuture, Row, Stats};
 
@@ -148,7 +148,7 @@ pub(crate) fn sdk_wire() -> (Vec<(String, String)>, Vec<u8>) {
     )
 }
 
-/// The HTTP client every adapter and the floor use: ripcord's pooled reqwest client.
+/// The HTTP client the chains share: ripcord's pooled client (hyper-util under rustls).
 pub(crate) fn http_client() -> Result<HttpClient, String> {
     HttpClient::new(Duration::from_secs(10)).map_err(|e| format!("HTTP client: {e}"))
 }
@@ -456,7 +456,7 @@ pub(crate) async fn build(
     ));
 
     let floor = RawPost::new(
-        http_client()?.reqwest().clone(),
+        crate::floor::reqwest_client()?,
         &chat_url(&t.ok),
         &wire.json_headers,
         wire.json_body.clone(),
@@ -468,6 +468,19 @@ pub(crate) async fn build(
         &[],
         call(move || {
             let f = floor.clone();
+            async move { f.json().await.map(|()| None) }
+        }),
+        meters,
+    ));
+
+    let hyper_floor = HyperPost::new(&chat_url(&t.ok), &wire.json_headers, wire.json_body.clone())?;
+    rows.push(row(
+        "floor_hyper",
+        "hyper floor: hyper-util POST + parse",
+        Some("floor"),
+        &[],
+        call(move || {
+            let f = hyper_floor.clone();
             async move { f.json().await.map(|()| None) }
         }),
         meters,
@@ -620,7 +633,7 @@ pub(crate) async fn build(
     ));
 
     let stream_floor = RawPost::new(
-        http_client()?.reqwest().clone(),
+        crate::floor::reqwest_client()?,
         &chat_url(&t.ok),
         &wire.stream_headers,
         wire.stream_body.clone(),
@@ -773,6 +786,7 @@ mod tests {
         let expected: Vec<&str> = [
             "upstream_ceiling",
             "floor",
+            "floor_hyper",
             "adapter",
             "chain",
             "chain_redis",

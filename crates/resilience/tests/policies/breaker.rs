@@ -515,3 +515,57 @@ async fn refusal_answers_up_front_only_while_a_call_would_be_refused() {
     assert_eq!(m.snapshot().state, BreakerState::Closed);
     assert!(m.refusal(&ctx).is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_success_between_failures_resets_the_consecutive_count() {
+    // Successes while closed take no lock once the count is zero; one after a failure must
+    // still reach the policy and reset it.
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .reply("ok")
+        .reply("ok")
+        .fail(ErrorKind::ServerError)
+        .reply("ok")
+        .fail(ErrorKind::ServerError)
+        .fail(ErrorKind::ServerError)
+        .with_breaker(layer(2, 100));
+    let mut states = Vec::new();
+    for _ in 0..7 {
+        let _ = m.chat(&req(), &Context::new()).await;
+        states.push(m.snapshot().state);
+    }
+    let open = states.iter().position(|s| *s == BreakerState::Open);
+    assert_eq!(open, Some(6), "{states:?}");
+    let snap = m.snapshot();
+    assert_eq!((snap.successes, snap.failures, snap.trips), (3, 4, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_failure_rate_every_success_counts_in_the_window() {
+    // Rate policy: 50 % of at least 4 calls. Three successes then three failures is 50 %.
+    let breaker = BreakerLayer::builder()
+        .failure_rate(0.5, secs(30), 4)
+        .open_for(ms(100))
+        .build()
+        .unwrap();
+    let m = scripted("a")
+        .reply("ok")
+        .reply("ok")
+        .reply("ok")
+        .fail(ErrorKind::ServerError)
+        .fail(ErrorKind::ServerError)
+        .fail(ErrorKind::ServerError)
+        .with_breaker(breaker);
+    for _ in 0..3 {
+        m.chat(&req(), &Context::new()).await.unwrap();
+    }
+    let _ = m.chat(&req(), &Context::new()).await;
+    assert_eq!(
+        m.snapshot().state,
+        BreakerState::Closed,
+        "1 failure in 4 calls is 25 %"
+    );
+    let _ = m.chat(&req(), &Context::new()).await;
+    let _ = m.chat(&req(), &Context::new()).await;
+    assert_eq!(m.snapshot().state, BreakerState::Open, "3 in 6 is 50 %");
+}

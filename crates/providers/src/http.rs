@@ -791,7 +791,7 @@ pub(crate) fn transport_error(e: TransportError, stage: Stage) -> Error {
     match e {
         TransportError::Send(e) => {
             let detail = chain(&e);
-            let err = if e.is_connect() && has_io_kind(&e, std::io::ErrorKind::TimedOut) {
+            let err = if e.is_connect() && io_kind(&e) == Some(std::io::ErrorKind::TimedOut) {
                 connect_timeout(&detail)
             } else if e.is_connect() {
                 cannot_connect(&detail)
@@ -865,29 +865,22 @@ fn connection_failed(stage: Stage, detail: &str) -> Error {
     Error::new(ErrorKind::Network, format!("{what}: {detail}"))
 }
 
-/// True when an I/O error of this kind is among the causes.
-fn has_io_kind(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
+/// The kind of the first I/O error among the causes, if any.
+fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = src {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io.kind() == kind;
+            return Some(io.kind());
         }
         src = s.source();
     }
-    false
+    None
 }
 
 /// True when an I/O failure (reset, broken pipe — not a plain early end of file) is among the
 /// causes: a transport failure rather than a truncated answer.
 fn has_io_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = src {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io.kind() != std::io::ErrorKind::UnexpectedEof;
-        }
-        src = s.source();
-    }
-    false
+    io_kind(e).is_some_and(|k| k != std::io::ErrorKind::UnexpectedEof)
 }
 
 /// The error and its sources as one line ("a: b: c"), without repeats.

@@ -32,6 +32,19 @@ pub(crate) fn reqwest_client() -> Result<reqwest::Client, String> {
         .map_err(|e| format!("floor: reqwest client: {e}"))
 }
 
+/// Headers from (lower-case name, value) pairs; `what` names the floor in errors.
+fn header_map(what: &str, headers: &[(String, String)]) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| format!("{what}: bad header name {name:?}: {e}"))?;
+        let v = HeaderValue::from_str(value)
+            .map_err(|e| format!("{what}: bad value for header {name:?}: {e}"))?;
+        map.append(n, v);
+    }
+    Ok(map)
+}
+
 /// A fixed POST.
 #[derive(Debug, Clone)]
 pub(crate) struct RawPost {
@@ -98,18 +111,10 @@ impl RawPost {
         body: Vec<u8>,
     ) -> Result<RawPost, String> {
         let url = reqwest::Url::parse(url).map_err(|e| format!("floor: bad URL {url:?}: {e}"))?;
-        let mut map = HeaderMap::new();
-        for (name, value) in headers {
-            let n = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| format!("floor: bad header name {name:?}: {e}"))?;
-            let v = HeaderValue::from_str(value)
-                .map_err(|e| format!("floor: bad value for header {name:?}: {e}"))?;
-            map.append(n, v);
-        }
         Ok(RawPost {
             client,
             url,
-            headers: map,
+            headers: header_map("floor", headers)?,
             body: Bytes::from(body),
         })
     }
@@ -208,7 +213,7 @@ type Hyper = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes
 pub(crate) struct HyperPost {
     client: Hyper,
     uri: http::Uri,
-    headers: http::HeaderMap,
+    headers: HeaderMap,
     body: Bytes,
 }
 
@@ -222,14 +227,7 @@ impl HyperPost {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| format!("hyper floor: bad URL {url:?}: {e}"))?;
-        let mut map = http::HeaderMap::new();
-        for (name, value) in headers {
-            let n = http::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| format!("hyper floor: bad header name {name:?}: {e}"))?;
-            let v = http::HeaderValue::from_str(value)
-                .map_err(|e| format!("hyper floor: bad value for header {name:?}: {e}"))?;
-            map.append(n, v);
-        }
+        let map = header_map("hyper floor", headers)?;
         let mut tcp = HttpConnector::new();
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(Duration::from_secs(10)));

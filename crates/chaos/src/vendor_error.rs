@@ -23,7 +23,7 @@ use crate::Wire;
 /// | `Overloaded` | 503 `server_error` | 529 `overloaded_error` |
 /// | `ServerError` | 500 `server_error` | 500 `api_error` |
 /// | `BadGateway` | 502, HTML body | 502, HTML body |
-/// | `GatewayTimeout` | 504, HTML body | 504, HTML body |
+/// | `GatewayTimeout` | 504, HTML body (in-band: `server_error`, code `timeout`) | 504, HTML body (in-band: `timeout_error`) |
 /// | `EmptyServiceUnavailable` | 503, empty body | 503, empty body |
 /// | `Auth` | 401 `invalid_api_key` | 401 `authentication_error` |
 /// | `PermissionDenied` | 403 `insufficient_permissions` | 403 `permission_error` |
@@ -158,9 +158,9 @@ impl VendorError {
             VendorError::RateLimited { .. } => ErrorKind::RateLimited,
             VendorError::QuotaExhausted | VendorError::PaymentRequired => ErrorKind::QuotaExhausted,
             VendorError::Overloaded | VendorError::EmptyServiceUnavailable => ErrorKind::Overloaded,
-            VendorError::ServerError | VendorError::BadGateway | VendorError::GatewayTimeout => {
-                ErrorKind::ServerError
-            }
+            VendorError::ServerError | VendorError::BadGateway => ErrorKind::ServerError,
+            // The gateway gave up waiting for the vendor: a timeout, whatever answered it.
+            VendorError::GatewayTimeout => ErrorKind::Timeout,
             VendorError::Auth => ErrorKind::Auth,
             VendorError::PermissionDenied => ErrorKind::PermissionDenied,
             VendorError::RegionBlocked => ErrorKind::RegionBlocked,
@@ -256,7 +256,12 @@ impl VendorError {
                 None,
             ),
             VendorError::BadGateway => ("Bad gateway.".to_owned(), Some("server_error"), None, None),
-            VendorError::GatewayTimeout => ("Gateway timeout.".to_owned(), Some("server_error"), None, None),
+            VendorError::GatewayTimeout => (
+                "Gateway timeout.".to_owned(),
+                Some("server_error"),
+                None,
+                Some("timeout"),
+            ),
             VendorError::EmptyServiceUnavailable => (
                 "Service unavailable.".to_owned(),
                 Some("server_error"),
@@ -352,7 +357,7 @@ impl VendorError {
             VendorError::Overloaded => ("overloaded_error", "Overloaded".to_owned()),
             VendorError::ServerError => ("api_error", "Internal server error".to_owned()),
             VendorError::BadGateway => ("api_error", "Bad gateway".to_owned()),
-            VendorError::GatewayTimeout => ("api_error", "Gateway timeout".to_owned()),
+            VendorError::GatewayTimeout => ("timeout_error", "Request timed out".to_owned()),
             VendorError::EmptyServiceUnavailable => ("api_error", "Service unavailable".to_owned()),
             VendorError::Auth => ("authentication_error", "invalid x-api-key".to_owned()),
             VendorError::PermissionDenied => (

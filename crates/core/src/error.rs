@@ -319,6 +319,7 @@ struct Inner {
     attempts: Vec<Attempt>,
     causes: Vec<Error>,
     source: Option<BoxError>,
+    delivered: bool,
 }
 
 impl Error {
@@ -337,6 +338,7 @@ impl Error {
                 attempts: Vec::new(),
                 causes: Vec::new(),
                 source: None,
+                delivered: false,
             }),
         }
     }
@@ -430,6 +432,28 @@ impl Error {
         self
     }
 
+    /// Marks that the request had reached the vendor when this failure happened: the answer
+    /// was cut short (a body that stopped before its declared length, a stream that closed
+    /// without its terminator, a reset mid-answer), so the vendor may already have processed
+    /// — and billed — the request.
+    ///
+    /// This is a fact about the failure, kept beside the kind (usually
+    /// [`ErrorKind::Network`]); it does not change the disposition. Policies that must not
+    /// repeat a side effect read it with [`Error::request_delivered`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_core::{Error, ErrorKind};
+    /// let cut = Error::new(ErrorKind::Network, "stream truncated").with_request_delivered();
+    /// assert!(cut.request_delivered());
+    /// assert!(!Error::new(ErrorKind::Network, "connection refused").request_delivered());
+    /// ```
+    pub fn with_request_delivered(mut self) -> Self {
+        self.inner.delivered = true;
+        self
+    }
+
     /// Attaches the attempts that led to this error (a retry decorator's failed attempts).
     pub fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
         self.inner.attempts = attempts;
@@ -507,6 +531,12 @@ impl Error {
         &self.inner.causes
     }
 
+    /// True when the request is known to have reached the vendor before the failure (see
+    /// [`Error::with_request_delivered`]).
+    pub fn request_delivered(&self) -> bool {
+        self.inner.delivered
+    }
+
     /// True when this is a timeout.
     pub fn is_timeout(&self) -> bool {
         self.inner.kind == ErrorKind::Timeout
@@ -574,6 +604,9 @@ impl fmt::Debug for Error {
         if !i.causes.is_empty() {
             d.field("causes", &i.causes);
         }
+        if i.delivered {
+            d.field("request_delivered", &true);
+        }
         if let Some(s) = &i.source {
             d.field("source", s);
         }
@@ -615,6 +648,7 @@ impl Clone for Error {
                 attempts: i.attempts.clone(),
                 causes: i.causes.clone(),
                 source: None,
+                delivered: i.delivered,
             }),
         }
     }

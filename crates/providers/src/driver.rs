@@ -9,14 +9,22 @@
 //! Limits: until the first content event (text, tool call, or finish) the first-token limit
 //! applies — measured from when the request was sent; after it, the idle limit applies to each
 //! gap between network reads. The context's deadline and cancellation apply throughout. A body
-//! that ends before the vendor's terminator (`[DONE]`, `message_stop`) is an `InvalidResponse`
-//! "stream truncated" error, never a quiet end.
+//! that ends before the vendor's terminator (`[DONE]`, `message_stop`) — cleanly, after a few
+//! keep-alive lines, or mid-event — is a "stream truncated" error, never a quiet end. Its kind
+//! is `Network` (the connection ended early; nothing the vendor sent was malformed) and it is
+//! marked as delivered: the vendor had the request and may have processed it, which decides
+//! whether a request that is not retry-safe may be sent again.
+//!
+//! A stream whose only answer is a policy stop — a `content_filter` / `refusal` finish with no
+//! text and no tool call — is a `ContentFiltered` error, not an empty answer.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use futures::StreamExt;
-use ripcord_core::{ChatStream, Context, Error, ErrorKind, Result, StreamEvent, TimeoutPhase};
+use ripcord_core::{
+    ChatStream, Context, Error, ErrorKind, FinishReason, Result, StreamEvent, TimeoutPhase,
+};
 use tokio::time::Instant;
 
 use crate::http::{self, Auth, Limit, Stage, Timeouts};
@@ -42,6 +50,26 @@ pub(crate) trait Decoder: Send + 'static {
 
     /// The message for a body that ended without the terminator.
     fn truncated(&self) -> &'static str;
+}
+
+/// The error for an answer that is nothing but a policy stop (a `content_filter` or `refusal`
+/// finish without any text or tool call), or `None` for any other event.
+pub(crate) fn policy_stop(ev: &StreamEvent) -> Option<Error> {
+    match ev {
+        StreamEvent::Finish {
+            reason: FinishReason::ContentFilter,
+            ..
+        } => Some(refused_without_content()),
+        _ => None,
+    }
+}
+
+/// A policy stop with nothing delivered: the vendor's content filter refused the request.
+pub(crate) fn refused_without_content() -> Error {
+    Error::new(
+        ErrorKind::ContentFiltered,
+        "the vendor's content filter stopped the answer before any content",
+    )
 }
 
 /// Who the stream belongs to, to label its errors.
@@ -83,6 +111,8 @@ struct Driver<D> {
     timeouts: Timeouts,
     first: Limit,
     answered: bool,
+    /// A text or tool-call event has been seen.
+    content: bool,
     done: bool,
     labels: Labels,
 }
@@ -105,6 +135,7 @@ pub(crate) fn drive<D: Decoder>(
         timeouts,
         first: Limit::first_token(started, &timeouts),
         answered: false,
+        content: false,
         done: false,
         labels,
     };
@@ -129,6 +160,12 @@ impl<D: Decoder> Driver<D> {
                     Ok(Step::More) => {}
                     Ok(Step::Done) => self.done = true,
                     Err(e) => return Some(Err(self.fail(e))),
+                }
+                self.content |= self.out.iter().any(StreamEvent::is_content);
+                if !self.content
+                    && let Some(e) = self.out.iter().find_map(policy_stop)
+                {
+                    return Some(Err(self.fail(e)));
                 }
                 if !self.answered
                     && self
@@ -162,7 +199,8 @@ impl<D: Decoder> Driver<D> {
                     return Some(Err(self.fail(e)));
                 }
                 None => {
-                    let e = Error::new(ErrorKind::InvalidResponse, self.decoder.truncated());
+                    let e = Error::new(ErrorKind::Network, self.decoder.truncated())
+                        .with_request_delivered();
                     return Some(Err(self.fail(e)));
                 }
             }

@@ -6,10 +6,16 @@
 //! `{"error_code":…,"error_msg":…}`, proxies send HTML or nothing at all. [`ErrorBody::parse`]
 //! reads all of these into one small struct, leniently (codes may be strings or numbers).
 //!
-//! [`classify`] then turns status + body into an [`ErrorKind`]: the status decides the family
-//! and the body refines it — a 429 whose code is `insufficient_quota` is a spent quota, not a
-//! rate limit; a 400 that says "maximum context length" is a context overflow; a 403 that names
-//! a country is a region block. Vendor-specific codes (Zhipu's `1113`, DashScope's
+//! [`classify`] then turns status + body into an [`ErrorKind`]. For a 4xx (or an error without
+//! a status) a few kinds are decided by the body whatever the status, because vendors disagree
+//! on the status and the kind drives what an operator does about it: spent money (a spend cap,
+//! an overdue account, a used-up daily allowance — sent as 400, 402, 403 or 429), a request
+//! that can never fit (OpenAI's 429 "Request too large … tokens per min" waits for nothing), a
+//! policy refusal hidden in a generic 400 (`invalid_prompt`, DeepSeek's "Content Exists
+//! Risk"), a context overflow, and a model that is missing, retired or not enabled for the
+//! account. Otherwise the status decides the family and the body refines it — a 429 that says
+//! "overloaded" is the vendor's capacity, a 403 that names a country is a region block; 408 and
+//! 504 (and a vendor's own timeout types) are timeouts. Vendor-specific codes (Zhipu's `1113`, DashScope's
 //! `Arrearage`, …) are mapped by each preset's own hook *before* this shared logic runs, so
 //! the shared rules stay small and the vendor knowledge stays with the vendor.
 
@@ -127,7 +133,9 @@ impl ErrorBody {
         any.iter().any(|p| m.contains(p))
     }
 
-    /// The spent-quota / no-balance family (never retry).
+    /// The spent-money family (never retry): no balance, an overdue account, a spend cap or a
+    /// usage cap for the period, a daily request allowance used up. Vendors send these with
+    /// 400, 402, 403 or 429 — the words decide, not the status.
     pub fn is_quota(&self) -> bool {
         self.has_tag(&[
             "insufficient_quota",
@@ -137,16 +145,38 @@ impl ErrorBody {
             "arrearage",
             "billing_error",
             "insufficient_balance",
+            "insufficient_user_quota",
         ]) || self.says(&[
             "exceeded your current quota",
             "exceeded your current token quota",
             "credit balance is too low",
             "insufficient balance",
+            "insufficient credit",
             "insufficient_quota",
             "account is not active",
+            "in good standing",
+            "overdue",
+            "in arrears",
+            "reached your specified api usage limits",
+            "usage limit",
+            "spend limit",
+            "daily request limit",
+            "total request limit",
             "余额不足",
             "欠费",
         ])
+    }
+
+    /// The request can never fit, however long one waits: too many bytes, or more tokens than
+    /// the whole per-minute allowance (OpenAI's 429 "Request too large … on tokens per min").
+    pub fn is_payload_too_large(&self) -> bool {
+        self.has_tag(&["request_too_large", "badrequest.toolarge"])
+            || self.says(&[
+                "request too large",
+                "request entity too large",
+                "payload too large",
+                "total message size",
+            ])
     }
 
     /// The prompt (plus requested output) does not fit the model.
@@ -171,15 +201,20 @@ impl ErrorBody {
         ])
     }
 
-    /// The vendor's content policy refused the prompt or the answer.
+    /// The vendor's content policy refused the prompt or the answer — whether it says so with
+    /// a dedicated code or inside a generic 400 (`invalid_prompt`, "Content Exists Risk").
     pub fn is_content_filter(&self) -> bool {
         self.has_tag(&[
             "content_filter",
+            "content_filter_error",
             "content_policy_violation",
             "responsibleaipolicyviolation",
             "datainspectionfailed",
             "data_inspection_failed",
             "unsafe_request",
+            "invalid_prompt",
+            "sensitive_words_detected",
+            "prompt_blocked",
         ]) || self.says(&[
             "content management policy",
             "content policy",
@@ -188,6 +223,8 @@ impl ErrorBody {
             "considered high risk",
             "safety system",
             "content filter",
+            "violating our usage policy",
+            "content exists risk",
             "敏感",
         ])
     }
@@ -201,14 +238,38 @@ impl ErrorBody {
         ]) || self.says(&["country", "region", "territory", "unsupported location"])
     }
 
-    /// The model does not exist (some vendors send it with 400).
+    /// The model does not exist, was retired or taken offline, or is not enabled for this
+    /// account — whatever status it came with (some vendors use 400, 401 or 403).
     pub fn is_model_not_found(&self) -> bool {
         self.has_tag(&[
             "model_not_found",
+            "modelnotfound",
             "deploymentnotfound",
             "not_found_error",
             "resource_not_found_error",
-        ]) || (self.says(&["model"]) && self.says(&["does not exist", "not found"]))
+            "model_not_available",
+            "accessdenied.unpurchased",
+        ]) || (self.says(&["model"])
+            && self.says(&[
+                "does not exist",
+                "not found",
+                "has been deprecated",
+                "has been decommissioned",
+                "has been retired",
+                "taken offline",
+                "not allowed to sample",
+                "no permission to use the model",
+            ]))
+    }
+
+    /// The vendor (or a gateway in front of it) gave up waiting.
+    pub fn is_timeout(&self) -> bool {
+        self.has_tag(&[
+            "timeout_error",
+            "timeout",
+            "requesttimeout",
+            "request_timeout",
+        ])
     }
 
     /// The vendor is overloaded (some vendors send it with 429 or in-band).
@@ -291,7 +352,7 @@ impl ErrorBody {
         {
             return Some(403);
         }
-        if self.has_tag(&["request_too_large"]) {
+        if self.is_payload_too_large() {
             return Some(413);
         }
         if self.is_model_not_found() {
@@ -306,7 +367,7 @@ impl ErrorBody {
         ]) {
             return Some(400);
         }
-        if self.has_tag(&["timeout_error"]) {
+        if self.is_timeout() {
             return Some(504);
         }
         if self.has_tag(&[
@@ -355,48 +416,53 @@ pub fn classify(status: Option<u16>, body: Option<&ErrorBody>) -> ErrorKind {
     let status = status.or_else(|| b.implied_status());
     let Some(status) = status else {
         // Nothing but a message: keywords, else a server-side failure (retryable).
-        return if b.is_quota() {
-            ErrorKind::QuotaExhausted
-        } else if b.is_context_length() {
-            ErrorKind::ContextLengthExceeded
-        } else if b.is_content_filter() {
-            ErrorKind::ContentFiltered
-        } else {
-            ErrorKind::ServerError
-        };
+        return b.body_kind().unwrap_or(ErrorKind::ServerError);
     };
     match status {
         401 => ErrorKind::Auth,
         402 => ErrorKind::QuotaExhausted,
-        403 if b.is_quota() => ErrorKind::QuotaExhausted,
-        403 if b.is_region() => ErrorKind::RegionBlocked,
-        403 => ErrorKind::PermissionDenied,
-        404 => ErrorKind::ModelNotFound,
-        408 | 409 => ErrorKind::ServerError,
-        413 => ErrorKind::PayloadTooLarge,
-        429 if b.is_quota() => ErrorKind::QuotaExhausted,
-        429 if b.is_overloaded() => ErrorKind::Overloaded,
-        429 => ErrorKind::RateLimited,
+        408 => ErrorKind::Timeout,
+        // A conflict (Anthropic's `conflict_error`) clears on its own: retry.
+        409 => ErrorKind::ServerError,
+        400..=499 => b.body_kind().unwrap_or(match status {
+            403 if b.is_region() => ErrorKind::RegionBlocked,
+            403 => ErrorKind::PermissionDenied,
+            404 => ErrorKind::ModelNotFound,
+            413 => ErrorKind::PayloadTooLarge,
+            429 if b.is_overloaded() => ErrorKind::Overloaded,
+            429 => ErrorKind::RateLimited,
+            _ if b.is_timeout() => ErrorKind::Timeout,
+            _ => ErrorKind::InvalidRequest,
+        }),
         503 | 529 => ErrorKind::Overloaded,
+        504 => ErrorKind::Timeout,
+        500..=599 if b.is_timeout() => ErrorKind::Timeout,
         500..=599 => ErrorKind::ServerError,
-        400..=499 => {
-            if b.is_quota() {
-                ErrorKind::QuotaExhausted
-            } else if b.is_context_length() {
-                ErrorKind::ContextLengthExceeded
-            } else if b.is_content_filter() {
-                ErrorKind::ContentFiltered
-            } else if b.is_model_not_found() {
-                ErrorKind::ModelNotFound
-            } else if b.has_tag(&["request_too_large"]) {
-                ErrorKind::PayloadTooLarge
-            } else {
-                ErrorKind::InvalidRequest
-            }
-        }
         // 1xx, 3xx (we do not follow redirects on API calls), or an error object in a 2xx body
         // without any clue: the answer cannot be used.
         _ => ErrorKind::InvalidResponse,
+    }
+}
+
+impl ErrorBody {
+    /// The kinds a body decides whatever the status it came with: money before everything
+    /// (a spent account fails the same way whatever it asks for), then a request that can
+    /// never fit, a policy refusal, a context overflow and a missing model. `None` leaves the
+    /// decision to the status.
+    fn body_kind(&self) -> Option<ErrorKind> {
+        if self.is_quota() {
+            Some(ErrorKind::QuotaExhausted)
+        } else if self.is_payload_too_large() {
+            Some(ErrorKind::PayloadTooLarge)
+        } else if self.is_content_filter() {
+            Some(ErrorKind::ContentFiltered)
+        } else if self.is_context_length() {
+            Some(ErrorKind::ContextLengthExceeded)
+        } else if self.is_model_not_found() {
+            Some(ErrorKind::ModelNotFound)
+        } else {
+            None
+        }
     }
 }
 
@@ -563,7 +629,8 @@ mod tests {
             ErrorKind::Overloaded
         );
         assert_eq!(k(Some(503), ""), ErrorKind::Overloaded);
-        assert_eq!(k(Some(504), "<html>gateway</html>"), ErrorKind::ServerError);
+        assert_eq!(k(Some(504), "<html>gateway</html>"), ErrorKind::Timeout);
+        assert_eq!(k(Some(408), ""), ErrorKind::Timeout);
         assert_eq!(k(Some(413), ""), ErrorKind::PayloadTooLarge);
         assert_eq!(k(Some(404), ""), ErrorKind::ModelNotFound);
         assert_eq!(k(Some(401), ""), ErrorKind::Auth);

@@ -849,11 +849,15 @@ fn cannot_connect(detail: &str) -> Error {
     )
 }
 
+/// A body that stopped before its declared length or its chunked terminator. The connection
+/// failed, not the vendor's grammar, so it is a `Network` error — and the request had reached
+/// the vendor, which may have processed it.
 fn truncated(detail: &str) -> Error {
     Error::new(
-        ErrorKind::InvalidResponse,
+        ErrorKind::Network,
         format!("response truncated: the connection closed before the end of the body: {detail}"),
     )
+    .with_request_delivered()
 }
 
 fn connection_failed(stage: Stage, detail: &str) -> Error {
@@ -862,7 +866,13 @@ fn connection_failed(stage: Stage, detail: &str) -> Error {
         Stage::Body => "the connection failed while reading the response",
         Stage::Stream => "the connection failed mid-stream",
     };
-    Error::new(ErrorKind::Network, format!("{what}: {detail}"))
+    let e = Error::new(ErrorKind::Network, format!("{what}: {detail}"));
+    // Once a response is being read the request has reached the vendor.
+    if stage == Stage::Send {
+        e
+    } else {
+        e.with_request_delivered()
+    }
 }
 
 /// The kind of the first I/O error among the causes, if any.

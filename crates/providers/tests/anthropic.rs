@@ -254,7 +254,8 @@ async fn truncation_malformed_json_and_resets() {
     .await;
     assert!(!text_of(&events).is_empty());
     let e = err.expect("truncated");
-    assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+    assert_eq!(e.kind(), ErrorKind::Network);
+    assert!(e.request_delivered(), "{e:?}");
     assert!(e.message().contains("message_stop"), "{e}");
 
     fake.set_script(Script::Always(Behavior::MalformedJson));

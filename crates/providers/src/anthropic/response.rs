@@ -114,6 +114,9 @@ pub(crate) fn parse_message(
         .as_deref()
         .map(|s| stop_reason(s, json))
         .unwrap_or_default();
+    if finish == FinishReason::ContentFilter && content.is_empty() && calls.is_empty() {
+        return Err(crate::driver::refused_without_content());
+    }
     Ok(ChatResponse::new(content)
         .with_tool_calls(calls)
         .with_finish_reason(finish)

@@ -50,6 +50,11 @@ const MODELS: &[ModelInfo] = &[
 ];
 
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
+    // A spent balance or a used-up period allowance ("You've reached your usage limit for
+    // this period") arrives under several types and statuses (403, 429): the words decide.
+    if body.is_quota() {
+        return Some(ErrorKind::QuotaExhausted);
+    }
     let kind = match body.error_type.as_deref()? {
         "exceeded_current_quota_error" => ErrorKind::QuotaExhausted,
         "engine_overloaded_error" => ErrorKind::Overloaded,
@@ -65,6 +70,7 @@ fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
             }
         }
         "resource_not_found_error" => ErrorKind::ModelNotFound,
+        "access_terminated_error" => ErrorKind::PermissionDenied,
         "unexpected_output" if status.is_none_or(|s| s >= 500 && s != 503) => {
             ErrorKind::ServerError
         }

@@ -5,10 +5,14 @@
 //! (<https://cloud.baidu.com/doc/qianfan-api/s/rmwbl43x7>): `tokens_too_long` /
 //! `characters_too_long` are context overflows, `rpm_rate_limit_exceeded` /
 //! `tpm_rate_limit_exceeded` rate limits, type `unsafe_request` the content filter,
-//! `access_denied` / `no_parameter_permission` permission (even on a 401, which Qianfan also
-//! uses for "no permission to use the model"). The older numeric codes still show up behind
-//! some gateways: 336501/336502 (RPM/TPM), 18 (QPS) are rate limits; 17/19 (daily/total
-//! request quota) spent quotas; 110/111 invalid access tokens.
+//! `access_denied` / `no_parameter_permission` permission; `invalid_model` on a 401 ("No
+//! permission to use the model": not enabled for the account) a missing model, on a 400
+//! ("model is empty") a bad request. The older numeric codes of the v1 API
+//! (<https://ai.baidu.com/ai-doc/WENXINWORKSHOP/tlmyncueh>), sent as
+//! `{"error_code":…,"error_msg":…}` in a 200 body, still show up behind some gateways:
+//! 336501/336502 (RPM/TPM), 18 (QPS) are rate limits; 17/19 (daily/total request quota) spent
+//! quotas; 110/111 invalid access tokens; 6 no permission; 2, 4 and 336100 ("try again
+//! later") a busy service; 1 and 336000 internal errors.
 
 use ripcord_core::{ErrorKind, Price};
 
@@ -44,8 +48,11 @@ fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
         }
         "17" | "19" => ErrorKind::QuotaExhausted,
         "110" | "111" => ErrorKind::Auth,
-        "no_parameter_permission" | "access_denied" => ErrorKind::PermissionDenied,
-        "invalid_model" if matches!(status, Some(401 | 403)) => ErrorKind::PermissionDenied,
+        "6" | "no_parameter_permission" | "access_denied" => ErrorKind::PermissionDenied,
+        // "No permission to use the model": the model is not enabled for this account.
+        "invalid_model" if matches!(status, Some(401 | 403)) => ErrorKind::ModelNotFound,
+        "1" | "336000" => ErrorKind::ServerError,
+        "2" | "4" | "336100" => ErrorKind::Overloaded,
         _ => return None,
     };
     Some(kind)
@@ -121,7 +128,7 @@ mod tests {
                     "No permission to use the model"
                 )
             ),
-            ErrorKind::PermissionDenied
+            ErrorKind::ModelNotFound
         );
         assert_eq!(
             kind_for(

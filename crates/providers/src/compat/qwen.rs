@@ -6,9 +6,12 @@
 //! "Access denied, please make sure your account is in good standing", sent as a 400) and
 //! `AllocationQuota.FreeTierOnly` are spent quotas; `DataInspectionFailed` /
 //! `data_inspection_failed` is the content filter; `Throttling*` and `limit_requests` are rate
-//! limits; `InvalidApiKey` is authentication; `AccessDenied*` permission; `ModelNotFound` /
-//! `model_not_found`; `InternalError*` server errors; `ServiceUnavailable` overload. "Range of
-//! input length should be [1, N]" is a context overflow.
+//! limits; `InvalidApiKey` is authentication; `AccessDenied.Unpurchased` (the model is not
+//! enabled for the account) a missing model, other `AccessDenied*` permission; `ModelNotFound` /
+//! `model_not_found`; `BadRequest.TooLarge` a payload too large; `RequestTimeOut` (408) a
+//! timeout; `InternalError*` server errors; `ServiceUnavailable` overload. "Range of input
+//! length should be [1, N]" is a context overflow. Native-API answers put `code` / `message`
+//! at the top level of a 200 body; they are read as errors by their codes.
 
 use ripcord_core::{ErrorKind, Price};
 
@@ -64,9 +67,14 @@ fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
             "DataInspectionFailed" | "data_inspection_failed" => ErrorKind::ContentFiltered,
             t if t.starts_with("Throttling") || t == "limit_requests" => ErrorKind::RateLimited,
             "InvalidApiKey" | "invalid_api_key" => ErrorKind::Auth,
+            // The model is not enabled ("purchased") for this account: for the caller it does
+            // not exist.
+            "AccessDenied.Unpurchased" => ErrorKind::ModelNotFound,
             t if t.starts_with("AccessDenied") => ErrorKind::PermissionDenied,
             "ModelNotFound" | "model_not_found" => ErrorKind::ModelNotFound,
-            t if t.starts_with("InternalError") || t == "RequestTimeOut" => ErrorKind::ServerError,
+            "BadRequest.TooLarge" => ErrorKind::PayloadTooLarge,
+            "RequestTimeOut" => ErrorKind::Timeout,
+            t if t.starts_with("InternalError") => ErrorKind::ServerError,
             "ServiceUnavailable" => ErrorKind::Overloaded,
             _ => continue,
         };

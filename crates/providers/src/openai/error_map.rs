@@ -69,6 +69,11 @@ mod tests {
             (
                 403,
                 r#"{"error":{"message":"You are not allowed to sample from this model","type":"invalid_request_error","param":null,"code":null}}"#,
+                ErrorKind::ModelNotFound,
+            ),
+            (
+                403,
+                r#"{"error":{"message":"You have insufficient permissions for this operation. Missing scopes: model.request.","type":"invalid_request_error","param":null,"code":"insufficient_permissions"}}"#,
                 ErrorKind::PermissionDenied,
             ),
             (
@@ -113,7 +118,7 @@ mod tests {
                 r#"{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error"}}"#,
                 ErrorKind::Overloaded,
             ),
-            (504, "upstream timed out", ErrorKind::ServerError),
+            (504, "upstream timed out", ErrorKind::Timeout),
         ];
         for (status, body, kind) in rows {
             let e = err(*status, &[], body);

@@ -194,6 +194,11 @@ pub(crate) fn parse_chat(
         return Err(error_map::from_body(None, &b, hook));
     }
     let Some(choice) = c.choices.into_iter().next() else {
+        // A 200 that is an error without an `error` key: Baidu's `error_code`/`error_msg`,
+        // DashScope's top-level `code`/`message`. Classify it by its codes.
+        if let Some(b) = ErrorBody::parse(body) {
+            return Err(error_map::from_body(None, &b, hook));
+        }
         return Err(Error::new(
             ErrorKind::InvalidResponse,
             "the chat response has no choices",
@@ -230,6 +235,9 @@ pub(crate) fn parse_chat(
             )
         })
         .collect();
+    if finish == FinishReason::ContentFilter && content.is_empty() && tool_calls.is_empty() {
+        return Err(crate::driver::refused_without_content());
+    }
     let usage = c.usage.unwrap_or_default().to_usage(price);
     Ok(ChatResponse::new(content)
         .with_tool_calls(tool_calls)

@@ -4,7 +4,8 @@
 //! only with `stream_options.include_usage`), so the decoder holds the finish until `[DONE]`
 //! and emits it last: ripcord's contract is exactly one `Finish`, as the final event. Tool-call
 //! pieces are passed on by `index` (id and name in the first piece, arguments in fragments).
-//! An error object in a chunk or an `event: error` is classified like an HTTP error.
+//! An error object in a chunk (under `error`, or at the top level as DashScope and Baidu send
+//! it) or an `event: error` is classified like an HTTP error.
 
 use std::collections::VecDeque;
 
@@ -122,6 +123,14 @@ impl Decoder for OpenAiDecoder {
         })?;
         if let Some(err) = &chunk.error {
             return Err(self.in_band(&serde_json::json!({ "error": err })));
+        }
+        if chunk.choices.is_empty()
+            && chunk.usage.is_none()
+            && let Some(b) = ErrorBody::parse(data.as_bytes())
+        {
+            // An error without an `error` key (DashScope's top-level `code`/`message`, Baidu's
+            // `error_code`/`error_msg`) sent as a stream event.
+            return Err(error_map::from_body(None, &b, self.hook));
         }
         if let Some(m) = chunk.model.filter(|m| !m.is_empty()) {
             self.model = Some(m);

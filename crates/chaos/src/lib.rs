@@ -50,6 +50,8 @@
 //! - [`VendorError`]: vendor-accurate errors, with [`VendorError::expected_kind`] naming the
 //!   `ripcord_core::ErrorKind` an adapter should classify each as.
 //! - [`RecordedRequest`]: what the server received.
+//! - [`vendor_table`]: recorded vendor failures (exact status, headers and body bytes, streams
+//!   too) with the kind and disposition each must get, replayed with [`Behavior::Raw`].
 //!
 //! ## Notes
 //!
@@ -69,10 +71,11 @@ mod reply;
 mod script;
 mod server;
 mod vendor_error;
+pub mod vendor_table;
 
 pub use record::RecordedRequest;
 pub use reply::Reply;
-pub use script::{Behavior, Script};
+pub use script::{Behavior, RawEnd, RawResponse, Script};
 pub use server::{FakeOptions, FakeVendor};
 pub use vendor_error::VendorError;
 

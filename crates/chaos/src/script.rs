@@ -105,6 +105,55 @@ pub enum Behavior {
     },
     /// The vendor-accurate error status, body and headers for this wire.
     Error(VendorError),
+    /// Exactly these bytes, for streaming and non-streaming requests alike: a recorded vendor
+    /// answer replayed byte for byte (see [`RawResponse`]).
+    Raw(RawResponse),
+}
+
+/// A recorded vendor answer: status, headers and body bytes as the vendor sent them, and how
+/// the body ends on the wire.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_chaos::{Behavior, RawEnd, RawResponse};
+/// let cut = Behavior::Raw(RawResponse {
+///     status: 200,
+///     headers: vec![("content-type".into(), "text/event-stream".into())],
+///     body: b": keep-alive\n\n: keep-alive\n\n".to_vec(),
+///     end: RawEnd::ChunkedCut,
+/// });
+/// assert!(matches!(cut, Behavior::Raw(_)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RawResponse {
+    /// The HTTP status.
+    pub status: u16,
+    /// Response headers, sent in this order (no `content-type` is added).
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+    /// How the body ends.
+    pub end: RawEnd,
+}
+
+/// How a [`RawResponse`] body ends on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RawEnd {
+    /// `content-length` of the body, then the whole body.
+    #[default]
+    Length,
+    /// `transfer-encoding: chunked`, the body as one chunk, then the terminator.
+    Chunked,
+    /// A `content-length` 64 bytes longer than the body: the body, then the connection closes
+    /// (a body cut before its declared length).
+    ShortOfLength,
+    /// Chunked, the body as one chunk, then the connection closes without the terminator (a
+    /// stream whose socket closed).
+    ChunkedCut,
 }
 
 /// How the behaviour is chosen for each request.

@@ -16,7 +16,7 @@ use crate::http::{
 };
 use crate::openai::Ctx;
 use crate::reply::Reply;
-use crate::script::Behavior;
+use crate::script::{Behavior, RawEnd};
 use crate::vendor_error::VendorError;
 use crate::{Wire, anthropic, openai};
 
@@ -188,6 +188,34 @@ pub(super) async fn respond(
             after_chunks,
             error,
         } => cut(conn, out, &job, reply, *after_chunks, End::Error(error)).await,
+        Behavior::Raw(raw) => {
+            let mut all: Vec<(&str, &str)> = raw
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            all.push(job.request_id_header());
+            let (framing, close) = match raw.end {
+                RawEnd::Length => (Framing::Length(raw.body.len()), close),
+                RawEnd::ShortOfLength => (Framing::Length(raw.body.len() + 64), true),
+                RawEnd::Chunked => (Framing::Chunked, close),
+                RawEnd::ChunkedCut => (Framing::Chunked, true),
+            };
+            write_head(out, raw.status, None, &all, framing, close);
+            match raw.end {
+                RawEnd::Length | RawEnd::ShortOfLength => out.extend_from_slice(&raw.body),
+                RawEnd::Chunked => {
+                    write_chunk(out, &raw.body);
+                    out.extend_from_slice(LAST_CHUNK);
+                }
+                RawEnd::ChunkedCut => write_chunk(out, &raw.body),
+            }
+            match (conn.send(out).await, raw.end) {
+                (false, _) => After::Close,
+                (true, RawEnd::ShortOfLength | RawEnd::ChunkedCut) => After::Close,
+                (true, _) => After::Continue,
+            }
+        }
         Behavior::Error(error) => {
             let r = error.response(wire, &job.model, &job.request_id);
             let mut headers: Vec<(&str, &str)> =

@@ -1,0 +1,174 @@
+//! The vendor error table: what each vendor really sends when something goes wrong, and the
+//! kind and disposition a correct adapter gives it.
+//!
+//! The rows live in `fixtures/vendor_errors.toml`, as data, so the tests iterate over them and
+//! a new observation is one more row. Each row names the vendor (a provider kind of the
+//! config: `openai`, `anthropic`, `azure-openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`,
+//! `qianfan`, `ollama`, `vllm`, `local-onnx`), the exact status, headers and body bytes (a
+//! stream's bytes for `stream = true` rows), how the body ends on the wire, the expected
+//! [`ErrorKind`] and [`Disposition`], and a `source` naming the vendor page (or the public
+//! report quoting the vendor's answer) the phrasing comes from.
+//!
+//! `local-onnx` has no wire. Its rows are the local model's own failure conditions (a missing
+//! folder or file, a corrupt model, an unusable runtime library, a request the model cannot
+//! serve), named by `case`; the local-onnx crate plays each against a copy of the tiny test
+//! model and checks the same kind and disposition.
+//!
+//! # Examples
+//!
+//! ```
+//! use ripcord_chaos::vendor_table;
+//! let rows = vendor_table::rows()?;
+//! assert!(rows.iter().filter(|r| r.vendor == "openai").count() >= 8);
+//! let r = &rows[0];
+//! assert!(!r.source.is_empty());
+//! # Ok::<(), String>(())
+//! ```
+
+use std::time::Duration;
+
+use ripcord_core::{Disposition, ErrorKind};
+use serde::Deserialize;
+
+use crate::script::{Behavior, RawEnd, RawResponse};
+
+/// The table, as shipped with this crate.
+pub const TABLE: &str = include_str!("../fixtures/vendor_errors.toml");
+
+/// The provider kinds the table covers (every `ProviderKind` of the config).
+pub const VENDORS: [&str; 11] = [
+    "openai",
+    "anthropic",
+    "azure-openai",
+    "deepseek",
+    "zhipu",
+    "qwen",
+    "moonshot",
+    "qianfan",
+    "ollama",
+    "vllm",
+    "local-onnx",
+];
+
+/// One observed vendor failure and its expected classification.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Row {
+    /// The provider kind (see [`VENDORS`]).
+    pub vendor: String,
+    /// A short name, unique per vendor.
+    pub name: String,
+    /// Where the phrasing comes from.
+    pub source: String,
+    /// The HTTP status (wire rows).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Response headers, in order.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// The request streams (`stream: true`) and the body is the SSE stream.
+    #[serde(default)]
+    pub stream: bool,
+    /// The exact body bytes.
+    #[serde(default)]
+    pub body: String,
+    /// How the body ends on the wire.
+    #[serde(default)]
+    pub end: RawEnd,
+    /// For `local-onnx`: which local failure condition to provoke.
+    #[serde(default)]
+    pub case: Option<String>,
+    /// The expected kind (snake_case, as [`ErrorKind::as_str`]).
+    pub kind: String,
+    /// The expected disposition: `retry`, `fallback` or `fail_fast`.
+    pub disposition: String,
+    /// For a `retry` row: the wait the vendor asked for, in milliseconds.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    row: Vec<Row>,
+}
+
+/// Parses [`TABLE`].
+///
+/// # Errors
+///
+/// A message naming the row and field when the table is malformed: unknown fields, an unknown
+/// vendor, kind or disposition, a wire row without a status.
+pub fn rows() -> Result<Vec<Row>, String> {
+    parse(TABLE)
+}
+
+/// Parses a table in the format of `fixtures/vendor_errors.toml`.
+///
+/// # Errors
+///
+/// As [`rows`].
+pub fn parse(text: &str) -> Result<Vec<Row>, String> {
+    let file: File = toml::from_str(text).map_err(|e| format!("vendor error table: {e}"))?;
+    for (n, r) in file.row.iter().enumerate() {
+        let at = format!("vendor error table row {} ({}/{})", n + 1, r.vendor, r.name);
+        if !VENDORS.contains(&r.vendor.as_str()) {
+            return Err(format!("{at}: unknown vendor {:?}", r.vendor));
+        }
+        if r.source.trim().is_empty() {
+            return Err(format!("{at}: `source` is empty"));
+        }
+        r.expected_kind().map_err(|e| format!("{at}: {e}"))?;
+        r.expected_disposition().map_err(|e| format!("{at}: {e}"))?;
+        match (r.vendor.as_str(), r.status, &r.case) {
+            ("local-onnx", _, None) => return Err(format!("{at}: a local row needs `case`")),
+            ("local-onnx", _, Some(_)) => {}
+            (_, None, _) => return Err(format!("{at}: a wire row needs `status`")),
+            _ => {}
+        }
+    }
+    Ok(file.row)
+}
+
+impl Row {
+    /// The expected kind.
+    ///
+    /// # Errors
+    ///
+    /// The name is not a kind.
+    pub fn expected_kind(&self) -> Result<ErrorKind, String> {
+        ErrorKind::parse(&self.kind).ok_or_else(|| format!("unknown kind {:?}", self.kind))
+    }
+
+    /// The expected disposition (a `retry` carries [`Row::retry_after_ms`]).
+    ///
+    /// # Errors
+    ///
+    /// The name is not `retry`, `fallback` or `fail_fast`.
+    pub fn expected_disposition(&self) -> Result<Disposition, String> {
+        match self.disposition.as_str() {
+            "retry" => Ok(Disposition::Retry {
+                after: self.retry_after_ms.map(Duration::from_millis),
+            }),
+            "fallback" => Ok(Disposition::Fallback),
+            "fail_fast" => Ok(Disposition::FailFast),
+            other => Err(format!("unknown disposition {other:?}")),
+        }
+    }
+
+    /// The fake vendor's behaviour that replays this row byte for byte.
+    pub fn behavior(&self) -> Behavior {
+        Behavior::Raw(RawResponse {
+            status: self.status.unwrap_or(200),
+            headers: self.headers.clone(),
+            body: self.body.as_bytes().to_vec(),
+            end: self.end,
+        })
+    }
+
+    /// `vendor/name`, for messages.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.vendor, self.name)
+    }
+}

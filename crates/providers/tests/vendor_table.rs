@@ -1,0 +1,162 @@
+//! The vendor error table, row by row, through the real adapters.
+//!
+//! Every wire row of `ripcord-chaos`'s `fixtures/vendor_errors.toml` is replayed byte for byte
+//! (status, headers, body, how the body ends — streams too) by a chaos server on loopback, and
+//! the adapter of the row's provider kind must report the row's kind and disposition. One
+//! OpenAI-wire and one Anthropic-wire server serve every row; a failing row is reported with
+//! its name and source, and all failures are listed together.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use ripcord_chaos::vendor_table::{self, Row};
+use ripcord_chaos::{FakeVendor, Script};
+use ripcord_core::{ChatModel, ChatRequest, Context, Error};
+use ripcord_providers::compat::{self, OpenAiCompatible, Preset};
+use ripcord_providers::{AzureConfig, AzureOpenAi, OpenAiConfig};
+use support::*;
+
+/// The adapter of a provider kind, pointed at the fake of its wire.
+fn model(vendor: &str, openai: &FakeVendor, anthropic_fake: &FakeVendor) -> Box<dyn ChatModel> {
+    let preset = |p: Preset, model: &str| -> Box<dyn ChatModel> {
+        Box::new(
+            OpenAiCompatible::from_config(
+                p,
+                OpenAiConfig::new(model, KEY)
+                    .with_base_url(format!("{}/v1", openai.base_url()))
+                    .with_timeouts(timeouts()),
+            )
+            .unwrap(),
+        )
+    };
+    match vendor {
+        "openai" => Box::new(support::openai(openai)),
+        "anthropic" => Box::new(support::anthropic(anthropic_fake)),
+        "azure-openai" => Box::new(
+            AzureOpenAi::from_config(
+                AzureConfig::new(openai.base_url(), "prod-4o", KEY)
+                    .with_model("gpt-4o")
+                    .with_timeouts(timeouts()),
+            )
+            .unwrap(),
+        ),
+        "deepseek" => preset(compat::deepseek(), "deepseek-chat"),
+        "zhipu" => preset(compat::zhipu(), "glm-4.6"),
+        "qwen" => preset(compat::qwen(), "qwen-plus"),
+        "moonshot" => preset(compat::moonshot(), "kimi-k2"),
+        "qianfan" => preset(compat::qianfan(), "ernie-4.5-turbo-128k"),
+        "ollama" => preset(compat::ollama(), "llama3.2"),
+        "vllm" => preset(compat::vllm(), "meta-llama/Llama-3.1-8B-Instruct"),
+        other => panic!("no adapter for {other}"),
+    }
+}
+
+/// Plays one row; `Err` describes how the adapter got it wrong.
+async fn play(row: &Row, m: &dyn ChatModel) -> Result<Error, String> {
+    let req = ChatRequest::user("Why is the sky blue?");
+    let ctx = Context::new();
+    if !row.stream {
+        return match m.chat(&req, &ctx).await {
+            Ok(r) => Err(format!("answered {:?} instead of failing", r.content)),
+            Err(e) => Ok(e),
+        };
+    }
+    let s = match m.stream(&req, &ctx).await {
+        Ok(s) => s,
+        Err(e) => return Ok(e),
+    };
+    match drain(s).await {
+        (_, Some(e)) => Ok(e),
+        (events, None) => Err(format!("the stream ended cleanly: {events:?}")),
+    }
+}
+
+fn check(row: &Row, e: &Error) -> Result<(), String> {
+    let kind = row.expected_kind()?;
+    let disposition = row.expected_disposition()?;
+    if e.kind() != kind {
+        return Err(format!("kind {} (expected {kind}): {e}", e.kind()));
+    }
+    if e.disposition() != disposition {
+        return Err(format!(
+            "disposition {:?} (expected {disposition:?}): {e}",
+            e.disposition()
+        ));
+    }
+    // The vendor's status is kept on errors that came with one.
+    if let Some(status) = row.status.filter(|s| *s >= 400)
+        && e.status().map(|s| s.as_u16()) != Some(status)
+    {
+        return Err(format!("status {:?} (expected {status}): {e}", e.status()));
+    }
+    if e.provider().is_none() || e.message().is_empty() {
+        return Err(format!("the error names no link or has no message: {e:?}"));
+    }
+    assert_error_clean(e);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wire_row_gets_its_kind_and_disposition() {
+    let rows = vendor_table::rows().unwrap();
+    let openai = openai_fake().await;
+    let anthropic = anthropic_fake().await;
+    let mut failures = Vec::new();
+    let mut played: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in rows.iter().filter(|r| r.vendor != "local-onnx") {
+        let fake = if row.vendor == "anthropic" {
+            &anthropic
+        } else {
+            &openai
+        };
+        fake.set_script(Script::Always(row.behavior()));
+        let m = model(&row.vendor, &openai, &anthropic);
+        let outcome = match play(row, m.as_ref()).await {
+            Ok(e) => check(row, &e),
+            Err(why) => Err(why),
+        };
+        if let Err(why) = outcome {
+            failures.push(format!("{} ({}): {why}", row.label(), row.source));
+        }
+        *played.entry(row.vendor.as_str()).or_default() += 1;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows misclassified:\n{}",
+        failures.len(),
+        played.values().sum::<usize>(),
+        failures.join("\n")
+    );
+    // Every wire vendor kind is covered by at least eight rows, streams among them.
+    for vendor in vendor_table::VENDORS.iter().filter(|v| **v != "local-onnx") {
+        let n = played.get(vendor).copied().unwrap_or(0);
+        assert!(n >= 8, "{vendor}: only {n} rows");
+    }
+    assert!(rows.iter().filter(|r| r.stream).count() >= 10);
+}
+
+#[test]
+fn the_table_is_well_formed_and_every_kind_is_researched() {
+    let rows = vendor_table::rows().unwrap();
+    let mut names = std::collections::HashSet::new();
+    for r in &rows {
+        assert!(
+            names.insert(r.label()),
+            "{} appears twice in the table",
+            r.label()
+        );
+    }
+    for vendor in vendor_table::VENDORS {
+        let n = rows.iter().filter(|r| r.vendor == vendor).count();
+        assert!(n >= 8, "{vendor}: only {n} rows");
+    }
+    // A malformed table is refused with the row named.
+    let bad = "[[row]]\nvendor = \"openai\"\nname = \"x\"\nsource = \"s\"\nkind = \"nope\"\ndisposition = \"retry\"\nstatus = 400\n";
+    let e = vendor_table::parse(bad).unwrap_err();
+    assert!(
+        e.contains("row 1 (openai/x)") && e.contains("unknown kind"),
+        "{e}"
+    );
+}

@@ -116,6 +116,44 @@ async fn a_failure_after_the_first_token_ends_the_stream_by_default() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_failure_after_commit_carries_every_attempt_of_the_call() {
+    // The first link fails before content (a fallback), the second commits and then fails:
+    // the error lists both attempts, the committed one as a failure of the error's kind.
+    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![(
+        ms(5),
+        StreamItem::Error(Error::new(ErrorKind::ServerError, "500 in-band")),
+    )]));
+    let b = Arc::new(ScriptedModel::new("b").stream_items(vec![
+        (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
+        (
+            ms(20),
+            StreamItem::Error(Error::new(ErrorKind::Network, "stream truncated")),
+        ),
+    ]));
+    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
+    assert_eq!(texts(&events), "Once");
+    let err = events.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Network);
+    let attempts = err.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(&*attempts[0].provider, "a");
+    assert_eq!(attempts[0].error_kind, Some(ErrorKind::ServerError));
+    assert_eq!(&*attempts[1].provider, "b");
+    assert_eq!(attempts[1].error_kind, Some(ErrorKind::Network));
+    // The committed attempt's latency runs to the failure, not to the first token.
+    assert!(attempts[1].latency >= ms(25), "{:?}", attempts[1].latency);
+    // The provenance announced at commit said the same first attempt.
+    let announced = events.iter().find_map(|e| match e {
+        Ok(StreamEvent::Provenance { provenance }) => Some(provenance.clone()),
+        _ => None,
+    });
+    let announced = announced.expect("provenance at commit");
+    assert!(announced.degraded);
+    assert_eq!(announced.attempts[0], attempts[0]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
         (

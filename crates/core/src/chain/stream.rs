@@ -8,6 +8,7 @@
 //! `Restarted` and streams the whole answer again from the next link that commits.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -18,7 +19,7 @@ use super::{ChainInner, StreamPolicy};
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
 use crate::request::ChatRequest;
-use crate::response::{ChatResponse, Provenance};
+use crate::response::{Attempt, ChatResponse, Provenance};
 use crate::stream::{ChatStream, StreamEvent};
 use crate::telemetry;
 
@@ -95,6 +96,28 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
             Err(e) => call.failed(inner, i, e, started.elapsed(), ctx),
         }
     }
+}
+
+/// The error that ends a committed stream, carrying the call's whole record: the attempts that
+/// failed before the commit, then the committed attempt itself — recorded as a failure of this
+/// error's kind, since the answer it started never finished. A stream that fails after its
+/// first content thus tells the same story as a `chat` that fails.
+fn with_call_attempts(failure: Error, provenance: &Provenance, elapsed: Duration) -> Error {
+    let mut attempts = provenance.attempts.clone();
+    let committed = attempts.iter().rposition(Attempt::succeeded);
+    let (provider, model) = match committed.map(|i| attempts.remove(i)) {
+        Some(a) => (a.provider, a.model),
+        None => (
+            Arc::from(failure.provider().unwrap_or("unknown")),
+            Arc::from(failure.model().unwrap_or("unknown")),
+        ),
+    };
+    let record = Attempt::failure(provider, model, &failure, elapsed);
+    match committed {
+        Some(i) => attempts.insert(i, record),
+        None => attempts.push(record),
+    }
+    failure.with_attempts(attempts)
 }
 
 fn static_events(resp: ChatResponse) -> Vec<StreamEvent> {
@@ -240,6 +263,7 @@ fn committed(
             };
             let Some(req) = restart_req.as_ref() else {
                 tracing::info!(ripcord.link = %id.name, error.type = failure.kind().as_str(), "ripcord.stream_failed_after_commit");
+                let failure = with_call_attempts(failure, &provenance, c.started.elapsed());
                 telemetry::record_error(&span, &failure);
                 inner.count_failure();
                 yield Err(failure);

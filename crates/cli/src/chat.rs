@@ -42,35 +42,82 @@ impl ChatArgs {
     }
 }
 
+/// How one `ripcord chat` call ended, with its provenance.
+///
+/// The `--json` object and the stderr line are both rendered from [`ChatOutcome::provenance`],
+/// so they cannot tell different stories about the same call.
+#[derive(Debug)]
+pub struct ChatOutcome {
+    /// The answer, or the error that ended the call.
+    pub result: Result<ChatResponse, Error>,
+    /// The text delivered before a streamed call failed (empty otherwise).
+    pub partial: String,
+    /// The last provenance a stream announced before it failed, if any.
+    announced: Option<Provenance>,
+}
+
+impl ChatOutcome {
+    /// An outcome without a stream's partial text or announced provenance.
+    pub fn new(result: Result<ChatResponse, Error>) -> Self {
+        ChatOutcome {
+            result,
+            partial: String::new(),
+            announced: None,
+        }
+    }
+
+    /// The record of the call: the answer's provenance, or for a failure every attempt the
+    /// error carries (the stream's announced provenance fills in what the error does not
+    /// say, such as skipped links). A failed call is always degraded: no full answer came.
+    pub fn provenance(&self) -> Provenance {
+        match &self.result {
+            Ok(r) => r.provenance.clone(),
+            Err(e) => {
+                let mut p = self.announced.clone().unwrap_or_default();
+                if !e.attempts().is_empty() || p.attempts.is_empty() {
+                    p.attempts = e.attempts().to_vec();
+                }
+                p.served_by = None;
+                p.static_reply = false;
+                p.degraded = true;
+                p.notice = None;
+                p
+            }
+        }
+    }
+}
+
 /// The `--json` object for a finished call.
-pub fn json_result(result: &Result<ChatResponse, Error>) -> Value {
-    match result {
+pub fn json_result(outcome: &ChatOutcome) -> Value {
+    let p = outcome.provenance();
+    match &outcome.result {
         Ok(r) => json!({
             "content": r.content,
-            "served_by": if r.provenance.static_reply { Some("static") } else { r.provenance.served_by.as_deref() },
-            "degraded": r.provenance.degraded,
-            "static_reply": r.provenance.static_reply,
-            "notice": r.provenance.notice,
+            "served_by": if p.static_reply { Some("static") } else { p.served_by.as_deref() },
+            "degraded": p.degraded,
+            "static_reply": p.static_reply,
+            "notice": p.notice,
             "model": r.model,
             "finish_reason": r.finish_reason.as_str(),
             "usage": usage_json(&r.usage),
-            "attempts": attempts_json(&r.provenance),
-            "skipped": r.provenance.skipped,
+            "attempts": attempts_json(&p),
+            "skipped": p.skipped,
             "error": null,
         }),
-        Err(e) => {
-            let mut p = Provenance::default();
-            p.attempts = e.attempts().to_vec();
-            json!({
-                "content": "",
-                "served_by": null,
-                "degraded": true,
-                "static_reply": false,
-                "usage": usage_json(&Usage::default()),
-                "attempts": attempts_json(&p),
-                "error": {"kind": e.kind().as_str(), "message": e.to_string()},
-            })
-        }
+        Err(e) => json!({
+            "content": outcome.partial,
+            "served_by": null,
+            "degraded": p.degraded,
+            "static_reply": false,
+            "usage": usage_json(&Usage::default()),
+            "attempts": attempts_json(&p),
+            "skipped": p.skipped,
+            "error": {
+                "kind": e.kind().as_str(),
+                "status": e.status().map(|s| s.as_u16()),
+                "message": e.to_string(),
+            },
+        }),
     }
 }
 
@@ -101,26 +148,23 @@ fn attempts_json(p: &Provenance) -> Value {
 }
 
 /// The one-line provenance summary printed on stderr.
-pub fn provenance_line(result: &Result<ChatResponse, Error>) -> String {
-    let (p, outcome) = match result {
-        Ok(r) if r.provenance.static_reply => (r.provenance.clone(), "static reply".to_owned()),
-        Ok(r) => (r.provenance.clone(), format!("served by {}", r.served_by())),
-        Err(e) => {
-            let mut p = Provenance::default();
-            p.attempts = e.attempts().to_vec();
-            (p, format!("failed: {}", e.kind()))
-        }
+pub fn provenance_line(outcome: &ChatOutcome) -> String {
+    let p = outcome.provenance();
+    let outcome = match &outcome.result {
+        Ok(_) if p.static_reply => "static reply".to_owned(),
+        Ok(r) => format!("served by {}", r.served_by()),
+        Err(e) => format!("failed: {}", e.kind()),
     };
     let attempts: Vec<String> = p
         .attempts
         .iter()
         .map(|a| {
-            let outcome = a.error_kind.map_or("ok", |k| k.as_str());
+            let result = a.error_kind.map_or("ok", |k| k.as_str());
+            let status = a.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
             format!(
-                "{}/{} {} {:.0}ms",
+                "{}/{} {result}{status} {:.0}ms",
                 a.provider,
                 a.model,
-                outcome,
                 a.latency.as_secs_f64() * 1000.0
             )
         })
@@ -140,8 +184,8 @@ pub fn provenance_line(result: &Result<ChatResponse, Error>) -> String {
     line
 }
 
-/// Runs one chat call, writing text to `out` as it arrives (unless `--json`), and returns the
-/// result for the provenance line / JSON.
+/// Runs one chat call, writing text to `out` as it arrives (unless `--json`), and returns how
+/// it ended for the provenance line / JSON.
 ///
 /// # Errors
 ///
@@ -150,7 +194,7 @@ pub async fn run(
     model: &dyn ChatModel,
     args: &ChatArgs,
     out: &mut (dyn Write + Send),
-) -> std::io::Result<Result<ChatResponse, Error>> {
+) -> std::io::Result<ChatOutcome> {
     let req = args.request();
     let ctx = Context::new();
     if !args.stream {
@@ -158,13 +202,15 @@ pub async fn run(
         if let (false, Ok(r)) = (args.json, &result) {
             writeln!(out, "{}", r.content)?;
         }
-        return Ok(result);
+        return Ok(ChatOutcome::new(result));
     }
     let mut stream = match model.stream(&req, &ctx).await {
         Ok(s) => s,
-        Err(e) => return Ok(Err(e)),
+        Err(e) => return Ok(ChatOutcome::new(Err(e))),
     };
     let mut collector = Collector::new();
+    let mut partial = String::new();
+    let mut announced = None;
     while let Some(ev) = stream.next().await {
         let ev = match ev {
             Ok(ev) => ev,
@@ -172,28 +218,41 @@ pub async fn run(
                 if !args.json {
                     writeln!(out)?;
                 }
-                return Ok(Err(e));
+                return Ok(ChatOutcome {
+                    result: Err(e),
+                    partial,
+                    announced,
+                });
             }
         };
-        if !args.json {
-            match &ev {
-                StreamEvent::TextDelta { text } => {
+        match &ev {
+            StreamEvent::TextDelta { text } => {
+                partial.push_str(text);
+                if !args.json {
                     write!(out, "{text}")?;
                     out.flush()?;
                 }
-                StreamEvent::Restarted { reason, .. } => {
+            }
+            StreamEvent::Restarted { reason, .. } => {
+                partial.clear();
+                if !args.json {
                     writeln!(
                         out,
                         "\n[ripcord: the answer restarted on another model after {reason}; discard the text above]"
                     )?;
                 }
-                _ => {}
             }
+            StreamEvent::Provenance { provenance } => announced = Some((**provenance).clone()),
+            _ => {}
         }
         collector.push(ev);
     }
     if !args.json {
         writeln!(out)?;
     }
-    Ok(collector.finish())
+    Ok(ChatOutcome {
+        result: collector.finish(),
+        partial: String::new(),
+        announced,
+    })
 }

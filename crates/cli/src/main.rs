@@ -184,7 +184,7 @@ async fn run(cli: Cli) -> ExitCode {
                 temperature,
             };
             let mut stdout = std::io::stdout();
-            let result = match chat::run(built.model.as_ref(), &args, &mut stdout).await {
+            let outcome = match chat::run(built.model.as_ref(), &args, &mut stdout).await {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("ripcord: cannot write the answer: {e}");
@@ -192,12 +192,12 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             };
             if json {
-                println!("{}", chat::json_result(&result));
-            } else if let Err(e) = &result {
+                println!("{}", chat::json_result(&outcome));
+            } else if let Err(e) = &outcome.result {
                 eprintln!("ripcord: {e}");
             }
-            eprintln!("{}", chat::provenance_line(&result));
-            if result.is_ok() {
+            eprintln!("{}", chat::provenance_line(&outcome));
+            if outcome.result.is_ok() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

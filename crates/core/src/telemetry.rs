@@ -460,7 +460,8 @@ pub fn record_first_chunk(span: &Span, elapsed: Duration) {
 
 /// Records a failure on an attempt or chain span: `error.type` (the snake_case kind), status
 /// `ERROR` with a short description (kind, HTTP status and vendor code — never the vendor's
-/// message, which may echo request data).
+/// message, which may echo request data), and — when the error carries the call's attempts —
+/// the attempt count and `degraded = true`, as a served call's span has them.
 ///
 /// # Examples
 ///
@@ -477,6 +478,15 @@ pub fn record_error(span: &Span, error: &Error) {
     let kind = error.kind().as_str();
     span.record(attr::ERROR_TYPE, kind);
     span.record(attr::OTEL_STATUS_CODE, "ERROR");
+    // A failed call's record matches a served one's: how many attempts it made, and that no
+    // full answer came (the CLI and the gateway say the same).
+    if !error.attempts().is_empty() {
+        span.record(
+            attr::ATTEMPTS,
+            i64::try_from(error.attempts().len()).unwrap_or(i64::MAX),
+        );
+        span.record(attr::DEGRADED, true);
+    }
     match (error.status(), error.vendor_code()) {
         (Some(s), Some(c)) => span.record(
             attr::OTEL_STATUS_DESCRIPTION,

@@ -221,6 +221,45 @@ async fn a_failed_call_sets_error_type_and_status_on_the_chain_span() {
 }
 
 #[tokio::test]
+async fn a_stream_that_fails_after_commit_records_every_attempt_on_the_chain_span() {
+    use ripcord_core::testing::StreamItem;
+    use ripcord_core::{Error, StreamEvent};
+    let cap = capture(|b| b);
+    let chain = Chain::builder()
+        .name("cut")
+        .link_arc(traced(ScriptedModel::new("a").fail(ErrorKind::Overloaded)))
+        .link_arc(traced(ScriptedModel::new("b").stream_items(vec![
+            (
+                Duration::from_millis(1),
+                StreamItem::Event(StreamEvent::text("Once")),
+            ),
+            (
+                Duration::from_millis(1),
+                StreamItem::Error(Error::new(ErrorKind::Network, "stream truncated")),
+            ),
+        ])))
+        .build()
+        .unwrap();
+    let s = chain.stream(&ask(), &Context::new()).await.unwrap();
+    let e = stream::collect(s).await.unwrap_err();
+    assert_eq!(e.attempts().len(), 2);
+
+    let spans = cap.spans();
+    let chain_span = named(&spans, "chain cut")[0];
+    assert_eq!(
+        attr_str(chain_span, "error.type").as_deref(),
+        Some("network")
+    );
+    assert!(matches!(chain_span.status, Status::Error { .. }));
+    // The same record the CLI prints and the gateway's headers carry.
+    assert_eq!(attr(chain_span, "ripcord.attempts"), Some(&Value::I64(2)));
+    assert_eq!(
+        attr(chain_span, "ripcord.degraded"),
+        Some(&Value::Bool(true))
+    );
+}
+
+#[tokio::test]
 async fn skipped_links_are_events_with_the_reason() {
     let cap = capture(|b| b);
     let no_tools = ScriptedModel::new("small")

@@ -3,7 +3,9 @@
 //! Any app with an OpenAI SDK gets ripcord by pointing its base URL here. Routes:
 //! `POST /v1/chat/completions` (JSON and SSE), `POST /v1/embeddings` (when configured),
 //! `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-link health as JSON). Every chat answer
-//! carries `x-ripcord-served-by` and `x-ripcord-degraded` headers.
+//! carries `x-ripcord-served-by`, `x-ripcord-degraded` and `x-ripcord-attempts` headers (every
+//! attempt, `link/model=outcome(status):latency`); a failed call carries them too, with
+//! `served-by: none` and `degraded: true`.
 //!
 //! The tenant of a chat completion (for `[budget]`) is the `x-ripcord-tenant` header, else the
 //! body's OpenAI `user` field; none means an anonymous call.
@@ -183,7 +185,39 @@ fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
     resp
 }
 
+/// The provenance of a failed call, for its headers: no link served, degraded, and every
+/// attempt the error carries.
+fn failed_provenance(e: &Error) -> Provenance {
+    let mut p = Provenance::default();
+    p.attempts = e.attempts().to_vec();
+    p.degraded = true;
+    p
+}
+
+/// `x-ripcord-attempts`: every attempt in order, `link/model=outcome[(status)]:latency_ms`,
+/// comma-separated — the same record `ripcord chat --json` prints.
+fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
+    let parts: Vec<String> = p
+        .attempts
+        .iter()
+        .map(|a| {
+            let outcome = a.error_kind.map_or("ok", |k| k.as_str());
+            let status = a.status.map(|s| format!("({s})")).unwrap_or_default();
+            format!(
+                "{}/{}={outcome}{status}:{}ms",
+                a.provider,
+                a.model,
+                a.latency.as_millis()
+            )
+        })
+        .collect();
+    HeaderValue::from_str(&parts.join(", ")).ok()
+}
+
 fn set_provenance_headers(headers: &mut HeaderMap, p: &Provenance) {
+    if let Some(v) = attempts_header(p) {
+        headers.insert("x-ripcord-attempts", v);
+    }
     let served = p
         .served_by
         .as_deref()
@@ -263,7 +297,7 @@ async fn chat_completions(
                 set_provenance_headers(r.headers_mut(), &resp.provenance);
                 r
             }
-            Err(e) => error_response(WireError::from_error(&e), None),
+            Err(e) => error_response(WireError::from_error(&e), Some(&failed_provenance(&e))),
         };
     }
     match state.model.stream(&req, &ctx).await {
@@ -279,7 +313,7 @@ async fn chat_completions(
             )
             .await
         }
-        Err(e) => error_response(WireError::from_error(&e), None),
+        Err(e) => error_response(WireError::from_error(&e), Some(&failed_provenance(&e))),
     }
 }
 
@@ -313,7 +347,9 @@ async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: boo
                     break;
                 }
             }
-            Some(Err(e)) => return error_response(WireError::from_error(&e), None),
+            Some(Err(e)) => {
+                return error_response(WireError::from_error(&e), Some(&failed_provenance(&e)));
+            }
             None => break,
         }
     }

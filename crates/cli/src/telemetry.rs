@@ -1,26 +1,80 @@
 //! `--otlp <endpoint>`: exports the run's traces and metrics over OTLP.
 //!
-//! The protocol follows the port: `:4317` is OTLP/gRPC, anything else OTLP/HTTP (protobuf);
-//! `OTEL_EXPORTER_OTLP_PROTOCOL` overrides. The vendor keys of the config are registered with
-//! the exporter's redactor, so even a key a vendor echoes back never leaves the process.
+//! The protocol: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`
+//! (`grpc` or `http/protobuf`), else a guess from the port — `:4317` is OTLP/gRPC, anything
+//! else OTLP/HTTP (protobuf). The variables win over the guess, so a gRPC collector on another
+//! port is reached by setting `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`. A value that is neither
+//! protocol disables export with a message naming the variable.
+//!
+//! Export runs in the background; the first export that fails (collector down, wrong port,
+//! wrong protocol) is reported once on stderr with the endpoint and the protocol, instead of
+//! being dropped silently. The vendor keys of the config are registered with the exporter's
+//! redactor, so even a key a vendor echoes back never leaves the process.
 
-use ripcord_telemetry::{Protocol, TelemetryGuard};
+use ripcord_telemetry::{ExportFailure, Protocol, TelemetryGuard};
 use secrecy::ExposeSecret;
 
 use crate::config::Config;
 
-/// Installs telemetry for the process; returns the guard that flushes on drop. Failures are
-/// reported on stderr and the run continues without export.
-pub fn init(endpoint: &str, config: Option<&Config>) -> Option<TelemetryGuard> {
-    let protocol = if endpoint.trim_end_matches('/').ends_with(":4317") {
+/// The variables that name the traces protocol, most specific first.
+const PROTOCOL_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    ripcord_telemetry::OTEL_EXPORTER_OTLP_PROTOCOL,
+];
+
+/// The protocol for `endpoint`: the environment's choice (`get` looks a variable up), else the
+/// port's guess.
+///
+/// # Errors
+///
+/// A variable set to something that is not a protocol, naming the variable and the value.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_cli::telemetry::protocol_for;
+/// use ripcord_telemetry::Protocol;
+/// assert_eq!(protocol_for("http://127.0.0.1:4317", |_| None), Ok(Protocol::Grpc));
+/// assert_eq!(protocol_for("http://127.0.0.1:4318", |_| None), Ok(Protocol::HttpProtobuf));
+/// let grpc = |v: &str| (v == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "grpc".to_owned());
+/// assert_eq!(protocol_for("http://127.0.0.1:55680", grpc), Ok(Protocol::Grpc));
+/// ```
+pub fn protocol_for(
+    endpoint: &str,
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Protocol, String> {
+    for var in PROTOCOL_VARS {
+        if let Some(v) = get(var).filter(|v| !v.trim().is_empty()) {
+            return v.parse::<Protocol>().map_err(|_| {
+                format!("{var}={v:?} is not an OTLP protocol; use \"grpc\" or \"http/protobuf\"")
+            });
+        }
+    }
+    Ok(if endpoint.trim_end_matches('/').ends_with(":4317") {
         Protocol::Grpc
     } else {
         Protocol::HttpProtobuf
+    })
+}
+
+/// Installs telemetry for the process; returns the guard that flushes on drop. Failures are
+/// reported on stderr and the run continues without export.
+#[allow(clippy::print_stderr)] // the CLI's own diagnostics
+pub fn init(endpoint: &str, config: Option<&Config>) -> Option<TelemetryGuard> {
+    let protocol = match protocol_for(endpoint, |v| std::env::var(v).ok()) {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("ripcord: telemetry export disabled: {why}");
+            return None;
+        }
     };
     let mut b = ripcord_telemetry::init()
         .service_name("ripcord")
         .endpoint(endpoint)
-        .protocol(protocol);
+        .protocol(protocol)
+        .on_export_failure(|f: &ExportFailure| {
+            eprintln!("ripcord: telemetry {f} (further export failures are not reported)");
+        });
     if let Some(c) = config {
         for p in &c.chain {
             if let Some(k) = p.api_key.as_ref().filter(|k| !k.expose_secret().is_empty()) {
@@ -32,10 +86,7 @@ pub fn init(endpoint: &str, config: Option<&Config>) -> Option<TelemetryGuard> {
         Ok(guard) => Some(guard),
         Err(e) => {
             tracing::warn!(error = %e, "telemetry export disabled");
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("ripcord: telemetry export disabled: {e}");
-            }
+            eprintln!("ripcord: telemetry export disabled: {e}");
             None
         }
     }

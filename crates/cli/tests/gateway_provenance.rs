@@ -1,6 +1,6 @@
 //! The gateway's provenance headers for streamed calls that fall back or fail: the same
 //! attempts `ripcord chat --json` lists, in `x-ripcord-attempts`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
 
 use std::net::SocketAddr;
 use std::sync::Arc;

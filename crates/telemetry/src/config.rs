@@ -83,6 +83,24 @@ impl Protocol {
     }
 }
 
+impl std::str::FromStr for Protocol {
+    type Err = TelemetryError;
+
+    /// Parses the `OTEL_EXPORTER_OTLP_PROTOCOL` spelling: `grpc` or `http/protobuf` (`http`
+    /// is accepted too). `http/json` is not supported.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_telemetry::Protocol;
+    /// assert_eq!("grpc".parse::<Protocol>().unwrap(), Protocol::Grpc);
+    /// assert!("http/json".parse::<Protocol>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Protocol, TelemetryError> {
+        Protocol::parse(s)
+    }
+}
+
 impl fmt::Display for Protocol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

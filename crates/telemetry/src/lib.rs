@@ -68,8 +68,10 @@ mod http_client;
 pub mod metrics;
 mod processor;
 mod redact;
+mod report;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -96,6 +98,7 @@ pub use config::{
 pub use error::TelemetryError;
 pub use metrics::MetricsLayer;
 pub use redact::{REDACTED, RedactingLine, RedactingWriter, Redactor};
+pub use report::ExportFailure;
 
 use config::{CodeSettings, Resolved, Sampling};
 
@@ -143,6 +146,7 @@ pub struct TelemetryBuilder {
     log_to_stderr: bool,
     span_processor: Option<Box<dyn SpanProcessor>>,
     metric_reader: Option<MetricReaderFn>,
+    on_failure: Option<report::FailureHook>,
 }
 
 impl fmt::Debug for TelemetryBuilder {
@@ -157,6 +161,7 @@ impl fmt::Debug for TelemetryBuilder {
             .field("log_to_stderr", &self.log_to_stderr)
             .field("custom_span_exporter", &self.span_processor.is_some())
             .field("custom_metric_exporter", &self.metric_reader.is_some())
+            .field("on_export_failure", &self.on_failure.is_some())
             .finish()
     }
 }
@@ -246,6 +251,18 @@ impl TelemetryBuilder {
     /// Exports traces only.
     pub fn without_metrics(mut self) -> Self {
         self.no_metrics = true;
+        self
+    }
+
+    /// Calls `hook` with the first export that fails (the signal, the endpoint, the protocol
+    /// and the exporter's error); later failures of this installation are not repeated.
+    /// Without a hook a failed export is silent, as in the OpenTelemetry SDK. The hook runs on
+    /// the export thread: keep it short (print a line, bump a counter).
+    pub fn on_export_failure(
+        mut self,
+        hook: impl Fn(&ExportFailure) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_failure = Some(Arc::new(hook));
         self
     }
 
@@ -354,12 +371,22 @@ impl TelemetryBuilder {
         let _entered = runtime.as_ref().map(tokio::runtime::Runtime::enter);
 
         let resource = resource(&resolved, self.ignore_env);
+        let reporter = report::Reporter::new(self.on_failure.clone());
+        let target = |signal: &'static str, endpoint: &str| report::Target {
+            signal,
+            endpoint: endpoint.to_owned(),
+            protocol: resolved.protocol,
+            reporter: Arc::clone(&reporter),
+        };
 
         let exporting: Box<dyn SpanProcessor> = match self.span_processor {
             Some(p) => p,
             None => Box::new(
-                BatchSpanProcessor::builder(otlp_span_exporter(&resolved, runtime.as_ref())?)
-                    .build(),
+                BatchSpanProcessor::builder(report::ReportingSpanExporter {
+                    inner: otlp_span_exporter(&resolved, runtime.as_ref())?,
+                    target: target("traces", &resolved.traces_endpoint),
+                })
+                .build(),
             ),
         };
         let sampler = match resolved.sampling {
@@ -391,7 +418,10 @@ impl TelemetryBuilder {
             let builder = match self.metric_reader {
                 Some(add) => add(builder, resolved.metric_interval),
                 None => {
-                    let exporter = otlp_metric_exporter(&resolved, runtime.as_ref())?;
+                    let exporter = report::ReportingMetricExporter {
+                        inner: otlp_metric_exporter(&resolved, runtime.as_ref())?,
+                        target: target("metrics", &resolved.metrics_endpoint),
+                    };
                     builder.with_reader(
                         PeriodicReader::builder(exporter)
                             .with_interval(resolved.metric_interval)

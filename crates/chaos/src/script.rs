@@ -117,12 +117,12 @@ pub enum Behavior {
 ///
 /// ```
 /// use ripcord_chaos::{Behavior, RawEnd, RawResponse};
-/// let cut = Behavior::Raw(RawResponse {
-///     status: 200,
-///     headers: vec![("content-type".into(), "text/event-stream".into())],
-///     body: b": keep-alive\n\n: keep-alive\n\n".to_vec(),
-///     end: RawEnd::ChunkedCut,
-/// });
+/// let cut = Behavior::Raw(RawResponse::new(
+///     200,
+///     vec![("content-type".into(), "text/event-stream".into())],
+///     b": keep-alive\n\n: keep-alive\n\n".to_vec(),
+///     RawEnd::ChunkedCut,
+/// ));
 /// assert!(matches!(cut, Behavior::Raw(_)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +136,23 @@ pub struct RawResponse {
     pub body: Vec<u8>,
     /// How the body ends.
     pub end: RawEnd,
+}
+
+impl RawResponse {
+    /// A recorded answer: status, headers in order, body bytes, and how the body ends.
+    pub fn new(
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: impl Into<Vec<u8>>,
+        end: RawEnd,
+    ) -> Self {
+        RawResponse {
+            status,
+            headers,
+            body: body.into(),
+            end,
+        }
+    }
 }
 
 /// How a [`RawResponse`] body ends on the wire.

@@ -30,6 +30,7 @@ use crate::Wire;
 /// | `RegionBlocked` | 403 `unsupported_country_region_territory` | 403 `{"error":{"type":"forbidden","message":"Request not allowed"}}` (the edge's answer: no top-level `type`, no region wording) |
 /// | `ModelNotFound` | 404 `model_not_found` | 404 `not_found_error` |
 /// | `PayloadTooLarge` | 413 `request_too_large` | 413 `request_too_large` |
+/// | `TooLargeForRateLimit` | 429 "Request too large … on tokens per min (TPM)", code `rate_limit_exceeded` (it can never fit the per-minute allowance) | 413 `request_too_large` |
 /// | `ContextTooLong` | 400 `context_length_exceeded` | 400 "prompt is too long: N tokens > M maximum" |
 /// | `ContentFiltered` | 400 `content_policy_violation` | 400 "Output blocked by content filtering policy" |
 /// | `InvalidRequest` | 400 `invalid_request_error` | 400 `invalid_request_error` |
@@ -79,6 +80,9 @@ pub enum VendorError {
     ModelNotFound,
     /// The request body is too large.
     PayloadTooLarge,
+    /// The request needs more tokens than the whole per-minute allowance: OpenAI answers a
+    /// 429 that reads like a rate limit but can never succeed by waiting.
+    TooLargeForRateLimit,
     /// The prompt exceeds the model's context window.
     ContextTooLong,
     /// The content policy refused the request.
@@ -105,7 +109,7 @@ const TPM_LIMIT: u32 = 30_000;
 
 impl VendorError {
     /// Every variant, with `RateLimited` carrying a 1 s hint (handy for table-driven tests).
-    pub const ALL: [VendorError; 16] = [
+    pub const ALL: [VendorError; 17] = [
         VendorError::RateLimited {
             retry_after: Some(Duration::from_secs(1)),
         },
@@ -121,6 +125,7 @@ impl VendorError {
         VendorError::RegionBlocked,
         VendorError::ModelNotFound,
         VendorError::PayloadTooLarge,
+        VendorError::TooLargeForRateLimit,
         VendorError::ContextTooLong,
         VendorError::ContentFiltered,
         VendorError::InvalidRequest,
@@ -143,6 +148,8 @@ impl VendorError {
             (VendorError::PermissionDenied | VendorError::RegionBlocked, _) => 403,
             (VendorError::ModelNotFound, _) => 404,
             (VendorError::PayloadTooLarge, _) => 413,
+            (VendorError::TooLargeForRateLimit, Wire::OpenAi) => 429,
+            (VendorError::TooLargeForRateLimit, Wire::Anthropic) => 413,
             (
                 VendorError::ContextTooLong
                 | VendorError::ContentFiltered
@@ -165,7 +172,9 @@ impl VendorError {
             VendorError::PermissionDenied => ErrorKind::PermissionDenied,
             VendorError::RegionBlocked => ErrorKind::RegionBlocked,
             VendorError::ModelNotFound => ErrorKind::ModelNotFound,
-            VendorError::PayloadTooLarge => ErrorKind::PayloadTooLarge,
+            VendorError::PayloadTooLarge | VendorError::TooLargeForRateLimit => {
+                ErrorKind::PayloadTooLarge
+            }
             VendorError::ContextTooLong => ErrorKind::ContextLengthExceeded,
             VendorError::ContentFiltered => ErrorKind::ContentFiltered,
             VendorError::InvalidRequest => ErrorKind::InvalidRequest,
@@ -304,6 +313,18 @@ impl VendorError {
                 None,
                 Some("request_too_large"),
             ),
+            VendorError::TooLargeForRateLimit => (
+                format!(
+                    "Request too large for {model} in organization org-ripcordfake on tokens per min \
+                     (TPM): Limit {TPM_LIMIT}, Requested {}. The input or output tokens must be \
+                     reduced in order to run successfully. Visit \
+                     https://platform.openai.com/account/rate-limits to learn more.",
+                    TPM_LIMIT * 2
+                ),
+                Some("tokens"),
+                None,
+                Some("rate_limit_exceeded"),
+            ),
             VendorError::ContextTooLong => (
                 "This model's maximum context length is 128000 tokens. However, your messages resulted \
                  in 131072 tokens. Please reduce the length of the messages."
@@ -366,7 +387,7 @@ impl VendorError {
             ),
             VendorError::RegionBlocked => ("forbidden", "Request not allowed".to_owned()),
             VendorError::ModelNotFound => ("not_found_error", format!("model: {model}")),
-            VendorError::PayloadTooLarge => (
+            VendorError::PayloadTooLarge | VendorError::TooLargeForRateLimit => (
                 "request_too_large",
                 "Request exceeds the maximum allowed number of bytes.".to_owned(),
             ),

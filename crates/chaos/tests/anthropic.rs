@@ -154,7 +154,9 @@ async fn every_vendor_error_status_body_and_headers() {
                 assert_eq!(kind(), "not_found_error");
                 assert!(body.contains("claude-sonnet-4-5"));
             }
-            VendorError::PayloadTooLarge => assert_eq!(kind(), "request_too_large"),
+            VendorError::PayloadTooLarge | VendorError::TooLargeForRateLimit => {
+                assert_eq!(kind(), "request_too_large")
+            }
             VendorError::ContextTooLong => {
                 assert_eq!(kind(), "invalid_request_error");
                 assert!(body.contains("prompt is too long: 210000 tokens > 200000 maximum"));

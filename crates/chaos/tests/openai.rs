@@ -352,6 +352,11 @@ async fn every_vendor_error_status_body_and_headers() {
                     assert!(body.contains("gpt-4o"), "names the requested model");
                 }
                 VendorError::PayloadTooLarge => assert_eq!(code(), "request_too_large"),
+                VendorError::TooLargeForRateLimit => {
+                    // Reads like a rate limit; only the message says it can never fit.
+                    assert_eq!(code(), "rate_limit_exceeded");
+                    assert!(body.contains("Request too large for gpt-4o"), "{body}");
+                }
                 VendorError::ContextTooLong => assert_eq!(code(), "context_length_exceeded"),
                 VendorError::ContentFiltered => assert_eq!(code(), "content_policy_violation"),
                 _ => {

@@ -66,6 +66,9 @@ pub(crate) enum Fault {
     RateLimited { retry_after_ms: Option<u64> },
     /// 429 `insufficient_quota` (OpenAI wire) / 400 credit balance (Anthropic wire).
     QuotaExhausted,
+    /// 429 "Request too large … on tokens per min" (OpenAI wire) / 413 (Anthropic wire): a
+    /// request that can never fit, however long one waits.
+    RequestTooLarge,
     /// 401.
     Auth,
     /// 403 permission.
@@ -112,6 +115,7 @@ pub(crate) const FAULT_NAMES: &[&str] = &[
     "bad_gateway",
     "rate_limited",
     "quota_exhausted",
+    "request_too_large",
     "auth",
     "permission_denied",
     "region_blocked",
@@ -141,6 +145,7 @@ impl Fault {
                 retry_after_ms: p.retry_after_ms,
             },
             "quota_exhausted" => Fault::QuotaExhausted,
+            "request_too_large" => Fault::RequestTooLarge,
             "auth" => Fault::Auth,
             "permission_denied" => Fault::PermissionDenied,
             "region_blocked" => Fault::RegionBlocked,
@@ -176,6 +181,7 @@ impl Fault {
             Fault::BadGateway => "bad_gateway",
             Fault::RateLimited { .. } => "rate_limited",
             Fault::QuotaExhausted => "quota_exhausted",
+            Fault::RequestTooLarge => "request_too_large",
             Fault::Auth => "auth",
             Fault::PermissionDenied => "permission_denied",
             Fault::RegionBlocked => "region_blocked",
@@ -224,6 +230,7 @@ impl Fault {
                 retry_after: retry_after_ms.map(ms),
             }),
             Fault::QuotaExhausted => Behavior::Error(VendorError::QuotaExhausted),
+            Fault::RequestTooLarge => Behavior::Error(VendorError::TooLargeForRateLimit),
             Fault::Auth => Behavior::Error(VendorError::Auth),
             Fault::PermissionDenied => Behavior::Error(VendorError::PermissionDenied),
             Fault::RegionBlocked => Behavior::Error(VendorError::RegionBlocked),
@@ -501,6 +508,21 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             vec![Phase::new("primary", 0.2, Fault::QuotaExhausted)],
             &["primary", "backup"],
         ),
+        {
+            let mut too_large = s(
+                "request-too-large",
+                "primary answers half the calls with a 429 'Request too large … tokens per min': never retried, never charged to its breaker",
+                vec![
+                    Phase::new("primary", 0.1, Fault::RequestTooLarge).sometimes(0.5, Fault::Ok),
+                    Phase::new("primary", 0.8, Fault::Ok),
+                ],
+                &["primary", "backup"],
+            );
+            // The verdict is about the request, not the vendor: however often it comes, it
+            // must never open a breaker.
+            too_large.expect.max_trips = Some(MaxTrips::Fixed(0));
+            too_large
+        },
         s(
             "auth-revoked",
             "primary's key is revoked (401) mid-run",
@@ -550,7 +572,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 9);
+        assert_eq!(names.len(), 10);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {
@@ -569,6 +591,7 @@ mod tests {
             "server_error",
             "rate_limited",
             "quota_exhausted",
+            "request_too_large",
             "auth",
             "region_blocked",
             "stall_mid_stream",

@@ -43,11 +43,14 @@ pub enum ErrorKind {
     QuotaExhausted,
     /// The vendor is overloaded (503, Anthropic 529).
     Overloaded,
-    /// The vendor failed internally (500, 502, 504).
+    /// The vendor failed internally (500, 502).
     ServerError,
-    /// A time limit ran out; see [`Error::timeout_phase`] for which one.
+    /// A time limit ran out; see [`Error::timeout_phase`] for which one. A vendor's own 408 or
+    /// 504 (a gateway that gave up waiting) is a timeout too, without a phase.
     Timeout,
-    /// The connection failed: reset, DNS, TLS, refused.
+    /// The connection failed: reset, DNS, TLS, refused — or an answer cut short (a body
+    /// shorter than its declared length, a stream closed before its terminator); see
+    /// [`Error::request_delivered`].
     Network,
     /// The credentials were rejected (401).
     Auth,
@@ -65,7 +68,8 @@ pub enum ErrorKind {
     ContentFiltered,
     /// The request is malformed for this vendor (other 400 / 422).
     InvalidRequest,
-    /// The vendor's answer could not be understood: bad JSON, failed validation, truncated stream.
+    /// The vendor's answer could not be understood: bad JSON, failed validation, a stream that
+    /// broke its grammar.
     InvalidResponse,
     /// ripcord's circuit breaker for this link is open; the call was not made.
     CircuitOpen,

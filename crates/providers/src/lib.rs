@@ -36,9 +36,14 @@
 //!   reported as `Timeout { phase }`: connect, first token, stream idle, total. Cancellation
 //!   through the context stops the call at once.
 //! - **Streams** yield text and tool-call deltas as they arrive, usage when known, and exactly
-//!   one `Finish` as the last event. A stream that ends without the vendor's terminator is an
-//!   `InvalidResponse` "stream truncated" error, never a short answer. Dropping a stream drops
+//!   one `Finish` as the last event. A stream (or body) that ends without the vendor's
+//!   terminator is a `Network` "truncated" error marked as delivered
+//!   ([`ripcord_core::Error::request_delivered`]), never a short answer; a stream whose only
+//!   answer is a `content_filter` / `refusal` stop is `ContentFiltered`. Dropping a stream drops
 //!   the connection; nothing is spawned.
+//! - **Vendor errors** are classified from status, headers and body by [`error_body`] and each
+//!   preset's hook; the rows the tests replay, with the doc page each phrasing comes from, are
+//!   `ripcord-chaos`'s `fixtures/vendor_errors.toml`.
 //! - **API keys** live in [`secrecy::SecretString`], go out only in a sensitive header, and
 //!   never appear in `Debug` output, errors or logs (vendor messages that echo a key are
 //!   scrubbed).

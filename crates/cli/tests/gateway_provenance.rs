@@ -106,3 +106,49 @@ async fn a_stream_that_failed_before_content_says_who_was_tried() {
         "{attempts}"
     );
 }
+
+#[tokio::test]
+async fn a_stream_that_fails_after_commit_sends_its_record_with_the_error_event() {
+    let chain = Chain::builder()
+        .link(failing_first("primary", ErrorKind::Overloaded, 529))
+        .link(ScriptedModel::new("backup").stream_items(vec![
+            (
+                Duration::from_millis(2),
+                StreamItem::Event(ripcord_core::StreamEvent::text("Hel")),
+            ),
+            (
+                Duration::from_millis(2),
+                StreamItem::Error(Error::new(ErrorKind::Network, "stream truncated")),
+            ),
+        ]))
+        .build()
+        .unwrap();
+    let (url, _stop) = start(Arc::new(chain)).await;
+    let r = stream(&url).await;
+    assert_eq!(r.status(), 200);
+    // At commit: the backup was serving after the primary's failure.
+    assert_eq!(header(&r, "x-ripcord-served-by"), "backup");
+    assert!(
+        header(&r, "x-ripcord-attempts").starts_with("primary/primary-model=overloaded(529):"),
+        "{:?}",
+        r.headers()
+    );
+    let body = r.text().await.unwrap();
+    let last = body
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert_eq!(v["ripcord"]["degraded"], true, "{v}");
+    let attempts = v["ripcord"]["attempts"].as_str().unwrap();
+    assert!(
+        attempts.starts_with("primary/primary-model=overloaded(529):"),
+        "{attempts}"
+    );
+    assert!(
+        attempts.contains(", backup/backup-model=network:"),
+        "{attempts}"
+    );
+    assert!(!body.contains("[DONE]"));
+}

@@ -19,7 +19,8 @@
 //!   the upstream request: nothing keeps running for a caller who is gone.
 //! - Streams: headers are sent once the chain has committed to a link (its first content event),
 //!   so `x-ripcord-served-by` is true for streams too. A failure after that is sent as OpenAI's
-//!   in-band `{"error": …}` event; a `Restarted` event cannot be expressed on OpenAI's wire (a
+//!   in-band `{"error": …}` event, with the call's final record beside it
+//!   (`"ripcord": {"degraded": true, "attempts": "…"}`, the `x-ripcord-attempts` format); a `Restarted` event cannot be expressed on OpenAI's wire (a
 //!   client cannot un-show text), so the gateway ends the stream with an error there instead.
 
 mod wire;
@@ -386,7 +387,14 @@ async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: boo
                 Some(Ok(StreamEvent::Provenance { .. })) => {}
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
-                    yield Ok(sse_data(&json!({"error": WireError::from_error(&e)})));
+                    // The headers went out at commit; the call's final record rides with the
+                    // error event (clients that only read `error` ignore it).
+                    let attempts = attempts_header(&failed_provenance(&e))
+                        .and_then(|v| v.to_str().ok().map(str::to_owned));
+                    yield Ok(sse_data(&json!({
+                        "error": WireError::from_error(&e),
+                        "ripcord": {"served_by": null, "degraded": true, "attempts": attempts},
+                    })));
                     return;
                 }
                 None => break,

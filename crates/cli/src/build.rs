@@ -17,6 +17,7 @@
 //! [`BuildHooks::breaker_listener`] sees local breakers only, and an active prober of a shared
 //! link updates its health but cannot move the shared breaker to half-open early.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,12 +33,15 @@ use ripcord_providers::{
 };
 use ripcord_resilience::{
     BreakerLayer, BreakerListener, BudgetLayer, ChatModelExt, HealthHandle, HealthLayer,
-    ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
+    HealthStatus, ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::config::{Config, Provider, ProviderKind, StateBackend, TenantBudget};
+use crate::config::{
+    Config, GatewayKey, Provider, ProviderKind, Route, StateBackend, TenantBudget,
+};
+use crate::routing::{self, KeyScope, RouteSwitch, SubTenants};
 #[cfg(feature = "redis")]
 use ripcord_redis::{
     RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
@@ -66,16 +70,41 @@ impl ChatModel for Unavailable {
     }
 }
 
-/// A built chain and what `/readyz` and `check-config` show about it.
+/// One route, built: its chain over the shared links.
+#[derive(Debug, Clone)]
+pub struct BuiltRoute {
+    /// Its name.
+    pub name: String,
+    /// More names for it.
+    pub aliases: Vec<String>,
+    /// Its chain (the links are shared with the other routes that name the same providers).
+    pub chain: Chain,
+    /// Its providers' names, in order.
+    pub links: Vec<String>,
+    /// Its deadline.
+    pub deadline: Duration,
+    /// Whether it ends with a static reply.
+    pub static_reply: bool,
+}
+
+/// The built routes and what `/readyz` and `check-config` show about them.
 #[derive(Debug, Clone)]
 pub struct Built {
-    /// The chain.
+    /// The default route's chain.
     pub chain: Chain,
-    /// What callers call: the chain, inside the tenant budget when `[budget]` is configured.
+    /// What callers call: every route behind one [`RouteSwitch`] (the route comes from the
+    /// call's context, [`routing::ROUTE`]; the default route otherwise), inside the tenant
+    /// budgets when `[budget]` is configured.
     pub model: Arc<dyn ChatModel>,
+    /// The routes, in config order.
+    pub routes: Vec<BuiltRoute>,
+    /// Per gateway key (in the config's order): the model behind the key's own `rpm`/`tpm`
+    /// limits, or `None` for a key without limits.
+    pub key_limits: Vec<Option<Arc<dyn ChatModel>>>,
     /// The embedding chain, when `[embeddings]` is configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
-    /// Health handles per link, in chain order.
+    /// Health handles per provider (each once, however many routes use it), in the order of
+    /// [`Config::chain`].
     pub health: Vec<HealthHandle>,
     /// Notes for stderr (links that could not be built, and why).
     pub notes: Vec<String>,
@@ -87,14 +116,50 @@ pub struct Built {
 }
 
 impl Built {
-    /// Per-link health as JSON (breaker state, error rate, latency).
+    /// Per-link health as JSON (breaker state, error rate, latency), each provider once, and
+    /// per route the state of each of its links (by name, without the counters, so a link two
+    /// routes share is not counted twice).
     pub fn readiness(&self) -> Value {
-        let links: Vec<Value> = self
-            .health
+        let snapshots: Vec<_> = self.health.iter().map(HealthHandle::snapshot).collect();
+        let links: Vec<Value> = snapshots
             .iter()
-            .map(|h| serde_json::to_value(h.snapshot()).unwrap_or(Value::Null))
+            .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
             .collect();
-        json!({"status": "ready", "links": links, "state": self.state_report()})
+        let routes: Vec<Value> = self
+            .routes
+            .iter()
+            .map(|r| {
+                let mut usable = 0;
+                let per_link: Vec<Value> = r
+                    .links
+                    .iter()
+                    .map(|name| {
+                        let snap = snapshots.iter().find(|s| &*s.link == name.as_str());
+                        let status = snap.map(|s| s.status);
+                        let breaker = snap.and_then(|s| s.breaker.as_ref()).map(|b| b.state);
+                        if status != Some(HealthStatus::Unhealthy) {
+                            usable += 1;
+                        }
+                        json!({"link": name, "status": status, "breaker": breaker})
+                    })
+                    .collect();
+                let status = match (usable, r.static_reply) {
+                    (0, true) => "static_only",
+                    (0, false) => "unavailable",
+                    (n, _) if n == r.links.len() => "ready",
+                    _ => "degraded",
+                };
+                json!({"route": r.name, "aliases": r.aliases, "status": status, "links": per_link})
+            })
+            .collect();
+        json!({"status": "ready", "links": links, "routes": routes, "state": self.state_report()})
+    }
+
+    /// The model for route number `index` (what `ripcord chat --route` calls): the shared
+    /// model, pinned to that route.
+    pub fn route_model(&self, index: usize) -> Option<Arc<dyn ChatModel>> {
+        (index < self.routes.len())
+            .then(|| Arc::new(routing::Pinned::new(Arc::clone(&self.model), index)) as _)
     }
 
     /// Where the links' breaker and rate-limit state lives, and whether Redis is reachable.
@@ -486,9 +551,14 @@ fn rate_limited(
     ))
 }
 
-/// The chain inside `[budget]`: charged once per call whichever link serves it, shared
-/// through Redis (one account per tenant for every replica) when the state is.
-fn budgeted(chain: Chain, b: &TenantBudget, shared: Shared<'_>) -> Result<Arc<dyn ChatModel>> {
+/// `model` inside `[budget]`: charged once per call whichever link serves it, shared through
+/// Redis (one account per tenant for every replica, under `scope`) when the state is.
+fn budgeted(
+    model: Arc<dyn ChatModel>,
+    b: &TenantBudget,
+    scope: &str,
+    shared: Shared<'_>,
+) -> Result<Arc<dyn ChatModel>> {
     let window = Duration::from_secs(b.window_s);
     #[cfg(feature = "redis")]
     if let Some((state, replicas)) = shared {
@@ -496,15 +566,15 @@ fn budgeted(chain: Chain, b: &TenantBudget, shared: Shared<'_>) -> Result<Arc<dy
             .tokens_per_window(b.tokens_per_window)
             .window(window)
             .budget_anonymous(b.anonymous)
-            .scope("chain")
+            .scope(scope)
             .replicas(replicas);
         for (t, n) in &b.tenants {
             c = c.tenant(t.clone(), *n);
         }
-        return Ok(Arc::new(SharedBudget::new(chain, state.clone(), c)?));
+        return Ok(Arc::new(SharedBudget::new(model, state.clone(), c)?));
     }
     #[cfg(not(feature = "redis"))]
-    let _ = shared;
+    let _ = (shared, scope);
     let mut layer = BudgetLayer::builder()
         .tokens_per_window(b.tokens_per_window)
         .window(window)
@@ -513,7 +583,7 @@ fn budgeted(chain: Chain, b: &TenantBudget, shared: Shared<'_>) -> Result<Arc<dy
         layer = layer.tenant(t.clone(), *n);
     }
     Ok(Arc::new(
-        chain.with_budget(layer.build().map_err(config_error)?),
+        model.with_budget(layer.build().map_err(config_error)?),
     ))
 }
 
@@ -561,9 +631,6 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
             ));
         }
     };
-    let mut b = Chain::builder()
-        .name("ripcord")
-        .deadline(Duration::from_millis(config.deadline_ms));
     let mut health = Vec::new();
     let mut notes = Vec::new();
     let mut probers = Vec::new();
@@ -577,6 +644,10 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
             Some(b.build().map_err(config_error)?)
         }
     };
+    // Each provider is decorated once and the same link goes into every route that names it:
+    // one breaker, one rate limiter and one health record, so an outage seen through one route
+    // protects the others.
+    let mut links: BTreeMap<&str, Arc<dyn ChatModel>> = BTreeMap::new();
     for p in &config.chain {
         let base = match adapter(p, &client) {
             Ok(m) => m,
@@ -594,33 +665,119 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
                 })
             }
         };
-        let (link, h, prober) =
-            decorate(p, base, hooks, redact.as_ref(), shared, config.deadline_ms)?;
+        // A half-open probe is bounded by the longest deadline among the routes using it.
+        let deadline_ms = config
+            .routes
+            .iter()
+            .filter(|r| r.spec.order.contains(&p.name))
+            .map(|r| r.spec.deadline_ms)
+            .max()
+            .unwrap_or(15_000);
+        let (link, h, prober) = decorate(p, base, hooks, redact.as_ref(), shared, deadline_ms)?;
         health.push(h);
         probers.extend(prober);
-        b = b.link_arc(link);
-        if p.reserve_ms > 0 {
+        links.insert(p.name.as_str(), link);
+    }
+    let mut routes = Vec::with_capacity(config.routes.len());
+    for route in &config.routes {
+        routes.push(build_route(config, route, &links)?);
+    }
+    let switch: Arc<dyn ChatModel> = Arc::new(RouteSwitch::new(
+        routes
+            .iter()
+            .map(|r| Arc::new(r.chain.clone()) as Arc<dyn ChatModel>)
+            .collect(),
+    )?);
+    let model = match &config.budget {
+        None => switch,
+        Some(budget) => {
+            // Sub-tenants (named by keys with `sub_tenants = true`) pay into their own account
+            // inside their tenant's; other calls skip that inner account.
+            let inner = if config.gateway_keys.iter().any(|k| k.sub_tenants) {
+                let sub = budgeted(Arc::clone(&switch), budget, "sub", shared)?;
+                Arc::new(SubTenants::new(sub, switch)) as Arc<dyn ChatModel>
+            } else {
+                switch
+            };
+            budgeted(inner, budget, "chain", shared)?
+        }
+    };
+    let key_limits = config
+        .gateway_keys
+        .iter()
+        .map(|k| key_limited(k, &model, shared))
+        .collect::<Result<Vec<_>>>()?;
+    let embeddings = match &config.embeddings {
+        None => None,
+        Some((providers, emb_model)) => Some(embedding_chain(
+            providers,
+            emb_model,
+            &client,
+            config
+                .default_route()
+                .map_or(15_000, |r| r.spec.deadline_ms),
+        )?),
+    };
+    let chain = routes
+        .first()
+        .map(|r| r.chain.clone())
+        .ok_or_else(|| config_error("the config has no route"))?;
+    Ok(Built {
+        chain,
+        model,
+        routes,
+        key_limits,
+        embeddings,
+        health,
+        notes,
+        probers: Arc::new(probers),
+        #[cfg(feature = "redis")]
+        redis,
+    })
+}
+
+/// One route's chain over the shared links.
+fn build_route(
+    config: &Config,
+    route: &Route,
+    links: &BTreeMap<&str, Arc<dyn ChatModel>>,
+) -> Result<BuiltRoute> {
+    let spec = &route.spec;
+    let mut b = Chain::builder()
+        .name(route.name.clone())
+        .deadline(Duration::from_millis(spec.deadline_ms));
+    for name in &spec.order {
+        let link = links.get(name.as_str()).ok_or_else(|| {
+            config_error(format!(
+                "route {:?} names provider {name:?}, which the config does not define",
+                route.name
+            ))
+        })?;
+        b = b.link_arc(Arc::clone(link));
+        if let Some(p) = config.provider(name)
+            && p.reserve_ms > 0
+        {
             b = b.reserve(Duration::from_millis(p.reserve_ms));
         }
     }
-    if let Some(text) = &config.static_reply {
+    if let Some(text) = &spec.static_reply {
         let mut reply = StaticReply::new(text.clone());
-        for (intent, t) in &config.intent_replies {
+        for (intent, t) in &spec.intent_replies {
             reply = reply.with_intent(intent.clone(), t.clone());
         }
         b = b.static_replies(reply);
     }
-    for (kind, target) in &config.routes {
+    for (kind, target) in &spec.routes {
         b = b.route(*kind, target.clone());
     }
-    if config.stream_restart {
+    if spec.stream_restart {
         b = b.stream_policy(StreamPolicy::Restart);
     }
-    if let Some(n) = &config.fallback_notice {
+    if let Some(n) = &spec.fallback_notice {
         b = b.fallback_notice(n.clone());
     }
     b = b
-        .strategy(match &config.strategy {
+        .strategy(match &spec.strategy {
             crate::config::Strategy::Ordered => Strategy::Ordered,
             crate::config::Strategy::LowestLatency { min_samples } => Strategy::LowestLatency {
                 min_samples: *min_samples,
@@ -630,31 +787,60 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
                 Strategy::weighted(shares.iter().map(|(n, w)| (n.clone(), *w)))
             }
         })
-        .prefer_independent_fallbacks(config.independent_fallbacks);
-    let chain = b.build().map_err(Error::from)?;
-    let model = match &config.budget {
-        None => Arc::new(chain.clone()) as Arc<dyn ChatModel>,
-        Some(budget) => budgeted(chain.clone(), budget, shared)?,
-    };
-    let embeddings = match &config.embeddings {
-        None => None,
-        Some((providers, model)) => Some(embedding_chain(
-            providers,
-            model,
-            &client,
-            config.deadline_ms,
-        )?),
-    };
-    Ok(Built {
-        chain,
-        model,
-        embeddings,
-        health,
-        notes,
-        probers: Arc::new(probers),
-        #[cfg(feature = "redis")]
-        redis,
+        .prefer_independent_fallbacks(spec.independent_fallbacks);
+    Ok(BuiltRoute {
+        name: route.name.clone(),
+        aliases: route.aliases.clone(),
+        chain: b.build().map_err(Error::from)?,
+        links: spec.order.clone(),
+        deadline: Duration::from_millis(spec.deadline_ms),
+        static_reply: spec.static_reply.is_some(),
     })
+}
+
+/// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the
+/// client gets its 429 before any vendor is called; shared through Redis when the state is.
+fn key_limited(
+    key: &GatewayKey,
+    model: &Arc<dyn ChatModel>,
+    shared: Shared<'_>,
+) -> Result<Option<Arc<dyn ChatModel>>> {
+    if key.rpm.is_none() && key.tpm.is_none() {
+        return Ok(None);
+    }
+    let scoped = KeyScope::new(&key.label(), Arc::clone(model));
+    #[cfg(feature = "redis")]
+    if let Some((state, replicas)) = shared {
+        let mut c = SharedRateLimitConfig::default()
+            .replicas(replicas)
+            .max_wait(Duration::ZERO)
+            .max_pause(Duration::ZERO);
+        if let Some(rpm) = key.rpm {
+            c = c.rpm(rpm);
+        }
+        if let Some(tpm) = key.tpm {
+            c = c.tpm(tpm);
+        }
+        return Ok(Some(Arc::new(SharedRateLimit::new(
+            scoped,
+            state.clone(),
+            c,
+        )?)));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = shared;
+    let mut b = RateLimitLayer::builder()
+        .max_wait(Duration::ZERO)
+        .pause_on_429(false);
+    if let Some(rpm) = key.rpm {
+        b = b.rpm(rpm);
+    }
+    if let Some(tpm) = key.tpm {
+        b = b.tpm(tpm);
+    }
+    Ok(Some(Arc::new(
+        scoped.with_rate_limit(b.build().map_err(config_error)?),
+    )))
 }
 
 #[cfg(test)]

@@ -352,6 +352,120 @@ fn default_deadline() -> u64 {
     15_000
 }
 
+/// One `[[routes]]` entry: a named chain clients pick with the request's `model`.
+///
+/// Every `[chain]` setting may appear in a route (the rest of the table is read as a
+/// [`ChainConfig`]), so a knob added to `[chain]` is a route knob too.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// What clients send as `model`.
+    pub name: Spanned<String>,
+    /// More names for the same route.
+    pub aliases: Vec<Spanned<String>>,
+    /// The route's chain settings (`order`, `deadline_ms`, `static_reply`, …).
+    pub chain: ChainConfig,
+}
+
+impl<'de> Deserialize<'de> for RouteConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(RouteVisitor)
+    }
+}
+
+struct RouteVisitor;
+
+impl<'de> serde::de::Visitor<'de> for RouteVisitor {
+    type Value = RouteConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a [[routes]] table with `name` and `order`")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RouteConfig, A::Error> {
+        let mut own = RouteKeys {
+            map,
+            name: None,
+            aliases: Vec::new(),
+        };
+        // The chain settings are read through a view of the table without the route's own
+        // keys; serde's derive then checks them (unknown keys included) exactly as for
+        // `[chain]`, and toml's spans survive because each value is read from toml directly.
+        let chain =
+            ChainConfig::deserialize(serde::de::value::MapAccessDeserializer::new(&mut own))?;
+        let name = own
+            .name
+            .ok_or_else(|| serde::de::Error::missing_field("name"))?;
+        Ok(RouteConfig {
+            name,
+            aliases: own.aliases,
+            chain,
+        })
+    }
+}
+
+/// A route table seen as its chain settings: `name` and `aliases` are taken out on the way.
+struct RouteKeys<A> {
+    map: A,
+    name: Option<Spanned<String>>,
+    aliases: Vec<Spanned<String>>,
+}
+
+impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for &mut RouteKeys<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        use serde::de::IntoDeserializer;
+        loop {
+            let Some(key) = self.map.next_key::<String>()? else {
+                return Ok(None);
+            };
+            match key.as_str() {
+                "name" => {
+                    if self.name.is_some() {
+                        return Err(serde::de::Error::duplicate_field("name"));
+                    }
+                    self.name = Some(self.map.next_value()?);
+                }
+                "aliases" => self.aliases = self.map.next_value()?,
+                _ => return seed.deserialize(key.into_deserializer()).map(Some),
+            }
+        }
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
+/// One `[[server.keys]]` entry: a gateway key bound to a tenant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    /// The tenant every request authenticated by this key is charged to.
+    pub tenant: Spanned<String>,
+    /// The environment variable holding the key (the secret never sits in the file).
+    pub key_env: Spanned<String>,
+    /// Routes (names or aliases) this key may use; absent = all.
+    #[serde(default)]
+    pub routes: Option<Vec<Spanned<String>>>,
+    /// Let the client narrow the tenant (`x-ripcord-tenant` or the body's `user`) to one of its
+    /// own end users; the budget is then charged at both levels.
+    #[serde(default)]
+    pub sub_tenants: bool,
+    /// Requests per minute this key may send.
+    #[serde(default)]
+    pub rpm: Option<Spanned<u32>>,
+    /// Tokens per minute this key may use.
+    #[serde(default)]
+    pub tpm: Option<Spanned<u32>>,
+}
+
 /// `[server]`: the gateway.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -365,6 +479,9 @@ pub struct ServerConfig {
     /// Largest request body in bytes.
     #[serde(default)]
     pub max_body_bytes: Option<usize>,
+    /// Gateway keys bound to tenants.
+    #[serde(default)]
+    pub keys: Vec<KeyConfig>,
 }
 
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
@@ -392,9 +509,9 @@ pub struct BudgetConfig {
     /// Per-tenant overrides: tenant → tokens per window.
     #[serde(default)]
     pub tenants: BTreeMap<String, u64>,
-    /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
+    /// Also budget calls without a tenant, as one shared anonymous tenant (default: yes).
     #[serde(default)]
-    pub anonymous: bool,
+    pub anonymous: Option<bool>,
 }
 
 /// `[state]`: where breaker and rate-limit state lives (one process, or Redis shared by all
@@ -462,8 +579,12 @@ pub fn redact_url(url: &str) -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    /// The chain.
-    pub chain: ChainConfig,
+    /// The chain, when the config has a single one.
+    #[serde(default)]
+    pub chain: Option<ChainConfig>,
+    /// Named chains (`[[routes]]`), picked by the request's `model`.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
     /// The providers.
     #[serde(default)]
     pub providers: Vec<ProviderConfig>,
@@ -617,37 +738,114 @@ impl Provider {
     }
 }
 
-/// The resolved configuration.
+/// One chain's settings, resolved (from `[chain]` or one `[[routes]]` entry).
 #[derive(Debug, Clone)]
-pub struct Config {
-    /// Where it came from.
-    pub source: String,
-    /// Providers in chain order.
-    pub chain: Vec<Provider>,
+pub struct ChainSpec {
+    /// Provider names, in order (providers skipped for lack of a key are left out).
+    pub order: Vec<String>,
     /// Deadline.
     pub deadline_ms: u64,
     /// Static reply.
     pub static_reply: Option<String>,
     /// Per-intent replies.
     pub intent_replies: BTreeMap<String, String>,
-    /// Routes: kind → provider name.
+    /// Per-error-kind fallbacks: kind → provider name.
     pub routes: Vec<(ripcord_core::ErrorKind, String)>,
     /// Restart streams on failure after content.
     pub stream_restart: bool,
     /// Fallback notice.
     pub fallback_notice: Option<String>,
-    /// Gateway listen address.
-    pub listen: Option<String>,
-    /// Gateway bearer keys.
-    pub gateway_keys: Vec<secrecy::SecretString>,
-    /// Largest gateway request body.
-    pub max_body_bytes: usize,
-    /// Redaction before cloud calls, when configured.
-    pub redaction: Option<RedactionConfig>,
     /// The link ordering strategy.
     pub strategy: Strategy,
     /// Prefer another vendor after a failure.
     pub independent_fallbacks: bool,
+}
+
+/// A route: a named chain over the shared providers.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Its name (what clients send as `model`); `ripcord` for a config with only `[chain]`.
+    pub name: String,
+    /// More names for it.
+    pub aliases: Vec<String>,
+    /// Its chain.
+    pub spec: ChainSpec,
+}
+
+impl Route {
+    /// True when `model` is this route's name or one of its aliases.
+    pub fn answers_to(&self, model: &str) -> bool {
+        self.name == model || self.aliases.iter().any(|a| a == model)
+    }
+}
+
+/// A gateway key, resolved: who it is, and what it may do. The secret is never printed.
+#[derive(Clone)]
+pub struct GatewayKey {
+    /// The tenant its requests are charged to; `None` for `api_keys_env` keys.
+    pub tenant: Option<String>,
+    /// Where the secret came from (`env ACME_GATEWAY_KEY`).
+    pub source: String,
+    /// The secret.
+    pub secret: secrecy::SecretString,
+    /// Indexes into [`Config::routes`] this key may use; `None` = all.
+    pub routes: Option<Vec<usize>>,
+    /// Whether the client may name a sub-tenant.
+    pub sub_tenants: bool,
+    /// Requests per minute.
+    pub rpm: Option<u32>,
+    /// Tokens per minute.
+    pub tpm: Option<u32>,
+}
+
+impl GatewayKey {
+    /// A stable, secret-free label: `tenant` (or `untenanted`) and the variable it came from.
+    pub fn label(&self) -> String {
+        format!(
+            "{}@{}",
+            self.tenant.as_deref().unwrap_or("untenanted"),
+            self.source.trim_start_matches("env ")
+        )
+    }
+}
+
+impl fmt::Debug for GatewayKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GatewayKey")
+            .field("tenant", &self.tenant)
+            .field("source", &self.source)
+            .field("secret", &"[redacted]")
+            .field("routes", &self.routes)
+            .field("sub_tenants", &self.sub_tenants)
+            .field("rpm", &self.rpm)
+            .field("tpm", &self.tpm)
+            .finish()
+    }
+}
+
+/// The shortest gateway key accepted.
+pub const MIN_KEY_CHARS: usize = 16;
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from.
+    pub source: String,
+    /// Every provider some route uses, each once, in order of first use. Routes refer to them
+    /// by name and share them: one breaker, one limiter, one health record per provider.
+    pub chain: Vec<Provider>,
+    /// The routes, in file order; the first is the default (`ripcord chat` without `--route`).
+    pub routes: Vec<Route>,
+    /// True for a config with only `[chain]`: its one route answers any `model`.
+    pub any_model: bool,
+    /// Gateway listen address.
+    pub listen: Option<String>,
+    /// Gateway keys (`[[server.keys]]`, then those of `api_keys_env`).
+    pub gateway_keys: Vec<GatewayKey>,
+    /// Largest gateway request body.
+    pub max_body_bytes: usize,
+    /// Redaction before cloud calls, when configured.
+    pub redaction: Option<RedactionConfig>,
     /// Embedding providers (resolved) and their model, when configured.
     pub embeddings: Option<(Vec<Provider>, String)>,
     /// Where breaker, rate-limit and budget state lives.
@@ -656,6 +854,31 @@ pub struct Config {
     pub budget: Option<TenantBudget>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
     pub notes: Vec<String>,
+}
+
+impl Config {
+    /// The default route (the first; a resolved config always has one).
+    pub fn default_route(&self) -> Option<&Route> {
+        self.routes.first()
+    }
+
+    /// The index of the route answering to `model` (a name or an alias).
+    pub fn route_index(&self, model: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.answers_to(model))
+    }
+
+    /// A provider by name.
+    pub fn provider(&self, name: &str) -> Option<&Provider> {
+        self.chain.iter().find(|p| p.name == name)
+    }
+
+    /// Every name clients may send as `model`: each route's name, then its aliases.
+    pub fn model_names(&self) -> Vec<String> {
+        self.routes
+            .iter()
+            .flat_map(|r| std::iter::once(r.name.clone()).chain(r.aliases.iter().cloned()))
+            .collect()
+    }
 }
 
 /// Looks up environment variables (injectable for tests).
@@ -814,116 +1037,51 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
             ));
         }
     }
-    if raw.chain.order.is_empty() {
-        return Err(cx.err(None, "chain.order", "the chain needs at least one provider"));
-    }
-    if raw.chain.deadline_ms == 0 {
-        return Err(cx.err(None, "chain.deadline_ms", "must be greater than zero"));
-    }
-    let mut chain = Vec::new();
-    for entry in &raw.chain.order {
-        let name = entry.get_ref();
-        let Some(p) = by_name.get(name) else {
-            let known: Vec<_> = by_name.keys().map(String::as_str).collect();
-            return Err(cx.err(
-                Some(&entry.span()),
-                "chain.order",
-                format!(
-                    "unknown provider {name:?} (defined: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            ));
-        };
-        if chain.iter().any(|c: &Provider| &c.name == name) {
-            return Err(cx.err(
-                Some(&entry.span()),
-                "chain.order",
-                format!("provider {name:?} appears twice in the order"),
-            ));
-        }
-        match resolve_provider(cx, p, lenient_keys)? {
-            Some(provider) => chain.push(provider),
-            None => notes.push(format!(
-                "skipping provider {name:?}: no API key ({})",
-                p.api_key_env
-                    .as_ref()
-                    .map_or("no key configured".to_owned(), |e| format!(
-                        "{} is not set",
-                        e.get_ref()
-                    ))
-            )),
-        }
-    }
-    if chain.is_empty() {
-        return Err(cx.err(
-            None,
-            "chain.order",
-            "no provider in the chain is usable (all lack API keys)",
-        ));
-    }
-    let mut routes = Vec::new();
-    for (kind, target) in &raw.chain.routes {
-        let k = ripcord_core::ErrorKind::parse(kind.get_ref()).ok_or_else(|| {
-            cx.err(
-                Some(&kind.span()),
-                "chain.routes",
-                format!("unknown error kind {:?}", kind.get_ref()),
-            )
-        })?;
-        if !by_name.contains_key(target.get_ref()) {
-            return Err(cx.err(
-                Some(&target.span()),
-                "chain.routes",
-                format!("unknown provider {:?}", target.get_ref()),
-            ));
-        }
-        routes.push((k, target.get_ref().clone()));
-    }
-    let stream_restart = match raw
-        .chain
-        .stream_policy
-        .as_ref()
-        .map(|s| (s.get_ref().as_str(), s.span()))
-    {
-        None | Some(("end_with_error", _)) => false,
-        Some(("restart", _)) => true,
-        Some((other, span)) => {
-            return Err(cx.err(
-                Some(&span),
-                "chain.stream_policy",
-                format!("expected \"end_with_error\" or \"restart\", got {other:?}"),
-            ));
-        }
+    let mut used = Used {
+        by_name,
+        resolved: BTreeMap::new(),
+        order: Vec::new(),
+        lenient_keys,
     };
-    let gateway_keys = match &raw.server.api_keys_env {
-        None => Vec::new(),
-        Some(var) => match cx.env.var(var.get_ref()) {
-            Some(v) => v
-                .split(',')
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-                .map(|k| secrecy::SecretString::from(k.to_owned()))
-                .collect(),
-            None => {
-                return Err(cx.err(
-                    Some(&var.span()),
-                    "server.api_keys_env",
-                    format!("environment variable {} is not set", var.get_ref()),
-                ));
-            }
-        },
+    let (routes, any_model) = match (&raw.chain, raw.routes.is_empty()) {
+        (Some(_), false) => {
+            let span = raw.routes.first().map(|r| r.name.span());
+            return Err(cx.err(
+                span.as_ref(),
+                "routes",
+                "a config has either one `[chain]` or named `[[routes]]`, not both: move the \
+                 [chain] settings into a [[routes]] entry",
+            ));
+        }
+        (None, true) => {
+            return Err(cx.err(
+                None,
+                "chain",
+                "the config needs a `[chain]` (one chain) or `[[routes]]` (named chains)",
+            ));
+        }
+        (Some(chain), true) => {
+            let spec = resolve_chain(cx, chain, "chain", None, &mut used, &mut notes)?;
+            let route = Route {
+                name: "ripcord".to_owned(),
+                aliases: Vec::new(),
+                spec,
+            };
+            (vec![route], true)
+        }
+        (None, false) => (
+            resolve_routes(cx, &raw.routes, &mut used, &mut notes)?,
+            false,
+        ),
     };
+    let gateway_keys = resolve_keys(cx, &raw.server, &routes, any_model)?;
     let embeddings = match &raw.embeddings {
         None => None,
         Some(e) => {
             let model = cx.interpolate(&e.model, "embeddings.model")?;
             let mut providers = Vec::new();
             for name in &e.providers {
-                let Some(p) = by_name.get(name.get_ref()) else {
+                let Some(p) = used.by_name.get(name.get_ref()) else {
                     return Err(cx.err(
                         Some(&name.span()),
                         "embeddings.providers",
@@ -951,46 +1109,6 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
             Some((providers, model))
         }
     };
-    let strategy = match raw
-        .chain
-        .strategy
-        .as_ref()
-        .map(|s| (s.get_ref().as_str(), s.span()))
-    {
-        None | Some(("ordered", _)) => Strategy::Ordered,
-        Some(("lowest_latency", _)) => Strategy::LowestLatency {
-            min_samples: raw.chain.min_samples.unwrap_or(5),
-        },
-        Some(("lowest_cost", _)) => Strategy::LowestCost,
-        Some(("weighted", span)) => {
-            if raw.chain.weights.is_empty() {
-                return Err(cx.err(
-                    Some(&span),
-                    "chain.weights",
-                    "strategy \"weighted\" needs a [chain.weights] table (provider = share)",
-                ));
-            }
-            let mut shares = Vec::new();
-            for (name, share) in &raw.chain.weights {
-                if !chain.iter().any(|p| &p.name == name.get_ref()) {
-                    return Err(cx.err(
-                        Some(&name.span()),
-                        "chain.weights",
-                        format!("{:?} is not a provider in the chain", name.get_ref()),
-                    ));
-                }
-                shares.push((name.get_ref().clone(), *share));
-            }
-            Strategy::Weighted(shares)
-        }
-        Some((other, span)) => {
-            return Err(cx.err(
-                Some(&span),
-                "chain.strategy",
-                format!("expected \"ordered\", \"lowest_latency\", \"lowest_cost\" or \"weighted\", got {other:?}"),
-            ));
-        }
-    };
     let state = resolve_state(cx, &raw.state)?;
     let budget = raw
         .budget
@@ -1000,23 +1118,428 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
     Ok(Config {
         state,
         budget,
-        strategy,
-        independent_fallbacks: raw.chain.independent_fallbacks,
         redaction: raw.redaction,
         embeddings,
         source: cx.file.to_owned(),
-        chain,
-        deadline_ms: raw.chain.deadline_ms,
-        static_reply: cx.opt(&raw.chain.static_reply, "chain.static_reply")?,
-        intent_replies: raw.chain.intent_replies,
+        chain: used.order,
         routes,
-        stream_restart,
-        fallback_notice: raw.chain.fallback_notice,
+        any_model,
         listen: cx.opt(&raw.server.listen, "server.listen")?,
         gateway_keys,
         max_body_bytes: raw.server.max_body_bytes.unwrap_or(1 << 20),
         notes,
     })
+}
+
+/// The providers routes refer to: each resolved once, on first use, and kept in that order.
+struct Used<'a> {
+    by_name: BTreeMap<String, &'a ProviderConfig>,
+    /// name → the provider, or `None` when it was skipped (no key, built-in config only).
+    resolved: BTreeMap<String, Option<usize>>,
+    order: Vec<Provider>,
+    lenient_keys: bool,
+}
+
+impl Used<'_> {
+    /// Resolves `name` (once); `None` when it is skipped for lack of a key.
+    fn get(
+        &mut self,
+        cx: &Ctx<'_>,
+        p: &ProviderConfig,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<usize>, ConfigError> {
+        let name = p.name.get_ref();
+        if let Some(r) = self.resolved.get(name) {
+            return Ok(*r);
+        }
+        let r = match resolve_provider(cx, p, self.lenient_keys)? {
+            Some(provider) => {
+                self.order.push(provider);
+                Some(self.order.len() - 1)
+            }
+            None => {
+                notes.push(format!(
+                    "skipping provider {name:?}: no API key ({})",
+                    p.api_key_env
+                        .as_ref()
+                        .map_or("no key configured".to_owned(), |e| format!(
+                            "{} is not set",
+                            e.get_ref()
+                        ))
+                ));
+                None
+            }
+        };
+        self.resolved.insert(name.clone(), r);
+        Ok(r)
+    }
+}
+
+/// `[[routes]]`: unique names and aliases, each route's chain resolved.
+fn resolve_routes(
+    cx: &Ctx<'_>,
+    raw: &[RouteConfig],
+    used: &mut Used<'_>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Route>, ConfigError> {
+    // Every name a client may send, and the route it belongs to.
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    for r in raw {
+        let name = r.name.get_ref();
+        if name.trim().is_empty() {
+            return Err(cx.err(
+                Some(&r.name.span()),
+                "routes.name",
+                "route names must not be empty",
+            ));
+        }
+        if let Some(owner) = names.insert(name, name) {
+            let what = if owner == name {
+                format!("route {name:?} is defined twice")
+            } else {
+                format!("route name {name:?} is already an alias of route {owner:?}")
+            };
+            return Err(cx.err(Some(&r.name.span()), "routes.name", what));
+        }
+    }
+    for r in raw {
+        let name = r.name.get_ref();
+        for alias in &r.aliases {
+            let a = alias.get_ref();
+            if a.trim().is_empty() {
+                return Err(cx.err(
+                    Some(&alias.span()),
+                    "routes.aliases",
+                    format!("route {name:?}: aliases must not be empty"),
+                ));
+            }
+            if let Some(owner) = names.insert(a, name) {
+                let what = if owner == a {
+                    format!("route {name:?}: alias {a:?} is the name of route {owner:?}")
+                } else {
+                    format!("route {name:?}: alias {a:?} is already an alias of route {owner:?}")
+                };
+                return Err(cx.err(Some(&alias.span()), "routes.aliases", what));
+            }
+        }
+    }
+    let mut routes = Vec::with_capacity(raw.len());
+    for r in raw {
+        let spec = resolve_chain(cx, &r.chain, "routes", Some(r.name.get_ref()), used, notes)?;
+        routes.push(Route {
+            name: r.name.get_ref().clone(),
+            aliases: r.aliases.iter().map(|a| a.get_ref().clone()).collect(),
+            spec,
+        });
+    }
+    Ok(routes)
+}
+
+/// One chain's settings (`[chain]`, or a route's under key prefix `routes`).
+fn resolve_chain(
+    cx: &Ctx<'_>,
+    raw: &ChainConfig,
+    prefix: &str,
+    route: Option<&str>,
+    used: &mut Used<'_>,
+    notes: &mut Vec<String>,
+) -> Result<ChainSpec, ConfigError> {
+    let key = |k: &str| format!("{prefix}.{k}");
+    let msg = |m: String| match route {
+        Some(r) => format!("route {r:?}: {m}"),
+        None => m,
+    };
+    if raw.order.is_empty() {
+        return Err(cx.err(
+            None,
+            &key("order"),
+            msg("the chain needs at least one provider".to_owned()),
+        ));
+    }
+    if raw.deadline_ms == 0 {
+        return Err(cx.err(
+            None,
+            &key("deadline_ms"),
+            msg("must be greater than zero".to_owned()),
+        ));
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for entry in &raw.order {
+        let name = entry.get_ref();
+        let Some(p) = used.by_name.get(name).copied() else {
+            let known: Vec<_> = used.by_name.keys().map(String::as_str).collect();
+            return Err(cx.err(
+                Some(&entry.span()),
+                &key("order"),
+                msg(format!(
+                    "unknown provider {name:?} (defined: {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )),
+            ));
+        };
+        if seen.contains(&name.as_str()) {
+            return Err(cx.err(
+                Some(&entry.span()),
+                &key("order"),
+                msg(format!("provider {name:?} appears twice in the order")),
+            ));
+        }
+        seen.push(name);
+        if used.get(cx, p, notes)?.is_some() {
+            order.push(name.clone());
+        }
+    }
+    if order.is_empty() {
+        return Err(cx.err(
+            None,
+            &key("order"),
+            msg("no provider in the chain is usable (all lack API keys)".to_owned()),
+        ));
+    }
+    let mut routes = Vec::new();
+    for (kind, target) in &raw.routes {
+        let k = ripcord_core::ErrorKind::parse(kind.get_ref()).ok_or_else(|| {
+            cx.err(
+                Some(&kind.span()),
+                &key("routes"),
+                msg(format!("unknown error kind {:?}", kind.get_ref())),
+            )
+        })?;
+        if !used.by_name.contains_key(target.get_ref()) {
+            return Err(cx.err(
+                Some(&target.span()),
+                &key("routes"),
+                msg(format!("unknown provider {:?}", target.get_ref())),
+            ));
+        }
+        routes.push((k, target.get_ref().clone()));
+    }
+    let stream_restart = match raw
+        .stream_policy
+        .as_ref()
+        .map(|s| (s.get_ref().as_str(), s.span()))
+    {
+        None | Some(("end_with_error", _)) => false,
+        Some(("restart", _)) => true,
+        Some((other, span)) => {
+            return Err(cx.err(
+                Some(&span),
+                &key("stream_policy"),
+                msg(format!(
+                    "expected \"end_with_error\" or \"restart\", got {other:?}"
+                )),
+            ));
+        }
+    };
+    let strategy = match raw
+        .strategy
+        .as_ref()
+        .map(|s| (s.get_ref().as_str(), s.span()))
+    {
+        None | Some(("ordered", _)) => Strategy::Ordered,
+        Some(("lowest_latency", _)) => Strategy::LowestLatency {
+            min_samples: raw.min_samples.unwrap_or(5),
+        },
+        Some(("lowest_cost", _)) => Strategy::LowestCost,
+        Some(("weighted", span)) => {
+            if raw.weights.is_empty() {
+                return Err(cx.err(
+                    Some(&span),
+                    &key("weights"),
+                    msg(
+                        "strategy \"weighted\" needs a weights table (provider = share)".to_owned(),
+                    ),
+                ));
+            }
+            let mut shares = Vec::new();
+            for (name, share) in &raw.weights {
+                if !order.iter().any(|p| p == name.get_ref()) {
+                    return Err(cx.err(
+                        Some(&name.span()),
+                        &key("weights"),
+                        msg(format!(
+                            "{:?} is not a provider in the chain",
+                            name.get_ref()
+                        )),
+                    ));
+                }
+                shares.push((name.get_ref().clone(), *share));
+            }
+            Strategy::Weighted(shares)
+        }
+        Some((other, span)) => {
+            return Err(cx.err(
+                Some(&span),
+                &key("strategy"),
+                msg(format!("expected \"ordered\", \"lowest_latency\", \"lowest_cost\" or \"weighted\", got {other:?}")),
+            ));
+        }
+    };
+    Ok(ChainSpec {
+        order,
+        deadline_ms: raw.deadline_ms,
+        static_reply: cx.opt(&raw.static_reply, &key("static_reply"))?,
+        intent_replies: raw.intent_replies.clone(),
+        routes,
+        stream_restart,
+        fallback_notice: raw.fallback_notice.clone(),
+        strategy,
+        independent_fallbacks: raw.independent_fallbacks,
+    })
+}
+
+/// `[[server.keys]]` and `api_keys_env`: every key set, long enough, and distinct.
+fn resolve_keys(
+    cx: &Ctx<'_>,
+    server: &ServerConfig,
+    routes: &[Route],
+    any_model: bool,
+) -> Result<Vec<GatewayKey>, ConfigError> {
+    let mut keys: Vec<GatewayKey> = Vec::new();
+    // The span each key was declared at, for the duplicate check.
+    let mut spans = Vec::new();
+    let short = |var: &str, n: usize| {
+        format!(
+            "the key in {var} is {n} characters long; gateway keys need at least {MIN_KEY_CHARS} \
+             (generate one with `openssl rand -hex 32`)"
+        )
+    };
+    for k in &server.keys {
+        let tenant = k.tenant.get_ref().trim();
+        if tenant.is_empty() || tenant.len() > 256 {
+            return Err(cx.err(
+                Some(&k.tenant.span()),
+                "server.keys.tenant",
+                "a tenant is 1 to 256 characters",
+            ));
+        }
+        let var = k.key_env.get_ref();
+        let Some(secret) = cx.env.var(var) else {
+            return Err(cx.err(
+                Some(&k.key_env.span()),
+                "server.keys.key_env",
+                format!("environment variable {var} is not set (the key of tenant {tenant:?})"),
+            ));
+        };
+        let secret = secret.trim().to_owned();
+        let n = secret.chars().count();
+        if n < MIN_KEY_CHARS {
+            return Err(cx.err(
+                Some(&k.key_env.span()),
+                "server.keys.key_env",
+                short(var, n),
+            ));
+        }
+        let allowed = match &k.routes {
+            None => None,
+            Some(_) if any_model => {
+                return Err(cx.err(
+                    Some(&k.tenant.span()),
+                    "server.keys.routes",
+                    "`routes` on a key needs named [[routes]] in the config (this one has a single [chain])",
+                ));
+            }
+            Some(list) => {
+                let mut idx = Vec::new();
+                for r in list {
+                    let Some(i) = routes.iter().position(|x| x.answers_to(r.get_ref())) else {
+                        let known: Vec<&str> = routes.iter().map(|x| x.name.as_str()).collect();
+                        return Err(cx.err(
+                            Some(&r.span()),
+                            "server.keys.routes",
+                            format!(
+                                "unknown route {:?} (routes: {})",
+                                r.get_ref(),
+                                known.join(", ")
+                            ),
+                        ));
+                    };
+                    if !idx.contains(&i) {
+                        idx.push(i);
+                    }
+                }
+                Some(idx)
+            }
+        };
+        let positive = |v: &Option<Spanned<u32>>, key: &str| match v {
+            Some(n) if *n.get_ref() == 0 => Err(cx.err(Some(&n.span()), key, "must be at least 1")),
+            Some(n) => Ok(Some(*n.get_ref())),
+            None => Ok(None),
+        };
+        keys.push(GatewayKey {
+            tenant: Some(tenant.to_owned()),
+            source: format!("env {var}"),
+            secret: secrecy::SecretString::from(secret),
+            routes: allowed,
+            sub_tenants: k.sub_tenants,
+            rpm: positive(&k.rpm, "server.keys.rpm")?,
+            tpm: positive(&k.tpm, "server.keys.tpm")?,
+        });
+        spans.push(k.key_env.span());
+    }
+    if let Some(var) = &server.api_keys_env {
+        let name = var.get_ref();
+        let Some(v) = cx.env.var(name) else {
+            return Err(cx.err(
+                Some(&var.span()),
+                "server.api_keys_env",
+                format!("environment variable {name} is not set"),
+            ));
+        };
+        for (i, k) in v
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .enumerate()
+        {
+            let n = k.chars().count();
+            if n < MIN_KEY_CHARS {
+                return Err(cx.err(
+                    Some(&var.span()),
+                    "server.api_keys_env",
+                    short(&format!("{name} (key {} of the list)", i + 1), n),
+                ));
+            }
+            keys.push(GatewayKey {
+                tenant: None,
+                source: format!("env {name}"),
+                secret: secrecy::SecretString::from(k.to_owned()),
+                routes: None,
+                sub_tenants: false,
+                rpm: None,
+                tpm: None,
+            });
+            spans.push(var.span());
+        }
+    }
+    {
+        use secrecy::ExposeSecret;
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(j) = keys[..i]
+                .iter()
+                .position(|o| o.secret.expose_secret() == k.secret.expose_secret())
+            {
+                let other = &keys[j];
+                return Err(cx.err(
+                    spans.get(i),
+                    "server.keys.key_env",
+                    format!(
+                        "the key in {} is the same secret as the key in {} (tenant {}); every \
+                         gateway key must be distinct, or the tenant of a request is ambiguous",
+                        k.source.trim_start_matches("env "),
+                        other.source.trim_start_matches("env "),
+                        other.tenant.as_deref().unwrap_or("none"),
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(keys)
 }
 
 fn resolve_budget(cx: &Ctx<'_>, raw: &BudgetConfig) -> Result<TenantBudget, ConfigError> {
@@ -1039,7 +1562,7 @@ fn resolve_budget(cx: &Ctx<'_>, raw: &BudgetConfig) -> Result<TenantBudget, Conf
         tokens_per_window: *tokens.get_ref(),
         window_s,
         tenants: raw.tenants.iter().map(|(t, n)| (t.clone(), *n)).collect(),
-        anonymous: raw.anonymous,
+        anonymous: raw.anonymous.unwrap_or(true),
     })
 }
 
@@ -1315,31 +1838,91 @@ pub fn load(path: Option<&Path>, env: &dyn Env) -> Result<Config, ConfigError> {
 }
 
 impl Config {
-    /// The resolved chain, printable (keys redacted).
+    /// The resolved routes, providers and keys, printable (secrets redacted).
     pub fn describe(&self) -> String {
-        let mut s = format!(
-            "config: {}\nchain (deadline {} ms):\n",
-            self.source, self.deadline_ms
-        );
-        for (i, p) in self.chain.iter().enumerate() {
-            s.push_str(&format!("  {}. {}\n", i + 1, p.redacted()));
-        }
-        match &self.static_reply {
-            Some(r) => s.push_str(&format!("  then static reply: {r:?}\n")),
-            None => s.push_str("  then: no static reply (the call fails)\n"),
+        let mut s = format!("config: {}\n", self.source);
+        let numbered = |s: &mut String, spec: &ChainSpec| {
+            for (i, name) in spec.order.iter().enumerate() {
+                let line = self
+                    .provider(name)
+                    .map_or_else(|| name.clone(), Provider::redacted);
+                s.push_str(&format!("  {}. {line}\n", i + 1));
+            }
+            match &spec.static_reply {
+                Some(r) => s.push_str(&format!("  then static reply: {r:?}\n")),
+                None => s.push_str("  then: no static reply (the call fails)\n"),
+            }
+            for (k, t) in &spec.routes {
+                s.push_str(&format!("  on {k}: fall back to {t}\n"));
+            }
+        };
+        if self.any_model {
+            for r in &self.routes {
+                s.push_str(&format!(
+                    "chain (deadline {} ms; answers any model):\n",
+                    r.spec.deadline_ms
+                ));
+                numbered(&mut s, &r.spec);
+            }
+        } else {
+            for r in &self.routes {
+                s.push_str(&format!("route {:?}", r.name));
+                if !r.aliases.is_empty() {
+                    s.push_str(&format!(" (aliases: {})", r.aliases.join(", ")));
+                }
+                s.push_str(&format!(" (deadline {} ms):\n", r.spec.deadline_ms));
+                numbered(&mut s, &r.spec);
+            }
+            let shared: Vec<String> = self
+                .chain
+                .iter()
+                .filter_map(|p| {
+                    let users: Vec<&str> = self
+                        .routes
+                        .iter()
+                        .filter(|r| r.spec.order.contains(&p.name))
+                        .map(|r| r.name.as_str())
+                        .collect();
+                    (users.len() > 1).then(|| format!("{} ({})", p.name, users.join(", ")))
+                })
+                .collect();
+            if !shared.is_empty() {
+                s.push_str(&format!(
+                    "shared providers (one breaker, limiter and health record each): {}\n",
+                    shared.join("; ")
+                ));
+            }
         }
         if let Some((providers, model)) = &self.embeddings {
             let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
             s.push_str(&format!("embeddings: {model} via {}\n", names.join(" -> ")));
         }
-        for (k, t) in &self.routes {
-            s.push_str(&format!("  route: {k} -> {t}\n"));
-        }
         if !self.gateway_keys.is_empty() {
-            s.push_str(&format!(
-                "gateway keys: {} [redacted]\n",
-                self.gateway_keys.len()
-            ));
+            s.push_str(&format!("gateway keys: {}\n", self.gateway_keys.len()));
+            for k in &self.gateway_keys {
+                s.push_str(&format!(
+                    "  key=[redacted] from {} tenant={}",
+                    k.source,
+                    k.tenant.as_deref().unwrap_or("none")
+                ));
+                if let Some(list) = &k.routes {
+                    let names: Vec<&str> = list
+                        .iter()
+                        .filter_map(|&i| self.routes.get(i).map(|r| r.name.as_str()))
+                        .collect();
+                    s.push_str(&format!(" routes={}", names.join(",")));
+                }
+                if k.sub_tenants {
+                    s.push_str(" sub_tenants");
+                }
+                if let Some(n) = k.rpm {
+                    s.push_str(&format!(" rpm={n}"));
+                }
+                if let Some(n) = k.tpm {
+                    s.push_str(&format!(" tpm={n}"));
+                }
+                s.push('\n');
+            }
         }
         if let Some(b) = &self.budget {
             s.push_str(&format!(

@@ -9,4 +9,5 @@ pub mod chat;
 pub mod config;
 pub mod gateway;
 pub mod probe_formats;
+pub mod routing;
 pub mod telemetry;

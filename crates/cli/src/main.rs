@@ -52,6 +52,9 @@ enum Command {
         /// Export traces and metrics to this OTLP endpoint.
         #[arg(long)]
         otlp: Option<String>,
+        /// The route to ask (a `[[routes]]` name or alias; default: the first route).
+        #[arg(long)]
+        route: Option<String>,
     },
     /// Serve an OpenAI-compatible gateway in front of the chain.
     Serve {
@@ -155,6 +158,7 @@ async fn run(cli: Cli) -> ExitCode {
             max_tokens,
             temperature,
             otlp,
+            route,
         } => {
             let prompt = match prompt {
                 Some(p) => p,
@@ -171,9 +175,26 @@ async fn run(cli: Cli) -> ExitCode {
                 eprintln!("ripcord: the prompt is empty (pass it as an argument or on stdin)");
                 return ExitCode::from(2);
             }
-            let (_cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
+            let (cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
                 Ok(p) => p,
                 Err(code) => return code,
+            };
+            let model = match route.as_deref() {
+                None => Arc::clone(&built.model),
+                Some(name) => match cfg.route_index(name).and_then(|i| built.route_model(i)) {
+                    Some(m) if !cfg.any_model => m,
+                    _ => {
+                        eprintln!(
+                            "ripcord: --route {name:?}: {}",
+                            if cfg.any_model {
+                                "this config has a single [chain] and no [[routes]]".to_owned()
+                            } else {
+                                format!("no such route (routes: {})", cfg.model_names().join(", "))
+                            }
+                        );
+                        return ExitCode::from(2);
+                    }
+                },
             };
             let args = ChatArgs {
                 prompt,
@@ -184,7 +205,7 @@ async fn run(cli: Cli) -> ExitCode {
                 temperature,
             };
             let mut stdout = std::io::stdout();
-            let outcome = match chat::run(built.model.as_ref(), &args, &mut stdout).await {
+            let outcome = match chat::run(model.as_ref(), &args, &mut stdout).await {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("ripcord: cannot write the answer: {e}");
@@ -237,20 +258,20 @@ async fn run(cli: Cli) -> ExitCode {
             };
             let local = listener.local_addr().map_or(addr, |a| a);
             announce_state(&cfg, &built).await;
-            let readiness_view = built.clone();
-            let mut state = gateway::GatewayState::new(Arc::clone(&built.model));
-            state.keys = cfg.gateway_keys.clone();
-            state.embeddings = built.embeddings.clone();
-            state.deadline = Duration::from_millis(cfg.deadline_ms);
-            state.max_body_bytes = cfg.max_body_bytes;
-            state.readiness = Arc::new(move || readiness_view.readiness());
-            state.models = std::iter::once("ripcord".to_owned())
-                .chain(built.chain.links().map(|l| l.id().model.to_string()))
-                .collect();
-            eprintln!(
-                "ripcord: serving on http://{local} ({} links)",
-                cfg.chain.len()
-            );
+            let state = gateway::GatewayState::from_built(&cfg, &built);
+            if cfg.any_model {
+                eprintln!(
+                    "ripcord: serving on http://{local} ({} links)",
+                    cfg.chain.len()
+                );
+            } else {
+                eprintln!(
+                    "ripcord: serving on http://{local} ({} routes over {} providers: {})",
+                    cfg.routes.len(),
+                    cfg.chain.len(),
+                    cfg.model_names().join(", ")
+                );
+            }
             match gateway::serve(listener, Arc::new(state), shutdown_signal()).await {
                 Ok(()) => {
                     eprintln!("ripcord: stopped");
@@ -274,11 +295,17 @@ async fn run(cli: Cli) -> ExitCode {
                 Ok(p) => p,
                 Err(code) => return code,
             };
-            let links: Vec<Arc<dyn ChatModel>> = built.chain.links().cloned().collect();
+            // Every provider of every route, each once.
+            let mut links: Vec<Arc<dyn ChatModel>> = Vec::new();
+            for l in built.routes.iter().flat_map(|r| r.chain.links()) {
+                if !links.iter().any(|x| x.id().name == l.id().name) {
+                    links.push(Arc::clone(l));
+                }
+            }
             let outcomes = ripcord_cli::probe_formats::run(
                 &links,
                 &cases,
-                Duration::from_millis(cfg.deadline_ms),
+                Duration::from_millis(cfg.default_route().map_or(15_000, |r| r.spec.deadline_ms)),
             )
             .await;
             print!("{}", ripcord_cli::probe_formats::table(&outcomes));

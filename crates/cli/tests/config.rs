@@ -57,8 +57,11 @@ fn a_good_config_resolves_with_interpolation_and_redacts_keys() {
     assert_eq!(c.chain.len(), 2);
     assert_eq!(c.chain[0].retry.max_attempts, 2);
     assert_eq!(c.chain[0].breaker.open_ms, 1000);
-    assert_eq!(c.static_reply.as_deref(), Some("Busy: call us"));
-    assert_eq!(c.deadline_ms, 9000);
+    assert_eq!(
+        c.routes[0].spec.static_reply.as_deref(),
+        Some("Busy: call us")
+    );
+    assert_eq!(c.routes[0].spec.deadline_ms, 9000);
     let shown = format!("{}\n{:?}", c.describe(), c);
     assert!(!shown.contains("sk-test-SECRET-123"), "{shown}");
     assert!(shown.contains("[redacted]"));
@@ -154,7 +157,7 @@ fn builtin_default_skips_providers_without_keys() {
     let c = config::builtin(&env(&[("ANTHROPIC_API_KEY", "a")])).unwrap();
     let names: Vec<_> = c.chain.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["anthropic", "local"]);
-    assert!(c.static_reply.is_some());
+    assert!(c.routes[0].spec.static_reply.is_some());
 }
 
 const SHARED: &str = r#"

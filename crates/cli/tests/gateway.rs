@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use ripcord_cli::config::GatewayKey;
 use ripcord_cli::gateway::{self, GatewayState};
 use ripcord_core::testing::{ScriptedModel, text_stream};
 use ripcord_core::{Chain, ChatModel, ErrorKind};
@@ -169,7 +170,7 @@ async fn malformed_requests_are_400_naming_the_problem() {
 #[tokio::test]
 async fn gateway_keys_are_required_when_configured() {
     let mut state = GatewayState::new(chain(vec![ScriptedModel::new("primary")]));
-    state.keys = vec![SecretString::from("gw-key-1".to_owned())];
+    state.add_key(&key("gw-key-1-0123456789", Some("acme")), None);
     let g = start(state).await;
     let c = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", g.url);
@@ -194,7 +195,7 @@ async fn gateway_keys_are_required_when_configured() {
     );
     assert_eq!(
         c.post(&url)
-            .bearer_auth("gw-key-1")
+            .bearer_auth("gw-key-1-0123456789")
             .json(&body(false))
             .send()
             .await
@@ -202,11 +203,42 @@ async fn gateway_keys_are_required_when_configured() {
             .status(),
         200
     );
+    // The scheme is case-insensitive; a key's prefix, a longer key or another scheme is not it.
+    for (auth, status) in [
+        ("bearer gw-key-1-0123456789", 200),
+        ("BEARER gw-key-1-0123456789", 200),
+        ("Bearer gw-key-1-012345678", 401),
+        ("Bearer gw-key-1-01234567890", 401),
+        ("Basic gw-key-1-0123456789", 401),
+        ("gw-key-1-0123456789", 401),
+    ] {
+        let got = c
+            .post(&url)
+            .header("authorization", auth)
+            .json(&body(false))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(got, status, "{auth}");
+    }
     let debug = format!(
         "{:?}",
         GatewayState::new(chain(vec![ScriptedModel::new("x")]))
     );
     assert!(!debug.contains("gw-key-1"));
+}
+
+fn key(secret: &str, tenant: Option<&str>) -> GatewayKey {
+    GatewayKey {
+        tenant: tenant.map(str::to_owned),
+        source: "env TEST_KEY".to_owned(),
+        secret: SecretString::from(secret.to_owned()),
+        routes: None,
+        sub_tenants: false,
+        rpm: None,
+        tpm: None,
+    }
 }
 
 #[tokio::test]

@@ -406,8 +406,8 @@ mod tests {
     fn builtin_chain_parses_with_fake_keys_and_checks_scenarios() {
         let t = Template::builtin(Duration::from_millis(2500), false, 7).unwrap();
         assert_eq!(t.names(), ["primary", "backup"]);
-        assert_eq!(t.config.deadline_ms, 2500);
-        assert!(t.config.stream_restart);
+        assert_eq!(t.config.routes[0].spec.deadline_ms, 2500);
+        assert!(t.config.routes[0].spec.stream_restart);
         assert_eq!(t.keys.len(), 2);
         assert_eq!(t.keys[0].1, fake_key("PRIMARY", 7));
         assert!(t.keys[0].1.starts_with("sk-chaos-primary-"));

@@ -1,20 +1,33 @@
-//! `ripcord serve`: an OpenAI-compatible HTTP gateway in front of a chain.
+//! `ripcord serve`: an OpenAI-compatible HTTP gateway in front of one or more routes.
 //!
-//! Any app with an OpenAI SDK gets ripcord by pointing its base URL here. Routes:
+//! Any app with an OpenAI SDK gets ripcord by pointing its base URL here. Endpoints:
 //! `POST /v1/chat/completions` (JSON and SSE), `POST /v1/embeddings` (when configured),
-//! `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-link health as JSON). Every chat answer
-//! carries `x-ripcord-served-by`, `x-ripcord-degraded` and `x-ripcord-attempts` headers (every
-//! attempt, `link/model=outcome(status):latency`); a failed call carries them too, with
-//! `served-by: none` and `degraded: true`.
+//! `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-route and per-link health as JSON).
+//! Every chat answer carries `x-ripcord-served-by`, `x-ripcord-degraded`, `x-ripcord-attempts`
+//! (every attempt, `link/model=outcome(status):latency`) and, with routes, `x-ripcord-route`
+//! headers; a failed call carries them too, with `served-by: none` and `degraded: true`.
 //!
-//! The tenant of a chat completion (for `[budget]`) is the `x-ripcord-tenant` header, else the
-//! body's OpenAI `user` field; none means an anonymous call.
+//! Routes: with `[[routes]]` the request's `model` picks a route by name or alias; an unknown
+//! model is a 404 `model_not_found` naming the routes, a route outside the key's list a 403
+//! `route_not_allowed`. A gateway with a single chain answers any `model`.
+//!
+//! Tenants: the tenant of a call (what `[budget]` charges) is the tenant of the key that
+//! authenticated it, never what the client says about itself. Only a key with
+//! `sub_tenants = true` may narrow it, with the `x-ripcord-tenant` header or else the body's
+//! OpenAI `user`, to a sub-tenant; the call is then charged to both. Calls by keys without a
+//! tenant (`api_keys_env`) and calls on a keyless loopback gateway are anonymous: they share
+//! one anonymous budget account.
 //!
 //! Why it looks the way it does:
-//! - Accepted sockets get `TCP_NODELAY` (PITFALLS 17: with Nagle on, keep-alive clients wait
-//!   ~40 ms per response for a delayed ACK).
+//! - Accepted sockets get `TCP_NODELAY`: with Nagle's algorithm on, a keep-alive client waits
+//!   ~40 ms per response for a delayed ACK.
 //! - Bearer keys are mandatory whenever the gateway listens beyond loopback; [`check_bind`]
-//!   refuses to start otherwise. Keys are compared in constant time and never logged.
+//!   refuses to start otherwise. A presented key is hashed (SHA-256) and the digest compared
+//!   with every configured key's digest in constant time, so neither the content nor the
+//!   length of a key leaks through timing; keys are never logged. The scheme (`Bearer`) is
+//!   matched case-insensitively, as HTTP auth schemes are.
+//! - A key's own `rpm`/`tpm` is checked before any vendor is called and refuses at once with a
+//!   429 and `Retry-After` (it never queues a caller).
 //! - A client that disconnects drops the handler future, which drops the chain call and with it
 //!   the upstream request: nothing keeps running for a caller who is gone.
 //! - Streams: headers are sent once the chain has committed to a link (its first content event),
@@ -42,30 +55,69 @@ use ripcord_core::{
     ChatModel, ChatStream, Context, EmbeddingModel, EmbeddingRequest, Error, ErrorKind, Provenance,
     StreamEvent,
 };
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
 use wire::{ChunkWriter, WireError, WireRequest};
 
+use crate::build::Built;
+use crate::config::{Config, GatewayKey};
+use crate::routing;
+
 /// Reports per-link health for `/readyz`.
 pub type Readiness = Arc<dyn Fn() -> Value + Send + Sync>;
 
+/// A route as the gateway sees it: the names it answers to and its deadline. Calls for route
+/// number `i` reach the model with [`routing::ROUTE`] = `i` in their context.
+#[derive(Debug, Clone)]
+pub struct GatewayRoute {
+    /// Its name.
+    pub name: String,
+    /// More names for it.
+    pub aliases: Vec<String>,
+    /// The deadline of each call.
+    pub deadline: Duration,
+}
+
+/// An accepted key: the digest of its secret and what it may do.
+struct Key {
+    digest: [u8; 32],
+    tenant: Option<Arc<str>>,
+    routes: Option<Vec<usize>>,
+    sub_tenants: bool,
+    /// The model behind this key's own limits, when it has any.
+    limited: Option<Arc<dyn ChatModel>>,
+}
+
+/// Who is calling: the key that authenticated the request (none on a keyless gateway).
+struct Caller<'a> {
+    key: Option<&'a Key>,
+}
+
+impl Caller<'_> {
+    fn may_use(&self, route: usize) -> bool {
+        self.key
+            .and_then(|k| k.routes.as_ref())
+            .is_none_or(|r| r.contains(&route))
+    }
+}
+
 /// Everything the gateway serves.
 pub struct GatewayState {
-    /// The chain (or any model).
+    /// The model (a chain, or every route behind a [`routing::RouteSwitch`]).
     pub model: Arc<dyn ChatModel>,
     /// Embeddings, when configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
-    /// Accepted bearer keys; empty = no auth (loopback only).
-    pub keys: Vec<SecretString>,
-    /// Deadline of each request.
+    /// Deadline of each request when there are no routes (and of embeddings).
     pub deadline: Duration,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// `/readyz` body.
     pub readiness: Readiness,
-    /// Model names listed by `/v1/models`.
+    /// Model names listed by `/v1/models` when there are no routes.
     pub models: Vec<String>,
+    keys: Vec<Key>,
+    routes: Vec<GatewayRoute>,
     ids: AtomicU64,
 }
 
@@ -74,26 +126,95 @@ impl std::fmt::Debug for GatewayState {
         f.debug_struct("GatewayState")
             .field("model", &self.model.id())
             .field("keys", &format_args!("{} [redacted]", self.keys.len()))
+            .field("routes", &self.routes)
             .field("deadline", &self.deadline)
             .field("max_body_bytes", &self.max_body_bytes)
             .finish_non_exhaustive()
     }
 }
 
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// Equal digests, compared without an early exit.
+fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 impl GatewayState {
-    /// A gateway over `model`.
+    /// A gateway over `model` that answers any `model` name, without keys.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         let name = model.id().name.to_string();
         GatewayState {
             model,
             embeddings: None,
-            keys: Vec::new(),
             deadline: Duration::from_secs(30),
             max_body_bytes: 1 << 20,
             readiness: Arc::new(|| json!({"status": "ready"})),
             models: vec![name],
+            keys: Vec::new(),
+            routes: Vec::new(),
             ids: AtomicU64::new(0),
         }
+    }
+
+    /// The gateway of a resolved config and its built routes: every route, every key (with its
+    /// tenant, routes and limits), the readiness view and the `/v1/models` list.
+    pub fn from_built(cfg: &Config, built: &Built) -> Self {
+        let mut state = GatewayState::new(Arc::clone(&built.model));
+        state.embeddings = built.embeddings.clone();
+        state.deadline = cfg.default_route().map_or(Duration::from_secs(30), |r| {
+            Duration::from_millis(r.spec.deadline_ms)
+        });
+        state.max_body_bytes = cfg.max_body_bytes;
+        let view = built.clone();
+        state.readiness = Arc::new(move || view.readiness());
+        if cfg.any_model {
+            state.models = std::iter::once("ripcord".to_owned())
+                .chain(built.chain.links().map(|l| l.id().model.to_string()))
+                .collect();
+        } else {
+            state.routes = built
+                .routes
+                .iter()
+                .map(|r| GatewayRoute {
+                    name: r.name.clone(),
+                    aliases: r.aliases.clone(),
+                    deadline: r.deadline,
+                })
+                .collect();
+            state.models = cfg.model_names();
+        }
+        for (i, k) in cfg.gateway_keys.iter().enumerate() {
+            state.add_key(k, built.key_limits.get(i).cloned().flatten());
+        }
+        state
+    }
+
+    /// Accepts `key`; its calls go through `limited` (the model behind its own limits) when
+    /// given.
+    pub fn add_key(&mut self, key: &GatewayKey, limited: Option<Arc<dyn ChatModel>>) {
+        self.keys.push(Key {
+            digest: sha256(key.secret.expose_secret().as_bytes()),
+            tenant: key.tenant.as_deref().map(Arc::from),
+            routes: key.routes.clone(),
+            sub_tenants: key.sub_tenants,
+            limited,
+        });
+    }
+
+    /// Serves these routes: a request's `model` must name one of them (by name or alias), and
+    /// reaches [`GatewayState::model`] with its index in the context. Empty = any `model`.
+    pub fn set_routes(&mut self, routes: Vec<GatewayRoute>) {
+        self.models = routes
+            .iter()
+            .flat_map(|r| std::iter::once(r.name.clone()).chain(r.aliases.iter().cloned()))
+            .collect();
+        self.routes = routes;
     }
 
     fn next_id(&self) -> String {
@@ -103,29 +224,61 @@ impl GatewayState {
         )
     }
 
-    fn authorized(&self, headers: &HeaderMap) -> bool {
+    /// The caller, or `None` when the request does not carry an accepted key.
+    fn caller(&self, headers: &HeaderMap) -> Option<Caller<'_>> {
         if self.keys.is_empty() {
-            return true;
+            return Some(Caller { key: None });
         }
-        let Some(given) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-        else {
-            return false;
-        };
-        // Check every key without early exit, each in constant time for equal lengths.
-        self.keys.iter().fold(false, |ok, k| {
-            ok | constant_time_eq(k.expose_secret().as_bytes(), given.as_bytes())
-        })
+        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, token) = value.trim().split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let digest = sha256(token.trim().as_bytes());
+        // Every key is compared (no early exit); distinct secrets are checked at start, so at
+        // most one matches.
+        let mut found = None;
+        for k in &self.keys {
+            if digests_equal(&k.digest, &digest) {
+                found = Some(k);
+            }
+        }
+        found.map(|k| Caller { key: Some(k) })
     }
-}
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+    /// The index of the route `model` names.
+    fn route_of(&self, model: Option<&str>) -> Result<Option<usize>, WireError> {
+        if self.routes.is_empty() {
+            return Ok(None);
+        }
+        let known = || self.models.join(", ");
+        let Some(model) = model else {
+            return Err(WireError::new(
+                400,
+                "invalid_request_error",
+                "invalid_request",
+                format!("`model` is required; this gateway serves: {}", known()),
+            )
+            .with_param("model"));
+        };
+        match self
+            .routes
+            .iter()
+            .position(|r| r.name == model || r.aliases.iter().any(|a| a == model))
+        {
+            Some(i) => Ok(Some(i)),
+            None => Err(WireError::new(
+                404,
+                "invalid_request_error",
+                "model_not_found",
+                format!(
+                    "The model `{model}` does not exist on this gateway; it serves: {}",
+                    known()
+                ),
+            )
+            .with_param("model")),
+        }
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Refuses to listen beyond loopback without gateway keys.
@@ -179,11 +332,50 @@ pub async fn serve(
 
 fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let retry_after = e.retry_after;
     let mut resp = (status, axum::Json(e)).into_response();
     if let Some(p) = provenance {
         set_provenance_headers(resp.headers_mut(), p);
     }
+    if let Some(after) = retry_after {
+        set_retry_after(resp.headers_mut(), after);
+    }
     resp
+}
+
+/// `Retry-After` in whole seconds (rounded up, as clients wait at least that long) and
+/// `retry-after-ms`, which OpenAI's SDKs read first.
+fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
+    let ms = after.as_millis().max(1);
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(ms.div_ceil(1000) as u64),
+    );
+    headers.insert("retry-after-ms", HeaderValue::from(ms as u64));
+}
+
+/// The wire error of a failed call: a refusal by the caller's own key limits is OpenAI's
+/// `rate_limit_exceeded`; anything else is mapped by kind.
+fn call_error(e: &Error) -> WireError {
+    let own_limit = e.kind() == ErrorKind::LocalRateLimited
+        && e.provider()
+            .is_some_and(|p| p.starts_with(routing::KeyScope::PREFIX));
+    if !own_limit {
+        return WireError::from_error(e);
+    }
+    let which = if e.to_string().contains("tokens-per-minute") {
+        "tokens"
+    } else {
+        "requests"
+    };
+    let mut w = WireError::new(
+        429,
+        which,
+        "rate_limit_exceeded",
+        format!("Rate limit reached for this gateway key on {which} per minute: {e}"),
+    );
+    w.retry_after = e.retry_after();
+    w
 }
 
 /// The provenance of a failed call, for its headers: no link served, degraded, and every
@@ -256,8 +448,24 @@ fn unauthorized() -> Response {
             401,
             "invalid_request_error",
             "invalid_api_key",
-            "missing or invalid gateway key",
+            "missing or invalid gateway key (send `Authorization: Bearer <key>`)",
         ),
+        None,
+    )
+}
+
+fn route_not_allowed(route: &GatewayRoute) -> Response {
+    error_response(
+        WireError::new(
+            403,
+            "invalid_request_error",
+            "route_not_allowed",
+            format!(
+                "this gateway key may not use the model `{}`; GET /v1/models lists the ones it may use",
+                route.name
+            ),
+        )
+        .with_param("model"),
         None,
     )
 }
@@ -267,13 +475,23 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !state.authorized(&headers) {
+    let Some(caller) = state.caller(&headers) else {
         return unauthorized();
-    }
+    };
     let wire: WireRequest = match parse_body(&body) {
         Ok(x) => x,
         Err(e) => return error_response(e, None),
     };
+    let route = match state.route_of(wire.model.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return error_response(e, None),
+    };
+    if let Some(i) = route
+        && !caller.may_use(i)
+        && let Some(r) = state.routes.get(i)
+    {
+        return route_not_allowed(r);
+    }
     let stream = wire.stream;
     let include_usage = wire.include_usage();
     let requested_model = wire
@@ -284,49 +502,74 @@ async fn chat_completions(
         Ok(r) => r,
         Err(e) => return error_response(WireError::from_error(&e), None),
     };
-    let mut ctx = Context::new().with_timeout(state.deadline);
-    if let Some(tenant) = tenant_of(&headers, req.user.as_deref()) {
-        ctx = ctx.with_tenant(tenant);
+    let deadline = route
+        .and_then(|i| state.routes.get(i))
+        .map_or(state.deadline, |r| r.deadline);
+    let mut ctx = Context::new().with_timeout(deadline);
+    if let Some(i) = route {
+        ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
     }
+    let mut model = &state.model;
+    if let Some(key) = caller.key {
+        if let Some(tenant) = &key.tenant {
+            ctx = ctx.with_tenant(Arc::clone(tenant));
+            if key.sub_tenants
+                && let Some(sub) = sub_tenant_of(&headers, req.user.as_deref())
+            {
+                ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
+            }
+        }
+        if let Some(limited) = &key.limited {
+            model = limited;
+        }
+    }
+    let route_header = route
+        .and_then(|i| state.routes.get(i))
+        .and_then(|r| HeaderValue::from_str(&r.name).ok());
     let id = state.next_id();
     let created = unix_now();
-    if !stream {
-        return match state.model.chat(&req, &ctx).await {
+    let mut resp = if !stream {
+        match model.chat(&req, &ctx).await {
             Ok(resp) => {
                 let body = wire::completion(&id, created, &requested_model, &resp);
                 let mut r = axum::Json(body).into_response();
                 set_provenance_headers(r.headers_mut(), &resp.provenance);
                 r
             }
-            Err(e) => error_response(WireError::from_error(&e), Some(&failed_provenance(&e))),
-        };
-    }
-    match state.model.stream(&req, &ctx).await {
-        Ok(s) => {
-            sse_response(
-                s,
-                ChunkWriter {
-                    id,
-                    created,
-                    model: requested_model,
-                },
-                include_usage,
-            )
-            .await
+            Err(e) => error_response(call_error(&e), Some(&failed_provenance(&e))),
         }
-        Err(e) => error_response(WireError::from_error(&e), Some(&failed_provenance(&e))),
+    } else {
+        match model.stream(&req, &ctx).await {
+            Ok(s) => {
+                sse_response(
+                    s,
+                    ChunkWriter {
+                        id,
+                        created,
+                        model: requested_model,
+                    },
+                    include_usage,
+                )
+                .await
+            }
+            Err(e) => error_response(call_error(&e), Some(&failed_provenance(&e))),
+        }
+    };
+    if let Some(v) = route_header {
+        resp.headers_mut().insert("x-ripcord-route", v);
     }
+    resp
 }
 
-/// The caller's tenant: the `x-ripcord-tenant` header, else the request's `user`; blank or
-/// over 256 bytes counts as none.
-fn tenant_of(headers: &HeaderMap, user: Option<&str>) -> Option<String> {
+/// The sub-tenant a `sub_tenants` key's client names: the `x-ripcord-tenant` header, else the
+/// request's `user`; blank, over 256 bytes or containing `/` counts as none.
+fn sub_tenant_of(headers: &HeaderMap, user: Option<&str>) -> Option<String> {
     headers
         .get("x-ripcord-tenant")
         .and_then(|v| v.to_str().ok())
         .or(user)
         .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .filter(|t| !t.is_empty() && t.len() <= 256 && !t.contains('/'))
         .map(str::to_owned)
 }
 
@@ -349,7 +592,7 @@ async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: boo
                 }
             }
             Some(Err(e)) => {
-                return error_response(WireError::from_error(&e), Some(&failed_provenance(&e)));
+                return error_response(call_error(&e), Some(&failed_provenance(&e)));
             }
             None => break,
         }
@@ -428,7 +671,7 @@ async fn embeddings(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !state.authorized(&headers) {
+    if state.caller(&headers).is_none() {
         return unauthorized();
     }
     let Some(model) = state.embeddings.clone() else {
@@ -499,14 +742,33 @@ async fn embeddings(
 }
 
 async fn models(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
-    if !state.authorized(&headers) {
+    let Some(caller) = state.caller(&headers) else {
         return unauthorized();
-    }
-    let data: Vec<Value> = state
-        .models
-        .iter()
-        .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "ripcord"}))
-        .collect();
+    };
+    let entry = |m: &str, route: Option<&str>| {
+        let mut v = json!({"id": m, "object": "model", "created": 0, "owned_by": "ripcord"});
+        if let Some(r) = route {
+            v["route"] = json!(r);
+        }
+        v
+    };
+    let data: Vec<Value> = if state.routes.is_empty() {
+        state.models.iter().map(|m| entry(m, None)).collect()
+    } else {
+        // Only the routes this key may use, each by its name and its aliases.
+        state
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| caller.may_use(*i))
+            .flat_map(|(_, r)| {
+                std::iter::once(&r.name)
+                    .chain(&r.aliases)
+                    .map(|m| entry(m, Some(&r.name)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 

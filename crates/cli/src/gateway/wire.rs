@@ -423,6 +423,9 @@ impl ChunkWriter {
 pub(crate) struct WireError {
     #[serde(skip)]
     pub(crate) status: u16,
+    /// Sent as `Retry-After` / `retry-after-ms`.
+    #[serde(skip)]
+    pub(crate) retry_after: Option<std::time::Duration>,
     error: WireErrorBody,
 }
 
@@ -444,6 +447,7 @@ impl WireError {
     ) -> Self {
         WireError {
             status,
+            retry_after: None,
             error: WireErrorBody {
                 message: message.into(),
                 kind,
@@ -451,6 +455,12 @@ impl WireError {
                 code: Some(code.to_owned()),
             },
         }
+    }
+
+    /// Names the request parameter at fault (OpenAI's `param`).
+    pub(crate) fn with_param(mut self, param: &str) -> Self {
+        self.error.param = Some(param.to_owned());
+        self
     }
 
     /// Maps a chain error to the status and shape an OpenAI client understands.
@@ -470,7 +480,12 @@ impl WireError {
             ErrorKind::Cancelled => (499, "server_error"),
             _ => (502, "server_error"),
         };
-        WireError::new(status, ty, kind.as_str(), e.to_string())
+        let mut w = WireError::new(status, ty, kind.as_str(), e.to_string());
+        // A refusal that says when to come back passes that on (429, 503).
+        if matches!(status, 429 | 503) {
+            w.retry_after = e.retry_after();
+        }
+        w
     }
 }
 

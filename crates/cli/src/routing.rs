@@ -1,0 +1,292 @@
+//! The models between the gateway and the routes' chains: which route a call goes to, which
+//! tenant (and sub-tenant) pays for it, and which key's limits it counts against.
+//!
+//! A tenant's budget and a key's limits are accounts that span every route, so they cannot be
+//! decorators of one route's chain. Instead one [`RouteSwitch`] holds every route's chain and
+//! picks one per call from the call's [`Context`] metadata ([`ROUTE`]); a budget or a key
+//! limiter wraps the switch once and so sees the calls of all routes. A call without that
+//! metadata goes to the first route (the default).
+//!
+//! Sub-tenants: a key with `sub_tenants = true` lets its client name one of its own end users
+//! ([`SUB_TENANT`]). [`SubTenants`] then charges the call to a second budget account,
+//! `tenant/sub`, inside the tenant's own: both levels pay, and either running out refuses the
+//! call. Without a sub-tenant the call skips the inner budget.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ripcord_core::{
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId, Result,
+};
+
+/// Context metadata naming the route of a call: its index in the config's routes.
+pub const ROUTE: &str = "ripcord.route";
+
+/// Context metadata naming the sub-tenant of a call (for keys with `sub_tenants = true`).
+pub const SUB_TENANT: &str = "ripcord.sub_tenant";
+
+/// Sends each call to the route its context names (the first route when it names none).
+#[derive(Debug)]
+pub struct RouteSwitch {
+    id: ModelId,
+    caps: Capabilities,
+    routes: Vec<Arc<dyn ChatModel>>,
+    bounded: bool,
+}
+
+impl RouteSwitch {
+    /// A switch over `routes` (at least one).
+    ///
+    /// Its capabilities are those of the route with the largest output, so a budget or a limit
+    /// that reserves "the largest answer" up front reserves enough for any route (and is
+    /// settled with the real usage afterwards).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` when `routes` is empty.
+    pub fn new(routes: Vec<Arc<dyn ChatModel>>) -> Result<Self> {
+        let caps = routes
+            .iter()
+            .map(|r| r.capabilities())
+            .max_by_key(|c| c.max_output_tokens)
+            .cloned()
+            .ok_or_else(|| {
+                Error::new(
+                    ripcord_core::ErrorKind::InvalidRequest,
+                    "a route switch needs at least one route",
+                )
+            })?;
+        let bounded = routes.iter().all(|r| r.bounds_itself());
+        Ok(RouteSwitch {
+            id: ModelId::new("ripcord", "ripcord"),
+            caps,
+            routes,
+            bounded,
+        })
+    }
+
+    fn pick(&self, ctx: &Context) -> Result<&Arc<dyn ChatModel>> {
+        let i = match ctx.metadata().get(ROUTE) {
+            None => 0,
+            Some(v) => v.parse::<usize>().map_err(|_| bad_route(v))?,
+        };
+        self.routes.get(i).ok_or_else(|| bad_route(&i.to_string()))
+    }
+}
+
+fn bad_route(v: &str) -> Error {
+    Error::new(
+        ripcord_core::ErrorKind::InvalidRequest,
+        format!("no route number {v:?} in this gateway"),
+    )
+}
+
+#[async_trait]
+impl ChatModel for RouteSwitch {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.bounded
+    }
+
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        self.pick(ctx).ok().and_then(|m| m.refusal(ctx))
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.pick(ctx)?.chat(req, ctx).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.pick(ctx)?.stream(req, ctx).await
+    }
+}
+
+/// Charges calls that name a sub-tenant to a second account (`tenant/sub`) as well.
+#[derive(Debug)]
+pub struct SubTenants {
+    /// The switch inside the sub-tenant budget.
+    budgeted: Arc<dyn ChatModel>,
+    /// The switch itself.
+    plain: Arc<dyn ChatModel>,
+}
+
+impl SubTenants {
+    /// `budgeted` is `plain` inside the per-sub-tenant budget.
+    pub fn new(budgeted: Arc<dyn ChatModel>, plain: Arc<dyn ChatModel>) -> Self {
+        SubTenants { budgeted, plain }
+    }
+
+    /// The model to call, and the context to call it with.
+    fn target(&self, ctx: &Context) -> (&Arc<dyn ChatModel>, Option<Context>) {
+        match (ctx.tenant(), ctx.metadata().get(SUB_TENANT)) {
+            (Some(tenant), Some(sub)) => (
+                &self.budgeted,
+                Some(ctx.clone().with_tenant(format!("{tenant}/{sub}"))),
+            ),
+            _ => (&self.plain, None),
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for SubTenants {
+    fn id(&self) -> &ModelId {
+        self.plain.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.plain.capabilities()
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.plain.bounds_itself() && self.budgeted.bounds_itself()
+    }
+
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        let (m, sub) = self.target(ctx);
+        m.refusal(sub.as_ref().unwrap_or(ctx))
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let (m, sub) = self.target(ctx);
+        m.chat(req, sub.as_ref().unwrap_or(ctx)).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let (m, sub) = self.target(ctx);
+        m.stream(req, sub.as_ref().unwrap_or(ctx)).await
+    }
+}
+
+/// The gateway's model seen under a key's name, so the key's rate limiter has its own
+/// identity: its refusals name the key (not a vendor), and in Redis mode its shared cells are
+/// keyed by it.
+#[derive(Debug)]
+pub struct KeyScope {
+    id: ModelId,
+    inner: Arc<dyn ChatModel>,
+}
+
+impl KeyScope {
+    /// The prefix of every key scope's link name.
+    pub const PREFIX: &'static str = "gateway-key:";
+
+    /// `inner` under the name `gateway-key:<label>`.
+    pub fn new(label: &str, inner: Arc<dyn ChatModel>) -> Self {
+        KeyScope {
+            id: ModelId::new(format!("{}{label}", Self::PREFIX), "gateway"),
+            inner,
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for KeyScope {
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        self.inner.refusal(ctx)
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.inner.chat(req, ctx).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.inner.stream(req, ctx).await
+    }
+}
+
+/// A model pinned to one route: every call carries that route in its context (for
+/// `ripcord chat --route`).
+#[derive(Debug)]
+pub struct Pinned {
+    route: String,
+    inner: Arc<dyn ChatModel>,
+}
+
+impl Pinned {
+    /// `inner` (a model over a [`RouteSwitch`]) with every call sent to route number `index`.
+    pub fn new(inner: Arc<dyn ChatModel>, index: usize) -> Self {
+        Pinned {
+            route: index.to_string(),
+            inner,
+        }
+    }
+
+    fn ctx(&self, ctx: &Context) -> Context {
+        ctx.clone().with_metadata(ROUTE, self.route.clone())
+    }
+}
+
+#[async_trait]
+impl ChatModel for Pinned {
+    fn id(&self) -> &ModelId {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        self.inner.refusal(&self.ctx(ctx))
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.inner.chat(req, &self.ctx(ctx)).await
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        self.inner.stream(req, &self.ctx(ctx)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ripcord_core::testing::ScriptedModel;
+
+    fn named(name: &str) -> Arc<dyn ChatModel> {
+        Arc::new(ScriptedModel::new(name).reply(name))
+    }
+
+    #[tokio::test]
+    async fn the_switch_follows_the_context_and_defaults_to_the_first_route() {
+        let s = RouteSwitch::new(vec![named("a"), named("b")]).unwrap();
+        let req = ChatRequest::user("hi");
+        assert_eq!(s.chat(&req, &Context::new()).await.unwrap().content, "a");
+        let ctx = Context::new().with_metadata(ROUTE, "1");
+        assert_eq!(s.chat(&req, &ctx).await.unwrap().content, "b");
+        let bad = Context::new().with_metadata(ROUTE, "7");
+        let e = s.chat(&req, &bad).await.unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidRequest);
+        assert!(RouteSwitch::new(Vec::new()).is_err());
+        let pinned = Pinned::new(Arc::new(s), 1);
+        assert_eq!(
+            pinned.chat(&req, &Context::new()).await.unwrap().content,
+            "b"
+        );
+    }
+}

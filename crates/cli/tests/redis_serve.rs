@@ -81,13 +81,33 @@ fn three_replicas(config: &std::path::Path) -> Vec<support::Served> {
 
 /// One chat completion; `(status, x-ripcord-served-by)`.
 async fn ask(client: &reqwest::Client, replica: &support::Served) -> (u16, String) {
-    ask_as(client, replica, None, None).await
+    ask_as(client, replica, None, None, None).await
 }
 
-/// [`ask`] for a tenant named by the `x-ripcord-tenant` header and/or the body's `user`.
+const ACME_KEY: &str = "acme-gateway-key-0123456789";
+const GLOBEX_KEY: &str = "globex-gateway-key-0123456789";
+
+/// Two tenant keys (acme may send 3 requests a minute), for `config_file`'s `extra`.
+const KEYS: &str = "[[server.keys]]\ntenant = \"acme\"\nkey_env = \"RIPCORD_TEST_ACME_KEY\"\nrpm = 3\n\
+                    [[server.keys]]\ntenant = \"globex\"\nkey_env = \"RIPCORD_TEST_GLOBEX_KEY\"\n";
+
+/// Three replicas that know [`KEYS`].
+fn three_keyed_replicas(config: &std::path::Path) -> Vec<support::Served> {
+    let env = [
+        ("RIPCORD_TEST_ACME_KEY", ACME_KEY),
+        ("RIPCORD_TEST_GLOBEX_KEY", GLOBEX_KEY),
+    ];
+    (0..3)
+        .map(|_| support::serve_with_env(config, &env))
+        .collect()
+}
+
+/// [`ask`] with a gateway key, and a tenant claimed by the `x-ripcord-tenant` header and/or
+/// the body's `user` (which a key without `sub_tenants` cannot make count).
 async fn ask_as(
     client: &reqwest::Client,
     replica: &support::Served,
+    key: Option<&str>,
     tenant: Option<&str>,
     user: Option<&str>,
 ) -> (u16, String) {
@@ -104,6 +124,9 @@ async fn ask_as(
         .json(&body);
     if let Some(t) = tenant {
         req = req.header("x-ripcord-tenant", t);
+    }
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
@@ -273,15 +296,27 @@ async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
         &vendor,
         &redis.url(),
         10_000,
-        "[budget]\ntokens_per_window = 100\nwindow_s = 3600",
+        &format!(
+            "[budget]\ntokens_per_window = 100\nwindow_s = 3600\n{}",
+            KEYS.replace("rpm = 3", "")
+        ),
     );
-    let replicas = three_replicas(&config);
+    let replicas = three_keyed_replicas(&config);
     let client = reqwest::Client::new();
 
-    // Twelve calls for tenant acme, round robin over the replicas, one at a time.
+    // Twelve calls with acme's key (claiming to be globex), round robin over the replicas.
     let mut outcomes = Vec::new();
     for i in 0..12 {
-        outcomes.push(ask_as(&client, &replicas[i % 3], Some("acme"), None).await);
+        outcomes.push(
+            ask_as(
+                &client,
+                &replicas[i % 3],
+                Some(ACME_KEY),
+                Some("globex"),
+                None,
+            )
+            .await,
+        );
     }
     let served = outcomes.iter().filter(|(s, _)| *s == 200).count();
     // One account: 100 tokens pay for at most five 21-token answers (the last one admitted
@@ -305,11 +340,43 @@ async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
         Some(":1")
     );
 
-    // Another tenant (named by the OpenAI `user` field) has its own account.
+    // Globex (whose name acme claimed) has its own account, untouched.
     for r in &replicas {
         assert_eq!(
-            ask_as(&client, r, None, Some("globex")).await,
+            ask_as(&client, r, Some(GLOBEX_KEY), None, Some("acme")).await,
             (200, "vendor".to_owned())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_rpm_is_shared_by_three_gateways() {
+    let Some(redis) = start_redis().await else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let config = config_file("keyrpm", &vendor, &redis.url(), 10_000, KEYS);
+    let replicas = three_keyed_replicas(&config);
+    let client = reqwest::Client::new();
+    // Nine calls with acme's key (rpm = 3), round robin: three in all, not three per replica.
+    let mut outcomes = Vec::new();
+    for i in 0..9 {
+        outcomes.push(ask_as(&client, &replicas[i % 3], Some(ACME_KEY), None, None).await);
+    }
+    let statuses: Vec<u16> = outcomes.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429, 429]);
+    assert_eq!(vendor.hits(), 3, "refusals never reach the vendor");
+    assert_eq!(
+        redis
+            .command("EXISTS ripcord:v1:{gateway-key:acme@RIPCORD_TEST_ACME_KEY}:rl:rpm")
+            .as_deref(),
+        Some(":1")
+    );
+    // Globex's key has no limit of its own.
+    for r in &replicas {
+        assert_eq!(
+            ask_as(&client, r, Some(GLOBEX_KEY), None, None).await.0,
+            200
         );
     }
 }

@@ -66,7 +66,13 @@ impl Drop for Served {
 
 /// Starts `ripcord serve --config <config> --listen 127.0.0.1:0` and waits for its address.
 pub(crate) fn serve(config: &std::path::Path) -> Served {
+    serve_with_env(config, &[])
+}
+
+/// [`serve`] with extra environment variables (e.g. gateway keys).
+pub(crate) fn serve_with_env(config: &std::path::Path, env: &[(&str, &str)]) -> Served {
     let mut child = ripcord()
+        .envs(env.iter().copied())
         .args(["serve", "--config"])
         .arg(config)
         .args(["--listen", "127.0.0.1:0"])

@@ -265,3 +265,193 @@ async fn probe_formats_finds_the_link_that_wraps_json_in_prose() {
     assert_eq!((primary.hits(), backup.hits()), (2, 2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const ROUTES_SCRIPT: &str = r#"
+import json, sys
+import openai
+from openai import OpenAI
+base = sys.argv[1] + "/v1"
+acme = OpenAI(base_url=base, api_key=sys.argv[2], max_retries=0)
+globex = OpenAI(base_url=base, api_key=sys.argv[3], max_retries=0)
+out = {}
+def ask(client, model, **kw):
+    try:
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=[{"role": "user", "content": "Say hi"}], max_tokens=20, **kw)
+        c = raw.parse()
+        return {"status": raw.status_code, "content": c.choices[0].message.content,
+                "served_by": raw.headers.get("x-ripcord-served-by"),
+                "route": raw.headers.get("x-ripcord-route")}
+    except openai.APIStatusError as e:
+        return {"status": e.status_code, "code": (e.body or {}).get("code"),
+                "error": type(e).__name__, "retry_after": e.response.headers.get("retry-after")}
+out["smart"] = ask(acme, "smart")
+out["alias"] = ask(acme, "gpt-4o")
+out["fast"] = ask(globex, "fast")
+out["unknown"] = ask(acme, "gpt-5-turbo")
+out["forbidden"] = ask(globex, "smart")
+out["models_acme"] = [m.id for m in acme.models.list()]
+out["models_globex"] = [m.id for m in globex.models.list()]
+# Acme claims to be globex (header and `user`) until its budget runs out.
+claims = []
+for _ in range(8):
+    r = ask(acme, "fast", user="globex", extra_headers={"x-ripcord-tenant": "globex"})
+    claims.append(r)
+    if r["status"] != 200:
+        break
+out["claims"] = claims
+out["globex_after"] = ask(globex, "fast")
+print(json.dumps(out))
+"#;
+
+/// Two routes over chaos vendors and two tenant keys, driven by the official `openai` SDK.
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_sdk_against_two_routes_and_two_tenant_keys() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let backup = FakeVendor::start_with(
+        Wire::Anthropic,
+        FakeOptions {
+            reply: Reply::text("Hello from the backup!"),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let quick = FakeVendor::start_with(
+        Wire::OpenAi,
+        FakeOptions {
+            reply: Reply::text("Quick hello!"),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("ripcord-sdk-routes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[routes]]
+name = "smart"
+aliases = ["gpt-4o"]
+order = ["primary", "backup"]
+deadline_ms = 10000
+
+[[routes]]
+name = "fast"
+order = ["quick"]
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-primary-upstream-key"
+[providers.retry]
+max_attempts = 1
+
+[[providers]]
+name = "backup"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{}"
+api_key = "sk-ant-backup-upstream-key"
+
+[[providers]]
+name = "quick"
+kind = "openai"
+model = "gpt-4o-mini"
+base_url = "{}/v1"
+api_key = "sk-quick-upstream-key"
+
+[[server.keys]]
+tenant = "acme"
+key_env = "SDK_ACME_KEY"
+
+[[server.keys]]
+tenant = "globex"
+key_env = "SDK_GLOBEX_KEY"
+routes = ["fast"]
+
+[budget]
+tokens_per_window = 90
+"#,
+            primary.base_url(),
+            backup.base_url(),
+            quick.base_url()
+        ),
+    )
+    .unwrap();
+    let acme_key = "sk-acme-gateway-0123456789";
+    let globex_key = "sk-globex-gateway-0123456789";
+    let served = support::serve_with_env(
+        &config,
+        &[("SDK_ACME_KEY", acme_key), ("SDK_GLOBEX_KEY", globex_key)],
+    );
+    let url = served.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg("-c")
+            .arg(ROUTES_SCRIPT)
+            .arg(url)
+            .arg(acme_key)
+            .arg(globex_key)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "SDK script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    println!("{v:#}");
+    // Each route is served by its own chain.
+    for (call, content, by, route) in [
+        ("smart", "Hello from the backup!", "backup", "smart"),
+        ("alias", "Hello from the backup!", "backup", "smart"),
+        ("fast", "Quick hello!", "quick", "fast"),
+    ] {
+        assert_eq!(v[call]["status"], 200, "{call}: {v}");
+        assert_eq!(v[call]["content"], content, "{call}: {v}");
+        assert_eq!(v[call]["served_by"], by, "{call}: {v}");
+        assert_eq!(v[call]["route"], route, "{call}: {v}");
+    }
+    // An unknown model is the SDK's NotFoundError with OpenAI's code.
+    assert_eq!(v["unknown"]["status"], 404, "{v}");
+    assert_eq!(v["unknown"]["error"], "NotFoundError", "{v}");
+    assert_eq!(v["unknown"]["code"], "model_not_found", "{v}");
+    // A key outside its routes is the SDK's PermissionDeniedError.
+    assert_eq!(v["forbidden"]["status"], 403, "{v}");
+    assert_eq!(v["forbidden"]["error"], "PermissionDeniedError", "{v}");
+    assert_eq!(v["forbidden"]["code"], "route_not_allowed", "{v}");
+    assert_eq!(
+        v["models_acme"],
+        serde_json::json!(["smart", "gpt-4o", "fast"])
+    );
+    assert_eq!(v["models_globex"], serde_json::json!(["fast"]));
+    // Acme is charged for its calls although it claims to be globex: its account runs out
+    // (two answers so far, 21 tokens each, and 90 in all), and globex's is untouched.
+    let claims = v["claims"].as_array().unwrap();
+    let last = claims.last().unwrap();
+    assert_eq!(last["status"], 429, "{v}");
+    assert_eq!(last["error"], "RateLimitError", "{v}");
+    assert_eq!(last["code"], "budget_exhausted", "{v}");
+    assert!(last["retry_after"].is_string(), "{v}");
+    assert_eq!(claims.len(), 3, "{v}");
+    assert_eq!(v["globex_after"]["status"], 200, "{v}");
+    assert_eq!(v["globex_after"]["served_by"], "quick", "{v}");
+    // The vendors saw only what was served: no refusal reached any of them.
+    assert_eq!(primary.hits(), 2);
+    assert_eq!(backup.hits(), 2);
+    assert_eq!(quick.hits(), 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}

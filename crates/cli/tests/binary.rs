@@ -119,6 +119,87 @@ fn chat_reads_the_prompt_from_stdin_and_fails_cleanly_without_a_usable_link() {
     assert_eq!(v["served_by"], serde_json::Value::Null);
 }
 
+/// Two routes over one unreachable provider, each with its own static reply.
+const TWO_ROUTES: &str = "[[routes]]\nname = \"smart\"\naliases = [\"gpt-4o\"]\norder = [\"dead\"]\ndeadline_ms = 3000\nstatic_reply = \"smart is busy\"\n\
+[[routes]]\nname = \"fast\"\norder = [\"dead\"]\ndeadline_ms = 3000\nstatic_reply = \"fast is busy\"\n\
+[[providers]]\nname = \"dead\"\nkind = \"vllm\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[providers.retry]\nmax_attempts = 1\n\
+[[server.keys]]\ntenant = \"acme\"\nkey_env = \"RIPCORD_TEST_ACME_KEY\"\nroutes = [\"fast\"]\nrpm = 10\n";
+
+#[test]
+fn chat_route_picks_a_route_and_check_config_prints_every_route() {
+    let dir = tempdir("routes");
+    let path = dir.join("routes.toml");
+    std::fs::write(&path, TWO_ROUTES).unwrap();
+    for (route, reply) in [
+        (None, "smart is busy"),
+        (Some("fast"), "fast is busy"),
+        (Some("gpt-4o"), "smart is busy"),
+    ] {
+        let mut cmd = support::ripcord();
+        cmd.args(["chat", "--json", "--config"])
+            .arg(&path)
+            .arg("hi");
+        if let Some(r) = route {
+            cmd.args(["--route", r]);
+        }
+        let out = cmd
+            .env("RIPCORD_TEST_ACME_KEY", "acme-key-0123456789abcdef")
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["content"], reply, "{route:?}: {v}");
+        assert_eq!(v["static_reply"], true);
+    }
+    let out = support::ripcord()
+        .args(["chat", "--route", "cheap", "--config"])
+        .arg(&path)
+        .arg("hi")
+        .env("RIPCORD_TEST_ACME_KEY", "acme-key-0123456789abcdef")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--route \"cheap\": no such route (routes: smart, gpt-4o, fast)"),
+        "{stderr}"
+    );
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&path)
+        .env("RIPCORD_TEST_ACME_KEY", "acme-key-0123456789abcdef")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "route \"smart\" (aliases: gpt-4o) (deadline 3000 ms):",
+        "route \"fast\" (deadline 3000 ms):",
+        "  then static reply: \"fast is busy\"",
+        "shared providers (one breaker, limiter and health record each): dead (smart, fast)",
+        "key=[redacted] from env RIPCORD_TEST_ACME_KEY tenant=acme routes=fast rpm=10",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("acme-key-0123456789abcdef"));
+    // A short key stops the gateway at start, with the reason.
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&path)
+        .env("RIPCORD_TEST_ACME_KEY", "short")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("gateway keys need at least 16"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn tempdir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("ripcord-bin-{tag}-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&d) {

@@ -1,6 +1,6 @@
 //! The gateway under test: the real `ripcord serve` binary, in its own process, configured with
-//! the same three-link chain as the chain row (its own policy stack from the config: health →
-//! breaker → retry → rate limit → adapter) in front of the upstream.
+//! two routes, the first over the same three-link chain as the chain row (its own policy stack
+//! from the config: health → breaker → retry → rate limit → adapter) in front of the upstream.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -37,10 +37,16 @@ impl Drop for Gateway {
     }
 }
 
-/// The config: three OpenAI links on the upstream, generous limits.
+/// The config: two routes over three OpenAI links on the upstream, generous limits. The
+/// benchmark's requests name `MODEL`, an alias of the first route ("smart": all three links);
+/// the second route ("fast") shares the third link, so the gateway runs as a team would
+/// deploy it: a model lookup per request and links shared between routes.
 pub(crate) fn config(upstream: &str) -> String {
-    let mut s = String::from(
-        "[chain]\norder = [\"primary\", \"secondary\", \"tertiary\"]\ndeadline_ms = 30000\n",
+    let mut s = format!(
+        "[[routes]]\nname = \"smart\"\naliases = [\"{model}\"]\n\
+         order = [\"primary\", \"secondary\", \"tertiary\"]\ndeadline_ms = 30000\n\n\
+         [[routes]]\nname = \"fast\"\norder = [\"tertiary\"]\ndeadline_ms = 30000\n",
+        model = crate::rows::MODEL,
     );
     for name in ["primary", "secondary", "tertiary"] {
         s.push_str(&format!(
@@ -148,12 +154,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_config_names_three_links_on_the_upstream() {
+    fn the_config_names_two_routes_over_three_links_on_the_upstream() {
         let c = config("http://127.0.0.1:9");
         assert_eq!(c.matches("[[providers]]").count(), 3);
         assert_eq!(c.matches("base_url = \"http://127.0.0.1:9/v1\"").count(), 3);
         let parsed: toml::Table = c.parse().unwrap();
-        assert!(parsed.get("chain").is_some());
+        let routes = parsed["routes"].as_array().unwrap();
+        assert_eq!(routes.len(), 2);
+        assert_eq!(routes[0]["aliases"][0].as_str(), Some(crate::rows::MODEL));
     }
 
     #[test]

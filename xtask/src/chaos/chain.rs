@@ -135,6 +135,37 @@ impl Template {
         )
     }
 
+    /// The built-in providers (without the local model) behind two routes that share
+    /// `primary`: "chat" falls back to `backup`, "draft" only has `primary` and the static
+    /// reply. One breaker, limiter and health record serve both routes.
+    pub(crate) fn builtin_two_routes(deadline: Duration, seed: u64) -> Result<Template, String> {
+        let chain_table = BUILTIN
+            .split("[[providers]]")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let routes = format!(
+            "[[routes]]\nname = \"chat\"\norder = [\"primary\", \"backup\"]\ndeadline_ms = {ms}\n\
+             static_reply = \"The assistant is busy right now; please try again in a few minutes.\"\n\
+             stream_policy = \"restart\"\n\n\
+             [[routes]]\nname = \"draft\"\norder = [\"primary\"]\ndeadline_ms = {ms}\n\
+             static_reply = \"Drafting is unavailable right now.\"\n\n",
+            ms = deadline.as_millis()
+        );
+        let text = BUILTIN.replacen(&chain_table, &routes, 1);
+        let env = |name: &str| {
+            name.strip_prefix("RIPCORD_CHAOS_")
+                .and_then(|n| n.strip_suffix("_KEY"))
+                .map(|n| fake_key(n, seed))
+        };
+        let config = ripcord_cli::config::parse("<built-in chaos routes>", &text, &env)
+            .map_err(|e| e.to_string())?;
+        Template::new(
+            config,
+            "built-in, two routes sharing primary: chat = primary → backup → static, draft = primary → static",
+        )
+    }
+
     /// A user's config file.
     pub(crate) fn file(path: &Path, seed: u64) -> Result<Template, String> {
         let config =

@@ -81,6 +81,11 @@ struct Args {
     /// local).
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// Run the built-in providers (without the local model) behind two routes that share
+    /// "primary": each user's requests alternate between the routes, and one breaker serves
+    /// both. A config with [[routes]] (--config) is driven the same way.
+    #[arg(long, conflicts_with = "config")]
+    routes: bool,
     /// Where the reports go [default: target/chaos-report].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -234,6 +239,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let template = match &a.config {
         Some(path) => Template::file(path, s.seed)?,
+        None if a.routes => Template::builtin_two_routes(s.deadline, s.seed)?,
         None => Template::builtin(s.deadline, true, s.seed)?,
     };
     // A built-in scenario that does not fit a user's chain is skipped (unless asked for by

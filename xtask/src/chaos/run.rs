@@ -13,7 +13,8 @@ use std::time::{Duration, Instant as StdInstant};
 
 use futures::StreamExt;
 use ripcord_cli::build::Wrap;
-use ripcord_core::{Chain, ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
+use ripcord_cli::routing::ROUTE;
+use ripcord_core::{ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
 
 use super::capture::KeySink;
 use super::chain::{LocalCache, Template, rig};
@@ -112,7 +113,11 @@ fn failed(e: &Error, before: &[AttemptRec]) -> (Outcome, Vec<AttemptRec>) {
 }
 
 /// One plain request.
-async fn chat_once(chain: &Chain, req: &ChatRequest, ctx: &Context) -> (Outcome, Vec<AttemptRec>) {
+async fn chat_once(
+    chain: &dyn ChatModel,
+    req: &ChatRequest,
+    ctx: &Context,
+) -> (Outcome, Vec<AttemptRec>) {
     match chain.chat(req, ctx).await {
         Ok(resp) => (
             answered(&resp.provenance),
@@ -124,7 +129,7 @@ async fn chat_once(chain: &Chain, req: &ChatRequest, ctx: &Context) -> (Outcome,
 
 /// One streamed request, read to its end.
 async fn stream_once(
-    chain: &Chain,
+    chain: &dyn ChatModel,
     req: &ChatRequest,
     ctx: &Context,
 ) -> (Outcome, Vec<AttemptRec>) {
@@ -166,7 +171,18 @@ async fn stream_once(
 }
 
 /// One virtual user: requests until the run's time is up, with seeded think times and mix.
-async fn user(u: usize, chain: &Chain, rec: &Recorder, s: &Settings, seed: u64) {
+///
+/// With several routes in the config, the user's requests take them in turn (offset by the
+/// user's number), so routes that share a provider share its breaker, limiter and health under
+/// the same checks as a single chain.
+async fn user(
+    u: usize,
+    chain: &dyn ChatModel,
+    routes: usize,
+    rec: &Recorder,
+    s: &Settings,
+    seed: u64,
+) {
     let mut rng = Rng::new(mix(
         seed ^ (u as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)
     ));
@@ -178,9 +194,12 @@ async fn user(u: usize, chain: &Chain, rec: &Recorder, s: &Settings, seed: u64) 
         let prompt = PROMPTS[rng.below(PROMPTS.len() as u64) as usize];
         let req = ChatRequest::user(prompt).with_max_tokens(s.max_tokens);
         let idx = rec.request_started(id.clone(), u, streamed, s.deadline);
-        let ctx = Context::new()
+        let mut ctx = Context::new()
             .with_timeout(s.deadline)
             .with_metadata(REQUEST_ID, id);
+        if routes > 1 {
+            ctx = ctx.with_metadata(ROUTE, ((u + n) % routes).to_string());
+        }
         // Unconstrained: tokio's cooperative budget would make `select!` (inside the breaker,
         // between its admission and the admitted call's first poll) yield when the task's
         // budget runs out, letting another task trip the breaker in between — and the checks
@@ -253,15 +272,19 @@ pub(crate) async fn run_scenario(
     t.check(scenario)?;
     let rec = Recorder::new();
     let rig = rig(t, scenario, &rec, cache, s.duration, s.seed, perturb).await?;
-    let chain = rig.built.chain.clone();
+    // Every route behind one switch (the config's budget, if any, around it), as the gateway
+    // calls it.
+    let chain = Arc::clone(&rig.built.model);
+    let routes = rig.built.routes.len();
     // One timeline for every vendor: scripts and records share the start.
     let start = rec.start();
     for (name, fake) in &rig.fakes {
         fake.set_script_since(scenario.script(name, s.duration, s.seed), start);
     }
     let scenario_seed = mix(s.seed ^ super::scenario::hash_str(&scenario.name));
-    let users =
-        futures::future::join_all((0..s.users).map(|u| user(u, &chain, &rec, s, scenario_seed)));
+    let users = futures::future::join_all(
+        (0..s.users).map(|u| user(u, chain.as_ref(), routes, &rec, s, scenario_seed)),
+    );
     let join_limit = s.duration + s.deadline + s.join_margin;
     let joined = {
         let bounded = tokio::time::timeout(join_limit, users);
@@ -427,6 +450,56 @@ mod tests {
             run.summary.breakers
         );
         assert!(r.scanned > 0);
+        assert_eq!(
+            r.hits["primary"],
+            r.wires.iter().filter(|w| w.link == "primary").count()
+        );
+    }
+
+    /// Two routes share `primary`: its quota runs out under both routes' traffic, and one
+    /// breaker, one health record and the same checks cover both (a route never calls the
+    /// provider while the breaker the other route's traffic opened refuses).
+    #[tokio::test]
+    async fn two_routes_sharing_a_provider_keep_every_invariant_with_one_breaker() {
+        let s = settings();
+        let t = Template::builtin_two_routes(s.deadline, s.seed).unwrap();
+        assert_eq!(t.config.routes.len(), 2);
+        let mut quota = builtins()
+            .into_iter()
+            .find(|sc| sc.name == "quota-exhausted")
+            .unwrap();
+        quota.phases[0].at = super::super::scenario::At::Fraction(0.0);
+        let cache = Arc::new(LocalCache::default());
+        let run = run_scenario(&quota, "test", &t, &s, &cache, None, None)
+            .await
+            .unwrap();
+        for c in &run.invariants {
+            assert!(c.passed, "{c:?}");
+        }
+        let r = &run.records;
+        assert!(r.requests.len() >= 6, "{} requests", r.requests.len());
+        // "chat" fell back to backup, "draft" (primary only) to its static reply.
+        let served = |who: &str| {
+            run.summary
+                .served_by
+                .iter()
+                .any(|s| s.who == who && s.count > 0)
+        };
+        assert!(
+            served("backup") && served(STATIC),
+            "{:?}",
+            run.summary.served_by
+        );
+        // One breaker for primary, tripped by both routes' failures together; every call that
+        // reached primary went through it.
+        let primary: Vec<_> = run
+            .summary
+            .breakers
+            .iter()
+            .filter(|b| b.link == "primary")
+            .collect();
+        assert_eq!(primary.len(), 1, "{:?}", run.summary.breakers);
+        assert!(primary[0].trips >= 1, "{:?}", run.summary.breakers);
         assert_eq!(
             r.hits["primary"],
             r.wires.iter().filter(|w| w.link == "primary").count()

@@ -149,7 +149,8 @@ impl Template {
              static_reply = \"The assistant is busy right now; please try again in a few minutes.\"\n\
              stream_policy = \"restart\"\n\n\
              [[routes]]\nname = \"draft\"\norder = [\"primary\"]\ndeadline_ms = {ms}\n\
-             static_reply = \"Drafting is unavailable right now.\"\n\n",
+             static_reply = \"Drafting is unavailable right now.\"\n\
+             stream_policy = \"restart\"\n\n",
             ms = deadline.as_millis()
         );
         let text = BUILTIN.replacen(&chain_table, &routes, 1);

@@ -308,6 +308,25 @@ async fn a_keys_rpm_refuses_with_429_and_retry_after_before_any_vendor() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_keys_tpm_refuses_once_its_tokens_are_spent() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let gw = start(&format!(
+        "[[routes]]\nname = \"smart\"\norder = [\"main\"]\n{}\n\
+         [[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\ntpm = 60\n",
+        provider("main", &vendor)
+    ))
+    .await;
+    // Each call reserves its prompt and `max_tokens` (20) up front; 60 a minute hold two.
+    let (served, refusal) = drain(&gw, ACME, "smart", None, None).await;
+    assert!((1..=3).contains(&served), "{served}");
+    assert_eq!(refusal.status, 429, "{}", refusal.body);
+    assert_eq!(refusal.body["error"]["code"], "rate_limit_exceeded");
+    assert_eq!(refusal.body["error"]["type"], "tokens");
+    assert!(refusal.headers.contains_key("retry-after"));
+    assert_eq!(vendor.hits(), served);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_shared_providers_breaker_tripped_through_one_route_protects_the_other() {
     let shared = FakeVendor::start(Wire::OpenAi).await.unwrap();
     shared.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));

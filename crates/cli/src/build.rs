@@ -1,10 +1,17 @@
-//! Turns a resolved [`Config`] into a decorated [`Chain`] and a health view of its links.
+//! Turns a resolved [`Config`] into decorated chains (one per route) and a health view of
+//! their links.
+//!
+//! Each provider is decorated once, and every route that names it gets the same link: one
+//! breaker, one rate limiter and one health record per provider, so an outage seen through one
+//! route makes the others skip that provider too. The routes sit behind one
+//! [`RouteSwitch`] (see [`routing`]), and the tenant budgets and each key's limits wrap that
+//! switch, so they count a tenant's or a key's calls on every route.
 //!
 //! Every cloud link gets the recommended stack from `ripcord-resilience` (outermost first):
 //! health → breaker → retry → rate limit → adapter. The local model gets a breaker but no retry
 //! by default (its failures — a missing file, a shape mismatch — don't go away by waiting).
 //!
-//! `[budget]` puts per-tenant token budgets around the whole chain ([`Built::model`]): a call is
+//! `[budget]` puts per-tenant token budgets around the routes ([`Built::model`]): a call is
 //! charged once, whichever link serves it.
 //!
 //! With `[state] backend = "redis"` (feature `redis`), each link's breaker and rate limit are

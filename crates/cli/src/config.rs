@@ -19,15 +19,35 @@
 //! failure_threshold = 5
 //! open_ms = 60000
 //!
-//! [budget]                                  # optional: tokens per tenant (gateway: x-ripcord-tenant or `user`)
+//! [budget]                                  # optional: tokens per tenant (the tenant of the caller's key)
 //! tokens_per_window = 200000
 //! window_s = 3600
 //! tenants = { acme = 1000000 }
+//!
+//! [[server.keys]]                           # optional: gateway keys bound to tenants
+//! tenant = "acme"
+//! key_env = "ACME_GATEWAY_KEY"              # the secret stays in the environment (16+ characters)
+//! routes = ["smart"]                        # optional: routes this key may use (default: all)
+//! rpm = 600                                 # optional: the key's own limits
 //!
 //! [state]                                   # optional: share breakers and limits across replicas
 //! backend = "redis"                         # "local" (default) or "redis"
 //! url = "redis://:${REDIS_PASSWORD}@10.0.0.5:6379/0"
 //! replicas = 3                              # each enforces 1/3 of a limit while Redis is down
+//! ```
+//!
+//! Instead of `[chain]`, a config may name several chains, `[[routes]]`, which the gateway picks
+//! by the request's `model`. A route table holds `name`, optional `aliases`, and every setting
+//! `[chain]` takes (it is read as a [`ChainConfig`]). Providers are declared once and shared:
+//!
+//! ```toml
+//! [[routes]]
+//! name = "smart"
+//! aliases = ["gpt-4o"]
+//! order = ["primary", "backup", "local"]
+//! [[routes]]
+//! name = "fast"
+//! order = ["local"]
 //! ```
 
 use std::collections::BTreeMap;

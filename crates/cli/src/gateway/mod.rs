@@ -346,12 +346,9 @@ fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
 /// `Retry-After` in whole seconds (rounded up, as clients wait at least that long) and
 /// `retry-after-ms`, which OpenAI's SDKs read first.
 fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
-    let ms = after.as_millis().max(1);
-    headers.insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(ms.div_ceil(1000) as u64),
-    );
-    headers.insert("retry-after-ms", HeaderValue::from(ms as u64));
+    let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX).max(1);
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
+    headers.insert("retry-after-ms", HeaderValue::from(ms));
 }
 
 /// The wire error of a failed call: a refusal by the caller's own key limits is OpenAI's

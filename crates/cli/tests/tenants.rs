@@ -374,3 +374,43 @@ async fn a_shared_providers_breaker_tripped_through_one_route_protects_the_other
         assert_eq!(r["links"][1]["status"], "healthy", "{ready}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_answer_names_its_route_and_link_and_is_charged_to_the_key() {
+    let a_vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let b_vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let gw = start(&format!(
+        "[[routes]]\nname = \"a\"\norder = [\"va\"]\n[[routes]]\nname = \"b\"\norder = [\"vb\"]\n{}{}\
+         [[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\n\
+         [[server.keys]]\ntenant = \"globex\"\nkey_env = \"GLOBEX_KEY\"\n\
+         [budget]\ntokens_per_window = 60\n",
+        provider("va", &a_vendor),
+        provider("vb", &b_vendor)
+    ))
+    .await;
+    let stream = |key: &'static str, tenant: &'static str| {
+        gw.client
+            .post(format!("{}/v1/chat/completions", gw.url))
+            .bearer_auth(key)
+            .header("x-ripcord-tenant", tenant)
+            .json(&json!({
+                "model": "b",
+                "stream": true,
+                "max_tokens": 20,
+                "messages": [{"role": "user", "content": "hi"}],
+            }))
+            .send()
+    };
+    for _ in 0..2 {
+        let resp = stream(ACME, "globex").await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["x-ripcord-route"], "b");
+        assert_eq!(resp.headers()["x-ripcord-served-by"], "vb");
+        let text = resp.text().await.unwrap();
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
+    // Streams are charged as they finish: acme's account is spent, globex's is not.
+    assert_eq!(stream(ACME, "globex").await.unwrap().status(), 429);
+    assert_eq!(stream(GLOBEX, "acme").await.unwrap().status(), 200);
+    assert_eq!((a_vendor.hits(), b_vendor.hits()), (0, 3));
+}

@@ -181,9 +181,12 @@ async fn sub_tenants_are_charged_at_both_levels() {
         "[budget]\ntokens_per_window = 1000\ntenants = { app = 60, \"app/alice\" = 30 }",
     )
     .await;
-    // Alice's own account (30) holds one answer.
+    // Alice's own account (30) holds one answer, and the answer names who paid.
+    let a = gw.ask(Some(APP), "smart", Some("alice"), None).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.headers["x-ripcord-tenant"], "app/alice");
     let (served, refusal) = drain(&gw, APP, "smart", Some("alice"), None).await;
-    assert_eq!(served, 1);
+    assert_eq!(served, 0);
     assert!(
         refusal.body["error"]["message"]
             .as_str()
@@ -199,12 +202,23 @@ async fn sub_tenants_are_charged_at_both_levels() {
     assert_eq!(refusal.status, 429);
     // The app itself, without a sub-tenant, is out too: both levels were charged.
     assert_eq!(gw.ask(Some(APP), "smart", None, None).await.status, 429);
-    // Keys without `sub_tenants` cannot open sub-accounts: acme naming "alice" is plain acme.
-    assert_eq!(
-        gw.ask(Some(ACME), "smart", Some("alice"), None)
-            .await
-            .status,
-        200
+    // Keys without `sub_tenants` cannot open sub-accounts: acme naming "alice" is plain acme,
+    // and the answer says so.
+    let a = gw.ask(Some(ACME), "smart", Some("alice"), None).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.headers["x-ripcord-tenant"], "acme");
+    assert_eq!(vendor.hits(), 3);
+    // A sub-tenant name that could pass for another level is refused, naming where it was.
+    let a = gw.ask(Some(APP), "smart", Some("alice/../bob"), None).await;
+    assert_eq!(a.status, 400);
+    assert_eq!(a.body["error"]["code"], "invalid_sub_tenant");
+    assert!(
+        a.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("x-ripcord-tenant header contains `/`"),
+        "{}",
+        a.body
     );
     assert_eq!(vendor.hits(), 3);
 }

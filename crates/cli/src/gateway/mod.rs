@@ -16,7 +16,8 @@
 //! `sub_tenants = true` may narrow it, with the `x-ripcord-tenant` header or else the body's
 //! OpenAI `user`, to a sub-tenant; the call is then charged to both. Calls by keys without a
 //! tenant (`api_keys_env`) and calls on a keyless loopback gateway are anonymous: they share
-//! one anonymous budget account.
+//! one anonymous budget account. Answers say who was charged in `x-ripcord-tenant`, so a claim
+//! the key may not make is visibly not what counted.
 //!
 //! Why it looks the way it does:
 //! - Accepted sockets get `TCP_NODELAY`: with Nagle's algorithm on, a keep-alive client waits
@@ -507,13 +508,22 @@ async fn chat_completions(
         ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
     }
     let mut model = &state.model;
+    // Who pays, said back to the client (`x-ripcord-tenant`), so a claim the key may not make
+    // is visibly not what counted.
+    let mut charged = None;
     if let Some(key) = caller.key {
         if let Some(tenant) = &key.tenant {
             ctx = ctx.with_tenant(Arc::clone(tenant));
-            if key.sub_tenants
-                && let Some(sub) = sub_tenant_of(&headers, req.user.as_deref())
-            {
-                ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
+            charged = Some(tenant.to_string());
+            if key.sub_tenants {
+                match sub_tenant_of(&headers, req.user.as_deref()) {
+                    Ok(Some(sub)) => {
+                        charged = Some(format!("{tenant}/{sub}"));
+                        ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
+                    }
+                    Ok(None) => {}
+                    Err(e) => return error_response(e, None),
+                }
             }
         }
         if let Some(limited) = &key.limited {
@@ -523,6 +533,7 @@ async fn chat_completions(
     let route_header = route
         .and_then(|i| state.routes.get(i))
         .and_then(|r| HeaderValue::from_str(&r.name).ok());
+    let tenant_header = charged.and_then(|t| HeaderValue::from_str(&t).ok());
     let id = state.next_id();
     let created = unix_now();
     let mut resp = if !stream {
@@ -555,19 +566,42 @@ async fn chat_completions(
     if let Some(v) = route_header {
         resp.headers_mut().insert("x-ripcord-route", v);
     }
+    if let Some(v) = tenant_header {
+        resp.headers_mut().insert("x-ripcord-tenant", v);
+    }
     resp
 }
 
 /// The sub-tenant a `sub_tenants` key's client names: the `x-ripcord-tenant` header, else the
-/// request's `user`; blank, over 256 bytes or containing `/` counts as none.
-fn sub_tenant_of(headers: &HeaderMap, user: Option<&str>) -> Option<String> {
-    headers
-        .get("x-ripcord-tenant")
-        .and_then(|v| v.to_str().ok())
-        .or(user)
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= 256 && !t.contains('/'))
-        .map(str::to_owned)
+/// request's `user`; none when both are absent or blank. A name over 256 bytes, with a `/` (the
+/// separator of `tenant/sub`) or a header that is not text is a 400 naming where it came from.
+fn sub_tenant_of(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String>, WireError> {
+    let (raw, from) = match headers.get("x-ripcord-tenant") {
+        Some(v) => match v.to_str() {
+            Ok(t) => (Some(t), "the x-ripcord-tenant header"),
+            Err(_) => return Err(bad_sub_tenant("the x-ripcord-tenant header", "is not text")),
+        },
+        None => (user, "the request's `user`"),
+    };
+    let Some(t) = raw.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if t.len() > 256 {
+        return Err(bad_sub_tenant(from, "is longer than 256 bytes"));
+    }
+    if t.contains('/') {
+        return Err(bad_sub_tenant(from, "contains `/`"));
+    }
+    Ok(Some(t.to_owned()))
+}
+
+fn bad_sub_tenant(from: &str, why: &str) -> WireError {
+    WireError::new(
+        400,
+        "invalid_request_error",
+        "invalid_sub_tenant",
+        format!("the sub-tenant in {from} {why}"),
+    )
 }
 
 fn sse_data(v: &Value) -> Bytes {

@@ -450,6 +450,11 @@ impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for &mut Route
                     self.name = Some(self.map.next_value()?);
                 }
                 "aliases" => self.aliases = self.map.next_value()?,
+                k if !chain_fields().contains(&k) => {
+                    // Refused while reading its value, so the error carries the key's line.
+                    let never = self.map.next_value_seed(UnknownRouteKey(key))?;
+                    match never {}
+                }
                 _ => return seed.deserialize(key.into_deserializer()).map(Some),
             }
         }
@@ -460,6 +465,72 @@ impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for &mut Route
         seed: V,
     ) -> Result<V::Value, A::Error> {
         self.map.next_value_seed(seed)
+    }
+}
+
+/// The keys a route table takes besides the chain settings.
+const ROUTE_KEYS: &[&str] = &["name", "aliases"];
+
+/// The keys `[chain]` takes: serde's own list for [`ChainConfig`], so it follows the struct.
+fn chain_fields() -> &'static [&'static str] {
+    /// A deserializer that only records the field names a struct asks for.
+    struct Capture(Option<&'static [&'static str]>);
+
+    impl<'de> serde::Deserializer<'de> for &mut Capture {
+        type Error = serde::de::value::Error;
+
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom(
+                "only struct field names are captured",
+            ))
+        }
+
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = Some(fields);
+            Err(serde::de::Error::custom("captured"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+
+    static FIELDS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+    FIELDS.get_or_init(|| {
+        let mut c = Capture(None);
+        let _ = ChainConfig::deserialize(&mut c);
+        c.0.unwrap_or(&[])
+    })
+}
+
+/// The value of a key a route table does not take: deserializing it is the error.
+struct UnknownRouteKey(String);
+
+impl<'de> serde::de::DeserializeSeed<'de> for UnknownRouteKey {
+    type Value = std::convert::Infallible;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, _: D) -> Result<Self::Value, D::Error> {
+        let mut expected: Vec<&str> = ROUTE_KEYS.to_vec();
+        expected.extend_from_slice(chain_fields());
+        Err(serde::de::Error::custom(format!(
+            "unknown field `{}` in a [[routes]] entry, expected one of {}",
+            self.0,
+            expected
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
     }
 }
 

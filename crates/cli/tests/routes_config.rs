@@ -192,9 +192,13 @@ fn unknown_route_settings_are_rejected_with_their_line() {
     let e = parse_err(&with_providers(
         "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\ndeadline = 5\n",
     ));
-    // The line of the route's table (the unknown key is named in the message).
-    assert_eq!(e.line, Some(18), "{e}");
-    assert!(e.message.contains("unknown field `deadline`"), "{e}");
+    assert_eq!(e.line, Some(21), "{e}");
+    assert_eq!(e.key.as_deref(), Some("deadline"));
+    assert!(
+        e.message
+            .contains("unknown field `deadline` in a [[routes]] entry, expected one of `name`, `aliases`, `order`, `deadline_ms`"),
+        "{e}"
+    );
     let e = parse_err(&with_providers("[[routes]]\norder = [\"openai\"]\n"));
     assert!(e.message.contains("missing field `name`"), "{e}");
     let e = parse_err(&with_providers(

@@ -452,15 +452,19 @@ fn unauthorized() -> Response {
     )
 }
 
-fn route_not_allowed(route: &GatewayRoute) -> Response {
+fn route_not_allowed(requested: &str, route: &GatewayRoute) -> Response {
+    let which = if requested == route.name {
+        format!("`{requested}`")
+    } else {
+        format!("`{requested}` (route `{}`)", route.name)
+    };
     error_response(
         WireError::new(
             403,
             "invalid_request_error",
             "route_not_allowed",
             format!(
-                "this gateway key may not use the model `{}`; GET /v1/models lists the ones it may use",
-                route.name
+                "this gateway key may not use the model {which}; GET /v1/models lists the ones it may use"
             ),
         )
         .with_param("model"),
@@ -488,7 +492,7 @@ async fn chat_completions(
         && !caller.may_use(i)
         && let Some(r) = state.routes.get(i)
     {
-        return route_not_allowed(r);
+        return route_not_allowed(wire.model.as_deref().unwrap_or_default(), r);
     }
     let stream = wire.stream;
     let include_usage = wire.include_usage();

@@ -210,6 +210,8 @@ pub enum SkipReason {
     Locality,
     /// The link was already tried in this call (a route led back to it).
     AlreadyTried,
+    /// Too little of the deadline was left for an attempt at this link to be useful.
+    Deadline,
 }
 
 impl SkipReason {
@@ -223,6 +225,7 @@ impl SkipReason {
             SkipReason::ContextWindow => "context_window",
             SkipReason::Locality => "locality",
             SkipReason::AlreadyTried => "already_tried",
+            SkipReason::Deadline => "deadline",
         }
     }
 }

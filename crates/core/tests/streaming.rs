@@ -227,7 +227,7 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stalled_stream_ends_at_the_deadline() {
+async fn a_stalled_stream_after_first_content_ends_at_the_stream_bound_not_the_deadline() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
         (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
         (ms(0), StreamItem::Stall),
@@ -235,11 +235,16 @@ async fn a_stalled_stream_ends_at_the_deadline() {
     let chain = Chain::builder()
         .link_arc(a)
         .deadline(Duration::from_secs(3))
+        .stream_max(Duration::from_secs(20))
         .build()
         .unwrap();
     let t0 = Instant::now();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    assert_eq!(t0.elapsed(), Duration::from_secs(20));
+    assert_eq!(
+        events.last().unwrap().as_ref().unwrap_err().fault(),
+        ripcord_core::Fault::Caller
+    );
     assert_eq!(
         events.last().unwrap().as_ref().unwrap_err().kind(),
         ErrorKind::DeadlineExceeded

@@ -690,7 +690,18 @@ pub(crate) async fn guard<T>(
     limit: Limit,
     fut: impl Future<Output = T>,
 ) -> Result<T> {
-    let (at, phase) = match ctx.deadline() {
+    guard_until(ctx, ctx.deadline(), limit, fut).await
+}
+
+/// As [`guard`], with `deadline` in place of the context's deadline (a stream after its first
+/// content runs under the context's stream bound instead).
+pub(crate) async fn guard_until<T>(
+    ctx: &Context,
+    deadline: Option<Instant>,
+    limit: Limit,
+    fut: impl Future<Output = T>,
+) -> Result<T> {
+    let (at, phase) = match deadline {
         Some(d) if d <= limit.at => (d, TimeoutPhase::Total),
         _ => (limit.at, limit.phase),
     };

@@ -12,6 +12,7 @@ use super::order::Order;
 use crate::capabilities::Capabilities;
 use crate::context::Context;
 use crate::error::{Disposition, Error, ErrorKind, TimeoutPhase};
+use crate::fault::Fault;
 use crate::request::{ChatRequest, ContentPart, Needs};
 use crate::response::{Attempt, Provenance, Skip, SkipReason};
 use crate::tokens;
@@ -45,6 +46,10 @@ pub(crate) struct Call {
     skipped: Vec<Skip>,
     stop: Option<Error>,
     deadline: Instant,
+    /// The call's whole budget, from its start to its deadline.
+    whole: Duration,
+    /// A link was skipped because too little time was left.
+    starved: bool,
     needs: Needs,
     /// Cheap upper bound of prompt tokens (bytes of text), or the estimate once computed.
     prompt_upper: u32,
@@ -109,6 +114,8 @@ impl Call {
             skipped: Vec::new(),
             stop: None,
             deadline,
+            whole: deadline.saturating_duration_since(Instant::now()),
+            starved: false,
             needs,
             prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
             prompt_lower: None,
@@ -225,6 +232,17 @@ impl Call {
                 if self.wait_for_readmission(inner, ctx).await {
                     continue;
                 }
+                if self.starved
+                    && self.errors.last().map(Error::kind) != Some(ErrorKind::DeadlineExceeded)
+                {
+                    self.errors.push(
+                        Error::new(
+                            ErrorKind::DeadlineExceeded,
+                            "too little of the deadline was left to try the remaining links",
+                        )
+                        .with_fault(Fault::Local),
+                    );
+                }
                 return Next::Exhausted;
             };
             self.tried |= bit(i);
@@ -238,6 +256,24 @@ impl Call {
                 self.skipped.push(Skip {
                     provider: link.model.id().name.clone(),
                     reason,
+                });
+                continue;
+            }
+            // A link reached with less than a useful budget is passed over rather than
+            // attempted and failed: no vendor answers in that time, and its breaker must not
+            // hear of a failure it did not cause.
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left < inner.min_attempt_for(i, self.whole) {
+                tracing::info!(
+                    ripcord.link = %link.model.id().name,
+                    ripcord.skip.reason = SkipReason::Deadline.as_str(),
+                    left_ms = left.as_secs_f64() * 1000.0,
+                    "ripcord.link_skipped"
+                );
+                self.starved = true;
+                self.skipped.push(Skip {
+                    provider: link.model.id().name.clone(),
+                    reason: SkipReason::Deadline,
                 });
                 continue;
             }
@@ -310,16 +346,26 @@ impl Call {
         i: usize,
         ctx: &Context,
     ) -> Option<Context> {
-        let reserve = inner.links[i].reserve;
-        if reserve.is_zero() || self.first_untried(inner).is_none() {
+        let link = &inner.links[i];
+        let min = inner.min_attempt_for(i, self.whole);
+        let own_min = ctx.min_attempt().is_some_and(|m| min < m);
+        let reserve = link.reserve;
+        if (reserve.is_zero() || self.first_untried(inner).is_none()) && !own_min {
             return None;
         }
-        let cut = self
-            .deadline
-            .checked_sub(reserve)
-            .unwrap_or(self.deadline)
-            .max(Instant::now());
-        Some(ctx.clone().with_deadline(cut))
+        let mut actx = ctx.clone();
+        if own_min {
+            actx = actx.with_min_attempt(min);
+        }
+        if !reserve.is_zero() && self.first_untried(inner).is_some() {
+            let cut = self
+                .deadline
+                .checked_sub(reserve)
+                .unwrap_or(self.deadline)
+                .max(Instant::now());
+            actx = actx.with_deadline(cut);
+        }
+        Some(actx)
     }
 
     /// Records a failed attempt at link `i` and decides where to go next.
@@ -364,6 +410,16 @@ impl Call {
                 self.errors.push(e);
             }
             (ErrorKind::Cancelled, _) | (_, Disposition::FailFast) => self.stop = Some(e),
+            // The vendor may have acted on a request the caller marked not retry-safe: sending
+            // it to another link could do its side effect twice.
+            _ if e.forbids_resend(ctx) => {
+                tracing::info!(
+                    ripcord.link = %id.name,
+                    error.type = kind.as_str(),
+                    "ripcord.fallback_unsafe_skipped"
+                );
+                self.stop = Some(e);
+            }
             _ => {
                 if let Some(after) = e.retry_after().filter(|_| kind.is_local_refusal()) {
                     self.refused |= bit(i);

@@ -120,6 +120,15 @@ fn with_call_attempts(failure: Error, provenance: &Provenance, elapsed: Duration
     failure.with_attempts(attempts)
 }
 
+/// The cut of a committed stream by its bound: the caller's budget, never the link's failure.
+pub(crate) fn stream_bound_passed() -> Error {
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        "the stream's bound after first content passed",
+    )
+    .with_fault(crate::fault::Fault::Caller)
+}
+
 fn static_events(resp: ChatResponse) -> Vec<StreamEvent> {
     let provenance = Box::new(resp.provenance);
     vec![
@@ -163,8 +172,7 @@ pub(super) async fn open(
         }
     };
     inner.count_call();
-    let deadline = inner.call_deadline(ctx, Instant::now());
-    let ctx = ctx.clone().with_deadline(deadline);
+    let (deadline, ctx) = inner.call_context(ctx, Instant::now());
     let mut call = Call::new(&inner, req, deadline);
     match commit(&inner, &mut call, req, &ctx).await {
         Commit::Ok(c) => {
@@ -215,7 +223,9 @@ fn committed(
     Box::pin(async_stream::stream! {
         let mut c = first;
         let mut provenance = call.served(&inner, c.link, std::mem::take(&mut c.provenance), c.started.elapsed());
-        let deadline = call.deadline();
+        // After first content the stream is bounded by the stream bound, not the deadline
+        // (which only bounded getting an answer at all).
+        let stream_deadline = ctx.stream_deadline().unwrap_or_else(|| call.deadline());
         yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
         for ev in std::mem::take(&mut c.buffered) {
             yield Ok(ev);
@@ -232,7 +242,7 @@ fn committed(
                     tokio::select! {
                         biased;
                         () = ctx.cancellation().cancelled() => break Error::cancelled(),
-                        r = tokio::time::timeout_at(deadline, c.stream.next()) => r,
+                        r = tokio::time::timeout_at(stream_deadline, c.stream.next()) => r,
                     }
                 };
                 match next {
@@ -252,7 +262,7 @@ fn committed(
                         return;
                     }
                     Ok(None) => break truncated(),
-                    Err(_) => break Error::deadline_exceeded(),
+                    Err(_) => break stream_bound_passed(),
                 }
             };
             let id = inner.links[c.link].model.id();

@@ -1,0 +1,421 @@
+//! Whose fault a failure is: long streams, starved attempts, probes judged at first content and
+//! limits checked on every poll. All on paused time.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use ripcord_core::testing::{ScriptedModel, StreamItem};
+use ripcord_core::{
+    Chain, ChatModel, ChatStream, Context, Error, ErrorKind, Fault, FinishReason, SkipReason,
+    StreamEvent, TimeoutPhase, Usage,
+};
+use ripcord_resilience::{BreakerLayer, BreakerState, ChatModelExt, HealthLayer, TimeoutLayer};
+use tokio::time::Instant;
+
+use crate::support::{ms, req, secs};
+
+/// `n` text events one second apart, then usage and finish.
+fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
+    let mut v: Vec<_> = (0..n)
+        .map(|i| {
+            (
+                secs(1),
+                StreamItem::Event(StreamEvent::text(format!("{i} "))),
+            )
+        })
+        .collect();
+    v.push((
+        ms(0),
+        StreamItem::Event(StreamEvent::Usage {
+            usage: Usage::new(5, n as u64),
+        }),
+    ));
+    v.push((
+        ms(0),
+        StreamItem::Event(StreamEvent::finish(FinishReason::Stop)),
+    ));
+    v
+}
+
+fn trip_on_first() -> BreakerLayer {
+    BreakerLayer::builder()
+        .consecutive_failures(1)
+        .open_for(secs(30))
+        .build()
+        .unwrap()
+}
+
+fn idle(d: std::time::Duration) -> TimeoutLayer {
+    TimeoutLayer::builder().idle(d).build().unwrap()
+}
+
+async fn drain(mut s: ChatStream) -> Vec<Result<StreamEvent, Error>> {
+    let mut out = Vec::new();
+    while let Some(ev) = s.next().await {
+        out.push(ev);
+    }
+    out
+}
+
+fn text_len(events: &[Result<StreamEvent, Error>]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Ok(StreamEvent::TextDelta { .. })))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_of_40_s_under_a_15_s_deadline_completes_and_counts_as_a_success() {
+    for bounds_itself in [false, true] {
+        let mut model = ScriptedModel::new("a").stream_items(one_per_second(40));
+        if bounds_itself {
+            model = model.bounding_itself();
+        }
+        let breaker = model
+            .with_timeout(idle(secs(5)))
+            .with_breaker(trip_on_first());
+        let bh = breaker.handle();
+        let health = breaker.with_health(HealthLayer::default());
+        let hh = health.handle();
+        let chain = Chain::builder()
+            .link(health)
+            .deadline(secs(15))
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let events = drain(chain.stream(&req(), &Context::new()).await.unwrap()).await;
+        assert_eq!(t0.elapsed(), secs(40));
+        assert_eq!(text_len(&events), 40, "bounds_itself = {bounds_itself}");
+        assert!(events.iter().all(Result::is_ok), "{events:?}");
+        let b = bh.snapshot();
+        assert_eq!(
+            (b.state, b.successes, b.failures),
+            (BreakerState::Closed, 1, 0)
+        );
+        let h = hh.snapshot();
+        assert_eq!((h.successes, h.failures), (1, 0));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_cut_by_the_callers_own_deadline_is_not_the_links_failure() {
+    for bounds_itself in [false, true] {
+        let mut model = ScriptedModel::new("a").stream_items(one_per_second(40));
+        if bounds_itself {
+            model = model.bounding_itself();
+        }
+        let breaker = model
+            .with_timeout(idle(secs(5)))
+            .with_breaker(trip_on_first());
+        let bh = breaker.handle();
+        let health = breaker.with_health(HealthLayer::default());
+        let hh = health.handle();
+        let chain = Chain::builder().link(health).build().unwrap();
+        let ctx = Context::new().with_timeout(secs(20));
+        let events = drain(chain.stream(&req(), &ctx).await.unwrap()).await;
+        let last = events.last().unwrap().as_ref().unwrap_err();
+        assert!(last.is_deadline_cut(), "{last:?}");
+        assert_eq!(text_len(&events), 19);
+        let b = bh.snapshot();
+        assert_eq!(
+            b.state,
+            BreakerState::Closed,
+            "bounds_itself = {bounds_itself}"
+        );
+        assert_eq!(b.failures, 0);
+        assert_eq!(hh.snapshot().failures, 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_that_stops_reading_is_not_taken_for_a_silent_vendor() {
+    let breaker = ScriptedModel::new("a")
+        .stream_items(one_per_second(6))
+        .with_timeout(idle(secs(2)))
+        .with_breaker(trip_on_first());
+    let bh = breaker.handle();
+    let mut s = breaker.stream(&req(), &Context::new()).await.unwrap();
+    let mut got = 0;
+    while let Some(ev) = s.next().await {
+        ev.unwrap();
+        got += 1;
+        if got == 2 {
+            // The consumer looks away for longer than the idle limit.
+            tokio::time::sleep(secs(30)).await;
+        }
+    }
+    assert_eq!(got, 8);
+    assert_eq!(bh.snapshot().failures, 0);
+    assert_eq!(bh.snapshot().successes, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_vendor_after_first_content_still_fails_on_its_idle_limit() {
+    let breaker = ScriptedModel::new("a")
+        .stream_items(vec![
+            (ms(10), StreamItem::Event(StreamEvent::text("Once"))),
+            (ms(0), StreamItem::Stall),
+        ])
+        .with_timeout(idle(secs(2)))
+        .with_breaker(trip_on_first());
+    let bh = breaker.handle();
+    let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
+    let e = events.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::StreamIdle));
+    assert_eq!(
+        bh.snapshot().state,
+        BreakerState::Open,
+        "a stalled vendor is its fault"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_link_reached_with_less_than_min_attempt_is_skipped_with_reason_deadline() {
+    let slow = ScriptedModel::new("slow")
+        .fail_with(Error::new(ErrorKind::ServerError, "boom"), ms(14_600));
+    let next = Arc::new(ScriptedModel::new("next"));
+    let breaker = NextLink(next.clone()).with_breaker(trip_on_first());
+    let bh = breaker.handle();
+    let chain = Chain::builder()
+        .link(slow)
+        .link(breaker)
+        .deadline(secs(15))
+        .min_attempt(secs(1))
+        .static_reply("unavailable")
+        .build()
+        .unwrap();
+    let resp = chain.chat(&req(), &Context::new()).await.unwrap();
+    assert!(resp.provenance.static_reply);
+    assert_eq!(next.calls(), 0, "never attempted");
+    assert!(
+        resp.provenance
+            .skipped
+            .iter()
+            .any(|s| &*s.provider == "next" && s.reason == SkipReason::Deadline),
+        "{:?}",
+        resp.provenance.skipped
+    );
+    assert_eq!(bh.snapshot().failures, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn min_attempt_is_capped_by_the_links_first_token_limit_and_half_the_budget() {
+    // 600 ms left: under the chain's 1 s, but above the link's own 500 ms first-token limit.
+    let slow = ScriptedModel::new("slow")
+        .fail_with(Error::new(ErrorKind::ServerError, "boom"), ms(14_400));
+    let next = ScriptedModel::new("next");
+    let chain = Chain::builder()
+        .link(slow)
+        .link(next)
+        .first_token_limit(ms(500))
+        .deadline(secs(15))
+        .build()
+        .unwrap();
+    let resp = chain.chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(resp.served_by(), "next");
+
+    // A call whose whole budget is 400 ms still tries its first link.
+    let chain = Chain::builder()
+        .link(ScriptedModel::new("only").reply_after("hi", ms(100)))
+        .deadline(ms(400))
+        .build()
+        .unwrap();
+    assert_eq!(
+        chain.chat(&req(), &Context::new()).await.unwrap().text(),
+        "hi"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_cut_of_a_starved_attempt_is_not_counted_but_of_a_fed_one_is() {
+    let breaker = ScriptedModel::new("a").hang().with_breaker(trip_on_first());
+    let bh = breaker.handle();
+    let health = breaker.with_health(HealthLayer::default());
+    let hh = health.handle();
+    let starved = Context::new()
+        .with_timeout(ms(300))
+        .with_min_attempt(secs(1));
+    let e = health.chat(&req(), &starved).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+    assert_eq!(e.fault_in(&starved, Some(ms(300)), false), Fault::Local);
+    assert_eq!(bh.snapshot().state, BreakerState::Closed);
+    assert_eq!(hh.snapshot().failures, 0);
+
+    let fed = Context::new()
+        .with_timeout(secs(5))
+        .with_min_attempt(secs(1));
+    health.chat(&req(), &fed).await.unwrap_err();
+    assert_eq!(
+        bh.snapshot().state,
+        BreakerState::Open,
+        "5 s and no answer: a slow vendor"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_half_open_stream_probe_is_judged_at_first_content_and_frees_its_permit() {
+    let model = ScriptedModel::new("a")
+        .fail(ErrorKind::ServerError)
+        .stream_items(one_per_second(20));
+    let breaker = model.with_breaker(
+        BreakerLayer::builder()
+            .consecutive_failures(1)
+            .open_for(secs(1))
+            .build()
+            .unwrap(),
+    );
+    breaker.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(breaker.snapshot().state, BreakerState::Open);
+    tokio::time::sleep(secs(1)).await;
+    let mut probe = breaker.stream(&req(), &Context::new()).await.unwrap();
+    // Before first content the probe holds the only permit.
+    assert!(breaker.refusal(&Context::new()).is_some());
+    let first = probe.next().await.unwrap().unwrap();
+    assert!(first.is_content());
+    let snap = breaker.snapshot();
+    assert_eq!(
+        snap.state,
+        BreakerState::Closed,
+        "success recorded at first content"
+    );
+    assert_eq!(
+        snap.probes_in_flight, 0,
+        "the permit is free while the consumer reads"
+    );
+    assert!(breaker.refusal(&Context::new()).is_none());
+    drop(probe);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_half_open_stream_probe_that_fails_before_content_reopens() {
+    let model = ScriptedModel::new("a")
+        .fail(ErrorKind::ServerError)
+        .stream_items(vec![(
+            ms(10),
+            StreamItem::Error(Error::new(ErrorKind::Overloaded, "in-band overload")),
+        )]);
+    let breaker = model.with_breaker(
+        BreakerLayer::builder()
+            .consecutive_failures(1)
+            .open_for(secs(1))
+            .build()
+            .unwrap(),
+    );
+    breaker.chat(&req(), &Context::new()).await.unwrap_err();
+    tokio::time::sleep(secs(1)).await;
+    let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
+    assert!(events.last().unwrap().is_err());
+    assert_eq!(breaker.snapshot().state, BreakerState::Open);
+}
+
+/// An always-ready stream that the test advances time between polls of.
+fn always_ready(ev: StreamEvent) -> ChatStream {
+    Box::pin(futures::stream::repeat_with(move || Ok(ev.clone())))
+}
+
+#[derive(Debug)]
+struct Ready(
+    ripcord_core::ModelId,
+    ripcord_core::Capabilities,
+    StreamEvent,
+);
+
+#[ripcord_core::async_trait]
+impl ChatModel for Ready {
+    fn id(&self) -> &ripcord_core::ModelId {
+        &self.0
+    }
+    fn capabilities(&self) -> &ripcord_core::Capabilities {
+        &self.1
+    }
+    async fn chat(
+        &self,
+        _req: &ripcord_core::ChatRequest,
+        _ctx: &Context,
+    ) -> ripcord_core::Result<ripcord_core::ChatResponse> {
+        Err(Error::new(ErrorKind::InvalidRequest, "stream only"))
+    }
+    async fn stream(
+        &self,
+        _req: &ripcord_core::ChatRequest,
+        _ctx: &Context,
+    ) -> ripcord_core::Result<ChatStream> {
+        Ok(always_ready(self.2.clone()))
+    }
+}
+
+fn ready(ev: StreamEvent) -> Ready {
+    Ready(
+        ripcord_core::ModelId::new("ready", "ready-1"),
+        ripcord_core::Capabilities::new(8192, 512),
+        ev,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_content_limit_fires_even_when_the_inner_stream_is_always_ready() {
+    let m = ready(StreamEvent::Usage {
+        usage: Usage::new(1, 0),
+    })
+    .with_timeout(
+        TimeoutLayer::builder()
+            .first_token(secs(1))
+            .build()
+            .unwrap(),
+    );
+    let mut s = m.stream(&req(), &Context::new()).await.unwrap();
+    let mut n = 0;
+    let err = loop {
+        match s.next().await.unwrap() {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+        tokio::time::advance(ms(100)).await;
+    };
+    assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstToken));
+    assert_eq!(n, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stream_bound_fires_even_when_the_inner_stream_is_always_ready() {
+    let m = ready(StreamEvent::text("x")).with_timeout(idle(secs(1)));
+    let ctx = Context::new()
+        .with_timeout(secs(1))
+        .with_stream_deadline(Instant::now() + secs(2));
+    let mut s = m.stream(&req(), &ctx).await.unwrap();
+    let mut n = 0;
+    let err = loop {
+        match s.next().await.unwrap() {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+        tokio::time::advance(ms(100)).await;
+    };
+    assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
+    assert_eq!(err.fault(), Fault::Caller);
+    assert_eq!(
+        n, 20,
+        "ran past the 1 s deadline, stopped at the 2 s stream bound"
+    );
+}
+
+/// A link that forwards to a shared scripted model (so the test can count its calls).
+#[derive(Debug)]
+struct NextLink(Arc<ScriptedModel>);
+
+#[ripcord_core::async_trait]
+impl ChatModel for NextLink {
+    fn id(&self) -> &ripcord_core::ModelId {
+        self.0.id()
+    }
+    fn capabilities(&self) -> &ripcord_core::Capabilities {
+        self.0.capabilities()
+    }
+    async fn chat(
+        &self,
+        req: &ripcord_core::ChatRequest,
+        ctx: &Context,
+    ) -> ripcord_core::Result<ripcord_core::ChatResponse> {
+        self.0.chat(req, ctx).await
+    }
+}

@@ -305,11 +305,21 @@ impl<M: ChatModel> RateLimit<M> {
             };
             let wait = wait.max(Duration::from_micros(1));
             let too_long = waited + wait > self.layer.max_wait;
-            let past_deadline = ctx.remaining().is_some_and(|rem| wait >= rem);
+            // A wait that would leave the call less than its least useful budget is refused
+            // now, locally: the vendor never saw the request and must not be blamed.
+            let keep = ctx.min_attempt().unwrap_or(Duration::ZERO);
+            let past_deadline = ctx.remaining().is_some_and(|rem| wait + keep >= rem);
             if too_long || past_deadline {
                 return Err(self.refuse(wait, why));
             }
-            ctx.sleep(wait).await.map_err(|e| tag(e, self.inner.id()))?;
+            ctx.sleep(wait).await.map_err(|e| {
+                let e = if e.kind() == ErrorKind::DeadlineExceeded {
+                    e.with_fault(ripcord_core::Fault::Local)
+                } else {
+                    e
+                };
+                tag(e, self.inner.id())
+            })?;
             waited += wait;
         }
     }

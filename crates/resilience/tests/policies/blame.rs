@@ -419,3 +419,86 @@ impl ChatModel for NextLink {
         self.0.chat(req, ctx).await
     }
 }
+
+fn one_slot(wait: std::time::Duration) -> ripcord_resilience::BulkheadLayer {
+    ripcord_resilience::BulkheadLayer::builder()
+        .max_in_flight(1)
+        .max_queue(16)
+        .max_queue_wait(wait)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_whose_queue_wait_would_pass_the_deadline_refuses_at_once() {
+    let m = Arc::new(
+        ScriptedModel::new("a")
+            .reply_after("ok", secs(5))
+            .with_bulkhead(one_slot(secs(30))),
+    );
+    // One call teaches the bulkhead that a slot is held about 5 s.
+    m.chat(&req(), &Context::new()).await.unwrap();
+    let busy = {
+        let m = m.clone();
+        tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
+    };
+    tokio::time::sleep(ms(1)).await;
+    let t0 = Instant::now();
+    let e = m
+        .chat(&req(), &Context::new().with_timeout(secs(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(t0.elapsed(), ms(0), "refused at once, not at the deadline");
+    assert_eq!(
+        (e.kind(), e.fault()),
+        (ErrorKind::BudgetExhausted, Fault::Local)
+    );
+    assert!(e.retry_after().is_some());
+    busy.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulkhead_refusals_and_rate_limit_waits_never_trip_a_breaker_and_the_chain_falls_past() {
+    let guarded = ScriptedModel::new("a")
+        .reply_after("from a", secs(3))
+        .with_rate_limit(
+            ripcord_resilience::RateLimitLayer::builder()
+                .rpm(2)
+                .build()
+                .unwrap(),
+        )
+        .with_bulkhead(one_slot(ms(500)))
+        .with_breaker(trip_on_first());
+    let bh = guarded.handle();
+    let health = guarded.with_health(HealthLayer::default());
+    let hh = health.handle();
+    let chain = Arc::new(
+        Chain::builder()
+            .link(health)
+            .link(ScriptedModel::new("b").reply("from b"))
+            .no_readmission_wait()
+            .build()
+            .unwrap(),
+    );
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let chain = chain.clone();
+            tokio::spawn(async move { chain.chat(&req(), &Context::new()).await })
+        })
+        .collect();
+    let mut served = std::collections::BTreeMap::new();
+    for c in futures::future::join_all(calls).await {
+        let r = c.unwrap().unwrap();
+        *served.entry(r.served_by().to_owned()).or_insert(0) += 1;
+    }
+    assert_eq!(served.get("a"), Some(&1), "{served:?}");
+    assert_eq!(served.get("b"), Some(&7), "no request lost: {served:?}");
+    // Later calls meet the RPM limit: refused locally, served by b.
+    for _ in 0..3 {
+        let r = chain.chat(&req(), &Context::new()).await.unwrap();
+        assert!(["a", "b"].contains(&r.served_by()));
+    }
+    let b = bh.snapshot();
+    assert_eq!((b.state, b.trips, b.failures), (BreakerState::Closed, 0, 0));
+    assert_eq!(hh.snapshot().failures, 0);
+}

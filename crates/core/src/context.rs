@@ -145,8 +145,10 @@ impl Context {
         self
     }
 
-    /// Marks whether the request may be sent again after an ambiguous failure (a timeout or a
-    /// reset after the request left). Default: true.
+    /// Marks whether the request may be sent again after a failure the vendor may have processed
+    /// ([`Error::maybe_processed`]: a timeout or a reset after the request left, a 502/504, a
+    /// truncated answer). When false, neither a retry, nor a fallback to the next link of a
+    /// chain, nor a stream restart sends it again after such a failure. Default: true.
     pub fn with_retry_safe(mut self, safe: bool) -> Self {
         self.not_retry_safe = !safe;
         self
@@ -164,7 +166,12 @@ impl Context {
         self
     }
 
-    /// Sets an idempotency key, forwarded to vendors that accept one.
+    /// Sets an idempotency key for the caller's own layers (a custom model, a gateway hook, logs).
+    ///
+    /// ripcord's adapters do not send it: neither OpenAI's chat completions nor Anthropic's
+    /// messages API documents an idempotency header, so a key sent to them would promise a
+    /// de-duplication nobody performs. What keeps a request that is not retry-safe from being
+    /// done twice is [`Context::with_retry_safe`], which every retry, fallback and restart obeys.
     pub fn with_idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
         self.idempotency_key = Some(key.into());
         self

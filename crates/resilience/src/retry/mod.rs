@@ -8,8 +8,10 @@
 //! - The vendor's retry-after ([`Error::retry_after`]) replaces the backoff delay. When the wait
 //!   — backoff or retry-after — would overrun [`Context::deadline`], the error is returned *at
 //!   once*, without sleeping, so the chain falls back while there is still time (PITFALLS 6, 16).
-//! - A request marked not retry-safe ([`Context::retry_safe`]) is never re-sent after an
-//!   ambiguous failure (a timeout or a network error: the vendor may have acted on it).
+//! - A request marked not retry-safe ([`Context::retry_safe`]) is never re-sent after a failure
+//!   the vendor may have processed ([`Error::maybe_processed`]: a timeout after the request was
+//!   written, a network error after it was sent, a 502/504, a truncated or invalid answer). A
+//!   connection that was refused, or a 429 or 503 the vendor answered at once, is still retried.
 //! - Cancellation ([`Context::cancellation`]) stops the loop, including a backoff sleep.
 //! - Every attempt lands in provenance: a success carries all attempts in
 //!   `provenance.attempts` (failed ones first, the success last); a final failure carries them
@@ -119,7 +121,7 @@ impl<M: ChatModel> Retry<M> {
         if n >= self.policy.max_attempts.get() || ctx.is_cancelled() {
             return Next::Stop;
         }
-        if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Network) && !ctx.retry_safe() {
+        if e.forbids_resend(ctx) {
             tracing::debug!(link = %id.name, error.type = e.kind().as_str(), "ripcord.retry_unsafe_skipped");
             return Next::Stop;
         }

@@ -502,3 +502,131 @@ async fn bulkhead_refusals_and_rate_limit_waits_never_trip_a_breaker_and_the_cha
     assert_eq!((b.state, b.trips, b.failures), (BreakerState::Closed, 0, 0));
     assert_eq!(hh.snapshot().failures, 0);
 }
+
+fn status(kind: ErrorKind, code: u16) -> Error {
+    Error::new(kind, "vendor error").with_status(ripcord_core::StatusCode(code))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_is_not_retry_safe_is_retried_only_when_the_vendor_cannot_have_processed_it()
+{
+    let unsafe_ctx = || Context::new().with_retry_safe(false);
+    let retry = || ripcord_resilience::RetryLayer::default();
+    // Possibly processed: a 502, a first-token timeout after the request was written, a
+    // truncated answer. Never sent again.
+    for e in [
+        status(ErrorKind::ServerError, 502),
+        Error::timeout(TimeoutPhase::FirstToken, "slow"),
+        Error::new(ErrorKind::InvalidResponse, "stream truncated"),
+    ] {
+        let m = ScriptedModel::new("a")
+            .fail_with(e.clone(), ms(10))
+            .reply("ok")
+            .with_retry(retry());
+        assert!(m.chat(&req(), &unsafe_ctx()).await.is_err(), "{e}");
+        assert_eq!(m.get_ref().calls(), 1, "{e} was re-sent");
+        // A retry-safe request is retried after the same failure.
+        let m = ScriptedModel::new("a")
+            .fail_with(e.clone(), ms(10))
+            .reply("ok")
+            .with_retry(retry());
+        m.chat(&req(), &Context::new()).await.unwrap();
+        assert_eq!(m.get_ref().calls(), 2);
+    }
+    // Not processed: a refused connection, a plain 500. Retried even when not retry-safe.
+    for e in [
+        Error::new(ErrorKind::Network, "connection refused").with_maybe_processed(false),
+        status(ErrorKind::ServerError, 500),
+    ] {
+        let m = ScriptedModel::new("a")
+            .fail_with(e.clone(), ms(10))
+            .reply("ok")
+            .with_retry(retry());
+        m.chat(&req(), &unsafe_ctx()).await.unwrap();
+        assert_eq!(m.get_ref().calls(), 2, "{e}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_never_falls_back_with_a_request_that_is_not_retry_safe_after_an_ambiguous_failure()
+{
+    let b = Arc::new(ScriptedModel::new("b"));
+    let chain = Chain::builder()
+        .link(ScriptedModel::new("a").fail_with(status(ErrorKind::ServerError, 504), ms(10)))
+        .link(NextLink(b.clone()))
+        .static_reply("unavailable")
+        .build()
+        .unwrap();
+    let e = chain
+        .chat(&req(), &Context::new().with_retry_safe(false))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(ripcord_core::StatusCode(504)));
+    assert_eq!(b.calls(), 0, "the request was not sent to a second vendor");
+    // The same failure of a retry-safe request falls back.
+    assert_eq!(
+        chain
+            .chat(&req(), &Context::new())
+            .await
+            .unwrap()
+            .served_by(),
+        "b"
+    );
+    assert_eq!(b.calls(), 1);
+    // And a failure the vendor cannot have processed falls back even when not retry-safe.
+    let chain = Chain::builder()
+        .link(ScriptedModel::new("a").fail(ErrorKind::Overloaded))
+        .link(NextLink(b.clone()))
+        .build()
+        .unwrap();
+    let r = chain
+        .chat(&req(), &Context::new().with_retry_safe(false))
+        .await
+        .unwrap();
+    assert_eq!(r.served_by(), "b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_restart_never_resends_a_request_that_is_not_retry_safe() {
+    let a = || {
+        ScriptedModel::new("a").stream_items(vec![
+            (ms(10), StreamItem::Event(StreamEvent::text("Once"))),
+            (
+                ms(10),
+                StreamItem::Error(Error::new(ErrorKind::Network, "reset")),
+            ),
+        ])
+    };
+    let b = Arc::new(ScriptedModel::new("b"));
+    let chain = Chain::builder()
+        .link(a())
+        .link(NextLink(b.clone()))
+        .stream_policy(ripcord_core::StreamPolicy::Restart)
+        .build()
+        .unwrap();
+    let events = drain(
+        chain
+            .stream(&req(), &Context::new().with_retry_safe(false))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        events.last().unwrap().as_ref().unwrap_err().kind(),
+        ErrorKind::Network
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::Restarted { .. })))
+    );
+    assert_eq!(b.calls(), 0);
+    // A retry-safe one restarts on b.
+    let events = drain(chain.stream(&req(), &Context::new()).await.unwrap()).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::Restarted { .. })))
+    );
+    assert_eq!(b.calls(), 1);
+}

@@ -119,3 +119,102 @@ async fn waiters_are_served_first_come_first_served_so_large_requests_do_not_sta
     big2.await.unwrap().unwrap();
     assert_eq!(m.get_ref().seen(), ["big1", "big2", "small"]);
 }
+
+fn budget() -> ripcord_resilience::BudgetLayer {
+    ripcord_resilience::BudgetLayer::builder()
+        .tokens_per_window(1_000_000)
+        .window(secs(60))
+        .build()
+        .unwrap()
+}
+
+fn tenant() -> Context {
+    Context::new().with_tenant("acme")
+}
+
+#[tokio::test(start_paused = true)]
+async fn budgets_charge_the_estimate_when_usage_is_unknown_for_chat_and_streams_alike() {
+    use futures::StreamExt;
+    use ripcord_core::testing::{ScriptedModel, StreamItem};
+    use ripcord_core::{FinishReason, StreamEvent};
+    let r = ask("Tell me a story", 300);
+    let prompt = u64::from(estimate_request(&r));
+
+    let m = Recorder::new("a", ms(0))
+        .with_usage(Usage::default())
+        .with_budget(budget());
+    let resp = m.chat(&r, &tenant()).await.unwrap();
+    assert_eq!(
+        m.used("acme"),
+        prompt + u64::from(estimate_text(resp.text()))
+    );
+
+    // A stream that finishes without a usage report.
+    let m = ScriptedModel::new("b")
+        .stream_items(vec![
+            (
+                ms(1),
+                StreamItem::Event(StreamEvent::text("Once upon a time")),
+            ),
+            (
+                ms(1),
+                StreamItem::Event(StreamEvent::finish(FinishReason::Stop)),
+            ),
+        ])
+        .with_budget(budget());
+    let s = m.stream(&r, &tenant()).await.unwrap();
+    let _ = s.collect::<Vec<_>>().await;
+    let story = u64::from(estimate_text("Once upon a time"));
+    assert_eq!(m.used("acme"), prompt + story);
+
+    // A stream that dies after content: the estimate of what was generated.
+    let m = ScriptedModel::new("c")
+        .stream_items(vec![
+            (
+                ms(1),
+                StreamItem::Event(StreamEvent::text("Once upon a time")),
+            ),
+            (
+                ms(1),
+                StreamItem::Error(Error::new(ErrorKind::Network, "reset")),
+            ),
+        ])
+        .with_budget(budget());
+    let s = m.stream(&r, &tenant()).await.unwrap();
+    let _ = s.collect::<Vec<_>>().await;
+    assert_eq!(m.used("acme"), prompt + story);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_stream_is_charged_the_first_links_share_too() {
+    use futures::StreamExt;
+    use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
+    use ripcord_core::{Chain, StreamEvent, StreamPolicy};
+    let r = ask("Tell me a story", 300);
+    let prompt = u64::from(estimate_request(&r));
+    let chain = Chain::builder()
+        .link(ScriptedModel::new("a").stream_items(vec![
+            (
+                ms(1),
+                StreamItem::Event(StreamEvent::text("Once upon a time")),
+            ),
+            (
+                ms(1),
+                StreamItem::Error(Error::new(ErrorKind::Overloaded, "overloaded")),
+            ),
+        ]))
+        .link(ScriptedModel::new("b").stream_items(text_stream(&["Long ", "ago"], ms(1))))
+        .stream_policy(StreamPolicy::Restart)
+        .build()
+        .unwrap();
+    let m = chain.with_budget(budget());
+    let events: Vec<_> = m.stream(&r, &tenant()).await.unwrap().collect().await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::Restarted { .. })))
+    );
+    let first = prompt + u64::from(estimate_text("Once upon a time"));
+    // b reports its usage: 5 in, 2 out (text_stream).
+    assert_eq!(m.used("acme"), first + 7);
+}

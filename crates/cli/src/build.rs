@@ -475,6 +475,9 @@ fn rate_limited(
     #[cfg(not(feature = "redis"))]
     let _ = shared;
     let mut b = RateLimitLayer::builder();
+    if let Some(ms) = rl.pause_429_ms {
+        b = b.default_pause(Duration::from_millis(ms));
+    }
     if let Some(rpm) = rl.rpm {
         b = b.rpm(rpm);
     }
@@ -563,7 +566,9 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     };
     let mut b = Chain::builder()
         .name("ripcord")
-        .deadline(Duration::from_millis(config.deadline_ms));
+        .deadline(Duration::from_millis(config.deadline_ms))
+        .stream_max(Duration::from_millis(config.stream_max_ms))
+        .min_attempt(Duration::from_millis(config.min_attempt_ms));
     let mut health = Vec::new();
     let mut notes = Vec::new();
     let mut probers = Vec::new();
@@ -599,6 +604,9 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         health.push(h);
         probers.extend(prober);
         b = b.link_arc(link);
+        if let Some(ms) = p.timeouts.first_token_ms {
+            b = b.first_token_limit(Duration::from_millis(ms));
+        }
         if p.reserve_ms > 0 {
             b = b.reserve(Duration::from_millis(p.reserve_ms));
         }

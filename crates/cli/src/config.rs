@@ -4,7 +4,9 @@
 //! ```toml
 //! [chain]
 //! order = ["primary", "backup", "local"]   # names of providers, tried in this order
-//! deadline_ms = 15000                       # one budget for the whole call
+//! deadline_ms = 15000                       # time to first content, and whole non-streamed calls
+//! stream_max_ms = 600000                    # a stream after its first content (default 10 min)
+//! min_attempt_ms = 1000                     # a link reached with less left is skipped ("deadline")
 //! static_reply = "The AI service is busy; please try again in a few minutes."
 //!
 //! [[providers]]
@@ -199,6 +201,9 @@ pub struct RateLimitConfig {
     pub rpm: Option<u32>,
     /// Tokens per minute.
     pub tpm: Option<u32>,
+    /// The pause after a vendor 429 without Retry-After (default 1000).
+    #[serde(default)]
+    pub pause_429_ms: Option<u64>,
 }
 
 /// `[providers.probe]`: opt-in active health checks for one link.
@@ -316,9 +321,16 @@ pub struct ProviderConfig {
 pub struct ChainConfig {
     /// Provider names, tried in this order.
     pub order: Vec<Spanned<String>>,
-    /// One budget for the whole call.
+    /// The budget for getting an answer: time to a stream's first content, and whole
+    /// non-streamed calls.
     #[serde(default = "default_deadline")]
     pub deadline_ms: u64,
+    /// The bound of a stream after its first content (default 10 minutes).
+    #[serde(default = "default_stream_max")]
+    pub stream_max_ms: u64,
+    /// The least budget an attempt needs to be useful (default 1 s).
+    #[serde(default = "default_min_attempt")]
+    pub min_attempt_ms: u64,
     /// The static last-resort reply.
     #[serde(default)]
     pub static_reply: Option<Spanned<String>>,
@@ -350,6 +362,14 @@ pub struct ChainConfig {
 
 fn default_deadline() -> u64 {
     15_000
+}
+
+fn default_stream_max() -> u64 {
+    600_000
+}
+
+fn default_min_attempt() -> u64 {
+    1_000
 }
 
 /// `[server]`: the gateway.
@@ -624,8 +644,12 @@ pub struct Config {
     pub source: String,
     /// Providers in chain order.
     pub chain: Vec<Provider>,
-    /// Deadline.
+    /// Deadline (to first content, and of whole non-streamed calls).
     pub deadline_ms: u64,
+    /// The bound of a stream after its first content.
+    pub stream_max_ms: u64,
+    /// The least useful attempt budget.
+    pub min_attempt_ms: u64,
     /// Static reply.
     pub static_reply: Option<String>,
     /// Per-intent replies.
@@ -820,6 +844,9 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
     if raw.chain.deadline_ms == 0 {
         return Err(cx.err(None, "chain.deadline_ms", "must be greater than zero"));
     }
+    if raw.chain.stream_max_ms == 0 {
+        return Err(cx.err(None, "chain.stream_max_ms", "must be greater than zero"));
+    }
     let mut chain = Vec::new();
     for entry in &raw.chain.order {
         let name = entry.get_ref();
@@ -1007,6 +1034,8 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
         source: cx.file.to_owned(),
         chain,
         deadline_ms: raw.chain.deadline_ms,
+        stream_max_ms: raw.chain.stream_max_ms,
+        min_attempt_ms: raw.chain.min_attempt_ms,
         static_reply: cx.opt(&raw.chain.static_reply, "chain.static_reply")?,
         intent_replies: raw.chain.intent_replies,
         routes,

@@ -242,6 +242,7 @@ async fn run(cli: Cli) -> ExitCode {
             state.keys = cfg.gateway_keys.clone();
             state.embeddings = built.embeddings.clone();
             state.deadline = Duration::from_millis(cfg.deadline_ms);
+            state.stream_max = Duration::from_millis(cfg.stream_max_ms);
             state.max_body_bytes = cfg.max_body_bytes;
             state.readiness = Arc::new(move || readiness_view.readiness());
             state.models = std::iter::once("ripcord".to_owned())

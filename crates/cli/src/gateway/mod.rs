@@ -58,8 +58,10 @@ pub struct GatewayState {
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
     /// Accepted bearer keys; empty = no auth (loopback only).
     pub keys: Vec<SecretString>,
-    /// Deadline of each request.
+    /// Deadline of each request (for a stream: until its first content).
     pub deadline: Duration,
+    /// The bound of a streamed answer after its first content.
+    pub stream_max: Duration,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// `/readyz` body.
@@ -89,6 +91,7 @@ impl GatewayState {
             embeddings: None,
             keys: Vec::new(),
             deadline: Duration::from_secs(30),
+            stream_max: Duration::from_secs(600),
             max_body_bytes: 1 << 20,
             readiness: Arc::new(|| json!({"status": "ready"})),
             models: vec![name],
@@ -285,6 +288,12 @@ async fn chat_completions(
         Err(e) => return error_response(WireError::from_error(&e), None),
     };
     let mut ctx = Context::new().with_timeout(state.deadline);
+    if stream {
+        // The request deadline bounds getting an answer; a long answer then streams on.
+        if let Some(at) = tokio::time::Instant::now().checked_add(state.stream_max) {
+            ctx = ctx.with_stream_deadline(at);
+        }
+    }
     if let Some(tenant) = tenant_of(&headers, req.user.as_deref()) {
         ctx = ctx.with_tenant(tenant);
     }

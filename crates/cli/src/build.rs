@@ -31,8 +31,8 @@ use ripcord_providers::{
     Timeouts, compat,
 };
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, BudgetLayer, ChatModelExt, HealthHandle, HealthLayer,
-    ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
+    BreakerLayer, BreakerListener, BudgetLayer, BulkheadLayer, ChatModelExt, HealthHandle,
+    HealthLayer, ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -395,6 +395,18 @@ fn decorate(
             .build()
             .map_err(config_error)?;
         model = Arc::new(model.with_retry(retry));
+    }
+    if let Some(bh) = &p.bulkhead {
+        // Outside the retry (a retry keeps its slot), inside the breaker (an open breaker
+        // refuses without queueing; a full bulkhead is a local refusal it never counts).
+        let mut b = BulkheadLayer::builder().max_in_flight(bh.max_in_flight);
+        if let Some(n) = bh.max_queue {
+            b = b.max_queue(n);
+        }
+        if let Some(ms) = bh.max_queue_wait_ms {
+            b = b.max_queue_wait(Duration::from_millis(ms));
+        }
+        model = Arc::new(model.with_bulkhead(b.build().map_err(config_error)?));
     }
     if let Some(w) = &hooks.inside_breaker {
         model = w(&p.name, model);

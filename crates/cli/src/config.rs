@@ -206,6 +206,20 @@ pub struct RateLimitConfig {
     pub pause_429_ms: Option<u64>,
 }
 
+/// `[providers.bulkhead]`: a bound on calls in flight to one link, with a short queue.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkheadConfig {
+    /// Calls in flight at once.
+    pub max_in_flight: usize,
+    /// Calls waiting at once (default 256).
+    #[serde(default)]
+    pub max_queue: Option<usize>,
+    /// The longest a call waits for a slot before the chain moves on (default 1000).
+    #[serde(default)]
+    pub max_queue_wait_ms: Option<u64>,
+}
+
 /// `[providers.probe]`: opt-in active health checks for one link.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -307,6 +321,9 @@ pub struct ProviderConfig {
     /// Local rate limits.
     #[serde(default)]
     pub rate_limit: Option<RateLimitConfig>,
+    /// A bound on calls in flight.
+    #[serde(default)]
+    pub bulkhead: Option<BulkheadConfig>,
     /// Per-phase timeouts.
     #[serde(default)]
     pub timeouts: Option<TimeoutsConfig>,
@@ -603,6 +620,8 @@ pub struct Provider {
     pub breaker: BreakerConfig,
     /// Rate limits.
     pub rate_limit: Option<RateLimitConfig>,
+    /// A bound on calls in flight.
+    pub bulkhead: Option<BulkheadConfig>,
     /// Timeouts.
     pub timeouts: TimeoutsConfig,
     /// Active health checks.
@@ -1270,6 +1289,7 @@ fn resolve_provider(
         retry,
         breaker,
         rate_limit: p.rate_limit.clone(),
+        bulkhead: p.bulkhead.clone(),
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
     }))

@@ -169,7 +169,14 @@ async fn stream_once(
 }
 
 /// One virtual user: requests until the run's time is up, with seeded think times and mix.
-async fn user(u: usize, chain: &Chain, rec: &Recorder, s: &Settings, seed: u64) {
+async fn user(
+    u: usize,
+    chain: &Chain,
+    rec: &Recorder,
+    s: &Settings,
+    stream_max: Duration,
+    seed: u64,
+) {
     let mut rng = Rng::new(mix(
         seed ^ (u as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)
     ));
@@ -184,10 +191,15 @@ async fn user(u: usize, chain: &Chain, rec: &Recorder, s: &Settings, seed: u64) 
         let retry_safe = rng.below(4) != 0;
         let req = ChatRequest::user(prompt).with_max_tokens(s.max_tokens);
         let idx = rec.request_started(id.clone(), u, streamed, retry_safe, s.deadline);
-        let ctx = Context::new()
+        let mut ctx = Context::new()
             .with_timeout(s.deadline)
             .with_retry_safe(retry_safe)
             .with_metadata(REQUEST_ID, id);
+        if streamed {
+            // As the gateway does: the deadline bounds getting an answer, and a streamed
+            // answer may then run to the stream bound.
+            ctx = ctx.with_stream_deadline(tokio::time::Instant::now() + stream_max);
+        }
         // Unconstrained: tokio's cooperative budget would make `select!` (inside the breaker,
         // between its admission and the admitted call's first poll) yield when the task's
         // budget runs out, letting another task trip the breaker in between — and the checks
@@ -268,10 +280,11 @@ pub(crate) async fn run_scenario(
     }
     let scenario_seed = mix(s.seed ^ super::scenario::hash_str(&scenario.name));
     let n_users = s.users.max(scenario.load.min_users.unwrap_or(0));
-    let users =
-        futures::future::join_all((0..n_users).map(|u| user(u, &chain, &rec, s, scenario_seed)));
     // A stream may run past its deadline, up to the stream bound.
     let stream_max = Duration::from_millis(t.config.stream_max_ms);
+    let users = futures::future::join_all(
+        (0..n_users).map(|u| user(u, &chain, &rec, s, stream_max, scenario_seed)),
+    );
     let join_limit = s.duration + s.deadline.max(stream_max) + s.join_margin;
     let joined = {
         let bounded = tokio::time::timeout(join_limit, users);

@@ -50,6 +50,9 @@ pub(crate) struct Call {
     whole: Duration,
     /// A link was skipped because too little time was left.
     starved: bool,
+    /// The window of a link that answered `ContextLengthExceeded`: links whose window is no
+    /// larger cannot take the prompt either.
+    too_long_for: Option<u32>,
     needs: Needs,
     /// Cheap upper bound of prompt tokens (bytes of text), or the estimate once computed.
     prompt_upper: u32,
@@ -116,6 +119,7 @@ impl Call {
             deadline,
             whole: deadline.saturating_duration_since(Instant::now()),
             starved: false,
+            too_long_for: None,
             needs,
             prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
             prompt_lower: None,
@@ -160,6 +164,9 @@ impl Call {
         }
         let output = req.max_tokens.unwrap_or(0).min(caps.max_output_tokens);
         let window = caps.context_window;
+        if self.too_long_for.is_some_and(|w| window <= w) {
+            return Some(SkipReason::ContextWindow);
+        }
         if self.prompt_upper.saturating_add(output) > window {
             let lower = *self
                 .prompt_lower
@@ -426,6 +433,10 @@ impl Call {
                     let at = Instant::now() + after;
                     self.earliest_readmission =
                         Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
+                }
+                if kind == ErrorKind::ContextLengthExceeded {
+                    let w = inner.links[i].model.capabilities().context_window;
+                    self.too_long_for = Some(self.too_long_for.map_or(w, |x| x.max(w)));
                 }
                 self.fell_from = Some((i, kind));
                 if let Some(&d) = inner.domains.as_ref().and_then(|d| d.get(i)) {

@@ -630,3 +630,57 @@ async fn a_stream_restart_never_resends_a_request_that_is_not_retry_safe() {
     );
     assert_eq!(b.calls(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_context_length_failure_falls_to_the_next_link_whose_window_is_larger() {
+    let windowed = |name: &str, w: u32| {
+        ScriptedModel::new(name).with_caps(ripcord_core::Capabilities::new(w, 1024))
+    };
+    let small = Arc::new(windowed("small", 4_000));
+    let chain = Chain::builder()
+        .link(windowed("mid", 8_000).fail(ErrorKind::ContextLengthExceeded))
+        .link(NextLink(small.clone()))
+        .link(windowed("large", 128_000).reply("fits"))
+        .build()
+        .unwrap();
+    let r = chain.chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(r.served_by(), "large");
+    assert_eq!(small.calls(), 0);
+    assert!(
+        r.provenance
+            .skipped
+            .iter()
+            .any(|s| &*s.provider == "small" && s.reason == SkipReason::ContextWindow)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker() {
+    let five = || {
+        BreakerLayer::builder()
+            .consecutive_failures(5)
+            .open_for(secs(1))
+            .build()
+            .unwrap()
+    };
+    let m = ScriptedModel::new("a")
+        .fail(ErrorKind::ModelNotFound)
+        .with_breaker(five());
+    m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(m.snapshot().state, BreakerState::Open);
+
+    let m = ScriptedModel::new("b")
+        .fail(ErrorKind::RateLimited)
+        .with_breaker(five());
+    for _ in 0..10 {
+        assert_eq!(
+            m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
+            ErrorKind::RateLimited
+        );
+    }
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.state, snap.failures, snap.trips),
+        (BreakerState::Closed, 0, 0)
+    );
+}

@@ -684,3 +684,49 @@ async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker(
         (BreakerState::Closed, 0, 0)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
+    use ripcord_resilience::{HedgeDelay, HedgeLayer};
+    let layer = HedgeLayer::builder()
+        .delay(HedgeDelay::P95 {
+            initial: ms(100),
+            min_samples: 1,
+        })
+        .max_extra_percent(100)
+        .build()
+        .unwrap();
+    let hedged = ScriptedModel::new("primary")
+        .reply_after("slow", secs(5))
+        .with_hedge(
+            ScriptedModel::new("backup").reply_after("fast", ms(10)),
+            layer,
+        );
+    let r = hedged.chat(&req(), &Context::new()).await.unwrap();
+    assert_eq!(r.served_by(), "backup");
+    // The primary ran 110 ms before it was cancelled: its latency is at least that, and the
+    // p95 now says so (a p95 of completed calls only would still read nothing).
+    assert_eq!(hedged.current_delay(), ms(110));
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_stay_within_their_budget_of_extra_calls() {
+    use ripcord_resilience::{HedgeDelay, HedgeLayer};
+    let layer = HedgeLayer::builder()
+        .delay(HedgeDelay::Fixed(ms(100)))
+        .max_extra_percent(10)
+        .build()
+        .unwrap();
+    let hedged = ScriptedModel::new("primary")
+        .reply_after("slow", secs(1))
+        .with_hedge(
+            ScriptedModel::new("backup").reply_after("fast", ms(10)),
+            layer,
+        );
+    for _ in 0..20 {
+        hedged.chat(&req(), &Context::new()).await.unwrap();
+    }
+    // One to start with, then one more per ten calls.
+    assert_eq!(hedged.hedges_started(), 3);
+    assert_eq!(hedged.hedge_ref().calls(), 3);
+}

@@ -636,6 +636,9 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     if config.stream_restart {
         b = b.stream_policy(StreamPolicy::Restart);
     }
+    if config.trim_oldest {
+        b = b.trim(ripcord_core::chain::Trim::Oldest);
+    }
     if let Some(n) = &config.fallback_notice {
         b = b.fallback_notice(n.clone());
     }

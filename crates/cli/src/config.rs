@@ -7,6 +7,7 @@
 //! deadline_ms = 15000                       # time to first content, and whole non-streamed calls
 //! stream_max_ms = 600000                    # a stream after its first content (default 10 min)
 //! min_attempt_ms = 1000                     # a link reached with less left is skipped ("deadline")
+//! trim = "oldest"                           # optional: drop old turns to fit a smaller window
 //! static_reply = "The AI service is busy; please try again in a few minutes."
 //!
 //! [[providers]]
@@ -348,6 +349,10 @@ pub struct ChainConfig {
     /// The least budget an attempt needs to be useful (default 1 s).
     #[serde(default = "default_min_attempt")]
     pub min_attempt_ms: u64,
+    /// A prompt too large for a link's window: `none` (skip the link, default) or `oldest`
+    /// (drop the oldest non-system turns to fit).
+    #[serde(default)]
+    pub trim: Option<Spanned<String>>,
     /// The static last-resort reply.
     #[serde(default)]
     pub static_reply: Option<Spanned<String>>,
@@ -669,6 +674,8 @@ pub struct Config {
     pub stream_max_ms: u64,
     /// The least useful attempt budget.
     pub min_attempt_ms: u64,
+    /// Trim the oldest turns to fit a link's window.
+    pub trim_oldest: bool,
     /// Static reply.
     pub static_reply: Option<String>,
     /// Per-intent replies.
@@ -945,6 +952,22 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
             ));
         }
     };
+    let trim_oldest = match raw
+        .chain
+        .trim
+        .as_ref()
+        .map(|s| (s.get_ref().as_str(), s.span()))
+    {
+        None | Some(("none", _)) => false,
+        Some(("oldest", _)) => true,
+        Some((other, span)) => {
+            return Err(cx.err(
+                Some(&span),
+                "chain.trim",
+                format!("expected \"none\" or \"oldest\", got {other:?}"),
+            ));
+        }
+    };
     let gateway_keys = match &raw.server.api_keys_env {
         None => Vec::new(),
         Some(var) => match cx.env.var(var.get_ref()) {
@@ -1055,6 +1078,7 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
         deadline_ms: raw.chain.deadline_ms,
         stream_max_ms: raw.chain.stream_max_ms,
         min_attempt_ms: raw.chain.min_attempt_ms,
+        trim_oldest,
         static_reply: cx.opt(&raw.chain.static_reply, "chain.static_reply")?,
         intent_replies: raw.chain.intent_replies,
         routes,

@@ -53,6 +53,9 @@ pub(crate) struct Call {
     /// The window of a link that answered `ContextLengthExceeded`: links whose window is no
     /// larger cannot take the prompt either.
     too_long_for: Option<u32>,
+    /// A trimmed copy of the request for the link about to be called, and how many messages
+    /// it lacks ([`super::Trim::Oldest`]).
+    trimmed: Option<(usize, ChatRequest, u32)>,
     needs: Needs,
     /// Cheap upper bound of prompt tokens (bytes of text), or the estimate once computed.
     prompt_upper: u32,
@@ -120,6 +123,7 @@ impl Call {
             whole: deadline.saturating_duration_since(Instant::now()),
             starved: false,
             too_long_for: None,
+            trimmed: None,
             needs,
             prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
             prompt_lower: None,
@@ -144,11 +148,20 @@ impl Call {
         all
     }
 
+    /// The trimmed request prepared for link `i`, if the chain trimmed one for it.
+    pub(crate) fn take_trimmed(&mut self, i: usize) -> Option<(ChatRequest, u32)> {
+        match self.trimmed.take() {
+            Some((j, r, n)) if j == i => Some((r, n)),
+            _ => None,
+        }
+    }
+
     fn skip_reason(
         &mut self,
         caps: &Capabilities,
         req: &ChatRequest,
         ctx: &Context,
+        trim_for: Option<usize>,
     ) -> Option<SkipReason> {
         if self.needs.tools && !caps.tools {
             return Some(SkipReason::NoTools);
@@ -172,6 +185,13 @@ impl Call {
                 .prompt_lower
                 .get_or_insert_with(|| tokens::lower_bound(tokens::estimate_request(req)));
             if lower.saturating_add(output) > window {
+                if let Some(i) = trim_for
+                    && let Some((r, n)) = super::trim::oldest(req, window, output)
+                {
+                    tracing::info!(trimmed_messages = n, "ripcord.trimmed");
+                    self.trimmed = Some((i, r, n));
+                    return None;
+                }
                 return Some(SkipReason::ContextWindow);
             }
         }
@@ -254,7 +274,8 @@ impl Call {
             };
             self.tried |= bit(i);
             let link = &inner.links[i];
-            if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx) {
+            let trim_for = (inner.trim == super::Trim::Oldest).then_some(i);
+            if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx, trim_for) {
                 tracing::info!(
                     ripcord.link = %link.model.id().name,
                     ripcord.skip.reason = reason.as_str(),
@@ -491,6 +512,7 @@ impl Call {
             skipped,
             degraded: fell_back || link.degraded,
             static_reply: link.static_reply,
+            trimmed_messages: link.trimmed_messages,
             notice: link
                 .notice
                 .or_else(|| fell_back.then(|| inner.fallback_notice.clone()).flatten()),

@@ -36,8 +36,10 @@
 mod call;
 mod order;
 mod stream;
+mod trim;
 
 pub use order::{DEFAULT_OUTPUT_ESTIMATE, LATENCY_EWMA_ALPHA, LinkLatency, Strategy};
+pub use trim::Trim;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -166,6 +168,7 @@ pub(crate) struct ChainInner {
     pub(crate) deadline: Duration,
     pub(crate) stream_max: Duration,
     pub(crate) min_attempt: Duration,
+    pub(crate) trim: Trim,
     pub(crate) stream_policy: StreamPolicy,
     pub(crate) wait_for_readmission: bool,
     pub(crate) fallback_notice: Option<String>,
@@ -214,6 +217,7 @@ pub struct ChainBuilder {
     deadline: Option<Duration>,
     stream_max: Option<Duration>,
     min_attempt: Option<Duration>,
+    trim: Trim,
     stream_policy: StreamPolicy,
     no_readmission_wait: bool,
     fallback_notice: Option<String>,
@@ -395,6 +399,14 @@ impl ChainBuilder {
         self
     }
 
+    /// What to do with a prompt too large for a link's window (default [`Trim::None`]: skip
+    /// the link). [`Trim::Oldest`] sends that link the conversation without its oldest
+    /// non-system turns instead, and says so in the answer's provenance.
+    pub fn trim(mut self, trim: Trim) -> Self {
+        self.trim = trim;
+        self
+    }
+
     /// What a stream does when its link fails after content was shown.
     pub fn stream_policy(mut self, p: StreamPolicy) -> Self {
         self.stream_policy = p;
@@ -500,6 +512,7 @@ impl ChainBuilder {
                 deadline,
                 stream_max,
                 min_attempt,
+                trim: self.trim,
                 stream_policy: self.stream_policy,
                 wait_for_readmission: !self.no_readmission_wait,
                 fallback_notice: self.fallback_notice,
@@ -649,6 +662,7 @@ impl ChainInner {
                         degraded: true,
                         static_reply: true,
                         notice: None,
+                        trimmed_messages: 0,
                     },
                 })
             }
@@ -730,13 +744,15 @@ impl ChainInner {
             let link = &self.links[i];
             let attempt_ctx = call.attempt_context(self, i, &ctx);
             let actx = attempt_ctx.as_ref().unwrap_or(&ctx);
+            let trimmed = call.take_trimmed(i);
+            let r = trimmed.as_ref().map_or(req, |(t, _)| t);
             let started = Instant::now();
             // A link that bounds itself by the context stops at the deadline with its own,
             // more precise error; any other is raced against the deadline here.
             let result = if link.model.bounds_itself() {
-                link.model.chat(req, actx).await
+                link.model.chat(r, actx).await
             } else {
-                actx.run(link.model.chat(req, actx)).await
+                actx.run(link.model.chat(r, actx)).await
             };
             match result {
                 Ok(mut resp) => {
@@ -744,6 +760,7 @@ impl ChainInner {
                     self.observe_latency(i, latency);
                     let link_prov = std::mem::take(&mut resp.provenance);
                     resp.provenance = call.served(self, i, link_prov, latency);
+                    resp.provenance.trimmed_messages = trimmed.map_or(0, |(_, n)| n);
                     return Ok(resp);
                 }
                 Err(e) => call.failed(self, i, e, started.elapsed(), &ctx),

@@ -25,6 +25,8 @@ use crate::telemetry;
 
 struct Committed {
     link: usize,
+    /// Messages trimmed from the request this link got.
+    trimmed: u32,
     stream: ChatStream,
     buffered: Vec<StreamEvent>,
     started: Instant,
@@ -55,9 +57,11 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
         let model = &inner.links[i].model;
         let attempt_ctx = call.attempt_context(inner, i, ctx);
         let actx = attempt_ctx.as_ref().unwrap_or(ctx);
+        let trimmed = call.take_trimmed(i);
+        let r = trimmed.as_ref().map_or(req, |(t, _)| t);
         let started = Instant::now();
         let opening = async {
-            let mut stream = model.stream(req, actx).await?;
+            let mut stream = model.stream(r, actx).await?;
             let mut buffered = Vec::new();
             let mut nested = Provenance::default();
             loop {
@@ -87,6 +91,7 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
                 inner.observe_latency(i, started.elapsed());
                 return Commit::Ok(Committed {
                     link: i,
+                    trimmed: trimmed.map_or(0, |(_, n)| n),
                     stream,
                     buffered,
                     started,
@@ -223,6 +228,7 @@ fn committed(
     Box::pin(async_stream::stream! {
         let mut c = first;
         let mut provenance = call.served(&inner, c.link, std::mem::take(&mut c.provenance), c.started.elapsed());
+        provenance.trimmed_messages = c.trimmed;
         // After first content the stream is bounded by the stream bound, not the deadline
         // (which only bounded getting an answer at all).
         let stream_deadline = ctx.stream_deadline().unwrap_or_else(|| call.deadline());
@@ -294,6 +300,7 @@ fn committed(
                     );
                     yield Ok(StreamEvent::Restarted { reason, message });
                     provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());
+                    provenance.trimmed_messages = next.trimmed;
                     yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
                     for ev in std::mem::take(&mut next.buffered) {
                         yield Ok(ev);

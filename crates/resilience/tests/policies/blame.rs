@@ -730,3 +730,80 @@ async fn hedges_stay_within_their_budget_of_extra_calls() {
     assert_eq!(hedged.hedges_started(), 3);
     assert_eq!(hedged.hedge_ref().calls(), 3);
 }
+
+/// A model with a small window that records how many messages each request had.
+#[derive(Debug)]
+struct SmallWindow {
+    id: ripcord_core::ModelId,
+    caps: ripcord_core::Capabilities,
+    seen: std::sync::Mutex<Vec<usize>>,
+}
+
+#[ripcord_core::async_trait]
+impl ChatModel for SmallWindow {
+    fn id(&self) -> &ripcord_core::ModelId {
+        &self.id
+    }
+    fn capabilities(&self) -> &ripcord_core::Capabilities {
+        &self.caps
+    }
+    async fn chat(
+        &self,
+        req: &ripcord_core::ChatRequest,
+        _ctx: &Context,
+    ) -> ripcord_core::Result<ripcord_core::ChatResponse> {
+        self.seen.lock().unwrap().push(req.messages.len());
+        Ok(ripcord_core::ChatResponse::new("short answer"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn trim_oldest_drops_old_turns_to_fit_the_window_and_says_so() {
+    use ripcord_core::{ChatRequest, Message, chain::Trim};
+    let mut messages = vec![Message::system("Be brief.")];
+    for i in 0..30 {
+        messages.push(Message::user(format!(
+            "question {i}: {}",
+            "blah ".repeat(40)
+        )));
+        messages.push(Message::assistant(format!(
+            "answer {i}: {}",
+            "blah ".repeat(40)
+        )));
+    }
+    messages.push(Message::user("So, in one word?"));
+    let long = ChatRequest::new(messages).with_max_tokens(100);
+    let small = |trim: Trim| {
+        let m = Arc::new(SmallWindow {
+            id: ripcord_core::ModelId::new("small", "small-1"),
+            caps: ripcord_core::Capabilities::new(1_000, 200),
+            seen: std::sync::Mutex::new(Vec::new()),
+        });
+        let chain = Chain::builder()
+            .link_arc(m.clone())
+            .static_reply("too long")
+            .trim(trim)
+            .build()
+            .unwrap();
+        (m, chain)
+    };
+    // Without trimming the link is skipped.
+    let (m, chain) = small(Trim::None);
+    let r = chain.chat(&long, &Context::new()).await.unwrap();
+    assert!(r.provenance.static_reply);
+    assert!(m.seen.lock().unwrap().is_empty());
+    // With it, the link gets the system message, the latest turns and the question.
+    let (m, chain) = small(Trim::Oldest);
+    let r = chain.chat(&long, &Context::new()).await.unwrap();
+    assert_eq!(r.served_by(), "small");
+    let n = r.provenance.trimmed_messages as usize;
+    assert!(n > 0 && n % 2 == 0, "{n}");
+    assert_eq!(m.seen.lock().unwrap().as_slice(), [long.messages.len() - n]);
+    // Streams the same.
+    let events = drain(chain.stream(&long, &Context::new()).await.unwrap()).await;
+    let last = events.iter().rev().find_map(|e| match e {
+        Ok(StreamEvent::Provenance { provenance }) => Some(provenance.trimmed_messages),
+        _ => None,
+    });
+    assert_eq!(last, Some(n as u32));
+}

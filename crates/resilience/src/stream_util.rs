@@ -49,6 +49,57 @@ pub(crate) async fn open_to_first_content(mut stream: ChatStream) -> Result<Chat
     }
 }
 
+/// Bounds each event of `stream` by the context: its deadline until first content, its stream
+/// bound after, and its cancellation — for layers that promise to bound themselves around a
+/// model that does not.
+pub(crate) fn bounded_by(stream: ChatStream, ctx: &ripcord_core::Context) -> ChatStream {
+    let cancel = ctx.cancellation().clone();
+    let first = ctx.deadline();
+    let after = ctx.stream_deadline();
+    let state = (stream, false, false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut stream, mut content, done)| {
+            let cancel = cancel.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                let at = if content { after } else { first };
+                let next = async {
+                    match at {
+                        Some(at) => {
+                            tokio::time::timeout_at(at, stream.next())
+                                .await
+                                .map_err(|_| {
+                                    if content {
+                                        stream_bound_passed()
+                                    } else {
+                                        Error::deadline_exceeded()
+                                    }
+                                })
+                        }
+                        None => Ok(stream.next().await),
+                    }
+                };
+                let item = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Err(Error::cancelled()),
+                    r = next => r,
+                };
+                match item {
+                    Ok(Some(Ok(ev))) => {
+                        content |= ev.is_content();
+                        Some((Ok(ev), (stream, content, false)))
+                    }
+                    Ok(Some(Err(e))) | Err(e) => Some((Err(e), (stream, content, true))),
+                    Ok(None) => None,
+                }
+            }
+        },
+    ))
+}
+
 /// How an observed stream ended.
 #[derive(Debug)]
 pub(crate) enum End<'a> {

@@ -45,7 +45,7 @@ pub use budget::RetryBudget;
 pub use layer::{RetryBuilder, RetryLayer};
 
 use crate::error::tag;
-use crate::stream_util::open_to_first_content;
+use crate::stream_util::{bounded_by, open_to_first_content};
 
 /// A model whose failed calls are retried by a [`RetryLayer`] policy.
 ///
@@ -250,9 +250,13 @@ impl<M: ChatModel> ChatModel for Retry<M> {
         self.inner.capabilities()
     }
 
-    /// As the inner model: its backoff sleeps end at the deadline or on cancellation.
+    /// Always: every attempt at an inner model that does not bound itself is raced against
+    /// the deadline and cancellation here, backoff sleeps end at both, and so does each event of
+    /// the stream it returns. So no outer timer needs to drop a retry mid-way — which would
+    /// lose the attempts it made: a `DeadlineExceeded` from a retry carries every attempt of
+    /// the link it cut.
     fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+        true
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
@@ -276,6 +280,11 @@ impl<M: ChatModel> ChatModel for Retry<M> {
                 open_to_first_content(self.inner.stream(req, ctx).await?).await
             })
             .await?;
+        let stream = if self.inner.bounds_itself() {
+            stream
+        } else {
+            bounded_by(stream, ctx)
+        };
         if attempts.is_empty() {
             return Ok(stream);
         }

@@ -807,3 +807,35 @@ async fn trim_oldest_drops_old_turns_to_fit_the_window_and_says_so() {
     });
     assert_eq!(last, Some(n as u32));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_cut_keeps_the_attempts_of_the_link_it_cut() {
+    let link = ScriptedModel::new("a")
+        .fail(ErrorKind::ServerError)
+        .fail(ErrorKind::ServerError)
+        .hang()
+        .with_retry(
+            ripcord_resilience::RetryLayer::builder()
+                .max_attempts(5)
+                .base_delay(ms(10))
+                .max_delay(ms(10))
+                .build()
+                .unwrap(),
+        );
+    let chain = Chain::builder()
+        .link(link)
+        .deadline(secs(2))
+        .build()
+        .unwrap();
+    let e = chain.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+    let kinds: Vec<_> = e.attempts().iter().map(|a| a.error_kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Some(ErrorKind::ServerError),
+            Some(ErrorKind::ServerError),
+            Some(ErrorKind::DeadlineExceeded)
+        ]
+    );
+}

@@ -667,7 +667,7 @@ mod tests {
     #[test]
     fn no_resend_flags_a_second_send_of_an_unsafe_request_after_an_ambiguous_failure() {
         let mut r = records();
-        let mut unsafe_req = |id: &str| {
+        let unsafe_req = |id: &str| {
             let mut q = req(id, 0.0, Some(10.0), ok("backup"));
             q.retry_safe = false;
             q

@@ -39,12 +39,9 @@ pub(crate) fn oldest(req: &ChatRequest, window: u32, output: u32) -> Option<(Cha
     loop {
         let last = out.messages.len().saturating_sub(1);
         // The oldest non-system message that is not the last one.
-        let Some(first) = out.messages[..last]
+        let first = out.messages[..last]
             .iter()
-            .position(|m| m.role != Role::System)
-        else {
-            return None;
-        };
+            .position(|m| m.role != Role::System)?;
         let mut end = first + 1;
         // A turn goes whole: the tool results answering an assistant's calls go with it, and
         // so does anything left at the front that is not a user message.
@@ -89,7 +86,10 @@ mod tests {
         let full = tokens::estimate_request(&req);
         let (trimmed, dropped) = oldest(&req, full / 2, 0).unwrap();
         assert!(tokens::estimate_request(&trimmed) <= full / 2);
-        assert!(dropped > 0 && dropped % 2 == 0, "whole turns: {dropped}");
+        assert!(
+            dropped > 0 && dropped.is_multiple_of(2),
+            "whole turns: {dropped}"
+        );
         assert_eq!(trimmed.messages[0].role, Role::System);
         assert_eq!(trimmed.messages[1].role, Role::User);
         assert_eq!(trimmed.messages.last().unwrap().text(), "and now?");

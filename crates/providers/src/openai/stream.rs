@@ -220,9 +220,7 @@ mod tests {
 
     #[test]
     fn a_tool_call_index_beyond_the_bound_is_an_invalid_response_not_an_allocation() {
-        let input = concat!(
-            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":4294967295,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n",
-        );
+        let input = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":4294967295,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n";
         let (events, last) = run(input);
         assert!(events.is_empty());
         let e = last.unwrap_err();

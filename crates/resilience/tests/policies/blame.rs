@@ -797,7 +797,7 @@ async fn trim_oldest_drops_old_turns_to_fit_the_window_and_says_so() {
     let r = chain.chat(&long, &Context::new()).await.unwrap();
     assert_eq!(r.served_by(), "small");
     let n = r.provenance.trimmed_messages as usize;
-    assert!(n > 0 && n % 2 == 0, "{n}");
+    assert!(n > 0 && n.is_multiple_of(2), "{n}");
     assert_eq!(m.seen.lock().unwrap().as_slice(), [long.messages.len() - n]);
     // Streams the same.
     let events = drain(chain.stream(&long, &Context::new()).await.unwrap()).await;

@@ -40,7 +40,7 @@ fn texts(events: &[Result<StreamEvent, Error>]) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn an_error_as_the_first_stream_event_falls_back() {
-    // PITFALLS 1: a 429 delivered as the first SSE event is the attempt's error.
+    // A 429 delivered as the first SSE event is the attempt's error.
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![(
         ms(5),
         StreamItem::Error(Error::new(ErrorKind::RateLimited, "429 in-band")),

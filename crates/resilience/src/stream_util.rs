@@ -1,12 +1,12 @@
 //! Stream plumbing shared by the policies.
 //!
 //! - [`open_to_first_content`]: an attempt at a stream is not over until its first content
-//!   event (or its finish) arrives (PITFALLS 1): errors before it are the attempt's errors, so
+//!   event (or its finish) arrives: errors before it are the attempt's errors, so
 //!   retry, hedging and fallback can still act on them.
 //! - [`Observed`]: a stream adapter that tells an observer how the stream ended — finished,
 //!   failed (including a truncated stream, which it turns into an `InvalidResponse` error,
-//!   PITFALLS 2) or dropped by the consumer — exactly once. Breakers, limiters, budgets and
-//!   health trackers record one outcome per logical call through it (PITFALLS 10).
+//!   never a short answer) or dropped by the consumer — exactly once. Breakers, limiters, budgets and
+//!   health trackers record one outcome per logical call through it.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};

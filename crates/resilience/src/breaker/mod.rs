@@ -19,12 +19,12 @@
 //! first content. `Auth` and `ModelNotFound` trip at once and for longer; a vendor
 //! `RateLimited` does not count (the rate limiter pauses the link instead); see [`KindAction`].
 //!
-//! Timeouts are failures (PITFALLS 11): the breaker runs the call under the context's deadline
+//! Timeouts are failures — the breaker runs the call under the context's deadline
 //! itself (and a half-open probe under `probe_timeout` too), so a hanging vendor is recorded
 //! as a failure rather than vanishing when an outer timeout drops the future. Cancellation by
 //! the caller — the context's token, or dropping the future or the stream — records nothing,
 //! and a probe's permit is released when it ends, times out or is dropped, so half-open cannot
-//! wedge (PITFALLS 9).
+//! wedge.
 //!
 //! # Where `failsafe` is wrapped, and why
 //!
@@ -215,7 +215,7 @@ impl<M: ChatModel> Breaker<M> {
         fut: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         // The deadline and cancellation are the inner model's own when it bounds itself: its
-        // timeout still ends the call inside this breaker, which records it (PITFALLS 11). Only
+        // timeout still ends the call inside this breaker, which records it. Only
         // a probe's own, shorter limit needs a timer here.
         let limit = match limit {
             Some((_, Cut::Deadline)) if self.inner.bounds_itself() => return fut.await,

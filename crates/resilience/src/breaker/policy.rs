@@ -10,7 +10,7 @@ use crate::window::Window;
 
 /// How long the breaker stays open after a trip.
 ///
-/// Unlike `failsafe`'s backoffs (whole seconds, at least 1 s, PITFALLS 12), these may be
+/// Unlike `failsafe`'s backoffs (whole seconds, at least 1 s), these may be
 /// sub-second. The sequence restarts after the breaker closes again.
 ///
 /// # Examples

@@ -115,7 +115,7 @@ impl RateLimitBuilder {
     }
 
     /// Tokens allowed at once (default: the TPM). A request reserving more than the burst takes
-    /// the whole bucket, so set it at least as large as your largest request (PITFALLS 14).
+    /// the whole bucket, so set it at least as large as your largest request.
     pub fn tpm_burst(mut self, n: u32) -> Self {
         self.tpm_burst = Some(n);
         self

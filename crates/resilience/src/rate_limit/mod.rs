@@ -23,7 +23,7 @@
 //! after content the same; a failed call one request, plus the prompt estimate when the vendor
 //! may have processed it ([`Error::maybe_processed`]); a call refused locally nothing.
 //!
-//! # Why the reconciliation counter (PITFALLS 14)
+//! # Why the reconciliation counter
 //!
 //! `governor` cannot refund cells, but the real token count is only known after the call. So
 //! the reservation is reconciled through a separate balance: a call that used fewer tokens than

@@ -7,7 +7,7 @@
 //!   auth and the like go to the chain's next link; content filtered fails the call.
 //! - The vendor's retry-after ([`Error::retry_after`]) replaces the backoff delay. When the wait
 //!   — backoff or retry-after — would overrun [`Context::deadline`], the error is returned *at
-//!   once*, without sleeping, so the chain falls back while there is still time (PITFALLS 6, 16).
+//!   once*, without sleeping, so the chain falls back while there is still time.
 //! - A request marked not retry-safe ([`Context::retry_safe`]) is never re-sent after a failure
 //!   the vendor may have processed ([`Error::maybe_processed`]: a timeout after the request was
 //!   written, a network error after it was sent, a 502/504, a truncated or invalid answer). A
@@ -19,11 +19,11 @@
 //! - A [`RetryBudget`] caps the extra load retries add across all callers of the link.
 //!
 //! Streams are retried until their first content event: an error before it (a deferred status,
-//! a 429 sent as the first event) is the attempt's error (PITFALLS 1). After the first content
+//! a 429 sent as the first event) is the attempt's error. After the first content
 //! event the stream is the caller's and is never re-sent.
 //!
 //! Put the retry *inside* the breaker, so the breaker sees one outcome per logical call
-//! (PITFALLS 10); see the [crate docs](crate) for the whole order.
+//! (counting every attempt would trip it too early); see the [crate docs](crate) for the whole order.
 
 mod backoff;
 mod budget;

@@ -529,30 +529,53 @@ pub(crate) fn expectations(r: &Records, e: &Expect) -> Vec<Check> {
         ));
     }
     if let Some(min) = e.min_answered_pct {
+        // A request marked not retry-safe whose vendor may have processed it before failing
+        // must not be sent anywhere else: its honest classified error counts as handled.
+        let mut ambiguous_unsafe: BTreeMap<&str, bool> = BTreeMap::new();
+        for w in &r.wires {
+            if let Some(id) = &w.request
+                && ambiguous(w)
+            {
+                ambiguous_unsafe.insert(id.as_str(), true);
+            }
+        }
+        let handled = |q: &&super::record::RequestRec| match q.outcome {
+            Outcome::Answered { .. } => true,
+            Outcome::Failed { .. } => !q.retry_safe && ambiguous_unsafe.contains_key(q.id.as_str()),
+            _ => false,
+        };
         let total = r.requests.len();
         let answers = r
             .requests
             .iter()
             .filter(|q| matches!(q.outcome, Outcome::Answered { .. }))
             .count();
+        let held = r.requests.iter().filter(handled).count() - answers;
         let pct = if total == 0 {
             0.0
         } else {
-            answers as f64 * 100.0 / total as f64
+            (answers + held) as f64 * 100.0 / total as f64
         };
         let offenders: Vec<String> = if pct + 1e-9 < min {
             r.requests
                 .iter()
-                .filter(|q| !matches!(q.outcome, Outcome::Answered { .. }))
+                .filter(|q| !handled(q))
                 .map(|q| format!("{}: not answered", q.id))
                 .collect()
         } else {
             Vec::new()
         };
+        let answers_detail = if held == 0 {
+            format!("{answers} of {total} answered ({pct:.1}%)")
+        } else {
+            format!(
+                "{answers} of {total} answered, {held} not retry-safe ended with an honest error after an ambiguous failure ({pct:.1}%)"
+            )
+        };
         let mut c = Check::new(
             "answered-share",
             &format!("at least {min:.0}% of requests answered"),
-            format!("{answers} of {total} answered ({pct:.1}%)"),
+            answers_detail,
             offenders,
         );
         if total == 0 {
@@ -702,6 +725,32 @@ mod tests {
             c.offenders[0].starts_with("resent: primary ended network"),
             "{c:?}"
         );
+    }
+
+    #[test]
+    fn an_unsafe_request_ending_in_an_honest_error_after_an_ambiguous_failure_is_handled() {
+        let mut r = records();
+        let failed = || Outcome::Failed {
+            kind: ErrorKind::Timeout,
+        };
+        let mut u = req("u", 0.0, Some(10.0), failed());
+        u.retry_safe = false;
+        r.requests = vec![u, req("s", 0.0, Some(10.0), failed())];
+        r.wires = vec![
+            call("u", "primary", 1, Some(2), Some(ErrorKind::Timeout)),
+            call("s", "primary", 3, Some(4), Some(ErrorKind::Timeout)),
+        ];
+        let e = Expect {
+            min_answered_pct: Some(100.0),
+            ..Expect::default()
+        };
+        let c = expectations(&r, &e)
+            .into_iter()
+            .find(|c| c.id == "answered-share")
+            .unwrap();
+        assert!(!c.passed);
+        assert_eq!(c.offenders, ["s: not answered"], "{c:?}");
+        assert!(c.detail.contains("1 not retry-safe"), "{c:?}");
     }
 
     #[test]

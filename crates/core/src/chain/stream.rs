@@ -277,9 +277,7 @@ fn committed(
             } else {
                 failure
             };
-            // A cut by the stream's bound is the caller's budget running out: there is no time
-            // to restart in, so the stream ends with it.
-            let Some(req) = restart_req.as_ref().filter(|_| !failure.is_deadline_cut()) else {
+            let Some(req) = restart_req.as_ref() else {
                 tracing::info!(ripcord.link = %id.name, error.type = failure.kind().as_str(), "ripcord.stream_failed_after_commit");
                 let failure = with_call_attempts(failure, &provenance, c.started.elapsed());
                 telemetry::record_error(&span, &failure);

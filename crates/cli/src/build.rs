@@ -39,8 +39,8 @@ use ripcord_providers::{
     Timeouts, compat,
 };
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, BudgetLayer, ChatModelExt, HealthHandle, HealthLayer,
-    HealthStatus, ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
+    BreakerLayer, BreakerListener, BudgetLayer, BulkheadLayer, ChatModelExt, HealthHandle,
+    HealthLayer, HealthStatus, ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -88,8 +88,10 @@ pub struct BuiltRoute {
     pub chain: Chain,
     /// Its providers' names, in order.
     pub links: Vec<String>,
-    /// Its deadline.
+    /// Its deadline (to first content, and of whole non-streamed calls).
     pub deadline: Duration,
+    /// The bound of its streams after their first content.
+    pub stream_max: Duration,
     /// Whether it ends with a static reply.
     pub static_reply: bool,
 }
@@ -468,6 +470,18 @@ fn decorate(
             .map_err(config_error)?;
         model = Arc::new(model.with_retry(retry));
     }
+    if let Some(bh) = &p.bulkhead {
+        // Outside the retry (a retry keeps its slot), inside the breaker (an open breaker
+        // refuses without queueing; a full bulkhead is a local refusal it never counts).
+        let mut b = BulkheadLayer::builder().max_in_flight(bh.max_in_flight);
+        if let Some(n) = bh.max_queue {
+            b = b.max_queue(n);
+        }
+        if let Some(ms) = bh.max_queue_wait_ms {
+            b = b.max_queue_wait(Duration::from_millis(ms));
+        }
+        model = Arc::new(model.with_bulkhead(b.build().map_err(config_error)?));
+    }
     if let Some(w) = &hooks.inside_breaker {
         model = w(&p.name, model);
     }
@@ -547,6 +561,9 @@ fn rate_limited(
     #[cfg(not(feature = "redis"))]
     let _ = shared;
     let mut b = RateLimitLayer::builder();
+    if let Some(ms) = rl.pause_429_ms {
+        b = b.default_pause(Duration::from_millis(ms));
+    }
     if let Some(rpm) = rl.rpm {
         b = b.rpm(rpm);
     }
@@ -752,7 +769,9 @@ fn build_route(
     let spec = &route.spec;
     let mut b = Chain::builder()
         .name(route.name.clone())
-        .deadline(Duration::from_millis(spec.deadline_ms));
+        .deadline(Duration::from_millis(spec.deadline_ms))
+        .stream_max(Duration::from_millis(spec.stream_max_ms))
+        .min_attempt(Duration::from_millis(spec.min_attempt_ms));
     for name in &spec.order {
         let link = links.get(name.as_str()).ok_or_else(|| {
             config_error(format!(
@@ -761,10 +780,13 @@ fn build_route(
             ))
         })?;
         b = b.link_arc(Arc::clone(link));
-        if let Some(p) = config.provider(name)
-            && p.reserve_ms > 0
-        {
-            b = b.reserve(Duration::from_millis(p.reserve_ms));
+        if let Some(p) = config.provider(name) {
+            if let Some(ms) = p.timeouts.first_token_ms {
+                b = b.first_token_limit(Duration::from_millis(ms));
+            }
+            if p.reserve_ms > 0 {
+                b = b.reserve(Duration::from_millis(p.reserve_ms));
+            }
         }
     }
     if let Some(text) = &spec.static_reply {
@@ -779,6 +801,9 @@ fn build_route(
     }
     if spec.stream_restart {
         b = b.stream_policy(StreamPolicy::Restart);
+    }
+    if spec.trim_oldest {
+        b = b.trim(ripcord_core::chain::Trim::Oldest);
     }
     if let Some(n) = &spec.fallback_notice {
         b = b.fallback_notice(n.clone());
@@ -801,6 +826,7 @@ fn build_route(
         chain: b.build().map_err(Error::from)?,
         links: spec.order.clone(),
         deadline: Duration::from_millis(spec.deadline_ms),
+        stream_max: Duration::from_millis(spec.stream_max_ms),
         static_reply: spec.static_reply.is_some(),
     })
 }

@@ -4,7 +4,10 @@
 //! ```toml
 //! [chain]
 //! order = ["primary", "backup", "local"]   # names of providers, tried in this order
-//! deadline_ms = 15000                       # one budget for the whole call
+//! deadline_ms = 15000                       # time to first content, and whole non-streamed calls
+//! stream_max_ms = 600000                    # a stream after its first content (default 10 min)
+//! min_attempt_ms = 1000                     # a link reached with less left is skipped ("deadline")
+//! trim = "oldest"                           # optional: drop old turns to fit a smaller window
 //! static_reply = "The AI service is busy; please try again in a few minutes."
 //!
 //! [[providers]]
@@ -219,6 +222,23 @@ pub struct RateLimitConfig {
     pub rpm: Option<u32>,
     /// Tokens per minute.
     pub tpm: Option<u32>,
+    /// The pause after a vendor 429 without Retry-After (default 1000).
+    #[serde(default)]
+    pub pause_429_ms: Option<u64>,
+}
+
+/// `[providers.bulkhead]`: a bound on calls in flight to one link, with a short queue.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkheadConfig {
+    /// Calls in flight at once.
+    pub max_in_flight: usize,
+    /// Calls waiting at once (default 256).
+    #[serde(default)]
+    pub max_queue: Option<usize>,
+    /// The longest a call waits for a slot before the chain moves on (default 1000).
+    #[serde(default)]
+    pub max_queue_wait_ms: Option<u64>,
 }
 
 /// `[providers.probe]`: opt-in active health checks for one link.
@@ -322,6 +342,9 @@ pub struct ProviderConfig {
     /// Local rate limits.
     #[serde(default)]
     pub rate_limit: Option<RateLimitConfig>,
+    /// A bound on calls in flight.
+    #[serde(default)]
+    pub bulkhead: Option<BulkheadConfig>,
     /// Per-phase timeouts.
     #[serde(default)]
     pub timeouts: Option<TimeoutsConfig>,
@@ -336,9 +359,20 @@ pub struct ProviderConfig {
 pub struct ChainConfig {
     /// Provider names, tried in this order.
     pub order: Vec<Spanned<String>>,
-    /// One budget for the whole call.
+    /// The budget for getting an answer: time to a stream's first content, and whole
+    /// non-streamed calls.
     #[serde(default = "default_deadline")]
     pub deadline_ms: u64,
+    /// The bound of a stream after its first content (default 10 minutes).
+    #[serde(default = "default_stream_max")]
+    pub stream_max_ms: u64,
+    /// The least budget an attempt needs to be useful (default 1 s).
+    #[serde(default = "default_min_attempt")]
+    pub min_attempt_ms: u64,
+    /// A prompt too large for a link's window: `none` (skip the link, default) or `oldest`
+    /// (drop the oldest non-system turns to fit).
+    #[serde(default)]
+    pub trim: Option<Spanned<String>>,
     /// The static last-resort reply.
     #[serde(default)]
     pub static_reply: Option<Spanned<String>>,
@@ -370,6 +404,14 @@ pub struct ChainConfig {
 
 fn default_deadline() -> u64 {
     15_000
+}
+
+fn default_stream_max() -> u64 {
+    600_000
+}
+
+fn default_min_attempt() -> u64 {
+    1_000
 }
 
 /// One `[[routes]]` entry: a named chain clients pick with the request's `model`.
@@ -795,6 +837,8 @@ pub struct Provider {
     pub breaker: BreakerConfig,
     /// Rate limits.
     pub rate_limit: Option<RateLimitConfig>,
+    /// A bound on calls in flight.
+    pub bulkhead: Option<BulkheadConfig>,
     /// Timeouts.
     pub timeouts: TimeoutsConfig,
     /// Active health checks.
@@ -834,8 +878,14 @@ impl Provider {
 pub struct ChainSpec {
     /// Provider names, in order (providers skipped for lack of a key are left out).
     pub order: Vec<String>,
-    /// Deadline.
+    /// Deadline (to first content, and of whole non-streamed calls).
     pub deadline_ms: u64,
+    /// The bound of a stream after its first content.
+    pub stream_max_ms: u64,
+    /// The least useful attempt budget.
+    pub min_attempt_ms: u64,
+    /// Trim the oldest turns to fit a link's window.
+    pub trim_oldest: bool,
     /// Static reply.
     pub static_reply: Option<String>,
     /// Per-intent replies.
@@ -1354,6 +1404,13 @@ fn resolve_chain(
             msg("must be greater than zero".to_owned()),
         ));
     }
+    if raw.stream_max_ms == 0 {
+        return Err(cx.err(
+            None,
+            &key("stream_max_ms"),
+            msg("must be greater than zero".to_owned()),
+        ));
+    }
     let mut order: Vec<String> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for entry in &raw.order {
@@ -1427,6 +1484,17 @@ fn resolve_chain(
             ));
         }
     };
+    let trim_oldest = match raw.trim.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        None | Some(("none", _)) => false,
+        Some(("oldest", _)) => true,
+        Some((other, span)) => {
+            return Err(cx.err(
+                Some(&span),
+                &key("trim"),
+                msg(format!("expected \"none\" or \"oldest\", got {other:?}")),
+            ));
+        }
+    };
     let strategy = match raw
         .strategy
         .as_ref()
@@ -1474,6 +1542,9 @@ fn resolve_chain(
     Ok(ChainSpec {
         order,
         deadline_ms: raw.deadline_ms,
+        stream_max_ms: raw.stream_max_ms,
+        min_attempt_ms: raw.min_attempt_ms,
+        trim_oldest,
         static_reply: cx.opt(&raw.static_reply, &key("static_reply"))?,
         intent_replies: raw.intent_replies.clone(),
         routes,
@@ -1855,6 +1926,7 @@ fn resolve_provider(
         retry,
         breaker,
         rate_limit: p.rate_limit.clone(),
+        bulkhead: p.bulkhead.clone(),
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
     }))

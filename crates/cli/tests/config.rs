@@ -377,3 +377,43 @@ fn a_budget_section_resolves_and_bad_values_name_the_key() {
     .unwrap_err();
     assert!(e.message.contains("unknown field `anonymus`"), "{e}");
 }
+
+#[test]
+fn stream_bound_and_min_attempt_have_defaults_and_a_zero_stream_bound_is_rejected() {
+    let c = config::parse(
+        "ripcord.toml",
+        GOOD,
+        &env(&[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.routes[0].spec.stream_max_ms,
+            c.routes[0].spec.min_attempt_ms
+        ),
+        (600_000, 1_000)
+    );
+    let text = GOOD.replace(
+        "deadline_ms = 9000",
+        "deadline_ms = 9000\nstream_max_ms = 120000\nmin_attempt_ms = 250",
+    );
+    let c = config::parse(
+        "ripcord.toml",
+        &text,
+        &env(&[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.routes[0].spec.stream_max_ms,
+            c.routes[0].spec.min_attempt_ms
+        ),
+        (120_000, 250)
+    );
+    let text = GOOD.replace(
+        "deadline_ms = 9000",
+        "deadline_ms = 9000\nstream_max_ms = 0",
+    );
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("chain.stream_max_ms"));
+}

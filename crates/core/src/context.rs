@@ -76,6 +76,8 @@ pub enum Priority {
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     deadline: Option<Instant>,
+    stream_deadline: Option<Instant>,
+    min_attempt: Option<Duration>,
     cancel: CancellationToken,
     not_retry_safe: bool,
     tenant: Option<Arc<str>>,
@@ -110,14 +112,43 @@ impl Context {
         self
     }
 
+    /// Sets the bound of a stream *after* its first content; an earlier existing one is kept.
+    ///
+    /// [`Context::deadline`] bounds the time to a stream's first content (and whole non-streamed
+    /// calls); once a stream delivers, it is bounded by this instead (plus the link's idle
+    /// limit), so a long answer is not cut by a deadline meant for getting an answer at all.
+    /// Without one, the deadline bounds the whole stream.
+    pub fn with_stream_deadline(mut self, at: Instant) -> Self {
+        self.stream_deadline = Some(match self.stream_deadline {
+            Some(d) => d.min(at),
+            None => at,
+        });
+        self
+    }
+
+    /// Replaces the stream bound (see [`Context::with_stream_deadline`]); `None` removes it.
+    pub fn set_stream_deadline(mut self, at: Option<Instant>) -> Self {
+        self.stream_deadline = at;
+        self
+    }
+
+    /// Sets the least budget an attempt needs to be useful: a link reached with less is skipped,
+    /// and a deadline cut of an attempt that started with less is not charged to the vendor.
+    pub fn with_min_attempt(mut self, d: Duration) -> Self {
+        self.min_attempt = Some(d);
+        self
+    }
+
     /// Uses this cancellation token (cancel it to stop the call).
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
         self
     }
 
-    /// Marks whether the request may be sent again after an ambiguous failure (a timeout or a
-    /// reset after the request left). Default: true.
+    /// Marks whether the request may be sent again after a failure the vendor may have processed
+    /// ([`Error::maybe_processed`]: a timeout or a reset after the request left, a 502/504, a
+    /// truncated answer). When false, neither a retry, nor a fallback to the next link of a
+    /// chain, nor a stream restart sends it again after such a failure. Default: true.
     pub fn with_retry_safe(mut self, safe: bool) -> Self {
         self.not_retry_safe = !safe;
         self
@@ -135,7 +166,12 @@ impl Context {
         self
     }
 
-    /// Sets an idempotency key, forwarded to vendors that accept one.
+    /// Sets an idempotency key for the caller's own layers (a custom model, a gateway hook, logs).
+    ///
+    /// ripcord's adapters do not send it: neither OpenAI's chat completions nor Anthropic's
+    /// messages API documents an idempotency header, so a key sent to them would promise a
+    /// de-duplication nobody performs. What keeps a request that is not retry-safe from being
+    /// done twice is [`Context::with_retry_safe`], which every retry, fallback and restart obeys.
     pub fn with_idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
         self.idempotency_key = Some(key.into());
         self
@@ -162,6 +198,17 @@ impl Context {
     /// The deadline, if any.
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
+    }
+
+    /// The bound of a stream after its first content: the stream deadline if set, else the
+    /// deadline.
+    pub fn stream_deadline(&self) -> Option<Instant> {
+        self.stream_deadline.or(self.deadline)
+    }
+
+    /// The least useful budget of an attempt, if set (see [`Context::with_min_attempt`]).
+    pub fn min_attempt(&self) -> Option<Duration> {
+        self.min_attempt
     }
 
     /// Time left until the deadline (zero when passed); `None` without a deadline.

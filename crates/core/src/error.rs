@@ -323,7 +323,10 @@ struct Inner {
     attempts: Vec<Attempt>,
     causes: Vec<Error>,
     source: Option<BoxError>,
-    delivered: bool,
+    fault: Option<crate::fault::Fault>,
+    /// Whether the vendor may have processed the request: known yes, known no, or unknown
+    /// (`None`: judged from the kind, see [`Error::maybe_processed`]).
+    maybe_processed: Option<bool>,
 }
 
 impl Error {
@@ -342,7 +345,8 @@ impl Error {
                 attempts: Vec::new(),
                 causes: Vec::new(),
                 source: None,
-                delivered: false,
+                fault: None,
+                maybe_processed: None,
             }),
         }
     }
@@ -391,6 +395,8 @@ impl Error {
         e.inner.retry_after = retry_after;
         e.inner.timeout_phase = timeout_phase;
         e.inner.attempts = attempts;
+        e.inner.fault = errors.last().and_then(|l| l.inner.fault);
+        e.inner.maybe_processed = errors.last().and_then(|l| l.inner.maybe_processed);
         e.inner.causes = errors;
         e
     }
@@ -453,8 +459,10 @@ impl Error {
     /// assert!(cut.request_delivered());
     /// assert!(!Error::new(ErrorKind::Network, "connection refused").request_delivered());
     /// ```
+    ///
+    /// One notion with [`Error::maybe_processed`]: this sets it to a known yes.
     pub fn with_request_delivered(mut self) -> Self {
-        self.inner.delivered = true;
+        self.inner.maybe_processed = Some(true);
         self
     }
 
@@ -462,6 +470,27 @@ impl Error {
     pub fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
         self.inner.attempts = attempts;
         self
+    }
+
+    /// Charges this failure to `fault`, overriding the kind's default (see [`crate::Fault`]).
+    pub fn with_fault(mut self, fault: crate::fault::Fault) -> Self {
+        self.inner.fault = Some(fault);
+        self
+    }
+
+    /// Says whether the vendor may have processed the request, overriding the default (see
+    /// [`Error::maybe_processed`]).
+    pub fn with_maybe_processed(mut self, maybe: bool) -> Self {
+        self.inner.maybe_processed = Some(maybe);
+        self
+    }
+
+    pub(crate) fn fault_override(&self) -> Option<crate::fault::Fault> {
+        self.inner.fault
+    }
+
+    pub(crate) fn processed_override(&self) -> Option<bool> {
+        self.inner.maybe_processed
     }
 
     /// Replaces the message of this layer.
@@ -537,8 +566,10 @@ impl Error {
 
     /// True when the request is known to have reached the vendor before the failure (see
     /// [`Error::with_request_delivered`]).
+    ///
+    /// A known fact, where [`Error::maybe_processed`] also answers yes when it cannot tell.
     pub fn request_delivered(&self) -> bool {
-        self.inner.delivered
+        self.inner.maybe_processed == Some(true)
     }
 
     /// True when this is a timeout.
@@ -605,11 +636,20 @@ impl fmt::Debug for Error {
         if let Some(p) = &i.timeout_phase {
             d.field("timeout_phase", p);
         }
+        if let Some(f) = &i.fault {
+            d.field("fault", f);
+        }
+        match i.maybe_processed {
+            Some(true) => {
+                d.field("request_delivered", &true);
+            }
+            Some(false) => {
+                d.field("maybe_processed", &false);
+            }
+            None => {}
+        }
         if !i.causes.is_empty() {
             d.field("causes", &i.causes);
-        }
-        if i.delivered {
-            d.field("request_delivered", &true);
         }
         if let Some(s) = &i.source {
             d.field("source", s);
@@ -652,7 +692,8 @@ impl Clone for Error {
                 attempts: i.attempts.clone(),
                 causes: i.causes.clone(),
                 source: None,
-                delivered: i.delivered,
+                fault: i.fault,
+                maybe_processed: i.maybe_processed,
             }),
         }
     }

@@ -44,6 +44,7 @@ pub mod chain;
 mod context;
 pub mod embedding;
 mod error;
+mod fault;
 mod model;
 mod request;
 mod response;
@@ -59,6 +60,7 @@ pub use chain::{BuildError, Chain, ChainBuilder, ChainStats, StaticReply, Stream
 pub use context::{Context, LocalityRequirement, Priority};
 pub use embedding::{EmbeddingChain, EmbeddingChainBuilder};
 pub use error::{Disposition, Error, ErrorKind, ErrorSummary, Result, StatusCode, TimeoutPhase};
+pub use fault::Fault;
 pub use model::{ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, ModelId};
 pub use request::{
     ChatRequest, ContentPart, ImageSource, Message, Needs, ResponseFormat, Role, ToolCall,

@@ -116,7 +116,7 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
     /// against their own timer only when the model does not bound itself; when it does, one
     /// timer (the innermost, which also knows *which* phase ran out) serves the whole stack
     /// instead of one per layer. That keeps timeouts inside the breaker-wrapped call, where
-    /// they are recorded as failures (PITFALLS 11).
+    /// they are recorded as failures.
     ///
     /// The default is `false`: a model is cut from the outside unless it says otherwise. The
     /// HTTP adapters return `true`; a decorator returns its inner model's answer when every wait

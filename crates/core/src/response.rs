@@ -210,6 +210,8 @@ pub enum SkipReason {
     Locality,
     /// The link was already tried in this call (a route led back to it).
     AlreadyTried,
+    /// Too little of the deadline was left for an attempt at this link to be useful.
+    Deadline,
 }
 
 impl SkipReason {
@@ -223,6 +225,7 @@ impl SkipReason {
             SkipReason::ContextWindow => "context_window",
             SkipReason::Locality => "locality",
             SkipReason::AlreadyTried => "already_tried",
+            SkipReason::Deadline => "deadline",
         }
     }
 }
@@ -257,6 +260,14 @@ pub struct Provenance {
     /// A notice for the end user, e.g. "answered by a smaller backup model".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// Messages the chain dropped from the front of the conversation to fit the serving
+    /// link's window ([`crate::chain::Trim::Oldest`]); 0 when the link saw all of it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trimmed_messages: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Provenance {

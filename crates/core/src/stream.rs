@@ -125,6 +125,19 @@ pub fn from_response(resp: ChatResponse) -> ChatStream {
     Box::pin(futures::stream::iter(events))
 }
 
+/// The largest tool-call index a stream may carry. Indexes count the calls of one answer from
+/// zero; one far beyond any real answer is a broken or hostile stream, and honouring it would
+/// allocate a slot for every index below it.
+pub const MAX_TOOL_INDEX: u32 = 1024;
+
+/// The error of a tool-call (or content-block) index beyond [`MAX_TOOL_INDEX`].
+pub fn index_out_of_bounds(what: &str, index: u64) -> Error {
+    Error::new(
+        ErrorKind::InvalidResponse,
+        format!("the vendor sent {what} index {index}, beyond the bound of {MAX_TOOL_INDEX}"),
+    )
+}
+
 /// Accumulates stream events into a response.
 ///
 /// `Restarted` discards what came before it; the last `Provenance` wins.
@@ -133,6 +146,8 @@ pub struct Collector {
     resp: ChatResponse,
     calls: Vec<ToolCall>,
     finished: bool,
+    /// A tool-call index beyond [`MAX_TOOL_INDEX`] that was refused.
+    bad_index: Option<u32>,
 }
 
 impl Collector {
@@ -151,6 +166,10 @@ impl Collector {
                 name,
                 arguments,
             } => {
+                if index > MAX_TOOL_INDEX {
+                    self.bad_index.get_or_insert(index);
+                    return;
+                }
                 let i = index as usize;
                 while self.calls.len() <= i {
                     self.calls.push(ToolCall::new("", "", ""));
@@ -190,8 +209,12 @@ impl Collector {
         self.finished
     }
 
-    /// The response so far; `InvalidResponse` ("truncated") when no `Finish` arrived.
+    /// The response so far; `InvalidResponse` ("truncated") when no `Finish` arrived, or when
+    /// a tool-call index beyond [`MAX_TOOL_INDEX`] did.
     pub fn finish(mut self) -> Result<ChatResponse> {
+        if let Some(i) = self.bad_index {
+            return Err(index_out_of_bounds("tool-call", u64::from(i)));
+        }
         if !self.finished {
             return Err(Error::new(
                 ErrorKind::InvalidResponse,

@@ -290,18 +290,31 @@ impl ChatModel for ScriptedModel {
             .run(self.open(req, ctx))
             .await
             .map_err(|e| self.bounded_error(e))?;
-        // Every event, too, ends at the deadline or on cancellation.
-        let ctx = ctx.clone();
+        // Every event, too, ends at the deadline (the stream bound once content flows, as the
+        // HTTP adapters do) or on cancellation.
+        let first_ctx = ctx.clone();
+        let after_ctx = match ctx.stream_deadline() {
+            Some(at) => Context::new()
+                .with_cancellation(ctx.cancellation().clone())
+                .with_deadline(at),
+            None => Context::new().with_cancellation(ctx.cancellation().clone()),
+        };
         let id = self.id.clone();
         Ok(Box::pin(async_stream::stream! {
             let mut stream = stream;
+            let mut answered = false;
             loop {
+                let ctx = if answered { &after_ctx } else { &first_ctx };
                 match ctx.run(async { Ok(stream.next().await) }).await {
-                    Ok(Some(item)) => yield item,
+                    Ok(Some(item)) => {
+                        answered |= matches!(&item, Ok(ev) if ev.is_content());
+                        yield item
+                    }
                     Ok(None) => return,
                     Err(e) => {
                         let e = if e.kind() == ErrorKind::DeadlineExceeded {
-                            deadline_timeout().with_provider(id.name.clone(), id.model.clone())
+                            let e = deadline_timeout().with_provider(id.name.clone(), id.model.clone());
+                            if answered { e.with_fault(crate::fault::Fault::Caller) } else { e }
                         } else {
                             e
                         };

@@ -282,7 +282,10 @@ async fn per_kind_routes_pick_the_named_link() {
 
 #[tokio::test(start_paused = true)]
 async fn after_a_route_the_remaining_links_are_tried_in_order() {
-    let a = arc(ScriptedModel::new("a").fail(ErrorKind::ContextLengthExceeded));
+    // `a` has the smallest window: after its context-length failure, larger ones are tried.
+    let a = arc(ScriptedModel::new("a")
+        .with_caps(ripcord_core::Capabilities::new(8_000, 1_000))
+        .fail(ErrorKind::ContextLengthExceeded));
     let b = arc(ScriptedModel::new("b").reply("b"));
     let c = arc(ScriptedModel::new("c").fail(ErrorKind::Overloaded));
     let chain = chain_of(&[&a, &b, &c])
@@ -430,7 +433,7 @@ async fn a_link_can_reserve_budget_for_the_links_after_it() {
 
 #[tokio::test(start_paused = true)]
 async fn the_last_remaining_link_gets_the_whole_budget() {
-    // PITFALLS 7: a reserve never cuts the last link's attempt short.
+    // A reserve never cuts the last link's attempt short.
     let a = arc(ScriptedModel::new("a").reply_after("slow but valid", Duration::from_secs(12)));
     let chain = chain_of(&[&a])
         .reserve(Duration::from_secs(5))
@@ -443,7 +446,7 @@ async fn the_last_remaining_link_gets_the_whole_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn when_every_link_is_cooling_down_the_chain_waits_for_the_earliest() {
-    // PITFALLS 8.
+    // When every link is cooling down and one is back within the deadline, wait for it.
     let refuse = |after_ms| {
         Error::new(ErrorKind::CircuitOpen, "open").with_retry_after(Duration::from_millis(after_ms))
     };
@@ -648,7 +651,7 @@ async fn a_link_that_refuses_up_front_is_skipped_without_a_call() {
     );
     assert_eq!((a.asked(), a.inner.calls(), b.calls()), (1, 0, 1));
 
-    // Alone, a refusing link is waited for (PITFALLS 8), then asked again and called.
+    // Alone, a refusing link is waited for, then asked again and called.
     let lone = Chain::builder().link_arc(a.clone()).build().unwrap();
     let t0 = Instant::now();
     let r = lone.chat(&ask(), &Context::new()).await.unwrap();

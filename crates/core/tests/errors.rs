@@ -131,7 +131,7 @@ fn rate_limited_carries_retry_after_into_the_disposition() {
 
 #[test]
 fn quota_exhausted_is_never_retried_even_with_a_retry_after() {
-    // Same status as a rate limit, opposite action (PITFALLS 15).
+    // Same status as a rate limit, opposite action.
     let e = Error::new(ErrorKind::QuotaExhausted, "insufficient_quota")
         .with_status(StatusCode(429))
         .with_retry_after(Duration::from_secs(1));

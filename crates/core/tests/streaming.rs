@@ -40,7 +40,7 @@ fn texts(events: &[Result<StreamEvent, Error>]) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn an_error_as_the_first_stream_event_falls_back() {
-    // PITFALLS 1: a 429 delivered as the first SSE event is the attempt's error.
+    // A 429 delivered as the first SSE event is the attempt's error.
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![(
         ms(5),
         StreamItem::Error(Error::new(ErrorKind::RateLimited, "429 in-band")),
@@ -227,7 +227,7 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stalled_stream_ends_at_the_deadline() {
+async fn a_stalled_stream_after_first_content_ends_at_the_stream_bound_not_the_deadline() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
         (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
         (ms(0), StreamItem::Stall),
@@ -235,11 +235,16 @@ async fn a_stalled_stream_ends_at_the_deadline() {
     let chain = Chain::builder()
         .link_arc(a)
         .deadline(Duration::from_secs(3))
+        .stream_max(Duration::from_secs(20))
         .build()
         .unwrap();
     let t0 = Instant::now();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    assert_eq!(t0.elapsed(), Duration::from_secs(20));
+    assert_eq!(
+        events.last().unwrap().as_ref().unwrap_err().fault(),
+        ripcord_core::Fault::Caller
+    );
     assert_eq!(
         events.last().unwrap().as_ref().unwrap_err().kind(),
         ErrorKind::DeadlineExceeded
@@ -248,8 +253,9 @@ async fn a_stalled_stream_ends_at_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stalled_stream_of_a_link_that_bounds_itself_ends_with_its_own_timeout() {
-    // No per-event timer in the chain: the link's own limit ends the stream, at the deadline,
-    // with its own error.
+    // No per-event timer in the chain: the link's own limit ends the stream, at the stream
+    // bound (past the deadline, which only bounded the first content), with its own error —
+    // charged to the caller, not the link.
     let a = Arc::new(
         ScriptedModel::new("a")
             .stream_items(vec![
@@ -261,14 +267,16 @@ async fn a_stalled_stream_of_a_link_that_bounds_itself_ends_with_its_own_timeout
     let chain = Chain::builder()
         .link_arc(a)
         .deadline(Duration::from_secs(3))
+        .stream_max(Duration::from_secs(30))
         .build()
         .unwrap();
     let t0 = Instant::now();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    assert_eq!(t0.elapsed(), Duration::from_secs(30));
     let e = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert_eq!(e.provider(), Some("a"));
+    assert_eq!(e.fault(), ripcord_core::Fault::Caller);
 }
 
 #[tokio::test(start_paused = true)]
@@ -403,4 +411,66 @@ async fn nested_chains_stream_through() {
         r.degraded(),
         "the inner chain's fallback shows in the outer provenance"
     );
+}
+
+#[test]
+fn a_collected_tool_call_index_beyond_the_bound_is_an_invalid_response() {
+    let mut c = ripcord_core::stream::Collector::new();
+    c.push(StreamEvent::ToolCallDelta {
+        index: u32::MAX,
+        id: Some("c".into()),
+        name: Some("f".into()),
+        arguments: String::new(),
+    });
+    c.push(StreamEvent::finish(FinishReason::ToolCalls));
+    assert_eq!(c.finish().unwrap_err().kind(), ErrorKind::InvalidResponse);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_cut_by_the_callers_budget_is_not_restarted_elsewhere() {
+    // The caller's budget is spent: under Restart the chain goes to the static reply, as it
+    // does whenever the deadline has passed, and never sends the request to another link.
+    let items: Vec<_> = (0..40)
+        .map(|_| {
+            (
+                Duration::from_secs(1),
+                StreamItem::Event(StreamEvent::text("x")),
+            )
+        })
+        .collect();
+    let a = Arc::new(ScriptedModel::new("a").stream_items(items));
+    let b = Arc::new(ScriptedModel::new("b"));
+    let chain = Chain::builder()
+        .link_arc(a)
+        .link_arc(b.clone())
+        .stream_policy(StreamPolicy::Restart)
+        .static_reply("unavailable")
+        .build()
+        .unwrap();
+    let ctx = Context::new().with_timeout(Duration::from_secs(20));
+    let r = stream::collect(chain.stream(&ask(), &ctx).await.unwrap())
+        .await
+        .unwrap();
+    assert!(r.provenance.static_reply);
+    assert_eq!(b.calls(), 0);
+    // Without a static reply the stream ends with the cut.
+    let items: Vec<_> = (0..40)
+        .map(|_| {
+            (
+                Duration::from_secs(1),
+                StreamItem::Event(StreamEvent::text("x")),
+            )
+        })
+        .collect();
+    let chain = Chain::builder()
+        .link(ScriptedModel::new("a").stream_items(items))
+        .link_arc(b.clone())
+        .stream_policy(StreamPolicy::Restart)
+        .build()
+        .unwrap();
+    let ctx = Context::new().with_timeout(Duration::from_secs(20));
+    let events = drain(chain.stream(&ask(), &ctx).await.unwrap()).await;
+    let e = events.last().unwrap().as_ref().unwrap_err();
+    assert!(e.is_deadline_cut(), "{e}");
+    assert_eq!(b.calls(), 0);
 }

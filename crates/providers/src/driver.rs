@@ -8,7 +8,9 @@
 //!
 //! Limits: until the first content event (text, tool call, or finish) the first-token limit
 //! applies — measured from when the request was sent; after it, the idle limit applies to each
-//! gap between network reads. The context's deadline and cancellation apply throughout. A body
+//! gap between network reads, and the context's stream bound
+//! ([`Context::stream_deadline`]) replaces its deadline (a cut by it is the caller's, not the
+//! vendor's). Cancellation applies throughout. A body
 //! that ends before the vendor's terminator (`[DONE]`, `message_stop`) — cleanly, after a few
 //! keep-alive lines, or mid-event — is a "stream truncated" error, never a quiet end. Its kind
 //! is `Network` (the connection ended early; nothing the vendor sent was malformed) and it is
@@ -182,8 +184,19 @@ impl<D: Decoder> Driver<D> {
             } else {
                 self.first
             };
-            let read = match http::guard(&self.ctx, limit, self.body.next()).await {
+            // Once the vendor is answering, the stream bound replaces the deadline (which only
+            // bounded getting an answer), and a cut by it is the caller's, not the vendor's.
+            let deadline = if self.answered {
+                self.ctx.stream_deadline()
+            } else {
+                self.ctx.deadline()
+            };
+            let read = match http::guard_until(&self.ctx, deadline, limit, self.body.next()).await {
                 Ok(r) => r,
+                Err(e) if self.answered && e.is_deadline_cut() => {
+                    let e = e.with_fault(ripcord_core::Fault::Caller);
+                    return Some(Err(self.fail(e)));
+                }
                 Err(e) => return Some(Err(self.fail(e))),
             };
             match read {

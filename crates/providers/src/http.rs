@@ -690,7 +690,18 @@ pub(crate) async fn guard<T>(
     limit: Limit,
     fut: impl Future<Output = T>,
 ) -> Result<T> {
-    let (at, phase) = match ctx.deadline() {
+    guard_until(ctx, ctx.deadline(), limit, fut).await
+}
+
+/// As [`guard`], with `deadline` in place of the context's deadline (a stream after its first
+/// content runs under the context's stream bound instead).
+pub(crate) async fn guard_until<T>(
+    ctx: &Context,
+    deadline: Option<Instant>,
+    limit: Limit,
+    fut: impl Future<Output = T>,
+) -> Result<T> {
+    let (at, phase) = match deadline {
         Some(d) if d <= limit.at => (d, TimeoutPhase::Total),
         _ => (limit.at, limit.phase),
     };
@@ -721,10 +732,13 @@ pub(crate) fn precheck(ctx: &Context) -> Result<()> {
         return Err(Error::cancelled());
     }
     if ctx.is_expired() {
+        // Nothing was sent: the vendor neither processed it nor is to blame for it.
         return Err(Error::timeout(
             TimeoutPhase::Total,
             "the call's deadline had passed before the request was sent",
-        ));
+        )
+        .with_maybe_processed(false)
+        .with_fault(ripcord_core::Fault::Local));
     }
     Ok(())
 }
@@ -842,11 +856,13 @@ fn connect_timeout(detail: &str) -> Error {
     )
 }
 
+/// A connection that was never made: nothing was sent, so the vendor cannot have processed it.
 fn cannot_connect(detail: &str) -> Error {
     Error::new(
         ErrorKind::Network,
         format!("cannot connect to the vendor: {detail}"),
     )
+    .with_maybe_processed(false)
 }
 
 /// A body that stopped before its declared length or its chunked terminator. The connection

@@ -310,11 +310,20 @@ impl<M: ChatModel> SharedBreaker<M> {
         }
     }
 
-    fn verdict(&self, result: &std::result::Result<(), &Error>, ctx: &Context) -> Verdict {
+    fn verdict(
+        &self,
+        result: &std::result::Result<(), &Error>,
+        ctx: &Context,
+        budget: Option<Duration>,
+    ) -> Verdict {
         let e = match result {
             Ok(()) => return Verdict::Success,
             Err(e) => e,
         };
+        // The same rule as the local breaker: only a failure charged to the vendor counts.
+        if e.fault_in(ctx, budget, false) != ripcord_core::Fault::Vendor {
+            return Verdict::Ignore;
+        }
         let kind = match e.kind() {
             ErrorKind::Cancelled => return Verdict::Ignore,
             ErrorKind::DeadlineExceeded if ctx.is_cancelled() => return Verdict::Ignore,
@@ -384,6 +393,7 @@ impl<M: ChatModel> SharedBreaker<M> {
     where
         F: std::future::Future<Output = Result<T>>,
     {
+        let budget = ctx.remaining();
         let result = match admission {
             Admission::Probe(_) => {
                 let limit = self.config.probe_timeout;
@@ -400,7 +410,7 @@ impl<M: ChatModel> SharedBreaker<M> {
             }
             Admission::Closed(_) => fut.await,
         };
-        let verdict = self.verdict(&result.as_ref().map(|_| ()), ctx);
+        let verdict = self.verdict(&result.as_ref().map(|_| ()), ctx, budget);
         self.record(admission, verdict).await;
         result
     }

@@ -38,7 +38,7 @@
 //! - **hedge** races two *whole* guarded links; each side keeps its own breaker and limits.
 //! - **health** sees each logical call's final outcome, like the breaker, plus its refusals.
 //! - **breaker** outside the retry, so it records one outcome per logical call after the
-//!   retries are spent, not one per attempt (PITFALLS 10); and outside the queue and limits, so
+//!   retries are spent, not one per attempt; and outside the queue and limits, so
 //!   an open breaker refuses at once instead of waiting for a slot.
 //! - **budget** charges the tenant once per logical call.
 //! - **bulkhead** bounds logical calls in flight; the queue is where priority acts.
@@ -47,7 +47,7 @@
 //!   that retries could bypass would not keep us under the vendor's), and a vendor 429 pauses
 //!   the limiter before the retry waits out its retry-after.
 //! - **timeout** per attempt, inside the retry (each attempt gets its own limit) and inside the
-//!   breaker (a timeout is recorded as a failure, PITFALLS 11).
+//!   breaker (a timeout is recorded as a failure rather than lost when an outer timer drops the call).
 //! - **validate** innermost: a bad answer is an attempt's `InvalidResponse`, retried and
 //!   counted like any failure.
 //! - **redact** (opt-in) around the vendor model itself: every attempt is masked on its way

@@ -1,12 +1,12 @@
 //! Stream plumbing shared by the policies.
 //!
 //! - [`open_to_first_content`]: an attempt at a stream is not over until its first content
-//!   event (or its finish) arrives (PITFALLS 1): errors before it are the attempt's errors, so
+//!   event (or its finish) arrives: errors before it are the attempt's errors, so
 //!   retry, hedging and fallback can still act on them.
 //! - [`Observed`]: a stream adapter that tells an observer how the stream ended — finished,
 //!   failed (including a truncated stream, which it turns into an `InvalidResponse` error,
-//!   PITFALLS 2) or dropped by the consumer — exactly once. Breakers, limiters, budgets and
-//!   health trackers record one outcome per logical call through it (PITFALLS 10).
+//!   never a short answer) or dropped by the consumer — exactly once. Breakers, limiters, budgets and
+//!   health trackers record one outcome per logical call through it.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -15,7 +15,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use ripcord_core::{ChatStream, Error, ErrorKind, Result, StreamEvent};
+use ripcord_core::{ChatStream, Error, ErrorKind, Fault, Result, StreamEvent};
 use tokio::time::{Instant, Sleep};
 
 /// The error of a stream that ended without its finish event.
@@ -49,6 +49,57 @@ pub(crate) async fn open_to_first_content(mut stream: ChatStream) -> Result<Chat
     }
 }
 
+/// Bounds each event of `stream` by the context: its deadline until first content, its stream
+/// bound after, and its cancellation — for layers that promise to bound themselves around a
+/// model that does not.
+pub(crate) fn bounded_by(stream: ChatStream, ctx: &ripcord_core::Context) -> ChatStream {
+    let cancel = ctx.cancellation().clone();
+    let first = ctx.deadline();
+    let after = ctx.stream_deadline();
+    let state = (stream, false, false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut stream, mut content, done)| {
+            let cancel = cancel.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                let at = if content { after } else { first };
+                let next = async {
+                    match at {
+                        Some(at) => {
+                            tokio::time::timeout_at(at, stream.next())
+                                .await
+                                .map_err(|_| {
+                                    if content {
+                                        stream_bound_passed()
+                                    } else {
+                                        Error::deadline_exceeded()
+                                    }
+                                })
+                        }
+                        None => Ok(stream.next().await),
+                    }
+                };
+                let item = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Err(Error::cancelled()),
+                    r = next => r,
+                };
+                match item {
+                    Ok(Some(Ok(ev))) => {
+                        content |= ev.is_content();
+                        Some((Ok(ev), (stream, content, false)))
+                    }
+                    Ok(Some(Err(e))) | Err(e) => Some((Err(e), (stream, content, true))),
+                    Ok(None) => None,
+                }
+            }
+        },
+    ))
+}
+
 /// How an observed stream ended.
 #[derive(Debug)]
 pub(crate) enum End<'a> {
@@ -67,6 +118,10 @@ pub(crate) trait StreamObserver: Send + 'static {
         item
     }
 
+    /// Called once, at the first content event (text, tool call) — the moment the stream is
+    /// committed to this link.
+    fn on_content(&mut self) {}
+
     /// Called exactly once, when the stream ends, fails or is dropped.
     fn on_end(&mut self, end: End<'_>);
 }
@@ -77,6 +132,7 @@ pub(crate) struct Observed<O: StreamObserver> {
     inner: ChatStream,
     observer: O,
     finished: bool,
+    content: bool,
     done: bool,
 }
 
@@ -86,6 +142,7 @@ impl<O: StreamObserver> Observed<O> {
             inner,
             observer,
             finished: false,
+            content: false,
             done: false,
         }
     }
@@ -109,6 +166,10 @@ impl<O: StreamObserver> Stream for Observed<O> {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(item)) => match this.observer.on_item(item) {
                 Ok(ev) => {
+                    if !this.content && ev.is_content() {
+                        this.content = true;
+                        this.observer.on_content();
+                    }
                     this.finished |= matches!(ev, StreamEvent::Finish { .. });
                     Poll::Ready(Some(Ok(ev)))
                 }
@@ -142,47 +203,101 @@ impl<O: StreamObserver> Drop for Observed<O> {
     }
 }
 
-/// Time limits on a stream: a total deadline, a first-content deadline and an idle gap between
-/// events after the first content. When one passes, the stream yields that limit's error and ends.
+/// Time limits on a stream.
+///
+/// Before the first content event one bound applies (`first_content`: the earliest of the
+/// first-token limit, the attempt limit and the deadline); after it, the stream bound
+/// (`stream`, the context's [`stream_deadline`](ripcord_core::Context::stream_deadline)) and
+/// the idle gap. When one passes, the stream yields that limit's error and ends.
 #[derive(Debug, Default)]
 pub(crate) struct Limits {
-    /// The whole stream must end by this instant.
-    pub(crate) total: Option<(Instant, Error)>,
     /// The first content event must arrive by this instant.
     pub(crate) first_content: Option<(Instant, Error)>,
-    /// After the first content event, at most this long between two events.
+    /// After the first content event, the whole stream must end by this instant.
+    pub(crate) stream: Option<(Instant, Error)>,
+    /// After the first content event, at most this long spent waiting for the next event.
     pub(crate) idle: Option<(Duration, Error)>,
 }
 
+/// The error of a stream cut by its bound after first content: the caller's budget (or the
+/// stream's own total), never the link's failure.
+pub(crate) fn stream_bound_passed() -> Error {
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        "the stream's bound after first content passed",
+    )
+    .with_fault(Fault::Caller)
+}
+
 /// A stream under [`Limits`].
+///
+/// The limits are checked on every poll — also when the inner stream is always ready, which
+/// would otherwise never give a timer the chance to fire. The idle gap counts only the time the
+/// consumer spends *waiting* for the vendor (from the first pending poll after an event), so a
+/// consumer that reads slowly is never taken for a silent vendor.
 pub(crate) struct Guarded {
     inner: ChatStream,
-    total: Option<(Pin<Box<Sleep>>, Error)>,
-    gap: Option<(Pin<Box<Sleep>>, Error)>,
-    idle: Option<(Duration, Error)>,
+    limits: Limits,
+    sleep: Option<Pin<Box<Sleep>>>,
+    sleep_at: Option<Instant>,
+    /// When the current wait for the vendor started to count (after first content).
+    idle_at: Option<Instant>,
     seen_content: bool,
     done: bool,
 }
 
+/// Which limit fired.
+enum Fired {
+    First,
+    Stream,
+    Idle,
+}
+
 impl Guarded {
     pub(crate) fn boxed(inner: ChatStream, limits: Limits) -> ChatStream {
-        if limits.total.is_none() && limits.first_content.is_none() && limits.idle.is_none() {
+        if limits.stream.is_none() && limits.first_content.is_none() && limits.idle.is_none() {
             return inner;
         }
-        let total = limits
-            .total
-            .map(|(at, e)| (Box::pin(tokio::time::sleep_until(at)), e));
-        let gap = limits
-            .first_content
-            .map(|(at, e)| (Box::pin(tokio::time::sleep_until(at)), e));
         Box::pin(Guarded {
             inner,
-            total,
-            gap,
-            idle: limits.idle,
+            limits,
+            sleep: None,
+            sleep_at: None,
+            idle_at: None,
             seen_content: false,
             done: false,
         })
+    }
+
+    /// The next instant a limit fires, and which.
+    fn next_limit(&self) -> Option<(Instant, Fired)> {
+        if !self.seen_content {
+            return self
+                .limits
+                .first_content
+                .as_ref()
+                .map(|(at, _)| (*at, Fired::First));
+        }
+        let stream = self
+            .limits
+            .stream
+            .as_ref()
+            .map(|(at, _)| (*at, Fired::Stream));
+        let idle = self.idle_at.map(|at| (at, Fired::Idle));
+        match (stream, idle) {
+            (Some(s), Some(i)) => Some(if i.0 < s.0 { i } else { s }),
+            (s, i) => s.or(i),
+        }
+    }
+
+    fn fire(&mut self, which: Fired) -> Poll<Option<Result<StreamEvent>>> {
+        self.done = true;
+        let e = match which {
+            Fired::First => self.limits.first_content.as_ref().map(|(_, e)| e.clone()),
+            Fired::Stream => self.limits.stream.as_ref().map(|(_, e)| e.clone()),
+            Fired::Idle => self.limits.idle.as_ref().map(|(_, e)| e.clone()),
+        };
+        Poll::Ready(Some(Err(e.unwrap_or_else(stream_bound_passed))))
     }
 }
 
@@ -194,22 +309,15 @@ impl Stream for Guarded {
         if this.done {
             return Poll::Ready(None);
         }
+        if let Some((at, which)) = this.next_limit()
+            && Instant::now() >= at
+        {
+            return this.fire(which);
+        }
         match this.inner.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(ev))) => {
-                if ev.is_content() || this.seen_content {
-                    this.seen_content = true;
-                    match (&mut this.gap, &this.idle) {
-                        (Some((sleep, err)), Some((idle, idle_err))) => {
-                            sleep.as_mut().reset(Instant::now() + *idle);
-                            *err = idle_err.clone();
-                        }
-                        (None, Some((idle, idle_err))) => {
-                            this.gap =
-                                Some((Box::pin(tokio::time::sleep(*idle)), idle_err.clone()));
-                        }
-                        (gap, None) => *gap = None,
-                    }
-                }
+                this.seen_content |= ev.is_content();
+                this.idle_at = None;
                 Poll::Ready(Some(Ok(ev)))
             }
             Poll::Ready(Some(Err(e))) => {
@@ -221,14 +329,26 @@ impl Stream for Guarded {
                 Poll::Ready(None)
             }
             Poll::Pending => {
-                for slot in [&mut this.total, &mut this.gap] {
-                    if let Some((sleep, err)) = slot
-                        && sleep.as_mut().poll(cx).is_ready()
-                    {
-                        let e = err.clone();
-                        this.done = true;
-                        return Poll::Ready(Some(Err(e)));
+                if this.seen_content
+                    && this.idle_at.is_none()
+                    && let Some((idle, _)) = &this.limits.idle
+                {
+                    this.idle_at = Some(Instant::now() + *idle);
+                }
+                let Some((at, which)) = this.next_limit() else {
+                    return Poll::Pending;
+                };
+                if this.sleep_at != Some(at) {
+                    match &mut this.sleep {
+                        Some(sleep) => sleep.as_mut().reset(at),
+                        None => this.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
                     }
+                    this.sleep_at = Some(at);
+                }
+                if let Some(sleep) = &mut this.sleep
+                    && sleep.as_mut().poll(cx).is_ready()
+                {
+                    return this.fire(which);
                 }
                 Poll::Pending
             }

@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ripcord_chaos::{FakeOptions, FakeVendor, Wire};
+use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
 use ripcord_cli::build::{BuildHooks, Built, Wrap, build_with};
-use ripcord_cli::config::{Config, Env, ProviderKind};
+use ripcord_cli::config::{BulkheadConfig, Config, Env, ProviderKind, RateLimitConfig};
 use ripcord_core::ChatModel;
 use secrecy::ExposeSecret;
 
 use super::observe::{LocalSwitch, Observed, Point, Recorder};
 use super::record::LinkInfo;
-use super::scenario::{Scenario, hash_str, mix};
+use super::scenario::{LONG_STREAM_CHUNKS, Scenario, hash_str, mix};
 
 /// The built-in chain: an OpenAI-wire fake, an Anthropic-wire fake, the real local Llama and a
 /// static reply. Short limits, so a few seconds of chaos show the whole story.
@@ -24,6 +24,8 @@ const BUILTIN: &str = r#"
 [chain]
 order = ["primary", "backup"@LOCAL_ORDER@]
 deadline_ms = @DEADLINE_MS@
+stream_max_ms = 8000
+min_attempt_ms = 300
 static_reply = "The assistant is busy right now; please try again in a few minutes."
 stream_policy = "restart"
 
@@ -348,10 +350,31 @@ pub(crate) async fn rig(
     let mut config = t.config.clone();
     let mut fakes = BTreeMap::new();
     let mut reused = Vec::new();
+    let mut options = FakeOptions::fast();
+    if s.long_streams() {
+        options.reply = Reply {
+            chunks: LONG_STREAM_CHUNKS,
+            ..Reply::text(
+                "Once upon a time, a very long answer streamed past its deadline, chunk after chunk, and was never cut.",
+            )
+        };
+    }
     for p in &mut config.chain {
+        if let Some((_, l)) = s.load.limits.iter().find(|(n, _)| *n == p.name) {
+            p.bulkhead = Some(BulkheadConfig {
+                max_in_flight: l.slots,
+                max_queue: None,
+                max_queue_wait_ms: Some(l.queue_wait_ms),
+            });
+            p.rate_limit = Some(RateLimitConfig {
+                rpm: Some(l.rpm),
+                tpm: None,
+                pause_429_ms: None,
+            });
+        }
         match wire_of(p.kind) {
             Some(wire) => {
-                let fake = FakeVendor::start_with(wire, FakeOptions::fast())
+                let fake = FakeVendor::start_with(wire, options.clone())
                     .await
                     .map_err(|e| format!("cannot start the fake vendor {:?}: {e}", p.name))?;
                 p.base_url = Some(base_url(p.kind, &fake));

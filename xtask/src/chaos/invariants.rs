@@ -3,12 +3,13 @@
 //!
 //! | id | invariant | read from |
 //! | --- | --- | --- |
-//! | `deadline` | no call returned after its deadline (plus a tolerance) | request start/end |
+//! | `deadline` | no call returned after its deadline (plus a tolerance); a stream got its first content by its deadline and ended by the stream bound | request start/first content/end |
 //! | `never-retry` | no link attempted again for a request after a fail-fast or never-retry kind | wire attempts, provenance |
 //! | `half-open` | probes in flight in a half-open window ≤ the breaker's permits | admissions, transitions |
 //! | `open-breaker` | no call admitted while its breaker was open; no vendor attempt outside an admitted call | admissions, wire attempts |
 //! | `answered` | every request got an answer or a classified error; every user finished in time | requests |
 //! | `no-keys` | no API key in any log event, span or report | the capture layer, the reports |
+//! | `no-resend` | a request marked not retry-safe is never sent again after a failure the vendor may have processed (timeout, reset, truncated or invalid answer, a call cut mid-flight) | wire attempts |
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -70,7 +71,7 @@ impl Check {
     }
 }
 
-/// The six invariants, in order.
+/// The seven invariants, in order.
 pub(crate) fn check_all(r: &Records, tolerance_ms: f64) -> Vec<Check> {
     vec![
         deadline(r, tolerance_ms),
@@ -79,7 +80,69 @@ pub(crate) fn check_all(r: &Records, tolerance_ms: f64) -> Vec<Check> {
         open_breaker(r),
         answered(r),
         no_keys(r),
+        no_resend(r),
     ]
+}
+
+/// True when a vendor call ended in a way that leaves the vendor possibly having processed
+/// the request: a timeout, a reset, a truncated or invalid answer, or a call cut mid-flight.
+fn ambiguous(w: &CallRec) -> bool {
+    match w.end {
+        Some(super::record::CallEnd::Dropped) => true,
+        Some(super::record::CallEnd::Failed(k)) => matches!(
+            k,
+            ErrorKind::Timeout
+                | ErrorKind::Network
+                | ErrorKind::InvalidResponse
+                | ErrorKind::DeadlineExceeded
+        ),
+        _ => false,
+    }
+}
+
+/// (7) No re-send of a request marked not retry-safe after an ambiguous failure.
+pub(crate) fn no_resend(r: &Records) -> Check {
+    let mut by_request: BTreeMap<&str, Vec<&CallRec>> = BTreeMap::new();
+    for w in &r.wires {
+        if let Some(id) = &w.request {
+            by_request.entry(id.as_str()).or_default().push(w);
+        }
+    }
+    let mut offenders = Vec::new();
+    let mut unsafe_requests = 0usize;
+    let mut ambiguous_ends = 0usize;
+    for q in r.requests.iter().filter(|q| !q.retry_safe) {
+        unsafe_requests += 1;
+        let mut wires = by_request.get(q.id.as_str()).cloned().unwrap_or_default();
+        wires.sort_by_key(|w| w.start_seq);
+        if let Some(pos) = wires.iter().position(|w| ambiguous(w)) {
+            ambiguous_ends += 1;
+            let first = wires[pos];
+            let after = &wires[pos + 1..];
+            if let Some(again) = after.first() {
+                let how = match first.end {
+                    Some(super::record::CallEnd::Failed(k)) => k.as_str().to_owned(),
+                    _ => "cut mid-flight".to_owned(),
+                };
+                offenders.push(format!(
+                    "{}: {} ended {how} (the vendor may have processed it), then it was sent again to {} ({} more time{})",
+                    q.id,
+                    first.link,
+                    again.link,
+                    after.len(),
+                    if after.len() == 1 { "" } else { "s" }
+                ));
+            }
+        }
+    }
+    Check::new(
+        "no-resend",
+        "no re-send of a request marked not retry-safe after an ambiguous failure",
+        format!(
+            "{unsafe_requests} requests not retry-safe; {ambiguous_ends} met an ambiguous failure"
+        ),
+        offenders,
+    )
 }
 
 /// (1) No call returned after its deadline.
@@ -87,13 +150,38 @@ pub(crate) fn deadline(r: &Records, tolerance_ms: f64) -> Check {
     let mut offenders = Vec::new();
     let mut worst: f64 = f64::NEG_INFINITY;
     for q in &r.requests {
+        // A stream that delivered is bounded by its deadline only up to its first content;
+        // then by the stream bound.
+        let first = match (q.streamed, q.first_content_ms) {
+            (true, Some(fc)) => Some(fc - q.start_ms),
+            _ => None,
+        };
+        if let Some(first) = first
+            && first > q.deadline_ms + tolerance_ms
+        {
+            offenders.push(format!(
+                "{}: first content after {:.0} ms (deadline {:.0} ms)",
+                q.id, first, q.deadline_ms
+            ));
+        }
+        let bound = match first {
+            Some(_) if r.stream_max_ms > 0.0 => r.stream_max_ms,
+            _ => q.deadline_ms,
+        };
         match q.latency_ms() {
             Some(l) => {
-                worst = worst.max(l - q.deadline_ms);
-                if l > q.deadline_ms + tolerance_ms {
+                worst = worst.max(first.unwrap_or(l) - q.deadline_ms);
+                if l > bound + tolerance_ms {
                     offenders.push(format!(
-                        "{}: returned after {:.0} ms (deadline {:.0} ms)",
-                        q.id, l, q.deadline_ms
+                        "{}: returned after {:.0} ms ({} {:.0} ms)",
+                        q.id,
+                        l,
+                        if first.is_some() {
+                            "stream bound"
+                        } else {
+                            "deadline"
+                        },
+                        bound
                     ));
                 }
             }
@@ -441,30 +529,53 @@ pub(crate) fn expectations(r: &Records, e: &Expect) -> Vec<Check> {
         ));
     }
     if let Some(min) = e.min_answered_pct {
+        // A request marked not retry-safe whose vendor may have processed it before failing
+        // must not be sent anywhere else: its honest classified error counts as handled.
+        let mut ambiguous_unsafe: BTreeMap<&str, bool> = BTreeMap::new();
+        for w in &r.wires {
+            if let Some(id) = &w.request
+                && ambiguous(w)
+            {
+                ambiguous_unsafe.insert(id.as_str(), true);
+            }
+        }
+        let handled = |q: &&super::record::RequestRec| match q.outcome {
+            Outcome::Answered { .. } => true,
+            Outcome::Failed { .. } => !q.retry_safe && ambiguous_unsafe.contains_key(q.id.as_str()),
+            _ => false,
+        };
         let total = r.requests.len();
         let answers = r
             .requests
             .iter()
             .filter(|q| matches!(q.outcome, Outcome::Answered { .. }))
             .count();
+        let held = r.requests.iter().filter(handled).count() - answers;
         let pct = if total == 0 {
             0.0
         } else {
-            answers as f64 * 100.0 / total as f64
+            (answers + held) as f64 * 100.0 / total as f64
         };
         let offenders: Vec<String> = if pct + 1e-9 < min {
             r.requests
                 .iter()
-                .filter(|q| !matches!(q.outcome, Outcome::Answered { .. }))
+                .filter(|q| !handled(q))
                 .map(|q| format!("{}: not answered", q.id))
                 .collect()
         } else {
             Vec::new()
         };
+        let answers_detail = if held == 0 {
+            format!("{answers} of {total} answered ({pct:.1}%)")
+        } else {
+            format!(
+                "{answers} of {total} answered, {held} not retry-safe ended with an honest error after an ambiguous failure ({pct:.1}%)"
+            )
+        };
         let mut c = Check::new(
             "answered-share",
             &format!("at least {min:.0}% of requests answered"),
-            format!("{answers} of {total} answered ({pct:.1}%)"),
+            answers_detail,
             offenders,
         );
         if total == 0 {
@@ -493,6 +604,8 @@ mod tests {
     fn req(id: &str, start: f64, end: Option<f64>, outcome: Outcome) -> RequestRec {
         RequestRec {
             id: id.to_owned(),
+            retry_safe: true,
+            first_content_ms: None,
             user: 0,
             streamed: false,
             start_ms: start,
@@ -547,6 +660,97 @@ mod tests {
             run_ms: 2000.0,
             ..Records::default()
         }
+    }
+
+    #[test]
+    fn a_stream_is_held_to_its_deadline_until_first_content_then_to_the_stream_bound() {
+        let mut r = records();
+        r.stream_max_ms = 8000.0;
+        let stream = |id: &str, first: Option<f64>, end: f64| {
+            let mut q = req(id, 0.0, Some(end), ok("primary"));
+            q.streamed = true;
+            q.first_content_ms = first;
+            q
+        };
+        r.requests = vec![
+            stream("long", Some(40.0), 5000.0),
+            stream("late-first", Some(1500.0), 2000.0),
+            stream("past-bound", Some(40.0), 9000.0),
+            stream("no-content", None, 1600.0),
+        ];
+        let c = deadline(&r, 100.0);
+        let ids: Vec<&str> = c
+            .offenders
+            .iter()
+            .map(|o| o.split(':').next().unwrap())
+            .collect();
+        assert_eq!(ids, ["late-first", "past-bound", "no-content"], "{c:?}");
+    }
+
+    #[test]
+    fn no_resend_flags_a_second_send_of_an_unsafe_request_after_an_ambiguous_failure() {
+        let mut r = records();
+        let unsafe_req = |id: &str| {
+            let mut q = req(id, 0.0, Some(10.0), ok("backup"));
+            q.retry_safe = false;
+            q
+        };
+        r.requests = vec![
+            unsafe_req("resent"),
+            unsafe_req("fine"),
+            unsafe_req("refused-then-retried"),
+            req("safe", 0.0, Some(10.0), ok("backup")),
+        ];
+        r.wires = vec![
+            call("resent", "primary", 1, Some(2), Some(ErrorKind::Network)),
+            call("resent", "backup", 3, Some(4), None),
+            call("fine", "primary", 5, Some(6), Some(ErrorKind::Timeout)),
+            // Not ambiguous: the vendor answered 503 at once; another try is fine.
+            call(
+                "refused-then-retried",
+                "primary",
+                7,
+                Some(8),
+                Some(ErrorKind::Overloaded),
+            ),
+            call("refused-then-retried", "backup", 9, Some(10), None),
+            // Retry-safe: may be sent again.
+            call("safe", "primary", 11, Some(12), Some(ErrorKind::Network)),
+            call("safe", "backup", 13, Some(14), None),
+        ];
+        let c = no_resend(&r);
+        assert!(!c.passed);
+        assert_eq!(c.offender_count, 1, "{c:?}");
+        assert!(
+            c.offenders[0].starts_with("resent: primary ended network"),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn an_unsafe_request_ending_in_an_honest_error_after_an_ambiguous_failure_is_handled() {
+        let mut r = records();
+        let failed = || Outcome::Failed {
+            kind: ErrorKind::Timeout,
+        };
+        let mut u = req("u", 0.0, Some(10.0), failed());
+        u.retry_safe = false;
+        r.requests = vec![u, req("s", 0.0, Some(10.0), failed())];
+        r.wires = vec![
+            call("u", "primary", 1, Some(2), Some(ErrorKind::Timeout)),
+            call("s", "primary", 3, Some(4), Some(ErrorKind::Timeout)),
+        ];
+        let e = Expect {
+            min_answered_pct: Some(100.0),
+            ..Expect::default()
+        };
+        let c = expectations(&r, &e)
+            .into_iter()
+            .find(|c| c.id == "answered-share")
+            .unwrap();
+        assert!(!c.passed);
+        assert_eq!(c.offenders, ["s: not answered"], "{c:?}");
+        assert!(c.detail.contains("1 not retry-safe"), "{c:?}");
     }
 
     #[test]

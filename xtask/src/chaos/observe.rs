@@ -121,6 +121,7 @@ impl Recorder {
         id: String,
         user: usize,
         streamed: bool,
+        retry_safe: bool,
         deadline: Duration,
     ) -> usize {
         self.live.started.fetch_add(1, Ordering::Relaxed);
@@ -130,13 +131,23 @@ impl Recorder {
             id,
             user,
             streamed,
+            retry_safe,
             start_ms,
+            first_content_ms: None,
             end_ms: None,
             deadline_ms: deadline.as_secs_f64() * 1000.0,
             outcome: Outcome::Unfinished,
             attempts: Vec::new(),
         });
         log.requests.len() - 1
+    }
+
+    /// Logs the first content of a streamed request.
+    pub(crate) fn first_content(&self, idx: usize) {
+        let at = self.now_ms();
+        if let Some(r) = lock(&self.log).requests.get_mut(idx) {
+            r.first_content_ms.get_or_insert(at);
+        }
     }
 
     /// Logs how a request ended.

@@ -68,8 +68,14 @@ pub(crate) struct RequestRec {
     pub(crate) id: String,
     pub(crate) user: usize,
     pub(crate) streamed: bool,
+    /// False for a request marked not retry-safe (it must never be sent twice after a failure
+    /// the vendor may have processed).
+    pub(crate) retry_safe: bool,
     /// Milliseconds since the scenario started.
     pub(crate) start_ms: f64,
+    /// When a streamed request's first content arrived (milliseconds since the scenario started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) first_content_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) end_ms: Option<f64>,
     /// The request's own deadline, relative to its start.
@@ -173,6 +179,8 @@ pub(crate) struct Records {
     pub(crate) hits: BTreeMap<String, usize>,
     /// How long users kept sending.
     pub(crate) run_ms: f64,
+    /// The bound of a stream after its first content (the chain's `stream_max_ms`).
+    pub(crate) stream_max_ms: f64,
     /// How long the run waited for the users to finish.
     pub(crate) join_limit_ms: f64,
     /// False when some user was still busy at `join_limit_ms`.

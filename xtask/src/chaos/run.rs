@@ -127,11 +127,13 @@ async fn chat_once(
     }
 }
 
-/// One streamed request, read to its end.
+/// One streamed request, read to its end; its first content is logged at `idx`.
 async fn stream_once(
     chain: &dyn ChatModel,
     req: &ChatRequest,
     ctx: &Context,
+    rec: &Recorder,
+    idx: usize,
 ) -> (Outcome, Vec<AttemptRec>) {
     let mut stream = match chain.stream(req, ctx).await {
         Ok(s) => s,
@@ -144,6 +146,7 @@ async fn stream_once(
             Ok(StreamEvent::Provenance { provenance: p }) => provenance = Some(*p),
             Ok(StreamEvent::Finish { .. }) => finished = true,
             Ok(StreamEvent::Restarted { .. }) => finished = false,
+            Ok(ev) if ev.is_content() => rec.first_content(idx),
             Ok(_) => {}
             Err(e) => {
                 let before = provenance
@@ -181,6 +184,7 @@ async fn user(
     routes: usize,
     rec: &Recorder,
     s: &Settings,
+    stream_max: Duration,
     seed: u64,
 ) {
     let mut rng = Rng::new(mix(
@@ -192,13 +196,22 @@ async fn user(
         let id = format!("u{u}-{n}");
         let streamed = rng.next_f64() < s.stream_share;
         let prompt = PROMPTS[rng.below(PROMPTS.len() as u64) as usize];
+        // One request in four has a side effect hanging on it: never to be sent twice after
+        // a failure the vendor may have processed.
+        let retry_safe = rng.below(4) != 0;
         let req = ChatRequest::user(prompt).with_max_tokens(s.max_tokens);
-        let idx = rec.request_started(id.clone(), u, streamed, s.deadline);
+        let idx = rec.request_started(id.clone(), u, streamed, retry_safe, s.deadline);
         let mut ctx = Context::new()
             .with_timeout(s.deadline)
+            .with_retry_safe(retry_safe)
             .with_metadata(REQUEST_ID, id);
         if routes > 1 {
             ctx = ctx.with_metadata(ROUTE, ((u + n) % routes).to_string());
+        }
+        if streamed {
+            // As the gateway does: the deadline bounds getting an answer, and a streamed
+            // answer may then run to the stream bound.
+            ctx = ctx.with_stream_deadline(tokio::time::Instant::now() + stream_max);
         }
         // Unconstrained: tokio's cooperative budget would make `select!` (inside the breaker,
         // between its admission and the admitted call's first poll) yield when the task's
@@ -207,7 +220,7 @@ async fn user(
         // I/O or timers, so the user cannot starve the rest.
         let (outcome, list) = tokio::task::unconstrained(async {
             if streamed {
-                stream_once(chain, &req, &ctx).await
+                stream_once(chain, &req, &ctx, rec, idx).await
             } else {
                 chat_once(chain, &req, &ctx).await
             }
@@ -282,10 +295,27 @@ pub(crate) async fn run_scenario(
         fake.set_script_since(scenario.script(name, s.duration, s.seed), start);
     }
     let scenario_seed = mix(s.seed ^ super::scenario::hash_str(&scenario.name));
-    let users = futures::future::join_all(
-        (0..s.users).map(|u| user(u, chain.as_ref(), routes, &rec, s, scenario_seed)),
-    );
-    let join_limit = s.duration + s.deadline + s.join_margin;
+    let n_users = s.users.max(scenario.load.min_users.unwrap_or(0));
+    // A stream may run past its deadline, up to the (longest) stream bound of its route.
+    let stream_max = t
+        .config
+        .routes
+        .iter()
+        .map(|r| Duration::from_millis(r.spec.stream_max_ms))
+        .max()
+        .unwrap_or(Duration::from_secs(600));
+    let users = futures::future::join_all((0..n_users).map(|u| {
+        user(
+            u,
+            chain.as_ref(),
+            routes,
+            &rec,
+            s,
+            stream_max,
+            scenario_seed,
+        )
+    }));
+    let join_limit = s.duration + s.deadline.max(stream_max) + s.join_margin;
     let joined = {
         let bounded = tokio::time::timeout(join_limit, users);
         tokio::pin!(bounded);
@@ -309,6 +339,7 @@ pub(crate) async fn run_scenario(
             .map(|(n, f)| (n.clone(), f.hits()))
             .collect(),
         run_ms: s.duration.as_secs_f64() * 1000.0,
+        stream_max_ms: stream_max.as_secs_f64() * 1000.0,
         join_limit_ms: join_limit.as_secs_f64() * 1000.0,
         joined,
         ..Records::default()

@@ -306,6 +306,8 @@ mod tests {
     fn req(id: &str, latency: f64, outcome: Outcome, attempts: Vec<AttemptRec>) -> RequestRec {
         RequestRec {
             id: id.into(),
+            retry_safe: true,
+            first_content_ms: None,
             user: 0,
             streamed: id.ends_with('s'),
             start_ms: 100.0,

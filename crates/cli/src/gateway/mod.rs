@@ -76,8 +76,10 @@ pub struct GatewayRoute {
     pub name: String,
     /// More names for it.
     pub aliases: Vec<String>,
-    /// The deadline of each call.
+    /// The deadline of each call (for a stream: until its first content).
     pub deadline: Duration,
+    /// The bound of a streamed answer after its first content.
+    pub stream_max: Duration,
 }
 
 /// An accepted key: the digest of its secret and what it may do.
@@ -109,8 +111,11 @@ pub struct GatewayState {
     pub model: Arc<dyn ChatModel>,
     /// Embeddings, when configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
-    /// Deadline of each request when there are no routes (and of embeddings).
+    /// Deadline of each request when there are no routes (and of embeddings); for a stream,
+    /// until its first content.
     pub deadline: Duration,
+    /// The bound of a streamed answer after its first content, when there are no routes.
+    pub stream_max: Duration,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// `/readyz` body.
@@ -154,6 +159,7 @@ impl GatewayState {
             model,
             embeddings: None,
             deadline: Duration::from_secs(30),
+            stream_max: Duration::from_secs(600),
             max_body_bytes: 1 << 20,
             readiness: Arc::new(|| json!({"status": "ready"})),
             models: vec![name],
@@ -171,6 +177,9 @@ impl GatewayState {
         state.deadline = cfg.default_route().map_or(Duration::from_secs(30), |r| {
             Duration::from_millis(r.spec.deadline_ms)
         });
+        state.stream_max = cfg.default_route().map_or(Duration::from_secs(600), |r| {
+            Duration::from_millis(r.spec.stream_max_ms)
+        });
         state.max_body_bytes = cfg.max_body_bytes;
         let view = built.clone();
         state.readiness = Arc::new(move || view.readiness());
@@ -186,6 +195,7 @@ impl GatewayState {
                     name: r.name.clone(),
                     aliases: r.aliases.clone(),
                     deadline: r.deadline,
+                    stream_max: r.stream_max,
                 })
                 .collect();
             state.models = cfg.model_names();
@@ -504,10 +514,18 @@ async fn chat_completions(
         Ok(r) => r,
         Err(e) => return error_response(WireError::from_error(&e), None),
     };
-    let deadline = route
+    let (deadline, stream_max) = route
         .and_then(|i| state.routes.get(i))
-        .map_or(state.deadline, |r| r.deadline);
+        .map_or((state.deadline, state.stream_max), |r| {
+            (r.deadline, r.stream_max)
+        });
     let mut ctx = Context::new().with_timeout(deadline);
+    if stream {
+        // The request deadline bounds getting an answer; a long answer then streams on.
+        if let Some(at) = tokio::time::Instant::now().checked_add(stream_max) {
+            ctx = ctx.with_stream_deadline(at);
+        }
+    }
     if let Some(i) = route {
         ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
     }

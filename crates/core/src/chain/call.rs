@@ -12,6 +12,7 @@ use super::order::Order;
 use crate::capabilities::Capabilities;
 use crate::context::Context;
 use crate::error::{Disposition, Error, ErrorKind, TimeoutPhase};
+use crate::fault::Fault;
 use crate::request::{ChatRequest, ContentPart, Needs};
 use crate::response::{Attempt, Provenance, Skip, SkipReason};
 use crate::tokens;
@@ -45,6 +46,16 @@ pub(crate) struct Call {
     skipped: Vec<Skip>,
     stop: Option<Error>,
     deadline: Instant,
+    /// The call's whole budget, from its start to its deadline.
+    whole: Duration,
+    /// A link was skipped because too little time was left.
+    starved: bool,
+    /// The window of a link that answered `ContextLengthExceeded`: links whose window is no
+    /// larger cannot take the prompt either.
+    too_long_for: Option<u32>,
+    /// A trimmed copy of the request for the link about to be called, and how many messages
+    /// it lacks ([`super::Trim::Oldest`]).
+    trimmed: Option<(usize, ChatRequest, u32)>,
     needs: Needs,
     /// Cheap upper bound of prompt tokens (bytes of text), or the estimate once computed.
     prompt_upper: u32,
@@ -109,6 +120,10 @@ impl Call {
             skipped: Vec::new(),
             stop: None,
             deadline,
+            whole: deadline.saturating_duration_since(Instant::now()),
+            starved: false,
+            too_long_for: None,
+            trimmed: None,
             needs,
             prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
             prompt_lower: None,
@@ -133,11 +148,20 @@ impl Call {
         all
     }
 
+    /// The trimmed request prepared for link `i`, if the chain trimmed one for it.
+    pub(crate) fn take_trimmed(&mut self, i: usize) -> Option<(ChatRequest, u32)> {
+        match self.trimmed.take() {
+            Some((j, r, n)) if j == i => Some((r, n)),
+            _ => None,
+        }
+    }
+
     fn skip_reason(
         &mut self,
         caps: &Capabilities,
         req: &ChatRequest,
         ctx: &Context,
+        trim_for: Option<usize>,
     ) -> Option<SkipReason> {
         if self.needs.tools && !caps.tools {
             return Some(SkipReason::NoTools);
@@ -153,11 +177,21 @@ impl Call {
         }
         let output = req.max_tokens.unwrap_or(0).min(caps.max_output_tokens);
         let window = caps.context_window;
+        if self.too_long_for.is_some_and(|w| window <= w) {
+            return Some(SkipReason::ContextWindow);
+        }
         if self.prompt_upper.saturating_add(output) > window {
             let lower = *self
                 .prompt_lower
                 .get_or_insert_with(|| tokens::lower_bound(tokens::estimate_request(req)));
             if lower.saturating_add(output) > window {
+                if let Some(i) = trim_for
+                    && let Some((r, n)) = super::trim::oldest(req, window, output)
+                {
+                    tracing::info!(trimmed_messages = n, "ripcord.trimmed");
+                    self.trimmed = Some((i, r, n));
+                    return None;
+                }
                 return Some(SkipReason::ContextWindow);
             }
         }
@@ -225,11 +259,23 @@ impl Call {
                 if self.wait_for_readmission(inner, ctx).await {
                     continue;
                 }
+                if self.starved
+                    && self.errors.last().map(Error::kind) != Some(ErrorKind::DeadlineExceeded)
+                {
+                    self.errors.push(
+                        Error::new(
+                            ErrorKind::DeadlineExceeded,
+                            "too little of the deadline was left to try the remaining links",
+                        )
+                        .with_fault(Fault::Local),
+                    );
+                }
                 return Next::Exhausted;
             };
             self.tried |= bit(i);
             let link = &inner.links[i];
-            if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx) {
+            let trim_for = (inner.trim == super::Trim::Oldest).then_some(i);
+            if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx, trim_for) {
                 tracing::info!(
                     ripcord.link = %link.model.id().name,
                     ripcord.skip.reason = reason.as_str(),
@@ -238,6 +284,24 @@ impl Call {
                 self.skipped.push(Skip {
                     provider: link.model.id().name.clone(),
                     reason,
+                });
+                continue;
+            }
+            // A link reached with less than a useful budget is passed over rather than
+            // attempted and failed: no vendor answers in that time, and its breaker must not
+            // hear of a failure it did not cause.
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left < inner.min_attempt_for(i, self.whole) {
+                tracing::info!(
+                    ripcord.link = %link.model.id().name,
+                    ripcord.skip.reason = SkipReason::Deadline.as_str(),
+                    left_ms = left.as_secs_f64() * 1000.0,
+                    "ripcord.link_skipped"
+                );
+                self.starved = true;
+                self.skipped.push(Skip {
+                    provider: link.model.id().name.clone(),
+                    reason: SkipReason::Deadline,
                 });
                 continue;
             }
@@ -310,16 +374,26 @@ impl Call {
         i: usize,
         ctx: &Context,
     ) -> Option<Context> {
-        let reserve = inner.links[i].reserve;
-        if reserve.is_zero() || self.first_untried(inner).is_none() {
+        let link = &inner.links[i];
+        let min = inner.min_attempt_for(i, self.whole);
+        let own_min = ctx.min_attempt().is_some_and(|m| min < m);
+        let reserve = link.reserve;
+        if (reserve.is_zero() || self.first_untried(inner).is_none()) && !own_min {
             return None;
         }
-        let cut = self
-            .deadline
-            .checked_sub(reserve)
-            .unwrap_or(self.deadline)
-            .max(Instant::now());
-        Some(ctx.clone().with_deadline(cut))
+        let mut actx = ctx.clone();
+        if own_min {
+            actx = actx.with_min_attempt(min);
+        }
+        if !reserve.is_zero() && self.first_untried(inner).is_some() {
+            let cut = self
+                .deadline
+                .checked_sub(reserve)
+                .unwrap_or(self.deadline)
+                .max(Instant::now());
+            actx = actx.with_deadline(cut);
+        }
+        Some(actx)
     }
 
     /// Records a failed attempt at link `i` and decides where to go next.
@@ -364,12 +438,26 @@ impl Call {
                 self.errors.push(e);
             }
             (ErrorKind::Cancelled, _) | (_, Disposition::FailFast) => self.stop = Some(e),
+            // The vendor may have acted on a request the caller marked not retry-safe: sending
+            // it to another link could do its side effect twice.
+            _ if e.forbids_resend(ctx) => {
+                tracing::info!(
+                    ripcord.link = %id.name,
+                    error.type = kind.as_str(),
+                    "ripcord.fallback_unsafe_skipped"
+                );
+                self.stop = Some(e);
+            }
             _ => {
                 if let Some(after) = e.retry_after().filter(|_| kind.is_local_refusal()) {
                     self.refused |= bit(i);
                     let at = Instant::now() + after;
                     self.earliest_readmission =
                         Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
+                }
+                if kind == ErrorKind::ContextLengthExceeded {
+                    let w = inner.links[i].model.capabilities().context_window;
+                    self.too_long_for = Some(self.too_long_for.map_or(w, |x| x.max(w)));
                 }
                 self.fell_from = Some((i, kind));
                 if let Some(&d) = inner.domains.as_ref().and_then(|d| d.get(i)) {
@@ -424,6 +512,7 @@ impl Call {
             skipped,
             degraded: fell_back || link.degraded,
             static_reply: link.static_reply,
+            trimmed_messages: link.trimmed_messages,
             notice: link
                 .notice
                 .or_else(|| fell_back.then(|| inner.fallback_notice.clone()).flatten()),

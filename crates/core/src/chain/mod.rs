@@ -36,8 +36,10 @@
 mod call;
 mod order;
 mod stream;
+mod trim;
 
 pub use order::{DEFAULT_OUTPUT_ESTIMATE, LATENCY_EWMA_ALPHA, LinkLatency, Strategy};
+pub use trim::Trim;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,6 +65,12 @@ use order::Plan;
 
 /// The default end-to-end deadline of a chain call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
+
+/// The default bound of a stream after its first content ([`ChainBuilder::stream_max`]).
+pub const DEFAULT_STREAM_MAX: Duration = Duration::from_secs(600);
+
+/// The default least budget an attempt needs to be useful ([`ChainBuilder::min_attempt`]).
+pub const DEFAULT_MIN_ATTEMPT: Duration = Duration::from_secs(1);
 
 /// The most links one chain may hold.
 pub const MAX_LINKS: usize = 64;
@@ -146,6 +154,8 @@ struct Counters {
 pub(crate) struct Link {
     pub(crate) model: Arc<dyn ChatModel>,
     pub(crate) reserve: Duration,
+    /// The link's own first-token limit, when it told the chain (caps its least useful budget).
+    pub(crate) first_token: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -156,6 +166,9 @@ pub(crate) struct ChainInner {
     pub(crate) routes: Vec<(ErrorKind, usize)>,
     pub(crate) static_reply: Option<StaticReply>,
     pub(crate) deadline: Duration,
+    pub(crate) stream_max: Duration,
+    pub(crate) min_attempt: Duration,
+    pub(crate) trim: Trim,
     pub(crate) stream_policy: StreamPolicy,
     pub(crate) wait_for_readmission: bool,
     pub(crate) fallback_notice: Option<String>,
@@ -202,6 +215,9 @@ pub struct ChainBuilder {
     routes: Vec<(ErrorKind, String)>,
     static_reply: Option<StaticReply>,
     deadline: Option<Duration>,
+    stream_max: Option<Duration>,
+    min_attempt: Option<Duration>,
+    trim: Trim,
     stream_policy: StreamPolicy,
     no_readmission_wait: bool,
     fallback_notice: Option<String>,
@@ -227,7 +243,7 @@ pub enum BuildError {
         /// The unknown link name.
         target: String,
     },
-    /// The deadline is zero.
+    /// The deadline (or the stream bound) is zero.
     ZeroDeadline,
     /// A link reserves at least the whole deadline for later links.
     ReserveTooLarge(String),
@@ -254,7 +270,7 @@ impl std::fmt::Display for BuildError {
                 )
             }
             BuildError::ZeroDeadline => {
-                f.write_str("the chain's deadline must be greater than zero")
+                f.write_str("the chain's deadline and stream bound must be greater than zero")
             }
             BuildError::ReserveTooLarge(n) => {
                 write!(f, "link {n:?} reserves the whole deadline for later links")
@@ -297,6 +313,7 @@ impl ChainBuilder {
         self.links.push(Link {
             model,
             reserve: Duration::ZERO,
+            first_token: None,
         });
         self
     }
@@ -306,6 +323,15 @@ impl ChainBuilder {
     pub fn reserve(mut self, d: Duration) -> Self {
         if let Some(l) = self.links.last_mut() {
             l.reserve = d;
+        }
+        self
+    }
+
+    /// Tells the chain the first-token limit of the link added last: a link is not worth
+    /// calling with less time left than the smaller of this and [`ChainBuilder::min_attempt`].
+    pub fn first_token_limit(mut self, d: Duration) -> Self {
+        if let Some(l) = self.links.last_mut() {
+            l.first_token = Some(d);
         }
         self
     }
@@ -350,6 +376,34 @@ impl ChainBuilder {
     /// comes earlier wins.
     pub fn deadline(mut self, d: Duration) -> Self {
         self.deadline = Some(d);
+        self
+    }
+
+    /// The bound of a stream after its first content (default [`DEFAULT_STREAM_MAX`], ten
+    /// minutes). The deadline ([`ChainBuilder::deadline`]) bounds the time to first content and
+    /// whole non-streamed calls; once a stream delivers, only this bound, the link's idle limit
+    /// and the caller's own deadline (from the context) apply. A cut by this bound or by the
+    /// caller's deadline after first content is never charged to the link.
+    pub fn stream_max(mut self, d: Duration) -> Self {
+        self.stream_max = Some(d);
+        self
+    }
+
+    /// The least budget an attempt needs to be useful (default [`DEFAULT_MIN_ATTEMPT`], 1 s):
+    /// a link reached with less time left than the smaller of this, the link's
+    /// [`ChainBuilder::first_token_limit`] and half the call's whole budget is skipped with
+    /// reason `deadline` instead of being attempted and failed; and a deadline cut of an
+    /// attempt that started with less is not charged to the link's breaker or health.
+    pub fn min_attempt(mut self, d: Duration) -> Self {
+        self.min_attempt = Some(d);
+        self
+    }
+
+    /// What to do with a prompt too large for a link's window (default [`Trim::None`]: skip
+    /// the link). [`Trim::Oldest`] sends that link the conversation without its oldest
+    /// non-system turns instead, and says so in the answer's provenance.
+    pub fn trim(mut self, trim: Trim) -> Self {
+        self.trim = trim;
         self
     }
 
@@ -413,6 +467,11 @@ impl ChainBuilder {
         if deadline.is_zero() {
             return Err(BuildError::ZeroDeadline);
         }
+        let stream_max = self.stream_max.unwrap_or(DEFAULT_STREAM_MAX);
+        if stream_max.is_zero() {
+            return Err(BuildError::ZeroDeadline);
+        }
+        let min_attempt = self.min_attempt.unwrap_or(DEFAULT_MIN_ATTEMPT);
         for (i, l) in self.links.iter().enumerate() {
             let name = &l.model.id().name;
             if self.links[..i].iter().any(|o| &o.model.id().name == name) {
@@ -451,6 +510,9 @@ impl ChainBuilder {
                 routes,
                 static_reply: self.static_reply,
                 deadline,
+                stream_max,
+                min_attempt,
+                trim: self.trim,
                 stream_policy: self.stream_policy,
                 wait_for_readmission: !self.no_readmission_wait,
                 fallback_notice: self.fallback_notice,
@@ -542,6 +604,35 @@ impl ChainInner {
         }
     }
 
+    /// The context of a call starting now: the call's deadline, the stream bound after first
+    /// content (the chain's `stream_max`, or the caller's own bound when earlier) and the least
+    /// useful attempt budget.
+    pub(crate) fn call_context(&self, ctx: &Context, now: Instant) -> (Instant, Context) {
+        let deadline = self.call_deadline(ctx, now);
+        let own_stream = now + self.stream_max;
+        let stream_at = ctx
+            .stream_deadline()
+            .map_or(own_stream, |d| d.min(own_stream));
+        let whole = deadline.saturating_duration_since(now);
+        let ctx = ctx
+            .clone()
+            .with_deadline(deadline)
+            .set_stream_deadline(Some(stream_at))
+            .with_min_attempt(self.min_attempt.min(whole / 2));
+        (deadline, ctx)
+    }
+
+    /// The least useful budget of an attempt at link `i`, for a call whose whole budget is
+    /// `whole`: the chain's `min_attempt`, capped by the link's first-token limit and by half
+    /// the whole budget (so a call with a short deadline still tries its first links).
+    pub(crate) fn min_attempt_for(&self, i: usize, whole: Duration) -> Duration {
+        let mut m = self.min_attempt.min(whole / 2);
+        if let Some(ft) = self.links.get(i).and_then(|l| l.first_token) {
+            m = m.min(ft);
+        }
+        m
+    }
+
     /// Builds the static reply for a failed call, or returns the combined error.
     pub(crate) fn static_or_error(&self, call: Call, ctx: &Context) -> Result<ChatResponse> {
         let (errors, skipped) = call.into_parts();
@@ -571,6 +662,7 @@ impl ChainInner {
                         degraded: true,
                         static_reply: true,
                         notice: None,
+                        trimmed_messages: 0,
                     },
                 })
             }
@@ -638,8 +730,7 @@ impl ChainInner {
         }
         self.count_call();
         let now = Instant::now();
-        let deadline = self.call_deadline(ctx, now);
-        let ctx = ctx.clone().with_deadline(deadline);
+        let (deadline, ctx) = self.call_context(ctx, now);
         let mut call = Call::new(self, req, deadline);
         loop {
             let i = match call.next_link(self, req, &ctx).await {
@@ -653,13 +744,15 @@ impl ChainInner {
             let link = &self.links[i];
             let attempt_ctx = call.attempt_context(self, i, &ctx);
             let actx = attempt_ctx.as_ref().unwrap_or(&ctx);
+            let trimmed = call.take_trimmed(i);
+            let r = trimmed.as_ref().map_or(req, |(t, _)| t);
             let started = Instant::now();
             // A link that bounds itself by the context stops at the deadline with its own,
             // more precise error; any other is raced against the deadline here.
             let result = if link.model.bounds_itself() {
-                link.model.chat(req, actx).await
+                link.model.chat(r, actx).await
             } else {
-                actx.run(link.model.chat(req, actx)).await
+                actx.run(link.model.chat(r, actx)).await
             };
             match result {
                 Ok(mut resp) => {
@@ -667,6 +760,7 @@ impl ChainInner {
                     self.observe_latency(i, latency);
                     let link_prov = std::mem::take(&mut resp.provenance);
                     resp.provenance = call.served(self, i, link_prov, latency);
+                    resp.provenance.trimmed_messages = trimmed.map_or(0, |(_, n)| n);
                     return Ok(resp);
                 }
                 Err(e) => call.failed(self, i, e, started.elapsed(), &ctx),

@@ -25,6 +25,8 @@ use crate::telemetry;
 
 struct Committed {
     link: usize,
+    /// Messages trimmed from the request this link got.
+    trimmed: u32,
     stream: ChatStream,
     buffered: Vec<StreamEvent>,
     started: Instant,
@@ -55,9 +57,11 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
         let model = &inner.links[i].model;
         let attempt_ctx = call.attempt_context(inner, i, ctx);
         let actx = attempt_ctx.as_ref().unwrap_or(ctx);
+        let trimmed = call.take_trimmed(i);
+        let r = trimmed.as_ref().map_or(req, |(t, _)| t);
         let started = Instant::now();
         let opening = async {
-            let mut stream = model.stream(req, actx).await?;
+            let mut stream = model.stream(r, actx).await?;
             let mut buffered = Vec::new();
             let mut nested = Provenance::default();
             loop {
@@ -87,6 +91,7 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
                 inner.observe_latency(i, started.elapsed());
                 return Commit::Ok(Committed {
                     link: i,
+                    trimmed: trimmed.map_or(0, |(_, n)| n),
                     stream,
                     buffered,
                     started,
@@ -118,6 +123,15 @@ fn with_call_attempts(failure: Error, provenance: &Provenance, elapsed: Duration
         None => attempts.push(record),
     }
     failure.with_attempts(attempts)
+}
+
+/// The cut of a committed stream by its bound: the caller's budget, never the link's failure.
+pub(crate) fn stream_bound_passed() -> Error {
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        "the stream's bound after first content passed",
+    )
+    .with_fault(crate::fault::Fault::Caller)
 }
 
 fn static_events(resp: ChatResponse) -> Vec<StreamEvent> {
@@ -163,8 +177,7 @@ pub(super) async fn open(
         }
     };
     inner.count_call();
-    let deadline = inner.call_deadline(ctx, Instant::now());
-    let ctx = ctx.clone().with_deadline(deadline);
+    let (deadline, ctx) = inner.call_context(ctx, Instant::now());
     let mut call = Call::new(&inner, req, deadline);
     match commit(&inner, &mut call, req, &ctx).await {
         Commit::Ok(c) => {
@@ -215,7 +228,10 @@ fn committed(
     Box::pin(async_stream::stream! {
         let mut c = first;
         let mut provenance = call.served(&inner, c.link, std::mem::take(&mut c.provenance), c.started.elapsed());
-        let deadline = call.deadline();
+        provenance.trimmed_messages = c.trimmed;
+        // After first content the stream is bounded by the stream bound, not the deadline
+        // (which only bounded getting an answer at all).
+        let stream_deadline = ctx.stream_deadline().unwrap_or_else(|| call.deadline());
         yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
         for ev in std::mem::take(&mut c.buffered) {
             yield Ok(ev);
@@ -232,7 +248,7 @@ fn committed(
                     tokio::select! {
                         biased;
                         () = ctx.cancellation().cancelled() => break Error::cancelled(),
-                        r = tokio::time::timeout_at(deadline, c.stream.next()) => r,
+                        r = tokio::time::timeout_at(stream_deadline, c.stream.next()) => r,
                     }
                 };
                 match next {
@@ -252,7 +268,7 @@ fn committed(
                         return;
                     }
                     Ok(None) => break truncated(),
-                    Err(_) => break Error::deadline_exceeded(),
+                    Err(_) => break stream_bound_passed(),
                 }
             };
             let id = inner.links[c.link].model.id();
@@ -282,6 +298,7 @@ fn committed(
                     );
                     yield Ok(StreamEvent::Restarted { reason, message });
                     provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());
+                    provenance.trimmed_messages = next.trimmed;
                     yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
                     for ev in std::mem::take(&mut next.buffered) {
                         yield Ok(ev);

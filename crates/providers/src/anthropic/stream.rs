@@ -155,6 +155,15 @@ impl Decoder for AnthropicDecoder {
             )
             .with_source(e)
         })?;
+        if let Event::ContentBlockStart { index, .. } | Event::ContentBlockDelta { index, .. } =
+            &parsed
+            && *index > ripcord_core::stream::MAX_TOOL_INDEX as usize
+        {
+            return Err(ripcord_core::stream::index_out_of_bounds(
+                "content-block",
+                *index as u64,
+            ));
+        }
         match parsed {
             Event::MessageStart { message } => {
                 self.model = message.model;
@@ -284,6 +293,14 @@ mod tests {
         "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":30}}\n\n",
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     );
+
+    #[test]
+    fn a_content_block_index_beyond_the_bound_is_an_invalid_response_not_an_allocation() {
+        let input = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":18446744073709551615,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+        let (events, last) = run(input, false);
+        assert!(events.is_empty());
+        assert_eq!(last.unwrap_err().kind(), ErrorKind::InvalidResponse);
+    }
 
     #[test]
     fn text_then_tool_call_usage_and_finish_last() {

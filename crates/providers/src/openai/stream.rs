@@ -149,6 +149,13 @@ impl Decoder for OpenAiDecoder {
                     self.finish = Some(FinishReason::ContentFilter);
                 }
                 for (pos, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                    let index = call.index.unwrap_or(u32::try_from(pos).unwrap_or(u32::MAX));
+                    if index > ripcord_core::stream::MAX_TOOL_INDEX {
+                        return Err(ripcord_core::stream::index_out_of_bounds(
+                            "tool-call",
+                            u64::from(index),
+                        ));
+                    }
                     let (name, arguments) = match call.function {
                         Some(f) => (
                             f.name.filter(|n| !n.is_empty()),
@@ -157,7 +164,7 @@ impl Decoder for OpenAiDecoder {
                         None => (None, String::new()),
                     };
                     out.push_back(StreamEvent::ToolCallDelta {
-                        index: call.index.unwrap_or(u32::try_from(pos).unwrap_or(u32::MAX)),
+                        index,
                         id: call.id.filter(|i| !i.is_empty()),
                         name,
                         arguments,
@@ -209,6 +216,16 @@ mod tests {
             }
         }
         (out.into_iter().collect(), last)
+    }
+
+    #[test]
+    fn a_tool_call_index_beyond_the_bound_is_an_invalid_response_not_an_allocation() {
+        let input = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":4294967295,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n";
+        let (events, last) = run(input);
+        assert!(events.is_empty());
+        let e = last.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+        assert!(e.message().contains("4294967295"), "{e}");
     }
 
     #[test]

@@ -7,17 +7,24 @@
 //!
 //! # What counts
 //!
-//! One outcome per *logical* call (PITFALLS 10): put retries inside the breaker, and the
-//! breaker sees the call's final result. A stream's outcome is recorded when it ends (its
-//! finish event, an error, or truncation) — not per chunk. Caller-side kinds never count
-//! ([`ErrorKind::is_caller_side`]); `Auth` trips at once and for longer; see [`KindAction`].
+//! One outcome per *logical* call: put retries inside the breaker, and the breaker sees the
+//! call's final result (counting every attempt would trip it three times too early). A
+//! stream's outcome is recorded when it ends (its finish event, an error, or truncation) — not
+//! per chunk — except a half-open probe's, which is judged at its first content.
 //!
-//! Timeouts are failures (PITFALLS 11): the breaker runs the call under the context's deadline
+//! Only failures charged to the vendor count ([`Error::fault_in`], see [`ripcord_core::Fault`]):
+//! never a local refusal (a full bulkhead, a rate-limit wait, a budget), a request the caller
+//! got wrong, a cancellation, a deadline cut of an attempt that started with less than the
+//! context's [`min_attempt`](Context::min_attempt), or a cut of a stream by its bound after
+//! first content. `Auth` and `ModelNotFound` trip at once and for longer; a vendor
+//! `RateLimited` does not count (the rate limiter pauses the link instead); see [`KindAction`].
+//!
+//! Timeouts are failures — the breaker runs the call under the context's deadline
 //! itself (and a half-open probe under `probe_timeout` too), so a hanging vendor is recorded
 //! as a failure rather than vanishing when an outer timeout drops the future. Cancellation by
 //! the caller — the context's token, or dropping the future or the stream — records nothing,
 //! and a probe's permit is released when it ends, times out or is dropped, so half-open cannot
-//! wedge (PITFALLS 9).
+//! wedge.
 //!
 //! # Where `failsafe` is wrapped, and why
 //!
@@ -50,8 +57,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    CancellationToken, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context,
-    Error, ErrorKind, ModelId, Result, TimeoutPhase,
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
+    Fault, ModelId, Result, TimeoutPhase,
 };
 use tokio::time::Instant;
 
@@ -61,7 +68,7 @@ pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
 use state::{Admission, Core, Outcome};
 
 use crate::error::tag;
-use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver};
+use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_bound_passed};
 
 /// A model guarded by a circuit breaker.
 ///
@@ -208,7 +215,7 @@ impl<M: ChatModel> Breaker<M> {
         fut: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         // The deadline and cancellation are the inner model's own when it bounds itself: its
-        // timeout still ends the call inside this breaker, which records it (PITFALLS 11). Only
+        // timeout still ends the call inside this breaker, which records it. Only
         // a probe's own, shorter limit needs a timer here.
         let limit = match limit {
             Some((_, Cut::Deadline)) if self.inner.bounds_itself() => return fut.await,
@@ -249,13 +256,20 @@ impl Cut {
     }
 }
 
-/// Classifies a failure for the breaker.
-fn classify(layer: &BreakerLayer, e: &Error, cancel: &CancellationToken) -> Outcome {
+/// Classifies a failure for the breaker: only a failure charged to the vendor
+/// ([`Error::fault_in`]) counts; a deadline cut of an attempt with a useful budget counts as a
+/// timeout of the link.
+fn classify(
+    layer: &BreakerLayer,
+    e: &Error,
+    ctx: &Context,
+    budget: Option<Duration>,
+    after_content: bool,
+) -> Outcome {
+    if e.fault_in(ctx, budget, after_content) != Fault::Vendor {
+        return Outcome::Ignore;
+    }
     let kind = match e.kind() {
-        ErrorKind::Cancelled => return Outcome::Ignore,
-        // Cut by the deadline while we waited on the link: a timeout of the link, unless the
-        // caller cancelled.
-        ErrorKind::DeadlineExceeded if cancel.is_cancelled() => return Outcome::Ignore,
         ErrorKind::DeadlineExceeded => ErrorKind::Timeout,
         k => k,
     };
@@ -265,22 +279,41 @@ fn classify(layer: &BreakerLayer, e: &Error, cancel: &CancellationToken) -> Outc
     }
 }
 
-/// Records a stream's outcome when it ends.
+/// Records a stream's outcome.
+///
+/// A half-open probe is judged at first content: the success is recorded and the permit
+/// released then, so a slow consumer reading a long answer cannot hold the only permit (and
+/// keep every other caller refused); a failure before it is recorded as the probe's failure.
+/// Other streams are judged when they end.
 struct BreakerObserver {
     core: Arc<Core>,
     layer: Arc<BreakerLayer>,
-    admission: Admission,
-    cancel: CancellationToken,
+    admission: Option<Admission>,
+    ctx: Context,
+    budget: Option<Duration>,
+    after_content: bool,
 }
 
 impl StreamObserver for BreakerObserver {
+    fn on_content(&mut self) {
+        self.after_content = true;
+        if self.admission.as_ref().is_some_and(Admission::is_probe)
+            && let Some(admission) = self.admission.take()
+        {
+            self.core.record(&admission, Outcome::Success);
+        }
+    }
+
     fn on_end(&mut self, end: End<'_>) {
+        let Some(admission) = self.admission.take() else {
+            return;
+        };
         let outcome = match end {
             End::Finished => Outcome::Success,
-            End::Failed(e) => classify(&self.layer, e, &self.cancel),
+            End::Failed(e) => classify(&self.layer, e, &self.ctx, self.budget, self.after_content),
             End::Dropped => Outcome::Ignore,
         };
-        self.core.record(&self.admission, outcome);
+        self.core.record(&admission, outcome);
     }
 }
 
@@ -307,11 +340,12 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let admission = self.admit(ctx)?;
+        let budget = ctx.remaining();
         let limit = self.limit(&admission, ctx);
         let result = self.guarded(ctx, limit, self.inner.chat(req, ctx)).await;
         let outcome = match &result {
             Ok(_) => Outcome::Success,
-            Err(e) => classify(&self.layer, e, ctx.cancellation()),
+            Err(e) => classify(&self.layer, e, ctx, budget, false),
         };
         self.core.record(&admission, outcome);
         result.map_err(|e| tag(e, self.inner.id()))
@@ -319,20 +353,24 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let admission = self.admit(ctx)?;
+        let budget = ctx.remaining();
         let limit = self.limit(&admission, ctx);
         let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
         match opened {
             Err(e) => {
                 self.core
-                    .record(&admission, classify(&self.layer, &e, ctx.cancellation()));
+                    .record(&admission, classify(&self.layer, &e, ctx, budget, false));
                 Err(tag(e, self.inner.id()))
             }
             Ok(stream) => {
+                // Until first content the deadline (or a probe's limit) bounds the stream;
+                // after it, the context's stream bound does.
                 let stream = Guarded::boxed(
                     stream,
                     Limits {
-                        total: limit.map(|(at, cut)| (at, cut.error())),
-                        ..Limits::default()
+                        first_content: limit.map(|(at, cut)| (at, cut.error())),
+                        stream: ctx.stream_deadline().map(|at| (at, stream_bound_passed())),
+                        idle: None,
                     },
                 );
                 Ok(Observed::boxed(
@@ -340,8 +378,10 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
                     BreakerObserver {
                         core: self.core.clone(),
                         layer: self.layer.clone(),
-                        admission,
-                        cancel: ctx.cancellation().clone(),
+                        admission: Some(admission),
+                        ctx: ctx.clone(),
+                        budget,
+                        after_content: false,
                     },
                 ))
             }

@@ -10,7 +10,7 @@ use crate::window::Window;
 
 /// How long the breaker stays open after a trip.
 ///
-/// Unlike `failsafe`'s backoffs (whole seconds, at least 1 s, PITFALLS 12), these may be
+/// Unlike `failsafe`'s backoffs (whole seconds, at least 1 s), these may be
 /// sub-second. The sequence restarts after the breaker closes again.
 ///
 /// # Examples
@@ -88,12 +88,15 @@ pub enum KindAction {
     TripFor(Duration),
 }
 
-/// The default action for a kind: caller-side kinds ([`ErrorKind::is_caller_side`]) are ignored,
-/// `Auth` trips at once for 5 minutes (a rejected key will not heal in seconds), the rest count.
+/// The default action for a kind: kinds that are not the vendor's fault
+/// ([`ErrorKind::fault`]) are ignored, and so is a vendor `RateLimited` (the vendor is healthy
+/// and said when to come back: the rate limiter pauses the link for that long instead);
+/// `Auth` and `ModelNotFound` trip at once for 5 minutes (a rejected key or a missing model
+/// will not heal in seconds); the rest count.
 pub(crate) fn default_action(kind: ErrorKind) -> KindAction {
-    if kind.is_caller_side() {
+    if kind.fault() != ripcord_core::Fault::Vendor || kind == ErrorKind::RateLimited {
         KindAction::Ignore
-    } else if kind == ErrorKind::Auth {
+    } else if matches!(kind, ErrorKind::Auth | ErrorKind::ModelNotFound) {
         KindAction::TripFor(Duration::from_secs(300))
     } else {
         KindAction::Count

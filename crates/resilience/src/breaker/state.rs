@@ -11,12 +11,12 @@
 //! ripcord wraps it where it cannot be driven the way we need:
 //!
 //! - **Time.** `failsafe` times the open state with `std::time::Instant` and its backoffs in
-//!   whole seconds (PITFALLS 12); tokio's paused clock cannot move it. The failure policy is
+//!   whole seconds; tokio's paused clock cannot move it. The failure policy is
 //!   wrapped so that `failsafe` opens for *zero* time while the real open duration (sub-second
 //!   allowed) is kept here, on the crate's [`Clock`](crate::Clock), as a fresh open-until on
-//!   every trip (PITFALLS 13). Only once that has passed do we ask `failsafe` for permission,
+//!   every trip. Only once that has passed do we ask `failsafe` for permission,
 //!   which then moves to half-open.
-//! - **Probes.** `failsafe` admits every caller in half-open (PITFALLS 9). A semaphore of
+//! - **Probes.** `failsafe` admits every caller in half-open. A semaphore of
 //!   `max_probes` permits gates half-open here; everyone else is refused with `CircuitOpen`.
 //! - **Closing.** `failsafe` closes on the first success; we report a success to it only after
 //!   `success_threshold` probes succeeded.
@@ -299,7 +299,7 @@ impl Core {
         let delay = take(&self.signals.delay).unwrap_or(l.last_delay);
         l.last_delay = delay;
         self.trips.fetch_add(1, Ordering::Relaxed);
-        // A fresh open-until on every trip (PITFALLS 13).
+        // A fresh open-until on every trip.
         self.transition(
             l,
             Mirror::Open { until: now + delay },

@@ -4,11 +4,16 @@
 //! the tenant's account reserves the request's tokens — prompt estimate plus `max_tokens` (or
 //! the model's largest output) — and refuses with [`ErrorKind::BudgetExhausted`] when the window
 //! cannot hold them; the error's `retry_after` says when enough of the window will have expired.
-//! After the call the reservation is replaced by the usage the vendor reported (a failed call
-//! gives its reservation back).
+//! After the call the reservation is replaced by what the call cost, the same way for chat and
+//! streams: the usage the vendor reported; when it reported none, the estimate (prompt plus the
+//! text generated); for a stream that dies or is dropped after content, the estimate of what
+//! was generated; for a call that failed before any content, the prompt when the vendor may
+//! have processed it ([`Error::maybe_processed`]) and nothing otherwise. A stream that a chain
+//! restarts on another link ([`ripcord_core::StreamPolicy::Restart`]) is charged the first
+//! link's share too: what it generated before the restart.
 //!
 //! This is deliberately not a `governor` bucket: a budget must be refundable and exact over its
-//! window, which `governor` cannot do (see PITFALLS 14), so it uses the crate's bucketed window.
+//! window, which `governor` cannot do (it has no refunds), so it uses the crate's bucketed window.
 
 mod layer;
 
@@ -193,7 +198,8 @@ impl<M: ChatModel> Budget<M> {
         self.accounts.refused.load(Ordering::Relaxed)
     }
 
-    fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<Hold>> {
+    /// Reserves the request's tokens; returns the hold and the prompt estimate.
+    fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<(Hold, u64)>> {
         let tenant = match ctx.tenant() {
             Some(t) => t,
             None if self.layer.budget_anonymous => ANONYMOUS,
@@ -202,9 +208,10 @@ impl<M: ChatModel> Budget<M> {
         let output = req
             .max_tokens
             .unwrap_or(self.inner.capabilities().max_output_tokens);
-        let tokens = u64::from(tokens::estimate_request(req)) + u64::from(output);
+        let prompt = u64::from(tokens::estimate_request(req));
+        let tokens = prompt + u64::from(output);
         match self.accounts.reserve(tenant, tokens) {
-            Ok(hold) => Ok(Some(hold)),
+            Ok(hold) => Ok(Some((hold, prompt))),
             Err((message, retry_after)) => {
                 self.accounts.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(link = %self.inner.id().name, tenant, "ripcord.budget_exhausted");
@@ -218,29 +225,61 @@ impl<M: ChatModel> Budget<M> {
     }
 }
 
+/// What a call cost: the vendor's count, or the estimate (prompt plus generated text) when it
+/// reported none.
+fn cost(usage: Option<&Usage>, prompt: u64, generated: u64) -> u64 {
+    match usage.map(Usage::total_tokens) {
+        Some(n) if n > 0 => n,
+        _ => prompt + generated,
+    }
+}
+
+/// What a call that failed before any content cost: its prompt if the vendor may have
+/// processed it.
+fn failed_cost(e: &Error, prompt: u64) -> u64 {
+    if e.maybe_processed() { prompt } else { 0 }
+}
+
 /// Settles a stream's reservation when it ends.
 struct BudgetObserver {
     accounts: Arc<Accounts>,
     hold: Hold,
+    prompt: u64,
     usage: Option<Usage>,
+    generated: u64,
+    content: bool,
+    /// What attempts before a restart cost.
+    spent: u64,
 }
 
 impl StreamObserver for BudgetObserver {
     fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        if let Ok(StreamEvent::Usage { usage }) = &item {
-            self.usage = Some(*usage);
+        match &item {
+            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
+            Ok(StreamEvent::TextDelta { text }) => {
+                self.generated += u64::from(tokens::estimate_text(text));
+            }
+            Ok(StreamEvent::Restarted { .. }) => {
+                // The first link's answer is thrown away, but its tokens were spent.
+                self.spent += cost(self.usage.as_ref(), self.prompt, self.generated);
+                self.usage = None;
+                self.generated = 0;
+            }
+            _ => {}
         }
         item
     }
 
+    fn on_content(&mut self) {
+        self.content = true;
+    }
+
     fn on_end(&mut self, end: End<'_>) {
-        let used = self.usage.map(|u| u.total_tokens());
-        match (end, used) {
-            (_, Some(n)) => self.accounts.settle(&self.hold, n),
-            (End::Failed(_), None) => self.accounts.settle(&self.hold, 0),
-            // Finished or dropped without a usage report: keep the reservation.
-            (End::Finished | End::Dropped, None) => {}
-        }
+        let this = match end {
+            End::Failed(e) if !self.content && self.usage.is_none() => failed_cost(e, self.prompt),
+            _ => cost(self.usage.as_ref(), self.prompt, self.generated),
+        };
+        self.accounts.settle(&self.hold, self.spent + this);
     }
 }
 
@@ -262,8 +301,15 @@ impl<M: ChatModel> ChatModel for Budget<M> {
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let hold = self.reserve(req, ctx)?;
         let result = self.inner.chat(req, ctx).await;
-        if let Some(hold) = &hold {
-            let used = result.as_ref().map_or(0, |r| r.usage.total_tokens());
+        if let Some((hold, prompt)) = &hold {
+            let used = match &result {
+                Ok(r) => cost(
+                    Some(&r.usage),
+                    *prompt,
+                    u64::from(tokens::estimate_text(&r.content)),
+                ),
+                Err(e) => failed_cost(e, *prompt),
+            };
             self.accounts.settle(hold, used);
         }
         result
@@ -274,19 +320,23 @@ impl<M: ChatModel> ChatModel for Budget<M> {
         let stream = match self.inner.stream(req, ctx).await {
             Ok(s) => s,
             Err(e) => {
-                if let Some(hold) = &hold {
-                    self.accounts.settle(hold, 0);
+                if let Some((hold, prompt)) = &hold {
+                    self.accounts.settle(hold, failed_cost(&e, *prompt));
                 }
                 return Err(e);
             }
         };
         Ok(match hold {
-            Some(hold) => Observed::boxed(
+            Some((hold, prompt)) => Observed::boxed(
                 stream,
                 BudgetObserver {
                     accounts: self.accounts.clone(),
                     hold,
+                    prompt,
                     usage: None,
+                    generated: 0,
+                    content: false,
+                    spent: 0,
                 },
             ),
             None => stream,

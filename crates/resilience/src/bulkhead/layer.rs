@@ -7,10 +7,14 @@ use ripcord_core::ChatModel;
 use super::Bulkhead;
 use crate::error::ConfigError;
 
+/// The default bound on a queued call's wait.
+pub const DEFAULT_MAX_QUEUE_WAIT: Duration = Duration::from_secs(1);
+
 /// The bulkhead's settings.
 ///
 /// Defaults ([`BulkheadLayer::default`]): 32 calls in flight, 256 waiting, a queued call waits
-/// as long as its deadline allows (no separate queue-wait limit).
+/// at most 1 s ([`DEFAULT_MAX_QUEUE_WAIT`]), and never into the part of its deadline the call
+/// itself needs.
 ///
 /// # Examples
 ///
@@ -37,7 +41,7 @@ impl Default for BulkheadLayer {
         BulkheadLayer {
             max_in_flight: 32,
             max_queue: 256,
-            max_queue_wait: None,
+            max_queue_wait: Some(DEFAULT_MAX_QUEUE_WAIT),
         }
     }
 }
@@ -80,10 +84,16 @@ impl BulkheadBuilder {
         self
     }
 
-    /// The longest a call waits in the queue before `BudgetExhausted` (default: only the
-    /// deadline bounds it).
+    /// The longest a call waits in the queue before `BudgetExhausted` (default
+    /// [`DEFAULT_MAX_QUEUE_WAIT`], 1 s).
     pub fn max_queue_wait(mut self, d: Duration) -> Self {
         self.layer.max_queue_wait = Some(d);
+        self
+    }
+
+    /// Lets a queued call wait as long as its deadline allows (no queue-wait bound).
+    pub fn no_queue_wait_limit(mut self) -> Self {
+        self.layer.max_queue_wait = None;
         self
     }
 

@@ -6,9 +6,14 @@
 //! [`Context::priority`]) and first-in-first-out within a class. A slot is held until the call
 //! returns — for a stream, until the stream ends or is dropped.
 //!
-//! A queued call waits no longer than its deadline (then `DeadlineExceeded`) or the optional
-//! `max_queue_wait` (then `BudgetExhausted`, so the chain moves on); a full queue refuses at
-//! once with `BudgetExhausted` and a `retry_after` of the average slot hold time.
+//! A queued call waits at most `max_queue_wait` (default 1 s), and never so long that less than
+//! the context's [`min_attempt`](Context::min_attempt) would be left of its deadline for the
+//! call itself. When that allowance is gone before it starts, or the slots' average hold time
+//! says the wait would outlast it, the call is refused at once. Every refusal — a full queue, a
+//! wait that would pass the deadline, a wait that ran out — is `BudgetExhausted` with a
+//! `retry_after` of the average slot hold time: a local refusal ([`ripcord_core::Fault::Local`])
+//! the chain falls past to its next link, and that no breaker or health record counts. A full
+//! bulkhead says nothing about the vendor behind it.
 //!
 //! Per-tenant token budgets live beside it, in [`crate::budget`].
 
@@ -22,12 +27,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Priority, Result,
+    Fault, ModelId, Priority, Result,
 };
 use serde::Serialize;
+use std::time::Duration;
 use tokio::time::Instant;
 
-pub use layer::{BulkheadBuilder, BulkheadLayer};
+pub use layer::{BulkheadBuilder, BulkheadLayer, DEFAULT_MAX_QUEUE_WAIT};
 use queue::{Entry, Pool, Refused, Slot};
 
 use crate::error::tag;
@@ -103,7 +109,9 @@ impl<M: ChatModel> Bulkhead<M> {
     fn refusal(&self, message: &'static str) -> Error {
         let hint = self.pool.retry_hint();
         tag(
-            Error::new(ErrorKind::BudgetExhausted, message).with_retry_after(hint),
+            Error::new(ErrorKind::BudgetExhausted, message)
+                .with_retry_after(hint)
+                .with_fault(Fault::Local),
             self.inner.id(),
         )
     }
@@ -119,12 +127,28 @@ impl<M: ChatModel> Bulkhead<M> {
                 return Err(self.refusal("the bulkhead's queue is full"));
             }
         };
-        let max_wait = self.layer.max_queue_wait.map(|d| Instant::now() + d);
-        let (limit, by_deadline) = match (ctx.deadline(), max_wait) {
-            (Some(d), Some(w)) if w < d => (Some(w), false),
-            (Some(d), _) => (Some(d), true),
-            (None, w) => (w, false),
+        // The wait may use the deadline only down to what the call itself needs.
+        let now = Instant::now();
+        let by_deadline = ctx.deadline().map(|d| {
+            let keep = ctx.min_attempt().unwrap_or(Duration::ZERO);
+            d.checked_sub(keep).unwrap_or(now).max(now)
+        });
+        let max_wait = self.layer.max_queue_wait.map(|d| now + d);
+        let limit = match (by_deadline, max_wait) {
+            (Some(d), Some(w)) => Some(d.min(w)),
+            (d, w) => d.or(w),
         };
+        if let Some(at) = limit {
+            let allowance = at.saturating_duration_since(now);
+            let expected = self.pool.expected_wait(self.layer.max_in_flight);
+            if allowance.is_zero() || expected.is_some_and(|w| w > allowance) {
+                drop(waiter);
+                self.pool.rejected.fetch_add(1, Ordering::Relaxed);
+                return Err(self.refusal(
+                    "the bulkhead's queue wait would pass the deadline; refused at once",
+                ));
+            }
+        }
         let granted = waiter.granted();
         let timed = async {
             match limit {
@@ -139,10 +163,9 @@ impl<M: ChatModel> Bulkhead<M> {
         };
         match outcome {
             Some(slot) => Ok(slot),
-            None if by_deadline => Err(tag(Error::deadline_exceeded(), self.inner.id())),
             None => {
                 self.pool.rejected.fetch_add(1, Ordering::Relaxed);
-                Err(self.refusal("waited max_queue_wait in the bulkhead's queue"))
+                Err(self.refusal("the queue wait in the bulkhead ran out"))
             }
         }
     }

@@ -108,6 +108,18 @@ impl Pool {
         }
     }
 
+    /// A guess at how long a newcomer at the back of the queue waits: the average hold time
+    /// for each full round of `max_in_flight` callers ahead of it. `None` before any data.
+    pub(crate) fn expected_wait(&self, max_in_flight: usize) -> Option<Duration> {
+        let hold = match self.hold_ewma.load(Ordering::Relaxed) {
+            0 => return None,
+            n => Duration::from_nanos(n),
+        };
+        let ahead = self.queued().saturating_sub(1);
+        let rounds = u32::try_from(ahead / max_in_flight.max(1) + 1).unwrap_or(u32::MAX);
+        Some(hold.saturating_mul(rounds))
+    }
+
     pub(crate) fn in_flight(&self) -> usize {
         self.lock().in_flight
     }

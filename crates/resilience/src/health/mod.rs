@@ -3,8 +3,10 @@
 //! The [`Health`] decorator watches real traffic (no synthetic probes) and keeps an
 //! exponentially-weighted moving average of successful calls' latency and of the failure rate.
 //! Its [`HealthSnapshot`] — with the link's [`BreakerSnapshot`] when a breaker handle is
-//! attached — is the one type the CLI's health endpoint and telemetry both read. Caller-side
-//! failures (see [`ErrorKind::is_caller_side`]) say nothing about the link and are not counted.
+//! attached — is the one type the CLI's health endpoint and telemetry both read. Only failures
+//! charged to the vendor ([`Error::fault_in`], see [`ripcord_core::Fault`]) count: local
+//! refusals, the caller's own mistakes and deadline cuts that were not the vendor's doing say
+//! nothing about the link.
 //!
 //! An opt-in [`Prober`](crate::Prober) attached through [`HealthHandle`] adds the last active
 //! probe to the snapshot ([`HealthSnapshot::probe`]). Probes never enter the latency or
@@ -19,9 +21,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result,
+    Fault, ModelId, Result,
 };
 use serde::Serialize;
+use std::time::Duration;
 use tokio::time::Instant;
 
 pub use layer::{HealthBuilder, HealthLayer};
@@ -139,7 +142,9 @@ impl State {
         });
     }
 
-    fn record(&self, outcome: std::result::Result<std::time::Duration, ErrorKind>) {
+    /// Records one call: its latency, or the kind of a failure charged to the vendor (`None`
+    /// for a failure that is not, which counts as a call but not as a failure).
+    fn record(&self, outcome: std::result::Result<std::time::Duration, Option<ErrorKind>>) {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let a = self.layer.alpha;
         let Ok(mut avg) = self.averages.lock() else {
@@ -152,8 +157,8 @@ impl State {
                 avg.latency_ms = Some(avg.latency_ms.map_or(ms, |old| old + a * (ms - old)));
                 avg.error_rate -= a * avg.error_rate;
             }
-            Err(kind) if kind.is_caller_side() => {}
-            Err(kind) => {
+            Err(None) => {}
+            Err(Some(kind)) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
                 avg.error_rate += a * (1.0 - avg.error_rate);
                 avg.last_error = Some(kind);
@@ -307,17 +312,38 @@ impl<M: ChatModel> Health<M> {
     }
 }
 
+/// The kind of a failure charged to the vendor, `None` for one that is not (see
+/// [`Error::fault_in`]).
+fn charged(
+    e: &Error,
+    ctx: &Context,
+    budget: Option<Duration>,
+    after_content: bool,
+) -> Option<ErrorKind> {
+    (e.fault_in(ctx, budget, after_content) == Fault::Vendor).then_some(e.kind())
+}
+
 /// Records a stream's outcome when it ends.
 struct HealthObserver {
     state: Arc<State>,
     started: Instant,
+    ctx: Context,
+    budget: Option<Duration>,
+    after_content: bool,
 }
 
 impl StreamObserver for HealthObserver {
+    fn on_content(&mut self) {
+        self.after_content = true;
+    }
+
     fn on_end(&mut self, end: End<'_>) {
         match end {
             End::Finished => self.state.record(Ok(self.started.elapsed())),
-            End::Failed(e) => self.state.record(Err(e.kind())),
+            End::Failed(e) => {
+                self.state
+                    .record(Err(charged(e, &self.ctx, self.budget, self.after_content)))
+            }
             End::Dropped => {}
         }
     }
@@ -341,32 +367,37 @@ impl<M: ChatModel> ChatModel for Health<M> {
     /// As the inner model, recorded as a failed call.
     fn refusal(&self, ctx: &Context) -> Option<Error> {
         let e = self.inner.refusal(ctx)?;
-        self.state.record(Err(e.kind()));
+        self.state.record(Err(charged(&e, ctx, None, false)));
         Some(e)
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let started = Instant::now();
+        let budget = ctx.remaining();
         let result = self.inner.chat(req, ctx).await;
         self.state.record(match &result {
             Ok(_) => Ok(started.elapsed()),
-            Err(e) => Err(e.kind()),
+            Err(e) => Err(charged(e, ctx, budget, false)),
         });
         result
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let started = Instant::now();
+        let budget = ctx.remaining();
         match self.inner.stream(req, ctx).await {
             Ok(s) => Ok(Observed::boxed(
                 s,
                 HealthObserver {
                     state: self.state.clone(),
                     started,
+                    ctx: ctx.clone(),
+                    budget,
+                    after_content: false,
                 },
             )),
             Err(e) => {
-                self.state.record(Err(e.kind()));
+                self.state.record(Err(charged(&e, ctx, budget, false)));
                 Err(e)
             }
         }

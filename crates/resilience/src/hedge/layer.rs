@@ -26,7 +26,7 @@ pub enum HedgeDelay {
 /// Hedging settings. Hedging is opt-in: it spends a second call to cut tail latency.
 ///
 /// Default ([`HedgeLayer::default`]): hedge after the primary's p95 latency, 2 s until 20
-/// successes were seen.
+/// samples were seen, and at most 10% extra calls ([`HedgeBuilder::max_extra_percent`]).
 ///
 /// # Examples
 ///
@@ -40,6 +40,7 @@ pub enum HedgeDelay {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HedgeLayer {
     pub(crate) delay: HedgeDelay,
+    pub(crate) max_extra_percent: u32,
 }
 
 impl Default for HedgeLayer {
@@ -49,6 +50,7 @@ impl Default for HedgeLayer {
                 initial: Duration::from_secs(2),
                 min_samples: 20,
             },
+            max_extra_percent: 10,
         }
     }
 }
@@ -85,17 +87,33 @@ impl HedgeBuilder {
         self
     }
 
+    /// The hedge budget: hedges may add at most this percentage of extra calls over the
+    /// primary's calls (plus one, so the first slow call can be hedged). Default 10; 100 hedges
+    /// every slow call. A vendor in trouble is slow for everyone, and hedging every call to it
+    /// would double the load on the hedge just when it is needed most.
+    pub fn max_extra_percent(mut self, pct: u32) -> Self {
+        self.layer.max_extra_percent = pct;
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] for a p95 delay needing zero samples.
+    /// [`ConfigError`] for a p95 delay needing zero samples, or a budget over 100%.
     pub fn build(self) -> Result<HedgeLayer, ConfigError> {
         if let HedgeDelay::P95 { min_samples: 0, .. } = self.layer.delay {
             return Err(ConfigError::new(
                 "hedge",
                 "delay.min_samples",
                 "must be at least 1",
+            ));
+        }
+        if self.layer.max_extra_percent > 100 {
+            return Err(ConfigError::new(
+                "hedge",
+                "max_extra_percent",
+                "must be 0 to 100",
             ));
         }
         Ok(self.layer)

@@ -11,6 +11,19 @@
 //!
 //! Provenance records both calls: the loser as a `cancelled` (or failed) attempt, the winner
 //! last; an answer won by a hedge of a different model is marked degraded.
+//!
+//! # The p95 sees slow calls too
+//!
+//! When the hedge wins, the primary's call is cancelled, so its latency is never seen — only
+//! that it was at least as long as the race. Keeping only the primary's completed calls would
+//! make its p95 look better the more often it is slow (survivorship), and the hedge would
+//! start ever earlier. So a hedge win records a *censored* sample for the primary: the time
+//! it had run when it was cancelled, a lower bound of its latency.
+//!
+//! # Budget
+//!
+//! Hedges spend extra calls; at most [`HedgeBuilder::max_extra_percent`](crate::HedgeBuilder::max_extra_percent)
+//! of the primary's calls (10% by default). Past the budget a slow primary runs alone.
 
 mod layer;
 
@@ -58,6 +71,7 @@ pub struct Hedge<P, H> {
     hedge: H,
     layer: HedgeLayer,
     samples: Mutex<VecDeque<Duration>>,
+    calls: AtomicU64,
     started: AtomicU64,
     won: AtomicU64,
 }
@@ -76,6 +90,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
             hedge,
             layer,
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES)),
+            calls: AtomicU64::new(0),
             started: AtomicU64::new(0),
             won: AtomicU64::new(0),
         }
@@ -162,6 +177,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
             }
             return (r.map(Won::Primary), Vec::new());
         }
+        let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let delay = self.current_delay();
         tokio::select! {
             r = &mut primary => {
@@ -171,6 +187,16 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
                 return (r.map(Won::Primary), Vec::new());
             }
             () = tokio::time::sleep(delay) => {}
+        }
+        // The budget: hedges started (this one included) stay within the allowed share.
+        let allowed = 1 + calls.saturating_mul(u64::from(self.layer.max_extra_percent)) / 100;
+        if self.started.load(Ordering::Relaxed) >= allowed {
+            tracing::debug!(link = %self.primary.id().name, "ripcord.hedge_budget_spent");
+            let r = primary.await;
+            if r.is_ok() {
+                self.observe(start.elapsed());
+            }
+            return (r.map(Won::Primary), Vec::new());
         }
         self.started.fetch_add(1, Ordering::Relaxed);
         let (p, h) = (self.primary.id(), self.hedge.id());
@@ -203,6 +229,10 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
                 r = &mut hedge, if hedge_err.is_none() => match r {
                     Ok(v) => {
                         self.won.fetch_add(1, Ordering::Relaxed);
+                        // A censored sample: the primary took at least this long.
+                        if primary_err.is_none() {
+                            self.observe(start.elapsed());
+                        }
                         tracing::info!(link = %p.name, hedge = %h.name, "ripcord.hedge_won");
                         let loser = attempt(p, primary_err.as_ref().unwrap_or(&cancelled), start);
                         return (Ok(Won::Hedge(v)), vec![loser]);

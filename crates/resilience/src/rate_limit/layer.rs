@@ -13,8 +13,8 @@ use crate::error::ConfigError;
 ///
 /// Defaults ([`RateLimitLayer::default`]): no limit at all (an explicit pass-through) until
 /// [`RateLimitBuilder::rpm`] / [`RateLimitBuilder::tpm`] set one; a call waits at most 10 s
-/// (and never past its deadline) for capacity; a vendor 429 with retry-after pauses the link
-/// for that long (at most 5 minutes).
+/// (and never past its deadline) for capacity; a vendor 429 pauses the link for its
+/// retry-after (at most 5 minutes), or for 1 s when it names none.
 ///
 /// # Examples
 ///
@@ -33,8 +33,12 @@ pub struct RateLimitLayer {
     pub(crate) max_wait: Duration,
     pub(crate) pause_on_429: bool,
     pub(crate) max_pause: Duration,
+    pub(crate) default_pause: Duration,
     pub(crate) clock: SharedClock,
 }
+
+/// The default pause after a vendor 429 that names no retry-after.
+pub const DEFAULT_429_PAUSE: Duration = Duration::from_secs(1);
 
 impl Default for RateLimitLayer {
     fn default() -> Self {
@@ -46,6 +50,7 @@ impl Default for RateLimitLayer {
             max_wait: Duration::from_secs(10),
             pause_on_429: true,
             max_pause: Duration::from_secs(300),
+            default_pause: DEFAULT_429_PAUSE,
             clock: default_clock(),
         }
     }
@@ -110,7 +115,7 @@ impl RateLimitBuilder {
     }
 
     /// Tokens allowed at once (default: the TPM). A request reserving more than the burst takes
-    /// the whole bucket, so set it at least as large as your largest request (PITFALLS 14).
+    /// the whole bucket, so set it at least as large as your largest request.
     pub fn tpm_burst(mut self, n: u32) -> Self {
         self.tpm_burst = Some(n);
         self
@@ -125,6 +130,13 @@ impl RateLimitBuilder {
     /// Whether a vendor 429 with retry-after pauses the link (default true).
     pub fn pause_on_429(mut self, yes: bool) -> Self {
         self.layer.pause_on_429 = yes;
+        self
+    }
+
+    /// The pause after a vendor 429 that names no retry-after (default
+    /// [`DEFAULT_429_PAUSE`], 1 s): the link is paused locally rather than hit again at once.
+    pub fn default_pause(mut self, d: Duration) -> Self {
+        self.layer.default_pause = d;
         self
     }
 

@@ -2,16 +2,28 @@
 //!
 //! # Behaviour
 //!
-//! - Before a call the limiter takes one request cell (RPM) and reserves the request's tokens
-//!   (TPM): the prompt estimate ([`ripcord_core::tokens::estimate_request`]) plus `max_tokens`
-//!   (or the model's largest output when the request sets none).
-//! - When a bucket is empty the call waits for it — if the wait fits both the deadline and
-//!   `max_wait`. Otherwise it returns [`ErrorKind::LocalRateLimited`] at once, without calling
-//!   the vendor, with `retry_after` set to when capacity returns, so the chain moves on.
-//! - A vendor 429 carrying a retry-after pauses the link's limiter for that long: later calls
-//!   wait (or are refused) locally instead of hitting the vendor again.
+//! - Before a call the limiter reserves the request's tokens (TPM): the prompt estimate
+//!   ([`ripcord_core::tokens::estimate_request`]) plus `max_tokens` (or the model's largest
+//!   output when the request sets none); only once they fit does it take the request cell
+//!   (RPM), which cannot be given back — so a call refused for tokens never burns a request.
+//! - When a bucket is empty the call waits for it — if the wait fits `max_wait` and leaves the
+//!   call its least useful budget ([`Context::min_attempt`]) before the deadline. Otherwise it
+//!   returns [`ErrorKind::LocalRateLimited`] at once, without calling the vendor, with
+//!   `retry_after` set to when capacity returns, so the chain moves on. A local refusal never
+//!   counts against the link's breaker or health.
+//! - Callers that must wait are served first come, first served: a large request at the head
+//!   of the line is not starved by small ones that would each fit sooner.
+//! - A vendor 429 pauses the link's limiter for its retry-after, or for `default_pause` when it
+//!   names none: later calls wait (or are refused) locally instead of hitting the vendor again.
 //!
-//! # Why the reconciliation counter (PITFALLS 14)
+//! # What a call is charged
+//!
+//! What the vendor charges: a successful call its reported usage, or — when the vendor reports
+//! none — the estimate (prompt plus what was generated); a stream that ends, fails or is dropped
+//! after content the same; a failed call one request, plus the prompt estimate when the vendor
+//! may have processed it ([`Error::maybe_processed`]); a call refused locally nothing.
+//!
+//! # Why the reconciliation counter
 //!
 //! `governor` cannot refund cells, but the real token count is only known after the call. So
 //! the reservation is reconciled through a separate balance: a call that used fewer tokens than
@@ -42,7 +54,7 @@ use ripcord_core::{
 };
 use serde::Serialize;
 
-pub use layer::{RateLimitBuilder, RateLimitLayer};
+pub use layer::{DEFAULT_429_PAUSE, RateLimitBuilder, RateLimitLayer};
 
 use crate::clock::{GovernorClock, SharedClock};
 use crate::error::tag;
@@ -91,6 +103,8 @@ struct LimitState {
     balance: AtomicI64,
     refused: AtomicU64,
     used: Mutex<Window>,
+    /// The line of callers waiting for capacity (tokio's mutex serves waiters in order).
+    line: tokio::sync::Mutex<()>,
 }
 
 /// A point-in-time view of a link's limiter.
@@ -116,6 +130,29 @@ pub struct RateLimitSnapshot {
 struct Reservation {
     /// The request's nominal tokens (estimate + max_tokens).
     nominal: u32,
+    /// The prompt estimate alone.
+    prompt: u32,
+}
+
+impl Reservation {
+    /// What a successful call (or a stream that generated `text_tokens`) is charged: the
+    /// vendor's count, or the estimate when it reported none.
+    fn used(&self, usage: Option<&Usage>, text_tokens: u32) -> u64 {
+        match usage.map(Usage::total_tokens) {
+            Some(n) if n > 0 => n,
+            _ => u64::from(self.prompt) + u64::from(text_tokens),
+        }
+    }
+
+    /// What a call that failed before any content is charged: the prompt, when the vendor may
+    /// have processed it; nothing when it cannot have.
+    fn failed(&self, e: &Error) -> u64 {
+        if e.maybe_processed() {
+            u64::from(self.prompt)
+        } else {
+            0
+        }
+    }
 }
 
 impl LimitState {
@@ -141,6 +178,7 @@ impl LimitState {
             balance: AtomicI64::new(0),
             refused: AtomicU64::new(0),
             used: Mutex::new(Window::new(now, Duration::from_secs(60), 12)),
+            line: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -178,8 +216,8 @@ impl LimitState {
     }
 
     /// After the call: the vendor's count replaces the reservation.
-    fn settle(&self, r: Reservation, used: Option<u64>) {
-        let used = i64::try_from(used.unwrap_or(0)).unwrap_or(i64::MAX);
+    fn settle(&self, r: Reservation, used: u64) {
+        let used = i64::try_from(used).unwrap_or(i64::MAX);
         if self.tpm.is_some() {
             self.balance
                 .fetch_add(used - i64::from(r.nominal), Ordering::SeqCst);
@@ -232,14 +270,21 @@ impl<M: ChatModel> RateLimit<M> {
         }
     }
 
-    fn nominal(&self, req: &ChatRequest) -> u32 {
+    fn reservation(&self, req: &ChatRequest) -> Reservation {
         if self.state.tpm.is_none() {
-            return 0;
+            return Reservation {
+                nominal: 0,
+                prompt: 0,
+            };
         }
         let output = req
             .max_tokens
             .unwrap_or(self.inner.capabilities().max_output_tokens);
-        tokens::estimate_request(req).saturating_add(output)
+        let prompt = tokens::estimate_request(req);
+        Reservation {
+            nominal: prompt.saturating_add(output),
+            prompt,
+        }
     }
 
     fn refuse(&self, wait: Duration, why: &str) -> Error {
@@ -258,115 +303,176 @@ impl<M: ChatModel> RateLimit<M> {
         )
     }
 
-    /// Takes capacity for one call, waiting when the deadline and `max_wait` allow.
-    async fn acquire(&self, req: &ChatRequest, ctx: &Context) -> Result<Reservation> {
-        use governor::clock::Clock as _;
-        let s = &self.state;
-        let nominal = self.nominal(req);
-        let mut have_rpm = s.rpm.is_none();
-        let mut waited = Duration::ZERO;
-        loop {
-            let (wait, why) = if let Some(p) = s.paused_for() {
-                (p, "vendor-requested pause")
-            } else {
-                let mut blocked = None;
-                if !have_rpm {
-                    match s.rpm.as_ref().map(Limiter::check) {
-                        Some(Err(not_until)) => {
-                            blocked = Some((
-                                not_until.wait_time_from(s.gclock.now()),
-                                "requests-per-minute",
-                            ))
-                        }
-                        _ => have_rpm = true,
-                    }
-                }
-                if let (None, Some(tpm)) = (blocked, &s.tpm) {
-                    let charge = s.charge(nominal);
-                    match NonZeroU32::new(charge).map(|n| tpm.check_n(n)) {
-                        // Nothing to charge (credit covered it), or it fit.
-                        None | Some(Ok(Ok(()))) => return Ok(Reservation { nominal }),
-                        Some(Ok(Err(not_until))) => {
-                            s.uncharge(charge, nominal);
-                            blocked = Some((
-                                not_until.wait_time_from(s.gclock.now()),
-                                "tokens-per-minute",
-                            ));
-                        }
-                        // Unreachable: charges are clamped to the burst. Admit rather than
-                        // refuse forever.
-                        Some(Err(_)) => return Ok(Reservation { nominal }),
-                    }
-                }
-                match blocked {
-                    Some(b) => b,
-                    None => return Ok(Reservation { nominal }),
-                }
-            };
-            let wait = wait.max(Duration::from_micros(1));
-            let too_long = waited + wait > self.layer.max_wait;
-            let past_deadline = ctx.remaining().is_some_and(|rem| wait >= rem);
-            if too_long || past_deadline {
-                return Err(self.refuse(wait, why));
+    /// The instant a wait for capacity must end by: `max_wait` from `start`, and early enough to
+    /// leave the call its least useful budget before the deadline.
+    fn wait_limit(&self, ctx: &Context, start: tokio::time::Instant) -> tokio::time::Instant {
+        let own = start + self.layer.max_wait;
+        match ctx.deadline() {
+            Some(d) => {
+                let keep = ctx.min_attempt().unwrap_or(Duration::ZERO);
+                own.min(d.checked_sub(keep).unwrap_or(start))
             }
-            ctx.sleep(wait).await.map_err(|e| tag(e, self.inner.id()))?;
-            waited += wait;
+            None => own,
         }
     }
 
-    /// After a failure: a vendor 429 with retry-after pauses the link.
-    fn on_error(&self, e: &Error) {
-        if self.layer.pause_on_429
-            && e.kind() == ErrorKind::RateLimited
-            && let Some(after) = e.retry_after()
-        {
-            let d = after.min(self.layer.max_pause);
-            tracing::info!(link = %self.inner.id().name, pause_ms = d.as_millis() as u64, "ripcord.rate_limit_paused");
-            self.state.pause(d);
+    /// Takes capacity for one call, waiting (first come, first served) when the deadline and
+    /// `max_wait` allow.
+    async fn acquire(&self, req: &ChatRequest, ctx: &Context) -> Result<Reservation> {
+        let s = &self.state;
+        let reservation = self.reservation(req);
+        let start = tokio::time::Instant::now();
+        let limit = self.wait_limit(ctx, start);
+        // The uncontended path takes its turn at once; a caller that finds others waiting
+        // queues behind them, within its wait limit.
+        let _turn = match s.line.try_lock() {
+            Ok(turn) => turn,
+            Err(_) => {
+                let queued = async {
+                    tokio::select! {
+                        biased;
+                        () = ctx.cancellation().cancelled() => None,
+                        t = s.line.lock() => Some(t),
+                    }
+                };
+                match tokio::time::timeout_at(limit, queued).await {
+                    Ok(Some(turn)) => turn,
+                    Ok(None) => return Err(tag(Error::cancelled(), self.inner.id())),
+                    Err(_) => {
+                        let wait = limit
+                            .saturating_duration_since(start)
+                            .max(Duration::from_millis(1));
+                        return Err(self.refuse(wait, "queued behind earlier callers"));
+                    }
+                }
+            }
+        };
+        let mut tpm_taken = s.tpm.is_none() || reservation.nominal == 0;
+        loop {
+            let (wait, why) = match self.try_take(reservation, &mut tpm_taken) {
+                None => return Ok(reservation),
+                Some(blocked) => blocked,
+            };
+            let wait = wait.max(Duration::from_micros(1));
+            if tokio::time::Instant::now() + wait > limit {
+                if tpm_taken && s.tpm.is_some() {
+                    // The tokens were taken but the call will not be made: credit them back.
+                    s.settle(reservation, 0);
+                }
+                return Err(self.refuse(wait, why));
+            }
+            ctx.sleep(wait).await.map_err(|e| {
+                if tpm_taken && s.tpm.is_some() {
+                    s.settle(reservation, 0);
+                }
+                let e = if e.kind() == ErrorKind::DeadlineExceeded {
+                    e.with_fault(ripcord_core::Fault::Local)
+                } else {
+                    e
+                };
+                tag(e, self.inner.id())
+            })?;
         }
+    }
+
+    /// One try at the buckets: the pause, then TPM, then RPM (taken only once the tokens fit).
+    /// `None` when the call may go; else how long until capacity returns, and which limit.
+    fn try_take(
+        &self,
+        reservation: Reservation,
+        tpm_taken: &mut bool,
+    ) -> Option<(Duration, &'static str)> {
+        use governor::clock::Clock as _;
+        let s = &self.state;
+        if let Some(p) = s.paused_for() {
+            return Some((p, "vendor-requested pause"));
+        }
+        if !*tpm_taken && let Some(tpm) = &s.tpm {
+            let charge = s.charge(reservation.nominal);
+            match NonZeroU32::new(charge).map(|n| tpm.check_n(n)) {
+                // Nothing to charge (credit covered it), or it fit. Charges are clamped to the
+                // burst, so `check_n` cannot refuse for size; admit rather than refuse forever.
+                None | Some(Ok(Ok(()))) | Some(Err(_)) => *tpm_taken = true,
+                Some(Ok(Err(not_until))) => {
+                    s.uncharge(charge, reservation.nominal);
+                    return Some((
+                        not_until.wait_time_from(s.gclock.now()),
+                        "tokens-per-minute",
+                    ));
+                }
+            }
+        }
+        match s.rpm.as_ref().map(Limiter::check) {
+            Some(Err(not_until)) => Some((
+                not_until.wait_time_from(s.gclock.now()),
+                "requests-per-minute",
+            )),
+            _ => None,
+        }
+    }
+
+    /// After a failure: a vendor 429 pauses the link.
+    fn on_error(&self, e: &Error) {
+        pause_after(&self.state, &self.layer, self.inner.id(), e);
+    }
+}
+
+/// A vendor 429 pauses the link: for its retry-after, or the default pause when it names none.
+fn pause_after(state: &LimitState, layer: &RateLimitLayer, id: &ModelId, e: &Error) {
+    if layer.pause_on_429 && e.kind() == ErrorKind::RateLimited {
+        let d = e
+            .retry_after()
+            .unwrap_or(layer.default_pause)
+            .min(layer.max_pause);
+        tracing::info!(link = %id.name, pause_ms = d.as_millis() as u64, "ripcord.rate_limit_paused");
+        state.pause(d);
     }
 }
 
 /// Settles a stream's reservation when it ends.
 struct LimitObserver {
     state: std::sync::Arc<LimitState>,
+    layer: RateLimitLayer,
+    id: ModelId,
     reservation: Reservation,
     usage: Option<Usage>,
-    pause_on_429: bool,
-    max_pause: Duration,
+    /// Estimated tokens of the text generated so far.
+    generated: u32,
+    content: bool,
 }
 
 impl StreamObserver for LimitObserver {
     fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        if let Ok(StreamEvent::Usage { usage }) = &item {
-            self.usage = Some(*usage);
+        match &item {
+            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
+            Ok(StreamEvent::TextDelta { text }) => {
+                self.generated = self.generated.saturating_add(tokens::estimate_text(text));
+            }
+            _ => {}
         }
         item
     }
 
+    fn on_content(&mut self) {
+        self.content = true;
+    }
+
     fn on_end(&mut self, end: End<'_>) {
-        match end {
-            End::Finished => self
-                .state
-                .settle(self.reservation, self.usage.map(|u| u.total_tokens())),
+        let r = self.reservation;
+        let used = match end {
             End::Failed(e) => {
-                if self.pause_on_429
-                    && e.kind() == ErrorKind::RateLimited
-                    && let Some(after) = e.retry_after()
-                {
-                    self.state.pause(after.min(self.max_pause));
-                }
-                self.state
-                    .settle(self.reservation, self.usage.map(|u| u.total_tokens()));
-            }
-            // Abandoned mid-stream: the vendor likely used the reservation; keep it unless
-            // usage arrived.
-            End::Dropped => {
-                if let Some(u) = self.usage {
-                    self.state.settle(self.reservation, Some(u.total_tokens()));
+                pause_after(&self.state, &self.layer, &self.id, e);
+                if self.content || self.usage.is_some() {
+                    r.used(self.usage.as_ref(), self.generated)
+                } else {
+                    r.failed(e)
                 }
             }
-        }
+            // Finished, or abandoned mid-stream (the vendor generated up to the drop): what
+            // it reported, else the estimate of what it generated.
+            End::Finished | End::Dropped => r.used(self.usage.as_ref(), self.generated),
+        };
+        self.state.settle(r, used);
     }
 }
 
@@ -389,13 +495,14 @@ impl<M: ChatModel> ChatModel for RateLimit<M> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.chat(req, ctx).await {
             Ok(resp) => {
+                let text = tokens::estimate_text(&resp.content);
                 self.state
-                    .settle(reservation, Some(resp.usage.total_tokens()));
+                    .settle(reservation, reservation.used(Some(&resp.usage), text));
                 Ok(resp)
             }
             Err(e) => {
                 self.on_error(&e);
-                self.state.settle(reservation, None);
+                self.state.settle(reservation, reservation.failed(&e));
                 Err(e)
             }
         }
@@ -408,15 +515,17 @@ impl<M: ChatModel> ChatModel for RateLimit<M> {
                 stream,
                 LimitObserver {
                     state: self.state.clone(),
+                    layer: self.layer.clone(),
+                    id: self.inner.id().clone(),
                     reservation,
                     usage: None,
-                    pause_on_429: self.layer.pause_on_429,
-                    max_pause: self.layer.max_pause,
+                    generated: 0,
+                    content: false,
                 },
             )),
             Err(e) => {
                 self.on_error(&e);
-                self.state.settle(reservation, None);
+                self.state.settle(reservation, reservation.failed(&e));
                 Err(e)
             }
         }

@@ -7,9 +7,11 @@
 //!   auth and the like go to the chain's next link; content filtered fails the call.
 //! - The vendor's retry-after ([`Error::retry_after`]) replaces the backoff delay. When the wait
 //!   — backoff or retry-after — would overrun [`Context::deadline`], the error is returned *at
-//!   once*, without sleeping, so the chain falls back while there is still time (PITFALLS 6, 16).
-//! - A request marked not retry-safe ([`Context::retry_safe`]) is never re-sent after an
-//!   ambiguous failure (a timeout or a network error: the vendor may have acted on it).
+//!   once*, without sleeping, so the chain falls back while there is still time.
+//! - A request marked not retry-safe ([`Context::retry_safe`]) is never re-sent after a failure
+//!   the vendor may have processed ([`Error::maybe_processed`]: a timeout after the request was
+//!   written, a network error after it was sent, a 502/504, a truncated or invalid answer). A
+//!   connection that was refused, or a 429 or 503 the vendor answered at once, is still retried.
 //! - Cancellation ([`Context::cancellation`]) stops the loop, including a backoff sleep.
 //! - Every attempt lands in provenance: a success carries all attempts in
 //!   `provenance.attempts` (failed ones first, the success last); a final failure carries them
@@ -17,11 +19,11 @@
 //! - A [`RetryBudget`] caps the extra load retries add across all callers of the link.
 //!
 //! Streams are retried until their first content event: an error before it (a deferred status,
-//! a 429 sent as the first event) is the attempt's error (PITFALLS 1). After the first content
+//! a 429 sent as the first event) is the attempt's error. After the first content
 //! event the stream is the caller's and is never re-sent.
 //!
 //! Put the retry *inside* the breaker, so the breaker sees one outcome per logical call
-//! (PITFALLS 10); see the [crate docs](crate) for the whole order.
+//! (counting every attempt would trip it too early); see the [crate docs](crate) for the whole order.
 
 mod backoff;
 mod budget;
@@ -43,7 +45,7 @@ pub use budget::RetryBudget;
 pub use layer::{RetryBuilder, RetryLayer};
 
 use crate::error::tag;
-use crate::stream_util::open_to_first_content;
+use crate::stream_util::{bounded_by, open_to_first_content};
 
 /// A model whose failed calls are retried by a [`RetryLayer`] policy.
 ///
@@ -119,7 +121,7 @@ impl<M: ChatModel> Retry<M> {
         if n >= self.policy.max_attempts.get() || ctx.is_cancelled() {
             return Next::Stop;
         }
-        if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Network) && !ctx.retry_safe() {
+        if e.forbids_resend(ctx) {
             tracing::debug!(link = %id.name, error.type = e.kind().as_str(), "ripcord.retry_unsafe_skipped");
             return Next::Stop;
         }
@@ -248,9 +250,13 @@ impl<M: ChatModel> ChatModel for Retry<M> {
         self.inner.capabilities()
     }
 
-    /// As the inner model: its backoff sleeps end at the deadline or on cancellation.
+    /// Always: every attempt at an inner model that does not bound itself is raced against
+    /// the deadline and cancellation here, backoff sleeps end at both, and so does each event of
+    /// the stream it returns. So no outer timer needs to drop a retry mid-way — which would
+    /// lose the attempts it made: a `DeadlineExceeded` from a retry carries every attempt of
+    /// the link it cut.
     fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+        true
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
@@ -274,6 +280,11 @@ impl<M: ChatModel> ChatModel for Retry<M> {
                 open_to_first_content(self.inner.stream(req, ctx).await?).await
             })
             .await?;
+        let stream = if self.inner.bounds_itself() {
+            stream
+        } else {
+            bounded_by(stream, ctx)
+        };
         if attempts.is_empty() {
             return Ok(stream);
         }

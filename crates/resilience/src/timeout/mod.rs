@@ -1,11 +1,17 @@
 //! Per-attempt time limits, and stream guards for models that do not enforce them.
 //!
-//! Four separate limits (PITFALLS 4): the connection (the provider's business), the first
-//! token, the idle gap between events after it, and the whole attempt — plus the call's
-//! deadline, which bounds everything. A limit that runs out ends the attempt with
-//! [`Error::timeout`] of the matching [`TimeoutPhase`]; the call's deadline ends it with
-//! `DeadlineExceeded`. Put the timeout *inside* the retry and the breaker, so each attempt gets
-//! its own limit and the breaker records the timeout as a failure (PITFALLS 11).
+//! Separate limits, because each has its own remedy: the connection (the provider's business),
+//! the first token, the idle gap between events after it, and the whole attempt — plus the
+//! call's deadline. A limit that runs out ends the attempt with [`Error::timeout`] of the
+//! matching [`TimeoutPhase`]; the call's deadline ends it with `DeadlineExceeded`.
+//!
+//! A stream is bounded by the attempt limit, the first-token limit and the deadline only until
+//! its first content event; after it, by the context's
+//! [`stream_deadline`](Context::stream_deadline) and the idle gap, so a long answer is not cut
+//! by a deadline meant for getting an answer at all. A cut by the stream bound is the caller's
+//! (`DeadlineExceeded`, never charged to the link). Put the timeout *inside* the retry and the
+//! breaker, so each attempt gets its own limit and the breaker records a timeout as a failure
+//! rather than losing it when an outer timer drops the call.
 
 mod layer;
 
@@ -21,7 +27,7 @@ use tokio::time::Instant;
 pub use layer::{TimeoutBuilder, TimeoutLayer};
 
 use crate::error::tag;
-use crate::stream_util::{Guarded, Limits};
+use crate::stream_util::{Guarded, Limits, stream_bound_passed};
 
 /// A model under per-attempt time limits.
 ///
@@ -158,9 +164,13 @@ impl<M: ChatModel> ChatModel for Timeout<M> {
             .await
             .map_err(|e| tag(e, self.inner.id()))?;
         let id = self.inner.id();
+        // The attempt limit and the deadline bound the time to first content; after it, the
+        // stream bound of the context and the idle gap do.
         let limits = Limits {
-            total: total.map(|(at, cut)| (at, tag(cut.error(), id))),
-            first_content: first.map(|(at, cut)| (at, tag(cut.error(), id))),
+            first_content: earliest(total, first).map(|(at, cut)| (at, tag(cut.error(), id))),
+            stream: ctx
+                .stream_deadline()
+                .map(|at| (at, tag(stream_bound_passed(), id))),
             idle: self.layer.idle.map(|d| {
                 (
                     d,

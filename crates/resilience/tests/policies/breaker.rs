@@ -1,4 +1,4 @@
-//! Circuit breaker: PITFALLS 9–13.
+//! Circuit breaker: half-open permits, one outcome per call, timeouts inside, sub-second and fresh open durations.
 
 use std::sync::{Arc, Mutex};
 
@@ -284,7 +284,7 @@ async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing
 
 #[tokio::test(start_paused = true)]
 async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the_breaker() {
-    // One timer for the whole stack (the model's own), and still PITFALLS 11: the timeout ends
+    // One timer for the whole stack (the model's own), and still the timeout ends
     // the call inside the breaker, which records it; cancellation records nothing.
     let m = Arc::new(
         scripted("a")

@@ -1,4 +1,4 @@
-//! Rate limits (PITFALLS 14) and per-tenant budgets.
+//! Rate limits (reserved up front, reconciled after) and per-tenant budgets.
 
 use std::sync::Arc;
 

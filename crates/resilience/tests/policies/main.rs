@@ -3,6 +3,8 @@
 // Test helpers outside `#[test]` functions unwrap too (`allow-unwrap-in-tests` covers only those).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+mod accounting;
+mod blame;
 mod breaker;
 mod bulkhead;
 mod compose;

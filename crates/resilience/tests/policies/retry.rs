@@ -1,4 +1,4 @@
-//! Retry: PITFALLS 6, 15, 16.
+//! Retry: within the deadline, never on quota, with jitter and retry-after.
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! Timeouts and stream guards (PITFALLS 4).
+//! Timeouts and stream guards: first token, idle and attempt limits apart.
 
 use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};

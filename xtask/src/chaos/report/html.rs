@@ -79,6 +79,7 @@ fn color(who: &str, links: &[String]) -> &'static str {
 fn fault_color(f: Fault) -> Option<&'static str> {
     match f {
         Fault::Ok => None,
+        Fault::LongStream { .. } => Some("#6a9fd0"),
         Fault::SlowFirstToken { .. } | Fault::Hang | Fault::StallMidStream { .. } => {
             Some("#e0b020")
         }
@@ -624,6 +625,8 @@ mod tests {
             };
             records.requests.push(RequestRec {
                 id: format!("u0-{i}"),
+                retry_safe: true,
+                first_content_ms: None,
                 user: 0,
                 streamed: i % 2 == 0,
                 start_ms: start,

@@ -350,6 +350,7 @@ pub(crate) fn parse(
             source: file.to_owned(),
             phases,
             expect,
+            load: super::Load::default(),
         });
     }
     Ok(out)

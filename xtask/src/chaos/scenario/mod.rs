@@ -95,9 +95,15 @@ pub(crate) enum Fault {
     Truncated { after_chunks: usize },
     /// A 200 whose body is broken JSON.
     MalformedJson,
+    /// A healthy answer that streams long: 16 chunks, `between_ms` apart (a non-streaming
+    /// request gets its whole answer at once).
+    LongStream { between_ms: u64 },
     /// The local tier fails (`model_not_found`); the only fault `local` takes besides `ok`.
     Fail,
 }
+
+/// The chunks of a [`Fault::LongStream`] answer.
+pub(crate) const LONG_STREAM_CHUNKS: usize = 16;
 
 /// Parameters a fault name may take, with their defaults.
 #[derive(Debug, Clone, Copy, Default)]
@@ -129,6 +135,7 @@ pub(crate) const FAULT_NAMES: &[&str] = &[
     "reset_mid_stream",
     "truncated",
     "malformed_json",
+    "long_stream",
     "fail",
 ];
 
@@ -167,6 +174,9 @@ impl Fault {
                 after_chunks: chunks,
             },
             "malformed_json" => Fault::MalformedJson,
+            "long_stream" => Fault::LongStream {
+                between_ms: p.delay_ms.unwrap_or(300),
+            },
             "fail" => Fault::Fail,
             _ => return None,
         })
@@ -195,6 +205,7 @@ impl Fault {
             Fault::ResetMidStream { .. } => "reset_mid_stream",
             Fault::Truncated { .. } => "truncated",
             Fault::MalformedJson => "malformed_json",
+            Fault::LongStream { .. } => "long_stream",
             Fault::Fail => "fail",
         }
     }
@@ -206,6 +217,9 @@ impl Fault {
                 retry_after_ms: Some(ms),
             } => format!("rate_limited (retry-after {ms} ms)"),
             Fault::SlowFirstToken { delay_ms } => format!("slow_first_token ({delay_ms} ms)"),
+            Fault::LongStream { between_ms } => {
+                format!("long_stream ({LONG_STREAM_CHUNKS} chunks, {between_ms} ms apart)")
+            }
             Fault::StallMidStream { after_chunks }
             | Fault::ResetMidStream { after_chunks }
             | Fault::Truncated { after_chunks } => {
@@ -244,6 +258,10 @@ impl Fault {
             Fault::ResetMidStream { after_chunks } => Behavior::ResetMidStream { after_chunks },
             Fault::Truncated { after_chunks } => Behavior::TruncatedStream { after_chunks },
             Fault::MalformedJson => Behavior::MalformedJson,
+            Fault::LongStream { between_ms } => Behavior::Stream {
+                first_token: ms(40),
+                between: ms(between_ms),
+            },
             Fault::Fail => return None,
         })
     }
@@ -336,6 +354,27 @@ pub(crate) struct Expect {
     pub(crate) min_answered_pct: Option<f64>,
 }
 
+/// Local limits a scenario puts on one link of the chain (a bulkhead and an RPM limit), to
+/// load it past what it admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkLimits {
+    /// Bulkhead slots.
+    pub(crate) slots: usize,
+    /// The bulkhead's longest queue wait, in milliseconds.
+    pub(crate) queue_wait_ms: u64,
+    /// Requests per minute.
+    pub(crate) rpm: u32,
+}
+
+/// How a scenario changes the run besides its faults.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Load {
+    /// At least this many virtual users (the run's `--users` when larger).
+    pub(crate) min_users: Option<usize>,
+    /// Limits per link.
+    pub(crate) limits: Vec<(String, LinkLimits)>,
+}
+
 /// One scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Scenario {
@@ -345,6 +384,8 @@ pub(crate) struct Scenario {
     pub(crate) source: String,
     pub(crate) phases: Vec<Phase>,
     pub(crate) expect: Expect,
+    /// Extra load and limits (built-in scenarios only).
+    pub(crate) load: Load,
 }
 
 impl Scenario {
@@ -354,6 +395,15 @@ impl Scenario {
     }
 
     /// This vendor's phases, sorted by start (stable: a later phase at the same time wins).
+    /// True when some vendor answers with long streams (the fakes then send
+    /// [`LONG_STREAM_CHUNKS`] chunks).
+    pub(crate) fn long_streams(&self) -> bool {
+        self.phases.iter().any(|p| {
+            matches!(p.fault, Fault::LongStream { .. })
+                || matches!(p.otherwise, Fault::LongStream { .. })
+        })
+    }
+
     pub(crate) fn phases_of(&self, vendor: &str, run: Duration) -> Vec<(Duration, &Phase)> {
         let mut v: Vec<(Duration, &Phase)> = self
             .phases
@@ -443,6 +493,13 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             max_trips: Some(MaxTrips::Auto),
             min_answered_pct: Some(99.0),
         },
+        load: Load::default(),
+    };
+    // Healthy vendors under load: no breaker may trip, every request must be answered.
+    let healthy = |mut sc: Scenario| {
+        sc.expect.max_trips = Some(MaxTrips::Fixed(0));
+        sc.expect.min_answered_pct = Some(100.0);
+        sc
     };
     // The flapping vendor: down for 0.3 s, up for 0.3 s, all run long (fractions of a 6 s run
     // at the default --quick length; proportionally longer in longer runs).
@@ -561,6 +618,45 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             ],
             &["local", STATIC],
         ),
+        healthy(s(
+            "long-streams",
+            "primary streams every answer for longer than the deadline (16 chunks, 300 ms apart): each completes, and no breaker trips on a healthy vendor",
+            vec![Phase::new(
+                "primary",
+                0.0,
+                Fault::LongStream { between_ms: 300 },
+            )],
+            &["primary"],
+        )),
+        {
+            let mut sc = healthy(s(
+                "saturation",
+                "three times more users than primary's bulkhead slots, past its RPM, and primary answers 10% of calls 429 without retry-after: refusals stay local, the chain falls past them",
+                vec![
+                    Phase::new(
+                        "primary",
+                        0.0,
+                        Fault::RateLimited {
+                            retry_after_ms: None,
+                        },
+                    )
+                    .sometimes(0.1, Fault::Ok),
+                ],
+                &["primary", "backup"],
+            ));
+            sc.load = Load {
+                min_users: Some(12),
+                limits: vec![(
+                    "primary".to_owned(),
+                    LinkLimits {
+                        slots: 4,
+                        queue_wait_ms: 200,
+                        rpm: 120,
+                    },
+                )],
+            };
+            sc
+        },
     ]
 }
 
@@ -572,7 +668,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 10);
+        assert_eq!(names.len(), 12);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {
@@ -582,6 +678,11 @@ mod tests {
             }
             assert!(!s.expect.must_serve.is_empty());
         }
+        for name in ["long-streams", "saturation"] {
+            let sc = b.iter().find(|s| s.name == name).unwrap();
+            assert_eq!(sc.expect.max_trips, Some(MaxTrips::Fixed(0)), "{name}");
+        }
+        assert!(b.iter().any(Scenario::long_streams));
         let faults: BTreeSet<&str> = b
             .iter()
             .flat_map(|s| s.phases.iter().map(|p| p.fault.name()))

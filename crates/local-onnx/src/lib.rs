@@ -54,6 +54,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod agreement;
 mod config;
 mod engine;
 mod error;
@@ -64,6 +65,7 @@ mod runtime;
 mod sampling;
 mod template;
 mod text;
+mod variant;
 
 #[cfg(test)]
 mod test_support;
@@ -73,3 +75,4 @@ pub use paths::{
     ORT_VERSION, SMOLLM2_DIR, TINY_DIR, default_cache_dir, default_model_dir, default_ort_dylib,
     tiny_model_dir,
 };
+pub use variant::{UnknownVariant, Variant, default_threads};

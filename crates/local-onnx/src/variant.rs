@@ -47,7 +47,7 @@ impl Variant {
     pub const ALL: [Variant; 3] = [Variant::Q8, Variant::Q4, Variant::Fp32];
 
     /// The file inside the model folder.
-    pub fn file_name(self) -> &'static str {
+    pub const fn file_name(self) -> &'static str {
         match self {
             Variant::Fp32 => "model.onnx",
             Variant::Q8 => "model.q8.onnx",
@@ -56,7 +56,7 @@ impl Variant {
     }
 
     /// The name used in configuration (`fp32`, `q8`, `q4`).
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Variant::Fp32 => "fp32",
             Variant::Q8 => "q8",

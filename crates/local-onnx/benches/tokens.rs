@@ -1,5 +1,6 @@
-//! Prefill and decode tokens/s and peak RSS of `LocalLlama` on SmolLM2-135M, fp32 and int8,
-//! next to ONNX Runtime's own Python API on the same model file and thread count.
+//! Prefill and decode tokens/s and peak RSS of `LocalLlama` on SmolLM2-135M, every shipped
+//! variant (fp32, q8, q4), next to ONNX Runtime's own Python API on the same model file and
+//! thread count.
 //!
 //! `cargo bench -p ripcord-local-onnx --bench tokens` (after `cargo xtask setup-model`).
 //! Every measurement runs in its own process, so each peak RSS is that model's alone:
@@ -28,11 +29,15 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use ripcord_core::{ChatModel, ChatRequest, Context, StreamEvent};
-use ripcord_local_onnx::{LocalLlama, default_cache_dir, default_model_dir};
+use ripcord_local_onnx::{LocalLlama, Variant, default_cache_dir, default_model_dir};
 use serde_json::{Value, json};
 
 const CHILD: &str = "RIPCORD_BENCH_CHILD";
-const VARIANTS: &[&str] = &["model.onnx", "model.int8.onnx"];
+const VARIANTS: [&str; 3] = [
+    Variant::Fp32.file_name(),
+    Variant::Q8.file_name(),
+    Variant::Q4.file_name(),
+];
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -178,7 +183,7 @@ fn main() -> ExitCode {
     let dir = default_model_dir();
     let py: PathBuf = default_cache_dir().join("venv/bin/python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ripcord_model.py");
-    if !dir.join("model.int8.onnx").is_file() || !py.is_file() {
+    if !VARIANTS.iter().all(|f| dir.join(f).is_file()) || !py.is_file() {
         eprintln!(
             "SKIPPED: {} or {} is missing: run `cargo xtask setup-model`",
             dir.display(),

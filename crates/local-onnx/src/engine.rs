@@ -9,10 +9,10 @@
 //!
 //! # Two cache layouts
 //!
-//! A *growing* cache (any optimum-style export, and the converter's `model.onnx` and
-//! `model.int8.onnx`): the pasts hold exactly the tokens so far, and the graph returns presents
-//! one token longer, which become the next pasts. The graph has to copy the whole cache into
-//! every new present, so each step's copy grows with the answer.
+//! A *growing* cache (any optimum-style export, and the converter's `model.onnx`): the pasts
+//! hold exactly the tokens so far, and the graph returns presents one token longer, which
+//! become the next pasts. The graph has to copy the whole cache into every new present, so each
+//! step's copy grows with the answer.
 //!
 //! A *shared* cache (the converter's fused `model.q8.onnx` / `model.q4.onnx`, marked by the
 //! metadata entry `ripcord.kv_cache = shared`): one tensor per layer and kind, allocated once per

@@ -43,9 +43,9 @@ const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
 ///
 /// [`LocalLlama::load`] and an eager builder (the default) load everything in `build()`:
 /// ONNX Runtime (once per process), the tokenizer, the template and one session. For
-/// SmolLM2-135M on a 2-core machine that took 2–3 s (fp32, whose fp16 weights are widened at
-/// load) and 1.6–2.4 s (int8), as the crate's bench measures it (`load s`); the first call then
-/// starts generating at once. A lazy builder (`eager(false)`) only checks that the files exist
+/// SmolLM2-135M on a 2-core machine that took 2–3 s for fp32 (whose fp16 weights are widened at
+/// load) and well under a second for the fused `q8` / `q4` files, as `cargo xtask bench`
+/// measures it (`load s`); the first call then starts generating at once. A lazy builder (`eager(false)`) only checks that the files exist
 /// and reads `config.json`; the first call pays the load (it honours the call's deadline, and
 /// a failed load is tried again on the next call). Load failures are `ModelNotFound` errors
 /// whose message starts `local model unavailable:` and names the path.
@@ -55,8 +55,10 @@ const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
 /// At most `max_sessions` answers are generated at once; further calls wait for a slot (the
 /// wait honours the deadline and cancellation). Each concurrent answer needs its own ONNX
 /// Runtime session, created on first need, and each session holds its own copy of the weights
-/// (a process with one SmolLM2-135M session peaks at about 0.9 GB fp32, 0.47 GB int8), so the
-/// default is 1.
+/// (a process with one SmolLM2-135M session peaks at about 0.9 GB fp32 and well under half that
+/// for `q8` / `q4`; `cargo xtask bench` prints the figures), so the default is 1. Each session
+/// uses [`crate::default_threads`] threads unless told otherwise: with several sessions, give
+/// each fewer.
 ///
 /// # Examples
 ///

@@ -286,7 +286,17 @@ async fn agreement(threads: usize) -> Result<Vec<AgreementRow>, String> {
 
 /// The local section: every shipped variant at every thread count in interleaved rounds, and
 /// with `anchors` llama.cpp in the same rounds plus the agreement check.
-pub(crate) fn section(quick: bool, threads: &[usize], anchors: bool) -> LocalSection {
+pub(crate) fn section(
+    quick: bool,
+    threads: &[usize],
+    extra: &[String],
+    anchors: bool,
+) -> LocalSection {
+    let files: Vec<String> = Variant::ALL
+        .iter()
+        .map(|v| v.file_name().to_owned())
+        .chain(extra.iter().cloned())
+        .collect();
     let (rounds, decode) = if quick { (1, 32) } else { (2, 64) };
     let mut notes = vec![format!(
         "each row is the best of {rounds} interleaved round(s) (variants and llama.cpp alternate within a round), each variant in its own process"
@@ -317,8 +327,8 @@ pub(crate) fn section(quick: bool, threads: &[usize], anchors: bool) -> LocalSec
     let mut llama_runs: Vec<LlamaCpp> = Vec::new();
     for round in 0..rounds {
         for &t in threads {
-            for v in Variant::ALL {
-                let file = v.file_name();
+            for file in &files {
+                let file = file.as_str();
                 eprintln!(
                     "ripcord-bench: local round {}: {file}, {t} thread(s)",
                     round + 1
@@ -347,8 +357,8 @@ pub(crate) fn section(quick: bool, threads: &[usize], anchors: bool) -> LocalSec
     }
     let mut rows = Vec::new();
     for &t in threads {
-        for v in Variant::ALL {
-            let file = v.file_name();
+        for file in &files {
+            let file = file.as_str();
             let mine: Vec<LocalResult> = per_round
                 .iter()
                 .filter(|m| m.file == file && m.threads == t)

@@ -87,6 +87,10 @@ struct Args {
     /// ONNX Runtime threads for the local model (each count is measured).
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
     local_threads: Vec<usize>,
+    /// More model files of the local model folder to measure beside the shipped variants (for
+    /// a before/after comparison, e.g. an older `model.int8.onnx`).
+    #[arg(long, value_delimiter = ',')]
+    local_extra: Vec<String>,
     /// Only the local model section (no HTTP rows).
     #[arg(long)]
     local_only: bool,
@@ -184,6 +188,9 @@ fn command_line(args: &Args) -> String {
     if args.anchors {
         c.push_str(" --anchors");
     }
+    if !args.local_extra.is_empty() {
+        c.push_str(&format!(" --local-extra {}", args.local_extra.join(",")));
+    }
     let threads: Vec<String> = args.local_threads.iter().map(usize::to_string).collect();
     c.push_str(&format!(" --local-threads {}", threads.join(",")));
     c
@@ -192,7 +199,12 @@ fn command_line(args: &Args) -> String {
 /// `--local-only`: the local section alone, printed and written as JSON.
 fn local_only(args: &Args) -> Result<(), String> {
     let load_start = load_average();
-    let section = local::section(args.quick, &args.local_threads, args.anchors);
+    let section = local::section(
+        args.quick,
+        &args.local_threads,
+        &args.local_extra,
+        args.anchors,
+    );
     let mut out = String::new();
     report::render_local(&mut out, &section);
     print!("{out}");
@@ -287,8 +299,14 @@ fn bench(args: &Args) -> Result<(), String> {
     drop(gateway);
     drop(upstream);
 
-    let local =
-        (!args.no_local).then(|| local::section(args.quick, &args.local_threads, args.anchors));
+    let local = (!args.no_local).then(|| {
+        local::section(
+            args.quick,
+            &args.local_threads,
+            &args.local_extra,
+            args.anchors,
+        )
+    });
 
     let row_reports = report::rows(&measured, &meters);
     let get = |key: &str| row_reports.iter().find(|r| r.key == key);

@@ -8,13 +8,17 @@ Subcommands (all print one JSON object on stdout as their last line):
   convert --gguf F --out DIR     dequantize a Llama GGUF into an ONNX decoder with a KV cache
                                  (optimum names), fp16 weight storage behind Cast, plus
                                  tokenizer.json, config.json, tokenizer_config.json,
-                                 generation_config.json; with --int8 also model.int8.onnx made
-                                 by onnxruntime.quantization.quantize_dynamic
-  tiny --gguf F --out DIR        the same graph with tiny, seeded random weights and the GGUF's
+                                 generation_config.json; with --blocks 8 4 also the fused
+                                 block-quantized model.q8.onnx / model.q4.onnx (see "the fused
+                                 graph" below); with --int8 also model.int8.onnx made by
+                                 onnxruntime.quantization.quantize_dynamic (no longer shipped)
+  tiny --gguf F --out DIR        the same graphs with tiny, seeded random weights and the GGUF's
                                  real tokenizer, for fast tests
   verify --dir D                 greedy check with ONNX Runtime's Python API: KV-cache decoding
                                  equals a full prefill, and (with --expect) the answer contains
                                  the expected text
+  agree --dir D --models F...    the greedy-agreement check: 20 fixed prompts, the first 16
+                                 greedy tokens of each model against the reference (model.onnx)
   bench --model F                prefill / decode tokens/s and peak RSS with ONNX Runtime's
                                  Python API (the reference the Rust bench prints beside its own)
 

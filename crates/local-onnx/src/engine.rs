@@ -347,7 +347,12 @@ impl Decoder {
         let s = ids.len();
         let past = cache.len;
         let total = past + s;
-        if total > cache.capacity || cache.shared.len() != self.spec.past.len() {
+        if cache.shared.len() != self.spec.past.len() {
+            return Err(runtime(
+                "the KV cache was dropped by a failed step; start a new cache",
+            ));
+        }
+        if total > cache.capacity {
             cache.len = 0;
             cache.shared.clear();
             return Err(runtime(format!(

@@ -173,6 +173,9 @@ pub(crate) struct KvCache {
     values: Vec<DynValue>,
     /// Shared layout: the preallocated buffers, bound as past and present alike.
     shared: Vec<Tensor<f32>>,
+    /// Shared layout: the buffers bound once as past and present; each step rebinds only the
+    /// token inputs and the logits.
+    binding: Option<IoBinding>,
     /// Tokens the shared buffers can hold (0 for the growing layout).
     capacity: usize,
     len: usize,
@@ -247,9 +250,28 @@ impl Decoder {
                         .map_err(ort_err("cannot allocate the KV cache"))?,
                 );
             }
+            let mut binding = self
+                .session
+                .create_binding()
+                .map_err(ort_err("cannot bind the KV cache"))?;
+            for ((input, output), buffer) in self
+                .spec
+                .past
+                .iter()
+                .zip(&self.spec.present)
+                .zip(shared.iter_mut())
+            {
+                binding
+                    .bind_input(input.as_str(), &*buffer)
+                    .map_err(ort_err("cannot bind the KV cache"))?;
+                binding
+                    .bind_output(output.as_str(), &mut *buffer)
+                    .map_err(ort_err("cannot bind the KV cache"))?;
+            }
             return Ok(KvCache {
                 values: Vec::new(),
                 shared,
+                binding: Some(binding),
                 capacity,
                 len: 0,
             });
@@ -264,6 +286,7 @@ impl Decoder {
         Ok(KvCache {
             values,
             shared: Vec::new(),
+            binding: None,
             capacity: 0,
             len: 0,
         })
@@ -347,7 +370,7 @@ impl Decoder {
         let s = ids.len();
         let past = cache.len;
         let total = past + s;
-        if cache.shared.len() != self.spec.past.len() {
+        if cache.shared.len() != self.spec.past.len() || cache.binding.is_none() {
             return Err(runtime(
                 "the KV cache was dropped by a failed step; start a new cache",
             ));
@@ -355,6 +378,7 @@ impl Decoder {
         if total > cache.capacity {
             cache.len = 0;
             cache.shared.clear();
+            cache.binding = None;
             return Err(runtime(format!(
                 "the KV cache holds {} tokens; a step to {total} does not fit",
                 cache.capacity
@@ -369,6 +393,7 @@ impl Decoder {
             }
             Err(e) => {
                 cache.len = 0;
+                cache.binding = None;
                 cache.shared.clear();
                 Err(e)
             }
@@ -384,10 +409,9 @@ impl Decoder {
         options: &RunOptions,
     ) -> Result<Vec<f32>, Error> {
         let s = ids.len();
-        let mut binding: IoBinding = self
-            .session
-            .create_binding()
-            .map_err(ort_err("cannot bind the inputs"))?;
+        let Some(binding) = cache.binding.as_mut() else {
+            return Err(runtime("the KV cache has no binding"));
+        };
         let input_ids: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
         let input_ids =
             Tensor::from_array(([1usize, s], input_ids)).map_err(ort_err("input_ids"))?;
@@ -406,20 +430,6 @@ impl Decoder {
                 .bind_input("position_ids", &pos)
                 .map_err(ort_err("position_ids"))?;
         }
-        for ((input, output), buffer) in self
-            .spec
-            .past
-            .iter()
-            .zip(&self.spec.present)
-            .zip(cache.shared.iter_mut())
-        {
-            binding
-                .bind_input(input.as_str(), &*buffer)
-                .map_err(ort_err("cannot bind the KV cache"))?;
-            binding
-                .bind_output(output.as_str(), &mut *buffer)
-                .map_err(ort_err("cannot bind the KV cache"))?;
-        }
         let cpu = MemoryInfo::new(
             AllocationDevice::CPU,
             0,
@@ -432,7 +442,7 @@ impl Decoder {
             .map_err(ort_err("cannot bind the logits"))?;
         let outputs = self
             .session
-            .run_binding_with_options(&binding, options)
+            .run_binding_with_options(binding, options)
             .map_err(ort_err("inference failed"))?;
         last_logits(outputs.get("logits"), s)
     }

@@ -45,9 +45,10 @@ const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
 /// ONNX Runtime (once per process), the tokenizer, the template and one session. For
 /// SmolLM2-135M on a 2-core machine that took 2–3 s for fp32 (whose fp16 weights are widened at
 /// load) and well under a second for the fused `q8` / `q4` files, as `cargo xtask bench`
-/// measures it (`load s`); the first call then starts generating at once. A lazy builder (`eager(false)`) only checks that the files exist
-/// and reads `config.json`; the first call pays the load (it honours the call's deadline, and
-/// a failed load is tried again on the next call). Load failures are `ModelNotFound` errors
+/// measures it (`load s`); the first call then starts generating at once. A lazy builder
+/// (`eager(false)`) only checks that the files exist and reads `config.json`; the first call
+/// pays the load (it honours the call's deadline, and a failed load is tried again on the next
+/// call). Load failures are `ModelNotFound` errors
 /// whose message starts `local model unavailable:` and names the path.
 ///
 /// # Concurrency

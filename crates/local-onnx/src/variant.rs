@@ -107,9 +107,9 @@ const MAX_DEFAULT_THREADS: usize = 4;
 ///
 /// Decoding one token is a chain of matrix-vector products that ONNX Runtime splits across its
 /// threads. On the 2-core machine where this was measured (`cargo xtask bench --local-only`),
-/// 2 threads decoded SmolLM2-135M `q4` 1.3–1.6× faster than 1 (99.7 → 131.8 and 116.5 → 183.3
-/// tok/s in two runs) and prefilled 1.7–1.8× faster; the crate README has the table. So a
-/// session uses every core it is given. The gain depends on the cores being free: with other
+/// 2 threads decoded SmolLM2-135M 1.4–1.6× faster than 1 (`q8` 75.4 → 118.7 tok/s, `q4`
+/// 127.5 → 176.7) and prefilled 1.8× faster; the crate README has the table. So a session uses
+/// every core it is given. The gain depends on the cores being free: with other
 /// work on the machine, 2 threads on 2 cores can fall below 1 thread. Beyond 4 threads a
 /// 135M-parameter model has too little work per step to gain more. A process running several
 /// sessions at once (`max_sessions`) should give each fewer threads.

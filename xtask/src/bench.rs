@@ -33,7 +33,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let cargo = env!("CARGO");
     if !args
         .iter()
-        .any(|a| a == "--no-gateway" || a.starts_with("--ripcord"))
+        .any(|a| a == "--no-gateway" || a == "--local-only" || a.starts_with("--ripcord"))
     {
         run_cmd(Command::new(cargo).current_dir(&root).args([
             "build",

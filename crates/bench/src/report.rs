@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::local::LocalResult;
+use crate::local::{LocalResult, LocalSection};
 use crate::runner::{Meter, Phase, Plan, Row};
 use crate::skipcost::SkipCost;
 
@@ -101,8 +101,8 @@ pub(crate) struct Report {
     pub(crate) rows: Vec<RowReport>,
     /// The isolated skip cost: in a fresh process, then after the HTTP rows.
     pub(crate) skip_cost: Vec<SkipCost>,
-    /// The local model.
-    pub(crate) local: Vec<LocalRow>,
+    /// The local model section (`None` with `--no-local`).
+    pub(crate) local: Option<LocalSection>,
     /// The targets.
     pub(crate) targets: Vec<Target>,
     /// Notes.
@@ -273,39 +273,8 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> bool) -> String {
             s.rounds, s.calls_per_round, s.skip_ns, s.direct_ns, s.with_skip_ns, s.skip_fastest_ns
         );
     }
-    if !r.local.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{:<40} {:>8} {:>8} {:>14} {:>13} {:>12} {:>8}",
-            "local model (SmolLM2-135M, own process)",
-            "threads",
-            "prompt",
-            "prefill tok/s",
-            "decode tok/s",
-            "peak RSS MB",
-            "load s"
-        );
-        for l in &r.local {
-            match l {
-                LocalRow::Measured(m) => {
-                    let _ = writeln!(
-                        out,
-                        "{:<40} {:>8} {:>8} {:>14.1} {:>13.1} {:>12.0} {:>8.2}",
-                        m.file,
-                        m.threads,
-                        m.prefill_tokens,
-                        m.prefill_tok_s,
-                        m.decode_tok_s,
-                        m.peak_rss_mb,
-                        m.load_s
-                    );
-                }
-                LocalRow::Skipped { file, skipped } => {
-                    let _ = writeln!(out, "{file:<40} skipped: {skipped}");
-                }
-            }
-        }
+    if let Some(local) = &r.local {
+        render_local(&mut out, local);
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "targets (one run, this machine):");
@@ -324,6 +293,86 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> bool) -> String {
     }
     let _ = writeln!(out, "command: {}", r.command);
     out
+}
+
+/// The local section: every variant per thread count, llama.cpp beside them, the agreement
+/// check and the local targets.
+pub(crate) fn render_local(out: &mut String, l: &LocalSection) {
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<44} {:>8} {:>8} {:>14} {:>13} {:>12} {:>8}",
+        "local model (SmolLM2-135M, own process)",
+        "threads",
+        "prompt",
+        "prefill tok/s",
+        "decode tok/s",
+        "peak RSS MB",
+        "load s"
+    );
+    for row in &l.rows {
+        match row {
+            LocalRow::Measured(m) => {
+                let _ = writeln!(
+                    out,
+                    "{:<44} {:>8} {:>8} {:>14.1} {:>13.1} {:>12.0} {:>8.2}",
+                    m.file,
+                    m.threads,
+                    m.prefill_tokens,
+                    m.prefill_tok_s,
+                    m.decode_tok_s,
+                    m.peak_rss_mb,
+                    m.load_s
+                );
+            }
+            LocalRow::Skipped { file, skipped } => {
+                let _ = writeln!(out, "{file:<44} skipped: {skipped}");
+            }
+        }
+    }
+    for a in &l.llama_cpp {
+        let _ = writeln!(
+            out,
+            "{:<44} {:>8} {:>8} {:>14.1} {:>13.1} {:>12} {:>8}",
+            "llama.cpp llama-bench, Q4_1 GGUF (pp / tg)",
+            a.threads,
+            a.prompt_tokens,
+            a.pp_tok_s,
+            a.tg_tok_s,
+            "-",
+            "-"
+        );
+    }
+    if !l.agreement.is_empty() {
+        let _ = writeln!(
+            out,
+            "greedy agreement with model.onnx (20 prompts x 16 tokens): identical / same first token / mean common prefix / Paris"
+        );
+        for a in &l.agreement {
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>2}/20  {:>2}/20  {:>5.2}  {}",
+                a.file,
+                a.identical,
+                a.same_first_token,
+                a.mean_common_prefix,
+                if a.paris { "Paris" } else { "NO PARIS" }
+            );
+        }
+    }
+    for t in &l.targets {
+        let _ = writeln!(
+            out,
+            "  [{}] {}: {:.3}x (target {})",
+            if t.met { "met " } else { "MISS" },
+            t.what,
+            t.value,
+            t.bound
+        );
+    }
+    for n in &l.notes {
+        let _ = writeln!(out, "note (local): {n}");
+    }
 }
 
 #[cfg(test)]

@@ -314,11 +314,14 @@ fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
                 .model_dir
                 .clone()
                 .unwrap_or_else(ripcord_local_onnx::default_model_dir);
-            Arc::new(
-                ripcord_local_onnx::LocalLlama::builder(&dir)
-                    .name(p.name.clone())
-                    .build()?,
-            )
+            let mut b = ripcord_local_onnx::LocalLlama::builder(&dir).name(p.name.clone());
+            if let Some(v) = p.variant {
+                b = b.variant(v);
+            }
+            if let Some(n) = p.threads {
+                b = b.threads(n);
+            }
+            Arc::new(b.build()?)
         }
         other => {
             return Err(config_error(format!(

@@ -22,6 +22,12 @@
 //! failure_threshold = 5
 //! open_ms = 60000
 //!
+//! [[providers]]
+//! name = "local"
+//! kind = "local-onnx"                       # SmolLM2 from `cargo xtask setup-model`
+//! variant = "q8"                            # "q8" (default), "q4" (fastest) or "fp32"
+//! threads = 2                               # default: the cores available, at most 4
+//!
 //! [budget]                                  # optional: tokens per tenant (the tenant of the caller's key)
 //! tokens_per_window = 200000
 //! window_s = 3600
@@ -324,6 +330,12 @@ pub struct ProviderConfig {
     /// local-onnx: the model folder.
     #[serde(default)]
     pub model_dir: Option<Spanned<String>>,
+    /// local-onnx: which model file (`q8` default, `q4`, `fp32`).
+    #[serde(default)]
+    pub variant: Option<Spanned<String>>,
+    /// local-onnx: ONNX Runtime threads per session (default: the cores available, at most 4).
+    #[serde(default)]
+    pub threads: Option<Spanned<u32>>,
     /// azure-openai: the deployment name.
     #[serde(default)]
     pub deployment: Option<Spanned<String>>,
@@ -825,6 +837,10 @@ pub struct Provider {
     pub key_source: Option<String>,
     /// local-onnx model folder.
     pub model_dir: Option<PathBuf>,
+    /// local-onnx variant (`None`: the library's default).
+    pub variant: Option<ripcord_local_onnx::Variant>,
+    /// local-onnx threads per session (`None`: the library's default).
+    pub threads: Option<usize>,
     /// azure deployment.
     pub deployment: Option<String>,
     /// azure api-version.
@@ -1816,6 +1832,48 @@ fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBackend, Config
     }))
 }
 
+/// `variant` and `threads`, which only a local-onnx provider takes.
+fn local_settings(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+) -> Result<(Option<ripcord_local_onnx::Variant>, Option<usize>), ConfigError> {
+    if p.kind != ProviderKind::LocalOnnx {
+        for (key, span) in [
+            ("variant", p.variant.as_ref().map(Spanned::span)),
+            ("threads", p.threads.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = span {
+                return Err(cx.err(
+                    Some(&span),
+                    key,
+                    format!(
+                        "`{key}` is a local-onnx setting; provider {:?} is {}",
+                        p.name.get_ref(),
+                        p.kind.as_str()
+                    ),
+                ));
+            }
+        }
+        return Ok((None, None));
+    }
+    let variant = match &p.variant {
+        Some(v) => Some(
+            v.get_ref()
+                .parse::<ripcord_local_onnx::Variant>()
+                .map_err(|e| cx.err(Some(&v.span()), "variant", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let threads = match &p.threads {
+        Some(t) if *t.get_ref() == 0 => {
+            return Err(cx.err(Some(&t.span()), "threads", "must be at least 1"));
+        }
+        Some(t) => Some(*t.get_ref() as usize),
+        None => None,
+    };
+    Ok((variant, threads))
+}
+
 fn resolve_provider(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
@@ -1896,6 +1954,7 @@ fn resolve_provider(
         None if kind == ProviderKind::LocalOnnx => Some(default_model_dir()),
         None => None,
     };
+    let (variant, threads) = local_settings(cx, p)?;
     let retry = p.retry.clone().unwrap_or_default();
     if retry.max_attempts == 0 {
         return Err(cx.err(
@@ -1920,6 +1979,8 @@ fn resolve_provider(
         api_key: api_key.map(secrecy::SecretString::from),
         key_source,
         model_dir,
+        variant,
+        threads,
         deployment: cx.opt(&p.deployment, "deployment")?,
         api_version: cx.opt(&p.api_version, "api_version")?,
         reserve_ms: p.reserve_ms,

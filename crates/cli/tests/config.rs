@@ -417,3 +417,42 @@ fn stream_bound_and_min_attempt_have_defaults_and_a_zero_stream_bound_is_rejecte
     let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
     assert_eq!(e.key.as_deref(), Some("chain.stream_max_ms"));
 }
+
+#[test]
+fn local_onnx_variant_and_threads_are_read_and_checked() {
+    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
+    let text = GOOD.replace(
+        "model_dir = \"/models/smol\"",
+        "model_dir = \"/models/smol\"\nvariant = \"q4\"\nthreads = 2",
+    );
+    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+    let local = &c.chain[1];
+    assert_eq!(local.variant, Some(ripcord_local_onnx::Variant::Q4));
+    assert_eq!(local.threads, Some(2));
+    // Unset: the library's defaults.
+    let c = config::parse("ripcord.toml", GOOD, &env(vars)).unwrap();
+    assert_eq!((c.chain[1].variant, c.chain[1].threads), (None, None));
+
+    let text = GOOD.replace(
+        "model_dir = \"/models/smol\"",
+        "model_dir = \"/models/smol\"\nvariant = \"int4\"",
+    );
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.line, Some(24));
+    assert_eq!(e.key.as_deref(), Some("variant"));
+    assert!(e.message.contains("expected one of fp32, q8, q4"), "{e}");
+
+    let text = GOOD.replace(
+        "model_dir = \"/models/smol\"",
+        "model_dir = \"/models/smol\"\nthreads = 0",
+    );
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("threads"));
+    assert!(e.message.contains("at least 1"), "{e}");
+
+    // Only a local-onnx provider takes them.
+    let text = GOOD.replace("model = \"gpt-4o\"", "model = \"gpt-4o\"\nthreads = 2");
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("threads"));
+    assert!(e.message.contains("is a local-onnx setting"), "{e}");
+}

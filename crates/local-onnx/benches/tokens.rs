@@ -1,5 +1,6 @@
-//! Prefill and decode tokens/s and peak RSS of `LocalLlama` on SmolLM2-135M, fp32 and int8,
-//! next to ONNX Runtime's own Python API on the same model file and thread count.
+//! Prefill and decode tokens/s and peak RSS of `LocalLlama` on SmolLM2-135M, every shipped
+//! variant (fp32, q8, q4), next to ONNX Runtime's own Python API on the same model file and
+//! thread count.
 //!
 //! `cargo bench -p ripcord-local-onnx --bench tokens` (after `cargo xtask setup-model`).
 //! Every measurement runs in its own process, so each peak RSS is that model's alone:
@@ -10,8 +11,9 @@
 //!   `max_tokens = 1`, end to end through the public streaming API (template, tokenizer,
 //!   ONNX Runtime, sampling); best of 3. The Python reference runs one forward pass of the
 //!   same number of tokens.
-//! - decode tok/s: the tokens after the first of a greedy answer, divided by the time from
-//!   the first text delta to the finish event. The Python reference feeds its own argmax back,
+//! - decode tok/s: the forward passes after the first token of a greedy answer (the one that
+//!   produced an end-of-sequence token included), divided by the time from the first text
+//!   delta to the finish event. The Python reference feeds its own argmax back,
 //!   one token per `session.run`, with the KV cache.
 //!
 //! Environment: `RIPCORD_BENCH_THREADS` (default 1), `RIPCORD_BENCH_DECODE` (default 64).
@@ -27,12 +29,16 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use futures::StreamExt;
-use ripcord_core::{ChatModel, ChatRequest, Context, StreamEvent};
-use ripcord_local_onnx::{LocalLlama, default_cache_dir, default_model_dir};
+use ripcord_core::{ChatModel, ChatRequest, Context, FinishReason, StreamEvent};
+use ripcord_local_onnx::{LocalLlama, Variant, default_cache_dir, default_model_dir};
 use serde_json::{Value, json};
 
 const CHILD: &str = "RIPCORD_BENCH_CHILD";
-const VARIANTS: &[&str] = &["model.onnx", "model.int8.onnx"];
+const VARIANTS: [&str; 3] = [
+    Variant::Fp32.file_name(),
+    Variant::Q8.file_name(),
+    Variant::Q4.file_name(),
+];
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -102,23 +108,30 @@ async fn child(file: &str) -> Value {
     let mut first = None;
     let mut output_tokens = 0;
     let mut end = Instant::now();
+    let mut at_eos = false;
     while let Some(ev) = s.next().await {
         match ev.unwrap() {
             StreamEvent::TextDelta { .. } if first.is_none() => first = Some(Instant::now()),
             StreamEvent::Usage { usage } => output_tokens = usage.output_tokens as usize,
-            StreamEvent::Finish { .. } => end = Instant::now(),
+            StreamEvent::Finish { reason, .. } => {
+                end = Instant::now();
+                // No stop sequences are set: `Stop` means the end-of-sequence token, whose
+                // forward pass is inside the window too.
+                at_eos = reason == FinishReason::Stop;
+            }
             _ => {}
         }
     }
     let decode_s = (end - first.expect("no text")).as_secs_f64();
+    let passes = output_tokens.saturating_sub(1) + usize::from(at_eos && output_tokens > 0);
     json!({
         "runtime": "ripcord (Rust, ort)",
         "threads": threads,
         "load_s": load_s,
         "prefill_tokens": prompt_tokens,
         "prefill_tok_s": prompt_tokens as f64 / prefill_best,
-        "decode_tokens": output_tokens.saturating_sub(1),
-        "decode_tok_s": output_tokens.saturating_sub(1) as f64 / decode_s,
+        "decode_tokens": passes,
+        "decode_tok_s": passes as f64 / decode_s,
         "peak_rss_mb": peak_rss_mb(),
     })
 }
@@ -178,7 +191,7 @@ fn main() -> ExitCode {
     let dir = default_model_dir();
     let py: PathBuf = default_cache_dir().join("venv/bin/python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ripcord_model.py");
-    if !dir.join("model.int8.onnx").is_file() || !py.is_file() {
+    if !VARIANTS.iter().all(|f| dir.join(f).is_file()) || !py.is_file() {
         eprintln!(
             "SKIPPED: {} or {} is missing: run `cargo xtask setup-model`",
             dir.display(),

@@ -8,13 +8,17 @@ Subcommands (all print one JSON object on stdout as their last line):
   convert --gguf F --out DIR     dequantize a Llama GGUF into an ONNX decoder with a KV cache
                                  (optimum names), fp16 weight storage behind Cast, plus
                                  tokenizer.json, config.json, tokenizer_config.json,
-                                 generation_config.json; with --int8 also model.int8.onnx made
-                                 by onnxruntime.quantization.quantize_dynamic
-  tiny --gguf F --out DIR        the same graph with tiny, seeded random weights and the GGUF's
+                                 generation_config.json; with --blocks 8 4 also the fused
+                                 block-quantized model.q8.onnx / model.q4.onnx (see "the fused
+                                 graph" below); with --int8 also model.int8.onnx made by
+                                 onnxruntime.quantization.quantize_dynamic (no longer shipped)
+  tiny --gguf F --out DIR        the same graphs with tiny, seeded random weights and the GGUF's
                                  real tokenizer, for fast tests
   verify --dir D                 greedy check with ONNX Runtime's Python API: KV-cache decoding
                                  equals a full prefill, and (with --expect) the answer contains
                                  the expected text
+  agree --dir D --models F...    the greedy-agreement check: 20 fixed prompts, the first 16
+                                 greedy tokens of each model against the reference (model.onnx)
   bench --model F                prefill / decode tokens/s and peak RSS with ONNX Runtime's
                                  Python API (the reference the Rust bench prints beside its own)
 
@@ -39,7 +43,7 @@ import zipfile
 from pathlib import Path
 
 # Bump when the exported graph or side files change: it is part of the setup stamp.
-CONVERTER_VERSION = 3
+CONVERTER_VERSION = 4
 
 
 def out(obj) -> None:
@@ -402,6 +406,219 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 
 
 # --------------------------------------------------------------------------------------------
+# the fused graph: block-quantized weights (MatMulNBits) and GroupQueryAttention
+# --------------------------------------------------------------------------------------------
+#
+# Why a second graph: the plain graph above spends a decode step on ~1,200 small nodes (RoPE,
+# mask, reshapes, transposes), grows its KV cache with a Concat that copies the whole cache every
+# step, runs the LM head over every prompt position, and keeps the tied LM head in fp32 (113 MB
+# read per token for SmolLM2-135M). The fused graph uses ONNX Runtime's contrib operators
+# (domain com.microsoft, in the stock CPU execution provider):
+#
+#   - MatMulNBits: weights quantized in blocks of 32 along the input dimension, one scale (and
+#     for 4 bits one zero point) per block, like llama.cpp's Q8_0 / Q4_1. The LM head is
+#     quantized too. With accuracy_level 4 the activations are quantized to int8 per block as
+#     well (what llama.cpp does with Q8_1) so the kernels use integer dot products.
+#   - GroupQueryAttention with do_rotary: RoPE, causal masking and grouped heads in one kernel.
+#     Its past and present caches are one buffer of the answer's full length when the caller
+#     binds the same tensor to both (ONNX Runtime then appends in place), so no step copies the
+#     cache; the caller tells the kernel the valid length through attention_mask.
+#   - SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization: RMSNorm with the residual
+#     add fused.
+#
+# Prefill computes the LM head for the last position only (the only one generation reads).
+#
+# What was measured on SmolLM2-135M (20 prompts x 16 greedy tokens against the fp32 model, and
+# the Paris check; see the crate README):
+#   - 8 bits, blocks of 16: 14/20 prompts identical, Paris. Blocks of 32: 9/20 and the Paris
+#     answer lost ("L'Etoile, ..."); blocks of 64: 8/20. Smaller blocks also mean finer int8
+#     activation blocks, which is where most of the error comes from.
+#   - 4 bits, blocks of 32: 1/20 identical (15/20 first tokens), Paris. fp32 activations
+#     (accuracy_level 1) do not help (0/20): the error is in re-quantizing the GGUF's Q4_1 blocks
+#     with an integer zero point. A float zero point would keep Q4_1 exact, but ONNX Runtime's
+#     fast kernels need uint8 zero points (the float path decoded ~10x slower).
+
+FUSED_FORMAT = "ripcord-fused-v1"
+# Weight block size per bit width (see above).
+BLOCKS = {8: 16, 4: 32}
+# accuracy_level 4: int8 activations, integer dot products. Levels 0/1 are ~20x slower for 8 bits.
+ACCURACY = 4
+
+
+def quant_blocks(w, bits: int, block: int):
+    """[N, K] float -> (B uint8 [N, kb, blob], scales f32 [N, kb], packed uint8 zero points | None)."""
+    import numpy as np
+
+    n, k = w.shape
+    if k % block:
+        sys.exit(f"input dimension {k} is not a multiple of the block size {block}")
+    kb = k // block
+    wb = w.reshape(n, kb, block).astype(np.float64)
+    zp = None
+    if bits == 8:
+        # Symmetric: q = round(w / s) + 128, the kernel's default zero point.
+        amax = np.abs(wb).max(axis=2)
+        s = np.where(amax > 0, amax / 127.0, 1.0)
+        q = np.clip(np.rint(wb / s[..., None]) + 128, 0, 255).astype(np.uint8)
+        blob = q
+    elif bits == 4:
+        # Asymmetric with an integer zero point (the kernels' fast path needs uint8 zero
+        # points): the range [min(lo, 0), max(hi, 0)] so that zero is exact.
+        lo = np.minimum(wb.min(axis=2), 0.0)
+        hi = np.maximum(wb.max(axis=2), 0.0)
+        s = np.where(hi > lo, (hi - lo) / 15.0, 1.0)
+        zpi = np.clip(np.rint(-lo / s), 0, 15).astype(np.uint8)
+        q = np.clip(np.rint(wb / s[..., None]) + zpi[..., None], 0, 15).astype(np.uint8)
+        blob = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+        if kb % 2:
+            zpi = np.concatenate([zpi, np.zeros((n, 1), dtype=np.uint8)], axis=1)
+        zp = (zpi[:, 0::2] | (zpi[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        sys.exit(f"unsupported bit width {bits}")
+    return np.ascontiguousarray(blob), s.astype(np.float32), zp
+
+
+def build_fused_model(cfg: dict, w: dict, bits: int):
+    """The fused decoder graph (see above); bits is 8 or 4."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    block = BLOCKS[bits]
+    d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    hd, h, kvh = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    n_layers = cfg["num_hidden_layers"]
+    eps = cfg["rms_norm_eps"]
+    max_pos = cfg["max_position_embeddings"]
+    g = GraphBuilder("fp32")
+    ms = "com.microsoft"
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
+    ]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, v])]
+    for i in range(n_layers):
+        for kind in ("key", "value"):
+            inputs.append(
+                helper.make_tensor_value_info(
+                    f"past_key_values.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "max_sequence_length", hd]
+                )
+            )
+            outputs.append(
+                helper.make_tensor_value_info(
+                    f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "max_sequence_length", hd]
+                )
+            )
+
+    def qmatmul(x, name, wt):
+        """x @ wt.T for a weight wt of shape [N, K]."""
+        n, k = wt.shape
+        blob, scales, zp = quant_blocks(wt, bits, block)
+        ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]
+        if zp is not None:
+            ins.append(g.const(name + ".zero_points", zp))
+        return g.op("MatMulNBits", ins, name.split(".")[-1], domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=ACCURACY)
+
+    i64 = lambda *xs: np.array(xs, dtype=np.int64)  # noqa: E731
+    g.const("c_one_i", np.array(1, dtype=np.int64))
+    g.const("c_axis_1", i64(1))
+    g.const("c_last_start", i64(-1))
+    g.const("c_last_end", i64(np.iinfo(np.int64).max))
+    g.const("c_split_ff", i64(f, f))
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv_freq[None, :]
+    g.const("c_cos", np.cos(angles).astype(np.float32))
+    g.const("c_sin", np.sin(angles).astype(np.float32))
+
+    # The embedding table stays fp16 (only the gathered rows are widened).
+    g.const("model.embed_tokens.weight.fp16", np.ascontiguousarray(w["embed"].astype(np.float16)))
+    hidden = g.op("Gather", ["model.embed_tokens.weight.fp16", "input_ids"], "embeds16", axis=0)
+    hidden = g.op("Cast", [hidden], "embeds", to=TensorProto.FLOAT)
+
+    # The KV length from the mask: seqlens_k = valid tokens - 1, total = the mask's length.
+    mask_sum = g.op("ReduceSum", ["attention_mask", "c_axis_1"], "mask_sum", keepdims=0)
+    seqlens = g.op("Cast", [g.op("Sub", [mask_sum, "c_one_i"], "seqlens64")], "seqlens_k", to=TensorProto.INT32)
+    total = g.op("Gather", [g.op("Shape", ["attention_mask"], "mask_shape"), "c_one_i"], "total64", axis=0)
+    total = g.op("Cast", [total], "total_seq", to=TensorProto.INT32)
+
+    residual = None
+    attn_out = None
+    for i, lw in enumerate(w["layers"]):
+        p = f"model.layers.{i}."
+        g.const(p + "input_layernorm.weight", lw["attn_norm"].astype(np.float32))
+        if residual is None:
+            x = g.op("SimplifiedLayerNormalization", [hidden, p + "input_layernorm.weight"], "ln", axis=-1, epsilon=eps)
+            residual = hidden
+        else:
+            x, _, _, residual = g.op(
+                "SkipSimplifiedLayerNormalization",
+                [attn_out, residual, p + "input_layernorm.weight"],
+                outputs=[g.name("ln"), "", "", g.name("resid")],
+                domain=ms,
+                epsilon=eps,
+            )
+        wqkv = np.concatenate([lw["wq"], lw["wk"], lw["wv"]], axis=0)
+        qkv = qmatmul(x, p + "self_attn.qkv_proj", wqkv)
+        attn = g.op(
+            "GroupQueryAttention",
+            [qkv, "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total, "c_cos", "c_sin"],
+            outputs=[g.name("attn"), f"present.{i}.key", f"present.{i}.value"],
+            domain=ms,
+            num_heads=h,
+            kv_num_heads=kvh,
+            do_rotary=1,
+            rotary_interleaved=0,
+        )[0]
+        o = qmatmul(attn, p + "self_attn.o_proj", lw["wo"])
+        g.const(p + "post_attention_layernorm.weight", lw["ffn_norm"].astype(np.float32))
+        x, _, _, residual = g.op(
+            "SkipSimplifiedLayerNormalization",
+            [o, residual, p + "post_attention_layernorm.weight"],
+            outputs=[g.name("ln"), "", "", g.name("resid")],
+            domain=ms,
+            epsilon=eps,
+        )
+        wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0)
+        gu = qmatmul(x, p + "mlp.gate_up_proj", wgu)
+        gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
+        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
+        attn_out = qmatmul(act, p + "mlp.down_proj", lw["w_down"])
+
+    g.const("model.norm.weight", w["norm"].astype(np.float32))
+    # Only the last position's logits are used: slice before the final norm and the head.
+    last_out = g.op("Slice", [attn_out, "c_last_start", "c_last_end", "c_axis_1"], "last_out")
+    last_res = g.op("Slice", [residual, "c_last_start", "c_last_end", "c_axis_1"], "last_res")
+    normed, _, _, _ = g.op(
+        "SkipSimplifiedLayerNormalization",
+        [last_out, last_res, "model.norm.weight"],
+        outputs=[g.name("final_norm"), "", "", ""],
+        domain=ms,
+        epsilon=eps,
+    )
+    # The head is 8-bit in both variants: it decides every token, and llama.cpp keeps SmolLM2's
+    # tied embedding as Q8_0 too (which 8-bit blocks of 32 reproduce exactly).
+    head_block = min(block, BLOCKS[8]) if bits == 8 else 32
+    blob, scales, _ = quant_blocks(w.get("lm_head", w["embed"]), 8, head_block)
+    ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
+    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=ACCURACY)
+
+    graph = helper.make_graph(g.nodes, "ripcord_llama_decoder_fused", inputs, outputs, g.inits)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)],
+        producer_name="ripcord-local-onnx",
+        producer_version=str(CONVERTER_VERSION),
+    )
+    model.ir_version = 8
+    # The runtime reads this to bind one buffer as both past and present (see the crate docs).
+    helper.set_model_props(model, {"ripcord.kv_cache": "shared", "ripcord.format": FUSED_FORMAT})
+    # No onnx.checker here: SimplifiedLayerNormalization is an ONNX Runtime operator in the
+    # default domain that the checker does not know. `verify` loads every variant in ONNX Runtime.
+    return model
+
+
+# --------------------------------------------------------------------------------------------
 # tokenizer and side files
 # --------------------------------------------------------------------------------------------
 
@@ -574,11 +791,15 @@ def cmd_convert(args) -> None:
     t_fp32 = time.time() - t0
     if args.int8:
         quantize_int8(cfg, w, out_dir / "model.int8.onnx", out_dir)
+    t_int8 = time.time() - t0
+    for bits in args.blocks:
+        save_model(build_fused_model(cfg, w, bits), out_dir / f"model.q{bits}.onnx")
     out(
         {
             "converted": str(out_dir),
             "seconds_dequantize": round(t_read, 2),
             "seconds_fp16_model": round(t_fp32, 2),
+            "seconds_fused": round(time.time() - t0 - t_int8, 2),
             "seconds_total": round(time.time() - t0, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
@@ -608,6 +829,8 @@ def cmd_tiny(args) -> None:
     write_side_files(reader, cfg, out_dir, tied=True)
     # fp32 storage: the tiny model is small anyway, and exact weights make it a sharper test.
     save_model(build_model(cfg, w, storage="fp32", head="gemm"), out_dir / "model.onnx")
+    for bits in args.blocks:
+        save_model(build_fused_model(cfg, w, bits), out_dir / f"model.q{bits}.onnx")
     out({"converted": str(out_dir), "seed": args.seed})
 
 
@@ -666,6 +889,50 @@ class OrtDecoder:
         return generated, logits
 
 
+class FusedDecoder(OrtDecoder):
+    """The fused graph: one preallocated KV buffer per layer bound as both past and present."""
+
+    def __init__(self, model_path: str, config: dict, threads: int, capacity: int = 512):
+        super().__init__(model_path, config, threads)
+        self.capacity = capacity
+
+    def empty_cache(self):
+        import numpy as np
+        import onnxruntime as ort
+
+        shape = (1, self.kvh, self.capacity, self.hd)
+        return [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=np.float32)) for _ in range(2 * self.layers)]
+
+    def step(self, ids, cache, past_len):
+        import numpy as np
+
+        ids = np.asarray([ids], dtype=np.int64)
+        s = ids.shape[1]
+        if past_len + s > self.capacity:
+            sys.exit(f"KV buffer of {self.capacity} tokens is too small for {past_len + s}")
+        b = self.sess.io_binding()
+        b.bind_output("logits")
+        b.bind_cpu_input("input_ids", ids)
+        b.bind_cpu_input("attention_mask", np.ones((1, past_len + s), dtype=np.int64))
+        for i in range(self.layers):
+            for j, kind in enumerate(("key", "value")):
+                b.bind_ortvalue_input(f"past_key_values.{i}.{kind}", cache[2 * i + j])
+                b.bind_ortvalue_output(f"present.{i}.{kind}", cache[2 * i + j])
+        self.sess.run_with_iobinding(b)
+        return b.copy_outputs_to_cpu()[0], cache
+
+
+def is_fused(path: str) -> bool:
+    import onnx
+
+    m = onnx.load(path, load_external_data=False)
+    return any(p.key == "ripcord.kv_cache" and p.value == "shared" for p in m.metadata_props)
+
+
+def decoder_for(path: str, config: dict, threads: int, capacity: int = 512):
+    return FusedDecoder(path, config, threads, capacity) if is_fused(path) else OrtDecoder(path, config, threads)
+
+
 def chat_prompt(text: str) -> str:
     # The SmolLM2 template for one user message (the Rust side renders the real Jinja template).
     return (
@@ -689,7 +956,7 @@ def cmd_verify(args) -> None:
     report = {"dir": str(d), "prompt_tokens": len(ids)}
     for name in args.models:
         path = d / name
-        dec = OrtDecoder(str(path), config, args.threads)
+        dec = decoder_for(str(path), config, args.threads)
         t0 = time.time()
         gen, _ = dec.greedy(ids, args.tokens, eos={int(config["eos_token_id"])})
         secs = time.time() - t0
@@ -701,9 +968,11 @@ def cmd_verify(args) -> None:
         max_diff = None
         if cache_check is not None:
             max_diff = float(np.abs(full_logits[0, -1] - cache_check[0, -1]).max())
-            # Dynamic int8 quantizes activations per call (per tensor), so a one-token step and a
-            # full prefill legitimately differ there; the check binds float models only.
-            if max_diff > args.tolerance and "int8" not in name:
+            # Quantized activations (dynamic int8 per tensor, MatMulNBits' int8 blocks) round a
+            # one-token step and a full prefill differently (up to ~2% of the logit range measured
+            # on SmolLM2 with 8-bit blocks); the check binds float models only. The greedy
+            # agreement check (`agree`) is what judges the quantized variants.
+            if max_diff > args.tolerance and "int8" not in name and not is_fused(str(path)):
                 sys.exit(f"{path}: KV-cache logits differ from a full prefill by {max_diff}")
         if args.expect and args.expect.lower() not in text.lower():
             sys.exit(f"{path}: greedy answer {text!r} does not contain {args.expect!r}")
@@ -711,12 +980,78 @@ def cmd_verify(args) -> None:
     out(report)
 
 
+# The greedy-agreement check: 20 fixed prompts, the first 16 greedy tokens of each variant
+# against the reference (the fp32 model.onnx). Decides which variants ship.
+AGREEMENT_PROMPTS = [
+    "What is the capital of France?",
+    "Name three primary colors.",
+    "What is 12 times 12?",
+    "Who wrote Romeo and Juliet?",
+    "Why is the sky blue?",
+    "Give me a synonym for happy.",
+    "What is the boiling point of water in Celsius?",
+    "Translate 'good morning' into Spanish.",
+    "How many days are in a leap year?",
+    "What is the largest planet in the solar system?",
+    "Write a haiku about the sea.",
+    "What does a bee make?",
+    "List the first five prime numbers.",
+    "What language is spoken in Brazil?",
+    "Explain what a computer is in one sentence.",
+    "What color is a ripe banana?",
+    "How many legs does a spider have?",
+    "What is the opposite of cold?",
+    "Suggest a name for a pet cat.",
+    "What is the chemical symbol for gold?",
+]
+
+
+def cmd_agree(args) -> None:
+    from tokenizers import Tokenizer
+
+    d = Path(args.dir)
+    config = json.loads((d / "config.json").read_text())
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    eos = {int(config["eos_token_id"])}
+    prompts = [tok.encode(chat_prompt(p), add_special_tokens=False).ids for p in AGREEMENT_PROMPTS]
+
+    def run(name):
+        dec = decoder_for(str(d / name), config, args.threads)
+        return [dec.greedy(ids, args.tokens, eos=eos)[0] for ids in prompts]
+
+    ref = run(args.reference)
+    report = {"dir": str(d), "reference": args.reference, "prompts": len(prompts), "tokens": args.tokens, "variants": {}}
+    failed = []
+    for name in args.models:
+        got = run(name)
+        same = sum(1 for a, b in zip(ref, got) if a == b)
+        prefix = []
+        for a, b in zip(ref, got):
+            n = 0
+            while n < min(len(a), len(b)) and a[n] == b[n]:
+                n += 1
+            prefix.append(n)
+        first = sum(1 for a, b in zip(ref, got) if a[:1] == b[:1])
+        entry = {
+            "identical_prompts": same,
+            "same_first_token": first,
+            "mean_common_prefix": round(sum(prefix) / len(prefix), 2),
+            "token_agreement": round(sum(prefix) / sum(len(a) for a in ref), 3),
+        }
+        report["variants"][name] = entry
+        if args.min_identical is not None and same < args.min_identical:
+            failed.append(f"{name}: {same}/{len(prompts)} prompts identical, below {args.min_identical}")
+    out(report)
+    if failed:
+        sys.exit("; ".join(failed))
+
+
 def cmd_bench(args) -> None:
     import numpy as np
 
     config = json.loads((Path(args.model).parent / "config.json").read_text())
     t_load = time.time()
-    dec = OrtDecoder(args.model, config, args.threads)
+    dec = decoder_for(args.model, config, args.threads, args.prompt_tokens + args.decode_tokens + 8)
     load_s = time.time() - t_load
     rng = np.random.default_rng(0)
     prompt = [int(x) for x in rng.integers(100, config["vocab_size"] - 100, size=args.prompt_tokens)]
@@ -768,11 +1103,13 @@ def main() -> None:
     p.add_argument("--gguf", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--int8", action="store_true")
+    p.add_argument("--blocks", type=int, nargs="*", default=[], help="fused block-quantized variants (8, 4)")
     p.set_defaults(func=cmd_convert)
     p = sub.add_parser("tiny")
     p.add_argument("--gguf", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=20240229)
+    p.add_argument("--blocks", type=int, nargs="*", default=[], help="fused block-quantized variants (8, 4)")
     p.set_defaults(func=cmd_tiny)
     p = sub.add_parser("verify")
     p.add_argument("--dir", required=True)
@@ -783,6 +1120,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--tolerance", type=float, default=1e-3)
     p.set_defaults(func=cmd_verify)
+    p = sub.add_parser("agree")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--reference", default="model.onnx")
+    p.add_argument("--models", nargs="+", required=True)
+    p.add_argument("--tokens", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--min-identical", type=int, default=None)
+    p.set_defaults(func=cmd_agree)
     p = sub.add_parser("bench")
     p.add_argument("--model", required=True)
     p.add_argument("--threads", type=int, default=1)

@@ -6,13 +6,28 @@
 //! copy, into the next step's pasts; the first step gets zero-length pasts. At load the
 //! session's inputs are checked against `config.json` (layer count, KV heads, head size,
 //! vocabulary), so a mismatched folder fails at once with a message naming both sides.
+//!
+//! # Two cache layouts
+//!
+//! A *growing* cache (any optimum-style export, and the converter's `model.onnx`): the pasts
+//! hold exactly the tokens so far, and the graph returns presents one token longer, which
+//! become the next pasts. The graph has to copy the whole cache into every new present, so each
+//! step's copy grows with the answer.
+//!
+//! A *shared* cache (the converter's fused `model.q8.onnx` / `model.q4.onnx`, marked by the
+//! metadata entry `ripcord.kv_cache = shared`): one tensor per layer and kind, allocated once per
+//! answer with room for the whole answer, bound through an [`IoBinding`] as both the past input
+//! and the present output. ONNX Runtime's `GroupQueryAttention` sees the same buffer on both
+//! sides and writes the new token's key and value in place; the valid length comes from
+//! `attention_mask`. No step copies the cache.
 
 use std::borrow::Cow;
 use std::path::Path;
 
 use ort::environment::Environment;
+use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::{RunOptions, Session, SessionInputValue};
+use ort::session::{IoBinding, RunOptions, Session, SessionInputValue};
 use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
 use ripcord_core::Error;
 
@@ -28,6 +43,8 @@ pub(crate) struct IoSpec {
     pub(crate) vocab: Option<usize>,
     has_attention_mask: bool,
     has_position_ids: bool,
+    /// Past and present share one preallocated buffer (see the module docs).
+    pub(crate) shared_kv: bool,
     /// `past_key_values.{i}.key`, `past_key_values.{i}.value`, for every layer in order.
     past: Vec<String>,
     /// `present.{i}.key`, `present.{i}.value`, in the same order.
@@ -120,12 +137,23 @@ impl IoSpec {
                 "shape mismatch: {p} produces {v} logits but config.json says vocab_size = {c}"
             )));
         }
+        let shared_kv = session
+            .metadata()
+            .ok()
+            .and_then(|m| m.custom("ripcord.kv_cache"))
+            .is_some_and(|v| v == "shared");
+        if shared_kv && !has_input("attention_mask") {
+            return Err(unavailable(format!(
+                "{p} shares its KV buffer (ripcord.kv_cache = shared) but has no `attention_mask` input to carry the valid length"
+            )));
+        }
         Ok(IoSpec {
             kv_heads: config.kv_heads,
             head_dim: config.head_dim,
             vocab,
             has_attention_mask: has_input("attention_mask"),
             has_position_ids: has_input("position_ids"),
+            shared_kv,
             past,
             present,
         })
@@ -141,7 +169,15 @@ pub(crate) struct SessionOptions {
 /// The KV cache of one answer: one key and one value tensor per layer.
 #[derive(Debug)]
 pub(crate) struct KvCache {
+    /// Growing layout: the last step's presents. Empty after a failed step.
     values: Vec<DynValue>,
+    /// Shared layout: the preallocated buffers, bound as past and present alike.
+    shared: Vec<Tensor<f32>>,
+    /// Shared layout: the buffers bound once as past and present; each step rebinds only the
+    /// token inputs and the logits.
+    binding: Option<IoBinding>,
+    /// Tokens the shared buffers can hold (0 for the growing layout).
+    capacity: usize,
     len: usize,
 }
 
@@ -195,8 +231,51 @@ impl Decoder {
         &self.spec
     }
 
-    /// An empty cache (zero-length pasts).
-    pub(crate) fn empty_cache(&self) -> Result<KvCache, Error> {
+    /// An empty cache for an answer of at most `capacity` tokens (prompt included).
+    ///
+    /// The growing layout starts with zero-length pasts and ignores `capacity`; the shared
+    /// layout allocates `capacity` positions per layer up front (pages are only touched as the
+    /// answer grows).
+    pub(crate) fn empty_cache(&self, capacity: usize) -> Result<KvCache, Error> {
+        if self.spec.shared_kv {
+            if capacity == 0 {
+                return Err(runtime("a KV cache needs room for at least one token"));
+            }
+            let allocator = self.session.allocator();
+            let shape = [1usize, self.spec.kv_heads, capacity, self.spec.head_dim];
+            let mut shared = Vec::with_capacity(self.spec.past.len());
+            for _ in 0..self.spec.past.len() {
+                shared.push(
+                    Tensor::<f32>::new(allocator, shape)
+                        .map_err(ort_err("cannot allocate the KV cache"))?,
+                );
+            }
+            let mut binding = self
+                .session
+                .create_binding()
+                .map_err(ort_err("cannot bind the KV cache"))?;
+            for ((input, output), buffer) in self
+                .spec
+                .past
+                .iter()
+                .zip(&self.spec.present)
+                .zip(shared.iter_mut())
+            {
+                binding
+                    .bind_input(input.as_str(), &*buffer)
+                    .map_err(ort_err("cannot bind the KV cache"))?;
+                binding
+                    .bind_output(output.as_str(), &mut *buffer)
+                    .map_err(ort_err("cannot bind the KV cache"))?;
+            }
+            return Ok(KvCache {
+                values: Vec::new(),
+                shared,
+                binding: Some(binding),
+                capacity,
+                len: 0,
+            });
+        }
         let mut values = Vec::with_capacity(self.spec.past.len());
         for _ in 0..self.spec.past.len() {
             let shape = [1usize, self.spec.kv_heads, 0, self.spec.head_dim];
@@ -204,7 +283,13 @@ impl Decoder {
                 .map_err(ort_err("cannot create an empty KV cache"))?;
             values.push(t.into_dyn());
         }
-        Ok(KvCache { values, len: 0 })
+        Ok(KvCache {
+            values,
+            shared: Vec::new(),
+            binding: None,
+            capacity: 0,
+            len: 0,
+        })
     }
 
     /// Runs `ids` after what `cache` holds; returns the logits of the last position and grows
@@ -220,6 +305,9 @@ impl Decoder {
         let s = ids.len();
         if s == 0 {
             return Err(runtime("forward step with no tokens"));
+        }
+        if self.spec.shared_kv {
+            return self.forward_shared(ids, cache, options);
         }
         let past = cache.len;
         let total = past + s;
@@ -258,21 +346,7 @@ impl Decoder {
             .session
             .run_with_options(inputs, options)
             .map_err(ort_err("inference failed"))?;
-        let logits = {
-            let value = outputs
-                .get("logits")
-                .ok_or_else(|| runtime("the model returned no logits"))?;
-            let (shape, data) = value
-                .try_extract_tensor::<f32>()
-                .map_err(ort_err("logits are not float32"))?;
-            let vocab = shape.last().copied().and_then(static_dim).unwrap_or(0);
-            if shape.len() != 3 || vocab == 0 || data.len() != s * vocab {
-                return Err(runtime(format!(
-                    "logits have shape {shape:?}, expected [1, {s}, vocab]"
-                )));
-            }
-            data[(s - 1) * vocab..].to_vec()
-        };
+        let logits = last_logits(outputs.get("logits"), s)?;
         let mut next = Vec::with_capacity(self.spec.present.len());
         for name in &self.spec.present {
             let v = outputs
@@ -284,6 +358,115 @@ impl Decoder {
         cache.len = total;
         Ok(logits)
     }
+
+    /// [`Decoder::forward`] for the shared layout: the cache's buffers are bound as both the
+    /// pasts and the presents, so the graph appends in place.
+    fn forward_shared(
+        &mut self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        options: &RunOptions,
+    ) -> Result<Vec<f32>, Error> {
+        let s = ids.len();
+        let past = cache.len;
+        let total = past + s;
+        if cache.shared.len() != self.spec.past.len() || cache.binding.is_none() {
+            return Err(runtime(
+                "the KV cache was dropped by a failed step; start a new cache",
+            ));
+        }
+        if total > cache.capacity {
+            cache.len = 0;
+            cache.shared.clear();
+            cache.binding = None;
+            return Err(runtime(format!(
+                "the KV cache holds {} tokens; a step to {total} does not fit",
+                cache.capacity
+            )));
+        }
+        // On any failure below the buffers may be half written: drop them.
+        let result = self.run_shared(ids, past, total, cache, options);
+        match result {
+            Ok(logits) => {
+                cache.len = total;
+                Ok(logits)
+            }
+            Err(e) => {
+                cache.len = 0;
+                cache.binding = None;
+                cache.shared.clear();
+                Err(e)
+            }
+        }
+    }
+
+    fn run_shared(
+        &mut self,
+        ids: &[u32],
+        past: usize,
+        total: usize,
+        cache: &mut KvCache,
+        options: &RunOptions,
+    ) -> Result<Vec<f32>, Error> {
+        let s = ids.len();
+        let Some(binding) = cache.binding.as_mut() else {
+            return Err(runtime("the KV cache has no binding"));
+        };
+        let input_ids: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
+        let input_ids =
+            Tensor::from_array(([1usize, s], input_ids)).map_err(ort_err("input_ids"))?;
+        binding
+            .bind_input("input_ids", &input_ids)
+            .map_err(ort_err("input_ids"))?;
+        let mask = Tensor::from_array(([1usize, total], vec![1i64; total]))
+            .map_err(ort_err("attention_mask"))?;
+        binding
+            .bind_input("attention_mask", &mask)
+            .map_err(ort_err("attention_mask"))?;
+        if self.spec.has_position_ids {
+            let pos: Vec<i64> = (past..total).map(|p| p as i64).collect();
+            let pos = Tensor::from_array(([1usize, s], pos)).map_err(ort_err("position_ids"))?;
+            binding
+                .bind_input("position_ids", &pos)
+                .map_err(ort_err("position_ids"))?;
+        }
+        let cpu = MemoryInfo::new(
+            AllocationDevice::CPU,
+            0,
+            AllocatorType::Device,
+            MemoryType::Default,
+        )
+        .map_err(ort_err("cannot describe CPU memory"))?;
+        binding
+            .bind_output_to_device("logits", &cpu)
+            .map_err(ort_err("cannot bind the logits"))?;
+        let outputs = self
+            .session
+            .run_binding_with_options(binding, options)
+            .map_err(ort_err("inference failed"))?;
+        last_logits(outputs.get("logits"), s)
+    }
+}
+
+/// The last position's logits from a `[1, s, vocab]` or `[1, 1, vocab]` output (a graph may
+/// compute the head for the last position only).
+fn last_logits(value: Option<&DynValue>, s: usize) -> Result<Vec<f32>, Error> {
+    let value = value.ok_or_else(|| runtime("the model returned no logits"))?;
+    let (shape, data) = value
+        .try_extract_tensor::<f32>()
+        .map_err(ort_err("logits are not float32"))?;
+    let vocab = shape.last().copied().and_then(static_dim).unwrap_or(0);
+    let positions = shape.get(1).copied().and_then(static_dim).unwrap_or(0);
+    if shape.len() != 3
+        || vocab == 0
+        || !(positions == s || positions == 1)
+        || data.len() != positions * vocab
+    {
+        return Err(runtime(format!(
+            "logits have shape {shape:?}, expected [1, {s}, vocab] or [1, 1, vocab]"
+        )));
+    }
+    Ok(data[(positions - 1) * vocab..].to_vec())
 }
 
 #[cfg(test)]
@@ -321,12 +504,12 @@ mod tests {
             1, 9690, 198, 2683, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520,
         ];
 
-        let mut full_cache = dec.empty_cache().unwrap();
+        let mut full_cache = dec.empty_cache(64).unwrap();
         let full = dec.forward(&seq, &mut full_cache, &opts).unwrap();
         assert_eq!(full_cache.len(), seq.len());
 
         // Prefill half, then one token at a time.
-        let mut cache = dec.empty_cache().unwrap();
+        let mut cache = dec.empty_cache(64).unwrap();
         let mut last = dec.forward(&seq[..6], &mut cache, &opts).unwrap();
         for &t in &seq[6..] {
             last = dec.forward(&[t], &mut cache, &opts).unwrap();
@@ -345,7 +528,7 @@ mod tests {
             "cache vs prefill differ by {max_diff}"
         );
         // And the cache matters: without it, the last token alone gives different logits.
-        let mut fresh = dec.empty_cache().unwrap();
+        let mut fresh = dec.empty_cache(64).unwrap();
         let alone = dec
             .forward(&seq[seq.len() - 1..], &mut fresh, &opts)
             .unwrap();
@@ -360,6 +543,79 @@ mod tests {
         );
     }
 
+    fn load_tiny_file(file: &str) -> Option<(Decoder, ModelConfig)> {
+        let dir = tiny_dir_or_skip()?;
+        let files = ModelFiles::locate(&dir, Path::new(file)).unwrap();
+        let config = ModelConfig::read(&files).unwrap();
+        let env = crate::runtime::environment(&crate::default_ort_dylib()).unwrap();
+        let dec = Decoder::load(
+            &env,
+            &files.model,
+            &config,
+            SessionOptions { intra_threads: 1 },
+        )
+        .unwrap();
+        Some((dec, config))
+    }
+
+    /// The fused variants bind one buffer as past and present: stepping through it gives the
+    /// logits of one full prefill, the buffer does not move, and the graph returns the last
+    /// position's logits only.
+    #[test]
+    fn the_shared_kv_buffer_steps_equal_a_full_prefill() {
+        for file in ["model.q8.onnx", "model.q4.onnx"] {
+            let Some((mut dec, _)) = load_tiny_file(file) else {
+                return;
+            };
+            assert!(dec.spec().shared_kv, "{file}");
+            let opts = RunOptions::new().unwrap();
+            let seq: Vec<u32> = vec![
+                1, 9690, 198, 2683, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520,
+            ];
+            let mut full_cache = dec.empty_cache(seq.len()).unwrap();
+            let full = dec.forward(&seq, &mut full_cache, &opts).unwrap();
+            assert_eq!(full.len(), 49_152);
+
+            let mut cache = dec.empty_cache(32).unwrap();
+            let buffer = cache.shared[0].data_ptr();
+            let mut last = dec.forward(&seq[..6], &mut cache, &opts).unwrap();
+            for &t in &seq[6..] {
+                last = dec.forward(&[t], &mut cache, &opts).unwrap();
+            }
+            assert_eq!(cache.len(), seq.len());
+            // Appended in place: the same allocation after every step.
+            assert_eq!(cache.shared[0].data_ptr(), buffer, "{file}");
+            let max_diff = full
+                .iter()
+                .zip(&last)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            let scale = full.iter().map(|x| x.abs()).fold(0.0f32, f32::max);
+            assert!(scale > 0.1, "{file}: degenerate logits");
+            assert!(
+                max_diff <= 1e-3 * scale.max(1.0),
+                "{file}: cache vs prefill differ by {max_diff}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_step_past_the_shared_buffer_fails_and_empties_the_cache() {
+        let Some((mut dec, _)) = load_tiny_file("model.q8.onnx") else {
+            return;
+        };
+        let opts = RunOptions::new().unwrap();
+        let mut cache = dec.empty_cache(4).unwrap();
+        dec.forward(&[1, 2, 3], &mut cache, &opts).unwrap();
+        dec.forward(&[4], &mut cache, &opts).unwrap();
+        let e = dec.forward(&[5], &mut cache, &opts).unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidResponse);
+        assert!(e.message().contains("does not fit"), "{e}");
+        assert_eq!(cache.len(), 0);
+        assert!(dec.forward(&[1], &mut cache, &opts).is_err());
+        assert!(dec.empty_cache(0).is_err());
+    }
+
     #[test]
     fn a_run_with_terminated_options_fails_cleanly_and_empties_the_cache() {
         let Some((mut dec, _)) = load_tiny() else {
@@ -367,7 +623,7 @@ mod tests {
         };
         let opts = RunOptions::new().unwrap();
         opts.terminate().unwrap();
-        let mut cache = dec.empty_cache().unwrap();
+        let mut cache = dec.empty_cache(64).unwrap();
         let e = dec.forward(&[1, 2, 3], &mut cache, &opts).unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidResponse);
         assert_eq!(cache.len(), 0);

@@ -87,7 +87,7 @@ pub(crate) fn run(
     };
     control.check()?;
     let started = Instant::now();
-    let mut cache = decoder.empty_cache()?;
+    let mut cache = decoder.empty_cache(job.prompt.len() + job.max_new_tokens)?;
     let mut logits = decoder.forward(&job.prompt, &mut cache, &control.run_options)?;
     let prefilled = Instant::now();
     let mut sampler = Sampler::new(job.sampling);
@@ -204,7 +204,7 @@ mod tests {
     /// Greedy ids by hand, step by step, as the reference.
     fn greedy_ids(dec: &mut Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
         let opts = RunOptions::new().unwrap();
-        let mut cache = dec.empty_cache().unwrap();
+        let mut cache = dec.empty_cache(prompt.len() + n + 1).unwrap();
         let mut logits = dec.forward(prompt, &mut cache, &opts).unwrap();
         let mut ids = Vec::new();
         for _ in 0..n {

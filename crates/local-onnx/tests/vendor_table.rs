@@ -14,11 +14,13 @@ use std::path::Path;
 
 use ripcord_chaos::vendor_table::{self, Row};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error};
-use ripcord_local_onnx::LocalLlama;
+use ripcord_local_onnx::{LocalLlama, Variant};
 
 #[allow(clippy::unwrap_used)] // test setup
 async fn provoke(case: &str, tiny: &Path, scratch: &Path) -> Result<Error, String> {
     let copy = |name: &str| common::copy_model(tiny, name);
+    // The file a default build loads (the default variant's, which the tiny model has).
+    let model_file = Variant::default().file_name();
     let built = match case {
         "missing_runtime_library" => LocalLlama::builder(tiny)
             .ort_dylib(scratch.join("libonnxruntime.so.0.0.0"))
@@ -26,18 +28,22 @@ async fn provoke(case: &str, tiny: &Path, scratch: &Path) -> Result<Error, Strin
         "missing_folder" => LocalLlama::load(scratch.join("no-such-model")),
         "missing_model_file" | "missing_tokenizer" | "missing_config" => {
             let file = match case {
-                "missing_model_file" => "model.onnx",
+                "missing_model_file" => model_file,
                 "missing_tokenizer" => "tokenizer.json",
                 _ => "config.json",
             };
             let dir = copy(case);
             fs::remove_file(dir.join(file)).unwrap();
-            LocalLlama::builder(&dir).eager(false).build()
+            // Named explicitly: without it a missing default file falls back to model.onnx.
+            LocalLlama::builder(&dir)
+                .variant(Variant::default())
+                .eager(false)
+                .build()
         }
         "truncated_model_file" | "lazy_truncated_model_on_call" => {
             let dir = copy(case);
-            let bytes = fs::read(dir.join("model.onnx")).unwrap();
-            fs::write(dir.join("model.onnx"), &bytes[..bytes.len() / 3]).unwrap();
+            let bytes = fs::read(dir.join(model_file)).unwrap();
+            fs::write(dir.join(model_file), &bytes[..bytes.len() / 3]).unwrap();
             if case == "truncated_model_file" {
                 LocalLlama::load(&dir)
             } else {

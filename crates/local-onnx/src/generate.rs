@@ -31,8 +31,12 @@ pub(crate) struct Job {
 #[derive(Clone)]
 pub(crate) struct Control {
     pub(crate) cancel: CancellationToken,
-    /// The call's deadline on the std clock (the blocking thread has no tokio clock).
+    /// The call's deadline on the std clock (the blocking thread has no tokio clock): it
+    /// bounds the answer until its first text.
     pub(crate) deadline: Option<Instant>,
+    /// The bound once text has been delivered (the context's stream deadline): a long answer
+    /// is not cut at the deadline meant for getting it started.
+    pub(crate) stream_deadline: Option<Instant>,
     pub(crate) run_options: Arc<RunOptions>,
 }
 
@@ -41,15 +45,23 @@ impl std::fmt::Debug for Control {
         f.debug_struct("Control")
             .field("cancelled", &self.cancel.is_cancelled())
             .field("deadline", &self.deadline)
+            .field("stream_deadline", &self.stream_deadline)
             .finish_non_exhaustive()
     }
 }
 
 impl Control {
-    fn check(&self) -> Result<(), Error> {
+    /// Cancelled, or past the bound that applies: the deadline until text was delivered, the
+    /// stream deadline after.
+    fn check(&self, delivered: bool) -> Result<(), Error> {
+        let bound = if delivered {
+            self.stream_deadline
+        } else {
+            self.deadline
+        };
         if self.cancel.is_cancelled() {
             Err(Error::cancelled())
-        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        } else if bound.is_some_and(|d| Instant::now() >= d) {
             Err(Error::deadline_exceeded())
         } else {
             Ok(())
@@ -85,7 +97,7 @@ pub(crate) fn run(
         finish: FinishReason::Length,
         abandoned: false,
     };
-    control.check()?;
+    control.check(false)?;
     let started = Instant::now();
     let mut cache = decoder.empty_cache(job.prompt.len() + job.max_new_tokens)?;
     let mut logits = decoder.forward(&job.prompt, &mut cache, &control.run_options)?;
@@ -94,6 +106,7 @@ pub(crate) fn run(
     let mut detok = Detokenizer::new();
     let mut stop = StopFilter::new(&job.stops);
     let mut stopped_by_sequence = false;
+    let mut delivered = false;
 
     while outcome.output_tokens < job.max_new_tokens {
         let id = sampler.sample(&logits)?;
@@ -107,9 +120,12 @@ pub(crate) fn run(
             StopStep::Emit(t) => (t, false),
             StopStep::Stop(t) => (t, true),
         };
-        if !text.is_empty() && !sink(StreamEvent::text(text)) {
-            outcome.abandoned = true;
-            return Ok(outcome);
+        if !text.is_empty() {
+            if !sink(StreamEvent::text(text)) {
+                outcome.abandoned = true;
+                return Ok(outcome);
+            }
+            delivered = true;
         }
         if hit {
             outcome.finish = FinishReason::Stop;
@@ -119,7 +135,7 @@ pub(crate) fn run(
         if outcome.output_tokens >= job.max_new_tokens {
             break;
         }
-        control.check()?;
+        control.check(delivered)?;
         logits = decoder.forward(&[id], &mut cache, &control.run_options)?;
     }
 
@@ -176,6 +192,7 @@ mod tests {
         Control {
             cancel: CancellationToken::new(),
             deadline: None,
+            stream_deadline: None,
             run_options: Arc::new(RunOptions::new().unwrap()),
         }
     }
@@ -318,6 +335,54 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::DeadlineExceeded);
         assert_eq!(events, 0);
+    }
+
+    #[test]
+    fn after_the_first_text_the_stream_deadline_bounds_the_answer_not_the_deadline() {
+        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+            return;
+        };
+        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+        // The deadline passes while the first text is being shown (a slow consumer step).
+        let slow_first = |events: &mut usize| {
+            *events += 1;
+            if *events == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(60));
+            }
+            true
+        };
+        let mut c = control();
+        c.deadline = Some(Instant::now() + std::time::Duration::from_millis(30));
+        c.stream_deadline = Some(Instant::now() + std::time::Duration::from_secs(600));
+        let mut events = 0;
+        let out = run(
+            &mut dec,
+            &tok,
+            &job(prompt.clone(), 8, vec![], vec![]),
+            &c,
+            &mut |_| slow_first(&mut events),
+        )
+        .unwrap();
+        assert_eq!(out.output_tokens, 8, "a long answer runs past the deadline");
+
+        // With the stream bound passed too, the answer is cut at the next token.
+        let mut c = control();
+        c.deadline = Some(Instant::now() + std::time::Duration::from_millis(30));
+        c.stream_deadline = c.deadline;
+        let mut events = 0;
+        let e = run(
+            &mut dec,
+            &tok,
+            &job(prompt, 8, vec![], vec![]),
+            &c,
+            &mut |_| slow_first(&mut events),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::DeadlineExceeded);
+        assert!(
+            events <= 1,
+            "cut at the next token, not after {events} texts"
+        );
     }
 
     #[test]

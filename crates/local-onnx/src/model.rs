@@ -593,6 +593,9 @@ impl LocalLlama {
         let control = Control {
             cancel: cancel.clone(),
             deadline: ctx.remaining().and_then(|r| Instant::now().checked_add(r)),
+            stream_deadline: ctx.stream_deadline().and_then(|d| {
+                Instant::now().checked_add(d.saturating_duration_since(tokio::time::Instant::now()))
+            }),
             run_options: Arc::clone(&run_options),
         };
         let inner = Arc::clone(&self.inner);
@@ -626,7 +629,10 @@ impl LocalLlama {
             run_options,
         };
         let caller_cancel = ctx.cancellation().clone();
-        let deadline = ctx.deadline();
+        // The deadline bounds the answer until its first content; after that, the stream
+        // deadline (which is the deadline unless the caller set a longer stream bound).
+        let mut deadline = ctx.deadline();
+        let stream_deadline = ctx.stream_deadline();
         let this = self.clone();
         let events = async_stream::stream! {
             let _guard = guard;
@@ -639,6 +645,9 @@ impl LocalLlama {
                 };
                 match next {
                     Some(Ok(ev)) => {
+                        if ev.is_content() {
+                            deadline = stream_deadline;
+                        }
                         let done = matches!(ev, StreamEvent::Finish { .. });
                         yield Ok(ev);
                         if done {

@@ -6,7 +6,7 @@
 //! (link 1 answers 503 → link 2); skip (link 1's breaker open → link 2); streaming time to the
 //! first text through the adapter and the chain against the floor's first SSE text event; the
 //! OpenAI Python SDK's wire through `ripcord serve` against the same wire sent straight to the
-//! upstream, plus a raw sequential keep-alive client on the gateway (PITFALLS 17); and the local
+//! upstream, plus a raw sequential keep-alive client on the gateway (docs/pitfalls.md rule 17); and the local
 //! model's prefill and decode tokens per second and peak RSS.
 //!
 //! The upstream (ripcord-chaos's fake vendor) and the gateway run in child processes, so the CPU
@@ -383,7 +383,7 @@ fn bench(args: &Args) -> Result<(), String> {
     if let Some(k) = get("gateway_keepalive") {
         let stalled = k.c1.p50_us > 20_000.0;
         goals.push(Target {
-            what: "ripcord serve p50, one keep-alive connection, sequential (PITFALLS 17)".into(),
+            what: "ripcord serve p50, one keep-alive connection, sequential (docs/pitfalls.md rule 17)".into(),
             value: k.c1.p50_us,
             bound: "far below the 40 000 µs of a Nagle stall".into(),
             met: !stalled,

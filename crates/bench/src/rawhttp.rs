@@ -2,7 +2,7 @@
 //! response read with `httparse` and a `content-length`, nothing else.
 //!
 //! It shows the upstream's own ceiling (what it serves when the client costs almost nothing),
-//! and it is the sequential keep-alive probe of PITFALLS 17: with one connection used one
+//! and it is the sequential keep-alive probe of rule 17 in docs/pitfalls.md: with one connection used one
 //! request at a time, a server that leaves Nagle's algorithm on stalls ~40 ms per response.
 
 use std::net::SocketAddr;

@@ -19,7 +19,7 @@
 //! we want for [`TimeoutPhase::Connect`] (the only phase a client can tell apart), so it is
 //! configured on the client. The others are not one number: waiting
 //! for the first token, the gap between two stream events and the caller's deadline are three
-//! different limits with three different remedies (see PITFALLS.md #4), so each await on the
+//! different limits with three different remedies (see rule 4 of docs/pitfalls.md), so each await on the
 //! network goes through [`guard`], which races it against the phase limit, the
 //! [`Context`] deadline and the caller's cancellation, and reports which one fired.
 

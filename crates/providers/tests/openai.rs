@@ -648,7 +648,7 @@ async fn stream_requests_answered_with_json() {
 /// A stream read to its end hands its connection back to the pool: two streams in a row use
 /// one TCP connection. (A raw loopback server plays the vendor so it can count connections.)
 /// A 429 sent as the first SSE event is the attempt's error: the chain falls back before the
-/// caller sees anything (PITFALLS #1).
+/// caller sees anything (rule 1 of docs/pitfalls.md).
 #[tokio::test]
 async fn a_chain_stream_falls_back_on_a_first_event_error() {
     let primary = openai_fake().await;

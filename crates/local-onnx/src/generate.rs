@@ -347,6 +347,9 @@ mod tests {
         let slow_first = |events: &mut usize| {
             *events += 1;
             if *events == 1 {
+                // A plain test thread (no runtime to block), standing in for the generating
+                // thread whose consumer is slow: it waits for no background work.
+                #[allow(clippy::disallowed_methods)]
                 std::thread::sleep(std::time::Duration::from_millis(60));
             }
             true

@@ -982,27 +982,13 @@ def cmd_verify(args) -> None:
 
 # The greedy-agreement check: 20 fixed prompts, the first 16 greedy tokens of each variant
 # against the reference (the fp32 model.onnx). Decides which variants ship.
+# The prompts live in one file, read by this script and by `ripcord_local_onnx::agreement`.
 AGREEMENT_PROMPTS = [
-    "What is the capital of France?",
-    "Name three primary colors.",
-    "What is 12 times 12?",
-    "Who wrote Romeo and Juliet?",
-    "Why is the sky blue?",
-    "Give me a synonym for happy.",
-    "What is the boiling point of water in Celsius?",
-    "Translate 'good morning' into Spanish.",
-    "How many days are in a leap year?",
-    "What is the largest planet in the solar system?",
-    "Write a haiku about the sea.",
-    "What does a bee make?",
-    "List the first five prime numbers.",
-    "What language is spoken in Brazil?",
-    "Explain what a computer is in one sentence.",
-    "What color is a ripe banana?",
-    "How many legs does a spider have?",
-    "What is the opposite of cold?",
-    "Suggest a name for a pet cat.",
-    "What is the chemical symbol for gold?",
+    line
+    for line in (Path(__file__).resolve().parent.parent / "agreement_prompts.txt")
+    .read_text(encoding="utf-8")
+    .splitlines()
+    if line.strip()
 ]
 
 

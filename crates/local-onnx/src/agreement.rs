@@ -1,7 +1,7 @@
 //! The greedy-agreement check that decides which quantized variants ship.
 //!
 //! A quantized model is judged against the fp32 one on what a user sees: the same 20 fixed
-//! prompts ([`PROMPTS`]) are answered greedily, and the first 16 tokens of each answer are
+//! prompts ([`prompts`]) are answered greedily, and the first 16 tokens of each answer are
 //! compared. [`Agreement`] counts the prompts whose tokens are all identical, the prompts whose
 //! first token agrees, and the mean length of the common prefix. The converter runs the same
 //! check with ONNX Runtime's Python API (`ripcord_model.py agree`); the test suite runs it on
@@ -11,29 +11,13 @@ use ripcord_core::{ChatRequest, Result};
 
 use crate::LocalLlama;
 
-/// The fixed prompts (the same list as the converter's `agree` subcommand).
-pub const PROMPTS: [&str; 20] = [
-    "What is the capital of France?",
-    "Name three primary colors.",
-    "What is 12 times 12?",
-    "Who wrote Romeo and Juliet?",
-    "Why is the sky blue?",
-    "Give me a synonym for happy.",
-    "What is the boiling point of water in Celsius?",
-    "Translate 'good morning' into Spanish.",
-    "How many days are in a leap year?",
-    "What is the largest planet in the solar system?",
-    "Write a haiku about the sea.",
-    "What does a bee make?",
-    "List the first five prime numbers.",
-    "What language is spoken in Brazil?",
-    "Explain what a computer is in one sentence.",
-    "What color is a ripe banana?",
-    "How many legs does a spider have?",
-    "What is the opposite of cold?",
-    "Suggest a name for a pet cat.",
-    "What is the chemical symbol for gold?",
-];
+/// The fixed prompts, one per line of `agreement_prompts.txt` (the file the converter's
+/// `agree` subcommand reads too, so both ends compare the same answers).
+pub fn prompts() -> impl Iterator<Item = &'static str> {
+    include_str!("../agreement_prompts.txt")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+}
 
 /// Greedy tokens compared per prompt.
 pub const TOKENS: usize = 16;
@@ -85,14 +69,14 @@ impl Agreement {
     }
 }
 
-/// The greedy answers (first [`TOKENS`] token ids) of `model` to every prompt of [`PROMPTS`].
+/// The greedy answers (first [`TOKENS`] token ids) of `model` to every prompt of [`prompts`].
 ///
 /// # Errors
 ///
 /// The first error of [`LocalLlama::greedy_tokens`].
 pub async fn answers(model: &LocalLlama) -> Result<Vec<Vec<u32>>> {
-    let mut out = Vec::with_capacity(PROMPTS.len());
-    for p in PROMPTS {
+    let mut out = Vec::new();
+    for p in prompts() {
         out.push(model.greedy_tokens(&ChatRequest::user(p), TOKENS).await?);
     }
     Ok(out)

@@ -516,12 +516,8 @@ mod tests {
         }
         assert_eq!(cache.len(), seq.len());
         assert_eq!(last.len(), full.len());
-        let max_diff = full
-            .iter()
-            .zip(&last)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
-        let scale = full.iter().map(|x| x.abs()).fold(0.0f32, f32::max);
+        let max_diff = max_abs_diff(&full, &last);
+        let scale = max_abs(&full);
         assert!(scale > 0.1, "logits are degenerate: max |logit| = {scale}");
         assert!(
             max_diff <= 1e-4 * scale.max(1.0),
@@ -532,15 +528,24 @@ mod tests {
         let alone = dec
             .forward(&seq[seq.len() - 1..], &mut fresh, &opts)
             .unwrap();
-        let diff_alone = full
-            .iter()
-            .zip(&alone)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let diff_alone = max_abs_diff(&full, &alone);
         assert!(
             diff_alone > 1e-2,
             "the context made no difference ({diff_alone})"
         );
+    }
+
+    /// The largest absolute value of a logit vector.
+    fn max_abs(a: &[f32]) -> f32 {
+        a.iter().map(|x| x.abs()).fold(0.0f32, f32::max)
+    }
+
+    /// The largest absolute difference between two logit vectors.
+    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max)
     }
 
     fn load_tiny_file(file: &str) -> Option<(Decoder, ModelConfig)> {
@@ -585,12 +590,8 @@ mod tests {
             assert_eq!(cache.len(), seq.len());
             // Appended in place: the same allocation after every step.
             assert_eq!(cache.shared[0].data_ptr(), buffer, "{file}");
-            let max_diff = full
-                .iter()
-                .zip(&last)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, f32::max);
-            let scale = full.iter().map(|x| x.abs()).fold(0.0f32, f32::max);
+            let max_diff = max_abs_diff(&full, &last);
+            let scale = max_abs(&full);
             assert!(scale > 0.1, "{file}: degenerate logits");
             assert!(
                 max_diff <= 1e-3 * scale.max(1.0),

@@ -549,18 +549,7 @@ mod tests {
     }
 
     fn load_tiny_file(file: &str) -> Option<(Decoder, ModelConfig)> {
-        let dir = tiny_dir_or_skip()?;
-        let files = ModelFiles::locate(&dir, Path::new(file)).unwrap();
-        let config = ModelConfig::read(&files).unwrap();
-        let env = crate::runtime::environment(&crate::default_ort_dylib()).unwrap();
-        let dec = Decoder::load(
-            &env,
-            &files.model,
-            &config,
-            SessionOptions { intra_threads: 1 },
-        )
-        .unwrap();
-        Some((dec, config))
+        crate::test_support::load_tiny_file(file).map(|(dec, config, _)| (dec, config))
     }
 
     /// The fused variants bind one buffer as past and present: stepping through it gives the

@@ -36,13 +36,24 @@ pub(crate) fn load_tiny() -> Option<(
     crate::config::ModelConfig,
     tokenizers::Tokenizer,
 )> {
+    load_tiny_file("model.onnx")
+}
+
+/// [`load_tiny`] for one model file of the tiny model's folder (a variant).
+pub(crate) fn load_tiny_file(
+    file: &str,
+) -> Option<(
+    crate::engine::Decoder,
+    crate::config::ModelConfig,
+    tokenizers::Tokenizer,
+)> {
     use std::path::Path;
 
     use crate::config::{ModelConfig, ModelFiles};
     use crate::engine::{Decoder, SessionOptions};
 
     let dir = tiny_dir_or_skip()?;
-    let files = ModelFiles::locate(&dir, Path::new("model.onnx")).unwrap();
+    let files = ModelFiles::locate(&dir, Path::new(file)).unwrap();
     let config = ModelConfig::read(&files).unwrap();
     let env = crate::runtime::environment(&crate::default_ort_dylib()).unwrap();
     let dec = Decoder::load(

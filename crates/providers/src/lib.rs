@@ -79,6 +79,9 @@ pub mod compat;
 #[cfg(feature = "openai")]
 mod openai;
 
+/// Anthropic's names for ripcord's values, for servers that answer on the Messages wire.
+#[cfg(feature = "anthropic")]
+pub use anthropic::wire as anthropic_wire;
 #[cfg(feature = "anthropic")]
 pub use anthropic::{
     ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, Anthropic, AnthropicConfig, DEFAULT_MAX_TOKENS,

@@ -2,7 +2,8 @@
 //!
 //! Any app with an OpenAI SDK gets ripcord by pointing its base URL here. Endpoints:
 //! `POST /v1/chat/completions` (JSON and SSE), `POST /v1/embeddings` (when configured),
-//! `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-route and per-link health as JSON).
+//! `POST /v1/messages` and `/v1/messages/count_tokens` (Anthropic's wire, see the `messages`
+//! module), `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-route and per-link health as JSON).
 //! Every chat answer carries `x-ripcord-served-by`, `x-ripcord-degraded`, `x-ripcord-attempts`
 //! (every attempt, `link/model=outcome(status):latency`) and, with routes, `x-ripcord-route`
 //! headers; a failed call carries them too, with `served-by: none` and `degraded: true`.
@@ -37,6 +38,8 @@
 //!   (`"ripcord": {"degraded": true, "attempts": "…"}`, the `x-ripcord-attempts` format); a `Restarted` event cannot be expressed on OpenAI's wire (a
 //!   client cannot un-show text), so the gateway ends the stream with an error there instead.
 
+mod messages;
+mod messages_wire;
 mod wire;
 
 use std::net::SocketAddr;
@@ -240,11 +243,17 @@ impl GatewayState {
         if self.keys.is_empty() {
             return Some(Caller { key: None });
         }
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let (scheme, token) = value.trim().split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
+        // `Authorization: Bearer` (OpenAI clients), else `x-api-key` (Anthropic clients).
+        let token = match headers.get(header::AUTHORIZATION) {
+            Some(v) => {
+                let (scheme, token) = v.to_str().ok()?.trim().split_once(' ')?;
+                if !scheme.eq_ignore_ascii_case("bearer") {
+                    return None;
+                }
+                token
+            }
+            None => headers.get("x-api-key")?.to_str().ok()?,
+        };
         let digest = sha256(token.trim().as_bytes());
         // Every key is compared (no early exit); distinct secrets are checked at start, so at
         // most one matches.
@@ -313,6 +322,8 @@ pub fn router(state: Arc<GatewayState>) -> Router {
     let limit = state.max_body_bytes;
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages::messages))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok" }))

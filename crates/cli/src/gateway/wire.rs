@@ -457,6 +457,11 @@ impl WireError {
         }
     }
 
+    /// The error's message.
+    pub(crate) fn message(&self) -> &str {
+        &self.error.message
+    }
+
     /// Names the request parameter at fault (OpenAI's `param`).
     pub(crate) fn with_param(mut self, param: &str) -> Self {
         self.error.param = Some(param.to_owned());

@@ -13,6 +13,7 @@ mod models;
 mod request;
 mod response;
 mod stream;
+pub mod wire;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,0 +1,654 @@
+//! The Anthropic Messages wire, server side: requests in, messages, stream events and errors
+//! out.
+//!
+//! Reference: <https://docs.anthropic.com/en/api/messages>,
+//! <https://docs.anthropic.com/en/docs/build-with-claude/streaming>,
+//! <https://docs.anthropic.com/en/api/errors>. The neutral-to-Anthropic names (stop reasons,
+//! error types, the usage split) come from the Anthropic adapter
+//! ([`ripcord_providers::anthropic_wire`]), so the front door and the adapter cannot drift.
+//!
+//! Parsing goes through `serde_path_to_error`, so a bad request is refused with the path of
+//! what is wrong (`messages[0].content[1]: unknown variant `video`…`), not only a column.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use ripcord_core::{
+    ChatRequest, ChatResponse, ContentPart, Error, ImageSource, Message, Role, ToolCall,
+    ToolChoice, ToolSpec, Usage,
+};
+use ripcord_providers::anthropic_wire;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+/// A `POST /v1/messages` (or `/v1/messages/count_tokens`) body. Required fields are `Option`
+/// so that their absence is refused with Anthropic's own wording (`max_tokens: Field required`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessagesRequest {
+    #[serde(default)]
+    pub(crate) model: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    messages: Option<Vec<InMessage>>,
+    #[serde(default)]
+    system: Option<TextOr<InSystemBlock>>,
+    #[serde(default)]
+    tools: Vec<InTool>,
+    #[serde(default)]
+    tool_choice: Option<InToolChoice>,
+    #[serde(default)]
+    stop_sequences: Vec<String>,
+    #[serde(default)]
+    temperature: Option<f32>,
+    #[serde(default)]
+    top_p: Option<f32>,
+    #[serde(default)]
+    metadata: Option<InMetadata>,
+    #[serde(default)]
+    pub(crate) stream: bool,
+    // Accepted and ignored: no other vendor has it, and dropping it changes no meaning.
+    #[serde(default, rename = "top_k")]
+    _top_k: Option<u32>,
+}
+
+/// A string, or an array of blocks (Anthropic accepts both for `system`, `content` and a tool
+/// result's `content`). Written by hand so that a bad block keeps its path and its message.
+#[derive(Debug)]
+enum TextOr<T> {
+    Text(String),
+    Blocks(Vec<T>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for TextOr<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = TextOr<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an array of content blocks")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(TextOr::Text(s.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Self::Value, E> {
+                Ok(TextOr::Text(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(1));
+                while let Some(b) = seq.next_element()? {
+                    out.push(b);
+                }
+                Ok(TextOr::Blocks(out))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InSystemBlock {
+    Text { text: String },
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum InRole {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Deserialize)]
+struct InMessage {
+    role: InRole,
+    content: TextOr<InBlock>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InBlock {
+    Text {
+        text: String,
+    },
+    Image {
+        source: InSource,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: Option<TextOr<InResultBlock>>,
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// Extended thinking from an earlier Claude turn: no other vendor can take it back, so it
+    /// is left out of the conversation sent on (Anthropic itself ignores it on older turns).
+    Thinking {},
+    RedactedThinking {},
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InResultBlock {
+    Text { text: String },
+    Image { source: InSource },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InSource {
+    Base64 { media_type: String, data: String },
+    Url { url: String },
+}
+
+impl From<InSource> for ImageSource {
+    fn from(s: InSource) -> Self {
+        match s {
+            InSource::Base64 { media_type, data } => ImageSource::Base64 { media_type, data },
+            InSource::Url { url } => ImageSource::Url { url },
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct InTool {
+    name: String,
+    /// `custom` (or absent) for a client tool; Anthropic's server tools carry a dated type
+    /// (`web_search_20250305`) that no other vendor can run.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    input_schema: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InToolChoice {
+    Auto {},
+    Any {},
+    None {},
+    Tool { name: String },
+}
+
+#[derive(Debug, Deserialize)]
+struct InMetadata {
+    #[serde(default)]
+    user_id: Option<String>,
+}
+
+/// Parses a request body; the error names the field at fault (its JSON path) or says the body
+/// is not JSON.
+pub(crate) fn parse_request(body: &[u8]) -> Result<MessagesRequest, AnthropicError> {
+    let not_json = |e: &serde_json::Error| {
+        AnthropicError::invalid(format!("the request body is not valid JSON: {e}"))
+    };
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: MessagesRequest = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            not_json(&inner)
+        } else if path == "." {
+            AnthropicError::invalid(inner.to_string())
+        } else {
+            AnthropicError::invalid(format!("{path}: {inner}"))
+        }
+    })?;
+    de.end().map_err(|e| not_json(&e))?;
+    Ok(parsed)
+}
+
+impl MessagesRequest {
+    /// Translates to ripcord's request. `max_tokens` is required for `/v1/messages` and
+    /// optional for `count_tokens`, as on Anthropic's API.
+    pub(crate) fn into_chat_request(
+        self,
+        require_max_tokens: bool,
+    ) -> Result<ChatRequest, AnthropicError> {
+        if self.model.is_none() {
+            return Err(AnthropicError::invalid("model: Field required"));
+        }
+        match self.max_tokens {
+            None if require_max_tokens => {
+                return Err(AnthropicError::invalid("max_tokens: Field required"));
+            }
+            Some(0) => {
+                return Err(AnthropicError::invalid(
+                    "max_tokens: must be greater than or equal to 1",
+                ));
+            }
+            _ => {}
+        }
+        let Some(in_messages) = self.messages else {
+            return Err(AnthropicError::invalid("messages: Field required"));
+        };
+        if in_messages.is_empty() {
+            return Err(AnthropicError::invalid(
+                "messages: at least one message is required",
+            ));
+        }
+        let mut messages = Vec::with_capacity(in_messages.len() + 1);
+        let system = match self.system {
+            None => String::new(),
+            Some(TextOr::Text(t)) => t,
+            Some(TextOr::Blocks(b)) => b
+                .into_iter()
+                .map(|InSystemBlock::Text { text }| text)
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        };
+        if !system.is_empty() {
+            messages.push(Message::system(system));
+        }
+        for (i, m) in in_messages.into_iter().enumerate() {
+            push_message(&mut messages, i, m)?;
+        }
+        let mut req = ChatRequest::new(messages);
+        for (i, t) in self.tools.into_iter().enumerate() {
+            if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
+                return Err(AnthropicError::invalid(format!(
+                    "tools[{i}].type: the server tool {kind:?} is Anthropic's own and cannot run on other vendors; only client tools (with `input_schema`) are supported"
+                )));
+            }
+            let Some(schema) = t.input_schema else {
+                return Err(AnthropicError::invalid(format!(
+                    "tools[{i}].input_schema: Field required"
+                )));
+            };
+            let mut spec = ToolSpec::new(t.name, "", schema);
+            spec.description = t.description;
+            req.tools.push(spec);
+        }
+        req.tool_choice = self.tool_choice.map(|c| match c {
+            InToolChoice::Auto {} => ToolChoice::Auto,
+            InToolChoice::Any {} => ToolChoice::Required,
+            InToolChoice::None {} => ToolChoice::None,
+            InToolChoice::Tool { name } => ToolChoice::Tool { name },
+        });
+        req.temperature = self.temperature;
+        req.top_p = self.top_p;
+        req.max_tokens = self.max_tokens;
+        req.stop = self.stop_sequences;
+        req.user = self.metadata.and_then(|m| m.user_id);
+        Ok(req)
+    }
+}
+
+/// Appends one Anthropic message: tool results become tool messages (before the rest of the
+/// user turn, as Anthropic orders them), `tool_use` blocks become the assistant's tool calls.
+fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), AnthropicError> {
+    let role = match m.role {
+        InRole::User => Role::User,
+        InRole::Assistant => Role::Assistant,
+    };
+    let blocks = match m.content {
+        TextOr::Text(text) => vec![InBlock::Text { text }],
+        TextOr::Blocks(b) => b,
+    };
+    let mut msg = Message::new(role, "");
+    msg.content.clear();
+    for (j, block) in blocks.into_iter().enumerate() {
+        let at = || format!("messages[{i}].content[{j}]");
+        match block {
+            InBlock::Text { text } => msg.content.push(ContentPart::Text { text }),
+            InBlock::Image { source } => msg.content.push(ContentPart::Image {
+                image: source.into(),
+                detail: None,
+            }),
+            InBlock::ToolUse { id, name, input } if role == Role::Assistant => {
+                let input = if input.is_null() { json!({}) } else { input };
+                if !input.is_object() {
+                    return Err(AnthropicError::invalid(format!(
+                        "{}.input: must be a JSON object",
+                        at()
+                    )));
+                }
+                msg.tool_calls
+                    .push(ToolCall::new(id, name, input.to_string()));
+            }
+            InBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } if role == Role::User => {
+                let mut result = Message::tool_result(tool_use_id, "");
+                result.content.clear();
+                match content {
+                    None => {}
+                    Some(TextOr::Text(text)) => result.content.push(ContentPart::Text { text }),
+                    Some(TextOr::Blocks(b)) => {
+                        for part in b {
+                            result.content.push(match part {
+                                InResultBlock::Text { text } => ContentPart::Text { text },
+                                InResultBlock::Image { source } => ContentPart::Image {
+                                    image: source.into(),
+                                    detail: None,
+                                },
+                            });
+                        }
+                    }
+                }
+                if is_error {
+                    // No other wire has the flag: the model reads it as words instead.
+                    result.content.insert(
+                        0,
+                        ContentPart::Text {
+                            text: "[the tool reported an error]\n".to_owned(),
+                        },
+                    );
+                }
+                out.push(result);
+            }
+            InBlock::ToolUse { .. } => {
+                return Err(AnthropicError::invalid(format!(
+                    "{}: a `tool_use` block belongs in an assistant message",
+                    at()
+                )));
+            }
+            InBlock::ToolResult { .. } => {
+                return Err(AnthropicError::invalid(format!(
+                    "{}: a `tool_result` block belongs in a user message",
+                    at()
+                )));
+            }
+            InBlock::Thinking {} | InBlock::RedactedThinking {} => {}
+        }
+    }
+    if !msg.content.is_empty() || !msg.tool_calls.is_empty() {
+        out.push(msg);
+    }
+    Ok(())
+}
+
+/// A `message` object, borrowed from the response.
+#[derive(Debug, Serialize)]
+pub(crate) struct OutMessage<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    model: &'a str,
+    content: Vec<OutBlock<'a>>,
+    stop_reason: &'a str,
+    stop_sequence: Option<&'a str>,
+    usage: OutUsage,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+}
+
+/// Anthropic's usage object (`input_tokens` excludes cache reads).
+#[derive(Debug, Serialize)]
+pub(crate) struct OutUsage {
+    input_tokens: u64,
+    cache_creation_input_tokens: u64,
+    cache_read_input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl OutUsage {
+    pub(crate) fn of(u: &Usage) -> Self {
+        let (input, read, output) = anthropic_wire::usage(u);
+        OutUsage {
+            input_tokens: input,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: read,
+            output_tokens: output,
+        }
+    }
+}
+
+/// A tool call's arguments as the JSON object Anthropic's `input` must be; a serving model
+/// that produced anything else is a bad upstream answer (502), never an invented `{}`.
+fn tool_input<'a>(c: &'a ToolCall) -> Result<&'a RawValue, AnthropicError> {
+    let args = c.arguments.trim();
+    let args = if args.is_empty() { "{}" } else { args };
+    match serde_json::from_str::<&RawValue>(args) {
+        Ok(raw) if raw.get().starts_with('{') => Ok(raw),
+        _ => Err(AnthropicError::new(
+            502,
+            "api_error",
+            format!(
+                "the serving model's tool call {:?} ({}) has arguments that are not a JSON object",
+                c.id, c.name
+            ),
+        )),
+    }
+}
+
+/// The `message` object of an answer; `model` names the model that served it.
+pub(crate) fn message<'a>(
+    id: &'a str,
+    model: &'a str,
+    resp: &'a ChatResponse,
+) -> Result<OutMessage<'a>, AnthropicError> {
+    let mut content = Vec::with_capacity(1 + resp.tool_calls.len());
+    if !resp.content.is_empty() || resp.tool_calls.is_empty() {
+        content.push(OutBlock::Text {
+            text: &resp.content,
+        });
+    }
+    for c in &resp.tool_calls {
+        content.push(OutBlock::ToolUse {
+            id: &c.id,
+            name: &c.name,
+            input: tool_input(c)?,
+        });
+    }
+    Ok(OutMessage {
+        id,
+        kind: "message",
+        role: "assistant",
+        model,
+        content,
+        stop_reason: anthropic_wire::stop_reason(&resp.finish_reason),
+        stop_sequence: None,
+        usage: OutUsage::of(&resp.usage),
+    })
+}
+
+/// One SSE event with Anthropic's event name.
+pub(crate) fn event(name: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// Anthropic's error envelope and the HTTP status it goes with.
+#[derive(Debug)]
+pub(crate) struct AnthropicError {
+    pub(crate) status: u16,
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
+    /// Sent as `Retry-After` on 429 and 529.
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl AnthropicError {
+    pub(crate) fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
+        AnthropicError {
+            status,
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A 400 `invalid_request_error`.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        AnthropicError::new(400, "invalid_request_error", message)
+    }
+
+    /// The status and type for a chain error, by its kind.
+    pub(crate) fn from_error(e: &Error) -> Self {
+        let (status, kind) = anthropic_wire::error_type(e.kind());
+        let mut a = AnthropicError::new(status, kind, e.to_string());
+        if matches!(status, 429 | 529) {
+            a.retry_after = e.retry_after();
+        }
+        a
+    }
+
+    /// An OpenAI-shaped refusal of the gateway's own (route lookups), in Anthropic's shape.
+    pub(crate) fn from_status(status: u16, message: &str) -> Self {
+        let kind = match status {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            504 => "timeout_error",
+            529 | 503 => "overloaded_error",
+            _ => "api_error",
+        };
+        AnthropicError::new(status, kind, message)
+    }
+
+    /// `{"type":"error","error":{"type":…,"message":…}}`.
+    pub(crate) fn body(&self) -> Value {
+        json!({"type": "error", "error": {"type": self.kind, "message": self.message}})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ripcord_core::FinishReason;
+
+    use super::*;
+
+    fn parse(v: Value) -> Result<ChatRequest, AnthropicError> {
+        parse_request(v.to_string().as_bytes())?.into_chat_request(true)
+    }
+
+    #[test]
+    fn a_full_request_translates() {
+        let req = parse(json!({
+            "model": "claude-sonnet-4-5", "max_tokens": 100,
+            "system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use Celsius.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Look:"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "s"},
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
+                    {"type": "text", "text": "Thanks"}]}
+            ],
+            "tools": [{"name": "weather", "description": "Weather", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+            "stop_sequences": ["END"], "temperature": 0.5, "top_p": 0.9, "top_k": 5,
+            "metadata": {"user_id": "u-1"}
+        }))
+        .unwrap();
+        assert_eq!(req.messages[0].role, Role::System);
+        assert_eq!(req.messages[0].text(), "Be brief.\n\nUse Celsius.");
+        assert_eq!(req.messages[1].content.len(), 2);
+        assert_eq!(
+            req.messages[2].tool_calls,
+            vec![ToolCall::new("toolu_1", "weather", r#"{"city":"Paris"}"#)]
+        );
+        assert_eq!(req.messages[2].text(), "Checking.");
+        assert_eq!(req.messages[3].role, Role::Tool);
+        assert_eq!(req.messages[3].tool_call_id.as_deref(), Some("toolu_1"));
+        assert_eq!(req.messages[4].text(), "Thanks");
+        assert_eq!(req.tool_choice, Some(ToolChoice::Required));
+        assert_eq!(req.max_tokens, Some(100));
+        assert_eq!(req.stop, vec!["END".to_owned()]);
+        assert_eq!(req.user.as_deref(), Some("u-1"));
+        assert_eq!((req.temperature, req.top_p), (Some(0.5), Some(0.9)));
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let e = parse(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+            .unwrap_err();
+        assert_eq!((e.status, e.kind), (400, "invalid_request_error"));
+        assert_eq!(e.message, "max_tokens: Field required");
+        let e = parse(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "a"}, {"type": "video", "url": "x"}]}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("messages[0].content[1].type: unknown variant `video`"),
+            "{}",
+            e.message
+        );
+        let e = parse_request(b"{\"model\": \"m\", \"max_tokens\": 5,").unwrap_err();
+        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+        let e = parse(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("messages[0].role: unknown variant `robot`"),
+            "{}",
+            e.message
+        );
+        let e = parse(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("messages[0].content[0]"),
+            "{}",
+            e.message
+        );
+        let e = parse(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
+        )
+        .unwrap_err();
+        assert!(e.message.starts_with("tools[0].type"), "{}", e.message);
+    }
+
+    #[test]
+    fn messages_serialise_with_served_model_and_tool_input() {
+        let resp = ChatResponse::new("")
+            .with_tool_calls(vec![ToolCall::new(
+                "call_1",
+                "weather",
+                r#"{"city":"Oslo"}"#,
+            )])
+            .with_finish_reason(FinishReason::ToolCalls)
+            .with_usage(Usage::new(30, 7).with_cached_input(10));
+        let v = serde_json::to_value(message("msg_1", "gpt-4o", &resp).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "gpt-4o",
+                "content": [{"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Oslo"}}],
+                "stop_reason": "tool_use", "stop_sequence": null,
+                "usage": {"input_tokens": 20, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 10, "output_tokens": 7}})
+        );
+        let bad = ChatResponse::new("").with_tool_calls(vec![ToolCall::new("c", "f", "[1]")]);
+        let e = message("msg_2", "m", &bad).unwrap_err();
+        assert_eq!((e.status, e.kind), (502, "api_error"));
+    }
+}

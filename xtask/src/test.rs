@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Python packages the test suite needs beyond the model tooling, pinned.
-const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[("openai", "3.57.0")];
+const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[("openai", "3.57.0"), ("anthropic", "2.10.0")];
 
 /// The workspace root (the parent of `xtask/`).
 pub(crate) fn workspace_root() -> PathBuf {

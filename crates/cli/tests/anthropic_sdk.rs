@@ -1,0 +1,196 @@
+//! `ripcord serve`'s Anthropic front door (`/v1/messages`) driven by the official `anthropic`
+//! Python SDK, through a Claude outage: the primary is an Anthropic-wire vendor answering 529,
+//! the backup an OpenAI-wire vendor. The SDK sees Claude-shaped answers from the backup.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)] // test helpers fail the test by panicking
+
+mod support;
+
+use std::process::Command;
+
+use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
+
+const SDK_SCRIPT: &str = r#"
+import json, sys
+import anthropic
+client = anthropic.Anthropic(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+model = "claude-sonnet-4-5"
+hi = [{"role": "user", "content": "Say hi"}]
+out = {}
+raw = client.messages.with_raw_response.create(model=model, max_tokens=64, messages=hi)
+m = raw.parse()
+out["plain"] = {"type": m.type, "text": m.content[0].text, "stop_reason": m.stop_reason, "model": m.model,
+                "output_tokens": m.usage.output_tokens, "served_by": raw.headers.get("x-ripcord-served-by"),
+                "degraded": raw.headers.get("x-ripcord-degraded")}
+with client.messages.stream(model=model, max_tokens=64, messages=hi) as s:
+    deltas = list(s.text_stream)
+    final = s.get_final_message()
+    served_by = s.response.headers.get("x-ripcord-served-by")
+out["stream"] = {"deltas": deltas, "text": final.content[0].text, "stop_reason": final.stop_reason,
+                 "model": final.model, "input_tokens": final.usage.input_tokens,
+                 "output_tokens": final.usage.output_tokens, "served_by": served_by}
+tools = [{"name": "weather", "description": "Current weather in a city",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+ask = [{"role": "user", "content": "Weather in Oslo?"}]
+first = client.messages.create(model=model, max_tokens=64, tools=tools, messages=ask)
+use = next(b for b in first.content if b.type == "tool_use")
+out["tool_use"] = {"stop_reason": first.stop_reason, "id": use.id, "name": use.name, "input": use.input}
+second = client.messages.create(model=model, max_tokens=64, tools=tools, messages=ask + [
+    {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "-3C and snowing"}]},
+])
+out["after_tool"] = {"text": second.content[0].text, "stop_reason": second.stop_reason}
+try:
+    client.messages.create(model=model, max_tokens=64,
+                           messages=[{"role": "user", "content": [{"type": "video", "url": "x"}]}])
+    out["bad_block"] = "accepted"
+except anthropic.BadRequestError as e:
+    out["bad_block"] = {"status": e.status_code, "type": e.body["error"]["type"], "message": e.body["error"]["message"]}
+count = client.messages.count_tokens(model=model, messages=ask)
+out["count_tokens"] = count.input_tokens
+print(json.dumps(out))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_sdk_through_a_claude_outage() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
+    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let hello = Reply::text("Hello from the backup!").with_chunks(3);
+    backup.set_script(Script::Sequence(vec![
+        Behavior::Reply(hello.clone()),
+        Behavior::Reply(hello),
+        Behavior::Reply(Reply::text("").with_tool_call(
+            "call_w1",
+            "weather",
+            r#"{"city":"Oslo"}"#,
+        )),
+        Behavior::Reply(Reply::text("It is -3C and snowing in Oslo.")),
+    ]));
+    let dir = std::env::temp_dir().join(format!("ripcord-anthropic-sdk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[routes]]
+name = "claude-sonnet-4-5"
+order = ["claude", "backup"]
+deadline_ms = 10000
+
+[[providers]]
+name = "claude"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{}"
+api_key = "sk-ant-upstream-key"
+[providers.retry]
+max_attempts = 1
+
+[[providers]]
+name = "backup"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-backup-upstream-key"
+
+[[server.keys]]
+tenant = "acme"
+key_env = "SDK_ACME_KEY"
+"#,
+            claude.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let key = "sk-acme-gateway-0123456789";
+    let served = support::serve_with_env(&config, &[("SDK_ACME_KEY", key)]);
+    let url = served.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg("-c")
+            .arg(SDK_SCRIPT)
+            .arg(url)
+            .arg(key)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "SDK script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    println!("{v:#}");
+    // A Message with the backup's text, its stop reason, and the serving model's name.
+    let plain = &v["plain"];
+    assert_eq!(plain["type"], "message", "{v}");
+    assert_eq!(plain["text"], "Hello from the backup!", "{v}");
+    assert_eq!(plain["stop_reason"], "end_turn", "{v}");
+    assert_eq!(plain["model"], "gpt-4o", "{v}");
+    assert_eq!(plain["served_by"], "backup", "{v}");
+    assert_eq!(plain["degraded"], "true", "{v}");
+    assert!(plain["output_tokens"].as_u64().unwrap() > 0, "{v}");
+    // The stream yields the text deltas and a final message with usage.
+    let stream = &v["stream"];
+    let deltas: Vec<&str> = stream["deltas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(deltas.len(), 3, "{v}");
+    assert_eq!(deltas.concat(), "Hello from the backup!", "{v}");
+    assert_eq!(stream["text"], "Hello from the backup!", "{v}");
+    assert_eq!(stream["stop_reason"], "end_turn", "{v}");
+    assert_eq!(stream["model"], "gpt-4o", "{v}");
+    assert_eq!(stream["served_by"], "backup", "{v}");
+    assert!(stream["input_tokens"].as_u64().unwrap() > 0, "{v}");
+    assert!(stream["output_tokens"].as_u64().unwrap() > 0, "{v}");
+    // A tool call round-trips: tool_use out, tool_result back.
+    assert_eq!(
+        v["tool_use"],
+        serde_json::json!({"stop_reason": "tool_use", "id": "call_w1", "name": "weather", "input": {"city": "Oslo"}})
+    );
+    assert_eq!(
+        v["after_tool"],
+        serde_json::json!({"text": "It is -3C and snowing in Oslo.", "stop_reason": "end_turn"})
+    );
+    let sent = backup.requests()[3].json().unwrap();
+    let msgs = sent["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs[1]["tool_calls"][0]["function"],
+        serde_json::json!({"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}),
+        "{sent}"
+    );
+    assert_eq!(msgs[2]["role"], "tool", "{sent}");
+    assert_eq!(msgs[2]["tool_call_id"], "call_w1", "{sent}");
+    assert_eq!(msgs[2]["content"], "-3C and snowing", "{sent}");
+    assert_eq!(sent["tools"][0]["function"]["name"], "weather", "{sent}");
+    // Bad input: Anthropic's error shape, naming where.
+    assert_eq!(v["bad_block"]["status"], 400, "{v}");
+    assert_eq!(v["bad_block"]["type"], "invalid_request_error", "{v}");
+    assert!(
+        v["bad_block"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("messages[0].content[0].type: unknown variant `video`"),
+        "{v}"
+    );
+    assert!(v["count_tokens"].as_u64().unwrap() > 0, "{v}");
+    // Claude was asked on every call (its 529s are what the backup covered), the refused
+    // request and count_tokens reached no vendor, and the upstream keys stayed upstream.
+    assert_eq!((claude.hits(), backup.hits()), (4, 4));
+    assert_eq!(
+        claude.requests()[0].header("x-api-key"),
+        Some("sk-ant-upstream-key")
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("upstream-key"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -63,11 +63,7 @@ async fn anthropic_sdk_through_a_claude_outage() {
     backup.set_script(Script::Sequence(vec![
         Behavior::Reply(hello.clone()),
         Behavior::Reply(hello),
-        Behavior::Reply(Reply::text("").with_tool_call(
-            "call_w1",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )),
+        Behavior::Reply(Reply::text("").with_tool_call("call_w1", "weather", r#"{"city":"Oslo"}"#)),
         Behavior::Reply(Reply::text("It is -3C and snowing in Oslo.")),
     ]));
     let dir = std::env::temp_dir().join(format!("ripcord-anthropic-sdk-{}", std::process::id()));

@@ -422,7 +422,7 @@ impl OutUsage {
 
 /// A tool call's arguments as the JSON object Anthropic's `input` must be; a serving model
 /// that produced anything else is a bad upstream answer (502), never an invented `{}`.
-fn tool_input<'a>(c: &'a ToolCall) -> Result<&'a RawValue, AnthropicError> {
+fn tool_input(c: &ToolCall) -> Result<&RawValue, AnthropicError> {
     let args = c.arguments.trim();
     let args = if args.is_empty() { "{}" } else { args };
     match serde_json::from_str::<&RawValue>(args) {

@@ -46,6 +46,10 @@ try:
     out["bad_block"] = "accepted"
 except anthropic.BadRequestError as e:
     out["bad_block"] = {"status": e.status_code, "type": e.body["error"]["type"], "message": e.body["error"]["message"]}
+with client.messages.stream(model=model, max_tokens=64, tools=tools, messages=ask) as s:
+    final = s.get_final_message()
+streamed_use = next(b for b in final.content if b.type == "tool_use")
+out["stream_tool_use"] = {"stop_reason": final.stop_reason, "id": streamed_use.id, "input": streamed_use.input}
 count = client.messages.count_tokens(model=model, messages=ask)
 out["count_tokens"] = count.input_tokens
 print(json.dumps(out))
@@ -65,6 +69,11 @@ async fn anthropic_sdk_through_a_claude_outage() {
         Behavior::Reply(hello),
         Behavior::Reply(Reply::text("").with_tool_call("call_w1", "weather", r#"{"city":"Oslo"}"#)),
         Behavior::Reply(Reply::text("It is -3C and snowing in Oslo.")),
+        Behavior::Reply(
+            Reply::text("")
+                .with_tool_call("call_w2", "weather", r#"{"city":"Bergen"}"#)
+                .with_chunks(3),
+        ),
     ]));
     let dir = std::env::temp_dir().join(format!("ripcord-anthropic-sdk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -179,10 +188,15 @@ key_env = "SDK_ACME_KEY"
             .starts_with("messages[0].content[0].type: unknown variant `video`"),
         "{v}"
     );
+    // A streamed tool call: the SDK assembles the input from the input_json_delta pieces.
+    assert_eq!(
+        v["stream_tool_use"],
+        serde_json::json!({"stop_reason": "tool_use", "id": "call_w2", "input": {"city": "Bergen"}})
+    );
     assert!(v["count_tokens"].as_u64().unwrap() > 0, "{v}");
     // Claude was asked on every call (its 529s are what the backup covered), the refused
     // request and count_tokens reached no vendor, and the upstream keys stayed upstream.
-    assert_eq!((claude.hits(), backup.hits()), (4, 4));
+    assert_eq!((claude.hits(), backup.hits()), (5, 5));
     assert_eq!(
         claude.requests()[0].header("x-api-key"),
         Some("sk-ant-upstream-key")

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ripcord_chaos::{FakeVendor, Reply, Wire};
 use ripcord_cli::config::GatewayKey;
-use ripcord_cli::gateway::{self, GatewayState};
+use ripcord_cli::gateway::{self, GatewayRoute, GatewayState};
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{Chain, ChatModel, Error, ErrorKind, FinishReason, StreamEvent, Usage};
 use ripcord_providers::{Anthropic, AnthropicConfig};
@@ -171,6 +171,68 @@ async fn keys_are_read_from_x_api_key_or_bearer() {
     .await;
     assert!(m.contains("x-api-key"), "{m}");
     assert!(!m.contains("sk-wrong"), "{m}");
+}
+
+#[tokio::test]
+async fn routes_are_refused_in_anthropic_shape() {
+    let mut state = GatewayState::new(chain(vec![ScriptedModel::new("m").reply("Hi!")]));
+    state.set_routes(vec![GatewayRoute {
+        name: "smart".to_owned(),
+        aliases: vec!["claude-sonnet-4-5".to_owned()],
+        deadline: Duration::from_secs(5),
+        stream_max: Duration::from_secs(5),
+    }]);
+    state.add_key(
+        &GatewayKey {
+            tenant: Some("globex".to_owned()),
+            source: "env TEST_KEY".to_owned(),
+            secret: SecretString::from("sk-globex-0123456789".to_owned()),
+            routes: Some(Vec::new()),
+            sub_tenants: false,
+            rpm: None,
+            tpm: None,
+        },
+        None,
+    );
+    state.add_key(
+        &GatewayKey {
+            tenant: Some("acme".to_owned()),
+            source: "env TEST_KEY".to_owned(),
+            secret: SecretString::from("sk-acme-0123456789".to_owned()),
+            routes: None,
+            sub_tenants: false,
+            rpm: None,
+            tpm: None,
+        },
+        None,
+    );
+    let (url, _stop) = start(state).await;
+    let send = |key: &'static str, body: Value| {
+        reqwest::Client::new()
+            .post(format!("{url}/v1/messages"))
+            .header("x-api-key", key)
+            .json(&body)
+            .send()
+    };
+    let ok = send("sk-acme-0123456789", hi(false)).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.headers()["x-ripcord-route"], "smart");
+    let mut unknown = hi(false);
+    unknown["model"] = json!("gpt-9");
+    let m = expect_error(
+        send("sk-acme-0123456789", unknown).await.unwrap(),
+        404,
+        "not_found_error",
+    )
+    .await;
+    assert!(m.contains("`gpt-9`") && m.contains("smart"), "{m}");
+    let m = expect_error(
+        send("sk-globex-0123456789", hi(false)).await.unwrap(),
+        403,
+        "permission_error",
+    )
+    .await;
+    assert!(m.contains("route `smart`"), "{m}");
 }
 
 #[tokio::test]

@@ -27,7 +27,8 @@
 //!   refuses to start otherwise. A presented key is hashed (SHA-256) and the digest compared
 //!   with every configured key's digest in constant time, so neither the content nor the
 //!   length of a key leaks through timing; keys are never logged. The scheme (`Bearer`) is
-//!   matched case-insensitively, as HTTP auth schemes are.
+//!   matched case-insensitively, as HTTP auth schemes are; without an `Authorization` header
+//!   the key is read from `x-api-key`, where Anthropic clients send it.
 //! - A key's own `rpm`/`tpm` is checked before any vendor is called and refuses at once with a
 //!   429 and `Retry-After` (it never queues a caller).
 //! - A client that disconnects drops the handler future, which drops the chain call and with it

@@ -204,3 +204,81 @@ key_env = "SDK_ACME_KEY"
     assert!(!String::from_utf8_lossy(&out.stdout).contains("upstream-key"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const MIDSTREAM_SCRIPT: &str = r#"
+import json, sys
+import anthropic
+client = anthropic.Anthropic(base_url=sys.argv[1], max_retries=0, api_key="not-checked-on-loopback")
+got = []
+try:
+    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=64,
+                                messages=[{"role": "user", "content": "Say hi"}]) as s:
+        served_by = s.response.headers.get("x-ripcord-served-by")
+        for t in s.text_stream:
+            got.append(t)
+    out = {"outcome": "completed", "got": got}
+except anthropic.APIStatusError as e:
+    out = {"outcome": type(e).__name__, "got": got, "served_by": served_by, "body": e.body}
+print(json.dumps(out))
+"#;
+
+/// The backup fails after it has streamed text: the SDK raises on Anthropic's `event: error`
+/// instead of returning a short answer as if it were whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_sdk_sees_a_failure_after_commit_as_an_error() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
+    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    backup.set_script(Script::Always(Behavior::InBandError {
+        after_chunks: 2,
+        error: VendorError::ServerError,
+    }));
+    let dir = std::env::temp_dir().join(format!("ripcord-anthropic-mid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[chain]\norder = [\"claude\", \"backup\"]\ndeadline_ms = 10000\n\n\
+             [[providers]]\nname = \"claude\"\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+             base_url = \"{}\"\napi_key = \"sk-ant-a\"\n[providers.retry]\nmax_attempts = 1\n\n\
+             [[providers]]\nname = \"backup\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\n\
+             base_url = \"{}/v1\"\napi_key = \"sk-b\"\n",
+            claude.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let served = support::serve(&config);
+    let url = served.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg("-c")
+            .arg(MIDSTREAM_SCRIPT)
+            .arg(url)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "SDK script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    println!("{v:#}");
+    assert_eq!(v["outcome"], "APIStatusError", "{v}");
+    assert_eq!(v["served_by"], "backup", "{v}");
+    assert!(
+        !v["got"].as_array().unwrap().is_empty(),
+        "text came first: {v}"
+    );
+    assert_eq!(v["body"]["type"], "error", "{v}");
+    assert_eq!(v["body"]["error"]["type"], "api_error", "{v}");
+    assert_eq!(backup.hits(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -244,7 +244,9 @@ pub(super) async fn count_tokens(
 
 /// Turns ripcord's stream events into Anthropic's content blocks: text and each tool call get
 /// a block of their own, numbered in the order they start; a block is stopped when the next
-/// one starts or the message ends.
+/// one starts or the message ends. A late piece of an earlier tool call (a vendor that
+/// interleaves parallel calls) is still sent under that call's own index, which is how
+/// Anthropic's SDKs assemble blocks.
 #[derive(Debug, Default)]
 struct Blocks {
     next: usize,
@@ -426,4 +428,64 @@ async fn sse(mut s: ChatStream, id: String, requested: String) -> Response {
         set_provenance_headers(h, p);
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(out: &[Bytes]) -> Vec<Value> {
+        out.iter()
+            .map(|b| {
+                let s = std::str::from_utf8(b).unwrap();
+                let data = s.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+                serde_json::from_str(data).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_are_numbered_in_start_order_and_each_is_stopped_once() {
+        let mut b = Blocks::default();
+        let mut out = Vec::new();
+        b.text("", &mut out);
+        assert!(out.is_empty(), "an empty delta opens no block");
+        b.text("Checking.", &mut out);
+        b.tool(0, Some("call_a".into()), Some("f".into()), "", &mut out);
+        b.tool(1, Some("call_b".into()), Some("g".into()), "{}", &mut out);
+        // A late piece of the first call still names its own block.
+        b.tool(0, None, None, "{\"x\":1}", &mut out);
+        b.text("Done.", &mut out);
+        b.close(&mut out);
+        b.close(&mut out);
+        let v = decode(&out);
+        let summary: Vec<(String, u64)> = v
+            .iter()
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap().to_owned(),
+                    e["index"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let expect = [
+            ("content_block_start", 0),
+            ("content_block_delta", 0),
+            ("content_block_stop", 0),
+            ("content_block_start", 1),
+            ("content_block_stop", 1),
+            ("content_block_start", 2),
+            ("content_block_delta", 2),
+            ("content_block_delta", 1),
+            ("content_block_stop", 2),
+            ("content_block_start", 3),
+            ("content_block_delta", 3),
+            ("content_block_stop", 3),
+        ];
+        let expect: Vec<(String, u64)> =
+            expect.iter().map(|(n, i)| ((*n).to_owned(), *i)).collect();
+        assert_eq!(summary, expect);
+        assert_eq!(v[3]["content_block"]["id"], "call_a");
+        assert_eq!(v[7]["delta"]["partial_json"], "{\"x\":1}");
+    }
 }

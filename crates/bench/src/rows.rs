@@ -21,8 +21,8 @@ use ripcord_core::{Chain, ChatModel, ChatRequest, ChatResponse, Context, StreamE
 use ripcord_providers::{HttpClient, OpenAi, OpenAiConfig};
 use ripcord_redis::server::RedisServer;
 use ripcord_redis::{
-    RedisState, SharedBreaker, SharedBreakerConfig, SharedRateLimit, SharedRateLimitConfig,
-    StateOptions,
+    RedisState, SharedBreakerConfig, SharedRateLimit, SharedRateLimitConfig, StateOptions,
+    shared_breaker,
 };
 use ripcord_resilience::{
     BreakerHandle, BreakerLayer, BreakerState, BulkheadLayer, ChatModelExt, ProbeLayer, Prober,
@@ -309,7 +309,7 @@ async fn redis_chain(ok_url: &str, redis: &RedisServer) -> Result<(Chain, RedisS
     let inner = limited
         .with_retry(RetryLayer::default())
         .with_bulkhead(bulkhead()?);
-    let primary = SharedBreaker::new(inner, state.clone(), SharedBreakerConfig::default())
+    let primary = shared_breaker(inner, state.clone(), SharedBreakerConfig::default())
         .map_err(|e| e.to_string())?;
     let (secondary, _) = decorate(
         openai(ok_url, "secondary", Some(&client))?,

@@ -51,7 +51,7 @@ use crate::config::{
 use crate::routing::{self, KeyScope, RouteSwitch, SubTenants};
 #[cfg(feature = "redis")]
 use ripcord_redis::{
-    RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
+    RedisBreakerStore, RedisState, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
     SharedRateLimit, SharedRateLimitConfig, StateOptions,
 };
 
@@ -488,40 +488,43 @@ fn decorate(
     if let Some(w) = &hooks.inside_breaker {
         model = w(&p.name, model);
     }
-    #[cfg(feature = "redis")]
-    if let Some((state, _)) = shared {
-        // One probe permit across all replicas, so `half_open_probes` does not apply; a probe
-        // is bounded by the call's deadline, and its permit expires with it.
-        let config = SharedBreakerConfig::default()
-            .consecutive_failures(p.breaker.failure_threshold)
-            .open_for(Duration::from_millis(p.breaker.open_ms))
-            .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
-        let breaker: Arc<dyn ChatModel> =
-            Arc::new(SharedBreaker::new(model, state.clone(), config)?);
-        let health_layer = HealthLayer::builder().build().map_err(config_error)?;
-        let health = Arc::clone(&breaker).with_health(health_layer);
-        let handle = health.handle();
-        let prober = match &p.probe {
-            None => None,
-            Some(cfg) => Some(
-                Prober::builder(traced, probe_layer(cfg)?)
-                    .health(handle.clone())
-                    .spawn(),
-            ),
-        };
-        return Ok((Arc::new(health), handle, prober));
-    }
+    // One probe permit across all replicas on shared state, so `half_open_probes` applies
+    // to local breakers only; a shared probe is bounded by the call's deadline, and its
+    // permit expires with it.
     #[cfg(not(feature = "redis"))]
-    let _ = (shared, deadline_ms);
+    let _ = deadline_ms;
     let mut breaker_layer = BreakerLayer::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open_for(Duration::from_millis(p.breaker.open_ms))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
+    #[cfg(feature = "redis")]
+    if shared.is_some() {
+        breaker_layer = breaker_layer.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
+    }
     if let Some(l) = &hooks.breaker_listener {
         breaker_layer = breaker_layer.listener(Arc::clone(l));
     }
     let breaker_layer = breaker_layer.build().map_err(config_error)?;
-    let breaker = model.with_breaker(breaker_layer);
+    // The same breaker either way; on shared state its store is Redis, so `/readyz`, the
+    // listener and the active prober see the shared breaker.
+    #[cfg(feature = "redis")]
+    let breaker = match shared {
+        Some((state, _)) => {
+            let config = SharedBreakerConfig::default()
+                .consecutive_failures(p.breaker.failure_threshold)
+                .open_for(Duration::from_millis(p.breaker.open_ms))
+                .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
+            let link = model.id().name.clone();
+            let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_layer)?;
+            ripcord_resilience::Breaker::with_store(model, breaker_layer, store)
+        }
+        None => model.with_breaker(breaker_layer),
+    };
+    #[cfg(not(feature = "redis"))]
+    let breaker = {
+        let _ = shared;
+        model.with_breaker(breaker_layer)
+    };
     let health_layer = HealthLayer::builder()
         .breaker(breaker.handle())
         .build()

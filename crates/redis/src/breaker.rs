@@ -1,108 +1,168 @@
-//! [`SharedBreaker`]: a circuit breaker whose state lives in Redis, shared by every replica.
+//! [`RedisBreakerStore`]: a circuit breaker's state in Redis, shared by every replica.
 //!
-//! Keys (all with TTLs): `ripcord:v1:{link}:breaker:fails` (consecutive counted failures of
-//! logical calls), `…:breaker:open` (the open-until instant, Redis server time in ms; it
-//! outlives open-until by `state_ttl` so replicas see half-open), `…:breaker:trips` (trip
-//! count) and `…:breaker:probe` (the single half-open probe permit, taken with
-//! `SET probe token NX PX probe_timeout` inside the admission script, so a dead prober cannot
-//! wedge the breaker: the permit expires).
+//! This is a *store*, not a breaker: the policy (what counts, streams judged at their end or a
+//! probe at first content, the probe's time limit, cancellation recording nothing, the
+//! listener, snapshots, operator reset, active probes) is `ripcord_resilience::Breaker`, the
+//! same code as the in-process breaker, run over this store with
+//! `Breaker::with_store`. See [`shared_breaker`].
 //!
-//! Semantics mirror `ripcord_resilience::Breaker` with a consecutive-failure policy: counted
-//! failures trip it after `consecutive_failures`; open refuses with
-//! [`ErrorKind::CircuitOpen`] and a `retry_after` until open-until; then ONE caller across all
-//! replicas probes (bounded by `probe_timeout`) while the others are refused; a successful
-//! probe closes it, a failed one re-opens it. Caller-side kinds never count; `Auth` trips at
-//! once for 5 minutes (resilience's defaults, overridable per kind).
+//! # Keys
+//!
+//! All with TTLs: `ripcord:v1:{link}:breaker:fails` (consecutive counted failures of logical
+//! calls across replicas), `…:breaker:open` (open-until, Redis server time in ms; it outlives
+//! open-until by `state_ttl` so replicas see half-open), `…:breaker:trips` (trip count) and
+//! `…:breaker:probe` (the single half-open probe permit across all replicas, taken with
+//! `SET NX PX probe_timeout`, so a dead prober's permit expires).
+//!
+//! # The success path does not wait for Redis
+//!
+//! Each replica keeps a cached view of the shared state in a `ripcord_resilience::LocalStore`
+//! (which also drives the listener, the snapshot and `/readyz`). While that view is *closed*
+//! and its **lease** is valid, a call is admitted from it without touching Redis. Outcomes
+//! are queued (never awaited) to one reporter task per breaker, which sends everything queued
+//! in one script call (so under load reports batch themselves) and reads the shared state back
+//! with each reply; that reply renews the lease and moves the cached view (a trip made by
+//! another replica, a probe that closed it elsewhere).
+//!
+//! The lease is `lease_calls` admissions and `lease_ttl` of time, both counted from the moment
+//! the last state read was *sent*. When either runs out, the next call waits for one Redis
+//! round trip (the admission script) before it is admitted. This is the staleness bound:
+//!
+//! - after the shared breaker trips (on any replica), a replica admits **at most
+//!   `lease_calls` calls** from its cached view, and none later than **`lease_ttl`** after
+//!   the trip (defaults 32 calls and 100 ms);
+//! - an open view refuses locally while its lease holds and asks Redis again after it, so a
+//!   probe that closed the breaker on another replica (or an active prober that moved it to
+//!   half-open) reaches this replica within `lease_ttl`;
+//! - a replica's own failures reach the shared count asynchronously, so a replica may admit up
+//!   to `lease_calls` calls past the failure that tripped the breaker before its reply lands.
+//!
+//! Half-open is never decided from the cache: the probe permit is taken in Redis, so across
+//! all replicas exactly one probe is out at a time.
+//!
+//! # When Redis fails
+//!
+//! Every Redis call is bounded by the [`RedisState`] op timeout. When Redis is unreachable the
+//! cached view becomes the breaker: the local store counts and trips on this replica's calls
+//! alone (the same settings), until Redis answers again.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::Script;
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, TimeoutPhase,
+use ripcord_core::{ChatModel, Error, ErrorKind, Result};
+use ripcord_resilience::{
+    Admission, Breaker, BreakerLayer, BreakerListener, BreakerSnapshot, BreakerState, BreakerStore,
+    KindAction, LocalStore, Outcome, StoreAdmit,
 };
-use ripcord_resilience::{Breaker, BreakerLayer, KindAction};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::state::{RedisState, config_error, key, tag};
+use crate::state::{RedisState, config_error, key};
 
-const NOW_MS: &str = "local t = redis.call('TIME')\n\
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n";
-
-/// KEYS: open, probe, fails. ARGV: token, probe_timeout_ms.
-/// Returns {0,n} closed with n counted failures, {1,ms} open for ms, {2,0} probe permit
-/// taken, {3,ms} probe running.
-const ADMIT: &str = "local open = redis.call('GET', KEYS[1])\n\
-if not open then return {0, tonumber(redis.call('GET', KEYS[3]) or 0)} end\n\
-open = tonumber(open)\n\
-if now < open then return {1, open - now} end\n\
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2, 0} end\n\
-local ttl = redis.call('PTTL', KEYS[2])\n\
-if ttl < 0 then ttl = 0 end\n\
-return {3, ttl}\n";
-
-/// KEYS: fails, open, trips, probe. ARGV: threshold, open_ms, state_ttl_ms, token, trip_now_ms.
-/// Returns 1 when this failure tripped the breaker.
-const FAILURE: &str = "local function trip(ms)\n\
+/// Shared by every script: the server's time, the state read back, and a trip.
+/// KEYS: fails, open, trips, probe. ARGV: threshold, open_ms, state_ttl_ms, probe_ms, token,
+/// payload.
+const PRELUDE: &str = "local t = redis.call('TIME')\n\
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
+local function state()\n\
+  local open = redis.call('GET', KEYS[2])\n\
+  if not open then return {0, tonumber(redis.call('GET', KEYS[1]) or 0)} end\n\
+  open = tonumber(open)\n\
+  if now < open then return {1, open - now} end\n\
+  local ttl = redis.call('PTTL', KEYS[4])\n\
+  if ttl > 0 then return {3, ttl} end\n\
+  return {4, 0}\n\
+end\n\
+local function trip(ms)\n\
   redis.call('SET', KEYS[2], now + ms, 'PX', ms + tonumber(ARGV[3]))\n\
   redis.call('INCR', KEYS[3])\n\
   redis.call('PEXPIRE', KEYS[3], 86400000)\n\
   redis.call('DEL', KEYS[1])\n\
-  return 1\n\
-end\n\
-if ARGV[4] ~= '' then\n\
-  if redis.call('GET', KEYS[4]) == ARGV[4] then\n\
-    redis.call('DEL', KEYS[4])\n\
-    local ms = tonumber(ARGV[5])\n\
-    if ms == 0 then ms = tonumber(ARGV[2]) end\n\
-    return trip(ms)\n\
-  end\n\
-  return 0\n\
-end\n\
-if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n\
-if tonumber(ARGV[5]) > 0 then return trip(tonumber(ARGV[5])) end\n\
-local n = redis.call('INCR', KEYS[1])\n\
-redis.call('PEXPIRE', KEYS[1], ARGV[3])\n\
-if n >= tonumber(ARGV[1]) then return trip(tonumber(ARGV[2])) end\n\
-return 0\n";
+end\n";
 
-/// KEYS: fails, open, probe. ARGV: token. Returns 1 when a probe closed the breaker.
-const SUCCESS: &str = "if ARGV[1] ~= '' then\n\
-  if redis.call('GET', KEYS[3]) == ARGV[1] then\n\
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])\n\
-    return 1\n\
-  end\n\
-  return 0\n\
-end\n\
-redis.call('DEL', KEYS[1])\n\
-return 0\n";
+/// Admission when the cached view cannot decide: {0,n} closed, {1,ms} open for ms, {2,0} the
+/// probe permit is yours, {3,ttl} another probe is out.
+const ADMIT: &str = "local open = redis.call('GET', KEYS[2])\n\
+if not open then return {0, tonumber(redis.call('GET', KEYS[1]) or 0)} end\n\
+open = tonumber(open)\n\
+if now < open then return {1, open - now} end\n\
+if redis.call('SET', KEYS[4], ARGV[5], 'NX', 'PX', ARGV[4]) then return {2, 0} end\n\
+local ttl = redis.call('PTTL', KEYS[4])\n\
+if ttl < 0 then ttl = 0 end\n\
+return {3, ttl}\n";
 
-/// KEYS: probe. ARGV: token. Gives a probe permit back without a verdict.
-const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\n\
-return 0\n";
+/// Outcomes of calls admitted while closed, in order: `s` success, `f` a counted failure,
+/// `t<ms>,` a failure that trips at once for ms. Once the breaker is open they no longer
+/// count (they were admitted in an epoch that has ended). Returns the state.
+const REPORT: &str = "local b = ARGV[6]\n\
+local i = 1\n\
+while i <= #b do\n\
+  if redis.call('EXISTS', KEYS[2]) == 1 then break end\n\
+  local c = string.sub(b, i, i)\n\
+  if c == 's' then\n\
+    redis.call('DEL', KEYS[1])\n\
+    i = i + 1\n\
+  elseif c == 'f' then\n\
+    local n = redis.call('INCR', KEYS[1])\n\
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])\n\
+    if n >= tonumber(ARGV[1]) then trip(tonumber(ARGV[2])) end\n\
+    i = i + 1\n\
+  else\n\
+    local j = string.find(b, ',', i, true)\n\
+    trip(tonumber(string.sub(b, i + 1, j - 1)))\n\
+    i = j + 1\n\
+  end\n\
+end\n\
+return state()\n";
+
+/// A probe's verdict, if its permit is still the caller's: `s` closes, `f` re-opens for
+/// open_ms, `t<ms>,` re-opens for ms, `r` gives the permit back. Returns the state.
+const PROBE_DONE: &str = "if redis.call('GET', KEYS[4]) == ARGV[5] then\n\
+  local c = string.sub(ARGV[6], 1, 1)\n\
+  redis.call('DEL', KEYS[4])\n\
+  if c == 's' then redis.call('DEL', KEYS[1], KEYS[2])\n\
+  elseif c == 'f' then trip(tonumber(ARGV[2]))\n\
+  elseif c == 't' then trip(tonumber(string.sub(ARGV[6], 2, -2))) end\n\
+end\n\
+return state()\n";
+
+/// An active prober reached the link: an open breaker becomes half-open now.
+const WAKE: &str = "local open = redis.call('GET', KEYS[2])\n\
+if open and now < tonumber(open) then\n\
+  redis.call('SET', KEYS[2], now, 'PX', ARGV[3])\n\
+end\n\
+return state()\n";
+
+/// An operator's reset: closed, counts cleared, any probe permit dropped.
+const RESET: &str = "redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])\n\
+return state()\n";
 
 #[derive(Debug)]
 struct Scripts {
     admit: Script,
-    failure: Script,
-    success: Script,
-    release: Script,
+    report: Script,
+    probe_done: Script,
+    wake: Script,
+    reset: Script,
 }
 
 impl Scripts {
     fn new() -> Self {
+        let s = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Scripts {
-            admit: Script::new(&format!("{NOW_MS}{ADMIT}")),
-            failure: Script::new(&format!("{NOW_MS}{FAILURE}")),
-            success: Script::new(SUCCESS),
-            release: Script::new(RELEASE),
+            admit: s(ADMIT),
+            report: s(REPORT),
+            probe_done: s(PROBE_DONE),
+            wake: s(WAKE),
+            reset: s(RESET),
         }
     }
 }
 
-/// The settings of a [`SharedBreaker`]; see the module docs for the semantics.
+/// The settings of a shared breaker; see the module docs for the semantics.
 #[derive(Debug, Clone)]
 pub struct SharedBreakerConfig {
     consecutive_failures: u32,
@@ -110,7 +170,10 @@ pub struct SharedBreakerConfig {
     probe_timeout: Duration,
     half_open_retry_hint: Duration,
     state_ttl: Duration,
+    lease_calls: u64,
+    lease_ttl: Duration,
     kinds: BTreeMap<ErrorKind, KindAction>,
+    listener: Option<Arc<dyn BreakerListener>>,
 }
 
 impl Default for SharedBreakerConfig {
@@ -121,7 +184,10 @@ impl Default for SharedBreakerConfig {
             probe_timeout: Duration::from_secs(30),
             half_open_retry_hint: Duration::from_secs(1),
             state_ttl: Duration::from_secs(600),
+            lease_calls: 32,
+            lease_ttl: Duration::from_millis(100),
             kinds: BTreeMap::new(),
+            listener: None,
         }
     }
 }
@@ -146,9 +212,7 @@ impl SharedBreakerConfig {
     }
 
     /// The `retry_after` of a call refused because another replica's probe is out (default
-    /// 1 s, as the local breaker's). Not the probe permit's remaining lifetime: a chain would
-    /// wait that long for the link and then call it with its deadline nearly spent, time out,
-    /// and trip the breaker again.
+    /// 1 s, as the local breaker's).
     pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
         self.half_open_retry_hint = d;
         self
@@ -161,13 +225,39 @@ impl SharedBreakerConfig {
         self
     }
 
+    /// The staleness bound in calls: at most this many admissions from the cached view per
+    /// state read (default 32; see the module docs).
+    pub fn lease_calls(mut self, n: u64) -> Self {
+        self.lease_calls = n;
+        self
+    }
+
+    /// The staleness bound in time: the cached view admits for at most this long after the
+    /// last state read was sent (default 100 ms).
+    pub fn lease_ttl(mut self, d: Duration) -> Self {
+        self.lease_ttl = d;
+        self
+    }
+
     /// Overrides what failures of `kind` do (as in `ripcord_resilience::BreakerBuilder::kind`).
     pub fn kind(mut self, kind: ErrorKind, action: KindAction) -> Self {
         self.kinds.insert(kind, action);
         self
     }
 
-    fn local_layer(&self) -> Result<BreakerLayer> {
+    /// Reports this replica's view of the shared breaker's transitions.
+    pub fn listener(mut self, listener: Arc<dyn BreakerListener>) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// The policy's settings as a `BreakerLayer` (what counts, probe limits, the listener).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` naming the setting when the config cannot work.
+    pub fn layer(&self) -> Result<BreakerLayer> {
+        self.validate()?;
         let mut b = BreakerLayer::builder()
             .consecutive_failures(self.consecutive_failures)
             .open_for(self.open_for)
@@ -175,6 +265,9 @@ impl SharedBreakerConfig {
             .half_open_retry_hint(self.half_open_retry_hint);
         for (k, a) in &self.kinds {
             b = b.kind(*k, *a);
+        }
+        if let Some(l) = &self.listener {
+            b = b.listener(Arc::clone(l));
         }
         b.build().map_err(Error::from)
     }
@@ -184,277 +277,566 @@ impl SharedBreakerConfig {
         if self.consecutive_failures == 0 {
             return bad("consecutive_failures", "must be at least 1");
         }
-        if self.open_for < Duration::from_millis(1) {
-            return bad("open_for", "must be at least 1 ms");
+        for (name, d) in [
+            ("open_for", self.open_for),
+            ("probe_timeout", self.probe_timeout),
+            ("half_open_retry_hint", self.half_open_retry_hint),
+            ("state_ttl", self.state_ttl),
+            ("lease_ttl", self.lease_ttl),
+        ] {
+            if d < Duration::from_millis(1) {
+                return bad(name, "must be at least 1 ms");
+            }
         }
-        if self.probe_timeout < Duration::from_millis(1) {
-            return bad("probe_timeout", "must be at least 1 ms");
-        }
-        if self.half_open_retry_hint < Duration::from_millis(1) {
-            return bad("half_open_retry_hint", "must be at least 1 ms");
-        }
-        if self.state_ttl < Duration::from_millis(1) {
-            return bad("state_ttl", "must be at least 1 ms");
+        if self.lease_calls == 0 {
+            return bad("lease_calls", "must be at least 1");
         }
         Ok(())
     }
 }
 
-/// How a call was admitted.
-#[derive(Debug, PartialEq, Eq)]
-enum Admission {
-    /// Closed, with `true` when failures were counted (a success must reset them).
-    Closed(bool),
-    Probe(String),
-}
-
-/// What a finished call tells the breaker.
-enum Verdict {
-    Success,
-    Ignore,
-    Failure(Duration),
-}
-
-/// A circuit breaker shared through Redis by every replica (see the module docs).
+/// `ripcord_resilience::Breaker` over a [`RedisBreakerStore`] for `inner`'s link.
 ///
-/// When Redis is unreachable it serves calls through a local `ripcord_resilience::Breaker`
-/// with the same settings around the same model.
-#[derive(Debug)]
-pub struct SharedBreaker<M> {
-    inner: Arc<M>,
-    local: Breaker<Arc<M>>,
+/// # Errors
+///
+/// `InvalidRequest` naming the setting when the config cannot work.
+pub fn shared_breaker<M: ChatModel>(
+    inner: M,
     state: RedisState,
     config: SharedBreakerConfig,
-    local_layer: BreakerLayer,
-    scripts: Scripts,
-    keys: [String; 4],
+) -> Result<Breaker<M>> {
+    let layer = config.layer()?;
+    let store = RedisBreakerStore::new(&inner.id().name, state, &config, &layer)?;
+    Ok(Breaker::with_store(inner, layer, store))
 }
 
-impl<M: ChatModel> SharedBreaker<M> {
-    /// Wraps `inner`; its link name (`id().name`) names the shared state.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn new(inner: M, state: RedisState, config: SharedBreakerConfig) -> Result<Self> {
-        config.validate()?;
-        let local_layer = config.local_layer()?;
-        let inner = Arc::new(inner);
-        let link = inner.id().name.clone();
-        Ok(SharedBreaker {
-            local: local_layer.layer(inner.clone()),
-            inner,
-            state,
-            config,
-            local_layer,
-            scripts: Scripts::new(),
-            keys: [
-                key(&link, "breaker:fails"),
-                key(&link, "breaker:open"),
-                key(&link, "breaker:trips"),
-                key(&link, "breaker:probe"),
-            ],
-        })
-    }
-
-    /// The wrapped model.
-    pub fn get_ref(&self) -> &M {
-        &self.inner
-    }
-
-    /// The local fallback breaker (used while Redis is unreachable).
-    pub fn local(&self) -> &Breaker<Arc<M>> {
-        &self.local
-    }
-
-    fn refusal(&self, after: Duration, probing: bool) -> Error {
-        let message = if probing {
-            format!(
-                "circuit breaker half-open (shared): another replica is probing; retry in {} ms",
-                after.as_millis()
-            )
-        } else {
-            format!(
-                "circuit breaker open (shared); calls are re-admitted in {} ms",
-                after.as_millis()
-            )
-        };
-        tag(
-            Error::new(ErrorKind::CircuitOpen, message).with_retry_after(after),
-            self.inner.id(),
-        )
-    }
-
-    /// `Ok(None)`: Redis is down, use the local breaker.
-    async fn admit(&self, ctx: &Context) -> Result<Option<Admission>> {
-        ctx.check().map_err(|e| tag(e, self.inner.id()))?;
-        let token = format!("{:016x}", rand::random::<u64>());
-        let probe_ms = ms(self.config.probe_timeout).to_string();
-        let reply: Option<(i64, i64)> = self
-            .state
-            .eval(
-                &self.scripts.admit,
-                &[&self.keys[1], &self.keys[3], &self.keys[0]],
-                &[&token, &probe_ms],
-            )
-            .await;
-        let Some((code, wait)) = reply else {
-            return Ok(None);
-        };
-        let after = Duration::from_millis(u64::try_from(wait).unwrap_or(0).max(1));
-        match code {
-            0 => Ok(Some(Admission::Closed(wait > 0))),
-            2 => Ok(Some(Admission::Probe(token))),
-            1 => Err(self.refusal(after, false)),
-            _ => Err(self.refusal(after.min(self.config.half_open_retry_hint), true)),
-        }
-    }
-
-    fn verdict(
-        &self,
-        result: &std::result::Result<(), &Error>,
-        ctx: &Context,
-        budget: Option<Duration>,
-    ) -> Verdict {
-        let e = match result {
-            Ok(()) => return Verdict::Success,
-            Err(e) => e,
-        };
-        // The same rule as the local breaker: only a failure charged to the vendor counts.
-        if e.fault_in(ctx, budget, false) != ripcord_core::Fault::Vendor {
-            return Verdict::Ignore;
-        }
-        let kind = match e.kind() {
-            ErrorKind::Cancelled => return Verdict::Ignore,
-            ErrorKind::DeadlineExceeded if ctx.is_cancelled() => return Verdict::Ignore,
-            ErrorKind::DeadlineExceeded => ErrorKind::Timeout,
-            k => k,
-        };
-        let action = self
-            .config
-            .kinds
-            .get(&kind)
-            .copied()
-            .unwrap_or_else(|| self.local_layer.action(kind));
-        match action {
-            KindAction::Ignore => Verdict::Ignore,
-            KindAction::TripFor(d) => Verdict::Failure(d.max(Duration::from_millis(1))),
-            _ => Verdict::Failure(Duration::ZERO),
-        }
-    }
-
-    async fn record(&self, admission: &Admission, verdict: Verdict) {
-        let token = match admission {
-            // The success path stays one round trip when nothing needs resetting.
-            Admission::Closed(false) if matches!(verdict, Verdict::Success) => return,
-            Admission::Closed(_) => "",
-            Admission::Probe(t) => t.as_str(),
-        };
-        let k = &self.keys;
-        match verdict {
-            Verdict::Success => {
-                let closed: Option<i64> = self
-                    .state
-                    .eval(&self.scripts.success, &[&k[0], &k[1], &k[3]], &[token])
-                    .await;
-                if closed == Some(1) {
-                    tracing::info!(link = %self.inner.id().name, "ripcord.shared_breaker_closed");
-                }
-            }
-            Verdict::Ignore => {
-                if !token.is_empty() {
-                    let _: Option<i64> = self
-                        .state
-                        .eval(&self.scripts.release, &[&k[3]], &[token])
-                        .await;
-                }
-            }
-            Verdict::Failure(trip_now) => {
-                let args = [
-                    self.config.consecutive_failures.to_string(),
-                    ms(self.config.open_for).to_string(),
-                    ms(self.config.state_ttl).to_string(),
-                    token.to_owned(),
-                    ms(trip_now).to_string(),
-                ];
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                let tripped: Option<i64> = self
-                    .state
-                    .eval(&self.scripts.failure, &[&k[0], &k[1], &k[2], &k[3]], &args)
-                    .await;
-                if tripped == Some(1) {
-                    tracing::warn!(link = %self.inner.id().name, "ripcord.shared_breaker_opened");
-                }
-            }
-        }
-    }
-
-    async fn guarded<T, F>(&self, admission: &Admission, ctx: &Context, fut: F) -> Result<T>
-    where
-        F: std::future::Future<Output = Result<T>>,
-    {
-        let budget = ctx.remaining();
-        let result = match admission {
-            Admission::Probe(_) => {
-                let limit = self.config.probe_timeout;
-                match tokio::time::timeout(limit, fut).await {
-                    Ok(r) => r,
-                    Err(_) => Err(tag(
-                        Error::timeout(
-                            TimeoutPhase::Total,
-                            "the half-open probe outlasted probe_timeout",
-                        ),
-                        self.inner.id(),
-                    )),
-                }
-            }
-            Admission::Closed(_) => fut.await,
-        };
-        let verdict = self.verdict(&result.as_ref().map(|_| ()), ctx, budget);
-        self.record(admission, verdict).await;
-        result
-    }
-}
+/// A shared breaker: the resilience crate's breaker over the Redis store.
+pub type SharedBreaker<M> = Breaker<M>;
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+fn dur(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// What the reporter sends.
+#[derive(Debug)]
+enum Report {
+    /// The outcome of a call admitted while closed (`s`, `f` or `t<ms>,`), with a failure's
+    /// kind (the cause a trip is announced with).
+    Outcome(Code, Option<ErrorKind>),
+    /// A probe's verdict (or `r`: the permit given back).
+    Probe {
+        token: String,
+        code: Code,
+    },
+    Wake,
+    Reset,
+    /// Answers once everything queued before it has been sent and applied.
+    Sync(oneshot::Sender<bool>),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Code {
+    Success,
+    Fail,
+    TripFor(u64),
+    Release,
+}
+
+impl Code {
+    fn of(outcome: Outcome) -> Option<Code> {
+        match outcome {
+            Outcome::Success => Some(Code::Success),
+            Outcome::Failure {
+                action: KindAction::TripFor(d),
+                ..
+            } => Some(Code::TripFor(ms(d).max(1))),
+            Outcome::Failure { .. } => Some(Code::Fail),
+            _ => None,
+        }
+    }
+
+    fn push(self, out: &mut String) {
+        match self {
+            Code::Success => out.push('s'),
+            Code::Fail => out.push('f'),
+            Code::TripFor(ms) => {
+                out.push('t');
+                out.push_str(&ms.to_string());
+                out.push(',');
+            }
+            Code::Release => out.push('r'),
+        }
+    }
+}
+
+/// The lease on the cached view (see the module docs).
+#[derive(Debug)]
+struct Lease {
+    /// Admissions from the cached view so far.
+    admitted: AtomicU64,
+    /// `admitted` when the last state read was sent.
+    base: AtomicU64,
+    /// When it was sent (ms since `epoch`); `u64::MAX`: never.
+    sent_ms: AtomicU64,
+    epoch: std::time::Instant,
+}
+
+impl Lease {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A state read is being sent now: the reply renews the lease from here.
+    fn mark(&self) -> (u64, u64) {
+        (self.admitted.load(Ordering::Acquire), self.now_ms())
+    }
+
+    fn renew(&self, (base, sent): (u64, u64)) {
+        self.base.fetch_max(base, Ordering::AcqRel);
+        let prev = self.sent_ms.load(Ordering::Acquire);
+        if prev == u64::MAX || sent > prev {
+            self.sent_ms.store(sent, Ordering::Release);
+        }
+    }
+
+    fn fresh(&self, ttl_ms: u64) -> bool {
+        let sent = self.sent_ms.load(Ordering::Acquire);
+        sent != u64::MAX && self.now_ms().saturating_sub(sent) <= ttl_ms
+    }
+
+    /// Takes one admission from the lease, if it still has one.
+    fn take(&self, calls: u64, ttl_ms: u64) -> bool {
+        if !self.fresh(ttl_ms) {
+            return false;
+        }
+        let n = self.admitted.fetch_add(1, Ordering::AcqRel) + 1;
+        n - self.base.load(Ordering::Acquire).min(n) <= calls
+    }
+}
+
+/// What the store and its reporter share.
+#[derive(Debug)]
+struct Inner {
+    view: LocalStore,
+    state: RedisState,
+    scripts: Scripts,
+    keys: [String; 4],
+    threshold: String,
+    open_ms: String,
+    ttl_ms: String,
+    probe_ms: String,
+    lease_calls: u64,
+    lease_ttl_ms: u64,
+    half_open_hint: Duration,
+    lease: Lease,
+    /// Reports that could not be queued (the queue was full): counted on the view only.
+    unqueued: AtomicU64,
+}
+
+impl Inner {
+    async fn eval(&self, script: &Script, token: &str, payload: &str) -> Option<(i64, i64)> {
+        let keys = [
+            self.keys[0].as_str(),
+            &self.keys[1],
+            &self.keys[2],
+            &self.keys[3],
+        ];
+        let args = [
+            self.threshold.as_str(),
+            &self.open_ms,
+            &self.ttl_ms,
+            &self.probe_ms,
+            token,
+            payload,
+        ];
+        self.state.eval(script, &keys, &args).await
+    }
+
+    /// Moves the cached view to the shared state a script read back.
+    fn apply(&self, (code, value): (i64, i64), cause: Option<ErrorKind>) {
+        match code {
+            0 => self.view.mirror_closed(),
+            1 => {
+                let open_for = dur(value);
+                // Moved only when it differs: a re-read of the same trip is not a new one.
+                let stale = match self.view.open_remaining() {
+                    Some(left) => left.abs_diff(open_for) > Duration::from_millis(20),
+                    None => true,
+                };
+                if stale {
+                    self.view.mirror_open(open_for, cause);
+                }
+            }
+            _ => self.view.mirror_half_open(),
+        }
+    }
+}
+
+/// A probe permit taken in Redis; dropped without a verdict, it is given back.
+#[derive(Debug)]
+struct ProbeTicket {
+    token: String,
+    settled: AtomicBool,
+    tx: mpsc::Sender<Report>,
+}
+
+impl Drop for ProbeTicket {
+    fn drop(&mut self) {
+        if !self.settled.load(Ordering::Acquire) {
+            let _ = self.tx.try_send(Report::Probe {
+                token: std::mem::take(&mut self.token),
+                code: Code::Release,
+            });
+        }
+    }
+}
+
+/// A breaker's state in Redis (see the module docs). Build the breaker with
+/// [`shared_breaker`], or `Breaker::with_store` with [`RedisBreakerStore::new`].
+#[derive(Debug)]
+pub struct RedisBreakerStore {
+    inner: Arc<Inner>,
+    tx: mpsc::Sender<Report>,
+    rx: Mutex<Option<mpsc::Receiver<Report>>>,
+}
+
+/// Outcomes queued per breaker before new ones are counted on the cached view only.
+const QUEUE: usize = 4096;
+
+impl RedisBreakerStore {
+    /// A store for `link` on `state`, with `config`'s lease and `layer`'s settings (the cached
+    /// view is `layer.local_store(link)`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` naming the setting when the config cannot work.
+    pub fn new(
+        link: &str,
+        state: RedisState,
+        config: &SharedBreakerConfig,
+        layer: &BreakerLayer,
+    ) -> Result<Arc<Self>> {
+        config.validate()?;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        Ok(Arc::new(RedisBreakerStore {
+            inner: Arc::new(Inner {
+                view: layer.local_store(link),
+                state,
+                scripts: Scripts::new(),
+                keys: [
+                    key(link, "breaker:fails"),
+                    key(link, "breaker:open"),
+                    key(link, "breaker:trips"),
+                    key(link, "breaker:probe"),
+                ],
+                threshold: config.consecutive_failures.to_string(),
+                open_ms: ms(config.open_for).to_string(),
+                ttl_ms: ms(config.state_ttl).to_string(),
+                probe_ms: ms(config.probe_timeout).to_string(),
+                lease_calls: config.lease_calls,
+                lease_ttl_ms: ms(config.lease_ttl),
+                half_open_hint: config.half_open_retry_hint,
+                lease: Lease {
+                    admitted: AtomicU64::new(0),
+                    base: AtomicU64::new(0),
+                    sent_ms: AtomicU64::new(u64::MAX),
+                    epoch: std::time::Instant::now(),
+                },
+                unqueued: AtomicU64::new(0),
+            }),
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }))
+    }
+
+    /// Waits until every outcome queued so far has reached Redis and the cached view holds
+    /// the shared state read back now (a refresh, even with nothing queued); `false` when
+    /// Redis did not answer.
+    pub async fn sync(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if !self.send(Report::Sync(tx)) {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+
+    /// Reports that found the queue full and were counted on this replica's view only.
+    pub fn unqueued(&self) -> u64 {
+        self.inner.unqueued.load(Ordering::Relaxed)
+    }
+
+    /// Queues a report, starting the reporter on first use.
+    fn send(&self, report: Report) -> bool {
+        self.start();
+        match self.tx.try_send(report) {
+            Ok(()) => true,
+            Err(_) => {
+                if self.inner.unqueued.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(
+                        link = %self.inner.view.link(),
+                        "ripcord.state_report_queue_full"
+                    );
+                }
+                false
+            }
+        }
+    }
+
+    fn start(&self) {
+        let rx = match self.rx.lock() {
+            Ok(mut g) => g.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        let Some(rx) = rx else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(report_loop(Arc::clone(&self.inner), rx));
+            }
+            Err(_) => {
+                // No runtime yet: keep the queue for the first caller inside one.
+                if let Ok(mut g) = self.rx.lock() {
+                    *g = Some(rx);
+                }
+            }
+        }
+    }
+
+    fn degraded(&self) -> bool {
+        self.inner.state.is_degraded()
+    }
+}
+
+/// The reporter: sends everything queued as one script call per kind, in order, and moves the
+/// cached view to the state each reply reads back.
+async fn report_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Report>) {
+    let mut batch = String::new();
+    let mut cause = None;
+    let mut waiting: Vec<oneshot::Sender<bool>> = Vec::new();
+    let mut pending = Vec::with_capacity(256);
+    while rx.recv_many(&mut pending, 256).await > 0 {
+        let mut ok = true;
+        for report in pending.drain(..) {
+            match report {
+                Report::Outcome(code, kind) => {
+                    if kind.is_some() {
+                        cause = kind;
+                    }
+                    code.push(&mut batch);
+                }
+                other => {
+                    ok &= flush(&inner, &mut batch, &mut cause, false).await;
+                    match other {
+                        Report::Probe { token, code } => {
+                            let mut payload = String::new();
+                            code.push(&mut payload);
+                            let mark = inner.lease.mark();
+                            match inner
+                                .eval(&inner.scripts.probe_done, &token, &payload)
+                                .await
+                            {
+                                Some(r) => {
+                                    inner.lease.renew(mark);
+                                    inner.apply(r, None);
+                                }
+                                None => ok = false,
+                            }
+                        }
+                        Report::Wake | Report::Reset => {
+                            let script = match other {
+                                Report::Wake => &inner.scripts.wake,
+                                _ => &inner.scripts.reset,
+                            };
+                            let mark = inner.lease.mark();
+                            match inner.eval(script, "", "").await {
+                                Some(r) => {
+                                    inner.lease.renew(mark);
+                                    inner.apply(r, None);
+                                }
+                                None => ok = false,
+                            }
+                        }
+                        Report::Sync(tx) => {
+                            // A sync also reads the shared state back, with or without
+                            // outcomes to send.
+                            ok &= flush(&inner, &mut batch, &mut cause, true).await;
+                            waiting.push(tx);
+                        }
+                        Report::Outcome(..) => {}
+                    }
+                }
+            }
+        }
+        ok &= flush(&inner, &mut batch, &mut cause, false).await;
+        for tx in waiting.drain(..) {
+            let _ = tx.send(ok);
+        }
+    }
+}
+
+/// Sends the queued closed-state outcomes, if any.
+async fn flush(
+    inner: &Inner,
+    batch: &mut String,
+    cause: &mut Option<ErrorKind>,
+    read: bool,
+) -> bool {
+    if batch.is_empty() && !read {
+        return true;
+    }
+    let mark = inner.lease.mark();
+    let reply = inner.eval(&inner.scripts.report, "", batch).await;
+    batch.clear();
+    match reply {
+        Some(r) => {
+            inner.lease.renew(mark);
+            inner.apply(r, cause.take());
+            true
+        }
+        None => false,
+    }
+}
+
 #[async_trait]
-impl<M: ChatModel> ChatModel for SharedBreaker<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
+impl BreakerStore for RedisBreakerStore {
+    fn link(&self) -> &Arc<str> {
+        self.inner.view.link()
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        match self.admit(ctx).await? {
-            Some(admission) => {
-                self.guarded(&admission, ctx, self.inner.chat(req, ctx))
-                    .await
+    fn try_admit(&self) -> StoreAdmit {
+        let inner = &self.inner;
+        if self.degraded() {
+            return StoreAdmit::Ask;
+        }
+        if inner.view.is_closed() {
+            if inner.lease.take(inner.lease_calls, inner.lease_ttl_ms) {
+                return inner.view.try_admit();
             }
-            None => {
-                self.state.note_local_call();
-                self.local.chat(req, ctx).await
+            return StoreAdmit::Ask;
+        }
+        // Open (or half-open): refuse from the view while it is fresh and says open.
+        if inner.lease.fresh(inner.lease_ttl_ms)
+            && let Some(left) = inner.view.open_remaining()
+            && !left.is_zero()
+        {
+            return StoreAdmit::Refused(inner.view.rejected(left, BreakerState::Open));
+        }
+        StoreAdmit::Ask
+    }
+
+    async fn admit(&self) -> std::result::Result<Admission, Duration> {
+        let inner = &self.inner;
+        let token = format!("{:016x}", rand::random::<u64>());
+        let mark = inner.lease.mark();
+        let Some((code, value)) = inner.eval(&inner.scripts.admit, &token, "").await else {
+            // Redis is unreachable: this replica's view is the breaker until it is back.
+            inner.state.note_local_call();
+            return inner.view.admit().await;
+        };
+        inner.lease.renew(mark);
+        match code {
+            0 => {
+                inner.view.mirror_closed();
+                inner.lease.admitted.fetch_add(1, Ordering::AcqRel);
+                match inner.view.try_admit() {
+                    StoreAdmit::Admitted(a) => Ok(a),
+                    StoreAdmit::Refused(after) => Err(after),
+                    StoreAdmit::Ask => inner.view.admit().await,
+                }
+            }
+            1 => {
+                inner.apply((code, value), None);
+                let after = dur(value).max(Duration::from_millis(1));
+                Err(inner.view.rejected(after, BreakerState::Open))
+            }
+            2 => {
+                inner.view.mirror_half_open();
+                self.start();
+                Ok(Admission::probe(Box::new(ProbeTicket {
+                    token,
+                    settled: AtomicBool::new(false),
+                    tx: self.tx.clone(),
+                })))
+            }
+            _ => {
+                inner.view.mirror_half_open();
+                let after = dur(value)
+                    .min(inner.half_open_hint)
+                    .max(Duration::from_millis(1));
+                Err(inner.view.rejected(after, BreakerState::HalfOpen))
             }
         }
     }
 
-    /// Streams are judged on opening: a stream that opens counts as a success.
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        match self.admit(ctx).await? {
-            Some(admission) => {
-                self.guarded(&admission, ctx, self.inner.stream(req, ctx))
-                    .await
-            }
-            None => {
-                self.state.note_local_call();
-                self.local.stream(req, ctx).await
+    fn record(&self, mut admission: Admission, outcome: Outcome) {
+        let inner = &self.inner;
+        if admission.is_probe()
+            && let Some(ticket) = admission.take_ticket()
+        {
+            let any: &dyn std::any::Any = &*ticket;
+            if let Some(t) = any.downcast_ref::<ProbeTicket>() {
+                inner.view.count(outcome);
+                let code = Code::of(outcome).unwrap_or(Code::Release);
+                t.settled.store(true, Ordering::Release);
+                self.send(Report::Probe {
+                    token: t.token.clone(),
+                    code,
+                });
+                return;
             }
         }
+        if self.degraded() {
+            // Admitted (or recorded) while Redis is down: this replica's view decides.
+            inner.view.record(admission, outcome);
+            return;
+        }
+        inner.view.count(outcome);
+        let kind = match outcome {
+            Outcome::Failure { kind, .. } => Some(kind),
+            _ => None,
+        };
+        if let Some(code) = Code::of(outcome)
+            && !self.send(Report::Outcome(code, kind))
+            && matches!(code, Code::Fail | Code::TripFor(_))
+        {
+            // Not lost: a failure that cannot reach Redis counts on this replica.
+            inner.view.record(admission, outcome);
+        }
+    }
+
+    fn refusal(&self) -> Option<Duration> {
+        let inner = &self.inner;
+        if inner.view.is_closed() || self.degraded() {
+            return inner.view.refusal();
+        }
+        match inner.view.open_remaining() {
+            Some(left) if !left.is_zero() && inner.lease.fresh(inner.lease_ttl_ms) => {
+                Some(inner.view.rejected(left, BreakerState::Open))
+            }
+            _ => None,
+        }
+    }
+
+    fn state(&self) -> BreakerState {
+        self.inner.view.state()
+    }
+
+    fn snapshot(&self) -> BreakerSnapshot {
+        self.inner.view.snapshot()
+    }
+
+    fn reset(&self) {
+        self.inner.view.reset();
+        self.send(Report::Reset);
+    }
+
+    fn probe_succeeded(&self) -> bool {
+        let moved = self.inner.view.probe_succeeded();
+        self.send(Report::Wake);
+        moved
     }
 }
 
@@ -478,15 +860,29 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.message().contains("probe_timeout"), "{e}");
+        let e = SharedBreakerConfig::default()
+            .lease_calls(0)
+            .validate()
+            .unwrap_err();
+        assert!(e.message().contains("lease_calls"), "{e}");
         assert!(SharedBreakerConfig::default().validate().is_ok());
     }
 
     #[test]
-    fn the_local_fallback_mirrors_the_kind_actions() {
+    fn the_layer_carries_the_kind_actions() {
         let c = SharedBreakerConfig::default().kind(ErrorKind::RateLimited, KindAction::Ignore);
-        let local = c.local_layer().unwrap();
-        assert_eq!(local.action(ErrorKind::RateLimited), KindAction::Ignore);
-        assert_eq!(local.action(ErrorKind::ServerError), KindAction::Count);
-        assert_eq!(local.action(ErrorKind::InvalidRequest), KindAction::Ignore);
+        let layer = c.layer().unwrap();
+        assert_eq!(layer.action(ErrorKind::RateLimited), KindAction::Ignore);
+        assert_eq!(layer.action(ErrorKind::ServerError), KindAction::Count);
+        assert_eq!(layer.action(ErrorKind::InvalidRequest), KindAction::Ignore);
+    }
+
+    #[test]
+    fn outcomes_encode_in_order() {
+        let mut b = String::new();
+        Code::Success.push(&mut b);
+        Code::Fail.push(&mut b);
+        Code::TripFor(300).push(&mut b);
+        assert_eq!(b, "sft300,");
     }
 }

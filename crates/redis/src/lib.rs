@@ -56,7 +56,7 @@ mod rate_limit;
 pub mod server;
 mod state;
 
-pub use breaker::{SharedBreaker, SharedBreakerConfig};
+pub use breaker::{RedisBreakerStore, SharedBreaker, SharedBreakerConfig, shared_breaker};
 pub use budget::{SharedBudget, SharedBudgetConfig};
 pub use rate_limit::{SharedRateLimit, SharedRateLimitConfig};
 pub use state::{KEY_PREFIX, RedisState, StateError, StateOptions};

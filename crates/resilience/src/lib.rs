@@ -120,8 +120,9 @@ pub mod validate;
 mod window;
 
 pub use breaker::{
-    Breaker, BreakerBuilder, BreakerHandle, BreakerLayer, BreakerListener, BreakerSnapshot,
-    BreakerState, KindAction, OpenBackoff, Transition,
+    Admission, Breaker, BreakerBuilder, BreakerHandle, BreakerLayer, BreakerListener,
+    BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore, OpenBackoff, Outcome,
+    StoreAdmit, Ticket, Transition,
 };
 pub use budget::{Budget, BudgetBuilder, BudgetLayer};
 pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadLayer, BulkheadSnapshot};

@@ -11,6 +11,7 @@ use super::Breaker;
 use super::listener::BreakerListener;
 use super::policy::{FailureRate, KindAction, OpenBackoff, default_action};
 use super::state::{Core, CoreSettings};
+use super::store::LocalStore;
 use crate::clock::{SharedClock, default_clock};
 use crate::error::ConfigError;
 
@@ -101,6 +102,12 @@ impl BreakerLayer {
 
     pub(crate) fn probe_timeout(&self) -> Duration {
         self.probe_timeout
+    }
+
+    /// A fresh in-process store for `link` with these settings (what [`BreakerLayer::layer`]
+    /// uses; a shared store keeps one as its cached view and local fallback).
+    pub fn local_store(&self, link: impl Into<Arc<str>>) -> LocalStore {
+        LocalStore::new(self.core(link.into()))
     }
 
     pub(crate) fn core(&self, link: Arc<str>) -> Core {

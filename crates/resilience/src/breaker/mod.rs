@@ -51,6 +51,7 @@ mod layer;
 mod listener;
 mod policy;
 mod state;
+mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +66,7 @@ use tokio::time::Instant;
 pub use layer::{BreakerBuilder, BreakerLayer};
 pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
 pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
-use state::{Admission, Core, Outcome};
+pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket};
 
 use crate::error::tag;
 use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_bound_passed};
@@ -96,13 +97,13 @@ use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_
 pub struct Breaker<M> {
     inner: M,
     layer: Arc<BreakerLayer>,
-    core: Arc<Core>,
+    core: Arc<dyn BreakerStore>,
 }
 
 /// A cheap, cloneable handle to a breaker's state, for health endpoints and operators.
 #[derive(Debug, Clone)]
 pub struct BreakerHandle {
-    core: Arc<Core>,
+    core: Arc<dyn BreakerStore>,
 }
 
 impl BreakerHandle {
@@ -141,11 +142,18 @@ impl BreakerHandle {
 impl<M: ChatModel> Breaker<M> {
     /// Wraps `inner` with a fresh breaker.
     pub fn new(inner: M, layer: BreakerLayer) -> Self {
-        let core = Arc::new(layer.core(inner.id().name.clone()));
+        let store = layer.local_store(inner.id().name.clone());
+        Breaker::with_store(inner, layer, Arc::new(store))
+    }
+
+    /// Wraps `inner` with a breaker whose state lives in `store` (a shared store from
+    /// `ripcord-redis`, say). The layer's settings still decide what counts, how streams are
+    /// judged and how long a probe may take; the store decides admissions and transitions.
+    pub fn with_store(inner: M, layer: BreakerLayer, store: Arc<dyn BreakerStore>) -> Self {
         Breaker {
             inner,
             layer: Arc::new(layer),
-            core,
+            core: store,
         }
     }
 
@@ -189,9 +197,14 @@ impl<M: ChatModel> Breaker<M> {
         )
     }
 
-    fn admit(&self, ctx: &Context) -> Result<Admission> {
+    async fn admit(&self, ctx: &Context) -> Result<Admission> {
         ctx.check().map_err(|e| tag(e, self.inner.id()))?;
-        self.core.admit().map_err(|after| self.refusal_error(after))
+        let admitted = match self.core.try_admit() {
+            StoreAdmit::Admitted(a) => Ok(a),
+            StoreAdmit::Refused(after) => Err(after),
+            StoreAdmit::Ask => self.core.admit().await,
+        };
+        admitted.map_err(|after| self.refusal_error(after))
     }
 
     /// The instant the guarded call must end by, and why.
@@ -286,7 +299,7 @@ fn classify(
 /// keep every other caller refused); a failure before it is recorded as the probe's failure.
 /// Other streams are judged when they end.
 struct BreakerObserver {
-    core: Arc<Core>,
+    core: Arc<dyn BreakerStore>,
     layer: Arc<BreakerLayer>,
     admission: Option<Admission>,
     ctx: Context,
@@ -300,7 +313,7 @@ impl StreamObserver for BreakerObserver {
         if self.admission.as_ref().is_some_and(Admission::is_probe)
             && let Some(admission) = self.admission.take()
         {
-            self.core.record(&admission, Outcome::Success);
+            self.core.record(admission, Outcome::Success);
         }
     }
 
@@ -313,7 +326,7 @@ impl StreamObserver for BreakerObserver {
             End::Failed(e) => classify(&self.layer, e, &self.ctx, self.budget, self.after_content),
             End::Dropped => Outcome::Ignore,
         };
-        self.core.record(&admission, outcome);
+        self.core.record(admission, outcome);
     }
 }
 
@@ -339,7 +352,7 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let admission = self.admit(ctx)?;
+        let admission = self.admit(ctx).await?;
         let budget = ctx.remaining();
         let limit = self.limit(&admission, ctx);
         let result = self.guarded(ctx, limit, self.inner.chat(req, ctx)).await;
@@ -347,19 +360,19 @@ impl<M: ChatModel> ChatModel for Breaker<M> {
             Ok(_) => Outcome::Success,
             Err(e) => classify(&self.layer, e, ctx, budget, false),
         };
-        self.core.record(&admission, outcome);
+        self.core.record(admission, outcome);
         result.map_err(|e| tag(e, self.inner.id()))
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let admission = self.admit(ctx)?;
+        let admission = self.admit(ctx).await?;
         let budget = ctx.remaining();
         let limit = self.limit(&admission, ctx);
         let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
         match opened {
             Err(e) => {
                 self.core
-                    .record(&admission, classify(&self.layer, &e, ctx, budget, false));
+                    .record(admission, classify(&self.layer, &e, ctx, budget, false));
                 Err(tag(e, self.inner.id()))
             }
             Ok(stream) => {

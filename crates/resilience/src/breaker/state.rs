@@ -40,6 +40,7 @@ use tokio::time::Instant;
 
 use super::listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
 use super::policy::KindAction;
+use super::store::Outcome;
 use crate::clock::SharedClock;
 
 const ON_OPEN: u8 = 0b001;
@@ -165,14 +166,6 @@ impl Admission {
     pub(crate) fn is_probe(&self) -> bool {
         matches!(self, Admission::Probe { .. })
     }
-}
-
-/// The outcome of one logical call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Success,
-    Failure { kind: ErrorKind, action: KindAction },
-    Ignore,
 }
 
 /// The shared state of one breaker.
@@ -354,6 +347,110 @@ impl Core {
         };
         self.announce(announced);
         result.map_err(|(after, state)| self.rejected(after, state))
+    }
+
+    /// Counts an outcome without moving the state.
+    pub(crate) fn count(&self, outcome: Outcome) {
+        let counter = match outcome {
+            Outcome::Success => &self.successes,
+            Outcome::Failure { .. } => &self.failures,
+            Outcome::Ignore => &self.ignored,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Outcome::Failure { kind, .. } = outcome {
+            self.lock().last_failure = Some(kind);
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn open_remaining(&self) -> Option<Duration> {
+        if self.is_closed() {
+            return None;
+        }
+        match self.lock().mirror {
+            Mirror::Open { until } => Some(until.saturating_duration_since(self.clock.now())),
+            _ => None,
+        }
+    }
+
+    /// Opens for `open_for` because the state moved elsewhere (a shared store). `failsafe` is
+    /// driven to open too (a forced trip, as for `KindAction::TripFor`), so the local state
+    /// machine stays consistent for when the store degrades to it.
+    pub(crate) fn mirror_open(&self, open_for: Duration, cause: Option<ErrorKind>) {
+        let now = self.clock.now();
+        let announced = {
+            let mut l = self.lock();
+            match l.mirror {
+                Mirror::Open { .. } => {
+                    // A fresh open-until, as a re-trip; already announced as open.
+                    l.mirror = Mirror::Open {
+                        until: now + open_for,
+                    };
+                    None
+                }
+                Mirror::Closed | Mirror::HalfOpen { .. } => {
+                    self.signals.force.store(
+                        to_nanos(open_for.max(Duration::from_nanos(1))),
+                        Ordering::SeqCst,
+                    );
+                    l.sm.on_error();
+                    self.signals.force.store(NONE, Ordering::SeqCst);
+                    let _ = self.events();
+                    let _ = take(&self.signals.delay);
+                    self.trips.fetch_add(1, Ordering::Relaxed);
+                    Some(self.transition(
+                        &mut l,
+                        Mirror::Open {
+                            until: now + open_for,
+                        },
+                        now,
+                        Some(open_for),
+                        cause,
+                    ))
+                }
+            }
+        };
+        self.announce(announced);
+    }
+
+    /// Moves to half-open because the state moved elsewhere.
+    pub(crate) fn mirror_half_open(&self) {
+        if self.is_closed() {
+            self.mirror_open(Duration::ZERO, None);
+        }
+        let now = self.clock.now();
+        let announced = {
+            let mut l = self.lock();
+            match l.mirror {
+                Mirror::Open { .. } => {
+                    let _ = l.sm.is_call_permitted();
+                    let _ = self.events();
+                    Some(self.transition(
+                        &mut l,
+                        Mirror::HalfOpen { successes: 0 },
+                        now,
+                        None,
+                        None,
+                    ))
+                }
+                Mirror::Closed | Mirror::HalfOpen { .. } => None,
+            }
+        };
+        self.announce(announced);
+    }
+
+    /// Closes because the state moved elsewhere.
+    pub(crate) fn mirror_closed(&self) {
+        if !self.is_closed() {
+            self.reset();
+        }
+    }
+
+    pub(crate) fn book_rejected(&self, after: Duration, state: BreakerState) -> Duration {
+        self.rejected(after, state)
     }
 
     /// Books a refusal.

@@ -396,6 +396,23 @@ fn bench(args: &Args) -> Result<(), String> {
             ));
         }
     }
+    if let (Some(chain), Some(r)) = (get("chain"), get("chain_redis")) {
+        // Issue 20: a success through a link whose state is on Redis must not wait for Redis.
+        let p50 = r.c1.p50_us / chain.c1.p50_us;
+        goals.push(Target {
+            what: "chain, link 1 state on Redis: p50 / the plain chain's p50".into(),
+            value: p50,
+            bound: "<= 1.3".into(),
+            met: p50 <= 1.3,
+        });
+        let rps = r.c64.calls_per_s / chain.c64.calls_per_s.max(1.0);
+        goals.push(Target {
+            what: "chain, link 1 state on Redis: rps at c=64 / the plain chain's".into(),
+            value: rps,
+            bound: ">= 0.8".into(),
+            met: rps >= 0.8,
+        });
+    }
     notes.extend(rows::redis_skipped());
     notes.push(format!(
         "the upstream child used {:.2} s of CPU in total",

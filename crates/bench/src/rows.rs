@@ -7,8 +7,9 @@
 //!
 //! The `chain_redis` row is the `chain` row with link 1's breaker and rate limit shared through
 //! a `redis-server` child on loopback (`ripcord-redis`, default options: 50 ms per Redis
-//! operation): what the Redis backend adds on the success path (one breaker admission and one
-//! GCRA script per call). Without `redis-server` on PATH the row is skipped and the report
+//! operation): what the Redis backend adds on the success path (the breaker admits from its
+//! leased cached view and reports outcomes in the background; the GCRA script still runs once
+//! per call). Without `redis-server` on PATH the row is skipped and the report
 //! says why ([`redis_skipped`]).
 
 use std::sync::{Arc, OnceLock};

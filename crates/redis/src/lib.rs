@@ -4,8 +4,10 @@
 //! each spending its own copy of a rate limit or a tenant's budget — is wrong: the vendor sees
 //! N× the limit and N× the probes. These decorators keep that state in one Redis:
 //!
-//! - [`SharedBreaker`]: open-until, trip count and consecutive failures per link, and ONE
-//!   half-open probe permit across all replicas;
+//! - [`RedisBreakerStore`]: a store for `ripcord_resilience::Breaker` (the one breaker
+//!   policy; [`shared_breaker`] builds it): open-until, trip count and consecutive failures
+//!   per link, ONE half-open probe permit across all replicas, and a leased cached view so a
+//!   success never waits for Redis (staleness bound: `docs/shared-state.md`);
 //! - [`SharedRateLimit`]: GCRA requests-per-minute and tokens-per-minute, evaluated atomically
 //!   in one Lua script;
 //! - [`SharedBudget`]: per-tenant token budgets over a fixed window.
@@ -24,13 +26,13 @@
 //! use ripcord_core::testing::ScriptedModel;
 //! use ripcord_core::{ChatModel, ChatRequest, Context};
 //! use ripcord_redis::{
-//!     RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
-//!     SharedRateLimit, SharedRateLimitConfig,
+//!     RedisState, SharedBreakerConfig, SharedBudget, SharedBudgetConfig, SharedRateLimit,
+//!     SharedRateLimitConfig, shared_breaker,
 //! };
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let state = RedisState::connect("redis://127.0.0.1:6379").await?;
 //! let vendor = ScriptedModel::new("openai");
-//! let breaker = SharedBreaker::new(
+//! let breaker = shared_breaker(
 //!     vendor,
 //!     state.clone(),
 //!     SharedBreakerConfig::default().consecutive_failures(3).open_for(Duration::from_secs(30)),

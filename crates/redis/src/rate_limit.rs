@@ -8,8 +8,21 @@
 //! [`ErrorKind::LocalRateLimited`] and a `retry_after`. Tokens are charged up front (prompt
 //! estimate + `max_tokens`, or the model's largest output) and not refunded. A vendor 429
 //! with a retry-after pauses the link for every replica (`…:rl:pause`, expiring with the pause).
+//!
+//! # Leases: the success path does not wait for Redis
+//!
+//! A call that finds no lease asks the script for a *block*: `lease_block` request cells
+//! (default: the RPM burst / (16 × replicas), at most 64) and as many tokens (the TPM burst /
+//! (16 × replicas), or the call's own cost if larger), charged in Redis at once. The rest of the
+//! block is spent by later calls in this process without Redis, for at most `lease_ttl`
+//! (default 1 s); what is left then is dropped. When the block does not fit, the call asks for
+//! exactly its own cells, as without leases. The bound this buys: the shared cells are charged
+//! *before* any call spends them, so a shared RPM/TPM never overshoots the GCRA limit; what a
+//! lease costs is capacity charged but unspent (at most one block per replica per `lease_ttl`),
+//! and calls spent from a lease while another replica's vendor 429 pauses the link (at most one
+//! block per replica, within `lease_ttl`; this replica's own 429 drops its lease at once).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,7 +35,8 @@ use ripcord_resilience::{RateLimit, RateLimitLayer};
 
 use crate::state::{RedisState, config_error, key, tag};
 
-/// KEYS: rpm, tpm, pause. ARGV: rpm_interval_us, rpm_burst, tpm_interval_us, tpm_burst, tokens.
+/// KEYS: rpm, tpm, pause. ARGV: rpm_interval_us, rpm_burst, tpm_interval_us, tpm_burst, tokens,
+/// requests (more than one: a lease of a block of cells, spent locally).
 /// Returns {0,0} admitted, {1,wait_us} refused for now, {2,0} larger than the TPM burst.
 const GCRA: &str = "local paused = redis.call('PTTL', KEYS[3])\n\
 if paused > 0 then return {1, paused * 1000} end\n\
@@ -39,7 +53,7 @@ local function check(key, interval, burst, cost)\n\
 end\n\
 local tokens = tonumber(ARGV[5])\n\
 if tonumber(ARGV[3]) > 0 and tokens > tonumber(ARGV[4]) then return {2, 0} end\n\
-local r_new, r_wait = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 1)\n\
+local r_new, r_wait = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6]))\n\
 local t_new, t_wait = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tokens)\n\
 local wait = math.max(r_wait, t_wait)\n\
 if wait > 0 then return {1, math.ceil(wait)} end\n\
@@ -62,6 +76,8 @@ pub struct SharedRateLimitConfig {
     max_wait: Duration,
     max_pause: Duration,
     replicas: u32,
+    lease_block: Option<u64>,
+    lease_ttl: Duration,
 }
 
 impl Default for SharedRateLimitConfig {
@@ -74,6 +90,8 @@ impl Default for SharedRateLimitConfig {
             max_wait: Duration::from_secs(10),
             max_pause: Duration::from_secs(300),
             replicas: 1,
+            lease_block: None,
+            lease_ttl: Duration::from_secs(1),
         }
     }
 }
@@ -123,8 +141,37 @@ impl SharedRateLimitConfig {
         self
     }
 
+    /// Request cells leased per Redis call (default: the RPM burst / (16 × replicas), between
+    /// 1 and 64; 1 turns leases off). See the module docs for the bound.
+    pub fn lease_block(mut self, n: u64) -> Self {
+        self.lease_block = Some(n);
+        self
+    }
+
+    /// How long a lease may be spent (default 1 s).
+    pub fn lease_ttl(mut self, d: Duration) -> Self {
+        self.lease_ttl = d;
+        self
+    }
+
+    /// (request cells, tokens) per lease.
+    fn blocks(&self) -> (u64, u64) {
+        let share = |burst: u64| burst / (16 * u64::from(self.replicas.max(1)));
+        let (_, rb) = cell(self.rpm, self.rpm_burst);
+        let (_, tb) = cell(self.tpm, self.tpm_burst);
+        let requests = self
+            .lease_block
+            .unwrap_or_else(|| share(rb).clamp(1, 64))
+            .max(1);
+        let tokens = if requests > 1 { share(tb) } else { 0 };
+        (requests, tokens)
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |s, r| Err(config_error("shared_rate_limit", s, r));
+        if self.lease_block == Some(0) {
+            return bad("lease_block", "must be at least 1");
+        }
         for (name, v) in [
             ("rpm", self.rpm),
             ("rpm_burst", self.rpm_burst),
@@ -173,7 +220,22 @@ pub struct SharedRateLimit<M> {
     script: Script,
     pause: Script,
     keys: [String; 3],
+    lease: Mutex<Lease>,
 }
+
+/// Cells leased from Redis and not spent yet.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    requests: u64,
+    tokens: u64,
+    until: Option<tokio::time::Instant>,
+}
+
+const NO_LEASE: Lease = Lease {
+    requests: 0,
+    tokens: 0,
+    until: None,
+};
 
 /// One cell's GCRA parameters: emission interval in µs and burst.
 fn cell(per_minute: Option<u32>, burst: Option<u32>) -> (u64, u64) {
@@ -209,6 +271,7 @@ impl<M: ChatModel> SharedRateLimit<M> {
                 key(&link, "rl:tpm"),
                 key(&link, "rl:pause"),
             ],
+            lease: Mutex::new(NO_LEASE),
         })
     }
 
@@ -238,6 +301,8 @@ impl<M: ChatModel> SharedRateLimit<M> {
         let Some(after) = e.retry_after() else {
             return;
         };
+        // This replica stops spending its lease at once.
+        *self.lease_guard() = NO_LEASE;
         let ms = after
             .min(self.config.max_pause)
             .as_millis()
@@ -245,6 +310,27 @@ impl<M: ChatModel> SharedRateLimit<M> {
             .to_string();
         let _: Option<i64> = self.state.eval(&self.pause, &[&self.keys[2]], &[&ms]).await;
         tracing::info!(link = %self.inner.id().name, pause_ms = %ms, "ripcord.shared_rate_limit_paused");
+    }
+
+    fn lease_guard(&self) -> std::sync::MutexGuard<'_, Lease> {
+        match self.lease.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Spends one request and `cost` tokens from the lease, if it holds them.
+    fn spend(&self, cost: u64, tpm: bool) -> bool {
+        let mut l = self.lease_guard();
+        let live = l.until.is_some_and(|u| tokio::time::Instant::now() < u);
+        if !live || l.requests == 0 || (tpm && l.tokens < cost) {
+            return false;
+        }
+        l.requests -= 1;
+        if tpm {
+            l.tokens -= cost;
+        }
+        true
     }
 
     /// `Ok(true)`: admitted on Redis; `Ok(false)`: Redis is down, use the local limiter.
@@ -256,7 +342,37 @@ impl<M: ChatModel> SharedRateLimit<M> {
         let cost = u64::from(tokens::estimate_request(req)) + u64::from(output);
         let (ri, rb) = cell(self.config.rpm, self.config.rpm_burst);
         let (ti, tb) = cell(self.config.tpm, self.config.tpm_burst);
-        let args = [ri, rb, ti, tb, cost].map(|v| v.to_string());
+        if self.spend(cost, ti > 0) {
+            return Ok(true);
+        }
+        let (block, block_tokens) = self.config.blocks();
+        if block > 1 {
+            let tokens = block_tokens.max(cost).min(tb.max(cost));
+            let args = [ri, rb, ti, tb, tokens, block].map(|v| v.to_string());
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let reply: Option<(i64, i64)> = self
+                .state
+                .eval(
+                    &self.script,
+                    &[&self.keys[0], &self.keys[1], &self.keys[2]],
+                    &args,
+                )
+                .await;
+            match reply {
+                None => return Ok(false),
+                Some((0, _)) => {
+                    *self.lease_guard() = Lease {
+                        requests: block - 1,
+                        tokens: tokens - cost,
+                        until: Some(tokio::time::Instant::now() + self.config.lease_ttl),
+                    };
+                    return Ok(true);
+                }
+                // The block does not fit: ask for exactly this call's cells.
+                Some(_) => {}
+            }
+        }
+        let args = [ri, rb, ti, tb, cost, 1].map(|v| v.to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let started = tokio::time::Instant::now();
         loop {
@@ -369,6 +485,18 @@ mod tests {
         let local = c.local_layer().unwrap();
         assert_eq!(local.rpm(), Some(30));
         assert_eq!(local.tpm(), Some(1));
+    }
+
+    #[test]
+    fn lease_blocks_scale_with_the_burst_and_stay_off_for_small_limits() {
+        let small = SharedRateLimitConfig::default().rpm(10).replicas(3);
+        assert_eq!(small.blocks(), (1, 0));
+        let big = SharedRateLimitConfig::default().rpm(60_000).tpm(1_600_000);
+        assert_eq!(big.blocks(), (64, 100_000));
+        let three = SharedRateLimitConfig::default().rpm(960).replicas(3);
+        assert_eq!(three.blocks().0, 20);
+        assert_eq!(big.clone().lease_block(1).blocks(), (1, 0));
+        assert!(big.lease_block(0).validate().is_err());
     }
 
     #[test]

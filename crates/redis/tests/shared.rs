@@ -308,6 +308,43 @@ async fn a_failed_probe_reopens_for_all_and_a_dead_probers_permit_expires() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_blocks_never_overshoot_the_shared_rpm() {
+    let Some(server) = start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    // 320 per minute, burst 320: each Redis call leases a block of 20 cells.
+    let config = SharedRateLimitConfig::default()
+        .rpm(320)
+        .max_wait(Duration::ZERO);
+    let replicas: Vec<Arc<SharedRateLimit<Arc<Vendor>>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| Arc::new(SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap()))
+        .collect();
+    let admitted = on_replicas(&replicas, |r| async move {
+        let mut ok = 0usize;
+        for _ in 0..200 {
+            match r.chat(&req(), &Context::new()).await {
+                Ok(_) => ok += 1,
+                Err(e) => assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}"),
+            }
+        }
+        ok
+    })
+    .await;
+    let total: usize = admitted.iter().sum();
+    assert_eq!(total, vendor.hits());
+    // Cells are charged in Redis before they are spent: never more than the burst; at most
+    // one partly spent block per replica is left over.
+    assert!(
+        total <= 320,
+        "{total} calls admitted against a burst of 320"
+    );
+    assert!(total >= 320 - 3 * 19, "only {total} calls admitted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_rpm_limit_holds_across_replicas() {
     let Some(server) = start().await else {
         return;

@@ -292,6 +292,13 @@ async fn suite_an_active_probe_half_opens_an_open_breaker_and_a_reset_closes_it(
 
 // ---- What only a shared store has -------------------------------------------------------
 
+/// The shared link `vendor`, failing `n` times with a server error, then answering.
+fn failing_vendor(n: usize) -> ScriptedModel {
+    (0..n).fold(ScriptedModel::new("vendor"), |m, _| {
+        m.fail(ErrorKind::ServerError)
+    })
+}
+
 async fn redis() -> Option<Server> {
     Server::start_or_skip("the shared breaker tests")
         .await
@@ -328,10 +335,7 @@ async fn after_another_replica_trips_a_replica_admits_at_most_lease_calls() {
         .open_for(Duration::from_secs(60))
         .lease_calls(lease)
         .lease_ttl(Duration::from_secs(30));
-    let mut failing = ScriptedModel::new("vendor");
-    for _ in 0..3 {
-        failing = failing.fail(ErrorKind::ServerError);
-    }
+    let failing = failing_vendor(3);
     let a = subject(failing, Some(&server), cfg.clone()).await;
     let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;
     // B reads the shared state (closed): its lease starts now.
@@ -364,10 +368,7 @@ async fn after_another_replica_trips_a_replica_admits_nothing_past_lease_ttl() {
         .open_for(Duration::from_secs(60))
         .lease_calls(1_000_000)
         .lease_ttl(Duration::from_millis(50));
-    let mut failing = ScriptedModel::new("vendor");
-    for _ in 0..3 {
-        failing = failing.fail(ErrorKind::ServerError);
-    }
+    let failing = failing_vendor(3);
     let a = subject(failing, Some(&server), cfg.clone()).await;
     let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;
     b.settle().await;
@@ -389,10 +390,7 @@ async fn after_another_replica_trips_a_replica_admits_nothing_past_lease_ttl() {
 async fn an_active_probe_on_one_replica_lets_another_probe_and_close_it_for_all() {
     let Some(server) = redis().await else { return };
     let cfg = config().open_for(Duration::from_secs(60));
-    let mut failing = ScriptedModel::new("vendor");
-    for _ in 0..3 {
-        failing = failing.fail(ErrorKind::ServerError);
-    }
+    let failing = failing_vendor(3);
     let a = subject(failing, Some(&server), cfg.clone()).await;
     let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg.clone()).await;
     let c = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;

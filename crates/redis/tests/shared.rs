@@ -322,6 +322,7 @@ async fn leased_blocks_never_overshoot_the_shared_rpm() {
         .into_iter()
         .map(|s| Arc::new(SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap()))
         .collect();
+    let started = Instant::now();
     let admitted = on_replicas(&replicas, |r| async move {
         let mut ok = 0usize;
         for _ in 0..200 {
@@ -335,11 +336,13 @@ async fn leased_blocks_never_overshoot_the_shared_rpm() {
     .await;
     let total: usize = admitted.iter().sum();
     assert_eq!(total, vendor.hits());
-    // Cells are charged in Redis before they are spent: never more than the burst; at most
-    // one partly spent block per replica is left over.
+    // Cells are charged in Redis before they are spent: never more than the burst plus what
+    // refilled meanwhile (one cell per 187.5 ms); at most one partly spent block per replica
+    // is left over.
+    let refilled = (started.elapsed().as_secs_f64() * 320.0 / 60.0).ceil() as usize;
     assert!(
-        total <= 320,
-        "{total} calls admitted against a burst of 320"
+        total <= 320 + refilled,
+        "{total} calls admitted against a burst of 320 (+{refilled} refilled)"
     );
     assert!(total >= 320 - 3 * 19, "only {total} calls admitted");
 }

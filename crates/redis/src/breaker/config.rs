@@ -1,0 +1,170 @@
+//! [`SharedBreakerConfig`] and [`shared_breaker`]: the settings of a breaker on Redis.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ripcord_core::{ChatModel, Error, ErrorKind, Result};
+use ripcord_resilience::{Breaker, BreakerLayer, BreakerListener, KindAction};
+
+use super::RedisBreakerStore;
+use crate::state::{RedisState, config_error};
+
+/// The settings of a shared breaker; see the module docs for the semantics.
+#[derive(Debug, Clone)]
+pub struct SharedBreakerConfig {
+    pub(super) consecutive_failures: u32,
+    pub(super) open_for: Duration,
+    pub(super) probe_timeout: Duration,
+    pub(super) half_open_retry_hint: Duration,
+    pub(super) state_ttl: Duration,
+    pub(super) lease_calls: u64,
+    pub(super) lease_ttl: Duration,
+    kinds: BTreeMap<ErrorKind, KindAction>,
+    listener: Option<Arc<dyn BreakerListener>>,
+}
+
+impl Default for SharedBreakerConfig {
+    fn default() -> Self {
+        SharedBreakerConfig {
+            consecutive_failures: 5,
+            open_for: Duration::from_secs(60),
+            probe_timeout: Duration::from_secs(30),
+            half_open_retry_hint: Duration::from_secs(1),
+            state_ttl: Duration::from_secs(600),
+            lease_calls: 32,
+            lease_ttl: Duration::from_millis(100),
+            kinds: BTreeMap::new(),
+            listener: None,
+        }
+    }
+}
+
+impl SharedBreakerConfig {
+    /// Trips after `n` consecutive counted failures across all replicas (default 5).
+    pub fn consecutive_failures(mut self, n: u32) -> Self {
+        self.consecutive_failures = n;
+        self
+    }
+
+    /// How long the breaker stays open (default 60 s).
+    pub fn open_for(mut self, d: Duration) -> Self {
+        self.open_for = d;
+        self
+    }
+
+    /// The longest a half-open probe may take; also the TTL of the probe permit (default 30 s).
+    pub fn probe_timeout(mut self, d: Duration) -> Self {
+        self.probe_timeout = d;
+        self
+    }
+
+    /// The `retry_after` of a call refused because another replica's probe is out (default
+    /// 1 s, as the local breaker's).
+    pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
+        self.half_open_retry_hint = d;
+        self
+    }
+
+    /// How long breaker state lingers without activity: the failure counter's TTL, and how
+    /// long half-open is remembered after open-until (default 10 min; then it reads closed).
+    pub fn state_ttl(mut self, d: Duration) -> Self {
+        self.state_ttl = d;
+        self
+    }
+
+    /// The staleness bound in calls: at most this many admissions from the cached view per
+    /// state read (default 32; see the module docs).
+    pub fn lease_calls(mut self, n: u64) -> Self {
+        self.lease_calls = n;
+        self
+    }
+
+    /// The staleness bound in time: the cached view admits for at most this long after the
+    /// last state read was sent (default 100 ms).
+    pub fn lease_ttl(mut self, d: Duration) -> Self {
+        self.lease_ttl = d;
+        self
+    }
+
+    /// Overrides what failures of `kind` do (as in `ripcord_resilience::BreakerBuilder::kind`).
+    pub fn kind(mut self, kind: ErrorKind, action: KindAction) -> Self {
+        self.kinds.insert(kind, action);
+        self
+    }
+
+    /// Reports this replica's view of the shared breaker's transitions.
+    pub fn listener(mut self, listener: Arc<dyn BreakerListener>) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// The policy's settings as a `BreakerLayer` (what counts, probe limits, the listener).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` naming the setting when the config cannot work.
+    pub fn layer(&self) -> Result<BreakerLayer> {
+        self.validate()?;
+        let mut b = BreakerLayer::builder()
+            .consecutive_failures(self.consecutive_failures)
+            .open_for(self.open_for)
+            .probe_timeout(self.probe_timeout)
+            .half_open_retry_hint(self.half_open_retry_hint);
+        for (k, a) in &self.kinds {
+            b = b.kind(*k, *a);
+        }
+        if let Some(l) = &self.listener {
+            b = b.listener(Arc::clone(l));
+        }
+        b.build().map_err(Error::from)
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        let bad = |s, r| Err(config_error("shared_breaker", s, r));
+        if self.consecutive_failures == 0 {
+            return bad("consecutive_failures", "must be at least 1");
+        }
+        for (name, d) in [
+            ("open_for", self.open_for),
+            ("probe_timeout", self.probe_timeout),
+            ("half_open_retry_hint", self.half_open_retry_hint),
+            ("state_ttl", self.state_ttl),
+            ("lease_ttl", self.lease_ttl),
+        ] {
+            if d < Duration::from_millis(1) {
+                return bad(name, "must be at least 1 ms");
+            }
+        }
+        if self.lease_calls == 0 {
+            return bad("lease_calls", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// `ripcord_resilience::Breaker` over a [`RedisBreakerStore`] for `inner`'s link.
+///
+/// # Errors
+///
+/// `InvalidRequest` naming the setting when the config cannot work.
+pub fn shared_breaker<M: ChatModel>(
+    inner: M,
+    state: RedisState,
+    config: SharedBreakerConfig,
+) -> Result<Breaker<M>> {
+    let layer = config.layer()?;
+    let store = RedisBreakerStore::new(&inner.id().name, state, &config, &layer)?;
+    Ok(Breaker::with_store(inner, layer, store))
+}
+
+/// A shared breaker: the resilience crate's breaker over the Redis store.
+pub type SharedBreaker<M> = Breaker<M>;
+
+pub(super) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(super) fn dur(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}

@@ -83,6 +83,8 @@ enum Report {
     Reset,
     /// Answers once everything queued before it has been sent and applied.
     Sync(oneshot::Sender<bool>),
+    /// Reads the shared state back (renews the lease before it runs out).
+    Refresh,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +157,17 @@ impl Lease {
         sent != u64::MAX && self.now_ms().saturating_sub(sent) <= ttl_ms
     }
 
+    /// Whether half the lease's calls or time are spent.
+    fn half_spent(&self, calls: u64, ttl_ms: u64) -> bool {
+        let sent = self.sent_ms.load(Ordering::Acquire);
+        let used = self.admitted.load(Ordering::Acquire)
+            - self
+                .base
+                .load(Ordering::Acquire)
+                .min(self.admitted.load(Ordering::Acquire));
+        used * 2 >= calls || self.now_ms().saturating_sub(sent) * 2 >= ttl_ms
+    }
+
     /// Takes one admission from the lease, if it still has one.
     fn take(&self, calls: u64, ttl_ms: u64) -> bool {
         if !self.fresh(ttl_ms) {
@@ -182,6 +195,13 @@ struct Inner {
     lease: Lease,
     /// Reports that could not be queued (the queue was full): counted on the view only.
     unqueued: AtomicU64,
+    /// The shared failure count at the last read; with `queued_fails` (failures queued and
+    /// not yet sent) it says whether a success would change anything in Redis. While both are
+    /// zero a success is not sent.
+    fails: AtomicU64,
+    queued_fails: AtomicU64,
+    /// A refresh is queued or running.
+    refreshing: AtomicBool,
 }
 
 impl Inner {
@@ -206,7 +226,11 @@ impl Inner {
     /// Moves the cached view to the shared state a script read back.
     fn apply(&self, (code, value): (i64, i64), cause: Option<ErrorKind>) {
         match code {
-            0 => self.view.mirror_closed(),
+            0 => {
+                self.fails
+                    .store(u64::try_from(value).unwrap_or(0), Ordering::Release);
+                self.view.mirror_closed();
+            }
             1 => {
                 let open_for = dur(value);
                 // Moved only when it differs: a re-read of the same trip is not a new one.
@@ -294,6 +318,9 @@ impl RedisBreakerStore {
                     epoch: std::time::Instant::now(),
                 },
                 unqueued: AtomicU64::new(0),
+                fails: AtomicU64::new(0),
+                queued_fails: AtomicU64::new(0),
+                refreshing: AtomicBool::new(false),
             }),
             tx,
             rx: Mutex::new(Some(rx)),
@@ -364,6 +391,7 @@ async fn report_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Report>) {
     let mut cause = None;
     let mut waiting: Vec<oneshot::Sender<bool>> = Vec::new();
     let mut pending = Vec::with_capacity(256);
+    let mut batch_fails = 0u64;
     while rx.recv_many(&mut pending, 256).await > 0 {
         let mut ok = true;
         for report in pending.drain(..) {
@@ -371,11 +399,12 @@ async fn report_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Report>) {
                 Report::Outcome(code, kind) => {
                     if kind.is_some() {
                         cause = kind;
+                        batch_fails += 1;
                     }
                     code.push(&mut batch);
                 }
                 other => {
-                    ok &= flush(&inner, &mut batch, &mut cause, false).await;
+                    ok &= flush(&inner, &mut batch, &mut cause, false, &mut batch_fails).await;
                     match other {
                         Report::Probe { token, code } => {
                             let mut payload = String::new();
@@ -406,10 +435,16 @@ async fn report_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Report>) {
                                 None => ok = false,
                             }
                         }
+                        Report::Refresh => {
+                            ok &=
+                                flush(&inner, &mut batch, &mut cause, true, &mut batch_fails).await;
+                            inner.refreshing.store(false, Ordering::Release);
+                        }
                         Report::Sync(tx) => {
                             // A sync also reads the shared state back, with or without
                             // outcomes to send.
-                            ok &= flush(&inner, &mut batch, &mut cause, true).await;
+                            ok &=
+                                flush(&inner, &mut batch, &mut cause, true, &mut batch_fails).await;
                             waiting.push(tx);
                         }
                         Report::Outcome(..) => {}
@@ -417,7 +452,7 @@ async fn report_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Report>) {
                 }
             }
         }
-        ok &= flush(&inner, &mut batch, &mut cause, false).await;
+        ok &= flush(&inner, &mut batch, &mut cause, false, &mut batch_fails).await;
         for tx in waiting.drain(..) {
             let _ = tx.send(ok);
         }
@@ -430,6 +465,7 @@ async fn flush(
     batch: &mut String,
     cause: &mut Option<ErrorKind>,
     read: bool,
+    batch_fails: &mut u64,
 ) -> bool {
     if batch.is_empty() && !read {
         return true;
@@ -437,14 +473,19 @@ async fn flush(
     let mark = inner.lease.mark();
     let reply = inner.eval(&inner.scripts.report, "", batch).await;
     batch.clear();
-    match reply {
+    let ok = match reply {
         Some(r) => {
             inner.lease.renew(mark);
             inner.apply(r, cause.take());
             true
         }
         None => false,
-    }
+    };
+    // Sent (read back above), or lost with Redis (the view takes over): no longer queued.
+    inner
+        .queued_fails
+        .fetch_sub(std::mem::take(batch_fails), Ordering::AcqRel);
+    ok
 }
 
 #[async_trait]
@@ -460,6 +501,16 @@ impl BreakerStore for RedisBreakerStore {
         }
         if inner.view.is_closed() {
             if inner.lease.take(inner.lease_calls, inner.lease_ttl_ms) {
+                // Past half the lease: renew it in the background, so a steady stream of
+                // calls never runs into its end.
+                if inner
+                    .lease
+                    .half_spent(inner.lease_calls, inner.lease_ttl_ms)
+                    && !inner.refreshing.swap(true, Ordering::AcqRel)
+                    && !self.send(Report::Refresh)
+                {
+                    inner.refreshing.store(false, Ordering::Release);
+                }
                 return inner.view.try_admit();
             }
             return StoreAdmit::Ask;
@@ -541,6 +592,16 @@ impl BreakerStore for RedisBreakerStore {
             return;
         }
         inner.view.count(outcome);
+        if outcome == Outcome::Success
+            && inner.queued_fails.load(Ordering::Acquire) == 0
+            && inner.fails.load(Ordering::Acquire) == 0
+        {
+            // Nothing to reset in Redis.
+            return;
+        }
+        if matches!(outcome, Outcome::Failure { .. }) {
+            inner.queued_fails.fetch_add(1, Ordering::AcqRel);
+        }
         let kind = match outcome {
             Outcome::Failure { kind, .. } => Some(kind),
             _ => None,

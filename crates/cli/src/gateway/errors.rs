@@ -13,12 +13,18 @@
 //!   text included) go to the server log and spans. `[server] expose_errors = true` puts the
 //!   full detail back in the body (for development).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ripcord_core::{Error, ErrorKind};
 use serde_json::json;
+
+use super::error_response;
+use super::shed::{self, Shed};
+use super::wire::WireError;
+use crate::routing;
 
 /// `Retry-After` in whole seconds (rounded up, as clients wait at least that long) and
 /// `retry-after-ms`, which OpenAI's SDKs read first.
@@ -126,6 +132,75 @@ pub(crate) fn public_message(e: &Error) -> &'static str {
         ErrorKind::Cancelled => "The request was cancelled.",
         _ => "The AI service failed to answer.",
     }
+}
+
+/// The wire error of a failed call: a refusal by the caller's own key limits is OpenAI's
+/// `rate_limit_exceeded`; anything else is mapped by kind.
+///
+/// The full error (links, models, vendor messages) goes to the server log with the request
+/// id; the client gets general words and the request id unless `expose_errors` is on.
+pub(super) fn call_error(e: &Error, reply: &Reply) -> WireError {
+    tracing::warn!(
+        target: "ripcord::gateway",
+        request_id = &*reply.id,
+        error.type = e.kind().as_str(),
+        error = %e,
+        "call failed"
+    );
+    let own_limit = e.kind() == ErrorKind::LocalRateLimited
+        && e.provider()
+            .is_some_and(|p| p.starts_with(routing::KeyScope::PREFIX));
+    let (mut w, general) = if own_limit {
+        let which = if e.to_string().contains("tokens-per-minute") {
+            "tokens"
+        } else {
+            "requests"
+        };
+        let general = format!("Rate limit reached for this gateway key on {which} per minute");
+        let mut w = WireError::new(429, which, "rate_limit_exceeded", "");
+        w.retry_after = e.retry_after();
+        (w, general)
+    } else {
+        (WireError::from_error(e), public_message(e).to_owned())
+    };
+    let text = if reply.expose {
+        format!("{general}: {e}")
+    } else {
+        general
+    };
+    w.set_message(format!("{text} (request id: {})", reply.id));
+    w.no_retry = !should_retry(e.kind());
+    w
+}
+
+/// How a call's errors are told to its client: its request id, and whether the full detail
+/// may be shown (`[server] expose_errors`).
+#[derive(Debug, Clone)]
+pub(super) struct Reply {
+    pub(super) id: Arc<str>,
+    pub(super) expose: bool,
+}
+
+/// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`.
+pub(super) fn shed_response(why: Shed, route: Option<HeaderValue>, reply: &Reply) -> Response {
+    let message = match why {
+        Shed::QueueFull => "The gateway is at capacity for this model; please retry shortly.",
+        Shed::Deadline => {
+            "The gateway had no free slot for this model before the request's deadline; please retry shortly."
+        }
+    };
+    let mut w = WireError::new(
+        503,
+        "server_error",
+        "server_overloaded",
+        format!("{message} (request id: {})", reply.id),
+    );
+    w.retry_after = Some(shed::SHED_RETRY_AFTER);
+    let mut resp = error_response(w, None);
+    if let Some(v) = route {
+        resp.headers_mut().insert("x-ripcord-route", v);
+    }
+    resp
 }
 
 #[cfg(test)]

@@ -88,12 +88,12 @@ pub(crate) async fn front(
     let path = parts.uri.path().to_owned();
     let method = parts.method.clone();
     let resp = match admit(&state, &mut parts, &path, &id) {
-        Err(refused) => refused,
+        Err(refused) => *refused,
         Ok(()) => {
             let body = if parts.method == Method::POST {
                 match read_body(&state, &parts.headers, body, &path, &id).await {
                     Ok(b) => b,
-                    Err(refused) => return finish(refused, &method, &path, &id, started),
+                    Err(refused) => return finish(*refused, &method, &path, &id, started),
                 }
             } else {
                 body
@@ -112,19 +112,19 @@ fn admit(
     parts: &mut axum::http::request::Parts,
     path: &str,
     id: &str,
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     if state.keys.is_empty()
         && let Some(host) = parts.headers.get(header::HOST)
         && !host.to_str().is_ok_and(loopback_host)
     {
-        return Err(refusal(
+        return Err(Box::new(refusal(
             path,
             403,
             "host_not_allowed",
             "this keyless gateway only answers requests addressed to a loopback host",
             Some(id),
             None,
-        ));
+        )));
     }
     if !open_path(path) {
         match state.key_index(&parts.headers) {
@@ -132,26 +132,26 @@ fn admit(
                 parts.extensions.insert(Authed(k));
             }
             None => {
-                return Err(refusal(
+                return Err(Box::new(refusal(
                     path,
                     401,
                     "invalid_api_key",
                     "missing or invalid gateway key (send `Authorization: Bearer <key>` or `x-api-key`)",
                     Some(id),
                     None,
-                ));
+                )));
             }
         }
     }
     if parts.method == Method::POST && !is_json(&parts.headers) {
-        return Err(refusal(
+        return Err(Box::new(refusal(
             path,
             415,
             "unsupported_media_type",
             "send the request body as JSON with `Content-Type: application/json`",
             Some(id),
             None,
-        ));
+        )));
     }
     Ok(())
 }
@@ -163,7 +163,7 @@ async fn read_body(
     body: Body,
     path: &str,
     id: &str,
-) -> Result<Body, Response> {
+) -> Result<Body, Box<Response>> {
     let limit = state.max_body_bytes;
     let too_large = || {
         refusal(
@@ -179,8 +179,8 @@ async fn read_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
+    if declared.is_some_and(|n| usize::try_from(n).map_or(true, |n| n > limit)) {
+        return Err(Box::new(too_large()));
     }
     match tokio::time::timeout(state.server.body_timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(Body::from(bytes)),
@@ -188,26 +188,26 @@ async fn read_body(
             let over = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
             if over {
-                Err(too_large())
+                Err(Box::new(too_large()))
             } else {
-                Err(refusal(
+                Err(Box::new(refusal(
                     path,
                     400,
                     "invalid_request",
                     "the request body could not be read",
                     Some(id),
                     None,
-                ))
+                )))
             }
         }
-        Err(_) => Err(refusal(
+        Err(_) => Err(Box::new(refusal(
             path,
             408,
             "request_timeout",
             "the request body did not arrive in time",
             Some(id),
             None,
-        )),
+        ))),
     }
 }
 

@@ -70,10 +70,10 @@ use ripcord_core::{
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
-use errors::set_retry_after;
+use errors::{Reply, call_error, set_retry_after, shed_response};
 use front::{Authed, RequestId};
 use ripcord_telemetry::PrometheusExport;
-use shed::{Admission, Shed};
+use shed::Admission;
 use wire::{ChunkWriter, WireError, WireRequest};
 
 use crate::build::Built;
@@ -441,56 +441,6 @@ fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
     resp
 }
 
-/// The wire error of a failed call: a refusal by the caller's own key limits is OpenAI's
-/// `rate_limit_exceeded`; anything else is mapped by kind.
-///
-/// The full error (links, models, vendor messages) goes to the server log with the request
-/// id; the client gets general words and the request id unless `expose_errors` is on.
-fn call_error(e: &Error, reply: &Reply) -> WireError {
-    tracing::warn!(
-        target: "ripcord::gateway",
-        request_id = &*reply.id,
-        error.type = e.kind().as_str(),
-        error = %e,
-        "call failed"
-    );
-    let own_limit = e.kind() == ErrorKind::LocalRateLimited
-        && e.provider()
-            .is_some_and(|p| p.starts_with(routing::KeyScope::PREFIX));
-    let (mut w, general) = if own_limit {
-        let which = if e.to_string().contains("tokens-per-minute") {
-            "tokens"
-        } else {
-            "requests"
-        };
-        let general = format!("Rate limit reached for this gateway key on {which} per minute");
-        let mut w = WireError::new(429, which, "rate_limit_exceeded", "");
-        w.retry_after = e.retry_after();
-        (w, general)
-    } else {
-        (
-            WireError::from_error(e),
-            errors::public_message(e).to_owned(),
-        )
-    };
-    let text = if reply.expose {
-        format!("{general}: {e}")
-    } else {
-        general
-    };
-    w.set_message(format!("{text} (request id: {})", reply.id));
-    w.no_retry = !errors::should_retry(e.kind());
-    w
-}
-
-/// How a call's errors are told to its client: its request id, and whether the full detail
-/// may be shown (`[server] expose_errors`).
-#[derive(Debug, Clone)]
-struct Reply {
-    id: Arc<str>,
-    expose: bool,
-}
-
 /// The provenance of a failed call, for its headers: no link served, degraded, and every
 /// attempt the error carries.
 fn failed_provenance(e: &Error) -> Provenance {
@@ -579,9 +529,26 @@ async fn chat_completions(
     State(state): State<Arc<GatewayState>>,
     Extension(authed): Extension<Authed>,
     Extension(RequestId(id)): Extension<RequestId>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: axum::extract::Request,
 ) -> Response {
+    // The head is taken apart, not cloned (axum's `HeaderMap` extractor copies every header);
+    // the front door has already read the body under its limits, so this is a hand-over.
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error_response(
+                WireError::new(
+                    400,
+                    "invalid_request_error",
+                    "invalid_request",
+                    "the request body could not be read",
+                ),
+                None,
+            );
+        }
+    };
     let caller = state.caller(authed);
     let reply = Reply {
         id,
@@ -955,26 +922,4 @@ async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
         StatusCode::OK
     };
     (status, axum::Json(view)).into_response()
-}
-
-/// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`.
-fn shed_response(why: Shed, route: Option<HeaderValue>, reply: &Reply) -> Response {
-    let message = match why {
-        Shed::QueueFull => "The gateway is at capacity for this model; please retry shortly.",
-        Shed::Deadline => {
-            "The gateway had no free slot for this model before the request's deadline; please retry shortly."
-        }
-    };
-    let mut w = WireError::new(
-        503,
-        "server_error",
-        "server_overloaded",
-        format!("{message} (request id: {})", reply.id),
-    );
-    w.retry_after = Some(shed::SHED_RETRY_AFTER);
-    let mut resp = error_response(w, None);
-    if let Some(v) = route {
-        resp.headers_mut().insert("x-ripcord-route", v);
-    }
-    resp
 }

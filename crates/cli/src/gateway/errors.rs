@@ -160,6 +160,9 @@ pub(super) fn call_error(e: &Error, reply: &Reply) -> WireError {
         let mut w = WireError::new(429, which, "rate_limit_exceeded", "");
         w.retry_after = e.retry_after();
         (w, general)
+    } else if e.kind() == ErrorKind::BudgetExhausted {
+        // The caller's own account, which it may know about (no link or vendor in it).
+        (WireError::from_error(e), e.message().to_owned())
     } else {
         (WireError::from_error(e), public_message(e).to_owned())
     };

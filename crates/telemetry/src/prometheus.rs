@@ -47,7 +47,10 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 ///
 /// # Examples
 ///
-/// ```
+/// (A crate of its own: `tracing` caches per call site whether anyone listens, and other
+/// doctests in the same process would decide that for this one.)
+///
+/// ```standalone_crate
 /// use ripcord_telemetry::PrometheusExport;
 /// use tracing_subscriber::layer::SubscriberExt;
 ///
@@ -58,7 +61,8 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 ///     tracing::info!(target: "ripcord", link = "primary", from = "closed", to = "open", "ripcord.breaker_transition");
 /// });
 /// let text = export.render()?;
-/// assert!(text.contains("ripcord_breaker_transitions_total{ripcord_link=\"primary\",from=\"closed\",to=\"open\"} 1"));
+/// // OpenTelemetry keeps attributes sorted by key.
+/// assert!(text.contains("ripcord_breaker_transitions_total{from=\"closed\",ripcord_link=\"primary\",to=\"open\"} 1"), "{text}");
 /// # Ok::<(), std::fmt::Error>(())
 /// ```
 #[derive(Clone, Default)]

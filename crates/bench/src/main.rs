@@ -380,6 +380,33 @@ fn bench(args: &Args) -> Result<(), String> {
             ));
         }
     }
+    // The gateway's cost per request, against the SDK's wire sent straight to the upstream.
+    if let Some(g) = get("gateway") {
+        if let Some(r) = g.p50_ratio {
+            goals.push(Target {
+                what: "gateway p50 / SDK wire straight to the upstream p50 at c=1".into(),
+                value: r,
+                bound: "<= 1.5".into(),
+                met: r <= 1.5,
+            });
+        }
+        if let Some(r) = g.rps_ratio {
+            goals.push(Target {
+                what: "gateway rps / SDK wire straight to the upstream rps at c=64".into(),
+                value: r,
+                bound: ">= 0.6".into(),
+                met: r >= 0.6,
+            });
+        }
+        if let Some((_, cpu)) = g.c64.cpu_us_children.iter().find(|(n, _)| n == "gateway") {
+            goals.push(Target {
+                what: "gateway process CPU per request at c=64 (µs)".into(),
+                value: *cpu,
+                bound: "<= 40".into(),
+                met: *cpu <= 40.0,
+            });
+        }
+    }
     if let Some(k) = get("gateway_keepalive") {
         let stalled = k.c1.p50_us > 20_000.0;
         goals.push(Target {

@@ -282,7 +282,7 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> bool) -> String {
         let _ = writeln!(
             out,
             "  [{}] {}: {:.4} (target {})",
-            if t.met { "met " } else { "MISS" },
+            if t.met { "met " } else { "miss" },
             t.what,
             t.value,
             t.bound
@@ -364,7 +364,7 @@ pub(crate) fn render_local(out: &mut String, l: &LocalSection) {
         let _ = writeln!(
             out,
             "  [{}] {}: {:.3}x (target {})",
-            if t.met { "met " } else { "MISS" },
+            if t.met { "met " } else { "miss" },
             t.what,
             t.value,
             t.bound

@@ -39,8 +39,9 @@ use ripcord_providers::{
     Timeouts, compat,
 };
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, BudgetLayer, BulkheadLayer, ChatModelExt, HealthHandle,
-    HealthLayer, HealthStatus, ProbeLayer, Prober, RateLimitLayer, RedactLayer, RetryLayer,
+    BreakerLayer, BreakerListener, BreakerState, BudgetLayer, BulkheadLayer, ChatModelExt,
+    HealthHandle, HealthLayer, HealthStatus, ProbeLayer, Prober, RateLimitLayer, RedactLayer,
+    RetryLayer,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -161,7 +162,19 @@ impl Built {
                 json!({"route": r.name, "aliases": r.aliases, "status": status, "links": per_link})
             })
             .collect();
-        json!({"status": "ready", "links": links, "routes": routes, "state": self.state_report()})
+        // Not ready when every link of every route is refused by its open breaker: nothing
+        // this process could call would be tried.
+        let all_open = self.routes.iter().all(|r| {
+            r.links.iter().all(|name| {
+                snapshots
+                    .iter()
+                    .find(|s| &*s.link == name.as_str())
+                    .and_then(|s| s.breaker.as_ref())
+                    .is_some_and(|b| b.state == BreakerState::Open)
+            })
+        }) && self.routes.iter().any(|r| !r.links.is_empty());
+        let status = if all_open { "unavailable" } else { "ready" };
+        json!({"status": status, "links": links, "routes": routes, "state": self.state_report()})
     }
 
     /// The model for route number `index` (what `ripcord chat --route` calls): the shared

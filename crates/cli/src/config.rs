@@ -627,6 +627,108 @@ pub struct ServerConfig {
     /// Gateway keys bound to tenants.
     #[serde(default)]
     pub keys: Vec<KeyConfig>,
+    /// Longest wait for a request's header block, in ms (default 10 000).
+    #[serde(default)]
+    pub header_timeout_ms: Option<u64>,
+    /// Longest wait for a request's whole body, in ms (default 30 000).
+    #[serde(default)]
+    pub body_timeout_ms: Option<u64>,
+    /// How long an idle keep-alive connection is kept open, in ms (default 60 000).
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    /// Most connections open at once (default 1024); more wait in the listen backlog.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// On shutdown, how long in-flight requests may finish before they are cut, in ms
+    /// (default 30 000).
+    #[serde(default)]
+    pub shutdown_grace_ms: Option<u64>,
+    /// Chat calls served at once per route (default 256).
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    /// Chat calls waiting for a slot per route (default 256); beyond it, an immediate 503.
+    #[serde(default)]
+    pub max_queue: Option<usize>,
+    /// Put the full failure detail (links, models, vendor messages) in client-facing errors.
+    #[serde(default)]
+    pub expose_errors: bool,
+    /// Serve `GET /metrics` on this address instead of the gateway's port.
+    #[serde(default)]
+    pub metrics_listen: Option<Spanned<String>>,
+}
+
+/// The resolved `[server]` limits of the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Longest wait for a request's header block.
+    pub header_timeout: std::time::Duration,
+    /// Longest wait for a request's whole body.
+    pub body_timeout: std::time::Duration,
+    /// How long an idle keep-alive connection is kept.
+    pub idle_timeout: std::time::Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// The drain deadline on shutdown.
+    pub shutdown_grace: std::time::Duration,
+    /// Chat calls served at once per route.
+    pub max_concurrency: usize,
+    /// Chat calls waiting for a slot per route.
+    pub max_queue: usize,
+    /// Full failure detail in client-facing errors.
+    pub expose_errors: bool,
+    /// A separate address for `GET /metrics`.
+    pub metrics_listen: Option<String>,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        use std::time::Duration;
+        ServerSettings {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(30),
+            max_concurrency: 256,
+            max_queue: 256,
+            expose_errors: false,
+            metrics_listen: None,
+        }
+    }
+}
+
+fn resolve_server(cx: &Ctx<'_>, raw: &ServerConfig) -> Result<ServerSettings, ConfigError> {
+    use std::time::Duration;
+    let d = ServerSettings::default();
+    let ms = |v: Option<u64>, key: &str, default: Duration| match v {
+        None => Ok(default),
+        Some(0) => Err(cx.err(
+            None,
+            &format!("server.{key}"),
+            "must be at least 1 (milliseconds)",
+        )),
+        Some(n) => Ok(Duration::from_millis(n)),
+    };
+    let count = |v: Option<usize>, key: &str, default: usize, min: usize| match v {
+        None => Ok(default),
+        Some(n) if n < min => Err(cx.err(
+            None,
+            &format!("server.{key}"),
+            format!("must be at least {min}"),
+        )),
+        Some(n) => Ok(n),
+    };
+    Ok(ServerSettings {
+        header_timeout: ms(raw.header_timeout_ms, "header_timeout_ms", d.header_timeout)?,
+        body_timeout: ms(raw.body_timeout_ms, "body_timeout_ms", d.body_timeout)?,
+        idle_timeout: ms(raw.idle_timeout_ms, "idle_timeout_ms", d.idle_timeout)?,
+        max_connections: count(raw.max_connections, "max_connections", d.max_connections, 1)?,
+        shutdown_grace: ms(raw.shutdown_grace_ms, "shutdown_grace_ms", d.shutdown_grace)?,
+        max_concurrency: count(raw.max_concurrency, "max_concurrency", d.max_concurrency, 1)?,
+        max_queue: count(raw.max_queue, "max_queue", d.max_queue, 0)?,
+        expose_errors: raw.expose_errors,
+        metrics_listen: cx.opt(&raw.metrics_listen, "server.metrics_listen")?,
+    })
 }
 
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
@@ -1001,6 +1103,8 @@ pub struct Config {
     pub gateway_keys: Vec<GatewayKey>,
     /// Largest gateway request body.
     pub max_body_bytes: usize,
+    /// The gateway's connection, timeout, shedding and error-detail settings.
+    pub server: ServerSettings,
     /// Redaction before cloud calls, when configured.
     pub redaction: Option<RedactionConfig>,
     /// Embedding providers (resolved) and their model, when configured.
@@ -1284,6 +1388,7 @@ fn resolve(cx: &Ctx<'_>, raw: RawConfig, lenient_keys: bool) -> Result<Config, C
         listen: cx.opt(&raw.server.listen, "server.listen")?,
         gateway_keys,
         max_body_bytes: raw.server.max_body_bytes.unwrap_or(1 << 20),
+        server: resolve_server(cx, &raw.server)?,
         notes,
     })
 }

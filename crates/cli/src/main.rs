@@ -229,8 +229,17 @@ async fn run(cli: Cli) -> ExitCode {
             listen,
             otlp,
         } => {
-            let (cfg, built, _telemetry) = match prepare(config.as_deref(), otlp.as_deref()) {
-                Ok(p) => p,
+            let cfg = match load(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            // Metrics for `/metrics` always; over OTLP too when asked. Started before the
+            // chain is built so build-time events are recorded.
+            let export = ripcord_telemetry::PrometheusExport::new();
+            let _telemetry =
+                ripcord_cli::telemetry::init_serve(otlp.as_deref(), Some(&cfg), &export);
+            let built = match build_chain(&cfg) {
+                Ok(b) => b,
                 Err(code) => return code,
             };
             let listen = listen
@@ -258,7 +267,31 @@ async fn run(cli: Cli) -> ExitCode {
             };
             let local = listener.local_addr().map_or(addr, |a| a);
             announce_state(&cfg, &built).await;
-            let state = gateway::GatewayState::from_built(&cfg, &built);
+            let mut state = gateway::GatewayState::from_built(&cfg, &built);
+            state.metrics = Some(export.clone());
+            let metrics_listener = match &cfg.server.metrics_listen {
+                None => None,
+                Some(m) => {
+                    let bound = match m.parse::<std::net::SocketAddr>() {
+                        Ok(a) => tokio::net::TcpListener::bind(a)
+                            .await
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(format!("not an address like 127.0.0.1:9090: {e}")),
+                    };
+                    match bound {
+                        Ok(l) => {
+                            if let Ok(a) = l.local_addr() {
+                                eprintln!("ripcord: metrics on http://{a}/metrics");
+                            }
+                            Some(l)
+                        }
+                        Err(e) => {
+                            eprintln!("ripcord: [server] metrics_listen {m:?}: {e}");
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+            };
             if cfg.any_model {
                 eprintln!(
                     "ripcord: serving on http://{local} ({} links)",
@@ -272,7 +305,30 @@ async fn run(cli: Cli) -> ExitCode {
                     cfg.model_names().join(", ")
                 );
             }
-            match gateway::serve(listener, Arc::new(state), shutdown_signal()).await {
+            let limits = gateway::ServeLimits {
+                header_timeout: cfg.server.header_timeout,
+                idle_timeout: cfg.server.idle_timeout,
+                max_connections: cfg.server.max_connections,
+                shutdown_grace: cfg.server.shutdown_grace,
+            };
+            let serving = gateway::serve(listener, Arc::new(state), shutdown_signal());
+            let served = match metrics_listener {
+                None => serving.await,
+                Some(l) => {
+                    let metrics = gateway::serve_router(
+                        l,
+                        gateway::metrics_router(export),
+                        limits,
+                        std::future::pending(),
+                    );
+                    // The metrics listener lives as long as the gateway.
+                    tokio::select! {
+                        r = serving => r,
+                        r = metrics => r,
+                    }
+                }
+            };
+            match served {
                 Ok(()) => {
                     eprintln!("ripcord: stopped");
                     ExitCode::SUCCESS

@@ -57,10 +57,73 @@ pub fn protocol_for(
     })
 }
 
+/// What `ripcord serve` keeps alive for its telemetry.
+#[derive(Debug)]
+pub enum ServeTelemetry {
+    /// OTLP export (metrics also readable at `/metrics`).
+    Otlp(TelemetryGuard),
+    /// Metrics for `/metrics` only.
+    Local(ripcord_telemetry::prometheus::LocalGuard),
+    /// Nothing could be installed (said on stderr).
+    None,
+}
+
+/// Telemetry for `ripcord serve`: the metrics always feed `export` (the gateway's
+/// `/metrics`), over the same instruments as the OTLP export when `endpoint` is given; the
+/// server log (access lines, failures in full, retries and fallbacks) goes to stderr, scrubbed
+/// of the configured keys.
+#[allow(clippy::print_stderr)] // the CLI's own diagnostics
+pub fn init_serve(
+    endpoint: Option<&str>,
+    config: Option<&Config>,
+    export: &ripcord_telemetry::PrometheusExport,
+) -> ServeTelemetry {
+    let secrets: Vec<String> = config
+        .map(|c| {
+            c.chain
+                .iter()
+                .filter_map(|p| p.api_key.as_ref())
+                .chain(c.gateway_keys.iter().map(|k| &k.secret))
+                .map(|k| k.expose_secret().to_owned())
+                .filter(|k| !k.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(endpoint) = endpoint {
+        return match init_with(endpoint, config, |b| {
+            b.prometheus(export).log_to_stderr(true)
+        }) {
+            Some(g) => ServeTelemetry::Otlp(g),
+            None => ServeTelemetry::None,
+        };
+    }
+    match ripcord_telemetry::prometheus::install_local(
+        export,
+        ripcord_telemetry::Redactor::new(secrets),
+        ripcord_telemetry::DEFAULT_FILTER,
+        true,
+    ) {
+        Ok(g) => ServeTelemetry::Local(g),
+        Err(e) => {
+            eprintln!("ripcord: metrics disabled: {e}");
+            ServeTelemetry::None
+        }
+    }
+}
+
 /// Installs telemetry for the process; returns the guard that flushes on drop. Failures are
 /// reported on stderr and the run continues without export.
 #[allow(clippy::print_stderr)] // the CLI's own diagnostics
 pub fn init(endpoint: &str, config: Option<&Config>) -> Option<TelemetryGuard> {
+    init_with(endpoint, config, |b| b)
+}
+
+#[allow(clippy::print_stderr)] // the CLI's own diagnostics
+fn init_with(
+    endpoint: &str,
+    config: Option<&Config>,
+    extra: impl FnOnce(ripcord_telemetry::TelemetryBuilder) -> ripcord_telemetry::TelemetryBuilder,
+) -> Option<TelemetryGuard> {
     let protocol = match protocol_for(endpoint, |v| std::env::var(v).ok()) {
         Ok(p) => p,
         Err(why) => {
@@ -82,7 +145,12 @@ pub fn init(endpoint: &str, config: Option<&Config>) -> Option<TelemetryGuard> {
             }
         }
     }
-    match b.install() {
+    if let Some(c) = config {
+        for k in &c.gateway_keys {
+            b = b.redact(k.secret.expose_secret().to_owned());
+        }
+    }
+    match extra(b).install() {
         Ok(guard) => Some(guard),
         Err(e) => {
             tracing::warn!(error = %e, "telemetry export disabled");

@@ -456,3 +456,42 @@ fn local_onnx_variant_and_threads_are_read_and_checked() {
     assert_eq!(e.key.as_deref(), Some("threads"));
     assert!(e.message.contains("is a local-onnx setting"), "{e}");
 }
+
+#[test]
+fn server_limits_default_and_resolve() {
+    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
+    let c = config::parse("ripcord.toml", GOOD, &env(vars)).unwrap();
+    assert_eq!(c.server, config::ServerSettings::default());
+    assert_eq!(c.server.header_timeout, std::time::Duration::from_secs(10));
+    assert_eq!(c.server.shutdown_grace, std::time::Duration::from_secs(30));
+    let text = format!(
+        "{GOOD}\n[server]\nheader_timeout_ms = 500\nbody_timeout_ms = 700\nidle_timeout_ms = 900\nmax_connections = 8\nshutdown_grace_ms = 1500\nmax_concurrency = 2\nmax_queue = 0\nexpose_errors = true\nmetrics_listen = \"127.0.0.1:9464\"\n"
+    );
+    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+    let s = &c.server;
+    assert_eq!(s.header_timeout.as_millis(), 500);
+    assert_eq!(s.body_timeout.as_millis(), 700);
+    assert_eq!(s.idle_timeout.as_millis(), 900);
+    assert_eq!(s.shutdown_grace.as_millis(), 1500);
+    assert_eq!(
+        (s.max_connections, s.max_concurrency, s.max_queue),
+        (8, 2, 0)
+    );
+    assert!(s.expose_errors);
+    assert_eq!(s.metrics_listen.as_deref(), Some("127.0.0.1:9464"));
+}
+
+#[test]
+fn server_limits_that_cannot_work_name_their_key() {
+    for (line, key) in [
+        ("max_concurrency = 0", "server.max_concurrency"),
+        ("max_connections = 0", "server.max_connections"),
+        ("header_timeout_ms = 0", "server.header_timeout_ms"),
+        ("shutdown_grace_ms = 0", "server.shutdown_grace_ms"),
+    ] {
+        let text = format!("{GOOD}\n[server]\n{line}\n");
+        let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.message.contains("at least 1"), "{e}");
+    }
+}

@@ -67,6 +67,7 @@ mod error;
 mod http_client;
 pub mod metrics;
 mod processor;
+pub mod prometheus;
 mod redact;
 mod report;
 
@@ -97,6 +98,7 @@ pub use config::{
 };
 pub use error::TelemetryError;
 pub use metrics::MetricsLayer;
+pub use prometheus::PrometheusExport;
 pub use redact::{REDACTED, RedactingLine, RedactingWriter, Redactor};
 pub use report::ExportFailure;
 
@@ -146,6 +148,7 @@ pub struct TelemetryBuilder {
     log_to_stderr: bool,
     span_processor: Option<Box<dyn SpanProcessor>>,
     metric_reader: Option<MetricReaderFn>,
+    prometheus: Option<PrometheusExport>,
     on_failure: Option<report::FailureHook>,
 }
 
@@ -167,6 +170,13 @@ impl fmt::Debug for TelemetryBuilder {
 }
 
 impl TelemetryBuilder {
+    /// Also exposes the metrics through `export` (a pull reader of the same instruments the
+    /// OTLP export reads; see [`PrometheusExport`]). Ignored with [`Self::without_metrics`].
+    pub fn prometheus(mut self, export: &PrometheusExport) -> Self {
+        self.prometheus = Some(export.clone());
+        self
+    }
+
     /// Sets `service.name` (default: `OTEL_SERVICE_NAME`, else `ripcord`).
     pub fn service_name(mut self, name: impl Into<String>) -> Self {
         self.code.service_name = Some(name.into());
@@ -415,6 +425,10 @@ impl TelemetryBuilder {
             None
         } else {
             let builder = SdkMeterProvider::builder().with_resource(resource);
+            let builder = match &self.prometheus {
+                Some(p) => p.attach(builder),
+                None => builder,
+            };
             let builder = match self.metric_reader {
                 Some(add) => add(builder, resolved.metric_interval),
                 None => {

@@ -117,7 +117,7 @@ pub(super) async fn messages(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(caller) = state.caller(&headers) else {
+    let Some(caller) = state.caller_from_headers(&headers) else {
         return unauthorized();
     };
     let wire = match messages_wire::parse_request(&body) {
@@ -219,7 +219,7 @@ pub(super) async fn count_tokens(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(caller) = state.caller(&headers) else {
+    let Some(caller) = state.caller_from_headers(&headers) else {
         return unauthorized();
     };
     let wire = match messages_wire::parse_request(&body) {

@@ -39,9 +39,17 @@
 //!   (`"ripcord": {"degraded": true, "attempts": "…"}`, the `x-ripcord-attempts` format); a `Restarted` event cannot be expressed on OpenAI's wire (a
 //!   client cannot un-show text), so the gateway ends the stream with an error there instead.
 
+mod errors;
+mod front;
 mod messages;
 mod messages_wire;
+mod metrics;
+mod server;
+mod shed;
 mod wire;
+
+pub use metrics::metrics_router;
+pub use server::{ServeLimits, serve_router};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,11 +58,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use futures::StreamExt;
 use ripcord_core::{
     ChatModel, ChatStream, Context, EmbeddingModel, EmbeddingRequest, Error, ErrorKind, Provenance,
@@ -63,10 +70,14 @@ use ripcord_core::{
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
+use errors::{Reply, call_error, set_retry_after, shed_response};
+use front::{Authed, RequestId};
+use ripcord_telemetry::PrometheusExport;
+use shed::Admission;
 use wire::{ChunkWriter, WireError, WireRequest};
 
 use crate::build::Built;
-use crate::config::{Config, GatewayKey};
+use crate::config::{Config, GatewayKey, ServerSettings};
 use crate::routing;
 
 /// Reports per-link health for `/readyz`.
@@ -126,8 +137,14 @@ pub struct GatewayState {
     pub readiness: Readiness,
     /// Model names listed by `/v1/models` when there are no routes.
     pub models: Vec<String>,
+    /// The source of `GET /metrics`, when the process exposes metrics.
+    pub metrics: Option<PrometheusExport>,
+    /// Timeouts, connection cap, shedding limits and error detail.
+    pub server: ServerSettings,
     keys: Vec<Key>,
     routes: Vec<GatewayRoute>,
+    /// One admission gate per route (one for a gateway without routes).
+    admissions: Vec<Admission>,
     ids: AtomicU64,
 }
 
@@ -167,10 +184,32 @@ impl GatewayState {
             max_body_bytes: 1 << 20,
             readiness: Arc::new(|| json!({"status": "ready"})),
             models: vec![name],
+            metrics: None,
+            server: ServerSettings::default(),
             keys: Vec::new(),
             routes: Vec::new(),
+            admissions: Vec::new(),
             ids: AtomicU64::new(0),
         }
+        .with_admissions()
+    }
+
+    /// Uses these server settings (and resets the admission gates to their limits).
+    pub fn set_server(&mut self, server: ServerSettings) {
+        self.server = server;
+        self.reset_admissions();
+    }
+
+    fn with_admissions(mut self) -> Self {
+        self.reset_admissions();
+        self
+    }
+
+    fn reset_admissions(&mut self) {
+        let n = self.routes.len().max(1);
+        self.admissions = (0..n)
+            .map(|_| Admission::new(self.server.max_concurrency, self.server.max_queue))
+            .collect();
     }
 
     /// The gateway of a resolved config and its built routes: every route, every key (with its
@@ -185,6 +224,7 @@ impl GatewayState {
             Duration::from_millis(r.spec.stream_max_ms)
         });
         state.max_body_bytes = cfg.max_body_bytes;
+        state.server = cfg.server.clone();
         let view = built.clone();
         state.readiness = Arc::new(move || view.readiness());
         if cfg.any_model {
@@ -207,6 +247,7 @@ impl GatewayState {
         for (i, k) in cfg.gateway_keys.iter().enumerate() {
             state.add_key(k, built.key_limits.get(i).cloned().flatten());
         }
+        state.reset_admissions();
         state
     }
 
@@ -230,6 +271,7 @@ impl GatewayState {
             .flat_map(|r| std::iter::once(r.name.clone()).chain(r.aliases.iter().cloned()))
             .collect();
         self.routes = routes;
+        self.reset_admissions();
     }
 
     fn next_id(&self) -> String {
@@ -239,10 +281,12 @@ impl GatewayState {
         )
     }
 
-    /// The caller, or `None` when the request does not carry an accepted key.
-    fn caller(&self, headers: &HeaderMap) -> Option<Caller<'_>> {
+    /// The index of the key the request carries (`Some(None)` on a keyless gateway), or `None`
+    /// when it carries no accepted key. The key is read from `Authorization: Bearer` or, for
+    /// Anthropic's SDKs, `x-api-key`.
+    fn key_index(&self, headers: &HeaderMap) -> Option<Option<usize>> {
         if self.keys.is_empty() {
-            return Some(Caller { key: None });
+            return Some(None);
         }
         // `Authorization: Bearer` (OpenAI clients), else `x-api-key` (Anthropic clients).
         let token = match headers.get(header::AUTHORIZATION) {
@@ -251,20 +295,40 @@ impl GatewayState {
                 if !scheme.eq_ignore_ascii_case("bearer") {
                     return None;
                 }
-                token
+                token.trim()
             }
-            None => headers.get("x-api-key")?.to_str().ok()?,
+            None => headers.get("x-api-key")?.to_str().ok()?.trim(),
         };
-        let digest = sha256(token.trim().as_bytes());
+        let digest = sha256(token.as_bytes());
         // Every key is compared (no early exit); distinct secrets are checked at start, so at
         // most one matches.
         let mut found = None;
-        for k in &self.keys {
+        for (i, k) in self.keys.iter().enumerate() {
             if digests_equal(&k.digest, &digest) {
-                found = Some(k);
+                found = Some(i);
             }
         }
-        found.map(|k| Caller { key: Some(k) })
+        found.map(Some)
+    }
+
+    /// The caller the front door authenticated.
+    fn caller(&self, authed: Authed) -> Caller<'_> {
+        Caller {
+            key: authed.0.and_then(|i| self.keys.get(i)),
+        }
+    }
+
+    /// The caller a request's headers name, or `None` without an accepted key (for handlers
+    /// that do not read the front door's [`Authed`]).
+    fn caller_from_headers(&self, headers: &HeaderMap) -> Option<Caller<'_>> {
+        self.key_index(headers).map(|k| self.caller(Authed(k)))
+    }
+
+    /// The admission gate of route `route` (the only gate without routes).
+    fn admission(&self, route: Option<usize>) -> Option<&Admission> {
+        self.admissions
+            .get(route.unwrap_or(0))
+            .or(self.admissions.first())
     }
 
     /// The index of the route `model` names.
@@ -321,15 +385,22 @@ pub fn check_bind(addr: SocketAddr, has_keys: bool) -> Result<(), String> {
 /// The router, for tests and embedding in another server.
 pub fn router(state: Arc<GatewayState>) -> Router {
     let limit = state.max_body_bytes;
-    Router::new()
+    let mut r = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages::messages))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .layer(DefaultBodyLimit::max(limit))
+        .route("/readyz", get(readyz));
+    if state.metrics.is_some() && state.server.metrics_listen.is_none() {
+        r = r.route("/metrics", get(metrics::metrics));
+    }
+    r.layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            front::front,
+        ))
         .with_state(state)
 }
 
@@ -343,20 +414,24 @@ pub async fn serve(
     state: Arc<GatewayState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "could not set TCP_NODELAY on an accepted connection");
-        }
-    });
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = ServeLimits {
+        header_timeout: state.server.header_timeout,
+        idle_timeout: state.server.idle_timeout,
+        max_connections: state.server.max_connections,
+        shutdown_grace: state.server.shutdown_grace,
+    };
+    serve_router(listener, router(state), limits, shutdown).await
 }
 
 fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let retry_after = e.retry_after;
+    let no_retry = e.no_retry;
     let mut resp = (status, axum::Json(e)).into_response();
+    if no_retry {
+        resp.headers_mut()
+            .insert("x-should-retry", HeaderValue::from_static("false"));
+    }
     if let Some(p) = provenance {
         set_provenance_headers(resp.headers_mut(), p);
     }
@@ -364,38 +439,6 @@ fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
         set_retry_after(resp.headers_mut(), after);
     }
     resp
-}
-
-/// `Retry-After` in whole seconds (rounded up, as clients wait at least that long) and
-/// `retry-after-ms`, which OpenAI's SDKs read first.
-fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
-    let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX).max(1);
-    headers.insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
-    headers.insert("retry-after-ms", HeaderValue::from(ms));
-}
-
-/// The wire error of a failed call: a refusal by the caller's own key limits is OpenAI's
-/// `rate_limit_exceeded`; anything else is mapped by kind.
-fn call_error(e: &Error) -> WireError {
-    let own_limit = e.kind() == ErrorKind::LocalRateLimited
-        && e.provider()
-            .is_some_and(|p| p.starts_with(routing::KeyScope::PREFIX));
-    if !own_limit {
-        return WireError::from_error(e);
-    }
-    let which = if e.to_string().contains("tokens-per-minute") {
-        "tokens"
-    } else {
-        "requests"
-    };
-    let mut w = WireError::new(
-        429,
-        which,
-        "rate_limit_exceeded",
-        format!("Rate limit reached for this gateway key on {which} per minute: {e}"),
-    );
-    w.retry_after = e.retry_after();
-    w
 }
 
 /// The provenance of a failed call, for its headers: no link served, degraded, and every
@@ -462,18 +505,6 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, WireErro
     })
 }
 
-fn unauthorized() -> Response {
-    error_response(
-        WireError::new(
-            401,
-            "invalid_request_error",
-            "invalid_api_key",
-            "missing or invalid gateway key (send `Authorization: Bearer <key>`)",
-        ),
-        None,
-    )
-}
-
 fn route_not_allowed(requested: &str, route: &GatewayRoute) -> Response {
     let which = if requested == route.name {
         format!("`{requested}`")
@@ -496,11 +527,32 @@ fn route_not_allowed(requested: &str, route: &GatewayRoute) -> Response {
 
 async fn chat_completions(
     State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    body: Bytes,
+    Extension(authed): Extension<Authed>,
+    Extension(RequestId(id)): Extension<RequestId>,
+    request: axum::extract::Request,
 ) -> Response {
-    let Some(caller) = state.caller(&headers) else {
-        return unauthorized();
+    // The head is taken apart, not cloned (axum's `HeaderMap` extractor copies every header);
+    // the front door has already read the body under its limits, so this is a hand-over.
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error_response(
+                WireError::new(
+                    400,
+                    "invalid_request_error",
+                    "invalid_request",
+                    "the request body could not be read",
+                ),
+                None,
+            );
+        }
+    };
+    let caller = state.caller(authed);
+    let reply = Reply {
+        id,
+        expose: state.server.expose_errors,
     };
     let wire: WireRequest = match parse_body(&body) {
         Ok(x) => x,
@@ -524,6 +576,7 @@ async fn chat_completions(
         .unwrap_or_else(|| state.model.id().model.to_string());
     let req = match wire.into_chat_request() {
         Ok(r) => r,
+        // The client's own mistake, named in full.
         Err(e) => return error_response(WireError::from_error(&e), None),
     };
     let (deadline, stream_max) = route
@@ -568,9 +621,17 @@ async fn chat_completions(
         .and_then(|i| state.routes.get(i))
         .and_then(|r| HeaderValue::from_str(&r.name).ok());
     let tenant_header = charged.and_then(|t| HeaderValue::from_str(&t).ok());
+    // Shed at the door: a call refused here touches no breaker, limiter or budget.
+    let slot = match state.admission(route).map(|a| a.admit(deadline)) {
+        Some(admit) => match admit.await {
+            Ok(p) => Some(p),
+            Err(why) => return shed_response(why, route_header, &reply),
+        },
+        None => None,
+    };
     let id = state.next_id();
     let created = unix_now();
-    let mut resp = if !stream {
+    let resp = if !stream {
         match model.chat(&req, &ctx).await {
             Ok(resp) => {
                 let body = wire::completion(&id, created, &requested_model, &resp);
@@ -578,7 +639,7 @@ async fn chat_completions(
                 set_provenance_headers(r.headers_mut(), &resp.provenance);
                 r
             }
-            Err(e) => error_response(call_error(&e), Some(&failed_provenance(&e))),
+            Err(e) => error_response(call_error(&e, &reply), Some(&failed_provenance(&e))),
         }
     } else {
         match model.stream(&req, &ctx).await {
@@ -591,11 +652,17 @@ async fn chat_completions(
                         model: requested_model,
                     },
                     include_usage,
+                    &reply,
                 )
                 .await
             }
-            Err(e) => error_response(call_error(&e), Some(&failed_provenance(&e))),
+            Err(e) => error_response(call_error(&e, &reply), Some(&failed_provenance(&e))),
         }
+    };
+    // The slot is held until the answer's body is done (a stream: until its last event).
+    let mut resp = match slot {
+        Some(p) => shed::hold(resp, p),
+        None => resp,
     };
     if let Some(v) = route_header {
         resp.headers_mut().insert("x-ripcord-route", v);
@@ -642,7 +709,12 @@ fn sse_data(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\n\n"))
 }
 
-async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: bool) -> Response {
+async fn sse_response(
+    mut s: ChatStream,
+    writer: ChunkWriter,
+    include_usage: bool,
+    reply: &Reply,
+) -> Response {
     // Read up to the commit point (the chain's first provenance), so the headers are true.
     let mut head = Vec::new();
     let mut provenance = None;
@@ -657,11 +729,12 @@ async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: boo
                 }
             }
             Some(Err(e)) => {
-                return error_response(call_error(&e), Some(&failed_provenance(&e)));
+                return error_response(call_error(&e, reply), Some(&failed_provenance(&e)));
             }
             None => break,
         }
     }
+    let reply = reply.clone();
     let body = async_stream::stream! {
         yield Ok::<Bytes, std::convert::Infallible>(sse_data(&writer.chunk(json!({"role": "assistant", "content": ""}), None)));
         let mut usage = None;
@@ -700,7 +773,7 @@ async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: boo
                     let attempts = attempts_header(&failed_provenance(&e))
                         .and_then(|v| v.to_str().ok().map(str::to_owned));
                     yield Ok(sse_data(&json!({
-                        "error": WireError::from_error(&e),
+                        "error": call_error(&e, &reply),
                         "ripcord": {"served_by": null, "degraded": true, "attempts": attempts},
                     })));
                     return;
@@ -733,12 +806,13 @@ async fn sse_response(mut s: ChatStream, writer: ChunkWriter, include_usage: boo
 
 async fn embeddings(
     State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
+    Extension(RequestId(id)): Extension<RequestId>,
     body: Bytes,
 ) -> Response {
-    if state.caller(&headers).is_none() {
-        return unauthorized();
-    }
+    let reply = Reply {
+        id,
+        expose: state.server.expose_errors,
+    };
     let Some(model) = state.embeddings.clone() else {
         return error_response(
             WireError::new(
@@ -802,14 +876,15 @@ async fn embeddings(
             }
             resp
         }
-        Err(e) => error_response(WireError::from_error(&e), None),
+        Err(e) => error_response(call_error(&e, &reply), None),
     }
 }
 
-async fn models(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
-    let Some(caller) = state.caller(&headers) else {
-        return unauthorized();
-    };
+async fn models(
+    State(state): State<Arc<GatewayState>>,
+    Extension(authed): Extension<Authed>,
+) -> Response {
+    let caller = state.caller(authed);
     let entry = |m: &str, route: Option<&str>| {
         let mut v = json!({"id": m, "object": "model", "created": 0, "owned_by": "ripcord"});
         if let Some(r) = route {
@@ -837,6 +912,14 @@ async fn models(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> R
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
+/// `/readyz`: 503 when the readiness view says `unavailable` (every link of every route is
+/// refused by its breaker), else 200; the body is the view either way.
 async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
-    axum::Json((state.readiness)()).into_response()
+    let view = (state.readiness)();
+    let status = if view.get("status").and_then(Value::as_str) == Some("unavailable") {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (status, axum::Json(view)).into_response()
 }

@@ -426,6 +426,9 @@ pub(crate) struct WireError {
     /// Sent as `Retry-After` / `retry-after-ms`.
     #[serde(skip)]
     pub(crate) retry_after: Option<std::time::Duration>,
+    /// Sent as `x-should-retry: false` (what a retry cannot fix).
+    #[serde(skip)]
+    pub(crate) no_retry: bool,
     error: WireErrorBody,
 }
 
@@ -448,6 +451,7 @@ impl WireError {
         WireError {
             status,
             retry_after: None,
+            no_retry: false,
             error: WireErrorBody {
                 message: message.into(),
                 kind,
@@ -460,6 +464,11 @@ impl WireError {
     /// The error's message.
     pub(crate) fn message(&self) -> &str {
         &self.error.message
+    }
+
+    /// Replaces the message.
+    pub(crate) fn set_message(&mut self, message: String) {
+        self.error.message = message;
     }
 
     /// Names the request parameter at fault (OpenAI's `param`).

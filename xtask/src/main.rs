@@ -11,6 +11,7 @@
 mod bench;
 mod chaos;
 mod check_deps;
+mod debian_tools;
 mod otlp;
 mod redis_server;
 mod setup_model;

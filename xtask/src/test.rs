@@ -9,7 +9,10 @@
 //!    afterwards;
 //! 5. a real `redis-server` (Debian's package, installed with apt-get when missing) on loopback
 //!    for the shared-state tests, stopped afterwards;
-//! 6. `cargo test --workspace` (extra arguments are passed on).
+//! 6. Debian's `prometheus` (with `promtool`) and `chromium` for the operator tests (the
+//!    alerting rules against a real Prometheus, `/status` in a headless browser), installed
+//!    with apt-get when missing;
+//! 7. `cargo test --workspace` (extra arguments are passed on).
 //!
 //! It is idempotent: a second run reuses everything the first one prepared.
 
@@ -100,6 +103,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::check_deps::run(&[])?;
     crate::setup_model::run(&[])?;
     ensure_python_packages(&cache)?;
+    crate::debian_tools::ensure_tools()?;
     let receiver = crate::otlp::ensure_receiver()?;
     let redis = match crate::redis_server::ensure_redis() {
         Ok(r) => r,

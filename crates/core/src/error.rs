@@ -193,10 +193,17 @@ impl ErrorKind {
         }
     }
 
-    /// True for kinds that must never be retried on the same link whatever a policy says
-    /// (waiting cannot fix them), and that an operator should be alerted about.
+    /// True for kinds that waiting cannot fix and an operator should be alerted about: a
+    /// revoked or wrong key, an exhausted quota or balance, a key or region the vendor refuses.
+    /// The chain announces them through [`crate::alert::AlertGate`].
     pub const fn needs_alert(self) -> bool {
-        matches!(self, ErrorKind::QuotaExhausted | ErrorKind::Auth)
+        matches!(
+            self,
+            ErrorKind::QuotaExhausted
+                | ErrorKind::Auth
+                | ErrorKind::PermissionDenied
+                | ErrorKind::RegionBlocked
+        )
     }
 
     /// True for kinds raised by ripcord itself without calling the vendor (the link was skipped).

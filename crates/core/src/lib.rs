@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod alert;
 mod capabilities;
 pub mod chain;
 mod context;

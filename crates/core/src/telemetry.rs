@@ -180,6 +180,9 @@ pub mod attr {
     pub const FALLBACK_TO: &str = "ripcord.fallback.to";
     /// `ripcord.skip.reason`: why a link was skipped (on [`super::event::LINK_SKIPPED`]).
     pub const SKIP_REASON: &str = "ripcord.skip.reason";
+    /// `ripcord.tenant`: the tenant a call was charged to (on [`super::event::TENANT_USAGE`];
+    /// the tenant of the caller's key, never a sub-tenant, so the values stay few).
+    pub const TENANT: &str = "ripcord.tenant";
 }
 
 /// Event names (the message of a `tracing` event, which `tracing-opentelemetry` uses as the
@@ -211,6 +214,14 @@ pub mod event {
     pub const STATE_DEGRADED: &str = "ripcord.state_degraded";
     /// Shared resilience state is reachable again after [`STATE_DEGRADED`].
     pub const STATE_RESTORED: &str = "ripcord.state_restored";
+    /// A link failed with a kind an operator must act on (`ripcord.link`, `error.type`,
+    /// `ripcord.alert.suppressed`); at most one per link and kind per interval, see
+    /// [`crate::alert`].
+    pub const ALERT: &str = crate::alert::EVENT;
+    /// A gateway call was answered for a tenant (`ripcord.tenant`,
+    /// `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, and `ripcord.cost_usd` when
+    /// the price is known).
+    pub const TENANT_USAGE: &str = "ripcord.tenant_usage";
 }
 
 /// The OpenTelemetry span kind of an attempt.

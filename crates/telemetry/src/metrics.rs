@@ -24,6 +24,9 @@
 //! | `ripcord.breaker.open_time` | counter, s | a transition out of `open` | `ripcord.link` |
 //! | `ripcord.state.degradations` | counter | `ripcord.state_degraded` (once per outage of shared state) | `ripcord.state.backend` |
 //! | `ripcord.state.degraded` | gauge (1 on local state, 0 shared again) | `ripcord.state_degraded` / `ripcord.state_restored` | `ripcord.state.backend` |
+//! | `ripcord.tenant.tokens` | counter, {token} | `ripcord.tenant_usage` (a gateway answer) | `ripcord.tenant`, `gen_ai.token.type` |
+//! | `ripcord.tenant.cost` | counter, USD | `ripcord.tenant_usage` with a cost | `ripcord.tenant` |
+//! | `ripcord.alerts` | counter | `ripcord.alert` (at most one per link and kind per interval, see [`ripcord_core::alert`]) | `ripcord.link`, `error.type` |
 //!
 //! Metrics are independent of trace sampling: the layer sees every span.
 
@@ -107,6 +110,12 @@ pub mod names {
     pub const STATE_DEGRADATIONS: &str = "ripcord.state.degradations";
     /// 1 while the process runs on local state because the shared state is unreachable.
     pub const STATE_DEGRADED: &str = "ripcord.state.degraded";
+    /// Alerts raised: failures an operator must act on, rate-limited per link and kind.
+    pub const ALERTS: &str = "ripcord.alerts";
+    /// Tokens of gateway answers, by tenant.
+    pub const TENANT_TOKENS: &str = "ripcord.tenant.tokens";
+    /// Estimated cost of gateway answers in USD, by tenant.
+    pub const TENANT_COST: &str = "ripcord.tenant.cost";
 }
 
 /// `ripcord.state.backend`: where shared resilience state lives (`redis`).
@@ -134,6 +143,9 @@ struct Instruments {
     breaker_open_time: Counter<f64>,
     state_degradations: Counter<u64>,
     state_degraded: Gauge<i64>,
+    alerts: Counter<u64>,
+    tenant_tokens: Counter<u64>,
+    tenant_cost: Counter<f64>,
 }
 
 impl Instruments {
@@ -233,6 +245,24 @@ impl Instruments {
             state_degraded: meter
                 .i64_gauge(names::STATE_DEGRADED)
                 .with_description("1 while serving on local state because shared state is down")
+                .build(),
+            tenant_tokens: meter
+                .u64_counter(names::TENANT_TOKENS)
+                .with_unit("{token}")
+                .with_description("Tokens of gateway answers by the tenant charged")
+                .build(),
+            tenant_cost: meter
+                .f64_counter(names::TENANT_COST)
+                .with_unit("USD")
+                .with_description("Estimated cost of gateway answers by the tenant charged")
+                .build(),
+            alerts: meter
+                .u64_counter(names::ALERTS)
+                .with_unit("{alert}")
+                .with_description(
+                    "Alerts: failures an operator must act on (auth, quota, permission, region), \
+                     at most one per link and error.type per interval",
+                )
                 .build(),
         }
     }
@@ -434,6 +464,49 @@ impl Visit for EventFields {
                 | attr::SKIP_REASON
         ) {
             self.set(name, format!("{value:?}"));
+        }
+    }
+}
+
+/// The fields of a `ripcord.tenant_usage` event.
+#[derive(Debug, Default)]
+struct TenantUsage {
+    tenant: Option<String>,
+    input: u64,
+    output: u64,
+    cost: Option<f64>,
+}
+
+impl Visit for TenantUsage {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == attr::TENANT {
+            self.tenant = Some(value.to_owned());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == attr::TENANT {
+            self.tenant = Some(format!("{value:?}"));
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        match field.name() {
+            attr::USAGE_INPUT_TOKENS => self.input = value,
+            attr::USAGE_OUTPUT_TOKENS => self.output = value,
+            _ => {}
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Ok(v) = u64::try_from(value) {
+            self.record_u64(field, v);
+        }
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if field.name() == attr::COST_USD {
+            self.cost = Some(value);
         }
     }
 }
@@ -688,6 +761,35 @@ where
             }
             event::STATIC_REPLY => self.inst.static_replies.add(1, &[chain_name()]),
             event::BREAKER_TRANSITION => self.breaker_transition(&f),
+            event::TENANT_USAGE => {
+                let mut u = TenantUsage::default();
+                ev.record(&mut u);
+                let tenant = u.tenant.unwrap_or_default();
+                for (ty, n) in [("input", u.input), ("output", u.output)] {
+                    self.inst.tenant_tokens.add(
+                        n,
+                        &[
+                            KeyValue::new(attr::TENANT, tenant.clone()),
+                            KeyValue::new(TOKEN_TYPE, ty),
+                        ],
+                    );
+                }
+                if let Some(c) = u.cost.filter(|c| c.is_finite() && *c >= 0.0) {
+                    self.inst
+                        .tenant_cost
+                        .add(c, &[KeyValue::new(attr::TENANT, tenant)]);
+                }
+            }
+            event::ALERT => {
+                let mut a = Vec::with_capacity(2);
+                if let Some(l) = &f.link {
+                    a.push(KeyValue::new(attr::LINK, l.clone()));
+                }
+                if let Some(e) = &f.error_type {
+                    a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
+                }
+                self.inst.alerts.add(1, &a);
+            }
             event::STATE_DEGRADED | event::STATE_RESTORED => {
                 let backend = [KeyValue::new(
                     STATE_BACKEND,

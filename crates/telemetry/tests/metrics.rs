@@ -363,3 +363,55 @@ fn an_outage_of_shared_state_is_counted_once_and_the_gauge_follows_it() {
         "degraded again after the second outage"
     );
 }
+
+/// A revoked key fails every call: the chain announces it once per link and kind per
+/// interval, never once per request, and the next interval alerts again (fake time).
+#[tokio::test(start_paused = true)]
+async fn alert_kinds_raise_one_alert_per_link_and_kind_per_interval() {
+    use ripcord_core::alert::AlertGate;
+    let cap = capture(|b| b);
+    let mut revoked = ScriptedModel::new("primary");
+    let mut broke = ScriptedModel::new("backup");
+    for _ in 0..40 {
+        revoked = revoked.fail(ErrorKind::Auth);
+        broke = broke.fail(ErrorKind::QuotaExhausted);
+    }
+    let chain = Chain::builder()
+        .name("alerting")
+        .link_arc(traced(revoked))
+        .link_arc(traced(broke))
+        .link_arc(traced(
+            ScriptedModel::new("overloaded").fail(ErrorKind::Overloaded),
+        ))
+        .static_reply("busy")
+        .alert_gate(Arc::new(AlertGate::new(Duration::from_secs(60))))
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        let reply = chain.chat(&ask(), &Context::new()).await.unwrap();
+        assert_eq!(reply.served_by(), "static");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let alerts = |cap: &support::Captured, link: &str, kind: &str| {
+        let m = cap.metrics();
+        let pts = points(&m, "ripcord.alerts");
+        point_with(&pts, &[("ripcord.link", link), ("error.type", kind)]).map(|p| p.value)
+    };
+    assert_eq!(alerts(&cap, "primary", "auth"), Some(1.0));
+    assert_eq!(alerts(&cap, "backup", "quota_exhausted"), Some(1.0));
+    // Overloaded is weather, not an alert.
+    let m = cap.metrics();
+    assert!(
+        points(&m, "ripcord.alerts")
+            .iter()
+            .all(|p| p.attrs.get("error.type").map(String::as_str) != Some("overloaded")),
+        "overloaded must not alert"
+    );
+    // 20 calls so far at 1 s apart; the window opens again 60 s after the first alert.
+    tokio::time::sleep(Duration::from_secs(41)).await;
+    for _ in 0..20 {
+        chain.chat(&ask(), &Context::new()).await.unwrap();
+    }
+    assert_eq!(alerts(&cap, "primary", "auth"), Some(2.0));
+    assert_eq!(alerts(&cap, "backup", "quota_exhausted"), Some(2.0));
+}

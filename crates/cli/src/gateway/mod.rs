@@ -46,6 +46,7 @@ mod messages_wire;
 mod metrics;
 mod server;
 mod shed;
+pub mod status;
 mod wire;
 
 pub use metrics::metrics_router;
@@ -141,6 +142,8 @@ pub struct GatewayState {
     pub metrics: Option<PrometheusExport>,
     /// Timeouts, connection cap, shedding limits and error detail.
     pub server: ServerSettings,
+    /// What `GET /status` shows (a gateway without one answers it with 404).
+    pub status: Option<Arc<status::StatusBoard>>,
     keys: Vec<Key>,
     routes: Vec<GatewayRoute>,
     /// One admission gate per route (one for a gateway without routes).
@@ -186,6 +189,7 @@ impl GatewayState {
             models: vec![name],
             metrics: None,
             server: ServerSettings::default(),
+            status: None,
             keys: Vec::new(),
             routes: Vec::new(),
             admissions: Vec::new(),
@@ -215,7 +219,12 @@ impl GatewayState {
     /// The gateway of a resolved config and its built routes: every route, every key (with its
     /// tenant, routes and limits), the readiness view and the `/v1/models` list.
     pub fn from_built(cfg: &Config, built: &Built) -> Self {
-        let mut state = GatewayState::new(Arc::clone(&built.model));
+        let board = Arc::new(status::StatusBoard::from_built(built));
+        let recorded = |m: &Arc<dyn ChatModel>| -> Arc<dyn ChatModel> {
+            Arc::new(status::Recorded::new(Arc::clone(m), Arc::clone(&board)))
+        };
+        let mut state = GatewayState::new(recorded(&built.model));
+        state.status = Some(Arc::clone(&board));
         state.embeddings = built.embeddings.clone();
         state.deadline = cfg.default_route().map_or(Duration::from_secs(30), |r| {
             Duration::from_millis(r.spec.deadline_ms)
@@ -245,7 +254,8 @@ impl GatewayState {
             state.models = cfg.model_names();
         }
         for (i, k) in cfg.gateway_keys.iter().enumerate() {
-            state.add_key(k, built.key_limits.get(i).cloned().flatten());
+            let limited = built.key_limits.get(i).cloned().flatten();
+            state.add_key(k, limited.as_ref().map(recorded));
         }
         state.reset_admissions();
         state
@@ -392,7 +402,8 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz));
+        .route("/readyz", get(readyz))
+        .route("/status", get(status_page));
     if state.metrics.is_some() && state.server.metrics_listen.is_none() {
         r = r.route("/metrics", get(metrics::metrics));
     }
@@ -922,4 +933,16 @@ async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
         StatusCode::OK
     };
     (status, axum::Json(view)).into_response()
+}
+
+/// `GET /status`: the HTML status page (see [`status`]). The front door keeps it behind the
+/// gateway keys when keys are configured, like every path but the health probes.
+async fn status_page(State(state): State<Arc<GatewayState>>) -> Response {
+    let Some(board) = &state.status else {
+        return (StatusCode::NOT_FOUND, "this gateway has no status page").into_response();
+    };
+    let mut resp = axum::response::Html(board.render()).into_response();
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
 }

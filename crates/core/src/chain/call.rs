@@ -430,6 +430,7 @@ impl Call {
             latency_ms = latency.as_secs_f64() * 1000.0,
             "ripcord.link_failed"
         );
+        inner.alerts.observe(&id.name, kind);
         match (kind, e.disposition()) {
             (ErrorKind::DeadlineExceeded, _) => {
                 if ctx.is_cancelled() {

@@ -51,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::alert::AlertGate;
 use crate::capabilities::Capabilities;
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
@@ -176,6 +177,8 @@ pub(crate) struct ChainInner {
     pub(crate) plan: Plan,
     /// Each link's failure domain, when fallbacks prefer a different one.
     pub(crate) domains: Option<Vec<u8>>,
+    /// Where links' alert-kind failures are announced (rate-limited).
+    pub(crate) alerts: Arc<AlertGate>,
     counters: Counters,
 }
 
@@ -224,6 +227,7 @@ pub struct ChainBuilder {
     strategy: Strategy,
     independent_fallbacks: bool,
     seed: Option<u64>,
+    alerts: Option<Arc<AlertGate>>,
 }
 
 /// Why a chain could not be built.
@@ -419,6 +423,14 @@ impl ChainBuilder {
         self
     }
 
+    /// The gate that rate-limits this chain's `ripcord.alert` events (default: the
+    /// process-wide [`AlertGate::global`], so a link shared by several chains alerts once per
+    /// interval). See [`crate::alert`].
+    pub fn alert_gate(mut self, gate: Arc<AlertGate>) -> Self {
+        self.alerts = Some(gate);
+        self
+    }
+
     /// A notice for end users attached to answers served by a fallback link.
     pub fn fallback_notice(mut self, text: impl Into<String>) -> Self {
         self.fallback_notice = Some(text.into());
@@ -519,6 +531,7 @@ impl ChainBuilder {
                 strategy: self.strategy,
                 plan,
                 domains,
+                alerts: self.alerts.unwrap_or_else(AlertGate::global),
                 counters: Counters::default(),
             }),
         })

@@ -1,0 +1,603 @@
+//! `GET /status`: the chain at a glance, for a person on call.
+//!
+//! One HTML page, no external assets and no scripts (it re-reads itself every 5 s with a
+//! `<meta http-equiv="refresh">`), in the look of the chaos report: every route with its
+//! links and who served its calls over the last minute and the last five; every provider with
+//! its health, its breaker state and since when, its recent error kinds; and the last
+//! fallbacks, newest first.
+//!
+//! Where the numbers come from:
+//! - health and breakers: the same [`HealthHandle`]s `/readyz` reads (one per provider,
+//!   however many routes share it);
+//! - served-by shares, recent error kinds and fallbacks: a [`StatusBoard`] that sees the
+//!   provenance of every call the gateway answers. [`Recorded`] wraps the gateway's models, so
+//!   streamed calls count too (at their commit point, the first provenance the chain sends),
+//!   and failed calls count with the attempts their error carries.
+//!
+//! Memory is bounded: calls older than [`WINDOW`] are dropped and at most [`MAX_CALLS`] are
+//! kept; the fallback list keeps the last [`MAX_FALLBACKS`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use ripcord_core::{
+    Attempt, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error,
+    ErrorKind, ModelId, Provenance, Result, StreamEvent,
+};
+use ripcord_resilience::{BreakerState, HealthHandle, HealthStatus};
+use tokio::time::Instant;
+
+use crate::build::Built;
+use crate::routing;
+
+/// How far back the page looks for shares and error kinds.
+pub const WINDOW: Duration = Duration::from_secs(5 * 60);
+/// The most calls kept for the shares (the oldest go first).
+pub const MAX_CALLS: usize = 20_000;
+/// The fallbacks listed.
+pub const MAX_FALLBACKS: usize = 20;
+
+/// One call, as the page counts it.
+#[derive(Debug, Clone)]
+struct CallRecord {
+    at: Instant,
+    route: usize,
+    /// The link that served, `static`, or `none` (the call failed).
+    served: Arc<str>,
+    /// Failed attempts: (link, kind).
+    errors: Vec<(Arc<str>, ErrorKind)>,
+}
+
+/// A fallback: the chain moved from one link to the next (or to the static reply).
+#[derive(Debug, Clone)]
+struct FallbackRecord {
+    at: SystemTime,
+    route: usize,
+    from: Arc<str>,
+    to: Arc<str>,
+    kind: ErrorKind,
+}
+
+#[derive(Debug, Default)]
+struct Recent {
+    calls: VecDeque<CallRecord>,
+    fallbacks: VecDeque<FallbackRecord>,
+}
+
+/// A route as the page shows it.
+#[derive(Debug, Clone)]
+struct RouteInfo {
+    name: String,
+    links: Vec<String>,
+    static_reply: bool,
+}
+
+/// What `/status` shows: the providers' health handles, the routes, and the recent calls.
+#[derive(Debug)]
+pub struct StatusBoard {
+    started: SystemTime,
+    links: Vec<HealthHandle>,
+    routes: Vec<RouteInfo>,
+    recent: Mutex<Recent>,
+}
+
+impl StatusBoard {
+    /// A board over the built routes and providers.
+    pub fn from_built(built: &Built) -> Self {
+        let routes = built
+            .routes
+            .iter()
+            .map(|r| RouteInfo {
+                name: r.name.clone(),
+                links: r.links.clone(),
+                static_reply: r.static_reply,
+            })
+            .collect();
+        StatusBoard {
+            started: SystemTime::now(),
+            links: built.health.clone(),
+            routes,
+            recent: Mutex::new(Recent::default()),
+        }
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
+        match self.recent.lock() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Records a call of route `route` (`None` = the default route) that got an answer.
+    pub fn record_answer(&self, route: Option<usize>, p: &Provenance) {
+        let served: Arc<str> = match (&p.served_by, p.static_reply) {
+            (Some(s), _) => Arc::clone(s),
+            (None, true) => Arc::from("static"),
+            (None, false) => Arc::from("none"),
+        };
+        self.record(route.unwrap_or(0), &p.attempts, served);
+    }
+
+    /// Records a call of route `route` that failed with `e`.
+    pub fn record_failure(&self, route: Option<usize>, e: &Error) {
+        self.record(route.unwrap_or(0), e.attempts(), Arc::from("none"));
+    }
+
+    fn record(&self, route: usize, attempts: &[Attempt], served: Arc<str>) {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let errors: Vec<(Arc<str>, ErrorKind)> = attempts
+            .iter()
+            .filter_map(|a| a.error_kind.map(|k| (Arc::clone(&a.provider), k)))
+            .collect();
+        let mut fallbacks = Vec::new();
+        for (i, a) in attempts.iter().enumerate() {
+            let Some(kind) = a.error_kind else { continue };
+            let to = match attempts.get(i + 1) {
+                Some(next) if next.provider == a.provider => continue, // a retry, not a fallback
+                Some(next) => Arc::clone(&next.provider),
+                None if &*served == "static" => Arc::from("static"),
+                None => continue,
+            };
+            fallbacks.push(FallbackRecord {
+                at: wall,
+                route,
+                from: Arc::clone(&a.provider),
+                to,
+                kind,
+            });
+        }
+        let mut r = self.recent();
+        while r
+            .calls
+            .front()
+            .is_some_and(|c| now.saturating_duration_since(c.at) > WINDOW)
+            || r.calls.len() >= MAX_CALLS
+        {
+            r.calls.pop_front();
+        }
+        r.calls.push_back(CallRecord {
+            at: now,
+            route,
+            served,
+            errors,
+        });
+        for f in fallbacks {
+            if r.fallbacks.len() >= MAX_FALLBACKS {
+                r.fallbacks.pop_front();
+            }
+            r.fallbacks.push_back(f);
+        }
+    }
+
+    /// The page.
+    pub fn render(&self) -> String {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let snaps: Vec<_> = self.links.iter().map(HealthHandle::snapshot).collect();
+        let (calls, fallbacks) = {
+            let r = self.recent();
+            let calls: Vec<CallRecord> = r
+                .calls
+                .iter()
+                .filter(|c| now.saturating_duration_since(c.at) <= WINDOW)
+                .cloned()
+                .collect();
+            (calls, r.fallbacks.iter().rev().cloned().collect::<Vec<_>>())
+        };
+        let mut out = String::with_capacity(16 * 1024);
+        let any_open = snaps.iter().any(|s| {
+            s.breaker
+                .as_ref()
+                .is_some_and(|b| b.state != BreakerState::Closed)
+        });
+        let any_unhealthy = snaps.iter().any(|s| s.status == HealthStatus::Unhealthy);
+        let (badge, word) = if any_open || any_unhealthy {
+            ("fail", "DEGRADED")
+        } else {
+            ("pass", "OK")
+        };
+        let _ = write!(
+            out,
+            r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><meta http-equiv="refresh" content="5"/><title>ripcord status</title><style>{STYLE}</style></head><body><h1>ripcord status <span class="badge {badge}">{word}</span></h1><p class="muted">{} · up {} · {} routes over {} providers · shares and error kinds over the last {} min · this page refreshes every 5 s</p>"#,
+            utc(wall),
+            ago(wall.duration_since(self.started).unwrap_or_default()),
+            self.routes.len(),
+            snaps.len(),
+            WINDOW.as_secs() / 60,
+        );
+
+        out.push_str(r#"<h2>Routes</h2><table><tr><th>route</th><th class="l">links (breaker)</th><th>calls 1 min</th><th class="l">served by, last 1 min</th><th>calls 5 min</th><th class="l">served by, last 5 min</th></tr>"#);
+        for (i, r) in self.routes.iter().enumerate() {
+            let links: Vec<String> = r
+                .links
+                .iter()
+                .map(|l| {
+                    let state = snaps
+                        .iter()
+                        .find(|s| &*s.link == l.as_str())
+                        .and_then(|s| s.breaker.as_ref().map(|b| b.state));
+                    match state {
+                        Some(st) => format!(
+                            r#"{} <span class="{}">{}</span>"#,
+                            esc(l),
+                            state_class(st),
+                            st.as_str()
+                        ),
+                        None => esc(l),
+                    }
+                })
+                .chain(r.static_reply.then(|| "static".to_owned()))
+                .collect();
+            let last = |w: Duration| {
+                calls
+                    .iter()
+                    .filter(|c| c.route == i && now.saturating_duration_since(c.at) <= w)
+                    .collect::<Vec<_>>()
+            };
+            let one = last(Duration::from_secs(60));
+            let five = last(WINDOW);
+            let _ = write!(
+                out,
+                r#"<tr><td>{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td></tr>"#,
+                esc(&r.name),
+                links.join(" → "),
+                one.len(),
+                shares(&one),
+                five.len(),
+                shares(&five),
+            );
+        }
+        out.push_str("</table>");
+
+        out.push_str(r#"<h2>Providers</h2><table><tr><th>provider</th><th>health</th><th>breaker</th><th class="l">since</th><th>trips</th><th>error rate</th><th>latency</th><th class="l">recent error kinds (5 min)</th></tr>"#);
+        for s in &snaps {
+            let (state, since) = match &s.breaker {
+                Some(b) => {
+                    let since = b.history.last().map_or_else(
+                        || format!("start ({})", utc(self.started)),
+                        |t| {
+                            let age = now.saturating_duration_since(t.at);
+                            let at = wall.checked_sub(age).unwrap_or(wall);
+                            let cause = t
+                                .cause
+                                .map(|k| format!(", after {}", k.as_str()))
+                                .unwrap_or_default();
+                            format!("{} ({} ago{cause})", utc(at), ago(age))
+                        },
+                    );
+                    let mut state = format!(
+                        r#"<span class="{}">{}</span>"#,
+                        state_class(b.state),
+                        b.state.as_str()
+                    );
+                    if let Some(ms) = b.open_remaining_ms {
+                        let _ = write!(
+                            state,
+                            " (probes in {})",
+                            ago(Duration::from_millis(ms as u64))
+                        );
+                    }
+                    (state, since)
+                }
+                None => ("—".to_owned(), "—".to_owned()),
+            };
+            let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
+            for c in &calls {
+                for (link, k) in &c.errors {
+                    if link == &s.link {
+                        *kinds.entry(k.as_str()).or_default() += 1;
+                    }
+                }
+            }
+            let kinds = if kinds.is_empty() {
+                "none".to_owned()
+            } else {
+                kinds
+                    .iter()
+                    .map(|(k, n)| {
+                        let alert = ErrorKind::parse(k).is_some_and(ErrorKind::needs_alert);
+                        if alert {
+                            format!(r#"<span class="fail">{k} ×{n} (alert)</span>"#)
+                        } else {
+                            format!("{k} ×{n}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = write!(
+                out,
+                r#"<tr><td>{}</td><td class="{}">{}</td><td>{state}</td><td class="l">{since}</td><td>{}</td><td>{:.0}%</td><td>{}</td><td class="l">{kinds}</td></tr>"#,
+                esc(&s.link),
+                health_class(s.status),
+                health_word(s.status),
+                s.breaker.as_ref().map_or(0, |b| b.trips),
+                s.error_rate * 100.0,
+                s.latency_ewma_ms
+                    .map_or("—".to_owned(), |ms| format!("{ms:.0} ms")),
+            );
+        }
+        out.push_str("</table>");
+
+        out.push_str(r#"<h2>Last fallbacks</h2>"#);
+        if fallbacks.is_empty() {
+            out.push_str(r#"<p class="muted">No fallback since the gateway started.</p>"#);
+        } else {
+            out.push_str(r#"<table><tr><th class="l">when</th><th class="l">route</th><th class="l">fallback</th><th class="l">because</th></tr>"#);
+            for f in &fallbacks {
+                let route = self.routes.get(f.route).map_or("", |r| r.name.as_str());
+                let _ = write!(
+                    out,
+                    r#"<tr><td class="l">{} ({} ago)</td><td class="l">{}</td><td class="l">{} → {}</td><td class="l">{}</td></tr>"#,
+                    utc(f.at),
+                    ago(wall.duration_since(f.at).unwrap_or_default()),
+                    esc(route),
+                    esc(&f.from),
+                    esc(&f.to),
+                    f.kind.as_str(),
+                );
+            }
+            out.push_str("</table>");
+        }
+        out.push_str(r#"<p class="muted">Machine-readable: <code>GET /readyz</code> (JSON), <code>GET /metrics</code> (Prometheus).</p></body></html>"#);
+        out
+    }
+}
+
+/// "primary 80% · static 20%", largest first.
+fn shares(calls: &[&CallRecord]) -> String {
+    if calls.is_empty() {
+        return r#"<span class="muted">no calls</span>"#.to_owned();
+    }
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in calls {
+        *by.entry(&c.served).or_default() += 1;
+    }
+    let mut v: Vec<(&str, usize)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(s, n)| {
+            let pct = *n as f64 * 100.0 / calls.len() as f64;
+            let class = match *s {
+                "static" | "none" => " class=\"fail\"",
+                _ => "",
+            };
+            format!("<span{class}>{} {pct:.0}%</span>", esc(s))
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+fn state_class(s: BreakerState) -> &'static str {
+    match s {
+        BreakerState::Closed => "pass",
+        _ => "fail",
+    }
+}
+
+fn health_class(s: HealthStatus) -> &'static str {
+    match s {
+        HealthStatus::Healthy => "pass",
+        HealthStatus::Degraded | HealthStatus::Unhealthy => "fail",
+        _ => "muted",
+    }
+}
+
+fn health_word(s: HealthStatus) -> &'static str {
+    match s {
+        HealthStatus::Healthy => "healthy",
+        HealthStatus::Degraded => "degraded",
+        HealthStatus::Unhealthy => "unhealthy",
+        _ => "unknown",
+    }
+}
+
+/// `2026-12-01 09:41:02 UTC`.
+fn utc(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `3 s`, `4 min 12 s`, `2 h 5 min`.
+fn ago(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{:.1} s", d.as_secs_f64())
+    } else if s < 3600 {
+        format!("{} min {} s", s / 60, s % 60)
+    } else {
+        format!("{} h {} min", s / 3600, s / 60 % 60)
+    }
+}
+
+/// Escapes text for HTML.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The chaos report's look (xtask's HTML report), so both pages read alike.
+const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1100px; color: #1d232b; padding: 0 12px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 18px; margin: 28px 0 4px; border-top: 1px solid #d8dde3; padding-top: 14px; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { padding: 3px 10px; text-align: right; border-bottom: 1px solid #eceff2; }
+th:first-child, td:first-child { text-align: left; }
+td.l, th.l { text-align: left; }
+.pass { color: #1e7a3e; font-weight: 600; }
+.fail { color: #b3261e; font-weight: 600; }
+.muted { color: #5f6b77; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 9px; font-size: 12px; color: #fff; vertical-align: middle; }
+.badge.pass { background: #1e7a3e; }
+.badge.fail { background: #b3261e; }
+code { background: #f3f5f7; padding: 0 4px; border-radius: 3px; }
+"#;
+
+/// Tells the metrics what an answer cost its tenant (`ripcord.tenant_usage`): the tenant of
+/// the caller's key, `anonymous` for calls without one.
+fn tenant_usage(ctx: &Context, usage: &ripcord_core::Usage) {
+    let tenant = ctx.tenant().unwrap_or("anonymous");
+    match usage.cost_usd {
+        Some(cost) => tracing::info!(
+            ripcord.tenant = tenant,
+            gen_ai.usage.input_tokens = usage.input_tokens,
+            gen_ai.usage.output_tokens = usage.output_tokens,
+            ripcord.cost_usd = cost,
+            "ripcord.tenant_usage"
+        ),
+        None => tracing::info!(
+            ripcord.tenant = tenant,
+            gen_ai.usage.input_tokens = usage.input_tokens,
+            gen_ai.usage.output_tokens = usage.output_tokens,
+            "ripcord.tenant_usage"
+        ),
+    }
+}
+
+/// The route index a call's context carries.
+fn route_of(ctx: &Context) -> Option<usize> {
+    ctx.metadata()
+        .get(routing::ROUTE)
+        .and_then(|r| r.parse().ok())
+}
+
+/// A model whose calls the [`StatusBoard`] sees: answers by their provenance, failures by the
+/// attempts their error carries, streams at their commit point.
+#[derive(Debug)]
+pub struct Recorded {
+    inner: Arc<dyn ChatModel>,
+    board: Arc<StatusBoard>,
+}
+
+impl Recorded {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn ChatModel>, board: Arc<StatusBoard>) -> Self {
+        Recorded { inner, board }
+    }
+}
+
+#[async_trait]
+impl ChatModel for Recorded {
+    fn id(&self) -> &ModelId {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn bounds_itself(&self) -> bool {
+        self.inner.bounds_itself()
+    }
+
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        self.inner.refusal(ctx)
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let route = route_of(ctx);
+        let r = self.inner.chat(req, ctx).await;
+        match &r {
+            Ok(resp) => {
+                self.board.record_answer(route, &resp.provenance);
+                tenant_usage(ctx, &resp.usage);
+            }
+            Err(e) => self.board.record_failure(route, e),
+        }
+        r
+    }
+
+    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let route = route_of(ctx);
+        let s = match self.inner.stream(req, ctx).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.board.record_failure(route, &e);
+                return Err(e);
+            }
+        };
+        let board = Arc::clone(&self.board);
+        let tenant_ctx = ctx.clone();
+        // Counted once: at the first provenance (the commit), or at an error before it.
+        let mut counted = false;
+        Ok(Box::pin(s.inspect(move |item| {
+            if let Ok(StreamEvent::Usage { usage }) = item {
+                tenant_usage(&tenant_ctx, usage);
+            }
+            if counted {
+                return;
+            }
+            match item {
+                Ok(StreamEvent::Provenance { provenance }) => {
+                    board.record_answer(route, provenance);
+                    counted = true;
+                }
+                Err(e) => {
+                    board.record_failure(route, e);
+                    counted = true;
+                }
+                Ok(_) => {}
+            }
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(utc(UNIX_EPOCH), "1970-01-01 00:00:00 UTC");
+        let t = UNIX_EPOCH + Duration::from_secs(1_796_117_662); // 2026-12-01 09:34:22
+        assert_eq!(utc(t), "2026-12-01 09:34:22 UTC");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(utc(leap), "2000-02-29 00:00:00 UTC");
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

@@ -1,0 +1,440 @@
+//! Operators' view of a real `ripcord serve`: a REAL Prometheus (Debian's `prometheus`)
+//! scrapes its `/metrics` over loopback and evaluates the shipped alerting rules
+//! (`deploy/prometheus/alerts.yml`, with their `for:` shortened to seconds) while the primary
+//! vendor is down; the breaker-open rule must fire. `promtool check rules` must accept the
+//! shipped file, and every query of the shipped Grafana dashboard (`deploy/grafana/ripcord.json`)
+//! must name series that `/metrics` exports after the run.
+//!
+//! Without Prometheus the tests skip loudly, unless `CI` is set, where they fail (`cargo xtask
+//! test` installs it).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)] // test helpers fail the test by panicking
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use serde_json::{Value, json};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+fn rules_file() -> PathBuf {
+    Path::new(ROOT).join("deploy/prometheus/alerts.yml")
+}
+
+fn dashboard_file() -> PathBuf {
+    Path::new(ROOT).join("deploy/grafana/ripcord.json")
+}
+
+/// `/usr/bin/<name>`, or a loud skip (a failure under CI).
+fn tool(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from("/usr/bin").join(name);
+    if p.exists() {
+        return Some(p);
+    }
+    let msg =
+        format!("{name} is missing — run `cargo xtask test`, which installs Debian's `prometheus`");
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}
+
+fn tempdir(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ripcord-prom-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+#[test]
+fn promtool_accepts_the_shipped_rules() {
+    let Some(promtool) = tool("promtool") else {
+        return;
+    };
+    let out = Command::new(promtool)
+        .args(["check", "rules"])
+        .arg(rules_file())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check rules failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("SUCCESS: 5 rules found"), "{text}");
+}
+
+/// A Prometheus child on loopback, killed on drop.
+struct Prometheus {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts Prometheus scraping `target` (host:port) every second, with the shipped rules whose
+/// `for:` durations are cut to 2 s.
+fn start_prometheus(bin: &Path, target: &str) -> Prometheus {
+    let dir = tempdir("server");
+    let rules = std::fs::read_to_string(rules_file()).unwrap();
+    let mut short = String::new();
+    for line in rules.lines() {
+        match line.split_once("for: ") {
+            Some((indent, _)) if indent.trim().is_empty() => {
+                short.push_str(indent);
+                short.push_str("for: 2s");
+            }
+            _ => short.push_str(line),
+        }
+        short.push('\n');
+    }
+    std::fs::write(dir.join("rules.yml"), short).unwrap();
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n\
+         scrape_configs:\n  - job_name: ripcord\n    metrics_path: /metrics\n    static_configs:\n      - targets: ['{target}']\n",
+        dir.join("rules.yml").display()
+    );
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    let port = free_port();
+    let child = Command::new(bin)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start prometheus");
+    Prometheus {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        dir,
+    }
+}
+
+/// Polls `f` every 250 ms until it returns `Some`, for at most `limit`.
+async fn poll<T, F, Fut>(limit: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tick.tick().await;
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not happen within {limit:?}"
+        );
+    }
+}
+
+fn config_file(dir: &Path, primary: &FakeVendor, backup: &FakeVendor) -> PathBuf {
+    let path = dir.join("ripcord.toml");
+    let text = format!(
+        r#"
+[chain]
+order = ["primary", "backup"]
+deadline_ms = 5000
+static_reply = "busy"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{p}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 1
+[providers.breaker]
+failure_threshold = 2
+open_ms = 600000
+
+[[providers]]
+name = "backup"
+kind = "openai"
+model = "gpt-4o-mini"
+base_url = "{b}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 2
+base_delay_ms = 10
+[providers.breaker]
+failure_threshold = 2
+open_ms = 300
+"#,
+        p = primary.base_url(),
+        b = backup.base_url(),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// One call; the link that served it.
+async fn ask(client: &reqwest::Client, url: &str, stream: bool) -> String {
+    let resp = client
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&json!({
+            "model": "ripcord",
+            "max_tokens": 10,
+            "stream": stream,
+            "stream_options": {"include_usage": true},
+            "messages": [{"role": "user", "content": "hi"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let served = resp.headers()["x-ripcord-served-by"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    resp.bytes().await.unwrap();
+    served
+}
+
+/// The series names a PromQL expression reads: identifiers that start like ripcord's series
+/// (`ripcord_…`, `gen_ai_…`), histogram suffixes included.
+fn series_in(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut cur = String::new();
+    for c in expr.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            cur.push(c);
+        } else {
+            if (cur.starts_with("ripcord_") || cur.starts_with("gen_ai_"))
+                && !expr.contains(&format!("{cur}=")) // a label name, not a series
+                && !expr.contains(&format!("{cur} ="))
+                && !expr.contains(&format!("by ({cur}"))
+                && !expr.contains(&format!(", {cur}"))
+            {
+                out.insert(cur.clone());
+            }
+            cur.clear();
+        }
+    }
+    out
+}
+
+/// The series names in a Prometheus text exposition (histograms as their `_bucket`, `_sum` and
+/// `_count` lines).
+fn exported(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every panel of the dashboard with its queries.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(dashboard_file()).unwrap())
+        .expect("the dashboard is not JSON");
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("dashboard has panels") {
+        if p["type"] == "row" {
+            continue;
+        }
+        let title = p["title"].as_str().unwrap_or_default().to_owned();
+        let targets = p["targets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("panel {title} has no targets"));
+        assert!(!targets.is_empty(), "panel {title} has no queries");
+        for t in targets {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("panel {title}: a target without expr"));
+            out.push((title.clone(), expr.to_owned()));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_series() {
+    let (Some(prom_bin), Some(_)) = (tool("prometheus"), tool("promtool")) else {
+        return;
+    };
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = tempdir("gateway");
+    let served = support::serve(&config_file(&dir, &primary, &backup));
+    let target = served.url.trim_start_matches("http://").to_owned();
+    let prom = start_prometheus(&prom_bin, &target);
+    let client = reqwest::Client::new();
+
+    // A small chaos run. Healthy traffic first (answers, streams with a first chunk, tokens).
+    for i in 0..4 {
+        assert_eq!(ask(&client, &served.url, i % 2 == 1).await, "primary");
+    }
+    // The primary goes down for good: two failures trip its breaker, the rest skip it. The
+    // backup stumbles once (a retry inside the link).
+    primary.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    backup.set_script(Script::Sequence(vec![
+        Behavior::Error(VendorError::ServerError),
+        Behavior::Ok,
+    ]));
+    for i in 0..6 {
+        assert_eq!(ask(&client, &served.url, i % 2 == 1).await, "backup");
+    }
+    // The backup's quota runs out: static replies, an alert, and its breaker opens (300 ms)…
+    backup.set_script(Script::Always(Behavior::Error(VendorError::QuotaExhausted)));
+    for _ in 0..2 {
+        assert_eq!(ask(&client, &served.url, false).await, "static");
+    }
+    // …until the quota is topped up: once its breaker lets a probe through, it serves again.
+    backup.set_script(Script::Always(Behavior::Ok));
+    poll(Duration::from_secs(10), "the backup serving again", || {
+        let client = client.clone();
+        let url = served.url.clone();
+        async move { (ask(&client, &url, false).await == "backup").then_some(()) }
+    })
+    .await;
+
+    // Prometheus is up and scraping ripcord.
+    poll(
+        Duration::from_secs(60),
+        "a successful scrape of ripcord",
+        || {
+            let client = client.clone();
+            let url = format!("{}/api/v1/targets", prom.url);
+            async move {
+                let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
+                let health = v["data"]["activeTargets"][0]["health"].as_str()?.to_owned();
+                (health == "up").then_some(())
+            }
+        },
+    )
+    .await;
+
+    // The breaker-open rule fires for the primary.
+    let alert = poll(Duration::from_secs(60), "RipcordBreakerOpen firing", || {
+        let client = client.clone();
+        let url = format!("{}/api/v1/alerts", prom.url);
+        async move {
+            let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
+            v["data"]["alerts"]
+                .as_array()?
+                .iter()
+                .find(|a| {
+                    a["labels"]["alertname"] == "RipcordBreakerOpen" && a["state"] == "firing"
+                })
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(alert["labels"]["ripcord_link"], "primary", "{alert}");
+    assert_eq!(alert["labels"]["severity"], "page", "{alert}");
+
+    // The backup's exhausted quota pages too (one ripcord alert, however many requests).
+    let alert = poll(
+        Duration::from_secs(60),
+        "RipcordAlertKindError firing",
+        || {
+            let client = client.clone();
+            let url = format!("{}/api/v1/alerts", prom.url);
+            async move {
+                let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
+                v["data"]["alerts"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| {
+                        a["labels"]["alertname"] == "RipcordAlertKindError"
+                            && a["state"] == "firing"
+                    })
+                    .cloned()
+            }
+        },
+    )
+    .await;
+    assert_eq!(alert["labels"]["ripcord_link"], "backup", "{alert}");
+    assert_eq!(alert["labels"]["error_type"], "quota_exhausted", "{alert}");
+
+    // Every query of the dashboard reads series that /metrics exports after this run.
+    let metrics = client
+        .get(format!("{}/metrics", served.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let have = exported(&metrics);
+    let queries = dashboard_queries();
+    assert!(
+        queries.len() >= 10,
+        "the dashboard has only {} queries",
+        queries.len()
+    );
+    let mut missing = Vec::new();
+    for (title, expr) in &queries {
+        let names = series_in(expr);
+        assert!(
+            !names.is_empty(),
+            "panel {title}: no ripcord series in {expr}"
+        );
+        for n in names {
+            if !have.contains(&n) {
+                missing.push(format!("panel {title:?}: {n}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "series the dashboard reads but /metrics does not export:\n{}\n\nexported: {have:?}",
+        missing.join("\n")
+    );
+
+    // And Prometheus itself has data for each of them (the names survived the scrape).
+    for (title, expr) in queries.iter().take(3) {
+        let v: Value = client
+            .get(format!("{}/api/v1/query", prom.url))
+            .query(&[(
+                "query",
+                expr.replace("$__rate_interval", "1m")
+                    .replace("$__range", "5m"),
+            )])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["status"], "success", "panel {title}: {v}");
+    }
+}

@@ -21,7 +21,6 @@ use axum::response::{IntoResponse, Response};
 use ripcord_core::{Error, ErrorKind};
 use serde_json::json;
 
-use super::error_response;
 use super::shed::{self, Shed};
 use super::wire::WireError;
 use crate::routing;
@@ -184,22 +183,28 @@ pub(super) struct Reply {
     pub(super) expose: bool,
 }
 
-/// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`.
-pub(super) fn shed_response(why: Shed, route: Option<HeaderValue>, reply: &Reply) -> Response {
+/// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`, in the shape of the
+/// wire `path` speaks.
+pub(super) fn shed_response(
+    why: Shed,
+    path: &str,
+    route: Option<HeaderValue>,
+    reply: &Reply,
+) -> Response {
     let message = match why {
         Shed::QueueFull => "The gateway is at capacity for this model; please retry shortly.",
         Shed::Deadline => {
             "The gateway had no free slot for this model before the request's deadline; please retry shortly."
         }
     };
-    let mut w = WireError::new(
+    let mut resp = refusal(
+        path,
         503,
-        "server_error",
         "server_overloaded",
-        format!("{message} (request id: {})", reply.id),
+        message,
+        Some(&reply.id),
+        Some(shed::SHED_RETRY_AFTER),
     );
-    w.retry_after = Some(shed::SHED_RETRY_AFTER);
-    let mut resp = error_response(w, None);
     if let Some(v) = route {
         resp.headers_mut().insert("x-ripcord-route", v);
     }

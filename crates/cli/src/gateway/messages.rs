@@ -30,17 +30,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
 use serde_json::{Value, json};
 
+use super::errors::{Reply, call_error, shed_response};
+use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
 use super::{
     Caller, GatewayState, attempts_header, failed_provenance, set_provenance_headers,
-    set_retry_after, sub_tenant_of,
+    set_retry_after, shed, sub_tenant_of,
 };
 use crate::routing;
 
@@ -53,18 +55,22 @@ fn error_response(e: &AnthropicError, provenance: Option<&Provenance>) -> Respon
     if let Some(after) = e.retry_after {
         set_retry_after(resp.headers_mut(), after);
     }
+    if e.no_retry {
+        resp.headers_mut()
+            .insert("x-should-retry", HeaderValue::from_static("false"));
+    }
     resp
 }
 
-fn unauthorized() -> Response {
-    error_response(
-        &AnthropicError::new(
-            401,
-            "authentication_error",
-            "missing or invalid gateway key (send `x-api-key: <key>` or `Authorization: Bearer <key>`)",
-        ),
-        None,
-    )
+/// A failed chain in Anthropic's shape: the type and status by its kind, the words chosen
+/// by [`call_error`] (general terms and the request id unless `expose_errors` is on; the detail
+/// goes to the server log there).
+fn chain_error(e: &Error, reply: &Reply) -> AnthropicError {
+    let told = call_error(e, reply);
+    let mut a = AnthropicError::from_error(e);
+    a.message = told.message().to_owned();
+    a.no_retry = told.no_retry;
+    a
 }
 
 /// The route the request's `model` names, refused in Anthropic's shape when unknown or not
@@ -114,11 +120,15 @@ fn served_model<'a>(reported: Option<&'a str>, p: &'a Provenance, requested: &'a
 /// `POST /v1/messages`.
 pub(super) async fn messages(
     State(state): State<Arc<GatewayState>>,
+    Extension(authed): Extension<Authed>,
+    Extension(RequestId(request_id)): Extension<RequestId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(caller) = state.caller_from_headers(&headers) else {
-        return unauthorized();
+    let caller = state.caller(authed);
+    let reply = Reply {
+        id: request_id,
+        expose: state.server.expose_errors,
     };
     let wire = match messages_wire::parse_request(&body) {
         Ok(w) => w,
@@ -173,14 +183,23 @@ pub(super) async fn messages(
             model = limited;
         }
     }
+    let route_header = route
+        .and_then(|i| state.routes.get(i))
+        .and_then(|r| HeaderValue::from_str(&r.name).ok());
+    // Shed at the door, as on the OpenAI endpoint: a call refused here touches no breaker,
+    // limiter or budget.
+    let slot = match state.admission(route).map(|a| a.admit(deadline)) {
+        Some(admit) => match admit.await {
+            Ok(p) => Some(p),
+            Err(why) => return shed_response(why, "/v1/messages", route_header, &reply),
+        },
+        None => None,
+    };
     let id = format!("msg_ripcord_{}", state.ids.fetch_add(1, Ordering::Relaxed));
-    let mut resp = if stream {
+    let resp = if stream {
         match model.stream(&req, &ctx).await {
-            Ok(s) => sse(s, id, requested).await,
-            Err(e) => error_response(
-                &AnthropicError::from_error(&e),
-                Some(&failed_provenance(&e)),
-            ),
+            Ok(s) => sse(s, id, requested, reply.clone()).await,
+            Err(e) => error_response(&chain_error(&e, &reply), Some(&failed_provenance(&e))),
         }
     } else {
         match model.chat(&req, &ctx).await {
@@ -195,16 +214,15 @@ pub(super) async fn messages(
                     Err(e) => error_response(&e, Some(&r.provenance)),
                 }
             }
-            Err(e) => error_response(
-                &AnthropicError::from_error(&e),
-                Some(&failed_provenance(&e)),
-            ),
+            Err(e) => error_response(&chain_error(&e, &reply), Some(&failed_provenance(&e))),
         }
     };
-    if let Some(v) = route
-        .and_then(|i| state.routes.get(i))
-        .and_then(|r| HeaderValue::from_str(&r.name).ok())
-    {
+    // The slot is held until the answer's body is done (a stream: until its last event).
+    let mut resp = match slot {
+        Some(p) => shed::hold(resp, p),
+        None => resp,
+    };
+    if let Some(v) = route_header {
         resp.headers_mut().insert("x-ripcord-route", v);
     }
     if let Some(v) = charged.and_then(|t| HeaderValue::from_str(&t).ok()) {
@@ -216,12 +234,10 @@ pub(super) async fn messages(
 /// `POST /v1/messages/count_tokens`: ripcord's own estimate of the prompt's tokens.
 pub(super) async fn count_tokens(
     State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
+    Extension(authed): Extension<Authed>,
     body: Bytes,
 ) -> Response {
-    let Some(caller) = state.caller_from_headers(&headers) else {
-        return unauthorized();
-    };
+    let caller = state.caller(authed);
     let wire = match messages_wire::parse_request(&body) {
         Ok(w) => w,
         Err(e) => return error_response(&e, None),
@@ -324,15 +340,15 @@ impl Blocks {
 }
 
 /// The `event: error` that ends a stream after commit, with the call's record beside it.
-fn error_event(e: &Error) -> Bytes {
-    let mut body = AnthropicError::from_error(e).body();
+fn error_event(e: &Error, reply: &Reply) -> Bytes {
+    let mut body = chain_error(e, reply).body();
     let attempts =
         attempts_header(&failed_provenance(e)).and_then(|v| v.to_str().ok().map(str::to_owned));
     body["ripcord"] = json!({"served_by": null, "degraded": true, "attempts": attempts});
     event("error", &body)
 }
 
-async fn sse(mut s: ChatStream, id: String, requested: String) -> Response {
+async fn sse(mut s: ChatStream, id: String, requested: String, reply: Reply) -> Response {
     // Read up to the commit point (the chain's first provenance), so the headers are true.
     let mut head = Vec::new();
     let mut provenance = None;
@@ -347,10 +363,7 @@ async fn sse(mut s: ChatStream, id: String, requested: String) -> Response {
                 }
             }
             Some(Err(e)) => {
-                return error_response(
-                    &AnthropicError::from_error(&e),
-                    Some(&failed_provenance(&e)),
-                );
+                return error_response(&chain_error(&e, &reply), Some(&failed_provenance(&e)));
             }
             None => break,
         }
@@ -386,12 +399,12 @@ async fn sse(mut s: ChatStream, id: String, requested: String) -> Response {
                 Some(Ok(StreamEvent::Finish { reason, .. })) => finish = Some(reason),
                 Some(Ok(StreamEvent::Restarted { reason, message })) => {
                     let e = Error::new(reason, format!("the upstream failed mid-stream and the answer restarted: {message}"));
-                    yield Ok(error_event(&e));
+                    yield Ok(error_event(&e, &reply));
                     return;
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
-                    yield Ok(error_event(&e));
+                    yield Ok(error_event(&e, &reply));
                     return;
                 }
                 None => break,
@@ -402,7 +415,7 @@ async fn sse(mut s: ChatStream, id: String, requested: String) -> Response {
         }
         let Some(reason) = finish else {
             let e = Error::new(ErrorKind::InvalidResponse, "stream ended without a finish event");
-            yield Ok(error_event(&e));
+            yield Ok(error_event(&e, &reply));
             return;
         };
         let mut out = Vec::new();

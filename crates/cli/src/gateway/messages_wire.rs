@@ -482,6 +482,8 @@ pub(crate) struct AnthropicError {
     pub(crate) message: String,
     /// Sent as `Retry-After` on 429 and 529.
     pub(crate) retry_after: Option<Duration>,
+    /// Sent as `x-should-retry: false` (what a retry cannot fix: quota, budget, auth, filter).
+    pub(crate) no_retry: bool,
 }
 
 impl AnthropicError {
@@ -491,6 +493,7 @@ impl AnthropicError {
             kind,
             message: message.into(),
             retry_after: None,
+            no_retry: false,
         }
     }
 

@@ -328,12 +328,6 @@ impl GatewayState {
         }
     }
 
-    /// The caller a request's headers name, or `None` without an accepted key (for handlers
-    /// that do not read the front door's [`Authed`]).
-    fn caller_from_headers(&self, headers: &HeaderMap) -> Option<Caller<'_>> {
-        self.key_index(headers).map(|k| self.caller(Authed(k)))
-    }
-
     /// The admission gate of route `route` (the only gate without routes).
     fn admission(&self, route: Option<usize>) -> Option<&Admission> {
         self.admissions
@@ -636,7 +630,7 @@ async fn chat_completions(
     let slot = match state.admission(route).map(|a| a.admit(deadline)) {
         Some(admit) => match admit.await {
             Ok(p) => Some(p),
-            Err(why) => return shed_response(why, route_header, &reply),
+            Err(why) => return shed_response(why, "/v1/chat/completions", route_header, &reply),
         },
         None => None,
     };

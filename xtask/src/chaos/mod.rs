@@ -25,6 +25,7 @@ mod report;
 mod run;
 mod scenario;
 mod stats;
+mod streams;
 
 use std::path::PathBuf;
 use std::sync::Arc;

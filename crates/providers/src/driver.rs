@@ -268,6 +268,8 @@ impl<D: Decoder> Driver<D> {
                             "ripcord.stream_ended_without_terminator"
                         );
                         self.done = true;
+                        // The body has ended: nothing is left for `release` to read.
+                        self.body = Box::pin(futures::stream::empty());
                         continue;
                     }
                     let e = Error::new(ErrorKind::Network, self.decoder.truncated())

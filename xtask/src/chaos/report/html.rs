@@ -637,6 +637,7 @@ mod tests {
                 deadline_ms: 1000.0,
                 outcome,
                 attempts,
+                spliced: None,
             });
         }
         records.transitions.push(TransitionRec {

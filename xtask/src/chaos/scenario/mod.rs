@@ -322,7 +322,7 @@ pub(crate) struct Phase {
 }
 
 impl Phase {
-    fn new(vendor: &str, at: f64, fault: Fault) -> Phase {
+    pub(crate) fn new(vendor: &str, at: f64, fault: Fault) -> Phase {
         Phase {
             vendor: vendor.to_owned(),
             at: At::Fraction(at),

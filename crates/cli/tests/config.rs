@@ -550,7 +550,10 @@ fn restart_is_refused_for_serve_and_an_unknown_retry_class_is_named() {
     )
     .unwrap();
     let why = c.serve_refusal().expect("serve must refuse restart");
-    assert!(why.contains("stream_policy = \"restart\"") && why.contains("stream_holdback_ms"), "{why}");
+    assert!(
+        why.contains("stream_policy = \"restart\"") && why.contains("stream_holdback_ms"),
+        "{why}"
+    );
     let e = parse_err(
         &STREAMS
             .replace("@POLICY@", "end_with_error")
@@ -558,5 +561,8 @@ fn restart_is_refused_for_serve_and_an_unknown_retry_class_is_named() {
         &[],
     );
     let text = e.to_string();
-    assert!(text.contains("retry_on") && text.contains("teapot") && text.contains("silent"), "{text}");
+    assert!(
+        text.contains("retry_on") && text.contains("teapot") && text.contains("silent"),
+        "{text}"
+    );
 }

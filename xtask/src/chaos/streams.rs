@@ -20,6 +20,10 @@ use super::invariants::Check;
 use super::record::{CallEnd, CallRec, Records};
 use super::scenario::{Fault, Scenario};
 
+/// Each vendor's phases: start and end (milliseconds into the run) and the faults it may answer
+/// with in between.
+type Windows = BTreeMap<String, Vec<(f64, f64, Vec<Fault>)>>;
+
 /// Calls this close to a phase change are not judged (the fake switches by its own clock).
 const EDGE_MS: f64 = 100.0;
 
@@ -87,10 +91,7 @@ fn windows(scenario: &Scenario, vendor: &str, run: Duration) -> Vec<(f64, f64, V
 }
 
 /// The faults the vendor behind `w` may have answered it with, or `None` near a phase change.
-fn faults_at<'a>(
-    windows: &'a BTreeMap<String, Vec<(f64, f64, Vec<Fault>)>>,
-    w: &CallRec,
-) -> Option<&'a [Fault]> {
+fn faults_at<'a>(windows: &'a Windows, w: &CallRec) -> Option<&'a [Fault]> {
     let list = windows.get(&w.link)?;
     list.iter()
         .find(|(start, end, _)| w.start_ms >= start + EDGE_MS && w.start_ms < end - EDGE_MS)

@@ -494,6 +494,7 @@ fn server_limits_that_cannot_work_name_their_key() {
         assert_eq!(e.key.as_deref(), Some(key), "{e}");
         assert!(e.message.contains("at least 1"), "{e}");
     }
+}
 
 const STREAMS: &str = r#"
 [chain]

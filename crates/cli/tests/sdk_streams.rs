@@ -43,6 +43,9 @@ fn config(dir: &Path, primary: &FakeVendor, backup: &FakeVendor, holdback_ms: u6
         &path,
         format!(
             r#"
+[server]
+expose_errors = true   # the reason reaches the client (hidden by default)
+
 [chain]
 order = ["primary", "backup"]
 deadline_ms = 10000

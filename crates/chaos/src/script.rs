@@ -94,6 +94,17 @@ pub enum Behavior {
         /// Chunks sent before the clean end.
         after_chunks: usize,
     },
+    /// A complete stream — content, finish reason (`finish_reason`, `message_delta` with
+    /// `stop_reason`) and usage — that ends cleanly without its terminator (`data: [DONE]`,
+    /// `message_stop`). A non-streaming request gets the whole answer.
+    StopWithoutDone,
+    /// A complete stream with `count` unparseable `data:` events inserted after its first
+    /// content event; every real event is still sent. A non-streaming request gets the whole
+    /// answer.
+    MalformedEvents {
+        /// How many broken events.
+        count: usize,
+    },
     /// A stream that carries the vendor's in-band error event after `after_chunks` chunks
     /// (`0`: the error is the very first event, before any preamble), then ends cleanly. A
     /// non-streaming request gets a 200 whose body is the vendor's error object.

@@ -210,6 +210,9 @@ fn timeouts(p: &Provider) -> Timeouts {
     if let Some(ms) = p.timeouts.idle_ms {
         t = t.with_stream_idle(Duration::from_millis(ms));
     }
+    if let Some(n) = p.timeouts.max_skipped_events {
+        t = t.with_max_skipped_events(n);
+    }
     t
 }
 
@@ -476,7 +479,11 @@ fn decorate(
         p.retry.max_attempts
     };
     if attempts > 1 {
-        let retry = RetryLayer::builder()
+        let mut retry = RetryLayer::builder();
+        if let Some(on) = &p.retry.retry_on {
+            retry = retry.retry_on(ripcord_resilience::RetryOn::parse(on).map_err(config_error)?);
+        }
+        let retry = retry
             .max_attempts(attempts)
             .base_delay(Duration::from_millis(p.retry.base_delay_ms))
             .max_delay(Duration::from_millis(
@@ -715,7 +722,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
             .filter(|r| r.spec.order.contains(&p.name))
             .map(|r| r.spec.deadline_ms)
             .max()
-            .unwrap_or(15_000);
+            .unwrap_or(ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64);
         let (link, h, prober) = decorate(p, base, hooks, redact.as_ref(), shared, deadline_ms)?;
         health.push(h);
         probers.extend(prober);
@@ -756,9 +763,10 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
             providers,
             emb_model,
             &client,
-            config
-                .default_route()
-                .map_or(15_000, |r| r.spec.deadline_ms),
+            config.default_route().map_or(
+                ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64,
+                |r| r.spec.deadline_ms,
+            ),
         )?),
     };
     let chain = routes
@@ -820,6 +828,9 @@ fn build_route(
     }
     if spec.stream_restart {
         b = b.stream_policy(StreamPolicy::Restart);
+    }
+    if spec.stream_holdback_ms > 0 {
+        b = b.stream_holdback(Duration::from_millis(spec.stream_holdback_ms));
     }
     if spec.trim_oldest {
         b = b.trim(ripcord_core::chain::Trim::Oldest);

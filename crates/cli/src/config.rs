@@ -4,7 +4,8 @@
 //! ```toml
 //! [chain]
 //! order = ["primary", "backup", "local"]   # names of providers, tried in this order
-//! deadline_ms = 15000                       # time to first content, and whole non-streamed calls
+//! deadline_ms = 45000                       # time to first content, and whole non-streamed calls
+//! stream_holdback_ms = 0                    # hold a stream's start this long; a failure in it falls over unseen
 //! stream_max_ms = 600000                    # a stream after its first content (default 10 min)
 //! min_attempt_ms = 1000                     # a link reached with less left is skipped ("deadline")
 //! trim = "oldest"                           # optional: drop old turns to fit a smaller window
@@ -18,6 +19,11 @@
 //! [providers.retry]
 //! max_attempts = 3
 //! base_delay_ms = 1000
+//! retry_on = ["rate_limited", "server_error", "timeout", "network", "invalid_response"]  # the default
+//! [providers.timeouts]                      # the defaults: connect 5 s, first token 30 s, idle 60 s
+//! connect_ms = 5000
+//! first_token_ms = 30000
+//! idle_ms = 60000
 //! [providers.breaker]
 //! failure_threshold = 5
 //! open_ms = 60000
@@ -163,6 +169,12 @@ pub struct RetryConfig {
     /// Largest backoff.
     #[serde(default = "default_max_delay")]
     pub max_delay_ms: u64,
+    /// The failure classes retried on the same link (`rate_limited`, `overloaded`,
+    /// `server_error`, `timeout`, `silent`, `network`, `invalid_response`). Default: all but
+    /// `silent` (no response byte within the first-token limit) and `overloaded`, which fall
+    /// to the next link at once.
+    #[serde(default)]
+    pub retry_on: Option<Vec<String>>,
 }
 
 fn default_attempts() -> u32 {
@@ -181,6 +193,7 @@ impl Default for RetryConfig {
             max_attempts: default_attempts(),
             base_delay_ms: default_base_delay(),
             max_delay_ms: default_max_delay(),
+            retry_on: None,
         }
     }
 }
@@ -305,6 +318,8 @@ pub struct TimeoutsConfig {
     pub first_token_ms: Option<u64>,
     /// Largest gap between stream events.
     pub idle_ms: Option<u64>,
+    /// Unparseable stream events one stream may skip before it fails (default 3).
+    pub max_skipped_events: Option<u32>,
 }
 
 /// One `[[providers]]` entry, as written.
@@ -381,6 +396,10 @@ pub struct ChainConfig {
     /// The least budget an attempt needs to be useful (default 1 s).
     #[serde(default = "default_min_attempt")]
     pub min_attempt_ms: u64,
+    /// Hold a stream's first part this long before committing it to the client: a cut, stall
+    /// or in-band error within it falls over to the next link unseen (default 0).
+    #[serde(default)]
+    pub stream_holdback_ms: u64,
     /// A prompt too large for a link's window: `none` (skip the link, default) or `oldest`
     /// (drop the oldest non-system turns to fit).
     #[serde(default)]
@@ -415,7 +434,8 @@ pub struct ChainConfig {
 }
 
 fn default_deadline() -> u64 {
-    15_000
+    // Leaves the next link 15 s after a first link's 30 s first-token timeout.
+    45_000
 }
 
 fn default_stream_max() -> u64 {
@@ -989,6 +1009,42 @@ impl Provider {
         ));
         s
     }
+
+    /// Every effective setting of the link — timeouts, reserve, retry, breaker, stream
+    /// tolerance — with the defaults filled in, as `check-config` prints it.
+    pub fn effective(&self) -> String {
+        let retry_on = self
+            .retry
+            .retry_on
+            .as_ref()
+            .and_then(|on| ripcord_resilience::RetryOn::parse(on).ok())
+            .unwrap_or_default();
+        let mut s = format!(
+            "retry: {} attempts, backoff {}..{} ms (full jitter; a 429 without retry-after waits at least {} ms), retry_on {retry_on}
+             breaker: opens after {} failures, for {} ms
+             reserve: {} ms kept for the links after this one",
+            self.retry.max_attempts,
+            self.retry.base_delay_ms,
+            self.retry.max_delay_ms.max(self.retry.base_delay_ms),
+            self.retry.base_delay_ms / 2,
+            self.breaker.failure_threshold,
+            self.breaker.open_ms,
+            self.reserve_ms,
+        );
+        if self.kind != ProviderKind::LocalOnnx {
+            let d = ripcord_providers::Timeouts::default();
+            let t = &self.timeouts;
+            let ms = |d: std::time::Duration| d.as_millis();
+            s.push_str(&format!(
+                "\ntimeouts: connect {} ms, first token {} ms, stream idle {} ms; up to {} unparseable stream events skipped",
+                t.connect_ms.map_or(ms(d.connect), u128::from),
+                t.first_token_ms.map_or(ms(d.first_token), u128::from),
+                t.idle_ms.map_or(ms(d.stream_idle), u128::from),
+                t.max_skipped_events.unwrap_or(d.max_skipped_events),
+            ));
+        }
+        s
+    }
 }
 
 /// One chain's settings, resolved (from `[chain]` or one `[[routes]]` entry).
@@ -1002,6 +1058,8 @@ pub struct ChainSpec {
     pub stream_max_ms: u64,
     /// The least useful attempt budget.
     pub min_attempt_ms: u64,
+    /// How long a stream's first part is held before it is committed.
+    pub stream_holdback_ms: u64,
     /// Trim the oldest turns to fit a link's window.
     pub trim_oldest: bool,
     /// Static reply.
@@ -1665,6 +1723,7 @@ fn resolve_chain(
         deadline_ms: raw.deadline_ms,
         stream_max_ms: raw.stream_max_ms,
         min_attempt_ms: raw.min_attempt_ms,
+        stream_holdback_ms: raw.stream_holdback_ms,
         trim_oldest,
         static_reply: cx.opt(&raw.static_reply, &key("static_reply"))?,
         intent_replies: raw.intent_replies.clone(),
@@ -2068,6 +2127,11 @@ fn resolve_provider(
             "must be at least 1 (1 = no retry)",
         ));
     }
+    if let Some(on) = &retry.retry_on
+        && let Err(e) = ripcord_resilience::RetryOn::parse(on)
+    {
+        return Err(cx.err(Some(&p.name.span()), "retry.retry_on", e.to_string()));
+    }
     let breaker = p.breaker.clone().unwrap_or_default();
     if breaker.failure_threshold == 0 {
         return Err(cx.err(
@@ -2167,6 +2231,39 @@ pub fn load(path: Option<&Path>, env: &dyn Env) -> Result<Config, ConfigError> {
 }
 
 impl Config {
+    /// Why `serve` cannot run this config, if it cannot: `stream_policy = "restart"` asks the
+    /// chain to restart a failed stream on the next link and tell its consumer to discard what
+    /// it showed — but a gateway's client already has the response headers and part of the
+    /// first answer, and the OpenAI wire has no way to say "discard". Serving it would call the
+    /// backup and throw its answer away. `stream_holdback_ms` is the gateway's way to fall over
+    /// mid-stream without the client seeing it.
+    pub fn serve_refusal(&self) -> Option<String> {
+        let restart: Vec<&str> = self
+            .routes
+            .iter()
+            .filter(|r| r.spec.stream_restart)
+            .map(|r| r.name.as_str())
+            .collect();
+        if restart.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "{}: stream_policy = \"restart\" cannot be served: a client of `serve` already has the headers and part of the first answer, so the restarted answer would be thrown away; use stream_policy = \"end_with_error\" with stream_holdback_ms to fall over mid-stream before the client sees anything",
+            if self.any_model {
+                "[chain]".to_owned()
+            } else {
+                format!(
+                    "route {}",
+                    restart
+                        .iter()
+                        .map(|r| format!("{r:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ))
+    }
+
     /// The resolved routes, providers and keys, printable (secrets redacted).
     pub fn describe(&self) -> String {
         let mut s = format!("config: {}\n", self.source);
@@ -2176,7 +2273,23 @@ impl Config {
                     .provider(name)
                     .map_or_else(|| name.clone(), Provider::redacted);
                 s.push_str(&format!("  {}. {line}\n", i + 1));
+                if let Some(p) = self.provider(name) {
+                    for l in p.effective().lines() {
+                        s.push_str(&format!("       {l}\n"));
+                    }
+                }
             }
+            s.push_str(&format!(
+                "  streams: first content within the deadline ({} ms), then bounded by stream_max {} ms; hold-back {} ms; after commit: {}\n",
+                spec.deadline_ms,
+                spec.stream_max_ms,
+                spec.stream_holdback_ms,
+                if spec.stream_restart {
+                    "restart on the next link (library and `chat` only: `serve` refuses it)"
+                } else {
+                    "end with the error"
+                },
+            ));
             match &spec.static_reply {
                 Some(r) => s.push_str(&format!("  then static reply: {r:?}\n")),
                 None => s.push_str("  then: no static reply (the call fails)\n"),

@@ -242,6 +242,10 @@ async fn run(cli: Cli) -> ExitCode {
                 Ok(b) => b,
                 Err(code) => return code,
             };
+            if let Some(why) = cfg.serve_refusal() {
+                eprintln!("ripcord: {why}");
+                return ExitCode::from(2);
+            }
             let listen = listen
                 .or(cfg.listen.clone())
                 .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
@@ -361,7 +365,10 @@ async fn run(cli: Cli) -> ExitCode {
             let outcomes = ripcord_cli::probe_formats::run(
                 &links,
                 &cases,
-                Duration::from_millis(cfg.default_route().map_or(15_000, |r| r.spec.deadline_ms)),
+                Duration::from_millis(cfg.default_route().map_or(
+                    ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64,
+                    |r| r.spec.deadline_ms,
+                )),
             )
             .await;
             print!("{}", ripcord_cli::probe_formats::table(&outcomes));
@@ -380,6 +387,11 @@ async fn run(cli: Cli) -> ExitCode {
                 Err(code) => return code,
             };
             print!("{}", cfg.describe());
+            // A config `serve` would refuse fails the check (it still suits `ripcord chat`).
+            if let Some(why) = cfg.serve_refusal() {
+                eprintln!("ripcord: `serve` refuses this config: {why}");
+                return ExitCode::FAILURE;
+            }
             ExitCode::SUCCESS
         }
     }

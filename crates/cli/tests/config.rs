@@ -495,3 +495,75 @@ fn server_limits_that_cannot_work_name_their_key() {
         assert!(e.message.contains("at least 1"), "{e}");
     }
 }
+
+const STREAMS: &str = r#"
+[chain]
+order = ["primary"]
+stream_holdback_ms = 250
+stream_policy = "@POLICY@"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "sk-test-primary-key"
+reserve_ms = 700
+[providers.retry]
+retry_on = ["rate_limited", "overloaded", "server_error"]
+[providers.timeouts]
+idle_ms = 9000
+max_skipped_events = 5
+"#;
+
+#[test]
+fn check_config_prints_every_effective_timeout_reserve_retry_and_stream_setting() {
+    let c = config::parse(
+        "ripcord.toml",
+        &STREAMS.replace("@POLICY@", "end_with_error"),
+        &env(&[]),
+    )
+    .unwrap();
+    let d = c.describe();
+    println!("{d}");
+    for want in [
+        "chain (deadline 45000 ms",
+        "retry: 3 attempts, backoff 1000..20000 ms",
+        "a 429 without retry-after waits at least 500 ms",
+        "retry_on [rate_limited, overloaded, server_error]",
+        "breaker: opens after 5 failures",
+        "reserve: 700 ms",
+        "timeouts: connect 5000 ms, first token 30000 ms, stream idle 9000 ms; up to 5 unparseable stream events skipped",
+        "hold-back 250 ms; after commit: end with the error",
+    ] {
+        assert!(d.contains(want), "missing {want:?} in:\n{d}");
+    }
+    assert!(!d.contains("sk-test-primary-key"));
+    assert!(c.serve_refusal().is_none());
+}
+
+#[test]
+fn restart_is_refused_for_serve_and_an_unknown_retry_class_is_named() {
+    let c = config::parse(
+        "ripcord.toml",
+        &STREAMS.replace("@POLICY@", "restart"),
+        &env(&[]),
+    )
+    .unwrap();
+    let why = c.serve_refusal().expect("serve must refuse restart");
+    assert!(
+        why.contains("stream_policy = \"restart\"") && why.contains("stream_holdback_ms"),
+        "{why}"
+    );
+    let e = parse_err(
+        &STREAMS
+            .replace("@POLICY@", "end_with_error")
+            .replace("\"overloaded\"", "\"teapot\""),
+        &[],
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("retry_on") && text.contains("teapot") && text.contains("silent"),
+        "{text}"
+    );
+}

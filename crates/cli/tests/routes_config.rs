@@ -91,7 +91,7 @@ fn routes_share_providers_declared_once_and_keys_name_their_tenants() {
     assert_eq!(smart.deadline_ms, 30000);
     assert_eq!(smart.static_reply.as_deref(), Some("Busy."));
     assert!(smart.stream_restart);
-    assert_eq!(c.routes[1].spec.deadline_ms, 15000);
+    assert_eq!(c.routes[1].spec.deadline_ms, 45000);
     assert_eq!(c.routes[1].spec.order, ["deepseek", "openai"]);
     // "openai" is used by both routes and resolved once.
     let providers: Vec<&str> = c.chain.iter().map(|p| p.name.as_str()).collect();
@@ -110,7 +110,7 @@ fn routes_share_providers_declared_once_and_keys_name_their_tenants() {
     assert!(!shown.contains("sk-openai-upstream"), "{shown}");
     for line in [
         "route \"smart\" (aliases: gpt-4o, best) (deadline 30000 ms):",
-        "route \"fast\" (deadline 15000 ms):",
+        "route \"fast\" (deadline 45000 ms):",
         "  1. deepseek (deepseek) model=deepseek-chat",
         "shared providers (one breaker, limiter and health record each): openai (smart, fast)",
         "key=[redacted] from env ACME_GATEWAY_KEY tenant=acme routes=smart rpm=60",

@@ -247,6 +247,11 @@ pub enum TimeoutPhase {
     Connect,
     /// Waiting for the response headers or the first token / first stream event.
     FirstToken,
+    /// Waiting for the first byte of the response (its headers) under the first-token limit:
+    /// the vendor accepted the connection and said nothing at all. Retrying such a *silent*
+    /// link costs a whole first-token limit per attempt, so by default it falls to the next
+    /// link instead.
+    FirstByte,
     /// The gap between two stream events after the first.
     StreamIdle,
     /// The whole attempt or the whole call (the deadline budget given to it).
@@ -259,6 +264,7 @@ impl TimeoutPhase {
         match self {
             TimeoutPhase::Connect => "connect",
             TimeoutPhase::FirstToken => "first_token",
+            TimeoutPhase::FirstByte => "first_byte",
             TimeoutPhase::StreamIdle => "stream_idle",
             TimeoutPhase::Total => "total",
         }

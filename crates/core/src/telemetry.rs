@@ -206,6 +206,9 @@ pub mod event {
     pub const READMISSION_WAIT: &str = "ripcord.readmission_wait";
     /// A retry decorator scheduled another attempt (`link`, `attempt`, `delay_ms`, `error.type`).
     pub const RETRY_SCHEDULED: &str = "ripcord.retry_scheduled";
+    /// A vendor stream event that could not be parsed was skipped (`ripcord.link`,
+    /// `ripcord.skipped_events`: how many this stream skipped so far, `error.message`).
+    pub const STREAM_EVENT_SKIPPED: &str = "ripcord.stream_event_skipped";
     /// A circuit breaker changed state (`link`, `from`, `to`; states `closed`, `open`,
     /// `half_open`).
     pub const BREAKER_TRANSITION: &str = "ripcord.breaker_transition";

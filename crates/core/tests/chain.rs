@@ -384,7 +384,7 @@ async fn cancelling_a_call_ends_it_whether_or_not_the_link_bounds_itself() {
 
 #[tokio::test(start_paused = true)]
 async fn deadline_without_static_reply_is_deadline_exceeded() {
-    let a = arc(ScriptedModel::new("a").reply_after("late", Duration::from_secs(20)));
+    let a = arc(ScriptedModel::new("a").reply_after("late", Duration::from_secs(60)));
     let chain = chain_of(&[&a]).build().unwrap();
     let t0 = Instant::now();
     let e = chain.chat(&ask(), &Context::new()).await.unwrap_err();
@@ -544,7 +544,7 @@ fn invalid_chains_are_construction_errors() {
     assert_eq!(e, BuildError::ZeroDeadline);
     let e = Chain::builder()
         .link(ScriptedModel::new("a"))
-        .reserve(Duration::from_secs(20))
+        .reserve(Duration::from_secs(50))
         .build()
         .unwrap_err();
     assert_eq!(e, BuildError::ReserveTooLarge("a".into()));

@@ -474,3 +474,120 @@ async fn a_stream_cut_by_the_callers_budget_is_not_restarted_elsewhere() {
     assert!(e.is_deadline_cut(), "{e}");
     assert_eq!(b.calls(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_within_the_holdback_falls_over_and_the_caller_sees_only_the_backup() {
+    for (what, failure) in [
+        (
+            "error",
+            StreamItem::Error(Error::new(ErrorKind::Network, "reset mid-stream")),
+        ),
+        ("stall", StreamItem::Stall),
+    ] {
+        let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
+            (ms(5), StreamItem::Event(StreamEvent::text("Primary half "))),
+            (ms(50), failure),
+        ]));
+        let b = Arc::new(
+            ScriptedModel::new("b").stream_items(text_stream(&["Backup ", "answer"], ms(10))),
+        );
+        let chain = Chain::builder()
+            .link_arc(a.clone())
+            .link_arc(b.clone())
+            .stream_holdback(ms(200))
+            .deadline(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
+        if what == "error" {
+            assert_eq!(texts(&events), "Backup answer", "{what}");
+            assert!(events.iter().all(Result::is_ok), "{what}: {events:?}");
+            assert!(
+                !events
+                    .iter()
+                    .any(|e| matches!(e, Ok(StreamEvent::Restarted { .. }))),
+                "{what}"
+            );
+            assert_eq!(b.calls(), 1);
+        } else {
+            // A stall shorter than the hold-back is no failure: what came is committed.
+            assert!(texts(&events).starts_with("Primary half"), "{what}");
+            assert_eq!(b.calls(), 0);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_holdback_the_same_cut_ends_the_committed_stream() {
+    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
+        (ms(5), StreamItem::Event(StreamEvent::text("Primary half "))),
+        (
+            ms(50),
+            StreamItem::Error(Error::new(ErrorKind::Network, "reset")),
+        ),
+    ]));
+    let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
+    let chain = Chain::builder()
+        .link_arc(a)
+        .link_arc(b.clone())
+        .build()
+        .unwrap();
+    let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
+    assert_eq!(texts(&events), "Primary half ");
+    assert!(events.last().unwrap().is_err());
+    assert_eq!(b.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_holdback_commits_after_its_time_and_a_later_cut_is_not_spliced() {
+    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
+        (ms(5), StreamItem::Event(StreamEvent::text("one "))),
+        (ms(50), StreamItem::Event(StreamEvent::text("two "))),
+        (
+            ms(500),
+            StreamItem::Error(Error::new(ErrorKind::Network, "reset")),
+        ),
+    ]));
+    let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
+    let chain = Chain::builder()
+        .link_arc(a)
+        .link_arc(b.clone())
+        .stream_holdback(ms(100))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let mut s = chain.stream(&ask(), &Context::new()).await.unwrap();
+    // Nothing reaches the caller before the hold-back ends (5 ms to first content + 100 ms).
+    let first_text = loop {
+        match s.next().await.unwrap().unwrap() {
+            StreamEvent::TextDelta { text } => break text,
+            _ => continue,
+        }
+    };
+    assert_eq!(first_text, "one ");
+    assert_eq!(start.elapsed(), ms(105));
+    let rest = drain(s).await;
+    assert_eq!(texts(&rest), "two ");
+    assert_eq!(
+        rest.last().unwrap().as_ref().unwrap_err().kind(),
+        ErrorKind::Network
+    );
+    assert_eq!(b.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_that_finishes_within_the_holdback_is_delivered_whole_at_once() {
+    let a =
+        Arc::new(ScriptedModel::new("a").stream_items(text_stream(&["Short ", "answer"], ms(5))));
+    let chain = Chain::builder()
+        .link_arc(a)
+        .stream_holdback(ms(1000))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "Short answer");
+    assert!(start.elapsed() < ms(100), "{:?}", start.elapsed());
+}

@@ -17,6 +17,11 @@
 //! marked as delivered: the vendor had the request and may have processed it, which decides
 //! whether a request that is not retry-safe may be sent again.
 //!
+//! Two tolerances, both narrower than they look: a body that ends cleanly after the vendor's
+//! stop reason but before its terminator is complete ([`Decoder::clean_end`]), and an event that
+//! cannot be parsed is skipped — logged as `ripcord.stream_event_skipped`, counted — up to
+//! [`Timeouts::max_skipped_events`] per stream; the next one fails the stream.
+//!
 //! A stream whose only answer is a policy stop — a `content_filter` / `refusal` finish with no
 //! text and no tool call — is a `ContentFiltered` error, not an empty answer.
 
@@ -33,12 +38,20 @@ use crate::http::{self, Auth, Limit, Stage, Timeouts};
 use crate::sse::{SseEvent, SseParser};
 
 /// Whether the vendor's stream is over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Step {
     /// Keep reading.
     More,
     /// The vendor's terminator arrived; the decoder has queued its final events.
     Done,
+    /// The event could not be parsed (this error says why) and nothing of it was queued: the
+    /// driver skips it, up to [`Timeouts::max_skipped_events`] per stream, then fails with it.
+    Malformed(Error),
+}
+
+/// The error of an event that cannot be parsed, for [`Step::Malformed`].
+pub(crate) fn malformed(what: String, source: serde_json::Error) -> Step {
+    Step::Malformed(Error::new(ErrorKind::InvalidResponse, what).with_source(source))
 }
 
 /// A vendor's stream grammar: SSE events in, ripcord stream events out.
@@ -52,6 +65,15 @@ pub(crate) trait Decoder: Send + 'static {
 
     /// The message for a body that ended without the terminator.
     fn truncated(&self) -> &'static str;
+
+    /// The body ended cleanly — no transport error, no half-sent event — without the
+    /// terminator. A decoder that has seen the vendor's stop reason (`finish_reason`, a
+    /// `message_delta` with `stop_reason`) queues its final events (usage, `Finish`) and returns
+    /// true: the answer is complete, as every comparable client accepts it. Without a stop
+    /// reason it returns false and the stream is truncated.
+    fn clean_end(&mut self, _out: &mut VecDeque<StreamEvent>) -> bool {
+        false
+    }
 }
 
 /// The error for an answer that is nothing but a policy stop (a `content_filter` or `refusal`
@@ -116,6 +138,8 @@ struct Driver<D> {
     /// A text or tool-call event has been seen.
     content: bool,
     done: bool,
+    /// Unparseable events skipped so far.
+    skipped: u32,
     labels: Labels,
 }
 
@@ -139,6 +163,7 @@ pub(crate) fn drive<D: Decoder>(
         answered: false,
         content: false,
         done: false,
+        skipped: 0,
         labels,
     };
     Box::pin(futures::stream::unfold(driver, |mut d| async move {
@@ -161,6 +186,29 @@ impl<D: Decoder> Driver<D> {
                 match self.decoder.event(sse, &mut self.out) {
                     Ok(Step::More) => {}
                     Ok(Step::Done) => self.done = true,
+                    Ok(Step::Malformed(e)) => {
+                        if self.skipped >= self.timeouts.max_skipped_events {
+                            let e = Error::new(
+                                ErrorKind::InvalidResponse,
+                                format!(
+                                    "{} unparseable stream events, more than the {} a stream may skip; the last: {}",
+                                    self.skipped + 1,
+                                    self.timeouts.max_skipped_events,
+                                    e.message()
+                                ),
+                            )
+                            .with_source(e);
+                            return Some(Err(self.fail(e)));
+                        }
+                        self.skipped += 1;
+                        tracing::warn!(
+                            ripcord.link = %self.labels.name,
+                            gen_ai.request.model = %self.labels.model,
+                            ripcord.skipped_events = self.skipped,
+                            error.message = %e.message(),
+                            "ripcord.stream_event_skipped"
+                        );
+                    }
                     Err(e) => return Some(Err(self.fail(e))),
                 }
                 self.content |= self.out.iter().any(StreamEvent::is_content);
@@ -212,6 +260,18 @@ impl<D: Decoder> Driver<D> {
                     return Some(Err(self.fail(e)));
                 }
                 None => {
+                    if !self.parser.has_partial() && self.decoder.clean_end(&mut self.out) {
+                        // The stop reason arrived and the connection closed cleanly: a complete
+                        // answer that only lacks the terminator.
+                        tracing::debug!(
+                            gen_ai.provider.name = %self.labels.name,
+                            "ripcord.stream_ended_without_terminator"
+                        );
+                        self.done = true;
+                        // The body has ended: nothing is left for `release` to read.
+                        self.body = Box::pin(futures::stream::empty());
+                        continue;
+                    }
                     let e = Error::new(ErrorKind::Network, self.decoder.truncated())
                         .with_request_delivered();
                     return Some(Err(self.fail(e)));

@@ -57,22 +57,32 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Timeouts {
-    /// Establishing the TCP (and TLS) connection. Default 10 s.
+    /// Establishing the TCP (and TLS) connection. Default 5 s.
     pub connect: Duration,
     /// From sending the request to the response headers *and* the first answer event of a
     /// stream (or the first body bytes of a non-streaming answer, which vendors only send when
-    /// the whole answer is ready). Default 60 s.
+    /// the whole answer is ready). Default 30 s. A vendor that sends no response byte at all
+    /// within it times out in [`TimeoutPhase::FirstByte`]; one that sent its headers but no
+    /// answer event, in [`TimeoutPhase::FirstToken`].
     pub first_token: Duration,
-    /// The longest silence between two pieces of a stream (or body) after the first. Default 30 s.
+    /// The longest silence between two pieces of a stream (or body) after the first. Default 60 s.
     pub stream_idle: Duration,
+    /// How many stream events that cannot be parsed one stream may skip (each is logged and
+    /// counted) before the next one fails it as an invalid response. Default 3; 0 fails the
+    /// stream at the first.
+    pub max_skipped_events: u32,
 }
+
+/// The default number of unparseable stream events skipped per stream.
+pub const DEFAULT_MAX_SKIPPED_EVENTS: u32 = 3;
 
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
-            connect: Duration::from_secs(10),
-            first_token: Duration::from_secs(60),
-            stream_idle: Duration::from_secs(30),
+            connect: Duration::from_secs(5),
+            first_token: Duration::from_secs(30),
+            stream_idle: Duration::from_secs(60),
+            max_skipped_events: DEFAULT_MAX_SKIPPED_EVENTS,
         }
     }
 }
@@ -93,6 +103,12 @@ impl Timeouts {
     /// Sets the stream-idle limit.
     pub fn with_stream_idle(mut self, d: Duration) -> Self {
         self.stream_idle = d;
+        self
+    }
+
+    /// Sets how many unparseable stream events one stream may skip.
+    pub fn with_max_skipped_events(mut self, n: u32) -> Self {
+        self.max_skipped_events = n;
         self
     }
 
@@ -506,7 +522,11 @@ impl Transport {
             &self.json_headers
         };
         let started = Instant::now();
-        let limit = Limit::first_token(started, &self.timeouts);
+        // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).
+        let limit = Limit {
+            phase: TimeoutPhase::FirstByte,
+            ..Limit::first_token(started, &self.timeouts)
+        };
         let resp = match &self.http.engine {
             Engine::Hyper(client) => {
                 let mut req = http::Request::new(Full::new(Bytes::from(body)));
@@ -715,6 +735,10 @@ pub(crate) async fn guard_until<T>(
             TimeoutPhase::FirstToken => Error::timeout(
                 TimeoutPhase::FirstToken,
                 format!("no answer from the vendor within the first-token limit of {:?}", limit.after),
+            ),
+            TimeoutPhase::FirstByte => Error::timeout(
+                TimeoutPhase::FirstByte,
+                format!("the vendor sent no response byte within the first-token limit of {:?}", limit.after),
             ),
             TimeoutPhase::StreamIdle => Error::timeout(
                 TimeoutPhase::StreamIdle,

@@ -266,13 +266,19 @@ async fn truncation_malformed_json_and_resets() {
             .kind(),
         ErrorKind::InvalidResponse
     );
-    let (_, err) = drain(
+    // One unparseable event in a healthy stream is skipped; the answer completes.
+    let (events, err) = drain(
         m.stream(&ChatRequest::user("hi"), &Context::new())
             .await
             .unwrap(),
     )
     .await;
-    assert_eq!(err.expect("malformed").kind(), ErrorKind::InvalidResponse);
+    assert!(err.is_none(), "{err:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Finish { .. }))
+    );
 
     fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
     let (_, err) = drain(
@@ -295,12 +301,13 @@ async fn timeouts_by_phase() {
                 .with_stream_idle(Duration::from_millis(300)),
         )
         .unwrap();
+    // Silent: no response byte at all.
     fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
     let e = m
         .chat(&ChatRequest::user("hi"), &Context::new())
         .await
         .unwrap_err();
-    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken), "{e}");
+    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
 
     fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 1 }));
     let (events, err) = drain(

@@ -396,10 +396,13 @@ async fn malformed_json_is_an_invalid_response() {
         .stream(&ChatRequest::user("hi"), &Context::new())
         .await
         .unwrap();
-    let (_, err) = drain(s).await;
-    assert_eq!(
-        err.expect("malformed chunk").kind(),
-        ErrorKind::InvalidResponse
+    // One unparseable chunk in a healthy stream is skipped; the answer completes.
+    let (events, err) = drain(s).await;
+    assert!(err.is_none(), "{err:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Finish { .. }))
     );
 }
 
@@ -412,14 +415,14 @@ async fn timeouts_by_phase() {
         .with_stream_idle(Duration::from_millis(300));
     let m = OpenAi::new(openai_cfg(&fake, "gpt-4o").with_timeouts(short)).unwrap();
 
-    // No headers at all: first-token limit.
+    // No headers at all: a silent vendor, under the first-token limit.
     fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
     let t0 = Instant::now();
     let e = m
         .chat(&ChatRequest::user("hi"), &Context::new())
         .await
         .unwrap_err();
-    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken), "{e}");
+    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(5));
 
     // Headers at once, first event too late: still the first-token limit.

@@ -142,7 +142,8 @@ pub use redact::{
     PiiKind, Redact, RedactBuilder, RedactLayer, Redaction, Redactor, RedactorBuilder, Restorer,
 };
 pub use retry::{
-    Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryBuilder, RetryLayer, SplitMix64,
+    Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryBuilder, RetryClass, RetryLayer,
+    RetryOn, SplitMix64,
 };
 pub use timeout::{Timeout, TimeoutBuilder, TimeoutLayer};
 pub use validate::{FnValidator, JsonValidator, Validate, Validator, validator_fn};

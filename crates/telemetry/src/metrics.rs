@@ -16,6 +16,7 @@
 //! | `ripcord.chain.duration` | histogram, s | chain span closed | `ripcord.chain`, `error.type` |
 //! | `ripcord.retries` | histogram, {retry} | chain span closed: `ripcord.retry_scheduled` events inside it | `ripcord.chain` |
 //! | `ripcord.retries.scheduled` | counter | `ripcord.retry_scheduled` | `ripcord.link`, `error.type` |
+//! | `ripcord.stream.events_skipped` | counter | `ripcord.stream_event_skipped` | `ripcord.link` |
 //! | `ripcord.fallbacks` | counter | `ripcord.fallback` | `ripcord.chain`, `ripcord.fallback.from`, `ripcord.fallback.to`, `error.type` |
 //! | `ripcord.links.skipped` | counter | `ripcord.link_skipped` | `ripcord.chain`, `ripcord.link`, `ripcord.skip.reason` |
 //! | `ripcord.static_replies` | counter | `ripcord.static_reply` | `ripcord.chain` |
@@ -94,6 +95,8 @@ pub mod names {
     pub const RETRIES: &str = "ripcord.retries";
     /// Retries scheduled, by link and kind.
     pub const RETRIES_SCHEDULED: &str = "ripcord.retries.scheduled";
+    /// Unparseable vendor stream events skipped, by link.
+    pub const STREAM_EVENTS_SKIPPED: &str = "ripcord.stream.events_skipped";
     /// Fallbacks from one link to another.
     pub const FALLBACKS: &str = "ripcord.fallbacks";
     /// Links skipped without a call.
@@ -135,6 +138,7 @@ struct Instruments {
     chain_duration: Histogram<f64>,
     retries: Histogram<u64>,
     retries_scheduled: Counter<u64>,
+    events_skipped: Counter<u64>,
     fallbacks: Counter<u64>,
     skipped: Counter<u64>,
     static_replies: Counter<u64>,
@@ -205,6 +209,11 @@ impl Instruments {
                 .u64_counter(names::RETRIES_SCHEDULED)
                 .with_unit("{retry}")
                 .with_description("Retries scheduled, by link and error.type")
+                .build(),
+            events_skipped: meter
+                .u64_counter(names::STREAM_EVENTS_SKIPPED)
+                .with_unit("{event}")
+                .with_description("Unparseable vendor stream events skipped, by link")
                 .build(),
             fallbacks: meter
                 .u64_counter(names::FALLBACKS)
@@ -735,6 +744,14 @@ where
                     a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
                 }
                 self.inst.retries_scheduled.add(1, &a);
+            }
+            event::STREAM_EVENT_SKIPPED => {
+                let a: Vec<KeyValue> = f
+                    .link
+                    .iter()
+                    .map(|l| KeyValue::new(attr::LINK, l.clone()))
+                    .collect();
+                self.inst.events_skipped.add(1, &a);
             }
             event::FALLBACK => {
                 let mut a = vec![chain_name()];

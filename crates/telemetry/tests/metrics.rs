@@ -415,3 +415,27 @@ async fn alert_kinds_raise_one_alert_per_link_and_kind_per_interval() {
     assert_eq!(alerts(&cap, "primary", "auth"), Some(2.0));
     assert_eq!(alerts(&cap, "backup", "quota_exhausted"), Some(2.0));
 }
+
+#[tokio::test]
+async fn skipped_stream_events_are_counted_per_link() {
+    use ripcord_chaos::{Behavior, FakeVendor, Script, Wire};
+    use ripcord_providers::{OpenAi, OpenAiConfig};
+    let cap = capture(|b| b);
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    vendor.set_script(Script::Always(Behavior::MalformedEvents { count: 2 }));
+    let cfg = OpenAiConfig::new("gpt-4o", "sk-test-metrics".to_owned())
+        .with_base_url(format!("{}/v1", vendor.base_url()));
+    let chain = Chain::builder()
+        .name("s")
+        .link(OpenAi::new(cfg).unwrap().named("bumpy"))
+        .build()
+        .unwrap();
+    let reply = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
+        .await
+        .unwrap();
+    assert!(!reply.text().is_empty());
+    let m = cap.metrics();
+    let skipped = points(&m, "ripcord.stream.events_skipped");
+    let p = point_with(&skipped, &[("ripcord.link", "bumpy")]).unwrap();
+    assert_eq!(p.value, 2.0);
+}

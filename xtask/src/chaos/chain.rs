@@ -26,6 +26,7 @@ order = ["primary", "backup"@LOCAL_ORDER@]
 deadline_ms = @DEADLINE_MS@
 stream_max_ms = 8000
 min_attempt_ms = 300
+stream_holdback_ms = 100
 static_reply = "The assistant is busy right now; please try again in a few minutes."
 stream_policy = "restart"
 

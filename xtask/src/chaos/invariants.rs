@@ -613,6 +613,7 @@ mod tests {
             deadline_ms: 1000.0,
             outcome,
             attempts: Vec::new(),
+            spliced: None,
         }
     }
 

@@ -25,6 +25,7 @@ mod report;
 mod run;
 mod scenario;
 mod stats;
+mod streams;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -397,9 +398,9 @@ mod tests {
         .unwrap();
         let file = path.display().to_string();
         let all = scenarios(&args(&["--scenario", &file])).unwrap();
-        assert_eq!(all.len(), 13);
-        assert_eq!(all[12].name, "mine");
-        assert_eq!(all[12].source, file);
+        assert_eq!(all.len(), 14);
+        assert_eq!(all[13].name, "mine");
+        assert_eq!(all[13].source, file);
         let some = scenarios(&args(&["--scenario", &file, "--only", "mine,flapping"])).unwrap();
         let names: Vec<&str> = some.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["mine", "flapping"]);

@@ -138,8 +138,16 @@ impl Recorder {
             deadline_ms: deadline.as_secs_f64() * 1000.0,
             outcome: Outcome::Unfinished,
             attempts: Vec::new(),
+            spliced: None,
         });
         log.requests.len() - 1
+    }
+
+    /// Logs that one answer of a streamed request carried text from two links.
+    pub(crate) fn spliced(&self, idx: usize, links: String) {
+        if let Some(r) = lock(&self.log).requests.get_mut(idx) {
+            r.spliced.get_or_insert(links);
+        }
     }
 
     /// Logs the first content of a streamed request.

@@ -83,6 +83,10 @@ pub(crate) struct RequestRec {
     pub(crate) outcome: Outcome,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) attempts: Vec<AttemptRec>,
+    /// Set when one answer of a stream carried text from two links without a `Restarted`
+    /// between them (the links, in order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) spliced: Option<String>,
 }
 
 impl RequestRec {

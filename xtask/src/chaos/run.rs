@@ -23,6 +23,7 @@ use super::observe::{REQUEST_ID, Recorder};
 use super::record::{AttemptRec, Outcome, Records};
 use super::scenario::{Rng, STATIC, Scenario, mix};
 use super::stats::{self, Summary};
+use super::streams;
 
 /// How a run loads the chain.
 #[derive(Debug, Clone)]
@@ -81,6 +82,8 @@ impl ScenarioRun {
     /// Recomputes the checks (after more key-scan results were added to the records).
     pub(crate) fn recheck(&mut self, tolerance: Duration) {
         self.invariants = invariants::check_all(&self.records, tolerance.as_secs_f64() * 1000.0);
+        self.invariants
+            .extend(streams::check_streams(&self.records, &self.scenario));
         self.expectations = invariants::expectations(&self.records, &self.scenario.expect);
     }
 }
@@ -141,12 +144,30 @@ async fn stream_once(
     };
     let mut provenance: Option<Provenance> = None;
     let mut finished = false;
+    // The links whose content this answer carried (since the last `Restarted`): the link that
+    // was serving, by the latest provenance, when each piece arrived.
+    let mut texts_from: Vec<String> = Vec::new();
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(StreamEvent::Provenance { provenance: p }) => provenance = Some(*p),
             Ok(StreamEvent::Finish { .. }) => finished = true,
-            Ok(StreamEvent::Restarted { .. }) => finished = false,
-            Ok(ev) if ev.is_content() => rec.first_content(idx),
+            Ok(StreamEvent::Restarted { .. }) => {
+                finished = false;
+                texts_from.clear();
+            }
+            Ok(ev) if ev.is_content() => {
+                rec.first_content(idx);
+                let by = provenance
+                    .as_ref()
+                    .and_then(|p| p.served_by.as_deref())
+                    .unwrap_or("unknown");
+                if texts_from.last().is_none_or(|l| l != by) {
+                    texts_from.push(by.to_owned());
+                    if texts_from.len() == 2 {
+                        rec.spliced(idx, texts_from.join(" then "));
+                    }
+                }
+            }
             Ok(_) => {}
             Err(e) => {
                 let before = provenance

@@ -315,6 +315,7 @@ mod tests {
             deadline_ms: 3000.0,
             outcome,
             attempts,
+            spliced: None,
         }
     }
 

@@ -181,6 +181,38 @@ pub(super) async fn respond(
             cut(conn, out, &job, reply, *after_chunks, End::Reset).await
         }
         Behavior::MalformedJson => malformed(conn, out, &job, reply).await,
+        Behavior::StopWithoutDone | Behavior::MalformedEvents { .. } if !job.stream => {
+            success(conn, out, &job, reply, Pace::Now).await
+        }
+        Behavior::StopWithoutDone => {
+            let f = frames(&job, reply, false);
+            head_sse(out, &job);
+            // Everything but the terminator, the last frame.
+            out.extend_from_slice(f.bytes(0..f.len().saturating_sub(1)));
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
+        Behavior::MalformedEvents { count } => {
+            let f = frames(&job, reply, false);
+            let at = f.cut_after(1);
+            head_sse(out, &job);
+            out.extend_from_slice(f.bytes(0..at));
+            let (event, data): (Option<&str>, &[u8]) = match job.wire {
+                Wire::OpenAi => (None, b"{\"choices\":[{\"delta\":{\"content\":"),
+                Wire::Anthropic => (
+                    Some("content_block_delta"),
+                    b"{\"type\":\"content_block_delta\",\"index\":",
+                ),
+            };
+            for _ in 0..*count {
+                let mut sse = Vec::with_capacity(data.len() + 32);
+                write_sse(&mut sse, event, data);
+                write_chunk(out, &sse);
+            }
+            out.extend_from_slice(f.bytes(at..f.len()));
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
         Behavior::TruncatedStream { after_chunks } => {
             cut(conn, out, &job, reply, *after_chunks, End::Clean).await
         }

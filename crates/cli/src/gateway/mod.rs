@@ -6,7 +6,11 @@
 //! module), `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-route and per-link health as JSON).
 //! Every chat answer carries `x-ripcord-served-by`, `x-ripcord-degraded`, `x-ripcord-attempts`
 //! (every attempt, `link/model=outcome(status):latency`) and, with routes, `x-ripcord-route`
-//! headers; a failed call carries them too, with `served-by: none` and `degraded: true`.
+//! headers; a failed call carries them too, with `served-by: none` and `degraded: true`. The
+//! body's `model` — of a completion and of every stream chunk — names the model that served
+//! (the vendor's name for it, else the serving link's model), never just the one asked for:
+//! a client reading `model` learns who answered after a fallback. The requested name is in
+//! `x-ripcord-requested-model`.
 //!
 //! Routes: with `[[routes]]` the request's `model` picks a route by name or alias; an unknown
 //! model is a 404 `model_not_found` naming the routes, a route outside the key's list a 403
@@ -34,10 +38,14 @@
 //! - A client that disconnects drops the handler future, which drops the chain call and with it
 //!   the upstream request: nothing keeps running for a caller who is gone.
 //! - Streams: headers are sent once the chain has committed to a link (its first content event),
-//!   so `x-ripcord-served-by` is true for streams too. A failure after that is sent as OpenAI's
-//!   in-band `{"error": …}` event, with the call's final record beside it
-//!   (`"ripcord": {"degraded": true, "attempts": "…"}`, the `x-ripcord-attempts` format); a `Restarted` event cannot be expressed on OpenAI's wire (a
-//!   client cannot un-show text), so the gateway ends the stream with an error there instead.
+//!   so `x-ripcord-served-by` is true for streams too; with the chain's stream hold-back, a
+//!   failure inside it falls over before anything is sent. A failure after commit is sent as
+//!   OpenAI's in-band `{"error": {"message", "type", "param", "code"}}` event (the envelope of an
+//!   HTTP error, not nested twice, so SDKs show the message), with the call's final record
+//!   beside it (`"ripcord": {"degraded": true, "attempts": "…"}`, the `x-ripcord-attempts`
+//!   format). A `Restarted` event cannot be expressed on OpenAI's wire (a client cannot un-show
+//!   text), so `ripcord serve` refuses `stream_policy = "restart"`; a gateway built around a
+//!   restarting chain by hand ends the stream with an error there instead.
 
 mod errors;
 mod front;
@@ -634,12 +642,16 @@ async fn chat_completions(
         },
         None => None,
     };
+    let requested_header = HeaderValue::from_str(&requested_model).ok();
     let id = state.next_id();
     let created = unix_now();
     let resp = if !stream {
         match model.chat(&req, &ctx).await {
             Ok(resp) => {
-                let body = wire::completion(&id, created, &requested_model, &resp);
+                // The body names who served (the vendor's own name, else the serving link's
+                // model); the requested name goes in a header.
+                let fallback = served_model(&resp.provenance).unwrap_or(&requested_model);
+                let body = wire::completion(&id, created, fallback, &resp);
                 let mut r = axum::Json(body).into_response();
                 set_provenance_headers(r.headers_mut(), &resp.provenance);
                 r
@@ -674,6 +686,9 @@ async fn chat_completions(
     }
     if let Some(v) = tenant_header {
         resp.headers_mut().insert("x-ripcord-tenant", v);
+    }
+    if let Some(v) = requested_header {
+        resp.headers_mut().insert("x-ripcord-requested-model", v);
     }
     resp
 }
@@ -714,9 +729,21 @@ fn sse_data(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\n\n"))
 }
 
+/// The model that served an answer, as the serving link names it: the last successful
+/// attempt's model (`None` for a static reply or when no link served).
+fn served_model(p: &Provenance) -> Option<&str> {
+    p.served_by.as_ref()?;
+    p.attempts
+        .iter()
+        .rev()
+        .find(|a| a.succeeded())
+        .map(|a| &*a.model)
+        .filter(|m| !m.is_empty())
+}
+
 async fn sse_response(
     mut s: ChatStream,
-    writer: ChunkWriter,
+    mut writer: ChunkWriter,
     include_usage: bool,
     reply: &Reply,
 ) -> Response {
@@ -738,6 +765,11 @@ async fn sse_response(
             }
             None => break,
         }
+    }
+    // Every chunk names the model that serves, not the one asked for (that one is in the
+    // `x-ripcord-requested-model` header): a client that reads `model` learns who answered.
+    if let Some(m) = provenance.as_ref().and_then(served_model) {
+        writer.model = m.to_owned();
     }
     let reply = reply.clone();
     let body = async_stream::stream! {
@@ -767,7 +799,7 @@ async fn sse_response(
                 }
                 Some(Ok(StreamEvent::Restarted { reason, message })) => {
                     let e = Error::new(reason, format!("the upstream failed mid-stream and the answer restarted: {message}"));
-                    yield Ok(sse_data(&json!({"error": WireError::from_error(&e)})));
+                    yield Ok(sse_data(&WireError::from_error(&e).event_json()));
                     return;
                 }
                 Some(Ok(StreamEvent::Provenance { .. })) => {}
@@ -777,10 +809,9 @@ async fn sse_response(
                     // error event (clients that only read `error` ignore it).
                     let attempts = attempts_header(&failed_provenance(&e))
                         .and_then(|v| v.to_str().ok().map(str::to_owned));
-                    yield Ok(sse_data(&json!({
-                        "error": call_error(&e, &reply),
-                        "ripcord": {"served_by": null, "degraded": true, "attempts": attempts},
-                    })));
+                    let mut event = call_error(&e, &reply).event_json();
+                    event["ripcord"] = json!({"served_by": null, "degraded": true, "attempts": attempts});
+                    yield Ok(sse_data(&event));
                     return;
                 }
                 None => break,
@@ -788,7 +819,7 @@ async fn sse_response(
         }
         if !finished {
             let e = Error::new(ErrorKind::InvalidResponse, "stream ended without a finish event");
-            yield Ok(sse_data(&json!({"error": WireError::from_error(&e)})));
+            yield Ok(sse_data(&WireError::from_error(&e).event_json()));
             return;
         }
         if let Some(u) = usage.filter(|_| include_usage) {

@@ -471,6 +471,13 @@ impl WireError {
         self.error.message = message;
     }
 
+    /// The in-band error event of a stream that already sent its headers: OpenAI's
+    /// `{"error": {"message", "type", "param", "code"}}` — the same envelope as an HTTP error
+    /// body, never nested twice, so SDKs show `message` as the reason.
+    pub(crate) fn event_json(&self) -> Value {
+        json!({ "error": &self.error })
+    }
+
     /// Names the request parameter at fault (OpenAI's `param`).
     pub(crate) fn with_param(mut self, param: &str) -> Self {
         self.error.param = Some(param.to_owned());

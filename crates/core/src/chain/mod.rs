@@ -30,7 +30,8 @@
 //! - Streaming: fallback is free until a link's first content event. After that a failure ends
 //!   the stream with the error, or — with [`StreamPolicy::Restart`] — emits
 //!   [`crate::StreamEvent::Restarted`] and streams the whole answer again from the next link.
-//!   Two models' halves are never spliced.
+//!   Two models' halves are never spliced. A hold-back ([`ChainBuilder::stream_holdback`])
+//!   moves the commit point later: a failure within it still falls over transparently.
 //! - A `Chain` is a `ChatModel`, so chains nest.
 
 mod call;
@@ -64,8 +65,10 @@ use crate::telemetry;
 use call::{Call, Next};
 use order::Plan;
 
-/// The default end-to-end deadline of a chain call.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
+/// The default end-to-end deadline of a chain call: time to a stream's first content, and
+/// whole non-streamed calls. It leaves the next link 15 s after a first link's default 30 s
+/// first-token timeout, so a silent primary still leaves room for a fallback.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(45);
 
 /// The default bound of a stream after its first content ([`ChainBuilder::stream_max`]).
 pub const DEFAULT_STREAM_MAX: Duration = Duration::from_secs(600);
@@ -171,6 +174,7 @@ pub(crate) struct ChainInner {
     pub(crate) min_attempt: Duration,
     pub(crate) trim: Trim,
     pub(crate) stream_policy: StreamPolicy,
+    pub(crate) stream_holdback: Duration,
     pub(crate) wait_for_readmission: bool,
     pub(crate) fallback_notice: Option<String>,
     pub(crate) strategy: Strategy,
@@ -222,6 +226,7 @@ pub struct ChainBuilder {
     min_attempt: Option<Duration>,
     trim: Trim,
     stream_policy: StreamPolicy,
+    stream_holdback: Duration,
     no_readmission_wait: bool,
     fallback_notice: Option<String>,
     strategy: Strategy,
@@ -417,6 +422,21 @@ impl ChainBuilder {
         self
     }
 
+    /// Holds the first part of a stream for up to `d` after its first content before committing
+    /// it to the caller (default zero: commit at the first content event).
+    ///
+    /// Within the hold-back a cut, a stall (the link's idle limit) or an in-band error is still
+    /// the attempt's failure: the chain falls over to the next link and the caller sees only
+    /// that link's answer, nothing of the first — unlike [`StreamPolicy::Restart`], which needs
+    /// a consumer that can discard what it showed. The hold-back ends early when the answer
+    /// finishes, and at the call's deadline (an answer under way is committed, not dropped).
+    /// After it, the stream policy applies as without one. The price is `d` more time to first
+    /// token for every stream.
+    pub fn stream_holdback(mut self, d: Duration) -> Self {
+        self.stream_holdback = d;
+        self
+    }
+
     /// Don't wait for a cooling-down link's re-admission; fail over at once.
     pub fn no_readmission_wait(mut self) -> Self {
         self.no_readmission_wait = true;
@@ -526,6 +546,7 @@ impl ChainBuilder {
                 min_attempt,
                 trim: self.trim,
                 stream_policy: self.stream_policy,
+                stream_holdback: self.stream_holdback,
                 wait_for_readmission: !self.no_readmission_wait,
                 fallback_notice: self.fallback_notice,
                 strategy: self.strategy,
@@ -552,6 +573,16 @@ impl Chain {
     /// The chain's own deadline.
     pub fn deadline(&self) -> Duration {
         self.inner.deadline
+    }
+
+    /// The stream hold-back ([`ChainBuilder::stream_holdback`]).
+    pub fn stream_holdback(&self) -> Duration {
+        self.inner.stream_holdback
+    }
+
+    /// The stream policy ([`ChainBuilder::stream_policy`]).
+    pub fn stream_policy(&self) -> StreamPolicy {
+        self.inner.stream_policy
     }
 
     /// The static reply, if configured.

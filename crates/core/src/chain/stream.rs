@@ -68,10 +68,11 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
                 match stream.next().await {
                     Some(Ok(StreamEvent::Provenance { provenance })) => nested = *provenance,
                     Some(Ok(ev)) => {
-                        let done = ev.is_content() || matches!(ev, StreamEvent::Finish { .. });
+                        let finished = matches!(ev, StreamEvent::Finish { .. });
+                        let done = ev.is_content() || finished;
                         buffered.push(ev);
                         if done {
-                            return Ok((stream, buffered, nested));
+                            return Ok((stream, buffered, nested, finished));
                         }
                     }
                     Some(Err(e)) => return Err(e),
@@ -86,6 +87,13 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
         } else {
             actx.run(opening).await
         };
+        let first = match first {
+            Ok((stream, buffered, nested, false)) if !inner.stream_holdback.is_zero() => {
+                hold_back(inner, call.deadline(), ctx, stream, buffered, nested).await
+            }
+            Ok((stream, buffered, nested, _)) => Ok((stream, buffered, nested)),
+            Err(e) => Err(e),
+        };
         match first {
             Ok((stream, buffered, provenance)) => {
                 inner.observe_latency(i, started.elapsed());
@@ -99,6 +107,46 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
                 });
             }
             Err(e) => call.failed(inner, i, e, started.elapsed(), ctx),
+        }
+    }
+}
+
+/// Reads on past the first content for up to the chain's hold-back, keeping what arrives: a
+/// failure in that time is the attempt's (the caller has seen nothing of it yet), so the chain
+/// may still fall over without splicing. Ends early at the answer's finish, and at the call's
+/// deadline — an answer under way is committed then rather than dropped (after first content
+/// the link's own stream runs under the stream bound, not the deadline).
+async fn hold_back(
+    inner: &ChainInner,
+    deadline: Instant,
+    ctx: &Context,
+    mut stream: ChatStream,
+    mut buffered: Vec<StreamEvent>,
+    mut nested: Provenance,
+) -> Result<(ChatStream, Vec<StreamEvent>, Provenance)> {
+    let until = (Instant::now() + inner.stream_holdback).min(deadline);
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = ctx.cancellation().cancelled() => return Err(Error::cancelled()),
+            r = tokio::time::timeout_at(until, stream.next()) => r,
+        };
+        match next {
+            // The hold-back is over: commit what arrived.
+            Err(_) => return Ok((stream, buffered, nested)),
+            Ok(Some(Ok(StreamEvent::Provenance { provenance }))) => nested = *provenance,
+            Ok(Some(Ok(ev))) => {
+                let finished = matches!(ev, StreamEvent::Finish { .. });
+                buffered.push(ev);
+                if finished {
+                    return Ok((stream, buffered, nested));
+                }
+            }
+            Ok(Some(Err(e))) => {
+                tracing::info!(error.type = e.kind().as_str(), "ripcord.stream_failed_in_holdback");
+                return Err(e);
+            }
+            Ok(None) => return Err(truncated()),
         }
     }
 }
@@ -233,11 +281,13 @@ fn committed(
         // (which only bounded getting an answer at all).
         let stream_deadline = ctx.stream_deadline().unwrap_or_else(|| call.deadline());
         yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
+        // A hold-back may have buffered the whole answer, its finish included.
+        let mut buffered_finish = c.buffered.iter().any(|e| matches!(e, StreamEvent::Finish { .. }));
         for ev in std::mem::take(&mut c.buffered) {
             yield Ok(ev);
         }
         loop {
-            let mut finished = false;
+            let mut finished = std::mem::take(&mut buffered_finish);
             // Each event of a link that bounds itself arrives (or fails) by the deadline on its
             // own: no timer and no cancellation waiter per event here.
             let bounded = inner.links[c.link].model.bounds_itself();
@@ -300,6 +350,7 @@ fn committed(
                     provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());
                     provenance.trimmed_messages = next.trimmed;
                     yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
+                    buffered_finish = next.buffered.iter().any(|e| matches!(e, StreamEvent::Finish { .. }));
                     for ev in std::mem::take(&mut next.buffered) {
                         yield Ok(ev);
                     }

@@ -8,13 +8,13 @@
 
 use std::collections::VecDeque;
 
-use ripcord_core::{Error, ErrorKind, Price, Result, StreamEvent};
+use ripcord_core::{Error, Price, Result, StreamEvent};
 use serde::Deserialize;
 
 use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
 use super::response::{WireUsage, stop_reason};
-use crate::driver::{Decoder, Step};
+use crate::driver::{Decoder, Step, malformed};
 use crate::error_body::ErrorBody;
 use crate::sse::SseEvent;
 
@@ -128,6 +128,21 @@ impl AnthropicDecoder {
         }
     }
 
+    /// Queues the final usage and the single `Finish`.
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
+        out.push_back(StreamEvent::Usage {
+            usage: self.usage.to_usage(self.price.as_ref()),
+        });
+        out.push_back(StreamEvent::Finish {
+            reason: self
+                .stop
+                .as_deref()
+                .map(|s| stop_reason(s, self.json))
+                .unwrap_or_default(),
+            model: self.model.take(),
+        });
+    }
+
     fn block(&self, index: usize) -> Block {
         self.blocks.get(index).copied().unwrap_or(Block::Other)
     }
@@ -148,13 +163,15 @@ impl Decoder for AnthropicDecoder {
         if ev.event == "ping" || ev.data.trim().is_empty() {
             return Ok(Step::More);
         }
-        let parsed: Event = serde_json::from_str(&ev.data).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidResponse,
-                format!("malformed `{}` stream event: {e}", ev.name()),
-            )
-            .with_source(e)
-        })?;
+        let parsed: Event = match serde_json::from_str(&ev.data) {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(malformed(
+                    format!("malformed `{}` stream event: {e}", ev.name()),
+                    e,
+                ));
+            }
+        };
         if let Event::ContentBlockStart { index, .. } | Event::ContentBlockDelta { index, .. } =
             &parsed
             && *index > ripcord_core::stream::MAX_TOOL_INDEX as usize
@@ -233,17 +250,7 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             Event::MessageStop {} => {
-                out.push_back(StreamEvent::Usage {
-                    usage: self.usage.to_usage(self.price.as_ref()),
-                });
-                out.push_back(StreamEvent::Finish {
-                    reason: self
-                        .stop
-                        .as_deref()
-                        .map(|s| stop_reason(s, self.json))
-                        .unwrap_or_default(),
-                    model: self.model.take(),
-                });
+                self.finish(out);
                 return Ok(Step::Done);
             }
             Event::ContentBlockStop {} | Event::Ping {} | Event::Unknown => {}
@@ -255,6 +262,15 @@ impl Decoder for AnthropicDecoder {
     fn truncated(&self) -> &'static str {
         "stream truncated: the connection closed before `message_stop`"
     }
+
+    fn clean_end(&mut self, out: &mut VecDeque<StreamEvent>) -> bool {
+        // A `message_delta` carried the stop reason: `message_stop` would add nothing.
+        if self.stop.is_none() {
+            return false;
+        }
+        self.finish(out);
+        true
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +280,7 @@ mod tests {
 
     use super::*;
     use crate::sse::SseParser;
+    use ripcord_core::ErrorKind;
 
     fn run(input: &str, json: bool) -> (Vec<StreamEvent>, Result<Step>) {
         let mut p = SseParser::new();
@@ -362,11 +379,46 @@ mod tests {
     }
 
     #[test]
-    fn malformed_event_is_invalid_response() {
+    fn malformed_event_is_reported_for_the_driver_to_skip() {
         let (_, last) = run(
             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\n\n",
             false,
         );
-        assert_eq!(last.unwrap_err().kind(), ErrorKind::InvalidResponse);
+        match last {
+            Ok(Step::Malformed(e)) => {
+                assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+                assert!(e.message().contains("content_block_delta"), "{e}");
+            }
+            other => panic!("expected a malformed step, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_clean_end_after_the_stop_reason_completes_with_usage() {
+        // Everything but `message_stop`.
+        let cut = STREAM.rsplit_once("event: message_stop").unwrap().0;
+        let mut p = SseParser::new();
+        p.push(cut.as_bytes()).unwrap();
+        let mut d = AnthropicDecoder::new(JsonMode(false), None);
+        let mut out = VecDeque::new();
+        while let Some(ev) = p.next_event() {
+            assert!(matches!(d.event(ev, &mut out), Ok(Step::More)));
+        }
+        assert!(d.clean_end(&mut out));
+        let mut c = Collector::new();
+        out.into_iter().for_each(|e| c.push(e));
+        let r = c.finish().unwrap();
+        assert_eq!(r.usage.output_tokens, 30);
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        // Without the `message_delta` there is no stop reason: truncated.
+        let cut = STREAM.rsplit_once("event: message_delta").unwrap().0;
+        let mut p = SseParser::new();
+        p.push(cut.as_bytes()).unwrap();
+        let mut d = AnthropicDecoder::new(JsonMode(false), None);
+        let mut out = VecDeque::new();
+        while let Some(ev) = p.next_event() {
+            let _ = d.event(ev, &mut out);
+        }
+        assert!(!d.clean_end(&mut out));
     }
 }

@@ -9,12 +9,12 @@
 
 use std::collections::VecDeque;
 
-use ripcord_core::{Error, ErrorKind, FinishReason, Price, Result, StreamEvent};
+use ripcord_core::{Error, FinishReason, Price, Result, StreamEvent};
 use serde::Deserialize;
 
 use super::error_map;
 use super::response::{WireText, WireUsage, arguments_text, finish_reason};
-use crate::driver::{Decoder, Step};
+use crate::driver::{Decoder, Step, malformed};
 use crate::error_body::{ErrorBody, ErrorHook};
 use crate::sse::SseEvent;
 
@@ -114,13 +114,10 @@ impl Decoder for OpenAiDecoder {
             // Keep-alives and vendor extras ("event: ping") carry no answer.
             return Ok(Step::More);
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidResponse,
-                format!("malformed stream chunk: {e}"),
-            )
-            .with_source(e)
-        })?;
+        let chunk: Chunk = match serde_json::from_str(data) {
+            Ok(c) => c,
+            Err(e) => return Ok(malformed(format!("malformed stream chunk: {e}"), e)),
+        };
         if let Some(err) = &chunk.error {
             return Err(self.in_band(&serde_json::json!({ "error": err })));
         }
@@ -193,6 +190,18 @@ impl Decoder for OpenAiDecoder {
     fn truncated(&self) -> &'static str {
         "stream truncated: the connection closed before `data: [DONE]`"
     }
+
+    fn clean_end(&mut self, out: &mut VecDeque<StreamEvent>) -> bool {
+        // A `finish_reason` arrived: what `[DONE]` would have finished is complete.
+        let Some(reason) = self.finish.take() else {
+            return false;
+        };
+        out.push_back(StreamEvent::Finish {
+            reason,
+            model: self.model.take(),
+        });
+        true
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +211,7 @@ mod tests {
 
     use super::*;
     use crate::sse::SseParser;
+    use ripcord_core::ErrorKind;
 
     fn run(input: &str) -> (Vec<StreamEvent>, Result<Step>) {
         let mut p = SseParser::new();
@@ -287,10 +297,42 @@ mod tests {
     }
 
     #[test]
-    fn malformed_chunks_and_pings() {
+    fn malformed_chunks_are_reported_for_the_driver_to_skip_and_pings_ignored() {
         let (events, last) = run("event: ping\ndata: {}\n\ndata: {\"choices\": [\n\n");
         assert!(events.is_empty());
-        assert_eq!(last.unwrap_err().kind(), ErrorKind::InvalidResponse);
+        match last {
+            Ok(Step::Malformed(e)) => {
+                assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+                assert!(e.message().contains("malformed stream chunk"), "{e}");
+            }
+            other => panic!("expected a malformed step, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_clean_end_after_finish_reason_completes_with_usage_but_not_without_one() {
+        let mut p = SseParser::new();
+        p.push(b"data: {\"model\":\"m-1\",\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n").unwrap();
+        let mut d = OpenAiDecoder::new(None, None);
+        let mut out = VecDeque::new();
+        while let Some(ev) = p.next_event() {
+            assert!(matches!(d.event(ev, &mut out), Ok(Step::More)));
+        }
+        assert!(d.clean_end(&mut out));
+        let mut c = Collector::new();
+        out.into_iter().for_each(|e| c.push(e));
+        let r = c.finish().unwrap();
+        assert_eq!(
+            (r.text(), r.usage.output_tokens, r.model.as_str()),
+            ("Hi", 1, "m-1")
+        );
+        let mut d = OpenAiDecoder::new(None, None);
+        let mut out = VecDeque::new();
+        let mut p = SseParser::new();
+        p.push(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n")
+            .unwrap();
+        let _ = d.event(p.next_event().unwrap(), &mut out);
+        assert!(!d.clean_end(&mut out));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use ripcord_core::ChatModel;
 use super::Retry;
 use super::backoff::{Backoff, Jitter, RandomSource, SplitMix64};
 use super::budget::{BudgetState, RetryBudget};
+use super::retry_on::RetryOn;
 use crate::clock::{SharedClock, default_clock};
 use crate::error::ConfigError;
 
@@ -39,6 +40,7 @@ pub struct RetryLayer {
     pub(crate) backoff: Backoff,
     pub(crate) max_retry_after: Duration,
     pub(crate) budget: Option<RetryBudget>,
+    pub(crate) retry_on: RetryOn,
     pub(crate) rng: Arc<dyn RandomSource>,
     pub(crate) clock: SharedClock,
 }
@@ -54,6 +56,7 @@ impl Default for RetryLayer {
             },
             max_retry_after: Duration::from_secs(60),
             budget: Some(RetryBudget::default()),
+            retry_on: RetryOn::default(),
             rng: Arc::new(SplitMix64::from_entropy()),
             clock: default_clock(),
         }
@@ -82,6 +85,21 @@ impl RetryLayer {
     /// The backoff between attempts.
     pub fn backoff(&self) -> Backoff {
         self.backoff
+    }
+
+    /// The failure classes retried on the same link.
+    pub fn retry_on(&self) -> RetryOn {
+        self.retry_on
+    }
+
+    /// The longest vendor retry-after waited for.
+    pub fn max_retry_after(&self) -> std::time::Duration {
+        self.max_retry_after
+    }
+
+    /// The retry budget, if any.
+    pub fn retry_budget(&self) -> Option<RetryBudget> {
+        self.budget
     }
 
     pub(crate) fn budget_state(&self) -> Option<BudgetState> {
@@ -125,6 +143,13 @@ impl RetryBuilder {
     /// the chain falls back (default 60 s). The call's deadline applies too.
     pub fn max_retry_after(mut self, d: Duration) -> Self {
         self.layer.max_retry_after = d;
+        self
+    }
+
+    /// The failure classes retried on the same link (default [`RetryOn::default`]: not a
+    /// silent link, not an overloaded one).
+    pub fn retry_on(mut self, on: RetryOn) -> Self {
+        self.layer.retry_on = on;
         self
     }
 

@@ -2,9 +2,14 @@
 //!
 //! # Rules
 //!
-//! - Only failures whose [`Disposition`] is `Retry` are retried (rate limited, server error,
-//!   timeout, network, invalid response). Everything else returns at once: quota exhausted,
-//!   auth and the like go to the chain's next link; content filtered fails the call.
+//! - Only failures whose [`RetryClass`] is in the policy's [`RetryOn`] are retried; by default
+//!   rate limited, server error, timeout, network, invalid response. A *silent* link (a connect
+//!   timeout, or no response byte within the first-token limit) is not: it falls to the next
+//!   link at once instead of costing a whole limit per attempt. Everything else returns at
+//!   once: quota exhausted, auth and the like go to the chain's next link; content filtered
+//!   fails the call.
+//! - A rate limit without a retry-after waits at least half the base delay (full jitter alone
+//!   may pick almost zero).
 //! - The vendor's retry-after ([`Error::retry_after`]) replaces the backoff delay. When the wait
 //!   — backoff or retry-after — would overrun [`Context::deadline`], the error is returned *at
 //!   once*, without sleeping, so the chain falls back while there is still time.
@@ -28,6 +33,7 @@
 mod backoff;
 mod budget;
 mod layer;
+mod retry_on;
 
 use std::time::Duration;
 
@@ -43,6 +49,7 @@ pub use backoff::{Backoff, Jitter, RandomSource, SplitMix64};
 use budget::BudgetState;
 pub use budget::RetryBudget;
 pub use layer::{RetryBuilder, RetryLayer};
+pub use retry_on::{RetryClass, RetryOn};
 
 use crate::error::tag;
 use crate::stream_util::{bounded_by, open_to_first_content};
@@ -114,10 +121,13 @@ impl<M: ChatModel> Retry<M> {
     /// Decides, after failed attempt number `n`, whether and how long to wait before the next.
     fn next(&self, n: u32, e: &Error, ctx: &Context, previous: &mut Duration) -> Next {
         let id = self.inner.id();
-        let after = match e.disposition() {
-            Disposition::Retry { after } => after,
-            _ => return Next::Stop,
-        };
+        if !self.policy.retry_on.retries(e) {
+            if e.disposition() != Disposition::Fallback && RetryClass::of(e).is_some() {
+                tracing::debug!(link = %id.name, error.type = e.kind().as_str(), "ripcord.retry_class_not_retried");
+            }
+            return Next::Stop;
+        }
+        let after = e.retry_after();
         if n >= self.policy.max_attempts.get() || ctx.is_cancelled() {
             return Next::Stop;
         }
@@ -132,10 +142,17 @@ impl<M: ChatModel> Retry<M> {
             }
             Some(after) => after,
             None => {
-                let d = self
+                let mut d = self
                     .policy
                     .backoff
                     .delay(n, *previous, self.policy.rng.as_ref());
+                if e.kind() == ErrorKind::RateLimited {
+                    // A rate limit without a retry-after: full jitter may pick almost zero, and
+                    // three attempts inside a fraction of a second meet the same limit. Never
+                    // less than half the base delay.
+                    let b = self.policy.backoff;
+                    d = d.max(b.base / 2).min(b.cap);
+                }
                 *previous = d;
                 d
             }

@@ -4,8 +4,10 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
-use ripcord_core::{CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent};
-use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryLayer};
+use ripcord_core::{
+    CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent, TimeoutPhase,
+};
+use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryLayer, RetryOn};
 use tokio::time::Instant;
 
 use crate::support::{ms, req, scripted, secs};
@@ -358,4 +360,95 @@ fn defaults_are_what_production_wants() {
     assert_eq!(d.max_attempts(), 3);
     let b = d.backoff();
     assert_eq!((b.base, b.cap, b.jitter), (secs(1), secs(20), Jitter::Full));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_without_retry_after_never_waits_less_than_half_the_base_delay() {
+    // Full jitter from 0: over many seeds some draw lands near zero without the floor.
+    for seed in 0..64 {
+        let layer = RetryLayer::builder()
+            .max_attempts(3)
+            .base_delay(secs(1))
+            .seed(seed)
+            .no_budget()
+            .build()
+            .unwrap();
+        let m = scripted("a").fail(ErrorKind::RateLimited).with_retry(layer);
+        let start = Instant::now();
+        let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+        assert_eq!(
+            (err.kind(), m.get_ref().calls()),
+            (ErrorKind::RateLimited, 3)
+        );
+        // Two waits, each at least 500 ms.
+        assert!(
+            start.elapsed() >= ms(1000),
+            "seed {seed}: {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
+    for phase in [TimeoutPhase::FirstByte, TimeoutPhase::Connect] {
+        let silent = || Error::timeout(phase, "no response byte");
+        let m = scripted("a")
+            .fail_with(silent(), secs(30))
+            .reply("late")
+            .with_retry(fixed(3, 100));
+        let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+        assert_eq!((err.timeout_phase(), m.get_ref().calls()), (Some(phase), 1));
+        // Opting in retries it.
+        let on = RetryOn::parse(["silent"]).unwrap();
+        let layer = RetryLayer::builder()
+            .max_attempts(3)
+            .base_delay(ms(100))
+            .jitter(Jitter::None)
+            .retry_on(on)
+            .build()
+            .unwrap();
+        let m = scripted("a")
+            .fail_with(silent(), secs(30))
+            .reply("late")
+            .with_retry(layer);
+        assert_eq!(
+            m.chat(&req(), &Context::new()).await.unwrap().text(),
+            "late"
+        );
+        assert_eq!(m.get_ref().calls(), 2);
+    }
+    // A slow first token after the headers is still retried by default.
+    let m = scripted("a")
+        .fail_with(Error::timeout(TimeoutPhase::FirstToken, "slow"), ms(0))
+        .reply("ok")
+        .with_retry(fixed(3, 100));
+    assert_eq!(m.chat(&req(), &Context::new()).await.unwrap().text(), "ok");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_on_can_retry_overloaded_and_stop_retrying_rate_limits() {
+    let on = RetryOn::parse(["overloaded"]).unwrap();
+    let layer = |on| {
+        RetryLayer::builder()
+            .max_attempts(3)
+            .base_delay(ms(10))
+            .retry_on(on)
+            .build()
+            .unwrap()
+    };
+    let m = scripted("a")
+        .fail(ErrorKind::Overloaded)
+        .reply("ok")
+        .with_retry(layer(on));
+    assert_eq!(m.chat(&req(), &Context::new()).await.unwrap().text(), "ok");
+    let m = scripted("a")
+        .fail(ErrorKind::RateLimited)
+        .reply("ok")
+        .with_retry(layer(on));
+    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), m.get_ref().calls()),
+        (ErrorKind::RateLimited, 1)
+    );
 }

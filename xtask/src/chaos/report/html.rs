@@ -80,13 +80,16 @@ fn fault_color(f: Fault) -> Option<&'static str> {
     match f {
         Fault::Ok => None,
         Fault::LongStream { .. } => Some("#6a9fd0"),
-        Fault::SlowFirstToken { .. } | Fault::Hang | Fault::StallMidStream { .. } => {
-            Some("#e0b020")
-        }
+        Fault::SlowFirstToken { .. }
+        | Fault::Hang
+        | Fault::Silent
+        | Fault::StallMidStream { .. } => Some("#e0b020"),
         Fault::Reset
         | Fault::ResetMidStream { .. }
         | Fault::Truncated { .. }
-        | Fault::MalformedJson => Some("#a0522d"),
+        | Fault::MalformedJson
+        | Fault::StopWithoutDone
+        | Fault::MalformedEvent => Some("#a0522d"),
         Fault::RateLimited { .. } => Some("#d0702a"),
         _ => Some("#d03a3a"),
     }
@@ -634,6 +637,7 @@ mod tests {
                 deadline_ms: 1000.0,
                 outcome,
                 attempts,
+                spliced: None,
             });
         }
         records.transitions.push(TransitionRec {

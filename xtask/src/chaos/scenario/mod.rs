@@ -95,6 +95,14 @@ pub(crate) enum Fault {
     Truncated { after_chunks: usize },
     /// A 200 whose body is broken JSON.
     MalformedJson,
+    /// A complete stream with its stop reason and usage that ends cleanly without `[DONE]` /
+    /// `message_stop` (a non-streaming request gets its whole answer).
+    StopWithoutDone,
+    /// A complete stream with one unparseable event after its first content (a non-streaming
+    /// request gets its whole answer).
+    MalformedEvent,
+    /// Accepts the connection and the request, and never sends a byte.
+    Silent,
     /// A healthy answer that streams long: 16 chunks, `between_ms` apart (a non-streaming
     /// request gets its whole answer at once).
     LongStream { between_ms: u64 },
@@ -135,6 +143,9 @@ pub(crate) const FAULT_NAMES: &[&str] = &[
     "reset_mid_stream",
     "truncated",
     "malformed_json",
+    "stop_without_done",
+    "malformed_event",
+    "silent",
     "long_stream",
     "fail",
 ];
@@ -174,6 +185,9 @@ impl Fault {
                 after_chunks: chunks,
             },
             "malformed_json" => Fault::MalformedJson,
+            "stop_without_done" => Fault::StopWithoutDone,
+            "malformed_event" => Fault::MalformedEvent,
+            "silent" => Fault::Silent,
             "long_stream" => Fault::LongStream {
                 between_ms: p.delay_ms.unwrap_or(300),
             },
@@ -205,6 +219,9 @@ impl Fault {
             Fault::ResetMidStream { .. } => "reset_mid_stream",
             Fault::Truncated { .. } => "truncated",
             Fault::MalformedJson => "malformed_json",
+            Fault::StopWithoutDone => "stop_without_done",
+            Fault::MalformedEvent => "malformed_event",
+            Fault::Silent => "silent",
             Fault::LongStream { .. } => "long_stream",
             Fault::Fail => "fail",
         }
@@ -258,6 +275,9 @@ impl Fault {
             Fault::ResetMidStream { after_chunks } => Behavior::ResetMidStream { after_chunks },
             Fault::Truncated { after_chunks } => Behavior::TruncatedStream { after_chunks },
             Fault::MalformedJson => Behavior::MalformedJson,
+            Fault::StopWithoutDone => Behavior::StopWithoutDone,
+            Fault::MalformedEvent => Behavior::MalformedEvents { count: 1 },
+            Fault::Silent => Behavior::HangBeforeHeaders,
             Fault::LongStream { between_ms } => Behavior::Stream {
                 first_token: ms(40),
                 between: ms(between_ms),
@@ -302,7 +322,7 @@ pub(crate) struct Phase {
 }
 
 impl Phase {
-    fn new(vendor: &str, at: f64, fault: Fault) -> Phase {
+    pub(crate) fn new(vendor: &str, at: f64, fault: Fault) -> Phase {
         Phase {
             vendor: vendor.to_owned(),
             at: At::Fraction(at),
@@ -618,6 +638,20 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             ],
             &["local", STATIC],
         ),
+        s(
+            "hostile-streams",
+            "streams that misbehave: primary ends answers without [DONE], then slips an unparseable event into them, goes silent (accepts, never answers), then cuts half its streams after the first chunk; backup does the same two stream faults: every stream with a stop reason completes, a silent primary is never retried, a cut inside the hold-back falls over unseen, no answer mixes two models",
+            vec![
+                Phase::new("primary", 0.0, Fault::StopWithoutDone),
+                Phase::new("primary", 0.25, Fault::MalformedEvent),
+                Phase::new("primary", 0.45, Fault::Silent),
+                Phase::new("primary", 0.65, Fault::ResetMidStream { after_chunks: 1 })
+                    .sometimes(0.5, Fault::Ok),
+                Phase::new("backup", 0.0, Fault::MalformedEvent)
+                    .sometimes(0.5, Fault::StopWithoutDone),
+            ],
+            &["primary", "backup"],
+        ),
         healthy(s(
             "long-streams",
             "primary streams every answer for longer than the deadline (16 chunks, 300 ms apart): each completes, and no breaker trips on a healthy vendor",
@@ -668,7 +702,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 12);
+        assert_eq!(names.len(), 13);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {

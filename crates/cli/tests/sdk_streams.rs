@@ -1,0 +1,153 @@
+//! Streams that misbehave, seen through `ripcord serve` by the official `openai` Python SDK:
+//! a cut inside the hold-back falls over unseen (only the backup's text, and `model` names the
+//! backup), and a cut after commit reaches the SDK's exception with its reason.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)] // test helpers fail the test by panicking
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, Wire};
+
+const SDK_SCRIPT: &str = r#"
+import json, sys
+from openai import OpenAI, APIError
+client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="not-checked-on-loopback", max_retries=0)
+out = {}
+raw = client.chat.completions.with_raw_response.create(
+    model="ripcord", messages=[{"role": "user", "content": "Say hi"}], stream=True)
+text, models, error = "", set(), None
+try:
+    for chunk in raw.parse():
+        models.add(chunk.model)
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+except APIError as e:
+    error = e.message
+out["stream"] = {"content": text, "models": sorted(models), "error": error,
+                 "served_by": raw.headers.get("x-ripcord-served-by"),
+                 "requested": raw.headers.get("x-ripcord-requested-model")}
+try:
+    c = client.chat.completions.create(model="ripcord", messages=[{"role": "user", "content": "Say hi"}])
+    out["plain"] = {"content": c.choices[0].message.content, "model": c.model}
+except APIError as e:
+    out["plain"] = {"error": e.message}
+print(json.dumps(out))
+"#;
+
+fn config(dir: &Path, primary: &FakeVendor, backup: &FakeVendor, holdback_ms: u64) -> PathBuf {
+    let path = dir.join(format!("ripcord-{holdback_ms}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[server]
+expose_errors = true   # the reason reaches the client (hidden by default)
+
+[chain]
+order = ["primary", "backup"]
+deadline_ms = 10000
+stream_holdback_ms = {holdback_ms}
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-primary-upstream-key"
+[providers.retry]
+max_attempts = 1
+
+[[providers]]
+name = "backup"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{}"
+api_key = "sk-ant-backup-upstream-key"
+"#,
+            primary.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn run_sdk(python: PathBuf, config: &Path) -> serde_json::Value {
+    let served = support::serve(config);
+    let url = served.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg("-c")
+            .arg(SDK_SCRIPT)
+            .arg(url)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    drop(served);
+    assert!(
+        out.status.success(),
+        "SDK script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_sdk_sees_only_the_backup_after_a_cut_in_the_holdback_and_the_reason_after_commit() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let primary = FakeVendor::start_with(
+        Wire::OpenAi,
+        FakeOptions {
+            reply: Reply::text("Primary half that must never show").with_chunks(4),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    primary.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
+    let backup = FakeVendor::start_with(
+        Wire::Anthropic,
+        FakeOptions {
+            reply: Reply::text("Hello from the backup!").with_chunks(3),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("ripcord-sdk-streams-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // The cut comes right after the first chunk: inside a 2 s hold-back.
+    let v = run_sdk(python.clone(), &config(&dir, &primary, &backup, 2000)).await;
+    let s = &v["stream"];
+    assert_eq!(s["content"], "Hello from the backup!", "{v}");
+    assert!(s["error"].is_null(), "{v}");
+    assert_eq!(s["models"], serde_json::json!(["claude-sonnet-4-5"]), "{v}");
+    assert_eq!(s["served_by"], "backup", "{v}");
+    assert_eq!(s["requested"], "ripcord", "{v}");
+    // A non-streamed answer names who served too.
+    assert_eq!(v["plain"]["content"], "Hello from the backup!", "{v}");
+    assert_eq!(v["plain"]["model"], "claude-sonnet-4-5", "{v}");
+
+    // Without a hold-back the first chunk is committed: the cut ends the stream, and the SDK's
+    // exception carries the reason, not a generic message.
+    let v = run_sdk(python, &config(&dir, &primary, &backup, 0)).await;
+    let s = &v["stream"];
+    assert_eq!(s["models"], serde_json::json!(["gpt-4o"]), "{v}");
+    assert_eq!(s["served_by"], "primary", "{v}");
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("primary") && error.contains("network"),
+        "the SDK should show the reason: {v}"
+    );
+    assert!(!error.contains("An error occurred during streaming"), "{v}");
+    assert!(!String::from_utf8_lossy(v.to_string().as_bytes()).contains("upstream-key"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -324,6 +324,10 @@ async fn a_stream_is_anthropics_event_sequence_with_tool_blocks_and_usage() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     assert_eq!(resp.headers()["x-ripcord-served-by"], "backup");
+    assert_eq!(
+        resp.headers()["x-ripcord-requested-model"],
+        "claude-sonnet-4-5"
+    );
     let evs = events(&resp.text().await.unwrap());
     assert_eq!(
         names(&evs),

@@ -37,14 +37,20 @@ except APIError as e:
 print(json.dumps(out))
 "#;
 
-fn config(dir: &Path, primary: &FakeVendor, backup: &FakeVendor, holdback_ms: u64) -> PathBuf {
-    let path = dir.join(format!("ripcord-{holdback_ms}.toml"));
+fn config(
+    dir: &Path,
+    primary: &FakeVendor,
+    backup: &FakeVendor,
+    holdback_ms: u64,
+    expose: bool,
+) -> PathBuf {
+    let path = dir.join(format!("ripcord-{holdback_ms}-{expose}.toml"));
     std::fs::write(
         &path,
         format!(
             r#"
 [server]
-expose_errors = true   # the reason reaches the client (hidden by default)
+expose_errors = {expose}   # the full reason reaches the client (hidden by default)
 
 [chain]
 order = ["primary", "backup"]
@@ -68,7 +74,7 @@ base_url = "{}"
 api_key = "sk-ant-backup-upstream-key"
 "#,
             primary.base_url(),
-            backup.base_url()
+            backup.base_url(),
         ),
     )
     .unwrap();
@@ -125,7 +131,11 @@ async fn openai_sdk_sees_only_the_backup_after_a_cut_in_the_holdback_and_the_rea
     std::fs::create_dir_all(&dir).unwrap();
 
     // The cut comes right after the first chunk: inside a 2 s hold-back.
-    let v = run_sdk(python.clone(), &config(&dir, &primary, &backup, 2000)).await;
+    let v = run_sdk(
+        python.clone(),
+        &config(&dir, &primary, &backup, 2000, false),
+    )
+    .await;
     let s = &v["stream"];
     assert_eq!(s["content"], "Hello from the backup!", "{v}");
     assert!(s["error"].is_null(), "{v}");
@@ -138,7 +148,7 @@ async fn openai_sdk_sees_only_the_backup_after_a_cut_in_the_holdback_and_the_rea
 
     // Without a hold-back the first chunk is committed: the cut ends the stream, and the SDK's
     // exception carries the reason, not a generic message.
-    let v = run_sdk(python, &config(&dir, &primary, &backup, 0)).await;
+    let v = run_sdk(python.clone(), &config(&dir, &primary, &backup, 0, true)).await;
     let s = &v["stream"];
     assert_eq!(s["models"], serde_json::json!(["gpt-4o"]), "{v}");
     assert_eq!(s["served_by"], "primary", "{v}");
@@ -149,5 +159,17 @@ async fn openai_sdk_sees_only_the_backup_after_a_cut_in_the_holdback_and_the_rea
     );
     assert!(!error.contains("An error occurred during streaming"), "{v}");
     assert!(!String::from_utf8_lossy(v.to_string().as_bytes()).contains("upstream-key"));
+
+    // With the detail hidden (the default), the SDK's exception still says what happened, in
+    // general words with the request id, and names no link.
+    let v = run_sdk(python, &config(&dir, &primary, &backup, 0, false)).await;
+    let error = v["stream"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("request id"), "{v}");
+    assert!(error.contains("AI service"), "{v}");
+    assert!(
+        !error.contains("primary") && !error.contains("gpt-4o"),
+        "{v}"
+    );
+    assert!(!error.contains("An error occurred during streaming"), "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -140,6 +140,7 @@ pub(super) async fn messages(
     };
     let stream = wire.stream;
     let requested = wire.model.clone().unwrap_or_default();
+    let requested_name = requested.clone();
     let req = match wire.into_chat_request(true) {
         Ok(r) => r,
         Err(e) => return error_response(&e, None),
@@ -227,6 +228,10 @@ pub(super) async fn messages(
     }
     if let Some(v) = charged.and_then(|t| HeaderValue::from_str(&t).ok()) {
         resp.headers_mut().insert("x-ripcord-tenant", v);
+    }
+    // `model` in the answer names who served; the name the client asked for is said here.
+    if let Ok(v) = HeaderValue::from_str(&requested_name) {
+        resp.headers_mut().insert("x-ripcord-requested-model", v);
     }
     resp
 }

@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
 
 const SDK_SCRIPT: &str = r#"
@@ -115,23 +113,7 @@ key_env = "SDK_ACME_KEY"
     let key = "sk-acme-gateway-0123456789";
     let served = support::serve_with_env(&config, &[("SDK_ACME_KEY", key)]);
     let url = served.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg("-c")
-            .arg(SDK_SCRIPT)
-            .arg(url)
-            .arg(key)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "SDK script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::python_json(python, SDK_SCRIPT, vec![url, key.to_owned()]).await;
     println!("{v:#}");
     // A Message with the backup's text, its stop reason, and the serving model's name.
     let plain = &v["plain"];
@@ -201,7 +183,7 @@ key_env = "SDK_ACME_KEY"
         claude.requests()[0].header("x-api-key"),
         Some("sk-ant-upstream-key")
     );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("upstream-key"));
+    assert!(!v.to_string().contains("upstream-key"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -254,22 +236,7 @@ async fn anthropic_sdk_sees_a_failure_after_commit_as_an_error() {
     .unwrap();
     let served = support::serve(&config);
     let url = served.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg("-c")
-            .arg(MIDSTREAM_SCRIPT)
-            .arg(url)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "SDK script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::python_json(python, MIDSTREAM_SCRIPT, vec![url]).await;
     println!("{v:#}");
     assert_eq!(v["outcome"], "APIStatusError", "{v}");
     assert_eq!(v["served_by"], "backup", "{v}");

@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 
 const SDK_SCRIPT: &str = r#"
@@ -83,22 +81,7 @@ api_key = "sk-ant-backup-upstream-key"
     .unwrap();
     let served = support::serve(&config);
     let url = served.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg("-c")
-            .arg(SDK_SCRIPT)
-            .arg(url)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "SDK script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::python_json(python, SDK_SCRIPT, vec![url]).await;
     for mode in ["plain", "stream"] {
         assert_eq!(v[mode]["content"], "Hello from the backup!", "{mode}: {v}");
         assert_eq!(v[mode]["served_by"], "backup", "{mode}: {v}");
@@ -118,7 +101,7 @@ api_key = "sk-ant-backup-upstream-key"
         primary.requests()[0].header("authorization"),
         Some("Bearer sk-primary-upstream-key")
     );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("upstream-key"));
+    assert!(!v.to_string().contains("upstream-key"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -395,24 +378,12 @@ tokens_per_window = 90
         &[("SDK_ACME_KEY", acme_key), ("SDK_GLOBEX_KEY", globex_key)],
     );
     let url = served.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg("-c")
-            .arg(ROUTES_SCRIPT)
-            .arg(url)
-            .arg(acme_key)
-            .arg(globex_key)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "SDK script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::python_json(
+        python,
+        ROUTES_SCRIPT,
+        vec![url, acme_key.to_owned(), globex_key.to_owned()],
+    )
+    .await;
     println!("{v:#}");
     // Each route is served by its own chain.
     for (call, content, by, route) in [

@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, Wire};
 
@@ -84,23 +83,7 @@ api_key = "sk-ant-backup-upstream-key"
 async fn run_sdk(python: PathBuf, config: &Path) -> serde_json::Value {
     let served = support::serve(config);
     let url = served.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg("-c")
-            .arg(SDK_SCRIPT)
-            .arg(url)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    drop(served);
-    assert!(
-        out.status.success(),
-        "SDK script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    support::python_json(python, SDK_SCRIPT, vec![url]).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

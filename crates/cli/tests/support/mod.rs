@@ -95,3 +95,28 @@ pub(crate) fn serve_with_env(config: &std::path::Path, env: &[(&str, &str)]) -> 
     std::thread::spawn(move || for _ in lines {});
     Served { child, url }
 }
+
+/// Runs `script` (`python -c`) with `args` off the async runtime and parses what it prints as
+/// JSON; a script that fails fails the test with its stderr.
+pub(crate) async fn python_json(
+    python: PathBuf,
+    script: &'static str,
+    args: Vec<String>,
+) -> serde_json::Value {
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "Python script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

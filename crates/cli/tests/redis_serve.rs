@@ -196,13 +196,22 @@ async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_c
         assert_eq!(ask(&client, &replicas[0]).await, (200, "static".to_owned()));
     }
     assert_eq!(vendor.hits(), 3);
-    assert_eq!(
-        redis
-            .command("EXISTS ripcord:v1:{vendor}:breaker:open")
-            .as_deref(),
-        Some(":1"),
-        "the breaker's keys are named after the provider's configured name"
-    );
+    // A replica's own outcomes reach Redis from its background reporter, not inside the call
+    // (docs/shared-state.md): the trip lands within a round trip or two, bounded here
+    // generously for a loaded machine.
+    let reported_by = Instant::now() + Duration::from_secs(3);
+    while redis
+        .command("EXISTS ripcord:v1:{vendor}:breaker:open")
+        .as_deref()
+        != Some(":1")
+    {
+        assert!(
+            Instant::now() < reported_by,
+            "the trip never reached Redis under the provider's configured name \
+             (ripcord:v1:{{vendor}}:breaker:open)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // The other two never saw a failure, yet fall back at once without calling the vendor.
     for served in burst(&client, &replicas[1..], 2).await {

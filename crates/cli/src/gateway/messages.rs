@@ -41,8 +41,8 @@ use super::errors::{Reply, call_error, shed_response};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
 use super::{
-    Caller, GatewayState, attempts_header, failed_provenance, set_provenance_headers,
-    set_retry_after, shed, sub_tenant_of,
+    Caller, GatewayState, attempts_header, failed_provenance, read_to_commit,
+    set_provenance_headers, set_retry_after, shed, sub_tenant_of,
 };
 use crate::routing;
 
@@ -354,25 +354,11 @@ fn error_event(e: &Error, reply: &Reply) -> Bytes {
 }
 
 async fn sse(mut s: ChatStream, id: String, requested: String, reply: Reply) -> Response {
-    // Read up to the commit point (the chain's first provenance), so the headers are true.
-    let mut head = Vec::new();
-    let mut provenance = None;
-    while provenance.is_none() {
-        match s.next().await {
-            Some(Ok(StreamEvent::Provenance { provenance: p })) => provenance = Some(*p),
-            Some(Ok(ev)) => {
-                let content = ev.is_content();
-                head.push(ev);
-                if content {
-                    break;
-                }
-            }
-            Some(Err(e)) => {
-                return error_response(&chain_error(&e, &reply), Some(&failed_provenance(&e)));
-            }
-            None => break,
-        }
-    }
+    // Headers go out at the commit point, so they are true.
+    let (head, provenance) = match read_to_commit(&mut s).await {
+        Ok(h) => h,
+        Err(e) => return error_response(&chain_error(&e, &reply), Some(&failed_provenance(&e))),
+    };
     let model = provenance.as_ref().map_or(requested.clone(), |p| {
         served_model(None, p, &requested).to_owned()
     });

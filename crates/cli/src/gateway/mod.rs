@@ -741,31 +741,39 @@ fn served_model(p: &Provenance) -> Option<&str> {
         .filter(|m| !m.is_empty())
 }
 
-async fn sse_response(
-    mut s: ChatStream,
-    mut writer: ChunkWriter,
-    include_usage: bool,
-    reply: &Reply,
-) -> Response {
-    // Read up to the commit point (the chain's first provenance), so the headers are true.
+/// Reads a stream up to its commit point: the chain's first provenance, or the first content
+/// or the end when none comes. Returns the events read before it and the provenance; an error
+/// before commit is returned for the caller to answer in its own wire's shape.
+async fn read_to_commit(
+    s: &mut ChatStream,
+) -> Result<(Vec<StreamEvent>, Option<Provenance>), Error> {
     let mut head = Vec::new();
-    let mut provenance = None;
-    while provenance.is_none() {
-        match s.next().await {
-            Some(Ok(StreamEvent::Provenance { provenance: p })) => provenance = Some(*p),
-            Some(Ok(ev)) => {
+    while let Some(item) = s.next().await {
+        match item? {
+            StreamEvent::Provenance { provenance } => return Ok((head, Some(*provenance))),
+            ev => {
                 let content = ev.is_content();
                 head.push(ev);
                 if content {
                     break;
                 }
             }
-            Some(Err(e)) => {
-                return error_response(call_error(&e, reply), Some(&failed_provenance(&e)));
-            }
-            None => break,
         }
     }
+    Ok((head, None))
+}
+
+async fn sse_response(
+    mut s: ChatStream,
+    mut writer: ChunkWriter,
+    include_usage: bool,
+    reply: &Reply,
+) -> Response {
+    // Headers go out at the commit point, so they are true.
+    let (head, provenance) = match read_to_commit(&mut s).await {
+        Ok(h) => h,
+        Err(e) => return error_response(call_error(&e, reply), Some(&failed_provenance(&e))),
+    };
     // Every chunk names the model that serves, not the one asked for (that one is in the
     // `x-ripcord-requested-model` header): a client that reads `model` learns who answered.
     if let Some(m) = provenance.as_ref().and_then(served_model) {

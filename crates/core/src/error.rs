@@ -167,7 +167,7 @@ impl ErrorKind {
 
     /// The disposition of this kind when no retry-after is known.
     ///
-    /// This is the DESIGN.md table, as one exhaustive match without a wildcard arm.
+    /// This is the table of `docs/errors.md`, as one exhaustive match without a wildcard arm.
     pub const fn disposition(self) -> Disposition {
         match self {
             ErrorKind::RateLimited

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ripcord_core::{Disposition, Error, ErrorKind, StatusCode, TimeoutPhase};
 
-/// The DESIGN.md table, row by row.
+/// The table of `docs/errors.md`, row by row (the test below checks the document says the same).
 const TABLE: &[(ErrorKind, &str, Disposition)] = &[
     (
         ErrorKind::RateLimited,
@@ -233,4 +233,33 @@ fn error_summary_serialises_with_snake_case_kind() {
     let v = serde_json::to_value(&s).unwrap();
     assert_eq!(v["kind"], "context_length_exceeded");
     assert_eq!(v["status"], 400);
+}
+
+/// `docs/errors.md` says what the code does: one row per kind, with the same disposition.
+#[test]
+fn the_documented_table_matches_the_code() {
+    let doc = include_str!("../../../docs/errors.md");
+    let rows: Vec<(&str, &str)> = doc
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((name, *cells.get(3)?))
+        })
+        .collect();
+    assert_eq!(rows.len(), ErrorKind::ALL.len(), "one row per kind in docs/errors.md");
+    for (name, said) in rows {
+        let kind = ErrorKind::parse(name)
+            .unwrap_or_else(|| panic!("docs/errors.md names an unknown kind {name:?}"));
+        let expected = match kind.disposition() {
+            Disposition::Retry { .. } => "retry",
+            Disposition::Fallback => "fallback",
+            Disposition::FailFast => "fail fast",
+            other => panic!("docs/errors.md has no word for {other:?}"),
+        };
+        assert!(
+            said.starts_with(expected),
+            "docs/errors.md says {name} is {said:?}, the code says {expected}"
+        );
+    }
 }

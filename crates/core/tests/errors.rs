@@ -247,7 +247,11 @@ fn the_documented_table_matches_the_code() {
             Some((name, *cells.get(3)?))
         })
         .collect();
-    assert_eq!(rows.len(), ErrorKind::ALL.len(), "one row per kind in docs/errors.md");
+    assert_eq!(
+        rows.len(),
+        ErrorKind::ALL.len(),
+        "one row per kind in docs/errors.md"
+    );
     for (name, said) in rows {
         let kind = ErrorKind::parse(name)
             .unwrap_or_else(|| panic!("docs/errors.md names an unknown kind {name:?}"));

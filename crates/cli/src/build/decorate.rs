@@ -55,17 +55,12 @@ pub(super) fn decorate(
     if let Some(rl) = &p.rate_limit {
         model = rate_limited(model, rl, shared)?;
     }
-    let attempts = if local && p.retry == Default::default() {
-        1
-    } else {
-        p.retry.max_attempts
-    };
+    // A local link without `[providers.retry]` already resolved to one attempt (see
+    // `config::defaults`).
+    let attempts = p.retry.max_attempts;
     if attempts > 1 {
-        let mut retry = RetryLayer::builder();
-        if let Some(on) = &p.retry.retry_on {
-            retry = retry.retry_on(ripcord_resilience::RetryOn::parse(on).map_err(config_error)?);
-        }
-        let retry = retry
+        let retry = RetryLayer::builder()
+            .retry_on(p.retry.retry_on)
             .max_attempts(attempts)
             .base_delay(Duration::from_millis(p.retry.base_delay_ms))
             .max_delay(Duration::from_millis(
@@ -220,12 +215,14 @@ pub(super) fn budgeted(
 }
 
 fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbeLayer> {
-    ProbeLayer::builder()
-        .interval(Duration::from_millis(cfg.interval_ms))
-        .timeout(Duration::from_millis(cfg.timeout_ms))
-        .probe_healthy(cfg.probe_healthy)
-        .build()
-        .map_err(config_error)
+    let mut b = ProbeLayer::builder().probe_healthy(cfg.probe_healthy);
+    if let Some(ms) = cfg.interval_ms {
+        b = b.interval(Duration::from_millis(ms));
+    }
+    if let Some(ms) = cfg.timeout_ms {
+        b = b.timeout(Duration::from_millis(ms));
+    }
+    b.build().map_err(config_error)
 }
 
 /// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the

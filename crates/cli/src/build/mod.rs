@@ -290,7 +290,10 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let redact = match &config.redaction {
         None => None,
         Some(r) => {
-            let mut b = RedactLayer::builder().restore(r.restore);
+            let mut b = RedactLayer::builder();
+            if let Some(restore) = r.restore {
+                b = b.restore(restore);
+            }
             for c in &r.custom {
                 b = b.custom(c.label.clone(), c.pattern.clone());
             }

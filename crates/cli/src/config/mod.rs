@@ -16,6 +16,7 @@
 //! kind = "openai"
 //! model = "gpt-4o"
 //! api_key_env = "OPENAI_API_KEY"
+//! # policy fields left out are the library's defaults (shown here; see `config::defaults`)
 //! [providers.retry]
 //! max_attempts = 3
 //! base_delay_ms = 1000
@@ -65,6 +66,7 @@
 //! order = ["local"]
 //! ```
 
+pub mod defaults;
 mod describe;
 mod env;
 mod model;
@@ -79,8 +81,8 @@ use std::path::{Path, PathBuf};
 
 pub use env::{Env, ProcessEnv};
 pub use model::{
-    ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider, RedisSettings, Route, ServerSettings,
-    StateBackend, Strategy, TenantBudget,
+    BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider, RedisSettings,
+    RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
 };
 pub use raw::{
     BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,

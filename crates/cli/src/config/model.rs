@@ -5,8 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::raw::{
-    BreakerConfig, BulkheadConfig, ProbeConfig, ProviderKind, RateLimitConfig, RedactionConfig,
-    RetryConfig, TimeoutsConfig,
+    BulkheadConfig, ProbeConfig, ProviderKind, RateLimitConfig, RedactionConfig, TimeoutsConfig,
 };
 
 /// The resolved `[server]` limits of the gateway.
@@ -89,18 +88,19 @@ pub enum StateBackend {
     Redis(RedisSettings),
 }
 
-/// `[state] backend = "redis"`, resolved.
+/// `[state] backend = "redis"`, resolved; timing left out is `ripcord-redis`'s default
+/// (`StateOptions::default`).
 #[derive(Clone)]
 pub struct RedisSettings {
     /// The URL, which may hold a password (never printed: see [`RedisSettings::redacted_url`]).
     pub url: secrecy::SecretString,
     /// The URL with its userinfo replaced by `[redacted]`.
     pub redacted_url: String,
-    /// The longest one Redis operation may take (default 50 ms).
+    /// The longest one Redis operation may take.
     pub op_timeout_ms: u64,
-    /// The longest the connection may take (default 2000 ms).
+    /// The longest the connection may take.
     pub connect_timeout_ms: u64,
-    /// How often a degraded replica tries Redis again (default 1000 ms).
+    /// How often a degraded replica tries Redis again.
     pub retry_interval_ms: u64,
     /// How many replicas share the limits (default 1).
     pub replicas: u32,
@@ -146,9 +146,9 @@ pub struct Provider {
     /// Reserve for later links.
     pub reserve_ms: u64,
     /// Retry policy.
-    pub retry: RetryConfig,
+    pub retry: RetrySettings,
     /// Breaker policy.
-    pub breaker: BreakerConfig,
+    pub breaker: BreakerSettings,
     /// Rate limits.
     pub rate_limit: Option<RateLimitConfig>,
     /// A bound on calls in flight.
@@ -189,12 +189,7 @@ impl Provider {
     /// Every effective setting of the link — timeouts, reserve, retry, breaker, stream
     /// tolerance — with the defaults filled in, as `check-config` prints it.
     pub fn effective(&self) -> String {
-        let retry_on = self
-            .retry
-            .retry_on
-            .as_ref()
-            .and_then(|on| ripcord_resilience::RetryOn::parse(on).ok())
-            .unwrap_or_default();
+        let retry_on = self.retry.retry_on;
         let mut s = format!(
             "retry: {} attempts, backoff {}..{} ms (full jitter; a 429 without retry-after waits at least {} ms), retry_on {retry_on}
              breaker: opens after {} failures, for {} ms
@@ -221,6 +216,32 @@ impl Provider {
         }
         s
     }
+}
+
+/// `[providers.retry]`, resolved: what the file sets over the library's defaults (the
+/// [`Default`] is the library's; see [`super::defaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// Attempts in all (1 = no retry).
+    pub max_attempts: u32,
+    /// First backoff.
+    pub base_delay_ms: u64,
+    /// Largest backoff.
+    pub max_delay_ms: u64,
+    /// The failure classes retried on the same link.
+    pub retry_on: ripcord_resilience::RetryOn,
+}
+
+/// `[providers.breaker]`, resolved: what the file sets over the library's defaults (the
+/// [`Default`] is the library's; see [`super::defaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerSettings {
+    /// Consecutive failed calls that open the breaker.
+    pub failure_threshold: u32,
+    /// How long it stays open before a probe.
+    pub open_ms: u64,
+    /// Concurrent probes in half-open.
+    pub half_open_probes: u32,
 }
 
 /// One chain's settings, resolved (from `[chain]` or one `[[routes]]` entry).

@@ -63,19 +63,22 @@ impl ProviderKind {
     }
 }
 
-/// `[providers.retry]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `[providers.retry]`. A field left out is the library's default ([`RetryLayer::default`]);
+/// a local-onnx link without this section gets no retry (see [`super::defaults`]).
+///
+/// [`RetryLayer::default`]: ripcord_resilience::RetryLayer
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
     /// Attempts in all (1 = no retry).
-    #[serde(default = "default_attempts")]
-    pub max_attempts: u32,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
     /// First backoff.
-    #[serde(default = "default_base_delay")]
-    pub base_delay_ms: u64,
+    #[serde(default)]
+    pub base_delay_ms: Option<u64>,
     /// Largest backoff.
-    #[serde(default = "default_max_delay")]
-    pub max_delay_ms: u64,
+    #[serde(default)]
+    pub max_delay_ms: Option<u64>,
     /// The failure classes retried on the same link (`rate_limited`, `overloaded`,
     /// `server_error`, `timeout`, `silent`, `network`, `invalid_response`). Default: all but
     /// `silent` (no response byte within the first-token limit) and `overloaded`, which fall
@@ -84,60 +87,20 @@ pub struct RetryConfig {
     pub retry_on: Option<Vec<String>>,
 }
 
-fn default_attempts() -> u32 {
-    3
-}
-fn default_base_delay() -> u64 {
-    1000
-}
-fn default_max_delay() -> u64 {
-    20_000
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        RetryConfig {
-            max_attempts: default_attempts(),
-            base_delay_ms: default_base_delay(),
-            max_delay_ms: default_max_delay(),
-            retry_on: None,
-        }
-    }
-}
-
-/// `[providers.breaker]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `[providers.breaker]`. A field left out is the library's default
+/// ([`BreakerLayer::default`](ripcord_resilience::BreakerLayer)).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerConfig {
     /// Consecutive failed calls that open the breaker.
-    #[serde(default = "default_failures")]
-    pub failure_threshold: u32,
+    #[serde(default)]
+    pub failure_threshold: Option<u32>,
     /// How long it stays open before a probe.
-    #[serde(default = "default_open")]
-    pub open_ms: u64,
+    #[serde(default)]
+    pub open_ms: Option<u64>,
     /// Concurrent probes in half-open.
-    #[serde(default = "default_probes")]
-    pub half_open_probes: u32,
-}
-
-fn default_failures() -> u32 {
-    5
-}
-fn default_open() -> u64 {
-    60_000
-}
-fn default_probes() -> u32 {
-    1
-}
-
-impl Default for BreakerConfig {
-    fn default() -> Self {
-        BreakerConfig {
-            failure_threshold: default_failures(),
-            open_ms: default_open(),
-            half_open_probes: default_probes(),
-        }
-    }
+    #[serde(default)]
+    pub half_open_probes: Option<u32>,
 }
 
 /// `[providers.rate_limit]`.
@@ -148,7 +111,8 @@ pub struct RateLimitConfig {
     pub rpm: Option<u32>,
     /// Tokens per minute.
     pub tpm: Option<u32>,
-    /// The pause after a vendor 429 without Retry-After (default 1000).
+    /// The pause after a vendor 429 without Retry-After (default
+    /// [`DEFAULT_429_PAUSE`](ripcord_resilience::rate_limit::DEFAULT_429_PAUSE)).
     #[serde(default)]
     pub pause_429_ms: Option<u64>,
 }
@@ -159,50 +123,44 @@ pub struct RateLimitConfig {
 pub struct BulkheadConfig {
     /// Calls in flight at once.
     pub max_in_flight: usize,
-    /// Calls waiting at once (default 256).
+    /// Calls waiting at once (default: the library's,
+    /// [`BulkheadLayer`](ripcord_resilience::BulkheadLayer)).
     #[serde(default)]
     pub max_queue: Option<usize>,
-    /// The longest a call waits for a slot before the chain moves on (default 1000).
+    /// The longest a call waits for a slot before the chain moves on (default
+    /// [`DEFAULT_MAX_QUEUE_WAIT`](ripcord_resilience::bulkhead::DEFAULT_MAX_QUEUE_WAIT)).
     #[serde(default)]
     pub max_queue_wait_ms: Option<u64>,
 }
 
-/// `[providers.probe]`: opt-in active health checks for one link.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `[providers.probe]`: opt-in active health checks for one link. A field left out is the
+/// library's default ([`ProbeLayer::default`](ripcord_resilience::ProbeLayer)), applied when
+/// the link is built.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
-    /// Time between probes (jittered ±10%).
-    #[serde(default = "default_probe_interval")]
-    pub interval_ms: u64,
+    /// Time between probes (jittered).
+    #[serde(default)]
+    pub interval_ms: Option<u64>,
     /// Time limit of one probe.
-    #[serde(default = "default_probe_timeout")]
-    pub timeout_ms: u64,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
     /// Probe even while the breaker is closed and the link healthy.
     #[serde(default)]
     pub probe_healthy: bool,
-}
-
-fn default_probe_interval() -> u64 {
-    30_000
-}
-fn default_probe_timeout() -> u64 {
-    5_000
 }
 
 /// `[redaction]`: opt-in masking of personal data in requests to cloud links.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedactionConfig {
-    /// Put the original values back into the answers.
-    #[serde(default = "default_true")]
-    pub restore: bool,
+    /// Put the original values back into the answers (default: the library's,
+    /// [`RedactLayer::builder`](ripcord_resilience::RedactLayer::builder)).
+    #[serde(default)]
+    pub restore: Option<bool>,
     /// Extra patterns: `{ label = "EMPLOYEE_ID", pattern = "EMP-\\d{6}" }`.
     #[serde(default)]
     pub custom: Vec<CustomPattern>,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 /// A user-supplied redaction pattern.
@@ -294,15 +252,17 @@ pub struct ChainConfig {
     /// Provider names, tried in this order.
     pub order: Vec<Spanned<String>>,
     /// The budget for getting an answer: time to a stream's first content, and whole
-    /// non-streamed calls.
-    #[serde(default = "default_deadline")]
-    pub deadline_ms: u64,
-    /// The bound of a stream after its first content (default 10 minutes).
-    #[serde(default = "default_stream_max")]
-    pub stream_max_ms: u64,
-    /// The least budget an attempt needs to be useful (default 1 s).
-    #[serde(default = "default_min_attempt")]
-    pub min_attempt_ms: u64,
+    /// non-streamed calls (default [`ripcord_core::chain::DEFAULT_DEADLINE`]).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// The bound of a stream after its first content (default
+    /// [`ripcord_core::chain::DEFAULT_STREAM_MAX`]).
+    #[serde(default)]
+    pub stream_max_ms: Option<u64>,
+    /// The least budget an attempt needs to be useful (default
+    /// [`ripcord_core::chain::DEFAULT_MIN_ATTEMPT`]).
+    #[serde(default)]
+    pub min_attempt_ms: Option<u64>,
     /// Hold a stream's first part this long before committing it to the client: a cut, stall
     /// or in-band error within it falls over to the next link unseen (default 0).
     #[serde(default)]
@@ -340,18 +300,6 @@ pub struct ChainConfig {
     pub independent_fallbacks: bool,
 }
 
-fn default_deadline() -> u64 {
-    // Leaves the next link 15 s after a first link's 30 s first-token timeout.
-    45_000
-}
-
-fn default_stream_max() -> u64 {
-    600_000
-}
-
-fn default_min_attempt() -> u64 {
-    1_000
-}
 /// One `[[server.keys]]` entry: a gateway key bound to a tenant.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -439,13 +387,15 @@ pub struct EmbeddingsConfig {
 pub struct BudgetConfig {
     /// Tokens each tenant may use per window.
     pub tokens_per_window: Spanned<u64>,
-    /// The window in seconds (default 3600).
+    /// The window in seconds (default: the library's,
+    /// [`BudgetLayer::default`](ripcord_resilience::BudgetLayer)).
     #[serde(default)]
     pub window_s: Option<Spanned<u64>>,
     /// Per-tenant overrides: tenant → tokens per window.
     #[serde(default)]
     pub tenants: BTreeMap<String, u64>,
-    /// Also budget calls without a tenant, as one shared anonymous tenant (default: yes).
+    /// Also budget calls without a tenant, as one shared anonymous tenant (default: yes, unlike
+    /// the library; see [`super::defaults`]).
     #[serde(default)]
     pub anonymous: Option<bool>,
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::ConfigError;
+use super::defaults;
 use super::env::Ctx;
 use super::model::{ChainSpec, Config, Provider, Route, Strategy};
 use super::raw::{ChainConfig, ProviderConfig, ProviderKind, RawConfig};
@@ -254,14 +255,18 @@ fn resolve_chain(
             msg("the chain needs at least one provider".to_owned()),
         ));
     }
-    if raw.deadline_ms == 0 {
+    let (deadline_ms, stream_max_ms, min_attempt_ms) = defaults::chain_ms();
+    let deadline_ms = raw.deadline_ms.unwrap_or(deadline_ms);
+    let stream_max_ms = raw.stream_max_ms.unwrap_or(stream_max_ms);
+    let min_attempt_ms = raw.min_attempt_ms.unwrap_or(min_attempt_ms);
+    if deadline_ms == 0 {
         return Err(cx.err(
             None,
             &key("deadline_ms"),
             msg("must be greater than zero".to_owned()),
         ));
     }
-    if raw.stream_max_ms == 0 {
+    if stream_max_ms == 0 {
         return Err(cx.err(
             None,
             &key("stream_max_ms"),
@@ -359,7 +364,9 @@ fn resolve_chain(
     {
         None | Some(("ordered", _)) => Strategy::Ordered,
         Some(("lowest_latency", _)) => Strategy::LowestLatency {
-            min_samples: raw.min_samples.unwrap_or(5),
+            min_samples: raw
+                .min_samples
+                .unwrap_or(defaults::LOWEST_LATENCY_MIN_SAMPLES),
         },
         Some(("lowest_cost", _)) => Strategy::LowestCost,
         Some(("weighted", span)) => {
@@ -398,9 +405,9 @@ fn resolve_chain(
     };
     Ok(ChainSpec {
         order,
-        deadline_ms: raw.deadline_ms,
-        stream_max_ms: raw.stream_max_ms,
-        min_attempt_ms: raw.min_attempt_ms,
+        deadline_ms,
+        stream_max_ms,
+        min_attempt_ms,
         stream_holdback_ms: raw.stream_holdback_ms,
         trim_oldest,
         static_reply: cx.opt(&raw.static_reply, &key("static_reply"))?,

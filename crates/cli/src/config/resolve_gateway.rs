@@ -3,6 +3,7 @@
 use toml::Spanned;
 
 use super::ConfigError;
+use super::defaults;
 use super::env::Ctx;
 use super::model::{
     GatewayKey, MIN_KEY_CHARS, RedisSettings, Route, ServerSettings, StateBackend, TenantBudget,
@@ -211,30 +212,31 @@ pub(super) fn resolve_budget(
             return Err(cx.err(Some(&w.span()), "budget.window_s", "must be at least 1"));
         }
         Some(w) => *w.get_ref(),
-        None => 3600,
+        None => defaults::budget_window_s(),
     };
     Ok(TenantBudget {
         tokens_per_window: *tokens.get_ref(),
         window_s,
         tenants: raw.tenants.iter().map(|(t, n)| (t.clone(), *n)).collect(),
-        anonymous: raw.anonymous.unwrap_or(true),
+        anonymous: raw.anonymous.unwrap_or(defaults::BUDGET_ANONYMOUS),
     })
 }
 
 pub(super) fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBackend, ConfigError> {
     let backend = raw.backend.as_ref();
-    let is_redis = match backend.map(|b| (b.get_ref().as_str(), b.span())) {
-        None | Some(("local", _)) => false,
+    // Redis's own defaults for what the section leaves out; `None` for the local backend.
+    let redis_defaults = match backend.map(|b| (b.get_ref().as_str(), b.span())) {
+        None | Some(("local", _)) => None,
         Some(("redis", span)) => {
-            if !cfg!(feature = "redis") {
+            let Some(d) = defaults::redis_ms() else {
                 return Err(cx.err(
                     Some(&span),
                     "state.backend",
                     "this ripcord was built without the `redis` feature; rebuild with \
                      `--features redis` (it is on by default) or use backend = \"local\"",
                 ));
-            }
-            true
+            };
+            Some(d)
         }
         Some((other, span)) => {
             return Err(cx.err(
@@ -244,16 +246,16 @@ pub(super) fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBack
             ));
         }
     };
-    let positive = |v: &Option<Spanned<u64>>, key: &str, default: u64| match v {
+    let positive = |v: &Option<Spanned<u64>>, key: &str| match v {
         Some(n) if *n.get_ref() == 0 => {
             Err(cx.err(Some(&n.span()), key, "must be greater than zero"))
         }
-        Some(n) => Ok(*n.get_ref()),
-        None => Ok(default),
+        Some(n) => Ok(Some(*n.get_ref())),
+        None => Ok(None),
     };
-    let op_timeout_ms = positive(&raw.op_timeout_ms, "state.op_timeout_ms", 50)?;
-    let connect_timeout_ms = positive(&raw.connect_timeout_ms, "state.connect_timeout_ms", 2000)?;
-    let retry_interval_ms = positive(&raw.retry_interval_ms, "state.retry_interval_ms", 1000)?;
+    let op_timeout_ms = positive(&raw.op_timeout_ms, "state.op_timeout_ms")?;
+    let connect_timeout_ms = positive(&raw.connect_timeout_ms, "state.connect_timeout_ms")?;
+    let retry_interval_ms = positive(&raw.retry_interval_ms, "state.retry_interval_ms")?;
     let replicas = match &raw.replicas {
         Some(n) if *n.get_ref() == 0 => {
             return Err(cx.err(Some(&n.span()), "state.replicas", "must be at least 1"));
@@ -261,7 +263,7 @@ pub(super) fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBack
         Some(n) => *n.get_ref(),
         None => 1,
     };
-    if !is_redis {
+    let Some((op_default, connect_default, retry_default)) = redis_defaults else {
         if let Some(url) = &raw.url {
             return Err(cx.err(
                 Some(&url.span()),
@@ -270,7 +272,7 @@ pub(super) fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBack
             ));
         }
         return Ok(StateBackend::Local);
-    }
+    };
     let Some(url_raw) = &raw.url else {
         return Err(cx.err(
             backend.map(Spanned::span).as_ref(),
@@ -302,9 +304,9 @@ pub(super) fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBack
     Ok(StateBackend::Redis(RedisSettings {
         url: secrecy::SecretString::from(url),
         redacted_url,
-        op_timeout_ms,
-        connect_timeout_ms,
-        retry_interval_ms,
+        op_timeout_ms: op_timeout_ms.unwrap_or(op_default),
+        connect_timeout_ms: connect_timeout_ms.unwrap_or(connect_default),
+        retry_interval_ms: retry_interval_ms.unwrap_or(retry_default),
         replicas,
     }))
 }

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use toml::Spanned;
 
+use super::defaults;
 use super::env::Ctx;
-use super::model::Provider;
+use super::model::{BreakerSettings, Provider, RetrySettings};
 use super::raw::{ProviderConfig, ProviderKind};
 use super::{ConfigError, default_model_dir};
 
@@ -132,27 +133,8 @@ pub(super) fn resolve_provider(
         None => None,
     };
     let (variant, threads) = local_settings(cx, p)?;
-    let retry = p.retry.clone().unwrap_or_default();
-    if retry.max_attempts == 0 {
-        return Err(cx.err(
-            Some(&p.name.span()),
-            "retry.max_attempts",
-            "must be at least 1 (1 = no retry)",
-        ));
-    }
-    if let Some(on) = &retry.retry_on
-        && let Err(e) = ripcord_resilience::RetryOn::parse(on)
-    {
-        return Err(cx.err(Some(&p.name.span()), "retry.retry_on", e.to_string()));
-    }
-    let breaker = p.breaker.clone().unwrap_or_default();
-    if breaker.failure_threshold == 0 {
-        return Err(cx.err(
-            Some(&p.name.span()),
-            "breaker.failure_threshold",
-            "must be at least 1",
-        ));
-    }
+    let retry = resolve_retry(cx, p)?;
+    let breaker = resolve_breaker(cx, p)?;
     Ok(Some(Provider {
         name: p.name.get_ref().clone(),
         kind,
@@ -173,4 +155,62 @@ pub(super) fn resolve_provider(
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
     }))
+}
+
+/// `[providers.retry]` over the library's defaults (a local-onnx link without the section makes
+/// one attempt: see [`super::defaults`]).
+fn resolve_retry(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<RetrySettings, ConfigError> {
+    let mut retry = RetrySettings::default();
+    let Some(raw) = &p.retry else {
+        if p.kind == ProviderKind::LocalOnnx {
+            retry.max_attempts = defaults::LOCAL_MAX_ATTEMPTS;
+        }
+        return Ok(retry);
+    };
+    if let Some(n) = raw.max_attempts {
+        if n == 0 {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                "retry.max_attempts",
+                "must be at least 1 (1 = no retry)",
+            ));
+        }
+        retry.max_attempts = n;
+    }
+    if let Some(ms) = raw.base_delay_ms {
+        retry.base_delay_ms = ms;
+    }
+    if let Some(ms) = raw.max_delay_ms {
+        retry.max_delay_ms = ms;
+    }
+    if let Some(on) = &raw.retry_on {
+        retry.retry_on = ripcord_resilience::RetryOn::parse(on)
+            .map_err(|e| cx.err(Some(&p.name.span()), "retry.retry_on", e.to_string()))?;
+    }
+    Ok(retry)
+}
+
+/// `[providers.breaker]` over the library's defaults.
+fn resolve_breaker(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<BreakerSettings, ConfigError> {
+    let mut breaker = BreakerSettings::default();
+    let Some(raw) = &p.breaker else {
+        return Ok(breaker);
+    };
+    if let Some(n) = raw.failure_threshold {
+        if n == 0 {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                "breaker.failure_threshold",
+                "must be at least 1",
+            ));
+        }
+        breaker.failure_threshold = n;
+    }
+    if let Some(ms) = raw.open_ms {
+        breaker.open_ms = ms;
+    }
+    if let Some(n) = raw.half_open_probes {
+        breaker.half_open_probes = n;
+    }
+    Ok(breaker)
 }

@@ -156,6 +156,13 @@ tokens_per_window = 1000
         }
     );
     assert_eq!(config::defaults::LOCAL_MAX_ATTEMPTS, 1);
+    assert!(
+        provider(&c, "local")
+            .effective()
+            .starts_with("retry: none (1 attempt)"),
+        "{}",
+        provider(&c, "local").effective()
+    );
     // Asking for the section, even empty, gets the library's retry.
     assert_eq!(provider(&c, "local-retried").retry, library_retry());
     // The breaker is the library's for local links too.

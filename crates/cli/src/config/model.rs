@@ -190,17 +190,23 @@ impl Provider {
     /// tolerance — with the defaults filled in, as `check-config` prints it.
     pub fn effective(&self) -> String {
         let retry_on = self.retry.retry_on;
+        // One attempt has no backoff to show (a local link without `[providers.retry]`).
+        let retry = if self.retry.max_attempts <= 1 {
+            "retry: none (1 attempt)".to_owned()
+        } else {
+            format!(
+                "retry: {} attempts, backoff {}..{} ms (full jitter; a 429 without retry-after waits at least {} ms), retry_on {retry_on}",
+                self.retry.max_attempts,
+                self.retry.base_delay_ms,
+                self.retry.max_delay_ms.max(self.retry.base_delay_ms),
+                self.retry.base_delay_ms / 2,
+            )
+        };
         let mut s = format!(
-            "retry: {} attempts, backoff {}..{} ms (full jitter; a 429 without retry-after waits at least {} ms), retry_on {retry_on}
+            "{retry}
              breaker: opens after {} failures, for {} ms
              reserve: {} ms kept for the links after this one",
-            self.retry.max_attempts,
-            self.retry.base_delay_ms,
-            self.retry.max_delay_ms.max(self.retry.base_delay_ms),
-            self.retry.base_delay_ms / 2,
-            self.breaker.failure_threshold,
-            self.breaker.open_ms,
-            self.reserve_ms,
+            self.breaker.failure_threshold, self.breaker.open_ms, self.reserve_ms,
         );
         if self.kind != ProviderKind::LocalOnnx {
             let d = ripcord_providers::Timeouts::default();

@@ -92,6 +92,33 @@ impl BreakerLayer {
         Breaker::new(model, self.clone())
     }
 
+    /// Consecutive failed calls that trip the breaker (`None` when only a failure rate trips
+    /// it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ripcord_resilience::{BreakerLayer, OpenBackoff};
+    /// let d = BreakerLayer::default();
+    /// assert_eq!(d.consecutive_failures(), Some(5));
+    /// assert_eq!(d.open(), OpenBackoff::Constant(Duration::from_secs(60)));
+    /// assert_eq!(d.max_probes(), 1);
+    /// ```
+    pub fn consecutive_failures(&self) -> Option<u32> {
+        self.consecutive
+    }
+
+    /// How long the breaker stays open after each trip.
+    pub fn open(&self) -> OpenBackoff {
+        self.open
+    }
+
+    /// Probes admitted at once in half-open.
+    pub fn max_probes(&self) -> usize {
+        self.max_probes
+    }
+
     /// What a failure of `kind` does.
     pub fn action(&self, kind: ErrorKind) -> KindAction {
         self.kinds

@@ -31,30 +31,25 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ripcord_core::chain::Strategy;
 use ripcord_core::{
-    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, EmbeddingChain,
-    EmbeddingModel, Error, Locality, ModelId, Result, StaticReply, StreamPolicy,
+    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, EmbeddingModel, Error,
+    Locality, ModelId, Result, StaticReply, StreamPolicy,
 };
-use ripcord_providers::{
-    Anthropic, AnthropicConfig, AzureConfig, AzureOpenAi, HttpClient, OpenAi, OpenAiConfig,
-    Timeouts, compat,
-};
+use ripcord_providers::HttpClient;
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, BreakerState, BudgetLayer, BulkheadLayer, ChatModelExt,
-    HealthHandle, HealthLayer, HealthStatus, ProbeLayer, Prober, RateLimitLayer, RedactLayer,
-    RetryLayer,
+    BreakerListener, BreakerState, HealthHandle, HealthStatus, Prober, RedactLayer,
 };
-use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::config::{
-    Config, GatewayKey, Provider, ProviderKind, Route, StateBackend, TenantBudget,
-};
-use crate::routing::{self, KeyScope, RouteSwitch, SubTenants};
+use crate::config::{Config, ProviderKind, Route, StateBackend};
+use crate::routing::{self, RouteSwitch, SubTenants};
 #[cfg(feature = "redis")]
-use ripcord_redis::{
-    RedisBreakerStore, RedisState, SharedBreakerConfig, SharedBudget, SharedBudgetConfig,
-    SharedRateLimit, SharedRateLimitConfig, StateOptions,
-};
+use ripcord_redis::{RedisState, StateOptions};
+
+mod adapters;
+mod decorate;
+
+use adapters::{adapter, embedding_chain, model_name};
+use decorate::{budgeted, decorate, key_limited};
 
 /// A link that cannot be built (e.g. the local model's files are missing): every call fails
 /// with the build error, so the chain moves on and the provenance says why.
@@ -199,190 +194,6 @@ impl Built {
     }
 }
 
-fn timeouts(p: &Provider) -> Timeouts {
-    let mut t = Timeouts::default();
-    if let Some(ms) = p.timeouts.connect_ms {
-        t = t.with_connect(Duration::from_millis(ms));
-    }
-    if let Some(ms) = p.timeouts.first_token_ms {
-        t = t.with_first_token(Duration::from_millis(ms));
-    }
-    if let Some(ms) = p.timeouts.idle_ms {
-        t = t.with_stream_idle(Duration::from_millis(ms));
-    }
-    if let Some(n) = p.timeouts.max_skipped_events {
-        t = t.with_max_skipped_events(n);
-    }
-    t
-}
-
-fn key(p: &Provider) -> SecretString {
-    p.api_key
-        .clone()
-        .unwrap_or_else(|| SecretString::from(String::new()))
-}
-
-fn model_name(p: &Provider) -> String {
-    p.model.clone().unwrap_or_default()
-}
-
-/// The preset of an OpenAI-compatible kind.
-fn preset_of(kind: ProviderKind) -> Option<compat::Preset> {
-    Some(match kind {
-        ProviderKind::Deepseek => compat::deepseek(),
-        ProviderKind::Zhipu => compat::zhipu(),
-        ProviderKind::Qwen => compat::qwen(),
-        ProviderKind::Moonshot => compat::moonshot(),
-        ProviderKind::Qianfan => compat::qianfan(),
-        ProviderKind::Ollama => compat::ollama(),
-        ProviderKind::Vllm => compat::vllm(),
-        _ => return None,
-    })
-}
-
-/// An adapter of the OpenAI wire family: each serves both chat and embeddings.
-enum OpenAiFamily {
-    OpenAi(OpenAi),
-    Azure(AzureOpenAi),
-    Compatible(compat::OpenAiCompatible),
-}
-
-impl OpenAiFamily {
-    /// Builds the adapter for `p` asking for `model`; `None` for kinds outside the family.
-    fn build(p: &Provider, model: &str, client: &HttpClient) -> Result<Option<Self>> {
-        let t = timeouts(p);
-        if p.kind == ProviderKind::AzureOpenai {
-            let mut c = AzureConfig::new(
-                p.base_url.clone().unwrap_or_default(),
-                p.deployment.clone().unwrap_or_default(),
-                key(p),
-            )
-            .with_name(p.name.clone())
-            .with_timeouts(t)
-            .with_client(client.clone());
-            if let Some(v) = &p.api_version {
-                c = c.with_api_version(v.clone());
-            }
-            if !model.is_empty() {
-                c = c.with_model(model);
-            }
-            return Ok(Some(OpenAiFamily::Azure(
-                AzureOpenAi::from_config(c)?.named(p.name.clone()),
-            )));
-        }
-        // Keyless endpoints (Ollama, vLLM) get no key rather than an empty one.
-        let mut c = OpenAiConfig::keyless(model)
-            .with_name(p.name.clone())
-            .with_timeouts(t)
-            .with_client(client.clone());
-        if let Some(k) = &p.api_key {
-            c = c.with_api_key(k.clone());
-        }
-        if let Some(u) = &p.base_url {
-            c = c.with_base_url(u.clone());
-        }
-        Ok(match (p.kind, preset_of(p.kind)) {
-            (ProviderKind::Openai, _) => {
-                Some(OpenAiFamily::OpenAi(OpenAi::new(c)?.named(p.name.clone())))
-            }
-            (_, Some(preset)) => Some(OpenAiFamily::Compatible(
-                compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()),
-            )),
-            _ => None,
-        })
-    }
-
-    fn chat(self) -> Arc<dyn ChatModel> {
-        match self {
-            OpenAiFamily::OpenAi(m) => Arc::new(m),
-            OpenAiFamily::Azure(m) => Arc::new(m),
-            OpenAiFamily::Compatible(m) => Arc::new(m),
-        }
-    }
-
-    fn embeddings(self) -> Arc<dyn EmbeddingModel> {
-        match self {
-            OpenAiFamily::OpenAi(m) => Arc::new(m),
-            OpenAiFamily::Azure(m) => Arc::new(m),
-            OpenAiFamily::Compatible(m) => Arc::new(m),
-        }
-    }
-}
-
-/// Builds the vendor adapter (undecorated) for one provider.
-fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
-    if let Some(m) = OpenAiFamily::build(p, &model_name(p), client)? {
-        return Ok(m.chat());
-    }
-    Ok(match p.kind {
-        ProviderKind::Anthropic => {
-            let mut c = AnthropicConfig::new(model_name(p), key(p))
-                .with_name(p.name.clone())
-                .with_timeouts(timeouts(p))
-                .with_client(client.clone());
-            if let Some(u) = &p.base_url {
-                c = c.with_base_url(u.clone());
-            }
-            Arc::new(Anthropic::new(c)?.named(p.name.clone()))
-        }
-        ProviderKind::LocalOnnx => {
-            let dir = p
-                .model_dir
-                .clone()
-                .unwrap_or_else(ripcord_local_onnx::default_model_dir);
-            let mut b = ripcord_local_onnx::LocalLlama::builder(&dir).name(p.name.clone());
-            if let Some(v) = p.variant {
-                b = b.variant(v);
-            }
-            if let Some(n) = p.threads {
-                b = b.threads(n);
-            }
-            Arc::new(b.build()?)
-        }
-        other => {
-            return Err(config_error(format!(
-                "provider {:?}: no adapter for kind {}",
-                p.name,
-                other.as_str()
-            )));
-        }
-    })
-}
-
-/// The host of an `http(s)://host[:port]/…` URL.
-fn host_of(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next()?,
-        None => host.split(':').next()?,
-    };
-    (!host.is_empty()).then_some(host)
-}
-
-/// One embedding adapter per provider, all serving `model`, in an [`EmbeddingChain`].
-fn embedding_chain(
-    providers: &[Provider],
-    model: &str,
-    client: &HttpClient,
-    deadline_ms: u64,
-) -> Result<Arc<dyn EmbeddingModel>> {
-    let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
-    for p in providers {
-        let Some(family) = OpenAiFamily::build(p, model, client)? else {
-            return Err(config_error(format!(
-                "provider {:?} ({}) has no embeddings endpoint",
-                p.name,
-                p.kind.as_str()
-            )));
-        };
-        let link = family.embeddings();
-        b = b.link_arc(link);
-    }
-    Ok(Arc::new(b.build().map_err(config_error)?))
-}
-
 fn config_error(e: impl std::fmt::Display) -> Error {
     Error::new(ripcord_core::ErrorKind::InvalidRequest, e.to_string())
 }
@@ -438,214 +249,6 @@ fn open_state(config: &Config) -> Result<Option<RedisState>> {
     }
 }
 
-/// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
-fn decorate(
-    p: &Provider,
-    base: Arc<dyn ChatModel>,
-    hooks: &BuildHooks,
-    redact: Option<&RedactLayer>,
-    shared: Shared<'_>,
-    deadline_ms: u64,
-) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
-    let local = p.kind == ProviderKind::LocalOnnx;
-    // An in-process model is each replica's own: its breaker and limits stay local.
-    let shared = if local { None } else { shared };
-    // One attempt span per wire attempt: the tracing wrapper sits inside retry.
-    let vendor = match p.kind {
-        ProviderKind::AzureOpenai => "azure",
-        other => other.as_str(),
-    };
-    let provider_name = ripcord_core::telemetry::provider_name(vendor).unwrap_or("ripcord.unknown");
-    let mut traced = ripcord_core::telemetry::TracedModel::new(base, provider_name);
-    if let Some(host) = p.base_url.as_deref().and_then(host_of) {
-        traced = traced.with_server_address(host);
-    }
-    let traced: Arc<dyn ChatModel> = Arc::new(traced);
-    // Redaction masks what goes to cloud links (local ones pass through untouched).
-    let base: Arc<dyn ChatModel> = match redact {
-        Some(layer) => Arc::new(layer.layer(Arc::clone(&traced))),
-        None => Arc::clone(&traced),
-    };
-    let mut model: Arc<dyn ChatModel> = match &hooks.around_adapter {
-        Some(w) => w(&p.name, base),
-        None => base,
-    };
-    if let Some(rl) = &p.rate_limit {
-        model = rate_limited(model, rl, shared)?;
-    }
-    let attempts = if local && p.retry == Default::default() {
-        1
-    } else {
-        p.retry.max_attempts
-    };
-    if attempts > 1 {
-        let mut retry = RetryLayer::builder();
-        if let Some(on) = &p.retry.retry_on {
-            retry = retry.retry_on(ripcord_resilience::RetryOn::parse(on).map_err(config_error)?);
-        }
-        let retry = retry
-            .max_attempts(attempts)
-            .base_delay(Duration::from_millis(p.retry.base_delay_ms))
-            .max_delay(Duration::from_millis(
-                p.retry.max_delay_ms.max(p.retry.base_delay_ms),
-            ))
-            .build()
-            .map_err(config_error)?;
-        model = Arc::new(model.with_retry(retry));
-    }
-    if let Some(bh) = &p.bulkhead {
-        // Outside the retry (a retry keeps its slot), inside the breaker (an open breaker
-        // refuses without queueing; a full bulkhead is a local refusal it never counts).
-        let mut b = BulkheadLayer::builder().max_in_flight(bh.max_in_flight);
-        if let Some(n) = bh.max_queue {
-            b = b.max_queue(n);
-        }
-        if let Some(ms) = bh.max_queue_wait_ms {
-            b = b.max_queue_wait(Duration::from_millis(ms));
-        }
-        model = Arc::new(model.with_bulkhead(b.build().map_err(config_error)?));
-    }
-    if let Some(w) = &hooks.inside_breaker {
-        model = w(&p.name, model);
-    }
-    // One probe permit across all replicas on shared state, so `half_open_probes` applies
-    // to local breakers only; a shared probe is bounded by the call's deadline, and its
-    // permit expires with it.
-    #[cfg(not(feature = "redis"))]
-    let _ = deadline_ms;
-    let mut breaker_layer = BreakerLayer::builder()
-        .consecutive_failures(p.breaker.failure_threshold)
-        .open_for(Duration::from_millis(p.breaker.open_ms))
-        .max_probes(p.breaker.half_open_probes.max(1) as usize);
-    #[cfg(feature = "redis")]
-    if shared.is_some() {
-        breaker_layer = breaker_layer.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
-    }
-    if let Some(l) = &hooks.breaker_listener {
-        breaker_layer = breaker_layer.listener(Arc::clone(l));
-    }
-    let breaker_layer = breaker_layer.build().map_err(config_error)?;
-    // The same breaker either way; on shared state its store is Redis, so `/readyz`, the
-    // listener and the active prober see the shared breaker.
-    #[cfg(feature = "redis")]
-    let breaker = match shared {
-        Some((state, _)) => {
-            let config = SharedBreakerConfig::default()
-                .consecutive_failures(p.breaker.failure_threshold)
-                .open_for(Duration::from_millis(p.breaker.open_ms))
-                .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
-            let link = model.id().name.clone();
-            let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_layer)?;
-            ripcord_resilience::Breaker::with_store(model, breaker_layer, store)
-        }
-        None => model.with_breaker(breaker_layer),
-    };
-    #[cfg(not(feature = "redis"))]
-    let breaker = {
-        let _ = shared;
-        model.with_breaker(breaker_layer)
-    };
-    let health_layer = HealthLayer::builder()
-        .breaker(breaker.handle())
-        .build()
-        .map_err(config_error)?;
-    let breaker_handle = breaker.handle();
-    let health = breaker.with_health(health_layer);
-    let handle = health.handle();
-    // Probes go to the undecorated adapter, so they reach the vendor while the breaker
-    // refuses callers, and never count in callers' latency.
-    let prober = match &p.probe {
-        None => None,
-        Some(cfg) => Some(
-            Prober::builder(traced, probe_layer(cfg)?)
-                .breaker(breaker_handle)
-                .health(handle.clone())
-                .spawn(),
-        ),
-    };
-    Ok((Arc::new(health), handle, prober))
-}
-
-/// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state
-/// is, else local to this process.
-fn rate_limited(
-    model: Arc<dyn ChatModel>,
-    rl: &crate::config::RateLimitConfig,
-    shared: Shared<'_>,
-) -> Result<Arc<dyn ChatModel>> {
-    #[cfg(feature = "redis")]
-    if let Some((state, replicas)) = shared {
-        let mut c = SharedRateLimitConfig::default().replicas(replicas);
-        if let Some(rpm) = rl.rpm {
-            c = c.rpm(rpm);
-        }
-        if let Some(tpm) = rl.tpm {
-            c = c.tpm(tpm);
-        }
-        return Ok(Arc::new(SharedRateLimit::new(model, state.clone(), c)?));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = shared;
-    let mut b = RateLimitLayer::builder();
-    if let Some(ms) = rl.pause_429_ms {
-        b = b.default_pause(Duration::from_millis(ms));
-    }
-    if let Some(rpm) = rl.rpm {
-        b = b.rpm(rpm);
-    }
-    if let Some(tpm) = rl.tpm {
-        b = b.tpm(tpm);
-    }
-    Ok(Arc::new(
-        model.with_rate_limit(b.build().map_err(config_error)?),
-    ))
-}
-
-/// `model` inside `[budget]`: charged once per call whichever link serves it, shared through
-/// Redis (one account per tenant for every replica, under `scope`) when the state is.
-fn budgeted(
-    model: Arc<dyn ChatModel>,
-    b: &TenantBudget,
-    scope: &str,
-    shared: Shared<'_>,
-) -> Result<Arc<dyn ChatModel>> {
-    let window = Duration::from_secs(b.window_s);
-    #[cfg(feature = "redis")]
-    if let Some((state, replicas)) = shared {
-        let mut c = SharedBudgetConfig::default()
-            .tokens_per_window(b.tokens_per_window)
-            .window(window)
-            .budget_anonymous(b.anonymous)
-            .scope(scope)
-            .replicas(replicas);
-        for (t, n) in &b.tenants {
-            c = c.tenant(t.clone(), *n);
-        }
-        return Ok(Arc::new(SharedBudget::new(model, state.clone(), c)?));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = (shared, scope);
-    let mut layer = BudgetLayer::builder()
-        .tokens_per_window(b.tokens_per_window)
-        .window(window)
-        .budget_anonymous(b.anonymous);
-    for (t, n) in &b.tenants {
-        layer = layer.tenant(t.clone(), *n);
-    }
-    Ok(Arc::new(
-        model.with_budget(layer.build().map_err(config_error)?),
-    ))
-}
-
-fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbeLayer> {
-    ProbeLayer::builder()
-        .interval(Duration::from_millis(cfg.interval_ms))
-        .timeout(Duration::from_millis(cfg.timeout_ms))
-        .probe_healthy(cfg.probe_healthy)
-        .build()
-        .map_err(config_error)
-}
-
 /// Builds the chain. Links that cannot be built become [`Unavailable`] links with a note, so the
 /// rest of the chain (and the static reply) still serve.
 ///
@@ -687,7 +290,10 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let redact = match &config.redaction {
         None => None,
         Some(r) => {
-            let mut b = RedactLayer::builder().restore(r.restore);
+            let mut b = RedactLayer::builder();
+            if let Some(restore) = r.restore {
+                b = b.restore(restore);
+            }
             for c in &r.custom {
                 b = b.custom(c.label.clone(), c.pattern.clone());
             }
@@ -859,66 +465,4 @@ fn build_route(
         stream_max: Duration::from_millis(spec.stream_max_ms),
         static_reply: spec.static_reply.is_some(),
     })
-}
-
-/// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the
-/// client gets its 429 before any vendor is called; shared through Redis when the state is.
-fn key_limited(
-    key: &GatewayKey,
-    model: &Arc<dyn ChatModel>,
-    shared: Shared<'_>,
-) -> Result<Option<Arc<dyn ChatModel>>> {
-    if key.rpm.is_none() && key.tpm.is_none() {
-        return Ok(None);
-    }
-    let scoped = KeyScope::new(&key.label(), Arc::clone(model));
-    #[cfg(feature = "redis")]
-    if let Some((state, replicas)) = shared {
-        let mut c = SharedRateLimitConfig::default()
-            .replicas(replicas)
-            .max_wait(Duration::ZERO)
-            .max_pause(Duration::ZERO);
-        if let Some(rpm) = key.rpm {
-            c = c.rpm(rpm);
-        }
-        if let Some(tpm) = key.tpm {
-            c = c.tpm(tpm);
-        }
-        return Ok(Some(Arc::new(SharedRateLimit::new(
-            scoped,
-            state.clone(),
-            c,
-        )?)));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = shared;
-    let mut b = RateLimitLayer::builder()
-        .max_wait(Duration::ZERO)
-        .pause_on_429(false);
-    if let Some(rpm) = key.rpm {
-        b = b.rpm(rpm);
-    }
-    if let Some(tpm) = key.tpm {
-        b = b.tpm(tpm);
-    }
-    Ok(Some(Arc::new(
-        scoped.with_rate_limit(b.build().map_err(config_error)?),
-    )))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_of;
-
-    #[test]
-    fn host_of_urls() {
-        assert_eq!(host_of("https://api.openai.com/v1"), Some("api.openai.com"));
-        assert_eq!(host_of("http://127.0.0.1:8080/v1?x=1"), Some("127.0.0.1"));
-        assert_eq!(
-            host_of("http://user:pw@example.com:99"),
-            Some("example.com")
-        );
-        assert_eq!(host_of("http://[::1]:4318/v1"), Some("::1"));
-        assert_eq!(host_of("not a url"), None);
-    }
 }

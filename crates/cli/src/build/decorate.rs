@@ -1,0 +1,271 @@
+//! The policies around each link (health, breaker, bulkhead, retry, rate limit), the tenant
+//! budgets around the routes, and each gateway key's own limits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ripcord_core::{ChatModel, Result};
+use ripcord_resilience::{
+    BreakerLayer, BudgetLayer, BulkheadLayer, ChatModelExt, HealthHandle, HealthLayer, ProbeLayer,
+    Prober, RateLimitLayer, RedactLayer, RetryLayer,
+};
+
+use super::adapters::host_of;
+use super::{BuildHooks, Shared, config_error};
+use crate::config::{GatewayKey, Provider, ProviderKind, TenantBudget};
+use crate::routing::KeyScope;
+#[cfg(feature = "redis")]
+use ripcord_redis::{
+    RedisBreakerStore, SharedBreakerConfig, SharedBudget, SharedBudgetConfig, SharedRateLimit,
+    SharedRateLimitConfig,
+};
+
+/// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
+pub(super) fn decorate(
+    p: &Provider,
+    base: Arc<dyn ChatModel>,
+    hooks: &BuildHooks,
+    redact: Option<&RedactLayer>,
+    shared: Shared<'_>,
+    deadline_ms: u64,
+) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
+    let local = p.kind == ProviderKind::LocalOnnx;
+    // An in-process model is each replica's own: its breaker and limits stay local.
+    let shared = if local { None } else { shared };
+    // One attempt span per wire attempt: the tracing wrapper sits inside retry.
+    let vendor = match p.kind {
+        ProviderKind::AzureOpenai => "azure",
+        other => other.as_str(),
+    };
+    let provider_name = ripcord_core::telemetry::provider_name(vendor).unwrap_or("ripcord.unknown");
+    let mut traced = ripcord_core::telemetry::TracedModel::new(base, provider_name);
+    if let Some(host) = p.base_url.as_deref().and_then(host_of) {
+        traced = traced.with_server_address(host);
+    }
+    let traced: Arc<dyn ChatModel> = Arc::new(traced);
+    // Redaction masks what goes to cloud links (local ones pass through untouched).
+    let base: Arc<dyn ChatModel> = match redact {
+        Some(layer) => Arc::new(layer.layer(Arc::clone(&traced))),
+        None => Arc::clone(&traced),
+    };
+    let mut model: Arc<dyn ChatModel> = match &hooks.around_adapter {
+        Some(w) => w(&p.name, base),
+        None => base,
+    };
+    if let Some(rl) = &p.rate_limit {
+        model = rate_limited(model, rl, shared)?;
+    }
+    // A local link without `[providers.retry]` already resolved to one attempt (see
+    // `config::defaults`).
+    let attempts = p.retry.max_attempts;
+    if attempts > 1 {
+        let retry = RetryLayer::builder()
+            .retry_on(p.retry.retry_on)
+            .max_attempts(attempts)
+            .base_delay(Duration::from_millis(p.retry.base_delay_ms))
+            .max_delay(Duration::from_millis(
+                p.retry.max_delay_ms.max(p.retry.base_delay_ms),
+            ))
+            .build()
+            .map_err(config_error)?;
+        model = Arc::new(model.with_retry(retry));
+    }
+    if let Some(bh) = &p.bulkhead {
+        // Outside the retry (a retry keeps its slot), inside the breaker (an open breaker
+        // refuses without queueing; a full bulkhead is a local refusal it never counts).
+        let mut b = BulkheadLayer::builder().max_in_flight(bh.max_in_flight);
+        if let Some(n) = bh.max_queue {
+            b = b.max_queue(n);
+        }
+        if let Some(ms) = bh.max_queue_wait_ms {
+            b = b.max_queue_wait(Duration::from_millis(ms));
+        }
+        model = Arc::new(model.with_bulkhead(b.build().map_err(config_error)?));
+    }
+    if let Some(w) = &hooks.inside_breaker {
+        model = w(&p.name, model);
+    }
+    // One probe permit across all replicas on shared state, so `half_open_probes` applies
+    // to local breakers only; a shared probe is bounded by the call's deadline, and its
+    // permit expires with it.
+    #[cfg(not(feature = "redis"))]
+    let _ = deadline_ms;
+    let mut breaker_layer = BreakerLayer::builder()
+        .consecutive_failures(p.breaker.failure_threshold)
+        .open_for(Duration::from_millis(p.breaker.open_ms))
+        .max_probes(p.breaker.half_open_probes.max(1) as usize);
+    #[cfg(feature = "redis")]
+    if shared.is_some() {
+        breaker_layer = breaker_layer.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
+    }
+    if let Some(l) = &hooks.breaker_listener {
+        breaker_layer = breaker_layer.listener(Arc::clone(l));
+    }
+    let breaker_layer = breaker_layer.build().map_err(config_error)?;
+    // The same breaker either way; on shared state its store is Redis, so `/readyz`, the
+    // listener and the active prober see the shared breaker.
+    #[cfg(feature = "redis")]
+    let breaker = match shared {
+        Some((state, _)) => {
+            let config = SharedBreakerConfig::default()
+                .consecutive_failures(p.breaker.failure_threshold)
+                .open_for(Duration::from_millis(p.breaker.open_ms))
+                .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
+            let link = model.id().name.clone();
+            let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_layer)?;
+            ripcord_resilience::Breaker::with_store(model, breaker_layer, store)
+        }
+        None => model.with_breaker(breaker_layer),
+    };
+    #[cfg(not(feature = "redis"))]
+    let breaker = {
+        let _ = shared;
+        model.with_breaker(breaker_layer)
+    };
+    let health_layer = HealthLayer::builder()
+        .breaker(breaker.handle())
+        .build()
+        .map_err(config_error)?;
+    let breaker_handle = breaker.handle();
+    let health = breaker.with_health(health_layer);
+    let handle = health.handle();
+    // Probes go to the undecorated adapter, so they reach the vendor while the breaker
+    // refuses callers, and never count in callers' latency.
+    let prober = match &p.probe {
+        None => None,
+        Some(cfg) => Some(
+            Prober::builder(traced, probe_layer(cfg)?)
+                .breaker(breaker_handle)
+                .health(handle.clone())
+                .spawn(),
+        ),
+    };
+    Ok((Arc::new(health), handle, prober))
+}
+
+/// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state
+/// is, else local to this process.
+fn rate_limited(
+    model: Arc<dyn ChatModel>,
+    rl: &crate::config::RateLimitConfig,
+    shared: Shared<'_>,
+) -> Result<Arc<dyn ChatModel>> {
+    #[cfg(feature = "redis")]
+    if let Some((state, replicas)) = shared {
+        let mut c = SharedRateLimitConfig::default().replicas(replicas);
+        if let Some(rpm) = rl.rpm {
+            c = c.rpm(rpm);
+        }
+        if let Some(tpm) = rl.tpm {
+            c = c.tpm(tpm);
+        }
+        return Ok(Arc::new(SharedRateLimit::new(model, state.clone(), c)?));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = shared;
+    let mut b = RateLimitLayer::builder();
+    if let Some(ms) = rl.pause_429_ms {
+        b = b.default_pause(Duration::from_millis(ms));
+    }
+    if let Some(rpm) = rl.rpm {
+        b = b.rpm(rpm);
+    }
+    if let Some(tpm) = rl.tpm {
+        b = b.tpm(tpm);
+    }
+    Ok(Arc::new(
+        model.with_rate_limit(b.build().map_err(config_error)?),
+    ))
+}
+
+/// `model` inside `[budget]`: charged once per call whichever link serves it, shared through
+/// Redis (one account per tenant for every replica, under `scope`) when the state is.
+pub(super) fn budgeted(
+    model: Arc<dyn ChatModel>,
+    b: &TenantBudget,
+    scope: &str,
+    shared: Shared<'_>,
+) -> Result<Arc<dyn ChatModel>> {
+    let window = Duration::from_secs(b.window_s);
+    #[cfg(feature = "redis")]
+    if let Some((state, replicas)) = shared {
+        let mut c = SharedBudgetConfig::default()
+            .tokens_per_window(b.tokens_per_window)
+            .window(window)
+            .budget_anonymous(b.anonymous)
+            .scope(scope)
+            .replicas(replicas);
+        for (t, n) in &b.tenants {
+            c = c.tenant(t.clone(), *n);
+        }
+        return Ok(Arc::new(SharedBudget::new(model, state.clone(), c)?));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = (shared, scope);
+    let mut layer = BudgetLayer::builder()
+        .tokens_per_window(b.tokens_per_window)
+        .window(window)
+        .budget_anonymous(b.anonymous);
+    for (t, n) in &b.tenants {
+        layer = layer.tenant(t.clone(), *n);
+    }
+    Ok(Arc::new(
+        model.with_budget(layer.build().map_err(config_error)?),
+    ))
+}
+
+fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbeLayer> {
+    let mut b = ProbeLayer::builder().probe_healthy(cfg.probe_healthy);
+    if let Some(ms) = cfg.interval_ms {
+        b = b.interval(Duration::from_millis(ms));
+    }
+    if let Some(ms) = cfg.timeout_ms {
+        b = b.timeout(Duration::from_millis(ms));
+    }
+    b.build().map_err(config_error)
+}
+
+/// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the
+/// client gets its 429 before any vendor is called; shared through Redis when the state is.
+pub(super) fn key_limited(
+    key: &GatewayKey,
+    model: &Arc<dyn ChatModel>,
+    shared: Shared<'_>,
+) -> Result<Option<Arc<dyn ChatModel>>> {
+    if key.rpm.is_none() && key.tpm.is_none() {
+        return Ok(None);
+    }
+    let scoped = KeyScope::new(&key.label(), Arc::clone(model));
+    #[cfg(feature = "redis")]
+    if let Some((state, replicas)) = shared {
+        let mut c = SharedRateLimitConfig::default()
+            .replicas(replicas)
+            .max_wait(Duration::ZERO)
+            .max_pause(Duration::ZERO);
+        if let Some(rpm) = key.rpm {
+            c = c.rpm(rpm);
+        }
+        if let Some(tpm) = key.tpm {
+            c = c.tpm(tpm);
+        }
+        return Ok(Some(Arc::new(SharedRateLimit::new(
+            scoped,
+            state.clone(),
+            c,
+        )?)));
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = shared;
+    let mut b = RateLimitLayer::builder()
+        .max_wait(Duration::ZERO)
+        .pause_on_429(false);
+    if let Some(rpm) = key.rpm {
+        b = b.rpm(rpm);
+    }
+    if let Some(tpm) = key.tpm {
+        b = b.tpm(tpm);
+    }
+    Ok(Some(Arc::new(
+        scoped.with_rate_limit(b.build().map_err(config_error)?),
+    )))
+}

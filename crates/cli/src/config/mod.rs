@@ -1,0 +1,233 @@
+//! The TOML configuration of the `ripcord` binary: parsing, `${ENV_VAR}` interpolation and
+//! validation with errors that name the file, the line and the key.
+//!
+//! ```toml
+//! [chain]
+//! order = ["primary", "backup", "local"]   # names of providers, tried in this order
+//! deadline_ms = 45000                       # time to first content, and whole non-streamed calls
+//! stream_holdback_ms = 0                    # hold a stream's start this long; a failure in it falls over unseen
+//! stream_max_ms = 600000                    # a stream after its first content (default 10 min)
+//! min_attempt_ms = 1000                     # a link reached with less left is skipped ("deadline")
+//! trim = "oldest"                           # optional: drop old turns to fit a smaller window
+//! static_reply = "The AI service is busy; please try again in a few minutes."
+//!
+//! [[providers]]
+//! name = "primary"
+//! kind = "openai"
+//! model = "gpt-4o"
+//! api_key_env = "OPENAI_API_KEY"
+//! # policy fields left out are the library's defaults (shown here; see `config::defaults`)
+//! [providers.retry]
+//! max_attempts = 3
+//! base_delay_ms = 1000
+//! retry_on = ["rate_limited", "server_error", "timeout", "network", "invalid_response"]  # the default
+//! [providers.timeouts]                      # the defaults: connect 5 s, first token 30 s, idle 60 s
+//! connect_ms = 5000
+//! first_token_ms = 30000
+//! idle_ms = 60000
+//! [providers.breaker]
+//! failure_threshold = 5
+//! open_ms = 60000
+//!
+//! [[providers]]
+//! name = "local"
+//! kind = "local-onnx"                       # SmolLM2 from `cargo xtask setup-model`
+//! variant = "q8"                            # "q8" (default), "q4" (fastest) or "fp32"
+//! threads = 2                               # default: the cores available, at most 4
+//!
+//! [budget]                                  # optional: tokens per tenant (the tenant of the caller's key)
+//! tokens_per_window = 200000
+//! window_s = 3600
+//! tenants = { acme = 1000000 }
+//!
+//! [[server.keys]]                           # optional: gateway keys bound to tenants
+//! tenant = "acme"
+//! key_env = "ACME_GATEWAY_KEY"              # the secret stays in the environment (16+ characters)
+//! routes = ["smart"]                        # optional: routes this key may use (default: all)
+//! rpm = 600                                 # optional: the key's own limits
+//!
+//! [state]                                   # optional: share breakers and limits across replicas
+//! backend = "redis"                         # "local" (default) or "redis"
+//! url = "redis://:${REDIS_PASSWORD}@10.0.0.5:6379/0"
+//! replicas = 3                              # each enforces 1/3 of a limit while Redis is down
+//! ```
+//!
+//! Instead of `[chain]`, a config may name several chains, `[[routes]]`, which the gateway picks
+//! by the request's `model`. A route table holds `name`, optional `aliases`, and every setting
+//! `[chain]` takes (it is read as a [`ChainConfig`]). Providers are declared once and shared:
+//!
+//! ```toml
+//! [[routes]]
+//! name = "smart"
+//! aliases = ["gpt-4o"]
+//! order = ["primary", "backup", "local"]
+//! [[routes]]
+//! name = "fast"
+//! order = ["local"]
+//! ```
+
+pub mod defaults;
+mod describe;
+mod env;
+mod model;
+mod raw;
+mod resolve;
+mod resolve_gateway;
+mod resolve_provider;
+mod route_table;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use env::{Env, ProcessEnv};
+pub use model::{
+    BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider, RedisSettings,
+    RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
+};
+pub use raw::{
+    BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,
+    KeyConfig, ProbeConfig, ProviderConfig, ProviderKind, RateLimitConfig, RawConfig,
+    RedactionConfig, RetryConfig, ServerConfig, StateConfig, TimeoutsConfig, redact_url,
+};
+pub use route_table::RouteConfig;
+
+use env::Ctx;
+use resolve::resolve;
+
+/// A configuration mistake, located in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file (or `<built-in>`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The key the mistake is in, when known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": key `{key}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+/// Where `cargo xtask setup-model` puts the default local model.
+pub fn default_model_dir() -> PathBuf {
+    ripcord_local_onnx_dir()
+}
+
+fn ripcord_local_onnx_dir() -> PathBuf {
+    let cache = std::env::var_os("RIPCORD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.cache")));
+    cache.join("models").join("smollm2-135m-instruct")
+}
+
+/// Parses and validates a config text.
+///
+/// # Errors
+///
+/// A [`ConfigError`] naming the file, line and key of the first mistake.
+pub fn parse(file: &str, text: &str, env: &dyn Env) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let key = e.span().and_then(|s| key_at(text, s.start));
+        ConfigError {
+            file: file.to_owned(),
+            line,
+            key,
+            message: e.message().to_owned(),
+        }
+    })?;
+    let cx = Ctx { file, text, env };
+    resolve(&cx, raw, false)
+}
+
+/// The key written on the line containing byte `offset`, if the line is `key = value`.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_owned())
+}
+/// The built-in default chain: OpenAI (if `OPENAI_API_KEY` is set) → Anthropic (if
+/// `ANTHROPIC_API_KEY`) → the local Llama → a static reply. Providers without a key are skipped
+/// with a note.
+pub const DEFAULT_CONFIG: &str = r#"
+[chain]
+order = ["openai", "anthropic", "local"]
+deadline_ms = 30000
+static_reply = "The AI service is unavailable right now; please try again in a few minutes."
+
+[[providers]]
+name = "openai"
+kind = "openai"
+model = "gpt-4o"
+api_key_env = "OPENAI_API_KEY"
+
+[[providers]]
+name = "anthropic"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[[providers]]
+name = "local"
+kind = "local-onnx"
+"#;
+
+/// The built-in default config (providers without a key are skipped, not errors).
+///
+/// # Errors
+///
+/// Only when no provider is usable.
+pub fn builtin(env: &dyn Env) -> Result<Config, ConfigError> {
+    let file = "<built-in default config>";
+    let raw: RawConfig = toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError {
+        file: file.to_owned(),
+        line: None,
+        key: None,
+        message: e.message().to_owned(),
+    })?;
+    let cx = Ctx {
+        file,
+        text: DEFAULT_CONFIG,
+        env,
+    };
+    resolve(&cx, raw, true)
+}
+
+/// Loads a config file, or the built-in default when `path` is `None`.
+///
+/// # Errors
+///
+/// Unreadable file, or any [`ConfigError`].
+pub fn load(path: Option<&Path>, env: &dyn Env) -> Result<Config, ConfigError> {
+    match path {
+        None => builtin(env),
+        Some(p) => {
+            let file = p.display().to_string();
+            let text = std::fs::read_to_string(p).map_err(|e| ConfigError {
+                file: file.clone(),
+                line: None,
+                key: None,
+                message: format!("cannot read the config file: {e}"),
+            })?;
+            parse(&file, &text, env)
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The resolved configuration: validated values the chain builder and the gateway use.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use super::raw::{
+    BulkheadConfig, ProbeConfig, ProviderKind, RateLimitConfig, RedactionConfig, TimeoutsConfig,
+};
+
+/// The resolved `[server]` limits of the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Longest wait for a request's header block.
+    pub header_timeout: std::time::Duration,
+    /// Longest wait for a request's whole body.
+    pub body_timeout: std::time::Duration,
+    /// How long an idle keep-alive connection is kept.
+    pub idle_timeout: std::time::Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// The drain deadline on shutdown.
+    pub shutdown_grace: std::time::Duration,
+    /// Chat calls served at once per route.
+    pub max_concurrency: usize,
+    /// Chat calls waiting for a slot per route.
+    pub max_queue: usize,
+    /// Full failure detail in client-facing errors.
+    pub expose_errors: bool,
+    /// A separate address for `GET /metrics`.
+    pub metrics_listen: Option<String>,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        use std::time::Duration;
+        ServerSettings {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(30),
+            max_concurrency: 256,
+            max_queue: 256,
+            expose_errors: false,
+            metrics_listen: None,
+        }
+    }
+}
+/// The link ordering strategy, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// The configured order.
+    #[default]
+    Ordered,
+    /// By time to first token, once a link has `min_samples`.
+    LowestLatency {
+        /// Samples before a link is reordered.
+        min_samples: u32,
+    },
+    /// By price for the estimated tokens.
+    LowestCost,
+    /// First link by weighted random choice.
+    Weighted(Vec<(String, u32)>),
+}
+
+/// `[budget]`, resolved: tokens per tenant per window, charged once per call of the chain
+/// (whichever link serves it) with the usage the vendor reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantBudget {
+    /// Tokens each tenant may use per window.
+    pub tokens_per_window: u64,
+    /// The window in seconds.
+    pub window_s: u64,
+    /// Per-tenant overrides.
+    pub tenants: Vec<(String, u64)>,
+    /// Budget calls without a tenant too.
+    pub anonymous: bool,
+}
+
+/// Where breaker and rate-limit state lives, resolved from `[state]`.
+#[derive(Debug, Clone, Default)]
+pub enum StateBackend {
+    /// In each process (the default).
+    #[default]
+    Local,
+    /// In one Redis shared by every replica.
+    Redis(RedisSettings),
+}
+
+/// `[state] backend = "redis"`, resolved; timing left out is `ripcord-redis`'s default
+/// (`StateOptions::default`).
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// The URL, which may hold a password (never printed: see [`RedisSettings::redacted_url`]).
+    pub url: secrecy::SecretString,
+    /// The URL with its userinfo replaced by `[redacted]`.
+    pub redacted_url: String,
+    /// The longest one Redis operation may take.
+    pub op_timeout_ms: u64,
+    /// The longest the connection may take.
+    pub connect_timeout_ms: u64,
+    /// How often a degraded replica tries Redis again.
+    pub retry_interval_ms: u64,
+    /// How many replicas share the limits (default 1).
+    pub replicas: u32,
+}
+
+impl fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &self.redacted_url)
+            .field("op_timeout_ms", &self.op_timeout_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("retry_interval_ms", &self.retry_interval_ms)
+            .field("replicas", &self.replicas)
+            .finish()
+    }
+}
+
+/// A provider, validated and resolved.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    /// Its name.
+    pub name: String,
+    /// Which adapter.
+    pub kind: ProviderKind,
+    /// The model id.
+    pub model: Option<String>,
+    /// Base URL override.
+    pub base_url: Option<String>,
+    /// The API key, resolved (never printed: see [`Provider::redacted`]).
+    pub api_key: Option<secrecy::SecretString>,
+    /// Where the key came from, for messages (`env OPENAI_API_KEY`, `config`).
+    pub key_source: Option<String>,
+    /// local-onnx model folder.
+    pub model_dir: Option<PathBuf>,
+    /// local-onnx variant (`None`: the library's default).
+    pub variant: Option<ripcord_local_onnx::Variant>,
+    /// local-onnx threads per session (`None`: the library's default).
+    pub threads: Option<usize>,
+    /// azure deployment.
+    pub deployment: Option<String>,
+    /// azure api-version.
+    pub api_version: Option<String>,
+    /// Reserve for later links.
+    pub reserve_ms: u64,
+    /// Retry policy.
+    pub retry: RetrySettings,
+    /// Breaker policy.
+    pub breaker: BreakerSettings,
+    /// Rate limits.
+    pub rate_limit: Option<RateLimitConfig>,
+    /// A bound on calls in flight.
+    pub bulkhead: Option<BulkheadConfig>,
+    /// Timeouts.
+    pub timeouts: TimeoutsConfig,
+    /// Active health checks.
+    pub probe: Option<ProbeConfig>,
+}
+
+impl Provider {
+    /// A one-line description with the key redacted.
+    pub fn redacted(&self) -> String {
+        let mut s = format!("{} ({})", self.name, self.kind.as_str());
+        if let Some(m) = &self.model {
+            s.push_str(&format!(" model={m}"));
+        }
+        if let Some(u) = &self.base_url {
+            s.push_str(&format!(" base_url={u}"));
+        }
+        if let Some(d) = &self.model_dir {
+            s.push_str(&format!(" model_dir={}", d.display()));
+        }
+        match &self.key_source {
+            Some(src) => s.push_str(&format!(" key=[redacted] from {src}")),
+            None => s.push_str(" key=none"),
+        }
+        s.push_str(&format!(
+            " retry={}x/{}ms breaker={}/{}ms",
+            self.retry.max_attempts,
+            self.retry.base_delay_ms,
+            self.breaker.failure_threshold,
+            self.breaker.open_ms
+        ));
+        s
+    }
+
+    /// Every effective setting of the link — timeouts, reserve, retry, breaker, stream
+    /// tolerance — with the defaults filled in, as `check-config` prints it.
+    pub fn effective(&self) -> String {
+        let retry_on = self.retry.retry_on;
+        // One attempt has no backoff to show (a local link without `[providers.retry]`).
+        let retry = if self.retry.max_attempts <= 1 {
+            "retry: none (1 attempt)".to_owned()
+        } else {
+            format!(
+                "retry: {} attempts, backoff {}..{} ms (full jitter; a 429 without retry-after waits at least {} ms), retry_on {retry_on}",
+                self.retry.max_attempts,
+                self.retry.base_delay_ms,
+                self.retry.max_delay_ms.max(self.retry.base_delay_ms),
+                self.retry.base_delay_ms / 2,
+            )
+        };
+        let mut s = format!(
+            "{retry}
+             breaker: opens after {} failures, for {} ms
+             reserve: {} ms kept for the links after this one",
+            self.breaker.failure_threshold, self.breaker.open_ms, self.reserve_ms,
+        );
+        if self.kind != ProviderKind::LocalOnnx {
+            let d = ripcord_providers::Timeouts::default();
+            let t = &self.timeouts;
+            let ms = |d: std::time::Duration| d.as_millis();
+            s.push_str(&format!(
+                "\ntimeouts: connect {} ms, first token {} ms, stream idle {} ms; up to {} unparseable stream events skipped",
+                t.connect_ms.map_or(ms(d.connect), u128::from),
+                t.first_token_ms.map_or(ms(d.first_token), u128::from),
+                t.idle_ms.map_or(ms(d.stream_idle), u128::from),
+                t.max_skipped_events.unwrap_or(d.max_skipped_events),
+            ));
+        }
+        s
+    }
+}
+
+/// `[providers.retry]`, resolved: what the file sets over the library's defaults (the
+/// [`Default`] is the library's; see [`super::defaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// Attempts in all (1 = no retry).
+    pub max_attempts: u32,
+    /// First backoff.
+    pub base_delay_ms: u64,
+    /// Largest backoff.
+    pub max_delay_ms: u64,
+    /// The failure classes retried on the same link.
+    pub retry_on: ripcord_resilience::RetryOn,
+}
+
+/// `[providers.breaker]`, resolved: what the file sets over the library's defaults (the
+/// [`Default`] is the library's; see [`super::defaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerSettings {
+    /// Consecutive failed calls that open the breaker.
+    pub failure_threshold: u32,
+    /// How long it stays open before a probe.
+    pub open_ms: u64,
+    /// Concurrent probes in half-open.
+    pub half_open_probes: u32,
+}
+
+/// One chain's settings, resolved (from `[chain]` or one `[[routes]]` entry).
+#[derive(Debug, Clone)]
+pub struct ChainSpec {
+    /// Provider names, in order (providers skipped for lack of a key are left out).
+    pub order: Vec<String>,
+    /// Deadline (to first content, and of whole non-streamed calls).
+    pub deadline_ms: u64,
+    /// The bound of a stream after its first content.
+    pub stream_max_ms: u64,
+    /// The least useful attempt budget.
+    pub min_attempt_ms: u64,
+    /// How long a stream's first part is held before it is committed.
+    pub stream_holdback_ms: u64,
+    /// Trim the oldest turns to fit a link's window.
+    pub trim_oldest: bool,
+    /// Static reply.
+    pub static_reply: Option<String>,
+    /// Per-intent replies.
+    pub intent_replies: BTreeMap<String, String>,
+    /// Per-error-kind fallbacks: kind → provider name.
+    pub routes: Vec<(ripcord_core::ErrorKind, String)>,
+    /// Restart streams on failure after content.
+    pub stream_restart: bool,
+    /// Fallback notice.
+    pub fallback_notice: Option<String>,
+    /// The link ordering strategy.
+    pub strategy: Strategy,
+    /// Prefer another vendor after a failure.
+    pub independent_fallbacks: bool,
+}
+
+/// A route: a named chain over the shared providers.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Its name (what clients send as `model`); `ripcord` for a config with only `[chain]`.
+    pub name: String,
+    /// More names for it.
+    pub aliases: Vec<String>,
+    /// Its chain.
+    pub spec: ChainSpec,
+}
+
+impl Route {
+    /// True when `model` is this route's name or one of its aliases.
+    pub fn answers_to(&self, model: &str) -> bool {
+        self.name == model || self.aliases.iter().any(|a| a == model)
+    }
+}
+
+/// A gateway key, resolved: who it is, and what it may do. The secret is never printed.
+#[derive(Clone)]
+pub struct GatewayKey {
+    /// The tenant its requests are charged to; `None` for `api_keys_env` keys.
+    pub tenant: Option<String>,
+    /// Where the secret came from (`env ACME_GATEWAY_KEY`).
+    pub source: String,
+    /// The secret.
+    pub secret: secrecy::SecretString,
+    /// Indexes into [`Config::routes`] this key may use; `None` = all.
+    pub routes: Option<Vec<usize>>,
+    /// Whether the client may name a sub-tenant.
+    pub sub_tenants: bool,
+    /// Requests per minute.
+    pub rpm: Option<u32>,
+    /// Tokens per minute.
+    pub tpm: Option<u32>,
+}
+
+impl GatewayKey {
+    /// A stable, secret-free label: `tenant` (or `untenanted`) and the variable it came from.
+    pub fn label(&self) -> String {
+        format!(
+            "{}@{}",
+            self.tenant.as_deref().unwrap_or("untenanted"),
+            self.source.trim_start_matches("env ")
+        )
+    }
+}
+
+impl fmt::Debug for GatewayKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GatewayKey")
+            .field("tenant", &self.tenant)
+            .field("source", &self.source)
+            .field("secret", &"[redacted]")
+            .field("routes", &self.routes)
+            .field("sub_tenants", &self.sub_tenants)
+            .field("rpm", &self.rpm)
+            .field("tpm", &self.tpm)
+            .finish()
+    }
+}
+
+/// The shortest gateway key accepted.
+pub const MIN_KEY_CHARS: usize = 16;
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from.
+    pub source: String,
+    /// Every provider some route uses, each once, in order of first use. Routes refer to them
+    /// by name and share them: one breaker, one limiter, one health record per provider.
+    pub chain: Vec<Provider>,
+    /// The routes, in file order; the first is the default (`ripcord chat` without `--route`).
+    pub routes: Vec<Route>,
+    /// True for a config with only `[chain]`: its one route answers any `model`.
+    pub any_model: bool,
+    /// Gateway listen address.
+    pub listen: Option<String>,
+    /// Gateway keys (`[[server.keys]]`, then those of `api_keys_env`).
+    pub gateway_keys: Vec<GatewayKey>,
+    /// Largest gateway request body.
+    pub max_body_bytes: usize,
+    /// The gateway's connection, timeout, shedding and error-detail settings.
+    pub server: ServerSettings,
+    /// Redaction before cloud calls, when configured.
+    pub redaction: Option<RedactionConfig>,
+    /// Embedding providers (resolved) and their model, when configured.
+    pub embeddings: Option<(Vec<Provider>, String)>,
+    /// Where breaker, rate-limit and budget state lives.
+    pub state: StateBackend,
+    /// Token budgets per tenant, when configured.
+    pub budget: Option<TenantBudget>,
+    /// Notes for stderr (e.g. providers skipped for lack of a key).
+    pub notes: Vec<String>,
+}
+
+impl Config {
+    /// The default route (the first; a resolved config always has one).
+    pub fn default_route(&self) -> Option<&Route> {
+        self.routes.first()
+    }
+
+    /// The index of the route answering to `model` (a name or an alias).
+    pub fn route_index(&self, model: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.answers_to(model))
+    }
+
+    /// A provider by name.
+    pub fn provider(&self, name: &str) -> Option<&Provider> {
+        self.chain.iter().find(|p| p.name == name)
+    }
+
+    /// Every name clients may send as `model`: each route's name, then its aliases.
+    pub fn model_names(&self) -> Vec<String> {
+        self.routes
+            .iter()
+            .flat_map(|r| std::iter::once(r.name.clone()).chain(r.aliases.iter().cloned()))
+            .collect()
+    }
+}

@@ -124,7 +124,10 @@ pub use breaker::{
     BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore, OpenBackoff, Outcome,
     StoreAdmit, Ticket, Transition,
 };
-pub use budget::{Budget, BudgetBuilder, BudgetLayer};
+pub use budget::{
+    Budget, BudgetAdmit, BudgetBuilder, BudgetHold, BudgetLayer, BudgetRefusal, BudgetStore,
+    LocalBudgetStore,
+};
 pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadLayer, BulkheadSnapshot};
 pub use cache::{Cache, CacheBuilder, CacheLayer, CacheStats};
 pub use clock::{Clock, SharedClock, TokioClock};
@@ -137,7 +140,10 @@ pub use hedge::{Hedge, HedgeBuilder, HedgeDelay, HedgeLayer};
 pub use probe::{
     ProbeBuilder, ProbeLayer, ProbeOutcome, Prober, ProberBuilder, ProberCounters, ProberStats,
 };
-pub use rate_limit::{RateLimit, RateLimitBuilder, RateLimitLayer, RateLimitSnapshot};
+pub use rate_limit::{
+    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitBuilder, RateLimitLayer,
+    RateLimitSnapshot, Take, Taken,
+};
 pub use redact::{
     PiiKind, Redact, RedactBuilder, RedactLayer, Redaction, Redactor, RedactorBuilder, Restorer,
 };

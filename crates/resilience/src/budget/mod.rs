@@ -12,14 +12,18 @@
 //! restarts on another link ([`ripcord_core::StreamPolicy::Restart`]) is charged the first
 //! link's share too: what it generated before the restart.
 //!
-//! This is deliberately not a `governor` bucket: a budget must be refundable and exact over its
+//! The accounts live in a [`BudgetStore`]: [`LocalBudgetStore`] in this process (the default),
+//! or a shared store from `ripcord-redis` ([`Budget::with_store`]); the policy above is the
+//! same code for both.
+//!
+//! The in-process store is deliberately not a `governor` bucket: a budget must be refundable and exact over its
 //! window, which `governor` cannot do (it has no refunds), so it uses the crate's bucketed window.
 
 mod layer;
+mod store;
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use ripcord_core::{
@@ -28,14 +32,12 @@ use ripcord_core::{
 };
 
 pub use layer::{BudgetBuilder, BudgetLayer};
+pub use store::{BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, LocalBudgetStore};
 
 use crate::error::tag;
 use crate::stream_util::{End, Observed, StreamObserver};
-use crate::window::Window;
 
 const ANONYMOUS: &str = "<anonymous>";
-const BUCKETS: usize = 60;
-const PRUNE_AT: usize = 4096;
 
 /// A model whose calls are charged to per-tenant token budgets.
 ///
@@ -68,95 +70,28 @@ pub struct Budget<M> {
 
 #[derive(Debug)]
 struct Accounts {
-    layer: BudgetLayer,
-    map: Mutex<HashMap<Arc<str>, Window>>,
+    store: Arc<dyn BudgetStore>,
     refused: AtomicU64,
 }
 
-/// A reservation in a tenant's account.
-#[derive(Debug)]
-struct Hold {
-    tenant: Arc<str>,
-    bucket: u64,
-    reserved: i64,
-}
-
 impl Accounts {
-    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Window>> {
-        match self.map.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    fn used(&self, tenant: &str) -> u64 {
-        let now = self.layer.clock.now();
-        self.lock()
-            .get(tenant)
-            .map_or(0, |w| u64::try_from(w.sum(now, 0)).unwrap_or(0))
-    }
-
-    /// Reserves `tokens` for `tenant`, or says why not (`Err((message, retry_after))`).
-    fn reserve(
-        &self,
-        tenant: &str,
-        tokens: u64,
-    ) -> std::result::Result<Hold, (String, Option<std::time::Duration>)> {
-        let now = self.layer.clock.now();
-        let limit = i64::try_from(self.layer.limit_for(tenant)).unwrap_or(i64::MAX);
-        let need = i64::try_from(tokens).unwrap_or(i64::MAX);
-        let mut map = self.lock();
-        if map.len() >= PRUNE_AT {
-            map.retain(|_, w| w.sum(now, 0) > 0);
-        }
-        let key: Arc<str> = match map.get_key_value(tenant) {
-            Some((k, _)) => k.clone(),
-            None => Arc::from(tenant),
-        };
-        let w = map
-            .entry(key.clone())
-            .or_insert_with(|| Window::new(now, self.layer.window, BUCKETS));
-        let used = w.sum(now, 0);
-        if need > limit {
-            return Err((
-                format!(
-                    "tenant {tenant:?}: the request needs {need} tokens, more than its whole budget of {limit}"
-                ),
-                None,
-            ));
-        }
-        if used.saturating_add(need) > limit {
-            let wait = w.time_until_at_most(now, 0, limit - need);
-            return Err((
-                format!(
-                    "tenant {tenant:?} used {used} of {limit} tokens in the window; this request needs {need}"
-                ),
-                Some(wait),
-            ));
-        }
-        let bucket = w.add(now, 0, need);
-        Ok(Hold {
-            tenant: key,
-            bucket,
-            reserved: need,
-        })
-    }
-
-    /// Replaces a reservation with the tokens used.
-    fn settle(&self, hold: &Hold, used: u64) {
-        let used = i64::try_from(used).unwrap_or(i64::MAX);
-        if let Some(w) = self.lock().get_mut(&hold.tenant) {
-            w.add_at(hold.bucket, 0, used - hold.reserved);
-        }
+    fn settle(&self, hold: &BudgetHold, used: u64) {
+        self.store.settle(hold.clone(), used);
     }
 }
 
 impl<M: ChatModel> Budget<M> {
-    /// Wraps `inner` with fresh accounts.
+    /// Wraps `inner` with fresh accounts in this process.
     pub fn new(inner: M, layer: BudgetLayer) -> Self {
+        let store = Arc::new(LocalBudgetStore::new(layer.window, layer.clock.clone()));
+        Budget::with_store(inner, layer, store)
+    }
+
+    /// Wraps `inner` with accounts kept in `store` (a shared store from `ripcord-redis`, say).
+    /// `layer` decides the policy: who is charged, their limits, and what a call costs.
+    pub fn with_store(inner: M, layer: BudgetLayer, store: Arc<dyn BudgetStore>) -> Self {
         let accounts = Arc::new(Accounts {
-            layer: layer.clone(),
-            map: Mutex::new(HashMap::new()),
+            store,
             refused: AtomicU64::new(0),
         });
         Budget {
@@ -181,9 +116,10 @@ impl<M: ChatModel> Budget<M> {
         self.inner
     }
 
-    /// Tokens a tenant used (or has reserved) in the current window.
+    /// Tokens a tenant used (or has reserved) in the current window, as the store knows it
+    /// without waiting (a shared store: as this replica last saw it).
     pub fn used(&self, tenant: &str) -> u64 {
-        self.accounts.used(tenant)
+        self.accounts.store.used(tenant)
     }
 
     /// Tokens a tenant may still use in the current window.
@@ -199,7 +135,7 @@ impl<M: ChatModel> Budget<M> {
     }
 
     /// Reserves the request's tokens; returns the hold and the prompt estimate.
-    fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<(Hold, u64)>> {
+    async fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<(BudgetHold, u64)>> {
         let tenant = match ctx.tenant() {
             Some(t) => t,
             None if self.layer.budget_anonymous => ANONYMOUS,
@@ -209,19 +145,54 @@ impl<M: ChatModel> Budget<M> {
             .max_tokens
             .unwrap_or(self.inner.capabilities().max_output_tokens);
         let prompt = u64::from(tokens::estimate_request(req));
-        let tokens = prompt + u64::from(output);
-        match self.accounts.reserve(tenant, tokens) {
-            Ok(hold) => Ok(Some((hold, prompt))),
-            Err((message, retry_after)) => {
-                self.accounts.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(link = %self.inner.id().name, tenant, "ripcord.budget_exhausted");
-                let mut e = Error::new(ErrorKind::BudgetExhausted, message);
-                if let Some(after) = retry_after {
-                    e = e.with_retry_after(after);
-                }
-                Err(tag(e, self.inner.id()))
-            }
+        let need = prompt + u64::from(output);
+        let limit = self.layer.limit_for(tenant);
+        if need > limit {
+            return Err(self.refuse(
+                tenant,
+                format!(
+                    "tenant {tenant:?}: the request needs {need} tokens, more than its whole budget of {limit}"
+                ),
+                None,
+            ));
         }
+        let store = &self.accounts.store;
+        let admit = match store.try_reserve(tenant, limit, need) {
+            BudgetAdmit::Ask => store.reserve(tenant, limit, need).await,
+            a => a,
+        };
+        match admit {
+            BudgetAdmit::Held(hold) => Ok(Some((hold, prompt))),
+            BudgetAdmit::Refused(r) => Err(self.refuse(
+                tenant,
+                format!(
+                    "tenant {tenant:?} used {} of {} tokens in the window; this request needs {need}",
+                    r.used, r.limit
+                ),
+                r.retry_after,
+            )),
+            // A store must decide when awaited; refusing beats calling unaccounted.
+            BudgetAdmit::Ask => Err(self.refuse(
+                tenant,
+                format!("tenant {tenant:?}: the budget store gave no answer"),
+                None,
+            )),
+        }
+    }
+
+    fn refuse(
+        &self,
+        tenant: &str,
+        message: String,
+        retry_after: Option<std::time::Duration>,
+    ) -> Error {
+        self.accounts.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(link = %self.inner.id().name, tenant, "ripcord.budget_exhausted");
+        let mut e = Error::new(ErrorKind::BudgetExhausted, message);
+        if let Some(after) = retry_after {
+            e = e.with_retry_after(after);
+        }
+        tag(e, self.inner.id())
     }
 }
 
@@ -243,7 +214,7 @@ fn failed_cost(e: &Error, prompt: u64) -> u64 {
 /// Settles a stream's reservation when it ends.
 struct BudgetObserver {
     accounts: Arc<Accounts>,
-    hold: Hold,
+    hold: BudgetHold,
     prompt: u64,
     usage: Option<Usage>,
     generated: u64,
@@ -293,13 +264,20 @@ impl<M: ChatModel> ChatModel for Budget<M> {
         self.inner.capabilities()
     }
 
-    /// As the inner model: a budget check adds no wait.
+    /// As the inner model: a budget check adds no wait (a shared store's is bounded by its
+    /// own short timeout).
     fn bounds_itself(&self) -> bool {
         self.inner.bounds_itself()
     }
 
+    /// As the inner model: a call it refuses reaches no vendor, and a reservation for it would
+    /// be settled at zero, so the budget cannot turn that refusal into another outcome.
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        self.inner.refusal(ctx)
+    }
+
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let hold = self.reserve(req, ctx)?;
+        let hold = self.reserve(req, ctx).await?;
         let result = self.inner.chat(req, ctx).await;
         if let Some((hold, prompt)) = &hold {
             let used = match &result {
@@ -316,7 +294,7 @@ impl<M: ChatModel> ChatModel for Budget<M> {
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let hold = self.reserve(req, ctx)?;
+        let hold = self.reserve(req, ctx).await?;
         let stream = match self.inner.stream(req, ctx).await {
             Ok(s) => s,
             Err(e) => {

@@ -1,4 +1,12 @@
-//! Local rate limits per link, on `governor`: requests per minute and tokens per minute.
+//! Rate limits per link: requests per minute and tokens per minute.
+//!
+//! # One policy, two stores
+//!
+//! [`RateLimit`] is the only limiter policy in the workspace. Its buckets live in a
+//! [`LimitStore`] ([`store`](LimitStore) module docs): [`LocalLimitStore`] (on `governor`, the
+//! default) keeps them in this process; `ripcord-redis` supplies a store that shares them
+//! across replicas ([`RateLimit::with_store`]), so waiting, refusals, pauses and charging are
+//! the same code whichever store holds the buckets.
 //!
 //! # Behaviour
 //!
@@ -38,16 +46,14 @@
 //! so paused-time tests drive the limiter.
 
 mod layer;
+mod store;
 
-use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use governor::middleware::NoOpMiddleware;
-use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
     ModelId, Result, StreamEvent, Usage, tokens,
@@ -55,13 +61,12 @@ use ripcord_core::{
 use serde::Serialize;
 
 pub use layer::{DEFAULT_429_PAUSE, RateLimitBuilder, RateLimitLayer};
+pub use store::{LimitKind, LimitStore, LocalLimitStore, Take, Taken};
 
-use crate::clock::{GovernorClock, SharedClock};
+use crate::clock::SharedClock;
 use crate::error::tag;
 use crate::stream_util::{End, Observed, StreamObserver};
 use crate::window::Window;
-
-type Limiter = RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddleware<Duration>>;
 
 /// A model behind local RPM / TPM limits.
 ///
@@ -87,20 +92,16 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddlewar
 pub struct RateLimit<M> {
     inner: M,
     layer: RateLimitLayer,
-    state: std::sync::Arc<LimitState>,
+    state: Arc<LimitState>,
 }
 
+/// The policy's own state; the buckets are in the store.
 #[derive(Debug)]
 struct LimitState {
     clock: SharedClock,
-    gclock: GovernorClock,
-    rpm: Option<Limiter>,
-    tpm: Option<Limiter>,
-    tpm_burst: u32,
-    /// Nanos since the governor clock's epoch until which the link is paused (0: not paused).
-    paused_until: AtomicU64,
-    /// Reconciliation balance in tokens: > 0 owed to the bucket, < 0 credit.
-    balance: AtomicI64,
+    store: Arc<dyn LimitStore>,
+    /// Whether the TPM is limited (a request reserves tokens only then).
+    tpm: bool,
     refused: AtomicU64,
     used: Mutex<Window>,
     /// The line of callers waiting for capacity (tokio's mutex serves waiters in order).
@@ -156,71 +157,11 @@ impl Reservation {
 }
 
 impl LimitState {
-    fn new(layer: &RateLimitLayer) -> Self {
-        let gclock = GovernorClock::new(layer.clock.clone());
-        let make = |rate: Option<NonZeroU32>, burst: Option<NonZeroU32>| {
-            rate.map(|r| {
-                let q = Quota::per_minute(r).allow_burst(burst.unwrap_or(r));
-                RateLimiter::direct_with_clock(q, gclock.clone())
-            })
-        };
-        let now = layer.clock.now();
-        LimitState {
-            clock: layer.clock.clone(),
-            rpm: make(layer.rpm, layer.rpm_burst),
-            tpm: make(layer.tpm, layer.tpm_burst),
-            tpm_burst: layer
-                .tpm_burst
-                .or(layer.tpm)
-                .map_or(u32::MAX, NonZeroU32::get),
-            gclock,
-            paused_until: AtomicU64::new(0),
-            balance: AtomicI64::new(0),
-            refused: AtomicU64::new(0),
-            used: Mutex::new(Window::new(now, Duration::from_secs(60), 12)),
-            line: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    fn paused_for(&self) -> Option<Duration> {
-        use governor::clock::Clock as _;
-        let until = Duration::from_nanos(self.paused_until.load(Ordering::SeqCst));
-        let now = self.gclock.now();
-        (until > now).then(|| until - now)
-    }
-
-    fn pause(&self, d: Duration) {
-        use governor::clock::Clock as _;
-        let until = u64::try_from((self.gclock.now() + d).as_nanos()).unwrap_or(u64::MAX);
-        self.paused_until.fetch_max(until, Ordering::SeqCst);
-    }
-
-    /// The tokens to charge the TPM bucket now for a request of `nominal` tokens, applying the
-    /// reconciliation balance.
-    fn charge(&self, nominal: u32) -> u32 {
-        let balance = self.balance.swap(0, Ordering::SeqCst);
-        let want = i64::from(nominal) + balance;
-        let charge = want.clamp(0, i64::from(self.tpm_burst));
-        // Whatever could not be applied stays in the balance.
-        let rest = want - charge;
-        if rest != 0 {
-            self.balance.fetch_add(rest, Ordering::SeqCst);
-        }
-        u32::try_from(charge).unwrap_or(self.tpm_burst)
-    }
-
-    /// Puts a charge that was not used back into the balance.
-    fn uncharge(&self, charge: u32, nominal: u32) {
-        self.balance
-            .fetch_add(i64::from(charge) - i64::from(nominal), Ordering::SeqCst);
-    }
-
     /// After the call: the vendor's count replaces the reservation.
     fn settle(&self, r: Reservation, used: u64) {
         let used = i64::try_from(used).unwrap_or(i64::MAX);
-        if self.tpm.is_some() {
-            self.balance
-                .fetch_add(used - i64::from(r.nominal), Ordering::SeqCst);
+        if self.tpm {
+            self.store.settle(used - i64::from(r.nominal));
         }
         if used > 0
             && let Ok(mut w) = self.used.lock()
@@ -231,9 +172,24 @@ impl LimitState {
 }
 
 impl<M: ChatModel> RateLimit<M> {
-    /// Wraps `inner` with fresh buckets.
+    /// Wraps `inner` with fresh buckets in this process.
     pub fn new(inner: M, layer: RateLimitLayer) -> Self {
-        let state = std::sync::Arc::new(LimitState::new(&layer));
+        let store = Arc::new(LocalLimitStore::new(&layer));
+        RateLimit::with_store(inner, layer, store)
+    }
+
+    /// Wraps `inner` with a limiter whose buckets live in `store` (a shared store from
+    /// `ripcord-redis`, say). `layer` decides the policy: what a call reserves, how long it may
+    /// wait, what pauses the link and what a call is charged.
+    pub fn with_store(inner: M, layer: RateLimitLayer, store: Arc<dyn LimitStore>) -> Self {
+        let state = Arc::new(LimitState {
+            clock: layer.clock.clone(),
+            store,
+            tpm: layer.tpm.is_some(),
+            refused: AtomicU64::new(0),
+            used: Mutex::new(Window::new(layer.clock.now(), Duration::from_secs(60), 12)),
+            line: tokio::sync::Mutex::new(()),
+        });
         RateLimit {
             inner,
             layer,
@@ -263,15 +219,15 @@ impl<M: ChatModel> RateLimit<M> {
         RateLimitSnapshot {
             rpm: self.layer.rpm(),
             tpm: self.layer.tpm(),
-            paused_remaining_ms: s.paused_for().map(|d| d.as_secs_f64() * 1000.0),
+            paused_remaining_ms: s.store.paused_for().map(|d| d.as_secs_f64() * 1000.0),
             tokens_last_minute,
-            balance: s.balance.load(Ordering::SeqCst),
+            balance: s.store.balance(),
             refused: s.refused.load(Ordering::Relaxed),
         }
     }
 
     fn reservation(&self, req: &ChatRequest) -> Reservation {
-        if self.state.tpm.is_none() {
+        if !self.state.tpm {
             return Reservation {
                 nominal: 0,
                 prompt: 0,
@@ -322,7 +278,7 @@ impl<M: ChatModel> RateLimit<M> {
         let s = &self.state;
         let reservation = self.reservation(req);
         let start = tokio::time::Instant::now();
-        let limit = self.wait_limit(ctx, start);
+        let limit_at = self.wait_limit(ctx, start);
         // The uncontended path takes its turn at once; a caller that finds others waiting
         // queues behind them, within its wait limit.
         let _turn = match s.line.try_lock() {
@@ -335,11 +291,11 @@ impl<M: ChatModel> RateLimit<M> {
                         t = s.line.lock() => Some(t),
                     }
                 };
-                match tokio::time::timeout_at(limit, queued).await {
+                match tokio::time::timeout_at(limit_at, queued).await {
                     Ok(Some(turn)) => turn,
                     Ok(None) => return Err(tag(Error::cancelled(), self.inner.id())),
                     Err(_) => {
-                        let wait = limit
+                        let wait = limit_at
                             .saturating_duration_since(start)
                             .max(Duration::from_millis(1));
                         return Err(self.refuse(wait, "queued behind earlier callers"));
@@ -347,22 +303,37 @@ impl<M: ChatModel> RateLimit<M> {
                 }
             }
         };
-        let mut tpm_taken = s.tpm.is_none() || reservation.nominal == 0;
+        let mut tpm_taken = !s.tpm || reservation.nominal == 0;
         loop {
-            let (wait, why) = match self.try_take(reservation, &mut tpm_taken) {
-                None => return Ok(reservation),
-                Some(blocked) => blocked,
+            let take = Take {
+                tokens: if tpm_taken { 0 } else { reservation.nominal },
+                request: true,
+            };
+            let taken = match s.store.try_take(take) {
+                Taken::Ask => s.store.take(take).await,
+                t => t,
+            };
+            let (wait, limit) = match taken {
+                Taken::All | Taken::Ask => return Ok(reservation),
+                Taken::Wait {
+                    after,
+                    limit,
+                    tokens_taken,
+                } => {
+                    tpm_taken |= tokens_taken;
+                    (after, limit)
+                }
             };
             let wait = wait.max(Duration::from_micros(1));
-            if tokio::time::Instant::now() + wait > limit {
-                if tpm_taken && s.tpm.is_some() {
+            if tokio::time::Instant::now() + wait > limit_at {
+                if tpm_taken && s.tpm {
                     // The tokens were taken but the call will not be made: credit them back.
                     s.settle(reservation, 0);
                 }
-                return Err(self.refuse(wait, why));
+                return Err(self.refuse(wait, limit.as_str()));
             }
             ctx.sleep(wait).await.map_err(|e| {
-                if tpm_taken && s.tpm.is_some() {
+                if tpm_taken && s.tpm {
                     s.settle(reservation, 0);
                 }
                 let e = if e.kind() == ErrorKind::DeadlineExceeded {
@@ -372,42 +343,6 @@ impl<M: ChatModel> RateLimit<M> {
                 };
                 tag(e, self.inner.id())
             })?;
-        }
-    }
-
-    /// One try at the buckets: the pause, then TPM, then RPM (taken only once the tokens fit).
-    /// `None` when the call may go; else how long until capacity returns, and which limit.
-    fn try_take(
-        &self,
-        reservation: Reservation,
-        tpm_taken: &mut bool,
-    ) -> Option<(Duration, &'static str)> {
-        use governor::clock::Clock as _;
-        let s = &self.state;
-        if let Some(p) = s.paused_for() {
-            return Some((p, "vendor-requested pause"));
-        }
-        if !*tpm_taken && let Some(tpm) = &s.tpm {
-            let charge = s.charge(reservation.nominal);
-            match NonZeroU32::new(charge).map(|n| tpm.check_n(n)) {
-                // Nothing to charge (credit covered it), or it fit. Charges are clamped to the
-                // burst, so `check_n` cannot refuse for size; admit rather than refuse forever.
-                None | Some(Ok(Ok(()))) | Some(Err(_)) => *tpm_taken = true,
-                Some(Ok(Err(not_until))) => {
-                    s.uncharge(charge, reservation.nominal);
-                    return Some((
-                        not_until.wait_time_from(s.gclock.now()),
-                        "tokens-per-minute",
-                    ));
-                }
-            }
-        }
-        match s.rpm.as_ref().map(Limiter::check) {
-            Some(Err(not_until)) => Some((
-                not_until.wait_time_from(s.gclock.now()),
-                "requests-per-minute",
-            )),
-            _ => None,
         }
     }
 
@@ -425,13 +360,13 @@ fn pause_after(state: &LimitState, layer: &RateLimitLayer, id: &ModelId, e: &Err
             .unwrap_or(layer.default_pause)
             .min(layer.max_pause);
         tracing::info!(link = %id.name, pause_ms = d.as_millis() as u64, "ripcord.rate_limit_paused");
-        state.pause(d);
+        state.store.pause(d);
     }
 }
 
 /// Settles a stream's reservation when it ends.
 struct LimitObserver {
-    state: std::sync::Arc<LimitState>,
+    state: Arc<LimitState>,
     layer: RateLimitLayer,
     id: ModelId,
     reservation: Reservation,
@@ -489,6 +424,11 @@ impl<M: ChatModel> ChatModel for RateLimit<M> {
     /// As the inner model: its waits for permits end at the deadline or on cancellation.
     fn bounds_itself(&self) -> bool {
         self.inner.bounds_itself()
+    }
+
+    /// As the inner model: a call it refuses reaches no vendor, so it is charged nothing here.
+    fn refusal(&self, ctx: &Context) -> Option<Error> {
+        self.inner.refusal(ctx)
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

@@ -22,8 +22,8 @@ use ripcord_core::{Chain, ChatModel, ChatRequest, ChatResponse, Context, StreamE
 use ripcord_providers::{HttpClient, OpenAi, OpenAiConfig};
 use ripcord_redis::server::RedisServer;
 use ripcord_redis::{
-    RedisState, SharedBreakerConfig, SharedRateLimit, SharedRateLimitConfig, StateOptions,
-    shared_breaker,
+    RedisState, SharedBreakerConfig, SharedRateLimitConfig, StateOptions, shared_breaker,
+    shared_rate_limit,
 };
 use ripcord_resilience::{
     BreakerHandle, BreakerLayer, BreakerState, BulkheadLayer, ChatModelExt, ProbeLayer, Prober,
@@ -301,7 +301,7 @@ async fn redis_chain(ok_url: &str, redis: &RedisServer) -> Result<(Chain, RedisS
     let limits = SharedRateLimitConfig::default()
         .rpm(60_000_000)
         .tpm(60_000_000);
-    let limited = SharedRateLimit::new(
+    let limited = shared_rate_limit(
         openai(ok_url, "primary", Some(&client))?,
         state.clone(),
         limits,

@@ -1,37 +1,43 @@
-//! [`SharedBudget`]: per-tenant token budgets over a fixed window, shared through Redis.
+//! [`RedisBudgetStore`]: the accounts of `ripcord_resilience::Budget` (the one budget
+//! policy), shared through Redis by every replica.
 //!
-//! Each tenant has one hash `ripcord:v1:{scope}:budget:<tenant>` holding the current window's
-//! index and the tokens used in it, expiring two windows after its last use. A call reserves
-//! its nominal tokens (prompt estimate + `max_tokens`, or the model's largest output) in a Lua
-//! script that refuses with [`ErrorKind::BudgetExhausted`] (and a `retry_after` until the window
-//! turns) when they do not fit; afterwards the reservation is replaced by the usage the vendor
-//! reported (HINCRBY of the difference; a failed call gives it back). Windows are fixed, aligned
-//! on Redis server time (resilience's local budget slides; the fallback uses it).
+//! This is a *store*, not a budget: who is charged, what a call reserves and what it costs
+//! afterwards (for chat and streams alike) are the policy's, the same code as the in-process
+//! budget. The store does what must be atomic, in Lua scripts against Redis server time: each
+//! tenant has one hash `ripcord:v1:{scope}:budget:<tenant>` holding the current window's index
+//! and the tokens used in it, expiring two windows after its last use. **Reserve** adds a
+//! call's reservation if it fits under the limit, else refuses with the time until the window
+//! turns; **settle** replaces the reservation with what the call used (HINCRBY of the
+//! difference, if the window is still current), sent without making the call wait. Windows are
+//! fixed, aligned on Redis server time (the in-process store's window slides).
+//!
+//! Every Redis call is bounded by the `RedisState` op timeout. When Redis does not answer, the
+//! reservation is decided by a [`LocalBudgetStore`] granting this replica its share of each
+//! limit (`limit / replicas`); a settlement that cannot be sent leaves the reservation standing
+//! in Redis (the tenant is charged what it reserved, never less).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::Script;
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, tokens,
+use ripcord_core::{ChatModel, Error, Result};
+use ripcord_resilience::{
+    Budget, BudgetAdmit, BudgetHold, BudgetLayer, BudgetRefusal, BudgetStore, LocalBudgetStore,
+    TokioClock,
 };
-use ripcord_resilience::{Budget, BudgetLayer};
 
-use crate::state::{RedisState, config_error, key, tag};
-
-const ANONYMOUS: &str = "<anonymous>";
+use crate::state::{Background, RedisState, config_error, key};
 
 /// KEYS: tenant. ARGV: window_ms, limit, need.
-/// Returns {0,window} reserved, {1,wait_ms} exhausted, {2,used} larger than the whole budget.
+/// Returns {0,window,used} reserved, {1,wait_ms,used} does not fit.
 const RESERVE: &str = "local t = redis.call('TIME')\n\
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
 local window = tonumber(ARGV[1])\n\
 local idx = math.floor(now / window)\n\
 local limit = tonumber(ARGV[2])\n\
 local need = tonumber(ARGV[3])\n\
-if need > limit then return {2, 0} end\n\
 local used = 0\n\
 if tonumber(redis.call('HGET', KEYS[1], 'w') or -1) == idx then\n\
   used = tonumber(redis.call('HGET', KEYS[1], 'used') or 0)\n\
@@ -39,18 +45,45 @@ else\n\
   redis.call('HSET', KEYS[1], 'w', string.format('%.0f', idx), 'used', 0)\n\
 end\n\
 redis.call('PEXPIRE', KEYS[1], window * 2)\n\
-if used + need > limit then return {1, (idx + 1) * window - now} end\n\
-redis.call('HINCRBY', KEYS[1], 'used', need)\n\
-return {0, idx}\n";
+if used + need > limit then return {1, (idx + 1) * window - now, used} end\n\
+return {0, idx, redis.call('HINCRBY', KEYS[1], 'used', need)}\n";
 
-/// KEYS: tenant. ARGV: window index, delta. Applies the delta if the window is still current.
+/// KEYS: tenant. ARGV: window index, delta. Applies the delta if the window is still current;
+/// returns the tokens used (-1: the window turned).
 const SETTLE: &str = "if redis.call('HGET', KEYS[1], 'w') == ARGV[1] then\n\
   local u = redis.call('HINCRBY', KEYS[1], 'used', ARGV[2])\n\
-  if u < 0 then redis.call('HSET', KEYS[1], 'used', 0) end\n\
+  if u < 0 then redis.call('HSET', KEYS[1], 'used', 0) u = 0 end\n\
+  return u\n\
 end\n\
-return 0\n";
+return -1\n";
 
-/// The settings of a [`SharedBudget`].
+/// How many tenants' last-seen use a store remembers before it starts over.
+const SEEN_MAX: usize = 4096;
+
+/// Per-tenant budgets shared through Redis: the one budget policy over a [`RedisBudgetStore`].
+pub type SharedBudget<M> = Budget<M>;
+
+/// Wraps `inner` in the budget policy over a [`RedisBudgetStore`] (accounts under the
+/// config's scope, by default the link name).
+///
+/// # Errors
+///
+/// `InvalidRequest` naming the setting when the config cannot work.
+pub fn shared_budget<M: ChatModel>(
+    inner: M,
+    state: RedisState,
+    config: SharedBudgetConfig,
+) -> Result<Budget<M>> {
+    let layer = config.layer()?;
+    let scope = config
+        .scope
+        .clone()
+        .unwrap_or_else(|| inner.id().name.to_string());
+    let store = RedisBudgetStore::new(&scope, state, &config)?;
+    Ok(Budget::with_store(inner, layer, store))
+}
+
+/// The settings of a shared budget ([`shared_budget`]).
 #[derive(Debug, Clone)]
 pub struct SharedBudgetConfig {
     default_limit: u64,
@@ -140,182 +173,146 @@ impl SharedBudgetConfig {
         Ok(())
     }
 
-    fn local_layer(&self) -> Result<BudgetLayer> {
-        let share = |n: u64| n / u64::from(self.replicas);
+    /// The policy's settings: each tenant's whole limit (shared by every replica).
+    pub fn layer(&self) -> Result<BudgetLayer> {
+        self.validate()?;
         let mut b = BudgetLayer::builder()
-            .tokens_per_window(share(self.default_limit))
+            .tokens_per_window(self.default_limit)
             .window(self.window)
             .budget_anonymous(self.budget_anonymous);
         for (t, n) in &self.per_tenant {
-            b = b.tenant(t.clone(), share(*n));
+            b = b.tenant(t.clone(), *n);
         }
         b.build().map_err(Error::from)
     }
 }
 
-/// A reservation in a tenant's shared account.
+/// A [`BudgetStore`] on Redis (see the module docs).
 #[derive(Debug)]
-struct Hold {
-    key: String,
-    window: i64,
-    reserved: u64,
-}
-
-/// Per-tenant token budgets shared through Redis by every replica (see the module docs).
-///
-/// While Redis is unreachable it serves calls through a local `ripcord_resilience::Budget`
-/// granting each replica its share.
-#[derive(Debug)]
-pub struct SharedBudget<M> {
-    inner: Arc<M>,
-    local: Budget<Arc<M>>,
+pub struct RedisBudgetStore {
     state: RedisState,
-    config: SharedBudgetConfig,
     scope: String,
+    window_ms: String,
+    replicas: u64,
+    local: LocalBudgetStore,
     reserve: Script,
-    settle: Script,
+    settle: Arc<Script>,
+    /// Each tenant's use as Redis last reported it to this replica.
+    seen: Arc<Mutex<HashMap<Arc<str>, u64>>>,
+    background: Arc<Background>,
 }
 
-impl<M: ChatModel> SharedBudget<M> {
-    /// Wraps `inner`.
+fn lock(m: &Mutex<HashMap<Arc<str>, u64>>) -> MutexGuard<'_, HashMap<Arc<str>, u64>> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+fn note_seen(m: &Mutex<HashMap<Arc<str>, u64>>, tenant: &Arc<str>, used: u64) {
+    let mut seen = lock(m);
+    if seen.len() >= SEEN_MAX && !seen.contains_key(tenant) {
+        seen.clear();
+    }
+    seen.insert(tenant.clone(), used);
+}
+
+impl RedisBudgetStore {
+    /// A store for the accounts under `scope` on `state`, with `config`'s window and local share.
     ///
     /// # Errors
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn new(inner: M, state: RedisState, config: SharedBudgetConfig) -> Result<Self> {
+    pub fn new(scope: &str, state: RedisState, config: &SharedBudgetConfig) -> Result<Arc<Self>> {
         config.validate()?;
-        let local = config.local_layer()?;
-        let inner = Arc::new(inner);
-        let scope = config
-            .scope
-            .clone()
-            .unwrap_or_else(|| inner.id().name.to_string());
-        Ok(SharedBudget {
-            local: local.layer(inner.clone()),
-            inner,
+        Ok(Arc::new(RedisBudgetStore {
             state,
-            config,
-            scope,
-            reserve: Script::new(RESERVE),
-            settle: Script::new(SETTLE),
-        })
-    }
-
-    /// The wrapped model.
-    pub fn get_ref(&self) -> &M {
-        &self.inner
-    }
-
-    /// The local fallback budget (used while Redis is unreachable).
-    pub fn local(&self) -> &Budget<Arc<M>> {
-        &self.local
-    }
-
-    /// `Ok(Err(()))`: Redis is down, use the local budget.
-    async fn take(
-        &self,
-        req: &ChatRequest,
-        ctx: &Context,
-    ) -> Result<std::result::Result<Option<Hold>, ()>> {
-        let tenant = match ctx.tenant() {
-            Some(t) => t,
-            None if self.config.budget_anonymous => ANONYMOUS,
-            None => return Ok(Ok(None)),
-        };
-        let output = req
-            .max_tokens
-            .unwrap_or(self.inner.capabilities().max_output_tokens);
-        let need = u64::from(tokens::estimate_request(req)) + u64::from(output);
-        let limit = self.config.limit_for(tenant);
-        let key = key(&self.scope, &format!("budget:{tenant}"));
-        let args = [
-            u64::try_from(self.config.window.as_millis())
+            scope: scope.to_owned(),
+            window_ms: u64::try_from(config.window.as_millis())
                 .unwrap_or(u64::MAX)
                 .to_string(),
-            limit.to_string(),
-            need.to_string(),
-        ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Option<(i64, i64)> = self.state.eval(&self.reserve, &[&key], &args).await;
-        let Some((code, value)) = reply else {
-            return Ok(Err(()));
-        };
-        let refuse = |message: String, after: Option<Duration>| {
-            tracing::info!(link = %self.inner.id().name, tenant, "ripcord.shared_budget_exhausted");
-            let mut e = Error::new(ErrorKind::BudgetExhausted, message);
-            if let Some(after) = after {
-                e = e.with_retry_after(after);
-            }
-            tag(e, self.inner.id())
-        };
-        match code {
-            0 => Ok(Ok(Some(Hold {
-                key,
-                window: value,
-                reserved: need,
-            }))),
-            1 => Err(refuse(
-                format!(
-                    "tenant {tenant:?} has no room for {need} more tokens of its shared budget of {limit}"
-                ),
-                Some(Duration::from_millis(
-                    u64::try_from(value).unwrap_or(0).max(1),
-                )),
-            )),
-            _ => Err(refuse(
-                format!(
-                    "tenant {tenant:?}: the request needs {need} tokens, more than its whole budget of {limit}"
-                ),
-                None,
-            )),
-        }
+            replicas: u64::from(config.replicas.max(1)),
+            local: LocalBudgetStore::new(config.window, Arc::new(TokioClock)),
+            reserve: Script::new(RESERVE),
+            settle: Arc::new(Script::new(SETTLE)),
+            seen: Arc::new(Mutex::new(HashMap::new())),
+            background: Arc::new(Background::default()),
+        }))
     }
 
-    async fn settle(&self, hold: &Hold, used: u64) {
-        let delta = i128::from(used) - i128::from(hold.reserved);
-        let args = [hold.window.to_string(), delta.to_string()];
-        let _: Option<i64> = self
-            .state
-            .eval(&self.settle, &[&hold.key], &[&args[0], &args[1]])
-            .await;
+    /// Waits until the settlements sent so far have reached Redis (or timed out).
+    pub async fn sync(&self) {
+        self.background.idle().await;
+    }
+
+    fn key(&self, tenant: &str) -> String {
+        key(&self.scope, &format!("budget:{tenant}"))
     }
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for SharedBudget<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
+impl BudgetStore for RedisBudgetStore {
+    fn try_reserve(&self, _tenant: &str, _limit: u64, _need: u64) -> BudgetAdmit {
+        BudgetAdmit::Ask
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let Ok(hold) = self.take(req, ctx).await? else {
+    async fn reserve(&self, tenant: &str, limit: u64, need: u64) -> BudgetAdmit {
+        let k = self.key(tenant);
+        let args = [self.window_ms.clone(), limit.to_string(), need.to_string()];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply: Option<(i64, i64, i64)> = self.state.eval(&self.reserve, &[&k], &args).await;
+        let Some((code, value, used)) = reply else {
             self.state.note_local_call();
-            return self.local.chat(req, ctx).await;
+            return self.local.try_reserve(tenant, limit / self.replicas, need);
         };
-        let result = self.inner.chat(req, ctx).await;
-        if let Some(hold) = &hold {
-            let used = result.as_ref().map_or(0, |r| r.usage.total_tokens());
-            self.settle(hold, used).await;
+        let tenant: Arc<str> = Arc::from(tenant);
+        let used = u64::try_from(used).unwrap_or(0);
+        note_seen(&self.seen, &tenant, used);
+        if code == 0 {
+            BudgetAdmit::Held(BudgetHold {
+                tenant,
+                reserved: need,
+                slot: value,
+                shared: true,
+            })
+        } else {
+            BudgetAdmit::Refused(BudgetRefusal {
+                used,
+                limit,
+                retry_after: Some(Duration::from_millis(
+                    u64::try_from(value).unwrap_or(0).max(1),
+                )),
+            })
         }
-        result
     }
 
-    /// A stream keeps its reservation (its usage is not settled); a stream that fails to open
-    /// gives it back.
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let Ok(hold) = self.take(req, ctx).await? else {
-            self.state.note_local_call();
-            return self.local.stream(req, ctx).await;
-        };
-        let result = self.inner.stream(req, ctx).await;
-        if let (Err(_), Some(hold)) = (&result, &hold) {
-            self.settle(hold, 0).await;
+    fn settle(&self, hold: BudgetHold, used: u64) {
+        if !hold.shared {
+            self.local.settle(hold, used);
+            return;
         }
-        result
+        let delta = i128::from(used) - i128::from(hold.reserved);
+        if delta == 0 {
+            return;
+        }
+        let state = self.state.clone();
+        let script = self.settle.clone();
+        let seen = self.seen.clone();
+        let k = self.key(&hold.tenant);
+        let args = [hold.slot.to_string(), delta.to_string()];
+        self.background.spawn(async move {
+            let now: Option<i64> = state.eval(&script, &[&k], &[&args[0], &args[1]]).await;
+            if let Some(u) = now.and_then(|u| u64::try_from(u).ok()) {
+                note_seen(&seen, &hold.tenant, u);
+            }
+        });
+    }
+
+    fn used(&self, tenant: &str) -> u64 {
+        lock(&self.seen)
+            .get(tenant)
+            .copied()
+            .unwrap_or_else(|| self.local.used(tenant))
     }
 }
 
@@ -340,8 +337,6 @@ mod tests {
             .replicas(3);
         assert_eq!(c.limit_for("free"), 90);
         assert_eq!(c.limit_for("acme"), 900);
-        let local = c.local_layer().unwrap();
-        assert_eq!(local.limit_for("free"), 30);
-        assert_eq!(local.limit_for("acme"), 300);
+        assert_eq!(c.layer().unwrap().limit_for("free"), 90);
     }
 }

@@ -1,45 +1,53 @@
-//! [`SharedRateLimit`]: GCRA requests-per-minute and tokens-per-minute shared through Redis.
+//! [`RedisLimitStore`]: the buckets of `ripcord_resilience::RateLimit` (the one limiter
+//! policy), shared through Redis by every replica.
 //!
-//! One Lua script (run with EVALSHA, falling back to EVAL) checks both cells atomically against
-//! Redis server time and charges them only when both admit the call. Keys:
-//! `ripcord:v1:{link}:rl:rpm` and `…:rl:tpm`, each holding the GCRA theoretical arrival time
-//! in µs and expiring when that time has passed. A refused call waits for its cell when the
-//! wait fits within `max_wait` and its deadline; otherwise it fails with
-//! [`ErrorKind::LocalRateLimited`] and a `retry_after`. Tokens are charged up front (prompt
-//! estimate + `max_tokens`, or the model's largest output) and not refunded. A vendor 429
-//! with a retry-after pauses the link for every replica (`…:rl:pause`, expiring with the pause).
+//! This is a *store*, not a limiter: what a call reserves, how long it may wait, what pauses
+//! the link and what a call is charged are the policy's, the same code as the in-process
+//! limiter. The store does what must be atomic, in Lua scripts against Redis server time:
+//!
+//! - **take**: GCRA requests-per-minute and tokens-per-minute cells, charged in one script only
+//!   when both (and no pause) admit the call. Keys: `ripcord:v1:{link}:rl:rpm` and `…:rl:tpm`,
+//!   each holding the GCRA theoretical arrival time in µs and expiring when it has passed;
+//! - **settle**: the difference between what a call reserved and what it used moves the TPM
+//!   cell's arrival time (a credit never further back than now), sent without making the call
+//!   wait;
+//! - **pause**: a vendor 429 pauses the link for every replica (`…:rl:pause`, expiring with the
+//!   pause, never shortened).
 //!
 //! # Leases: the success path does not wait for Redis
 //!
-//! A call that finds no lease asks the script for a *block*: `lease_block` request cells
+//! A try that finds no lease asks the script for a *block*: `lease_block` request cells
 //! (default: the RPM burst / (16 × replicas), at most 64) and as many tokens (the TPM burst /
-//! (16 × replicas), or the call's own cost if larger), charged in Redis at once. The rest of the
-//! block is spent by later calls in this process without Redis, for at most `lease_ttl`
-//! (default 1 s); what is left then is dropped. When the block does not fit, the call asks for
-//! exactly its own cells, as without leases. The bound this buys: the shared cells are charged
-//! *before* any call spends them, so a shared RPM/TPM never overshoots the GCRA limit; what a
-//! lease costs is capacity charged but unspent (at most one block per replica per `lease_ttl`),
-//! and calls spent from a lease while another replica's vendor 429 pauses the link (at most one
-//! block per replica, within `lease_ttl`; this replica's own 429 drops its lease at once).
+//! (16 × replicas), or the call's own reservation if larger), charged in Redis at once. The
+//! rest of the block is spent by later calls in this process without Redis, for at most
+//! `lease_ttl` (default 1 s); what is left then is dropped. When the block does not fit, the
+//! call asks for exactly its own cells. The bound this buys is in `docs/shared-state.md`.
+//!
+//! # When Redis fails
+//!
+//! Every Redis call is bounded by the `RedisState` op timeout. When Redis does not answer, the
+//! try is decided by a [`LocalLimitStore`] enforcing this replica's share of the limit
+//! (`limit / replicas`), and a settlement or pause that cannot be sent is kept there.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::Script;
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, tokens,
+use ripcord_core::{ChatModel, Error, Result};
+use ripcord_resilience::rate_limit::DEFAULT_429_PAUSE;
+use ripcord_resilience::{
+    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitLayer, Take, Taken,
 };
-use ripcord_resilience::{RateLimit, RateLimitLayer};
 
-use crate::state::{RedisState, config_error, key, tag};
+use crate::state::{Background, RedisState, config_error, key};
 
 /// KEYS: rpm, tpm, pause. ARGV: rpm_interval_us, rpm_burst, tpm_interval_us, tpm_burst, tokens,
 /// requests (more than one: a lease of a block of cells, spent locally).
-/// Returns {0,0} admitted, {1,wait_us} refused for now, {2,0} larger than the TPM burst.
+/// Returns {0,0,0} taken, {1,wait_us,limit} refused for now (limit 0 pause, 1 tokens,
+/// 2 requests).
 const GCRA: &str = "local paused = redis.call('PTTL', KEYS[3])\n\
-if paused > 0 then return {1, paused * 1000} end\n\
+if paused > 0 then return {1, paused * 1000, 0} end\n\
 local t = redis.call('TIME')\n\
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n\
 local function check(key, interval, burst, cost)\n\
@@ -51,22 +59,51 @@ local function check(key, interval, burst, cost)\n\
   if allow_at > now then return nil, allow_at - now end\n\
   return new_tat, 0\n\
 end\n\
-local tokens = tonumber(ARGV[5])\n\
-if tonumber(ARGV[3]) > 0 and tokens > tonumber(ARGV[4]) then return {2, 0} end\n\
 local r_new, r_wait = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6]))\n\
-local t_new, t_wait = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tokens)\n\
-local wait = math.max(r_wait, t_wait)\n\
-if wait > 0 then return {1, math.ceil(wait)} end\n\
+local t_new, t_wait = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))\n\
+if t_wait > 0 and t_wait >= r_wait then return {1, math.ceil(t_wait), 1} end\n\
+if r_wait > 0 then return {1, math.ceil(r_wait), 2} end\n\
 if r_new then redis.call('SET', KEYS[1], string.format('%.0f', r_new), 'PX', math.ceil((r_new - now) / 1000) + 1) end\n\
 if t_new then redis.call('SET', KEYS[2], string.format('%.0f', t_new), 'PX', math.ceil((t_new - now) / 1000) + 1) end\n\
-return {0, 0}\n";
+return {0, 0, 0}\n";
+
+/// KEYS: tpm. ARGV: tpm_interval_us, delta tokens. Moves the TPM cell by what a call used
+/// beyond (or short of) its reservation; a credit never goes further back than now.
+const SETTLE: &str = "local t = redis.call('TIME')\n\
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n\
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)\n\
+if tat < now then tat = now end\n\
+tat = tat + tonumber(ARGV[1]) * tonumber(ARGV[2])\n\
+if tat <= now then redis.call('DEL', KEYS[1]) return 0 end\n\
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)\n\
+return 0\n";
 
 /// KEYS: pause. ARGV: ms. Pauses the link for all replicas, never shortening a pause.
 const PAUSE: &str = "local cur = redis.call('PTTL', KEYS[1])\n\
 if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end\n\
 return 0\n";
 
-/// The settings of a [`SharedRateLimit`].
+/// A rate limit whose buckets are shared through Redis: the one limiter policy over a
+/// [`RedisLimitStore`].
+pub type SharedRateLimit<M> = RateLimit<M>;
+
+/// Wraps `inner` in the limiter policy over a [`RedisLimitStore`] for its link (`id().name`
+/// names the shared cells).
+///
+/// # Errors
+///
+/// `InvalidRequest` naming the setting when the config cannot work.
+pub fn shared_rate_limit<M: ChatModel>(
+    inner: M,
+    state: RedisState,
+    config: SharedRateLimitConfig,
+) -> Result<RateLimit<M>> {
+    let layer = config.layer()?;
+    let store = RedisLimitStore::new(&inner.id().name, state, &config)?;
+    Ok(RateLimit::with_store(inner, layer, store))
+}
+
+/// The settings of a shared rate limit ([`shared_rate_limit`]).
 #[derive(Debug, Clone)]
 pub struct SharedRateLimitConfig {
     rpm: Option<u32>,
@@ -75,6 +112,7 @@ pub struct SharedRateLimitConfig {
     tpm_burst: Option<u32>,
     max_wait: Duration,
     max_pause: Duration,
+    default_pause: Duration,
     replicas: u32,
     lease_block: Option<u64>,
     lease_ttl: Duration,
@@ -89,6 +127,7 @@ impl Default for SharedRateLimitConfig {
             tpm_burst: None,
             max_wait: Duration::from_secs(10),
             max_pause: Duration::from_secs(300),
+            default_pause: DEFAULT_429_PAUSE,
             replicas: 1,
             lease_block: None,
             lease_ttl: Duration::from_secs(1),
@@ -131,6 +170,12 @@ impl SharedRateLimitConfig {
     /// 5 minutes; zero turns the shared pause off).
     pub fn max_pause(mut self, d: Duration) -> Self {
         self.max_pause = d;
+        self
+    }
+
+    /// The pause after a vendor 429 that names no retry-after (default 1 s).
+    pub fn default_pause(mut self, d: Duration) -> Self {
+        self.default_pause = d;
         self
     }
 
@@ -188,9 +233,22 @@ impl SharedRateLimitConfig {
         Ok(())
     }
 
+    /// The policy's settings: the whole limit (shared by every replica), the wait, the pause.
+    pub fn layer(&self) -> Result<RateLimitLayer> {
+        self.validate()?;
+        self.builder(|n| n)
+    }
+
     fn local_layer(&self) -> Result<RateLimitLayer> {
-        let share = |n: u32| (n / self.replicas).max(1);
-        let mut b = RateLimitLayer::builder().max_wait(self.max_wait);
+        self.builder(|n| (n / self.replicas).max(1))
+    }
+
+    fn builder(&self, share: impl Fn(u32) -> u32) -> Result<RateLimitLayer> {
+        let mut b = RateLimitLayer::builder()
+            .max_wait(self.max_wait)
+            .max_pause(self.max_pause)
+            .default_pause(self.default_pause)
+            .pause_on_429(!self.max_pause.is_zero());
         if let Some(n) = self.rpm {
             b = b.rpm(share(n));
         }
@@ -205,22 +263,6 @@ impl SharedRateLimitConfig {
         }
         b.build().map_err(Error::from)
     }
-}
-
-/// A GCRA rate limit shared through Redis by every replica (see the module docs).
-///
-/// While Redis is unreachable it serves calls through a local
-/// `ripcord_resilience::RateLimit` enforcing each replica's share of the limit.
-#[derive(Debug)]
-pub struct SharedRateLimit<M> {
-    inner: Arc<M>,
-    local: RateLimit<Arc<M>>,
-    state: RedisState,
-    config: SharedRateLimitConfig,
-    script: Script,
-    pause: Script,
-    keys: [String; 3],
-    lease: Mutex<Lease>,
 }
 
 /// Cells leased from Redis and not spent yet.
@@ -248,68 +290,54 @@ fn cell(per_minute: Option<u32>, burst: Option<u32>) -> (u64, u64) {
     }
 }
 
-impl<M: ChatModel> SharedRateLimit<M> {
-    /// Wraps `inner`; its link name (`id().name`) names the shared cells.
+/// A [`LimitStore`] on Redis (see the module docs).
+#[derive(Debug)]
+pub struct RedisLimitStore {
+    state: RedisState,
+    local: LocalLimitStore,
+    rpm: (u64, u64),
+    tpm: (u64, u64),
+    blocks: (u64, u64),
+    lease_ttl: Duration,
+    keys: Arc<[String; 3]>,
+    take: Script,
+    settle: Arc<Script>,
+    pause: Arc<Script>,
+    lease: Mutex<Lease>,
+    background: Arc<Background>,
+}
+
+impl RedisLimitStore {
+    /// A store for `link` on `state`, with `config`'s limits, leases and local share.
     ///
     /// # Errors
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn new(inner: M, state: RedisState, config: SharedRateLimitConfig) -> Result<Self> {
+    pub fn new(link: &str, state: RedisState, config: &SharedRateLimitConfig) -> Result<Arc<Self>> {
         config.validate()?;
-        let local = config.local_layer()?;
-        let inner = Arc::new(inner);
-        let link = inner.id().name.clone();
-        Ok(SharedRateLimit {
-            local: local.layer(inner.clone()),
-            inner,
+        Ok(Arc::new(RedisLimitStore {
+            local: LocalLimitStore::new(&config.local_layer()?),
             state,
-            config,
-            script: Script::new(GCRA),
-            pause: Script::new(PAUSE),
-            keys: [
-                key(&link, "rl:rpm"),
-                key(&link, "rl:tpm"),
-                key(&link, "rl:pause"),
-            ],
+            rpm: cell(config.rpm, config.rpm_burst),
+            tpm: cell(config.tpm, config.tpm_burst),
+            blocks: config.blocks(),
+            lease_ttl: config.lease_ttl,
+            keys: Arc::new([
+                key(link, "rl:rpm"),
+                key(link, "rl:tpm"),
+                key(link, "rl:pause"),
+            ]),
+            take: Script::new(GCRA),
+            settle: Arc::new(Script::new(SETTLE)),
+            pause: Arc::new(Script::new(PAUSE)),
             lease: Mutex::new(NO_LEASE),
-        })
+            background: Arc::new(Background::default()),
+        }))
     }
 
-    /// The wrapped model.
-    pub fn get_ref(&self) -> &M {
-        &self.inner
-    }
-
-    /// The local fallback limiter (used while Redis is unreachable).
-    pub fn local(&self) -> &RateLimit<Arc<M>> {
-        &self.local
-    }
-
-    fn refusal(&self, message: String, after: Option<Duration>) -> Error {
-        let mut e = Error::new(ErrorKind::LocalRateLimited, message);
-        if let Some(after) = after {
-            e = e.with_retry_after(after);
-        }
-        tag(e, self.inner.id())
-    }
-
-    /// A vendor 429 with a retry-after pauses the link for every replica.
-    async fn pause_on_429(&self, e: &Error) {
-        if e.kind() != ErrorKind::RateLimited || self.config.max_pause.is_zero() {
-            return;
-        }
-        let Some(after) = e.retry_after() else {
-            return;
-        };
-        // This replica stops spending its lease at once.
-        *self.lease_guard() = NO_LEASE;
-        let ms = after
-            .min(self.config.max_pause)
-            .as_millis()
-            .max(1)
-            .to_string();
-        let _: Option<i64> = self.state.eval(&self.pause, &[&self.keys[2]], &[&ms]).await;
-        tracing::info!(link = %self.inner.id().name, pause_ms = %ms, "ripcord.shared_rate_limit_paused");
+    /// Waits until the settlements and pauses sent so far have reached Redis (or timed out).
+    pub async fn sync(&self) {
+        self.background.idle().await;
     }
 
     fn lease_guard(&self) -> std::sync::MutexGuard<'_, Lease> {
@@ -319,145 +347,159 @@ impl<M: ChatModel> SharedRateLimit<M> {
         }
     }
 
-    /// Spends one request and `cost` tokens from the lease, if it holds them.
-    fn spend(&self, cost: u64, tpm: bool) -> bool {
+    /// Spends `take` from the lease, if it holds it.
+    fn spend(&self, take: Take) -> bool {
         let mut l = self.lease_guard();
         let live = l.until.is_some_and(|u| tokio::time::Instant::now() < u);
-        if !live || l.requests == 0 || (tpm && l.tokens < cost) {
+        let tokens = u64::from(take.tokens);
+        let requests = u64::from(take.request);
+        if !live || l.requests < requests || l.tokens < tokens {
             return false;
         }
-        l.requests -= 1;
-        if tpm {
-            l.tokens -= cost;
-        }
+        l.requests -= requests;
+        l.tokens -= tokens;
         true
     }
 
-    /// `Ok(true)`: admitted on Redis; `Ok(false)`: Redis is down, use the local limiter.
-    async fn acquire(&self, req: &ChatRequest, ctx: &Context) -> Result<bool> {
-        ctx.check().map_err(|e| tag(e, self.inner.id()))?;
-        let output = req
-            .max_tokens
-            .unwrap_or(self.inner.capabilities().max_output_tokens);
-        let cost = u64::from(tokens::estimate_request(req)) + u64::from(output);
-        let (ri, rb) = cell(self.config.rpm, self.config.rpm_burst);
-        let (ti, tb) = cell(self.config.tpm, self.config.tpm_burst);
-        if self.spend(cost, ti > 0) {
-            return Ok(true);
+    /// A reservation larger than the TPM burst was charged the burst: the rest is owed, as
+    /// the in-process store keeps it (the bucket then refills for longer).
+    fn owe(&self, take: Take, charged: u64) {
+        let rest = u64::from(take.tokens).saturating_sub(charged);
+        if self.tpm.1 > 0 && rest > 0 {
+            self.settle(i64::try_from(rest).unwrap_or(i64::MAX));
         }
-        let (block, block_tokens) = self.config.blocks();
-        if block > 1 {
-            let tokens = block_tokens.max(cost).min(tb.max(cost));
-            let args = [ri, rb, ti, tb, tokens, block].map(|v| v.to_string());
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let reply: Option<(i64, i64)> = self
-                .state
-                .eval(
-                    &self.script,
-                    &[&self.keys[0], &self.keys[1], &self.keys[2]],
-                    &args,
-                )
-                .await;
-            match reply {
-                None => return Ok(false),
-                Some((0, _)) => {
+    }
+
+    /// One script call for `requests` cells and `tokens` tokens: `None` when Redis failed.
+    async fn ask(&self, requests: u64, tokens: u64) -> Option<(i64, i64, i64)> {
+        let (ri, rb) = self.rpm;
+        let (ti, tb) = self.tpm;
+        let args = [ri, rb, ti, tb, tokens, requests].map(|v| v.to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let keys = [&*self.keys[0], &*self.keys[1], &*self.keys[2]];
+        self.state.eval(&self.take, &keys, &args).await
+    }
+}
+
+#[async_trait]
+impl LimitStore for RedisLimitStore {
+    fn try_take(&self, take: Take) -> Taken {
+        if let Some(p) = self.local.paused_for() {
+            return Taken::Wait {
+                after: p,
+                limit: LimitKind::Pause,
+                tokens_taken: false,
+            };
+        }
+        if self.spend(take) {
+            Taken::All
+        } else {
+            Taken::Ask
+        }
+    }
+
+    async fn take(&self, take: Take) -> Taken {
+        let (_, tb) = self.tpm;
+        // A reservation larger than the burst takes the whole bucket (the policy settles the
+        // rest afterwards), as the in-process store does.
+        let cost = if tb > 0 {
+            u64::from(take.tokens).min(tb)
+        } else {
+            0
+        };
+        let requests = u64::from(take.request);
+        let (block, block_tokens) = self.blocks;
+        if block > 1 && requests == 1 {
+            let tokens = if tb > 0 {
+                block_tokens.max(cost).min(tb)
+            } else {
+                0
+            };
+            match self.ask(block, tokens).await {
+                None => {
+                    self.state.note_local_call();
+                    return self.local.try_take(take);
+                }
+                Some((0, _, _)) => {
+                    self.owe(take, cost);
                     *self.lease_guard() = Lease {
                         requests: block - 1,
                         tokens: tokens - cost,
-                        until: Some(tokio::time::Instant::now() + self.config.lease_ttl),
+                        until: Some(tokio::time::Instant::now() + self.lease_ttl),
                     };
-                    return Ok(true);
+                    return Taken::All;
                 }
                 // The block does not fit: ask for exactly this call's cells.
                 Some(_) => {}
             }
         }
-        let args = [ri, rb, ti, tb, cost, 1].map(|v| v.to_string());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let started = tokio::time::Instant::now();
-        loop {
-            let reply: Option<(i64, i64)> = self
-                .state
-                .eval(
-                    &self.script,
-                    &[&self.keys[0], &self.keys[1], &self.keys[2]],
-                    &args,
-                )
+        match self.ask(requests, cost).await {
+            None => {
+                self.state.note_local_call();
+                self.local.try_take(take)
+            }
+            Some((0, _, _)) => {
+                self.owe(take, cost);
+                Taken::All
+            }
+            Some((_, wait_us, limit)) => {
+                let after = Duration::from_micros(u64::try_from(wait_us).unwrap_or(0).max(1));
+                let limit = match limit {
+                    0 => {
+                        // Another replica's vendor 429: this replica waits it out locally.
+                        self.local.pause(after);
+                        LimitKind::Pause
+                    }
+                    1 => LimitKind::Tokens,
+                    _ => LimitKind::Requests,
+                };
+                Taken::Wait {
+                    after,
+                    limit,
+                    tokens_taken: false,
+                }
+            }
+        }
+    }
+
+    fn settle(&self, delta: i64) {
+        let (ti, _) = self.tpm;
+        if ti == 0 || delta == 0 {
+            return;
+        }
+        let state = self.state.clone();
+        let script = self.settle.clone();
+        let keys = self.keys.clone();
+        let args = [ti.to_string(), delta.to_string()];
+        let sent = self.background.spawn(async move {
+            let _: Option<i64> = state
+                .eval(&script, &[&keys[1]], &[&args[0], &args[1]])
                 .await;
-            let Some((code, wait_us)) = reply else {
-                return Ok(false);
-            };
-            match code {
-                0 => return Ok(true),
-                2 => {
-                    return Err(self.refusal(
-                        format!(
-                            "the request needs {cost} tokens, more than the shared TPM burst of {tb}"
-                        ),
-                        None,
-                    ));
-                }
-                _ => {}
-            }
-            let wait = Duration::from_micros(u64::try_from(wait_us).unwrap_or(0).max(1));
-            let now = tokio::time::Instant::now();
-            let waited = now.duration_since(started);
-            let fits_deadline = ctx.deadline().is_none_or(|d| now + wait < d);
-            if waited + wait > self.config.max_wait || !fits_deadline {
-                tracing::info!(link = %self.inner.id().name, "ripcord.shared_rate_limited");
-                return Err(self.refusal(
-                    format!(
-                        "shared rate limit reached; capacity in {} ms",
-                        wait.as_millis()
-                    ),
-                    Some(wait),
-                ));
-            }
-            tokio::select! {
-                biased;
-                () = ctx.cancellation().cancelled() => {
-                    return Err(tag(Error::cancelled(), self.inner.id()));
-                }
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl<M: ChatModel> ChatModel for SharedRateLimit<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        if self.acquire(req, ctx).await? {
-            let result = self.inner.chat(req, ctx).await;
-            if let Err(e) = &result {
-                self.pause_on_429(e).await;
-            }
-            result
-        } else {
-            self.state.note_local_call();
-            self.local.chat(req, ctx).await
+        });
+        if !sent {
+            self.local.settle(delta);
         }
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        if self.acquire(req, ctx).await? {
-            let result = self.inner.stream(req, ctx).await;
-            if let Err(e) = &result {
-                self.pause_on_429(e).await;
-            }
-            result
-        } else {
-            self.state.note_local_call();
-            self.local.stream(req, ctx).await
-        }
+    fn pause(&self, d: Duration) {
+        // This replica stops spending its lease at once, and waits the pause out locally.
+        *self.lease_guard() = NO_LEASE;
+        self.local.pause(d);
+        let state = self.state.clone();
+        let script = self.pause.clone();
+        let keys = self.keys.clone();
+        let ms = d.as_millis().max(1).to_string();
+        self.background.spawn(async move {
+            let _: Option<i64> = state.eval(&script, &[&keys[2]], &[&ms]).await;
+        });
+    }
+
+    fn paused_for(&self) -> Option<Duration> {
+        self.local.paused_for()
+    }
+
+    fn balance(&self) -> i64 {
+        self.local.balance()
     }
 }
 
@@ -497,6 +539,13 @@ mod tests {
         assert_eq!(three.blocks().0, 20);
         assert_eq!(big.clone().lease_block(1).blocks(), (1, 0));
         assert!(big.lease_block(0).validate().is_err());
+    }
+
+    #[test]
+    fn the_policy_gets_the_whole_limit_and_the_pause_settings() {
+        let c = SharedRateLimitConfig::default().rpm(90).replicas(3);
+        assert_eq!(c.layer().unwrap().rpm(), Some(90));
+        assert!(c.max_pause(Duration::ZERO).layer().is_ok());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script};
-use ripcord_core::{Error, ErrorKind, ModelId};
+use ripcord_core::{Error, ErrorKind};
 use tokio::sync::Notify;
 
 /// The key prefix: every key this crate writes starts with it (namespaced and versioned).
@@ -345,6 +345,47 @@ impl Shared {
     }
 }
 
+/// Redis writes a store sends without making the call wait (settlements, pauses): each runs
+/// in its own task, bounded by the op timeout; [`Background::idle`] waits for the ones in
+/// flight (tests, and a replica that wants its writes out before it stops).
+#[derive(Debug, Default)]
+pub(crate) struct Background {
+    pending: AtomicU64,
+    done: Notify,
+}
+
+impl Background {
+    /// Runs `write` in a task; `false` when there is no runtime to run it on (the caller keeps
+    /// the change locally instead).
+    pub(crate) fn spawn<F>(self: &Arc<Self>, write: F) -> bool
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let me = Arc::clone(self);
+        rt.spawn(async move {
+            write.await;
+            me.pending.fetch_sub(1, Ordering::AcqRel);
+            me.done.notify_waiters();
+        });
+        true
+    }
+
+    /// Waits until no write is in flight.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let done = self.done.notified();
+            if self.pending.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
 /// `ripcord:v1:{link}:<what>`: the link is a Redis Cluster hash tag, so all keys of a link
 /// share one slot (the scripts touch several at once). Braces in a name are replaced.
 pub(crate) fn key(link: &str, what: &str) -> String {
@@ -353,15 +394,6 @@ pub(crate) fn key(link: &str, what: &str) -> String {
         .map(|c| if c == '{' || c == '}' { '_' } else { c })
         .collect();
     format!("{KEY_PREFIX}:{{{clean}}}:{what}")
-}
-
-/// Tags an error with the link it came from, unless it already names one.
-pub(crate) fn tag(e: Error, id: &ModelId) -> Error {
-    if e.provider().is_some() {
-        e
-    } else {
-        e.with_provider(id.name.clone(), id.model.clone())
-    }
 }
 
 /// A configuration error of a shared decorator, as a core error.

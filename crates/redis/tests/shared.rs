@@ -19,6 +19,7 @@ use ripcord_redis::server::{RedisServer as Server, StartError};
 use ripcord_redis::{
     RedisBreakerStore, RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget,
     SharedBudgetConfig, SharedRateLimit, SharedRateLimitConfig, StateOptions, shared_breaker,
+    shared_budget, shared_rate_limit,
 };
 use ripcord_resilience::Breaker;
 
@@ -320,7 +321,7 @@ async fn leased_blocks_never_overshoot_the_shared_rpm() {
     let replicas: Vec<Arc<SharedRateLimit<Arc<Vendor>>>> = states(&server)
         .await
         .into_iter()
-        .map(|s| Arc::new(SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap()))
+        .map(|s| Arc::new(shared_rate_limit(vendor.clone(), s, config.clone()).unwrap()))
         .collect();
     let started = Instant::now();
     let admitted = on_replicas(&replicas, |r| async move {
@@ -357,7 +358,7 @@ async fn the_shared_rpm_limit_holds_across_replicas() {
     let replicas: Vec<Arc<SharedRateLimit<Arc<Vendor>>>> = states(&server)
         .await
         .into_iter()
-        .map(|s| Arc::new(SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap()))
+        .map(|s| Arc::new(shared_rate_limit(vendor.clone(), s, config.clone()).unwrap()))
         .collect();
     // Each replica tries 4 calls (12 in all); the cells refill every 10 s, longer than the
     // callers' 200 ms deadlines can wait.
@@ -393,8 +394,8 @@ async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
     // 60 RPM, burst 1: one cell a second.
     let config = SharedRateLimitConfig::default().rpm(60).rpm_burst(1);
     let mut states = states(&server).await;
-    let a = SharedRateLimit::new(vendor.clone(), states.remove(0), config.clone()).unwrap();
-    let b = SharedRateLimit::new(vendor.clone(), states.remove(0), config).unwrap();
+    let a = shared_rate_limit(vendor.clone(), states.remove(0), config.clone()).unwrap();
+    let b = shared_rate_limit(vendor.clone(), states.remove(0), config).unwrap();
     a.chat(&req(), &Context::new()).await.unwrap();
     let started = Instant::now();
     b.chat(&req(), &Context::new().with_timeout(Duration::from_secs(5)))
@@ -428,7 +429,7 @@ async fn a_tenant_budget_is_spent_once_not_three_times() {
     let replicas: Vec<SharedBudget<Arc<Vendor>>> = states(&server)
         .await
         .into_iter()
-        .map(|s| SharedBudget::new(vendor.clone(), s, config.clone()).unwrap())
+        .map(|s| shared_budget(vendor.clone(), s, config.clone()).unwrap())
         .collect();
     let acme = Context::new().with_tenant("acme");
     let mut ok = 0;
@@ -477,14 +478,14 @@ async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconn
         .iter()
         .map(|s| {
             let b = shared_breaker(vendor.clone(), s.clone(), breaker_config()).unwrap();
-            let rl = SharedRateLimit::new(
+            let rl = shared_rate_limit(
                 b,
                 s.clone(),
                 SharedRateLimitConfig::default().rpm(6000).replicas(3),
             )
             .unwrap();
             Arc::new(
-                SharedBudget::new(
+                shared_budget(
                     rl,
                     s.clone(),
                     SharedBudgetConfig::default().tokens_per_window(1_000_000),
@@ -559,7 +560,7 @@ async fn the_shared_tpm_limit_counts_tokens_across_replicas() {
     let replicas: Vec<SharedRateLimit<Arc<Vendor>>> = states(&server)
         .await
         .into_iter()
-        .map(|s| SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap())
+        .map(|s| shared_rate_limit(vendor.clone(), s, config.clone()).unwrap())
         .collect();
     let ctx = || Context::new().with_timeout(Duration::from_millis(200));
     let one = replicas[0].chat(&req(), &ctx()).await.is_ok();
@@ -584,8 +585,8 @@ async fn every_key_is_namespaced_versioned_and_expires() {
     };
     let vendor = Vendor::new(Duration::ZERO);
     let s = connect(&server).await;
-    let stack = SharedBudget::new(
-        SharedRateLimit::new(
+    let stack = shared_budget(
+        shared_rate_limit(
             shared_breaker(vendor.clone(), s.clone(), breaker_config()).unwrap(),
             s.clone(),
             SharedRateLimitConfig::default().rpm(10).tpm(1000),
@@ -731,7 +732,7 @@ async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
     let replicas: Vec<SharedRateLimit<Arc<ripcord_core::testing::ScriptedModel>>> = states(&server)
         .await
         .into_iter()
-        .map(|s| SharedRateLimit::new(vendor.clone(), s, config.clone()).unwrap())
+        .map(|s| shared_rate_limit(vendor.clone(), s, config.clone()).unwrap())
         .collect();
     let e = replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::RateLimited);

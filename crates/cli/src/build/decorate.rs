@@ -16,8 +16,8 @@ use crate::config::{GatewayKey, Provider, ProviderKind, TenantBudget};
 use crate::routing::KeyScope;
 #[cfg(feature = "redis")]
 use ripcord_redis::{
-    RedisBreakerStore, SharedBreakerConfig, SharedBudget, SharedBudgetConfig, SharedRateLimit,
-    SharedRateLimitConfig,
+    RedisBreakerStore, SharedBreakerConfig, SharedBudgetConfig, SharedRateLimitConfig,
+    shared_budget, shared_rate_limit,
 };
 
 /// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
@@ -153,13 +153,16 @@ fn rate_limited(
     #[cfg(feature = "redis")]
     if let Some((state, replicas)) = shared {
         let mut c = SharedRateLimitConfig::default().replicas(replicas);
+        if let Some(ms) = rl.pause_429_ms {
+            c = c.default_pause(Duration::from_millis(ms));
+        }
         if let Some(rpm) = rl.rpm {
             c = c.rpm(rpm);
         }
         if let Some(tpm) = rl.tpm {
             c = c.tpm(tpm);
         }
-        return Ok(Arc::new(SharedRateLimit::new(model, state.clone(), c)?));
+        return Ok(Arc::new(shared_rate_limit(model, state.clone(), c)?));
     }
     #[cfg(not(feature = "redis"))]
     let _ = shared;
@@ -198,7 +201,7 @@ pub(super) fn budgeted(
         for (t, n) in &b.tenants {
             c = c.tenant(t.clone(), *n);
         }
-        return Ok(Arc::new(SharedBudget::new(model, state.clone(), c)?));
+        return Ok(Arc::new(shared_budget(model, state.clone(), c)?));
     }
     #[cfg(not(feature = "redis"))]
     let _ = (shared, scope);
@@ -248,11 +251,7 @@ pub(super) fn key_limited(
         if let Some(tpm) = key.tpm {
             c = c.tpm(tpm);
         }
-        return Ok(Some(Arc::new(SharedRateLimit::new(
-            scoped,
-            state.clone(),
-            c,
-        )?)));
+        return Ok(Some(Arc::new(shared_rate_limit(scoped, state.clone(), c)?)));
     }
     #[cfg(not(feature = "redis"))]
     let _ = shared;

@@ -1,0 +1,454 @@
+//! One rate limiter and one budget, two stores each: the same policy tests against the
+//! in-process stores and against the Redis stores (a REAL `redis-server` child on loopback).
+//! Settings come from the shared configs, whose `layer()` is the policy both runs use.
+//!
+//! These run on real time (Redis keeps time by its own clock) with short limits; a Redis
+//! store's settlements are sent in the background, so each step waits for them (`sync`)
+//! before the next one looks.
+//!
+//! Without `redis-server` the Redis runs skip loudly (an error under `CI`).
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use ripcord_core::testing::{ScriptedModel, Step, StreamItem};
+use ripcord_core::{
+    ChatModel, ChatRequest, Context, Error, ErrorKind, FinishReason, StreamEvent, Usage,
+};
+use ripcord_redis::server::RedisServer as Server;
+use ripcord_redis::{
+    RedisBudgetStore, RedisLimitStore, RedisState, SharedBudgetConfig, SharedRateLimitConfig,
+    StateOptions,
+};
+use ripcord_resilience::{Breaker, BreakerLayer, Budget, RateLimit};
+
+async fn connect(server: &Server) -> RedisState {
+    let options = StateOptions {
+        op_timeout: Duration::from_secs(1),
+        ..StateOptions::default()
+    };
+    RedisState::connect_with(&server.url(), options)
+        .await
+        .unwrap()
+}
+
+/// Runs `case` on the local store, then on a fresh Redis.
+async fn both<F, Fut>(case: F)
+where
+    F: Fn(Option<Arc<Server>>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    case(None).await;
+    let Some(server) = Server::start_or_skip("the shared limiter and budget suite")
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    case(Some(Arc::new(server))).await;
+}
+
+/// An answer that reports `prompt` + `output` tokens (chat collects it; a stream plays it).
+fn answer(prompt: u64, output: u64) -> Step {
+    Step::Stream(vec![
+        (Duration::ZERO, StreamItem::Event(StreamEvent::text("ok"))),
+        (
+            Duration::ZERO,
+            StreamItem::Event(StreamEvent::Usage {
+                usage: Usage::new(prompt, output),
+            }),
+        ),
+        (
+            Duration::ZERO,
+            StreamItem::Event(StreamEvent::finish(FinishReason::Stop)),
+        ),
+    ])
+}
+
+/// A request reserving its prompt estimate (a few tokens) plus 10.
+fn req() -> ChatRequest {
+    ChatRequest::user("hi").with_max_tokens(10)
+}
+
+struct Limited {
+    model: RateLimit<Arc<ScriptedModel>>,
+    vendor: Arc<ScriptedModel>,
+    store: Option<Arc<RedisLimitStore>>,
+}
+
+impl Limited {
+    async fn new(vendor: ScriptedModel, redis: Option<&Server>, c: SharedRateLimitConfig) -> Self {
+        let vendor = Arc::new(vendor);
+        let layer = c.layer().unwrap();
+        match redis {
+            None => Limited {
+                model: RateLimit::new(vendor.clone(), layer),
+                vendor,
+                store: None,
+            },
+            Some(server) => {
+                let store =
+                    RedisLimitStore::new(&vendor.id().name, connect(server).await, &c).unwrap();
+                Limited {
+                    model: RateLimit::with_store(vendor.clone(), layer, store.clone()),
+                    vendor,
+                    store: Some(store),
+                }
+            }
+        }
+    }
+
+    async fn chat(&self, ctx: &Context) -> Result<(), Error> {
+        let r = self.model.chat(&req(), ctx).await.map(|_| ());
+        if let Some(s) = &self.store {
+            s.sync().await;
+        }
+        r
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_past_the_rpm_a_call_is_refused_locally_with_a_retry_after() {
+    both(|redis| async move {
+        let c = SharedRateLimitConfig::default()
+            .rpm(2)
+            .max_wait(Duration::ZERO);
+        let m = Limited::new(ScriptedModel::new("vendor"), redis.as_deref(), c).await;
+        m.chat(&Context::new()).await.unwrap();
+        m.chat(&Context::new()).await.unwrap();
+        let e = m.chat(&Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+        assert!(e.message().contains("requests-per-minute"), "{e}");
+        let after = e.retry_after().unwrap();
+        assert!(
+            after > Duration::from_secs(20) && after <= Duration::from_secs(30),
+            "{after:?}"
+        );
+        assert_eq!(m.vendor.calls(), 2, "a refused call reaches no vendor");
+        assert_eq!(m.model.snapshot().refused, 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_caller_waits_for_a_cell_when_its_deadline_allows() {
+    both(|redis| async move {
+        // One cell every 100 ms.
+        let c = SharedRateLimitConfig::default().rpm(600).rpm_burst(1);
+        let m = Limited::new(ScriptedModel::new("vendor"), redis.as_deref(), c).await;
+        m.chat(&Context::new()).await.unwrap();
+        let started = Instant::now();
+        m.chat(&Context::new().with_timeout(Duration::from_secs(5)))
+            .await
+            .unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(50),
+            "the second call did not wait for its cell"
+        );
+        let e = m
+            .chat(&Context::new().with_timeout(Duration::from_millis(20)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+        assert_eq!(m.vendor.calls(), 2);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_vendor_429_pauses_the_link() {
+    both(|redis| async move {
+        let vendor = ScriptedModel::new("vendor")
+            .fail_with(
+                Error::new(ErrorKind::RateLimited, "slow down")
+                    .with_retry_after(Duration::from_millis(300)),
+                Duration::ZERO,
+            )
+            .reply("ok");
+        let c = SharedRateLimitConfig::default().rpm(6000);
+        let m = Limited::new(vendor, redis.as_deref(), c).await;
+        let e = m.chat(&Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::RateLimited);
+        let e = m
+            .chat(&Context::new().with_timeout(Duration::from_millis(100)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+        assert!(e.message().contains("pause"), "{e}");
+        assert!(e.retry_after().unwrap() <= Duration::from_millis(300));
+        assert!(m.model.snapshot().paused_remaining_ms.is_some());
+        let started = Instant::now();
+        m.chat(&Context::new().with_timeout(Duration::from_secs(5)))
+            .await
+            .unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert_eq!(m.vendor.calls(), 2);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_the_tpm_is_charged_what_the_vendor_reported_not_what_was_reserved() {
+    both(|redis| async move {
+        // Each call reserves ~13 tokens and the vendor reports 35: two calls fit (70), a
+        // third still fits its reservation (70 + 13), and after it (105) nothing does.
+        let vendor = ScriptedModel::new("vendor")
+            .step(answer(10, 25))
+            .step(answer(10, 25))
+            .step(answer(10, 25))
+            .reply("unreached");
+        let c = SharedRateLimitConfig::default()
+            .tpm(100)
+            .max_wait(Duration::ZERO);
+        let m = Limited::new(vendor, redis.as_deref(), c).await;
+        for _ in 0..3 {
+            m.chat(&Context::new()).await.unwrap();
+        }
+        let e = m.chat(&Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+        assert!(e.message().contains("tokens-per-minute"), "{e}");
+        assert!(e.retry_after().is_some());
+        assert_eq!(m.vendor.calls(), 3);
+        assert_eq!(m.model.snapshot().tokens_last_minute, 105);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_request_larger_than_the_tpm_burst_takes_the_whole_bucket_not_forever() {
+    both(|redis| async move {
+        let c = SharedRateLimitConfig::default()
+            .tpm(40)
+            .max_wait(Duration::ZERO);
+        let vendor = ScriptedModel::new("vendor")
+            .step(answer(10, 90))
+            .reply("ok");
+        let m = Limited::new(vendor, redis.as_deref(), c).await;
+        let huge = ChatRequest::user("hi").with_max_tokens(100);
+        // A full bucket admits it (clamped to the burst; the vendor reports 100)...
+        m.model.chat(&huge, &Context::new()).await.unwrap();
+        if let Some(s) = &m.store {
+            s.sync().await;
+        }
+        // ...and the next call waits for the bucket to refill.
+        let e = m.chat(&Context::new()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+        assert!(e.retry_after().is_some());
+        assert_eq!(m.vendor.calls(), 1);
+    })
+    .await;
+}
+
+struct Budgeted {
+    model: Budget<Arc<ScriptedModel>>,
+    vendor: Arc<ScriptedModel>,
+    store: Option<Arc<RedisBudgetStore>>,
+}
+
+impl Budgeted {
+    async fn new(vendor: ScriptedModel, redis: Option<&Server>, c: SharedBudgetConfig) -> Self {
+        let vendor = Arc::new(vendor);
+        let layer = c.layer().unwrap();
+        match redis {
+            None => Budgeted {
+                model: Budget::new(vendor.clone(), layer),
+                vendor,
+                store: None,
+            },
+            Some(server) => {
+                let store =
+                    RedisBudgetStore::new(&vendor.id().name, connect(server).await, &c).unwrap();
+                Budgeted {
+                    model: Budget::with_store(vendor.clone(), layer, store.clone()),
+                    vendor,
+                    store: Some(store),
+                }
+            }
+        }
+    }
+
+    async fn sync(&self) {
+        if let Some(s) = &self.store {
+            s.sync().await;
+        }
+    }
+
+    async fn chat(&self, ctx: &Context) -> Result<(), Error> {
+        let r = self.model.chat(&req(), ctx).await.map(|_| ());
+        self.sync().await;
+        r
+    }
+
+    /// Streams to the end; the stream's first error, if any.
+    async fn stream(&self, ctx: &Context) -> Result<(), Error> {
+        let r = async {
+            let mut s = self.model.stream(&req(), ctx).await?;
+            while let Some(ev) = s.next().await {
+                ev?;
+            }
+            Ok(())
+        }
+        .await;
+        self.sync().await;
+        r
+    }
+}
+
+fn acme() -> Context {
+    Context::new().with_tenant("acme")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_tenant_is_charged_reported_usage_and_refused_once_its_window_is_spent() {
+    both(|redis| async move {
+        let vendor = ScriptedModel::new("vendor")
+            .step(answer(10, 20))
+            .step(answer(10, 20))
+            .step(answer(10, 20))
+            .reply("ok");
+        let c = SharedBudgetConfig::default()
+            .tokens_per_window(100)
+            .window(Duration::from_secs(600));
+        let m = Budgeted::new(vendor, redis.as_deref(), c).await;
+        for _ in 0..3 {
+            m.chat(&acme()).await.unwrap();
+        }
+        assert_eq!(m.model.used("acme"), 90);
+        assert_eq!(m.model.remaining("acme"), 10);
+        let e = m.chat(&acme()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+        assert!(e.message().contains("acme"), "{e}");
+        let after = e.retry_after().unwrap();
+        assert!(after <= Duration::from_secs(600), "{after:?}");
+        assert_eq!(m.model.refused(), 1);
+        // Another tenant has its own account; calls without a tenant are not budgeted.
+        m.chat(&Context::new().with_tenant("globex")).await.unwrap();
+        m.chat(&Context::new()).await.unwrap();
+        assert_eq!(m.vendor.calls(), 5);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_request_larger_than_the_whole_budget_is_refused_without_a_retry_after() {
+    both(|redis| async move {
+        let c = SharedBudgetConfig::default()
+            .tokens_per_window(1_000_000)
+            .tenant("free", 5);
+        let m = Budgeted::new(ScriptedModel::new("vendor"), redis.as_deref(), c).await;
+        let e = m
+            .chat(&Context::new().with_tenant("free"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+        assert!(e.message().contains("whole budget of 5"), "{e}");
+        assert_eq!(e.retry_after(), None);
+        assert_eq!(m.vendor.calls(), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_stream_is_charged_its_reported_usage_and_a_broken_one_what_it_generated() {
+    both(|redis| async move {
+        let broken = Step::Stream(vec![
+            (Duration::ZERO, StreamItem::Event(StreamEvent::text("ok"))),
+            (
+                Duration::ZERO,
+                StreamItem::Error(Error::new(ErrorKind::ServerError, "overloaded")),
+            ),
+        ]);
+        let vendor = ScriptedModel::new("vendor")
+            .step(answer(7, 11))
+            .step(broken)
+            .reply("ok");
+        let c = SharedBudgetConfig::default().tokens_per_window(1000);
+        let m = Budgeted::new(vendor, redis.as_deref(), c).await;
+        m.stream(&acme()).await.unwrap();
+        assert_eq!(m.model.used("acme"), 18, "the usage the stream reported");
+        m.stream(&acme()).await.unwrap_err();
+        let used = m.model.used("acme");
+        // Failed after content: the prompt estimate and the text generated, not nothing and
+        // not the whole reservation (prompt + 10).
+        assert!(used > 18 && used < 18 + 10, "{used}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_a_call_the_vendor_never_processed_gives_its_reservation_back() {
+    both(|redis| async move {
+        let vendor = ScriptedModel::new("vendor").fail(ErrorKind::ServerError);
+        let c = SharedBudgetConfig::default().tokens_per_window(100);
+        let m = Budgeted::new(vendor, redis.as_deref(), c).await;
+        for _ in 0..10 {
+            let e = m.chat(&acme()).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ServerError, "{e}");
+        }
+        assert_eq!(m.model.used("acme"), 0);
+        assert_eq!(m.vendor.calls(), 10);
+    })
+    .await;
+}
+
+/// A link behind a breaker that one failure opens.
+fn tripped_link() -> Breaker<Arc<ScriptedModel>> {
+    let vendor = Arc::new(
+        ScriptedModel::new("vendor")
+            .bounding_itself()
+            .fail(ErrorKind::ServerError),
+    );
+    Breaker::new(
+        vendor,
+        BreakerLayer::builder()
+            .consecutive_failures(1)
+            .open_for(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suite_the_limiter_and_the_budget_forward_bounds_itself_and_the_inner_refusal() {
+    both(|redis| async move {
+        let link = tripped_link();
+        link.chat(&req(), &acme()).await.unwrap_err();
+        let rl = SharedRateLimitConfig::default().rpm(60);
+        let budget = SharedBudgetConfig::default();
+        let (limited, budgeted, store) = match redis.as_deref() {
+            None => (
+                RateLimit::new(link, rl.layer().unwrap()),
+                Budget::new(tripped_link(), budget.layer().unwrap()),
+                None,
+            ),
+            Some(server) => {
+                let ls = RedisLimitStore::new("vendor", connect(server).await, &rl).unwrap();
+                let bs = RedisBudgetStore::new("vendor", connect(server).await, &budget).unwrap();
+                (
+                    RateLimit::with_store(link, rl.layer().unwrap(), ls),
+                    Budget::with_store(tripped_link(), budget.layer().unwrap(), bs.clone()),
+                    Some(bs),
+                )
+            }
+        };
+        assert!(limited.bounds_itself() && budgeted.bounds_itself());
+        let e = limited
+            .refusal(&acme())
+            .expect("the open breaker's refusal");
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+        assert!(budgeted.refusal(&acme()).is_none(), "its breaker is closed");
+        budgeted.chat(&req(), &acme()).await.unwrap_err();
+        let e = budgeted
+            .refusal(&acme())
+            .expect("the open breaker's refusal");
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+        // Neither the failed call nor the refusal charged the tenant.
+        if let Some(s) = store {
+            s.sync().await;
+        }
+        assert_eq!(budgeted.used("acme"), 0);
+    })
+    .await;
+}

@@ -17,11 +17,11 @@ use ripcord_core::{
 };
 use ripcord_redis::server::{RedisServer as Server, StartError};
 use ripcord_redis::{
-    RedisBreakerStore, RedisState, SharedBreaker, SharedBreakerConfig, SharedBudget,
-    SharedBudgetConfig, SharedRateLimit, SharedRateLimitConfig, StateOptions, shared_breaker,
-    shared_budget, shared_rate_limit,
+    RedisBreakerStore, RedisLimitStore, RedisState, SharedBreaker, SharedBreakerConfig,
+    SharedBudget, SharedBudgetConfig, SharedRateLimit, SharedRateLimitConfig, StateOptions,
+    shared_breaker, shared_budget, shared_rate_limit,
 };
-use ripcord_resilience::Breaker;
+use ripcord_resilience::{Breaker, RateLimit};
 
 /// This file's tests: a real `redis-server` on loopback, or a loud skip without the binary
 /// (an error under CI).
@@ -549,33 +549,31 @@ async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconn
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shared_tpm_limit_counts_tokens_across_replicas() {
+async fn the_shared_tpm_limit_charges_reported_tokens_across_replicas() {
     let Some(server) = start().await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
-    // Each call is charged its prompt estimate + max_tokens (10): a 40-token minute admits
-    // at most 3 of them whichever replica sends them (the estimate of "hi" is below 4).
-    let config = SharedRateLimitConfig::default().tpm(40);
-    let replicas: Vec<SharedRateLimit<Arc<Vendor>>> = states(&server)
-        .await
-        .into_iter()
-        .map(|s| shared_rate_limit(vendor.clone(), s, config.clone()).unwrap())
-        .collect();
+    // Each call reserves its prompt estimate + max_tokens (10) and the vendor reports 30:
+    // a 100-token minute holds three calls whichever replica sends them, and no fourth.
+    let config = SharedRateLimitConfig::default().tpm(100);
+    let mut replicas = Vec::new();
+    for s in states(&server).await {
+        let store = RedisLimitStore::new("vendor", s, &config).unwrap();
+        let limited = RateLimit::with_store(vendor.clone(), config.layer().unwrap(), store.clone());
+        replicas.push((limited, store));
+    }
     let ctx = || Context::new().with_timeout(Duration::from_millis(200));
-    let one = replicas[0].chat(&req(), &ctx()).await.is_ok();
-    let two = replicas[1].chat(&req(), &ctx()).await.is_ok();
-    let e = replicas[2].chat(&req(), &ctx()).await.unwrap_err();
-    assert!(one && two);
+    for (r, store) in &replicas {
+        r.chat(&req(), &ctx()).await.unwrap();
+        // The settlement (30 used, ~13 reserved) is sent without making the call wait.
+        store.sync().await;
+    }
+    let e = replicas[0].0.chat(&req(), &ctx()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+    assert!(e.message().contains("tokens-per-minute"), "{e}");
     assert!(e.retry_after().is_some());
-    // A request larger than the whole burst can never pass: refused without a retry-after.
-    let huge = ChatRequest::user("hi").with_max_tokens(100);
-    let e = replicas[1].chat(&huge, &ctx()).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::LocalRateLimited);
-    assert_eq!(e.retry_after(), None);
-    assert!(e.message().contains("TPM burst"), "{e}");
-    assert_eq!(vendor.hits(), 2);
+    assert_eq!(vendor.hits(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -585,9 +583,12 @@ async fn every_key_is_namespaced_versioned_and_expires() {
     };
     let vendor = Vendor::new(Duration::ZERO);
     let s = connect(&server).await;
+    let layer = breaker_config().layer().unwrap();
+    let breaker_store =
+        RedisBreakerStore::new("vendor", s.clone(), &breaker_config(), &layer).unwrap();
     let stack = shared_budget(
         shared_rate_limit(
-            shared_breaker(vendor.clone(), s.clone(), breaker_config()).unwrap(),
+            Breaker::with_store(vendor.clone(), layer, breaker_store.clone()),
             s.clone(),
             SharedRateLimitConfig::default().rpm(10).tpm(1000),
         )
@@ -603,6 +604,8 @@ async fn every_key_is_namespaced_versioned_and_expires() {
     for _ in 0..3 {
         stack.chat(&req(), &ctx).await.unwrap_err();
     }
+    // The failures are reported without making the calls wait: let the trip land.
+    assert!(breaker_store.sync().await);
     vendor.down.store(false, Ordering::SeqCst);
     stack.chat(&req(), &ctx).await.unwrap_err();
 
@@ -736,6 +739,22 @@ async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
         .collect();
     let e = replicas[0].chat(&req(), &Context::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::RateLimited);
+    // The pause is written without making the call wait: bounded by one Redis write.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg("ripcord:v1:{vendor}:rl:pause")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if ttl > 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "the pause never reached Redis");
+        tokio::task::yield_now().await;
+    }
     // Another replica, in a hurry, is refused locally with the rest of the pause.
     let e = replicas[1]
         .chat(

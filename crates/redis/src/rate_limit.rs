@@ -35,9 +35,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::Script;
 use ripcord_core::{ChatModel, Error, Result};
-use ripcord_resilience::rate_limit::DEFAULT_429_PAUSE;
 use ripcord_resilience::{
-    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitLayer, Take, Taken,
+    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitBuilder, RateLimitLayer, Take,
+    Taken,
 };
 
 use crate::state::{Background, RedisState, config_error, key};
@@ -103,16 +103,12 @@ pub fn shared_rate_limit<M: ChatModel>(
     Ok(RateLimit::with_store(inner, layer, store))
 }
 
-/// The settings of a shared rate limit ([`shared_rate_limit`]).
+/// The settings of a shared rate limit ([`shared_rate_limit`]): the policy's own settings
+/// (a `ripcord_resilience::RateLimitBuilder`: rates across all replicas, bursts, waits,
+/// pauses), and what only sharing adds (replicas, leases).
 #[derive(Debug, Clone)]
 pub struct SharedRateLimitConfig {
-    rpm: Option<u32>,
-    rpm_burst: Option<u32>,
-    tpm: Option<u32>,
-    tpm_burst: Option<u32>,
-    max_wait: Duration,
-    max_pause: Duration,
-    default_pause: Duration,
+    policy: RateLimitBuilder,
     replicas: u32,
     lease_block: Option<u64>,
     lease_ttl: Duration,
@@ -121,13 +117,7 @@ pub struct SharedRateLimitConfig {
 impl Default for SharedRateLimitConfig {
     fn default() -> Self {
         SharedRateLimitConfig {
-            rpm: None,
-            rpm_burst: None,
-            tpm: None,
-            tpm_burst: None,
-            max_wait: Duration::from_secs(10),
-            max_pause: Duration::from_secs(300),
-            default_pause: DEFAULT_429_PAUSE,
+            policy: RateLimitLayer::builder(),
             replicas: 1,
             lease_block: None,
             lease_ttl: Duration::from_secs(1),
@@ -136,47 +126,46 @@ impl Default for SharedRateLimitConfig {
 }
 
 impl SharedRateLimitConfig {
-    /// Requests per minute across all replicas.
-    pub fn rpm(mut self, n: u32) -> Self {
-        self.rpm = Some(n);
+    /// Changes the policy's settings (`RateLimitBuilder`): rates are across all replicas.
+    pub fn policy(mut self, f: impl FnOnce(RateLimitBuilder) -> RateLimitBuilder) -> Self {
+        self.policy = f(self.policy);
         self
     }
 
-    /// Requests that may go at once after a quiet spell (default: the whole minute's worth).
-    pub fn rpm_burst(mut self, n: u32) -> Self {
-        self.rpm_burst = Some(n);
-        self
+    /// Requests per minute across all replicas (`RateLimitBuilder::rpm`).
+    pub fn rpm(self, n: u32) -> Self {
+        self.policy(|b| b.rpm(n))
     }
 
-    /// Tokens per minute across all replicas.
-    pub fn tpm(mut self, n: u32) -> Self {
-        self.tpm = Some(n);
-        self
+    /// Requests that may go at once (`RateLimitBuilder::rpm_burst`).
+    pub fn rpm_burst(self, n: u32) -> Self {
+        self.policy(|b| b.rpm_burst(n))
     }
 
-    /// Tokens that may go at once (default: the whole minute's worth).
-    pub fn tpm_burst(mut self, n: u32) -> Self {
-        self.tpm_burst = Some(n);
-        self
+    /// Tokens per minute across all replicas (`RateLimitBuilder::tpm`).
+    pub fn tpm(self, n: u32) -> Self {
+        self.policy(|b| b.tpm(n))
     }
 
-    /// The longest a call waits for capacity (default 10 s; never past its deadline).
-    pub fn max_wait(mut self, d: Duration) -> Self {
-        self.max_wait = d;
-        self
+    /// Tokens that may go at once (`RateLimitBuilder::tpm_burst`).
+    pub fn tpm_burst(self, n: u32) -> Self {
+        self.policy(|b| b.tpm_burst(n))
     }
 
-    /// The longest a vendor 429's retry-after pauses the link for every replica (default
-    /// 5 minutes; zero turns the shared pause off).
-    pub fn max_pause(mut self, d: Duration) -> Self {
-        self.max_pause = d;
-        self
+    /// The longest a call waits for capacity (`RateLimitBuilder::max_wait`).
+    pub fn max_wait(self, d: Duration) -> Self {
+        self.policy(|b| b.max_wait(d))
     }
 
-    /// The pause after a vendor 429 that names no retry-after (default 1 s).
-    pub fn default_pause(mut self, d: Duration) -> Self {
-        self.default_pause = d;
-        self
+    /// The longest a vendor 429 pauses the link for every replica (default 5 minutes; zero
+    /// turns pausing off).
+    pub fn max_pause(self, d: Duration) -> Self {
+        self.policy(|b| b.max_pause(d).pause_on_429(!d.is_zero()))
+    }
+
+    /// The pause after a vendor 429 that names no retry-after (`RateLimitBuilder::default_pause`).
+    pub fn default_pause(self, d: Duration) -> Self {
+        self.policy(|b| b.default_pause(d))
     }
 
     /// How many replicas share the limit (default 1): while Redis is unreachable each replica
@@ -199,69 +188,38 @@ impl SharedRateLimitConfig {
         self
     }
 
-    /// (request cells, tokens) per lease.
-    fn blocks(&self) -> (u64, u64) {
-        let share = |burst: u64| burst / (16 * u64::from(self.replicas.max(1)));
-        let (_, rb) = cell(self.rpm, self.rpm_burst);
-        let (_, tb) = cell(self.tpm, self.tpm_burst);
-        let requests = self
-            .lease_block
-            .unwrap_or_else(|| share(rb).clamp(1, 64))
-            .max(1);
-        let tokens = if requests > 1 { share(tb) } else { 0 };
-        (requests, tokens)
-    }
-
-    fn validate(&self) -> Result<()> {
+    /// The policy's settings: the whole limit (shared by every replica), the wait, the pause.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` naming the setting when the config cannot work.
+    pub fn layer(&self) -> Result<RateLimitLayer> {
+        let layer = self.policy.clone().build().map_err(Error::from)?;
         let bad = |s, r| Err(config_error("shared_rate_limit", s, r));
         if self.lease_block == Some(0) {
             return bad("lease_block", "must be at least 1");
         }
-        for (name, v) in [
-            ("rpm", self.rpm),
-            ("rpm_burst", self.rpm_burst),
-            ("tpm", self.tpm),
-            ("tpm_burst", self.tpm_burst),
-        ] {
-            if v == Some(0) {
-                return bad(name, "must be at least 1");
-            }
-        }
         if self.replicas == 0 {
             return bad("replicas", "must be at least 1");
         }
-        Ok(())
+        Ok(layer)
     }
 
-    /// The policy's settings: the whole limit (shared by every replica), the wait, the pause.
-    pub fn layer(&self) -> Result<RateLimitLayer> {
-        self.validate()?;
-        self.builder(|n| n)
-    }
-
-    fn local_layer(&self) -> Result<RateLimitLayer> {
-        self.builder(|n| (n / self.replicas).max(1))
-    }
-
-    fn builder(&self, share: impl Fn(u32) -> u32) -> Result<RateLimitLayer> {
-        let mut b = RateLimitLayer::builder()
-            .max_wait(self.max_wait)
-            .max_pause(self.max_pause)
-            .default_pause(self.default_pause)
-            .pause_on_429(!self.max_pause.is_zero());
-        if let Some(n) = self.rpm {
-            b = b.rpm(share(n));
-        }
-        if let Some(n) = self.rpm_burst {
-            b = b.rpm_burst(share(n));
-        }
-        if let Some(n) = self.tpm {
-            b = b.tpm(share(n));
-        }
-        if let Some(n) = self.tpm_burst {
-            b = b.tpm_burst(share(n));
-        }
-        b.build().map_err(Error::from)
+    /// (request cells, tokens) per lease.
+    fn blocks(&self, layer: &RateLimitLayer) -> (u64, u64) {
+        let share = |burst: Option<u32>| {
+            u64::from(burst.unwrap_or(0)) / (16 * u64::from(self.replicas.max(1)))
+        };
+        let requests = self
+            .lease_block
+            .unwrap_or_else(|| share(layer.rpm_burst()).clamp(1, 64))
+            .max(1);
+        let tokens = if requests > 1 {
+            share(layer.tpm_burst())
+        } else {
+            0
+        };
+        (requests, tokens)
     }
 }
 
@@ -314,13 +272,13 @@ impl RedisLimitStore {
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
     pub fn new(link: &str, state: RedisState, config: &SharedRateLimitConfig) -> Result<Arc<Self>> {
-        config.validate()?;
+        let layer = config.layer()?;
         Ok(Arc::new(RedisLimitStore {
-            local: LocalLimitStore::new(&config.local_layer()?),
+            local: LocalLimitStore::new(&layer.share(config.replicas)),
             state,
-            rpm: cell(config.rpm, config.rpm_burst),
-            tpm: cell(config.tpm, config.tpm_burst),
-            blocks: config.blocks(),
+            rpm: cell(layer.rpm(), layer.rpm_burst()),
+            tpm: cell(layer.tpm(), layer.tpm_burst()),
+            blocks: config.blocks(&layer),
             lease_ttl: config.lease_ttl,
             keys: Arc::new([
                 key(link, "rl:rpm"),
@@ -509,43 +467,47 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_naming_the_setting() {
-        let e = SharedRateLimitConfig::default()
-            .rpm(0)
-            .validate()
-            .unwrap_err();
-        assert!(e.message().contains("shared_rate_limit.rpm"), "{e}");
+        let e = SharedRateLimitConfig::default().rpm(0).layer().unwrap_err();
+        assert!(e.message().contains("rate_limit.rpm"), "{e}");
         let e = SharedRateLimitConfig::default()
             .replicas(0)
-            .validate()
+            .layer()
             .unwrap_err();
-        assert!(e.message().contains("replicas"), "{e}");
+        assert!(e.message().contains("shared_rate_limit.replicas"), "{e}");
+        let e = SharedRateLimitConfig::default()
+            .lease_block(0)
+            .layer()
+            .unwrap_err();
+        assert!(e.message().contains("lease_block"), "{e}");
     }
 
     #[test]
-    fn each_replica_falls_back_to_its_share_of_the_limit() {
-        let c = SharedRateLimitConfig::default().rpm(90).tpm(3).replicas(3);
-        let local = c.local_layer().unwrap();
+    fn the_policy_gets_the_whole_limit_and_each_replica_falls_back_to_its_share() {
+        let layer = SharedRateLimitConfig::default()
+            .rpm(90)
+            .tpm(3)
+            .layer()
+            .unwrap();
+        assert_eq!(layer.rpm(), Some(90));
+        let local = layer.share(3);
         assert_eq!(local.rpm(), Some(30));
         assert_eq!(local.tpm(), Some(1));
     }
 
     #[test]
     fn lease_blocks_scale_with_the_burst_and_stay_off_for_small_limits() {
-        let small = SharedRateLimitConfig::default().rpm(10).replicas(3);
-        assert_eq!(small.blocks(), (1, 0));
+        let blocks = |c: SharedRateLimitConfig| c.blocks(&c.layer().unwrap());
+        assert_eq!(
+            blocks(SharedRateLimitConfig::default().rpm(10).replicas(3)),
+            (1, 0)
+        );
         let big = SharedRateLimitConfig::default().rpm(60_000).tpm(1_600_000);
-        assert_eq!(big.blocks(), (64, 100_000));
-        let three = SharedRateLimitConfig::default().rpm(960).replicas(3);
-        assert_eq!(three.blocks().0, 20);
-        assert_eq!(big.clone().lease_block(1).blocks(), (1, 0));
-        assert!(big.lease_block(0).validate().is_err());
-    }
-
-    #[test]
-    fn the_policy_gets_the_whole_limit_and_the_pause_settings() {
-        let c = SharedRateLimitConfig::default().rpm(90).replicas(3);
-        assert_eq!(c.layer().unwrap().rpm(), Some(90));
-        assert!(c.max_pause(Duration::ZERO).layer().is_ok());
+        assert_eq!(blocks(big.clone()), (64, 100_000));
+        assert_eq!(
+            blocks(SharedRateLimitConfig::default().rpm(960).replicas(3)).0,
+            20
+        );
+        assert_eq!(blocks(big.lease_block(1)), (1, 0));
     }
 
     #[test]

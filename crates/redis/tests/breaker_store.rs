@@ -6,14 +6,17 @@
 //! Without `redis-server` the Redis runs skip loudly (an error under `CI`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{both, connect};
 use futures::StreamExt;
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, StreamEvent};
 use ripcord_redis::server::RedisServer as Server;
-use ripcord_redis::{RedisBreakerStore, RedisState, SharedBreakerConfig, StateOptions};
+use ripcord_redis::{RedisBreakerStore, SharedBreakerConfig};
 use ripcord_resilience::{Breaker, BreakerListener, BreakerState, Transition};
 
 #[derive(Debug, Default)]
@@ -83,16 +86,6 @@ fn config() -> SharedBreakerConfig {
         .probe_timeout(Duration::from_secs(5))
 }
 
-async fn connect(server: &Server) -> RedisState {
-    let options = StateOptions {
-        op_timeout: Duration::from_secs(1),
-        ..StateOptions::default()
-    };
-    RedisState::connect_with(&server.url(), options)
-        .await
-        .unwrap()
-}
-
 /// A subject on the local store, or on Redis (`None` when Redis is skipped).
 async fn subject(
     model: ScriptedModel,
@@ -120,22 +113,6 @@ async fn subject(
             }
         }
     }
-}
-
-/// Runs `case` on the local store, then on a fresh Redis.
-async fn both<F, Fut>(case: F)
-where
-    F: Fn(Option<Arc<Server>>) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    case(None).await;
-    let Some(server) = Server::start_or_skip("the shared breaker suite")
-        .await
-        .unwrap()
-    else {
-        return;
-    };
-    case(Some(Arc::new(server))).await;
 }
 
 fn failing_stream_after_first_delta() -> Vec<(Duration, StreamItem)> {

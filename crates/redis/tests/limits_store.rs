@@ -9,46 +9,20 @@
 //! Without `redis-server` the Redis runs skip loudly (an error under `CI`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{both, connect};
 use futures::StreamExt;
 use ripcord_core::testing::{ScriptedModel, Step, StreamItem};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, Error, ErrorKind, FinishReason, StreamEvent, Usage,
 };
 use ripcord_redis::server::RedisServer as Server;
-use ripcord_redis::{
-    RedisBudgetStore, RedisLimitStore, RedisState, SharedBudgetConfig, SharedRateLimitConfig,
-    StateOptions,
-};
+use ripcord_redis::{RedisBudgetStore, RedisLimitStore, SharedBudgetConfig, SharedRateLimitConfig};
 use ripcord_resilience::{Breaker, BreakerLayer, Budget, RateLimit};
-
-async fn connect(server: &Server) -> RedisState {
-    let options = StateOptions {
-        op_timeout: Duration::from_secs(1),
-        ..StateOptions::default()
-    };
-    RedisState::connect_with(&server.url(), options)
-        .await
-        .unwrap()
-}
-
-/// Runs `case` on the local store, then on a fresh Redis.
-async fn both<F, Fut>(case: F)
-where
-    F: Fn(Option<Arc<Server>>) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    case(None).await;
-    let Some(server) = Server::start_or_skip("the shared limiter and budget suite")
-        .await
-        .unwrap()
-    else {
-        return;
-    };
-    case(Some(Arc::new(server))).await;
-}
 
 /// An answer that reports `prompt` + `output` tokens (chat collects it; a stream plays it).
 fn answer(prompt: u64, output: u64) -> Step {

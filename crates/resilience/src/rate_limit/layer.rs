@@ -82,6 +82,32 @@ impl RateLimitLayer {
     pub fn tpm(&self) -> Option<u32> {
         self.tpm.map(NonZeroU32::get)
     }
+
+    /// Requests allowed at once, if the RPM is limited (default: the RPM).
+    pub fn rpm_burst(&self) -> Option<u32> {
+        self.rpm_burst.or(self.rpm).map(NonZeroU32::get)
+    }
+
+    /// Tokens allowed at once, if the TPM is limited (default: the TPM).
+    pub fn tpm_burst(&self) -> Option<u32> {
+        self.tpm_burst.or(self.tpm).map(NonZeroU32::get)
+    }
+
+    /// One of `replicas` processes' share of these limits (each rate and burst divided, at
+    /// least 1), the rest of the settings unchanged: what a replica enforces on its own while
+    /// the state it shares with the others is unreachable.
+    pub fn share(&self, replicas: u32) -> RateLimitLayer {
+        let part = |n: Option<NonZeroU32>| {
+            n.map(|n| NonZeroU32::new(n.get() / replicas.max(1)).unwrap_or(NonZeroU32::MIN))
+        };
+        RateLimitLayer {
+            rpm: part(self.rpm),
+            rpm_burst: part(self.rpm_burst),
+            tpm: part(self.tpm),
+            tpm_burst: part(self.tpm_burst),
+            ..self.clone()
+        }
+    }
 }
 
 /// Builds a [`RateLimitLayer`]; validation happens in [`RateLimitBuilder::build`].

@@ -426,3 +426,63 @@ async fn suite_the_limiter_and_the_budget_forward_bounds_itself_and_the_inner_re
     })
     .await;
 }
+
+/// What only a shared store has: the pause one replica's vendor 429 writes reaches a replica
+/// spending a leased block within the documented bound (`docs/shared-state.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_another_replicas_429_a_leased_replica_spends_at_most_its_lease() {
+    let Some(server) = Server::start_or_skip("the shared limiter suite")
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    // 960 RPM: a block of 60 cells per Redis call, spent for at most 300 ms.
+    let c = SharedRateLimitConfig::default()
+        .rpm(960)
+        .max_wait(Duration::ZERO)
+        .lease_ttl(Duration::from_millis(300));
+    let vendor = ScriptedModel::new("vendor");
+    let a = Limited::new(vendor, Some(&server), c.clone()).await;
+    let b = Limited::new(
+        ScriptedModel::new("vendor").fail_with(
+            Error::new(ErrorKind::RateLimited, "slow down")
+                .with_retry_after(Duration::from_secs(5)),
+            Duration::ZERO,
+        ),
+        Some(&server),
+        c,
+    )
+    .await;
+    // `a` leases a block; then `b`'s vendor says 429 and the pause reaches Redis.
+    a.chat(&Context::new()).await.unwrap();
+    let leased_at = Instant::now();
+    assert_eq!(
+        b.chat(&Context::new()).await.unwrap_err().kind(),
+        ErrorKind::RateLimited
+    );
+    let mut spent = 0;
+    loop {
+        match a.chat(&Context::new()).await {
+            Ok(()) => spent += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+                assert!(e.message().contains("pause"), "{e}");
+                break;
+            }
+        }
+        assert!(spent < 60, "spent more than its lease after the pause");
+    }
+    assert!(spent <= 59, "{spent}");
+    // The lease ends within `lease_ttl` (300 ms); the Redis ask after it is bounded by the
+    // op timeout (1 s here) — well inside the 5 s pause.
+    let took = leased_at.elapsed();
+    assert!(
+        took < Duration::from_millis(1300),
+        "the pause reached the leased replica only after {took:?}"
+    );
+    // Once it asked Redis, it waits the pause out locally too.
+    let e = a.chat(&Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
+    assert_eq!(a.vendor.calls(), 1 + spent);
+}

@@ -388,3 +388,42 @@ async fn an_active_probe_on_one_replica_lets_another_probe_and_close_it_for_all(
     // C's listener saw the shared breaker close (from whatever state it last read).
     assert_eq!(c.log.seen().last().map(|t| t.1), Some(BreakerState::Closed));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_admits_exactly_one_probe_across_three_replicas() {
+    let Some(server) = redis().await else { return };
+    // Each replica's vendor answers slowly once the outage is over, so the probe is still out
+    // while the others ask.
+    let slow = || ScriptedModel::new("vendor").reply_after("ok", Duration::from_millis(400));
+    let a = subject(
+        failing_vendor(3).reply_after("ok", Duration::from_millis(400)),
+        Some(&server),
+        config(),
+    )
+    .await;
+    let b = subject(slow(), Some(&server), config()).await;
+    let c = subject(slow(), Some(&server), config()).await;
+    for _ in 0..3 {
+        a.chat().await.unwrap_err();
+    }
+    b.settle().await;
+    c.settle().await;
+    assert_eq!(b.breaker.handle().state(), BreakerState::Open);
+    // The open spell (300 ms) passes: every replica asks for the probe at once.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let (ra, rb, rc) = tokio::join!(a.chat(), b.chat(), c.chat());
+    let results = [ra, rb, rc];
+    let probes = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(probes, 1, "{results:?}");
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+    }
+    let calls =
+        a.breaker.get_ref().calls() - 3 + b.breaker.get_ref().calls() + c.breaker.get_ref().calls();
+    assert_eq!(calls, 1, "one probe reached the vendor across all replicas");
+    // The probe closed the shared breaker for all.
+    b.settle().await;
+    c.settle().await;
+    assert_eq!(b.breaker.handle().state(), BreakerState::Closed);
+    assert_eq!(c.breaker.handle().state(), BreakerState::Closed);
+}

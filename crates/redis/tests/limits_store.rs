@@ -385,7 +385,7 @@ fn tripped_link() -> Breaker<Arc<ScriptedModel>> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn suite_the_limiter_and_the_budget_forward_bounds_itself_and_the_inner_refusal() {
+async fn suite_both_forward_bounds_itself_and_the_budget_forwards_the_inner_refusal() {
     both(|redis| async move {
         let link = tripped_link();
         link.chat(&req(), &acme()).await.unwrap_err();
@@ -408,10 +408,9 @@ async fn suite_the_limiter_and_the_budget_forward_bounds_itself_and_the_inner_re
             }
         };
         assert!(limited.bounds_itself() && budgeted.bounds_itself());
-        let e = limited
-            .refusal(&acme())
-            .expect("the open breaker's refusal");
-        assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+        // The limiter does not forward a refusal: a wait for capacity could outlast the open
+        // spell, so the call might end otherwise (`ChatModel::refusal`'s contract).
+        assert!(limited.refusal(&acme()).is_none());
         assert!(budgeted.refusal(&acme()).is_none(), "its breaker is closed");
         budgeted.chat(&req(), &acme()).await.unwrap_err();
         let e = budgeted

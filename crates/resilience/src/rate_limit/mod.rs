@@ -426,11 +426,6 @@ impl<M: ChatModel> ChatModel for RateLimit<M> {
         self.inner.bounds_itself()
     }
 
-    /// As the inner model: a call it refuses reaches no vendor, so it is charged nothing here.
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
-        self.inner.refusal(ctx)
-    }
-
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.chat(req, ctx).await {

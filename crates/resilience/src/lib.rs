@@ -9,9 +9,9 @@
 //! | --- | --- | --- |
 //! | [`retry`]: backoff with full jitter, retry-after, retry budget | [`Retry`] / [`RetryLayer`] | — |
 //! | [`breaker`]: circuit breaker on `failsafe` | [`Breaker`] / [`BreakerLayer`] | `CircuitOpen` + retry-after |
-//! | [`rate_limit`]: RPM and TPM on `governor` | [`RateLimit`] / [`RateLimitLayer`] | `LocalRateLimited` + retry-after |
+//! | [`rate_limit`]: RPM and TPM over a [`LimitStore`] (in-process on `governor`, or shared) | [`RateLimit`] / [`RateLimitLayer`] | `LocalRateLimited` + retry-after |
 //! | [`bulkhead`]: calls in flight, priority queue | [`Bulkhead`] / [`BulkheadLayer`] | `BudgetExhausted` + retry-after |
-//! | [`budget`]: per-tenant token budgets | [`Budget`] / [`BudgetLayer`] | `BudgetExhausted` + retry-after |
+//! | [`budget`]: per-tenant token budgets over a [`BudgetStore`] | [`Budget`] / [`BudgetLayer`] | `BudgetExhausted` + retry-after |
 //! | [`timeout`]: attempt, first-token and idle limits | [`Timeout`] / [`TimeoutLayer`] | `Timeout` |
 //! | [`hedge`]: race a second link when slow (opt-in) | [`Hedge`] / [`HedgeLayer`] | — |
 //! | [`validate`]: JSON / schema / custom checks | [`Validate`] / [`Validator`] | `InvalidResponse` |

@@ -300,7 +300,9 @@ fn bench(args: &Args) -> Result<(), String> {
         if let Some(keys) = &only {
             let known: Vec<&str> = measured.iter().map(|r| r.key).collect();
             if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.as_str())) {
-                return Err(format!("--only {unknown:?}: the rows are {known:?} (or `gateway`)"));
+                return Err(format!(
+                    "--only {unknown:?}: the rows are {known:?} (or `gateway`)"
+                ));
             }
             measured.retain(|r| keys.iter().any(|k| k == r.key));
         }

@@ -198,7 +198,10 @@ pub(super) async fn chat_completions(
 /// The sub-tenant a `sub_tenants` key's client names: the `x-ripcord-tenant` header, else the
 /// request's `user`; none when both are absent or blank. A name over 256 bytes, with a `/` (the
 /// separator of `tenant/sub`) or a header that is not text is a 400 naming where it came from.
-pub(super) fn sub_tenant_of(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String>, WireError> {
+pub(super) fn sub_tenant_of(
+    headers: &HeaderMap,
+    user: Option<&str>,
+) -> Result<Option<String>, WireError> {
     let (raw, from) = match headers.get("x-ripcord-tenant") {
         Some(v) => match v.to_str() {
             Ok(t) => (Some(t), "the x-ripcord-tenant header"),

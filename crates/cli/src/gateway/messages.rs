@@ -38,8 +38,7 @@ use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance,
 use serde_json::{Value, json};
 
 use super::chat::{read_to_commit, sub_tenant_of};
-use super::errors::set_retry_after;
-use super::errors::{Reply, call_error, shed_response};
+use super::errors::{Reply, call_error, set_retry_after, shed_response};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
 use super::reply::{attempts_header, failed_provenance, set_provenance_headers};

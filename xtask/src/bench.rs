@@ -27,7 +27,7 @@ fn run_cmd(cmd: &mut Command) -> Result<(), String> {
 }
 
 /// Runs the task; arguments go to the benchmark (`--quick`, `--json PATH`, `--no-gateway`,
-/// `--no-local`, `--ripcord PATH`, `--local-threads N`).
+/// `--no-local`, `--ripcord PATH`, `--local-threads N`, `--only gateway`).
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
     let cargo = env!("CARGO");

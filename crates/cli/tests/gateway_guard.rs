@@ -294,6 +294,63 @@ async fn metrics_show_a_fallback_and_the_attempts_error_kind() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn each_request_writes_one_access_line_and_usage_stays_out_of_the_log() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let served = serve(
+        "access",
+        &format!(
+            "[chain]\norder = [\"only\"]\n{}",
+            provider("only", "m1", &vendor)
+        ),
+        &[],
+    );
+    let r = chat(&served.url).await;
+    assert_eq!(r.status(), 200);
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_owned();
+    // The access line is written after the answer is built; wait for it (bounded).
+    let mut seen = Vec::new();
+    let access = loop {
+        let line = served
+            .log
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("no access line ({e}); the log so far: {seen:#?}"));
+        if line.contains("ripcord::access") && line.contains(&id) {
+            break line;
+        }
+        seen.push(line);
+    };
+    for field in [
+        "method=\"POST\"",
+        "path=\"/v1/chat/completions\"",
+        "status=200",
+        "served_by=\"only\"",
+        "attempts=1",
+        "latency_ms=",
+        "tenant=\"-\"",
+    ] {
+        assert!(access.contains(field), "{field} missing from {access}");
+    }
+    // Plain text to a pipe (no colour codes), and the tenant-usage event, emitted before the
+    // access line, fed the metrics without becoming a log line.
+    assert!(!access.contains('\u{1b}'), "{access:?}");
+    assert!(
+        seen.iter().all(|l| !l.contains("tenant_usage")),
+        "{seen:#?}"
+    );
+    let text = reqwest::get(format!("{}/metrics", served.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ripcord_tenant_tokens_total{") && l.contains("anonymous")),
+        "{text}"
+    );
+}
+
 /// Two failing links with recognisable names; `extra` is added to `[server]`.
 fn failing_gateway(tag: &str, a: &FakeVendor, b: &FakeVendor, extra: &str) -> support::Served {
     serve(

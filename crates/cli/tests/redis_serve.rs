@@ -475,6 +475,7 @@ async fn a_gateway_starts_while_redis_is_down_and_answers_on_local_state() {
     let mut replica = support::Served {
         child,
         url: String::new(),
+        log: std::sync::mpsc::channel().1,
     };
     let mut lines = Vec::new();
     let url = loop {

@@ -70,6 +70,7 @@ mod processor;
 pub mod prometheus;
 mod redact;
 mod report;
+pub mod stderr_log;
 
 use std::fmt;
 use std::sync::Arc;
@@ -454,9 +455,7 @@ impl TelemetryBuilder {
             None => Box::new(otel_layer.with_filter(otel_filter)),
         };
         let layer: TelemetryLayer = if self.log_to_stderr {
-            let fmt = tracing_subscriber::fmt::layer()
-                .with_writer(RedactingWriter::new(std::io::stderr, redactor.clone()))
-                .with_filter(filter()?);
+            let fmt = stderr_log::layer(redactor.clone(), directives)?;
             Box::new(layer.and_then(fmt))
         } else {
             layer
@@ -781,5 +780,6 @@ impl Drop for TelemetryGuard {
     fn drop(&mut self) {
         // Nowhere to report a failed final export from a destructor; `shutdown()` reports it.
         let _ = self.shutdown_inner();
+        stderr_log::flush();
     }
 }

@@ -133,11 +133,7 @@ pub fn install_local(
     };
     let (metrics, provider) = export.local_layer();
     let logs = log_to_stderr
-        .then(|| -> Result<_, crate::TelemetryError> {
-            Ok(tracing_subscriber::fmt::layer()
-                .with_writer(crate::RedactingWriter::new(std::io::stderr, redactor))
-                .with_filter(make()?))
-        })
+        .then(|| crate::stderr_log::layer(redactor, filter))
         .transpose()?;
     tracing_subscriber::registry()
         .with(metrics.with_filter(make()?))
@@ -155,6 +151,7 @@ impl Drop for LocalGuard {
     fn drop(&mut self) {
         // Flushes nothing anywhere (a pull reader), but releases the pipeline cleanly.
         let _ = self.0.shutdown();
+        crate::stderr_log::flush();
     }
 }
 

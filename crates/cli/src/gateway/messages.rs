@@ -37,13 +37,12 @@ use futures::StreamExt;
 use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
 use serde_json::{Value, json};
 
-use super::errors::{Reply, call_error, shed_response};
+use super::chat::{read_to_commit, sub_tenant_of};
+use super::errors::{Reply, call_error, set_retry_after, shed_response};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
-use super::{
-    Caller, GatewayState, attempts_header, failed_provenance, read_to_commit,
-    set_provenance_headers, set_retry_after, shed, sub_tenant_of,
-};
+use super::reply::{attempts_header, failed_provenance, set_provenance_headers};
+use super::{Caller, GatewayState, shed};
 use crate::routing;
 
 fn error_response(e: &AnthropicError, provenance: Option<&Provenance>) -> Response {

@@ -47,11 +47,14 @@
 //!   text), so `ripcord serve` refuses `stream_policy = "restart"`; a gateway built around a
 //!   restarting chain by hand ends the stream with an error there instead.
 
+mod chat;
+mod endpoints;
 mod errors;
 mod front;
 mod messages;
 mod messages_wire;
 mod metrics;
+mod reply;
 mod server;
 mod shed;
 pub mod status;
@@ -63,37 +66,29 @@ pub use server::{ServeLimits, serve_router};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Extension, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
-use futures::StreamExt;
-use ripcord_core::{
-    ChatModel, ChatStream, Context, EmbeddingModel, EmbeddingRequest, Error, ErrorKind, Provenance,
-    StreamEvent,
-};
+use ripcord_core::{ChatModel, EmbeddingModel};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
-use errors::{Reply, call_error, set_retry_after, shed_response};
-use front::{Authed, RequestId};
+use front::Authed;
 use ripcord_telemetry::PrometheusExport;
 use shed::Admission;
-use wire::{ChunkWriter, WireError, WireRequest};
+use wire::WireError;
 
 use crate::build::Built;
 use crate::config::{Config, GatewayKey, ServerSettings};
-use crate::routing;
 
 /// Reports per-link health for `/readyz`.
 pub type Readiness = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// A route as the gateway sees it: the names it answers to and its deadline. Calls for route
-/// number `i` reach the model with [`routing::ROUTE`] = `i` in their context.
+/// number `i` reach the model with [`crate::routing::ROUTE`] = `i` in their context.
 #[derive(Debug, Clone)]
 pub struct GatewayRoute {
     /// Its name.
@@ -131,7 +126,7 @@ impl Caller<'_> {
 
 /// Everything the gateway serves.
 pub struct GatewayState {
-    /// The model (a chain, or every route behind a [`routing::RouteSwitch`]).
+    /// The model (a chain, or every route behind a [`crate::routing::RouteSwitch`]).
     pub model: Arc<dyn ChatModel>,
     /// Embeddings, when configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
@@ -398,14 +393,14 @@ pub fn check_bind(addr: SocketAddr, has_keys: bool) -> Result<(), String> {
 pub fn router(state: Arc<GatewayState>) -> Router {
     let limit = state.max_body_bytes;
     let mut r = Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/messages", post(messages::messages))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
-        .route("/v1/embeddings", post(embeddings))
-        .route("/v1/models", get(models))
+        .route("/v1/embeddings", post(endpoints::embeddings))
+        .route("/v1/models", get(endpoints::models))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/status", get(status_page));
+        .route("/readyz", get(endpoints::readyz))
+        .route("/status", get(endpoints::status_page));
     if state.metrics.is_some() && state.server.metrics_listen.is_none() {
         r = r.route("/metrics", get(metrics::metrics));
     }
@@ -434,548 +429,4 @@ pub async fn serve(
         shutdown_grace: state.server.shutdown_grace,
     };
     serve_router(listener, router(state), limits, shutdown).await
-}
-
-fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
-    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let retry_after = e.retry_after;
-    let no_retry = e.no_retry;
-    let mut resp = (status, axum::Json(e)).into_response();
-    if no_retry {
-        resp.headers_mut()
-            .insert("x-should-retry", HeaderValue::from_static("false"));
-    }
-    if let Some(p) = provenance {
-        set_provenance_headers(resp.headers_mut(), p);
-    }
-    if let Some(after) = retry_after {
-        set_retry_after(resp.headers_mut(), after);
-    }
-    resp
-}
-
-/// The provenance of a failed call, for its headers: no link served, degraded, and every
-/// attempt the error carries.
-fn failed_provenance(e: &Error) -> Provenance {
-    let mut p = Provenance::default();
-    p.attempts = e.attempts().to_vec();
-    p.degraded = true;
-    p
-}
-
-/// `x-ripcord-attempts`: every attempt in order, `link/model=outcome[(status)]:latency_ms`,
-/// comma-separated — the same record `ripcord chat --json` prints.
-fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
-    let parts: Vec<String> = p
-        .attempts
-        .iter()
-        .map(|a| {
-            let outcome = a.error_kind.map_or("ok", |k| k.as_str());
-            let status = a.status.map(|s| format!("({s})")).unwrap_or_default();
-            format!(
-                "{}/{}={outcome}{status}:{}ms",
-                a.provider,
-                a.model,
-                a.latency.as_millis()
-            )
-        })
-        .collect();
-    HeaderValue::from_str(&parts.join(", ")).ok()
-}
-
-fn set_provenance_headers(headers: &mut HeaderMap, p: &Provenance) {
-    if let Some(v) = attempts_header(p) {
-        headers.insert("x-ripcord-attempts", v);
-    }
-    let served = p
-        .served_by
-        .as_deref()
-        .unwrap_or(if p.static_reply { "static" } else { "none" });
-    if let Ok(v) = HeaderValue::from_str(served) {
-        headers.insert("x-ripcord-served-by", v);
-    }
-    headers.insert(
-        "x-ripcord-degraded",
-        HeaderValue::from_static(if p.degraded { "true" } else { "false" }),
-    );
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Parses a JSON request body, or the 400 that names what is wrong with it.
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
-    serde_json::from_slice(body).map_err(|e| {
-        WireError::new(
-            400,
-            "invalid_request_error",
-            "invalid_request",
-            format!("invalid request body: {e}"),
-        )
-    })
-}
-
-fn route_not_allowed(requested: &str, route: &GatewayRoute) -> Response {
-    let which = if requested == route.name {
-        format!("`{requested}`")
-    } else {
-        format!("`{requested}` (route `{}`)", route.name)
-    };
-    error_response(
-        WireError::new(
-            403,
-            "invalid_request_error",
-            "route_not_allowed",
-            format!(
-                "this gateway key may not use the model {which}; GET /v1/models lists the ones it may use"
-            ),
-        )
-        .with_param("model"),
-        None,
-    )
-}
-
-async fn chat_completions(
-    State(state): State<Arc<GatewayState>>,
-    Extension(authed): Extension<Authed>,
-    Extension(RequestId(id)): Extension<RequestId>,
-    request: axum::extract::Request,
-) -> Response {
-    // The head is taken apart, not cloned (axum's `HeaderMap` extractor copies every header);
-    // the front door has already read the body under its limits, so this is a hand-over.
-    let (parts, body) = request.into_parts();
-    let headers = parts.headers;
-    let body = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(b) => b,
-        Err(_) => {
-            return error_response(
-                WireError::new(
-                    400,
-                    "invalid_request_error",
-                    "invalid_request",
-                    "the request body could not be read",
-                ),
-                None,
-            );
-        }
-    };
-    let caller = state.caller(authed);
-    let reply = Reply {
-        id,
-        expose: state.server.expose_errors,
-    };
-    let wire: WireRequest = match parse_body(&body) {
-        Ok(x) => x,
-        Err(e) => return error_response(e, None),
-    };
-    let route = match state.route_of(wire.model.as_deref()) {
-        Ok(r) => r,
-        Err(e) => return error_response(e, None),
-    };
-    if let Some(i) = route
-        && !caller.may_use(i)
-        && let Some(r) = state.routes.get(i)
-    {
-        return route_not_allowed(wire.model.as_deref().unwrap_or_default(), r);
-    }
-    let stream = wire.stream;
-    let include_usage = wire.include_usage();
-    let requested_model = wire
-        .model
-        .clone()
-        .unwrap_or_else(|| state.model.id().model.to_string());
-    let req = match wire.into_chat_request() {
-        Ok(r) => r,
-        // The client's own mistake, named in full.
-        Err(e) => return error_response(WireError::from_error(&e), None),
-    };
-    let (deadline, stream_max) = route
-        .and_then(|i| state.routes.get(i))
-        .map_or((state.deadline, state.stream_max), |r| {
-            (r.deadline, r.stream_max)
-        });
-    let mut ctx = Context::new().with_timeout(deadline);
-    if stream {
-        // The request deadline bounds getting an answer; a long answer then streams on.
-        if let Some(at) = tokio::time::Instant::now().checked_add(stream_max) {
-            ctx = ctx.with_stream_deadline(at);
-        }
-    }
-    if let Some(i) = route {
-        ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
-    }
-    let mut model = &state.model;
-    // Who pays, said back to the client (`x-ripcord-tenant`), so a claim the key may not make
-    // is visibly not what counted.
-    let mut charged = None;
-    if let Some(key) = caller.key {
-        if let Some(tenant) = &key.tenant {
-            ctx = ctx.with_tenant(Arc::clone(tenant));
-            charged = Some(tenant.to_string());
-            if key.sub_tenants {
-                match sub_tenant_of(&headers, req.user.as_deref()) {
-                    Ok(Some(sub)) => {
-                        charged = Some(format!("{tenant}/{sub}"));
-                        ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
-                    }
-                    Ok(None) => {}
-                    Err(e) => return error_response(e, None),
-                }
-            }
-        }
-        if let Some(limited) = &key.limited {
-            model = limited;
-        }
-    }
-    let route_header = route
-        .and_then(|i| state.routes.get(i))
-        .and_then(|r| HeaderValue::from_str(&r.name).ok());
-    let tenant_header = charged.and_then(|t| HeaderValue::from_str(&t).ok());
-    // Shed at the door: a call refused here touches no breaker, limiter or budget.
-    let slot = match state.admission(route).map(|a| a.admit(deadline)) {
-        Some(admit) => match admit.await {
-            Ok(p) => Some(p),
-            Err(why) => return shed_response(why, "/v1/chat/completions", route_header, &reply),
-        },
-        None => None,
-    };
-    let requested_header = HeaderValue::from_str(&requested_model).ok();
-    let id = state.next_id();
-    let created = unix_now();
-    let resp = if !stream {
-        match model.chat(&req, &ctx).await {
-            Ok(resp) => {
-                // The body names who served (the vendor's own name, else the serving link's
-                // model); the requested name goes in a header.
-                let fallback = served_model(&resp.provenance).unwrap_or(&requested_model);
-                let body = wire::completion(&id, created, fallback, &resp);
-                let mut r = axum::Json(body).into_response();
-                set_provenance_headers(r.headers_mut(), &resp.provenance);
-                r
-            }
-            Err(e) => error_response(call_error(&e, &reply), Some(&failed_provenance(&e))),
-        }
-    } else {
-        match model.stream(&req, &ctx).await {
-            Ok(s) => {
-                sse_response(
-                    s,
-                    ChunkWriter {
-                        id,
-                        created,
-                        model: requested_model,
-                    },
-                    include_usage,
-                    &reply,
-                )
-                .await
-            }
-            Err(e) => error_response(call_error(&e, &reply), Some(&failed_provenance(&e))),
-        }
-    };
-    // The slot is held until the answer's body is done (a stream: until its last event).
-    let mut resp = match slot {
-        Some(p) => shed::hold(resp, p),
-        None => resp,
-    };
-    if let Some(v) = route_header {
-        resp.headers_mut().insert("x-ripcord-route", v);
-    }
-    if let Some(v) = tenant_header {
-        resp.headers_mut().insert("x-ripcord-tenant", v);
-    }
-    if let Some(v) = requested_header {
-        resp.headers_mut().insert("x-ripcord-requested-model", v);
-    }
-    resp
-}
-
-/// The sub-tenant a `sub_tenants` key's client names: the `x-ripcord-tenant` header, else the
-/// request's `user`; none when both are absent or blank. A name over 256 bytes, with a `/` (the
-/// separator of `tenant/sub`) or a header that is not text is a 400 naming where it came from.
-fn sub_tenant_of(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String>, WireError> {
-    let (raw, from) = match headers.get("x-ripcord-tenant") {
-        Some(v) => match v.to_str() {
-            Ok(t) => (Some(t), "the x-ripcord-tenant header"),
-            Err(_) => return Err(bad_sub_tenant("the x-ripcord-tenant header", "is not text")),
-        },
-        None => (user, "the request's `user`"),
-    };
-    let Some(t) = raw.map(str::trim).filter(|t| !t.is_empty()) else {
-        return Ok(None);
-    };
-    if t.len() > 256 {
-        return Err(bad_sub_tenant(from, "is longer than 256 bytes"));
-    }
-    if t.contains('/') {
-        return Err(bad_sub_tenant(from, "contains `/`"));
-    }
-    Ok(Some(t.to_owned()))
-}
-
-fn bad_sub_tenant(from: &str, why: &str) -> WireError {
-    WireError::new(
-        400,
-        "invalid_request_error",
-        "invalid_sub_tenant",
-        format!("the sub-tenant in {from} {why}"),
-    )
-}
-
-fn sse_data(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
-}
-
-/// The model that served an answer, as the serving link names it: the last successful
-/// attempt's model (`None` for a static reply or when no link served).
-fn served_model(p: &Provenance) -> Option<&str> {
-    p.served_by.as_ref()?;
-    p.attempts
-        .iter()
-        .rev()
-        .find(|a| a.succeeded())
-        .map(|a| &*a.model)
-        .filter(|m| !m.is_empty())
-}
-
-/// Reads a stream up to its commit point: the chain's first provenance, or the first content
-/// or the end when none comes. Returns the events read before it and the provenance; an error
-/// before commit is returned for the caller to answer in its own wire's shape.
-async fn read_to_commit(
-    s: &mut ChatStream,
-) -> Result<(Vec<StreamEvent>, Option<Provenance>), Error> {
-    let mut head = Vec::new();
-    while let Some(item) = s.next().await {
-        match item? {
-            StreamEvent::Provenance { provenance } => return Ok((head, Some(*provenance))),
-            ev => {
-                let content = ev.is_content();
-                head.push(ev);
-                if content {
-                    break;
-                }
-            }
-        }
-    }
-    Ok((head, None))
-}
-
-async fn sse_response(
-    mut s: ChatStream,
-    mut writer: ChunkWriter,
-    include_usage: bool,
-    reply: &Reply,
-) -> Response {
-    // Headers go out at the commit point, so they are true.
-    let (head, provenance) = match read_to_commit(&mut s).await {
-        Ok(h) => h,
-        Err(e) => return error_response(call_error(&e, reply), Some(&failed_provenance(&e))),
-    };
-    // Every chunk names the model that serves, not the one asked for (that one is in the
-    // `x-ripcord-requested-model` header): a client that reads `model` learns who answered.
-    if let Some(m) = provenance.as_ref().and_then(served_model) {
-        writer.model = m.to_owned();
-    }
-    let reply = reply.clone();
-    let body = async_stream::stream! {
-        yield Ok::<Bytes, std::convert::Infallible>(sse_data(&writer.chunk(json!({"role": "assistant", "content": ""}), None)));
-        let mut usage = None;
-        let mut finished = false;
-        let mut pending: std::collections::VecDeque<Result<StreamEvent, Error>> = head.into_iter().map(Ok).collect();
-        loop {
-            let next = match pending.pop_front() {
-                Some(ev) => Some(ev),
-                None => s.next().await,
-            };
-            match next {
-                Some(Ok(StreamEvent::TextDelta { text })) => {
-                    yield Ok(sse_data(&writer.chunk(json!({"content": text}), None)));
-                }
-                Some(Ok(StreamEvent::ToolCallDelta { index, id, name, arguments })) => {
-                    let mut call = json!({"index": index, "function": {"arguments": arguments}});
-                    if let Some(id) = id { call["id"] = json!(id); call["type"] = json!("function"); }
-                    if let Some(name) = name { call["function"]["name"] = json!(name); }
-                    yield Ok(sse_data(&writer.chunk(json!({"tool_calls": [call]}), None)));
-                }
-                Some(Ok(StreamEvent::Usage { usage: u })) => usage = Some(u),
-                Some(Ok(StreamEvent::Finish { reason, .. })) => {
-                    finished = true;
-                    yield Ok(sse_data(&writer.chunk(json!({}), Some(reason.as_str()))));
-                }
-                Some(Ok(StreamEvent::Restarted { reason, message })) => {
-                    let e = Error::new(reason, format!("the upstream failed mid-stream and the answer restarted: {message}"));
-                    yield Ok(sse_data(&WireError::from_error(&e).event_json()));
-                    return;
-                }
-                Some(Ok(StreamEvent::Provenance { .. })) => {}
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
-                    // The headers went out at commit; the call's final record rides with the
-                    // error event (clients that only read `error` ignore it).
-                    let attempts = attempts_header(&failed_provenance(&e))
-                        .and_then(|v| v.to_str().ok().map(str::to_owned));
-                    let mut event = call_error(&e, &reply).event_json();
-                    event["ripcord"] = json!({"served_by": null, "degraded": true, "attempts": attempts});
-                    yield Ok(sse_data(&event));
-                    return;
-                }
-                None => break,
-            }
-        }
-        if !finished {
-            let e = Error::new(ErrorKind::InvalidResponse, "stream ended without a finish event");
-            yield Ok(sse_data(&WireError::from_error(&e).event_json()));
-            return;
-        }
-        if let Some(u) = usage.filter(|_| include_usage) {
-            yield Ok(sse_data(&writer.usage(&u)));
-        }
-        yield Ok(Bytes::from_static(b"data: [DONE]\n\n"));
-    };
-    let mut resp = Response::new(Body::from_stream(body));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Some(p) = &provenance {
-        set_provenance_headers(h, p);
-    }
-    resp
-}
-
-async fn embeddings(
-    State(state): State<Arc<GatewayState>>,
-    Extension(RequestId(id)): Extension<RequestId>,
-    body: Bytes,
-) -> Response {
-    let reply = Reply {
-        id,
-        expose: state.server.expose_errors,
-    };
-    let Some(model) = state.embeddings.clone() else {
-        return error_response(
-            WireError::new(
-                404,
-                "invalid_request_error",
-                "model_not_found",
-                "no embedding model is configured",
-            ),
-            None,
-        );
-    };
-    let v: Value = match parse_body(&body) {
-        Ok(x) => x,
-        Err(e) => return error_response(e, None),
-    };
-    let inputs: Vec<String> = match v.get("input") {
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
-            .iter()
-            .filter_map(|x| x.as_str().map(str::to_owned))
-            .collect(),
-        _ => {
-            return error_response(
-                WireError::new(
-                    400,
-                    "invalid_request_error",
-                    "invalid_request",
-                    "`input` must be a string or an array of strings",
-                ),
-                None,
-            );
-        }
-    };
-    let mut req = EmbeddingRequest::new(inputs);
-    req.dimensions = v
-        .get("dimensions")
-        .and_then(Value::as_u64)
-        .and_then(|d| u32::try_from(d).ok());
-    let ctx = Context::new().with_timeout(state.deadline);
-    match model.embed(&req, &ctx).await {
-        Ok(r) => {
-            let data: Vec<Value> = r
-                .vectors
-                .iter()
-                .enumerate()
-                .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
-                .collect();
-            let mut resp = axum::Json(json!({
-                "object": "list",
-                "data": data,
-                "model": r.model,
-                "usage": {"prompt_tokens": r.usage.input_tokens, "total_tokens": r.usage.total_tokens()},
-            }))
-            .into_response();
-            if let Some(s) = r
-                .served_by
-                .as_deref()
-                .and_then(|s| HeaderValue::from_str(s).ok())
-            {
-                resp.headers_mut().insert("x-ripcord-served-by", s);
-            }
-            resp
-        }
-        Err(e) => error_response(call_error(&e, &reply), None),
-    }
-}
-
-async fn models(
-    State(state): State<Arc<GatewayState>>,
-    Extension(authed): Extension<Authed>,
-) -> Response {
-    let caller = state.caller(authed);
-    let entry = |m: &str, route: Option<&str>| {
-        let mut v = json!({"id": m, "object": "model", "created": 0, "owned_by": "ripcord"});
-        if let Some(r) = route {
-            v["route"] = json!(r);
-        }
-        v
-    };
-    let data: Vec<Value> = if state.routes.is_empty() {
-        state.models.iter().map(|m| entry(m, None)).collect()
-    } else {
-        // Only the routes this key may use, each by its name and its aliases.
-        state
-            .routes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| caller.may_use(*i))
-            .flat_map(|(_, r)| {
-                std::iter::once(&r.name)
-                    .chain(&r.aliases)
-                    .map(|m| entry(m, Some(&r.name)))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    };
-    axum::Json(json!({"object": "list", "data": data})).into_response()
-}
-
-/// `/readyz`: 503 when the readiness view says `unavailable` (every link of every route is
-/// refused by its breaker), else 200; the body is the view either way.
-async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
-    let view = (state.readiness)();
-    let status = if view.get("status").and_then(Value::as_str) == Some("unavailable") {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::OK
-    };
-    (status, axum::Json(view)).into_response()
-}
-
-/// `GET /status`: the HTML status page (see [`status`]). The front door keeps it behind the
-/// gateway keys when keys are configured, like every path but the health probes.
-async fn status_page(State(state): State<Arc<GatewayState>>) -> Response {
-    let Some(board) = &state.status else {
-        return (StatusCode::NOT_FOUND, "this gateway has no status page").into_response();
-    };
-    let mut resp = axum::response::Html(board.render()).into_response();
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
 }

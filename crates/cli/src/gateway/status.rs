@@ -475,15 +475,22 @@ code { background: #f3f5f7; padding: 0 4px; border-radius: 3px; }
 /// the caller's key, `anonymous` for calls without one.
 fn tenant_usage(ctx: &Context, usage: &ripcord_core::Usage) {
     let tenant = ctx.tenant().unwrap_or("anonymous");
+    // A metrics feed, not a log line: the server log leaves this target
+    // (`ripcord_telemetry::stderr_log::METRICS_ONLY_TARGET`) out; one line per request is the
+    // access line's job.
     match usage.cost_usd {
-        Some(cost) => tracing::info!(
+        Some(cost) => tracing::event!(
+            target: "ripcord::usage",
+            tracing::Level::INFO,
             ripcord.tenant = tenant,
             gen_ai.usage.input_tokens = usage.input_tokens,
             gen_ai.usage.output_tokens = usage.output_tokens,
             ripcord.cost_usd = cost,
             "ripcord.tenant_usage"
         ),
-        None => tracing::info!(
+        None => tracing::event!(
+            target: "ripcord::usage",
+            tracing::Level::INFO,
             ripcord.tenant = tenant,
             gen_ai.usage.input_tokens = usage.input_tokens,
             gen_ai.usage.output_tokens = usage.output_tokens,
@@ -583,6 +590,17 @@ impl ChatModel for Recorded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tenant_usage_goes_to_the_metrics_only_target() {
+        // The macro needs a literal; it must stay the target the server log leaves out.
+        let src = include_str!("status.rs");
+        let literal = format!(
+            "target: \"{}\"",
+            ripcord_telemetry::stderr_log::METRICS_ONLY_TARGET
+        );
+        assert_eq!(src.matches(&literal).count(), 2, "{literal}");
+    }
 
     #[test]
     fn dates_are_civil() {

@@ -55,6 +55,8 @@ pub(crate) fn python() -> Option<PathBuf> {
 pub(crate) struct Served {
     pub(crate) child: Child,
     pub(crate) url: String,
+    /// The lines it writes on stderr after "serving on" (its server log).
+    pub(crate) log: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for Served {
@@ -91,9 +93,15 @@ pub(crate) fn serve_with_env(config: &std::path::Path, env: &[(&str, &str)]) -> 
             break rest.split_whitespace().next().unwrap().to_owned();
         }
     };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Served { child, url }
+    // Keep draining stderr so the child never blocks on a full pipe; the lines go to `log`
+    // (a test that does not read them just leaves them queued).
+    let (tx, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    Served { child, url, log }
 }
 
 /// Runs `script` (`python -c`) with `args` off the async runtime and parses what it prints as

@@ -369,7 +369,7 @@ impl LimitStore for RedisLimitStore {
         let (block, block_tokens) = self.blocks;
         if block > 1 && requests == 1 {
             let tokens = if tb > 0 {
-                block_tokens.max(cost).min(tb)
+                lease_tokens(cost, block, block_tokens, tb)
             } else {
                 0
             };
@@ -461,9 +461,34 @@ impl LimitStore for RedisLimitStore {
     }
 }
 
+/// Tokens a lease of `block` requests charges when the call asking for it costs `cost`: the
+/// block's requests at this call's cost, at most the configured `share`, at least the call's
+/// own cost, and never more than the TPM burst `tb` holds (unless the call alone needs more,
+/// which the script refuses). A block sized by the share alone charges the shared TPM far more
+/// than its requests spend, drains it, and sends every later call to Redis.
+fn lease_tokens(cost: u64, block: u64, share: u64, tb: u64) -> u64 {
+    cost.saturating_mul(block)
+        .min(share)
+        .max(cost)
+        .min(tb.max(cost))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_charges_tokens_for_its_own_requests() {
+        // 64 requests of 80 tokens under a share of 3.75 M: 5 120 tokens, not the share.
+        assert_eq!(lease_tokens(80, 64, 3_750_000, 60_000_000), 5_120);
+        // Capped at the share, but never below the call's own cost.
+        assert_eq!(lease_tokens(80, 64, 1_000, 60_000_000), 1_000);
+        assert_eq!(lease_tokens(80, 64, 10, 60_000_000), 80);
+        // Never more than the burst, unless the call alone is larger.
+        assert_eq!(lease_tokens(80, 64, 10_000, 2_000), 2_000);
+        assert_eq!(lease_tokens(5_000, 64, 10_000, 2_000), 5_000);
+        assert_eq!(lease_tokens(u64::MAX, 2, u64::MAX, 0), u64::MAX);
+    }
 
     #[test]
     fn bad_settings_are_refused_naming_the_setting() {

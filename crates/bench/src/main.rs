@@ -281,6 +281,7 @@ fn bench(args: &Args) -> Result<(), String> {
         (50_000, 21)
     };
     let only = only_rows(&args.only);
+    let mut trip = None;
     let (measured, raws, skips) = rt.block_on(async {
         let skip_cost = || async {
             if only.is_some() {
@@ -313,6 +314,13 @@ fn bench(args: &Args) -> Result<(), String> {
         );
         runner::warm_up(&mut measured, &plan).await;
         runner::measure(&mut measured, &meters, &plan).await;
+        let spread_wanted = only
+            .as_ref()
+            .is_none_or(|keys| keys.iter().any(|k| k == "failover_redis"));
+        if spread_wanted && rows::redis_skipped().is_empty() {
+            eprintln!("ripcord-bench: the trip's spread across 3 replicas sharing link 1 on Redis");
+            trip = Some(rows::trip_spread(&targets.down, &targets.ok, 3, 4).await);
+        }
         eprintln!("ripcord-bench: measuring the skip alone (after the HTTP rows)");
         let after = skip_cost().await?;
         let skips: Vec<_> = fresh.into_iter().chain(after).collect();
@@ -462,6 +470,48 @@ fn bench(args: &Args) -> Result<(), String> {
             bound: ">= 0.8".into(),
             met: rps >= 0.8,
         });
+    }
+    match trip {
+        Some(Ok(s)) => {
+            // Issue 20: the failover row with link 1 on Redis shows the trip reaching every
+            // replica within the bound of docs/shared-state.md.
+            let calls = s.admitted_after.iter().copied().max().unwrap_or(0);
+            goals.push(Target {
+                what: format!(
+                    "failover, link 1 on Redis, {} replicas: calls another replica admitted to link 1 after the first saw the trip (max; each {:?})",
+                    s.replicas, s.admitted_after
+                ),
+                value: calls as f64,
+                bound: format!("<= lease_calls = {}", s.lease_calls),
+                met: calls <= s.lease_calls,
+            });
+            let ms = |v: &[Duration]| -> Vec<f64> {
+                v.iter()
+                    .map(|d| (d.as_secs_f64() * 1e4).round() / 10.0)
+                    .collect()
+            };
+            let last = s.last_admitted.iter().copied().max().unwrap_or_default();
+            goals.push(Target {
+                what: format!(
+                    "failover, link 1 on Redis, {} replicas: ms from the first replica seeing the trip to another's last call admitted to link 1 (each {:?}; their breakers opened after {:?} ms)",
+                    s.replicas,
+                    ms(&s.last_admitted),
+                    ms(&s.reach)
+                ),
+                value: last.as_secs_f64() * 1000.0,
+                bound: format!("<= lease_ttl = {} ms", s.lease_ttl.as_millis()),
+                met: last <= s.lease_ttl,
+            });
+        }
+        Some(Err(why)) => goals.push(Target {
+            what: format!(
+                "failover, link 1 on Redis: the trip's spread could not be measured: {why}"
+            ),
+            value: f64::NAN,
+            bound: "measured".into(),
+            met: false,
+        }),
+        None => {}
     }
     notes.extend(rows::redis_skipped());
     notes.push(format!(

@@ -153,28 +153,29 @@ impl Lease {
     }
 
     fn fresh(&self, ttl_ms: u64) -> bool {
-        let sent = self.sent_ms.load(Ordering::Acquire);
-        sent != u64::MAX && self.now_ms().saturating_sub(sent) <= ttl_ms
+        self.fresh_at(self.now_ms(), ttl_ms)
     }
 
-    /// Whether half the lease's calls or time are spent.
-    fn half_spent(&self, calls: u64, ttl_ms: u64) -> bool {
+    fn fresh_at(&self, now_ms: u64, ttl_ms: u64) -> bool {
         let sent = self.sent_ms.load(Ordering::Acquire);
-        let used = self.admitted.load(Ordering::Acquire)
-            - self
-                .base
-                .load(Ordering::Acquire)
-                .min(self.admitted.load(Ordering::Acquire));
-        used * 2 >= calls || self.now_ms().saturating_sub(sent) * 2 >= ttl_ms
+        sent != u64::MAX && now_ms.saturating_sub(sent) <= ttl_ms
     }
 
-    /// Takes one admission from the lease, if it still has one.
-    fn take(&self, calls: u64, ttl_ms: u64) -> bool {
-        if !self.fresh(ttl_ms) {
-            return false;
+    /// Takes one admission from the lease, if it still has one: `None` when it has not,
+    /// else whether half the lease's calls or time are now spent (time to renew it). Reads
+    /// the clock once.
+    fn take(&self, calls: u64, ttl_ms: u64) -> Option<bool> {
+        let now = self.now_ms();
+        if !self.fresh_at(now, ttl_ms) {
+            return None;
         }
         let n = self.admitted.fetch_add(1, Ordering::AcqRel) + 1;
-        n - self.base.load(Ordering::Acquire).min(n) <= calls
+        let used = n - self.base.load(Ordering::Acquire).min(n);
+        if used > calls {
+            return None;
+        }
+        let sent = self.sent_ms.load(Ordering::Acquire);
+        Some(used * 2 >= calls || now.saturating_sub(sent) * 2 >= ttl_ms)
     }
 }
 
@@ -500,12 +501,10 @@ impl BreakerStore for RedisBreakerStore {
             return StoreAdmit::Ask;
         }
         if inner.view.is_closed() {
-            if inner.lease.take(inner.lease_calls, inner.lease_ttl_ms) {
+            if let Some(half_spent) = inner.lease.take(inner.lease_calls, inner.lease_ttl_ms) {
                 // Past half the lease: renew it in the background, so a steady stream of
                 // calls never runs into its end.
-                if inner
-                    .lease
-                    .half_spent(inner.lease_calls, inner.lease_ttl_ms)
+                if half_spent
                     && !inner.refreshing.swap(true, Ordering::AcqRel)
                     && !self.send(Report::Refresh)
                 {

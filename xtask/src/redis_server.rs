@@ -151,6 +151,11 @@ fn start() -> Result<RedisInfo, String> {
     })
 }
 
+/// Installs redis-server when missing (the chaos run's shared-state scenario, under CI).
+pub(crate) fn ensure_installed() -> Result<(), String> {
+    if installed() { Ok(()) } else { install() }
+}
+
 /// Installs redis-server when missing, starts it on a free loopback port and waits for PING.
 /// Retries with a new port when another process took the first one in between.
 pub(crate) fn ensure_redis() -> Result<RedisInfo, String> {

@@ -211,6 +211,32 @@ impl RedisState {
         }
     }
 
+    /// Deletes every key of `link` (`ripcord:v1:{link}:*`: its breaker, rate-limit and other
+    /// shared state), so it starts over for every replica. For harnesses that run one scenario
+    /// after another on one Redis (`cargo xtask chaos`); it scans, so it is not for the request
+    /// path. Returns the keys deleted, or `None` when Redis did not answer.
+    pub async fn forget_link(&self, link: &str) -> Option<u64> {
+        const FORGET: &str = "local n = 0\n\
+local cursor = '0'\n\
+repeat\n\
+  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 256)\n\
+  cursor = r[1]\n\
+  for _, k in ipairs(r[2]) do redis.call('DEL', k); n = n + 1 end\n\
+until cursor == '0'\n\
+return n\n";
+        // The link's name is matched literally: glob characters in it are escaped.
+        let literal: String = link
+            .chars()
+            .flat_map(|c| {
+                let escape = matches!(c, '*' | '?' | '[' | ']' | '\\');
+                escape.then_some('\\').into_iter().chain([c])
+            })
+            .collect();
+        let pattern = key(&literal, "*");
+        let n: Option<i64> = self.eval(&Script::new(FORGET), &[], &[&pattern]).await;
+        n.map(|n| u64::try_from(n).unwrap_or(0))
+    }
+
     /// Whether the last Redis operation failed (the decorators are on local state).
     pub fn is_degraded(&self) -> bool {
         self.shared.degraded.load(Ordering::Relaxed)

@@ -24,6 +24,7 @@ mod record;
 mod report;
 mod run;
 mod scenario;
+mod shared;
 mod stats;
 mod streams;
 
@@ -228,14 +229,39 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     };
     let s = settings(&a)?;
-    let selected = scenarios(&a)?;
+    // The shared-state scenario runs its own replicas of the built-in chain: not with a
+    // user's config or the two-route chain, and only when asked for by name or when every
+    // scenario runs.
+    let mut a = a;
+    let asked_shared = a.only.iter().any(|n| n == shared::NAME);
+    if asked_shared && (a.config.is_some() || a.routes) {
+        return Err(format!(
+            "--only {}: it runs replicas of the built-in chain, not with --config or --routes",
+            shared::NAME
+        ));
+    }
+    let run_shared = a.config.is_none() && !a.routes && (a.only.is_empty() || asked_shared);
+    a.only.retain(|n| n != shared::NAME);
+    let selected = if asked_shared && a.only.is_empty() {
+        Vec::new()
+    } else {
+        scenarios(&a)?
+    };
     if a.list {
         for sc in &selected {
             println!("{:<20} {} [{}]", sc.name, sc.description, sc.source);
         }
+        if run_shared {
+            println!(
+                "{:<20} {} [{}]",
+                shared::NAME,
+                shared::DESCRIPTION,
+                scenario::BUILT_IN
+            );
+        }
         return Ok(());
     }
-    if selected.is_empty() {
+    if selected.is_empty() && !run_shared {
         return Err("no scenario to run".to_owned());
     }
     let template = match &a.config {
@@ -257,7 +283,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let selected = fits;
-    if selected.is_empty() {
+    if selected.is_empty() && !run_shared {
         return Err("no scenario fits this chain".to_owned());
     }
     let out_dir = a.out.clone().unwrap_or_else(|| {
@@ -272,9 +298,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     eprintln!(
-        "chaos: {} scenario{} · {} users · {:.1} s each · {} ms deadlines · seed {} · scanning logs for {} keys\nchaos: chain: {}",
+        "chaos: {} scenario{}{} · {} users · {:.1} s each · {} ms deadlines · seed {} · scanning logs for {} keys\nchaos: chain: {}",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
+        if run_shared {
+            format!(" + {} (3 replicas on Redis)", shared::NAME)
+        } else {
+            String::new()
+        },
         s.users,
         s.duration.as_secs_f64(),
         s.deadline.as_millis(),
@@ -305,6 +336,21 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         runs.push(r);
     }
     drop(cache);
+    let shared_run = if run_shared {
+        let users_per_replica = s.users.div_ceil(2).max(2);
+        let r = runtime.block_on(shared::run(&shared::SharedSettings {
+            replicas: 3,
+            users_per_replica,
+            duration: s.duration,
+            deadline: s.deadline,
+            seed: s.seed,
+            tolerance: s.tolerance,
+        }))?;
+        println!("{}", shared::terminal_block(&r));
+        Some(r)
+    } else {
+        None
+    };
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.
     runtime.shutdown_timeout(Duration::from_secs(10));
     let result = RunResult {
@@ -317,6 +363,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     };
     let paths = report::write(&result, &out_dir, &sink)?;
     println!("{}", report::terminal::summary(&result));
+    if let Some(r) = &shared_run {
+        println!(
+            "{}: {}",
+            shared::NAME,
+            match (&r.skipped, r.passed()) {
+                (Some(why), _) => format!("SKIPPED ({why})"),
+                (None, true) => "PASS".to_owned(),
+                (None, false) => "FAIL".to_owned(),
+            }
+        );
+    }
     println!("JSON report: {}", paths.json.display());
     println!(
         "HTML report: {}  (open it in a browser; it needs no network)",
@@ -332,7 +389,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             );
         }
     }
-    let failed: Vec<String> = result
+    let mut failed: Vec<String> = result
         .runs
         .iter()
         .flat_map(|r| {
@@ -343,6 +400,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .map(move |c| format!("{}: {}", r.scenario.name, c.id))
         })
         .collect();
+    if let Some(r) = &shared_run {
+        failed.extend(
+            r.checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| format!("{}: {}", shared::NAME, c.id)),
+        );
+    }
     if failed.is_empty() && paths.leaks.is_empty() {
         Ok(())
     } else {

@@ -306,6 +306,18 @@ pub(crate) async fn run_scenario(
     t.check(scenario)?;
     let rec = Recorder::new();
     let rig = rig(t, scenario, &rec, cache, s.duration, s.seed, perturb).await?;
+    // A config with its state on Redis: the scenario starts from empty shared state, not
+    // from what the previous scenario's breakers and limits left there.
+    if let Some(state) = &rig.built.redis {
+        for name in t.names() {
+            if state.forget_link(name).await.is_none() {
+                return Err(format!(
+                    "scenario {:?}: Redis did not answer while clearing link {name:?}'s shared state",
+                    scenario.name
+                ));
+            }
+        }
+    }
     // Every route behind one switch (the config's budget, if any, around it), as the gateway
     // calls it.
     let chain = Arc::clone(&rig.built.model);

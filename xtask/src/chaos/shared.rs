@@ -495,7 +495,7 @@ fn one_probe(logs: &[Arc<ReplicaLog>]) -> Check {
 fn recovered(logs: &[Arc<ReplicaLog>], last: &[Option<Instant>], outage_end: Instant) -> Check {
     let mut offenders = Vec::new();
     for (i, l) in logs.iter().enumerate() {
-        if !last[i].is_some_and(|t| t > outage_end) {
+        if last[i].is_none_or(|t| t <= outage_end) {
             offenders.push(format!(
                 "replica {i}: primary answered nothing after the outage"
             ));

@@ -64,7 +64,9 @@ async fn forgetting_a_link_resets_its_shared_state_and_no_other_links() {
         Breaker::with_store(model, layer, store)
     };
     let primary = fresh("primary");
-    let r = primary.chat(&ChatRequest::user("hi"), &Context::new()).await;
+    let r = primary
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await;
     assert!(r.is_ok(), "{r:?}");
     let backup = fresh("backup");
     let e = backup

@@ -6,8 +6,8 @@
 //! fails: RPM 10⁹, TPM 4·10⁹, 256 calls in flight, 3 attempts.
 //!
 //! The `chain_redis` row is the `chain` row with link 1's breaker and rate limit shared through
-//! a `redis-server` child on loopback (`ripcord-redis`, default options: 50 ms per Redis
-//! operation): what the Redis backend adds on the success path (the breaker admits from its
+//! a `redis-server` child on loopback (`ripcord-redis`, default options but 250 ms per Redis
+//! operation: see `redis::state_options`): what the Redis backend adds on the success path (the breaker admits from its
 //! leased cached view and reports outcomes in the background; the rate limit spends leased
 //! blocks of requests, one script call per block). `failover_redis` is the `failover` row with link 1's breaker on Redis (every
 //! failure reported to the shared count), and [`trip_spread`] measures how one replica's trip

@@ -258,11 +258,10 @@ impl Anthropic {
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let (body, json) =
             request::messages_body(&self.id.model, req, self.caps.max_output_tokens, false)?;
-        let (mut resp, started) = self.transport.post(ctx, &self.url, body, false).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = self.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(status, &headers, &raw));
-        }
+        let (mut resp, started) = self
+            .transport
+            .send(ctx, &self.url, body, false, error_map::from_response)
+            .await?;
         let raw = self.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
         r.provenance = Provenance::served(
@@ -276,11 +275,10 @@ impl Anthropic {
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let (body, json) =
             request::messages_body(&self.id.model, req, self.caps.max_output_tokens, true)?;
-        let (mut resp, started) = self.transport.post(ctx, &self.url, body, true).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = self.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(status, &headers, &raw));
-        }
+        let (mut resp, started) = self
+            .transport
+            .send(ctx, &self.url, body, true, error_map::from_response)
+            .await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a proxy that answered the whole message at
             // once: classify the first, replay the second as a stream.

@@ -502,16 +502,13 @@ impl OpenAi {
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let e = &self.engine;
         let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
-        let (mut resp, started) = e.transport.post(ctx, &e.chat_url, body, false).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(
-                status,
-                &headers,
-                &raw,
-                e.dialect.hook,
-            ));
-        }
+        let hook = e.dialect.hook;
+        let (mut resp, started) = e
+            .transport
+            .send(ctx, &e.chat_url, body, false, |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            })
+            .await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
         r.provenance = Provenance::served(
@@ -525,16 +522,13 @@ impl OpenAi {
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let e = &self.engine;
         let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
-        let (mut resp, started) = e.transport.post(ctx, &e.chat_url, body, true).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(
-                status,
-                &headers,
-                &raw,
-                e.dialect.hook,
-            ));
-        }
+        let hook = e.dialect.hook;
+        let (mut resp, started) = e
+            .transport
+            .send(ctx, &e.chat_url, body, true, |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            })
+            .await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a server that ignored `stream: true` and sent
             // the whole answer: classify the first, replay the second as a stream.
@@ -565,19 +559,17 @@ impl OpenAi {
     ) -> Result<EmbeddingResponse> {
         let e = &self.engine;
         let body = request::embedding_body(&self.id.model, req)?;
+        let hook = e.dialect.hook;
         let (mut resp, started) = e
             .transport
-            .post(ctx, &e.embeddings_url, body, false)
+            .send(
+                ctx,
+                &e.embeddings_url,
+                body,
+                false,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
             .await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(
-                status,
-                &headers,
-                &raw,
-                e.dialect.hook,
-            ));
-        }
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_embeddings(&raw, req.inputs.len(), e.dialect.hook)?;
         r.served_by = Some(self.id.name.clone());

@@ -18,8 +18,27 @@
 //!   [`event::STREAM_RESTARTED`].
 //! - One [`attempt_span`] per request to a model (`ripcord.attempt`, OTel name
 //!   `{gen_ai.operation.name} {gen_ai.request.model}`, kind CLIENT, or INTERNAL for an
-//!   in-process model), recorded by the adapter with [`record_response`], [`record_first_chunk`],
-//!   [`record_usage`] and [`record_error`] — or by wrapping any model in a [`TracedModel`].
+//!   in-process model), with the outcome recorded by [`traced_chat`] / [`traced_stream`]
+//!   (built on [`record_response`], [`record_first_chunk`], [`record_usage`] and
+//!   [`record_error`]).
+//!
+//! # Who records attempt spans
+//!
+//! - **ripcord's HTTP adapters record their own**: `OpenAi`, `Anthropic`, `AzureOpenAi` and the
+//!   OpenAI-compatible presets of `ripcord-providers` open one attempt span per call. A link
+//!   composed by hand — `OpenAi::new(cfg)?.with_retry(layer)` — has one span per retry attempt
+//!   with nothing else to add. Do not wrap them in a [`TracedModel`]: that would give each
+//!   attempt two spans.
+//! - **Any other model** (the local ONNX model, your own `ChatModel`) records nothing itself;
+//!   one line gives it attempt spans, placed inside any retry decorator so each retry is its
+//!   own span: `TracedModel::new(model, telemetry::provider::LOCAL_ONNX)`.
+//!
+//! # Event names
+//!
+//! Every event a ripcord crate emits is named by a constant of [`event`] (listed in
+//! [`event::ALL`]) and written `tracing::info!(field = …, message = event::NAME)`: the
+//! exporter and the metrics layer match on the same constants, and a test holds the
+//! vocabulary and the emitters to each other.
 //!
 //! Every attribute a span will ever carry is declared when it is created (as
 //! [`tracing::field::Empty`] until known), because `tracing` ignores recordings of undeclared

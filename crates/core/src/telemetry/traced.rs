@@ -19,7 +19,8 @@ use super::spans::output_messages_json;
 use super::*;
 
 /// A decorator that puts every call of a model in an [`attempt_span`] and records its
-/// outcome: the easiest way to instrument a model that does not do it itself.
+/// outcome: the easiest way to instrument a model that does not do it itself (the local model,
+/// your own). ripcord's HTTP adapters record their own attempt spans; do not wrap them.
 ///
 /// Place it *inside* a retry decorator so that each retry is its own attempt span:
 /// `Retry(TracedModel(vendor))`. Streams keep the span open until they end or are dropped,

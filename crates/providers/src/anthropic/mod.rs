@@ -19,6 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
     Locality, ModelId, Provenance, Result, async_trait,
@@ -247,6 +248,18 @@ impl Anthropic {
         &self.transport.timeouts
     }
 
+    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
+    fn attempt_span(&self, stream: bool) -> tracing::Span {
+        telemetry::attempt_span(
+            telemetry::operation::CHAT,
+            telemetry::provider::ANTHROPIC,
+            &self.id,
+            stream,
+            self.url.host_str(),
+            telemetry::SpanKind::Client,
+        )
+    }
+
     fn labels(&self) -> Labels {
         Labels {
             name: self.id.name.clone(),
@@ -319,16 +332,24 @@ impl ChatModel for Anthropic {
         true
     }
 
+    /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a
+    /// link composed by hand has one span per attempt without a [`telemetry::TracedModel`].
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.chat_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.chat_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_chat(self.attempt_span(false), req, call).await
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.stream_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.stream_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_stream(self.attempt_span(true), req, call).await
     }
 }
 

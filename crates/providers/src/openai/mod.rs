@@ -19,6 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
     EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Provenance, Result,
@@ -299,6 +300,8 @@ impl OpenAiConfig {
 /// The engine shared by OpenAI, Azure and the compatible presets.
 pub(crate) struct Engine {
     pub(crate) vendor: &'static str,
+    /// The `gen_ai.provider.name` of the attempt spans (the vendor name when it has none).
+    pub(crate) provider: &'static str,
     pub(crate) chat_url: http::Target,
     pub(crate) embeddings_url: http::Target,
     pub(crate) transport: Transport,
@@ -441,6 +444,7 @@ impl OpenAi {
             caps: cfg.capabilities.unwrap_or(setup.caps),
             engine: Arc::new(Engine {
                 vendor: setup.vendor,
+                provider: telemetry::provider_name(setup.vendor).unwrap_or(setup.vendor),
                 chat_url: setup.chat_url,
                 embeddings_url: setup.embeddings_url,
                 transport,
@@ -472,6 +476,7 @@ impl OpenAi {
         let transport = e.transport.with_timeouts(timeouts, e.vendor)?;
         self.engine = Arc::new(Engine {
             vendor: e.vendor,
+            provider: e.provider,
             chat_url: e.chat_url.clone(),
             embeddings_url: e.embeddings_url.clone(),
             transport,
@@ -489,6 +494,19 @@ impl OpenAi {
     #[cfg(test)]
     pub(crate) fn chat_url(&self) -> &reqwest::Url {
         &self.engine.chat_url
+    }
+
+    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
+    fn attempt_span(&self, stream: bool) -> tracing::Span {
+        let e = &self.engine;
+        telemetry::attempt_span(
+            telemetry::operation::CHAT,
+            e.provider,
+            &self.id,
+            stream,
+            e.chat_url.host_str(),
+            telemetry::SpanKind::Client,
+        )
     }
 
     fn labels(&self) -> Labels {
@@ -593,16 +611,25 @@ impl ChatModel for OpenAi {
         true
     }
 
+    /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a
+    /// link composed by hand (`OpenAi` inside a retry decorator) has one span per attempt
+    /// without a [`telemetry::TracedModel`] around it.
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.chat_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.chat_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_chat(self.attempt_span(false), req, call).await
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.stream_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.stream_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_stream(self.attempt_span(true), req, call).await
     }
 }
 

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
-use ripcord_core::telemetry;
 use ripcord_core::{Chain, ChatModel, ChatRequest, Context};
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use ripcord_telemetry::Protocol;

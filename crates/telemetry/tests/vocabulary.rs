@@ -18,7 +18,10 @@ use ripcord_core::{
     StreamPolicy, ToolSpec, stream,
 };
 use ripcord_providers::{OpenAi, OpenAiConfig};
-use ripcord_resilience::{BreakerLayer, ChatModelExt, RetryLayer, RetryOn};
+use ripcord_resilience::{
+    BreakerLayer, CacheLayer, ChatModelExt, HedgeDelay, HedgeLayer, RetryLayer, RetryOn,
+    validator_fn,
+};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
@@ -168,6 +171,33 @@ async fn drive() {
         .with_breaker(breaker);
     m.chat(&ask(), &Context::new()).await.unwrap_err();
 
+    // A cache hit.
+    let cache = CacheLayer::builder().build().unwrap();
+    let m = ScriptedModel::new("c")
+        .reply("cached")
+        .reply("fresh")
+        .with_cache(cache);
+    m.chat(&ask(), &Context::new()).await.unwrap();
+    m.chat(&ask(), &Context::new()).await.unwrap();
+
+    // A hedge sent, and winning against a slow primary.
+    let hedge = HedgeLayer::builder()
+        .delay(HedgeDelay::Fixed(Duration::from_millis(1)))
+        .build()
+        .unwrap();
+    let m = ScriptedModel::new("slow")
+        .reply_after("late", Duration::from_millis(200))
+        .with_hedge(ScriptedModel::new("fast").reply("early"), hedge);
+    m.chat(&ask(), &Context::new().with_retry_safe(true))
+        .await
+        .unwrap();
+
+    // An answer rejected by a validator.
+    let m = ScriptedModel::new("v")
+        .reply("not what was asked")
+        .with_validation(validator_fn(|_, _| Err("rejected".to_owned())));
+    m.chat(&ask(), &Context::new()).await.unwrap_err();
+
     // A vendor failure through a real adapter.
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     vendor.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
@@ -205,6 +235,10 @@ async fn every_emitted_event_is_in_the_vocabulary_and_the_driven_ones_are_emitte
         event::RETRY_CLASS_NOT_RETRIED,
         event::BREAKER_TRANSITION,
         event::VENDOR_ERROR,
+        event::CACHE_HIT,
+        event::HEDGE_STARTED,
+        event::HEDGE_WON,
+        event::VALIDATION_FAILED,
     ] {
         assert!(
             emitted.contains(want),

@@ -496,6 +496,12 @@ impl OpenAi {
         &self.engine.chat_url
     }
 
+    /// The `gen_ai.provider.name` of the attempt spans.
+    #[cfg(test)]
+    pub(crate) fn provider_name(&self) -> &'static str {
+        self.engine.provider
+    }
+
     /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
     fn attempt_span(&self, stream: bool) -> tracing::Span {
         let e = &self.engine;

@@ -142,7 +142,7 @@ impl AlertGate {
             ripcord.link = link,
             error.type = kind.as_str(),
             ripcord.alert.suppressed = suppressed,
-            "ripcord.alert"
+            message = EVENT
         );
         true
     }

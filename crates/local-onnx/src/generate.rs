@@ -166,7 +166,7 @@ pub(crate) fn run(
             0.0
         },
         finish = outcome.finish.as_str(),
-        "ripcord.local.generated"
+        message = ripcord_core::telemetry::event::LOCAL_GENERATED
     );
     let usage = Usage::new(outcome.prompt_tokens as u64, outcome.output_tokens as u64)
         .priced(Some(&Price::FREE));

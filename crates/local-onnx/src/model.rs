@@ -337,7 +337,7 @@ fn load(inner: &Inner) -> Result<Loaded> {
     tracing::debug!(
         model = %inner.files.model.display(),
         load_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "ripcord.local.loaded"
+        message = ripcord_core::telemetry::event::LOCAL_LOADED
     );
     Ok(Loaded {
         env,
@@ -604,8 +604,7 @@ impl LocalLlama {
         // it never outlives its stream by more than one step.
         drop(tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let span =
-                tracing::debug_span!(parent: &parent, "ripcord.local.generate", model = %inner.id);
+            let span = tracing::debug_span!(parent: &parent, ripcord_core::telemetry::span_name::LOCAL_GENERATE, model = %inner.id);
             let _enter = span.enter();
             let mut decoder = match loaded.take_decoder(&inner) {
                 Ok(d) => d,

@@ -120,7 +120,7 @@ impl Labels {
             error.type = e.kind().as_str(),
             http.response.status_code = e.status().map(|s| s.as_u16()),
             vendor_code = e.vendor_code(),
-            "ripcord.vendor_error"
+            message = ripcord_core::telemetry::event::VENDOR_ERROR
         );
         e
     }
@@ -206,7 +206,7 @@ impl<D: Decoder> Driver<D> {
                             gen_ai.request.model = %self.labels.model,
                             ripcord.skipped_events = self.skipped,
                             error.message = %e.message(),
-                            "ripcord.stream_event_skipped"
+                            message = ripcord_core::telemetry::event::STREAM_EVENT_SKIPPED
                         );
                     }
                     Err(e) => return Some(Err(self.fail(e))),
@@ -265,7 +265,7 @@ impl<D: Decoder> Driver<D> {
                         // answer that only lacks the terminator.
                         tracing::debug!(
                             gen_ai.provider.name = %self.labels.name,
-                            "ripcord.stream_ended_without_terminator"
+                            message = ripcord_core::telemetry::event::STREAM_ENDED_WITHOUT_TERMINATOR
                         );
                         self.done = true;
                         // The body has ended: nothing is left for `release` to read.

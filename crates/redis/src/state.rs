@@ -346,7 +346,7 @@ impl Shared {
             tracing::info!(
                 backend = "redis",
                 detail = "shared state on Redis is back",
-                "ripcord.state_restored"
+                message = ripcord_core::telemetry::event::STATE_RESTORED
             );
         }
     }
@@ -365,7 +365,7 @@ impl Shared {
                 backend = "redis",
                 reason = why,
                 detail = "Redis unreachable, using local state until it is back",
-                "ripcord.state_degraded"
+                message = ripcord_core::telemetry::event::STATE_DEGRADED
             );
         }
     }

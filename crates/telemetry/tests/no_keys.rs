@@ -12,7 +12,6 @@ use opentelemetry_sdk::metrics::{
 };
 use opentelemetry_sdk::trace::InMemorySpanExporter;
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
-use ripcord_core::telemetry::{self, TracedModel};
 use ripcord_core::{Chain, ChatModel, ChatRequest, Context, stream};
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use ripcord_telemetry::RedactingWriter;
@@ -46,10 +45,8 @@ impl Buf {
 fn openai(vendor: &FakeVendor, name: &str) -> Arc<dyn ChatModel> {
     let cfg = OpenAiConfig::new("gpt-4o", KEY.to_owned())
         .with_base_url(format!("{}/v1", vendor.base_url()));
-    Arc::new(TracedModel::new(
-        OpenAi::new(cfg).unwrap().named(name),
-        telemetry::provider::OPENAI,
-    ))
+    // The adapter records its own attempt spans.
+    Arc::new(OpenAi::new(cfg).unwrap().named(name))
 }
 
 #[tokio::test]

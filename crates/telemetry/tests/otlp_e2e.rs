@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
-use ripcord_core::telemetry::{self, TracedModel};
 use ripcord_core::{Chain, ChatModel, ChatRequest, Context};
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use ripcord_telemetry::Protocol;
@@ -299,10 +298,8 @@ async fn wait_for(
 fn openai(vendor: &FakeVendor, name: &str, model: &str) -> Arc<dyn ChatModel> {
     let cfg = OpenAiConfig::new(model, API_KEY.to_owned())
         .with_base_url(format!("{}/v1", vendor.base_url()));
-    let adapter = OpenAi::new(cfg).expect("valid OpenAI config").named(name);
-    Arc::new(
-        TracedModel::new(adapter, telemetry::provider::OPENAI).with_server_address("127.0.0.1"),
-    )
+    // The adapter records its own attempt spans: no TracedModel around it.
+    Arc::new(OpenAi::new(cfg).expect("valid OpenAI config").named(name))
 }
 
 async fn run_chain_and_check(protocol: Protocol, endpoint: String, log: PathBuf) {

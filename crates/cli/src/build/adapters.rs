@@ -163,18 +163,6 @@ pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatM
     })
 }
 
-/// The host of an `http(s)://host[:port]/…` URL.
-pub(super) fn host_of(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next()?,
-        None => host.split(':').next()?,
-    };
-    (!host.is_empty()).then_some(host)
-}
-
 /// One embedding adapter per provider, all serving `model`, in an [`EmbeddingChain`].
 pub(super) fn embedding_chain(
     providers: &[Provider],
@@ -195,21 +183,4 @@ pub(super) fn embedding_chain(
         b = b.link_arc(link);
     }
     Ok(Arc::new(b.build().map_err(config_error)?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_of;
-
-    #[test]
-    fn host_of_urls() {
-        assert_eq!(host_of("https://api.openai.com/v1"), Some("api.openai.com"));
-        assert_eq!(host_of("http://127.0.0.1:8080/v1?x=1"), Some("127.0.0.1"));
-        assert_eq!(
-            host_of("http://user:pw@example.com:99"),
-            Some("example.com")
-        );
-        assert_eq!(host_of("http://[::1]:4318/v1"), Some("::1"));
-        assert_eq!(host_of("not a url"), None);
-    }
 }

@@ -10,7 +10,6 @@ use ripcord_resilience::{
     Prober, RateLimitLayer, RedactLayer, RetryLayer,
 };
 
-use super::adapters::host_of;
 use super::{BuildHooks, Shared, config_error};
 use crate::config::{GatewayKey, Provider, ProviderKind, TenantBudget};
 use crate::routing::KeyScope;
@@ -32,17 +31,16 @@ pub(super) fn decorate(
     let local = p.kind == ProviderKind::LocalOnnx;
     // An in-process model is each replica's own: its breaker and limits stay local.
     let shared = if local { None } else { shared };
-    // One attempt span per wire attempt: the tracing wrapper sits inside retry.
-    let vendor = match p.kind {
-        ProviderKind::AzureOpenai => "azure",
-        other => other.as_str(),
+    // One attempt span per wire attempt, inside retry: the HTTP adapters record their own;
+    // the in-process model gets the tracing wrapper.
+    let traced: Arc<dyn ChatModel> = if local {
+        Arc::new(ripcord_core::telemetry::TracedModel::new(
+            base,
+            ripcord_core::telemetry::provider::LOCAL_ONNX,
+        ))
+    } else {
+        base
     };
-    let provider_name = ripcord_core::telemetry::provider_name(vendor).unwrap_or("ripcord.unknown");
-    let mut traced = ripcord_core::telemetry::TracedModel::new(base, provider_name);
-    if let Some(host) = p.base_url.as_deref().and_then(host_of) {
-        traced = traced.with_server_address(host);
-    }
-    let traced: Arc<dyn ChatModel> = Arc::new(traced);
     // Redaction masks what goes to cloud links (local ones pass through untouched).
     let base: Arc<dyn ChatModel> = match redact {
         Some(layer) => Arc::new(layer.layer(Arc::clone(&traced))),

@@ -486,7 +486,7 @@ fn tenant_usage(ctx: &Context, usage: &ripcord_core::Usage) {
             gen_ai.usage.input_tokens = usage.input_tokens,
             gen_ai.usage.output_tokens = usage.output_tokens,
             ripcord.cost_usd = cost,
-            "ripcord.tenant_usage"
+            message = ripcord_core::telemetry::event::TENANT_USAGE
         ),
         None => tracing::event!(
             target: "ripcord::usage",
@@ -494,7 +494,7 @@ fn tenant_usage(ctx: &Context, usage: &ripcord_core::Usage) {
             ripcord.tenant = tenant,
             gen_ai.usage.input_tokens = usage.input_tokens,
             gen_ai.usage.output_tokens = usage.output_tokens,
-            "ripcord.tenant_usage"
+            message = ripcord_core::telemetry::event::TENANT_USAGE
         ),
     }
 }

@@ -188,7 +188,10 @@ impl Call {
                 if let Some(i) = trim_for
                     && let Some((r, n)) = super::trim::oldest(req, window, output)
                 {
-                    tracing::info!(trimmed_messages = n, "ripcord.trimmed");
+                    tracing::info!(
+                        trimmed_messages = n,
+                        message = crate::telemetry::event::TRIMMED
+                    );
                     self.trimmed = Some((i, r, n));
                     return None;
                 }
@@ -279,7 +282,7 @@ impl Call {
                 tracing::info!(
                     ripcord.link = %link.model.id().name,
                     ripcord.skip.reason = reason.as_str(),
-                    "ripcord.link_skipped"
+                    message = crate::telemetry::event::LINK_SKIPPED
                 );
                 self.skipped.push(Skip {
                     provider: link.model.id().name.clone(),
@@ -296,7 +299,7 @@ impl Call {
                     ripcord.link = %link.model.id().name,
                     ripcord.skip.reason = SkipReason::Deadline.as_str(),
                     left_ms = left.as_secs_f64() * 1000.0,
-                    "ripcord.link_skipped"
+                    message = crate::telemetry::event::LINK_SKIPPED
                 );
                 self.starved = true;
                 self.skipped.push(Skip {
@@ -319,7 +322,7 @@ impl Call {
                     ripcord.fallback.from = %inner.links[from].model.id().name,
                     ripcord.fallback.to = %link.model.id().name,
                     error.type = kind.as_str(),
-                    "ripcord.fallback"
+                    message = crate::telemetry::event::FALLBACK
                 );
             }
             self.avoid_domain = None;
@@ -351,7 +354,7 @@ impl Call {
         tracing::info!(
             wait_ms = i64::try_from(at.saturating_duration_since(Instant::now()).as_millis())
                 .unwrap_or(i64::MAX),
-            "ripcord.readmission_wait"
+            message = crate::telemetry::event::READMISSION_WAIT
         );
         if ctx
             .sleep(at.saturating_duration_since(Instant::now()))
@@ -428,7 +431,7 @@ impl Call {
             error.type = kind.as_str(),
             ripcord.attempt = attempt_number(&self.errors, &e),
             latency_ms = latency.as_secs_f64() * 1000.0,
-            "ripcord.link_failed"
+            message = crate::telemetry::event::LINK_FAILED
         );
         inner.alerts.observe(&id.name, kind);
         match (kind, e.disposition()) {
@@ -445,7 +448,7 @@ impl Call {
                 tracing::info!(
                     ripcord.link = %id.name,
                     error.type = kind.as_str(),
-                    "ripcord.fallback_unsafe_skipped"
+                    message = crate::telemetry::event::FALLBACK_UNSAFE_SKIPPED
                 );
                 self.stop = Some(e);
             }

@@ -348,7 +348,7 @@ impl ChainInner {
                 tracing::warn!(
                     ripcord.chain = %self.id.name,
                     error.type = last_kind.map(ErrorKind::as_str),
-                    "ripcord.static_reply"
+                    message = crate::telemetry::event::STATIC_REPLY
                 );
                 Ok(ChatResponse {
                     content: reply.text_for(ctx.intent()).to_owned(),

@@ -143,7 +143,7 @@ async fn hold_back(
                 }
             }
             Ok(Some(Err(e))) => {
-                tracing::info!(error.type = e.kind().as_str(), "ripcord.stream_failed_in_holdback");
+                tracing::info!(error.type = e.kind().as_str(), message = crate::telemetry::event::STREAM_FAILED_IN_HOLDBACK);
                 return Err(e);
             }
             Ok(None) => return Err(truncated()),
@@ -328,7 +328,7 @@ fn committed(
                 failure
             };
             let Some(req) = restart_req.as_ref() else {
-                tracing::info!(ripcord.link = %id.name, error.type = failure.kind().as_str(), "ripcord.stream_failed_after_commit");
+                tracing::info!(ripcord.link = %id.name, error.type = failure.kind().as_str(), message = crate::telemetry::event::STREAM_FAILED);
                 let failure = with_call_attempts(failure, &provenance, c.started.elapsed());
                 telemetry::record_error(&span, &failure);
                 inner.count_failure();
@@ -344,7 +344,7 @@ fn committed(
                         ripcord.fallback.from = %id.name,
                         ripcord.fallback.to = %inner.links[next.link].model.id().name,
                         error.type = reason.as_str(),
-                        "ripcord.stream_restarted"
+                        message = crate::telemetry::event::STREAM_RESTARTED
                     );
                     yield Ok(StreamEvent::Restarted { reason, message });
                     provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());

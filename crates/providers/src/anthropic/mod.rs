@@ -19,6 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
     Locality, ModelId, Provenance, Result, async_trait,
@@ -247,6 +248,18 @@ impl Anthropic {
         &self.transport.timeouts
     }
 
+    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
+    fn attempt_span(&self, stream: bool) -> tracing::Span {
+        telemetry::attempt_span(
+            telemetry::operation::CHAT,
+            telemetry::provider::ANTHROPIC,
+            &self.id,
+            stream,
+            self.url.host_str(),
+            telemetry::SpanKind::Client,
+        )
+    }
+
     fn labels(&self) -> Labels {
         Labels {
             name: self.id.name.clone(),
@@ -258,11 +271,10 @@ impl Anthropic {
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let (body, json) =
             request::messages_body(&self.id.model, req, self.caps.max_output_tokens, false)?;
-        let (mut resp, started) = self.transport.post(ctx, &self.url, body, false).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = self.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(status, &headers, &raw));
-        }
+        let (mut resp, started) = self
+            .transport
+            .send(ctx, &self.url, body, false, error_map::from_response)
+            .await?;
         let raw = self.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
         r.provenance = Provenance::served(
@@ -276,11 +288,10 @@ impl Anthropic {
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let (body, json) =
             request::messages_body(&self.id.model, req, self.caps.max_output_tokens, true)?;
-        let (mut resp, started) = self.transport.post(ctx, &self.url, body, true).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = self.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(status, &headers, &raw));
-        }
+        let (mut resp, started) = self
+            .transport
+            .send(ctx, &self.url, body, true, error_map::from_response)
+            .await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a proxy that answered the whole message at
             // once: classify the first, replay the second as a stream.
@@ -321,16 +332,24 @@ impl ChatModel for Anthropic {
         true
     }
 
+    /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a
+    /// link composed by hand has one span per attempt without a [`telemetry::TracedModel`].
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.chat_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.chat_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_chat(self.attempt_span(false), req, call).await
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.stream_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.stream_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_stream(self.attempt_span(true), req, call).await
     }
 }
 

@@ -405,5 +405,25 @@ mod tests {
         let ok = OpenAiCompatible::new(p, "m", Some("k-123".into())).unwrap();
         assert_eq!(ok.capabilities().context_window, 32_768);
         assert_eq!(ok.capabilities().locality, Locality::cloud("acme"));
+        // A vendor without a registered GenAI name keeps its own on the attempt spans.
+        assert_eq!(ok.inner.provider_name(), "acme");
+    }
+
+    #[test]
+    fn presets_name_their_attempt_spans_with_the_genai_provider_name() {
+        // The presets' vendor names, each on a base URL of its own.
+        for (vendor, want) in [
+            ("deepseek", "deepseek"),
+            ("qwen", "alibaba.dashscope"),
+            ("zhipu", "zhipu_ai"),
+            ("moonshot", "moonshot_ai"),
+            ("qianfan", "baidu.qianfan"),
+            ("ollama", "ollama"),
+            ("vllm", "vllm"),
+        ] {
+            let preset = Preset::new(vendor, "https://api.example.test/v1");
+            let link = OpenAiCompatible::new(preset, "m", Some("k-123".into())).unwrap();
+            assert_eq!(link.inner.provider_name(), want, "{vendor}");
+        }
     }
 }

@@ -19,6 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
     EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Provenance, Result,
@@ -299,6 +300,8 @@ impl OpenAiConfig {
 /// The engine shared by OpenAI, Azure and the compatible presets.
 pub(crate) struct Engine {
     pub(crate) vendor: &'static str,
+    /// The `gen_ai.provider.name` of the attempt spans (the vendor name when it has none).
+    pub(crate) provider: &'static str,
     pub(crate) chat_url: http::Target,
     pub(crate) embeddings_url: http::Target,
     pub(crate) transport: Transport,
@@ -441,6 +444,7 @@ impl OpenAi {
             caps: cfg.capabilities.unwrap_or(setup.caps),
             engine: Arc::new(Engine {
                 vendor: setup.vendor,
+                provider: telemetry::provider_name(setup.vendor).unwrap_or(setup.vendor),
                 chat_url: setup.chat_url,
                 embeddings_url: setup.embeddings_url,
                 transport,
@@ -472,6 +476,7 @@ impl OpenAi {
         let transport = e.transport.with_timeouts(timeouts, e.vendor)?;
         self.engine = Arc::new(Engine {
             vendor: e.vendor,
+            provider: e.provider,
             chat_url: e.chat_url.clone(),
             embeddings_url: e.embeddings_url.clone(),
             transport,
@@ -491,6 +496,25 @@ impl OpenAi {
         &self.engine.chat_url
     }
 
+    /// The `gen_ai.provider.name` of the attempt spans.
+    #[cfg(test)]
+    pub(crate) fn provider_name(&self) -> &'static str {
+        self.engine.provider
+    }
+
+    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
+    fn attempt_span(&self, stream: bool) -> tracing::Span {
+        let e = &self.engine;
+        telemetry::attempt_span(
+            telemetry::operation::CHAT,
+            e.provider,
+            &self.id,
+            stream,
+            e.chat_url.host_str(),
+            telemetry::SpanKind::Client,
+        )
+    }
+
     fn labels(&self) -> Labels {
         Labels {
             name: self.id.name.clone(),
@@ -502,16 +526,13 @@ impl OpenAi {
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let e = &self.engine;
         let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
-        let (mut resp, started) = e.transport.post(ctx, &e.chat_url, body, false).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(
-                status,
-                &headers,
-                &raw,
-                e.dialect.hook,
-            ));
-        }
+        let hook = e.dialect.hook;
+        let (mut resp, started) = e
+            .transport
+            .send(ctx, &e.chat_url, body, false, |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            })
+            .await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
         r.provenance = Provenance::served(
@@ -525,16 +546,13 @@ impl OpenAi {
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let e = &self.engine;
         let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
-        let (mut resp, started) = e.transport.post(ctx, &e.chat_url, body, true).await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(
-                status,
-                &headers,
-                &raw,
-                e.dialect.hook,
-            ));
-        }
+        let hook = e.dialect.hook;
+        let (mut resp, started) = e
+            .transport
+            .send(ctx, &e.chat_url, body, true, |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            })
+            .await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a server that ignored `stream: true` and sent
             // the whole answer: classify the first, replay the second as a stream.
@@ -565,19 +583,17 @@ impl OpenAi {
     ) -> Result<EmbeddingResponse> {
         let e = &self.engine;
         let body = request::embedding_body(&self.id.model, req)?;
+        let hook = e.dialect.hook;
         let (mut resp, started) = e
             .transport
-            .post(ctx, &e.embeddings_url, body, false)
+            .send(
+                ctx,
+                &e.embeddings_url,
+                body,
+                false,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
             .await?;
-        if !resp.status().is_success() {
-            let (status, headers, raw) = e.transport.error_parts(ctx, started, resp).await?;
-            return Err(error_map::from_response(
-                status,
-                &headers,
-                &raw,
-                e.dialect.hook,
-            ));
-        }
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_embeddings(&raw, req.inputs.len(), e.dialect.hook)?;
         r.served_by = Some(self.id.name.clone());
@@ -601,16 +617,25 @@ impl ChatModel for OpenAi {
         true
     }
 
+    /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a
+    /// link composed by hand (`OpenAi` inside a retry decorator) has one span per attempt
+    /// without a [`telemetry::TracedModel`] around it.
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.chat_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.chat_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_chat(self.attempt_span(false), req, call).await
     }
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.stream_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        let call = async {
+            self.stream_inner(req, ctx)
+                .await
+                .map_err(|e| self.labels().finish(e))
+        };
+        telemetry::traced_stream(self.attempt_span(true), req, call).await
     }
 }
 

@@ -353,7 +353,7 @@ impl RedisBreakerStore {
                 if self.inner.unqueued.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         link = %self.inner.view.link(),
-                        "ripcord.state_report_queue_full"
+                        message = ripcord_core::telemetry::event::STATE_REPORT_QUEUE_FULL
                     );
                 }
                 false

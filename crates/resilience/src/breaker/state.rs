@@ -310,7 +310,7 @@ impl Core {
                 to = t.to.as_str(),
                 open_for_ms = t.open_for_ms,
                 cause = t.cause.map(ErrorKind::as_str),
-                "ripcord.breaker_transition"
+                message = ripcord_core::telemetry::event::BREAKER_TRANSITION
             );
             self.listener.on_transition(&t);
         }

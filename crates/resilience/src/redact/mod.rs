@@ -368,7 +368,7 @@ impl<M: ChatModel> Redact<M> {
                 .map(|(k, n)| format!("{k}={n}"))
                 .collect::<Vec<_>>()
                 .join(","),
-            "ripcord.redacted"
+            message = ripcord_core::telemetry::event::REDACTED
         );
         Some((masked, map))
     }

@@ -1,0 +1,177 @@
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use ripcord_core::{Error, ErrorKind, Result};
+
+use super::{chain, env};
+
+/// A pooled HTTP client (hyper-util with rustls), cheap to clone: clones share one connection
+/// pool.
+///
+/// Every provider builds its own by default; pass one to several providers to share the pool.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_providers::HttpClient;
+/// let shared = HttpClient::new(Duration::from_secs(5))?;
+/// let also_shared = shared.clone();
+/// # drop(also_shared);
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct HttpClient {
+    pub(super) engine: Engine,
+    connect_timeout: Option<Duration>,
+}
+
+pub(super) type Hyper = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// What sends the requests.
+#[derive(Clone)]
+pub(super) enum Engine {
+    Hyper(Box<Hyper>),
+    Reqwest(reqwest::Client),
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let engine = match self.engine {
+            Engine::Hyper(_) => "hyper",
+            Engine::Reqwest(_) => "reqwest",
+        };
+        f.debug_struct("HttpClient")
+            .field("engine", &engine)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The proxy variables reqwest reads; when one is set, [`HttpClient::new`] uses reqwest.
+const PROXY_VARS: [&str; 6] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+/// Whether `get` (the environment) names a proxy.
+fn proxy_configured(get: impl Fn(&str) -> Option<String>) -> bool {
+    PROXY_VARS.iter().any(|v| get(v).is_some())
+}
+
+impl HttpClient {
+    /// A client with rustls (webpki roots), HTTP/1.1 and HTTP/2, TCP_NODELAY, a 90 s idle pool,
+    /// this connect timeout, and no redirects (an API that redirects a POST is misconfigured,
+    /// and following it would turn the POST into a GET).
+    ///
+    /// When a proxy is configured in the environment (`HTTPS_PROXY`, `HTTP_PROXY`,
+    /// `ALL_PROXY`, upper or lower case), the client is reqwest's, which honours it (and
+    /// `NO_PROXY`).
+    ///
+    /// # Errors
+    ///
+    /// `Network` when the TLS backend cannot be initialised.
+    pub fn new(connect_timeout: Duration) -> Result<HttpClient> {
+        if proxy_configured(env) {
+            return HttpClient::reqwest_with(connect_timeout);
+        }
+        let mut tcp = HttpConnector::new();
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(connect_timeout));
+        tcp.enforce_http(false);
+        // The crypto provider is named, as reqwest does: rustls' process default is ambiguous
+        // when the build links more than one.
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Network,
+                    format!("cannot build the HTTP client: {e}"),
+                )
+                .with_source(e)
+            })?
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(tcp);
+        let client = HyperClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .build(tls);
+        Ok(HttpClient {
+            engine: Engine::Hyper(Box::new(client)),
+            connect_timeout: Some(connect_timeout),
+        })
+    }
+
+    /// The same settings on reqwest, which honours proxies from the environment.
+    fn reqwest_with(connect_timeout: Duration) -> Result<HttpClient> {
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .connect_timeout(connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Network,
+                    format!("cannot build the HTTP client: {}", chain(&e)),
+                )
+                .with_source(e)
+            })?;
+        Ok(HttpClient {
+            engine: Engine::Reqwest(client),
+            connect_timeout: Some(connect_timeout),
+        })
+    }
+
+    /// Wraps a reqwest client you configured yourself (proxies, extra roots, …). Its own
+    /// connect timeout applies; ripcord's [`Timeouts::connect`] does not.
+    pub fn from_reqwest(client: reqwest::Client) -> HttpClient {
+        HttpClient {
+            engine: Engine::Reqwest(client),
+            connect_timeout: None,
+        }
+    }
+
+    /// The reqwest client underneath, when there is one (see [`HttpClient::new`]).
+    pub fn reqwest(&self) -> Option<&reqwest::Client> {
+        match &self.engine {
+            Engine::Reqwest(c) => Some(c),
+            Engine::Hyper(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_in_the_environment_selects_reqwest() {
+        assert!(!proxy_configured(|_| None));
+        for var in PROXY_VARS {
+            assert!(proxy_configured(
+                |v| (v == var).then(|| "http://proxy:3128".to_owned())
+            ));
+        }
+        let c = HttpClient::new(Duration::from_secs(1)).unwrap();
+        if !proxy_configured(env) {
+            assert!(c.reqwest().is_none(), "{c:?}");
+            assert!(format!("{c:?}").contains("hyper"));
+        }
+        let r = HttpClient::from_reqwest(reqwest::Client::new());
+        assert!(r.reqwest().is_some());
+        assert!(format!("{r:?}").contains("reqwest"));
+    }
+}

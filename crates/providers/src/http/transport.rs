@@ -1,0 +1,208 @@
+use bytes::Bytes;
+use http_body_util::Full;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use ripcord_core::{Context, Error, ErrorKind, Result, TimeoutPhase};
+use tokio::time::Instant;
+
+use super::body::ResponseBody;
+use super::client::Engine;
+use super::{
+    Auth, HttpClient, Limit, Response, Stage, Target, Timeouts, TransportError, guard, precheck,
+    read_body, transport_error,
+};
+
+/// Everything a provider needs to talk to its vendor: the pooled client, the auth header,
+/// fixed extra headers, and the time limits.
+#[derive(Clone, Debug)]
+pub(crate) struct Transport {
+    pub(crate) http: HttpClient,
+    /// The client was built here (so its connect timeout follows `timeouts.connect`).
+    owns_client: bool,
+    pub(crate) auth: Auth,
+    pub(crate) timeouts: Timeouts,
+    /// Every header of a JSON call (the fixed extras, content type, accept, user agent, the
+    /// key), built once.
+    json_headers: HeaderMap,
+    /// The same for a streaming call.
+    sse_headers: HeaderMap,
+}
+
+/// The largest success body we accept (embeddings of big batches are large).
+pub(crate) const MAX_BODY: usize = 256 * 1024 * 1024;
+/// How much of an error body we read.
+pub(crate) const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// The headers of every request: `extra`, then content type, accept, user agent and the key.
+fn request_headers(extra: &HeaderMap, auth: &Auth, accept: &'static str) -> HeaderMap {
+    let mut h = extra.clone();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(ACCEPT, HeaderValue::from_static(accept));
+    if !h.contains_key(USER_AGENT) {
+        h.insert(
+            USER_AGENT,
+            HeaderValue::from_static(concat!("ripcord/", env!("CARGO_PKG_VERSION"))),
+        );
+    }
+    if let Some((name, value)) = &auth.header {
+        h.insert(name.clone(), value.clone());
+    }
+    h
+}
+
+impl Transport {
+    /// Builds the transport: the given client, or a new one with `timeouts.connect`.
+    pub(crate) fn new(
+        client: Option<HttpClient>,
+        auth: Auth,
+        headers: HeaderMap,
+        timeouts: Timeouts,
+        what: &str,
+    ) -> Result<Transport> {
+        timeouts.validate(what)?;
+        let owns_client = client.is_none();
+        let http = match client {
+            Some(c) => c,
+            None => HttpClient::new(timeouts.connect)?,
+        };
+        Ok(Transport {
+            http,
+            owns_client,
+            json_headers: request_headers(&headers, &auth, "application/json"),
+            sse_headers: request_headers(&headers, &auth, "text/event-stream"),
+            auth,
+            timeouts,
+        })
+    }
+
+    /// The same transport with other limits. A client built here is rebuilt when the connect
+    /// limit changes (a client passed in keeps its own).
+    pub(crate) fn with_timeouts(&self, timeouts: Timeouts, what: &str) -> Result<Transport> {
+        timeouts.validate(what)?;
+        let http = if self.owns_client && timeouts.connect != self.timeouts.connect {
+            HttpClient::new(timeouts.connect)?
+        } else {
+            self.http.clone()
+        };
+        Ok(Transport {
+            http,
+            timeouts,
+            ..self.clone()
+        })
+    }
+
+    /// Sends a request and returns its successful (2xx) response with when it was sent: the
+    /// one way every adapter calls its vendor.
+    ///
+    /// Any other status is an error here, never in the adapter: the start of the body is read
+    /// (under the first-token limit; a body that cannot be read counts as empty, so the status
+    /// alone still classifies) and handed with the status and headers to `classify`, the
+    /// vendor's error mapping. The adapter's own code only ever sees answers.
+    pub(crate) async fn send(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        body: Vec<u8>,
+        sse: bool,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<(Response, Instant)> {
+        let (resp, started) = self.post(ctx, target, body, sse).await?;
+        if resp.status().is_success() {
+            return Ok((resp, started));
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp).await?;
+        Err(classify(status, &headers, &raw))
+    }
+
+    /// POSTs a JSON body and waits for the response headers (any status).
+    /// Returns the response and when the request was sent.
+    async fn post(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        body: Vec<u8>,
+        sse: bool,
+    ) -> Result<(Response, Instant)> {
+        precheck(ctx)?;
+        let headers = if sse {
+            &self.sse_headers
+        } else {
+            &self.json_headers
+        };
+        let started = Instant::now();
+        // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).
+        let limit = Limit {
+            phase: TimeoutPhase::FirstByte,
+            ..Limit::first_token(started, &self.timeouts)
+        };
+        let resp = match &self.http.engine {
+            Engine::Hyper(client) => {
+                let mut req = http::Request::new(Full::new(Bytes::from(body)));
+                *req.method_mut() = http::Method::POST;
+                *req.uri_mut() = target.uri.clone();
+                *req.headers_mut() = headers.clone();
+                let resp = guard(ctx, limit, client.request(req))
+                    .await?
+                    .map_err(|e| transport_error(TransportError::Send(e), Stage::Send))?;
+                let (parts, body) = resp.into_parts();
+                Response {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body: ResponseBody::Hyper(body),
+                }
+            }
+            Engine::Reqwest(client) => {
+                let req = client
+                    .post(target.url.clone())
+                    .headers(headers.clone())
+                    .body(body);
+                let mut resp = guard(ctx, limit, req.send())
+                    .await?
+                    .map_err(|e| transport_error(TransportError::Reqwest(e), Stage::Send))?;
+                Response {
+                    status: resp.status(),
+                    headers: std::mem::take(resp.headers_mut()),
+                    body: ResponseBody::Reqwest(resp),
+                }
+            }
+        };
+        Ok((resp, started))
+    }
+
+    /// Reads a whole success body.
+    pub(crate) async fn body(
+        &self,
+        ctx: &Context,
+        started: Instant,
+        resp: &mut Response,
+    ) -> Result<Bytes> {
+        read_body(
+            ctx,
+            &self.timeouts,
+            Limit::first_token(started, &self.timeouts),
+            resp,
+            MAX_BODY,
+            false,
+        )
+        .await
+    }
+
+    /// Reads the status, headers and the start of the body of a failed response. A body that
+    /// cannot be read (stalled, reset) is treated as empty: the status alone still classifies.
+    async fn error_parts(
+        &self,
+        ctx: &Context,
+        started: Instant,
+        mut resp: Response,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let status = resp.status.as_u16();
+        let headers = std::mem::take(&mut resp.headers);
+        let limit = Limit::first_token(started, &self.timeouts);
+        let body =
+            match read_body(ctx, &self.timeouts, limit, &mut resp, MAX_ERROR_BODY, true).await {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Cancelled => return Err(e),
+                Err(_) => Bytes::new(),
+            };
+        Ok((status, headers, body))
+    }
+}

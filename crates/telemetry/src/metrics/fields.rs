@@ -1,0 +1,260 @@
+//! What the layer reads from spans and events: the `tracing` visitors.
+
+use std::fmt;
+use std::time::Instant;
+
+use opentelemetry::KeyValue;
+use ripcord_core::telemetry::attr;
+use tracing::field::{Field, Visit};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SpanRole {
+    Attempt,
+    Chain,
+}
+
+/// What the layer learns about one attempt or chain span.
+#[derive(Debug)]
+pub(super) struct Facts {
+    pub(super) role: SpanRole,
+    pub(super) started: Instant,
+    pub(super) operation: Option<String>,
+    pub(super) provider: Option<String>,
+    pub(super) request_model: Option<String>,
+    pub(super) response_model: Option<String>,
+    pub(super) server_address: Option<String>,
+    pub(super) link: Option<String>,
+    pub(super) error_type: Option<String>,
+    pub(super) input_tokens: Option<u64>,
+    pub(super) output_tokens: Option<u64>,
+    pub(super) cost_usd: Option<f64>,
+    pub(super) ttfc: Option<f64>,
+    pub(super) chain: Option<String>,
+    pub(super) served_by: Option<String>,
+    pub(super) degraded: Option<bool>,
+    pub(super) retries: u64,
+}
+
+impl Facts {
+    pub(super) fn new(role: SpanRole, started: Instant) -> Self {
+        Facts {
+            role,
+            started,
+            operation: None,
+            provider: None,
+            request_model: None,
+            response_model: None,
+            server_address: None,
+            link: None,
+            error_type: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            ttfc: None,
+            chain: None,
+            served_by: None,
+            degraded: None,
+            retries: 0,
+        }
+    }
+
+    pub(super) fn set_str(&mut self, name: &str, value: String) {
+        let slot = match name {
+            attr::OPERATION_NAME => &mut self.operation,
+            attr::PROVIDER_NAME => &mut self.provider,
+            attr::REQUEST_MODEL => &mut self.request_model,
+            attr::RESPONSE_MODEL => &mut self.response_model,
+            attr::SERVER_ADDRESS => &mut self.server_address,
+            attr::LINK => &mut self.link,
+            attr::ERROR_TYPE => &mut self.error_type,
+            attr::CHAIN => &mut self.chain,
+            attr::SERVED_BY => &mut self.served_by,
+            attr::USAGE_INPUT_TOKENS | attr::USAGE_OUTPUT_TOKENS => {
+                if let Ok(n) = value.parse::<u64>() {
+                    self.set_u64(name, n);
+                }
+                return;
+            }
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+
+    pub(super) fn set_u64(&mut self, name: &str, value: u64) {
+        match name {
+            attr::USAGE_INPUT_TOKENS => self.input_tokens = Some(value),
+            attr::USAGE_OUTPUT_TOKENS => self.output_tokens = Some(value),
+            _ => {}
+        }
+    }
+
+    pub(super) fn set_f64(&mut self, name: &str, value: f64) {
+        match name {
+            attr::COST_USD => self.cost_usd = Some(value),
+            attr::RESPONSE_TIME_TO_FIRST_CHUNK => self.ttfc = Some(value),
+            _ => {}
+        }
+    }
+
+    /// The attributes of `gen_ai.client.*` instruments.
+    pub(super) fn genai_attrs(&self) -> Vec<KeyValue> {
+        let mut v = Vec::with_capacity(8);
+        for (k, val) in [
+            (attr::OPERATION_NAME, &self.operation),
+            (attr::PROVIDER_NAME, &self.provider),
+            (attr::REQUEST_MODEL, &self.request_model),
+            (attr::RESPONSE_MODEL, &self.response_model),
+            (attr::SERVER_ADDRESS, &self.server_address),
+            (attr::LINK, &self.link),
+            (attr::ERROR_TYPE, &self.error_type),
+        ] {
+            if let Some(val) = val {
+                v.push(KeyValue::new(k, val.clone()));
+            }
+        }
+        v
+    }
+}
+
+impl Visit for Facts {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set_str(field.name(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        if name.starts_with("otel.")
+            || name.starts_with("gen_ai.input")
+            || name.starts_with("gen_ai.output")
+        {
+            return;
+        }
+        self.set_str(name, format!("{value:?}"));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Ok(v) = u64::try_from(value) {
+            self.set_u64(field.name(), v);
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.set_u64(field.name(), value);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.set_f64(field.name(), value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if field.name() == attr::DEGRADED {
+            self.degraded = Some(value);
+        }
+    }
+}
+
+/// The fields of a ripcord event that the metrics read.
+#[derive(Debug, Default)]
+pub(super) struct EventFields {
+    pub(super) message: Option<String>,
+    pub(super) link: Option<String>,
+    pub(super) from: Option<String>,
+    pub(super) to: Option<String>,
+    pub(super) error_type: Option<String>,
+    pub(super) reason: Option<String>,
+    pub(super) backend: Option<String>,
+}
+
+impl EventFields {
+    pub(super) fn set(&mut self, name: &str, value: String) {
+        let slot = match name {
+            "message" => &mut self.message,
+            "link" | attr::LINK => &mut self.link,
+            "from" | attr::FALLBACK_FROM => &mut self.from,
+            "to" | attr::FALLBACK_TO => &mut self.to,
+            attr::ERROR_TYPE => &mut self.error_type,
+            attr::SKIP_REASON | "reason" => &mut self.reason,
+            "backend" => &mut self.backend,
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+}
+
+impl Visit for EventFields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set(field.name(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        if matches!(
+            name,
+            "message"
+                | "link"
+                | "from"
+                | "to"
+                | "reason"
+                | "backend"
+                | attr::LINK
+                | attr::FALLBACK_FROM
+                | attr::FALLBACK_TO
+                | attr::ERROR_TYPE
+                | attr::SKIP_REASON
+        ) {
+            self.set(name, format!("{value:?}"));
+        }
+    }
+}
+
+/// The fields of a `ripcord.tenant_usage` event.
+#[derive(Debug, Default)]
+pub(super) struct TenantUsage {
+    pub(super) tenant: Option<String>,
+    pub(super) input: u64,
+    pub(super) output: u64,
+    pub(super) cost: Option<f64>,
+}
+
+impl Visit for TenantUsage {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == attr::TENANT {
+            self.tenant = Some(value.to_owned());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == attr::TENANT {
+            self.tenant = Some(format!("{value:?}"));
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        match field.name() {
+            attr::USAGE_INPUT_TOKENS => self.input = value,
+            attr::USAGE_OUTPUT_TOKENS => self.output = value,
+            _ => {}
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Ok(v) = u64::try_from(value) {
+            self.record_u64(field, v);
+        }
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if field.name() == attr::COST_USD {
+            self.cost = Some(value);
+        }
+    }
+}
+
+pub(super) fn breaker_state_value(state: &str) -> Option<i64> {
+    match state {
+        "closed" => Some(0),
+        "half_open" => Some(1),
+        "open" => Some(2),
+        _ => None,
+    }
+}

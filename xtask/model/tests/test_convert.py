@@ -1,0 +1,162 @@
+"""The converter's tests: its pieces on small arrays, and `tiny` end to end on the real GGUF.
+
+Run by `cargo xtask test` (through `xtask/tests/model_tool.rs`) with the venv `setup-model`
+makes; alone: `.cache/venv/bin/python -m unittest discover -s xtask/model/tests -v`.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from support import CACHE, GGUF, TINY_DIR, run_tool
+
+from modeltool.gguf_source import random_weights, unpermute_rope_rows
+from modeltool.graph import quant_blocks
+
+
+def llama_cpp_permute(w, n_head: int):
+    """llama.cpp's `permute` (convert_hf_to_gguf.py), which the converter must undo."""
+    rows = w.shape[0]
+    return w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+class Pieces(unittest.TestCase):
+    def test_unpermute_undoes_llama_cpp_permutation(self):
+        rng = np.random.default_rng(1)
+        for heads, head_dim, cols in [(4, 16, 8), (9, 64, 3), (3, 2, 5)]:
+            w = rng.standard_normal((heads * head_dim, cols)).astype(np.float32)
+            permuted = llama_cpp_permute(w, heads)
+            self.assertFalse(np.array_equal(permuted, w) and head_dim > 2)
+            np.testing.assert_array_equal(unpermute_rope_rows(permuted, heads), w)
+
+    def test_random_weights_are_seeded(self):
+        cfg = {
+            "hidden_size": 8,
+            "intermediate_size": 16,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 4,
+            "vocab_size": 32,
+        }
+        a, b, c = random_weights(cfg, 7), random_weights(cfg, 7), random_weights(cfg, 8)
+        np.testing.assert_array_equal(a["embed"], b["embed"])
+        np.testing.assert_array_equal(a["layers"][1]["wq"], b["layers"][1]["wq"])
+        self.assertFalse(np.array_equal(a["embed"], c["embed"]))
+        self.assertEqual(a["layers"][0]["wq"].shape, (8, 8))
+        self.assertEqual(a["layers"][0]["wk"].shape, (4, 8))
+
+    def test_8_bit_blocks_round_trip_within_half_a_step(self):
+        rng = np.random.default_rng(2)
+        w = rng.standard_normal((6, 64)).astype(np.float32)
+        blob, scales, zp = quant_blocks(w, 8, 16)
+        self.assertIsNone(zp)
+        self.assertEqual(blob.shape, (6, 4, 16))
+        back = (blob.astype(np.float64) - 128) * scales[..., None]
+        err = np.abs(back.reshape(6, 64) - w)
+        step = np.repeat(scales, 16, axis=1)
+        self.assertTrue((err <= step / 2 + 1e-6).all(), f"max error {err.max()}")
+
+    def test_4_bit_blocks_pack_two_per_byte_and_keep_zero_exact(self):
+        rng = np.random.default_rng(3)
+        w = rng.standard_normal((2, 96)).astype(np.float32)
+        w[0, 5] = 0.0
+        blob, scales, zp = quant_blocks(w, 4, 32)
+        self.assertEqual(blob.shape, (2, 3, 16))
+        # Three blocks: the zero points are padded to an even count, then packed.
+        self.assertEqual(zp.shape, (2, 2))
+        q = np.stack([blob & 0x0F, blob >> 4], axis=-1).reshape(2, 3, 32).astype(np.float64)
+        zpi = np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(2, 4)[:, :3].astype(np.float64)
+        back = ((q - zpi[..., None]) * scales[..., None]).reshape(2, 96)
+        self.assertEqual(back[0, 5], 0.0)
+        step = np.repeat(scales, 32, axis=1)
+        self.assertTrue((np.abs(back - w) <= step / 2 + 1e-6).all())
+
+    def test_other_bit_widths_are_refused_by_name(self):
+        with self.assertRaises(SystemExit) as e:
+            quant_blocks(np.zeros((1, 16), dtype=np.float32), 3, 16)
+        self.assertIn("unsupported bit width 3", str(e.exception))
+
+    def test_a_block_size_that_does_not_divide_the_row_is_refused(self):
+        with self.assertRaises(SystemExit) as e:
+            quant_blocks(np.zeros((1, 20), dtype=np.float32), 8, 16)
+        self.assertIn("not a multiple of the block size 16", str(e.exception))
+
+
+@unittest.skipUnless(GGUF.is_file(), f"{GGUF} is missing: run `cargo xtask setup-model`")
+class Tiny(unittest.TestCase):
+    """`tiny` on the real GGUF's tokenizer: the test model every Rust test of the local tier uses."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="ripcord-tiny-")
+        cls.dir = Path(cls.tmp.name)
+        cls.report = run_tool("tiny", "--gguf", str(GGUF), "--out", str(cls.dir), "--blocks", "8", "4")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_reports_where_and_with_which_seed(self):
+        self.assertEqual(self.report, {"converted": str(self.dir), "seed": 20240229})
+
+    def test_writes_every_variant_and_side_file(self):
+        for name in [
+            "model.onnx",
+            "model.q8.onnx",
+            "model.q4.onnx",
+            "tokenizer.json",
+            "config.json",
+            "tokenizer_config.json",
+            "generation_config.json",
+        ]:
+            self.assertTrue((self.dir / name).is_file(), name)
+        config = json.loads((self.dir / "config.json").read_text())
+        self.assertEqual(config["hidden_size"], 64)
+        self.assertEqual(config["num_hidden_layers"], 2)
+        self.assertEqual(config["vocab_size"], 49152)
+
+    def test_the_plain_graph_has_optimum_names(self):
+        m = onnx.load(str(self.dir / "model.onnx"))
+        inputs = {i.name for i in m.graph.input}
+        outputs = {o.name for o in m.graph.output}
+        self.assertTrue({"input_ids", "attention_mask", "position_ids"} <= inputs, inputs)
+        for layer in range(2):
+            for kind in ("key", "value"):
+                self.assertIn(f"past_key_values.{layer}.{kind}", inputs)
+                self.assertIn(f"present.{layer}.{kind}", outputs)
+        self.assertIn("logits", outputs)
+        onnx.checker.check_model(m)
+
+    def test_the_fused_graphs_say_so_and_use_block_kernels_of_their_width(self):
+        for bits in (8, 4):
+            m = onnx.load(str(self.dir / f"model.q{bits}.onnx"))
+            meta = {p.key: p.value for p in m.metadata_props}
+            self.assertEqual(meta.get("ripcord.kv_cache"), "shared", meta)
+            nbits = [n for n in m.graph.node if n.op_type == "MatMulNBits"]
+            self.assertTrue(nbits, f"q{bits}: no MatMulNBits node")
+            widths = {a.i for n in nbits for a in n.attribute if a.name == "bits"}
+            # Every projection at the variant's width; the tied LM head is 8-bit in both.
+            self.assertEqual(widths, {bits, 8} if bits == 4 else {8}, f"q{bits}")
+            self.assertTrue(any(n.op_type == "GroupQueryAttention" for n in m.graph.node))
+
+    def test_is_deterministic_and_matches_the_cached_test_model(self):
+        cached = CACHE / "models" / TINY_DIR
+        if not cached.is_dir():
+            self.skipTest(f"{cached} is missing: run `cargo xtask setup-model`")
+        for name in ["model.onnx", "model.q8.onnx", "model.q4.onnx", "tokenizer.json", "config.json"]:
+            self.assertEqual(
+                (self.dir / name).read_bytes(),
+                (cached / name).read_bytes(),
+                f"{name} differs from the one setup-model made with the same seed",
+            )
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -187,30 +187,17 @@ impl KeyScope {
     }
 }
 
-#[async_trait]
-impl ChatModel for KeyScope {
+/// Everything but the name forwards (calls return the inner model's own future).
+impl ripcord_core::Decorator for KeyScope {
+    type Inner = dyn ChatModel;
+
+    fn inner(&self) -> &Self::Inner {
+        &*self.inner
+    }
+
+    /// Deliberately not forwarded: the key's name, not the vendor's.
     fn id(&self) -> &ModelId {
         &self.id
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
-    }
-
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
-        self.inner.refusal(ctx)
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.inner.chat(req, ctx).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        self.inner.stream(req, ctx).await
     }
 }
 
@@ -237,17 +224,11 @@ impl Pinned {
 }
 
 #[async_trait]
-impl ChatModel for Pinned {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl ripcord_core::Decorator for Pinned {
+    type Inner = dyn ChatModel;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    fn inner(&self) -> &Self::Inner {
+        &*self.inner
     }
 
     fn refusal(&self, ctx: &Context) -> Option<Error> {

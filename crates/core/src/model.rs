@@ -13,9 +13,6 @@ use crate::request::ChatRequest;
 use crate::response::{ChatResponse, Usage};
 use crate::stream::{self, ChatStream};
 
-/// The boxed future `async_trait` methods return.
-type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
 /// The name of a link and the model it asks for.
 ///
 /// `name` is what the chain, the provenance and the metrics call the link (`"openai"`,
@@ -138,62 +135,13 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
     ///
     /// The default is `None`. A decorator forwards its inner model's answer, and books the
     /// refusal as it books a failed call, when nothing it does could turn that refusal into
-    /// another outcome.
+    /// another outcome; [`crate::Decorator`] forwards it by default and lists the decorators
+    /// that deliberately do not.
     fn refusal(&self, ctx: &Context) -> Option<Error> {
         let _ = ctx;
         None
     }
 }
-
-/// `ChatModel` for a smart pointer to a model: every method forwards, and `chat`/`stream`
-/// return the inner model's own boxed future (no second box per call).
-macro_rules! forward_chat_model {
-    ($ptr:ident) => {
-        impl<M: ChatModel + ?Sized> ChatModel for $ptr<M> {
-            fn id(&self) -> &ModelId {
-                (**self).id()
-            }
-            fn capabilities(&self) -> &Capabilities {
-                (**self).capabilities()
-            }
-            fn chat<'a, 'b, 'c, 'async_trait>(
-                &'a self,
-                req: &'b ChatRequest,
-                ctx: &'c Context,
-            ) -> BoxFuture<'async_trait, Result<ChatResponse>>
-            where
-                'a: 'async_trait,
-                'b: 'async_trait,
-                'c: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).chat(req, ctx)
-            }
-            fn stream<'a, 'b, 'c, 'async_trait>(
-                &'a self,
-                req: &'b ChatRequest,
-                ctx: &'c Context,
-            ) -> BoxFuture<'async_trait, Result<ChatStream>>
-            where
-                'a: 'async_trait,
-                'b: 'async_trait,
-                'c: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).stream(req, ctx)
-            }
-            fn bounds_itself(&self) -> bool {
-                (**self).bounds_itself()
-            }
-            fn refusal(&self, ctx: &Context) -> Option<Error> {
-                (**self).refusal(ctx)
-            }
-        }
-    };
-}
-
-forward_chat_model!(Arc);
-forward_chat_model!(Box);
 
 /// An embedding request: texts to embed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

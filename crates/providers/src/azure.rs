@@ -296,7 +296,37 @@ impl AzureOpenAi {
     }
 }
 
-crate::openai::forward_to_openai!(AzureOpenAi);
+/// Everything forwards to the [`OpenAi`] engine inside: this type differs only in how it is
+/// built.
+impl ripcord_core::Decorator for AzureOpenAi {
+    type Inner = OpenAi;
+
+    fn inner(&self) -> &OpenAi {
+        &self.inner
+    }
+}
+
+impl ripcord_core::EmbeddingModel for AzureOpenAi {
+    fn id(&self) -> &ripcord_core::ModelId {
+        ripcord_core::EmbeddingModel::id(&self.inner)
+    }
+
+    // Written out as `async_trait` expands it so the engine's own boxed future is returned
+    // as it is, without a second box per call.
+    fn embed<'a, 'b, 'c, 'async_trait>(
+        &'a self,
+        req: &'b ripcord_core::EmbeddingRequest,
+        ctx: &'c ripcord_core::Context,
+    ) -> crate::openai::BoxFuture<'async_trait, ripcord_core::Result<ripcord_core::EmbeddingResponse>>
+    where
+        'a: 'async_trait,
+        'b: 'async_trait,
+        'c: 'async_trait,
+        Self: 'async_trait,
+    {
+        ripcord_core::EmbeddingModel::embed(&self.inner, req, ctx)
+    }
+}
 
 #[cfg(test)]
 mod tests {

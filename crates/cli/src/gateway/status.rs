@@ -25,8 +25,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use futures::StreamExt;
 use ripcord_core::{
-    Attempt, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error,
-    ErrorKind, ModelId, Provenance, Result, StreamEvent,
+    Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
+    Provenance, Result, StreamEvent,
 };
 use ripcord_resilience::{BreakerState, HealthHandle, HealthStatus};
 use tokio::time::Instant;
@@ -522,21 +522,11 @@ impl Recorded {
 }
 
 #[async_trait]
-impl ChatModel for Recorded {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl ripcord_core::Decorator for Recorded {
+    type Inner = dyn ChatModel;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
-    }
-
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
-        self.inner.refusal(ctx)
+    fn inner(&self) -> &Self::Inner {
+        &*self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures::Stream;
 use tracing::Span;
 
-use crate::capabilities::{Capabilities, Locality};
+use crate::capabilities::Locality;
 use crate::context::Context;
 use crate::error::Result;
 use crate::model::{ChatModel, ModelId};
@@ -98,13 +98,11 @@ impl<M: ChatModel> TracedModel<M> {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for TracedModel<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> crate::Decorator for TracedModel<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
@@ -113,10 +111,6 @@ impl<M: ChatModel> ChatModel for TracedModel<M> {
 
     async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         traced_stream(self.span(true), req, self.inner.stream(req, ctx)).await
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
     }
 }
 

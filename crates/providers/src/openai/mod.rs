@@ -27,96 +27,14 @@ use ripcord_core::{
 };
 use secrecy::SecretString;
 
-/// `ChatModel` and `EmbeddingModel` for a type that is an [`OpenAi`] in its `inner` field with
-/// another constructor (Azure, the compatible presets): every method forwards, and `chat`,
-/// `stream` and `embed` return the inner adapter's own boxed future (no second box per call).
-macro_rules! forward_to_openai {
-    ($wrapper:ty) => {
-        impl ::ripcord_core::ChatModel for $wrapper {
-            fn id(&self) -> &::ripcord_core::ModelId {
-                ::ripcord_core::ChatModel::id(&self.inner)
-            }
-            fn capabilities(&self) -> &::ripcord_core::Capabilities {
-                ::ripcord_core::ChatModel::capabilities(&self.inner)
-            }
-            fn bounds_itself(&self) -> bool {
-                ::ripcord_core::ChatModel::bounds_itself(&self.inner)
-            }
-            fn chat<'a, 'b, 'c, 'async_trait>(
-                &'a self,
-                req: &'b ::ripcord_core::ChatRequest,
-                ctx: &'c ::ripcord_core::Context,
-            ) -> ::std::pin::Pin<
-                Box<
-                    dyn ::std::future::Future<
-                            Output = ::ripcord_core::Result<::ripcord_core::ChatResponse>,
-                        > + Send
-                        + 'async_trait,
-                >,
-            >
-            where
-                'a: 'async_trait,
-                'b: 'async_trait,
-                'c: 'async_trait,
-                Self: 'async_trait,
-            {
-                ::ripcord_core::ChatModel::chat(&self.inner, req, ctx)
-            }
-            fn stream<'a, 'b, 'c, 'async_trait>(
-                &'a self,
-                req: &'b ::ripcord_core::ChatRequest,
-                ctx: &'c ::ripcord_core::Context,
-            ) -> ::std::pin::Pin<
-                Box<
-                    dyn ::std::future::Future<
-                            Output = ::ripcord_core::Result<::ripcord_core::ChatStream>,
-                        > + Send
-                        + 'async_trait,
-                >,
-            >
-            where
-                'a: 'async_trait,
-                'b: 'async_trait,
-                'c: 'async_trait,
-                Self: 'async_trait,
-            {
-                ::ripcord_core::ChatModel::stream(&self.inner, req, ctx)
-            }
-        }
-
-        impl ::ripcord_core::EmbeddingModel for $wrapper {
-            fn id(&self) -> &::ripcord_core::ModelId {
-                ::ripcord_core::EmbeddingModel::id(&self.inner)
-            }
-            fn embed<'a, 'b, 'c, 'async_trait>(
-                &'a self,
-                req: &'b ::ripcord_core::EmbeddingRequest,
-                ctx: &'c ::ripcord_core::Context,
-            ) -> ::std::pin::Pin<
-                Box<
-                    dyn ::std::future::Future<
-                            Output = ::ripcord_core::Result<::ripcord_core::EmbeddingResponse>,
-                        > + Send
-                        + 'async_trait,
-                >,
-            >
-            where
-                'a: 'async_trait,
-                'b: 'async_trait,
-                'c: 'async_trait,
-                Self: 'async_trait,
-            {
-                ::ripcord_core::EmbeddingModel::embed(&self.inner, req, ctx)
-            }
-        }
-    };
-}
-pub(crate) use forward_to_openai;
-
 use crate::driver::{self, Labels};
 use crate::error_body::ErrorHook;
 use crate::http::{self, Auth, HttpClient, Timeouts, Transport};
 use crate::models::ModelInfo;
+
+/// The boxed future `async_trait` methods return (for the engine's wrappers that hand it on).
+pub(crate) type BoxFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The default OpenAI base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";

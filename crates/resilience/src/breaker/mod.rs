@@ -58,8 +58,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    Fault, ModelId, Result, TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Result,
+    TimeoutPhase,
 };
 use tokio::time::Instant;
 
@@ -331,18 +331,12 @@ impl StreamObserver for BreakerObserver {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Breaker<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: a refusal returns at once.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// `bounds_itself` forwards to this model: a refusal returns at once.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     /// While open (or half-open with every probe out): the refusal `chat` would return,

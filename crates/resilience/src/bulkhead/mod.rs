@@ -26,8 +26,8 @@ use std::sync::atomic::Ordering;
 use async_trait::async_trait;
 use futures::StreamExt;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    Fault, ModelId, Priority, Result,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Priority,
+    Result,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -172,18 +172,12 @@ impl<M: ChatModel> Bulkhead<M> {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Bulkhead<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> ripcord_core::Decorator for Bulkhead<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: its queue wait ends at the deadline or on cancellation.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// `bounds_itself` forwards to this model: its queue wait ends at the deadline or on cancellation.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

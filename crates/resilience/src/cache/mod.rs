@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, FinishReason, ModelId,
-    Result, StreamEvent, stream,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, FinishReason, Result,
+    StreamEvent, stream,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -303,18 +303,18 @@ impl StreamObserver for CacheObserver {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Cache<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
+impl<M: ChatModel> ripcord_core::Decorator for Cache<M> {
+    type Inner = M;
+
+    /// `bounds_itself` forwards to this model: a cache hit returns at once.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: a cache hit returns at once.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// Deliberately `None`: a hit can serve a request the inner model would refuse, and the
+    /// refusal hook does not see the request to look it up.
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        None
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

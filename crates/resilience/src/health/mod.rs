@@ -20,8 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    Fault, ModelId, Result,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Result,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -350,18 +349,12 @@ impl StreamObserver for HealthObserver {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Health<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: recording adds no wait.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// `bounds_itself` forwards to this model: recording adds no wait.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     /// As the inner model, recorded as a failed call.

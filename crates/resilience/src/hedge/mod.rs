@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Attempt, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error,
-    ModelId, Provenance, Result, StreamEvent,
+    Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId, Provenance,
+    Result, StreamEvent,
 };
 use tokio::time::Instant;
 
@@ -301,13 +301,16 @@ fn with_attempts(e: Error, mut before: Vec<Attempt>, id: &ModelId, latency: Dura
 }
 
 #[async_trait]
-impl<P: ChatModel, H: ChatModel> ChatModel for Hedge<P, H> {
-    fn id(&self) -> &ModelId {
-        self.primary.id()
+impl<P: ChatModel, H: ChatModel> ripcord_core::Decorator for Hedge<P, H> {
+    type Inner = P;
+
+    fn inner(&self) -> &P {
+        &self.primary
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.primary.capabilities()
+    /// Deliberately `None`: the hedge model may serve while the primary refuses.
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        None
     }
 
     /// When both sides do: the race adds only the hedge delay, which ends with the primary.

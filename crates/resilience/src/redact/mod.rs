@@ -37,8 +37,7 @@ use std::task::{Context as TaskContext, Poll};
 use async_trait::async_trait;
 use futures::Stream;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentPart, Context, ModelId,
-    Result, StreamEvent,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, ContentPart, Context, Result, StreamEvent,
 };
 
 pub use detect::{PiiKind, Redactor, RedactorBuilder};
@@ -375,18 +374,12 @@ impl<M: ChatModel> Redact<M> {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Redact<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> ripcord_core::Decorator for Redact<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: masking adds no wait.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// `bounds_itself` forwards to this model: masking adds no wait.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

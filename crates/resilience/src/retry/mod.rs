@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Attempt, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition,
-    Error, ErrorKind, ModelId, Provenance, Result, StreamEvent,
+    Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition, Error,
+    ErrorKind, Provenance, Result, StreamEvent,
 };
 use tokio::time::Instant;
 
@@ -258,13 +258,16 @@ impl<M: ChatModel> Retry<M> {
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Retry<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
+impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
+    /// Deliberately `None`: a later attempt may succeed where this one would be refused.
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        None
     }
 
     /// Always: every attempt at an inner model that does not bound itself is raced against

@@ -19,8 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId,
-    Result, TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, Result, TimeoutPhase,
 };
 use tokio::time::Instant;
 
@@ -134,18 +133,12 @@ fn earliest(a: Option<(Instant, Cut)>, b: Option<(Instant, Cut)>) -> Option<(Ins
 }
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Timeout<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> ripcord_core::Decorator for Timeout<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: it cuts at its own limits and the deadline, but relies on the inner model for cancellation.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// `bounds_itself` forwards to this model: it cuts at its own limits and the deadline, but relies on the inner model for cancellation.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

@@ -14,8 +14,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, StreamEvent, ToolCall,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, ModelId, Result,
+    StreamEvent, ToolCall,
 };
 
 pub use json::JsonValidator;
@@ -181,18 +181,12 @@ impl<V: Validator> StreamObserver for ValidateObserver<V> {
 }
 
 #[async_trait]
-impl<M: ChatModel, V: Validator> ChatModel for Validate<M, V> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel, V: Validator> ripcord_core::Decorator for Validate<M, V> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: validation adds no wait.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    /// `bounds_itself` forwards to this model: validation adds no wait.
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

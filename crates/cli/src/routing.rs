@@ -253,6 +253,60 @@ mod tests {
         Arc::new(ScriptedModel::new(name).reply(name))
     }
 
+    /// A model whose hooks answer as told.
+    #[derive(Debug)]
+    struct Hooked {
+        id: ModelId,
+        caps: Capabilities,
+        bounds: bool,
+        refuses: bool,
+    }
+
+    #[async_trait]
+    impl ChatModel for Hooked {
+        fn id(&self) -> &ModelId {
+            &self.id
+        }
+        fn capabilities(&self) -> &Capabilities {
+            &self.caps
+        }
+        async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
+            Ok(ChatResponse::new("ok"))
+        }
+        fn bounds_itself(&self) -> bool {
+            self.bounds
+        }
+        fn refusal(&self, ctx: &Context) -> Option<Error> {
+            // Refuses only calls pinned to route 0, so `Pinned` must hand on its context.
+            (self.refuses && ctx.metadata().get(ROUTE).is_some_and(|r| r == "0"))
+                .then(|| Error::new(ripcord_core::ErrorKind::RateLimited, "inner refuses"))
+        }
+    }
+
+    /// The gateway's wrappers forward the hooks (through `Decorator`'s defaults).
+    #[test]
+    fn the_key_scope_and_the_pin_forward_bounds_itself_and_refusal() {
+        let ctx = Context::new().with_metadata(ROUTE, "0");
+        for (bounds, refuses) in [(false, false), (true, true), (true, false), (false, true)] {
+            let inner = || -> Arc<dyn ChatModel> {
+                Arc::new(Hooked {
+                    id: ModelId::new("inner", "inner-1"),
+                    caps: Capabilities::new(4096, 256),
+                    bounds,
+                    refuses,
+                })
+            };
+            let scope = KeyScope::new("team-a", inner());
+            assert_eq!(scope.bounds_itself(), bounds);
+            assert_eq!(scope.refusal(&ctx).is_some(), refuses);
+            assert_eq!(ChatModel::id(&scope).name.as_ref(), "gateway-key:team-a");
+            let pinned = Pinned::new(inner(), 0);
+            assert_eq!(pinned.bounds_itself(), bounds);
+            assert_eq!(pinned.refusal(&Context::new()).is_some(), refuses);
+            assert_eq!(ChatModel::id(&pinned).name.as_ref(), "inner");
+        }
+    }
+
     #[tokio::test]
     async fn the_switch_follows_the_context_and_defaults_to_the_first_route() {
         let s = RouteSwitch::new(vec![named("a"), named("b")]).unwrap();

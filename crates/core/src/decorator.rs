@@ -39,6 +39,8 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 ///   inner model would refuse, and `refusal` does not see the request); retry answers `None`
 ///   (a later attempt may succeed where this one would be refused); the hedge answers `None`
 ///   (the hedge model may serve while the primary refuses).
+///   The rate limit answers `None` too: its wait could outlast an inner breaker's open
+///   spell, so the call's outcome could differ.
 /// - [`ChatModel::bounds_itself`]: retry answers `true` (it races every wait and attempt
 ///   against the context itself); the hedge answers for both of its models.
 /// - [`ChatModel::id`]: the gateway's per-key scope names the key, not the vendor.

@@ -10,7 +10,7 @@ use tracing::Span;
 use crate::capabilities::Locality;
 use crate::context::Context;
 use crate::error::Result;
-use crate::model::{ChatModel, ModelId};
+use crate::model::ChatModel;
 use crate::request::ChatRequest;
 use crate::response::ChatResponse;
 use crate::stream::{ChatStream, StreamEvent};

@@ -9,7 +9,7 @@ use ripcord_core::{
     Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId,
     Result, async_trait,
 };
-use ripcord_resilience::{BreakerLayer, BreakerState};
+use ripcord_resilience::{BreakerPolicy, BreakerState};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -99,14 +99,14 @@ async fn mean_ns(
 
 /// Measures `rounds` alternating rounds of `calls` calls per chain.
 pub(crate) async fn measure(calls: usize, rounds: usize) -> std::result::Result<SkipCost, String> {
-    let (alone, _) = decorate(Memory::new("secondary", false), BreakerLayer::default())?;
+    let (alone, _) = decorate(Memory::new("secondary", false), BreakerPolicy::default())?;
     let direct = Chain::builder()
         .link_arc(alone)
         .deadline(Duration::from_secs(30))
         .build()
         .map_err(|e| e.to_string())?;
     let (open, handle) = decorate(Memory::new("primary", true), trips_at_once()?)?;
-    let (behind, _) = decorate(Memory::new("secondary", false), BreakerLayer::default())?;
+    let (behind, _) = decorate(Memory::new("secondary", false), BreakerPolicy::default())?;
     let skipping = Chain::builder()
         .link_arc(open)
         .link_arc(behind)

@@ -8,6 +8,6 @@ pub mod build;
 pub mod chat;
 pub mod config;
 pub mod gateway;
+pub mod otlp;
 pub mod probe_formats;
 pub mod routing;
-pub mod telemetry;

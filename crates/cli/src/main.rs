@@ -142,7 +142,7 @@ fn prepare(
     ExitCode,
 > {
     let cfg = load(config)?;
-    let telemetry = otlp.and_then(|e| ripcord_cli::telemetry::init(e, Some(&cfg)));
+    let telemetry = otlp.and_then(|e| ripcord_cli::otlp::init(e, Some(&cfg)));
     let built = build_chain(&cfg)?;
     Ok((cfg, built, telemetry))
 }
@@ -236,8 +236,7 @@ async fn run(cli: Cli) -> ExitCode {
             // Metrics for `/metrics` always; over OTLP too when asked. Started before the
             // chain is built so build-time events are recorded.
             let export = ripcord_telemetry::PrometheusExport::new();
-            let _telemetry =
-                ripcord_cli::telemetry::init_serve(otlp.as_deref(), Some(&cfg), &export);
+            let _telemetry = ripcord_cli::otlp::init_serve(otlp.as_deref(), Some(&cfg), &export);
             let built = match build_chain(&cfg) {
                 Ok(b) => b,
                 Err(code) => return code,

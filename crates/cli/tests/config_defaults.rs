@@ -1,12 +1,12 @@
 //! A setting left out of the config is the library's default, read from the library: an empty
-//! section resolves to exactly what `RetryLayer::default()` and friends say, and the binary
+//! section resolves to exactly what `RetryPolicy::default()` and friends say, and the binary
 //! differs only where `config::defaults` says so.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap fails the test
 
 use ripcord_cli::config::{self, BreakerSettings, Provider, RetrySettings, TimeoutsConfig};
 use ripcord_core::chain::{DEFAULT_DEADLINE, DEFAULT_MIN_ATTEMPT, DEFAULT_STREAM_MAX};
-use ripcord_resilience::{BreakerLayer, BudgetLayer, RetryLayer};
+use ripcord_resilience::{BreakerPolicy, BudgetPolicy, RetryPolicy};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -18,7 +18,7 @@ fn ms(d: std::time::Duration) -> u64 {
 
 /// What the library's own defaults say, read through its public API only.
 fn library_retry() -> RetrySettings {
-    let lib = RetryLayer::default();
+    let lib = RetryPolicy::default();
     RetrySettings {
         max_attempts: lib.max_attempts(),
         base_delay_ms: ms(lib.backoff().base),
@@ -28,7 +28,7 @@ fn library_retry() -> RetrySettings {
 }
 
 fn library_breaker() -> BreakerSettings {
-    let lib = BreakerLayer::default();
+    let lib = BreakerPolicy::default();
     BreakerSettings {
         failure_threshold: lib.consecutive_failures().unwrap(),
         open_ms: ms(lib.open().iter().next().unwrap()),
@@ -94,7 +94,7 @@ fn an_empty_section_resolves_to_exactly_the_library_defaults() {
     assert_eq!(spec.min_attempt_ms, ms(DEFAULT_MIN_ATTEMPT));
 
     let budget = c.budget.as_ref().unwrap();
-    assert_eq!(budget.window_s, BudgetLayer::default().window().as_secs());
+    assert_eq!(budget.window_s, BudgetPolicy::default().window().as_secs());
     assert_eq!(c.redaction.as_ref().unwrap().restore, None);
 }
 

@@ -128,7 +128,7 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
     ///
     /// The chain asks each link before calling it and, on `Some`, records the error as that
     /// link's failure and moves on: a link whose breaker is open is skipped without a call
-    /// (DESIGN, "The chain"). The answer must be the error `chat` would return, and a model
+    /// (ARCHITECTURE.md, "Where a request travels"). The answer must be the error `chat` would return, and a model
     /// that answers `Some` books the refusal as it books a refused call (counters, listeners);
     /// it must never claim anything, such as a half-open probe permit, that only a call may
     /// use. `None` promises nothing: the call itself may still be refused.

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use redis::Script;
 use ripcord_core::{ChatModel, Error, Result};
 use ripcord_resilience::{
-    Budget, BudgetAdmit, BudgetHold, BudgetLayer, BudgetRefusal, BudgetStore, LocalBudgetStore,
+    Budget, BudgetAdmit, BudgetHold, BudgetPolicy, BudgetRefusal, BudgetStore, LocalBudgetStore,
     TokioClock,
 };
 
@@ -174,9 +174,9 @@ impl SharedBudgetConfig {
     }
 
     /// The policy's settings: each tenant's whole limit (shared by every replica).
-    pub fn layer(&self) -> Result<BudgetLayer> {
+    pub fn layer(&self) -> Result<BudgetPolicy> {
         self.validate()?;
-        let mut b = BudgetLayer::builder()
+        let mut b = BudgetPolicy::builder()
             .tokens_per_window(self.default_limit)
             .window(self.window)
             .budget_anonymous(self.budget_anonymous);

@@ -36,8 +36,8 @@ use async_trait::async_trait;
 use redis::Script;
 use ripcord_core::{ChatModel, Error, Result};
 use ripcord_resilience::{
-    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitBuilder, RateLimitLayer, Take,
-    Taken,
+    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitPolicy, RateLimitPolicyBuilder,
+    Take, Taken,
 };
 
 use crate::state::{Background, RedisState, config_error, key};
@@ -104,11 +104,11 @@ pub fn shared_rate_limit<M: ChatModel>(
 }
 
 /// The settings of a shared rate limit ([`shared_rate_limit`]): the policy's own settings
-/// (a `ripcord_resilience::RateLimitBuilder`: rates across all replicas, bursts, waits,
+/// (a `ripcord_resilience::RateLimitPolicyBuilder`: rates across all replicas, bursts, waits,
 /// pauses), and what only sharing adds (replicas, leases).
 #[derive(Debug, Clone)]
 pub struct SharedRateLimitConfig {
-    policy: RateLimitBuilder,
+    policy: RateLimitPolicyBuilder,
     replicas: u32,
     lease_block: Option<u64>,
     lease_ttl: Duration,
@@ -117,7 +117,7 @@ pub struct SharedRateLimitConfig {
 impl Default for SharedRateLimitConfig {
     fn default() -> Self {
         SharedRateLimitConfig {
-            policy: RateLimitLayer::builder(),
+            policy: RateLimitPolicy::builder(),
             replicas: 1,
             lease_block: None,
             lease_ttl: Duration::from_secs(1),
@@ -126,33 +126,36 @@ impl Default for SharedRateLimitConfig {
 }
 
 impl SharedRateLimitConfig {
-    /// Changes the policy's settings (`RateLimitBuilder`): rates are across all replicas.
-    pub fn policy(mut self, f: impl FnOnce(RateLimitBuilder) -> RateLimitBuilder) -> Self {
+    /// Changes the policy's settings (`RateLimitPolicyBuilder`): rates are across all replicas.
+    pub fn policy(
+        mut self,
+        f: impl FnOnce(RateLimitPolicyBuilder) -> RateLimitPolicyBuilder,
+    ) -> Self {
         self.policy = f(self.policy);
         self
     }
 
-    /// Requests per minute across all replicas (`RateLimitBuilder::rpm`).
+    /// Requests per minute across all replicas (`RateLimitPolicyBuilder::rpm`).
     pub fn rpm(self, n: u32) -> Self {
         self.policy(|b| b.rpm(n))
     }
 
-    /// Requests that may go at once (`RateLimitBuilder::rpm_burst`).
+    /// Requests that may go at once (`RateLimitPolicyBuilder::rpm_burst`).
     pub fn rpm_burst(self, n: u32) -> Self {
         self.policy(|b| b.rpm_burst(n))
     }
 
-    /// Tokens per minute across all replicas (`RateLimitBuilder::tpm`).
+    /// Tokens per minute across all replicas (`RateLimitPolicyBuilder::tpm`).
     pub fn tpm(self, n: u32) -> Self {
         self.policy(|b| b.tpm(n))
     }
 
-    /// Tokens that may go at once (`RateLimitBuilder::tpm_burst`).
+    /// Tokens that may go at once (`RateLimitPolicyBuilder::tpm_burst`).
     pub fn tpm_burst(self, n: u32) -> Self {
         self.policy(|b| b.tpm_burst(n))
     }
 
-    /// The longest a call waits for capacity (`RateLimitBuilder::max_wait`).
+    /// The longest a call waits for capacity (`RateLimitPolicyBuilder::max_wait`).
     pub fn max_wait(self, d: Duration) -> Self {
         self.policy(|b| b.max_wait(d))
     }
@@ -163,7 +166,7 @@ impl SharedRateLimitConfig {
         self.policy(|b| b.max_pause(d).pause_on_429(!d.is_zero()))
     }
 
-    /// The pause after a vendor 429 that names no retry-after (`RateLimitBuilder::default_pause`).
+    /// The pause after a vendor 429 that names no retry-after (`RateLimitPolicyBuilder::default_pause`).
     pub fn default_pause(self, d: Duration) -> Self {
         self.policy(|b| b.default_pause(d))
     }
@@ -193,7 +196,7 @@ impl SharedRateLimitConfig {
     /// # Errors
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn layer(&self) -> Result<RateLimitLayer> {
+    pub fn layer(&self) -> Result<RateLimitPolicy> {
         let layer = self.policy.clone().build().map_err(Error::from)?;
         let bad = |s, r| Err(config_error("shared_rate_limit", s, r));
         if self.lease_block == Some(0) {
@@ -206,7 +209,7 @@ impl SharedRateLimitConfig {
     }
 
     /// (request cells, tokens) per lease.
-    fn blocks(&self, layer: &RateLimitLayer) -> (u64, u64) {
+    fn blocks(&self, layer: &RateLimitPolicy) -> (u64, u64) {
         let share = |burst: Option<u32>| {
             u64::from(burst.unwrap_or(0)) / (16 * u64::from(self.replicas.max(1)))
         };

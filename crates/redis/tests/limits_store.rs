@@ -26,7 +26,7 @@ use ripcord_redis::{
     RedisBudgetStore, RedisLimitStore, SharedBudget, SharedBudgetConfig, SharedRateLimit,
     SharedRateLimitConfig, shared_budget, shared_rate_limit,
 };
-use ripcord_resilience::{Breaker, BreakerLayer, Budget, RateLimit};
+use ripcord_resilience::{Breaker, BreakerPolicy, Budget, RateLimit};
 
 /// An answer that reports `prompt` + `output` tokens (chat collects it; a stream plays it).
 fn answer(prompt: u64, output: u64) -> Step {
@@ -375,7 +375,7 @@ fn tripped_link() -> Breaker<Arc<ScriptedModel>> {
     );
     Breaker::new(
         vendor,
-        BreakerLayer::builder()
+        BreakerPolicy::builder()
             .consecutive_failures(1)
             .open_for(Duration::from_secs(60))
             .build()

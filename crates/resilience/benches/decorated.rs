@@ -48,8 +48,8 @@ fn bare() -> Instant {
     }
 }
 
-fn roomy_limits() -> RateLimitLayer {
-    RateLimitLayer::builder()
+fn roomy_limits() -> RateLimitPolicy {
+    RateLimitPolicy::builder()
         .rpm(1_000_000_000)
         .tpm(2_000_000_000)
         .build()
@@ -69,10 +69,10 @@ fn bench(c: &mut Criterion) {
     let bare_model = bare();
     let models: Vec<(&str, Arc<dyn ChatModel>)> = vec![
         ("bare model", Arc::new(bare())),
-        ("retry", Arc::new(bare().with_retry(RetryLayer::default()))),
+        ("retry", Arc::new(bare().with_retry(RetryPolicy::default()))),
         (
             "breaker",
-            Arc::new(bare().with_breaker(BreakerLayer::default())),
+            Arc::new(bare().with_breaker(BreakerPolicy::default())),
         ),
         (
             "rate limit (rpm + tpm)",
@@ -80,38 +80,38 @@ fn bench(c: &mut Criterion) {
         ),
         (
             "bulkhead",
-            Arc::new(bare().with_bulkhead(BulkheadLayer::default())),
+            Arc::new(bare().with_bulkhead(BulkheadPolicy::default())),
         ),
         (
             "timeout",
-            Arc::new(bare().with_timeout(TimeoutLayer::default())),
+            Arc::new(bare().with_timeout(TimeoutPolicy::default())),
         ),
         (
             "decorated: retry + breaker + rate limit + bulkhead",
             Arc::new(
                 bare()
                     .with_rate_limit(roomy_limits())
-                    .with_retry(RetryLayer::default())
-                    .with_bulkhead(BulkheadLayer::default())
-                    .with_breaker(BreakerLayer::default()),
+                    .with_retry(RetryPolicy::default())
+                    .with_bulkhead(BulkheadPolicy::default())
+                    .with_breaker(BreakerPolicy::default()),
             ),
         ),
         (
             "full recommended stack (no cache hits)",
             Arc::new(
                 bare()
-                    .with_timeout(TimeoutLayer::default())
+                    .with_timeout(TimeoutPolicy::default())
                     .with_rate_limit(roomy_limits())
-                    .with_retry(RetryLayer::default())
-                    .with_bulkhead(BulkheadLayer::default())
+                    .with_retry(RetryPolicy::default())
+                    .with_bulkhead(BulkheadPolicy::default())
                     .with_budget(
-                        BudgetLayer::builder()
+                        BudgetPolicy::builder()
                             .tokens_per_window(u64::MAX / 2)
                             .build()
                             .expect("valid budget"),
                     )
-                    .with_breaker(BreakerLayer::default())
-                    .with_health(HealthLayer::default()),
+                    .with_breaker(BreakerPolicy::default())
+                    .with_health(HealthPolicy::default()),
             ),
         ),
     ];
@@ -128,7 +128,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     // Redaction: a cloud link (the default locality), without and with personal data.
-    let redacted = bare().with_redaction(RedactLayer::builder().build().expect("valid patterns"));
+    let redacted = bare().with_redaction(RedactPolicy::builder().build().expect("valid patterns"));
     let clean = ChatRequest::user(
         "Why is the sky blue? Please answer in two sentences, citing version 1.2.3 of the notes.",
     )

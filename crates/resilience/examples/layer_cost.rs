@@ -63,26 +63,26 @@ fn model(name: &str) -> YieldOnce {
 
 fn link(name: &str) -> Arc<dyn ChatModel> {
     let breaker = if name == "down" {
-        BreakerLayer::builder()
+        BreakerPolicy::builder()
             .consecutive_failures(1)
             .open_for(Duration::from_secs(24 * 3600))
             .build()
             .expect("breaker")
     } else {
-        BreakerLayer::default()
+        BreakerPolicy::default()
     };
     Arc::new(
         model(name)
             .with_rate_limit(
-                RateLimitLayer::builder()
+                RateLimitPolicy::builder()
                     .rpm(1_000_000_000)
                     .tpm(4_000_000_000)
                     .build()
                     .expect("limits"),
             )
-            .with_retry(RetryLayer::default())
+            .with_retry(RetryPolicy::default())
             .with_bulkhead(
-                BulkheadLayer::builder()
+                BulkheadPolicy::builder()
                     .max_in_flight(256)
                     .max_queue(1024)
                     .build()
@@ -106,11 +106,11 @@ fn main() {
     let m: Arc<dyn ChatModel> = match config.as_str() {
         "bare" | "ctx_run" => Arc::new(model("a")),
         "chain1" => chain(vec![Arc::new(model("a"))]),
-        "retry" => Arc::new(model("a").with_retry(RetryLayer::default())),
-        "breaker" => Arc::new(model("a").with_breaker(BreakerLayer::default())),
+        "retry" => Arc::new(model("a").with_retry(RetryPolicy::default())),
+        "breaker" => Arc::new(model("a").with_breaker(BreakerPolicy::default())),
         "rate_limit" => Arc::new(
             model("a").with_rate_limit(
-                RateLimitLayer::builder()
+                RateLimitPolicy::builder()
                     .rpm(1_000_000_000)
                     .tpm(4_000_000_000)
                     .build()
@@ -119,7 +119,7 @@ fn main() {
         ),
         "bulkhead" => Arc::new(
             model("a").with_bulkhead(
-                BulkheadLayer::builder()
+                BulkheadPolicy::builder()
                     .max_in_flight(256)
                     .max_queue(1024)
                     .build()

@@ -11,8 +11,8 @@ use std::fmt;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::RetryLayer;
-/// let err = RetryLayer::builder()
+/// use ripcord_resilience::RetryPolicy;
+/// let err = RetryPolicy::builder()
 ///     .base_delay(Duration::from_secs(30))
 ///     .max_delay(Duration::from_secs(1))
 ///     .build()

@@ -2,16 +2,16 @@
 
 use ripcord_core::ChatModel;
 
-use crate::breaker::{Breaker, BreakerLayer};
-use crate::budget::{Budget, BudgetLayer};
-use crate::bulkhead::{Bulkhead, BulkheadLayer};
-use crate::cache::{Cache, CacheLayer};
-use crate::health::{Health, HealthLayer};
-use crate::hedge::{Hedge, HedgeLayer};
-use crate::rate_limit::{RateLimit, RateLimitLayer};
-use crate::redact::{Redact, RedactLayer};
-use crate::retry::{Retry, RetryLayer};
-use crate::timeout::{Timeout, TimeoutLayer};
+use crate::breaker::{Breaker, BreakerPolicy};
+use crate::budget::{Budget, BudgetPolicy};
+use crate::bulkhead::{Bulkhead, BulkheadPolicy};
+use crate::cache::{Cache, CachePolicy};
+use crate::health::{Health, HealthPolicy};
+use crate::hedge::{Hedge, HedgePolicy};
+use crate::rate_limit::{RateLimit, RateLimitPolicy};
+use crate::redact::{Redact, RedactPolicy};
+use crate::retry::{Retry, RetryPolicy};
+use crate::timeout::{Timeout, TimeoutPolicy};
 use crate::validate::{Validate, Validator};
 
 /// Policy constructors for every [`ChatModel`].
@@ -28,48 +28,48 @@ use crate::validate::{Validate, Validator};
 /// use ripcord_resilience::*;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let link = ScriptedModel::new("openai")
-///     .with_timeout(TimeoutLayer::default())
-///     .with_rate_limit(RateLimitLayer::builder().rpm(500).tpm(200_000).build()?)
-///     .with_retry(RetryLayer::default())
-///     .with_bulkhead(BulkheadLayer::default())
-///     .with_breaker(BreakerLayer::default());
+///     .with_timeout(TimeoutPolicy::default())
+///     .with_rate_limit(RateLimitPolicy::builder().rpm(500).tpm(200_000).build()?)
+///     .with_retry(RetryPolicy::default())
+///     .with_bulkhead(BulkheadPolicy::default())
+///     .with_breaker(BreakerPolicy::default());
 /// let reply = link.chat(&ChatRequest::user("hi"), &Context::new()).await?;
 /// assert_eq!(reply.text(), "ok");
 /// # Ok(()) }
 /// ```
 pub trait ChatModelExt: ChatModel + Sized {
     /// Retries failed calls ([`crate::retry`]).
-    fn with_retry(self, layer: RetryLayer) -> Retry<Self> {
+    fn with_retry(self, layer: RetryPolicy) -> Retry<Self> {
         Retry::new(self, layer)
     }
 
     /// Guards the model with a circuit breaker ([`crate::breaker`]).
-    fn with_breaker(self, layer: BreakerLayer) -> Breaker<Self> {
+    fn with_breaker(self, layer: BreakerPolicy) -> Breaker<Self> {
         Breaker::new(self, layer)
     }
 
     /// Applies local RPM / TPM limits ([`crate::rate_limit`]).
-    fn with_rate_limit(self, layer: RateLimitLayer) -> RateLimit<Self> {
+    fn with_rate_limit(self, layer: RateLimitPolicy) -> RateLimit<Self> {
         RateLimit::new(self, layer)
     }
 
     /// Bounds calls in flight behind a priority queue ([`crate::bulkhead`]).
-    fn with_bulkhead(self, layer: BulkheadLayer) -> Bulkhead<Self> {
+    fn with_bulkhead(self, layer: BulkheadPolicy) -> Bulkhead<Self> {
         Bulkhead::new(self, layer)
     }
 
     /// Charges calls to per-tenant token budgets ([`crate::budget`]).
-    fn with_budget(self, layer: BudgetLayer) -> Budget<Self> {
+    fn with_budget(self, layer: BudgetPolicy) -> Budget<Self> {
         Budget::new(self, layer)
     }
 
     /// Applies per-attempt time limits and stream guards ([`crate::timeout`]).
-    fn with_timeout(self, layer: TimeoutLayer) -> Timeout<Self> {
+    fn with_timeout(self, layer: TimeoutPolicy) -> Timeout<Self> {
         Timeout::new(self, layer)
     }
 
     /// Races `hedge` against this model when it is slow ([`crate::hedge`]).
-    fn with_hedge<H: ChatModel>(self, hedge: H, layer: HedgeLayer) -> Hedge<Self, H> {
+    fn with_hedge<H: ChatModel>(self, hedge: H, layer: HedgePolicy) -> Hedge<Self, H> {
         Hedge::new(self, hedge, layer)
     }
 
@@ -79,17 +79,17 @@ pub trait ChatModelExt: ChatModel + Sized {
     }
 
     /// Caches answers ([`crate::cache`]).
-    fn with_cache(self, layer: CacheLayer) -> Cache<Self> {
+    fn with_cache(self, layer: CachePolicy) -> Cache<Self> {
         Cache::new(self, layer)
     }
 
     /// Tracks the model's health passively ([`crate::health`]).
-    fn with_health(self, layer: HealthLayer) -> Health<Self> {
+    fn with_health(self, layer: HealthPolicy) -> Health<Self> {
         Health::new(self, layer)
     }
 
     /// Masks personal data before a cloud link and restores it in answers ([`crate::redact`]).
-    fn with_redaction(self, layer: RedactLayer) -> Redact<Self> {
+    fn with_redaction(self, layer: RedactPolicy) -> Redact<Self> {
         Redact::new(self, layer)
     }
 }

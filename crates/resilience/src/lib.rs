@@ -7,18 +7,18 @@
 //!
 //! | policy | wrapper / settings | on refusal |
 //! | --- | --- | --- |
-//! | [`retry`]: backoff with full jitter, retry-after, retry budget | [`Retry`] / [`RetryLayer`] | — |
-//! | [`breaker`]: circuit breaker on `failsafe` | [`Breaker`] / [`BreakerLayer`] | `CircuitOpen` + retry-after |
-//! | [`rate_limit`]: RPM and TPM over a [`LimitStore`] (in-process on `governor`, or shared) | [`RateLimit`] / [`RateLimitLayer`] | `LocalRateLimited` + retry-after |
-//! | [`bulkhead`]: calls in flight, priority queue | [`Bulkhead`] / [`BulkheadLayer`] | `BudgetExhausted` + retry-after |
-//! | [`budget`]: per-tenant token budgets over a [`BudgetStore`] | [`Budget`] / [`BudgetLayer`] | `BudgetExhausted` + retry-after |
-//! | [`timeout`]: attempt, first-token and idle limits | [`Timeout`] / [`TimeoutLayer`] | `Timeout` |
-//! | [`hedge`]: race a second link when slow (opt-in) | [`Hedge`] / [`HedgeLayer`] | — |
+//! | [`retry`]: backoff with full jitter, retry-after, retry budget | [`Retry`] / [`RetryPolicy`] | — |
+//! | [`breaker`]: circuit breaker on `failsafe` | [`Breaker`] / [`BreakerPolicy`] | `CircuitOpen` + retry-after |
+//! | [`rate_limit`]: RPM and TPM over a [`LimitStore`] (in-process on `governor`, or shared) | [`RateLimit`] / [`RateLimitPolicy`] | `LocalRateLimited` + retry-after |
+//! | [`bulkhead`]: calls in flight, priority queue | [`Bulkhead`] / [`BulkheadPolicy`] | `BudgetExhausted` + retry-after |
+//! | [`budget`]: per-tenant token budgets over a [`BudgetStore`] | [`Budget`] / [`BudgetPolicy`] | `BudgetExhausted` + retry-after |
+//! | [`timeout`]: attempt, first-token and idle limits | [`Timeout`] / [`TimeoutPolicy`] | `Timeout` |
+//! | [`hedge`]: race a second link when slow (opt-in) | [`Hedge`] / [`HedgePolicy`] | — |
 //! | [`validate`]: JSON / schema / custom checks | [`Validate`] / [`Validator`] | `InvalidResponse` |
-//! | [`cache`]: TTL + LRU response cache (opt-in) | [`Cache`] / [`CacheLayer`] | — |
-//! | [`health`]: EWMA latency, error rate, breaker state | [`Health`] / [`HealthLayer`] | — |
-//! | [`probe`]: active health probes (opt-in) | [`Prober`] / [`ProbeLayer`] | — |
-//! | [`redact`]: mask personal data before cloud links (opt-in) | [`Redact`] / [`RedactLayer`] | — |
+//! | [`cache`]: TTL + LRU response cache (opt-in) | [`Cache`] / [`CachePolicy`] | — |
+//! | [`health`]: EWMA latency, error rate, breaker state | [`Health`] / [`HealthPolicy`] | — |
+//! | [`probe`]: active health probes (opt-in) | [`Prober`] / [`ProbePolicy`] | — |
+//! | [`redact`]: mask personal data before cloud links (opt-in) | [`Redact`] / [`RedactPolicy`] | — |
 //!
 //! Refusals are made without calling the vendor and carry a `retry_after` saying when the link
 //! takes calls again: the chain skips a refusing link and, when every link is cooling down,
@@ -62,11 +62,11 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let primary = ScriptedModel::new("openai").fail(ErrorKind::Overloaded)
 //!     .with_validation(JsonValidator)
-//!     .with_timeout(TimeoutLayer::default())
-//!     .with_rate_limit(RateLimitLayer::builder().rpm(500).tpm(200_000).build()?)
-//!     .with_retry(RetryLayer::default())
-//!     .with_bulkhead(BulkheadLayer::default())
-//!     .with_breaker(BreakerLayer::default());
+//!     .with_timeout(TimeoutPolicy::default())
+//!     .with_rate_limit(RateLimitPolicy::builder().rpm(500).tpm(200_000).build()?)
+//!     .with_retry(RetryPolicy::default())
+//!     .with_bulkhead(BulkheadPolicy::default())
+//!     .with_breaker(BreakerPolicy::default());
 //! let chain = Chain::builder()
 //!     .link(primary)
 //!     .link(ScriptedModel::new("local").reply("Rayleigh scattering."))
@@ -113,6 +113,7 @@ pub mod hedge;
 pub mod probe;
 pub mod rate_limit;
 pub mod redact;
+mod renamed;
 pub mod retry;
 mod stream_util;
 pub mod timeout;
@@ -120,36 +121,41 @@ pub mod validate;
 mod window;
 
 pub use breaker::{
-    Admission, Breaker, BreakerBuilder, BreakerHandle, BreakerLayer, BreakerListener,
+    Admission, Breaker, BreakerHandle, BreakerListener, BreakerPolicy, BreakerPolicyBuilder,
     BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore, OpenBackoff, Outcome,
     StoreAdmit, Ticket, Transition,
 };
 pub use budget::{
-    Budget, BudgetAdmit, BudgetBuilder, BudgetHold, BudgetLayer, BudgetRefusal, BudgetStore,
+    Budget, BudgetAdmit, BudgetHold, BudgetPolicy, BudgetPolicyBuilder, BudgetRefusal, BudgetStore,
     LocalBudgetStore,
 };
-pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadLayer, BulkheadSnapshot};
-pub use cache::{Cache, CacheBuilder, CacheLayer, CacheStats};
+pub use bulkhead::{Bulkhead, BulkheadPolicy, BulkheadPolicyBuilder, BulkheadSnapshot};
+pub use cache::{Cache, CachePolicy, CachePolicyBuilder, CacheStats};
 pub use clock::{Clock, SharedClock, TokioClock};
 pub use error::ConfigError;
 pub use ext::ChatModelExt;
 pub use health::{
-    Health, HealthBuilder, HealthHandle, HealthLayer, HealthSnapshot, HealthStatus, ProbeSummary,
+    Health, HealthHandle, HealthPolicy, HealthPolicyBuilder, HealthSnapshot, HealthStatus,
+    ProbeSummary,
 };
-pub use hedge::{Hedge, HedgeBuilder, HedgeDelay, HedgeLayer};
+pub use hedge::{Hedge, HedgeDelay, HedgePolicy, HedgePolicyBuilder};
 pub use probe::{
-    ProbeBuilder, ProbeLayer, ProbeOutcome, Prober, ProberBuilder, ProberCounters, ProberStats,
+    ProbeOutcome, ProbePolicy, ProbePolicyBuilder, Prober, ProberBuilder, ProberCounters,
+    ProberStats,
 };
 pub use rate_limit::{
-    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitBuilder, RateLimitLayer,
+    LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitPolicy, RateLimitPolicyBuilder,
     RateLimitSnapshot, Take, Taken,
 };
 pub use redact::{
-    PiiKind, Redact, RedactBuilder, RedactLayer, Redaction, Redactor, RedactorBuilder, Restorer,
+    PiiKind, PiiRedactor, PiiRedactorBuilder, Redact, RedactPolicy, RedactPolicyBuilder, Redaction,
+    Restorer,
 };
+#[allow(deprecated)]
+pub use renamed::*;
 pub use retry::{
-    Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryBuilder, RetryClass, RetryLayer,
-    RetryOn, SplitMix64,
+    Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryClass, RetryOn, RetryPolicy,
+    RetryPolicyBuilder, SplitMix64,
 };
-pub use timeout::{Timeout, TimeoutBuilder, TimeoutLayer};
+pub use timeout::{Timeout, TimeoutPolicy, TimeoutPolicyBuilder};
 pub use validate::{FnValidator, JsonValidator, Validate, Validator, validator_fn};

@@ -100,19 +100,19 @@ fn rows() -> Vec<Row> {
         },
         Row {
             name: "Timeout",
-            wrap: |m| Box::new(m.with_timeout(TimeoutLayer::default())),
+            wrap: |m| Box::new(m.with_timeout(TimeoutPolicy::default())),
             bounds: Hook::Forwards,
             refusal: Hook::Forwards,
         },
         Row {
             name: "Bulkhead",
-            wrap: |m| Box::new(m.with_bulkhead(BulkheadLayer::default())),
+            wrap: |m| Box::new(m.with_bulkhead(BulkheadPolicy::default())),
             bounds: Hook::Forwards,
             refusal: Hook::Forwards,
         },
         Row {
             name: "Health",
-            wrap: |m| Box::new(m.with_health(HealthLayer::default())),
+            wrap: |m| Box::new(m.with_health(HealthPolicy::default())),
             bounds: Hook::Forwards,
             refusal: Hook::Forwards,
         },
@@ -124,28 +124,42 @@ fn rows() -> Vec<Row> {
         },
         Row {
             name: "Redact",
-            wrap: |m| Box::new(m.with_redaction(RedactLayer::builder().build().unwrap())),
+            wrap: |m| Box::new(m.with_redaction(RedactPolicy::builder().build().unwrap())),
             bounds: Hook::Forwards,
             refusal: Hook::Forwards,
         },
         // A closed breaker answers for its own state only.
         Row {
             name: "Breaker",
-            wrap: |m| Box::new(m.with_breaker(BreakerLayer::default())),
+            wrap: |m| Box::new(m.with_breaker(BreakerPolicy::default())),
             bounds: Hook::Forwards,
             refusal: Hook::Always(false),
         },
         // Retry races every wait against the context itself; a later attempt may succeed.
         Row {
             name: "Retry",
-            wrap: |m| Box::new(m.with_retry(RetryLayer::default())),
+            wrap: |m| Box::new(m.with_retry(RetryPolicy::default())),
             bounds: Hook::Always(true),
+            refusal: Hook::Always(false),
+        },
+        // A budget check adds no wait, and a refused call would be settled at zero.
+        Row {
+            name: "Budget",
+            wrap: |m| Box::new(m.with_budget(BudgetPolicy::default())),
+            bounds: Hook::Forwards,
+            refusal: Hook::Forwards,
+        },
+        // Its wait for capacity could outlast an inner breaker's open spell.
+        Row {
+            name: "RateLimit",
+            wrap: |m| Box::new(m.with_rate_limit(RateLimitPolicy::default())),
+            bounds: Hook::Forwards,
             refusal: Hook::Always(false),
         },
         // A hit can serve what the inner model would refuse.
         Row {
             name: "Cache",
-            wrap: |m| Box::new(m.with_cache(CacheLayer::default())),
+            wrap: |m| Box::new(m.with_cache(CachePolicy::default())),
             bounds: Hook::Forwards,
             refusal: Hook::Always(false),
         },
@@ -154,7 +168,7 @@ fn rows() -> Vec<Row> {
             name: "Hedge",
             wrap: |m| {
                 let (bounds, refuses) = (m.bounds, m.refuses);
-                Box::new(m.with_hedge(Hooked::new(bounds, refuses), HedgeLayer::default()))
+                Box::new(m.with_hedge(Hooked::new(bounds, refuses), HedgePolicy::default()))
             },
             bounds: Hook::Forwards,
             refusal: Hook::Always(false),
@@ -212,7 +226,7 @@ async fn every_decorator_forwards_the_hooks_or_is_a_documented_exception() {
 /// Health books a forwarded refusal as it books a refused call: one call, no success.
 #[tokio::test]
 async fn health_books_a_forwarded_refusal_as_a_call() {
-    let m = Hooked::new(true, true).with_health(HealthLayer::default());
+    let m = Hooked::new(true, true).with_health(HealthPolicy::default());
     let handle = m.handle();
     assert!(m.refusal(&Context::new()).is_some());
     let snap = handle.snapshot();

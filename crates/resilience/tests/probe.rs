@@ -57,8 +57,8 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-fn breaker(open_for: Duration) -> BreakerLayer {
-    BreakerLayer::builder()
+fn breaker(open_for: Duration) -> BreakerPolicy {
+    BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(open_for)
         .build()
@@ -68,7 +68,7 @@ fn breaker(open_for: Duration) -> BreakerLayer {
 #[tokio::test(start_paused = true)]
 async fn probes_follow_the_interval_within_the_jitter_bounds() {
     let model = Recorder::new();
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.3)
         .timeout(secs(1))
@@ -111,7 +111,7 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
 #[tokio::test(start_paused = true)]
 async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
     let model = Recorder::new();
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(5))
         .jitter(0.0)
         .timeout(secs(1))
@@ -135,13 +135,13 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
     let link = vendor.clone().with_breaker(breaker(secs(300)));
     let health = link.handle();
-    let link = link.with_health(HealthLayer::builder().breaker(health).build().unwrap());
+    let link = link.with_health(HealthPolicy::builder().breaker(health).build().unwrap());
     link.chat(&ChatRequest::user("hi"), &Context::new())
         .await
         .unwrap();
     assert_eq!(link.snapshot().status, HealthStatus::Healthy);
 
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(1))
@@ -163,7 +163,7 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
     drop(prober);
 
     // The same link with `probe_healthy` set is probed.
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(1))
@@ -198,7 +198,7 @@ async fn an_open_link_that_answers_a_probe_goes_half_open_early() {
     let guarded = vendor.clone().with_breaker(breaker(secs(600)));
     let link = {
         let h = guarded.handle();
-        guarded.with_health(HealthLayer::builder().breaker(h).build().unwrap())
+        guarded.with_health(HealthPolicy::builder().breaker(h).build().unwrap())
     };
     let req = ChatRequest::user("hi");
     assert!(link.chat(&req, &Context::new()).await.is_err());
@@ -206,7 +206,7 @@ async fn an_open_link_that_answers_a_probe_goes_half_open_early() {
     let refused = link.chat(&req, &Context::new()).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
 
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(2))
@@ -248,12 +248,12 @@ async fn a_failing_probe_leaves_the_breaker_open_and_is_recorded() {
             .await
             .is_err()
     );
-    let health = HealthLayer::builder()
+    let health = HealthPolicy::builder()
         .breaker(link.handle())
         .build()
         .unwrap();
     let health = vendor.clone().with_health(health);
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(2))
@@ -279,8 +279,8 @@ async fn a_failing_probe_leaves_the_breaker_open_and_is_recorded() {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_probe_is_cut_at_its_timeout_and_never_overlaps() {
     let vendor = Arc::new(ScriptedModel::new("openai").hang());
-    let health = vendor.clone().with_health(HealthLayer::default());
-    let layer = ProbeLayer::builder()
+    let health = vendor.clone().with_health(HealthPolicy::default());
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(2))
@@ -306,7 +306,7 @@ async fn a_hanging_probe_is_cut_at_its_timeout_and_never_overlaps() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_prober_stops_probing() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(1))
@@ -328,7 +328,7 @@ async fn dropping_the_prober_stops_probing() {
 #[tokio::test(start_paused = true)]
 async fn the_loop_can_be_driven_as_a_future() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(1))
@@ -344,28 +344,28 @@ async fn the_loop_can_be_driven_as_a_future() {
 
 #[test]
 fn bad_settings_are_refused_with_the_setting_named() {
-    let e = ProbeLayer::builder()
+    let e = ProbePolicy::builder()
         .interval(Duration::ZERO)
         .build()
         .unwrap_err();
     assert_eq!((e.policy(), e.setting()), ("probe", "interval"));
-    let e = ProbeLayer::builder().jitter(1.0).build().unwrap_err();
+    let e = ProbePolicy::builder().jitter(1.0).build().unwrap_err();
     assert_eq!(e.setting(), "jitter");
-    let e = ProbeLayer::builder().jitter(f64::NAN).build().unwrap_err();
+    let e = ProbePolicy::builder().jitter(f64::NAN).build().unwrap_err();
     assert_eq!(e.setting(), "jitter");
-    let e = ProbeLayer::builder()
+    let e = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.5)
         .timeout(secs(6))
         .build()
         .unwrap_err();
     assert_eq!(e.setting(), "timeout");
-    let e = ProbeLayer::builder()
+    let e = ProbePolicy::builder()
         .request(ChatRequest::new(Vec::new()))
         .build()
         .unwrap_err();
     assert_eq!(e.setting(), "request");
-    assert!(ProbeLayer::builder().build().is_ok());
+    assert!(ProbePolicy::builder().build().is_ok());
 }
 
 #[tokio::test(start_paused = true)]
@@ -377,9 +377,9 @@ async fn an_unknown_link_is_probed_until_a_probe_answers() {
             .fail(ErrorKind::ServerError)
             .reply("pong"),
     );
-    let link = vendor.clone().with_health(HealthLayer::default());
+    let link = vendor.clone().with_health(HealthPolicy::default());
     assert_eq!(link.snapshot().status, HealthStatus::Unknown);
-    let layer = ProbeLayer::builder()
+    let layer = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.0)
         .timeout(secs(1))

@@ -64,8 +64,8 @@ impl ChatModel for Echo {
     }
 }
 
-fn redactor() -> Redactor {
-    Redactor::builder().build().unwrap()
+fn redactor() -> PiiRedactor {
+    PiiRedactor::builder().build().unwrap()
 }
 
 fn masked(text: &str) -> String {
@@ -182,7 +182,7 @@ fn the_same_value_gets_the_same_placeholder_and_restores() {
 
 #[test]
 fn custom_patterns_claim_first_and_bad_ones_are_refused() {
-    let r = Redactor::builder()
+    let r = PiiRedactor::builder()
         .custom("EMPLOYEE_ID", r"(?-u:\b)EMP-\d{6}(?-u:\b)")
         .custom("PLATE", r"[京沪粤][A-Z][A-Z0-9]{5}")
         .build()
@@ -194,20 +194,23 @@ fn custom_patterns_claim_first_and_bad_ones_are_refused() {
         ),
         "工号[EMPLOYEE_ID_1]，车牌[PLATE_1]，电话[PHONE_1]"
     );
-    let e = Redactor::builder().custom("ID", r"(").build().unwrap_err();
+    let e = PiiRedactor::builder()
+        .custom("ID", r"(")
+        .build()
+        .unwrap_err();
     assert_eq!((e.policy(), e.setting()), ("redact", "custom"));
     assert!(e.reason().contains("ID"), "{e}");
-    let e = Redactor::builder()
+    let e = PiiRedactor::builder()
         .custom("lower", r"x")
         .build()
         .unwrap_err();
     assert!(e.reason().contains("[A-Z]"), "{e}");
-    let e = Redactor::builder()
+    let e = PiiRedactor::builder()
         .custom("EMAIL", r"x")
         .build()
         .unwrap_err();
     assert!(e.reason().contains("built-in"), "{e}");
-    let e = Redactor::builder()
+    let e = PiiRedactor::builder()
         .custom("ANY", r"x*")
         .build()
         .unwrap_err();
@@ -216,7 +219,10 @@ fn custom_patterns_claim_first_and_bad_ones_are_refused() {
 
 #[test]
 fn kinds_can_be_narrowed() {
-    let r = Redactor::builder().kinds([PiiKind::Email]).build().unwrap();
+    let r = PiiRedactor::builder()
+        .kinds([PiiKind::Email])
+        .build()
+        .unwrap();
     assert_eq!(
         r.redact("a@b.cn 13812345678", &mut Redaction::new()),
         "[EMAIL_1] 13812345678"
@@ -228,7 +234,7 @@ async fn cloud_links_see_placeholders_and_callers_get_the_originals() {
     let echo = Arc::new(Echo::new(Locality::cloud("openai"), 4));
     let link = echo
         .clone()
-        .with_redaction(RedactLayer::builder().build().unwrap());
+        .with_redaction(RedactPolicy::builder().build().unwrap());
     let reply = link
         .chat(&ChatRequest::user(ZH), &Context::new())
         .await
@@ -240,7 +246,7 @@ async fn cloud_links_see_placeholders_and_callers_get_the_originals() {
     // Without restoring, the caller sees what the vendor saw.
     let link = echo
         .clone()
-        .with_redaction(RedactLayer::builder().restore(false).build().unwrap());
+        .with_redaction(RedactPolicy::builder().restore(false).build().unwrap());
     let reply = link
         .chat(&ChatRequest::user(ZH), &Context::new())
         .await
@@ -253,7 +259,7 @@ async fn local_links_see_the_original_text() {
     let echo = Arc::new(Echo::new(Locality::Local, 4));
     let link = echo
         .clone()
-        .with_redaction(RedactLayer::builder().restore(false).build().unwrap());
+        .with_redaction(RedactPolicy::builder().restore(false).build().unwrap());
     let reply = link
         .chat(&ChatRequest::user(ZH), &Context::new())
         .await
@@ -267,7 +273,7 @@ async fn every_message_and_tool_argument_is_masked_and_tool_calls_restored() {
     let echo = Arc::new(Echo::new(Locality::cloud_in("deepseek", "cn"), 4));
     let link = echo
         .clone()
-        .with_redaction(RedactLayer::builder().build().unwrap());
+        .with_redaction(RedactPolicy::builder().build().unwrap());
     let req = ChatRequest::new(vec![
         Message::system("The user's email is zhao.lei@example.com."),
         Message::user("Send my payslip to zhao.lei@example.com and text 13812345678."),
@@ -299,7 +305,7 @@ async fn requests_without_personal_data_pass_unchanged() {
     let echo = Arc::new(Echo::new(Locality::cloud("openai"), 4));
     let link = echo
         .clone()
-        .with_redaction(RedactLayer::builder().build().unwrap());
+        .with_redaction(RedactPolicy::builder().build().unwrap());
     let text = "Why is the sky blue? Version 1.2.3.4567, order 2024031512345678.";
     let reply = link
         .chat(&ChatRequest::user(text), &Context::new())
@@ -315,7 +321,7 @@ async fn streams_restore_placeholders_split_across_deltas() {
         let echo = Arc::new(Echo::new(Locality::cloud("openai"), chunk));
         let link = echo
             .clone()
-            .with_redaction(RedactLayer::builder().build().unwrap());
+            .with_redaction(RedactPolicy::builder().build().unwrap());
         let s = link
             .stream(&ChatRequest::user(ZH), &Context::new())
             .await
@@ -343,7 +349,7 @@ async fn a_stream_collects_to_the_restored_answer() {
     let echo = Arc::new(Echo::new(Locality::cloud("openai"), 3));
     let link = echo
         .clone()
-        .with_redaction(RedactLayer::builder().build().unwrap());
+        .with_redaction(RedactPolicy::builder().build().unwrap());
     let s = link
         .stream(
             &ChatRequest::user("写信给 li.lei@example.cn [注意] 结尾["),
@@ -401,7 +407,7 @@ async fn a_restarted_stream_drops_held_text() {
         }
     }
     let link = Restarting(Capabilities::new(8192, 512), ModelId::new("r", "r-1"))
-        .with_redaction(RedactLayer::builder().build().unwrap());
+        .with_redaction(RedactPolicy::builder().build().unwrap());
     let s = link
         .stream(&ChatRequest::user("to x.y@example.org"), &Context::new())
         .await

@@ -14,7 +14,7 @@
 //!   (`gen_ai.client.operation.duration`, `gen_ai.client.token.usage`,
 //!   `gen_ai.client.operation.time_to_first_chunk`, and ripcord's calls, errors, retries,
 //!   fallbacks, breaker state, static replies and cost);
-//! - scrubs everything it exports with a [`Redactor`], so an API key that reached a span by
+//! - scrubs everything it exports with a [`SecretScrubber`], so an API key that reached a span by
 //!   someone else's mistake still leaves as `[REDACTED]`;
 //! - exports from a small runtime of its own, so it works the same under a multi-thread or a
 //!   current-thread tokio runtime, or none, and its [`TelemetryGuard`] can flush and shut down
@@ -52,7 +52,7 @@
 //! ## Privacy
 //!
 //! Prompt and completion text are not recorded unless [`TelemetryBuilder::record_content`]
-//! is turned on. API keys are never recorded by ripcord, and the [`Redactor`] removes anything
+//! is turned on. API keys are never recorded by ripcord, and the [`SecretScrubber`] removes anything
 //! key-shaped and every secret registered with [`TelemetryBuilder::redact`] from spans,
 //! events and the optional log output.
 //!
@@ -69,6 +69,7 @@ pub mod metrics;
 mod processor;
 pub mod prometheus;
 mod redact;
+mod renamed;
 mod report;
 pub mod stderr_log;
 
@@ -100,7 +101,9 @@ pub use config::{
 pub use error::TelemetryError;
 pub use metrics::MetricsLayer;
 pub use prometheus::PrometheusExport;
-pub use redact::{REDACTED, RedactingLine, RedactingWriter, Redactor};
+pub use redact::{REDACTED, RedactingLine, RedactingWriter, SecretScrubber};
+#[allow(deprecated)]
+pub use renamed::*;
 pub use report::ExportFailure;
 
 use config::{CodeSettings, Resolved, Sampling};
@@ -353,7 +356,7 @@ impl TelemetryBuilder {
                 .map_err(|e| TelemetryError::config("filter", format!("{directives:?}: {e}")))
         };
         let otel_filter = filter()?;
-        let redactor = Redactor::from_secrets(self.secrets.clone());
+        let redactor = SecretScrubber::from_secrets(self.secrets.clone());
         ripcord_core::telemetry::set_content_recording(self.record_content);
 
         if resolved.disabled {
@@ -610,7 +613,7 @@ fn http_client(
 pub struct Telemetry {
     layer: TelemetryLayer,
     guard: TelemetryGuard,
-    redactor: Redactor,
+    redactor: SecretScrubber,
     resolved: Resolved,
 }
 
@@ -633,7 +636,7 @@ impl Telemetry {
 
     /// The redactor applied to everything exported (to scrub your own log output the same way,
     /// see [`RedactingWriter`]).
-    pub fn redactor(&self) -> &Redactor {
+    pub fn redactor(&self) -> &SecretScrubber {
         &self.redactor
     }
 

@@ -3,7 +3,7 @@
 //! Every finished span passes through [`RipcordProcessor::on_end`] before the batch processor
 //! queues it, so the exporter — OTLP or an in-memory one in tests — only ever sees:
 //!
-//! - text scrubbed by the [`Redactor`] (span name, string attributes, event names and
+//! - text scrubbed by the [`SecretScrubber`] (span name, string attributes, event names and
 //!   attributes, status message);
 //! - `gen_ai.response.finish_reasons` as the string array the conventions ask for (`tracing`
 //!   can only carry it as comma-separated text);
@@ -23,19 +23,19 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{Span, SpanData, SpanProcessor};
 use ripcord_core::telemetry::attr;
 
-use crate::redact::Redactor;
+use crate::redact::SecretScrubber;
 
 /// Wraps the span processor that exports (batch or simple).
 #[derive(Debug)]
 pub(crate) struct RipcordProcessor {
     inner: Box<dyn SpanProcessor>,
-    redactor: Redactor,
+    redactor: SecretScrubber,
     /// Attempt spans finished so far, per parent span.
     attempts: Mutex<HashMap<SpanId, i64>>,
 }
 
 impl RipcordProcessor {
-    pub(crate) fn new(inner: Box<dyn SpanProcessor>, redactor: Redactor) -> Self {
+    pub(crate) fn new(inner: Box<dyn SpanProcessor>, redactor: SecretScrubber) -> Self {
         RipcordProcessor {
             inner,
             redactor,

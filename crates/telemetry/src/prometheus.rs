@@ -127,7 +127,7 @@ impl PrometheusExport {
 /// An invalid `filter`, or [`TelemetryError::SubscriberAlreadySet`].
 pub fn install_local(
     export: &PrometheusExport,
-    redactor: crate::Redactor,
+    redactor: crate::SecretScrubber,
     filter: &str,
     log_to_stderr: bool,
 ) -> Result<LocalGuard, crate::TelemetryError> {

@@ -4,7 +4,7 @@
 //! `secrecy::SecretString` and adapters build errors from vendor bodies, never from request
 //! headers). But spans also carry what *other* code records — a user's span field, a vendor's
 //! error text that echoes a key — so everything ripcord-telemetry exports passes through a
-//! [`Redactor`] first: span names, attribute values, event attributes, status messages, and the
+//! [`SecretScrubber`] first: span names, attribute values, event attributes, status messages, and the
 //! lines of the optional log output. It replaces
 //!
 //! - every secret registered with [`crate::TelemetryBuilder::redact`] (exact match), and
@@ -31,21 +31,21 @@ const MIN_KEY_TAIL: usize = 16;
 /// # Examples
 ///
 /// ```
-/// use ripcord_telemetry::Redactor;
-/// let r = Redactor::new(["my-collector-token-123"]);
+/// use ripcord_telemetry::SecretScrubber;
+/// let r = SecretScrubber::new(["my-collector-token-123"]);
 /// assert_eq!(r.scrub("auth my-collector-token-123 ok"), "auth [REDACTED] ok");
 /// assert_eq!(r.scrub("key sk-proj-abcdefghijklmnopqrstuvwxyz"), "key [REDACTED]");
 /// assert_eq!(r.scrub("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"), "Authorization: Bearer [REDACTED]");
 /// assert_eq!(r.scrub("nothing to see"), "nothing to see");
 /// ```
 #[derive(Clone, Default)]
-pub struct Redactor {
+pub struct SecretScrubber {
     secrets: Arc<Vec<SecretString>>,
 }
 
-impl fmt::Debug for Redactor {
+impl fmt::Debug for SecretScrubber {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Redactor")
+        f.debug_struct("SecretScrubber")
             .field("secrets", &self.secrets.len())
             .finish()
     }
@@ -116,7 +116,7 @@ fn next_pattern(s: &str, lower: &str, from: usize) -> Option<(usize, usize)> {
     None
 }
 
-impl Redactor {
+impl SecretScrubber {
     /// A redactor for these exact secrets (plus the built-in key patterns). Empty strings are
     /// ignored.
     pub fn new<I, S>(secrets: I) -> Self
@@ -130,14 +130,14 @@ impl Redactor {
             .filter(|s: &String| !s.is_empty())
             .map(SecretString::from)
             .collect();
-        Redactor {
+        SecretScrubber {
             secrets: Arc::new(secrets),
         }
     }
 
     /// A redactor for these secrets, already wrapped.
     pub fn from_secrets(secrets: Vec<SecretString>) -> Self {
-        Redactor {
+        SecretScrubber {
             secrets: Arc::new(
                 secrets
                     .into_iter()
@@ -180,26 +180,26 @@ impl Redactor {
 }
 
 /// A [`tracing_subscriber::fmt::MakeWriter`] that scrubs every log line through a
-/// [`Redactor`] before writing it to the inner writer.
+/// [`SecretScrubber`] before writing it to the inner writer.
 ///
 /// # Examples
 ///
 /// ```
-/// use ripcord_telemetry::{RedactingWriter, Redactor};
+/// use ripcord_telemetry::{RedactingWriter, SecretScrubber};
 /// let subscriber = tracing_subscriber::fmt()
-///     .with_writer(RedactingWriter::new(std::io::stderr, Redactor::new(["hunter2-token"])))
+///     .with_writer(RedactingWriter::new(std::io::stderr, SecretScrubber::new(["hunter2-token"])))
 ///     .finish();
 /// # drop(subscriber);
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedactingWriter<M> {
     inner: M,
-    redactor: Redactor,
+    redactor: SecretScrubber,
 }
 
 impl<M> RedactingWriter<M> {
     /// Wraps a writer factory.
-    pub fn new(inner: M, redactor: Redactor) -> Self {
+    pub fn new(inner: M, redactor: SecretScrubber) -> Self {
         RedactingWriter { inner, redactor }
     }
 }
@@ -209,7 +209,7 @@ impl<M> RedactingWriter<M> {
 #[derive(Debug)]
 pub struct RedactingLine<W: io::Write> {
     inner: W,
-    redactor: Redactor,
+    redactor: SecretScrubber,
     buf: Vec<u8>,
 }
 
@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn registered_secrets_are_replaced_everywhere() {
-        let r = Redactor::new(["tok-1234", ""]);
+        let r = SecretScrubber::new(["tok-1234", ""]);
         assert_eq!(
             r.scrub("a tok-1234 b tok-1234"),
             "a [REDACTED] b [REDACTED]"
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn vendor_key_shapes_are_replaced() {
-        let r = Redactor::default();
+        let r = SecretScrubber::default();
         for (input, want) in [
             ("sk-proj-AbCdEfGhIjKlMnOpQrStUv", "[REDACTED]"),
             (
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn ordinary_words_are_left_alone() {
-        let r = Redactor::default();
+        let r = SecretScrubber::default();
         for s in [
             "task-runner",
             "ask-me anything",
@@ -322,7 +322,7 @@ mod tests {
     fn log_lines_are_scrubbed_before_they_reach_the_writer() {
         use std::io::Write;
         let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-        let r = Redactor::new(["secret-value-1"]);
+        let r = SecretScrubber::new(["secret-value-1"]);
         {
             let mut line = RedactingLine {
                 inner: SharedBuf(sink.clone()),

@@ -18,7 +18,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::{RedactingWriter, Redactor};
+use crate::{RedactingWriter, SecretScrubber};
 
 /// The `tracing` target of events that only feed metrics (never a log line).
 pub const METRICS_ONLY_TARGET: &str = "ripcord::usage";
@@ -108,7 +108,7 @@ impl io::Write for QueuedStderr {
 /// The stderr log layer: lines scrubbed by `redactor`, filtered by `filter` (an `EnvFilter`
 /// directive string), without [`METRICS_ONLY_TARGET`].
 pub(crate) fn layer<S>(
-    redactor: Redactor,
+    redactor: SecretScrubber,
     filter: &str,
 ) -> Result<impl Layer<S> + Send + Sync + 'static, crate::TelemetryError>
 where

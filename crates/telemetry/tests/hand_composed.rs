@@ -11,12 +11,12 @@ use opentelemetry::trace::{SpanKind, Status};
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_core::{ChatModel, ChatRequest, Context, stream};
 use ripcord_providers::{Anthropic, AnthropicConfig, OpenAi, OpenAiConfig};
-use ripcord_resilience::{ChatModelExt, RetryLayer};
+use ripcord_resilience::{ChatModelExt, RetryPolicy};
 use support::*;
 
-fn retry() -> RetryLayer {
+fn retry() -> RetryPolicy {
     // Real time (HTTP): a short backoff keeps the retry quick.
-    RetryLayer::builder()
+    RetryPolicy::builder()
         .max_attempts(3)
         .base_delay(Duration::from_millis(1))
         .max_delay(Duration::from_millis(5))

@@ -19,7 +19,7 @@ use ripcord_core::{
 };
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use ripcord_resilience::{
-    BreakerLayer, CacheLayer, ChatModelExt, HedgeDelay, HedgeLayer, RetryLayer, RetryOn,
+    BreakerPolicy, CachePolicy, ChatModelExt, HedgeDelay, HedgePolicy, RetryOn, RetryPolicy,
     validator_fn,
 };
 use tracing::field::{Field, Visit};
@@ -63,8 +63,8 @@ fn ask() -> ChatRequest {
     ChatRequest::user("Why is the sky blue?")
 }
 
-fn retry(attempts: u32) -> RetryLayer {
-    RetryLayer::builder()
+fn retry(attempts: u32) -> RetryPolicy {
+    RetryPolicy::builder()
         .max_attempts(attempts)
         .base_delay(Duration::from_millis(1))
         .max_delay(Duration::from_millis(2))
@@ -152,7 +152,7 @@ async fn drive() {
         ErrorKind::Timeout,
     ] {
         let m = ScriptedModel::new("r2").fail(kind).with_retry(
-            RetryLayer::builder()
+            RetryPolicy::builder()
                 .max_attempts(2)
                 .retry_on(RetryOn::none())
                 .build()
@@ -162,7 +162,7 @@ async fn drive() {
     }
 
     // A breaker that opens.
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .build()
         .unwrap();
@@ -172,7 +172,7 @@ async fn drive() {
     m.chat(&ask(), &Context::new()).await.unwrap_err();
 
     // A cache hit.
-    let cache = CacheLayer::builder().build().unwrap();
+    let cache = CachePolicy::builder().build().unwrap();
     let m = ScriptedModel::new("c")
         .reply("cached")
         .reply("fresh")
@@ -181,7 +181,7 @@ async fn drive() {
     m.chat(&ask(), &Context::new()).await.unwrap();
 
     // A hedge sent, and winning against a slow primary.
-    let hedge = HedgeLayer::builder()
+    let hedge = HedgePolicy::builder()
         .delay(HedgeDelay::Fixed(Duration::from_millis(1)))
         .build()
         .unwrap();

@@ -6,21 +6,21 @@ use std::time::Duration;
 use ripcord_core::chain::Strategy;
 use ripcord_core::{Chain, ChatModel};
 use ripcord_resilience::{
-    BreakerHandle, BreakerLayer, BulkheadLayer, ChatModelExt, ProbeLayer, Prober, RateLimitLayer,
-    RedactLayer, RetryLayer,
+    BreakerHandle, BreakerPolicy, BulkheadPolicy, ChatModelExt, ProbePolicy, Prober,
+    RateLimitPolicy, RedactPolicy, RetryPolicy,
 };
 
 use super::wire::{http_client, openai};
-pub(super) fn rate_limit() -> Result<RateLimitLayer, String> {
-    RateLimitLayer::builder()
+pub(super) fn rate_limit() -> Result<RateLimitPolicy, String> {
+    RateLimitPolicy::builder()
         .rpm(1_000_000_000)
         .tpm(4_000_000_000)
         .build()
         .map_err(|e| e.to_string())
 }
 
-pub(super) fn bulkhead() -> Result<BulkheadLayer, String> {
-    BulkheadLayer::builder()
+pub(super) fn bulkhead() -> Result<BulkheadPolicy, String> {
+    BulkheadPolicy::builder()
         .max_in_flight(256)
         .max_queue(1024)
         .build()
@@ -30,11 +30,11 @@ pub(super) fn bulkhead() -> Result<BulkheadLayer, String> {
 /// A model with the full stack; returns it and its breaker's handle.
 pub(crate) fn decorate<M: ChatModel + 'static>(
     model: M,
-    breaker: BreakerLayer,
+    breaker: BreakerPolicy,
 ) -> Result<(Arc<dyn ChatModel>, BreakerHandle), String> {
     let b = model
         .with_rate_limit(rate_limit()?)
-        .with_retry(RetryLayer::default())
+        .with_retry(RetryPolicy::default())
         .with_bulkhead(bulkhead()?)
         .with_breaker(breaker);
     let handle = b.handle();
@@ -42,16 +42,16 @@ pub(crate) fn decorate<M: ChatModel + 'static>(
 }
 
 /// A breaker that never trips during the run (its bookkeeping still runs on every call).
-pub(super) fn never_trips() -> Result<BreakerLayer, String> {
-    BreakerLayer::builder()
+pub(super) fn never_trips() -> Result<BreakerPolicy, String> {
+    BreakerPolicy::builder()
         .consecutive_failures(u32::MAX)
         .build()
         .map_err(|e| e.to_string())
 }
 
 /// A breaker that trips on the first failure and stays open for the whole run.
-pub(crate) fn trips_at_once() -> Result<BreakerLayer, String> {
-    BreakerLayer::builder()
+pub(crate) fn trips_at_once() -> Result<BreakerPolicy, String> {
+    BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(Duration::from_secs(24 * 3600))
         .build()
@@ -69,7 +69,7 @@ pub(super) struct Extras {
 /// A three-link chain: `first` on `first_url`, then two links on `ok_url`.
 pub(super) fn chain(
     first_url: &str,
-    first_breaker: BreakerLayer,
+    first_breaker: BreakerPolicy,
     ok_url: &str,
 ) -> Result<(Chain, BreakerHandle), String> {
     chain_with(first_url, first_breaker, ok_url, Extras::default()).map(|(c, h, _)| (c, h))
@@ -79,7 +79,7 @@ pub(super) fn chain(
 /// (returned: it probes for as long as it is kept).
 pub(super) fn chain_with(
     first_url: &str,
-    first_breaker: BreakerLayer,
+    first_breaker: BreakerPolicy,
     ok_url: &str,
     extras: Extras,
 ) -> Result<(Chain, BreakerHandle, Option<Prober>), String> {
@@ -87,7 +87,7 @@ pub(super) fn chain_with(
     let adapter = |url: &str, name: &str| -> Result<Arc<dyn ChatModel>, String> {
         let a = openai(url, name, Some(&client))?;
         Ok(if extras.redact {
-            let layer = RedactLayer::builder().build().map_err(|e| e.to_string())?;
+            let layer = RedactPolicy::builder().build().map_err(|e| e.to_string())?;
             Arc::new(layer.layer(a))
         } else {
             Arc::new(a)
@@ -95,7 +95,7 @@ pub(super) fn chain_with(
     };
     let first = adapter(first_url, "primary")?;
     let prober = if extras.probe {
-        let layer = ProbeLayer::builder()
+        let layer = ProbePolicy::builder()
             .interval(Duration::from_millis(200))
             .timeout(Duration::from_millis(100))
             .probe_healthy(true)
@@ -106,8 +106,8 @@ pub(super) fn chain_with(
         None
     };
     let (primary, handle) = decorate(first, first_breaker)?;
-    let (secondary, _) = decorate(adapter(ok_url, "secondary")?, BreakerLayer::default())?;
-    let (tertiary, _) = decorate(adapter(ok_url, "tertiary")?, BreakerLayer::default())?;
+    let (secondary, _) = decorate(adapter(ok_url, "secondary")?, BreakerPolicy::default())?;
+    let (tertiary, _) = decorate(adapter(ok_url, "tertiary")?, BreakerPolicy::default())?;
     let mut b = Chain::builder()
         .link_arc(primary)
         .link_arc(secondary)

@@ -22,7 +22,7 @@ use ripcord_core::chain::Strategy;
 use ripcord_core::{ChatModel, ChatResponse, Context, StreamEvent};
 use ripcord_redis::RedisState;
 use ripcord_redis::server::RedisServer;
-use ripcord_resilience::{BreakerLayer, BreakerState};
+use ripcord_resilience::{BreakerPolicy, BreakerState};
 use tokio::time::Instant;
 
 use crate::floor::{HyperPost, RawPost};
@@ -215,7 +215,7 @@ pub(crate) async fn build(
         meters,
     ));
 
-    let (ok_chain, _) = chain(&t.ok, BreakerLayer::default(), &t.ok)?;
+    let (ok_chain, _) = chain(&t.ok, BreakerPolicy::default(), &t.ok)?;
     rows.push(row(
         "chain",
         "chain: 3 decorated links, link 1 serves",
@@ -250,7 +250,7 @@ pub(crate) async fn build(
     // Issue 10's features on the same chain, each on its own: what they cost when nothing fails.
     let (lowest_latency, _, _) = chain_with(
         &t.ok,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
         &t.ok,
         Extras {
             strategy: Some(Strategy::LowestLatency { min_samples: 5 }),
@@ -267,7 +267,7 @@ pub(crate) async fn build(
     ));
     let (redacting, _, _) = chain_with(
         &t.ok,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
         &t.ok,
         Extras {
             redact: true,
@@ -284,7 +284,7 @@ pub(crate) async fn build(
     ));
     let (probed, _, prober) = chain_with(
         &t.ok,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
         &t.ok,
         Extras {
             probe: true,

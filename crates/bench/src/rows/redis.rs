@@ -14,7 +14,7 @@ use ripcord_redis::{
     shared_rate_limit,
 };
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, BreakerState, ChatModelExt, RetryLayer, Transition,
+    BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, RetryPolicy, Transition,
 };
 
 use super::chains::{bulkhead, decorate};
@@ -68,17 +68,17 @@ pub(super) async fn redis_chain(
     )
     .map_err(|e| e.to_string())?;
     let inner = limited
-        .with_retry(RetryLayer::default())
+        .with_retry(RetryPolicy::default())
         .with_bulkhead(bulkhead()?);
     let primary = shared_breaker(inner, state.clone(), SharedBreakerConfig::default())
         .map_err(|e| e.to_string())?;
     let (secondary, _) = decorate(
         openai(ok_url, "secondary", Some(&client))?,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
     )?;
     let (tertiary, _) = decorate(
         openai(ok_url, "tertiary", Some(&client))?,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
     )?;
     let chain = Chain::builder()
         .link(primary)
@@ -102,17 +102,17 @@ pub(super) async fn redis_failover(
         .map_err(|e| e.to_string())?;
     let client = http_client()?;
     let inner = openai(down_url, "primary", Some(&client))?
-        .with_retry(RetryLayer::default())
+        .with_retry(RetryPolicy::default())
         .with_bulkhead(bulkhead()?);
     let config = SharedBreakerConfig::default().consecutive_failures(u32::MAX);
     let primary = shared_breaker(inner, state.clone(), config).map_err(|e| e.to_string())?;
     let (secondary, _) = decorate(
         openai(ok_url, "secondary", Some(&client))?,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
     )?;
     let (tertiary, _) = decorate(
         openai(ok_url, "tertiary", Some(&client))?,
-        BreakerLayer::default(),
+        BreakerPolicy::default(),
     )?;
     let chain = Chain::builder()
         .link(primary)
@@ -286,7 +286,7 @@ pub(crate) async fn trip_spread(
             .map_err(|e| e.to_string())?;
         let (secondary, _) = decorate(
             openai(ok_url, "secondary", Some(&client))?,
-            BreakerLayer::default(),
+            BreakerPolicy::default(),
         )?;
         let chain = Chain::builder()
             .link(primary)

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
-    BreakerLayer, BudgetLayer, BulkheadLayer, ChatModelExt, HealthHandle, HealthLayer, ProbeLayer,
-    Prober, RateLimitLayer, RedactLayer, RetryLayer,
+    BreakerPolicy, BudgetPolicy, BulkheadPolicy, ChatModelExt, HealthHandle, HealthPolicy,
+    ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
 };
 
 use super::{BuildHooks, Shared, config_error};
@@ -24,7 +24,7 @@ pub(super) fn decorate(
     p: &Provider,
     base: Arc<dyn ChatModel>,
     hooks: &BuildHooks,
-    redact: Option<&RedactLayer>,
+    redact: Option<&RedactPolicy>,
     shared: Shared<'_>,
     deadline_ms: u64,
 ) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
@@ -57,7 +57,7 @@ pub(super) fn decorate(
     // `config::defaults`).
     let attempts = p.retry.max_attempts;
     if attempts > 1 {
-        let retry = RetryLayer::builder()
+        let retry = RetryPolicy::builder()
             .retry_on(p.retry.retry_on)
             .max_attempts(attempts)
             .base_delay(Duration::from_millis(p.retry.base_delay_ms))
@@ -71,7 +71,7 @@ pub(super) fn decorate(
     if let Some(bh) = &p.bulkhead {
         // Outside the retry (a retry keeps its slot), inside the breaker (an open breaker
         // refuses without queueing; a full bulkhead is a local refusal it never counts).
-        let mut b = BulkheadLayer::builder().max_in_flight(bh.max_in_flight);
+        let mut b = BulkheadPolicy::builder().max_in_flight(bh.max_in_flight);
         if let Some(n) = bh.max_queue {
             b = b.max_queue(n);
         }
@@ -88,7 +88,7 @@ pub(super) fn decorate(
     // permit expires with it.
     #[cfg(not(feature = "redis"))]
     let _ = deadline_ms;
-    let mut breaker_layer = BreakerLayer::builder()
+    let mut breaker_layer = BreakerPolicy::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open_for(Duration::from_millis(p.breaker.open_ms))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
@@ -120,7 +120,7 @@ pub(super) fn decorate(
         let _ = shared;
         model.with_breaker(breaker_layer)
     };
-    let health_layer = HealthLayer::builder()
+    let health_layer = HealthPolicy::builder()
         .breaker(breaker.handle())
         .build()
         .map_err(config_error)?;
@@ -164,7 +164,7 @@ fn rate_limited(
     }
     #[cfg(not(feature = "redis"))]
     let _ = shared;
-    let mut b = RateLimitLayer::builder();
+    let mut b = RateLimitPolicy::builder();
     if let Some(ms) = rl.pause_429_ms {
         b = b.default_pause(Duration::from_millis(ms));
     }
@@ -203,7 +203,7 @@ pub(super) fn budgeted(
     }
     #[cfg(not(feature = "redis"))]
     let _ = (shared, scope);
-    let mut layer = BudgetLayer::builder()
+    let mut layer = BudgetPolicy::builder()
         .tokens_per_window(b.tokens_per_window)
         .window(window)
         .budget_anonymous(b.anonymous);
@@ -215,8 +215,8 @@ pub(super) fn budgeted(
     ))
 }
 
-fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbeLayer> {
-    let mut b = ProbeLayer::builder().probe_healthy(cfg.probe_healthy);
+fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
+    let mut b = ProbePolicy::builder().probe_healthy(cfg.probe_healthy);
     if let Some(ms) = cfg.interval_ms {
         b = b.interval(Duration::from_millis(ms));
     }
@@ -253,7 +253,7 @@ pub(super) fn key_limited(
     }
     #[cfg(not(feature = "redis"))]
     let _ = shared;
-    let mut b = RateLimitLayer::builder()
+    let mut b = RateLimitPolicy::builder()
         .max_wait(Duration::ZERO)
         .pause_on_429(false);
     if let Some(rpm) = key.rpm {

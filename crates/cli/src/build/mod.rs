@@ -36,7 +36,7 @@ use ripcord_core::{
 };
 use ripcord_providers::HttpClient;
 use ripcord_resilience::{
-    BreakerListener, BreakerState, HealthHandle, HealthStatus, Prober, RedactLayer,
+    BreakerListener, BreakerState, HealthHandle, HealthStatus, Prober, RedactPolicy,
 };
 use serde_json::{Value, json};
 
@@ -290,7 +290,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let redact = match &config.redaction {
         None => None,
         Some(r) => {
-            let mut b = RedactLayer::builder();
+            let mut b = RedactPolicy::builder();
             if let Some(restore) = r.restore {
                 b = b.restore(restore);
             }

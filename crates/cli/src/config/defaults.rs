@@ -2,7 +2,7 @@
 //!
 //! A setting left out of the file means "the library's default", taken from the library and
 //! never written down a second time here: resolution starts from the library's own `Default`
-//! ([`RetryLayer`], [`BreakerLayer`], [`BudgetLayer`], `StateOptions` of `ripcord-redis`) or its
+//! ([`RetryPolicy`], [`BreakerPolicy`], [`BudgetPolicy`], `StateOptions` of `ripcord-redis`) or its
 //! public default constants ([`DEFAULT_DEADLINE`], [`DEFAULT_STREAM_MAX`],
 //! [`DEFAULT_MIN_ATTEMPT`]) and overrides only what the file sets, so a default changed in the
 //! library changes the binary too. Settings the resolved config keeps as `Option` (a link's
@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use ripcord_core::chain::{DEFAULT_DEADLINE, DEFAULT_MIN_ATTEMPT, DEFAULT_STREAM_MAX};
-use ripcord_resilience::{BreakerLayer, BudgetLayer, RetryLayer};
+use ripcord_resilience::{BreakerPolicy, BudgetPolicy, RetryPolicy};
 
 use super::model::{BreakerSettings, RetrySettings};
 
@@ -61,7 +61,7 @@ pub(super) fn chain_ms() -> (u64, u64, u64) {
 
 /// `[budget] window_s` left out: the budget layer's default window, in seconds.
 pub(super) fn budget_window_s() -> u64 {
-    BudgetLayer::default().window().as_secs()
+    BudgetPolicy::default().window().as_secs()
 }
 
 /// The shared state's timing left out (`op_timeout_ms`, `connect_timeout_ms`,
@@ -83,9 +83,9 @@ pub(super) fn redis_ms() -> Option<(u64, u64, u64)> {
 }
 
 impl Default for RetrySettings {
-    /// The library's retry defaults ([`RetryLayer::default`]).
+    /// The library's retry defaults ([`RetryPolicy::default`]).
     fn default() -> Self {
-        let lib = RetryLayer::default();
+        let lib = RetryPolicy::default();
         let backoff = lib.backoff();
         RetrySettings {
             max_attempts: lib.max_attempts(),
@@ -97,9 +97,9 @@ impl Default for RetrySettings {
 }
 
 impl Default for BreakerSettings {
-    /// The library's breaker defaults ([`BreakerLayer::default`]).
+    /// The library's breaker defaults ([`BreakerPolicy::default`]).
     fn default() -> Self {
-        let lib = BreakerLayer::default();
+        let lib = BreakerPolicy::default();
         BreakerSettings {
             // A default breaker counts consecutive failures; the library's fallback when it
             // does not (a rate-only breaker) is not a default a config can ask for.

@@ -63,10 +63,10 @@ impl ProviderKind {
     }
 }
 
-/// `[providers.retry]`. A field left out is the library's default ([`RetryLayer::default`]);
+/// `[providers.retry]`. A field left out is the library's default ([`RetryPolicy::default`]);
 /// a local-onnx link without this section gets no retry (see [`super::defaults`]).
 ///
-/// [`RetryLayer::default`]: ripcord_resilience::RetryLayer
+/// [`RetryPolicy::default`]: ripcord_resilience::RetryPolicy
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
@@ -88,7 +88,7 @@ pub struct RetryConfig {
 }
 
 /// `[providers.breaker]`. A field left out is the library's default
-/// ([`BreakerLayer::default`](ripcord_resilience::BreakerLayer)).
+/// ([`BreakerPolicy::default`](ripcord_resilience::BreakerPolicy)).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerConfig {
@@ -124,7 +124,7 @@ pub struct BulkheadConfig {
     /// Calls in flight at once.
     pub max_in_flight: usize,
     /// Calls waiting at once (default: the library's,
-    /// [`BulkheadLayer`](ripcord_resilience::BulkheadLayer)).
+    /// [`BulkheadPolicy`](ripcord_resilience::BulkheadPolicy)).
     #[serde(default)]
     pub max_queue: Option<usize>,
     /// The longest a call waits for a slot before the chain moves on (default
@@ -134,7 +134,7 @@ pub struct BulkheadConfig {
 }
 
 /// `[providers.probe]`: opt-in active health checks for one link. A field left out is the
-/// library's default ([`ProbeLayer::default`](ripcord_resilience::ProbeLayer)), applied when
+/// library's default ([`ProbePolicy::default`](ripcord_resilience::ProbePolicy)), applied when
 /// the link is built.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,7 +155,7 @@ pub struct ProbeConfig {
 #[serde(deny_unknown_fields)]
 pub struct RedactionConfig {
     /// Put the original values back into the answers (default: the library's,
-    /// [`RedactLayer::builder`](ripcord_resilience::RedactLayer::builder)).
+    /// [`RedactPolicy::builder`](ripcord_resilience::RedactPolicy::builder)).
     #[serde(default)]
     pub restore: Option<bool>,
     /// Extra patterns: `{ label = "EMPLOYEE_ID", pattern = "EMP-\\d{6}" }`.
@@ -388,7 +388,7 @@ pub struct BudgetConfig {
     /// Tokens each tenant may use per window.
     pub tokens_per_window: Spanned<u64>,
     /// The window in seconds (default: the library's,
-    /// [`BudgetLayer::default`](ripcord_resilience::BudgetLayer)).
+    /// [`BudgetPolicy::default`](ripcord_resilience::BudgetPolicy)).
     #[serde(default)]
     pub window_s: Option<Spanned<u64>>,
     /// Per-tenant overrides: tenant → tokens per window.

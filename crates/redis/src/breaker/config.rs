@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_core::{ChatModel, Error, ErrorKind, Result};
-use ripcord_resilience::{Breaker, BreakerLayer, BreakerListener, KindAction};
+use ripcord_resilience::{Breaker, BreakerListener, BreakerPolicy, KindAction};
 
 use super::RedisBreakerStore;
 use crate::state::{RedisState, config_error};
@@ -87,7 +87,7 @@ impl SharedBreakerConfig {
         self
     }
 
-    /// Overrides what failures of `kind` do (as in `ripcord_resilience::BreakerBuilder::kind`).
+    /// Overrides what failures of `kind` do (as in `ripcord_resilience::BreakerPolicyBuilder::kind`).
     pub fn kind(mut self, kind: ErrorKind, action: KindAction) -> Self {
         self.kinds.insert(kind, action);
         self
@@ -99,14 +99,14 @@ impl SharedBreakerConfig {
         self
     }
 
-    /// The policy's settings as a `BreakerLayer` (what counts, probe limits, the listener).
+    /// The policy's settings as a `BreakerPolicy` (what counts, probe limits, the listener).
     ///
     /// # Errors
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn layer(&self) -> Result<BreakerLayer> {
+    pub fn layer(&self) -> Result<BreakerPolicy> {
         self.validate()?;
-        let mut b = BreakerLayer::builder()
+        let mut b = BreakerPolicy::builder()
             .consecutive_failures(self.consecutive_failures)
             .open_for(self.open_for)
             .probe_timeout(self.probe_timeout)

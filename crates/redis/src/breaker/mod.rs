@@ -54,7 +54,7 @@ use async_trait::async_trait;
 use redis::Script;
 use ripcord_core::{ErrorKind, Result};
 use ripcord_resilience::{
-    Admission, BreakerLayer, BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore,
+    Admission, BreakerPolicy, BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore,
     Outcome, StoreAdmit,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -290,7 +290,7 @@ impl RedisBreakerStore {
         link: &str,
         state: RedisState,
         config: &SharedBreakerConfig,
-        layer: &BreakerLayer,
+        layer: &BreakerPolicy,
     ) -> Result<Arc<Self>> {
         config.validate()?;
         let (tx, rx) = mpsc::channel(QUEUE);

@@ -1,4 +1,4 @@
-//! [`BreakerLayer`]: the breaker's settings, and the constructor of [`Breaker`] wrappers.
+//! [`BreakerPolicy`]: the breaker's settings, and the constructor of [`Breaker`] wrappers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ struct RateSettings {
 
 /// The circuit breaker's settings.
 ///
-/// Defaults ([`BreakerLayer::default`]): trips after 5 consecutive failures, stays open 60 s,
+/// Defaults ([`BreakerPolicy::default`]): trips after 5 consecutive failures, stays open 60 s,
 /// admits 1 probe at a time in half-open (each probe bounded by 30 s), closes after 1 successful
 /// probe; `Auth` failures trip at once for 5 minutes; caller-side kinds (content filtered,
 /// invalid request, context length, local refusals, cancellation) never count.
@@ -34,8 +34,8 @@ struct RateSettings {
 /// ```
 /// use std::time::Duration;
 /// use ripcord_core::ErrorKind;
-/// use ripcord_resilience::{BreakerLayer, KindAction, OpenBackoff};
-/// let layer = BreakerLayer::builder()
+/// use ripcord_resilience::{BreakerPolicy, KindAction, OpenBackoff};
+/// let layer = BreakerPolicy::builder()
 ///     .consecutive_failures(3)
 ///     .failure_rate(0.5, Duration::from_secs(30), 20)
 ///     .open(OpenBackoff::Exponential { base: Duration::from_millis(500), max: Duration::from_secs(30) })
@@ -46,7 +46,7 @@ struct RateSettings {
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct BreakerLayer {
+pub struct BreakerPolicy {
     consecutive: Option<u32>,
     rate: Option<RateSettings>,
     open: OpenBackoff,
@@ -60,9 +60,9 @@ pub struct BreakerLayer {
     clock: SharedClock,
 }
 
-impl Default for BreakerLayer {
+impl Default for BreakerPolicy {
     fn default() -> Self {
-        BreakerLayer {
+        BreakerPolicy {
             consecutive: Some(5),
             rate: None,
             open: OpenBackoff::Constant(Duration::from_secs(60)),
@@ -78,11 +78,11 @@ impl Default for BreakerLayer {
     }
 }
 
-impl BreakerLayer {
+impl BreakerPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> BreakerBuilder {
-        BreakerBuilder {
-            layer: BreakerLayer::default(),
+    pub fn builder() -> BreakerPolicyBuilder {
+        BreakerPolicyBuilder {
+            layer: BreakerPolicy::default(),
             consecutive_set: false,
         }
     }
@@ -99,8 +99,8 @@ impl BreakerLayer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ripcord_resilience::{BreakerLayer, OpenBackoff};
-    /// let d = BreakerLayer::default();
+    /// use ripcord_resilience::{BreakerPolicy, OpenBackoff};
+    /// let d = BreakerPolicy::default();
     /// assert_eq!(d.consecutive_failures(), Some(5));
     /// assert_eq!(d.open(), OpenBackoff::Constant(Duration::from_secs(60)));
     /// assert_eq!(d.max_probes(), 1);
@@ -131,7 +131,7 @@ impl BreakerLayer {
         self.probe_timeout
     }
 
-    /// A fresh in-process store for `link` with these settings (what [`BreakerLayer::layer`]
+    /// A fresh in-process store for `link` with these settings (what [`BreakerPolicy::layer`]
     /// uses; a shared store keeps one as its cached view and local fallback).
     pub fn local_store(&self, link: impl Into<Arc<str>>) -> LocalStore {
         LocalStore::new(self.core(link.into()))
@@ -183,16 +183,16 @@ impl BreakerLayer {
     }
 }
 
-/// Builds a [`BreakerLayer`]; validation happens in [`BreakerBuilder::build`].
+/// Builds a [`BreakerPolicy`]; validation happens in [`BreakerPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct BreakerBuilder {
-    layer: BreakerLayer,
+pub struct BreakerPolicyBuilder {
+    layer: BreakerPolicy,
     consecutive_set: bool,
 }
 
-impl BreakerBuilder {
+impl BreakerPolicyBuilder {
     /// Trips after `n` consecutive counted failures (default 5). With
-    /// [`BreakerBuilder::failure_rate`] as well, either one trips.
+    /// [`BreakerPolicyBuilder::failure_rate`] as well, either one trips.
     pub fn consecutive_failures(mut self, n: u32) -> Self {
         self.layer.consecutive = Some(n);
         self.consecutive_set = true;
@@ -281,7 +281,7 @@ impl BreakerBuilder {
     /// [`ConfigError`] for a zero failure count, a rate outside (0, 1], a zero window, a zero
     /// open duration, an exponential max below its base, zero probes, a zero success
     /// threshold or a zero probe timeout.
-    pub fn build(self) -> Result<BreakerLayer, ConfigError> {
+    pub fn build(self) -> Result<BreakerPolicy, ConfigError> {
         let l = self.layer;
         let err = |setting, reason: String| ConfigError::new("breaker", setting, reason);
         if l.consecutive == Some(0) {

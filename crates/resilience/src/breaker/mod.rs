@@ -63,7 +63,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-pub use layer::{BreakerBuilder, BreakerLayer};
+pub use layer::{BreakerPolicy, BreakerPolicyBuilder};
 pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
 pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
 pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket};
@@ -79,9 +79,9 @@ use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-/// use ripcord_resilience::{BreakerLayer, BreakerState, ChatModelExt};
+/// use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// let layer = BreakerLayer::builder().consecutive_failures(2).open_for(Duration::from_millis(500)).build().unwrap();
+/// let layer = BreakerPolicy::builder().consecutive_failures(2).open_for(Duration::from_millis(500)).build().unwrap();
 /// let model = ScriptedModel::new("primary").fail(ErrorKind::ServerError).with_breaker(layer);
 /// let req = ChatRequest::user("hi");
 /// for _ in 0..2 {
@@ -96,7 +96,7 @@ use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_
 #[derive(Debug)]
 pub struct Breaker<M> {
     inner: M,
-    layer: Arc<BreakerLayer>,
+    layer: Arc<BreakerPolicy>,
     core: Arc<dyn BreakerStore>,
 }
 
@@ -141,7 +141,7 @@ impl BreakerHandle {
 
 impl<M: ChatModel> Breaker<M> {
     /// Wraps `inner` with a fresh breaker.
-    pub fn new(inner: M, layer: BreakerLayer) -> Self {
+    pub fn new(inner: M, layer: BreakerPolicy) -> Self {
         let store = layer.local_store(inner.id().name.clone());
         Breaker::with_store(inner, layer, Arc::new(store))
     }
@@ -149,7 +149,7 @@ impl<M: ChatModel> Breaker<M> {
     /// Wraps `inner` with a breaker whose state lives in `store` (a shared store from
     /// `ripcord-redis`, say). The layer's settings still decide what counts, how streams are
     /// judged and how long a probe may take; the store decides admissions and transitions.
-    pub fn with_store(inner: M, layer: BreakerLayer, store: Arc<dyn BreakerStore>) -> Self {
+    pub fn with_store(inner: M, layer: BreakerPolicy, store: Arc<dyn BreakerStore>) -> Self {
         Breaker {
             inner,
             layer: Arc::new(layer),
@@ -273,7 +273,7 @@ impl Cut {
 /// ([`Error::fault_in`]) counts; a deadline cut of an attempt with a useful budget counts as a
 /// timeout of the link.
 fn classify(
-    layer: &BreakerLayer,
+    layer: &BreakerPolicy,
     e: &Error,
     ctx: &Context,
     budget: Option<Duration>,
@@ -300,7 +300,7 @@ fn classify(
 /// Other streams are judged when they end.
 struct BreakerObserver {
     core: Arc<dyn BreakerStore>,
-    layer: Arc<BreakerLayer>,
+    layer: Arc<BreakerPolicy>,
     admission: Option<Admission>,
     ctx: Context,
     budget: Option<Duration>,

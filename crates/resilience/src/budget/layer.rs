@@ -1,4 +1,4 @@
-//! [`BudgetLayer`]: per-tenant token budgets, and the constructor of [`Budget`] wrappers.
+//! [`BudgetPolicy`]: per-tenant token budgets, and the constructor of [`Budget`] wrappers.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,15 +12,15 @@ use crate::error::ConfigError;
 
 /// Per-tenant token budgets over a sliding window.
 ///
-/// Defaults ([`BudgetLayer::default`]): 1,000,000 tokens per tenant per hour; calls without a
+/// Defaults ([`BudgetPolicy::default`]): 1,000,000 tokens per tenant per hour; calls without a
 /// tenant ([`ripcord_core::Context::tenant`]) are not budgeted.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::BudgetLayer;
-/// let layer = BudgetLayer::builder()
+/// use ripcord_resilience::BudgetPolicy;
+/// let layer = BudgetPolicy::builder()
 ///     .tokens_per_window(200_000)
 ///     .window(Duration::from_secs(24 * 3600))
 ///     .tenant("free-tier", 20_000)
@@ -30,7 +30,7 @@ use crate::error::ConfigError;
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct BudgetLayer {
+pub struct BudgetPolicy {
     pub(crate) default_limit: u64,
     pub(crate) window: Duration,
     pub(crate) per_tenant: Arc<HashMap<String, u64>>,
@@ -38,9 +38,9 @@ pub struct BudgetLayer {
     pub(crate) clock: SharedClock,
 }
 
-impl Default for BudgetLayer {
+impl Default for BudgetPolicy {
     fn default() -> Self {
-        BudgetLayer {
+        BudgetPolicy {
             default_limit: 1_000_000,
             window: Duration::from_secs(3600),
             per_tenant: Arc::new(HashMap::new()),
@@ -50,11 +50,11 @@ impl Default for BudgetLayer {
     }
 }
 
-impl BudgetLayer {
+impl BudgetPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> BudgetBuilder {
-        BudgetBuilder {
-            layer: BudgetLayer::default(),
+    pub fn builder() -> BudgetPolicyBuilder {
+        BudgetPolicyBuilder {
+            layer: BudgetPolicy::default(),
             per_tenant: HashMap::new(),
         }
     }
@@ -78,14 +78,14 @@ impl BudgetLayer {
     }
 }
 
-/// Builds a [`BudgetLayer`]; validation happens in [`BudgetBuilder::build`].
+/// Builds a [`BudgetPolicy`]; validation happens in [`BudgetPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct BudgetBuilder {
-    layer: BudgetLayer,
+pub struct BudgetPolicyBuilder {
+    layer: BudgetPolicy,
     per_tenant: HashMap<String, u64>,
 }
 
-impl BudgetBuilder {
+impl BudgetPolicyBuilder {
     /// Tokens each tenant may use per window (default 1,000,000).
     pub fn tokens_per_window(mut self, n: u64) -> Self {
         self.layer.default_limit = n;
@@ -121,7 +121,7 @@ impl BudgetBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for a zero window.
-    pub fn build(self) -> Result<BudgetLayer, ConfigError> {
+    pub fn build(self) -> Result<BudgetPolicy, ConfigError> {
         let mut l = self.layer;
         if l.window.is_zero() {
             return Err(ConfigError::new(

@@ -27,11 +27,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, StreamEvent, Usage, tokens,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Result,
+    StreamEvent, Usage, tokens,
 };
 
-pub use layer::{BudgetBuilder, BudgetLayer};
+pub use layer::{BudgetPolicy, BudgetPolicyBuilder};
 pub use store::{BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, LocalBudgetStore};
 
 use crate::error::tag;
@@ -47,10 +47,10 @@ const ANONYMOUS: &str = "<anonymous>";
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-/// use ripcord_resilience::{BudgetLayer, ChatModelExt};
+/// use ripcord_resilience::{BudgetPolicy, ChatModelExt};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let model = ScriptedModel::new("primary")
-///     .with_budget(BudgetLayer::builder().tokens_per_window(100).window(Duration::from_secs(60)).build().unwrap());
+///     .with_budget(BudgetPolicy::builder().tokens_per_window(100).window(Duration::from_secs(60)).build().unwrap());
 /// let req = ChatRequest::user("hi").with_max_tokens(60);
 /// let ctx = Context::new().with_tenant("acme");
 /// model.chat(&req, &ctx).await.unwrap();            // reserves ~70, the model reports fewer
@@ -64,7 +64,7 @@ const ANONYMOUS: &str = "<anonymous>";
 #[derive(Debug)]
 pub struct Budget<M> {
     inner: M,
-    layer: BudgetLayer,
+    layer: BudgetPolicy,
     accounts: Arc<Accounts>,
 }
 
@@ -82,14 +82,14 @@ impl Accounts {
 
 impl<M: ChatModel> Budget<M> {
     /// Wraps `inner` with fresh accounts in this process.
-    pub fn new(inner: M, layer: BudgetLayer) -> Self {
+    pub fn new(inner: M, layer: BudgetPolicy) -> Self {
         let store = Arc::new(LocalBudgetStore::new(layer.window, layer.clock.clone()));
         Budget::with_store(inner, layer, store)
     }
 
     /// Wraps `inner` with accounts kept in `store` (a shared store from `ripcord-redis`, say).
     /// `layer` decides the policy: who is charged, their limits, and what a call costs.
-    pub fn with_store(inner: M, layer: BudgetLayer, store: Arc<dyn BudgetStore>) -> Self {
+    pub fn with_store(inner: M, layer: BudgetPolicy, store: Arc<dyn BudgetStore>) -> Self {
         let accounts = Arc::new(Accounts {
             store,
             refused: AtomicU64::new(0),
@@ -254,26 +254,16 @@ impl StreamObserver for BudgetObserver {
     }
 }
 
+// `bounds_itself` and `refusal` forward (the defaults): a budget check adds no wait (a shared
+// store's is bounded by its own short timeout), and a call the inner model refuses reaches no
+// vendor and would be settled at zero, so the budget cannot turn that refusal into another
+// outcome.
 #[async_trait]
-impl<M: ChatModel> ChatModel for Budget<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
+impl<M: ChatModel> ripcord_core::Decorator for Budget<M> {
+    type Inner = M;
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: a budget check adds no wait (a shared store's is bounded by its
-    /// own short timeout).
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
-    }
-
-    /// As the inner model: a call it refuses reaches no vendor, and a reservation for it would
-    /// be settled at zero, so the budget cannot turn that refusal into another outcome.
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
-        self.inner.refusal(ctx)
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

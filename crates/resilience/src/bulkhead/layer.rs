@@ -1,4 +1,4 @@
-//! [`BulkheadLayer`]: the bulkhead's settings, and the constructor of [`Bulkhead`] wrappers.
+//! [`BulkheadPolicy`]: the bulkhead's settings, and the constructor of [`Bulkhead`] wrappers.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ pub const DEFAULT_MAX_QUEUE_WAIT: Duration = Duration::from_secs(1);
 
 /// The bulkhead's settings.
 ///
-/// Defaults ([`BulkheadLayer::default`]): 32 calls in flight, 256 waiting, a queued call waits
+/// Defaults ([`BulkheadPolicy::default`]): 32 calls in flight, 256 waiting, a queued call waits
 /// at most 1 s ([`DEFAULT_MAX_QUEUE_WAIT`]), and never into the part of its deadline the call
 /// itself needs.
 ///
@@ -20,8 +20,8 @@ pub const DEFAULT_MAX_QUEUE_WAIT: Duration = Duration::from_secs(1);
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::BulkheadLayer;
-/// let layer = BulkheadLayer::builder()
+/// use ripcord_resilience::BulkheadPolicy;
+/// let layer = BulkheadPolicy::builder()
 ///     .max_in_flight(4)
 ///     .max_queue(100)
 ///     .max_queue_wait(Duration::from_secs(2))
@@ -30,15 +30,15 @@ pub const DEFAULT_MAX_QUEUE_WAIT: Duration = Duration::from_secs(1);
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct BulkheadLayer {
+pub struct BulkheadPolicy {
     pub(crate) max_in_flight: usize,
     pub(crate) max_queue: usize,
     pub(crate) max_queue_wait: Option<Duration>,
 }
 
-impl Default for BulkheadLayer {
+impl Default for BulkheadPolicy {
     fn default() -> Self {
-        BulkheadLayer {
+        BulkheadPolicy {
             max_in_flight: 32,
             max_queue: 256,
             max_queue_wait: Some(DEFAULT_MAX_QUEUE_WAIT),
@@ -46,11 +46,11 @@ impl Default for BulkheadLayer {
     }
 }
 
-impl BulkheadLayer {
+impl BulkheadPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> BulkheadBuilder {
-        BulkheadBuilder {
-            layer: BulkheadLayer::default(),
+    pub fn builder() -> BulkheadPolicyBuilder {
+        BulkheadPolicyBuilder {
+            layer: BulkheadPolicy::default(),
         }
     }
 
@@ -65,13 +65,13 @@ impl BulkheadLayer {
     }
 }
 
-/// Builds a [`BulkheadLayer`]; validation happens in [`BulkheadBuilder::build`].
+/// Builds a [`BulkheadPolicy`]; validation happens in [`BulkheadPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct BulkheadBuilder {
-    layer: BulkheadLayer,
+pub struct BulkheadPolicyBuilder {
+    layer: BulkheadPolicy,
 }
 
-impl BulkheadBuilder {
+impl BulkheadPolicyBuilder {
     /// Calls in flight at once (default 32).
     pub fn max_in_flight(mut self, n: usize) -> Self {
         self.layer.max_in_flight = n;
@@ -102,7 +102,7 @@ impl BulkheadBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for zero calls in flight or a zero queue wait.
-    pub fn build(self) -> Result<BulkheadLayer, ConfigError> {
+    pub fn build(self) -> Result<BulkheadPolicy, ConfigError> {
         if self.layer.max_in_flight == 0 {
             return Err(ConfigError::new(
                 "bulkhead",

@@ -33,7 +33,7 @@ use serde::Serialize;
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use layer::{BulkheadBuilder, BulkheadLayer, DEFAULT_MAX_QUEUE_WAIT};
+pub use layer::{BulkheadPolicy, BulkheadPolicyBuilder, DEFAULT_MAX_QUEUE_WAIT};
 use queue::{Entry, Pool, Refused, Slot};
 
 use crate::error::tag;
@@ -45,10 +45,10 @@ use crate::error::tag;
 /// ```
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context};
-/// use ripcord_resilience::{BulkheadLayer, ChatModelExt};
+/// use ripcord_resilience::{BulkheadPolicy, ChatModelExt};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let model = ScriptedModel::new("primary")
-///     .with_bulkhead(BulkheadLayer::builder().max_in_flight(8).max_queue(64).build().unwrap());
+///     .with_bulkhead(BulkheadPolicy::builder().max_in_flight(8).max_queue(64).build().unwrap());
 /// model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
 /// assert_eq!(model.snapshot().in_flight, 0);
 /// # }
@@ -56,7 +56,7 @@ use crate::error::tag;
 #[derive(Debug)]
 pub struct Bulkhead<M> {
     inner: M,
-    layer: BulkheadLayer,
+    layer: BulkheadPolicy,
     pool: Arc<Pool>,
 }
 
@@ -76,7 +76,7 @@ pub struct BulkheadSnapshot {
 
 impl<M: ChatModel> Bulkhead<M> {
     /// Wraps `inner` with a fresh bulkhead.
-    pub fn new(inner: M, layer: BulkheadLayer) -> Self {
+    pub fn new(inner: M, layer: BulkheadPolicy) -> Self {
         let pool = Arc::new(Pool::new(layer.max_in_flight, layer.max_queue));
         Bulkhead { inner, layer, pool }
     }

@@ -1,4 +1,4 @@
-//! [`CacheLayer`]: the response cache's settings, and the constructor of [`Cache`] wrappers.
+//! [`CachePolicy`]: the response cache's settings, and the constructor of [`Cache`] wrappers.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use crate::error::ConfigError;
 
 /// Response cache settings. Caching is opt-in.
 ///
-/// Defaults ([`CacheLayer::default`]): entries live 5 minutes, at most 1024 entries (least
+/// Defaults ([`CachePolicy::default`]): entries live 5 minutes, at most 1024 entries (least
 /// recently used evicted first), keys include the tenant so tenants never see each other's
 /// answers.
 ///
@@ -18,22 +18,22 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::CacheLayer;
-/// let layer = CacheLayer::builder().ttl(Duration::from_secs(60)).capacity(10_000).build()?;
+/// use ripcord_resilience::CachePolicy;
+/// let layer = CachePolicy::builder().ttl(Duration::from_secs(60)).capacity(10_000).build()?;
 /// assert_eq!(layer.capacity(), 10_000);
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct CacheLayer {
+pub struct CachePolicy {
     pub(crate) ttl: Duration,
     pub(crate) capacity: usize,
     pub(crate) per_tenant: bool,
     pub(crate) clock: SharedClock,
 }
 
-impl Default for CacheLayer {
+impl Default for CachePolicy {
     fn default() -> Self {
-        CacheLayer {
+        CachePolicy {
             ttl: Duration::from_secs(300),
             capacity: 1024,
             per_tenant: true,
@@ -42,11 +42,11 @@ impl Default for CacheLayer {
     }
 }
 
-impl CacheLayer {
+impl CachePolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> CacheBuilder {
-        CacheBuilder {
-            layer: CacheLayer::default(),
+    pub fn builder() -> CachePolicyBuilder {
+        CachePolicyBuilder {
+            layer: CachePolicy::default(),
         }
     }
 
@@ -66,13 +66,13 @@ impl CacheLayer {
     }
 }
 
-/// Builds a [`CacheLayer`]; validation happens in [`CacheBuilder::build`].
+/// Builds a [`CachePolicy`]; validation happens in [`CachePolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct CacheBuilder {
-    layer: CacheLayer,
+pub struct CachePolicyBuilder {
+    layer: CachePolicy,
 }
 
-impl CacheBuilder {
+impl CachePolicyBuilder {
     /// How long an entry lives (default 5 minutes).
     pub fn ttl(mut self, d: Duration) -> Self {
         self.layer.ttl = d;
@@ -103,7 +103,7 @@ impl CacheBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for a zero TTL or a zero capacity.
-    pub fn build(self) -> Result<CacheLayer, ConfigError> {
+    pub fn build(self) -> Result<CachePolicy, ConfigError> {
         if self.layer.ttl.is_zero() {
             return Err(ConfigError::new(
                 "cache",

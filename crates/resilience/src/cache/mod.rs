@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-pub use layer::{CacheBuilder, CacheLayer};
+pub use layer::{CachePolicy, CachePolicyBuilder};
 
 use crate::stream_util::{End, Observed, StreamObserver};
 
@@ -36,9 +36,9 @@ use crate::stream_util::{End, Observed, StreamObserver};
 /// ```
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context};
-/// use ripcord_resilience::{CacheLayer, ChatModelExt};
+/// use ripcord_resilience::{CachePolicy, ChatModelExt};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let model = ScriptedModel::new("primary").reply("42").with_cache(CacheLayer::default());
+/// let model = ScriptedModel::new("primary").reply("42").with_cache(CachePolicy::default());
 /// let req = ChatRequest::user("The answer?");
 /// model.chat(&req, &Context::new()).await.unwrap();
 /// model.chat(&req, &Context::new()).await.unwrap();
@@ -49,7 +49,7 @@ use crate::stream_util::{End, Observed, StreamObserver};
 #[derive(Debug)]
 pub struct Cache<M> {
     inner: M,
-    layer: CacheLayer,
+    layer: CachePolicy,
     store: Arc<Store>,
 }
 
@@ -208,7 +208,7 @@ fn cacheable(resp: &ChatResponse) -> bool {
 
 impl<M: ChatModel> Cache<M> {
     /// Wraps `inner` with an empty cache.
-    pub fn new(inner: M, layer: CacheLayer) -> Self {
+    pub fn new(inner: M, layer: CachePolicy) -> Self {
         let store = Arc::new(Store {
             ttl: layer.ttl,
             capacity: layer.capacity,

@@ -1,4 +1,4 @@
-//! [`HealthLayer`]: the health tracker's settings, and the constructor of [`Health`] wrappers.
+//! [`HealthPolicy`]: the health tracker's settings, and the constructor of [`Health`] wrappers.
 
 use ripcord_core::ChatModel;
 
@@ -8,31 +8,31 @@ use crate::error::ConfigError;
 
 /// Passive health settings.
 ///
-/// Defaults ([`HealthLayer::default`]): EWMA weight 0.2 for the newest sample; degraded at a
+/// Defaults ([`HealthPolicy::default`]): EWMA weight 0.2 for the newest sample; degraded at a
 /// 20 % error rate, unhealthy at 50 %; no breaker attached.
 ///
 /// # Examples
 ///
 /// ```
 /// use ripcord_core::testing::ScriptedModel;
-/// use ripcord_resilience::{BreakerLayer, ChatModelExt, HealthLayer};
-/// let guarded = ScriptedModel::new("primary").with_breaker(BreakerLayer::default());
-/// let layer = HealthLayer::builder().alpha(0.1).breaker(guarded.handle()).build()?;
+/// use ripcord_resilience::{BreakerPolicy, ChatModelExt, HealthPolicy};
+/// let guarded = ScriptedModel::new("primary").with_breaker(BreakerPolicy::default());
+/// let layer = HealthPolicy::builder().alpha(0.1).breaker(guarded.handle()).build()?;
 /// let model = guarded.with_health(layer);
 /// assert!(model.snapshot().breaker.is_some());
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct HealthLayer {
+pub struct HealthPolicy {
     pub(crate) alpha: f64,
     pub(crate) degraded_error_rate: f64,
     pub(crate) unhealthy_error_rate: f64,
     pub(crate) breaker: Option<BreakerHandle>,
 }
 
-impl Default for HealthLayer {
+impl Default for HealthPolicy {
     fn default() -> Self {
-        HealthLayer {
+        HealthPolicy {
             alpha: 0.2,
             degraded_error_rate: 0.2,
             unhealthy_error_rate: 0.5,
@@ -41,11 +41,11 @@ impl Default for HealthLayer {
     }
 }
 
-impl HealthLayer {
+impl HealthPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> HealthBuilder {
-        HealthBuilder {
-            layer: HealthLayer::default(),
+    pub fn builder() -> HealthPolicyBuilder {
+        HealthPolicyBuilder {
+            layer: HealthPolicy::default(),
         }
     }
 
@@ -55,13 +55,13 @@ impl HealthLayer {
     }
 }
 
-/// Builds a [`HealthLayer`]; validation happens in [`HealthBuilder::build`].
+/// Builds a [`HealthPolicy`]; validation happens in [`HealthPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct HealthBuilder {
-    layer: HealthLayer,
+pub struct HealthPolicyBuilder {
+    layer: HealthPolicy,
 }
 
-impl HealthBuilder {
+impl HealthPolicyBuilder {
     /// The weight of the newest sample in the moving averages, in (0, 1] (default 0.2).
     pub fn alpha(mut self, a: f64) -> Self {
         self.layer.alpha = a;
@@ -91,7 +91,7 @@ impl HealthBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for an alpha outside (0, 1] or thresholds outside [0, 1] or out of order.
-    pub fn build(self) -> Result<HealthLayer, ConfigError> {
+    pub fn build(self) -> Result<HealthPolicy, ConfigError> {
         let l = self.layer;
         if !(l.alpha > 0.0 && l.alpha <= 1.0) {
             return Err(ConfigError::new(

@@ -26,7 +26,7 @@ use serde::Serialize;
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use layer::{HealthBuilder, HealthLayer};
+pub use layer::{HealthPolicy, HealthPolicyBuilder};
 
 use crate::breaker::{BreakerHandle, BreakerSnapshot, BreakerState};
 use crate::stream_util::{End, Observed, StreamObserver};
@@ -118,7 +118,7 @@ struct Averages {
 #[derive(Debug)]
 struct State {
     link: Arc<str>,
-    layer: HealthLayer,
+    layer: HealthPolicy,
     averages: Mutex<Averages>,
     calls: AtomicU64,
     successes: AtomicU64,
@@ -222,11 +222,11 @@ impl State {
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-/// use ripcord_resilience::{ChatModelExt, HealthLayer, HealthStatus};
+/// use ripcord_resilience::{ChatModelExt, HealthPolicy, HealthStatus};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let model = ScriptedModel::new("primary")
 ///     .reply_after("ok", Duration::from_millis(200))
-///     .with_health(HealthLayer::default());
+///     .with_health(HealthPolicy::default());
 /// let health = model.handle();
 /// model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
 /// let snap = health.snapshot();
@@ -270,7 +270,7 @@ impl HealthHandle {
 
 impl<M: ChatModel> Health<M> {
     /// Wraps `inner` with a fresh tracker.
-    pub fn new(inner: M, layer: HealthLayer) -> Self {
+    pub fn new(inner: M, layer: HealthPolicy) -> Self {
         let state = Arc::new(State {
             link: inner.id().name.clone(),
             layer,

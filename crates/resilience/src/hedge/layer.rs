@@ -1,4 +1,4 @@
-//! [`HedgeLayer`]: when to hedge, and the constructor of [`Hedge`] wrappers.
+//! [`HedgePolicy`]: when to hedge, and the constructor of [`Hedge`] wrappers.
 
 use std::time::Duration;
 
@@ -25,27 +25,27 @@ pub enum HedgeDelay {
 
 /// Hedging settings. Hedging is opt-in: it spends a second call to cut tail latency.
 ///
-/// Default ([`HedgeLayer::default`]): hedge after the primary's p95 latency, 2 s until 20
-/// samples were seen, and at most 10% extra calls ([`HedgeBuilder::max_extra_percent`]).
+/// Default ([`HedgePolicy::default`]): hedge after the primary's p95 latency, 2 s until 20
+/// samples were seen, and at most 10% extra calls ([`HedgePolicyBuilder::max_extra_percent`]).
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::{HedgeDelay, HedgeLayer};
-/// let fixed = HedgeLayer::builder().delay(HedgeDelay::Fixed(Duration::from_millis(800))).build()?;
+/// use ripcord_resilience::{HedgeDelay, HedgePolicy};
+/// let fixed = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(800))).build()?;
 /// assert_eq!(fixed.hedge_delay(), HedgeDelay::Fixed(Duration::from_millis(800)));
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HedgeLayer {
+pub struct HedgePolicy {
     pub(crate) delay: HedgeDelay,
     pub(crate) max_extra_percent: u32,
 }
 
-impl Default for HedgeLayer {
+impl Default for HedgePolicy {
     fn default() -> Self {
-        HedgeLayer {
+        HedgePolicy {
             delay: HedgeDelay::P95 {
                 initial: Duration::from_secs(2),
                 min_samples: 20,
@@ -55,11 +55,11 @@ impl Default for HedgeLayer {
     }
 }
 
-impl HedgeLayer {
+impl HedgePolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> HedgeBuilder {
-        HedgeBuilder {
-            layer: HedgeLayer::default(),
+    pub fn builder() -> HedgePolicyBuilder {
+        HedgePolicyBuilder {
+            layer: HedgePolicy::default(),
         }
     }
 
@@ -74,13 +74,13 @@ impl HedgeLayer {
     }
 }
 
-/// Builds a [`HedgeLayer`]; validation happens in [`HedgeBuilder::build`].
+/// Builds a [`HedgePolicy`]; validation happens in [`HedgePolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct HedgeBuilder {
-    layer: HedgeLayer,
+pub struct HedgePolicyBuilder {
+    layer: HedgePolicy,
 }
 
-impl HedgeBuilder {
+impl HedgePolicyBuilder {
     /// When the hedge starts.
     pub fn delay(mut self, d: HedgeDelay) -> Self {
         self.layer.delay = d;
@@ -101,7 +101,7 @@ impl HedgeBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for a p95 delay needing zero samples, or a budget over 100%.
-    pub fn build(self) -> Result<HedgeLayer, ConfigError> {
+    pub fn build(self) -> Result<HedgePolicy, ConfigError> {
         if let HedgeDelay::P95 { min_samples: 0, .. } = self.layer.delay {
             return Err(ConfigError::new(
                 "hedge",

@@ -22,7 +22,7 @@
 //!
 //! # Budget
 //!
-//! Hedges spend extra calls; at most [`HedgeBuilder::max_extra_percent`](crate::HedgeBuilder::max_extra_percent)
+//! Hedges spend extra calls; at most [`HedgePolicyBuilder::max_extra_percent`](crate::HedgePolicyBuilder::max_extra_percent)
 //! of the primary's calls (10% by default). Past the budget a slow primary runs alone.
 
 mod layer;
@@ -39,7 +39,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-pub use layer::{HedgeBuilder, HedgeDelay, HedgeLayer};
+pub use layer::{HedgeDelay, HedgePolicy, HedgePolicyBuilder};
 
 use crate::error::tag;
 use crate::stream_util::open_to_first_content;
@@ -54,11 +54,11 @@ const SAMPLES: usize = 128;
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context};
-/// use ripcord_resilience::{ChatModelExt, HedgeDelay, HedgeLayer};
+/// use ripcord_resilience::{ChatModelExt, HedgeDelay, HedgePolicy};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let slow = ScriptedModel::new("primary").reply_after("slow", Duration::from_secs(5));
 /// let fast = ScriptedModel::new("backup").reply_after("fast", Duration::from_millis(100));
-/// let layer = HedgeLayer::builder().delay(HedgeDelay::Fixed(Duration::from_millis(500))).build().unwrap();
+/// let layer = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(500))).build().unwrap();
 /// let hedged = slow.with_hedge(fast, layer);
 /// let resp = hedged.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
 /// assert_eq!(resp.text(), "fast");
@@ -69,7 +69,7 @@ const SAMPLES: usize = 128;
 pub struct Hedge<P, H> {
     primary: P,
     hedge: H,
-    layer: HedgeLayer,
+    layer: HedgePolicy,
     samples: Mutex<VecDeque<Duration>>,
     calls: AtomicU64,
     started: AtomicU64,
@@ -84,7 +84,7 @@ enum Won<T> {
 
 impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
     /// Races `hedge` against `primary` by the layer's rules.
-    pub fn new(primary: P, hedge: H, layer: HedgeLayer) -> Self {
+    pub fn new(primary: P, hedge: H, layer: HedgePolicy) -> Self {
         Hedge {
             primary,
             hedge,

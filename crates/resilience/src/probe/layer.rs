@@ -1,4 +1,4 @@
-//! [`ProbeLayer`]: the active prober's settings.
+//! [`ProbePolicy`]: the active prober's settings.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::retry::{RandomSource, SplitMix64};
 
 /// Active health probe settings.
 ///
-/// Defaults ([`ProbeLayer::default`]): every 30 s ± 20 %, each probe bounded by 5 s, request
+/// Defaults ([`ProbePolicy::default`]): every 30 s ± 20 %, each probe bounded by 5 s, request
 /// `ChatRequest::user("ping").with_max_tokens(1)`, closed-and-healthy links not probed.
 ///
 /// # Examples
@@ -18,8 +18,8 @@ use crate::retry::{RandomSource, SplitMix64};
 /// ```
 /// use std::time::Duration;
 /// use ripcord_core::ChatRequest;
-/// use ripcord_resilience::ProbeLayer;
-/// let layer = ProbeLayer::builder()
+/// use ripcord_resilience::ProbePolicy;
+/// let layer = ProbePolicy::builder()
 ///     .interval(Duration::from_secs(15))
 ///     .jitter(0.1)
 ///     .timeout(Duration::from_secs(2))
@@ -29,7 +29,7 @@ use crate::retry::{RandomSource, SplitMix64};
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct ProbeLayer {
+pub struct ProbePolicy {
     pub(crate) interval: Duration,
     pub(crate) jitter: f64,
     pub(crate) timeout: Duration,
@@ -38,9 +38,9 @@ pub struct ProbeLayer {
     pub(crate) rng: Arc<dyn RandomSource>,
 }
 
-impl Default for ProbeLayer {
+impl Default for ProbePolicy {
     fn default() -> Self {
-        ProbeLayer {
+        ProbePolicy {
             interval: Duration::from_secs(30),
             jitter: 0.2,
             timeout: Duration::from_secs(5),
@@ -51,22 +51,22 @@ impl Default for ProbeLayer {
     }
 }
 
-impl ProbeLayer {
+impl ProbePolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> ProbeBuilder {
-        ProbeBuilder {
-            layer: ProbeLayer::default(),
+    pub fn builder() -> ProbePolicyBuilder {
+        ProbePolicyBuilder {
+            layer: ProbePolicy::default(),
         }
     }
 }
 
-/// Builds a [`ProbeLayer`]; validation happens in [`ProbeBuilder::build`].
+/// Builds a [`ProbePolicy`]; validation happens in [`ProbePolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct ProbeBuilder {
-    layer: ProbeLayer,
+pub struct ProbePolicyBuilder {
+    layer: ProbePolicy,
 }
 
-impl ProbeBuilder {
+impl ProbePolicyBuilder {
     /// The mean time between probes (default 30 s).
     pub fn interval(mut self, d: Duration) -> Self {
         self.layer.interval = d;
@@ -112,7 +112,7 @@ impl ProbeBuilder {
     /// [`ConfigError`] for a zero interval or timeout, a jitter outside [0, 1), a timeout not
     /// shorter than the shortest jittered interval (probes would overlap their own schedule),
     /// or a request without messages.
-    pub fn build(self) -> Result<ProbeLayer, ConfigError> {
+    pub fn build(self) -> Result<ProbePolicy, ConfigError> {
         let l = self.layer;
         let err = |setting, reason: String| ConfigError::new("probe", setting, reason);
         if l.interval.is_zero() {

@@ -3,7 +3,7 @@
 //! Passive health ([`crate::health`]) and the breaker only learn from real traffic, so an open
 //! breaker waits out its whole open duration even when the vendor recovered seconds after it
 //! tripped, and a link nobody has called yet reads as `unknown`. A [`Prober`] sends a small
-//! request ([`ProbeLayer`]'s, by default `"ping"` with `max_tokens = 1`) to one link:
+//! request ([`ProbePolicy`]'s, by default `"ping"` with `max_tokens = 1`) to one link:
 //!
 //! - **when**: every `interval`, moved by up to ± `jitter` × `interval` so the probes of many
 //!   links (or many replicas) do not line up; the first probe comes one jittered interval after
@@ -11,7 +11,7 @@
 //! - **bounded**: each probe runs under its own `timeout` (as the context's deadline and as a
 //!   hard limit), and probes are sequential, so at most one is in flight per link;
 //! - **only when useful**: a link whose breaker is closed and whose health is `Healthy` is
-//!   skipped unless [`ProbeBuilder::probe_healthy`] is set (without a health handle, a closed
+//!   skipped unless [`ProbePolicyBuilder::probe_healthy`] is set (without a health handle, a closed
 //!   breaker alone counts as healthy); a link with no traffic yet (`Unknown`) is probed until
 //!   a probe answers, which makes it `Healthy`;
 //! - **results**: an answer to a probe while the link's breaker is open moves it to half-open
@@ -43,7 +43,7 @@ use ripcord_core::{ChatModel, Context, Error, ErrorKind};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use layer::{ProbeBuilder, ProbeLayer};
+pub use layer::{ProbePolicy, ProbePolicyBuilder};
 
 use crate::breaker::{BreakerHandle, BreakerState};
 use crate::health::{HealthHandle, HealthStatus};
@@ -113,7 +113,7 @@ impl Counters {
 #[derive(Debug)]
 struct Probe<M> {
     model: M,
-    layer: ProbeLayer,
+    layer: ProbePolicy,
     breaker: Option<BreakerHandle>,
     health: Option<HealthHandle>,
     counters: Arc<Counters>,
@@ -230,17 +230,17 @@ pub(crate) fn jittered(interval: Duration, jitter: f64, rng: &dyn RandomSource) 
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-/// use ripcord_resilience::{BreakerLayer, BreakerState, ChatModelExt, ProbeLayer, Prober};
+/// use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt, ProbePolicy, Prober};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // The vendor fails once, then recovers.
 /// let vendor = Arc::new(ScriptedModel::new("openai").fail(ErrorKind::ServerError).reply("pong"));
 /// let link = vendor.clone().with_breaker(
-///     BreakerLayer::builder().consecutive_failures(1).open_for(Duration::from_secs(300)).build()?,
+///     BreakerPolicy::builder().consecutive_failures(1).open_for(Duration::from_secs(300)).build()?,
 /// );
 /// assert!(link.chat(&ChatRequest::user("hi"), &Context::new()).await.is_err());
 /// assert_eq!(link.snapshot().state, BreakerState::Open);
 ///
-/// let layer = ProbeLayer::builder().interval(Duration::from_secs(10)).jitter(0.0).build()?;
+/// let layer = ProbePolicy::builder().interval(Duration::from_secs(10)).jitter(0.0).build()?;
 /// let prober = Prober::builder(vendor, layer).breaker(link.handle()).spawn();
 /// tokio::time::sleep(Duration::from_secs(11)).await;
 /// // Half-open after 10 s instead of 300 s: the next call tests the link.
@@ -312,7 +312,7 @@ impl ProberCounters {
 impl Prober {
     /// Starts setting up a prober of `model` (give it the undecorated link, see the
     /// [module docs](crate::probe)).
-    pub fn builder<M: ChatModel + 'static>(model: M, layer: ProbeLayer) -> ProberBuilder<M> {
+    pub fn builder<M: ChatModel + 'static>(model: M, layer: ProbePolicy) -> ProberBuilder<M> {
         ProberBuilder {
             probe: Probe {
                 model,

@@ -1,4 +1,4 @@
-//! [`RateLimitLayer`]: the limiter's settings, and the constructor of [`RateLimit`] wrappers.
+//! [`RateLimitPolicy`]: the limiter's settings, and the constructor of [`RateLimit`] wrappers.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -11,21 +11,21 @@ use crate::error::ConfigError;
 
 /// Local rate limits for one link: requests per minute and tokens per minute.
 ///
-/// Defaults ([`RateLimitLayer::default`]): no limit at all (an explicit pass-through) until
-/// [`RateLimitBuilder::rpm`] / [`RateLimitBuilder::tpm`] set one; a call waits at most 10 s
+/// Defaults ([`RateLimitPolicy::default`]): no limit at all (an explicit pass-through) until
+/// [`RateLimitPolicyBuilder::rpm`] / [`RateLimitPolicyBuilder::tpm`] set one; a call waits at most 10 s
 /// (and never past its deadline) for capacity; a vendor 429 pauses the link for its
 /// retry-after (at most 5 minutes), or for 1 s when it names none.
 ///
 /// # Examples
 ///
 /// ```
-/// use ripcord_resilience::RateLimitLayer;
-/// let layer = RateLimitLayer::builder().rpm(500).tpm(90_000).build()?;
+/// use ripcord_resilience::RateLimitPolicy;
+/// let layer = RateLimitPolicy::builder().rpm(500).tpm(90_000).build()?;
 /// assert_eq!(layer.rpm(), Some(500));
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct RateLimitLayer {
+pub struct RateLimitPolicy {
     pub(crate) rpm: Option<NonZeroU32>,
     pub(crate) rpm_burst: Option<NonZeroU32>,
     pub(crate) tpm: Option<NonZeroU32>,
@@ -40,9 +40,9 @@ pub struct RateLimitLayer {
 /// The default pause after a vendor 429 that names no retry-after.
 pub const DEFAULT_429_PAUSE: Duration = Duration::from_secs(1);
 
-impl Default for RateLimitLayer {
+impl Default for RateLimitPolicy {
     fn default() -> Self {
-        RateLimitLayer {
+        RateLimitPolicy {
             rpm: None,
             rpm_burst: None,
             tpm: None,
@@ -56,11 +56,11 @@ impl Default for RateLimitLayer {
     }
 }
 
-impl RateLimitLayer {
+impl RateLimitPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> RateLimitBuilder {
-        RateLimitBuilder {
-            layer: RateLimitLayer::default(),
+    pub fn builder() -> RateLimitPolicyBuilder {
+        RateLimitPolicyBuilder {
+            layer: RateLimitPolicy::default(),
             rpm: None,
             rpm_burst: None,
             tpm: None,
@@ -96,11 +96,11 @@ impl RateLimitLayer {
     /// One of `replicas` processes' share of these limits (each rate and burst divided, at
     /// least 1), the rest of the settings unchanged: what a replica enforces on its own while
     /// the state it shares with the others is unreachable.
-    pub fn share(&self, replicas: u32) -> RateLimitLayer {
+    pub fn share(&self, replicas: u32) -> RateLimitPolicy {
         let part = |n: Option<NonZeroU32>| {
             n.map(|n| NonZeroU32::new(n.get() / replicas.max(1)).unwrap_or(NonZeroU32::MIN))
         };
-        RateLimitLayer {
+        RateLimitPolicy {
             rpm: part(self.rpm),
             rpm_burst: part(self.rpm_burst),
             tpm: part(self.tpm),
@@ -110,17 +110,17 @@ impl RateLimitLayer {
     }
 }
 
-/// Builds a [`RateLimitLayer`]; validation happens in [`RateLimitBuilder::build`].
+/// Builds a [`RateLimitPolicy`]; validation happens in [`RateLimitPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct RateLimitBuilder {
-    layer: RateLimitLayer,
+pub struct RateLimitPolicyBuilder {
+    layer: RateLimitPolicy,
     rpm: Option<u32>,
     rpm_burst: Option<u32>,
     tpm: Option<u32>,
     tpm_burst: Option<u32>,
 }
 
-impl RateLimitBuilder {
+impl RateLimitPolicyBuilder {
     /// Requests per minute. The burst defaults to the same number.
     pub fn rpm(mut self, n: u32) -> Self {
         self.rpm = Some(n);
@@ -183,7 +183,7 @@ impl RateLimitBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for a zero rate or burst, or a burst without its rate.
-    pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+    pub fn build(self) -> Result<RateLimitPolicy, ConfigError> {
         let mut l = self.layer;
         let nz =
             |v: Option<u32>, setting: &'static str| -> Result<Option<NonZeroU32>, ConfigError> {

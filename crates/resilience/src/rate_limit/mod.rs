@@ -55,12 +55,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, StreamEvent, Usage, tokens,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, ModelId, Result,
+    StreamEvent, Usage, tokens,
 };
 use serde::Serialize;
 
-pub use layer::{DEFAULT_429_PAUSE, RateLimitBuilder, RateLimitLayer};
+pub use layer::{DEFAULT_429_PAUSE, RateLimitPolicy, RateLimitPolicyBuilder};
 pub use store::{LimitKind, LimitStore, LocalLimitStore, Take, Taken};
 
 use crate::clock::SharedClock;
@@ -76,10 +76,10 @@ use crate::window::Window;
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-/// use ripcord_resilience::{ChatModelExt, RateLimitLayer};
+/// use ripcord_resilience::{ChatModelExt, RateLimitPolicy};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let model = ScriptedModel::new("primary")
-///     .with_rate_limit(RateLimitLayer::builder().rpm(1).build().unwrap());
+///     .with_rate_limit(RateLimitPolicy::builder().rpm(1).build().unwrap());
 /// let req = ChatRequest::user("hi");
 /// model.chat(&req, &Context::new()).await.unwrap();
 /// // The next cell comes in 60 s; a 5 s deadline cannot wait for it.
@@ -91,7 +91,7 @@ use crate::window::Window;
 #[derive(Debug)]
 pub struct RateLimit<M> {
     inner: M,
-    layer: RateLimitLayer,
+    layer: RateLimitPolicy,
     state: Arc<LimitState>,
 }
 
@@ -173,7 +173,7 @@ impl LimitState {
 
 impl<M: ChatModel> RateLimit<M> {
     /// Wraps `inner` with fresh buckets in this process.
-    pub fn new(inner: M, layer: RateLimitLayer) -> Self {
+    pub fn new(inner: M, layer: RateLimitPolicy) -> Self {
         let store = Arc::new(LocalLimitStore::new(&layer));
         RateLimit::with_store(inner, layer, store)
     }
@@ -181,7 +181,7 @@ impl<M: ChatModel> RateLimit<M> {
     /// Wraps `inner` with a limiter whose buckets live in `store` (a shared store from
     /// `ripcord-redis`, say). `layer` decides the policy: what a call reserves, how long it may
     /// wait, what pauses the link and what a call is charged.
-    pub fn with_store(inner: M, layer: RateLimitLayer, store: Arc<dyn LimitStore>) -> Self {
+    pub fn with_store(inner: M, layer: RateLimitPolicy, store: Arc<dyn LimitStore>) -> Self {
         let state = Arc::new(LimitState {
             clock: layer.clock.clone(),
             store,
@@ -353,7 +353,7 @@ impl<M: ChatModel> RateLimit<M> {
 }
 
 /// A vendor 429 pauses the link: for its retry-after, or the default pause when it names none.
-fn pause_after(state: &LimitState, layer: &RateLimitLayer, id: &ModelId, e: &Error) {
+fn pause_after(state: &LimitState, layer: &RateLimitPolicy, id: &ModelId, e: &Error) {
     if layer.pause_on_429 && e.kind() == ErrorKind::RateLimited {
         let d = e
             .retry_after()
@@ -367,7 +367,7 @@ fn pause_after(state: &LimitState, layer: &RateLimitLayer, id: &ModelId, e: &Err
 /// Settles a stream's reservation when it ends.
 struct LimitObserver {
     state: Arc<LimitState>,
-    layer: RateLimitLayer,
+    layer: RateLimitPolicy,
     id: ModelId,
     reservation: Reservation,
     usage: Option<Usage>,
@@ -411,19 +411,19 @@ impl StreamObserver for LimitObserver {
     }
 }
 
+// `bounds_itself` forwards (the default): the waits for permits end at the deadline or on
+// cancellation. `refusal` is a documented exception of `Decorator`: a wait for capacity could
+// outlast an inner breaker's open spell, so the inner refusal may not be this call's outcome.
 #[async_trait]
-impl<M: ChatModel> ChatModel for RateLimit<M> {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
+impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-
-    /// As the inner model: its waits for permits end at the deadline or on cancellation.
-    fn bounds_itself(&self) -> bool {
-        self.inner.bounds_itself()
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        None
     }
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

@@ -24,7 +24,7 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
-use super::RateLimitLayer;
+use super::RateLimitPolicy;
 use crate::clock::GovernorClock;
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddleware<Duration>>;
@@ -127,7 +127,7 @@ pub struct LocalLimitStore {
 
 impl LocalLimitStore {
     /// Fresh buckets with `layer`'s rates and clock.
-    pub fn new(layer: &RateLimitLayer) -> Self {
+    pub fn new(layer: &RateLimitPolicy) -> Self {
         let gclock = GovernorClock::new(layer.clock.clone());
         let make = |rate: Option<NonZeroU32>, burst: Option<NonZeroU32>| {
             rate.map(|r| {

@@ -81,8 +81,8 @@ const NUMBER: &str = r"\+?\d+(?:[ \-]\d+)*[Xx]?";
 /// # Examples
 ///
 /// ```
-/// use ripcord_resilience::{Redaction, Redactor};
-/// let redactor = Redactor::builder().build()?;
+/// use ripcord_resilience::{Redaction, PiiRedactor};
+/// let redactor = PiiRedactor::builder().build()?;
 /// let mut found = Redaction::new();
 /// let masked = redactor.redact("联系我：13812345678 或 li.lei@example.cn", &mut found);
 /// assert_eq!(masked, "联系我：[PHONE_1] 或 [EMAIL_1]");
@@ -90,7 +90,7 @@ const NUMBER: &str = r"\+?\d+(?:[ \-]\d+)*[Xx]?";
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Clone)]
-pub struct Redactor {
+pub struct PiiRedactor {
     kinds: Vec<PiiKind>,
     email: Regex,
     ipv4: Regex,
@@ -99,9 +99,9 @@ pub struct Redactor {
     custom: Vec<(PiiKind, Regex)>,
 }
 
-impl fmt::Debug for Redactor {
+impl fmt::Debug for PiiRedactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Redactor")
+        f.debug_struct("PiiRedactor")
             .field("kinds", &self.kinds)
             .field(
                 "custom",
@@ -115,17 +115,17 @@ impl fmt::Debug for Redactor {
     }
 }
 
-/// Builds a [`Redactor`]; patterns are compiled and checked in [`RedactorBuilder::build`].
+/// Builds a [`PiiRedactor`]; patterns are compiled and checked in [`PiiRedactorBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct RedactorBuilder {
+pub struct PiiRedactorBuilder {
     kinds: Vec<PiiKind>,
     custom: Vec<(String, String)>,
 }
 
-impl Redactor {
+impl PiiRedactor {
     /// A builder with every built-in kind and no custom patterns.
-    pub fn builder() -> RedactorBuilder {
-        RedactorBuilder {
+    pub fn builder() -> PiiRedactorBuilder {
+        PiiRedactorBuilder {
             kinds: PiiKind::BUILT_IN.to_vec(),
             custom: Vec::new(),
         }
@@ -284,9 +284,9 @@ impl Redactor {
     }
 }
 
-impl RedactorBuilder {
+impl PiiRedactorBuilder {
     /// Looks only for these built-in kinds (custom patterns are added with
-    /// [`RedactorBuilder::custom`]). An empty list turns the built-in detectors off.
+    /// [`PiiRedactorBuilder::custom`]). An empty list turns the built-in detectors off.
     pub fn kinds(mut self, kinds: impl IntoIterator<Item = PiiKind>) -> Self {
         self.kinds = kinds
             .into_iter()
@@ -313,7 +313,7 @@ impl RedactorBuilder {
     /// [`ConfigError`] (policy `redact`) for a custom label that is not `[A-Z][A-Z0-9_]*` or
     /// clashes with a built-in label, or a pattern that does not compile or matches the empty
     /// string, naming the label.
-    pub fn build(self) -> Result<Redactor, ConfigError> {
+    pub fn build(self) -> Result<PiiRedactor, ConfigError> {
         let compile = |setting: &'static str, p: &str| {
             Regex::new(p).map_err(|e| ConfigError::new("redact", setting, e.to_string()))
         };
@@ -353,7 +353,7 @@ impl RedactorBuilder {
             }
             custom.push((PiiKind::Custom(label.into()), re));
         }
-        Ok(Redactor {
+        Ok(PiiRedactor {
             kinds: self.kinds,
             email: compile("email", EMAIL)?,
             ipv4: compile("ip", IPV4)?,

@@ -3,7 +3,7 @@
 //!
 //! [`Redact`] wraps one link. When the link's [`Capabilities::locality`] is
 //! [`Locality::Cloud`](ripcord_core::Locality::Cloud), every text part of every message and
-//! every tool-call argument of the request is scanned by a [`Redactor`], and each piece of
+//! every tool-call argument of the request is scanned by a [`PiiRedactor`], and each piece of
 //! personal data is replaced by a placeholder such as `[EMAIL_1]` or `[PHONE_2]` — the same
 //! value always gets the same placeholder within one request, so the model can still tell
 //! "the same address" from "another one". A link whose locality is `Local` gets the request
@@ -40,7 +40,7 @@ use ripcord_core::{
     ChatModel, ChatRequest, ChatResponse, ChatStream, ContentPart, Context, Result, StreamEvent,
 };
 
-pub use detect::{PiiKind, Redactor, RedactorBuilder};
+pub use detect::{PiiKind, PiiRedactor, PiiRedactorBuilder};
 
 use crate::error::ConfigError;
 
@@ -208,8 +208,8 @@ impl Restorer {
 /// # Examples
 ///
 /// ```
-/// use ripcord_resilience::{PiiKind, RedactLayer};
-/// let layer = RedactLayer::builder()
+/// use ripcord_resilience::{PiiKind, RedactPolicy};
+/// let layer = RedactPolicy::builder()
 ///     .kinds([PiiKind::Email, PiiKind::Phone, PiiKind::CnResidentId])
 ///     .custom("EMPLOYEE_ID", r"(?-u:\b)EMP-\d{6}(?-u:\b)")
 ///     .restore(true)
@@ -218,23 +218,23 @@ impl Restorer {
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct RedactLayer {
-    redactor: Arc<Redactor>,
+pub struct RedactPolicy {
+    redactor: Arc<PiiRedactor>,
     restore: bool,
 }
 
-/// Builds a [`RedactLayer`]; patterns are compiled in [`RedactBuilder::build`].
+/// Builds a [`RedactPolicy`]; patterns are compiled in [`RedactPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct RedactBuilder {
-    redactor: RedactorBuilder,
+pub struct RedactPolicyBuilder {
+    redactor: PiiRedactorBuilder,
     restore: bool,
 }
 
-impl RedactLayer {
+impl RedactPolicy {
     /// A builder: every built-in kind, no custom patterns, restoring on.
-    pub fn builder() -> RedactBuilder {
-        RedactBuilder {
-            redactor: Redactor::builder(),
+    pub fn builder() -> RedactPolicyBuilder {
+        RedactPolicyBuilder {
+            redactor: PiiRedactor::builder(),
             restore: true,
         }
     }
@@ -245,19 +245,19 @@ impl RedactLayer {
     }
 
     /// The redactor.
-    pub fn redactor(&self) -> &Redactor {
+    pub fn redactor(&self) -> &PiiRedactor {
         &self.redactor
     }
 }
 
-impl RedactBuilder {
-    /// Looks only for these built-in kinds (see [`RedactorBuilder::kinds`]).
+impl RedactPolicyBuilder {
+    /// Looks only for these built-in kinds (see [`PiiRedactorBuilder::kinds`]).
     pub fn kinds(mut self, kinds: impl IntoIterator<Item = PiiKind>) -> Self {
         self.redactor = self.redactor.kinds(kinds);
         self
     }
 
-    /// Adds a user pattern (see [`RedactorBuilder::custom`]).
+    /// Adds a user pattern (see [`PiiRedactorBuilder::custom`]).
     pub fn custom(mut self, label: impl Into<String>, pattern: impl Into<String>) -> Self {
         self.redactor = self.redactor.custom(label, pattern);
         self
@@ -273,9 +273,9 @@ impl RedactBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] for a bad custom label or pattern, see [`RedactorBuilder::build`].
-    pub fn build(self) -> std::result::Result<RedactLayer, ConfigError> {
-        Ok(RedactLayer {
+    /// [`ConfigError`] for a bad custom label or pattern, see [`PiiRedactorBuilder::build`].
+    pub fn build(self) -> std::result::Result<RedactPolicy, ConfigError> {
+        Ok(RedactPolicy {
             redactor: Arc::new(self.redactor.build()?),
             restore: self.restore,
         })
@@ -289,12 +289,12 @@ impl RedactBuilder {
 /// ```
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context};
-/// use ripcord_resilience::{ChatModelExt, RedactLayer};
+/// use ripcord_resilience::{ChatModelExt, RedactPolicy};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // The scripted cloud vendor answers with a placeholder it was given.
 /// let link = ScriptedModel::new("openai")
 ///     .reply("I will email [EMAIL_1].")
-///     .with_redaction(RedactLayer::builder().build()?);
+///     .with_redaction(RedactPolicy::builder().build()?);
 /// let req = ChatRequest::user("Email wang.fang@example.com the report.");
 /// let reply = link.chat(&req, &Context::new()).await?;
 /// assert_eq!(reply.text(), "I will email wang.fang@example.com.");
@@ -303,12 +303,12 @@ impl RedactBuilder {
 #[derive(Debug)]
 pub struct Redact<M> {
     inner: M,
-    layer: RedactLayer,
+    layer: RedactPolicy,
 }
 
 impl<M: ChatModel> Redact<M> {
     /// Wraps `inner`.
-    pub fn new(inner: M, layer: RedactLayer) -> Self {
+    pub fn new(inner: M, layer: RedactPolicy) -> Self {
         Redact { inner, layer }
     }
 

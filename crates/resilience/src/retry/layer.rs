@@ -1,4 +1,4 @@
-//! [`RetryLayer`]: the retry policy's settings, and the constructor of [`Retry`] wrappers.
+//! [`RetryPolicy`]: the retry policy's settings, and the constructor of [`Retry`] wrappers.
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 
 /// The retry policy: how many attempts, how long between them, and the retry budget.
 ///
-/// Defaults (what [`RetryLayer::default`] gives): 3 attempts, exponential backoff from 1 s
+/// Defaults (what [`RetryPolicy::default`] gives): 3 attempts, exponential backoff from 1 s
 /// capped at 20 s with full jitter, vendor retry-after honoured up to 60 s, and a retry budget
 /// of 20 % extra load (at least 10 retries per 10 s).
 ///
@@ -23,8 +23,8 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::{Jitter, RetryLayer};
-/// let layer = RetryLayer::builder()
+/// use ripcord_resilience::{Jitter, RetryPolicy};
+/// let layer = RetryPolicy::builder()
 ///     .max_attempts(4)
 ///     .base_delay(Duration::from_millis(200))
 ///     .max_delay(Duration::from_secs(5))
@@ -35,7 +35,7 @@ use crate::error::ConfigError;
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct RetryLayer {
+pub struct RetryPolicy {
     pub(crate) max_attempts: NonZeroU32,
     pub(crate) backoff: Backoff,
     pub(crate) max_retry_after: Duration,
@@ -45,9 +45,9 @@ pub struct RetryLayer {
     pub(crate) clock: SharedClock,
 }
 
-impl Default for RetryLayer {
+impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryLayer {
+        RetryPolicy {
             max_attempts: NonZeroU32::MIN.saturating_add(2),
             backoff: Backoff {
                 base: Duration::from_secs(1),
@@ -63,11 +63,11 @@ impl Default for RetryLayer {
     }
 }
 
-impl RetryLayer {
+impl RetryPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> RetryBuilder {
-        RetryBuilder {
-            layer: RetryLayer::default(),
+    pub fn builder() -> RetryPolicyBuilder {
+        RetryPolicyBuilder {
+            layer: RetryPolicy::default(),
             max_attempts: 3,
         }
     }
@@ -107,14 +107,14 @@ impl RetryLayer {
     }
 }
 
-/// Builds a [`RetryLayer`]; validation happens in [`RetryBuilder::build`].
+/// Builds a [`RetryPolicy`]; validation happens in [`RetryPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct RetryBuilder {
-    layer: RetryLayer,
+pub struct RetryPolicyBuilder {
+    layer: RetryPolicy,
     max_attempts: u32,
 }
 
-impl RetryBuilder {
+impl RetryPolicyBuilder {
     /// Attempts per call, the first included (default 3; 1 disables retries).
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
@@ -189,7 +189,7 @@ impl RetryBuilder {
     ///
     /// [`ConfigError`] for zero attempts, a zero base delay, a cap below the base, or a budget
     /// with a negative / non-finite ratio or a zero window.
-    pub fn build(self) -> Result<RetryLayer, ConfigError> {
+    pub fn build(self) -> Result<RetryPolicy, ConfigError> {
         let mut layer = self.layer;
         layer.max_attempts = NonZeroU32::new(self.max_attempts).ok_or_else(|| {
             ConfigError::new(

@@ -48,13 +48,13 @@ pub(crate) use backoff::uniform;
 pub use backoff::{Backoff, Jitter, RandomSource, SplitMix64};
 use budget::BudgetState;
 pub use budget::RetryBudget;
-pub use layer::{RetryBuilder, RetryLayer};
+pub use layer::{RetryPolicy, RetryPolicyBuilder};
 pub use retry_on::{RetryClass, RetryOn};
 
 use crate::error::tag;
 use crate::stream_util::{bounded_by, open_to_first_content};
 
-/// A model whose failed calls are retried by a [`RetryLayer`] policy.
+/// A model whose failed calls are retried by a [`RetryPolicy`] policy.
 ///
 /// # Examples
 ///
@@ -62,12 +62,12 @@ use crate::stream_util::{bounded_by, open_to_first_content};
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-/// use ripcord_resilience::{ChatModelExt, RetryLayer};
+/// use ripcord_resilience::{ChatModelExt, RetryPolicy};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let model = ScriptedModel::new("primary")
 ///     .fail(ErrorKind::ServerError)
 ///     .reply("hello")
-///     .with_retry(RetryLayer::default());
+///     .with_retry(RetryPolicy::default());
 /// let resp = model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
 /// assert_eq!(resp.text(), "hello");
 /// assert_eq!(resp.provenance.attempts.len(), 2);
@@ -77,7 +77,7 @@ use crate::stream_util::{bounded_by, open_to_first_content};
 #[derive(Debug)]
 pub struct Retry<M> {
     inner: M,
-    policy: RetryLayer,
+    policy: RetryPolicy,
     budget: Option<BudgetState>,
 }
 
@@ -89,7 +89,7 @@ enum Next {
 
 impl<M: ChatModel> Retry<M> {
     /// Wraps `inner` with the retry policy.
-    pub fn new(inner: M, policy: RetryLayer) -> Self {
+    pub fn new(inner: M, policy: RetryPolicy) -> Self {
         let budget = policy.budget_state();
         Retry {
             inner,
@@ -114,7 +114,7 @@ impl<M: ChatModel> Retry<M> {
     }
 
     /// The policy.
-    pub fn policy(&self) -> &RetryLayer {
+    pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }
 

@@ -1,4 +1,4 @@
-//! [`TimeoutLayer`]: per-attempt time limits, and the constructor of [`Timeout`] wrappers.
+//! [`TimeoutPolicy`]: per-attempt time limits, and the constructor of [`Timeout`] wrappers.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use crate::error::ConfigError;
 
 /// Time limits for one attempt at a link.
 ///
-/// Defaults ([`TimeoutLayer::default`]): an attempt may take 60 s in total, a stream must show
+/// Defaults ([`TimeoutPolicy::default`]): an attempt may take 60 s in total, a stream must show
 /// its first content within 20 s, and may then go at most 20 s between events. The call's
 /// deadline ([`ripcord_core::Context::deadline`]) applies on top of all three.
 ///
@@ -17,8 +17,8 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::TimeoutLayer;
-/// let layer = TimeoutLayer::builder()
+/// use ripcord_resilience::TimeoutPolicy;
+/// let layer = TimeoutPolicy::builder()
 ///     .attempt(Duration::from_secs(30))
 ///     .first_token(Duration::from_secs(5))
 ///     .idle(Duration::from_secs(10))
@@ -27,15 +27,15 @@ use crate::error::ConfigError;
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimeoutLayer {
+pub struct TimeoutPolicy {
     pub(crate) attempt: Option<Duration>,
     pub(crate) first_token: Option<Duration>,
     pub(crate) idle: Option<Duration>,
 }
 
-impl Default for TimeoutLayer {
+impl Default for TimeoutPolicy {
     fn default() -> Self {
-        TimeoutLayer {
+        TimeoutPolicy {
             attempt: Some(Duration::from_secs(60)),
             first_token: Some(Duration::from_secs(20)),
             idle: Some(Duration::from_secs(20)),
@@ -43,11 +43,11 @@ impl Default for TimeoutLayer {
     }
 }
 
-impl TimeoutLayer {
+impl TimeoutPolicy {
     /// A builder starting from the defaults.
-    pub fn builder() -> TimeoutBuilder {
-        TimeoutBuilder {
-            layer: TimeoutLayer::default(),
+    pub fn builder() -> TimeoutPolicyBuilder {
+        TimeoutPolicyBuilder {
+            layer: TimeoutPolicy::default(),
         }
     }
 
@@ -72,13 +72,13 @@ impl TimeoutLayer {
     }
 }
 
-/// Builds a [`TimeoutLayer`]; validation happens in [`TimeoutBuilder::build`].
+/// Builds a [`TimeoutPolicy`]; validation happens in [`TimeoutPolicyBuilder::build`].
 #[derive(Debug, Clone)]
-pub struct TimeoutBuilder {
-    layer: TimeoutLayer,
+pub struct TimeoutPolicyBuilder {
+    layer: TimeoutPolicy,
 }
 
-impl TimeoutBuilder {
+impl TimeoutPolicyBuilder {
     /// The whole attempt, a stream's end included (default 60 s).
     pub fn attempt(mut self, d: Duration) -> Self {
         self.layer.attempt = Some(d);
@@ -120,7 +120,7 @@ impl TimeoutBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] for a zero limit.
-    pub fn build(self) -> Result<TimeoutLayer, ConfigError> {
+    pub fn build(self) -> Result<TimeoutPolicy, ConfigError> {
         let l = self.layer;
         for (name, v) in [
             ("attempt", l.attempt),

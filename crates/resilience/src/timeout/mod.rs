@@ -23,7 +23,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-pub use layer::{TimeoutBuilder, TimeoutLayer};
+pub use layer::{TimeoutPolicy, TimeoutPolicyBuilder};
 
 use crate::error::tag;
 use crate::stream_util::{Guarded, Limits, stream_bound_passed};
@@ -36,10 +36,10 @@ use crate::stream_util::{Guarded, Limits, stream_bound_passed};
 /// use std::time::Duration;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, TimeoutPhase};
-/// use ripcord_resilience::{ChatModelExt, TimeoutLayer};
+/// use ripcord_resilience::{ChatModelExt, TimeoutPolicy};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let model = ScriptedModel::new("slow").hang()
-///     .with_timeout(TimeoutLayer::builder().attempt(Duration::from_secs(2)).build().unwrap());
+///     .with_timeout(TimeoutPolicy::builder().attempt(Duration::from_secs(2)).build().unwrap());
 /// let err = model.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::Timeout);
 /// assert_eq!(err.timeout_phase(), Some(TimeoutPhase::Total));
@@ -48,12 +48,12 @@ use crate::stream_util::{Guarded, Limits, stream_bound_passed};
 #[derive(Debug)]
 pub struct Timeout<M> {
     inner: M,
-    layer: TimeoutLayer,
+    layer: TimeoutPolicy,
 }
 
 impl<M: ChatModel> Timeout<M> {
     /// Wraps `inner` with the limits.
-    pub fn new(inner: M, layer: TimeoutLayer) -> Self {
+    pub fn new(inner: M, layer: TimeoutPolicy) -> Self {
         Timeout { inner, layer }
     }
 

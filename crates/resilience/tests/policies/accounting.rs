@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ripcord_core::tokens::{estimate_request, estimate_text};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, TimeoutPhase, Usage};
-use ripcord_resilience::{ChatModelExt, RateLimitLayer};
+use ripcord_resilience::{ChatModelExt, RateLimitPolicy};
 
 use crate::support::{Recorder, ms, scripted, secs};
 
@@ -17,7 +17,7 @@ fn ask(text: &str, max_tokens: u32) -> ChatRequest {
 async fn tpm_settles_with_the_estimate_when_the_vendor_reports_no_usage() {
     let m = Recorder::new("a", ms(0))
         .with_usage(Usage::default())
-        .with_rate_limit(RateLimitLayer::builder().tpm(10_000).build().unwrap());
+        .with_rate_limit(RateLimitPolicy::builder().tpm(10_000).build().unwrap());
     let r = ask("Why is the sky blue?", 300);
     let resp = m.chat(&r, &Context::new()).await.unwrap();
     let prompt = i64::from(estimate_request(&r));
@@ -31,7 +31,7 @@ async fn tpm_settles_with_the_estimate_when_the_vendor_reports_no_usage() {
 async fn a_failed_call_is_charged_the_prompt_only_when_the_vendor_may_have_processed_it() {
     let r = ask("Why is the sky blue?", 300);
     let prompt = i64::from(estimate_request(&r));
-    let limit = || RateLimitLayer::builder().tpm(10_000).build().unwrap();
+    let limit = || RateLimitPolicy::builder().tpm(10_000).build().unwrap();
 
     let m = scripted("a")
         .fail_with(Error::timeout(TimeoutPhase::FirstToken, "slow"), ms(0))
@@ -57,7 +57,7 @@ async fn a_vendor_429_without_retry_after_pauses_the_link_for_the_default() {
         .fail(ErrorKind::RateLimited)
         .reply("ok")
         .with_rate_limit(
-            RateLimitLayer::builder()
+            RateLimitPolicy::builder()
                 .default_pause(ms(1500))
                 .build()
                 .unwrap(),
@@ -76,7 +76,7 @@ async fn a_vendor_429_without_retry_after_pauses_the_link_for_the_default() {
 async fn the_rpm_cell_is_taken_only_after_the_tokens_fit() {
     let m = Recorder::new("a", ms(0))
         .with_usage(Usage::new(5, 50))
-        .with_rate_limit(RateLimitLayer::builder().rpm(2).tpm(100).build().unwrap());
+        .with_rate_limit(RateLimitPolicy::builder().rpm(2).tpm(100).build().unwrap());
     m.chat(&ask("one", 50), &Context::new()).await.unwrap();
     // Too many tokens for what is left: refused for TPM, without spending a request.
     let e = m
@@ -98,7 +98,7 @@ async fn waiters_are_served_first_come_first_served_so_large_requests_do_not_sta
         Recorder::new("a", ms(0))
             .with_usage(Usage::new(10, 900))
             .with_rate_limit(
-                RateLimitLayer::builder()
+                RateLimitPolicy::builder()
                     .tpm(1000)
                     .max_wait(secs(120))
                     .build()
@@ -120,8 +120,8 @@ async fn waiters_are_served_first_come_first_served_so_large_requests_do_not_sta
     assert_eq!(m.get_ref().seen(), ["big1", "big2", "small"]);
 }
 
-fn budget() -> ripcord_resilience::BudgetLayer {
-    ripcord_resilience::BudgetLayer::builder()
+fn budget() -> ripcord_resilience::BudgetPolicy {
+    ripcord_resilience::BudgetPolicy::builder()
         .tokens_per_window(1_000_000)
         .window(secs(60))
         .build()

@@ -9,7 +9,7 @@ use ripcord_core::{
     Chain, ChatModel, ChatStream, Context, Error, ErrorKind, Fault, FinishReason, SkipReason,
     StreamEvent, TimeoutPhase, Usage,
 };
-use ripcord_resilience::{BreakerLayer, BreakerState, ChatModelExt, HealthLayer, TimeoutLayer};
+use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt, HealthPolicy, TimeoutPolicy};
 use tokio::time::Instant;
 
 use crate::support::{ms, req, secs};
@@ -37,16 +37,16 @@ fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
     v
 }
 
-fn trip_on_first() -> BreakerLayer {
-    BreakerLayer::builder()
+fn trip_on_first() -> BreakerPolicy {
+    BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(secs(30))
         .build()
         .unwrap()
 }
 
-fn idle(d: std::time::Duration) -> TimeoutLayer {
-    TimeoutLayer::builder().idle(d).build().unwrap()
+fn idle(d: std::time::Duration) -> TimeoutPolicy {
+    TimeoutPolicy::builder().idle(d).build().unwrap()
 }
 
 async fn drain(mut s: ChatStream) -> Vec<Result<StreamEvent, Error>> {
@@ -75,7 +75,7 @@ async fn a_stream_of_40_s_under_a_15_s_deadline_completes_and_counts_as_a_succes
             .with_timeout(idle(secs(5)))
             .with_breaker(trip_on_first());
         let bh = breaker.handle();
-        let health = breaker.with_health(HealthLayer::default());
+        let health = breaker.with_health(HealthPolicy::default());
         let hh = health.handle();
         let chain = Chain::builder()
             .link(health)
@@ -108,7 +108,7 @@ async fn a_stream_cut_by_the_callers_own_deadline_is_not_the_links_failure() {
             .with_timeout(idle(secs(5)))
             .with_breaker(trip_on_first());
         let bh = breaker.handle();
-        let health = breaker.with_health(HealthLayer::default());
+        let health = breaker.with_health(HealthPolicy::default());
         let hh = health.handle();
         let chain = Chain::builder().link(health).build().unwrap();
         let ctx = Context::new().with_timeout(secs(20));
@@ -230,7 +230,7 @@ async fn min_attempt_is_capped_by_the_links_first_token_limit_and_half_the_budge
 async fn a_deadline_cut_of_a_starved_attempt_is_not_counted_but_of_a_fed_one_is() {
     let breaker = ScriptedModel::new("a").hang().with_breaker(trip_on_first());
     let bh = breaker.handle();
-    let health = breaker.with_health(HealthLayer::default());
+    let health = breaker.with_health(HealthPolicy::default());
     let hh = health.handle();
     let starved = Context::new()
         .with_timeout(ms(300))
@@ -258,7 +258,7 @@ async fn a_half_open_stream_probe_is_judged_at_first_content_and_frees_its_permi
         .fail(ErrorKind::ServerError)
         .stream_items(one_per_second(20));
     let breaker = model.with_breaker(
-        BreakerLayer::builder()
+        BreakerPolicy::builder()
             .consecutive_failures(1)
             .open_for(secs(1))
             .build()
@@ -295,7 +295,7 @@ async fn a_half_open_stream_probe_that_fails_before_content_reopens() {
             StreamItem::Error(Error::new(ErrorKind::Overloaded, "in-band overload")),
         )]);
     let breaker = model.with_breaker(
-        BreakerLayer::builder()
+        BreakerPolicy::builder()
             .consecutive_failures(1)
             .open_for(secs(1))
             .build()
@@ -358,7 +358,7 @@ async fn first_content_limit_fires_even_when_the_inner_stream_is_always_ready() 
         usage: Usage::new(1, 0),
     })
     .with_timeout(
-        TimeoutLayer::builder()
+        TimeoutPolicy::builder()
             .first_token(secs(1))
             .build()
             .unwrap(),
@@ -420,8 +420,8 @@ impl ChatModel for NextLink {
     }
 }
 
-fn one_slot(wait: std::time::Duration) -> ripcord_resilience::BulkheadLayer {
-    ripcord_resilience::BulkheadLayer::builder()
+fn one_slot(wait: std::time::Duration) -> ripcord_resilience::BulkheadPolicy {
+    ripcord_resilience::BulkheadPolicy::builder()
         .max_in_flight(1)
         .max_queue(16)
         .max_queue_wait(wait)
@@ -462,7 +462,7 @@ async fn bulkhead_refusals_and_rate_limit_waits_never_trip_a_breaker_and_the_cha
     let guarded = ScriptedModel::new("a")
         .reply_after("from a", secs(3))
         .with_rate_limit(
-            ripcord_resilience::RateLimitLayer::builder()
+            ripcord_resilience::RateLimitPolicy::builder()
                 .rpm(2)
                 .build()
                 .unwrap(),
@@ -470,7 +470,7 @@ async fn bulkhead_refusals_and_rate_limit_waits_never_trip_a_breaker_and_the_cha
         .with_bulkhead(one_slot(ms(500)))
         .with_breaker(trip_on_first());
     let bh = guarded.handle();
-    let health = guarded.with_health(HealthLayer::default());
+    let health = guarded.with_health(HealthPolicy::default());
     let hh = health.handle();
     let chain = Arc::new(
         Chain::builder()
@@ -511,7 +511,7 @@ fn status(kind: ErrorKind, code: u16) -> Error {
 async fn a_request_that_is_not_retry_safe_is_retried_only_when_the_vendor_cannot_have_processed_it()
 {
     let unsafe_ctx = || Context::new().with_retry_safe(false);
-    let retry = || ripcord_resilience::RetryLayer::default();
+    let retry = || ripcord_resilience::RetryPolicy::default();
     // Possibly processed: a 502, a first-token timeout after the request was written, a
     // truncated answer. Never sent again.
     for e in [
@@ -657,7 +657,7 @@ async fn a_context_length_failure_falls_to_the_next_link_whose_window_is_larger(
 #[tokio::test(start_paused = true)]
 async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker() {
     let five = || {
-        BreakerLayer::builder()
+        BreakerPolicy::builder()
             .consecutive_failures(5)
             .open_for(secs(1))
             .build()
@@ -687,8 +687,8 @@ async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker(
 
 #[tokio::test(start_paused = true)]
 async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
-    use ripcord_resilience::{HedgeDelay, HedgeLayer};
-    let layer = HedgeLayer::builder()
+    use ripcord_resilience::{HedgeDelay, HedgePolicy};
+    let layer = HedgePolicy::builder()
         .delay(HedgeDelay::P95 {
             initial: ms(100),
             min_samples: 1,
@@ -711,8 +711,8 @@ async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
 
 #[tokio::test(start_paused = true)]
 async fn hedges_stay_within_their_budget_of_extra_calls() {
-    use ripcord_resilience::{HedgeDelay, HedgeLayer};
-    let layer = HedgeLayer::builder()
+    use ripcord_resilience::{HedgeDelay, HedgePolicy};
+    let layer = HedgePolicy::builder()
         .delay(HedgeDelay::Fixed(ms(100)))
         .max_extra_percent(10)
         .build()
@@ -815,7 +815,7 @@ async fn a_deadline_cut_keeps_the_attempts_of_the_link_it_cut() {
         .fail(ErrorKind::ServerError)
         .hang()
         .with_retry(
-            ripcord_resilience::RetryLayer::builder()
+            ripcord_resilience::RetryPolicy::builder()
                 .max_attempts(5)
                 .base_delay(ms(10))
                 .max_delay(ms(10))

@@ -6,15 +6,15 @@ use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
 use ripcord_core::{CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent};
 use ripcord_resilience::{
-    BreakerLayer, BreakerListener, BreakerState, ChatModelExt, KindAction, OpenBackoff, RetryLayer,
-    Transition,
+    BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, KindAction, OpenBackoff,
+    RetryPolicy, Transition,
 };
 use tokio::time::Instant;
 
 use crate::support::{ms, req, scripted, secs};
 
-fn layer(failures: u32, open: u64) -> BreakerLayer {
-    BreakerLayer::builder()
+fn layer(failures: u32, open: u64) -> BreakerPolicy {
+    BreakerPolicy::builder()
         .consecutive_failures(failures)
         .open_for(ms(open))
         .build()
@@ -89,7 +89,7 @@ async fn fifty_concurrent_callers_in_half_open_put_exactly_one_probe_on_the_wire
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_probe_releases_its_permit_at_probe_timeout_and_reopens() {
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(ms(100))
         .probe_timeout(secs(2))
@@ -113,7 +113,7 @@ async fn a_hanging_probe_releases_its_permit_at_probe_timeout_and_reopens() {
 
 #[tokio::test(start_paused = true)]
 async fn breaker_counts_one_failure_per_logical_call_after_retries() {
-    let retry = RetryLayer::builder()
+    let retry = RetryPolicy::builder()
         .max_attempts(3)
         .base_delay(ms(10))
         .seed(1)
@@ -138,7 +138,7 @@ async fn breaker_counts_one_failure_per_logical_call_after_retries() {
 
 #[tokio::test(start_paused = true)]
 async fn every_re_trip_sets_a_fresh_growing_open_until() {
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .open(OpenBackoff::Exponential {
             base: ms(100),
@@ -175,7 +175,7 @@ async fn every_re_trip_sets_a_fresh_growing_open_until() {
 
 #[tokio::test(start_paused = true)]
 async fn success_threshold_needs_that_many_probes() {
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(ms(50))
         .success_threshold(2)
@@ -203,7 +203,7 @@ async fn caller_side_kinds_never_count_and_auth_trips_at_once_for_longer() {
         .fail(ErrorKind::ContentFiltered)
         .fail(ErrorKind::Auth)
         .with_breaker(
-            BreakerLayer::builder()
+            BreakerPolicy::builder()
                 .consecutive_failures(2)
                 .open_for(secs(10))
                 .build()
@@ -229,7 +229,7 @@ async fn caller_side_kinds_never_count_and_auth_trips_at_once_for_longer() {
 
 #[tokio::test(start_paused = true)]
 async fn kind_overrides_apply() {
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(10)
         .kind(ErrorKind::QuotaExhausted, KindAction::TripFor(secs(60)))
         .kind(ErrorKind::ServerError, KindAction::Ignore)
@@ -290,7 +290,7 @@ async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the
         scripted("a")
             .hang()
             .bounding_itself()
-            .with_retry(RetryLayer::default())
+            .with_retry(RetryPolicy::default())
             .with_breaker(layer(1, 1000)),
     );
     assert!(m.bounds_itself(), "retry and breaker pass the claim on");
@@ -327,7 +327,7 @@ async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the
 
 #[tokio::test(start_paused = true)]
 async fn failure_rate_policy_trips_on_the_rate() {
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .failure_rate(0.5, secs(10), 4)
         .open_for(ms(500))
         .build()
@@ -362,7 +362,7 @@ impl BreakerListener for Log {
 #[tokio::test(start_paused = true)]
 async fn listener_history_and_snapshot() {
     let log = Arc::new(Log::default());
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(ms(100))
         .history(2)
@@ -452,17 +452,17 @@ async fn reset_closes_by_hand() {
 
 #[test]
 fn invalid_settings_are_named() {
-    let e = BreakerLayer::builder()
+    let e = BreakerPolicy::builder()
         .consecutive_failures(0)
         .build()
         .unwrap_err();
     assert_eq!(e.setting(), "consecutive_failures");
-    let e = BreakerLayer::builder()
+    let e = BreakerPolicy::builder()
         .failure_rate(1.5, secs(1), 1)
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("(0, 1]"), "{e}");
-    let e = BreakerLayer::builder().max_probes(0).build().unwrap_err();
+    let e = BreakerPolicy::builder().max_probes(0).build().unwrap_err();
     assert_eq!(e.setting(), "max_probes");
     let _: Error = e.into();
 }
@@ -470,7 +470,7 @@ fn invalid_settings_are_named() {
 #[tokio::test(start_paused = true)]
 async fn refusal_answers_up_front_only_while_a_call_would_be_refused() {
     let log = Arc::new(Log::default());
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(ms(100))
         .listener(log.clone())
@@ -543,7 +543,7 @@ async fn a_success_between_failures_resets_the_consecutive_count() {
 #[tokio::test(start_paused = true)]
 async fn with_a_failure_rate_every_success_counts_in_the_window() {
     // Rate policy: 50 % of at least 4 calls. Three successes then three failures is 50 %.
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .failure_rate(0.5, secs(30), 4)
         .open_for(ms(100))
         .build()

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, Priority};
-use ripcord_resilience::{BulkheadLayer, ChatModelExt};
+use ripcord_resilience::{BulkheadPolicy, ChatModelExt};
 use tokio::time::Instant;
 
 use crate::support::{Recorder, ms, req, scripted, secs};
 
-fn bulkhead(in_flight: usize, queue: usize) -> BulkheadLayer {
-    BulkheadLayer::builder()
+fn bulkhead(in_flight: usize, queue: usize) -> BulkheadPolicy {
+    BulkheadPolicy::builder()
         .max_in_flight(in_flight)
         .max_queue(queue)
         .no_queue_wait_limit()
@@ -110,7 +110,7 @@ async fn a_full_queue_refuses_at_once_with_a_hint() {
 
 #[tokio::test(start_paused = true)]
 async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
-    let layer = BulkheadLayer::builder()
+    let layer = BulkheadPolicy::builder()
         .max_in_flight(1)
         .max_queue(10)
         .max_queue_wait(secs(3))

@@ -85,7 +85,7 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
         m = match l {
             Layer::Retry => Box::new(
                 m.with_retry(
-                    RetryLayer::builder()
+                    RetryPolicy::builder()
                         .base_delay(ms(200))
                         .seed(3)
                         .build()
@@ -94,7 +94,7 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
             ),
             Layer::Breaker => Box::new(
                 m.with_breaker(
-                    BreakerLayer::builder()
+                    BreakerPolicy::builder()
                         .consecutive_failures(2)
                         .open_for(ms(300))
                         .probe_timeout(secs(1))
@@ -104,7 +104,7 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
             ),
             Layer::RateLimit => Box::new(
                 m.with_rate_limit(
-                    RateLimitLayer::builder()
+                    RateLimitPolicy::builder()
                         .rpm(30)
                         .rpm_burst(1)
                         .tpm(5_000)
@@ -113,11 +113,11 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
                 ),
             ),
             Layer::Bulkhead => Box::new(
-                m.with_bulkhead(BulkheadLayer::builder().max_in_flight(1).build().unwrap()),
+                m.with_bulkhead(BulkheadPolicy::builder().max_in_flight(1).build().unwrap()),
             ),
             Layer::Budget => Box::new(
                 m.with_budget(
-                    BudgetLayer::builder()
+                    BudgetPolicy::builder()
                         .tokens_per_window(20_000)
                         .budget_anonymous(true)
                         .build()
@@ -126,7 +126,7 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
             ),
             Layer::Timeout => Box::new(
                 m.with_timeout(
-                    TimeoutLayer::builder()
+                    TimeoutPolicy::builder()
                         .attempt(ms(1_500))
                         .first_token(ms(1_000))
                         .build()
@@ -134,12 +134,12 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
                 ),
             ),
             Layer::Validate => Box::new(m.with_validation(JsonValidator)),
-            Layer::Health => Box::new(m.with_health(HealthLayer::default())),
-            Layer::Cache => Box::new(m.with_cache(CacheLayer::default())),
+            Layer::Health => Box::new(m.with_health(HealthPolicy::default())),
+            Layer::Cache => Box::new(m.with_cache(CachePolicy::default())),
             Layer::Hedge => Box::new(
                 m.with_hedge(
                     Honest(model("backup", hedge_steps)),
-                    HedgeLayer::builder()
+                    HedgePolicy::builder()
                         .delay(HedgeDelay::Fixed(ms(400)))
                         .build()
                         .unwrap(),
@@ -206,7 +206,7 @@ proptest! {
 #[tokio::test(start_paused = true)]
 async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_down() {
     let breaker = || {
-        BreakerLayer::builder()
+        BreakerPolicy::builder()
             .consecutive_failures(1)
             .open_for(ms(500))
             .build()
@@ -256,7 +256,7 @@ async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_
 #[tokio::test(start_paused = true)]
 async fn a_local_rate_limit_sends_the_chain_to_the_next_link() {
     let limited =
-        scripted("primary").with_rate_limit(RateLimitLayer::builder().rpm(1).build().unwrap());
+        scripted("primary").with_rate_limit(RateLimitPolicy::builder().rpm(1).build().unwrap());
     let chain = Chain::builder()
         .link(limited)
         .link(scripted("backup").reply("backup"))
@@ -286,26 +286,26 @@ async fn the_full_stack_recovers_and_reports_every_attempt_to_the_chain() {
         .fail(ErrorKind::ServerError)
         .reply("{\"answer\": 42}")
         .with_validation(JsonValidator)
-        .with_timeout(TimeoutLayer::default())
+        .with_timeout(TimeoutPolicy::default())
         .with_rate_limit(
-            RateLimitLayer::builder()
+            RateLimitPolicy::builder()
                 .rpm(100)
                 .tpm(100_000)
                 .build()
                 .unwrap(),
         )
         .with_retry(
-            RetryLayer::builder()
+            RetryPolicy::builder()
                 .base_delay(ms(100))
                 .seed(9)
                 .build()
                 .unwrap(),
         )
-        .with_bulkhead(BulkheadLayer::default())
-        .with_budget(BudgetLayer::default())
-        .with_breaker(BreakerLayer::default())
-        .with_health(HealthLayer::default())
-        .with_cache(CacheLayer::default());
+        .with_bulkhead(BulkheadPolicy::default())
+        .with_budget(BudgetPolicy::default())
+        .with_breaker(BreakerPolicy::default())
+        .with_health(HealthPolicy::default())
+        .with_cache(CachePolicy::default());
     let chain = Chain::builder().link(primary).build().unwrap();
     let json = ChatRequest::user("?").with_response_format(ripcord_core::ResponseFormat::Json);
     let resp = chain
@@ -326,16 +326,16 @@ async fn the_full_stack_recovers_and_reports_every_attempt_to_the_chain() {
 #[test]
 fn decorated_models_are_object_safe_and_forward_identity() {
     let m = scripted("openai")
-        .with_retry(RetryLayer::default())
-        .with_breaker(BreakerLayer::default())
-        .with_rate_limit(RateLimitLayer::default())
-        .with_bulkhead(BulkheadLayer::default())
-        .with_timeout(TimeoutLayer::default())
-        .with_budget(BudgetLayer::default())
+        .with_retry(RetryPolicy::default())
+        .with_breaker(BreakerPolicy::default())
+        .with_rate_limit(RateLimitPolicy::default())
+        .with_bulkhead(BulkheadPolicy::default())
+        .with_timeout(TimeoutPolicy::default())
+        .with_budget(BudgetPolicy::default())
         .with_validation(JsonValidator)
-        .with_cache(CacheLayer::default())
-        .with_health(HealthLayer::default())
-        .with_hedge(scripted("backup"), HedgeLayer::default());
+        .with_cache(CachePolicy::default())
+        .with_health(HealthPolicy::default())
+        .with_hedge(scripted("backup"), HedgePolicy::default());
     let boxed: Box<dyn ChatModel> = Box::new(m);
     assert_eq!(&*boxed.id().name, "openai");
     assert!(boxed.capabilities().json_mode);
@@ -345,8 +345,8 @@ fn decorated_models_are_object_safe_and_forward_identity() {
 #[test]
 fn layers_unwrap_to_the_inner_model() {
     let mut m = scripted("a")
-        .with_retry(RetryLayer::default())
-        .with_breaker(BreakerLayer::default());
+        .with_retry(RetryPolicy::default())
+        .with_breaker(BreakerPolicy::default());
     assert_eq!(m.get_mut().policy().max_attempts(), 3);
     let inner: ScriptedModel = m.into_inner().into_inner();
     assert_eq!(inner.calls(), 0);
@@ -354,7 +354,7 @@ fn layers_unwrap_to_the_inner_model() {
 
 #[tokio::test(start_paused = true)]
 async fn a_link_skipped_for_its_open_breaker_still_counts_in_its_health() {
-    let breaker = BreakerLayer::builder()
+    let breaker = BreakerPolicy::builder()
         .consecutive_failures(1)
         .open_for(secs(60))
         .build()
@@ -363,7 +363,7 @@ async fn a_link_skipped_for_its_open_breaker_still_counts_in_its_health() {
         scripted("primary")
             .fail(ErrorKind::ServerError)
             .with_breaker(breaker)
-            .with_health(HealthLayer::default()),
+            .with_health(HealthPolicy::default()),
     );
     let health = primary.handle();
     let chain = Chain::builder()

@@ -8,15 +8,15 @@ use ripcord_core::{
     ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ResponseFormat, StreamEvent,
 };
 use ripcord_resilience::{
-    BreakerLayer, CacheLayer, ChatModelExt, HealthLayer, HealthStatus, HedgeDelay, HedgeLayer,
-    Jitter, JsonValidator, RetryLayer, validator_fn,
+    BreakerPolicy, CachePolicy, ChatModelExt, HealthPolicy, HealthStatus, HedgeDelay, HedgePolicy,
+    Jitter, JsonValidator, RetryPolicy, validator_fn,
 };
 use tokio::time::Instant;
 
 use crate::support::{ms, req, scripted, secs};
 
-fn hedge_after(d: u64) -> HedgeLayer {
-    HedgeLayer::builder()
+fn hedge_after(d: u64) -> HedgePolicy {
+    HedgePolicy::builder()
         .delay(HedgeDelay::Fixed(ms(d)))
         .build()
         .unwrap()
@@ -92,7 +92,7 @@ async fn a_failing_side_waits_for_the_other() {
 
 #[tokio::test(start_paused = true)]
 async fn the_p95_delay_follows_the_primarys_latency() {
-    let layer = HedgeLayer::builder()
+    let layer = HedgePolicy::builder()
         .delay(HedgeDelay::P95 {
             initial: secs(2),
             min_samples: 5,
@@ -133,7 +133,7 @@ async fn hedged_streams_race_to_their_first_content() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_validation_is_retried_like_any_failure() {
-    let retry = RetryLayer::builder()
+    let retry = RetryPolicy::builder()
         .base_delay(ms(10))
         .jitter(Jitter::None)
         .build()
@@ -144,7 +144,7 @@ async fn a_failed_validation_is_retried_like_any_failure() {
         .with_validation(JsonValidator)
         .with_retry(retry)
         .with_breaker(
-            BreakerLayer::builder()
+            BreakerPolicy::builder()
                 .consecutive_failures(1)
                 .build()
                 .unwrap(),
@@ -192,7 +192,7 @@ async fn the_cache_serves_fresh_entries_per_tenant_and_forgets_after_the_ttl() {
         .reply("one")
         .reply("two")
         .reply("three")
-        .with_cache(CacheLayer::builder().ttl(secs(60)).build().unwrap());
+        .with_cache(CachePolicy::builder().ttl(secs(60)).build().unwrap());
     let acme = Context::new().with_tenant("acme");
     assert_eq!(m.chat(&req(), &acme).await.unwrap().text(), "one");
     let hit = m.chat(&req(), &acme).await.unwrap();
@@ -224,7 +224,7 @@ async fn degraded_and_static_answers_are_never_cached() {
         .link(scripted("backup").reply("backup answer"))
         .build()
         .unwrap();
-    let m = chain.with_cache(CacheLayer::default());
+    let m = chain.with_cache(CachePolicy::default());
     for _ in 0..3 {
         let resp = m.chat(&req(), &Context::new()).await.unwrap();
         assert!(resp.degraded());
@@ -235,7 +235,7 @@ async fn degraded_and_static_answers_are_never_cached() {
         .static_reply("Busy.")
         .build()
         .unwrap()
-        .with_cache(CacheLayer::default());
+        .with_cache(CachePolicy::default());
     only_static.chat(&req(), &Context::new()).await.unwrap();
     assert_eq!(only_static.stats().entries, 0);
 }
@@ -248,12 +248,12 @@ async fn health_tracks_latency_errors_and_the_breaker() {
         .fail(ErrorKind::InvalidRequest)
         .fail(ErrorKind::ServerError)
         .with_breaker(
-            BreakerLayer::builder()
+            BreakerPolicy::builder()
                 .consecutive_failures(2)
                 .build()
                 .unwrap(),
         );
-    let layer = HealthLayer::builder()
+    let layer = HealthPolicy::builder()
         .alpha(0.5)
         .breaker(guarded.handle())
         .build()

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, Usage};
-use ripcord_resilience::{BudgetLayer, ChatModelExt, RateLimitLayer};
+use ripcord_resilience::{BudgetPolicy, ChatModelExt, RateLimitPolicy};
 use tokio::time::Instant;
 
 use crate::support::{Recorder, ms, req, scripted, secs};
@@ -11,7 +11,7 @@ use crate::support::{Recorder, ms, req, scripted, secs};
 #[tokio::test(start_paused = true)]
 async fn rpm_waits_when_the_deadline_allows() {
     let m = scripted("a").with_rate_limit(
-        RateLimitLayer::builder()
+        RateLimitPolicy::builder()
             .rpm(60)
             .rpm_burst(1)
             .build()
@@ -30,7 +30,7 @@ async fn rpm_waits_when_the_deadline_allows() {
 #[tokio::test(start_paused = true)]
 async fn rpm_refuses_without_calling_when_the_deadline_is_too_short() {
     let m = scripted("a").with_rate_limit(
-        RateLimitLayer::builder()
+        RateLimitPolicy::builder()
             .rpm(60)
             .rpm_burst(1)
             .build()
@@ -51,7 +51,7 @@ async fn rpm_refuses_without_calling_when_the_deadline_is_too_short() {
 
 #[tokio::test(start_paused = true)]
 async fn max_wait_bounds_waiting_without_a_deadline() {
-    let layer = RateLimitLayer::builder()
+    let layer = RateLimitPolicy::builder()
         .rpm(1)
         .max_wait(secs(5))
         .build()
@@ -71,7 +71,7 @@ fn small_request() -> ChatRequest {
 #[tokio::test(start_paused = true)]
 async fn tpm_reserves_up_front_and_reconciles_with_reported_usage() {
     let reported = Usage::new(8, 1);
-    let tpm = || RateLimitLayer::builder().tpm(1000).build().unwrap();
+    let tpm = || RateLimitPolicy::builder().tpm(1000).build().unwrap();
 
     // Reconciled: each call is charged what the vendor reported, so 20 calls fit in 1000 TPM.
     let m = Recorder::new("a", ms(0))
@@ -117,7 +117,7 @@ async fn usage_beyond_the_reservation_becomes_debt() {
     let m = Recorder::new("a", ms(0))
         .with_usage(Usage::new(600, 300))
         .with_rate_limit(
-            RateLimitLayer::builder()
+            RateLimitPolicy::builder()
                 .tpm(1000)
                 .max_wait(secs(60))
                 .build()
@@ -138,7 +138,7 @@ async fn usage_beyond_the_reservation_becomes_debt() {
 
 #[tokio::test(start_paused = true)]
 async fn a_request_larger_than_the_burst_still_gets_through() {
-    let m = scripted("a").with_rate_limit(RateLimitLayer::builder().tpm(100).build().unwrap());
+    let m = scripted("a").with_rate_limit(RateLimitPolicy::builder().tpm(100).build().unwrap());
     let huge = ChatRequest::user("x").with_max_tokens(5000);
     m.chat(&huge, &Context::new()).await.unwrap();
     assert_eq!(m.get_ref().calls(), 1);
@@ -150,7 +150,7 @@ async fn a_vendor_429_with_retry_after_pauses_the_link() {
     let m = scripted("a")
         .fail_with(limited, ms(0))
         .reply("ok")
-        .with_rate_limit(RateLimitLayer::builder().rpm(1000).build().unwrap());
+        .with_rate_limit(RateLimitPolicy::builder().rpm(1000).build().unwrap());
     assert_eq!(
         m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
         ErrorKind::RateLimited
@@ -176,7 +176,7 @@ async fn a_vendor_429_with_retry_after_pauses_the_link() {
 #[test]
 fn rate_limit_settings_are_validated() {
     assert_eq!(
-        RateLimitLayer::builder()
+        RateLimitPolicy::builder()
             .rpm(0)
             .build()
             .unwrap_err()
@@ -184,7 +184,7 @@ fn rate_limit_settings_are_validated() {
         "rpm"
     );
     assert_eq!(
-        RateLimitLayer::builder()
+        RateLimitPolicy::builder()
             .tpm_burst(5)
             .build()
             .unwrap_err()
@@ -193,8 +193,8 @@ fn rate_limit_settings_are_validated() {
     );
 }
 
-fn budget(limit: u64) -> BudgetLayer {
-    BudgetLayer::builder()
+fn budget(limit: u64) -> BudgetPolicy {
+    BudgetPolicy::builder()
         .tokens_per_window(limit)
         .window(secs(60))
         .tenant("vip", 100_000)

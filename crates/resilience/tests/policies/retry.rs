@@ -7,13 +7,13 @@ use ripcord_core::testing::{StreamItem, text_stream};
 use ripcord_core::{
     CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent, TimeoutPhase,
 };
-use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryLayer, RetryOn};
+use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryOn, RetryPolicy};
 use tokio::time::Instant;
 
 use crate::support::{ms, req, scripted, secs};
 
-fn fixed(attempts: u32, base_ms: u64) -> RetryLayer {
-    RetryLayer::builder()
+fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
+    RetryPolicy::builder()
         .max_attempts(attempts)
         .base_delay(ms(base_ms))
         .max_delay(secs(20))
@@ -96,7 +96,7 @@ async fn retry_after_beyond_the_deadline_returns_at_once_without_sleeping() {
     let m = scripted("a")
         .fail_with(limited, ms(0))
         .reply("ok")
-        .with_retry(RetryLayer::default());
+        .with_retry(RetryPolicy::default());
     let start = Instant::now();
     let err = m
         .chat(&req(), &Context::new().with_timeout(secs(2)))
@@ -129,7 +129,7 @@ async fn a_vendor_retry_after_above_the_cap_falls_back() {
     let limited =
         Error::new(ErrorKind::RateLimited, "come back in 2 min").with_retry_after(secs(120));
     let m = scripted("a").fail_with(limited, ms(0)).with_retry(
-        RetryLayer::builder()
+        RetryPolicy::builder()
             .max_retry_after(secs(60))
             .build()
             .unwrap(),
@@ -183,7 +183,7 @@ async fn cancellation_stops_a_backoff_sleep() {
 #[tokio::test(start_paused = true)]
 async fn seeded_jitter_is_reproducible_and_full_jitter_stays_under_the_ceiling() {
     async fn elapsed(seed: u64) -> std::time::Duration {
-        let layer = RetryLayer::builder()
+        let layer = RetryPolicy::builder()
             .max_attempts(4)
             .base_delay(secs(1))
             .seed(seed)
@@ -203,7 +203,7 @@ async fn seeded_jitter_is_reproducible_and_full_jitter_stays_under_the_ceiling()
 
 #[tokio::test(start_paused = true)]
 async fn the_retry_budget_caps_retries_across_calls() {
-    let layer = RetryLayer::builder()
+    let layer = RetryPolicy::builder()
         .max_attempts(3)
         .base_delay(ms(10))
         .budget(RetryBudget {
@@ -307,7 +307,7 @@ async fn a_failure_after_the_first_content_is_not_retried() {
 #[test]
 fn invalid_settings_are_named() {
     assert_eq!(
-        RetryLayer::builder()
+        RetryPolicy::builder()
             .max_attempts(0)
             .build()
             .unwrap_err()
@@ -315,14 +315,14 @@ fn invalid_settings_are_named() {
         "max_attempts"
     );
     assert_eq!(
-        RetryLayer::builder()
+        RetryPolicy::builder()
             .base_delay(ms(0))
             .build()
             .unwrap_err()
             .setting(),
         "base_delay"
     );
-    let e = RetryLayer::builder()
+    let e = RetryPolicy::builder()
         .budget(RetryBudget {
             ratio: f64::NAN,
             ..RetryBudget::default()
@@ -338,12 +338,12 @@ async fn attempts_share_one_deadline_instead_of_adding_up() {
     let m = scripted("a")
         .hang()
         .with_timeout(
-            ripcord_resilience::TimeoutLayer::builder()
+            ripcord_resilience::TimeoutPolicy::builder()
                 .attempt(secs(10))
                 .build()
                 .unwrap(),
         )
-        .with_retry(RetryLayer::default());
+        .with_retry(RetryPolicy::default());
     let start = Instant::now();
     let err = m
         .chat(&req(), &Context::new().with_timeout(secs(2)))
@@ -356,7 +356,7 @@ async fn attempts_share_one_deadline_instead_of_adding_up() {
 
 #[test]
 fn defaults_are_what_production_wants() {
-    let d = RetryLayer::default();
+    let d = RetryPolicy::default();
     assert_eq!(d.max_attempts(), 3);
     let b = d.backoff();
     assert_eq!((b.base, b.cap, b.jitter), (secs(1), secs(20), Jitter::Full));
@@ -366,7 +366,7 @@ fn defaults_are_what_production_wants() {
 async fn a_rate_limit_without_retry_after_never_waits_less_than_half_the_base_delay() {
     // Full jitter from 0: over many seeds some draw lands near zero without the floor.
     for seed in 0..64 {
-        let layer = RetryLayer::builder()
+        let layer = RetryPolicy::builder()
             .max_attempts(3)
             .base_delay(secs(1))
             .seed(seed)
@@ -401,7 +401,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
         assert_eq!((err.timeout_phase(), m.get_ref().calls()), (Some(phase), 1));
         // Opting in retries it.
         let on = RetryOn::parse(["silent"]).unwrap();
-        let layer = RetryLayer::builder()
+        let layer = RetryPolicy::builder()
             .max_attempts(3)
             .base_delay(ms(100))
             .jitter(Jitter::None)
@@ -430,7 +430,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
 async fn retry_on_can_retry_overloaded_and_stop_retrying_rate_limits() {
     let on = RetryOn::parse(["overloaded"]).unwrap();
     let layer = |on| {
-        RetryLayer::builder()
+        RetryPolicy::builder()
             .max_attempts(3)
             .base_delay(ms(10))
             .retry_on(on)

@@ -3,13 +3,13 @@
 use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
 use ripcord_core::{ChatModel, Context, ErrorKind, StreamEvent, TimeoutPhase};
-use ripcord_resilience::{ChatModelExt, TimeoutLayer};
+use ripcord_resilience::{ChatModelExt, TimeoutPolicy};
 use tokio::time::Instant;
 
 use crate::support::{ms, req, scripted, secs};
 
-fn limits() -> TimeoutLayer {
-    TimeoutLayer::builder()
+fn limits() -> TimeoutPolicy {
+    TimeoutPolicy::builder()
         .attempt(secs(10))
         .first_token(secs(2))
         .idle(secs(1))
@@ -82,7 +82,7 @@ async fn a_slow_but_steady_stream_passes_the_guards() {
     let m = scripted("a")
         .stream_items(text_stream(&chunks, ms(900)))
         .with_timeout(
-            TimeoutLayer::builder()
+            TimeoutPolicy::builder()
                 .attempt(secs(60))
                 .first_token(secs(2))
                 .idle(secs(1))
@@ -97,13 +97,13 @@ async fn a_slow_but_steady_stream_passes_the_guards() {
 
 #[test]
 fn invalid_limits_are_named() {
-    let e = TimeoutLayer::builder()
+    let e = TimeoutPolicy::builder()
         .attempt(secs(0))
         .build()
         .unwrap_err();
     assert_eq!(e.setting(), "attempt");
     assert_eq!(
-        TimeoutLayer::builder()
+        TimeoutPolicy::builder()
             .idle(secs(0))
             .build()
             .unwrap_err()

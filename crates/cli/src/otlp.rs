@@ -32,7 +32,7 @@ const PROTOCOL_VARS: [&str; 2] = [
 /// # Examples
 ///
 /// ```
-/// use ripcord_cli::telemetry::protocol_for;
+/// use ripcord_cli::otlp::protocol_for;
 /// use ripcord_telemetry::Protocol;
 /// assert_eq!(protocol_for("http://127.0.0.1:4317", |_| None), Ok(Protocol::Grpc));
 /// assert_eq!(protocol_for("http://127.0.0.1:4318", |_| None), Ok(Protocol::HttpProtobuf));
@@ -99,7 +99,7 @@ pub fn init_serve(
     }
     match ripcord_telemetry::prometheus::install_local(
         export,
-        ripcord_telemetry::Redactor::new(secrets),
+        ripcord_telemetry::SecretScrubber::new(secrets),
         ripcord_telemetry::DEFAULT_FILTER,
         true,
     ) {

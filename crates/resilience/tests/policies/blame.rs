@@ -12,7 +12,7 @@ use ripcord_core::{
 use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt, HealthPolicy, TimeoutPolicy};
 use tokio::time::Instant;
 
-use crate::support::{ms, req, secs};
+use crate::support::{last_err_kind, ms, req, secs};
 
 /// `n` text events one second apart, then usage and finish.
 fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
@@ -611,10 +611,7 @@ async fn a_stream_restart_never_resends_a_request_that_is_not_retry_safe() {
             .unwrap(),
     )
     .await;
-    assert_eq!(
-        events.last().unwrap().as_ref().unwrap_err().kind(),
-        ErrorKind::Network
-    );
+    assert_eq!(last_err_kind(&events), ErrorKind::Network);
     assert!(
         !events
             .iter()

@@ -11,7 +11,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{ms, req, scripted, secs};
+use crate::support::{last_err_kind, ms, req, scripted, secs, stream_all};
 
 fn layer(failures: u32, open: u64) -> BreakerPolicy {
     BreakerPolicy::builder()
@@ -406,16 +406,8 @@ async fn a_stream_counts_once_when_it_ends() {
         .stream_items(text_stream(&["fine"], ms(1)))
         .with_breaker(layer(2, 100));
     for _ in 0..2 {
-        let items: Vec<_> = m
-            .stream(&req(), &Context::new())
-            .await
-            .unwrap()
-            .collect()
-            .await;
-        assert_eq!(
-            items.last().unwrap().as_ref().unwrap_err().kind(),
-            ErrorKind::InvalidResponse
-        );
+        let items = stream_all(&m).await;
+        assert_eq!(last_err_kind(&items), ErrorKind::InvalidResponse);
     }
     let snap = m.snapshot();
     assert_eq!(

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use ripcord_core::testing::{ScriptedModel, StreamItem};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ResponseFormat, StreamEvent,
@@ -13,7 +12,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{ms, req, scripted, secs};
+use crate::support::{ms, req, scripted, secs, stream_all};
 
 fn hedge_after(d: u64) -> HedgePolicy {
     HedgePolicy::builder()
@@ -115,12 +114,7 @@ async fn hedged_streams_race_to_their_first_content() {
         scripted("backup").reply_after("fast", ms(100)),
         hedge_after(200),
     );
-    let events: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = stream_all(&m).await;
     let StreamEvent::Provenance { provenance } = events[0].as_ref().unwrap() else {
         panic!("{events:?}")
     };
@@ -174,12 +168,7 @@ async fn a_streamed_answer_is_validated_at_its_finish() {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }));
-    let items: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let items = stream_all(&m).await;
     assert!(matches!(items[0], Ok(StreamEvent::TextDelta { .. })));
     let err = items[1].as_ref().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidResponse);

@@ -10,7 +10,7 @@ use ripcord_core::{
 use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryOn, RetryPolicy};
 use tokio::time::Instant;
 
-use crate::support::{ms, req, scripted, secs};
+use crate::support::{last_err_kind, ms, req, scripted, secs, stream_all};
 
 fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
     RetryPolicy::builder()
@@ -291,16 +291,8 @@ async fn a_failure_after_the_first_content_is_not_retried() {
         .stream_items(mid)
         .reply("never")
         .with_retry(fixed(3, 10));
-    let items: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
-    assert_eq!(
-        items.last().unwrap().as_ref().unwrap_err().kind(),
-        ErrorKind::ServerError
-    );
+    let items = stream_all(&m).await;
+    assert_eq!(last_err_kind(&items), ErrorKind::ServerError);
     assert_eq!(m.get_ref().calls(), 1);
 }
 

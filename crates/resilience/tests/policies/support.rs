@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ModelId, Result,
-    Usage, async_trait,
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ErrorKind, ModelId,
+    Result, StreamEvent, Usage, async_trait,
 };
 
 /// A model that keeps the trait's contract about deadlines: it stops at the context's deadline
@@ -95,4 +95,14 @@ pub(crate) fn ms(n: u64) -> Duration {
 
 pub(crate) fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+/// Every item of one stream of `req()` on a fresh context: the setup the stream tests share.
+pub(crate) async fn stream_all(m: &impl ChatModel) -> Vec<Result<StreamEvent>> {
+    futures::StreamExt::collect(m.stream(&req(), &Context::new()).await.unwrap()).await
+}
+
+/// The kind of the error that ends a stream's items.
+pub(crate) fn last_err_kind(items: &[Result<StreamEvent>]) -> ErrorKind {
+    items.last().unwrap().as_ref().unwrap_err().kind()
 }

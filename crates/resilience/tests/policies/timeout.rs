@@ -1,12 +1,11 @@
 //! Timeouts and stream guards: first token, idle and attempt limits apart.
 
-use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
 use ripcord_core::{ChatModel, Context, ErrorKind, StreamEvent, TimeoutPhase};
 use ripcord_resilience::{ChatModelExt, TimeoutPolicy};
 use tokio::time::Instant;
 
-use crate::support::{ms, req, scripted, secs};
+use crate::support::{ms, req, scripted, secs, stream_all};
 
 fn limits() -> TimeoutPolicy {
     TimeoutPolicy::builder()
@@ -44,12 +43,7 @@ async fn a_stream_without_a_first_token_times_out() {
     let late = vec![(secs(5), StreamItem::Event(StreamEvent::text("late")))];
     let m = scripted("a").stream_items(late).with_timeout(limits());
     let start = Instant::now();
-    let items: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let items = stream_all(&m).await;
     let err = items.last().unwrap().as_ref().unwrap_err();
     assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstToken));
     assert_eq!(start.elapsed(), secs(2));
@@ -64,12 +58,7 @@ async fn a_stalled_stream_times_out_on_the_idle_gap() {
     ];
     let m = scripted("a").stream_items(stall).with_timeout(limits());
     let start = Instant::now();
-    let items: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let items = stream_all(&m).await;
     assert_eq!(items.len(), 3, "two deltas, then the idle timeout");
     let err = items[2].as_ref().unwrap_err();
     assert_eq!(err.timeout_phase(), Some(TimeoutPhase::StreamIdle));

@@ -103,8 +103,7 @@ async fn json_mode_round_trips_through_the_forced_tool() {
         json!({"type":"tool","name":"json_response"})
     );
 
-    let (events, err) = drain(m.stream(&req, &Context::new()).await.unwrap()).await;
-    assert!(err.is_none(), "{err:?}");
+    let events = stream_ok(&m, &req).await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&text_of(&events)).unwrap(),
         json!({"answer": 42})
@@ -138,13 +137,7 @@ async fn assembles_text_tool_calls_and_usage_from_json_and_stream() {
     assert_eq!(r.model, "claude-sonnet-4-5-20250929");
     assert!(r.usage.cost_usd.is_some());
 
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("weather?"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(err.is_none(), "{err:?}");
+    let events = stream_ok(&m, &ChatRequest::user("weather?")).await;
     assert_eq!(
         events
             .iter()
@@ -172,34 +165,18 @@ async fn assembles_text_tool_calls_and_usage_from_json_and_stream() {
 async fn every_http_error_row_is_classified() {
     let fake = anthropic_fake().await;
     let m = anthropic(&fake);
-    for ve in VendorError::ALL {
-        fake.set_script(Script::Always(Behavior::Error(ve.clone())));
-        let e = m
-            .chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), ve.expected_kind(), "{ve:?}: {e}");
+    check_error_rows(&fake, &m, "anthropic", true, |ve, e| {
         assert_eq!(
             e.status(),
             Some(StatusCode(ve.status(Wire::Anthropic))),
             "{ve:?}"
         );
-        assert_eq!(e.provider(), Some("anthropic"));
-        assert_error_clean(&e);
-        let e = m
-            .stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .err()
-            .expect("stream error");
-        assert_eq!(e.kind(), ve.expected_kind(), "stream {ve:?}: {e}");
-    }
+    })
+    .await;
     fake.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
         retry_after: Some(Duration::from_secs(3)),
     })));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
 }
 
@@ -231,10 +208,7 @@ async fn in_band_error_events_are_classified() {
                 "in-band after {after}: {ve:?}: {e}"
             );
         }
-        let e = m
-            .chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap_err();
+        let e = chat_err(&m, &ChatRequest::user("hi")).await;
         assert_eq!(e.kind(), ve.expected_kind(), "200 body {ve:?}: {e}");
     }
 }
@@ -243,37 +217,15 @@ async fn in_band_error_events_are_classified() {
 async fn truncation_malformed_json_and_resets() {
     let fake = anthropic_fake().await;
     let m = anthropic(&fake);
-    fake.set_script(Script::Always(Behavior::TruncatedStream {
-        after_chunks: 2,
-    }));
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(!text_of(&events).is_empty());
-    let e = err.expect("truncated");
-    assert_eq!(e.kind(), ErrorKind::Network);
-    assert!(e.request_delivered(), "{e:?}");
-    assert!(e.message().contains("message_stop"), "{e}");
+    assert_truncated_stream(&fake, &m, "message_stop").await;
 
     fake.set_script(Script::Always(Behavior::MalformedJson));
     assert_eq!(
-        m.chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap_err()
-            .kind(),
+        chat_err(&m, &ChatRequest::user("hi")).await.kind(),
         ErrorKind::InvalidResponse
     );
     // One unparseable event in a healthy stream is skipped; the answer completes.
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(err.is_none(), "{err:?}");
+    let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert!(
         events
             .iter()
@@ -281,12 +233,7 @@ async fn truncation_malformed_json_and_resets() {
     );
 
     fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
-    let (_, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
     assert_eq!(err.expect("reset").kind(), ErrorKind::Network);
 }
 
@@ -303,19 +250,11 @@ async fn timeouts_by_phase() {
         .unwrap();
     // Silent: no response byte at all.
     fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
 
     fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 1 }));
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
     assert!(!text_of(&events).is_empty());
     assert_eq!(
         err.expect("stall").timeout_phase(),
@@ -324,12 +263,7 @@ async fn timeouts_by_phase() {
 
     // The preamble (message_start, ping) is not a first token.
     fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 0 }));
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
     assert!(events.is_empty(), "{events:?}");
     assert_eq!(
         err.expect("stall").timeout_phase(),
@@ -349,10 +283,7 @@ async fn keys_never_show_in_debug_or_errors() {
         body: format!(r#"{{"type":"error","error":{{"type":"authentication_error","message":"invalid x-api-key {KEY}"}}}}"#),
         headers: vec![],
     }));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Auth);
     assert_error_clean(&e);
 }

@@ -33,10 +33,7 @@ async fn rows(m: &OpenAiCompatible, fake: &FakeVendor, rows: &[(u16, &str, Error
             body: (*body).to_owned(),
             headers: vec![("content-type".into(), "application/json".into())],
         }));
-        let e = m
-            .chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap_err();
+        let e = chat_err(m, &ChatRequest::user("hi")).await;
         assert_eq!(e.kind(), *kind, "{status} {body}: {e}");
         assert_error_clean(&e);
     }
@@ -81,10 +78,7 @@ async fn deepseek_wire_and_errors() {
     fake.set_script(Script::Always(Behavior::Error(
         VendorError::PaymentRequired,
     )));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::QuotaExhausted);
     rows(&m, &fake, &[
         (402, r#"{"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}"#, ErrorKind::QuotaExhausted),
@@ -99,13 +93,7 @@ async fn deepseek_wire_and_errors() {
 async fn zhipu_wire_and_business_codes() {
     let fake = fake().await;
     let m = with_key(compat::zhipu(), &fake, "/api/paas/v4", "glm-4.6");
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("你好"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(err.is_none(), "{err:?}");
+    let events = stream_ok(&m, &ChatRequest::user("你好")).await;
     assert_eq!(text_of(&events), "Hello! How can I help you today?");
     let sent = &fake.requests()[0];
     assert_eq!(sent.path, "/api/paas/v4/chat/completions");
@@ -180,10 +168,7 @@ async fn moonshot_wire_and_error_types() {
         body: r#"{"error":{"message":"Your account org-1 request reached max RPM: 3, please try again after 2 seconds","type":"rate_limit_reached_error"}}"#.into(),
         headers: vec![],
     }));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::RateLimited);
     assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(2)));
 }
@@ -301,10 +286,7 @@ async fn every_preset_maps_the_shared_rows() {
         let m = with_key(preset, &fake, path, "some-model");
         for ve in VendorError::ALL {
             fake.set_script(Script::Always(Behavior::Error(ve.clone())));
-            let e = m
-                .chat(&ChatRequest::user("hi"), &Context::new())
-                .await
-                .unwrap_err();
+            let e = chat_err(&m, &ChatRequest::user("hi")).await;
             assert_eq!(e.kind(), ve.expected_kind(), "{vendor} {ve:?}: {e}");
             assert_eq!(e.provider(), Some(vendor));
         }

@@ -7,7 +7,7 @@
 mod support;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script};
-use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, StreamEvent};
+use ripcord_core::{ChatModel, ChatRequest, ErrorKind, StreamEvent};
 use support::*;
 
 fn models(openai_fake: &FakeVendor, anthropic_fake: &FakeVendor) -> Vec<Box<dyn ChatModel>> {
@@ -24,12 +24,7 @@ async fn a_clean_end_after_the_stop_reason_completes_with_usage_on_both_wires() 
         f.set_script(Script::Always(Behavior::StopWithoutDone));
     }
     for m in models(&o, &a) {
-        let (events, err) = drain(
-            m.stream(&ChatRequest::user("hi"), &Context::new())
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
         let who = &m.id().name;
         assert!(err.is_none(), "{who}: {err:?}");
         assert!(!text_of(&events).is_empty(), "{who}");
@@ -51,12 +46,7 @@ async fn a_clean_end_after_the_stop_reason_completes_with_usage_on_both_wires() 
         }));
     }
     for m in models(&o, &a) {
-        let (_, err) = drain(
-            m.stream(&ChatRequest::user("hi"), &Context::new())
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (_, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
         assert_eq!(err.expect("truncated").kind(), ErrorKind::Network);
     }
 }
@@ -68,12 +58,7 @@ async fn unparseable_events_are_skipped_up_to_the_limit_then_fail_the_stream() {
         f.set_script(Script::Always(Behavior::MalformedEvents { count: 3 }));
     }
     for m in models(&o, &a) {
-        let (events, err) = drain(
-            m.stream(&ChatRequest::user("hi"), &Context::new())
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
         assert!(err.is_none(), "{}: {err:?}", m.id().name);
         assert!(matches!(events.last(), Some(StreamEvent::Finish { .. })));
     }
@@ -81,12 +66,7 @@ async fn unparseable_events_are_skipped_up_to_the_limit_then_fail_the_stream() {
         f.set_script(Script::Always(Behavior::MalformedEvents { count: 4 }));
     }
     for m in models(&o, &a) {
-        let (_, err) = drain(
-            m.stream(&ChatRequest::user("hi"), &Context::new())
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (_, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
         let e = err.expect("past the limit");
         assert_eq!(e.kind(), ErrorKind::InvalidResponse, "{e}");
         assert!(e.message().contains("4 unparseable stream events"), "{e}");

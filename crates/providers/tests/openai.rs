@@ -159,11 +159,7 @@ async fn assembles_tool_calls_from_json_and_from_a_stream() {
     assert_eq!(r.tool_calls, want);
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
 
-    let s = m
-        .stream(&ChatRequest::user("weather and time"), &Context::new())
-        .await
-        .unwrap();
-    let (events, err) = drain(s).await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("weather and time")).await;
     assert!(err.is_none(), "{err:?}");
     let deltas = events
         .iter()
@@ -186,11 +182,7 @@ async fn streams_text_usage_and_exactly_one_final_finish() {
             .with_usage(20, 11),
     )));
     let m = openai(&fake);
-    let s = m
-        .stream(&ChatRequest::user("why blue"), &Context::new())
-        .await
-        .unwrap();
-    let (events, err) = drain(s).await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("why blue")).await;
     assert!(err.is_none(), "{err:?}");
     assert_eq!(
         text_of(&events),
@@ -238,29 +230,16 @@ async fn streams_text_usage_and_exactly_one_final_finish() {
 async fn every_http_error_row_is_classified() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    for ve in VendorError::ALL {
-        fake.set_script(Script::Always(Behavior::Error(ve.clone())));
-        let e = m
-            .chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), ve.expected_kind(), "{ve:?}: {e}");
+    // A stream request fails the same way, before any event.
+    check_error_rows(&fake, &m, "openai", true, |ve, e| {
         assert_eq!(
             e.status(),
             Some(StatusCode(ve.status(Wire::OpenAi))),
             "{ve:?}"
         );
-        assert_eq!(e.provider(), Some("openai"));
         assert_eq!(e.model(), Some("gpt-4o"));
-        assert_error_clean(&e);
-        // A stream request fails the same way, before any event.
-        let e2 = m
-            .stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .err()
-            .expect("stream error");
-        assert_eq!(e2.kind(), ve.expected_kind(), "stream {ve:?}: {e2}");
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -270,10 +249,7 @@ async fn rate_limit_waits_come_from_the_headers() {
     fake.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
         retry_after: Some(Duration::from_millis(1_500)),
     })));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::RateLimited);
     assert_eq!(e.retry_after(), Some(Duration::from_millis(1_500)));
     assert_eq!(e.vendor_code(), Some("rate_limit_exceeded"));
@@ -284,10 +260,7 @@ async fn rate_limit_waits_come_from_the_headers() {
             .into(),
         headers: vec![("retry-after".into(), "Wed, 21 Oct 2099 07:28:00 GMT".into())],
     }));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     // A far-away HTTP date is honoured but capped.
     assert_eq!(
         e.retry_after(),
@@ -295,10 +268,7 @@ async fn rate_limit_waits_come_from_the_headers() {
     );
 
     fake.set_script(Script::Always(Behavior::Error(VendorError::QuotaExhausted)));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::QuotaExhausted);
     assert_eq!(e.disposition(), ripcord_core::Disposition::Fallback);
 }
@@ -345,10 +315,7 @@ async fn in_band_errors_are_classified_like_http_errors() {
             );
             assert_eq!(e.provider(), Some("openai"));
         }
-        let e = m
-            .chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap_err();
+        let e = chat_err(&m, &ChatRequest::user("hi")).await;
         assert_eq!(e.kind(), ve.expected_kind(), "200 body {ve:?}: {e}");
     }
 }
@@ -357,26 +324,11 @@ async fn in_band_errors_are_classified_like_http_errors() {
 async fn truncated_streams_and_bodies_are_errors_not_short_answers() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    fake.set_script(Script::Always(Behavior::TruncatedStream {
-        after_chunks: 2,
-    }));
-    let s = m
-        .stream(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
-    let (events, err) = drain(s).await;
-    assert!(!text_of(&events).is_empty());
-    let e = err.expect("truncation is an error");
     // The connection ended early: a network failure after the vendor had the request.
-    assert_eq!(e.kind(), ErrorKind::Network);
-    assert!(e.request_delivered(), "{e:?}");
-    assert!(e.message().contains("truncated"), "{e}");
+    assert_truncated_stream(&fake, &m, "truncated").await;
 
     // A non-streaming body cut short.
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert!(e.request_delivered(), "{e:?}");
     assert!(e.message().contains("truncated"), "{e}");
@@ -387,10 +339,7 @@ async fn malformed_json_is_an_invalid_response() {
     let fake = openai_fake().await;
     let m = openai(&fake);
     fake.set_script(Script::Always(Behavior::MalformedJson));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::InvalidResponse);
     let s = m
         .stream(&ChatRequest::user("hi"), &Context::new())
@@ -418,10 +367,7 @@ async fn timeouts_by_phase() {
     // No headers at all: a silent vendor, under the first-token limit.
     fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
     let t0 = Instant::now();
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(5));
 
@@ -436,19 +382,12 @@ async fn timeouts_by_phase() {
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken), "{e}");
 
     // Non-streaming: headers at once, body too late.
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken), "{e}");
 
     // Content, then silence: the idle limit.
     fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 2 }));
-    let s = m
-        .stream(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
-    let (events, err) = drain(s).await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
     assert!(!text_of(&events).is_empty());
     let e = err.expect("idle timeout");
     assert_eq!(e.kind(), ErrorKind::Timeout);
@@ -470,11 +409,7 @@ async fn a_slow_but_timely_first_token_is_fine() {
         between: Duration::from_millis(20),
     }));
     let m = openai(&fake);
-    let s = m
-        .stream(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
-    let (events, err) = drain(s).await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
     assert!(err.is_none(), "{err:?}");
     assert_eq!(text_of(&events), "Hello! How can I help you today?");
 }
@@ -484,19 +419,12 @@ async fn resets_are_network_errors() {
     let fake = openai_fake().await;
     let m = openai(&fake);
     fake.set_script(Script::Always(Behavior::ResetBeforeResponse));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert_error_clean(&e);
 
     fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 2 }));
-    let s = m
-        .stream(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
-    let (events, err) = drain(s).await;
+    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
     assert!(!text_of(&events).is_empty());
     let e = err.expect("reset");
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
@@ -564,10 +492,7 @@ async fn keys_never_show_in_debug_or_errors() {
         body: format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#),
         headers: vec![("content-type".into(), "application/json".into())],
     }));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Auth);
     assert!(e.message().contains("[redacted]"), "{e}");
     assert_error_clean(&e);
@@ -576,10 +501,7 @@ async fn keys_never_show_in_debug_or_errors() {
         body: format!("<html>upstream rejected Authorization: Bearer {KEY}</html>"),
         headers: vec![],
     }));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::ServerError);
     assert_error_clean(&e);
 }
@@ -631,13 +553,7 @@ async fn stream_requests_answered_with_json() {
         body: r#"{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#.into(),
         headers: json_ct,
     }));
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(err.is_none(), "{err:?}");
+    let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(text_of(&events), "whole answer");
     assert!(matches!(
         events.last(),

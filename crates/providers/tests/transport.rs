@@ -22,10 +22,7 @@ async fn refused_connections_are_network_errors() {
             .with_timeouts(timeouts()),
     )
     .unwrap();
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert!(e.message().contains("cannot connect"), "{e}");
     assert_error_clean(&e);
@@ -57,10 +54,7 @@ async fn connect_timeout_is_its_own_phase() {
     )
     .unwrap();
     let t0 = Instant::now();
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::Connect), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
@@ -180,13 +174,7 @@ async fn finished_streams_reuse_the_pooled_connection() {
     )
     .unwrap();
     for _ in 0..2 {
-        let (events, err) = drain(
-            m.stream(&ChatRequest::user("hi"), &Context::new())
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert!(err.is_none(), "{err:?}");
+        let events = stream_ok(&m, &ChatRequest::user("hi")).await;
         assert_eq!(text_of(&events), "ok");
     }
     assert_eq!(
@@ -213,13 +201,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
         .await
         .unwrap();
     assert!(!r.text().is_empty());
-    let (events, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(err.is_none(), "{err:?}");
+    let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert!(!text_of(&events).is_empty());
     let sent = fake.requests();
     assert_eq!(sent.len(), 2);
@@ -237,10 +219,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
     fake.set_script(Script::Always(Behavior::TruncatedStream {
         after_chunks: 2,
     }));
-    let e = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&m, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert!(e.message().contains("truncated"), "{e}");
 
@@ -253,10 +232,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
             .with_client(client),
     )
     .unwrap();
-    let e = refused
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap_err();
+    let e = chat_err(&refused, &ChatRequest::user("hi")).await;
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert!(e.message().contains("cannot connect"), "{e}");
     assert_error_clean(&e);
@@ -270,13 +246,7 @@ async fn the_default_client_sends_the_expected_headers() {
     m.chat(&ChatRequest::user("hi"), &Context::new())
         .await
         .unwrap();
-    let (_, err) = drain(
-        m.stream(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(err.is_none(), "{err:?}");
+    let _ = stream_ok(&m, &ChatRequest::user("hi")).await;
     let sent = fake.requests();
     for (req, accept) in sent.iter().zip(["application/json", "text/event-stream"]) {
         let header = |name: &str| {

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use ripcord_chaos::{FakeVendor, Wire};
-use ripcord_core::{ChatStream, Error, StreamEvent};
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use ripcord_core::{ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent};
 use ripcord_providers::{Anthropic, AnthropicConfig, OpenAi, OpenAiConfig, Timeouts};
 
 /// The key every test configures; no output may ever contain it.
@@ -65,6 +65,72 @@ pub(crate) async fn drain(mut s: ChatStream) -> (Vec<StreamEvent>, Option<Error>
         }
     }
     (events, None)
+}
+
+/// Streams `req` on a fresh context and reads it to its end (see [`drain`]).
+pub(crate) async fn drain_stream(
+    m: &impl ChatModel,
+    req: &ChatRequest,
+) -> (Vec<StreamEvent>, Option<Error>) {
+    drain(m.stream(req, &Context::new()).await.unwrap()).await
+}
+
+/// Streams `req` on a fresh context and reads it to its end, which must be clean.
+pub(crate) async fn stream_ok(m: &impl ChatModel, req: &ChatRequest) -> Vec<StreamEvent> {
+    let (events, err) = drain_stream(m, req).await;
+    assert!(err.is_none(), "{err:?}");
+    events
+}
+
+/// The error `chat` of `req` on a fresh context fails with.
+pub(crate) async fn chat_err(m: &impl ChatModel, req: &ChatRequest) -> Error {
+    m.chat(req, &Context::new()).await.unwrap_err()
+}
+
+/// The error `stream` of `req` on a fresh context fails with before any event.
+pub(crate) async fn stream_err(m: &impl ChatModel, req: &ChatRequest) -> Error {
+    m.stream(req, &Context::new())
+        .await
+        .err()
+        .expect("stream error")
+}
+
+/// Scripts every error row of the table on `fake` in turn and checks the error `chat` of `m`
+/// fails with: its kind, its provider, and that it leaks no key; `also` checks what one adapter
+/// adds. With `stream`, a stream request must fail the same way, before any event.
+pub(crate) async fn check_error_rows(
+    fake: &FakeVendor,
+    m: &impl ChatModel,
+    provider: &str,
+    stream: bool,
+    also: impl Fn(&VendorError, &Error),
+) {
+    for ve in VendorError::ALL {
+        fake.set_script(Script::Always(Behavior::Error(ve.clone())));
+        let e = chat_err(m, &ChatRequest::user("hi")).await;
+        assert_eq!(e.kind(), ve.expected_kind(), "{ve:?}: {e}");
+        assert_eq!(e.provider(), Some(provider));
+        also(&ve, &e);
+        assert_error_clean(&e);
+        if stream {
+            let e = stream_err(m, &ChatRequest::user("hi")).await;
+            assert_eq!(e.kind(), ve.expected_kind(), "stream {ve:?}: {e}");
+        }
+    }
+}
+
+/// Scripts a stream cut after two chunks: its text arrives, then a network error after the
+/// vendor had the request, whose message names `word`.
+pub(crate) async fn assert_truncated_stream(fake: &FakeVendor, m: &impl ChatModel, word: &str) {
+    fake.set_script(Script::Always(Behavior::TruncatedStream {
+        after_chunks: 2,
+    }));
+    let (events, err) = drain_stream(m, &ChatRequest::user("hi")).await;
+    assert!(!text_of(&events).is_empty());
+    let e = err.expect("truncated");
+    assert_eq!(e.kind(), ErrorKind::Network);
+    assert!(e.request_delivered(), "{e:?}");
+    assert!(e.message().contains(word), "{e}");
 }
 
 /// The text of the text deltas.

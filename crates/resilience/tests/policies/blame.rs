@@ -12,7 +12,7 @@ use ripcord_core::{
 use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt, HealthPolicy, TimeoutPolicy};
 use tokio::time::Instant;
 
-use crate::support::{last_err_kind, ms, req, secs};
+use crate::support::{chat_err, chat_ok, last_err_kind, ms, req, secs};
 
 /// `n` text events one second apart, then usage and finish.
 fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
@@ -184,7 +184,7 @@ async fn a_link_reached_with_less_than_min_attempt_is_skipped_with_reason_deadli
         .static_reply("unavailable")
         .build()
         .unwrap();
-    let resp = chain.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&chain).await;
     assert!(resp.provenance.static_reply);
     assert_eq!(next.calls(), 0, "never attempted");
     assert!(
@@ -211,7 +211,7 @@ async fn min_attempt_is_capped_by_the_links_first_token_limit_and_half_the_budge
         .deadline(secs(15))
         .build()
         .unwrap();
-    let resp = chain.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&chain).await;
     assert_eq!(resp.served_by(), "next");
 
     // A call whose whole budget is 400 ms still tries its first link.
@@ -220,10 +220,7 @@ async fn min_attempt_is_capped_by_the_links_first_token_limit_and_half_the_budge
         .deadline(ms(400))
         .build()
         .unwrap();
-    assert_eq!(
-        chain.chat(&req(), &Context::new()).await.unwrap().text(),
-        "hi"
-    );
+    assert_eq!(chat_ok(&chain).await.text(), "hi");
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,7 +261,7 @@ async fn a_half_open_stream_probe_is_judged_at_first_content_and_frees_its_permi
             .build()
             .unwrap(),
     );
-    breaker.chat(&req(), &Context::new()).await.unwrap_err();
+    chat_err(&breaker).await;
     assert_eq!(breaker.snapshot().state, BreakerState::Open);
     tokio::time::sleep(secs(1)).await;
     let mut probe = breaker.stream(&req(), &Context::new()).await.unwrap();
@@ -301,7 +298,7 @@ async fn a_half_open_stream_probe_that_fails_before_content_reopens() {
             .build()
             .unwrap(),
     );
-    breaker.chat(&req(), &Context::new()).await.unwrap_err();
+    chat_err(&breaker).await;
     tokio::time::sleep(secs(1)).await;
     let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
     assert!(events.last().unwrap().is_err());
@@ -437,7 +434,7 @@ async fn a_bulkhead_whose_queue_wait_would_pass_the_deadline_refuses_at_once() {
             .with_bulkhead(one_slot(secs(30))),
     );
     // One call teaches the bulkhead that a slot is held about 5 s.
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
     let busy = {
         let m = m.clone();
         tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
@@ -495,7 +492,7 @@ async fn bulkhead_refusals_and_rate_limit_waits_never_trip_a_breaker_and_the_cha
     assert_eq!(served.get("b"), Some(&7), "no request lost: {served:?}");
     // Later calls meet the RPM limit: refused locally, served by b.
     for _ in 0..3 {
-        let r = chain.chat(&req(), &Context::new()).await.unwrap();
+        let r = chat_ok(&chain).await;
         assert!(["a", "b"].contains(&r.served_by()));
     }
     let b = bh.snapshot();
@@ -530,7 +527,7 @@ async fn a_request_that_is_not_retry_safe_is_retried_only_when_the_vendor_cannot
             .fail_with(e.clone(), ms(10))
             .reply("ok")
             .with_retry(retry());
-        m.chat(&req(), &Context::new()).await.unwrap();
+        chat_ok(&m).await;
         assert_eq!(m.get_ref().calls(), 2);
     }
     // Not processed: a refused connection, a plain 500. Retried even when not retry-safe.
@@ -564,14 +561,7 @@ async fn a_chain_never_falls_back_with_a_request_that_is_not_retry_safe_after_an
     assert_eq!(e.status(), Some(ripcord_core::StatusCode(504)));
     assert_eq!(b.calls(), 0, "the request was not sent to a second vendor");
     // The same failure of a retry-safe request falls back.
-    assert_eq!(
-        chain
-            .chat(&req(), &Context::new())
-            .await
-            .unwrap()
-            .served_by(),
-        "b"
-    );
+    assert_eq!(chat_ok(&chain).await.served_by(), "b");
     assert_eq!(b.calls(), 1);
     // And a failure the vendor cannot have processed falls back even when not retry-safe.
     let chain = Chain::builder()
@@ -640,7 +630,7 @@ async fn a_context_length_failure_falls_to_the_next_link_whose_window_is_larger(
         .link(windowed("large", 128_000).reply("fits"))
         .build()
         .unwrap();
-    let r = chain.chat(&req(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain).await;
     assert_eq!(r.served_by(), "large");
     assert_eq!(small.calls(), 0);
     assert!(
@@ -663,17 +653,14 @@ async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker(
     let m = ScriptedModel::new("a")
         .fail(ErrorKind::ModelNotFound)
         .with_breaker(five());
-    m.chat(&req(), &Context::new()).await.unwrap_err();
+    chat_err(&m).await;
     assert_eq!(m.snapshot().state, BreakerState::Open);
 
     let m = ScriptedModel::new("b")
         .fail(ErrorKind::RateLimited)
         .with_breaker(five());
     for _ in 0..10 {
-        assert_eq!(
-            m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
-            ErrorKind::RateLimited
-        );
+        assert_eq!(chat_err(&m).await.kind(), ErrorKind::RateLimited);
     }
     let snap = m.snapshot();
     assert_eq!(
@@ -699,7 +686,7 @@ async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
             ScriptedModel::new("backup").reply_after("fast", ms(10)),
             layer,
         );
-    let r = hedged.chat(&req(), &Context::new()).await.unwrap();
+    let r = chat_ok(&hedged).await;
     assert_eq!(r.served_by(), "backup");
     // The primary ran 110 ms before it was cancelled: its latency is at least that, and the
     // p95 now says so (a p95 of completed calls only would still read nothing).
@@ -721,7 +708,7 @@ async fn hedges_stay_within_their_budget_of_extra_calls() {
             layer,
         );
     for _ in 0..20 {
-        hedged.chat(&req(), &Context::new()).await.unwrap();
+        chat_ok(&hedged).await;
     }
     // One to start with, then one more per ten calls.
     assert_eq!(hedged.hedges_started(), 3);
@@ -824,7 +811,7 @@ async fn a_deadline_cut_keeps_the_attempts_of_the_link_it_cut() {
         .deadline(secs(2))
         .build()
         .unwrap();
-    let e = chain.chat(&req(), &Context::new()).await.unwrap_err();
+    let e = chat_err(&chain).await;
     assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
     let kinds: Vec<_> = e.attempts().iter().map(|a| a.error_kind).collect();
     assert_eq!(

@@ -11,7 +11,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{last_err_kind, ms, req, scripted, secs, stream_all};
+use crate::support::{chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all};
 
 fn layer(failures: u32, open: u64) -> BreakerPolicy {
     BreakerPolicy::builder()
@@ -27,18 +27,15 @@ async fn trips_after_consecutive_failures_and_refuses_without_calling() {
         .fail(ErrorKind::ServerError)
         .with_breaker(layer(3, 250));
     for _ in 0..3 {
-        assert_eq!(
-            m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
-            ErrorKind::ServerError
-        );
+        assert_eq!(chat_err(&m).await.kind(), ErrorKind::ServerError);
     }
-    let refused = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let refused = chat_err(&m).await;
     assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
     assert_eq!(refused.provider(), Some("a"));
     assert_eq!(refused.retry_after(), Some(ms(250)));
     assert_eq!(m.get_ref().calls(), 3);
     tokio::time::sleep(ms(100)).await;
-    let later = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let later = chat_err(&m).await;
     assert_eq!(
         later.retry_after(),
         Some(ms(150)),
@@ -102,7 +99,7 @@ async fn a_hanging_probe_releases_its_permit_at_probe_timeout_and_reopens() {
     let _ = m.chat(&req(), &Context::new()).await;
     tokio::time::sleep(ms(100)).await;
     let start = Instant::now();
-    let probe = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let probe = chat_err(&m).await;
     assert_eq!(start.elapsed(), secs(2));
     assert_eq!(probe.kind(), ErrorKind::Timeout);
     let snap = m.snapshot();
@@ -123,7 +120,7 @@ async fn breaker_counts_one_failure_per_logical_call_after_retries() {
         .fail(ErrorKind::ServerError)
         .with_retry(retry)
         .with_breaker(layer(2, 1000));
-    let first = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let first = chat_err(&m).await;
     assert_eq!(first.attempts().len(), 3);
     let snap = m.snapshot();
     assert_eq!(
@@ -152,14 +149,11 @@ async fn every_re_trip_sets_a_fresh_growing_open_until() {
     let _ = m.chat(&req(), &Context::new()).await;
     let mut opens = Vec::new();
     for _ in 0..4 {
-        let refused = m.chat(&req(), &Context::new()).await.unwrap_err();
+        let refused = chat_err(&m).await;
         opens.push(refused.retry_after().unwrap());
         tokio::time::sleep(refused.retry_after().unwrap()).await;
         // The probe fails and re-trips: the new open-until starts now.
-        assert_eq!(
-            m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
-            ErrorKind::Overloaded
-        );
+        assert_eq!(chat_err(&m).await.kind(), ErrorKind::Overloaded);
     }
     assert_eq!(opens, vec![ms(100), ms(200), ms(300), ms(300)]);
     let history = m.snapshot().history;
@@ -187,9 +181,9 @@ async fn success_threshold_needs_that_many_probes() {
         .with_breaker(breaker);
     let _ = m.chat(&req(), &Context::new()).await;
     tokio::time::sleep(ms(50)).await;
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
     assert_eq!(m.snapshot().state, BreakerState::HalfOpen);
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
     assert_eq!(m.snapshot().state, BreakerState::Closed);
 }
 
@@ -218,7 +212,7 @@ async fn caller_side_kinds_never_count_and_auth_trips_at_once_for_longer() {
         (BreakerState::Closed, 0, 5)
     );
     let _ = m.chat(&req(), &Context::new()).await;
-    let refused = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let refused = chat_err(&m).await;
     assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
     assert!(
         refused.retry_after().unwrap() >= secs(300),
@@ -377,7 +371,7 @@ async fn listener_history_and_snapshot() {
     let _ = m.chat(&req(), &Context::new()).await;
     let _ = m.chat(&req(), &Context::new()).await;
     tokio::time::sleep(ms(100)).await;
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
     assert_eq!(
         *log.0.lock().unwrap(),
         vec![
@@ -436,10 +430,7 @@ async fn reset_closes_by_hand() {
     assert_eq!(m.handle().state(), BreakerState::Open);
     m.handle().reset();
     assert_eq!(m.handle().state(), BreakerState::Closed);
-    assert_eq!(
-        m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
-        ErrorKind::ServerError
-    );
+    assert_eq!(chat_err(&m).await.kind(), ErrorKind::ServerError);
 }
 
 #[test]
@@ -549,7 +540,7 @@ async fn with_a_failure_rate_every_success_counts_in_the_window() {
         .fail(ErrorKind::ServerError)
         .with_breaker(breaker);
     for _ in 0..3 {
-        m.chat(&req(), &Context::new()).await.unwrap();
+        chat_ok(&m).await;
     }
     let _ = m.chat(&req(), &Context::new()).await;
     assert_eq!(

@@ -6,7 +6,7 @@ use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, Priority};
 use ripcord_resilience::{BulkheadPolicy, ChatModelExt};
 use tokio::time::Instant;
 
-use crate::support::{Recorder, ms, req, scripted, secs};
+use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs};
 
 fn bulkhead(in_flight: usize, queue: usize) -> BulkheadPolicy {
     BulkheadPolicy::builder()
@@ -99,7 +99,7 @@ async fn a_full_queue_refuses_at_once_with_a_hint() {
     };
     tokio::time::sleep(ms(1)).await;
     let start = Instant::now();
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let err = chat_err(&m).await;
     assert_eq!(start.elapsed(), ms(0));
     assert_eq!(err.kind(), ErrorKind::BudgetExhausted);
     assert!(err.retry_after().is_some());
@@ -145,7 +145,7 @@ async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
     assert_eq!(m.snapshot().queued, 0, "the waiter left the queue");
 
     let start = Instant::now();
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let err = chat_err(&m).await;
     assert_eq!(
         (err.kind(), start.elapsed()),
         (ErrorKind::BudgetExhausted, secs(3))
@@ -159,9 +159,9 @@ async fn a_stream_holds_its_slot_until_it_ends() {
     let m = scripted("a").with_bulkhead(bulkhead(1, 0));
     let s = m.stream(&req(), &Context::new()).await.unwrap();
     assert_eq!(m.snapshot().in_flight, 1);
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let err = chat_err(&m).await;
     assert_eq!(err.kind(), ErrorKind::BudgetExhausted);
     ripcord_core::stream::collect(s).await.unwrap();
     assert_eq!(m.snapshot().in_flight, 0);
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
 }

@@ -9,7 +9,7 @@ use ripcord_core::{Chain, ChatModel, ChatRequest, Context, Error, ErrorKind};
 use ripcord_resilience::*;
 use tokio::time::Instant;
 
-use crate::support::{Honest, ms, req, scripted, secs};
+use crate::support::{Honest, attempt_kinds, chat_ok, ms, scripted, secs};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -224,16 +224,9 @@ async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_
         .deadline(secs(5))
         .build()
         .unwrap();
-    assert_eq!(
-        chain
-            .chat(&req(), &Context::new())
-            .await
-            .unwrap()
-            .served_by(),
-        "backup"
-    );
+    assert_eq!(chat_ok(&chain).await.served_by(), "backup");
     // The breaker is open: the chain skips the primary without calling it.
-    let resp = chain.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&chain).await;
     assert_eq!(resp.served_by(), "backup");
     assert_eq!(
         resp.provenance.attempts[0].error_kind,
@@ -248,7 +241,7 @@ async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_
         .build()
         .unwrap();
     let start = Instant::now();
-    let resp = lone.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&lone).await;
     assert_eq!(resp.text(), "primary is back");
     assert!(start.elapsed() <= ms(500), "{:?}", start.elapsed());
 }
@@ -263,16 +256,9 @@ async fn a_local_rate_limit_sends_the_chain_to_the_next_link() {
         .deadline(secs(2))
         .build()
         .unwrap();
-    assert_eq!(
-        chain
-            .chat(&req(), &Context::new())
-            .await
-            .unwrap()
-            .served_by(),
-        "primary"
-    );
+    assert_eq!(chat_ok(&chain).await.served_by(), "primary");
     let start = Instant::now();
-    let resp = chain.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&chain).await;
     assert_eq!((resp.served_by(), start.elapsed()), ("backup", ms(0)));
     assert_eq!(
         resp.provenance.attempts[0].error_kind,
@@ -314,12 +300,7 @@ async fn the_full_stack_recovers_and_reports_every_attempt_to_the_chain() {
         .unwrap();
     assert_eq!(resp.served_by(), "primary");
     assert!(!resp.degraded());
-    let kinds: Vec<_> = resp
-        .provenance
-        .attempts
-        .iter()
-        .map(|a| a.error_kind)
-        .collect();
+    let kinds = attempt_kinds(&resp);
     assert_eq!(kinds, vec![Some(ErrorKind::ServerError), None]);
 }
 
@@ -373,7 +354,7 @@ async fn a_link_skipped_for_its_open_breaker_still_counts_in_its_health() {
         .build()
         .unwrap();
     for _ in 0..3 {
-        let r = chain.chat(&req(), &Context::new()).await.unwrap();
+        let r = chat_ok(&chain).await;
         assert_eq!(r.served_by(), "backup");
     }
     // One call reached the primary; the two refusals up front are booked as refused calls,

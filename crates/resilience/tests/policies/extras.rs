@@ -12,7 +12,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{ms, req, scripted, secs, stream_all};
+use crate::support::{chat_ok, ms, req, scripted, secs, stream_all};
 
 fn hedge_after(d: u64) -> HedgePolicy {
     HedgePolicy::builder()
@@ -27,7 +27,7 @@ async fn the_first_success_wins_and_the_loser_is_cancelled() {
     let backup = Arc::new(scripted("backup").reply_after("fast", ms(300)));
     let m = primary.clone().with_hedge(backup.clone(), hedge_after(500));
     let start = Instant::now();
-    let resp = m.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&m).await;
     assert_eq!((resp.text(), resp.served_by()), ("fast", "backup"));
     assert_eq!(start.elapsed(), ms(800));
     assert_eq!(primary.peak_concurrency(), 1);
@@ -56,10 +56,7 @@ async fn a_fast_primary_is_never_hedged_nor_a_request_that_is_not_retry_safe() {
     let m = scripted("primary")
         .reply_after("quick", ms(100))
         .with_hedge(backup.clone(), hedge_after(500));
-    assert_eq!(
-        m.chat(&req(), &Context::new()).await.unwrap().text(),
-        "quick"
-    );
+    assert_eq!(chat_ok(&m).await.text(), "quick");
     let slow = scripted("primary")
         .reply_after("slow", secs(2))
         .with_hedge(backup.clone(), hedge_after(500));
@@ -80,7 +77,7 @@ async fn a_failing_side_waits_for_the_other() {
     let backup = scripted("backup").reply_after("saved", secs(2));
     let m = primary.with_hedge(backup, hedge_after(500));
     let start = Instant::now();
-    let resp = m.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&m).await;
     assert_eq!(resp.text(), "saved");
     assert_eq!(start.elapsed(), ms(2500));
     assert_eq!(
@@ -103,7 +100,7 @@ async fn the_p95_delay_follows_the_primarys_latency() {
         .with_hedge(scripted("backup"), layer);
     assert_eq!(m.current_delay(), secs(2));
     for _ in 0..5 {
-        m.chat(&req(), &Context::new()).await.unwrap();
+        chat_ok(&m).await;
     }
     assert_eq!(m.current_delay(), ms(120));
 }
@@ -215,7 +212,7 @@ async fn degraded_and_static_answers_are_never_cached() {
         .unwrap();
     let m = chain.with_cache(CachePolicy::default());
     for _ in 0..3 {
-        let resp = m.chat(&req(), &Context::new()).await.unwrap();
+        let resp = chat_ok(&m).await;
         assert!(resp.degraded());
     }
     assert_eq!(m.stats().entries, 0);
@@ -225,7 +222,7 @@ async fn degraded_and_static_answers_are_never_cached() {
         .build()
         .unwrap()
         .with_cache(CachePolicy::default());
-    only_static.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&only_static).await;
     assert_eq!(only_static.stats().entries, 0);
 }
 
@@ -249,8 +246,8 @@ async fn health_tracks_latency_errors_and_the_breaker() {
         .unwrap();
     let m = guarded.with_health(layer);
     assert_eq!(m.snapshot().status, HealthStatus::Unknown);
-    m.chat(&req(), &Context::new()).await.unwrap();
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
+    chat_ok(&m).await;
     let snap = m.snapshot();
     assert_eq!(
         (snap.status, snap.latency_ewma_ms),

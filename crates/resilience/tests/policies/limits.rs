@@ -6,7 +6,7 @@ use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, Usage};
 use ripcord_resilience::{BudgetPolicy, ChatModelExt, RateLimitPolicy};
 use tokio::time::Instant;
 
-use crate::support::{Recorder, ms, req, scripted, secs};
+use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs};
 
 #[tokio::test(start_paused = true)]
 async fn rpm_waits_when_the_deadline_allows() {
@@ -36,7 +36,7 @@ async fn rpm_refuses_without_calling_when_the_deadline_is_too_short() {
             .build()
             .unwrap(),
     );
-    m.chat(&req(), &Context::new()).await.unwrap();
+    chat_ok(&m).await;
     let start = Instant::now();
     let err = m
         .chat(&req(), &Context::new().with_timeout(ms(400)))
@@ -57,8 +57,8 @@ async fn max_wait_bounds_waiting_without_a_deadline() {
         .build()
         .unwrap();
     let m = scripted("a").with_rate_limit(layer);
-    m.chat(&req(), &Context::new()).await.unwrap();
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    chat_ok(&m).await;
+    let err = chat_err(&m).await;
     assert_eq!(err.kind(), ErrorKind::LocalRateLimited);
     assert_eq!(err.retry_after(), Some(secs(60)));
 }
@@ -151,10 +151,7 @@ async fn a_vendor_429_with_retry_after_pauses_the_link() {
         .fail_with(limited, ms(0))
         .reply("ok")
         .with_rate_limit(RateLimitPolicy::builder().rpm(1000).build().unwrap());
-    assert_eq!(
-        m.chat(&req(), &Context::new()).await.unwrap_err().kind(),
-        ErrorKind::RateLimited
-    );
+    assert_eq!(chat_err(&m).await.kind(), ErrorKind::RateLimited);
     let snap = m.snapshot();
     assert_eq!(snap.paused_remaining_ms, Some(2000.0));
     // Refused locally while paused: the vendor is not hit again.

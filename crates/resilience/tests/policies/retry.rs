@@ -10,7 +10,9 @@ use ripcord_core::{
 use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryOn, RetryPolicy};
 use tokio::time::Instant;
 
-use crate::support::{last_err_kind, ms, req, scripted, secs, stream_all};
+use crate::support::{
+    attempt_kinds, chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all,
+};
 
 fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
     RetryPolicy::builder()
@@ -30,19 +32,14 @@ async fn retries_retryable_kinds_and_records_every_attempt() {
         .reply("done")
         .with_retry(fixed(3, 100));
     let start = Instant::now();
-    let resp = m.chat(&req(), &Context::new()).await.unwrap();
+    let resp = chat_ok(&m).await;
     assert_eq!(resp.text(), "done");
     assert_eq!(
         start.elapsed(),
         ms(100 + 200),
         "exponential backoff without jitter"
     );
-    let kinds: Vec<_> = resp
-        .provenance
-        .attempts
-        .iter()
-        .map(|a| a.error_kind)
-        .collect();
+    let kinds = attempt_kinds(&resp);
     assert_eq!(
         kinds,
         vec![Some(ErrorKind::ServerError), Some(ErrorKind::Network), None]
@@ -55,7 +52,7 @@ async fn final_failure_carries_all_attempts() {
     let m = scripted("a")
         .fail(ErrorKind::Timeout)
         .with_retry(fixed(3, 10));
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let err = chat_err(&m).await;
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(err.attempts().len(), 3);
     assert_eq!(m.get_ref().calls(), 3);
@@ -70,7 +67,7 @@ async fn fallback_and_fail_fast_kinds_are_not_retried() {
         ErrorKind::Overloaded,
     ] {
         let m = scripted("a").fail(kind).with_retry(fixed(5, 10));
-        let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+        let err = chat_err(&m).await;
         assert_eq!((err.kind(), m.get_ref().calls()), (kind, 1), "{kind}");
         assert_eq!(err.attempts().len(), 1);
     }
@@ -214,31 +211,10 @@ async fn the_retry_budget_caps_retries_across_calls() {
         .build()
         .unwrap();
     let m = scripted("a").fail(ErrorKind::ServerError).with_retry(layer);
-    assert_eq!(
-        m.chat(&req(), &Context::new())
-            .await
-            .unwrap_err()
-            .attempts()
-            .len(),
-        3
-    );
-    assert_eq!(
-        m.chat(&req(), &Context::new())
-            .await
-            .unwrap_err()
-            .attempts()
-            .len(),
-        1
-    );
+    assert_eq!(chat_err(&m).await.attempts().len(), 3);
+    assert_eq!(chat_err(&m).await.attempts().len(), 1);
     tokio::time::sleep(secs(11)).await;
-    assert_eq!(
-        m.chat(&req(), &Context::new())
-            .await
-            .unwrap_err()
-            .attempts()
-            .len(),
-        3
-    );
+    assert_eq!(chat_err(&m).await.attempts().len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -367,7 +343,7 @@ async fn a_rate_limit_without_retry_after_never_waits_less_than_half_the_base_de
             .unwrap();
         let m = scripted("a").fail(ErrorKind::RateLimited).with_retry(layer);
         let start = Instant::now();
-        let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+        let err = chat_err(&m).await;
         assert_eq!(
             (err.kind(), m.get_ref().calls()),
             (ErrorKind::RateLimited, 3)
@@ -389,7 +365,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
             .fail_with(silent(), secs(30))
             .reply("late")
             .with_retry(fixed(3, 100));
-        let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+        let err = chat_err(&m).await;
         assert_eq!((err.timeout_phase(), m.get_ref().calls()), (Some(phase), 1));
         // Opting in retries it.
         let on = RetryOn::parse(["silent"]).unwrap();
@@ -404,10 +380,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
             .fail_with(silent(), secs(30))
             .reply("late")
             .with_retry(layer);
-        assert_eq!(
-            m.chat(&req(), &Context::new()).await.unwrap().text(),
-            "late"
-        );
+        assert_eq!(chat_ok(&m).await.text(), "late");
         assert_eq!(m.get_ref().calls(), 2);
     }
     // A slow first token after the headers is still retried by default.
@@ -415,7 +388,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
         .fail_with(Error::timeout(TimeoutPhase::FirstToken, "slow"), ms(0))
         .reply("ok")
         .with_retry(fixed(3, 100));
-    assert_eq!(m.chat(&req(), &Context::new()).await.unwrap().text(), "ok");
+    assert_eq!(chat_ok(&m).await.text(), "ok");
 }
 
 #[tokio::test(start_paused = true)]
@@ -433,12 +406,12 @@ async fn retry_on_can_retry_overloaded_and_stop_retrying_rate_limits() {
         .fail(ErrorKind::Overloaded)
         .reply("ok")
         .with_retry(layer(on));
-    assert_eq!(m.chat(&req(), &Context::new()).await.unwrap().text(), "ok");
+    assert_eq!(chat_ok(&m).await.text(), "ok");
     let m = scripted("a")
         .fail(ErrorKind::RateLimited)
         .reply("ok")
         .with_retry(layer(on));
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let err = chat_err(&m).await;
     assert_eq!(
         (err.kind(), m.get_ref().calls()),
         (ErrorKind::RateLimited, 1)

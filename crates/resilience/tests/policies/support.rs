@@ -106,3 +106,22 @@ pub(crate) async fn stream_all(m: &impl ChatModel) -> Vec<Result<StreamEvent>> {
 pub(crate) fn last_err_kind(items: &[Result<StreamEvent>]) -> ErrorKind {
     items.last().unwrap().as_ref().unwrap_err().kind()
 }
+
+/// The answer to `req()` on a fresh context.
+pub(crate) async fn chat_ok(m: &impl ChatModel) -> ChatResponse {
+    m.chat(&req(), &Context::new()).await.unwrap()
+}
+
+/// The error `req()` on a fresh context fails with.
+pub(crate) async fn chat_err(m: &impl ChatModel) -> ripcord_core::Error {
+    m.chat(&req(), &Context::new()).await.unwrap_err()
+}
+
+/// The error kind of each attempt an answer's provenance records, in order.
+pub(crate) fn attempt_kinds(resp: &ChatResponse) -> Vec<Option<ErrorKind>> {
+    resp.provenance
+        .attempts
+        .iter()
+        .map(|a| a.error_kind)
+        .collect()
+}

@@ -5,7 +5,7 @@ use ripcord_core::{ChatModel, Context, ErrorKind, StreamEvent, TimeoutPhase};
 use ripcord_resilience::{ChatModelExt, TimeoutPolicy};
 use tokio::time::Instant;
 
-use crate::support::{ms, req, scripted, secs, stream_all};
+use crate::support::{chat_err, ms, req, scripted, secs, stream_all};
 
 fn limits() -> TimeoutPolicy {
     TimeoutPolicy::builder()
@@ -20,7 +20,7 @@ fn limits() -> TimeoutPolicy {
 async fn the_attempt_limit_and_the_deadline_are_told_apart() {
     let m = scripted("a").hang().with_timeout(limits());
     let start = Instant::now();
-    let err = m.chat(&req(), &Context::new()).await.unwrap_err();
+    let err = chat_err(&m).await;
     assert_eq!(
         (err.kind(), err.timeout_phase(), start.elapsed()),
         (ErrorKind::Timeout, Some(TimeoutPhase::Total), secs(10))

@@ -2,24 +2,18 @@
 //! starts each from empty shared state, for exactly the links it names.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
 use ripcord_redis::server::RedisServer as Server;
-use ripcord_redis::{RedisBreakerStore, RedisState, SharedBreakerConfig, StateOptions};
+use ripcord_redis::{RedisBreakerStore, SharedBreakerConfig};
 use ripcord_resilience::{Breaker, BreakerState};
 
-async fn connect(server: &Server) -> RedisState {
-    let options = StateOptions {
-        op_timeout: Duration::from_secs(1),
-        ..StateOptions::default()
-    };
-    RedisState::connect_with(&server.url(), options)
-        .await
-        .unwrap()
-}
+use common::connect;
 
 /// A breaker on `link` whose model fails once then answers, tripping at the first failure.
 async fn tripped(server: &Server, link: &str) -> Breaker<Arc<ScriptedModel>> {

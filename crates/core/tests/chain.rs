@@ -1,6 +1,8 @@
 //! The fallback chain: order, dispositions, skip rules, routes, deadline, static reply, nesting.
 //! All on tokio's paused clock: elapsed times are exact.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,28 +13,14 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-fn ask() -> ChatRequest {
-    ChatRequest::user("Why is the sky blue?")
-}
-
-fn arc(m: ScriptedModel) -> Arc<ScriptedModel> {
-    Arc::new(m)
-}
-
-fn chain_of(links: &[&Arc<ScriptedModel>]) -> ripcord_core::ChainBuilder {
-    let mut b = Chain::builder();
-    for l in links {
-        b = b.link_arc(Arc::clone(l) as Arc<dyn ChatModel>);
-    }
-    b
-}
+use support::{arc, ask, chain_of, chat_ok};
 
 #[tokio::test(start_paused = true)]
 async fn first_link_serves_when_healthy() {
     let a = arc(ScriptedModel::new("a").reply("from a"));
     let b = arc(ScriptedModel::new("b").reply("from b"));
     let chain = chain_of(&[&a, &b]).build().unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "from a");
     assert_eq!(r.served_by(), "a");
     assert!(!r.degraded());
@@ -55,7 +43,7 @@ async fn fallback_kinds_move_to_the_next_link_and_record_every_attempt() {
         let a = arc(ScriptedModel::new("a").fail(kind));
         let b = arc(ScriptedModel::new("b").reply("from b"));
         let chain = chain_of(&[&a, &b]).build().unwrap();
-        let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+        let r = chat_ok(&chain, &ask()).await;
         assert_eq!(r.served_by(), "b", "{kind}");
         assert!(r.degraded());
         let kinds: Vec<_> = r.provenance.attempts.iter().map(|a| a.error_kind).collect();
@@ -134,7 +122,7 @@ async fn static_reply_is_honest_degraded_and_counted() {
         )
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "The assistant is unavailable right now.");
     assert!(r.degraded() && r.provenance.static_reply);
     assert_eq!(r.served_by(), "static");
@@ -161,7 +149,7 @@ async fn links_without_tools_are_skipped_for_tool_requests() {
         "does f",
         serde_json::json!({"type": "object"}),
     ));
-    let r = chain.chat(&req, &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &req).await;
     assert_eq!(r.served_by(), "tooled");
     assert_eq!(plain.calls(), 0);
     assert_eq!(r.provenance.skipped[0].reason, SkipReason::NoTools);
@@ -178,10 +166,10 @@ async fn links_without_vision_or_json_are_skipped() {
             url: "https://x/y.png".into(),
         },
     )]);
-    let r = chain.chat(&img, &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &img).await;
     assert_eq!(r.provenance.skipped[0].reason, SkipReason::NoVision);
     let json = ask().with_response_format(ResponseFormat::Json);
-    let r = chain.chat(&json, &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &json).await;
     assert_eq!(r.provenance.skipped[0].reason, SkipReason::NoJson);
     assert_eq!(plain.calls(), 0);
     assert_eq!(full.calls(), 2);
@@ -222,10 +210,7 @@ async fn links_whose_window_is_too_small_are_skipped() {
     let chain = chain_of(&[&small, &large]).build().unwrap();
     // ~6000 tokens of English: far beyond 2k even at the estimate's low end.
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(600);
-    let r = chain
-        .chat(&ChatRequest::user(long), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&chain, &ChatRequest::user(long)).await;
     assert_eq!(r.served_by(), "large");
     assert_eq!(r.provenance.skipped[0].reason, SkipReason::ContextWindow);
     assert_eq!(small.calls(), 0);
@@ -259,7 +244,7 @@ async fn per_kind_routes_pick_the_named_link() {
         .route(ErrorKind::RateLimited, "c")
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.served_by(), "c");
     assert_eq!(b.calls(), 0);
     // Other kinds still go in order.
@@ -270,14 +255,7 @@ async fn per_kind_routes_pick_the_named_link() {
         .route(ErrorKind::RateLimited, "c")
         .build()
         .unwrap();
-    assert_eq!(
-        chain
-            .chat(&ask(), &Context::new())
-            .await
-            .unwrap()
-            .served_by(),
-        "b"
-    );
+    assert_eq!(chat_ok(&chain, &ask()).await.served_by(), "b");
 }
 
 #[tokio::test(start_paused = true)]
@@ -292,7 +270,7 @@ async fn after_a_route_the_remaining_links_are_tried_in_order() {
         .route(ErrorKind::ContextLengthExceeded, "c")
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.served_by(), "b");
     let order: Vec<_> = r
         .provenance
@@ -313,7 +291,7 @@ async fn nothing_waits_past_the_deadline() {
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(t0.elapsed(), Duration::from_secs(2));
     assert!(r.provenance.static_reply);
     assert_eq!(
@@ -422,7 +400,7 @@ async fn a_link_can_reserve_budget_for_the_links_after_it() {
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.served_by(), "b");
     assert_eq!(t0.elapsed(), Duration::from_secs(11));
     assert_eq!(
@@ -440,7 +418,7 @@ async fn the_last_remaining_link_gets_the_whole_budget() {
         .deadline(Duration::from_secs(15))
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "slow but valid");
 }
 
@@ -460,7 +438,7 @@ async fn when_every_link_is_cooling_down_the_chain_waits_for_the_earliest() {
         .reply("b is back"));
     let chain = chain_of(&[&a, &b]).static_reply("busy").build().unwrap();
     let t0 = Instant::now();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(t0.elapsed(), Duration::from_millis(800));
     assert_eq!(r.served_by(), "b");
     assert_eq!((a.calls(), b.calls()), (2, 2));
@@ -477,7 +455,7 @@ async fn a_readmission_beyond_the_deadline_means_static_reply_now() {
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(t0.elapsed(), Duration::ZERO);
     assert!(r.provenance.static_reply);
 }
@@ -494,7 +472,7 @@ async fn chains_nest() {
         .name("outer")
         .build()
         .unwrap();
-    let r = outer.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&outer, &ask()).await;
     assert_eq!(r.text(), "inner b");
     assert_eq!(r.served_by(), "b");
     assert!(r.degraded(), "the inner chain fell back");
@@ -511,7 +489,7 @@ async fn fallback_notice_is_attached_to_fallback_answers() {
         .fallback_notice("Answered by a backup model.")
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(
         r.provenance.notice.as_deref(),
         Some("Answered by a backup model.")
@@ -640,7 +618,7 @@ async fn a_link_that_refuses_up_front_is_skipped_without_a_call() {
         .link_arc(b.clone())
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.served_by(), "b");
     assert!(r.degraded());
     assert_eq!(r.provenance.attempts.len(), 2);
@@ -654,7 +632,7 @@ async fn a_link_that_refuses_up_front_is_skipped_without_a_call() {
     // Alone, a refusing link is waited for, then asked again and called.
     let lone = Chain::builder().link_arc(a.clone()).build().unwrap();
     let t0 = Instant::now();
-    let r = lone.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&lone, &ask()).await;
     assert_eq!(t0.elapsed(), Duration::from_millis(300));
     assert_eq!(r.text(), "a is back");
     assert_eq!((a.asked(), a.inner.calls()), (3, 1));

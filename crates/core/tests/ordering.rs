@@ -1,6 +1,8 @@
 //! Link ordering strategies and the vendor-independence rule, on tokio's paused clock:
 //! scripted latencies are exact, so EWMA values and orders are deterministic.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,29 +10,11 @@ use ripcord_core::chain::{LATENCY_EWMA_ALPHA, Strategy};
 use ripcord_core::stream;
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{
-    BuildError, Capabilities, Chain, ChatModel, ChatRequest, Context, ErrorKind, Locality, Price,
-    SkipReason, StreamEvent, ToolSpec,
+    BuildError, Capabilities, ChatModel, Context, ErrorKind, Locality, Price, SkipReason,
+    StreamEvent, ToolSpec,
 };
 
-fn ask() -> ChatRequest {
-    ChatRequest::user("Why is the sky blue?")
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn arc(m: ScriptedModel) -> Arc<ScriptedModel> {
-    Arc::new(m)
-}
-
-fn chain_of(links: &[&Arc<ScriptedModel>]) -> ripcord_core::ChainBuilder {
-    let mut b = Chain::builder();
-    for l in links {
-        b = b.link_arc(Arc::clone(l) as Arc<dyn ChatModel>);
-    }
-    b
-}
+use support::{arc, ask, chain_of, chat_ok, collect_ok, ms};
 
 /// The providers of every attempt, in the order they were made.
 fn attempted(p: &ripcord_core::Provenance) -> Vec<String> {
@@ -54,7 +38,7 @@ async fn the_default_strategy_is_the_configured_order_and_keeps_no_latency() {
     let chain = chain_of(&[&a, &b]).build().unwrap();
     assert_eq!(chain.strategy(), &Strategy::Ordered);
     for _ in 0..3 {
-        let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+        let r = chat_ok(&chain, &ask()).await;
         assert_eq!(r.served_by(), "a");
         assert!(!r.degraded());
     }
@@ -180,18 +164,11 @@ async fn samples_from_outside_a_call_reorder_links_too() {
         .strategy(Strategy::LowestLatency { min_samples: 1 })
         .build()
         .unwrap();
-    assert_eq!(
-        chain
-            .chat(&ask(), &Context::new())
-            .await
-            .unwrap()
-            .served_by(),
-        "a"
-    );
+    assert_eq!(chat_ok(&chain, &ask()).await.served_by(), "a");
     // e.g. a health probe measured b.
     assert!(chain.record_latency("b", ms(30)));
     assert!(!chain.record_latency("nope", ms(30)));
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["b"]);
     assert_eq!(chain.link_latency("b").unwrap().samples, 2);
 
@@ -266,7 +243,7 @@ async fn lowest_cost_tries_the_cheapest_capable_link_first_and_unknown_prices_la
         .build()
         .unwrap();
 
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert!(r.provenance.static_reply);
     assert_eq!(
         attempted(&r.provenance),
@@ -279,7 +256,7 @@ async fn lowest_cost_tries_the_cheapest_capable_link_first_and_unknown_prices_la
         "does f",
         serde_json::json!({"type": "object"}),
     ));
-    let r = chain.chat(&req, &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &req).await;
     assert_eq!(attempted(&r.provenance), ["cheap", "dear", "unknown"]);
     assert_eq!(r.provenance.skipped.len(), 1);
     assert_eq!(&*r.provenance.skipped[0].provider, "cheapest");
@@ -297,10 +274,10 @@ async fn lowest_cost_prices_the_estimated_output_too() {
         .build()
         .unwrap();
     let short = ask().with_max_tokens(1);
-    let r = chain.chat(&short, &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &short).await;
     assert_eq!(attempted(&r.provenance), ["in_cheap", "out_cheap"]);
     let long = ask().with_max_tokens(2_000);
-    let r = chain.chat(&long, &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &long).await;
     assert_eq!(attempted(&r.provenance), ["out_cheap", "in_cheap"]);
 }
 
@@ -315,9 +292,7 @@ async fn lowest_cost_serves_streams_from_the_cheapest_link_without_calling_by_co
         .strategy(Strategy::LowestCost)
         .build()
         .unwrap();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "local answer");
     assert_eq!(r.served_by(), "free");
     assert!(!r.degraded());
@@ -338,7 +313,7 @@ async fn weighted_first_picks_follow_the_shares() {
         .unwrap();
     const N: usize = 4_000;
     for _ in 0..N {
-        let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+        let r = chat_ok(&chain, &ask()).await;
         assert!(!r.degraded(), "a weighted first pick is not a fallback");
     }
     assert_eq!(c.calls(), 0, "a link without a share is never drawn first");
@@ -360,7 +335,7 @@ async fn the_same_seed_draws_the_same_sequence() {
             .unwrap();
         let mut out = Vec::new();
         for _ in 0..64 {
-            let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+            let r = chat_ok(&chain, &ask()).await;
             out.push(r.served_by().to_owned());
         }
         out
@@ -380,7 +355,7 @@ async fn after_the_weighted_pick_fails_the_rest_follow_in_configured_order() {
         .static_reply("unavailable")
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["c", "a", "b"]);
 }
 
@@ -426,7 +401,7 @@ async fn independent_fallbacks_prefer_another_vendor_after_a_failure() {
 
     // Without the rule: the next link in order, same vendor.
     let plain = chain_of(&[&o1, &o2, &an, &local]).build().unwrap();
-    let r = plain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&plain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["o1", "o2"]);
 
     // With it: o1 (openai) fails -> anthropic; anthropic fails -> local, the only domain where
@@ -435,7 +410,7 @@ async fn independent_fallbacks_prefer_another_vendor_after_a_failure() {
         .prefer_independent_fallbacks(true)
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["o1", "an", "local"]);
 
     // No fresh domain left: anything but the vendor that just failed (o2, not anthropic's twin).
@@ -444,7 +419,7 @@ async fn independent_fallbacks_prefer_another_vendor_after_a_failure() {
         .prefer_independent_fallbacks(true)
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["o1", "an", "o2"]);
     assert_eq!(an2.calls(), 0);
 }
@@ -458,7 +433,7 @@ async fn independent_fallbacks_treat_local_models_as_their_own_domain() {
         .prefer_independent_fallbacks(true)
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.served_by(), "local");
     assert_eq!(o2.calls(), 0, "vendor names compare case-insensitively");
 }
@@ -471,7 +446,7 @@ async fn independent_fallbacks_use_the_same_vendor_when_no_other_is_left() {
         .prefer_independent_fallbacks(true)
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["o1", "o2"]);
 }
 
@@ -487,7 +462,7 @@ async fn independent_fallbacks_pass_over_a_skipped_link_to_the_next_other_vendor
         .prefer_independent_fallbacks(true)
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     // local_a fails -> o1, the first link outside local; it fails -> anthropic, the first link
     // in a domain where nothing failed (local_b is local, o2 openai).
     assert_eq!(attempted(&r.provenance), ["local_a", "o1", "an"]);
@@ -508,7 +483,7 @@ async fn routes_win_over_vendor_independence() {
         .route(ErrorKind::QuotaExhausted, "o2")
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(r.served_by(), "o2");
     assert_eq!(an.calls(), 0);
 }
@@ -523,7 +498,7 @@ async fn routes_win_over_a_computed_order() {
         .route(ErrorKind::Auth, "c")
         .build()
         .unwrap();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert_eq!(attempted(&r.provenance), ["a", "c"]);
     assert!(r.degraded());
     assert_eq!(b.calls(), 0);
@@ -540,7 +515,7 @@ async fn a_computed_order_keeps_the_deadline() {
         .build()
         .unwrap();
     let started = tokio::time::Instant::now();
-    let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+    let r = chat_ok(&chain, &ask()).await;
     assert!(r.provenance.static_reply);
     assert_eq!(started.elapsed(), ms(200));
     assert_eq!(b.calls(), 1);

@@ -1,6 +1,8 @@
 //! Streaming through a chain: fallback before the first content event, end-with-error or
 //! Restart after it, the deadline mid-stream, and the static reply as a stream.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,12 +14,10 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
+use support::{collect_ok, ms};
+
 fn ask() -> ChatRequest {
     ChatRequest::user("Tell me a story")
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
 }
 
 async fn drain(mut s: ChatStream) -> Vec<Result<StreamEvent, Error>> {
@@ -59,9 +59,7 @@ async fn an_error_as_the_first_stream_event_falls_back() {
             .iter()
             .any(|e| matches!(e, Ok(StreamEvent::Restarted { .. })))
     );
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.provenance.served_by.as_deref(), Some("b"));
     assert_eq!(
         r.provenance.attempts[0].error_kind,
@@ -74,9 +72,7 @@ async fn a_stream_that_ends_before_any_content_falls_back() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["fine"], ms(1))));
     let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "fine");
     assert_eq!(
         r.provenance.attempts[0].error_kind,
@@ -219,9 +215,7 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
         .static_reply("The assistant is unavailable.")
         .build()
         .unwrap();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "The assistant is unavailable.");
     assert!(r.provenance.static_reply && r.degraded());
 }
@@ -299,9 +293,7 @@ async fn a_slow_first_token_of_a_link_that_bounds_itself_still_falls_back_in_tim
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "quick");
     assert_eq!(t0.elapsed(), Duration::from_millis(6_010));
     assert_eq!(
@@ -323,9 +315,7 @@ async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline()
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "quick");
     assert_eq!(t0.elapsed(), Duration::from_millis(6_010));
 }
@@ -403,9 +393,7 @@ async fn nested_chains_stream_through() {
         .link(ScriptedModel::new("c"))
         .build()
         .unwrap();
-    let r = stream::collect(outer.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&outer, &ask()).await;
     assert_eq!(r.text(), "inner");
     assert!(
         r.degraded(),
@@ -585,9 +573,7 @@ async fn an_answer_that_finishes_within_the_holdback_is_delivered_whole_at_once(
         .build()
         .unwrap();
     let start = Instant::now();
-    let r = stream::collect(chain.stream(&ask(), &Context::new()).await.unwrap())
-        .await
-        .unwrap();
+    let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "Short answer");
     assert!(start.elapsed() < ms(100), "{:?}", start.elapsed());
 }

@@ -29,12 +29,8 @@ fn raw_request(fake: &FakeVendor, stream: bool) -> Vec<u8> {
 #[tokio::test]
 async fn hang_before_headers_is_a_client_timeout() {
     for wire in WIRES {
-        let fake = FakeVendor::start(wire).await.unwrap();
-        fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
-        let c = reqwest::Client::builder()
-            .timeout(Duration::from_millis(300))
-            .build()
-            .unwrap();
+        let fake = fake_always(wire, Behavior::HangBeforeHeaders).await;
+        let c = client_with_timeout(Duration::from_millis(300));
         let err = c
             .post(chat_url(&fake))
             .json(&chat_body(wire, false))
@@ -51,8 +47,7 @@ async fn hang_before_headers_is_a_client_timeout() {
 #[tokio::test]
 async fn stall_mid_stream_is_an_idle_timeout_after_the_given_chunks() {
     for wire in WIRES {
-        let fake = FakeVendor::start(wire).await.unwrap();
-        fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 2 }));
+        let fake = fake_always(wire, Behavior::StallMidStream { after_chunks: 2 }).await;
         let mut reader = SseReader::new(chat(&fake, true).await.unwrap());
         let mut deltas = 0;
         loop {
@@ -89,13 +84,9 @@ async fn stall_on_a_json_request_sends_half_a_body_then_nothing() {
 #[tokio::test]
 async fn reset_before_response_is_an_rst() {
     for wire in WIRES {
-        let fake = FakeVendor::start(wire).await.unwrap();
-        fake.set_script(Script::Always(Behavior::ResetBeforeResponse));
+        let fake = fake_always(wire, Behavior::ResetBeforeResponse).await;
         // Through reqwest: an error that is not a timeout, promptly.
-        let c = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
+        let c = client_with_timeout(Duration::from_secs(5));
         let started = tokio::time::Instant::now();
         let err = c
             .post(chat_url(&fake))
@@ -123,8 +114,7 @@ async fn reset_before_response_is_an_rst() {
 #[tokio::test]
 async fn reset_mid_stream_fails_the_body_after_the_given_chunks() {
     for wire in WIRES {
-        let fake = FakeVendor::start(wire).await.unwrap();
-        fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
+        let fake = fake_always(wire, Behavior::ResetMidStream { after_chunks: 1 }).await;
         let mut reader = SseReader::new(chat(&fake, true).await.unwrap());
         let (events, err) = reader.collect().await;
         let err = err.unwrap_or_else(|| panic!("{wire:?}: body must fail, got {events:#?}"));

@@ -6,15 +6,27 @@
 
 use std::time::Duration;
 
-use ripcord_chaos::{FakeVendor, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Script, Wire};
 use serde_json::{Value, json};
 
 /// A client with a generous overall timeout (tests that expect a timeout set their own).
 pub(crate) fn client() -> reqwest::Client {
+    client_with_timeout(Duration::from_secs(10))
+}
+
+/// A client whose overall timeout is `timeout`.
+pub(crate) fn client_with_timeout(timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
+        .timeout(timeout)
         .build()
         .expect("client")
+}
+
+/// A fake of `wire` that behaves as `behavior` on every request.
+pub(crate) async fn fake_always(wire: Wire, behavior: Behavior) -> FakeVendor {
+    let fake = FakeVendor::start(wire).await.expect("fake vendor");
+    fake.set_script(Script::Always(behavior));
+    fake
 }
 
 /// The chat endpoint of a fake.

@@ -1,6 +1,8 @@
 //! The gateway over in-memory chains, driven with real HTTP on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail the test by panicking
 
+mod support;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use ripcord_core::testing::{ScriptedModel, text_stream};
 use ripcord_core::{Chain, ChatModel, ErrorKind};
 use secrecy::SecretString;
 use serde_json::{Value, json};
+use support::Fetch;
 use tokio::sync::oneshot;
 
 struct Running {
@@ -262,33 +265,10 @@ async fn health_ready_and_models() {
     state.readiness = Arc::new(|| json!({"providers": {"primary": {"breaker": "closed"}}}));
     let g = start(state).await;
     let c = reqwest::Client::new();
-    assert_eq!(
-        c.get(format!("{}/healthz", g.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        "ok"
-    );
-    let v: Value = c
-        .get(format!("{}/readyz", g.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(c.get(format!("{}/healthz", g.url)).text_body().await, "ok");
+    let v: Value = c.get(format!("{}/readyz", g.url)).json_body().await;
     assert_eq!(v["providers"]["primary"]["breaker"], "closed");
-    let v: Value = c
-        .get(format!("{}/v1/models", g.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = c.get(format!("{}/v1/models", g.url)).json_body().await;
     assert_eq!(v["data"][0]["id"], "chain");
 }
 

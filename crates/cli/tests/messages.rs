@@ -2,6 +2,8 @@
 //! Anthropic adapter against the Anthropic chaos vendor, with real HTTP on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
 
+mod support;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +16,7 @@ use ripcord_core::{Chain, ChatModel, Error, ErrorKind, FinishReason, StreamEvent
 use ripcord_providers::{Anthropic, AnthropicConfig};
 use secrecy::SecretString;
 use serde_json::{Value, json};
+use support::Fetch;
 use tokio::sync::oneshot;
 
 async fn start(state: GatewayState) -> (String, oneshot::Sender<()>) {
@@ -513,12 +516,8 @@ async fn messages_round_trip_through_the_anthropic_adapter() {
     let direct: Value = reqwest::Client::new()
         .post(format!("{}/v1/messages", fake.base_url()))
         .json(&sent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     for field in ["type", "role", "model", "content", "stop_reason", "usage"] {
         assert_eq!(got[field], direct[field], "{field}: {got} vs {direct}");
     }
@@ -537,12 +536,8 @@ async fn messages_round_trip_through_the_anthropic_adapter() {
         &reqwest::Client::new()
             .post(format!("{}/v1/messages", fake.base_url()))
             .json(&streamed)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
+            .text_body()
+            .await,
     );
     let blocks = |evs: &[(String, Value)]| -> Vec<Value> {
         evs.iter()

@@ -133,11 +133,8 @@ fn carried(r: &ChatResponse) -> (String, Vec<ToolCall>, FinishReason, u64, u64) 
     )
 }
 
-#[tokio::test]
-async fn a_request_and_its_answer_survive_adapter_to_gateway_and_back() {
-    let g = start().await;
-    let resp = g.adapter.chat(&request(), &Context::new()).await.unwrap();
-
+/// The gateway's model saw exactly one request: the one the adapter wrote.
+fn assert_gateway_read_the_request(g: &Running) {
     let seen = g.model.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);
     assert_eq!(
@@ -145,6 +142,14 @@ async fn a_request_and_its_answer_survive_adapter_to_gateway_and_back() {
         request(),
         "the gateway read another request than the adapter wrote"
     );
+}
+
+#[tokio::test]
+async fn a_request_and_its_answer_survive_adapter_to_gateway_and_back() {
+    let g = start().await;
+    let resp = g.adapter.chat(&request(), &Context::new()).await.unwrap();
+
+    assert_gateway_read_the_request(&g);
     assert_eq!(carried(&resp), carried(&reply()));
     assert_eq!(resp.model, reply().model);
 }
@@ -155,12 +160,6 @@ async fn a_streamed_answer_survives_gateway_chunks_to_adapter_events() {
     let s = g.adapter.stream(&request(), &Context::new()).await.unwrap();
     let resp = stream::collect(s).await.unwrap();
 
-    let seen = g.model.seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1);
-    assert_eq!(
-        seen[0],
-        request(),
-        "the gateway read another request than the adapter wrote"
-    );
+    assert_gateway_read_the_request(&g);
     assert_eq!(carried(&resp), carried(&reply()));
 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::{Value, json};
+use support::Fetch;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -144,6 +145,23 @@ fn start_prometheus(bin: &Path, target: &str) -> Prometheus {
     }
 }
 
+/// The alert `name` once Prometheus at `prom_url` reports it firing (polled for up to 60 s).
+async fn firing_alert(client: &reqwest::Client, prom_url: &str, name: &str) -> Value {
+    poll(Duration::from_secs(60), &format!("{name} firing"), || {
+        let client = client.clone();
+        let url = format!("{prom_url}/api/v1/alerts");
+        async move {
+            let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
+            v["data"]["alerts"]
+                .as_array()?
+                .iter()
+                .find(|a| a["labels"]["alertname"] == name && a["state"] == "firing")
+                .cloned()
+        }
+    })
+    .await
+}
+
 /// Polls `f` every 250 ms until it returns `Some`, for at most `limit`.
 async fn poll<T, F, Fut>(limit: Duration, what: &str, mut f: F) -> T
 where
@@ -165,44 +183,18 @@ where
 }
 
 fn config_file(dir: &Path, primary: &FakeVendor, backup: &FakeVendor) -> PathBuf {
-    let path = dir.join("ripcord.toml");
-    let text = format!(
-        r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 5000
-static_reply = "busy"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{p}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 2
-open_ms = 600000
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o-mini"
-base_url = "{b}/v1"
-api_key = "sk-test"
-[providers.retry]
+    let backup_policies = "[providers.retry]
 max_attempts = 2
 base_delay_ms = 10
 [providers.breaker]
 failure_threshold = 2
-open_ms = 300
-"#,
-        p = primary.base_url(),
-        b = backup.base_url(),
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+open_ms = 300";
+    support::two_link_config(
+        dir,
+        &primary.base_url(),
+        &backup.base_url(),
+        backup_policies,
+    )
 }
 
 /// One call; the link that served it.
@@ -343,57 +335,20 @@ async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_ser
     .await;
 
     // The breaker-open rule fires for the primary.
-    let alert = poll(Duration::from_secs(60), "RipcordBreakerOpen firing", || {
-        let client = client.clone();
-        let url = format!("{}/api/v1/alerts", prom.url);
-        async move {
-            let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
-            v["data"]["alerts"]
-                .as_array()?
-                .iter()
-                .find(|a| {
-                    a["labels"]["alertname"] == "RipcordBreakerOpen" && a["state"] == "firing"
-                })
-                .cloned()
-        }
-    })
-    .await;
+    let alert = firing_alert(&client, &prom.url, "RipcordBreakerOpen").await;
     assert_eq!(alert["labels"]["ripcord_link"], "primary", "{alert}");
     assert_eq!(alert["labels"]["severity"], "page", "{alert}");
 
     // The backup's exhausted quota pages too (one ripcord alert, however many requests).
-    let alert = poll(
-        Duration::from_secs(60),
-        "RipcordAlertKindError firing",
-        || {
-            let client = client.clone();
-            let url = format!("{}/api/v1/alerts", prom.url);
-            async move {
-                let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
-                v["data"]["alerts"]
-                    .as_array()?
-                    .iter()
-                    .find(|a| {
-                        a["labels"]["alertname"] == "RipcordAlertKindError"
-                            && a["state"] == "firing"
-                    })
-                    .cloned()
-            }
-        },
-    )
-    .await;
+    let alert = firing_alert(&client, &prom.url, "RipcordAlertKindError").await;
     assert_eq!(alert["labels"]["ripcord_link"], "backup", "{alert}");
     assert_eq!(alert["labels"]["error_type"], "quota_exhausted", "{alert}");
 
     // Every query of the dashboard reads series that /metrics exports after this run.
     let metrics = client
         .get(format!("{}/metrics", served.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .text_body()
+        .await;
     let have = exported(&metrics);
     let queries = dashboard_queries();
     assert!(
@@ -429,12 +384,8 @@ async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_ser
                 expr.replace("$__rate_interval", "1m")
                     .replace("$__range", "5m"),
             )])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .json_body()
+            .await;
         assert_eq!(v["status"], "success", "panel {title}: {v}");
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_redis::server::RedisServer;
 use serde_json::{Value, json};
+use support::Fetch;
 
 /// This file's tests: a real `redis-server` on loopback, or a loud skip without the binary
 /// (an error under CI).
@@ -161,12 +162,8 @@ async fn burst(
 async fn readyz(client: &reqwest::Client, replica: &support::Served) -> Value {
     client
         .get(format!("{}/readyz", replica.url))
-        .send()
+        .json_body()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

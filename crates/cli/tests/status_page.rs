@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::json;
+use support::Fetch;
 
 const KEY: &str = "status-page-gateway-key-0123456789";
 
@@ -28,39 +29,7 @@ const KEY: &str = "status-page-gateway-key-0123456789";
 fn config_file(test: &str, primary: &FakeVendor, backup: &FakeVendor, extra: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ripcord-status-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("ripcord.toml");
-    let text = format!(
-        r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 5000
-static_reply = "busy"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{p}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 2
-open_ms = 600000
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o-mini"
-base_url = "{b}/v1"
-api_key = "sk-test"
-{extra}
-"#,
-        p = primary.base_url(),
-        b = backup.base_url(),
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+    support::two_link_config(&dir, &primary.base_url(), &backup.base_url(), extra)
 }
 
 async fn ask(client: &reqwest::Client, url: &str, key: Option<&str>) -> String {
@@ -158,12 +127,8 @@ async fn status_is_behind_the_gateway_keys_when_keys_are_configured() {
     let metrics = client
         .get(format!("{}/metrics", served.url))
         .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .text_body()
+        .await;
     let tenant_lines: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("ripcord_tenant_tokens_total{"))

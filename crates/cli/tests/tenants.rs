@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
 
+mod support;
+
 use std::sync::Arc;
 
 use reqwest::header::HeaderMap;
@@ -12,6 +14,7 @@ use ripcord_cli::build;
 use ripcord_cli::config;
 use ripcord_cli::gateway::{self, GatewayState};
 use serde_json::{Value, json};
+use support::Fetch;
 use tokio::sync::oneshot;
 
 const ACME: &str = "acme-gateway-key-0123456789";
@@ -97,7 +100,7 @@ impl Gw {
         if let Some(k) = key {
             req = req.bearer_auth(k);
         }
-        req.send().await.unwrap().json().await.unwrap()
+        req.json_body().await
     }
 }
 

@@ -128,3 +128,62 @@ pub(crate) async fn python_json(
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// Writes `dir/ripcord.toml`: two OpenAI-wire links, `primary` then `backup` (their base URLs),
+/// and a static reply; the primary tries once and its breaker trips after 2 failures and stays
+/// open for 10 minutes. `extra` follows the backup's section (its own policies, gateway keys).
+pub(crate) fn two_link_config(
+    dir: &std::path::Path,
+    primary: &str,
+    backup: &str,
+    extra: &str,
+) -> PathBuf {
+    let path = dir.join("ripcord.toml");
+    let text = format!(
+        r#"
+[chain]
+order = ["primary", "backup"]
+deadline_ms = 5000
+static_reply = "busy"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{primary}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 1
+[providers.breaker]
+failure_threshold = 2
+open_ms = 600000
+
+[[providers]]
+name = "backup"
+kind = "openai"
+model = "gpt-4o-mini"
+base_url = "{backup}/v1"
+api_key = "sk-test"
+{extra}
+"#
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Sends a request and reads its whole body, failing the test on any error on the way.
+pub(crate) trait Fetch {
+    /// The body, as JSON.
+    async fn json_body(self) -> serde_json::Value;
+    /// The body, as text.
+    async fn text_body(self) -> String;
+}
+
+impl Fetch for reqwest::RequestBuilder {
+    async fn json_body(self) -> serde_json::Value {
+        self.send().await.unwrap().json().await.unwrap()
+    }
+    async fn text_body(self) -> String {
+        self.send().await.unwrap().text().await.unwrap()
+    }
+}

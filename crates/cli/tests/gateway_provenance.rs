@@ -46,6 +46,14 @@ async fn stream(url: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// A gateway in front of `chain`, and its 200 answer to one streamed request.
+async fn stream_ok(chain: Chain) -> (reqwest::Response, oneshot::Sender<()>) {
+    let (url, stop) = start(Arc::new(chain)).await;
+    let r = stream(&url).await;
+    assert_eq!(r.status(), 200);
+    (r, stop)
+}
+
 fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
     r.headers()
         .get(name)
@@ -64,9 +72,7 @@ async fn a_stream_that_fell_back_lists_every_attempt_in_its_headers() {
         )
         .build()
         .unwrap();
-    let (url, _stop) = start(Arc::new(chain)).await;
-    let r = stream(&url).await;
-    assert_eq!(r.status(), 200);
+    let (r, _stop) = stream_ok(chain).await;
     assert_eq!(header(&r, "x-ripcord-served-by"), "backup");
     assert_eq!(header(&r, "x-ripcord-degraded"), "true");
     let attempts = header(&r, "x-ripcord-attempts").to_owned();
@@ -123,9 +129,7 @@ async fn a_stream_that_fails_after_commit_sends_its_record_with_the_error_event(
         ]))
         .build()
         .unwrap();
-    let (url, _stop) = start(Arc::new(chain)).await;
-    let r = stream(&url).await;
-    assert_eq!(r.status(), 200);
+    let (r, _stop) = stream_ok(chain).await;
     // At commit: the backup was serving after the primary's failure.
     assert_eq!(header(&r, "x-ripcord-served-by"), "backup");
     assert!(

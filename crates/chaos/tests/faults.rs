@@ -31,12 +31,7 @@ async fn hang_before_headers_is_a_client_timeout() {
     for wire in WIRES {
         let fake = fake_always(wire, Behavior::HangBeforeHeaders).await;
         let c = client_with_timeout(Duration::from_millis(300));
-        let err = c
-            .post(chat_url(&fake))
-            .json(&chat_body(wire, false))
-            .send()
-            .await
-            .unwrap_err();
+        let err = chat_send_err(&c, &fake).await;
         assert!(err.is_timeout(), "{wire:?}: {}", chain(&err));
         // The request was read and recorded before the server started hanging.
         assert_eq!(fake.hits(), 1);
@@ -88,12 +83,7 @@ async fn reset_before_response_is_an_rst() {
         // Through reqwest: an error that is not a timeout, promptly.
         let c = client_with_timeout(Duration::from_secs(5));
         let started = tokio::time::Instant::now();
-        let err = c
-            .post(chat_url(&fake))
-            .json(&chat_body(wire, false))
-            .send()
-            .await
-            .unwrap_err();
+        let err = chat_send_err(&c, &fake).await;
         assert!(!err.is_timeout(), "{}", chain(&err));
         assert!(started.elapsed() < Duration::from_secs(4));
         // On a raw socket: ECONNRESET, not a clean EOF.

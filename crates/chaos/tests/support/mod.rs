@@ -183,3 +183,12 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// The error a non-streamed chat request to `fake` over `c` fails with.
+pub(crate) async fn chat_send_err(c: &reqwest::Client, fake: &FakeVendor) -> reqwest::Error {
+    c.post(chat_url(fake))
+        .json(&chat_body(fake.wire(), false))
+        .send()
+        .await
+        .expect_err("the request fails")
+}

@@ -203,6 +203,16 @@ proptest! {
     }
 }
 
+/// A chain of `primary`, then a backup that answers "backup", under a 5 s deadline.
+fn with_backup(primary: Arc<dyn ChatModel>) -> Chain {
+    Chain::builder()
+        .link_arc(primary)
+        .link(scripted("backup").reply("backup"))
+        .deadline(secs(5))
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_down() {
     let breaker = || {
@@ -218,12 +228,7 @@ async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_
             .reply("primary is back")
             .with_breaker(breaker()),
     );
-    let chain = Chain::builder()
-        .link_arc(primary.clone())
-        .link(scripted("backup").reply("backup"))
-        .deadline(secs(5))
-        .build()
-        .unwrap();
+    let chain = with_backup(primary.clone());
     assert_eq!(chat_ok(&chain).await.served_by(), "backup");
     // The breaker is open: the chain skips the primary without calling it.
     let resp = chat_ok(&chain).await;
@@ -347,12 +352,7 @@ async fn a_link_skipped_for_its_open_breaker_still_counts_in_its_health() {
             .with_health(HealthPolicy::default()),
     );
     let health = primary.handle();
-    let chain = Chain::builder()
-        .link_arc(primary.clone())
-        .link(scripted("backup").reply("backup"))
-        .deadline(secs(5))
-        .build()
-        .unwrap();
+    let chain = with_backup(primary.clone());
     for _ in 0..3 {
         let r = chat_ok(&chain).await;
         assert_eq!(r.served_by(), "backup");

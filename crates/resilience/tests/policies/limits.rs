@@ -6,36 +6,31 @@ use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, Usage};
 use ripcord_resilience::{BudgetPolicy, ChatModelExt, RateLimitPolicy};
 use tokio::time::Instant;
 
-use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs};
+use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs, time_calls};
+
+/// 60 requests a minute, no burst: one a second.
+fn one_per_second() -> RateLimitPolicy {
+    RateLimitPolicy::builder()
+        .rpm(60)
+        .rpm_burst(1)
+        .build()
+        .unwrap()
+}
 
 #[tokio::test(start_paused = true)]
 async fn rpm_waits_when_the_deadline_allows() {
-    let m = scripted("a").with_rate_limit(
-        RateLimitPolicy::builder()
-            .rpm(60)
-            .rpm_burst(1)
-            .build()
-            .unwrap(),
+    let m = scripted("a").with_rate_limit(one_per_second());
+    assert_eq!(
+        time_calls(&m, 3, &req(), secs(5)).await,
+        secs(2),
+        "one request per second"
     );
-    let start = Instant::now();
-    for _ in 0..3 {
-        m.chat(&req(), &Context::new().with_timeout(secs(5)))
-            .await
-            .unwrap();
-    }
-    assert_eq!(start.elapsed(), secs(2), "one request per second");
     assert_eq!(m.get_ref().calls(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn rpm_refuses_without_calling_when_the_deadline_is_too_short() {
-    let m = scripted("a").with_rate_limit(
-        RateLimitPolicy::builder()
-            .rpm(60)
-            .rpm_burst(1)
-            .build()
-            .unwrap(),
-    );
+    let m = scripted("a").with_rate_limit(one_per_second());
     chat_ok(&m).await;
     let start = Instant::now();
     let err = m
@@ -77,13 +72,11 @@ async fn tpm_reserves_up_front_and_reconciles_with_reported_usage() {
     let m = Recorder::new("a", ms(0))
         .with_usage(reported)
         .with_rate_limit(tpm());
-    let start = Instant::now();
-    for _ in 0..20 {
-        m.chat(&small_request(), &Context::new().with_timeout(secs(1)))
-            .await
-            .unwrap();
-    }
-    assert_eq!(start.elapsed(), ms(0), "no call waited");
+    assert_eq!(
+        time_calls(&m, 20, &small_request(), secs(1)).await,
+        ms(0),
+        "no call waited"
+    );
     let snap = m.snapshot();
     assert_eq!(snap.tokens_last_minute, 20 * 9);
     assert!(

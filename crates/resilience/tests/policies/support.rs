@@ -125,3 +125,19 @@ pub(crate) fn attempt_kinds(resp: &ChatResponse) -> Vec<Option<ErrorKind>> {
         .map(|a| a.error_kind)
         .collect()
 }
+
+/// How long `n` calls of `req` in a row take, each allowed `timeout`.
+pub(crate) async fn time_calls(
+    m: &impl ChatModel,
+    n: usize,
+    req: &ChatRequest,
+    timeout: Duration,
+) -> Duration {
+    let start = tokio::time::Instant::now();
+    for _ in 0..n {
+        m.chat(req, &Context::new().with_timeout(timeout))
+            .await
+            .unwrap();
+    }
+    start.elapsed()
+}

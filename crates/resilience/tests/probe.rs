@@ -57,6 +57,21 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// Probes every 10 s without jitter, each allowed `timeout`; with `probe_healthy`, healthy links
+/// are probed too.
+fn every_10s(timeout: Duration, probe_healthy: bool) -> ProbePolicy {
+    let b = ProbePolicy::builder()
+        .interval(secs(10))
+        .jitter(0.0)
+        .timeout(timeout);
+    let b = if probe_healthy {
+        b.probe_healthy(true)
+    } else {
+        b
+    };
+    b.build().unwrap()
+}
+
 fn breaker(open_for: Duration) -> BreakerPolicy {
     BreakerPolicy::builder()
         .consecutive_failures(1)
@@ -141,12 +156,7 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
         .unwrap();
     assert_eq!(link.snapshot().status, HealthStatus::Healthy);
 
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(1))
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(1), false);
     let prober = Prober::builder(vendor.clone(), layer.clone())
         .breaker(link.get_ref().handle())
         .health(link.handle())
@@ -163,13 +173,7 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
     drop(prober);
 
     // The same link with `probe_healthy` set is probed.
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(1))
-        .probe_healthy(true)
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(1), true);
     let prober = Prober::builder(vendor.clone(), layer)
         .breaker(link.get_ref().handle())
         .health(link.handle())
@@ -206,12 +210,7 @@ async fn an_open_link_that_answers_a_probe_goes_half_open_early() {
     let refused = link.chat(&req, &Context::new()).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
 
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(2))
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(2), false);
     let prober = Prober::builder(vendor.clone(), layer)
         .breaker(link.get_ref().handle())
         .health(link.handle())
@@ -253,12 +252,7 @@ async fn a_failing_probe_leaves_the_breaker_open_and_is_recorded() {
         .build()
         .unwrap();
     let health = vendor.clone().with_health(health);
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(2))
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(2), false);
     let prober = Prober::builder(vendor.clone(), layer)
         .breaker(link.handle())
         .health(health.handle())
@@ -280,13 +274,7 @@ async fn a_failing_probe_leaves_the_breaker_open_and_is_recorded() {
 async fn a_hanging_probe_is_cut_at_its_timeout_and_never_overlaps() {
     let vendor = Arc::new(ScriptedModel::new("openai").hang());
     let health = vendor.clone().with_health(HealthPolicy::default());
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(2))
-        .probe_healthy(true)
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(2), true);
     let prober = Prober::builder(vendor.clone(), layer)
         .health(health.handle())
         .spawn();
@@ -306,13 +294,7 @@ async fn a_hanging_probe_is_cut_at_its_timeout_and_never_overlaps() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_prober_stops_probing() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(1))
-        .probe_healthy(true)
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(1), true);
     let prober = Prober::builder(vendor.clone(), layer).spawn();
     assert_eq!(prober.link(), "openai");
     tokio::time::sleep(secs(25)).await;
@@ -328,13 +310,7 @@ async fn dropping_the_prober_stops_probing() {
 #[tokio::test(start_paused = true)]
 async fn the_loop_can_be_driven_as_a_future() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(1))
-        .probe_healthy(true)
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(1), true);
     let (counters, run) = Prober::builder(vendor.clone(), layer).run();
     assert!(tokio::time::timeout(secs(35), run).await.is_err());
     assert_eq!(counters.stats().probes, 3);
@@ -379,12 +355,7 @@ async fn an_unknown_link_is_probed_until_a_probe_answers() {
     );
     let link = vendor.clone().with_health(HealthPolicy::default());
     assert_eq!(link.snapshot().status, HealthStatus::Unknown);
-    let layer = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.0)
-        .timeout(secs(1))
-        .build()
-        .unwrap();
+    let layer = every_10s(secs(1), false);
     let prober = Prober::builder(vendor.clone(), layer)
         .health(link.handle())
         .spawn();

@@ -4,14 +4,16 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
-use ripcord_core::{CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent};
+use ripcord_core::{ChatModel, Context, Error, ErrorKind, StreamEvent};
 use ripcord_resilience::{
     BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, KindAction, OpenBackoff,
     RetryPolicy, Transition,
 };
 use tokio::time::Instant;
 
-use crate::support::{chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all};
+use crate::support::{
+    cancel_after, chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all,
+};
 
 fn layer(failures: u32, open: u64) -> BreakerPolicy {
     BreakerPolicy::builder()
@@ -243,18 +245,7 @@ async fn kind_overrides_apply() {
 async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing() {
     let m = Arc::new(scripted("a").hang().with_breaker(layer(1, 1000)));
     // The caller cancels: nothing is recorded.
-    let token = CancellationToken::new();
-    let ctx = Context::new().with_cancellation(token.clone());
-    let call = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &ctx).await })
-    };
-    tokio::time::sleep(ms(500)).await;
-    token.cancel();
-    assert_eq!(
-        call.await.unwrap().unwrap_err().kind(),
-        ErrorKind::Cancelled
-    );
+    assert_eq!(cancel_after(&m, ms(500)).await, ErrorKind::Cancelled);
     // Dropping the call's future records nothing either.
     let dropped = tokio::time::timeout(ms(300), m.chat(&req(), &Context::new())).await;
     assert!(dropped.is_err());
@@ -289,18 +280,7 @@ async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the
     );
     assert!(m.bounds_itself(), "retry and breaker pass the claim on");
 
-    let token = CancellationToken::new();
-    let ctx = Context::new().with_cancellation(token.clone());
-    let call = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &ctx).await })
-    };
-    tokio::time::sleep(ms(500)).await;
-    token.cancel();
-    assert_eq!(
-        call.await.unwrap().unwrap_err().kind(),
-        ErrorKind::Cancelled
-    );
+    assert_eq!(cancel_after(&m, ms(500)).await, ErrorKind::Cancelled);
     assert_eq!(m.snapshot().failures, 0);
 
     let start = Instant::now();

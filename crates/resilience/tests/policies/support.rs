@@ -141,3 +141,20 @@ pub(crate) async fn time_calls(
     }
     start.elapsed()
 }
+
+/// Calls `m` under a cancellation token, cancels it after `after`, and returns the kind of the
+/// call's error.
+pub(crate) async fn cancel_after<M>(m: &std::sync::Arc<M>, after: Duration) -> ErrorKind
+where
+    M: ChatModel + Send + Sync + 'static,
+{
+    let token = ripcord_core::CancellationToken::new();
+    let ctx = Context::new().with_cancellation(token.clone());
+    let call = {
+        let m = m.clone();
+        tokio::spawn(async move { m.chat(&req(), &ctx).await })
+    };
+    tokio::time::sleep(after).await;
+    token.cancel();
+    call.await.unwrap().unwrap_err().kind()
+}

@@ -35,6 +35,16 @@ fn ep(name: &str, model: &str, fail: Option<ErrorKind>) -> Endpoint {
     }
 }
 
+/// "us" fails with `kind`, then "eu" answers; one model.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
+fn us_failing_then_eu(kind: ErrorKind) -> EmbeddingChain {
+    EmbeddingChain::builder()
+        .link(ep("us", "m", Some(kind)))
+        .link(ep("eu", "m", None))
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn different_models_cannot_share_a_chain() {
     let e = EmbeddingChain::builder()
@@ -48,11 +58,7 @@ fn different_models_cannot_share_a_chain() {
 
 #[tokio::test]
 async fn falls_back_across_endpoints_of_one_model() {
-    let chain = EmbeddingChain::builder()
-        .link(ep("us", "m", Some(ErrorKind::Overloaded)))
-        .link(ep("eu", "m", None))
-        .build()
-        .unwrap();
+    let chain = us_failing_then_eu(ErrorKind::Overloaded);
     let r = chain
         .embed(
             &EmbeddingRequest::new(vec!["a".into(), "b".into()]),
@@ -66,11 +72,7 @@ async fn falls_back_across_endpoints_of_one_model() {
 
 #[tokio::test]
 async fn invalid_requests_fail_fast() {
-    let chain = EmbeddingChain::builder()
-        .link(ep("us", "m", Some(ErrorKind::InvalidRequest)))
-        .link(ep("eu", "m", None))
-        .build()
-        .unwrap();
+    let chain = us_failing_then_eu(ErrorKind::InvalidRequest);
     let e = chain
         .embed(&EmbeddingRequest::new(vec!["a".into()]), &Context::new())
         .await

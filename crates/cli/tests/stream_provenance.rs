@@ -61,6 +61,17 @@ async fn chat(config: PathBuf) -> (Option<i32>, Value, String) {
     (out.status.code(), v, line)
 }
 
+/// The call failed on its one attempt, at the primary, with `kind`; the JSON and the summary
+/// line say so and agree.
+fn failed_on_primary(v: &Value, line: &str, kind: &str) {
+    assert_eq!(attempt(v, 0), ("primary", "gpt-4o", Some(kind), None));
+    assert!(
+        line.starts_with(&format!("[ripcord] failed: {kind}; degraded: true")),
+        "{line}"
+    );
+    agree(v, line);
+}
+
 /// The stderr line agrees with the JSON: the same degraded flag and the same attempts, in
 /// order, with their kinds and statuses.
 fn agree(v: &Value, line: &str) {
@@ -138,15 +149,7 @@ async fn an_error_before_content_falls_back_or_fails_with_its_attempt() {
     assert_eq!(v["error"]["kind"], "rate_limited", "{v}");
     assert_eq!(v["content"], "", "{v}");
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
-    assert_eq!(
-        attempt(&v, 0),
-        ("primary", "gpt-4o", Some("rate_limited"), None)
-    );
-    assert!(
-        line.starts_with("[ripcord] failed: rate_limited; degraded: true"),
-        "{line}"
-    );
-    agree(&v, &line);
+    failed_on_primary(&v, &line, "rate_limited");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,16 +166,8 @@ async fn an_error_event_after_content_ends_the_call_with_the_committed_attempt()
     assert!(!v["content"].as_str().unwrap().is_empty(), "{v}");
     assert_eq!(backup.hits(), 0);
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
-    assert_eq!(
-        attempt(&v, 0),
-        ("primary", "gpt-4o", Some("server_error"), None)
-    );
     assert_eq!(v["degraded"], true, "{v}");
-    assert!(
-        line.starts_with("[ripcord] failed: server_error; degraded: true"),
-        "{line}"
-    );
-    agree(&v, &line);
+    failed_on_primary(&v, &line, "server_error");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,12 +189,7 @@ async fn a_truncated_stream_is_a_network_failure_on_record() {
         "{v}"
     );
     assert!(!v["content"].as_str().unwrap().is_empty(), "{v}");
-    assert_eq!(attempt(&v, 0), ("primary", "gpt-4o", Some("network"), None));
-    assert!(
-        line.starts_with("[ripcord] failed: network; degraded: true"),
-        "{line}"
-    );
-    agree(&v, &line);
+    failed_on_primary(&v, &line, "network");
 
     // Cut before any content: the attempt is the chain's to fall back from.
     primary.set_script(Script::Always(Behavior::TruncatedStream {

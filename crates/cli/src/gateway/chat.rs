@@ -1,13 +1,14 @@
 //! `POST /v1/chat/completions`: OpenAI's chat wire in front of the model, JSON and SSE.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use ripcord_core::{ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
+use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
 use serde_json::{Value, json};
 
 use super::errors::{Reply, call_error, shed_response};
@@ -17,7 +18,7 @@ use super::reply::{
     unix_now,
 };
 use super::wire::{self, ChunkWriter, WireError, WireRequest};
-use super::{GatewayRoute, GatewayState, shed};
+use super::{Caller, GatewayRoute, GatewayState, shed};
 use crate::routing;
 
 fn route_not_allowed(requested: &str, route: &GatewayRoute) -> Response {
@@ -94,47 +95,23 @@ pub(super) async fn chat_completions(
         // The client's own mistake, named in full.
         Err(e) => return error_response(WireError::from_error(&e), None),
     };
-    let (deadline, stream_max) = route
-        .and_then(|i| state.routes.get(i))
-        .map_or((state.deadline, state.stream_max), |r| {
-            (r.deadline, r.stream_max)
-        });
-    let mut ctx = Context::new().with_timeout(deadline);
-    if stream {
-        // The request deadline bounds getting an answer; a long answer then streams on.
-        if let Some(at) = tokio::time::Instant::now().checked_add(stream_max) {
-            ctx = ctx.with_stream_deadline(at);
-        }
-    }
-    if let Some(i) = route {
-        ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
-    }
-    let mut model = &state.model;
-    // Who pays, said back to the client (`x-ripcord-tenant`), so a claim the key may not make
-    // is visibly not what counted.
-    let mut charged = None;
-    if let Some(key) = caller.key {
-        if let Some(tenant) = &key.tenant {
-            ctx = ctx.with_tenant(Arc::clone(tenant));
-            charged = Some(tenant.to_string());
-            if key.sub_tenants {
-                match sub_tenant_of(&headers, req.user.as_deref()) {
-                    Ok(Some(sub)) => {
-                        charged = Some(format!("{tenant}/{sub}"));
-                        ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
-                    }
-                    Ok(None) => {}
-                    Err(e) => return error_response(e, None),
-                }
-            }
-        }
-        if let Some(limited) = &key.limited {
-            model = limited;
-        }
-    }
-    let route_header = route
-        .and_then(|i| state.routes.get(i))
-        .and_then(|r| HeaderValue::from_str(&r.name).ok());
+    let Prepared {
+        ctx,
+        model,
+        deadline,
+        charged,
+        route_header,
+    } = match prepare(
+        &state,
+        &caller,
+        route,
+        stream,
+        &headers,
+        req.user.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(e) => return error_response(e, None),
+    };
     let tenant_header = charged.and_then(|t| HeaderValue::from_str(&t).ok());
     // Shed at the door: a call refused here touches no breaker, limiter or budget.
     let slot = match state.admission(route).map(|a| a.admit(deadline)) {
@@ -193,6 +170,69 @@ pub(super) async fn chat_completions(
         resp.headers_mut().insert("x-ripcord-requested-model", v);
     }
     resp
+}
+
+/// What both front doors run a call with, from its route and the caller's key.
+pub(super) struct Prepared<'a> {
+    /// The request deadline (and, for a stream, the stream deadline), the route and the tenant.
+    pub(super) ctx: Context,
+    /// The model to call: the key's own rate-limited chain when it has one.
+    pub(super) model: &'a Arc<dyn ChatModel>,
+    /// The request deadline, which also bounds the wait for admission.
+    pub(super) deadline: Duration,
+    /// Who pays (`tenant` or `tenant/sub`), said back to the client (`x-ripcord-tenant`) so a
+    /// claim the key may not make is visibly not what counted.
+    pub(super) charged: Option<String>,
+    /// The route's name for `x-ripcord-route`.
+    pub(super) route_header: Option<HeaderValue>,
+}
+
+/// Builds a call's [`Prepared`]; an invalid sub-tenant claim is the client's error.
+pub(super) fn prepare<'a>(
+    state: &'a GatewayState,
+    caller: &Caller<'a>,
+    route: Option<usize>,
+    stream: bool,
+    headers: &HeaderMap,
+    user: Option<&str>,
+) -> Result<Prepared<'a>, WireError> {
+    let route_cfg = route.and_then(|i| state.routes.get(i));
+    let (deadline, stream_max) = route_cfg.map_or((state.deadline, state.stream_max), |r| {
+        (r.deadline, r.stream_max)
+    });
+    let mut ctx = Context::new().with_timeout(deadline);
+    if stream && let Some(at) = tokio::time::Instant::now().checked_add(stream_max) {
+        // The request deadline bounds getting an answer; a long answer then streams on.
+        ctx = ctx.with_stream_deadline(at);
+    }
+    if let Some(i) = route {
+        ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
+    }
+    let mut model = &state.model;
+    let mut charged = None;
+    if let Some(key) = caller.key {
+        if let Some(tenant) = &key.tenant {
+            ctx = ctx.with_tenant(Arc::clone(tenant));
+            charged = Some(tenant.to_string());
+            if key.sub_tenants
+                && let Some(sub) = sub_tenant_of(headers, user)?
+            {
+                charged = Some(format!("{tenant}/{sub}"));
+                ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
+            }
+        }
+        if let Some(limited) = &key.limited {
+            model = limited;
+        }
+    }
+    let route_header = route_cfg.and_then(|r| HeaderValue::from_str(&r.name).ok());
+    Ok(Prepared {
+        ctx,
+        model,
+        deadline,
+        charged,
+        route_header,
+    })
 }
 
 /// The sub-tenant a `sub_tenants` key's client names: the `x-ripcord-tenant` header, else the

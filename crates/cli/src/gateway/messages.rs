@@ -34,16 +34,15 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
+use ripcord_core::{ChatModel, ChatStream, Error, ErrorKind, Provenance, StreamEvent};
 use serde_json::{Value, json};
 
-use super::chat::{read_to_commit, sub_tenant_of};
+use super::chat::{Prepared, prepare, read_to_commit};
 use super::errors::{Reply, call_error, set_retry_after, shed_response};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
 use super::reply::{attempts_header, failed_provenance, set_provenance_headers};
 use super::{Caller, GatewayState, shed};
-use crate::routing;
 
 fn error_response(e: &AnthropicError, provenance: Option<&Provenance>) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -144,48 +143,25 @@ pub(super) async fn messages(
         Ok(r) => r,
         Err(e) => return error_response(&e, None),
     };
-    let (deadline, stream_max) = route
-        .and_then(|i| state.routes.get(i))
-        .map_or((state.deadline, state.stream_max), |r| {
-            (r.deadline, r.stream_max)
-        });
-    let mut ctx = Context::new().with_timeout(deadline);
-    if stream && let Some(at) = tokio::time::Instant::now().checked_add(stream_max) {
-        // The request deadline bounds getting an answer; a long answer then streams on.
-        ctx = ctx.with_stream_deadline(at);
-    }
-    if let Some(i) = route {
-        ctx = ctx.with_metadata(routing::ROUTE, i.to_string());
-    }
-    let mut model: &Arc<dyn ChatModel> = &state.model;
-    let mut charged = None;
-    if let Some(key) = caller.key {
-        if let Some(tenant) = &key.tenant {
-            ctx = ctx.with_tenant(Arc::clone(tenant));
-            charged = Some(tenant.to_string());
-            if key.sub_tenants {
-                match sub_tenant_of(&headers, req.user.as_deref()) {
-                    Ok(Some(sub)) => {
-                        charged = Some(format!("{tenant}/{sub}"));
-                        ctx = ctx.with_metadata(routing::SUB_TENANT, sub);
-                    }
-                    Ok(None) => {}
-                    Err(w) => {
-                        return error_response(
-                            &AnthropicError::from_status(w.status, w.message()),
-                            None,
-                        );
-                    }
-                }
-            }
+    let Prepared {
+        ctx,
+        model,
+        deadline,
+        charged,
+        route_header,
+    } = match prepare(
+        &state,
+        &caller,
+        route,
+        stream,
+        &headers,
+        req.user.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(w) => {
+            return error_response(&AnthropicError::from_status(w.status, w.message()), None);
         }
-        if let Some(limited) = &key.limited {
-            model = limited;
-        }
-    }
-    let route_header = route
-        .and_then(|i| state.routes.get(i))
-        .and_then(|r| HeaderValue::from_str(&r.name).ok());
+    };
     // Shed at the door, as on the OpenAI endpoint: a call refused here touches no breaker,
     // limiter or budget.
     let slot = match state.admission(route).map(|a| a.admit(deadline)) {

@@ -19,6 +19,7 @@ use ripcord_resilience::{
 
 use super::chains::{bulkhead, decorate};
 use super::wire::{http_client, openai, request};
+use ripcord_providers::HttpClient;
 
 /// The Redis rows' options: the defaults but a 250 ms op timeout (default 50 ms). On a loaded
 /// 2-core machine a reply now and then takes longer than 50 ms at c=64; the handle then
@@ -72,22 +73,7 @@ pub(super) async fn redis_chain(
         .with_bulkhead(bulkhead()?);
     let primary = shared_breaker(inner, state.clone(), SharedBreakerConfig::default())
         .map_err(|e| e.to_string())?;
-    let (secondary, _) = decorate(
-        openai(ok_url, "secondary", Some(&client))?,
-        BreakerPolicy::default(),
-    )?;
-    let (tertiary, _) = decorate(
-        openai(ok_url, "tertiary", Some(&client))?,
-        BreakerPolicy::default(),
-    )?;
-    let chain = Chain::builder()
-        .link(primary)
-        .link_arc(secondary)
-        .link_arc(tertiary)
-        .deadline(Duration::from_secs(30))
-        .build()
-        .map_err(|e| format!("chain: {e}"))?;
-    Ok((chain, state))
+    Ok((behind(primary, ok_url, &client)?, state))
 }
 
 /// The `failover` row's chain with link 1's breaker on Redis (never tripping, as there): every
@@ -106,22 +92,31 @@ pub(super) async fn redis_failover(
         .with_bulkhead(bulkhead()?);
     let config = SharedBreakerConfig::default().consecutive_failures(u32::MAX);
     let primary = shared_breaker(inner, state.clone(), config).map_err(|e| e.to_string())?;
+    Ok((behind(primary, ok_url, &client)?, state))
+}
+
+/// A Redis row's chain: `primary` (link 1, its state on Redis), then the two local links every
+/// chain row has behind it.
+fn behind(
+    primary: impl ChatModel + 'static,
+    ok_url: &str,
+    client: &HttpClient,
+) -> Result<Chain, String> {
     let (secondary, _) = decorate(
-        openai(ok_url, "secondary", Some(&client))?,
+        openai(ok_url, "secondary", Some(client))?,
         BreakerPolicy::default(),
     )?;
     let (tertiary, _) = decorate(
-        openai(ok_url, "tertiary", Some(&client))?,
+        openai(ok_url, "tertiary", Some(client))?,
         BreakerPolicy::default(),
     )?;
-    let chain = Chain::builder()
+    Chain::builder()
         .link(primary)
         .link_arc(secondary)
         .link_arc(tertiary)
         .deadline(Duration::from_secs(30))
         .build()
-        .map_err(|e| format!("chain: {e}"))?;
-    Ok((chain, state))
+        .map_err(|e| format!("chain: {e}"))
 }
 
 /// How one replica's trip of link 1's shared breaker reached the other replicas.

@@ -9,19 +9,41 @@
 //! - colours (ANSI escapes) only when stderr is a terminal: a log collector reading a pipe or
 //!   a file gets plain text, and formatting skips the escape codes;
 //! - lines are handed to one writer thread, which writes whatever has queued up in a single
-//!   `write` (under load, many lines per system call instead of one each); [`flush`] writes
-//!   what is still queued, and the guards call it when the process stops.
+//!   `write`. The thread is woken only by the first line into an empty queue and then lets
+//!   lines gather for [`BATCH_WINDOW`] (or until [`FLUSH_AT`] bytes wait), so under load a
+//!   request pays for appending its line to a buffer, not for waking a thread and a system
+//!   call each. A line reaches stderr at most `BATCH_WINDOW` after it was written; [`flush`]
+//!   writes what is still queued, and the guards call it when the process stops;
+//! - the layer formats events only, never spans. A formatting layer that sees spans writes
+//!   every field of every span into text when the span opens and again on each `record`,
+//!   whether or not a line is ever written under it: two spans of about twenty fields per
+//!   request, the largest part of the log's cost in the gateway's profile. Every event
+//!   ripcord writes carries the fields that say what it is about (`ripcord.link`,
+//!   `error.type`, …), and the spans themselves go to the traces (OTLP). The filter's
+//!   directives therefore select events by target and level; a directive naming a span
+//!   (`[chain]=debug`) does not apply to the log.
 
 use std::io::{self, Write as _};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
+use tracing::Metadata;
+use tracing::subscriber::Interest;
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::{RedactingWriter, SecretScrubber};
 
 /// The `tracing` target of events that only feed metrics (never a log line).
 pub const METRICS_ONLY_TARGET: &str = "ripcord::usage";
+
+/// How long the writer thread lets lines gather after the first one before writing them.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(10);
+
+/// Queued bytes that make the writer thread write at once, before the window ends.
+pub const FLUSH_AT: usize = 64 * 1024;
 
 /// Lines waiting for the writer thread; `written` is held while a batch is being written, so
 /// batches reach stderr in the order they were queued.
@@ -57,6 +79,11 @@ fn queue() -> Option<&'static Queue> {
                     while lines.is_empty() {
                         lines = q.ready.wait(lines).unwrap_or_else(PoisonError::into_inner);
                     }
+                    // Let the lines of the next few milliseconds join this write.
+                    let _ = q
+                        .ready
+                        .wait_timeout_while(lines, BATCH_WINDOW, |l| l.len() < FLUSH_AT)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
                 write_queued(q);
             }
@@ -92,8 +119,16 @@ impl io::Write for QueuedStderr {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         match queue() {
             Some(q) => {
-                lock(&q.lines).extend_from_slice(data);
-                q.ready.notify_one();
+                let mut lines = lock(&q.lines);
+                let before = lines.len();
+                lines.extend_from_slice(data);
+                // The writer waits for a first line, or (in its window) for a full buffer;
+                // any other line needs no wake-up.
+                let wake = before == 0 || (before < FLUSH_AT && lines.len() >= FLUSH_AT);
+                drop(lines);
+                if wake {
+                    q.ready.notify_one();
+                }
                 Ok(data.len())
             }
             None => io::stderr().write(data),
@@ -121,5 +156,31 @@ where
     Ok(tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(RedactingWriter::new(|| QueuedStderr, redactor))
-        .with_filter(filter))
+        .with_filter(EventsOnly(filter)))
+}
+
+/// A per-layer filter that lets no span through and decides events with the wrapped filter
+/// (see the module docs for why the log formats no span).
+struct EventsOnly<F>(F);
+
+impl<S, F: Filter<S>> Filter<S> for EventsOnly<F> {
+    fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        meta.is_event() && self.0.enabled(meta, cx)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if meta.is_span() {
+            Interest::never()
+        } else {
+            self.0.callsite_enabled(meta)
+        }
+    }
+
+    fn event_enabled(&self, event: &tracing::Event<'_>, cx: &Context<'_, S>) -> bool {
+        self.0.event_enabled(event, cx)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.0.max_level_hint()
+    }
 }

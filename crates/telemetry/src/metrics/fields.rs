@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Instant;
 
-use opentelemetry::KeyValue;
+use std::sync::Arc;
+
+use opentelemetry::{KeyValue, StringValue};
 use ripcord_core::telemetry::attr;
 use tracing::field::{Field, Visit};
 
@@ -18,19 +20,19 @@ pub(super) enum SpanRole {
 pub(super) struct Facts {
     pub(super) role: SpanRole,
     pub(super) started: Instant,
-    pub(super) operation: Option<String>,
-    pub(super) provider: Option<String>,
-    pub(super) request_model: Option<String>,
-    pub(super) response_model: Option<String>,
-    pub(super) server_address: Option<String>,
-    pub(super) link: Option<String>,
-    pub(super) error_type: Option<String>,
+    pub(super) operation: Option<StringValue>,
+    pub(super) provider: Option<StringValue>,
+    pub(super) request_model: Option<StringValue>,
+    pub(super) response_model: Option<StringValue>,
+    pub(super) server_address: Option<StringValue>,
+    pub(super) link: Option<StringValue>,
+    pub(super) error_type: Option<StringValue>,
     pub(super) input_tokens: Option<u64>,
     pub(super) output_tokens: Option<u64>,
     pub(super) cost_usd: Option<f64>,
     pub(super) ttfc: Option<f64>,
-    pub(super) chain: Option<String>,
-    pub(super) served_by: Option<String>,
+    pub(super) chain: Option<StringValue>,
+    pub(super) served_by: Option<StringValue>,
     pub(super) degraded: Option<bool>,
     pub(super) retries: u64,
 }
@@ -58,7 +60,9 @@ impl Facts {
         }
     }
 
-    pub(super) fn set_str(&mut self, name: &str, value: String) {
+    /// Keeps a string field. The value is stored reference-counted, so handing it to each
+    /// instrument's attribute set when the span closes copies no text.
+    pub(super) fn set_str(&mut self, name: &str, value: &str) {
         let slot = match name {
             attr::OPERATION_NAME => &mut self.operation,
             attr::PROVIDER_NAME => &mut self.provider,
@@ -77,7 +81,7 @@ impl Facts {
             }
             _ => return,
         };
-        *slot = Some(value);
+        *slot = Some(StringValue::from(Arc::<str>::from(value)));
     }
 
     pub(super) fn set_u64(&mut self, name: &str, value: u64) {
@@ -118,7 +122,7 @@ impl Facts {
 
 impl Visit for Facts {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.set_str(field.name(), value.to_owned());
+        self.set_str(field.name(), value);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -129,7 +133,7 @@ impl Visit for Facts {
         {
             return;
         }
-        self.set_str(name, format!("{value:?}"));
+        self.set_str(name, &format!("{value:?}"));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {

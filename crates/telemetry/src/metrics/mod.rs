@@ -36,8 +36,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use opentelemetry::KeyValue;
 use opentelemetry::metrics::Meter;
+use opentelemetry::{KeyValue, StringValue};
 use ripcord_core::telemetry::{attr, event, span_name};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
@@ -219,7 +219,10 @@ impl MetricsLayer {
     }
 
     fn close_chain(&self, f: &Facts, elapsed: f64) {
-        let chain = KeyValue::new(attr::CHAIN, f.chain.clone().unwrap_or_default());
+        let chain = KeyValue::new(
+            attr::CHAIN,
+            f.chain.clone().unwrap_or_else(|| StringValue::from("")),
+        );
         let mut a = vec![chain.clone()];
         if let Some(s) = &f.served_by {
             a.push(KeyValue::new(attr::SERVED_BY, s.clone()));
@@ -297,7 +300,7 @@ where
             let name = chain_span
                 .as_ref()
                 .and_then(|s| s.extensions().get::<Facts>().and_then(|f| f.chain.clone()));
-            KeyValue::new(attr::CHAIN, name.unwrap_or_default())
+            KeyValue::new(attr::CHAIN, name.unwrap_or_else(|| StringValue::from("")))
         };
         match name {
             event::RETRY_SCHEDULED => {

@@ -9,15 +9,16 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::errors::{Reply, call_error, shed_response};
 use super::front::{Authed, RequestId};
+use super::reply::hdr;
 use super::reply::{
     attempts_header, error_response, failed_provenance, parse_body, set_provenance_headers,
     unix_now,
 };
-use super::wire::{self, ChunkWriter, WireError, WireRequest};
+use super::wire::{self, ChunkWriter, Delta, WireError, WireRequest};
 use super::{Caller, GatewayRoute, GatewayState, shed};
 use crate::routing;
 
@@ -161,13 +162,13 @@ pub(super) async fn chat_completions(
         None => resp,
     };
     if let Some(v) = route_header {
-        resp.headers_mut().insert("x-ripcord-route", v);
+        resp.headers_mut().insert(hdr::ROUTE, v);
     }
     if let Some(v) = tenant_header {
-        resp.headers_mut().insert("x-ripcord-tenant", v);
+        resp.headers_mut().insert(hdr::TENANT, v);
     }
     if let Some(v) = requested_header {
-        resp.headers_mut().insert("x-ripcord-requested-model", v);
+        resp.headers_mut().insert(hdr::REQUESTED_MODEL, v);
     }
     resp
 }
@@ -242,7 +243,7 @@ pub(super) fn sub_tenant_of(
     headers: &HeaderMap,
     user: Option<&str>,
 ) -> Result<Option<String>, WireError> {
-    let (raw, from) = match headers.get("x-ripcord-tenant") {
+    let (raw, from) = match headers.get(hdr::TENANT) {
         Some(v) => match v.to_str() {
             Ok(t) => (Some(t), "the x-ripcord-tenant header"),
             Err(_) => return Err(bad_sub_tenant("the x-ripcord-tenant header", "is not text")),
@@ -270,8 +271,23 @@ fn bad_sub_tenant(from: &str, why: &str) -> WireError {
     )
 }
 
-fn sse_data(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+/// One server-sent event carrying `v` as JSON, written straight into the event's buffer.
+fn sse_data<T: serde::Serialize>(v: &T) -> Bytes {
+    let mut buf = Vec::with_capacity(256);
+    buf.extend_from_slice(b"data: ");
+    if let Err(e) = serde_json::to_writer(&mut buf, v) {
+        // Not reachable for the gateway's own types (no map has a non-string key); said in
+        // the stream rather than sent as a half-written event.
+        let w = WireError::new(
+            500,
+            "server_error",
+            "server_error",
+            format!("the gateway could not encode an event: {e}"),
+        );
+        return sse_data(&w.event_json());
+    }
+    buf.extend_from_slice(b"\n\n");
+    Bytes::from(buf)
 }
 
 /// The model that served an answer, as the serving link names it: the last successful
@@ -326,7 +342,7 @@ async fn sse_response(
     }
     let reply = reply.clone();
     let body = async_stream::stream! {
-        yield Ok::<Bytes, std::convert::Infallible>(sse_data(&writer.chunk(json!({"role": "assistant", "content": ""}), None)));
+        yield Ok::<Bytes, std::convert::Infallible>(sse_data(&writer.chunk(Delta::opening(), None)));
         let mut usage = None;
         let mut finished = false;
         let mut pending: std::collections::VecDeque<Result<StreamEvent, Error>> = head.into_iter().map(Ok).collect();
@@ -337,18 +353,16 @@ async fn sse_response(
             };
             match next {
                 Some(Ok(StreamEvent::TextDelta { text })) => {
-                    yield Ok(sse_data(&writer.chunk(json!({"content": text}), None)));
+                    yield Ok(sse_data(&writer.chunk(Delta::text(&text), None)));
                 }
                 Some(Ok(StreamEvent::ToolCallDelta { index, id, name, arguments })) => {
-                    let mut call = json!({"index": index, "function": {"arguments": arguments}});
-                    if let Some(id) = id { call["id"] = json!(id); call["type"] = json!("function"); }
-                    if let Some(name) = name { call["function"]["name"] = json!(name); }
-                    yield Ok(sse_data(&writer.chunk(json!({"tool_calls": [call]}), None)));
+                    let delta = Delta::tool_call(index, id.as_deref(), name.as_deref(), &arguments);
+                    yield Ok(sse_data(&writer.chunk(delta, None)));
                 }
                 Some(Ok(StreamEvent::Usage { usage: u })) => usage = Some(u),
                 Some(Ok(StreamEvent::Finish { reason, .. })) => {
                     finished = true;
-                    yield Ok(sse_data(&writer.chunk(json!({}), Some(reason.as_str()))));
+                    yield Ok(sse_data(&writer.chunk(Delta::default(), Some(reason.as_str()))));
                 }
                 Some(Ok(StreamEvent::Restarted { reason, message })) => {
                     let e = Error::new(reason, format!("the upstream failed mid-stream and the answer restarted: {message}"));

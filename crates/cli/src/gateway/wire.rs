@@ -266,15 +266,6 @@ fn finish_reason(r: &FinishReason) -> &str {
     r.as_str()
 }
 
-fn wire_usage(u: &Usage) -> Value {
-    json!({
-        "prompt_tokens": u.input_tokens,
-        "completion_tokens": u.output_tokens,
-        "total_tokens": u.total_tokens(),
-        "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens},
-    })
-}
-
 /// A `chat.completion` object, serialised straight from the response (no intermediate
 /// `serde_json::Value`: building one costs a map allocation per object and key, which the
 /// benchmark showed as about a sixth of the gateway's CPU per call).
@@ -332,6 +323,19 @@ struct CachedTokens {
     cached_tokens: u64,
 }
 
+impl From<&Usage> for CompletionUsage {
+    fn from(u: &Usage) -> Self {
+        CompletionUsage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            total_tokens: u.total_tokens(),
+            prompt_tokens_details: CachedTokens {
+                cached_tokens: u.cached_input_tokens,
+            },
+        }
+    }
+}
+
 /// A `chat.completion` object.
 pub(crate) fn completion<'a>(
     id: &'a str,
@@ -356,7 +360,6 @@ pub(crate) fn completion<'a>(
     } else {
         Some(resp.content.as_str())
     };
-    let u = &resp.usage;
     Completion {
         id,
         object: "chat.completion",
@@ -376,18 +379,13 @@ pub(crate) fn completion<'a>(
             finish_reason: finish_reason(&resp.finish_reason),
             logprobs: None,
         }],
-        usage: CompletionUsage {
-            prompt_tokens: u.input_tokens,
-            completion_tokens: u.output_tokens,
-            total_tokens: u.total_tokens(),
-            prompt_tokens_details: CachedTokens {
-                cached_tokens: u.cached_input_tokens,
-            },
-        },
+        usage: CompletionUsage::from(&resp.usage),
     }
 }
 
-/// Builds `chat.completion.chunk` objects.
+/// Builds `chat.completion.chunk` events, serialised straight from typed chunks (as
+/// [`Completion`]): a streamed answer sends one per delta, so a `serde_json::Value` per chunk
+/// (a map allocation per object and key) would be paid many times per answer.
 #[derive(Debug)]
 pub(crate) struct ChunkWriter {
     pub(crate) id: String,
@@ -395,26 +393,126 @@ pub(crate) struct ChunkWriter {
     pub(crate) model: String,
 }
 
-impl ChunkWriter {
-    pub(crate) fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
-        json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null}],
-        })
+/// What one chunk's `delta` carries; absent parts are left out of the JSON.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ToolCallPiece<'a>; 1]>,
+}
+
+impl<'a> Delta<'a> {
+    /// The first chunk's: the assistant's role and empty content.
+    pub(crate) fn opening() -> Self {
+        Delta {
+            role: Some("assistant"),
+            content: Some(""),
+            tool_calls: None,
+        }
     }
 
-    pub(crate) fn usage(&self, usage: &Usage) -> Value {
-        json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [],
-            "usage": wire_usage(usage),
-        })
+    /// A piece of the answer's text.
+    pub(crate) fn text(text: &'a str) -> Self {
+        Delta {
+            content: Some(text),
+            ..Delta::default()
+        }
+    }
+
+    /// A piece of a tool call; the id (and with it the `type`) and the name come with the
+    /// pieces that carry them.
+    pub(crate) fn tool_call(
+        index: u32,
+        id: Option<&'a str>,
+        name: Option<&'a str>,
+        arguments: &'a str,
+    ) -> Self {
+        Delta {
+            tool_calls: Some([ToolCallPiece {
+                index,
+                id,
+                kind: id.map(|_| "function"),
+                function: FunctionPiece { name, arguments },
+            }]),
+            ..Delta::default()
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ToolCallPiece<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: FunctionPiece<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct FunctionPiece<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+/// A `chat.completion.chunk` with one choice.
+#[derive(Debug, Serialize)]
+pub(crate) struct Chunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [ChunkChoice<'a>; 1],
+}
+
+#[derive(Debug, Serialize)]
+struct ChunkChoice<'a> {
+    index: u32,
+    delta: Delta<'a>,
+    finish_reason: Option<&'a str>,
+    logprobs: Option<()>,
+}
+
+/// The last chunk of a stream that asked for usage: no choices, the usage.
+#[derive(Debug, Serialize)]
+pub(crate) struct UsageChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [(); 0],
+    usage: CompletionUsage,
+}
+
+impl ChunkWriter {
+    pub(crate) fn chunk<'a>(&'a self, delta: Delta<'a>, finish: Option<&'a str>) -> Chunk<'a> {
+        Chunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: [ChunkChoice {
+                index: 0,
+                delta,
+                finish_reason: finish,
+                logprobs: None,
+            }],
+        }
+    }
+
+    pub(crate) fn usage(&self, usage: &Usage) -> UsageChunk<'_> {
+        UsageChunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: [],
+            usage: CompletionUsage::from(usage),
+        }
     }
 }
 
@@ -535,8 +633,74 @@ mod tests {
             "created": created,
             "model": if resp.model.is_empty() { model } else { resp.model.as_str() },
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(&resp.finish_reason), "logprobs": null}],
-            "usage": wire_usage(&resp.usage),
+            "usage": {
+                "prompt_tokens": resp.usage.input_tokens,
+                "completion_tokens": resp.usage.output_tokens,
+                "total_tokens": resp.usage.total_tokens(),
+                "prompt_tokens_details": {"cached_tokens": resp.usage.cached_input_tokens},
+            },
         })
+    }
+
+    /// What the gateway sent before the typed [`Chunk`]: the same chunk built as a `Value`.
+    fn chunk_as_value(w: &ChunkWriter, delta: Value, finish: Option<&str>) -> Value {
+        json!({
+            "id": w.id,
+            "object": "chat.completion.chunk",
+            "created": w.created,
+            "model": w.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null}],
+        })
+    }
+
+    #[test]
+    fn typed_chunks_serialise_to_the_same_json_as_before() {
+        let w = ChunkWriter {
+            id: "chatcmpl-1".into(),
+            created: 7,
+            model: "gpt-4o-mini".into(),
+        };
+        let cases = [
+            (
+                Delta::opening(),
+                None,
+                json!({"role": "assistant", "content": ""}),
+            ),
+            (
+                Delta::text("Rayleigh"),
+                None,
+                json!({"content": "Rayleigh"}),
+            ),
+            (
+                Delta::tool_call(1, Some("call_1"), Some("lookup"), "{\"q\""),
+                None,
+                json!({"tool_calls": [{"index": 1, "id": "call_1", "type": "function",
+                    "function": {"name": "lookup", "arguments": "{\"q\""}}]}),
+            ),
+            (
+                Delta::tool_call(1, None, None, ":1}"),
+                None,
+                json!({"tool_calls": [{"index": 1, "function": {"arguments": ":1}"}}]}),
+            ),
+            (Delta::default(), Some("stop"), json!({})),
+        ];
+        for (delta, finish, old) in cases {
+            let typed = serde_json::to_value(w.chunk(delta, finish)).unwrap();
+            assert_eq!(typed, chunk_as_value(&w, old, finish));
+        }
+        let usage = Usage::new(12, 9).with_cached_input(4);
+        assert_eq!(
+            serde_json::to_value(w.usage(&usage)).unwrap(),
+            json!({
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 7,
+                "model": "gpt-4o-mini",
+                "choices": [],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21,
+                    "prompt_tokens_details": {"cached_tokens": 4}},
+            })
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::GatewayState;
 use super::errors::{Reply, call_error};
 use super::front::{Authed, RequestId};
+use super::reply::hdr;
 use super::reply::{error_response, parse_body};
 use super::wire::WireError;
 
@@ -84,7 +85,7 @@ pub(super) async fn embeddings(
                 .as_deref()
                 .and_then(|s| HeaderValue::from_str(s).ok())
             {
-                resp.headers_mut().insert("x-ripcord-served-by", s);
+                resp.headers_mut().insert(hdr::SERVED_BY, s);
             }
             resp
         }

@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use ripcord_core::{Error, ErrorKind};
 use serde_json::json;
 
+use super::reply::hdr;
 use super::shed::{self, Shed};
 use super::wire::WireError;
 use crate::routing;
@@ -30,7 +31,7 @@ use crate::routing;
 pub(crate) fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
     let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX).max(1);
     headers.insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
-    headers.insert("retry-after-ms", HeaderValue::from(ms));
+    headers.insert(hdr::RETRY_AFTER_MS, HeaderValue::from(ms));
 }
 
 /// Whether a client should retry an error of this kind at all (`x-should-retry`): never for
@@ -101,7 +102,7 @@ pub(crate) fn refusal(
     }
     if status == 401 {
         resp.headers_mut()
-            .insert("x-should-retry", HeaderValue::from_static("false"));
+            .insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     resp
 }
@@ -206,7 +207,7 @@ pub(super) fn shed_response(
         Some(shed::SHED_RETRY_AFTER),
     );
     if let Some(v) = route {
-        resp.headers_mut().insert("x-ripcord-route", v);
+        resp.headers_mut().insert(hdr::ROUTE, v);
     }
     resp
 }

@@ -16,13 +16,14 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use tokio::time::Instant;
 
 use super::GatewayState;
 use super::errors::refusal;
+use super::reply::hdr;
 
 /// The request id of a call, in the request's extensions.
 #[derive(Debug, Clone)]
@@ -33,7 +34,7 @@ pub(crate) struct RequestId(pub(crate) Arc<str>);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Authed(pub(crate) Option<usize>);
 
-const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The client's request id when it is short printable ASCII, else a fresh random one.
 fn request_id(headers: &HeaderMap) -> Arc<str> {
@@ -247,9 +248,9 @@ fn finish(mut resp: Response, method: &Method, path: &str, id: &str, started: In
         resp.headers_mut().insert(REQUEST_ID, v);
     }
     let h = resp.headers();
-    let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("-");
+    let text = |name: &HeaderName| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("-");
     let attempts = h
-        .get("x-ripcord-attempts")
+        .get(hdr::ATTEMPTS)
         .and_then(|v| v.to_str().ok())
         .map_or(0, |a| a.split(", ").count());
     tracing::info!(
@@ -257,10 +258,10 @@ fn finish(mut resp: Response, method: &Method, path: &str, id: &str, started: In
         request_id = id,
         method = method.as_str(),
         path,
-        route = text("x-ripcord-route"),
-        tenant = text("x-ripcord-tenant"),
+        route = text(&hdr::ROUTE),
+        tenant = text(&hdr::TENANT),
         status = resp.status().as_u16(),
-        served_by = text("x-ripcord-served-by"),
+        served_by = text(&hdr::SERVED_BY),
         attempts,
         latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "access"

@@ -41,6 +41,7 @@ use super::chat::{Prepared, prepare, read_to_commit};
 use super::errors::{Reply, call_error, set_retry_after, shed_response};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
+use super::reply::hdr;
 use super::reply::{attempts_header, failed_provenance, set_provenance_headers};
 use super::{Caller, GatewayState, shed};
 
@@ -55,7 +56,7 @@ fn error_response(e: &AnthropicError, provenance: Option<&Provenance>) -> Respon
     }
     if e.no_retry {
         resp.headers_mut()
-            .insert("x-should-retry", HeaderValue::from_static("false"));
+            .insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     resp
 }
@@ -199,14 +200,14 @@ pub(super) async fn messages(
         None => resp,
     };
     if let Some(v) = route_header {
-        resp.headers_mut().insert("x-ripcord-route", v);
+        resp.headers_mut().insert(hdr::ROUTE, v);
     }
     if let Some(v) = charged.and_then(|t| HeaderValue::from_str(&t).ok()) {
-        resp.headers_mut().insert("x-ripcord-tenant", v);
+        resp.headers_mut().insert(hdr::TENANT, v);
     }
     // `model` in the answer names who served; the name the client asked for is said here.
     if let Ok(v) = HeaderValue::from_str(&requested_name) {
-        resp.headers_mut().insert("x-ripcord-requested-model", v);
+        resp.headers_mut().insert(hdr::REQUESTED_MODEL, v);
     }
     resp
 }
@@ -231,10 +232,8 @@ pub(super) async fn count_tokens(
     };
     let n = ripcord_core::tokens::estimate_request(&req);
     let mut resp = axum::Json(json!({"input_tokens": n})).into_response();
-    resp.headers_mut().insert(
-        "x-ripcord-token-count",
-        HeaderValue::from_static("estimate"),
-    );
+    resp.headers_mut()
+        .insert(hdr::TOKEN_COUNT, HeaderValue::from_static("estimate"));
     resp
 }
 

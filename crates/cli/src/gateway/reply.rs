@@ -10,6 +10,32 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::errors::set_retry_after;
 use super::wire::WireError;
 
+/// The gateway's own header names, checked once at compile time (a name given as a `&str`
+/// is parsed again on every insert and lookup).
+pub(super) mod hdr {
+    use axum::http::HeaderName;
+
+    /// The route that served (`x-ripcord-route`).
+    pub(crate) const ROUTE: HeaderName = HeaderName::from_static("x-ripcord-route");
+    /// Who pays (`x-ripcord-tenant`), on the request (a sub-tenant claim) and the answer.
+    pub(crate) const TENANT: HeaderName = HeaderName::from_static("x-ripcord-tenant");
+    /// The model the client asked for (`x-ripcord-requested-model`).
+    pub(crate) const REQUESTED_MODEL: HeaderName =
+        HeaderName::from_static("x-ripcord-requested-model");
+    /// The link that served (`x-ripcord-served-by`).
+    pub(crate) const SERVED_BY: HeaderName = HeaderName::from_static("x-ripcord-served-by");
+    /// Every attempt of the call (`x-ripcord-attempts`).
+    pub(crate) const ATTEMPTS: HeaderName = HeaderName::from_static("x-ripcord-attempts");
+    /// Whether a fallback served (`x-ripcord-degraded`).
+    pub(crate) const DEGRADED: HeaderName = HeaderName::from_static("x-ripcord-degraded");
+    /// How a token count was made (`x-ripcord-token-count`).
+    pub(crate) const TOKEN_COUNT: HeaderName = HeaderName::from_static("x-ripcord-token-count");
+    /// `false` on errors a retry cannot fix (the OpenAI SDKs read it).
+    pub(crate) const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+    /// The wait in milliseconds, next to `Retry-After` in seconds.
+    pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+}
+
 pub(super) fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let retry_after = e.retry_after;
@@ -17,7 +43,7 @@ pub(super) fn error_response(e: WireError, provenance: Option<&Provenance>) -> R
     let mut resp = (status, axum::Json(e)).into_response();
     if no_retry {
         resp.headers_mut()
-            .insert("x-should-retry", HeaderValue::from_static("false"));
+            .insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     if let Some(p) = provenance {
         set_provenance_headers(resp.headers_mut(), p);
@@ -59,17 +85,17 @@ pub(super) fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
 
 pub(super) fn set_provenance_headers(headers: &mut HeaderMap, p: &Provenance) {
     if let Some(v) = attempts_header(p) {
-        headers.insert("x-ripcord-attempts", v);
+        headers.insert(hdr::ATTEMPTS, v);
     }
     let served = p
         .served_by
         .as_deref()
         .unwrap_or(if p.static_reply { "static" } else { "none" });
     if let Ok(v) = HeaderValue::from_str(served) {
-        headers.insert("x-ripcord-served-by", v);
+        headers.insert(hdr::SERVED_BY, v);
     }
     headers.insert(
-        "x-ripcord-degraded",
+        hdr::DEGRADED,
         HeaderValue::from_static(if p.degraded { "true" } else { "false" }),
     );
 }

@@ -57,7 +57,7 @@ use ripcord_resilience::{
     Admission, BreakerPolicy, BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore,
     Outcome, StoreAdmit,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::state::{RedisState, key};
 
@@ -169,11 +169,18 @@ impl Lease {
         if !self.fresh_at(now, ttl_ms) {
             return None;
         }
-        let n = self.admitted.fetch_add(1, Ordering::AcqRel) + 1;
-        let used = n - self.base.load(Ordering::Acquire).min(n);
-        if used > calls {
-            return None;
-        }
+        // Counted only when admitted: a refused try must not use up the next renewal (the
+        // reply to a read sent while callers were being refused would otherwise come back
+        // already spent, and under load every caller would end up asking Redis).
+        let base = self.base.load(Ordering::Acquire);
+        let used = |a: u64| (a + 1).saturating_sub(base);
+        let n = self
+            .admitted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
+                (used(a) <= calls).then_some(a + 1)
+            })
+            .ok()?;
+        let used = used(n);
         let sent = self.sent_ms.load(Ordering::Acquire);
         Some(used * 2 >= calls || now.saturating_sub(sent) * 2 >= ttl_ms)
     }
@@ -203,6 +210,22 @@ struct Inner {
     queued_fails: AtomicU64,
     /// A refresh is queued or running.
     refreshing: AtomicBool,
+    /// An admission script is in flight: other callers that find the lease spent wait for
+    /// its reply instead of each sending their own.
+    asking: AtomicBool,
+    /// Wakes them when it lands (or its caller gave up).
+    asked: Notify,
+}
+
+/// Held by the caller whose admission script is in flight; dropped (reply or cancellation),
+/// it lets the waiting callers look at the view again.
+struct Leading<'a>(&'a Inner);
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        self.0.asking.store(false, Ordering::Release);
+        self.0.asked.notify_waiters();
+    }
 }
 
 impl Inner {
@@ -322,6 +345,8 @@ impl RedisBreakerStore {
                 fails: AtomicU64::new(0),
                 queued_fails: AtomicU64::new(0),
                 refreshing: AtomicBool::new(false),
+                asking: AtomicBool::new(false),
+                asked: Notify::new(),
             }),
             tx,
             rx: Mutex::new(Some(rx)),
@@ -526,6 +551,31 @@ impl BreakerStore for RedisBreakerStore {
 
     async fn admit(&self) -> std::result::Result<Admission, Duration> {
         let inner = &self.inner;
+        // One admission script in flight per store. Without this, every call that finds the
+        // lease spent at once (a burst, or many callers in flight) sends its own script and
+        // waits for its own round trip; instead they wait for the one in flight and take
+        // their admission from the view its reply renewed.
+        loop {
+            let done = inner.asked.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if !inner.asking.swap(true, Ordering::AcqRel) {
+                break;
+            }
+            done.await;
+            match self.try_admit() {
+                StoreAdmit::Admitted(a) => return Ok(a),
+                StoreAdmit::Refused(after) => return Err(after),
+                StoreAdmit::Ask => {}
+            }
+            if !self.degraded() && inner.view.state() == BreakerState::HalfOpen {
+                // The reply just read was half-open: its caller holds the one probe permit
+                // or another replica does, so this call would be refused by Redis too.
+                let after = inner.half_open_hint.max(Duration::from_millis(1));
+                return Err(inner.view.rejected(after, BreakerState::HalfOpen));
+            }
+        }
+        let _leading = Leading(inner);
         let token = format!("{:016x}", rand::random::<u64>());
         let mark = inner.lease.mark();
         let Some((code, value)) = inner.eval(&inner.scripts.admit, &token, "").await else {
@@ -682,6 +732,28 @@ mod tests {
         assert_eq!(layer.action(ErrorKind::RateLimited), KindAction::Ignore);
         assert_eq!(layer.action(ErrorKind::ServerError), KindAction::Count);
         assert_eq!(layer.action(ErrorKind::InvalidRequest), KindAction::Ignore);
+    }
+
+    #[test]
+    fn a_refused_try_does_not_use_up_the_next_renewal() {
+        let lease = Lease {
+            admitted: AtomicU64::new(0),
+            base: AtomicU64::new(0),
+            sent_ms: AtomicU64::new(u64::MAX),
+            epoch: std::time::Instant::now(),
+        };
+        assert_eq!(lease.take(4, 100), None, "never read: no lease");
+        lease.renew(lease.mark());
+        let taken: Vec<_> = (0..4).map(|_| lease.take(4, 100)).collect();
+        assert_eq!(taken, [Some(false), Some(true), Some(true), Some(true)]);
+        // Spent: many callers are refused while a read is in flight.
+        let mark = lease.mark();
+        for _ in 0..100 {
+            assert_eq!(lease.take(4, 100), None);
+        }
+        // Its reply grants the whole lease again, not what the refusals left of it.
+        lease.renew(mark);
+        assert_eq!((0..10).filter_map(|_| lease.take(4, 100)).count(), 4);
     }
 
     #[test]

@@ -338,6 +338,63 @@ async fn after_another_replica_trips_a_replica_admits_at_most_lease_calls() {
     assert_eq!(b.breaker.handle().state(), BreakerState::Open);
 }
 
+/// Callers that find the lease spent at once share one admission script: the ones waiting
+/// are admitted from the lease its reply renewed (still at most `lease_calls` per read), not
+/// each by a script of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_find_the_lease_spent_share_one_admission_script() {
+    let Some(server) = redis().await else { return };
+    let cfg = config().lease_calls(4).lease_ttl(Duration::from_secs(30));
+    let a = Arc::new(subject(ScriptedModel::new("vendor"), Some(&server), cfg).await);
+    a.settle().await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    async fn scripts(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(con)
+            .await
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+    let before = scripts(&mut con).await;
+    let callers = 64;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..callers {
+        let a = Arc::clone(&a);
+        set.spawn(async move {
+            a.breaker
+                .chat(&ChatRequest::user("hi"), &Context::new())
+                .await
+                .map(|_| ())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.unwrap().unwrap();
+    }
+    a.settle().await;
+    let sent = scripts(&mut con).await - before;
+    // About one admission per 4 callers, as many renewals sent at half a lease, and the final
+    // sync (34 when written); without sharing, every caller past the first lease sent its own
+    // admission script besides the renewals (about 120 then).
+    assert!(
+        sent <= callers * 3 / 4,
+        "{sent} scripts for {callers} callers: they did not share admissions"
+    );
+    assert_eq!(a.breaker.get_ref().calls(), callers as usize);
+    assert_eq!(a.breaker.handle().state(), BreakerState::Closed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_another_replica_trips_a_replica_admits_nothing_past_lease_ttl() {
     let Some(server) = redis().await else { return };

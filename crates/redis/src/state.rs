@@ -94,6 +94,7 @@ struct Shared {
     degraded: AtomicBool,
     degradations: AtomicU64,
     local_calls: AtomicU64,
+    unsent_writes: AtomicU64,
 }
 
 impl fmt::Debug for RedisState {
@@ -178,6 +179,7 @@ impl RedisState {
                 degraded: AtomicBool::new(false),
                 degradations: AtomicU64::new(0),
                 local_calls: AtomicU64::new(0),
+                unsent_writes: AtomicU64::new(0),
             }),
         })
     }
@@ -254,6 +256,16 @@ return n\n";
 
     pub(crate) fn note_local_call(&self) {
         self.shared.local_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writes sent without making a call wait (a limiter's summed settlements or a pause)
+    /// that Redis did not take; what they carried was kept on this replica's local state.
+    pub fn unsent_writes(&self) -> u64 {
+        self.shared.unsent_writes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn note_unsent_write(&self) {
+        self.shared.unsent_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The connection, starting one in the background when there is none yet and waiting at

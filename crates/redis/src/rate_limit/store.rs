@@ -288,6 +288,7 @@ impl Inner {
         let keys = [&*self.keys[0], &*self.keys[1], &*self.keys[2]];
         let reply = self.state.eval(&self.take, &keys, &args).await;
         if reply.is_none() && settle != 0 {
+            self.state.note_unsent_write();
             self.local.settle(settle);
         }
         reply
@@ -333,6 +334,7 @@ impl Inner {
                 .eval(&me.settle, &[&me.keys[1]], &[&args[0], &args[1]])
                 .await;
             if sent.is_none() {
+                me.state.note_unsent_write();
                 me.local.settle(delta);
             }
         });
@@ -452,7 +454,11 @@ impl LimitStore for RedisLimitStore {
         let me = Arc::clone(inner);
         let ms = d.as_millis().max(1).to_string();
         inner.background.spawn(async move {
-            let _: Option<i64> = me.state.eval(&me.pause, &[&me.keys[2]], &[&ms]).await;
+            let sent: Option<i64> = me.state.eval(&me.pause, &[&me.keys[2]], &[&ms]).await;
+            if sent.is_none() {
+                // Paused here already; the other replicas see it only at Redis.
+                me.state.note_unsent_write();
+            }
         });
     }
 

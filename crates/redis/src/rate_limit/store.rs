@@ -230,15 +230,15 @@ impl Inner {
             let mut l = me.leases();
             l.asking = false;
             match reply {
-                Some((0, _, _)) => {
-                    if me.local.paused_for().is_none() {
-                        l.next = Lease {
-                            requests: block,
-                            tokens,
-                            until: Some(sent_at + me.lease_ttl),
-                        };
-                    }
+                // Kept unless a pause began meanwhile (see `pause`).
+                Some((0, _, _)) if me.local.paused_for().is_none() => {
+                    l.next = Lease {
+                        requests: block,
+                        tokens,
+                        until: Some(sent_at + me.lease_ttl),
+                    };
                 }
+                Some((0, _, _)) => {}
                 Some((_, wait_us, 0)) => {
                     // Another replica's vendor 429: stop spending at once.
                     l.current = NO_LEASE;

@@ -95,6 +95,9 @@ struct Shared {
     degradations: AtomicU64,
     local_calls: AtomicU64,
     unsent_writes: AtomicU64,
+    /// Failed operations so far: a reply only marks Redis healthy when none failed after
+    /// its request was sent.
+    failures: AtomicU64,
 }
 
 impl fmt::Debug for RedisState {
@@ -180,6 +183,7 @@ impl RedisState {
                 degradations: AtomicU64::new(0),
                 local_calls: AtomicU64::new(0),
                 unsent_writes: AtomicU64::new(0),
+                failures: AtomicU64::new(0),
             }),
         })
     }
@@ -190,12 +194,13 @@ impl RedisState {
     pub async fn ready(&self) -> bool {
         let limit = self.shared.connect_timeout;
         let attempt = async {
+            let seen = self.shared.failures.load(Ordering::Acquire);
             let conn = self.connection(limit).await?;
             let mut conn = conn;
             let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
             match ping {
                 Ok(_) => {
-                    self.shared.healthy();
+                    self.shared.answered(seen);
                     Some(())
                 }
                 Err(e) => {
@@ -326,6 +331,7 @@ return n\n";
             return None;
         }
         let started = tokio::time::Instant::now();
+        let seen = shared.failures.load(Ordering::Acquire);
         let mut conn = self.connection(shared.op_timeout).await?;
         let left = shared.op_timeout.saturating_sub(started.elapsed());
         let mut inv = script.prepare_invoke();
@@ -337,7 +343,7 @@ return n\n";
         }
         match tokio::time::timeout(left, inv.invoke_async::<T>(&mut conn)).await {
             Ok(Ok(v)) => {
-                shared.healthy();
+                shared.answered(seen);
                 Some(v)
             }
             Ok(Err(e)) => {
@@ -367,7 +373,17 @@ impl Shared {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// A reply to a request sent when `seen` operations had failed. A reply sent before a
+    /// failure can be read after it (the server answered, then went away): it does not mean
+    /// Redis is back, and must not clear the degraded state the failure set.
+    fn answered(&self, seen: u64) {
+        if self.failures.load(Ordering::Acquire) == seen {
+            self.healthy();
+        }
+    }
+
     fn failed(&self, why: &str) {
+        self.failures.fetch_add(1, Ordering::AcqRel);
         let retry = u64::try_from(self.retry_interval.as_millis()).unwrap_or(u64::MAX);
         self.retry_at
             .store(self.now_ms().saturating_add(retry), Ordering::Relaxed);
@@ -445,6 +461,22 @@ pub(crate) fn config_error(policy: &str, setting: &str, reason: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_sent_before_a_failure_does_not_end_the_degraded_state() {
+        let state = RedisState::open("redis://127.0.0.1:9", StateOptions::default()).unwrap();
+        let shared = &state.shared;
+        let sent = shared.failures.load(Ordering::Acquire);
+        shared.failed("connection refused");
+        assert!(state.is_degraded());
+        // The late reply to the request sent before the failure.
+        shared.answered(sent);
+        assert!(state.is_degraded());
+        // A reply to a request sent after it: Redis is back.
+        shared.answered(shared.failures.load(Ordering::Acquire));
+        assert!(!state.is_degraded());
+        assert_eq!(state.degradations(), 1);
+    }
 
     #[test]
     fn keys_are_namespaced_versioned_and_hash_tagged() {

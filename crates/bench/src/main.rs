@@ -26,6 +26,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod anchor;
+mod bare_proxy;
 mod cpu;
 mod floor;
 mod gateway;
@@ -50,6 +51,7 @@ use runner::{Meter, Plan};
 enum Role {
     Upstream,
     Local,
+    Proxy,
 }
 
 /// What ripcord costs per call, measured against a raw reqwest floor in one run.
@@ -106,6 +108,9 @@ struct Args {
     /// Internal: run as a child process.
     #[arg(long, hide = true, value_enum)]
     role: Option<Role>,
+    /// Internal (proxy role): the upstream's base URL.
+    #[arg(long, hide = true)]
+    upstream_url: Option<String>,
     /// Internal (local role): the model file.
     #[arg(long, hide = true)]
     model_file: Option<String>,
@@ -135,6 +140,10 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.role {
         Some(Role::Upstream) => upstream::child_main(),
+        Some(Role::Proxy) => match args.upstream_url.as_deref() {
+            Some(url) => bare_proxy::child_main(url),
+            None => Err("--role proxy needs --upstream-url".to_owned()),
+        },
         Some(Role::Local) => match args.model_file.as_deref() {
             Some(file) => {
                 local::child_main(file, args.threads, args.decode).map(|line| println!("{line}"))
@@ -255,6 +264,13 @@ fn bench(args: &Args) -> Result<(), String> {
             args.gateway_wrapper.as_deref(),
         )?)
     };
+    // The gateway's reference: forwarding alone, with the same HTTP crates.
+    let proxy = if gateway.is_some() {
+        eprintln!("ripcord-bench: starting the bare proxy");
+        Some(bare_proxy::BareProxy::spawn(&upstream.urls.ok)?)
+    } else {
+        None
+    };
     let mut meters = vec![Meter {
         name: "upstream",
         pid: upstream.pid(),
@@ -265,10 +281,17 @@ fn bench(args: &Args) -> Result<(), String> {
             pid: g.pid(),
         });
     }
+    if let Some(p) = &proxy {
+        meters.push(Meter {
+            name: "proxy",
+            pid: p.pid(),
+        });
+    }
     let targets = rows::Targets {
         ok: upstream.urls.ok.clone(),
         down: upstream.urls.down.clone(),
         gateway: gateway.as_ref().map(|g| g.url.clone()),
+        proxy: proxy.as_ref().map(|p| p.url.clone()),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -438,6 +461,26 @@ fn bench(args: &Args) -> Result<(), String> {
             });
         }
     }
+    // What forwarding alone costs here, beside what the gateway costs.
+    if let (Some(g), Some(p)) = (get("gateway"), get("bare_proxy")) {
+        let cpu = |r: &report::RowReport, name: &str| {
+            r.c64
+                .cpu_us_children
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0.0, |(_, v)| *v)
+        };
+        let (gw, px) = (cpu(g, "gateway"), cpu(p, "proxy"));
+        notes.push(format!(
+            "the bare proxy (hyper's server and pooled client, forwarding only: no routing, chain, \
+             JSON or telemetry) used {px:.1} µs CPU per request at c=64, with p50 {} and rps {} \
+             of the SDK wire sent straight to the upstream; the gateway used {gw:.1} µs, {:.2}x the \
+             bare proxy's",
+            report::opt_ratio(p.p50_ratio),
+            report::opt_ratio(p.rps_ratio),
+            gw / px.max(f64::MIN_POSITIVE),
+        ));
+    }
     if let Some(k) = get("gateway_keepalive") {
         let stalled = k.c1.p50_us > 20_000.0;
         goals.push(Target {
@@ -537,13 +580,13 @@ fn bench(args: &Args) -> Result<(), String> {
         targets: goals,
         notes,
     };
-    let via_gateway = |key: &str| {
+    let middle = |key: &str| {
         measured
             .iter()
             .find(|r| r.key == key)
-            .is_some_and(|r| r.via.contains(&"gateway"))
+            .and_then(|r| r.via.first().copied())
     };
-    print!("{}", report::render(&report, &via_gateway));
+    print!("{}", report::render(&report, &middle));
     let json_path = args
         .json
         .clone()
@@ -583,10 +626,16 @@ fn profile(args: &Args) -> Result<(), String> {
     } else {
         None
     };
+    let proxy = if key == "bare_proxy" {
+        Some(bare_proxy::BareProxy::spawn(&upstream.urls.ok)?)
+    } else {
+        None
+    };
     let targets = rows::Targets {
         ok: upstream.urls.ok.clone(),
         down: upstream.urls.down.clone(),
         gateway: gateway.as_ref().map(|g| g.url.clone()),
+        proxy: proxy.as_ref().map(|p| p.url.clone()),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -660,6 +709,7 @@ fn only_rows(only: &[String]) -> Option<Vec<String>> {
             for g in [
                 "sdk_direct",
                 "gateway",
+                "bare_proxy",
                 "upstream_ceiling",
                 "gateway_keepalive",
             ] {

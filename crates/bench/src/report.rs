@@ -185,12 +185,12 @@ fn child_cpu(p: &PhaseReport, name: &str) -> Option<f64> {
         .map(|(_, v)| *v)
 }
 
-fn opt_ratio(r: Option<f64>) -> String {
+pub(crate) fn opt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}x"))
 }
 
 /// Renders the report as text.
-pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> bool) -> String {
+pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -228,11 +228,9 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> bool) -> String {
         "─".repeat(40 + 4 * 9 + 3 + 3 * 9 + 3 + 3 * 8 + 3 + 7)
     );
     for row in &r.rows {
-        let gw = if via(&row.key) {
-            child_cpu(&row.c64, "gateway").map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"))
-        } else {
-            "-".to_owned()
-        };
+        let gw = via(&row.key)
+            .and_then(|middle| child_cpu(&row.c64, middle))
+            .map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
         let _ = writeln!(
             out,
             "{:<40} {:>8.1} {:>8.1} {:>8.1} {:>8} │ {:>8.0} {:>8.0} {:>8} │ {:>7.1} {:>7.1} {:>7} │ {:>6}",
@@ -253,11 +251,11 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> bool) -> String {
     let _ = writeln!(
         out,
         "×floor compares with: the floor (reqwest POST + parse) for ripcord rows, the stream floor for stream rows, \
-         the SDK wire sent straight to the upstream for the gateway row, the raw client on the upstream for the raw gateway row."
+         the SDK wire sent straight to the upstream for the gateway and bare proxy rows, the raw client on the upstream for the raw gateway row."
     );
     let _ = writeln!(
         out,
-        "cpu: CPU µs per call at c=64 — me = this process (client + ripcord, getrusage), up = the upstream child, gw = the ripcord serve child."
+        "cpu: CPU µs per call at c=64 — me = this process (client + ripcord, getrusage), up = the upstream child, gw = the ripcord serve child (on the bare proxy's row: the bare proxy child)."
     );
     if !r.skip_cost.is_empty() {
         let _ = writeln!(out);

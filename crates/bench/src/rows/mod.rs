@@ -134,6 +134,8 @@ pub(crate) struct Targets {
     pub(crate) down: String,
     /// The gateway (`ripcord serve`), if running.
     pub(crate) gateway: Option<String>,
+    /// The bare proxy (forwarding alone), if running.
+    pub(crate) proxy: Option<String>,
 }
 
 fn socket_addr(base: &str) -> Result<std::net::SocketAddr, String> {
@@ -421,6 +423,25 @@ pub(crate) async fn build(
             }),
             meters,
         ));
+        if let Some(px) = &t.proxy {
+            let via_px = RawPost::new(
+                reqwest_plain()?,
+                &chat_url(px),
+                &sdk_headers,
+                sdk_body.clone(),
+            )?;
+            rows.push(row(
+                "bare_proxy",
+                "SDK wire -> bare hyper proxy -> upstream",
+                Some("sdk_direct"),
+                &["proxy"],
+                call(move || {
+                    let f = via_px.clone();
+                    async move { f.json().await.map(|()| None) }
+                }),
+                meters,
+            ));
+        }
         let raw_gw = Arc::new(RawClient::new(
             socket_addr(gw)?,
             "/v1/chat/completions",

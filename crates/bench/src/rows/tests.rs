@@ -24,6 +24,7 @@ async fn every_row_answers_against_fake_vendors() {
         ok: ok.base_url(),
         down: down.base_url(),
         gateway: None,
+        proxy: None,
     };
     let wire = capture_adapter_wire().await.unwrap();
     assert!(String::from_utf8_lossy(&wire.json_body).contains(PROMPT));

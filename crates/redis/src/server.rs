@@ -132,6 +132,32 @@ impl RedisServer {
         Some(String::from_utf8_lossy(&out).into_owned())
     }
 
+    /// How many Lua scripts (`EVAL` and `EVALSHA`) the server has run since it started, read
+    /// from `INFO commandstats` (`None` when it does not answer). Tests count the round trips
+    /// a store makes with it.
+    pub async fn script_calls(&self) -> Option<u64> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let mut con = client.get_multiplexed_async_connection().await.ok()?;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut con)
+            .await
+            .ok()?;
+        Some(
+            info.lines()
+                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+                .filter_map(|l| {
+                    l.split("calls=")
+                        .nth(1)?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum(),
+        )
+    }
+
     /// Kills it now (a Redis outage), and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

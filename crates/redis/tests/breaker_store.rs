@@ -347,27 +347,7 @@ async fn callers_that_find_the_lease_spent_share_one_admission_script() {
     let cfg = config().lease_calls(4).lease_ttl(Duration::from_secs(30));
     let a = Arc::new(subject(ScriptedModel::new("vendor"), Some(&server), cfg).await);
     a.settle().await;
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    async fn scripts(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(con)
-            .await
-            .unwrap();
-        info.lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    }
-    let before = scripts(&mut con).await;
+    let before = server.script_calls().await.unwrap();
     let callers = 64;
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..callers {
@@ -383,7 +363,7 @@ async fn callers_that_find_the_lease_spent_share_one_admission_script() {
         r.unwrap().unwrap();
     }
     a.settle().await;
-    let sent = scripts(&mut con).await - before;
+    let sent = server.script_calls().await.unwrap() - before;
     // About one admission per 4 callers, as many renewals sent at half a lease, and the final
     // sync (34 when written); without sharing, every caller past the first lease sent its own
     // admission script besides the renewals (about 120 then).

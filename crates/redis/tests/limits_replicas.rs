@@ -306,27 +306,7 @@ async fn settlements_ride_with_the_next_ask_and_the_rest_lands_within_settle_eve
         replicas.push((limited, store));
     }
     let big = || req().with_max_tokens(1_000);
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let evals = |info: String| -> u64 {
-        info.lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    };
-    let info = || {
-        let mut c = redis::cmd("INFO");
-        c.arg("commandstats");
-        c
-    };
-    let before = evals(info().query_async(&mut con).await.unwrap());
+    let before = server.script_calls().await.unwrap();
     // Twenty calls of ~1005 reserved on a 2000-token burst: each fits only because the
     // credits of the ones before it rode with its ask.
     let (a, a_store) = &replicas[0];
@@ -335,7 +315,7 @@ async fn settlements_ride_with_the_next_ask_and_the_rest_lands_within_settle_eve
             .await
             .unwrap_or_else(|e| panic!("call {i}: {e}"));
     }
-    let asked = evals(info().query_async(&mut con).await.unwrap()) - before;
+    let asked = server.script_calls().await.unwrap() - before;
     // One script per call, and no settlement written on its own (the last one is waiting):
     // the per-call settlement writes were as many again. A first EVALSHA may be retried as
     // EVAL once, when the script is not loaded yet.

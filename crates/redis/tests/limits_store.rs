@@ -26,6 +26,14 @@ use ripcord_redis::{RedisBudgetStore, RedisLimitStore, SharedBudgetConfig, Share
 use ripcord_resilience::{Breaker, BreakerPolicy, Budget, RateLimit};
 
 /// An answer that reports `prompt` + `output` tokens (chat collects it; a stream plays it).
+/// A vendor that answers every call with a 429 asking for 5 s.
+fn throttled_vendor() -> ScriptedModel {
+    ScriptedModel::new("vendor").fail_with(
+        Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(Duration::from_secs(5)),
+        Duration::ZERO,
+    )
+}
+
 fn answer(prompt: u64, output: u64) -> Step {
     Step::Stream(vec![
         (Duration::ZERO, StreamItem::Event(StreamEvent::text("ok"))),
@@ -442,16 +450,7 @@ async fn after_another_replicas_429_a_leased_replica_spends_at_most_its_lease() 
         .lease_ttl(Duration::from_millis(300));
     let vendor = ScriptedModel::new("vendor");
     let a = Limited::new(vendor, Some(&server), c.clone()).await;
-    let b = Limited::new(
-        ScriptedModel::new("vendor").fail_with(
-            Error::new(ErrorKind::RateLimited, "slow down")
-                .with_retry_after(Duration::from_secs(5)),
-            Duration::ZERO,
-        ),
-        Some(&server),
-        c,
-    )
-    .await;
+    let b = Limited::new(throttled_vendor(), Some(&server), c).await;
     // `a` leases a block; then `b`'s vendor says 429 and the pause reaches Redis.
     a.chat(&Context::new()).await.unwrap();
     let leased_at = Instant::now();
@@ -507,16 +506,7 @@ async fn an_ask_ahead_granted_before_another_replicas_429_is_spent_within_the_bo
         .lease_block(block)
         .max_wait(Duration::ZERO);
     let a = Limited::new(ScriptedModel::new("vendor"), Some(&server), c.clone()).await;
-    let b = Limited::new(
-        ScriptedModel::new("vendor").fail_with(
-            Error::new(ErrorKind::RateLimited, "slow down")
-                .with_retry_after(Duration::from_secs(5)),
-            Duration::ZERO,
-        ),
-        Some(&server),
-        c,
-    )
-    .await;
+    let b = Limited::new(throttled_vendor(), Some(&server), c).await;
     // The first call leases a block of 8 and spends one; the sixth leaves 2 (a quarter) and
     // asks for the next block in the background (`chat` syncs, so it has landed).
     for _ in 0..6 {

@@ -107,6 +107,16 @@ pub(crate) struct RunResult {
     pub(crate) quick: bool,
     pub(crate) started_unix_s: u64,
     pub(crate) wall: Duration,
+    /// The shared-state scenario, when it was run (it runs its own replicas on Redis).
+    pub(crate) shared: Option<shared::SharedRun>,
+}
+
+impl RunResult {
+    /// True when every scenario, the shared-state one included, passed.
+    pub(crate) fn passed(&self) -> bool {
+        self.runs.iter().all(run::ScenarioRun::passed)
+            && self.shared.as_ref().is_none_or(shared::SharedRun::passed)
+    }
 }
 
 fn settings(a: &Args) -> Result<Settings, String> {
@@ -360,10 +370,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         quick: a.quick,
         started_unix_s,
         wall: started.elapsed(),
+        shared: shared_run,
     };
     let paths = report::write(&result, &out_dir, &sink)?;
     println!("{}", report::terminal::summary(&result));
-    if let Some(r) = &shared_run {
+    if let Some(r) = &result.shared {
         println!(
             "{}: {}",
             shared::NAME,
@@ -400,7 +411,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .map(move |c| format!("{}: {}", r.scenario.name, c.id))
         })
         .collect();
-    if let Some(r) = &shared_run {
+    if let Some(r) = &result.shared {
         failed.extend(
             r.checks
                 .iter()

@@ -335,7 +335,7 @@ fn timeline(r: &ScenarioRun, s: &Settings) -> String {
     )
 }
 
-fn checks_table(title: &str, checks: &[Check]) -> String {
+pub(crate) fn checks_table(title: &str, checks: &[Check]) -> String {
     let mut out = format!(
         r#"<table><tr><th class="l">{}</th><th class="l">verdict</th><th class="l">what was checked</th></tr>"#,
         esc(title)
@@ -469,7 +469,7 @@ pub(crate) fn section(r: &ScenarioRun, s: &Settings, index: usize) -> String {
 /// The whole page.
 pub(crate) fn page(result: &RunResult) -> String {
     let s = &result.settings;
-    let passed = result.runs.iter().all(ScenarioRun::passed);
+    let passed = result.passed();
     let mut out = String::new();
     let _ = write!(
         out,
@@ -520,6 +520,9 @@ pub(crate) fn page(result: &RunResult) -> String {
     );
     for (i, r) in result.runs.iter().enumerate() {
         out.push_str(&section(r, s, i));
+    }
+    if let Some(r) = &result.shared {
+        out.push_str(&super::super::shared::html_section(r));
     }
     out.push_str("</body></html>\n");
     out
@@ -673,6 +676,7 @@ mod tests {
             quick: true,
             started_unix_s: 0,
             wall: Duration::from_secs(4),
+            shared: None,
         }
     }
 
@@ -692,6 +696,49 @@ mod tests {
         assert!(page.contains("× backup") && page.contains("× primary"));
         assert!(page.contains("primary breaker open 0.10–1.10 s"));
         assert_eq!(page.matches("<circle").count(), 30);
+    }
+
+    #[test]
+    fn the_shared_scenario_has_its_section_and_counts_in_the_verdict() {
+        let mut r = result();
+        r.runs.clear();
+        let check = |passed| invariants::Check {
+            passed,
+            ..invariants::Check::new(
+                "trip-spread",
+                "the trip <reached> every replica",
+                "2 calls".into(),
+                Vec::new(),
+            )
+        };
+        let mut served = std::collections::BTreeMap::new();
+        served.insert("backup".to_owned(), 7);
+        r.shared = Some(super::super::super::shared::SharedRun {
+            skipped: None,
+            checks: vec![check(true)],
+            served: vec![served],
+            wall: Duration::from_secs(2),
+        });
+        let html = page(&r);
+        balanced(&html).unwrap();
+        assert!(html.contains(r#"<section id="shared_redis">"#), "{html}");
+        assert!(
+            html.contains("backup 7") && html.contains("the trip &lt;reached&gt; every replica")
+        );
+        assert!(html.contains(r#"class="badge pass""#));
+        let json: serde_json::Value =
+            serde_json::from_str(&super::super::json(&r).unwrap()).unwrap();
+        assert_eq!(json["shared"]["name"], "shared_redis");
+        assert_eq!(json["shared"]["checks"][0]["id"], "trip-spread");
+        assert_eq!(json["passed"], true);
+        if let Some(s) = r.shared.as_mut() {
+            s.checks = vec![check(false)];
+        }
+        assert!(page(&r).contains(r#"class="badge fail""#));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&super::super::json(&r).unwrap()).unwrap()["passed"],
+            false
+        );
     }
 
     #[test]

@@ -44,6 +44,20 @@ pub(crate) struct ScenarioReport<'a> {
     pub(crate) requests: &'a [RequestRec],
 }
 
+/// The shared-state scenario in the JSON report.
+#[derive(Debug, Serialize)]
+struct SharedReport<'a> {
+    name: &'static str,
+    description: &'static str,
+    passed: bool,
+    /// Why it did not run (no redis-server).
+    skipped: Option<&'a str>,
+    wall_s: f64,
+    /// Per replica: who answered its requests, and how many.
+    served: &'a [std::collections::BTreeMap<String, usize>],
+    checks: &'a [Check],
+}
+
 /// The JSON report.
 #[derive(Debug, Serialize)]
 struct RunReport<'a> {
@@ -60,6 +74,8 @@ struct RunReport<'a> {
     started_unix_s: u64,
     wall_s: f64,
     scenarios: Vec<ScenarioReport<'a>>,
+    /// The shared-state scenario (three replicas on Redis), when it was run.
+    shared: Option<SharedReport<'a>>,
 }
 
 /// The phases of a scenario with their offsets in this run.
@@ -126,7 +142,7 @@ pub(crate) fn json(result: &RunResult) -> Result<String, String> {
     let s = &result.settings;
     let report = RunReport {
         tool: "cargo xtask chaos",
-        passed: result.runs.iter().all(ScenarioRun::passed),
+        passed: result.passed(),
         quick: result.quick,
         seed: s.seed,
         users: s.users,
@@ -138,6 +154,15 @@ pub(crate) fn json(result: &RunResult) -> Result<String, String> {
         started_unix_s: result.started_unix_s,
         wall_s: result.wall.as_secs_f64(),
         scenarios: result.runs.iter().map(|r| scenario_report(r, s)).collect(),
+        shared: result.shared.as_ref().map(|r| SharedReport {
+            name: super::shared::NAME,
+            description: super::shared::DESCRIPTION,
+            passed: r.passed(),
+            skipped: r.skipped.as_deref(),
+            wall_s: r.wall.as_secs_f64(),
+            served: &r.served,
+            checks: &r.checks,
+        }),
     };
     serde_json::to_string_pretty(&report).map_err(|e| format!("cannot render the JSON report: {e}"))
 }

@@ -141,12 +141,12 @@ pub mod event {
     pub const STREAM_FAILED: &str = "ripcord.stream_failed_after_commit";
     /// The chain waits for a cooling-down link (`wait_ms`).
     pub const READMISSION_WAIT: &str = "ripcord.readmission_wait";
-    /// A retry decorator scheduled another attempt (`link`, `attempt`, `delay_ms`, `error.type`).
+    /// A retry decorator scheduled another attempt (`ripcord.link`, `attempt`, `delay_ms`, `error.type`).
     pub const RETRY_SCHEDULED: &str = "ripcord.retry_scheduled";
     /// A vendor stream event that could not be parsed was skipped (`ripcord.link`,
     /// `ripcord.skipped_events`: how many this stream skipped so far, `error.message`).
     pub const STREAM_EVENT_SKIPPED: &str = "ripcord.stream_event_skipped";
-    /// A circuit breaker changed state (`link`, `from`, `to`; states `closed`, `open`,
+    /// A circuit breaker changed state (`ripcord.link`, `from`, `to`; states `closed`, `open`,
     /// `half_open`).
     pub const BREAKER_TRANSITION: &str = "ripcord.breaker_transition";
     /// Shared resilience state (Redis) became unreachable: the process runs on local state
@@ -201,32 +201,32 @@ pub mod event {
     pub const RETRY_BUDGET_EXHAUSTED: &str = "ripcord.retry_budget_exhausted";
 
     // Rate limits and budgets.
-    /// The local rate limiter made a call wait or refused it (`link`, `wait_ms`, `why`).
+    /// The local rate limiter made a call wait or refused it (`ripcord.link`, `wait_ms`, `why`).
     pub const RATE_LIMITED_LOCALLY: &str = "ripcord.rate_limited_locally";
-    /// A vendor's rate-limit answer paused the link (`link`, `pause_ms`).
+    /// A vendor's rate-limit answer paused the link (`ripcord.link`, `pause_ms`).
     pub const RATE_LIMIT_PAUSED: &str = "ripcord.rate_limit_paused";
-    /// A tenant's budget is spent (`link`, `tenant`).
+    /// A tenant's budget is spent (`ripcord.link`, `tenant`).
     pub const BUDGET_EXHAUSTED: &str = "ripcord.budget_exhausted";
     /// The queue of breaker reports to shared state is full; a report was dropped and the
     /// local breaker still counts it.
     pub const STATE_REPORT_QUEUE_FULL: &str = "ripcord.state_report_queue_full";
 
     // Other decorators.
-    /// A health probe ran (`link`, outcome).
+    /// A health probe ran (`ripcord.link`, outcome).
     pub const PROBE: &str = "ripcord.probe";
     /// A health probe was skipped (the link served real traffic recently).
     pub const PROBE_SKIPPED: &str = "ripcord.probe_skipped";
-    /// The response cache answered (`link`).
+    /// The response cache answered (`ripcord.link`).
     pub const CACHE_HIT: &str = "ripcord.cache_hit";
-    /// Personal data was redacted from a request (`link`, counts by kind).
+    /// Personal data was redacted from a request (`ripcord.link`, counts by kind).
     pub const REDACTED: &str = "ripcord.redacted";
-    /// A hedge was not sent: the hedge budget is spent (`link`).
+    /// A hedge was not sent: the hedge budget is spent (`ripcord.link`).
     pub const HEDGE_BUDGET_SPENT: &str = "ripcord.hedge_budget_spent";
-    /// A hedge request was sent (`link`, `hedge`, `delay_ms`).
+    /// A hedge request was sent (`ripcord.link`, `hedge`, `delay_ms`).
     pub const HEDGE_STARTED: &str = "ripcord.hedge_started";
-    /// The hedge answered first (`link`, `hedge`).
+    /// The hedge answered first (`ripcord.link`, `hedge`).
     pub const HEDGE_WON: &str = "ripcord.hedge_won";
-    /// An answer failed validation (`link`, `reason`).
+    /// An answer failed validation (`ripcord.link`, `reason`).
     pub const VALIDATION_FAILED: &str = "ripcord.validation_failed";
 
     /// Every event name above: the vocabulary a test holds the emitters to.

@@ -377,7 +377,7 @@ impl RedisBreakerStore {
             Err(_) => {
                 if self.inner.unqueued.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
-                        link = %self.inner.view.link(),
+                        ripcord.link = %self.inner.view.link(),
                         message = ripcord_core::telemetry::event::STATE_REPORT_QUEUE_FULL
                     );
                 }

@@ -305,7 +305,7 @@ impl Core {
     fn announce(&self, t: Option<Transition>) {
         if let Some(t) = t {
             tracing::info!(
-                link = %t.link,
+                ripcord.link = %t.link,
                 from = t.from.as_str(),
                 to = t.to.as_str(),
                 open_for_ms = t.open_for_ms,

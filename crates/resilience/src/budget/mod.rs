@@ -187,7 +187,7 @@ impl<M: ChatModel> Budget<M> {
         retry_after: Option<std::time::Duration>,
     ) -> Error {
         self.accounts.refused.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(link = %self.inner.id().name, tenant, message = ripcord_core::telemetry::event::BUDGET_EXHAUSTED);
+        tracing::info!(ripcord.link = %self.inner.id().name, tenant, message = ripcord_core::telemetry::event::BUDGET_EXHAUSTED);
         let mut e = Error::new(ErrorKind::BudgetExhausted, message);
         if let Some(after) = retry_after {
             e = e.with_retry_after(after);

@@ -269,7 +269,7 @@ impl<M: ChatModel> Cache<M> {
         let mut resp = self.store.get(key, self.layer.clock.now())?;
         // Nothing was attempted for this answer.
         resp.provenance.attempts.clear();
-        tracing::debug!(link = %self.inner.id().name, message = ripcord_core::telemetry::event::CACHE_HIT);
+        tracing::debug!(ripcord.link = %self.inner.id().name, message = ripcord_core::telemetry::event::CACHE_HIT);
         Some(resp)
     }
 }

@@ -191,7 +191,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
         // The budget: hedges started (this one included) stay within the allowed share.
         let allowed = 1 + calls.saturating_mul(u64::from(self.layer.max_extra_percent)) / 100;
         if self.started.load(Ordering::Relaxed) >= allowed {
-            tracing::debug!(link = %self.primary.id().name, message = ripcord_core::telemetry::event::HEDGE_BUDGET_SPENT);
+            tracing::debug!(ripcord.link = %self.primary.id().name, message = ripcord_core::telemetry::event::HEDGE_BUDGET_SPENT);
             let r = primary.await;
             if r.is_ok() {
                 self.observe(start.elapsed());
@@ -200,7 +200,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
         }
         self.started.fetch_add(1, Ordering::Relaxed);
         let (p, h) = (self.primary.id(), self.hedge.id());
-        tracing::info!(link = %p.name, hedge = %h.name, delay_ms = delay.as_millis() as u64, message = ripcord_core::telemetry::event::HEDGE_STARTED);
+        tracing::info!(ripcord.link = %p.name, hedge = %h.name, delay_ms = delay.as_millis() as u64, message = ripcord_core::telemetry::event::HEDGE_STARTED);
         let hedge_start = Instant::now();
         let hedge = hedge();
         tokio::pin!(hedge);
@@ -233,7 +233,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
                         if primary_err.is_none() {
                             self.observe(start.elapsed());
                         }
-                        tracing::info!(link = %p.name, hedge = %h.name, message = ripcord_core::telemetry::event::HEDGE_WON);
+                        tracing::info!(ripcord.link = %p.name, hedge = %h.name, message = ripcord_core::telemetry::event::HEDGE_WON);
                         let loser = attempt(p, primary_err.as_ref().unwrap_or(&cancelled), start);
                         return (Ok(Won::Hedge(v)), vec![loser]);
                     }

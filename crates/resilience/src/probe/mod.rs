@@ -185,7 +185,7 @@ impl<M: ChatModel> Probe<M> {
             h.record_probe(Instant::now(), latency, error);
         }
         tracing::info!(
-            link = %self.model.id().name,
+            ripcord.link = %self.model.id().name,
             outcome = outcome.as_str(),
             latency_ms = latency.as_secs_f64() * 1000.0,
             error.type = error.map(ErrorKind::as_str),
@@ -199,7 +199,7 @@ impl<M: ChatModel> Probe<M> {
             tokio::time::sleep(self.next_delay()).await;
             if !self.layer.probe_healthy && self.closed_and_healthy() {
                 self.counters.skipped.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(link = %self.model.id().name, message = ripcord_core::telemetry::event::PROBE_SKIPPED);
+                tracing::debug!(ripcord.link = %self.model.id().name, message = ripcord_core::telemetry::event::PROBE_SKIPPED);
                 continue;
             }
             self.probe_once().await;

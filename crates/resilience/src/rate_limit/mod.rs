@@ -245,7 +245,7 @@ impl<M: ChatModel> RateLimit<M> {
 
     fn refuse(&self, wait: Duration, why: &str) -> Error {
         self.state.refused.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(link = %self.inner.id().name, wait_ms = wait.as_millis() as u64, why, message = ripcord_core::telemetry::event::RATE_LIMITED_LOCALLY);
+        tracing::debug!(ripcord.link = %self.inner.id().name, wait_ms = wait.as_millis() as u64, why, message = ripcord_core::telemetry::event::RATE_LIMITED_LOCALLY);
         tag(
             Error::new(
                 ErrorKind::LocalRateLimited,
@@ -359,7 +359,7 @@ fn pause_after(state: &LimitState, layer: &RateLimitPolicy, id: &ModelId, e: &Er
             .retry_after()
             .unwrap_or(layer.default_pause)
             .min(layer.max_pause);
-        tracing::info!(link = %id.name, pause_ms = d.as_millis() as u64, message = ripcord_core::telemetry::event::RATE_LIMIT_PAUSED);
+        tracing::info!(ripcord.link = %id.name, pause_ms = d.as_millis() as u64, message = ripcord_core::telemetry::event::RATE_LIMIT_PAUSED);
         state.store.pause(d);
     }
 }

@@ -359,7 +359,7 @@ impl<M: ChatModel> Redact<M> {
             }
         }
         tracing::debug!(
-            link = %self.inner.id().name,
+            ripcord.link = %self.inner.id().name,
             masked = map.len(),
             kinds = %map
                 .counts()

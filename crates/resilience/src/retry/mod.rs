@@ -123,7 +123,7 @@ impl<M: ChatModel> Retry<M> {
         let id = self.inner.id();
         if !self.policy.retry_on.retries(e) {
             if e.disposition() != Disposition::Fallback && RetryClass::of(e).is_some() {
-                tracing::debug!(link = %id.name, error.type = e.kind().as_str(), message = ripcord_core::telemetry::event::RETRY_CLASS_NOT_RETRIED);
+                tracing::debug!(ripcord.link = %id.name, error.type = e.kind().as_str(), message = ripcord_core::telemetry::event::RETRY_CLASS_NOT_RETRIED);
             }
             return Next::Stop;
         }
@@ -132,12 +132,12 @@ impl<M: ChatModel> Retry<M> {
             return Next::Stop;
         }
         if e.forbids_resend(ctx) {
-            tracing::debug!(link = %id.name, error.type = e.kind().as_str(), message = ripcord_core::telemetry::event::RETRY_UNSAFE_SKIPPED);
+            tracing::debug!(ripcord.link = %id.name, error.type = e.kind().as_str(), message = ripcord_core::telemetry::event::RETRY_UNSAFE_SKIPPED);
             return Next::Stop;
         }
         let delay = match after {
             Some(after) if after > self.policy.max_retry_after => {
-                tracing::debug!(link = %id.name, retry_after_ms = after.as_millis() as u64, message = ripcord_core::telemetry::event::RETRY_AFTER_TOO_LONG);
+                tracing::debug!(ripcord.link = %id.name, retry_after_ms = after.as_millis() as u64, message = ripcord_core::telemetry::event::RETRY_AFTER_TOO_LONG);
                 return Next::Stop;
             }
             Some(after) => after,
@@ -161,7 +161,7 @@ impl<M: ChatModel> Retry<M> {
             && delay >= remaining
         {
             tracing::debug!(
-                link = %id.name,
+                ripcord.link = %id.name,
                 delay_ms = delay.as_millis() as u64,
                 remaining_ms = remaining.as_millis() as u64,
                 message = ripcord_core::telemetry::event::RETRY_BEYOND_DEADLINE
@@ -171,11 +171,11 @@ impl<M: ChatModel> Retry<M> {
         if let Some(budget) = &self.budget
             && !budget.withdraw()
         {
-            tracing::debug!(link = %id.name, message = ripcord_core::telemetry::event::RETRY_BUDGET_EXHAUSTED);
+            tracing::debug!(ripcord.link = %id.name, message = ripcord_core::telemetry::event::RETRY_BUDGET_EXHAUSTED);
             return Next::Stop;
         }
         tracing::info!(
-            link = %id.name,
+            ripcord.link = %id.name,
             attempt = n,
             delay_ms = delay.as_millis() as u64,
             error.type = e.kind().as_str(),

@@ -119,7 +119,7 @@ impl<M: ChatModel, V: Validator> Validate<M, V> {
 }
 
 fn rejected(reason: &str, id: &ModelId) -> Error {
-    tracing::info!(link = %id.name, reason, message = ripcord_core::telemetry::event::VALIDATION_FAILED);
+    tracing::info!(ripcord.link = %id.name, reason, message = ripcord_core::telemetry::event::VALIDATION_FAILED);
     tag(
         Error::new(
             ErrorKind::InvalidResponse,

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use ripcord_core::{ChatModel, ChatStream, Context, Error, ErrorKind, Provenance, StreamEvent};
 use serde_json::json;
 
-use super::errors::{Reply, call_error, shed_response};
+use super::errors::{Reply, call_error};
 use super::front::{Authed, RequestId};
 use super::reply::hdr;
 use super::reply::{
@@ -114,13 +114,16 @@ pub(super) async fn chat_completions(
         Err(e) => return error_response(e, None),
     };
     let tenant_header = charged.and_then(|t| HeaderValue::from_str(&t).ok());
-    // Shed at the door: a call refused here touches no breaker, limiter or budget.
-    let slot = match state.admission(route).map(|a| a.admit(deadline)) {
-        Some(admit) => match admit.await {
-            Ok(p) => Some(p),
-            Err(why) => return shed_response(why, "/v1/chat/completions", route_header, &reply),
-        },
-        None => None,
+    let door = state.at_the_door(
+        route,
+        deadline,
+        "/v1/chat/completions",
+        route_header.as_ref(),
+        &reply,
+    );
+    let slot = match door.await {
+        Ok(slot) => slot,
+        Err(shed) => return shed,
     };
     let requested_header = HeaderValue::from_str(&requested_model).ok();
     let id = state.next_id();

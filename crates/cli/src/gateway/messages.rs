@@ -38,7 +38,7 @@ use ripcord_core::{ChatModel, ChatStream, Error, ErrorKind, Provenance, StreamEv
 use serde_json::{Value, json};
 
 use super::chat::{Prepared, prepare, read_to_commit};
-use super::errors::{Reply, call_error, set_retry_after, shed_response};
+use super::errors::{Reply, call_error, set_retry_after};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, AnthropicError, OutUsage, event};
 use super::reply::hdr;
@@ -163,14 +163,16 @@ pub(super) async fn messages(
             return error_response(&AnthropicError::from_status(w.status, w.message()), None);
         }
     };
-    // Shed at the door, as on the OpenAI endpoint: a call refused here touches no breaker,
-    // limiter or budget.
-    let slot = match state.admission(route).map(|a| a.admit(deadline)) {
-        Some(admit) => match admit.await {
-            Ok(p) => Some(p),
-            Err(why) => return shed_response(why, "/v1/messages", route_header, &reply),
-        },
-        None => None,
+    let door = state.at_the_door(
+        route,
+        deadline,
+        "/v1/messages",
+        route_header.as_ref(),
+        &reply,
+    );
+    let slot = match door.await {
+        Ok(slot) => slot,
+        Err(shed) => return shed,
     };
     let id = format!("msg_ripcord_{}", state.ids.fetch_add(1, Ordering::Relaxed));
     let resp = if stream {

@@ -338,6 +338,26 @@ impl GatewayState {
             .or(self.admissions.first())
     }
 
+    /// Takes a slot at route `route`'s door within `deadline`, or answers 503 at once with the
+    /// front door's `path` and route header: a call refused here touches no breaker, limiter
+    /// or budget. Both front doors call it.
+    async fn at_the_door(
+        &self,
+        route: Option<usize>,
+        deadline: Duration,
+        path: &str,
+        route_header: Option<&axum::http::HeaderValue>,
+        reply: &errors::Reply,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, axum::response::Response> {
+        let Some(gate) = self.admission(route) else {
+            return Ok(None);
+        };
+        gate.admit(deadline)
+            .await
+            .map(Some)
+            .map_err(|why| errors::shed_response(why, path, route_header.cloned(), reply))
+    }
+
     /// The index of the route `model` names.
     fn route_of(&self, model: Option<&str>) -> Result<Option<usize>, WireError> {
         if self.routes.is_empty() {

@@ -48,6 +48,23 @@ class GraphBuilder:
         return self.const(name, np.ascontiguousarray(array.astype(np.float32)))
 
 
+def add_kv_cache_io(inputs: list, outputs: list, n_layers: int, kvh: int, hd: int, past: str, present: str):
+    """Appends each layer's key and value cache: `past_key_values.{i}.{kind}` inputs with
+    sequence axis `past`, `present.{i}.{kind}` outputs with sequence axis `present`."""
+    from onnx import TensorProto, helper
+
+    for i in range(n_layers):
+        for kind in ("key", "value"):
+            inputs.append(
+                helper.make_tensor_value_info(
+                    f"past_key_values.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, past, hd]
+                )
+            )
+            outputs.append(
+                helper.make_tensor_value_info(f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, present, hd])
+            )
+
+
 def build_model(cfg: dict, w: dict, storage: str, head: str):
     """The decoder graph, opset 17, optimum-style names.
 
@@ -73,18 +90,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
     ]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", v])]
-    for i in range(n_layers):
-        for kind in ("key", "value"):
-            inputs.append(
-                helper.make_tensor_value_info(
-                    f"past_key_values.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "past_sequence_length", hd]
-                )
-            )
-            outputs.append(
-                helper.make_tensor_value_info(
-                    f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "total_sequence_length", hd]
-                )
-            )
+    add_kv_cache_io(inputs, outputs, n_layers, kvh, hd, "past_sequence_length", "total_sequence_length")
 
     i64 = lambda *xs: np.array(xs, dtype=np.int64)  # noqa: E731
     g.const("c_axis_last", i64(-1))
@@ -301,18 +307,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
     ]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, v])]
-    for i in range(n_layers):
-        for kind in ("key", "value"):
-            inputs.append(
-                helper.make_tensor_value_info(
-                    f"past_key_values.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "max_sequence_length", hd]
-                )
-            )
-            outputs.append(
-                helper.make_tensor_value_info(
-                    f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, "max_sequence_length", hd]
-                )
-            )
+    add_kv_cache_io(inputs, outputs, n_layers, kvh, hd, "max_sequence_length", "max_sequence_length")
 
     def qmatmul(x, name, wt):
         """x @ wt.T for a weight wt of shape [N, K]."""

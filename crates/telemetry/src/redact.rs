@@ -59,58 +59,77 @@ fn is_token_char(b: u8) -> bool {
     is_key_char(b) || matches!(b, b'.' | b'~' | b'+' | b'/' | b'=')
 }
 
+/// True when `b[i..]` starts with `pat` (lowercase ASCII), ignoring ASCII case.
+fn starts_with_ci(b: &[u8], i: usize, pat: &[u8]) -> bool {
+    b.get(i..i + pat.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(pat))
+}
+
+/// The key-value names whose value is a credential (`api-key=…`, `x-api-key: …`, …); all start
+/// with `a`.
+const KEY_NAMES: [&[u8]; 5] = [
+    b"api-key",
+    b"api_key",
+    b"apikey",
+    b"access_token",
+    b"access-token",
+];
+
 /// Finds the next key-shaped run at or after `from`: `(start, end)` of the part to replace.
-/// `lower` is `s` lowercased (ASCII only, so byte positions agree).
-fn next_pattern(s: &str, lower: &str, from: usize) -> Option<(usize, usize)> {
+///
+/// Every shape starts with an ASCII `s`, `b` or `a` in either case, so the scan looks at one
+/// byte per position and tries the shapes only where one of those letters stands (a log line
+/// is mostly other bytes; this runs on every line the gateway writes). A match starts at an
+/// ASCII byte, so it is always on a `char` boundary.
+fn next_pattern(s: &str, from: usize) -> Option<(usize, usize)> {
     let b = s.as_bytes();
-    let lb = lower.as_bytes();
-    let mut i = from;
-    while i < b.len() {
-        // `sk-…` keys (OpenAI `sk-`, `sk-proj-`, Anthropic `sk-ant-`, DeepSeek, Moonshot …),
-        // only at a word boundary.
-        if lb[i..].starts_with(b"sk-") && (i == 0 || !is_key_char(b[i - 1])) {
-            let end = (i..b.len())
-                .find(|&j| !is_key_char(b[j]))
-                .unwrap_or(b.len());
-            if end - i >= 3 + MIN_KEY_TAIL {
-                return Some((i, end));
-            }
+    for i in from..b.len() {
+        let first = b[i] | 0x20;
+        if !matches!(first, b's' | b'b' | b'a') {
+            continue;
         }
-        // `Bearer <token>`.
-        if lb[i..].starts_with(b"bearer ") && (i == 0 || !is_key_char(b[i - 1])) {
-            let start = i + "bearer ".len();
-            let end = (start..b.len())
-                .find(|&j| !is_token_char(b[j]))
-                .unwrap_or(b.len());
-            if end - start >= 8 {
-                return Some((start, end));
-            }
-        }
-        // `api-key=…`, `api_key: …`, `x-api-key …`, `apikey=…`, `access_token=…`.
-        for name in [
-            &b"api-key"[..],
-            b"api_key",
-            b"apikey",
-            b"access_token",
-            b"access-token",
-        ] {
-            if lb[i..].starts_with(name) && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) {
-                let mut j = i + name.len();
-                // an optional closing quote of a JSON key, then separators
-                while j < b.len() && matches!(b[j], b'"' | b'\'' | b':' | b'=' | b' ') {
-                    j += 1;
-                }
-                let end = (j..b.len())
-                    .find(|&k| !is_token_char(b[k]))
+        let word_start = i == 0 || !is_key_char(b[i - 1]);
+        match first {
+            // `sk-…` keys (OpenAI `sk-`, `sk-proj-`, Anthropic `sk-ant-`, DeepSeek, Moonshot
+            // …), only at a word boundary.
+            b's' if word_start && starts_with_ci(b, i, b"sk-") => {
+                let end = (i..b.len())
+                    .find(|&j| !is_key_char(b[j]))
                     .unwrap_or(b.len());
-                if j > i + name.len() && end - j >= 8 {
-                    return Some((j, end));
+                if end - i >= 3 + MIN_KEY_TAIL {
+                    return Some((i, end));
                 }
             }
-        }
-        i += 1;
-        while i < b.len() && !s.is_char_boundary(i) {
-            i += 1;
+            // `Bearer <token>`.
+            b'b' if word_start && starts_with_ci(b, i, b"bearer ") => {
+                let start = i + "bearer ".len();
+                let end = (start..b.len())
+                    .find(|&j| !is_token_char(b[j]))
+                    .unwrap_or(b.len());
+                if end - start >= 8 {
+                    return Some((start, end));
+                }
+            }
+            // `api-key=…`, `api_key: …`, `x-api-key …`, `apikey=…`, `access_token=…`.
+            b'a' if i == 0 || !b[i - 1].is_ascii_alphanumeric() => {
+                for name in KEY_NAMES {
+                    if !starts_with_ci(b, i, name) {
+                        continue;
+                    }
+                    let mut j = i + name.len();
+                    // an optional closing quote of a JSON key, then separators
+                    while j < b.len() && matches!(b[j], b'"' | b'\'' | b':' | b'=' | b' ') {
+                        j += 1;
+                    }
+                    let end = (j..b.len())
+                        .find(|&k| !is_token_char(b[k]))
+                        .unwrap_or(b.len());
+                    if j > i + name.len() && end - j >= 8 {
+                        return Some((j, end));
+                    }
+                }
+            }
+            _ => {}
         }
     }
     None
@@ -157,14 +176,13 @@ impl SecretScrubber {
                 out = Cow::Owned(out.replace(s, REDACTED));
             }
         }
-        let lower = out.to_ascii_lowercase();
-        if next_pattern(&out, &lower, 0).is_none() {
+        if next_pattern(&out, 0).is_none() {
             return out;
         }
         let src = out.into_owned();
         let mut result = String::with_capacity(src.len());
         let mut pos = 0;
-        while let Some((start, end)) = next_pattern(&src, &lower, pos) {
+        while let Some((start, end)) = next_pattern(&src, pos) {
             result.push_str(&src[pos..start]);
             result.push_str(REDACTED);
             pos = end;
@@ -295,6 +313,28 @@ mod tests {
             (
                 "https://x.example/v1?access_token=abcdefgh12345678&x=1",
                 "https://x.example/v1?access_token=[REDACTED]&x=1",
+            ),
+        ] {
+            assert_eq!(r.scrub(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn shapes_match_in_any_case_and_beside_other_scripts() {
+        let r = SecretScrubber::default();
+        for (input, want) in [
+            ("SK-PROJ-ABCDEFGHIJKLMNOPQRST", "[REDACTED]"),
+            ("Authorization: BEARER abcdefgh12", "Authorization: BEARER [REDACTED]"),
+            ("X-Api-Key: 0123456789ABCDEF", "X-Api-Key: [REDACTED]"),
+            ("ACCESS-TOKEN=abcdefgh12345678", "ACCESS-TOKEN=[REDACTED]"),
+            (
+                "日本語 sk-abcdefghijklmnopqrstu テキスト",
+                "日本語 [REDACTED] テキスト",
+            ),
+            ("é apikey=abcdefgh12345678 é", "é apikey=[REDACTED] é"),
+            (
+                "two: sk-abcdefghijklmnopqrstu and Bearer abcdefgh12",
+                "two: [REDACTED] and Bearer [REDACTED]",
             ),
         ] {
             assert_eq!(r.scrub(input), want, "{input}");

@@ -21,15 +21,24 @@
 //!   ripcord writes carries the fields that say what it is about (`ripcord.link`,
 //!   `error.type`, …), and the spans themselves go to the traces (OTLP). The filter's
 //!   directives therefore select events by target and level; a directive naming a span
-//!   (`[chain]=debug`) does not apply to the log.
+//!   (`[chain]=debug`) does not apply to the log;
+//! - fields are written by [`PlainFields`]: the same text as `tracing_subscriber`'s default
+//!   field formatter, without its detour through `Debug` (and its styling) for a value that
+//!   needs no escaping. Formatting the access line's ten fields the default way cost about as
+//!   much as scrubbing the line for keys did before that scan was made cheap.
 
+use std::fmt;
 use std::io::{self, Write as _};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tracing::Metadata;
 use tracing::subscriber::Interest;
+use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
+use tracing_subscriber::field::{RecordFields, VisitOutput as _};
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
@@ -155,6 +164,7 @@ where
     let ansi = std::io::IsTerminal::is_terminal(&io::stderr());
     Ok(tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
+        .fmt_fields(PlainFields)
         .with_writer(RedactingWriter::new(|| QueuedStderr, redactor))
         .with_filter(EventsOnly(filter)))
 }
@@ -182,5 +192,233 @@ impl<S, F: Filter<S>> Filter<S> for EventsOnly<F> {
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
         self.0.max_level_hint()
+    }
+}
+
+/// The log's field formatter: `name=value` pairs separated by spaces, the message bare,
+/// strings quoted — exactly what `tracing_subscriber`'s `DefaultFields` writes. A string of
+/// printable ASCII, an integer or a bool (almost every field ripcord writes) is written
+/// directly; anything else, and every field when colours are on, goes through
+/// `DefaultVisitor`, so escaping and styling stay the default's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainFields;
+
+impl<'w> FormatFields<'w> for PlainFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut v = PlainVisitor {
+            writer,
+            is_empty: true,
+            result: Ok(()),
+        };
+        fields.record(&mut v);
+        v.result
+    }
+}
+
+struct PlainVisitor<'w> {
+    writer: Writer<'w>,
+    is_empty: bool,
+    result: fmt::Result,
+}
+
+/// Bytes that `Debug` and the message's escaping write unchanged.
+fn plain_text(s: &str) -> bool {
+    s.bytes()
+        .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+}
+
+impl PlainVisitor<'_> {
+    /// True when this field may take the direct path.
+    fn direct(&self, field: &Field) -> bool {
+        let name = field.name();
+        self.result.is_ok()
+            && !self.writer.has_ansi_escapes()
+            && !name.starts_with("r#")
+            && !name.starts_with("log.")
+    }
+
+    fn pad(&mut self) -> fmt::Result {
+        if self.is_empty {
+            self.is_empty = false;
+            Ok(())
+        } else {
+            self.writer.write_char(' ')
+        }
+    }
+
+    /// `name=` then `value` as `Display` writes it (the same as `Debug` for the callers).
+    fn write_direct(&mut self, field: &Field, value: &dyn fmt::Display) {
+        self.result = self.pad().and_then(|()| {
+            self.writer.write_str(field.name())?;
+            self.writer.write_char('=')?;
+            write!(self.writer, "{value}")
+        });
+    }
+
+    /// A string as `Debug` writes it when it needs no escaping: quoted; the message bare.
+    fn write_str_direct(&mut self, field: &Field, value: &str) {
+        self.result = self.pad().and_then(|()| {
+            if field.name() == "message" {
+                return self.writer.write_str(value);
+            }
+            self.writer.write_str(field.name())?;
+            self.writer.write_str("=\"")?;
+            self.writer.write_str(value)?;
+            self.writer.write_char('"')
+        });
+    }
+
+    /// The field as `DefaultVisitor` writes it.
+    fn default_field(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.with_default(field, |d| d.record_debug(field, value));
+    }
+
+    fn with_default(&mut self, field: &Field, record: impl FnOnce(&mut DefaultVisitor<'_>)) {
+        if self.result.is_err() {
+            return;
+        }
+        let mut d = DefaultVisitor::new(self.writer.by_ref(), self.is_empty);
+        record(&mut d);
+        self.result = d.finish();
+        // The default skips `log.*` fields (log-crate metadata) without writing anything.
+        if !field.name().starts_with("log.") {
+            self.is_empty = false;
+        }
+    }
+}
+
+impl Visit for PlainVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if self.direct(field) && plain_text(value) {
+            self.write_str_direct(field, value);
+        } else if field.name() == "message" {
+            self.default_field(field, &format_args!("{value}"));
+        } else {
+            self.default_field(field, &value);
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if self.direct(field) {
+            self.write_direct(field, &value);
+        } else {
+            self.default_field(field, &value);
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if self.direct(field) {
+            self.write_direct(field, &value);
+        } else {
+            self.default_field(field, &value);
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if self.direct(field) {
+            self.write_direct(field, &value);
+        } else {
+            self.default_field(field, &value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.default_field(field, value);
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        // The default writes the error's sources too.
+        self.with_default(field, |d| d.record_error(field, value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Buf {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("outer failed")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// Every kind of field, plain and needing escapes.
+    fn events() {
+        tracing::info!(
+            target: "ripcord::access",
+            request_id = "req_0123",
+            path = "/v1/chat/completions",
+            status = 200u64,
+            delta = -3i64,
+            ok = true,
+            ratio = 1.0f64,
+            quoted = "say \"hi\"",
+            backslash = "a\\b",
+            control = "bell\x07 esc\x1b",
+            unicode = "naïve 日本",
+            shown = %"display, not debug",
+            r#type = "raw name",
+            "access"
+        );
+        tracing::info!(message = "a str message", link = "primary");
+        tracing::warn!(message = "with \"quotes\"\x1b[31m", n = 1u64);
+        let err = Outer(std::io::Error::other("inner cause"));
+        tracing::error!(error = &err as &(dyn std::error::Error + 'static), "failed");
+        tracing::info!(only = "no message");
+    }
+
+    fn render(plain: bool, ansi: bool) -> String {
+        let buf = Buf::default();
+        let out = buf.clone();
+        let builder = tracing_subscriber::fmt()
+            .with_writer(move || buf.clone())
+            .without_time()
+            .with_ansi(ansi);
+        if plain {
+            tracing::subscriber::with_default(builder.fmt_fields(PlainFields).finish(), events);
+        } else {
+            tracing::subscriber::with_default(builder.finish(), events);
+        }
+        String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn plain_fields_write_what_the_default_formatter_writes() {
+        for ansi in [false, true] {
+            let plain = render(true, ansi);
+            assert_eq!(plain, render(false, ansi), "ansi {ansi}");
+            assert_eq!(plain.lines().count(), 5, "{plain}");
+        }
+        let plain = render(true, false);
+        assert!(
+            plain.contains(" ripcord::access: access request_id=\"req_0123\" path=\"/v1/chat/completions\" status=200 delta=-3 ok=true ratio=1.0 "),
+            "{plain}"
+        );
     }
 }

@@ -264,7 +264,7 @@ fn finish(mut resp: Response, method: &Method, path: &str, id: &str, started: In
         served_by = text(&hdr::SERVED_BY),
         attempts,
         latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "access"
+        message = "access",
     );
     resp
 }

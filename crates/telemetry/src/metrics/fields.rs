@@ -6,7 +6,7 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use opentelemetry::{KeyValue, StringValue};
-use ripcord_core::telemetry::attr;
+use ripcord_core::telemetry::{attr, event};
 use tracing::field::{Field, Visit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,10 +157,85 @@ impl Visit for Facts {
     }
 }
 
-/// The fields of a ripcord event that the metrics read.
+/// The events the metrics count; every other event is passed over before any of its other
+/// fields is read.
+pub(super) const METRIC_EVENTS: [&str; 10] = [
+    event::RETRY_SCHEDULED,
+    event::STREAM_EVENT_SKIPPED,
+    event::FALLBACK,
+    event::LINK_SKIPPED,
+    event::STATIC_REPLY,
+    event::BREAKER_TRANSITION,
+    event::TENANT_USAGE,
+    event::ALERT,
+    event::STATE_DEGRADED,
+    event::STATE_RESTORED,
+];
+
+/// The metric event `text` names, if any.
+pub(super) fn metric_event(text: &str) -> Option<&'static str> {
+    METRIC_EVENTS.into_iter().find(|n| *n == text)
+}
+
+// A name longer than `ShortText` would never be found when written as format arguments.
+const _: () = {
+    let mut i = 0;
+    while i < METRIC_EVENTS.len() {
+        assert!(METRIC_EVENTS[i].len() <= 32);
+        i += 1;
+    }
+};
+
+/// Finds an event's message among [`METRIC_EVENTS`] without allocating: a message given as a
+/// string is compared as it is, one given as format arguments is written into a small buffer
+/// first (a longer one is no metric event).
+#[derive(Debug, Default)]
+pub(super) struct MessageName(pub(super) Option<&'static str>);
+
+impl Visit for MessageName {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = metric_event(value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() != "message" {
+            return;
+        }
+        let mut buf = ShortText::default();
+        if fmt::write(&mut buf, format_args!("{value:?}")).is_ok() {
+            self.0 = metric_event(buf.as_str());
+        }
+    }
+}
+
+/// A fixed buffer at least as long as the longest metric event name; writing more fails.
+#[derive(Default)]
+struct ShortText {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl ShortText {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
+impl fmt::Write for ShortText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// The fields of a ripcord metric event that the metrics read.
 #[derive(Debug, Default)]
 pub(super) struct EventFields {
-    pub(super) message: Option<String>,
     pub(super) link: Option<String>,
     pub(super) from: Option<String>,
     pub(super) to: Option<String>,
@@ -172,7 +247,6 @@ pub(super) struct EventFields {
 impl EventFields {
     pub(super) fn set(&mut self, name: &str, value: String) {
         let slot = match name {
-            "message" => &mut self.message,
             "link" | attr::LINK => &mut self.link,
             "from" | attr::FALLBACK_FROM => &mut self.from,
             "to" | attr::FALLBACK_TO => &mut self.to,
@@ -194,8 +268,7 @@ impl Visit for EventFields {
         let name = field.name();
         if matches!(
             name,
-            "message"
-                | "link"
+            "link"
                 | "from"
                 | "to"
                 | "reason"

@@ -285,11 +285,17 @@ where
         if !meta.target().starts_with("ripcord") {
             return;
         }
+        // Most events (an access line, a probe, a retry's log line) count nothing: find the
+        // name first, then read the fields of those that do.
+        let mut message = MessageName::default();
+        ev.record(&mut message);
+        let Some(name) = message.0.or_else(|| metric_event(meta.name())) else {
+            return;
+        };
         let mut f = EventFields::default();
         ev.record(&mut f);
-        let name = f.message.as_deref().unwrap_or(meta.name());
-        // The innermost chain span around the event, if any.
-        let chain_span = ctx.event_scope(ev).and_then(|scope| {
+        // The innermost chain span around the event, if any (looked up only when used).
+        let chain_span = || ctx.event_scope(ev).and_then(|scope| {
             scope.into_iter().find(|s| {
                 s.extensions()
                     .get::<Facts>()
@@ -297,14 +303,13 @@ where
             })
         });
         let chain_name = || {
-            let name = chain_span
-                .as_ref()
+            let name = chain_span()
                 .and_then(|s| s.extensions().get::<Facts>().and_then(|f| f.chain.clone()));
             KeyValue::new(attr::CHAIN, name.unwrap_or_else(|| StringValue::from("")))
         };
         match name {
             event::RETRY_SCHEDULED => {
-                if let Some(s) = &chain_span
+                if let Some(s) = chain_span()
                     && let Some(facts) = s.extensions_mut().get_mut::<Facts>()
                 {
                     facts.retries += 1;

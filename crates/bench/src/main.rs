@@ -472,8 +472,8 @@ fn bench(args: &Args) -> Result<(), String> {
         };
         let (gw, px) = (cpu(g, "gateway"), cpu(p, "proxy"));
         notes.push(format!(
-            "the bare proxy (hyper's server and pooled client, forwarding only: no routing, chain, \
-             JSON or telemetry) used {px:.1} µs CPU per request at c=64, with p50 {} and rps {} \
+            "the bare proxy (hyper's server and pooled client on the system allocator, forwarding \
+             only: no routing, chain, JSON or telemetry) used {px:.1} µs CPU per request at c=64, with p50 {} and rps {} \
              of the SDK wire sent straight to the upstream; the gateway used {gw:.1} µs, {:.2}x the \
              bare proxy's",
             report::opt_ratio(p.p50_ratio),

@@ -384,27 +384,7 @@ impl ripcord_core::Decorator for OpenAiCompatible {
     }
 }
 
-impl ripcord_core::EmbeddingModel for OpenAiCompatible {
-    fn id(&self) -> &ripcord_core::ModelId {
-        ripcord_core::EmbeddingModel::id(&self.inner)
-    }
-
-    // Written out as `async_trait` expands it so the engine's own boxed future is returned
-    // as it is, without a second box per call.
-    fn embed<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ripcord_core::EmbeddingRequest,
-        ctx: &'c ripcord_core::Context,
-    ) -> crate::openai::BoxFuture<'async_trait, ripcord_core::Result<ripcord_core::EmbeddingResponse>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        ripcord_core::EmbeddingModel::embed(&self.inner, req, ctx)
-    }
-}
+crate::openai::embeddings_through_inner!(OpenAiCompatible);
 
 /// Test helper: the kind a preset's hook + the shared rules give a status and body.
 #[cfg(test)]

@@ -36,6 +36,38 @@ use crate::models::ModelInfo;
 pub(crate) type BoxFuture<'a, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// `EmbeddingModel` for a wrapper whose `inner` field is an [`OpenAi`] engine (Azure, the
+/// OpenAI-compatible presets): every call is the engine's. Written out as `async_trait`
+/// expands it so the engine's own boxed future is returned as it is, without a second box per
+/// call.
+macro_rules! embeddings_through_inner {
+    ($wrapper:ty) => {
+        impl ripcord_core::EmbeddingModel for $wrapper {
+            fn id(&self) -> &ripcord_core::ModelId {
+                ripcord_core::EmbeddingModel::id(&self.inner)
+            }
+
+            fn embed<'a, 'b, 'c, 'async_trait>(
+                &'a self,
+                req: &'b ripcord_core::EmbeddingRequest,
+                ctx: &'c ripcord_core::Context,
+            ) -> crate::openai::BoxFuture<
+                'async_trait,
+                ripcord_core::Result<ripcord_core::EmbeddingResponse>,
+            >
+            where
+                'a: 'async_trait,
+                'b: 'async_trait,
+                'c: 'async_trait,
+                Self: 'async_trait,
+            {
+                ripcord_core::EmbeddingModel::embed(&self.inner, req, ctx)
+            }
+        }
+    };
+}
+pub(crate) use embeddings_through_inner;
+
 /// The default OpenAI base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 

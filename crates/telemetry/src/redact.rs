@@ -324,7 +324,10 @@ mod tests {
         let r = SecretScrubber::default();
         for (input, want) in [
             ("SK-PROJ-ABCDEFGHIJKLMNOPQRST", "[REDACTED]"),
-            ("Authorization: BEARER abcdefgh12", "Authorization: BEARER [REDACTED]"),
+            (
+                "Authorization: BEARER abcdefgh12",
+                "Authorization: BEARER [REDACTED]",
+            ),
             ("X-Api-Key: 0123456789ABCDEF", "X-Api-Key: [REDACTED]"),
             ("ACCESS-TOKEN=abcdefgh12345678", "ACCESS-TOKEN=[REDACTED]"),
             (

@@ -33,13 +33,13 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tracing::Metadata;
-use tracing::subscriber::Interest;
 use tracing::field::{Field, Visit};
+use tracing::subscriber::Interest;
 use tracing_subscriber::Layer;
 use tracing_subscriber::field::{RecordFields, VisitOutput as _};
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
-use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 

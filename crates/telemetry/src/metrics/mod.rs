@@ -295,13 +295,15 @@ where
         let mut f = EventFields::default();
         ev.record(&mut f);
         // The innermost chain span around the event, if any (looked up only when used).
-        let chain_span = || ctx.event_scope(ev).and_then(|scope| {
-            scope.into_iter().find(|s| {
-                s.extensions()
-                    .get::<Facts>()
-                    .is_some_and(|f| f.role == SpanRole::Chain)
+        let chain_span = || {
+            ctx.event_scope(ev).and_then(|scope| {
+                scope.into_iter().find(|s| {
+                    s.extensions()
+                        .get::<Facts>()
+                        .is_some_and(|f| f.role == SpanRole::Chain)
+                })
             })
-        });
+        };
         let chain_name = || {
             let name = chain_span()
                 .and_then(|s| s.extensions().get::<Facts>().and_then(|f| f.chain.clone()));

@@ -72,6 +72,8 @@ mod redact;
 mod renamed;
 mod report;
 pub mod stderr_log;
+#[cfg(test)]
+mod test_writer;
 
 use std::fmt;
 use std::sync::Arc;

@@ -364,11 +364,11 @@ mod tests {
     #[test]
     fn log_lines_are_scrubbed_before_they_reach_the_writer() {
         use std::io::Write;
-        let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let sink = crate::test_writer::SharedBuf::default();
         let r = SecretScrubber::new(["secret-value-1"]);
         {
             let mut line = RedactingLine {
-                inner: SharedBuf(sink.clone()),
+                inner: sink.clone(),
                 redactor: r,
                 buf: Vec::new(),
             };
@@ -376,19 +376,6 @@ mod tests {
             line.write_all(b"value-1 and sk-abcdefghijklmnopqrstu\n")
                 .unwrap();
         }
-        let out = String::from_utf8(sink.lock().unwrap().clone()).unwrap();
-        assert_eq!(out, "got [REDACTED] and [REDACTED]\n");
-    }
-
-    struct SharedBuf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl io::Write for SharedBuf {
-        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(data);
-            Ok(data.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
+        assert_eq!(sink.text(), "got [REDACTED] and [REDACTED]\n");
     }
 }

@@ -336,22 +336,8 @@ impl Visit for PlainVisitor<'_> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use std::sync::{Arc, Mutex};
-
     use super::*;
-
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-
-    impl io::Write for Buf {
-        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(data);
-            Ok(data.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::test_writer::SharedBuf;
 
     #[derive(Debug)]
     struct Outer(std::io::Error);
@@ -394,7 +380,7 @@ mod tests {
     }
 
     fn render(plain: bool, ansi: bool) -> String {
-        let buf = Buf::default();
+        let buf = SharedBuf::default();
         let out = buf.clone();
         let builder = tracing_subscriber::fmt()
             .with_writer(move || buf.clone())
@@ -405,7 +391,7 @@ mod tests {
         } else {
             tracing::subscriber::with_default(builder.finish(), events);
         }
-        String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
+        out.text()
     }
 
     #[test]

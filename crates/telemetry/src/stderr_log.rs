@@ -268,6 +268,15 @@ impl PlainVisitor<'_> {
         });
     }
 
+    /// An integer or a bool: `Display` and `Debug` write the same text.
+    fn scalar<T: fmt::Display + fmt::Debug>(&mut self, field: &Field, value: T) {
+        if self.direct(field) {
+            self.write_direct(field, &value);
+        } else {
+            self.default_field(field, &value);
+        }
+    }
+
     /// The field as `DefaultVisitor` writes it.
     fn default_field(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.with_default(field, |d| d.record_debug(field, value));
@@ -299,27 +308,15 @@ impl Visit for PlainVisitor<'_> {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if self.direct(field) {
-            self.write_direct(field, &value);
-        } else {
-            self.default_field(field, &value);
-        }
+        self.scalar(field, value);
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        if self.direct(field) {
-            self.write_direct(field, &value);
-        } else {
-            self.default_field(field, &value);
-        }
+        self.scalar(field, value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        if self.direct(field) {
-            self.write_direct(field, &value);
-        } else {
-            self.default_field(field, &value);
-        }
+        self.scalar(field, value);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {

@@ -190,12 +190,18 @@ const _: () = {
 /// string is compared as it is, one given as format arguments is written into a small buffer
 /// first (a longer one is no metric event).
 #[derive(Debug, Default)]
-pub(super) struct MessageName(pub(super) Option<&'static str>);
+pub(super) struct MessageName {
+    /// The event has a message.
+    pub(super) seen: bool,
+    /// The metric event it names.
+    pub(super) name: Option<&'static str>,
+}
 
 impl Visit for MessageName {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
-            self.0 = metric_event(value);
+            self.seen = true;
+            self.name = metric_event(value);
         }
     }
 
@@ -203,10 +209,11 @@ impl Visit for MessageName {
         if field.name() != "message" {
             return;
         }
+        self.seen = true;
         let mut buf = ShortText::default();
-        if fmt::write(&mut buf, format_args!("{value:?}")).is_ok() {
-            self.0 = metric_event(buf.as_str());
-        }
+        self.name = fmt::write(&mut buf, format_args!("{value:?}"))
+            .ok()
+            .and_then(|()| metric_event(buf.as_str()));
     }
 }
 

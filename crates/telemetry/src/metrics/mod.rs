@@ -289,7 +289,13 @@ where
         // name first, then read the fields of those that do.
         let mut message = MessageName::default();
         ev.record(&mut message);
-        let Some(name) = message.0.or_else(|| metric_event(meta.name())) else {
+        // An event without a message is known by its name (`tracing::info!(name: …)`).
+        let name = if message.seen {
+            message.name
+        } else {
+            metric_event(meta.name())
+        };
+        let Some(name) = name else {
             return;
         };
         let mut f = EventFields::default();

@@ -176,18 +176,20 @@ impl SecretScrubber {
                 out = Cow::Owned(out.replace(s, REDACTED));
             }
         }
-        if next_pattern(&out, 0).is_none() {
+        // The first match found by the check is the loop's first, not looked for again.
+        let mut next = next_pattern(&out, 0);
+        if next.is_none() {
             return out;
         }
-        let src = out.into_owned();
-        let mut result = String::with_capacity(src.len());
+        let mut result = String::with_capacity(out.len());
         let mut pos = 0;
-        while let Some((start, end)) = next_pattern(&src, pos) {
-            result.push_str(&src[pos..start]);
+        while let Some((start, end)) = next {
+            result.push_str(&out[pos..start]);
             result.push_str(REDACTED);
             pos = end;
+            next = next_pattern(&out, pos);
         }
-        result.push_str(&src[pos..]);
+        result.push_str(&out[pos..]);
         Cow::Owned(result)
     }
 

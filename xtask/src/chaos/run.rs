@@ -13,7 +13,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use futures::StreamExt;
 use ripcord_cli::build::Wrap;
-use ripcord_cli::routing::ROUTE;
+use ripcord_cli::routing::Route;
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
 
 use super::capture::KeySink;
@@ -227,7 +227,7 @@ async fn user(
             .with_retry_safe(retry_safe)
             .with_metadata(REQUEST_ID, id);
         if routes > 1 {
-            ctx = ctx.with_metadata(ROUTE, ((u + n) % routes).to_string());
+            ctx = ctx.with_extension(Route((u + n) % routes));
         }
         if streamed {
             // As the gateway does: the deadline bounds getting an answer, and a streamed

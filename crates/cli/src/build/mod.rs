@@ -98,7 +98,7 @@ pub struct Built {
     /// The default route's chain.
     pub chain: Chain,
     /// What callers call: every route behind one [`RouteSwitch`] (the route comes from the
-    /// call's context, [`routing::ROUTE`]; the default route otherwise), inside the tenant
+    /// call's context, [`routing::Route`]; the default route otherwise), inside the tenant
     /// budgets when `[budget]` is configured.
     pub model: Arc<dyn ChatModel>,
     /// The routes, in config order.

@@ -54,6 +54,7 @@ mod front;
 mod messages;
 mod messages_wire;
 mod metrics;
+mod pipeline;
 mod reply;
 mod server;
 mod shed;
@@ -65,7 +66,7 @@ pub use server::{ServeLimits, serve_router};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use axum::Router;
@@ -76,10 +77,10 @@ use ripcord_core::{ChatModel, EmbeddingModel};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
+use errors::GatewayError;
 use front::Authed;
 use ripcord_telemetry::PrometheusExport;
 use shed::Admission;
-use wire::WireError;
 
 use crate::build::Built;
 use crate::config::{Config, GatewayKey, ServerSettings};
@@ -88,7 +89,7 @@ use crate::config::{Config, GatewayKey, ServerSettings};
 pub type Readiness = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// A route as the gateway sees it: the names it answers to and its deadline. Calls for route
-/// number `i` reach the model with [`crate::routing::ROUTE`] = `i` in their context.
+/// number `i` reach the model with a [`crate::routing::Route`]`(i)` in their context.
 #[derive(Debug, Clone)]
 pub struct GatewayRoute {
     /// Its name.
@@ -287,13 +288,6 @@ impl GatewayState {
         self.reset_admissions();
     }
 
-    fn next_id(&self) -> String {
-        format!(
-            "chatcmpl-ripcord-{}",
-            self.ids.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
     /// The index of the key the request carries (`Some(None)` on a keyless gateway), or `None`
     /// when it carries no accepted key. The key is read from `Authorization: Bearer` or, for
     /// Anthropic's SDKs, `x-api-key`.
@@ -359,15 +353,14 @@ impl GatewayState {
     }
 
     /// The index of the route `model` names.
-    fn route_of(&self, model: Option<&str>) -> Result<Option<usize>, WireError> {
+    fn route_of(&self, model: Option<&str>) -> Result<Option<usize>, GatewayError> {
         if self.routes.is_empty() {
             return Ok(None);
         }
         let known = || self.models.join(", ");
         let Some(model) = model else {
-            return Err(WireError::new(
+            return Err(GatewayError::new(
                 400,
-                "invalid_request_error",
                 "invalid_request",
                 format!("`model` is required; this gateway serves: {}", known()),
             )
@@ -379,9 +372,8 @@ impl GatewayState {
             .position(|r| r.name == model || r.aliases.iter().any(|a| a == model))
         {
             Some(i) => Ok(Some(i)),
-            None => Err(WireError::new(
+            None => Err(GatewayError::new(
                 404,
-                "invalid_request_error",
                 "model_not_found",
                 format!(
                     "The model `{model}` does not exist on this gateway; it serves: {}",
@@ -413,8 +405,11 @@ pub fn check_bind(addr: SocketAddr, has_keys: bool) -> Result<(), String> {
 pub fn router(state: Arc<GatewayState>) -> Router {
     let limit = state.max_body_bytes;
     let mut r = Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
-        .route("/v1/messages", post(messages::messages))
+        .route(
+            "/v1/chat/completions",
+            post(pipeline::door::<chat::ChatCompletions>),
+        )
+        .route("/v1/messages", post(pipeline::door::<messages::Messages>))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(endpoints::embeddings))
         .route("/v1/models", get(endpoints::models))

@@ -56,6 +56,8 @@ mod messages_wire;
 mod metrics;
 mod pipeline;
 mod reply;
+mod responses;
+mod responses_store;
 mod server;
 mod shed;
 pub mod status;
@@ -148,6 +150,8 @@ pub struct GatewayState {
     pub server: ServerSettings,
     /// What `GET /status` shows (a gateway without one answers it with 404).
     pub status: Option<Arc<status::StatusBoard>>,
+    /// The Responses door's stored responses (`store: true`).
+    responses: Arc<responses_store::ResponseStore>,
     keys: Vec<Key>,
     routes: Vec<GatewayRoute>,
     /// One admission gate per route (one for a gateway without routes).
@@ -194,6 +198,11 @@ impl GatewayState {
             metrics: None,
             server: ServerSettings::default(),
             status: None,
+            responses: Arc::new(responses_store::ResponseStore::new(
+                responses_store::DEFAULT_MAX_BYTES,
+                responses_store::DEFAULT_TTL,
+                None,
+            )),
             keys: Vec::new(),
             routes: Vec::new(),
             admissions: Vec::new(),
@@ -325,6 +334,14 @@ impl GatewayState {
         }
     }
 
+    /// Whose stored documents a caller sees: its key's tenant (`""` for anonymous callers).
+    fn owner(&self, authed: Authed) -> Arc<str> {
+        self.caller(authed)
+            .key
+            .and_then(|k| k.tenant.clone())
+            .unwrap_or_else(|| Arc::from(""))
+    }
+
     /// The admission gate of route `route` (the only gate without routes).
     fn admission(&self, route: Option<usize>) -> Option<&Admission> {
         self.admissions
@@ -410,6 +427,18 @@ pub fn router(state: Arc<GatewayState>) -> Router {
             post(pipeline::door::<chat::ChatCompletions>),
         )
         .route("/v1/messages", post(pipeline::door::<messages::Messages>))
+        .route(
+            "/v1/responses",
+            post(pipeline::door::<responses::Responses>),
+        )
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get_response).delete(responses::delete_response),
+        )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses::input_items),
+        )
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(endpoints::embeddings))
         .route("/v1/models", get(endpoints::models))

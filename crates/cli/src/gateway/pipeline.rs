@@ -226,10 +226,7 @@ async fn run<D: Dialect>(
         .map_or_else(|| state.model.id().model.to_string(), str::to_owned);
     let route = authorize_route(state, &caller, wire.model())?;
     let stream = wire.stream();
-    let owner: Arc<str> = caller
-        .key
-        .and_then(|k| k.tenant.clone())
-        .unwrap_or_else(|| Arc::from(""));
+    let owner = state.owner(authed);
     let call = Call {
         state,
         owner: Arc::clone(&owner),

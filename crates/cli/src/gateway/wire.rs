@@ -247,14 +247,7 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, G
                             .and_then(Value::as_str)
                             .ok_or_else(|| bad(format!("messages[{i}].content[{j}]: an image part needs `image_url.url`")))?;
                         let detail = p.pointer("/image_url/detail").and_then(Value::as_str).map(str::to_owned);
-                        let image = match url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) {
-                            Some((media_type, data)) => ImageSource::Base64 {
-                                media_type: media_type.to_owned(),
-                                data: data.to_owned(),
-                            },
-                            None => ImageSource::Url { url: url.to_owned() },
-                        };
-                        Ok(ContentPart::Image { image, detail })
+                        Ok(image_part(url, detail))
                     }
                     other => Err(bad(format!("messages[{i}].content[{j}]: unsupported part type {other:?}"))),
                 }
@@ -262,6 +255,24 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, G
             .collect(),
         Some(_) => Err(bad(format!("messages[{i}].content: expected a string or an array of parts"))),
     }
+}
+
+/// An image part from an OpenAI image URL: a `data:<type>;base64,<data>` URL is inline data,
+/// anything else a URL the serving link fetches.
+pub(crate) fn image_part(url: &str, detail: Option<String>) -> ContentPart {
+    let image = match url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        Some((media_type, data)) => ImageSource::Base64 {
+            media_type: media_type.to_owned(),
+            data: data.to_owned(),
+        },
+        None => ImageSource::Url {
+            url: url.to_owned(),
+        },
+    };
+    ContentPart::Image { image, detail }
 }
 
 fn finish_reason(r: &FinishReason) -> &str {

@@ -318,6 +318,33 @@ return n\n";
         conn
     }
 
+    /// Runs one command, bounded by the op timeout. `None` means Redis failed (the handle
+    /// degrades as for any operation) or is skipped while degraded.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Option<T> {
+        let shared = &self.shared;
+        if self.is_degraded() && shared.now_ms() < shared.retry_at.load(Ordering::Relaxed) {
+            return None;
+        }
+        let started = tokio::time::Instant::now();
+        let seen = shared.failures.load(Ordering::Acquire);
+        let mut conn = self.connection(shared.op_timeout).await?;
+        let left = shared.op_timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, cmd.query_async::<T>(&mut conn)).await {
+            Ok(Ok(v)) => {
+                shared.answered(seen);
+                Some(v)
+            }
+            Ok(Err(e)) => {
+                shared.failed(e.category());
+                None
+            }
+            Err(_) => {
+                shared.failed("operation timed out");
+                None
+            }
+        }
+    }
+
     /// Runs a Lua script (EVALSHA, falling back to EVAL on NOSCRIPT), bounded by the op
     /// timeout. `None` means Redis failed: the caller uses its local state.
     pub(crate) async fn eval<T: FromRedisValue>(

@@ -238,6 +238,18 @@ impl GatewayState {
         };
         let mut state = GatewayState::new(recorded(&built.model));
         state.status = Some(Arc::clone(&board));
+        #[cfg(feature = "redis")]
+        if let Some(redis) = &built.redis {
+            // Stored responses go to Redis too, so any replica continues any conversation.
+            let shared: Arc<dyn responses_store::SharedDocuments> = Arc::new(
+                ripcord_redis::RedisDocuments::new(redis.clone(), "responses"),
+            );
+            state.responses = Arc::new(responses_store::ResponseStore::new(
+                responses_store::DEFAULT_MAX_BYTES,
+                responses_store::DEFAULT_TTL,
+                Some(shared),
+            ));
+        }
         state.embeddings = built.embeddings.clone();
         state.deadline = cfg.default_route().map_or(Duration::from_secs(30), |r| {
             Duration::from_millis(r.spec.deadline_ms)

@@ -54,6 +54,22 @@ pub(crate) trait SharedDocuments: Send + Sync + std::fmt::Debug {
     async fn delete(&self, id: &str) -> bool;
 }
 
+#[cfg(feature = "redis")]
+#[async_trait::async_trait]
+impl SharedDocuments for ripcord_redis::RedisDocuments {
+    async fn put(&self, id: &str, bytes: Vec<u8>, ttl: Duration) -> bool {
+        ripcord_redis::RedisDocuments::put(self, id, &bytes, ttl).await
+    }
+
+    async fn get(&self, id: &str) -> Option<Vec<u8>> {
+        ripcord_redis::RedisDocuments::get(self, id).await
+    }
+
+    async fn delete(&self, id: &str) -> bool {
+        ripcord_redis::RedisDocuments::delete(self, id).await
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
     doc: Arc<StoredResponse>,

@@ -27,38 +27,7 @@ async fn vendors(replies: Vec<Reply>) -> (FakeVendor, FakeVendor) {
 }
 
 fn config(dir: &Path, primary: &FakeVendor, backup: &FakeVendor) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 10000
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-primary-upstream-key"
-[providers.retry]
-max_attempts = 1
-
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-backup-upstream-key"
-"#,
-            primary.base_url(),
-            backup.base_url()
-        ),
-    )
-    .unwrap();
-    config
+    support::openai_then_anthropic(dir, &primary.base_url(), &backup.base_url())
 }
 
 fn weather_call() -> Reply {
@@ -320,25 +289,8 @@ async fn the_vercel_ai_sdk_default_provider_generates_and_streams_with_a_tool() 
     .await;
     let dir = std::env::temp_dir().join(format!("ripcord-responses-ai-sdk-{}", std::process::id()));
     let served = support::serve(&config(&dir, &primary, &backup));
-    let script = sdks.join("responses_test.mjs");
-    std::fs::write(&script, AI_SDK).unwrap();
-    let url = served.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .arg(&script)
-            .arg(url)
-            .current_dir(&sdks)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "node failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = support::node_json(sdks, AI_SDK, vec![served.url.clone()]).await;
+
     assert_eq!(v["plain"]["text"], "Hello from the backup!", "{v}");
     assert_eq!(v["plain"]["model"], "claude-sonnet-4-5", "{v}");
     assert_eq!(v["tool"]["text"], "It is 18C and sunny in Paris.", "{v}");

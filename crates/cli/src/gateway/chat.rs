@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use ripcord_core::{ChatRequest, ChatResponse, FinishReason, Usage};
 
 use super::errors::{GatewayError, Shape};
-use super::pipeline::{Answer, Call, Dialect, Encoder, record, sse_event};
+use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, record, sse_event};
 use super::reply::parse_body;
 use super::wire::{self, ChunkWriter, Delta, WireRequest};
 
@@ -77,15 +77,8 @@ impl Encoder for Chunks {
         out.push(sse_event(None, &self.writer.chunk(Delta::text(text), None)));
     }
 
-    fn tool_call(
-        &mut self,
-        index: u32,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-        out: &mut Vec<Bytes>,
-    ) {
-        let delta = Delta::tool_call(index, id, name, arguments);
+    fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
+        let delta = Delta::tool_call(p.index, p.id, p.name, p.arguments);
         out.push(sse_event(None, &self.writer.chunk(delta, None)));
     }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::GatewayState;
 use super::errors::GatewayError;
-use super::errors::{Reply, call_error};
+use super::errors::call_error;
 use super::front::{Authed, RequestId};
 use super::reply::hdr;
 use super::reply::parse_body;
@@ -22,10 +22,7 @@ pub(super) async fn embeddings(
     Extension(RequestId(id)): Extension<RequestId>,
     body: Bytes,
 ) -> Response {
-    let reply = Reply {
-        id,
-        expose: state.server.expose_errors,
-    };
+    let reply = state.reply(id);
     let Some(model) = state.embeddings.clone() else {
         return GatewayError::new(404, "model_not_found", "no embedding model is configured")
             .into_response();

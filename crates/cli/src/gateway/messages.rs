@@ -39,7 +39,7 @@ use super::GatewayState;
 use super::errors::{GatewayError, Shape};
 use super::front::Authed;
 use super::messages_wire::{self, MessagesRequest, OutUsage, event};
-use super::pipeline::{Answer, Call, Dialect, Encoder, authorize_route, record};
+use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, authorize_route, record};
 use super::reply::hdr;
 
 /// The Messages door.
@@ -166,19 +166,14 @@ impl Blocks {
         ));
     }
 
-    fn tool(
-        &mut self,
-        call: u32,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-        out: &mut Vec<Bytes>,
-    ) {
+    fn tool(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
+        let (call, arguments) = (p.index, p.arguments);
         let index = match self.tools.get(&call) {
             Some(i) => *i,
             None => {
-                let id = id.map_or_else(|| format!("toolu_ripcord_{call}"), str::to_owned);
-                let block = json!({"type": "tool_use", "id": id, "name": name.unwrap_or_default(), "input": {}});
+                let id =
+                    p.id.map_or_else(|| format!("toolu_ripcord_{call}"), str::to_owned);
+                let block = json!({"type": "tool_use", "id": id, "name": p.name.unwrap_or_default(), "input": {}});
                 let i = self.start(block, Open::Tool, out);
                 self.tools.insert(call, i);
                 i
@@ -215,15 +210,8 @@ impl Encoder for MessageEvents {
         self.blocks.text(text, out);
     }
 
-    fn tool_call(
-        &mut self,
-        index: u32,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-        out: &mut Vec<Bytes>,
-    ) {
-        self.blocks.tool(index, id, name, arguments, out);
+    fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
+        self.blocks.tool(p, out);
     }
 
     fn end(&mut self, reason: &FinishReason, usage: Option<&Usage>, out: &mut Vec<Bytes>) {
@@ -248,6 +236,20 @@ impl Encoder for MessageEvents {
 mod tests {
     use super::*;
 
+    fn piece<'a>(
+        index: u32,
+        id: Option<&'a str>,
+        name: Option<&'a str>,
+        arguments: &'a str,
+    ) -> ToolPiece<'a> {
+        ToolPiece {
+            index,
+            id,
+            name,
+            arguments,
+        }
+    }
+
     fn decode(out: &[Bytes]) -> Vec<Value> {
         out.iter()
             .map(|b| {
@@ -265,10 +267,10 @@ mod tests {
         b.text("", &mut out);
         assert!(out.is_empty(), "an empty delta opens no block");
         b.text("Checking.", &mut out);
-        b.tool(0, Some("call_a"), Some("f"), "", &mut out);
-        b.tool(1, Some("call_b"), Some("g"), "{}", &mut out);
+        b.tool(piece(0, Some("call_a"), Some("f"), ""), &mut out);
+        b.tool(piece(1, Some("call_b"), Some("g"), "{}"), &mut out);
         // A late piece of the first call still names its own block.
-        b.tool(0, None, None, "{\"x\":1}", &mut out);
+        b.tool(piece(0, None, None, "{\"x\":1}"), &mut out);
         b.text("Done.", &mut out);
         b.close(&mut out);
         b.close(&mut out);

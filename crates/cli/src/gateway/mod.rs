@@ -3,12 +3,15 @@
 //! Any app with an OpenAI SDK gets ripcord by pointing its base URL here. Endpoints:
 //! `POST /v1/chat/completions` (JSON and SSE), `POST /v1/embeddings` (when configured),
 //! `POST /v1/messages` and `/v1/messages/count_tokens` (Anthropic's wire, see the `messages`
-//! module), `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-route and per-link health as JSON).
+//! module), `POST /v1/responses` with `GET`/`DELETE /v1/responses/{id}` and `…/input_items`
+//! (OpenAI's Responses API, see the `responses` module), `GET /v1/models`, `GET /healthz`,
+//! `GET /readyz` (per-route and per-link health as JSON). The three chat doors are dialects of
+//! one request flow (the `pipeline` module).
 //! Every chat answer carries `x-ripcord-served-by`, `x-ripcord-degraded`, `x-ripcord-attempts`
 //! (every attempt, `link/model=outcome(status):latency`) and, with routes, `x-ripcord-route`
 //! headers; a failed call carries them too, with `served-by: none` and `degraded: true`. The
 //! body's `model` — of a completion and of every stream chunk — names the model that served
-//! (the vendor's name for it, else the serving link's model), never just the one asked for:
+//! (the serving link's model, `static` for the static reply), never just the one asked for:
 //! a client reading `model` learns who answered after a fallback. The requested name is in
 //! `x-ripcord-requested-model`.
 //!
@@ -343,6 +346,14 @@ impl GatewayState {
     fn caller(&self, authed: Authed) -> Caller<'_> {
         Caller {
             key: authed.0.and_then(|i| self.keys.get(i)),
+        }
+    }
+
+    /// How a call's errors are told to its client (request `id`).
+    fn reply(&self, id: Arc<str>) -> errors::Reply {
+        errors::Reply {
+            id,
+            expose: self.server.expose_errors,
         }
     }
 

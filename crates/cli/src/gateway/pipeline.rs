@@ -90,15 +90,8 @@ pub(super) trait Encoder: Send + 'static {
     fn open(&mut self, out: &mut Vec<Bytes>);
     /// A piece of the answer's text.
     fn text(&mut self, text: &str, out: &mut Vec<Bytes>);
-    /// A piece of tool call number `index`; its id and name come with the pieces that carry them.
-    fn tool_call(
-        &mut self,
-        index: u32,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-        out: &mut Vec<Bytes>,
-    );
+    /// A piece of a tool call.
+    fn tool_call(&mut self, piece: ToolPiece<'_>, out: &mut Vec<Bytes>);
     /// The answer finished with `reason` (and `usage`, when the chain reported it).
     fn end(&mut self, reason: &FinishReason, usage: Option<&Usage>, out: &mut Vec<Bytes>);
     /// The call failed after the stream began: the door's in-band error. `error` carries the
@@ -111,6 +104,19 @@ pub(super) trait Encoder: Send + 'static {
     {
         async {}
     }
+}
+
+/// A piece of tool call number `index`; its id and name come with the pieces that carry them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ToolPiece<'a> {
+    /// Which call (0-based, in the order the model started them).
+    pub(super) index: u32,
+    /// The call id, on the piece that carries it.
+    pub(super) id: Option<&'a str>,
+    /// The function name, on the piece that carries it.
+    pub(super) name: Option<&'a str>,
+    /// A fragment of the JSON arguments.
+    pub(super) arguments: &'a str,
 }
 
 /// What a dialect's [`Dialect::translate`] may consult: the gateway and the caller.
@@ -168,10 +174,7 @@ pub(super) async fn door<D: Dialect>(
     Extension(RequestId(id)): Extension<RequestId>,
     request: Request,
 ) -> Response {
-    let reply = Reply {
-        id,
-        expose: state.server.expose_errors,
-    };
+    let reply = state.reply(id);
     match run::<D>(&state, authed, &reply, request).await {
         Ok(r) => r,
         Err(e) => e.shaped(D::SHAPE).into_response(),
@@ -499,7 +502,8 @@ async fn stream_response<D: Dialect>(
                     continue;
                 }
                 Some(Ok(StreamEvent::ToolCallDelta { index, id, name, arguments })) => {
-                    enc.tool_call(index, id.as_deref(), name.as_deref(), &arguments, &mut out);
+                    let piece = ToolPiece { index, id: id.as_deref(), name: name.as_deref(), arguments: &arguments };
+                    enc.tool_call(piece, &mut out);
                     continue;
                 }
                 Some(Ok(StreamEvent::Usage { usage: u })) => {

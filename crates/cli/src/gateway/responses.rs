@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use super::GatewayState;
 use super::errors::{GatewayError, Shape};
 use super::front::Authed;
-use super::pipeline::{Answer, Call, Dialect, Encoder, sse_event};
+use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, sse_event};
 use super::reply::parse_body;
 use super::responses_store::{ResponseStore, StoredResponse};
 use super::wire::image_part;
@@ -774,21 +774,17 @@ impl Encoder for ResponseEvents {
         self.push(ev, out);
     }
 
-    fn tool_call(
-        &mut self,
-        call: u32,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-        out: &mut Vec<Bytes>,
-    ) {
+    fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
+        let (call, arguments) = (p.index, p.arguments);
         let index = match self.calls.get(&call) {
             Some(i) => *i,
             None => {
                 let item = Item::Call {
                     id: call_item_id(&self.answer.id, self.items.len()),
-                    call_id: id.map_or_else(|| format!("call_ripcord_{call}"), str::to_owned),
-                    name: name.unwrap_or_default().to_owned(),
+                    call_id: p
+                        .id
+                        .map_or_else(|| format!("call_ripcord_{call}"), str::to_owned),
+                    name: p.name.unwrap_or_default().to_owned(),
                     arguments: String::new(),
                 };
                 let i = self.start(item, out);

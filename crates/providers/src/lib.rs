@@ -91,5 +91,9 @@ pub use azure::{AZURE_API_VERSION, AzureConfig, AzureOpenAi};
 pub use error_body::{ErrorBody, ErrorHook};
 pub use http::{DEFAULT_MAX_SKIPPED_EVENTS, HttpClient, Timeouts};
 pub use models::ModelInfo;
+/// OpenAI's Responses API (`/v1/responses`) as serde types, shared by the gateway's
+/// `/v1/responses` door and the Responses upstream.
+#[cfg(feature = "openai")]
+pub use openai::responses_wire as openai_responses_wire;
 #[cfg(feature = "openai")]
 pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig};

@@ -13,6 +13,7 @@ pub(crate) mod error_map;
 pub(crate) mod models;
 mod request;
 pub(crate) mod response;
+pub mod responses_wire;
 mod stream;
 
 use std::fmt;

@@ -37,8 +37,30 @@ pub(super) fn classified(
     });
     b.code = code.filter(|c| !c.is_empty()).map(str::to_owned);
     b.error_type = error_type.filter(|t| !t.is_empty()).map(str::to_owned);
+    if b.error_type.is_none() && code.is_some_and(|c| REQUEST_ERROR_CODES.contains(&c)) {
+        // The flat `error` event has no `type`; these codes only ever come with
+        // `invalid_request_error` in OpenAI's HTTP bodies, so they are the request's fault.
+        b.error_type = Some("invalid_request_error".to_owned());
+    }
     error_map::from_body(None, &b, hook)
 }
+
+/// OpenAI's parameter-error codes (<https://platform.openai.com/docs/guides/error-codes>), which
+/// an in-band `error` event carries without the `invalid_request_error` type that says so.
+const REQUEST_ERROR_CODES: &[&str] = &[
+    "invalid_value",
+    "invalid_type",
+    "missing_required_parameter",
+    "unknown_parameter",
+    "unsupported_parameter",
+    "unsupported_value",
+    "integer_below_min_value",
+    "integer_above_max_value",
+    "string_above_max_length",
+    "array_above_max_length",
+    "empty_array",
+    "invalid_function_parameters",
+];
 
 /// The error of a response whose status is `failed`.
 pub(super) fn failed(r: &wire::Response, hook: Option<ErrorHook>) -> Error {

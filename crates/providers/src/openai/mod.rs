@@ -272,7 +272,8 @@ impl OpenAiConfig {
         self
     }
 
-    /// Calls the Responses API (`{base}/responses`) instead of Chat Completions.
+    /// Calls the Responses API (`{base}/responses`) instead of Chat Completions. Honoured by
+    /// [`OpenAi::new`]; the OpenAI-compatible presets speak Chat Completions only.
     pub fn with_wire(mut self, wire: OpenAiWire) -> Self {
         self.wire = wire;
         self

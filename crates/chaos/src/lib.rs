@@ -66,6 +66,7 @@
 mod anthropic;
 mod http;
 mod openai;
+mod openai_responses;
 mod record;
 mod reply;
 mod script;
@@ -84,7 +85,8 @@ pub use vendor_error::VendorError;
 #[non_exhaustive]
 pub enum Wire {
     /// OpenAI Chat Completions, Embeddings and Models (also Azure OpenAI's deployment paths and
-    /// OpenAI-compatible vendors' paths ending in `/chat/completions`).
+    /// OpenAI-compatible vendors' paths ending in `/chat/completions`), and the Responses API
+    /// on paths ending in `/responses` (`/v1/responses`, Azure's `/openai/v1/responses`).
     OpenAi,
     /// Anthropic Messages.
     Anthropic,

@@ -96,4 +96,4 @@ pub use models::ModelInfo;
 #[cfg(feature = "openai")]
 pub use openai::responses_wire as openai_responses_wire;
 #[cfg(feature = "openai")]
-pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig};
+pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig, OpenAiWire};

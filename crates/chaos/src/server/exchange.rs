@@ -18,10 +18,12 @@ use crate::openai::Ctx;
 use crate::reply::Reply;
 use crate::script::{Behavior, RawEnd};
 use crate::vendor_error::VendorError;
-use crate::{Wire, anthropic, openai};
+use crate::{Wire, anthropic, openai, openai_responses};
 
 struct Job {
     wire: Wire,
+    /// The OpenAI Responses wire (`…/responses`) rather than the wire's chat route.
+    responses: bool,
     stream: bool,
     include_usage: bool,
     model: String,
@@ -77,6 +79,7 @@ pub(super) async fn respond(
     let close = !req.keep_alive;
     let (embeddings, azure) = match route {
         Route::Chat { azure } => (false, azure),
+        Route::Responses => (false, false),
         Route::Embeddings { azure } => (true, azure),
         Route::Models => {
             let model = shared
@@ -117,7 +120,10 @@ pub(super) async fn respond(
     };
 
     // Validate like the vendor would; a bad request never reaches the script.
-    let job = match prepare(shared, req, embeddings, azure, n, request_id, close) {
+    let responses = route == Route::Responses;
+    let job = match prepare(
+        shared, req, embeddings, azure, responses, n, request_id, close,
+    ) {
         Ok(job) => job,
         Err((request_id, body)) => {
             return send_json(conn, out, wire, 400, &request_id, body.as_bytes(), close).await;
@@ -198,6 +204,10 @@ pub(super) async fn respond(
             head_sse(out, &job);
             out.extend_from_slice(f.bytes(0..at));
             let (event, data): (Option<&str>, &[u8]) = match job.wire {
+                Wire::OpenAi if job.responses => (
+                    Some("response.output_text.delta"),
+                    openai_responses::BROKEN_EVENT,
+                ),
                 Wire::OpenAi => (None, b"{\"choices\":[{\"delta\":{\"content\":"),
                 Wire::Anthropic => (
                     Some("content_block_delta"),
@@ -220,6 +230,17 @@ pub(super) async fn respond(
             after_chunks,
             error,
         } => cut(conn, out, &job, reply, *after_chunks, End::Error(error)).await,
+        Behavior::ResponseFailed {
+            after_chunks,
+            error,
+        } => {
+            let end = if job.responses {
+                End::Failed(error)
+            } else {
+                End::Error(error)
+            };
+            cut(conn, out, &job, reply, *after_chunks, end).await
+        }
         Behavior::Raw(raw) => {
             let mut all: Vec<(&str, &str)> = raw
                 .headers
@@ -272,11 +293,13 @@ fn sent(ok: bool) -> After {
 }
 
 /// Parses and validates a model request. On failure: the request id and a 400 body.
+#[allow(clippy::too_many_arguments)]
 fn prepare(
     shared: &Shared,
     req: &Incoming,
     embeddings: bool,
     azure: bool,
+    responses: bool,
     n: u64,
     request_id: String,
     close: bool,
@@ -284,10 +307,12 @@ fn prepare(
     let wire = shared.wire;
     let mut job = Job {
         wire,
+        responses,
         stream: false,
         include_usage: false,
         model: String::new(),
         response_id: match wire {
+            Wire::OpenAi if responses => format!("resp_ripcord{n:08}"),
             Wire::OpenAi => format!("chatcmpl-ripcord{n:08}"),
             Wire::Anthropic => format!("msg_ripcord{n:08}"),
         },
@@ -318,6 +343,21 @@ fn prepare(
                 Ok(bytes) => job.prepared = Some(bytes),
                 Err(message) => return fail(job, message),
             }
+        }
+        Wire::OpenAi if responses => {
+            let probe: openai_responses::ResponsesProbe<'_> =
+                match serde_json::from_slice(&req.body) {
+                    Ok(p) => p,
+                    Err(_) => return fail(job, openai::invalid_json_error()),
+                };
+            if probe.model.is_none() {
+                return fail(job, openai::missing_param_error("model"));
+            }
+            if probe.input.is_none() {
+                return fail(job, openai::missing_param_error("input"));
+            }
+            job.stream = probe.stream.unwrap_or(false);
+            requested_model = probe.model.map(|m| m.into_owned());
         }
         Wire::OpenAi => {
             let probe: openai::ChatProbe<'_> = match serde_json::from_slice(&req.body) {
@@ -413,6 +453,7 @@ fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
         return prepared.clone();
     }
     match job.wire {
+        Wire::OpenAi if job.responses => openai_responses::response(job.ctx(), reply),
         Wire::OpenAi => openai::completion(job.ctx(), reply),
         Wire::Anthropic => anthropic::message(job.ctx(), reply),
     }
@@ -420,6 +461,7 @@ fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
 
 fn frames(job: &Job, reply: &Reply, broken: bool) -> Frames {
     match job.wire {
+        Wire::OpenAi if job.responses => openai_responses::stream_frames(job.ctx(), reply, broken),
         Wire::OpenAi => openai::stream_frames(job.ctx(), reply, job.include_usage, broken),
         Wire::Anthropic => anthropic::stream_frames(job.ctx(), reply, broken),
     }
@@ -514,6 +556,8 @@ enum End<'a> {
     Clean,
     /// The vendor's in-band error, then a clean end.
     Error(&'a VendorError),
+    /// The Responses wire's `response.failed`, then a clean end.
+    Failed(&'a VendorError),
 }
 
 async fn cut(
@@ -526,6 +570,12 @@ async fn cut(
 ) -> After {
     if !job.stream {
         let body = match end {
+            End::Failed(error) => {
+                let body = openai_responses::failed_response(job.ctx(), error);
+                head_json(out, job, body.len());
+                out.extend_from_slice(&body);
+                return sent(conn.send(out).await);
+            }
             End::Error(error) => {
                 let body = error.json_body(job.wire, &job.model, &job.request_id);
                 head_json(out, job, body.len());
@@ -546,7 +596,7 @@ async fn cut(
                 After::Close
             }
             End::Reset => After::Reset,
-            End::Clean | End::Error(_) => After::Close,
+            End::Clean | End::Error(_) | End::Failed(_) => After::Close,
         };
     }
 
@@ -572,6 +622,22 @@ async fn cut(
             After::Reset
         }
         End::Clean => {
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
+        End::Error(error) if job.responses => {
+            let json = openai_responses::error_event(error, &job.model, upto);
+            let mut sse = Vec::with_capacity(json.len() + 32);
+            write_sse(&mut sse, Some("error"), &json);
+            write_chunk(out, &sse);
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
+        End::Failed(error) => {
+            let json = openai_responses::failed_event(job.ctx(), error, upto);
+            let mut sse = Vec::with_capacity(json.len() + 32);
+            write_sse(&mut sse, Some("response.failed"), &json);
+            write_chunk(out, &sse);
             out.extend_from_slice(LAST_CHUNK);
             sent(conn.send(out).await)
         }

@@ -99,6 +99,7 @@ impl FakeOptions {
 /// | wire | route | answer |
 /// | --- | --- | --- |
 /// | OpenAI | `POST …/chat/completions` (e.g. `/v1/chat/completions`, Azure's `/openai/deployments/{d}/chat/completions?api-version=…`, a preset's `/api/paas/v4/chat/completions`) | scripted |
+/// | OpenAI | `POST …/responses` (`/v1/responses`, Azure's `/openai/v1/responses`) | scripted, on the Responses wire |
 /// | OpenAI | `POST …/embeddings` | scripted; deterministic unit vectors |
 /// | OpenAI | `GET …/models` | model list |
 /// | Anthropic | `POST /v1/messages` | scripted |
@@ -336,7 +337,10 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
             }
         };
         let route = route(shared.wire, &req.method, &req.path);
-        if matches!(route, Route::Chat { .. } | Route::Embeddings { .. }) {
+        if matches!(
+            route,
+            Route::Chat { .. } | Route::Embeddings { .. } | Route::Responses
+        ) {
             shared.hits.fetch_add(1, Ordering::SeqCst);
         }
         if shared.record {
@@ -366,6 +370,7 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Chat { azure: bool },
+    Responses,
     Embeddings { azure: bool },
     Models,
     MethodNotAllowed,
@@ -379,6 +384,7 @@ fn route(wire: Wire, method: &str, target: &str) -> Route {
     let (route, want) = match wire {
         Wire::OpenAi if path.ends_with("/chat/completions") => (Route::Chat { azure }, "POST"),
         Wire::OpenAi if path.ends_with("/embeddings") => (Route::Embeddings { azure }, "POST"),
+        Wire::OpenAi if path.ends_with("/responses") => (Route::Responses, "POST"),
         Wire::OpenAi if path.ends_with("/models") => (Route::Models, "GET"),
         Wire::Anthropic if path == "/v1/messages" => (Route::Chat { azure: false }, "POST"),
         Wire::Anthropic if path == "/v1/models" => (Route::Models, "GET"),
@@ -431,6 +437,9 @@ mod tests {
                 Embeddings { azure: true },
             ),
             (Wire::OpenAi, "GET", "/v1/models", Models),
+            (Wire::OpenAi, "POST", "/v1/responses", Responses),
+            (Wire::OpenAi, "POST", "/openai/v1/responses", Responses),
+            (Wire::Anthropic, "POST", "/v1/responses", NotFound),
             (
                 Wire::OpenAi,
                 "GET",

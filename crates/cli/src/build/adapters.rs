@@ -73,7 +73,8 @@ impl OpenAiFamily {
             )
             .with_name(p.name.clone())
             .with_timeouts(t)
-            .with_client(client.clone());
+            .with_client(client.clone())
+            .with_wire(p.wire);
             if let Some(v) = &p.api_version {
                 c = c.with_api_version(v.clone());
             }
@@ -96,9 +97,9 @@ impl OpenAiFamily {
             c = c.with_base_url(u.clone());
         }
         Ok(match (p.kind, preset_of(p.kind)) {
-            (ProviderKind::Openai, _) => {
-                Some(OpenAiFamily::OpenAi(OpenAi::new(c)?.named(p.name.clone())))
-            }
+            (ProviderKind::Openai, _) => Some(OpenAiFamily::OpenAi(
+                OpenAi::new(c.with_wire(p.wire))?.named(p.name.clone()),
+            )),
             (_, Some(preset)) => Some(OpenAiFamily::Compatible(
                 compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()),
             )),

@@ -157,6 +157,8 @@ pub struct Provider {
     pub timeouts: TimeoutsConfig,
     /// Active health checks.
     pub probe: Option<ProbeConfig>,
+    /// openai / azure-openai: Chat Completions or the Responses API.
+    pub wire: ripcord_providers::OpenAiWire,
 }
 
 impl Provider {
@@ -171,6 +173,9 @@ impl Provider {
         }
         if let Some(d) = &self.model_dir {
             s.push_str(&format!(" model_dir={}", d.display()));
+        }
+        if self.wire == ripcord_providers::OpenAiWire::Responses {
+            s.push_str(" wire=responses");
         }
         match &self.key_source {
             Some(src) => s.push_str(&format!(" key=[redacted] from {src}")),

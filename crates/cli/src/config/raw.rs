@@ -243,6 +243,10 @@ pub struct ProviderConfig {
     /// Active health checks.
     #[serde(default)]
     pub probe: Option<ProbeConfig>,
+    /// openai / azure-openai: which API chat calls go to, `"chat"` (Chat Completions, the
+    /// default) or `"responses"` (the Responses API, for models offered only there).
+    #[serde(default)]
+    pub wire: Option<Spanned<String>>,
 }
 
 /// `[chain]`.

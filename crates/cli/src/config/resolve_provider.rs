@@ -52,6 +52,37 @@ fn local_settings(
     Ok((variant, threads))
 }
 
+/// `wire`, which only openai and azure-openai providers take.
+fn resolve_wire(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+) -> Result<ripcord_providers::OpenAiWire, ConfigError> {
+    use ripcord_providers::OpenAiWire;
+    let Some(w) = &p.wire else {
+        return Ok(OpenAiWire::ChatCompletions);
+    };
+    if !matches!(p.kind, ProviderKind::Openai | ProviderKind::AzureOpenai) {
+        return Err(cx.err(
+            Some(&w.span()),
+            "wire",
+            format!(
+                "`wire` is an openai / azure-openai setting; provider {:?} is {}",
+                p.name.get_ref(),
+                p.kind.as_str()
+            ),
+        ));
+    }
+    match w.get_ref().as_str() {
+        "chat" => Ok(OpenAiWire::ChatCompletions),
+        "responses" => Ok(OpenAiWire::Responses),
+        other => Err(cx.err(
+            Some(&w.span()),
+            "wire",
+            format!("expected \"chat\" or \"responses\", got {other:?}"),
+        )),
+    }
+}
+
 pub(super) fn resolve_provider(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
@@ -133,6 +164,7 @@ pub(super) fn resolve_provider(
         None => None,
     };
     let (variant, threads) = local_settings(cx, p)?;
+    let wire = resolve_wire(cx, p)?;
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
     Ok(Some(Provider {
@@ -154,6 +186,7 @@ pub(super) fn resolve_provider(
         bulkhead: p.bulkhead.clone(),
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
+        wire,
     }))
 }
 

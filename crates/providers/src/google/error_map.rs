@@ -176,7 +176,9 @@ impl GoogleError {
             ("NOT_FOUND", _) => ErrorKind::ModelNotFound,
             ("FAILED_PRECONDITION", _) if self.is_region() => ErrorKind::RegionBlocked,
             ("INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE", _) => {
-                if self.is_context_length() {
+                if self.says(&["payload size exceeds", "request payload size"]) {
+                    ErrorKind::PayloadTooLarge
+                } else if self.is_context_length() {
                     ErrorKind::ContextLengthExceeded
                 } else {
                     // The shared body rules (a policy refusal, a spent account, a request that

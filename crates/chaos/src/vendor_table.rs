@@ -4,9 +4,9 @@
 //! The rows live in `fixtures/vendor_errors.toml`, as data, so the tests iterate over them and
 //! a new observation is one more row. Each row names the vendor (a provider kind of the
 //! config: `openai`, `anthropic`, `azure-openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`,
-//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `gemini`, `vertex`,
-//! `vertex-anthropic`), the exact status, headers and body bytes (a
-//! stream's bytes for `stream = true` rows), how the body ends on the wire, the expected
+//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `gemini`, `vertex`, `vertex-anthropic`), the
+//! exact status, headers and body bytes (a stream's bytes for `stream = true` rows), how the
+//! body ends on the wire, the expected
 //! [`ErrorKind`] and [`Disposition`], and a `source` naming the vendor page (or the public
 //! report quoting the vendor's answer) the phrasing comes from.
 //!

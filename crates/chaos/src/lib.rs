@@ -1,7 +1,7 @@
 //! # ripcord-chaos
 //!
-//! Fake LLM vendors for tests, chaos runs and benchmarks: OpenAI-wire and Anthropic-wire HTTP
-//! servers on `127.0.0.1:0` whose behaviour per request is scripted — success (JSON or SSE,
+//! Fake LLM vendors for tests, chaos runs and benchmarks: OpenAI-wire, Anthropic-wire and
+//! Gemini-wire HTTP servers (and Google's OAuth token endpoint, [`google_token`]) on `127.0.0.1:0` whose behaviour per request is scripted — success (JSON or SSE,
 //! with chosen delays), any status with a vendor-accurate error body and headers, a hang
 //! before the headers, a slow first token, a stall or a reset mid-stream, malformed JSON, a
 //! truncated stream, an in-band error event. Every request is recorded (method, path, headers,
@@ -64,6 +64,8 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod anthropic;
+mod gemini;
+pub mod google_token;
 mod http;
 mod openai;
 mod openai_responses;
@@ -88,6 +90,10 @@ pub enum Wire {
     /// OpenAI-compatible vendors' paths ending in `/chat/completions`), and the Responses API
     /// on paths ending in `/responses` (`/v1/responses`, Azure's `/openai/v1/responses`).
     OpenAi,
-    /// Anthropic Messages.
+    /// Anthropic Messages (also Claude on Vertex AI: `…/publishers/anthropic/models/{m}:rawPredict`
+    /// and `:streamRawPredict`, the model in the URL and `anthropic_version` in the body).
     Anthropic,
+    /// Gemini `generateContent` / `streamGenerateContent`, `embedContent` /
+    /// `batchEmbedContents`, on AI Studio's paths and Vertex AI's.
+    Gemini,
 }

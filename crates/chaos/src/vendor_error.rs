@@ -134,6 +134,7 @@ impl VendorError {
     /// The HTTP status this error is sent with on `wire`.
     pub const fn status(&self, wire: Wire) -> u16 {
         match (self, wire) {
+            (e, Wire::Gemini) => crate::gemini::status(e),
             (VendorError::RateLimited { .. }, _) => 429,
             (VendorError::QuotaExhausted, Wire::OpenAi) => 429,
             (VendorError::QuotaExhausted, Wire::Anthropic) => 400,
@@ -196,7 +197,10 @@ impl VendorError {
             ),
             _ => (JSON, self.json_body(wire, model, request_id)),
         };
-        if let VendorError::RateLimited { retry_after } = self {
+        // Google sends no rate-limit headers: the wait is the body's `RetryInfo`.
+        if let VendorError::RateLimited { retry_after } = self
+            && wire != Wire::Gemini
+        {
             rate_limit_headers(wire, *retry_after, &mut headers);
         }
         if wire == Wire::Anthropic {
@@ -217,6 +221,7 @@ impl VendorError {
         match wire {
             Wire::OpenAi => self.openai_json(model),
             Wire::Anthropic => self.anthropic_json(model, request_id),
+            Wire::Gemini => crate::gemini::error_json(self, model),
         }
     }
 
@@ -492,6 +497,8 @@ fn rate_limit_headers(
                 }
             }
         }
+        // Google sends none (`RetryInfo` in the body).
+        Wire::Gemini => {}
     }
 }
 

@@ -4,8 +4,9 @@
 //! The rows live in `fixtures/vendor_errors.toml`, as data, so the tests iterate over them and
 //! a new observation is one more row. Each row names the vendor (a provider kind of the
 //! config: `openai`, `anthropic`, `azure-openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`,
-//! `qianfan`, `ollama`, `vllm`, `local-onnx`), the exact status, headers and body bytes (a
-//! stream's bytes for `stream = true` rows), how the body ends on the wire, the expected
+//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `gemini`, `vertex`, `vertex-anthropic`), the
+//! exact status, headers and body bytes (a stream's bytes for `stream = true` rows), how the
+//! body ends on the wire, the expected
 //! [`ErrorKind`] and [`Disposition`], and a `source` naming the vendor page (or the public
 //! report quoting the vendor's answer) the phrasing comes from.
 //!
@@ -36,7 +37,7 @@ use crate::script::{Behavior, RawEnd, RawResponse};
 pub const TABLE: &str = include_str!("../fixtures/vendor_errors.toml");
 
 /// The provider kinds the table covers (every `ProviderKind` of the config).
-pub const VENDORS: [&str; 11] = [
+pub const VENDORS: [&str; 14] = [
     "openai",
     "anthropic",
     "azure-openai",
@@ -48,6 +49,9 @@ pub const VENDORS: [&str; 11] = [
     "ollama",
     "vllm",
     "local-onnx",
+    "gemini",
+    "vertex",
+    "vertex-anthropic",
 ];
 
 /// One observed vendor failure and its expected classification.

@@ -511,6 +511,7 @@ pub(crate) fn http_error(
 
 /// The ripcord error for an error object without (or with only an implied) HTTP status: an
 /// error in a 200 body, or an in-band stream error event.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
 pub(crate) fn body_error(status: Option<u16>, b: &ErrorBody, hook: Option<ErrorHook>) -> Error {
     let kind = kind_of(status, Some(b), hook);
     let mut e = Error::new(

@@ -50,19 +50,29 @@
 //!
 //! ## Optional features
 //!
-//! All are on by default; each preset pulls in `openai`.
+//! All are on by default; each preset pulls in `openai`, `vertex-anthropic` pulls in
+//! `anthropic`.
 //!
 //! - `openai`: [`OpenAi`] — Chat Completions and Embeddings.
 //! - `anthropic`: [`Anthropic`] — the Messages API.
 //! - `azure`: [`AzureOpenAi`] — deployment URLs, `api-version`, `api-key` header.
 //! - `deepseek`, `zhipu`, `qwen`, `moonshot`, `qianfan`, `ollama`, `vllm`: OpenAI-compatible
 //!   presets in [`compat`] — real base URLs, model tables and each vendor's own error codes.
+//! - `gemini`: [`google::Gemini`] on Google AI Studio — `generateContent`, streams, tools,
+//!   JSON schemas, thinking, embeddings.
+//! - `vertex`: Gemini on Vertex AI ([`google::Gemini::vertex`]) with service-account or
+//!   bearer-token auth ([`google::GoogleCredentials`]).
+//! - `vertex-anthropic`: Claude on Vertex AI ([`google::VertexAnthropic`]), the Anthropic wire
+//!   through `rawPredict`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // Without any vendor feature only the shared parsers are left; their HTTP helpers idle.
-#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "openai", feature = "anthropic", feature = "gemini")),
+    allow(dead_code)
+)]
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod driver;
 pub mod error_body;
 mod http;
@@ -76,6 +86,8 @@ mod anthropic;
 mod azure;
 #[cfg(feature = "openai")]
 pub mod compat;
+#[cfg(any(feature = "gemini", feature = "vertex-anthropic"))]
+pub mod google;
 #[cfg(feature = "openai")]
 mod openai;
 

@@ -280,7 +280,8 @@ impl Template {
 fn wire_of(kind: ProviderKind) -> Option<Wire> {
     match kind {
         ProviderKind::LocalOnnx => None,
-        ProviderKind::Anthropic => Some(Wire::Anthropic),
+        ProviderKind::Anthropic | ProviderKind::VertexAnthropic => Some(Wire::Anthropic),
+        ProviderKind::Gemini | ProviderKind::Vertex => Some(Wire::Gemini),
         _ => Some(Wire::OpenAi),
     }
 }
@@ -290,6 +291,10 @@ fn base_url(kind: ProviderKind, fake: &FakeVendor) -> String {
     match kind {
         // Anthropic appends `/v1/messages`; Azure `/openai/deployments/…`.
         ProviderKind::Anthropic | ProviderKind::AzureOpenai => fake.base_url(),
+        // Gemini appends `/models/{m}:…` to AI Studio's versioned base; Vertex appends
+        // `/projects/…` to its versioned host.
+        ProviderKind::Gemini => format!("{}/v1beta", fake.base_url()),
+        ProviderKind::Vertex | ProviderKind::VertexAnthropic => format!("{}/v1", fake.base_url()),
         // OpenAI and the OpenAI-compatible presets append `/chat/completions`.
         _ => format!("{}/v1", fake.base_url()),
     }

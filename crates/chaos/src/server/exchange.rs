@@ -18,7 +18,7 @@ use crate::openai::Ctx;
 use crate::reply::Reply;
 use crate::script::{Behavior, RawEnd};
 use crate::vendor_error::VendorError;
-use crate::{Wire, anthropic, openai, openai_responses};
+use crate::{Wire, anthropic, gemini, openai, openai_responses};
 
 struct Job {
     wire: Wire,
@@ -45,10 +45,14 @@ impl Job {
     }
 
     fn request_id_header(&self) -> (&'static str, &str) {
-        match self.wire {
-            Wire::OpenAi => ("x-request-id", &self.request_id),
-            Wire::Anthropic => ("request-id", &self.request_id),
-        }
+        request_id_header(self.wire, &self.request_id)
+    }
+}
+
+fn request_id_header(wire: Wire, request_id: &str) -> (&'static str, &str) {
+    match wire {
+        Wire::OpenAi | Wire::Gemini => ("x-request-id", request_id),
+        Wire::Anthropic => ("request-id", request_id),
     }
 }
 
@@ -57,6 +61,8 @@ fn default_model(wire: Wire, embeddings: bool) -> &'static str {
         (Wire::OpenAi, false) => "gpt-4o-mini",
         (Wire::OpenAi, true) => "text-embedding-3-small",
         (Wire::Anthropic, _) => "claude-sonnet-4-5",
+        (Wire::Gemini, false) => "gemini-2.5-flash",
+        (Wire::Gemini, true) => "gemini-embedding-001",
     }
 }
 
@@ -90,6 +96,7 @@ pub(super) async fn respond(
             let body = match wire {
                 Wire::OpenAi => openai::models(model, unix_now()),
                 Wire::Anthropic => anthropic::models(model),
+                Wire::Gemini => gemini::models(model),
             };
             return send_json(conn, out, wire, 200, &request_id, &body, close).await;
         }
@@ -114,10 +121,37 @@ pub(super) async fn respond(
                     };
                     crate::vendor_error::anthropic_error(kind, what, &request_id)
                 }
+                Wire::Gemini if status == 404 => gemini::google_error(
+                    404,
+                    "NOT_FOUND",
+                    &format!(
+                        "The requested URL {} was not found on this server.",
+                        req.path
+                    ),
+                ),
+                Wire::Gemini => gemini::google_error(
+                    405,
+                    "INVALID_ARGUMENT",
+                    &format!("Method {} is not allowed on {}.", req.method, req.path),
+                ),
             };
             return send_json(conn, out, wire, status, &request_id, body.as_bytes(), close).await;
         }
     };
+
+    // Vertex AI checks the access token before anything else.
+    let tokens = lock(&shared.tokens).clone();
+    if let Some(registry) = tokens {
+        let authorization = req
+            .headers
+            .iter()
+            .find(|(n, _)| n == "authorization")
+            .map(|(_, v)| v.as_str());
+        if !registry.accepts(authorization) {
+            let body = gemini::unauthenticated();
+            return send_json(conn, out, wire, 401, &request_id, body.as_bytes(), close).await;
+        }
+    }
 
     // Validate like the vendor would; a bad request never reaches the script.
     let responses = route == Route::Responses;
@@ -193,8 +227,13 @@ pub(super) async fn respond(
         Behavior::StopWithoutDone => {
             let f = frames(&job, reply, false);
             head_sse(out, &job);
-            // Everything but the terminator, the last frame.
-            out.extend_from_slice(f.bytes(0..f.len().saturating_sub(1)));
+            // Everything but the terminator, the last frame (Gemini has no terminator: the
+            // finish chunk is the end, and the whole stream goes out).
+            let end = match job.wire {
+                Wire::Gemini => f.len(),
+                _ => f.len().saturating_sub(1),
+            };
+            out.extend_from_slice(f.bytes(0..end));
             out.extend_from_slice(LAST_CHUNK);
             sent(conn.send(out).await)
         }
@@ -213,6 +252,7 @@ pub(super) async fn respond(
                     Some("content_block_delta"),
                     b"{\"type\":\"content_block_delta\",\"index\":",
                 ),
+                Wire::Gemini => (None, b"{\"candidates\":[{\"content\":"),
             };
             for _ in 0..*count {
                 let mut sse = Vec::with_capacity(data.len() + 32);
@@ -315,6 +355,7 @@ fn prepare(
             Wire::OpenAi if responses => format!("resp_ripcord{n:08}"),
             Wire::OpenAi => format!("chatcmpl-ripcord{n:08}"),
             Wire::Anthropic => format!("msg_ripcord{n:08}"),
+            Wire::Gemini => format!("ripcord-resp-{n:08}"),
         },
         request_id,
         created: unix_now(),
@@ -385,8 +426,16 @@ fn prepare(
                     return fail(job, body);
                 }
             };
+            // Claude on Vertex: the model is in the URL, the version in the body.
+            let url_model = azure
+                .then(|| gemini::model_and_method(&req.path).map(|(m, _)| m.to_owned()))
+                .flatten();
             for (field, present) in [
-                ("model", probe.model.is_some()),
+                ("model", probe.model.is_some() || azure),
+                (
+                    "anthropic_version",
+                    probe.anthropic_version.is_some() || !azure,
+                ),
                 ("max_tokens", probe.max_tokens.is_some()),
                 ("messages", probe.messages.is_some()),
             ] {
@@ -396,7 +445,43 @@ fn prepare(
                 }
             }
             job.stream = probe.stream.unwrap_or(false);
-            requested_model = probe.model.map(|m| m.into_owned());
+            requested_model = url_model.or_else(|| probe.model.map(|m| m.into_owned()));
+        }
+        Wire::Gemini => {
+            let (model, method) = gemini::model_and_method(&req.path).unwrap_or(("", ""));
+            requested_model = Some(model.to_owned());
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(_) => {
+                    let body = gemini::google_error(
+                        400,
+                        "INVALID_ARGUMENT",
+                        "Invalid JSON payload received. Unexpected token.",
+                    );
+                    return fail(job, body);
+                }
+            };
+            if embeddings {
+                let batch = method == "batchEmbedContents";
+                match gemini::embeddings(&body, batch, shared.embedding_dimensions) {
+                    Ok(bytes) => job.prepared = Some(bytes),
+                    Err(message) => return fail(job, message),
+                }
+            } else {
+                let has_contents = body
+                    .get("contents")
+                    .and_then(|c| c.as_array())
+                    .is_some_and(|c| !c.is_empty());
+                if !has_contents {
+                    let body = gemini::google_error(
+                        400,
+                        "INVALID_ARGUMENT",
+                        "* GenerateContentRequest.contents: contents is not specified",
+                    );
+                    return fail(job, body);
+                }
+                job.stream = method == "streamGenerateContent";
+            }
         }
     }
     job.model = match (&shared.reply.model, requested_model) {
@@ -416,10 +501,7 @@ async fn send_json(
     body: &[u8],
     close: bool,
 ) -> After {
-    let id_header = match wire {
-        Wire::OpenAi => ("x-request-id", request_id),
-        Wire::Anthropic => ("request-id", request_id),
-    };
+    let id_header = request_id_header(wire, request_id);
     write_head(
         out,
         status,
@@ -456,6 +538,7 @@ fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
         Wire::OpenAi if job.responses => openai_responses::response(job.ctx(), reply),
         Wire::OpenAi => openai::completion(job.ctx(), reply),
         Wire::Anthropic => anthropic::message(job.ctx(), reply),
+        Wire::Gemini => gemini::response(job.ctx(), reply),
     }
 }
 
@@ -464,6 +547,7 @@ fn frames(job: &Job, reply: &Reply, broken: bool) -> Frames {
         Wire::OpenAi if job.responses => openai_responses::stream_frames(job.ctx(), reply, broken),
         Wire::OpenAi => openai::stream_frames(job.ctx(), reply, job.include_usage, broken),
         Wire::Anthropic => anthropic::stream_frames(job.ctx(), reply, broken),
+        Wire::Gemini => gemini::stream_frames(job.ctx(), reply, broken),
     }
 }
 
@@ -646,6 +730,8 @@ async fn cut(
             let event = match job.wire {
                 Wire::OpenAi => openai::INBAND_ERROR_EVENT,
                 Wire::Anthropic => anthropic::INBAND_ERROR_EVENT,
+                // Google's in-band error is a plain `data:` chunk holding the error object.
+                Wire::Gemini => None,
             };
             let mut sse = Vec::with_capacity(json.len() + 32);
             write_sse(&mut sse, event, json.as_bytes());

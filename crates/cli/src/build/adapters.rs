@@ -4,6 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_core::{ChatModel, EmbeddingChain, EmbeddingModel, Result};
+use ripcord_providers::google::{
+    Gemini, GeminiConfig, GoogleCredentials, Thinking, VertexAnthropic, VertexConfig,
+};
 use ripcord_providers::{
     Anthropic, AnthropicConfig, AzureConfig, AzureOpenAi, HttpClient, OpenAi, OpenAiConfig,
     Timeouts, compat,
@@ -11,7 +14,7 @@ use ripcord_providers::{
 use secrecy::SecretString;
 
 use super::config_error;
-use crate::config::{Provider, ProviderKind};
+use crate::config::{Provider, ProviderKind, VertexCredentials};
 
 fn timeouts(p: &Provider) -> Timeouts {
     let mut t = Timeouts::default();
@@ -124,6 +127,47 @@ impl OpenAiFamily {
     }
 }
 
+/// Gemini on AI Studio for `p`, asking for `model`.
+fn gemini(p: &Provider, model: &str, client: &HttpClient) -> Result<Gemini> {
+    let mut c = GeminiConfig::new(model, key(p))
+        .with_name(p.name.clone())
+        .with_timeouts(timeouts(p))
+        .with_client(client.clone());
+    if let Some(u) = &p.base_url {
+        c = c.with_base_url(u.clone());
+    }
+    if let Some(b) = p.thinking_budget {
+        c = c.with_thinking(Thinking::budget(b));
+    }
+    Ok(Gemini::new(c)?.named(p.name.clone()))
+}
+
+/// The Vertex configuration of `p`.
+fn vertex_config(p: &Provider, client: &HttpClient) -> Result<VertexConfig> {
+    let Some(v) = &p.vertex else {
+        return Err(config_error(format!(
+            "provider {:?} ({}): no project, location or credentials",
+            p.name,
+            p.kind.as_str()
+        )));
+    };
+    let creds = match &v.credentials {
+        VertexCredentials::KeyFile(path) => GoogleCredentials::key_file(path)?,
+        VertexCredentials::Token(t) => GoogleCredentials::access_token(t.clone()),
+    };
+    let mut c = VertexConfig::new(model_name(p), v.project.clone(), v.location.clone(), creds)
+        .with_name(p.name.clone())
+        .with_timeouts(timeouts(p))
+        .with_client(client.clone());
+    if let Some(u) = &p.base_url {
+        c = c.with_base_url(u.clone());
+    }
+    if let Some(b) = p.thinking_budget {
+        c = c.with_thinking(Thinking::budget(b));
+    }
+    Ok(c)
+}
+
 /// Builds the vendor adapter (undecorated) for one provider.
 pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
     if let Some(m) = OpenAiFamily::build(p, &model_name(p), client)? {
@@ -139,6 +183,13 @@ pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatM
                 c = c.with_base_url(u.clone());
             }
             Arc::new(Anthropic::new(c)?.named(p.name.clone()))
+        }
+        ProviderKind::Gemini => Arc::new(gemini(p, &model_name(p), client)?),
+        ProviderKind::Vertex => {
+            Arc::new(Gemini::vertex(vertex_config(p, client)?)?.named(p.name.clone()))
+        }
+        ProviderKind::VertexAnthropic => {
+            Arc::new(VertexAnthropic::new(vertex_config(p, client)?)?.named(p.name.clone()))
         }
         ProviderKind::LocalOnnx => {
             let dir = p
@@ -173,6 +224,11 @@ pub(super) fn embedding_chain(
 ) -> Result<Arc<dyn EmbeddingModel>> {
     let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
     for p in providers {
+        if p.kind == ProviderKind::Gemini {
+            let link: Arc<dyn EmbeddingModel> = Arc::new(gemini(p, model, client)?);
+            b = b.link_arc(link);
+            continue;
+        }
         let Some(family) = OpenAiFamily::build(p, model, client)? else {
             return Err(config_error(format!(
                 "provider {:?} ({}) has no embeddings endpoint",

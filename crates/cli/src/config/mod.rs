@@ -82,7 +82,8 @@ use std::path::{Path, PathBuf};
 pub use env::{Env, ProcessEnv};
 pub use model::{
     BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider, RedisSettings,
-    RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
+    RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget, VertexCredentials,
+    VertexSettings,
 };
 pub use raw::{
     BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,

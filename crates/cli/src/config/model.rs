@@ -118,6 +118,26 @@ impl fmt::Debug for RedisSettings {
     }
 }
 
+/// How a Vertex provider authenticates, resolved.
+#[derive(Debug, Clone)]
+pub enum VertexCredentials {
+    /// A service-account key file (already read and checked).
+    KeyFile(PathBuf),
+    /// A ready access token (never printed).
+    Token(secrecy::SecretString),
+}
+
+/// A Vertex provider's address and credentials.
+#[derive(Debug, Clone)]
+pub struct VertexSettings {
+    /// The Google Cloud project.
+    pub project: String,
+    /// The location.
+    pub location: String,
+    /// The credentials.
+    pub credentials: VertexCredentials,
+}
+
 /// A provider, validated and resolved.
 #[derive(Debug, Clone)]
 pub struct Provider {
@@ -143,6 +163,10 @@ pub struct Provider {
     pub deployment: Option<String>,
     /// azure api-version.
     pub api_version: Option<String>,
+    /// vertex: project, location and credentials.
+    pub vertex: Option<VertexSettings>,
+    /// gemini / vertex: the thinking budget.
+    pub thinking_budget: Option<i32>,
     /// Reserve for later links.
     pub reserve_ms: u64,
     /// Retry policy.
@@ -177,8 +201,19 @@ impl Provider {
         if self.wire == ripcord_providers::OpenAiWire::Responses {
             s.push_str(" wire=responses");
         }
+        if let Some(v) = &self.vertex {
+            let creds = match &v.credentials {
+                VertexCredentials::KeyFile(p) => format!("key file {}", p.display()),
+                VertexCredentials::Token(_) => "access token [redacted]".to_owned(),
+            };
+            s.push_str(&format!(
+                " project={} location={} credentials={creds}",
+                v.project, v.location
+            ));
+        }
         match &self.key_source {
             Some(src) => s.push_str(&format!(" key=[redacted] from {src}")),
+            None if self.vertex.is_some() => {}
             None => s.push_str(" key=none"),
         }
         s.push_str(&format!(

@@ -34,6 +34,12 @@ pub enum ProviderKind {
     Vllm,
     /// The local Llama on ONNX Runtime.
     LocalOnnx,
+    /// Gemini on Google AI Studio (`x-goog-api-key`).
+    Gemini,
+    /// Gemini on Vertex AI (service-account key or access token).
+    Vertex,
+    /// Claude on Vertex AI (`rawPredict`, Anthropic's wire).
+    VertexAnthropic,
 }
 
 impl ProviderKind {
@@ -51,15 +57,24 @@ impl ProviderKind {
             ProviderKind::Ollama => "ollama",
             ProviderKind::Vllm => "vllm",
             ProviderKind::LocalOnnx => "local-onnx",
+            ProviderKind::Gemini => "gemini",
+            ProviderKind::Vertex => "vertex",
+            ProviderKind::VertexAnthropic => "vertex-anthropic",
         }
     }
 
-    /// True for kinds that work without an API key.
+    /// True for kinds that work without an API key (Vertex authenticates with Google
+    /// credentials instead: see [`ProviderKind::is_vertex`]).
     pub fn key_optional(self) -> bool {
         matches!(
             self,
             ProviderKind::Ollama | ProviderKind::Vllm | ProviderKind::LocalOnnx
-        )
+        ) || self.is_vertex()
+    }
+
+    /// True for the Vertex AI kinds (`project`, `location`, `credentials_file` / `token_env`).
+    pub fn is_vertex(self) -> bool {
+        matches!(self, ProviderKind::Vertex | ProviderKind::VertexAnthropic)
     }
 }
 
@@ -222,6 +237,24 @@ pub struct ProviderConfig {
     /// azure-openai: the api-version.
     #[serde(default)]
     pub api_version: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: the Google Cloud project (default: the key file's project,
+    /// else `GOOGLE_CLOUD_PROJECT`).
+    #[serde(default)]
+    pub project: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: the location (`us-central1` default, `global`, …).
+    #[serde(default)]
+    pub location: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: the service-account key file (default:
+    /// `GOOGLE_APPLICATION_CREDENTIALS`).
+    #[serde(default)]
+    pub credentials_file: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: an environment variable holding a ready access token (instead
+    /// of a key file).
+    #[serde(default)]
+    pub token_env: Option<Spanned<String>>,
+    /// gemini, vertex: Gemini's thinking budget in tokens (0 off, -1 dynamic).
+    #[serde(default)]
+    pub thinking_budget: Option<Spanned<i32>>,
     /// Time reserved for the links after this one.
     #[serde(default)]
     pub reserve_ms: u64,

@@ -8,11 +8,11 @@
 //! JSON mode as a forced tool) are documented in the request module; the stream grammar in
 //! the stream module.
 
-mod error_map;
-mod models;
-mod request;
-mod response;
-mod stream;
+pub(crate) mod error_map;
+pub(crate) mod models;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod stream;
 pub mod wire;
 
 use std::fmt;

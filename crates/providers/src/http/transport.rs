@@ -1,6 +1,6 @@
 use bytes::Bytes;
 use http_body_util::Full;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use ripcord_core::{Context, Error, ErrorKind, Result, TimeoutPhase};
 use tokio::time::Instant;
 
@@ -74,6 +74,16 @@ impl Transport {
         })
     }
 
+    /// The same transport sending form bodies (`application/x-www-form-urlencoded`), for OAuth
+    /// token endpoints.
+    #[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
+    pub(crate) fn form(mut self) -> Transport {
+        let form = HeaderValue::from_static("application/x-www-form-urlencoded");
+        self.json_headers.insert(CONTENT_TYPE, form.clone());
+        self.sse_headers.insert(CONTENT_TYPE, form);
+        self
+    }
+
     /// The same transport with other limits. A client built here is rebuilt when the connect
     /// limit changes (a client passed in keeps its own).
     pub(crate) fn with_timeouts(&self, timeouts: Timeouts, what: &str) -> Result<Transport> {
@@ -97,6 +107,15 @@ impl Transport {
     /// (under the first-token limit; a body that cannot be read counts as empty, so the status
     /// alone still classifies) and handed with the status and headers to `classify`, the
     /// vendor's error mapping. The adapter's own code only ever sees answers.
+    #[cfg_attr(
+        not(any(
+            feature = "openai",
+            feature = "anthropic",
+            feature = "vertex",
+            feature = "vertex-anthropic"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) async fn send(
         &self,
         ctx: &Context,
@@ -105,7 +124,22 @@ impl Transport {
         sse: bool,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let (resp, started) = self.post(ctx, target, body, sse).await?;
+        self.send_with(ctx, target, body, sse, None, classify).await
+    }
+
+    /// [`Transport::send`] with one more header for this request only: a credential that
+    /// changes while the provider lives (an OAuth access token), which cannot be built into
+    /// the fixed headers. Mark its value sensitive.
+    pub(crate) async fn send_with(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        body: Vec<u8>,
+        sse: bool,
+        extra: Option<(HeaderName, HeaderValue)>,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<(Response, Instant)> {
+        let (resp, started) = self.post(ctx, target, body, sse, extra).await?;
         if resp.status().is_success() {
             return Ok((resp, started));
         }
@@ -121,12 +155,23 @@ impl Transport {
         target: &Target,
         body: Vec<u8>,
         sse: bool,
+        extra: Option<(HeaderName, HeaderValue)>,
     ) -> Result<(Response, Instant)> {
         precheck(ctx)?;
-        let headers = if sse {
+        let fixed = if sse {
             &self.sse_headers
         } else {
             &self.json_headers
+        };
+        let with_extra;
+        let headers = match extra {
+            None => fixed,
+            Some((name, value)) => {
+                let mut h = fixed.clone();
+                h.insert(name, value);
+                with_extra = h;
+                &with_extra
+            }
         };
         let started = Instant::now();
         // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).

@@ -69,6 +69,7 @@ mod http;
 mod models;
 pub mod retry_after;
 pub mod sse;
+mod stated_limit;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
@@ -93,3 +94,4 @@ pub use http::{DEFAULT_MAX_SKIPPED_EVENTS, HttpClient, Timeouts};
 pub use models::ModelInfo;
 #[cfg(feature = "openai")]
 pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig};
+pub use stated_limit::stated_context_limit;

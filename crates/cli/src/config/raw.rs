@@ -95,9 +95,15 @@ pub struct BreakerConfig {
     /// Consecutive failed calls that open the breaker.
     #[serde(default)]
     pub failure_threshold: Option<u32>,
-    /// How long it stays open before a probe.
+    /// How long it stays open before a probe: the first spell.
     #[serde(default)]
     pub open_ms: Option<u64>,
+    /// The longest spell: re-trips without a close in between double the spell up to this.
+    #[serde(default)]
+    pub open_max_ms: Option<u64>,
+    /// While open, check the vendor's model list this often (0 turns it off).
+    #[serde(default)]
+    pub background_probe_ms: Option<u64>,
     /// Concurrent probes in half-open.
     #[serde(default)]
     pub half_open_probes: Option<u32>,
@@ -243,6 +249,15 @@ pub struct ProviderConfig {
     /// Active health checks.
     #[serde(default)]
     pub probe: Option<ProbeConfig>,
+    /// The model's context window in tokens, for a model the built-in tables do not know (a
+    /// new release, a fine-tune, a deployment name). Without it (and without a table row) the
+    /// window is unknown: the link is tried, and the window its vendor states when it refuses a
+    /// prompt as too long is what the chain knows afterwards.
+    #[serde(default)]
+    pub context_window: Option<Spanned<u32>>,
+    /// The model's largest output in tokens (overrides the table's).
+    #[serde(default)]
+    pub max_output_tokens: Option<Spanned<u32>>,
 }
 
 /// `[chain]`.

@@ -106,7 +106,7 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
                     provenance,
                 });
             }
-            Err(e) => call.failed(inner, i, e, started.elapsed(), ctx),
+            Err(e) => call.failed(inner, i, e, started.elapsed(), req, ctx),
         }
     }
 }
@@ -337,7 +337,7 @@ fn committed(
             };
             let reason = failure.kind();
             let message = failure.to_string();
-            call.failed(&inner, c.link, failure, c.started.elapsed(), &ctx);
+            call.failed(&inner, c.link, failure, c.started.elapsed(), req, &ctx);
             match commit(&inner, &mut call, req, &ctx).await {
                 Commit::Ok(mut next) => {
                     tracing::info!(

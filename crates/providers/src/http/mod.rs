@@ -33,12 +33,14 @@
 //! - [`body`]: responses and their bodies, whole or as a stream of pieces.
 //! - [`limits`]: the phase limits ([`Timeouts`]) and [`guard`], which enforces them.
 //! - [`errors`]: transport failures mapped to ripcord errors.
+//! - [`liveness`]: the model-list `GET` an open breaker probes a vendor with.
 
 mod auth;
 mod body;
 mod client;
 mod errors;
 mod limits;
+mod liveness;
 mod target;
 mod transport;
 
@@ -48,5 +50,6 @@ pub use client::HttpClient;
 pub(crate) use errors::{Stage, chain, excerpt, transport_error};
 pub use limits::{DEFAULT_MAX_SKIPPED_EVENTS, Timeouts};
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
+pub(crate) use liveness::ListModels;
 pub(crate) use target::{Target, endpoint, env};
 pub(crate) use transport::Transport;

@@ -105,7 +105,9 @@ impl Transport {
         sse: bool,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let (resp, started) = self.post(ctx, target, body, sse).await?;
+        let (resp, started) = self
+            .request(ctx, target, http::Method::POST, body, sse)
+            .await?;
         if resp.status().is_success() {
             return Ok((resp, started));
         }
@@ -113,12 +115,32 @@ impl Transport {
         Err(classify(status, &headers, &raw))
     }
 
-    /// POSTs a JSON body and waits for the response headers (any status).
-    /// Returns the response and when the request was sent.
-    async fn post(
+    /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
+    /// success status is the answer (its body is not read); any other status is classified by
+    /// `classify` like a chat error, and a transport failure like any other.
+    pub(crate) async fn check(
         &self,
         ctx: &Context,
         target: &Target,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<()> {
+        let (resp, started) = self
+            .request(ctx, target, http::Method::GET, Vec::new(), false)
+            .await?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp).await?;
+        Err(classify(status, &headers, &raw))
+    }
+
+    /// Sends a request (a JSON body for a POST) and waits for the response headers (any
+    /// status). Returns the response and when the request was sent.
+    async fn request(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        method: http::Method,
         body: Vec<u8>,
         sse: bool,
     ) -> Result<(Response, Instant)> {
@@ -137,7 +159,7 @@ impl Transport {
         let resp = match &self.http.engine {
             Engine::Hyper(client) => {
                 let mut req = http::Request::new(Full::new(Bytes::from(body)));
-                *req.method_mut() = http::Method::POST;
+                *req.method_mut() = method;
                 *req.uri_mut() = target.uri.clone();
                 *req.headers_mut() = headers.clone();
                 let resp = guard(ctx, limit, client.request(req))
@@ -152,7 +174,7 @@ impl Transport {
             }
             Engine::Reqwest(client) => {
                 let req = client
-                    .post(target.url.clone())
+                    .request(method, target.url.clone())
                     .headers(headers.clone())
                     .body(body);
                 let mut resp = guard(ctx, limit, req.send())

@@ -52,18 +52,22 @@ mod listener;
 mod policy;
 mod state;
 mod store;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Result,
-    TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Liveness,
+    Result, TimeoutPhase,
 };
 use tokio::time::Instant;
 
-pub use layer::{BreakerPolicy, BreakerPolicyBuilder};
+pub use layer::{
+    BreakerPolicy, BreakerPolicyBuilder, DEFAULT_BACKGROUND_PROBE,
+    DEFAULT_BACKGROUND_PROBE_TIMEOUT, DEFAULT_OPEN_BASE, DEFAULT_OPEN_MAX,
+};
 pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
 pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
 pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket};
@@ -98,6 +102,52 @@ pub struct Breaker<M> {
     inner: M,
     layer: Arc<BreakerPolicy>,
     core: Arc<dyn BreakerStore>,
+    watcher: Watcher,
+}
+
+/// Starts the background liveness probe when the breaker is open (see [`watch`]).
+#[derive(Debug, Clone)]
+struct Watcher {
+    watch: Arc<watch::Watch>,
+    check: Option<Arc<dyn Liveness>>,
+    every: Option<Duration>,
+    timeout: Duration,
+}
+
+impl Watcher {
+    fn new(layer: &BreakerPolicy, check: Option<Arc<dyn Liveness>>) -> Self {
+        Watcher {
+            watch: Arc::new(watch::Watch::default()),
+            check,
+            every: layer.background_probe(),
+            timeout: layer.background_probe_timeout(),
+        }
+    }
+
+    /// After a failure was recorded or a call refused: probes in the background while the
+    /// breaker is open (the task itself stops once it is not).
+    fn wake(&self, store: &Arc<dyn BreakerStore>) {
+        let (Some(check), Some(every)) = (&self.check, self.every) else {
+            return;
+        };
+        if store.state() != BreakerState::Open {
+            return;
+        }
+        self.watch.ensure(|| watch::Probe {
+            store: Arc::clone(store),
+            check: Arc::clone(check),
+            every,
+            timeout: self.timeout,
+        });
+    }
+
+    fn record(&self, store: &Arc<dyn BreakerStore>, admission: Admission, outcome: Outcome) {
+        let failed = matches!(outcome, Outcome::Failure { .. });
+        store.record(admission, outcome);
+        if failed {
+            self.wake(store);
+        }
+    }
 }
 
 /// A cheap, cloneable handle to a breaker's state, for health endpoints and operators.
@@ -150,10 +200,12 @@ impl<M: ChatModel> Breaker<M> {
     /// `ripcord-redis`, say). The layer's settings still decide what counts, how streams are
     /// judged and how long a probe may take; the store decides admissions and transitions.
     pub fn with_store(inner: M, layer: BreakerPolicy, store: Arc<dyn BreakerStore>) -> Self {
+        let watcher = Watcher::new(&layer, inner.liveness());
         Breaker {
             inner,
             layer: Arc::new(layer),
             core: store,
+            watcher,
         }
     }
 
@@ -185,6 +237,7 @@ impl<M: ChatModel> Breaker<M> {
     }
 
     fn refusal_error(&self, after: Duration) -> Error {
+        self.watcher.wake(&self.core);
         tag(
             // A static message: this is the skip path, paid on every call while the breaker
             // is open. When the link is re-admitted is `retry_after`.
@@ -300,6 +353,7 @@ fn classify(
 /// Other streams are judged when they end.
 struct BreakerObserver {
     core: Arc<dyn BreakerStore>,
+    watcher: Watcher,
     layer: Arc<BreakerPolicy>,
     admission: Option<Admission>,
     ctx: Context,
@@ -326,7 +380,7 @@ impl StreamObserver for BreakerObserver {
             End::Failed(e) => classify(&self.layer, e, &self.ctx, self.budget, self.after_content),
             End::Dropped => Outcome::Ignore,
         };
-        self.core.record(admission, outcome);
+        self.watcher.record(&self.core, admission, outcome);
     }
 }
 
@@ -354,7 +408,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
             Ok(_) => Outcome::Success,
             Err(e) => classify(&self.layer, e, ctx, budget, false),
         };
-        self.core.record(admission, outcome);
+        self.watcher.record(&self.core, admission, outcome);
         result.map_err(|e| tag(e, self.inner.id()))
     }
 
@@ -365,8 +419,8 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
         let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
         match opened {
             Err(e) => {
-                self.core
-                    .record(admission, classify(&self.layer, &e, ctx, budget, false));
+                let outcome = classify(&self.layer, &e, ctx, budget, false);
+                self.watcher.record(&self.core, admission, outcome);
                 Err(tag(e, self.inner.id()))
             }
             Ok(stream) => {
@@ -384,6 +438,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
                     stream,
                     BreakerObserver {
                         core: self.core.clone(),
+                        watcher: self.watcher.clone(),
                         layer: self.layer.clone(),
                         admission: Some(admission),
                         ctx: ctx.clone(),

@@ -1,0 +1,100 @@
+//! The open breaker's background liveness probe.
+//!
+//! A breaker that waits for user traffic to test a recovered vendor re-admits it only when a
+//! request happens to arrive after the open spell: with long spells, recovery depends on luck.
+//! While a breaker is open, the [`Watch`] runs the link's cheap liveness check
+//! ([`ChatModel::liveness`](ripcord_core::ChatModel::liveness): listing models, which spends no
+//! tokens) every `background_probe` and, on an answer, moves the breaker to half-open at once
+//! ([`BreakerStore::probe_succeeded`]). The next real call is then the half-open probe, under
+//! its permit as always: a synthetic check never closes a breaker by itself, because a vendor
+//! whose model list answers may still fail chat calls.
+//!
+//! # Lifetime
+//!
+//! The task is started when the breaker opens (the first failure the breaker records while it
+//! is open, from inside a call, so a runtime is there), ends when the breaker is no longer open
+//! (its spell ran out, a check answered, or a call closed it), and is aborted when the breaker
+//! is dropped: the [`Watch`] owns its handle. One task per breaker at most.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ripcord_core::{Context, ErrorKind, Liveness};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::listener::BreakerState;
+use super::store::BreakerStore;
+
+/// The owner of an open breaker's liveness task.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the task needs, all owned.
+pub(crate) struct Probe {
+    pub(crate) store: Arc<dyn BreakerStore>,
+    pub(crate) check: Arc<dyn Liveness>,
+    pub(crate) every: Duration,
+    pub(crate) timeout: Duration,
+}
+
+impl Watch {
+    /// Starts the task unless one is running; a no-op outside a tokio runtime.
+    pub(crate) fn ensure(&self, probe: impl FnOnce() -> Probe) {
+        let mut task = match self.task.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        *task = Some(runtime.spawn(run(probe())));
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let task = match self.task.get_mut() {
+            Ok(t) => t.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(t) = task {
+            t.abort();
+        }
+    }
+}
+
+async fn run(p: Probe) {
+    loop {
+        tokio::time::sleep(p.every).await;
+        // Half-open (the spell ran out) or closed: real calls test the link from here.
+        if p.store.state() != BreakerState::Open {
+            return;
+        }
+        let started = Instant::now();
+        let ctx = Context::new()
+            .with_deadline(started + p.timeout)
+            .with_intent("ripcord.breaker_probe");
+        let result = match tokio::time::timeout(p.timeout, p.check.check(&ctx)).await {
+            Ok(r) => r.map_err(|e| e.kind()),
+            Err(_) => Err(ErrorKind::Timeout),
+        };
+        let up = result.is_ok();
+        tracing::info!(
+            ripcord.link = %p.store.link(),
+            outcome = if up { "ok" } else { "error" },
+            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            error.type = result.err().map(ErrorKind::as_str),
+            message = ripcord_core::telemetry::event::BREAKER_PROBE
+        );
+        if up {
+            p.store.probe_succeeded();
+            return;
+        }
+    }
+}

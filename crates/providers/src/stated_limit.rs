@@ -74,10 +74,13 @@ fn plausible(window: u32, prompt: Option<u32>) -> Option<ContextLimit> {
 mod tests {
     use super::*;
 
+    /// A message and the (window, prompt count) it states.
+    type Case = (&'static str, Option<(u32, Option<u32>)>);
+
     /// The phrasings of the context-length rows of `ripcord-chaos`'s vendor error table.
     #[test]
     fn the_vendor_tables_phrasings() {
-        let cases: &[(&str, Option<(u32, Option<u32>)>)] = &[
+        let cases: &[Case] = &[
             (
                 "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.",
                 Some((128_000, Some(131_072))),

@@ -143,6 +143,14 @@ impl Call {
         self.deadline
     }
 
+    /// Moves the call's deadline to `at` (a continuation's fresh budget to its first content).
+    pub(crate) fn extend_deadline(&mut self, at: Instant) {
+        if at > self.deadline {
+            self.whole = at.saturating_duration_since(Instant::now());
+            self.deadline = at;
+        }
+    }
+
     /// The prompt's token estimate (computed once per call, only when a window is judged).
     fn estimate(&mut self, req: &ChatRequest) -> u32 {
         *self

@@ -199,8 +199,11 @@ impl Anthropic {
         } else {
             Locality::cloud("anthropic")
         };
+        // A final assistant message is continued as the answer's start (assistant prefill).
         let caps = cfg.capabilities.unwrap_or_else(|| {
-            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model).capabilities(locality)
+            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model)
+                .capabilities(locality)
+                .with_assistant_prefill(true)
         });
         Ok(Anthropic {
             id: ModelId::new(

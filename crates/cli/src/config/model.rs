@@ -297,6 +297,9 @@ pub struct ChainSpec {
     pub routes: Vec<(ripcord_core::ErrorKind, String)>,
     /// Restart streams on failure after content.
     pub stream_restart: bool,
+    /// `stream_policy = "continue"`: a cut stream goes on on the next link from the delivered
+    /// text (allowed by `serve`: the client never has to un-show anything).
+    pub stream_continue: bool,
     /// Fallback notice.
     pub fallback_notice: Option<String>,
     /// The link ordering strategy.

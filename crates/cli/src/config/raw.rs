@@ -295,7 +295,8 @@ pub struct ChainConfig {
     /// Per-error-kind routes: kind (snake_case) → provider name.
     #[serde(default)]
     pub routes: BTreeMap<Spanned<String>, Spanned<String>>,
-    /// `end_with_error` (default) or `restart`.
+    /// `end_with_error` (default), `restart` or `continue` (the next link continues a cut
+    /// stream from the delivered text).
     #[serde(default)]
     pub stream_policy: Option<Spanned<String>>,
     /// A notice attached to answers served by a fallback.

@@ -90,7 +90,10 @@ pub use anthropic::{
 #[cfg(feature = "azure")]
 pub use azure::{AZURE_API_VERSION, AzureConfig, AzureOpenAi};
 pub use error_body::{ErrorBody, ErrorHook};
-pub use http::{DEFAULT_MAX_SKIPPED_EVENTS, HttpClient, Timeouts};
+pub use http::{
+    DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
+    DEFAULT_STREAM_IDLE, HttpClient, Timeouts,
+};
 pub use models::ModelInfo;
 #[cfg(feature = "openai")]
 pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig};

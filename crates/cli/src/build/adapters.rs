@@ -21,6 +21,9 @@ fn timeouts(p: &Provider) -> Timeouts {
     if let Some(ms) = p.timeouts.first_token_ms {
         t = t.with_first_token(Duration::from_millis(ms));
     }
+    if let Some(ms) = p.timeouts.stream_first_token_ms {
+        t = t.with_stream_first_token(Duration::from_millis(ms));
+    }
     if let Some(ms) = p.timeouts.idle_ms {
         t = t.with_stream_idle(Duration::from_millis(ms));
     }

@@ -231,10 +231,16 @@ impl Provider {
             let d = ripcord_providers::Timeouts::default();
             let t = &self.timeouts;
             let ms = |d: std::time::Duration| d.as_millis();
+            let first = t.first_token_ms.map_or(ms(d.first_token), u128::from);
+            let stream_first = t
+                .stream_first_token_ms
+                .or(t.first_token_ms)
+                .map_or(ms(d.stream_first_token), u128::from);
             s.push_str(&format!(
-                "\ntimeouts: connect {} ms, first token {} ms, stream idle {} ms; up to {} unparseable stream events skipped",
+                "\ntimeouts: connect {} ms, first token {} ms (non-streamed: the whole answer) / {} ms (streams), stream idle {} ms; up to {} unparseable stream events skipped",
                 t.connect_ms.map_or(ms(d.connect), u128::from),
-                t.first_token_ms.map_or(ms(d.first_token), u128::from),
+                first,
+                stream_first,
                 t.idle_ms.map_or(ms(d.stream_idle), u128::from),
                 t.max_skipped_events.unwrap_or(d.max_skipped_events),
             ));

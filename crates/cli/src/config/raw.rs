@@ -185,8 +185,12 @@ pub struct CustomPattern {
 pub struct TimeoutsConfig {
     /// TCP + TLS connect.
     pub connect_ms: Option<u64>,
-    /// Until the response headers / first token.
+    /// Until the response headers / first token, for streams and non-streamed calls alike
+    /// (defaults: 10 s for a stream, 30 s for a non-streamed call).
     pub first_token_ms: Option<u64>,
+    /// A stream's first token only (over `first_token_ms`).
+    #[serde(default)]
+    pub stream_first_token_ms: Option<u64>,
     /// Largest gap between stream events.
     pub idle_ms: Option<u64>,
     /// Unparseable stream events one stream may skip before it fails (default 3).

@@ -84,7 +84,8 @@ use order::Plan;
 
 /// The default end-to-end deadline of a chain call: time to a stream's first content, and
 /// whole non-streamed calls. It leaves the next link 15 s after a first link's default 30 s
-/// first-token timeout, so a silent primary still leaves room for a fallback.
+/// limit of a non-streamed call (35 s after a stream's default 10 s first-token limit), so a
+/// silent primary still leaves room for a fallback.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(45);
 
 /// The default bound of a stream after its first content ([`ChainBuilder::stream_max`]).

@@ -48,7 +48,10 @@ pub(crate) use auth::Auth;
 pub(crate) use body::{BodyStream, Response, TransportError, is_json, read_body};
 pub use client::HttpClient;
 pub(crate) use errors::{Stage, chain, excerpt, transport_error};
-pub use limits::{DEFAULT_MAX_SKIPPED_EVENTS, Timeouts};
+pub use limits::{
+    DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
+    DEFAULT_STREAM_IDLE, Timeouts,
+};
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
 pub(crate) use liveness::ListModels;
 pub(crate) use target::{Target, endpoint, env};

@@ -111,7 +111,7 @@ impl Transport {
         if resp.status().is_success() {
             return Ok((resp, started));
         }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp).await?;
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
         Err(classify(status, &headers, &raw))
     }
 
@@ -130,7 +130,7 @@ impl Transport {
         if resp.status().is_success() {
             return Ok(());
         }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp).await?;
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, false).await?;
         Err(classify(status, &headers, &raw))
     }
 
@@ -154,7 +154,7 @@ impl Transport {
         // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).
         let limit = Limit {
             phase: TimeoutPhase::FirstByte,
-            ..Limit::first_token(started, &self.timeouts)
+            ..Limit::first_token(started, &self.timeouts, sse)
         };
         let resp = match &self.http.engine {
             Engine::Hyper(client) => {
@@ -200,7 +200,7 @@ impl Transport {
         read_body(
             ctx,
             &self.timeouts,
-            Limit::first_token(started, &self.timeouts),
+            Limit::first_token(started, &self.timeouts, false),
             resp,
             MAX_BODY,
             false,
@@ -215,10 +215,11 @@ impl Transport {
         ctx: &Context,
         started: Instant,
         mut resp: Response,
+        sse: bool,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let status = resp.status.as_u16();
         let headers = std::mem::take(&mut resp.headers);
-        let limit = Limit::first_token(started, &self.timeouts);
+        let limit = Limit::first_token(started, &self.timeouts, sse);
         let body =
             match read_body(ctx, &self.timeouts, limit, &mut resp, MAX_ERROR_BODY, true).await {
                 Ok(b) => b,

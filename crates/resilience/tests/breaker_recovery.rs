@@ -230,3 +230,72 @@ async fn a_link_without_a_liveness_check_is_never_probed_in_the_background() {
     // The 5 s spell passed: the next call is the half-open probe.
     assert!(link.chat(&ask(), &Context::new()).await.is_ok());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_model_list_that_answers_while_chat_fails_is_trusted_less_and_less() {
+    // The vendor's model list answers; its chat calls keep failing.
+    let (v, chat) = vendor(true);
+    #[derive(Debug)]
+    struct Up;
+    #[async_trait]
+    impl Liveness for Up {
+        async fn check(&self, _ctx: &Context) -> Result<()> {
+            Ok(())
+        }
+    }
+    #[derive(Debug)]
+    struct ChatDown(Chat);
+    #[async_trait]
+    impl ChatModel for ChatDown {
+        fn id(&self) -> &ModelId {
+            self.0.id()
+        }
+        fn capabilities(&self) -> &Capabilities {
+            self.0.capabilities()
+        }
+        async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+            self.0.chat(req, ctx).await
+        }
+        fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+            Some(Arc::new(Up))
+        }
+    }
+    let link = ChatDown(chat).with_breaker(
+        BreakerPolicy::builder()
+            .consecutive_failures(1)
+            .open_for(Duration::from_secs(600))
+            .build()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    link.chat(&ask(), &Context::new()).await.unwrap_err();
+    // One request every 100 ms for 100 s: each re-admission by the check costs one chat call.
+    let outcomes = steady_every(&link, t0, Duration::from_millis(100), 1_000).await;
+    assert!(outcomes.iter().all(Result::is_err));
+    let chats = v.chats.load(Ordering::SeqCst);
+    // Without backing off: one re-admission every 5 s, 20 chat calls; with it: 5, 10, 20, 40 s
+    // apart, then 80 s.
+    assert!(
+        chats <= 7,
+        "{chats} chat calls reached a vendor whose chat is down"
+    );
+    assert!(
+        chats >= 3,
+        "the check still re-admits now and then ({chats})"
+    );
+}
+
+/// One request every `gap` from `t0`, `n` of them.
+async fn steady_every(
+    m: &impl ChatModel,
+    t0: Instant,
+    gap: Duration,
+    n: u32,
+) -> Vec<Result<ChatResponse>> {
+    let mut out = Vec::new();
+    for i in 1..=n {
+        tokio::time::sleep_until(t0 + gap * i).await;
+        out.push(m.chat(&ask(), &Context::new()).await);
+    }
+    out
+}

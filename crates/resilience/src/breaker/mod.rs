@@ -109,6 +109,7 @@ pub struct Breaker<M> {
 #[derive(Debug, Clone)]
 struct Watcher {
     watch: Arc<watch::Watch>,
+    hints: Arc<watch::Hints>,
     check: Option<Arc<dyn Liveness>>,
     every: Option<Duration>,
     timeout: Duration,
@@ -118,6 +119,7 @@ impl Watcher {
     fn new(layer: &BreakerPolicy, check: Option<Arc<dyn Liveness>>) -> Self {
         Watcher {
             watch: Arc::new(watch::Watch::default()),
+            hints: Arc::new(watch::Hints::default()),
             check,
             every: layer.background_probe(),
             timeout: layer.background_probe_timeout(),
@@ -136,16 +138,27 @@ impl Watcher {
         self.watch.ensure(|| watch::Probe {
             store: Arc::clone(store),
             check: Arc::clone(check),
-            every,
+            hints: Arc::clone(&self.hints),
+            every: self.hints.interval(every),
             timeout: self.timeout,
         });
     }
 
     fn record(&self, store: &Arc<dyn BreakerStore>, admission: Admission, outcome: Outcome) {
         let failed = matches!(outcome, Outcome::Failure { .. });
+        let succeeded = outcome == Outcome::Success;
         store.record(admission, outcome);
+        if self.check.is_none() {
+            return;
+        }
         if failed {
+            if store.state() == BreakerState::Open {
+                self.hints.reopened();
+            }
             self.wake(store);
+        } else if succeeded && !self.hints.is_fresh() && store.state() == BreakerState::Closed {
+            // Two relaxed loads on the success path; the lock only after a check re-admitted.
+            self.hints.closed();
         }
     }
 }
@@ -367,7 +380,7 @@ impl StreamObserver for BreakerObserver {
         if self.admission.as_ref().is_some_and(Admission::is_probe)
             && let Some(admission) = self.admission.take()
         {
-            self.core.record(admission, Outcome::Success);
+            self.watcher.record(&self.core, admission, Outcome::Success);
         }
     }
 

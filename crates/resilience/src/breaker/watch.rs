@@ -9,6 +9,11 @@
 //! its permit as always: a synthetic check never closes a breaker by itself, because a vendor
 //! whose model list answers may still fail chat calls.
 //!
+//! A model list that answers while chat calls keep failing would re-admit the link every
+//! interval, and each re-admission costs one failed call and a re-trip. So a re-admission that
+//! ends straight back in open counts as a miss, and each miss doubles the wait before the next
+//! check (up to 16 times the interval); the first close resets it.
+//!
 //! # Lifetime
 //!
 //! The task is started when the breaker opens (the first failure the breaker records while it
@@ -16,6 +21,7 @@
 //! (its spell ran out, a check answered, or a call closed it), and is aborted when the breaker
 //! is dropped: the [`Watch`] owns its handle. One task per breaker at most.
 
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,10 +38,51 @@ pub(crate) struct Watch {
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// The most the wait between checks grows after misses (a factor of 2^4).
+const MAX_MISSES: u32 = 4;
+
+/// What the checks learned, shared by the breaker and its task.
+#[derive(Debug, Default)]
+pub(crate) struct Hints {
+    /// Consecutive re-admissions by a check that ended straight back in open.
+    misses: AtomicU32,
+    /// The last re-admission came from a check and has not been judged yet.
+    armed: AtomicBool,
+}
+
+impl Hints {
+    /// The wait before the next check.
+    pub(crate) fn interval(&self, every: Duration) -> Duration {
+        let misses = self.misses.load(Ordering::Relaxed).min(MAX_MISSES);
+        every.saturating_mul(1 << misses)
+    }
+
+    /// The breaker re-opened: a re-admission by a check that led here was a miss.
+    pub(crate) fn reopened(&self) {
+        if self.armed.swap(false, Ordering::Relaxed) {
+            let m = self.misses.load(Ordering::Relaxed);
+            self.misses
+                .store((m + 1).min(MAX_MISSES), Ordering::Relaxed);
+        }
+    }
+
+    /// Nothing learned yet (the usual case): a success has nothing to reset.
+    pub(crate) fn is_fresh(&self) -> bool {
+        !self.armed.load(Ordering::Relaxed) && self.misses.load(Ordering::Relaxed) == 0
+    }
+
+    /// The breaker closed: the checks start afresh.
+    pub(crate) fn closed(&self) {
+        self.armed.store(false, Ordering::Relaxed);
+        self.misses.store(0, Ordering::Relaxed);
+    }
+}
+
 /// What the task needs, all owned.
 pub(crate) struct Probe {
     pub(crate) store: Arc<dyn BreakerStore>,
     pub(crate) check: Arc<dyn Liveness>,
+    pub(crate) hints: Arc<Hints>,
     pub(crate) every: Duration,
     pub(crate) timeout: Duration,
 }
@@ -93,7 +140,9 @@ async fn run(p: Probe) {
             message = ripcord_core::telemetry::event::BREAKER_PROBE
         );
         if up {
-            p.store.probe_succeeded();
+            if p.store.probe_succeeded() {
+                p.hints.armed.store(true, Ordering::Relaxed);
+            }
             return;
         }
     }

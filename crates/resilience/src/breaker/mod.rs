@@ -132,7 +132,8 @@ impl Watcher {
         let (Some(check), Some(every)) = (&self.check, self.every) else {
             return;
         };
-        if store.state() != BreakerState::Open {
+        // Refused calls while a task checks cost one relaxed load here.
+        if self.hints.active() || store.state() != BreakerState::Open {
             return;
         }
         self.watch.ensure(|| watch::Probe {

@@ -48,6 +48,8 @@ pub(crate) struct Hints {
     misses: AtomicU32,
     /// The last re-admission came from a check and has not been judged yet.
     armed: AtomicBool,
+    /// A task is checking: refusals need not look at the state to start one.
+    active: AtomicBool,
 }
 
 impl Hints {
@@ -64,6 +66,11 @@ impl Hints {
             self.misses
                 .store((m + 1).min(MAX_MISSES), Ordering::Relaxed);
         }
+    }
+
+    /// Whether a task is checking now (one relaxed load: the refusal path asks it).
+    pub(crate) fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
     }
 
     /// Nothing learned yet (the usual case): a success has nothing to reset.
@@ -100,7 +107,11 @@ impl Watch {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        *task = Some(runtime.spawn(run(probe())));
+        let probe = probe();
+        probe.hints.active.store(true, Ordering::Relaxed);
+        // Moved into the future now, so it clears the flag even if the task never runs.
+        let active = Active(Arc::clone(&probe.hints));
+        *task = Some(runtime.spawn(run(probe, active)));
     }
 }
 
@@ -116,7 +127,16 @@ impl Drop for Watch {
     }
 }
 
-async fn run(p: Probe) {
+/// Clears the active flag however the task ends (returned or aborted).
+struct Active(Arc<Hints>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.store(false, Ordering::Relaxed);
+    }
+}
+
+async fn run(p: Probe, _active: Active) {
     loop {
         tokio::time::sleep(p.every).await;
         // Half-open (the spell ran out) or closed: real calls test the link from here.

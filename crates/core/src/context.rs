@@ -132,6 +132,14 @@ impl Context {
         self
     }
 
+    /// Replaces the deadline (see [`Context::with_deadline`], which keeps an earlier one);
+    /// `None` removes it. The chain uses it to give the link that continues a cut stream a
+    /// fresh budget to its first content, within the stream's bound.
+    pub fn set_deadline(mut self, at: Option<Instant>) -> Self {
+        self.deadline = at;
+        self
+    }
+
     /// Sets the bound of a stream *after* its first content; an earlier existing one is kept.
     ///
     /// [`Context::deadline`] bounds the time to a stream's first content (and whole non-streamed

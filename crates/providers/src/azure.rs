@@ -281,6 +281,9 @@ impl AzureOpenAi {
                 vendor: "azure",
                 chat_url,
                 embeddings_url,
+                // Azure lists models per resource and api-version, not per deployment: no
+                // liveness check that would say this deployment answers.
+                models_url: None,
                 auth,
                 headers: HeaderMap::new(),
                 dialect,

@@ -159,7 +159,7 @@ pub(crate) fn drive<D: Decoder>(
         out: VecDeque::new(),
         ctx: ctx.clone(),
         timeouts,
-        first: Limit::first_token(started, &timeouts),
+        first: Limit::first_token(started, &timeouts, true),
         answered: false,
         content: false,
         done: false,

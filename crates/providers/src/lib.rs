@@ -79,6 +79,7 @@ mod http;
 mod models;
 pub mod retry_after;
 pub mod sse;
+mod stated_limit;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
@@ -101,7 +102,10 @@ pub use anthropic::{
 #[cfg(feature = "azure")]
 pub use azure::{AZURE_API_VERSION, AzureConfig, AzureOpenAi};
 pub use error_body::{ErrorBody, ErrorHook};
-pub use http::{DEFAULT_MAX_SKIPPED_EVENTS, HttpClient, Timeouts};
+pub use http::{
+    DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
+    DEFAULT_STREAM_IDLE, HttpClient, Timeouts,
+};
 pub use models::ModelInfo;
 /// OpenAI's Responses API (`/v1/responses`) as serde types, shared by the gateway's
 /// `/v1/responses` door and the Responses upstream.
@@ -109,3 +113,4 @@ pub use models::ModelInfo;
 pub use openai::responses_wire as openai_responses_wire;
 #[cfg(feature = "openai")]
 pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig, OpenAiWire};
+pub use stated_limit::stated_context_limit;

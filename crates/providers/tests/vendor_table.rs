@@ -169,3 +169,48 @@ fn the_table_is_well_formed_and_every_kind_is_researched() {
         "{e}"
     );
 }
+
+/// The number in a row's body after `needle`, as the vendor wrote it.
+fn number_after(body: &str, needle: &str) -> Option<u32> {
+    let rest = &body[body.find(needle)? + needle.len()..];
+    rest.trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_length_rows_carry_the_window_the_vendor_stated() {
+    let rows = vendor_table::rows().unwrap();
+    let openai = openai_fake().await;
+    let anthropic = anthropic_fake().await;
+    let gemini = gemini_fake().await;
+    let mut stated = 0;
+    for row in rows
+        .iter()
+        .filter(|r| r.vendor != "local-onnx" && r.kind == "context_length_exceeded")
+    {
+        let fake = match row.vendor.as_str() {
+            "anthropic" | "vertex-anthropic" => &anthropic,
+            "gemini" | "vertex" => &gemini,
+            _ => &openai,
+        };
+        fake.set_script(Script::Always(row.behavior()));
+        let m = model(&row.vendor, &openai, &anthropic, &gemini);
+        let e = play(row, m.as_ref()).await.unwrap();
+        // What the body states, read independently of the adapter's parser.
+        let window = number_after(&row.body, "maximum context length is")
+            .or_else(|| number_after(&row.body, "tokens >"));
+        assert_eq!(
+            e.context_limit().map(|l| l.window),
+            window,
+            "{}: {e:?}",
+            row.label()
+        );
+        stated += usize::from(window.is_some());
+    }
+    // OpenAI-style (Azure, DeepSeek, vLLM) and Anthropic phrasings are in the table.
+    assert!(stated >= 4, "only {stated} rows state a window");
+}

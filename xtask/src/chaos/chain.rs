@@ -332,6 +332,8 @@ pub(crate) struct Rig {
     pub(crate) built: Built,
     pub(crate) fakes: BTreeMap<String, FakeVendor>,
     pub(crate) notes: Vec<String>,
+    /// Per cloud link: its breaker's background-probe interval (ms), when it has one.
+    pub(crate) background_probe_ms: BTreeMap<String, u64>,
 }
 
 /// A folder that does not exist: given to a local provider whose model is already loaded, so
@@ -357,7 +359,7 @@ pub(crate) async fn rig(
     let mut fakes = BTreeMap::new();
     let mut reused = Vec::new();
     let mut options = FakeOptions::fast();
-    if s.long_streams() {
+    if s.long_streams() || s.load.stream_continue {
         options.reply = Reply {
             chunks: LONG_STREAM_CHUNKS,
             ..Reply::text(
@@ -365,7 +367,22 @@ pub(crate) async fn rig(
             )
         };
     }
+    if s.load.stream_continue {
+        for r in &mut config.routes {
+            r.spec.stream_restart = false;
+            r.spec.stream_continue = true;
+            r.spec.stream_holdback_ms = 0;
+        }
+    }
     for p in &mut config.chain {
+        if s.load.unknown_models && p.kind != ProviderKind::LocalOnnx {
+            p.model = Some(format!("{}-finetune-unlisted", p.name));
+        }
+        if let Some((_, sp)) = s.load.spells.iter().find(|(n, _)| *n == p.name) {
+            p.breaker.open_ms = sp.open_ms;
+            p.breaker.open_max_ms = sp.open_max_ms;
+            p.breaker.background_probe_ms = sp.background_probe_ms;
+        }
         if let Some((_, l)) = s.load.limits.iter().find(|(n, _)| *n == p.name) {
             p.bulkhead = Some(BulkheadConfig {
                 max_in_flight: l.slots,
@@ -407,6 +424,13 @@ pub(crate) async fn rig(
                 .collect::<Vec<_>>();
             (p.name.clone(), phases)
         })
+        .collect();
+    // Local links have no liveness check: their breakers recover by their spells alone.
+    let background_probe_ms = config
+        .chain
+        .iter()
+        .filter(|p| p.kind != ProviderKind::LocalOnnx)
+        .filter_map(|p| p.breaker.background_probe_ms.map(|ms| (p.name.clone(), ms)))
         .collect();
     let wire_rec = Arc::clone(rec);
     let cache_for_hook = Arc::clone(cache);
@@ -455,6 +479,7 @@ pub(crate) async fn rig(
         built,
         fakes,
         notes,
+        background_probe_ms,
     })
 }
 

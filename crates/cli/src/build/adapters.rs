@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ripcord_core::{ChatModel, EmbeddingChain, EmbeddingModel, Result};
+use ripcord_core::{Capabilities, ChatModel, EmbeddingChain, EmbeddingModel, Result};
 use ripcord_providers::google::{
     Gemini, GeminiConfig, GoogleCredentials, Thinking, VertexAnthropic, VertexConfig,
 };
@@ -23,6 +23,9 @@ fn timeouts(p: &Provider) -> Timeouts {
     }
     if let Some(ms) = p.timeouts.first_token_ms {
         t = t.with_first_token(Duration::from_millis(ms));
+    }
+    if let Some(ms) = p.timeouts.stream_first_token_ms {
+        t = t.with_stream_first_token(Duration::from_millis(ms));
     }
     if let Some(ms) = p.timeouts.idle_ms {
         t = t.with_stream_idle(Duration::from_millis(ms));
@@ -168,8 +171,45 @@ fn vertex_config(p: &Provider, client: &HttpClient) -> Result<VertexConfig> {
     Ok(c)
 }
 
-/// Builds the vendor adapter (undecorated) for one provider.
+/// An adapter whose window or output cap the config sets (`context_window`,
+/// `max_output_tokens`): everything else forwards.
+#[derive(Debug)]
+struct Capped {
+    inner: Arc<dyn ChatModel>,
+    caps: Capabilities,
+}
+
+impl ripcord_core::Decorator for Capped {
+    type Inner = Arc<dyn ChatModel>;
+    fn inner(&self) -> &Arc<dyn ChatModel> {
+        &self.inner
+    }
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+}
+
+/// `model` with the provider's configured window and output cap, when it sets any.
+fn capped(p: &Provider, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+    if p.context_window.is_none() && p.max_output_tokens.is_none() {
+        return model;
+    }
+    let mut caps = model.capabilities().clone();
+    if let Some(w) = p.context_window {
+        caps = caps.with_context_window(w);
+    }
+    if let Some(n) = p.max_output_tokens {
+        caps = caps.with_max_output_tokens(n);
+    }
+    Arc::new(Capped { inner: model, caps })
+}
+
+/// Builds the vendor adapter (undecorated) for one provider, with its configured window.
 pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
+    uncapped(p, client).map(|m| capped(p, m))
+}
+
+fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
     if let Some(m) = OpenAiFamily::build(p, &model_name(p), client)? {
         return Ok(m.chat());
     }

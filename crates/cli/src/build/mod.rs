@@ -435,6 +435,9 @@ fn build_route(
     if spec.stream_restart {
         b = b.stream_policy(StreamPolicy::Restart);
     }
+    if spec.stream_continue {
+        b = b.stream_policy(StreamPolicy::Continue);
+    }
     if spec.stream_holdback_ms > 0 {
         b = b.stream_holdback(Duration::from_millis(spec.stream_holdback_ms));
     }

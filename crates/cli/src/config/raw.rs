@@ -110,9 +110,15 @@ pub struct BreakerConfig {
     /// Consecutive failed calls that open the breaker.
     #[serde(default)]
     pub failure_threshold: Option<u32>,
-    /// How long it stays open before a probe.
+    /// How long it stays open before a probe: the first spell.
     #[serde(default)]
     pub open_ms: Option<u64>,
+    /// The longest spell: re-trips without a close in between double the spell up to this.
+    #[serde(default)]
+    pub open_max_ms: Option<u64>,
+    /// While open, check the vendor's model list this often (0 turns it off).
+    #[serde(default)]
+    pub background_probe_ms: Option<u64>,
     /// Concurrent probes in half-open.
     #[serde(default)]
     pub half_open_probes: Option<u32>,
@@ -194,8 +200,12 @@ pub struct CustomPattern {
 pub struct TimeoutsConfig {
     /// TCP + TLS connect.
     pub connect_ms: Option<u64>,
-    /// Until the response headers / first token.
+    /// Until the response headers / first token, for streams and non-streamed calls alike
+    /// (defaults: 10 s for a stream, 30 s for a non-streamed call).
     pub first_token_ms: Option<u64>,
+    /// A stream's first token only (over `first_token_ms`).
+    #[serde(default)]
+    pub stream_first_token_ms: Option<u64>,
     /// Largest gap between stream events.
     pub idle_ms: Option<u64>,
     /// Unparseable stream events one stream may skip before it fails (default 3).
@@ -280,6 +290,15 @@ pub struct ProviderConfig {
     /// default) or `"responses"` (the Responses API, for models offered only there).
     #[serde(default)]
     pub wire: Option<Spanned<String>>,
+    /// The model's context window in tokens, for a model the built-in tables do not know (a
+    /// new release, a fine-tune, a deployment name). Without it (and without a table row) the
+    /// window is unknown: the link is tried, and the window its vendor states when it refuses a
+    /// prompt as too long is what the chain knows afterwards.
+    #[serde(default)]
+    pub context_window: Option<Spanned<u32>>,
+    /// The model's largest output in tokens (overrides the table's).
+    #[serde(default)]
+    pub max_output_tokens: Option<Spanned<u32>>,
 }
 
 /// `[chain]`.
@@ -317,7 +336,8 @@ pub struct ChainConfig {
     /// Per-error-kind routes: kind (snake_case) → provider name.
     #[serde(default)]
     pub routes: BTreeMap<Spanned<String>, Spanned<String>>,
-    /// `end_with_error` (default) or `restart`.
+    /// `end_with_error` (default), `restart` or `continue` (the next link continues a cut
+    /// stream from the delivered text).
     #[serde(default)]
     pub stream_policy: Option<Spanned<String>>,
     /// A notice attached to answers served by a fallback.

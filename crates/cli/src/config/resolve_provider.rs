@@ -320,6 +320,19 @@ pub(super) fn resolve_provider(
     };
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
+    let positive = |v: &Option<Spanned<u32>>, key: &str| -> Result<Option<u32>, ConfigError> {
+        match v {
+            Some(n) if *n.get_ref() == 0 => Err(cx.err(
+                Some(&n.span()),
+                key,
+                "must be at least 1 token (leave it out when the window is unknown)",
+            )),
+            Some(n) => Ok(Some(*n.get_ref())),
+            None => Ok(None),
+        }
+    };
+    let context_window = positive(&p.context_window, "context_window")?;
+    let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;
     Ok(Some(Provider {
         name: p.name.get_ref().clone(),
         kind,
@@ -342,6 +355,8 @@ pub(super) fn resolve_provider(
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
         wire,
+        context_window,
+        max_output_tokens,
     }))
 }
 
@@ -395,7 +410,33 @@ fn resolve_breaker(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<BreakerSettings, 
         breaker.failure_threshold = n;
     }
     if let Some(ms) = raw.open_ms {
+        if ms == 0 {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                "breaker.open_ms",
+                "must be at least 1 ms",
+            ));
+        }
         breaker.open_ms = ms;
+    }
+    if let Some(ms) = raw.open_max_ms {
+        if ms < breaker.open_ms {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                "breaker.open_max_ms",
+                format!(
+                    "must be at least open_ms ({} ms); equal to it for a constant spell",
+                    breaker.open_ms
+                ),
+            ));
+        }
+        breaker.open_max_ms = ms;
+    } else {
+        // A first spell set above the default cap is a constant spell.
+        breaker.open_max_ms = breaker.open_max_ms.max(breaker.open_ms);
+    }
+    if let Some(ms) = raw.background_probe_ms {
+        breaker.background_probe_ms = (ms > 0).then_some(ms);
     }
     if let Some(n) = raw.half_open_probes {
         breaker.half_open_probes = n;

@@ -131,7 +131,9 @@ pub(crate) async fn python_json(
 
 /// Writes `dir/ripcord.toml`: two OpenAI-wire links, `primary` then `backup` (their base URLs),
 /// and a static reply; the primary tries once and its breaker trips after 2 failures and stays
-/// open for 10 minutes. `extra` follows the backup's section (its own policies, gateway keys).
+/// open for 10 minutes — without the background model-list probe, which would re-admit it as
+/// soon as the fake's `/models` answers (it always does). `extra` follows the backup's section
+/// (its own policies, gateway keys).
 pub(crate) fn two_link_config(
     dir: &std::path::Path,
     primary: &str,
@@ -157,6 +159,7 @@ max_attempts = 1
 [providers.breaker]
 failure_threshold = 2
 open_ms = 600000
+background_probe_ms = 0
 
 [[providers]]
 name = "backup"

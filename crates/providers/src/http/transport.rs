@@ -139,20 +139,42 @@ impl Transport {
         extra: Option<(HeaderName, HeaderValue)>,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let (resp, started) = self.post(ctx, target, body, sse, extra).await?;
+        let (resp, started) = self
+            .request(ctx, target, http::Method::POST, body, sse, extra)
+            .await?;
         if resp.status().is_success() {
             return Ok((resp, started));
         }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp).await?;
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
         Err(classify(status, &headers, &raw))
     }
 
-    /// POSTs a JSON body and waits for the response headers (any status).
-    /// Returns the response and when the request was sent.
-    async fn post(
+    /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
+    /// success status is the answer (its body is not read); any other status is classified by
+    /// `classify` like a chat error, and a transport failure like any other.
+    pub(crate) async fn check(
         &self,
         ctx: &Context,
         target: &Target,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<()> {
+        let (resp, started) = self
+            .request(ctx, target, http::Method::GET, Vec::new(), false, None)
+            .await?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, false).await?;
+        Err(classify(status, &headers, &raw))
+    }
+
+    /// Sends a request (a JSON body for a POST) and waits for the response headers (any
+    /// status). Returns the response and when the request was sent.
+    async fn request(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        method: http::Method,
         body: Vec<u8>,
         sse: bool,
         extra: Option<(HeaderName, HeaderValue)>,
@@ -177,12 +199,12 @@ impl Transport {
         // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).
         let limit = Limit {
             phase: TimeoutPhase::FirstByte,
-            ..Limit::first_token(started, &self.timeouts)
+            ..Limit::first_token(started, &self.timeouts, sse)
         };
         let resp = match &self.http.engine {
             Engine::Hyper(client) => {
                 let mut req = http::Request::new(Full::new(Bytes::from(body)));
-                *req.method_mut() = http::Method::POST;
+                *req.method_mut() = method;
                 *req.uri_mut() = target.uri.clone();
                 *req.headers_mut() = headers.clone();
                 let resp = guard(ctx, limit, client.request(req))
@@ -197,7 +219,7 @@ impl Transport {
             }
             Engine::Reqwest(client) => {
                 let req = client
-                    .post(target.url.clone())
+                    .request(method, target.url.clone())
                     .headers(headers.clone())
                     .body(body);
                 let mut resp = guard(ctx, limit, req.send())
@@ -223,7 +245,7 @@ impl Transport {
         read_body(
             ctx,
             &self.timeouts,
-            Limit::first_token(started, &self.timeouts),
+            Limit::first_token(started, &self.timeouts, false),
             resp,
             MAX_BODY,
             false,
@@ -238,10 +260,11 @@ impl Transport {
         ctx: &Context,
         started: Instant,
         mut resp: Response,
+        sse: bool,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let status = resp.status.as_u16();
         let headers = std::mem::take(&mut resp.headers);
-        let limit = Limit::first_token(started, &self.timeouts);
+        let limit = Limit::first_token(started, &self.timeouts, sse);
         let body =
             match read_body(ctx, &self.timeouts, limit, &mut resp, MAX_ERROR_BODY, true).await {
                 Ok(b) => b,

@@ -287,6 +287,8 @@ pub(crate) struct Engine {
     pub(crate) provider: &'static str,
     pub(crate) chat_url: http::Target,
     pub(crate) embeddings_url: http::Target,
+    /// The model list (`GET`), the liveness check; `None` where the vendor has none here.
+    pub(crate) models_url: Option<http::Target>,
     pub(crate) transport: Transport,
     pub(crate) dialect: Dialect,
     /// Set when the link calls the Responses API: chat and stream calls go here instead.
@@ -298,6 +300,7 @@ pub(crate) struct Setup {
     pub(crate) vendor: &'static str,
     pub(crate) chat_url: http::Target,
     pub(crate) embeddings_url: http::Target,
+    pub(crate) models_url: Option<http::Target>,
     pub(crate) auth: Auth,
     pub(crate) headers: HeaderMap,
     pub(crate) dialect: Dialect,
@@ -361,6 +364,10 @@ impl OpenAi {
             .unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
         let chat_url = http::Target::new(http::endpoint(&base, "/chat/completions", what)?, what)?;
         let embeddings_url = http::Target::new(http::endpoint(&base, "/embeddings", what)?, what)?;
+        let models_url = Some(http::Target::new(
+            http::endpoint(&base, "/models", what)?,
+            what,
+        )?);
         let key = cfg
             .api_key
             .clone()
@@ -403,6 +410,7 @@ impl OpenAi {
                 vendor: "openai",
                 chat_url,
                 embeddings_url,
+                models_url,
                 auth,
                 headers,
                 dialect,
@@ -443,6 +451,7 @@ impl OpenAi {
                 provider: telemetry::provider_name(setup.vendor).unwrap_or(setup.vendor),
                 chat_url: setup.chat_url,
                 embeddings_url: setup.embeddings_url,
+                models_url: setup.models_url,
                 transport,
                 dialect: setup.dialect,
                 responses_url: None,
@@ -459,6 +468,7 @@ impl OpenAi {
             provider: e.provider,
             chat_url: e.chat_url.clone(),
             embeddings_url: e.embeddings_url.clone(),
+            models_url: e.models_url.clone(),
             transport: e.transport.clone(),
             dialect: e.dialect,
             responses_url: Some(url),
@@ -501,6 +511,7 @@ impl OpenAi {
             provider: e.provider,
             chat_url: e.chat_url.clone(),
             embeddings_url: e.embeddings_url.clone(),
+            models_url: e.models_url.clone(),
             transport,
             dialect: e.dialect,
             responses_url: e.responses_url.clone(),
@@ -714,6 +725,20 @@ impl ChatModel for OpenAi {
     /// cancellation (`http::guard`), so a stack of decorators needs no timer of its own.
     fn bounds_itself(&self) -> bool {
         true
+    }
+
+    /// `GET {base}/models` (spends no tokens), for an open breaker's background probe.
+    fn liveness(&self) -> Option<Arc<dyn ripcord_core::Liveness>> {
+        let e = &self.engine;
+        let target = e.models_url.clone()?;
+        let hook = e.dialect.hook;
+        Some(Arc::new(http::ListModels::new(
+            e.transport.clone(),
+            target,
+            Box::new(move |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            }),
+        )))
     }
 
     /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a

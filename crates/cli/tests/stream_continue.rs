@@ -19,7 +19,7 @@ client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="not-checked-on-loopback",
 t0 = time.monotonic()
 raw = client.chat.completions.with_raw_response.create(
     model="ripcord", messages=[{"role": "user", "content": "Tell me a story"}], stream=True)
-text, first, finishes, error, chunks = "", None, [], None, 0
+text, first, finishes, error, chunks, record = "", None, [], None, 0, None
 try:
     for chunk in raw.parse():
         if not chunk.choices:
@@ -32,11 +32,12 @@ try:
             text += c.delta.content
         if c.finish_reason:
             finishes.append(c.finish_reason)
+            record = (chunk.model_extra or {}).get("ripcord")
 except APIError as e:
     error = e.message
 print(json.dumps({"content": text, "first": first, "finishes": finishes, "error": error,
                   "chunks": chunks, "total_ms": (time.monotonic() - t0) * 1000,
-                  "served_by": raw.headers.get("x-ripcord-served-by")}))
+                  "served_by": raw.headers.get("x-ripcord-served-by"), "record": record}))
 "#;
 
 fn config(dir: &Path, primary: &FakeVendor, backup: &FakeVendor) -> PathBuf {
@@ -136,6 +137,16 @@ async fn a_stream_cut_after_40_tokens_reaches_the_sdk_as_one_answer_ending_in_st
     );
     assert!(total_ms >= backup_first.as_millis() as f64, "{v}");
     assert_eq!(v["served_by"], "primary", "{v}");
+    // The headers went out with the primary's first token; the last chunk says who finished.
+    let record = &v["record"];
+    assert_eq!(record["continued_by"], "backup", "{v}");
+    assert_eq!(record["continuations"][0]["from"], "primary", "{v}");
+    assert_eq!(record["continuations"][0]["by"], "backup", "{v}");
+    assert_eq!(
+        record["continuations"][0]["offset"].as_u64(),
+        Some(delivered.len() as u64),
+        "{v}"
+    );
     // The backup was asked to continue: the delivered text is its prefill.
     let asked = backup.requests();
     assert_eq!(asked.len(), 1);

@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use ripcord_core::{ChatRequest, ChatResponse, FinishReason, Usage};
+use serde_json::Value;
 
 use super::errors::{GatewayError, Shape};
 use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, record, sse_event};
@@ -62,6 +63,14 @@ impl Dialect for ChatCompletions {
     }
 }
 
+/// A chunk with the chain's final record beside it (a continued stream's last chunk).
+#[derive(serde::Serialize)]
+struct Recorded<'a> {
+    #[serde(flatten)]
+    chunk: wire::Chunk<'a>,
+    ripcord: &'a Value,
+}
+
 /// A streamed completion: `chat.completion.chunk` events, then `[DONE]`.
 pub(super) struct Chunks {
     writer: ChunkWriter,
@@ -82,9 +91,24 @@ impl Encoder for Chunks {
         out.push(sse_event(None, &self.writer.chunk(delta, None)));
     }
 
-    fn end(&mut self, reason: &FinishReason, usage: Option<&Usage>, out: &mut Vec<Bytes>) {
+    fn end(
+        &mut self,
+        reason: &FinishReason,
+        usage: Option<&Usage>,
+        record: Option<&Value>,
+        out: &mut Vec<Bytes>,
+    ) {
         let finish = self.writer.chunk(Delta::default(), Some(reason.as_str()));
-        out.push(sse_event(None, &finish));
+        match record {
+            None => out.push(sse_event(None, &finish)),
+            Some(r) => out.push(sse_event(
+                None,
+                &Recorded {
+                    chunk: finish,
+                    ripcord: r,
+                },
+            )),
+        }
         if let Some(u) = usage.filter(|_| self.include_usage) {
             out.push(sse_event(None, &self.writer.usage(u)));
         }

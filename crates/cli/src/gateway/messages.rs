@@ -214,12 +214,21 @@ impl Encoder for MessageEvents {
         self.blocks.tool(p, out);
     }
 
-    fn end(&mut self, reason: &FinishReason, usage: Option<&Usage>, out: &mut Vec<Bytes>) {
+    fn end(
+        &mut self,
+        reason: &FinishReason,
+        usage: Option<&Usage>,
+        record: Option<&Value>,
+        out: &mut Vec<Bytes>,
+    ) {
         self.blocks.close(out);
         let usage = OutUsage::of(&usage.cloned().unwrap_or_default());
-        let delta = json!({"type": "message_delta",
+        let mut delta = json!({"type": "message_delta",
             "delta": {"stop_reason": ripcord_providers::anthropic_wire::stop_reason(reason), "stop_sequence": null},
             "usage": usage});
+        if let Some(r) = record {
+            delta["ripcord"] = r.clone();
+        }
         out.push(event("message_delta", &delta));
         out.push(event("message_stop", &json!({"type": "message_stop"})));
     }

@@ -92,8 +92,17 @@ pub(super) trait Encoder: Send + 'static {
     fn text(&mut self, text: &str, out: &mut Vec<Bytes>);
     /// A piece of a tool call.
     fn tool_call(&mut self, piece: ToolPiece<'_>, out: &mut Vec<Bytes>);
-    /// The answer finished with `reason` (and `usage`, when the chain reported it).
-    fn end(&mut self, reason: &FinishReason, usage: Option<&Usage>, out: &mut Vec<Bytes>);
+    /// The answer finished with `reason` (and `usage`, when the chain reported it). `record`
+    /// is the chain's final word when it is news to the client (a stream continued on another
+    /// link, see [`continuation_record`]): the door puts it beside its last event, under
+    /// `ripcord`, since the headers went out before the cut.
+    fn end(
+        &mut self,
+        reason: &FinishReason,
+        usage: Option<&Usage>,
+        record: Option<&Value>,
+        out: &mut Vec<Bytes>,
+    );
     /// The call failed after the stream began: the door's in-band error. `error` carries the
     /// call's record ([`record`]).
     fn fail(&mut self, error: &GatewayError, out: &mut Vec<Bytes>);
@@ -438,6 +447,26 @@ pub(super) fn record(e: &GatewayError) -> Value {
     json!({"served_by": null, "degraded": true, "attempts": attempts})
 }
 
+/// What a continued stream's last event says about it (`None` for a stream one link served
+/// whole): the link that finished it and every continuation (from, by, the byte offset where
+/// it began, how the link was asked, what cut the stream).
+pub(super) fn continuation_record(p: &Provenance) -> Option<Value> {
+    if p.continuations.is_empty() {
+        return None;
+    }
+    let continuations: Vec<Value> = p
+        .continuations
+        .iter()
+        .map(|c| {
+            json!({"from": c.from, "by": c.by, "offset": c.offset, "mode": c.mode.as_str(),
+                "reason": c.reason.as_str()})
+        })
+        .collect();
+    Some(
+        json!({"served_by": p.served_by, "continued_by": p.continued_by, "continuations": continuations}),
+    )
+}
+
 /// One server-sent event carrying `v` as JSON, written straight into the event's buffer, with
 /// an `event:` line when the wire names its events.
 pub(super) fn sse_event<T: serde::Serialize>(name: Option<&str>, v: &T) -> Bytes {
@@ -487,6 +516,8 @@ async fn stream_response<D: Dialect>(
         enc.open(&mut out);
         let mut usage = None;
         let mut finish = None;
+        // The chain's last provenance (it sends one more at the end, with any continuation).
+        let mut last: Option<Box<Provenance>> = None;
         let mut pending: std::collections::VecDeque<StreamEvent> = head.into();
         loop {
             for b in out.drain(..) {
@@ -518,11 +549,16 @@ async fn stream_response<D: Dialect>(
                     reason,
                     format!("the upstream failed mid-stream and the answer restarted: {message}"),
                 ),
+                Some(Ok(StreamEvent::Provenance { provenance })) => {
+                    last = Some(provenance);
+                    continue;
+                }
                 Some(Ok(_)) => continue,
                 Some(Err(e)) => e,
                 None => match finish.take() {
                     Some(reason) => {
-                        enc.end(&reason, usage.as_ref(), &mut out);
+                        let record = last.as_deref().and_then(continuation_record);
+                        enc.end(&reason, usage.as_ref(), record.as_ref(), &mut out);
                         for b in out.drain(..) {
                             yield Ok(b);
                         }

@@ -811,7 +811,13 @@ impl Encoder for ResponseEvents {
         self.push(ev, out);
     }
 
-    fn end(&mut self, reason: &FinishReason, u: Option<&Usage>, out: &mut Vec<Bytes>) {
+    fn end(
+        &mut self,
+        reason: &FinishReason,
+        u: Option<&Usage>,
+        record: Option<&Value>,
+        out: &mut Vec<Bytes>,
+    ) {
         self.close(out);
         // The whole answer, as the JSON door would have rendered it.
         let mut resp = ChatResponse::new("");
@@ -843,11 +849,20 @@ impl Encoder for ResponseEvents {
             response: object.clone(),
             sequence_number: 0,
         };
-        let ev = match object.status {
+        let mut ev = match object.status {
             Some(rw::ResponseStatus::Incomplete) => rw::StreamEvent::Incomplete(ev),
             _ => rw::StreamEvent::Completed(ev),
         };
-        self.push(ev, out);
+        match record {
+            None => self.push(ev, out),
+            Some(r) => {
+                ev.set_sequence_number(self.seq);
+                self.seq += 1;
+                let mut v = serde_json::to_value(&ev).unwrap_or(Value::Null);
+                v["ripcord"] = r.clone();
+                out.push(sse_event(Some(ev.event_type()), &v));
+            }
+        }
         self.done = Some((object, resp));
     }
 

@@ -57,12 +57,16 @@
 //! - `azure`: [`AzureOpenAi`] — deployment URLs, `api-version`, `api-key` header.
 //! - `deepseek`, `zhipu`, `qwen`, `moonshot`, `qianfan`, `ollama`, `vllm`: OpenAI-compatible
 //!   presets in [`compat`] — real base URLs, model tables and each vendor's own error codes.
+//! - `bedrock`: [`Bedrock`] — AWS Bedrock's Converse and ConverseStream APIs, signed with
+//!   SigV4 (`aws-sigv4`) or a Bedrock API key, the event stream decoded by
+//!   `aws-smithy-eventstream`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
-// Without any vendor feature only the shared parsers are left; their HTTP helpers idle.
+// Without the OpenAI or Anthropic features only the shared parsers (and Bedrock, which has
+// its own error mapping) are left; their HTTP helpers idle.
 #![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "bedrock"))]
 mod driver;
 pub mod error_body;
 mod http;
@@ -74,6 +78,8 @@ pub mod sse;
 mod anthropic;
 #[cfg(feature = "azure")]
 mod azure;
+#[cfg(feature = "bedrock")]
+mod bedrock;
 #[cfg(feature = "openai")]
 pub mod compat;
 #[cfg(feature = "openai")]
@@ -88,6 +94,11 @@ pub use anthropic::{
 };
 #[cfg(feature = "azure")]
 pub use azure::{AZURE_API_VERSION, AzureConfig, AzureOpenAi};
+#[cfg(feature = "bedrock")]
+pub use bedrock::{
+    BEDROCK_API_KEY_ENV, Bedrock, BedrockConfig, BedrockCredentials, CredentialSource, Guardrail,
+    Thinking,
+};
 pub use error_body::{ErrorBody, ErrorHook};
 pub use http::{DEFAULT_MAX_SKIPPED_EVENTS, HttpClient, Timeouts};
 pub use models::ModelInfo;

@@ -147,6 +147,9 @@ pub fn provider_name(vendor: &str) -> Option<&'static str> {
         ("local_onnx", provider::LOCAL_ONNX),
         ("local-onnx", provider::LOCAL_ONNX),
         ("ripcord.local_onnx", provider::LOCAL_ONNX),
+        ("bedrock", provider::AWS_BEDROCK),
+        ("aws-bedrock", provider::AWS_BEDROCK),
+        ("aws.bedrock", provider::AWS_BEDROCK),
     ];
     TABLE
         .iter()

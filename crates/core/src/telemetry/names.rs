@@ -48,6 +48,8 @@ pub mod provider {
     pub const VLLM: &str = "vllm";
     /// ripcord's in-process ONNX Runtime model; custom.
     pub const LOCAL_ONNX: &str = "ripcord.local_onnx";
+    /// AWS Bedrock (registered).
+    pub const AWS_BEDROCK: &str = "aws.bedrock";
 }
 
 /// Attribute (field) names.

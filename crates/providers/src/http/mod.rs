@@ -49,4 +49,4 @@ pub(crate) use errors::{Stage, chain, excerpt, transport_error};
 pub use limits::{DEFAULT_MAX_SKIPPED_EVENTS, Timeouts};
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
 pub(crate) use target::{Target, endpoint, env};
-pub(crate) use transport::Transport;
+pub(crate) use transport::{Sign, Transport};

@@ -11,6 +11,24 @@ use super::{
     read_body, transport_error,
 };
 
+/// Authentication computed per request from its exact bytes (AWS SigV4): called with the
+/// final method, URI, headers and body just before they are sent, it adds its headers (a
+/// date, a signature) to `headers`. Nothing may change after it ran.
+pub(crate) trait Sign: Send + Sync + std::fmt::Debug {
+    /// Adds the signature headers.
+    ///
+    /// # Errors
+    ///
+    /// The request cannot be signed (credentials unusable as header values, a bad URI).
+    fn sign(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &mut HeaderMap,
+        body: &[u8],
+    ) -> Result<()>;
+}
+
 /// Everything a provider needs to talk to its vendor: the pooled client, the auth header,
 /// fixed extra headers, and the time limits.
 #[derive(Clone, Debug)]
@@ -25,6 +43,8 @@ pub(crate) struct Transport {
     json_headers: HeaderMap,
     /// The same for a streaming call.
     sse_headers: HeaderMap,
+    /// Per-request signing, when the vendor wants it (Bedrock's SigV4).
+    signer: Option<std::sync::Arc<dyn Sign>>,
 }
 
 /// The largest success body we accept (embeddings of big batches are large).
@@ -71,7 +91,24 @@ impl Transport {
             sse_headers: request_headers(&headers, &auth, "text/event-stream"),
             auth,
             timeouts,
+            signer: None,
         })
+    }
+
+    /// Signs every request with `signer`, after all other headers are set.
+    #[cfg_attr(not(feature = "bedrock"), allow(dead_code))]
+    pub(crate) fn with_signer(mut self, signer: std::sync::Arc<dyn Sign>) -> Transport {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// Streaming calls accept `accept` instead of `text/event-stream` (Bedrock answers
+    /// `application/vnd.amazon.eventstream`).
+    #[cfg_attr(not(feature = "bedrock"), allow(dead_code))]
+    pub(crate) fn with_stream_accept(mut self, accept: &'static str) -> Transport {
+        self.sse_headers
+            .insert(ACCEPT, HeaderValue::from_static(accept));
+        self
     }
 
     /// The same transport with other limits. A client built here is rebuilt when the connect
@@ -123,10 +160,20 @@ impl Transport {
         sse: bool,
     ) -> Result<(Response, Instant)> {
         precheck(ctx)?;
-        let headers = if sse {
+        let fixed = if sse {
             &self.sse_headers
         } else {
             &self.json_headers
+        };
+        let signed;
+        let headers = match &self.signer {
+            None => fixed,
+            Some(signer) => {
+                let mut h = fixed.clone();
+                signer.sign(&http::Method::POST, &target.uri, &mut h, &body)?;
+                signed = h;
+                &signed
+            }
         };
         let started = Instant::now();
         // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).

@@ -64,6 +64,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod anthropic;
+pub mod bedrock;
 mod http;
 mod openai;
 mod record;
@@ -88,4 +89,7 @@ pub enum Wire {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// AWS Bedrock Converse and ConverseStream (event-stream frames), behind a SigV4 check
+    /// with the [`bedrock`] test credentials.
+    Bedrock,
 }

@@ -18,7 +18,7 @@ use crate::openai::Ctx;
 use crate::reply::Reply;
 use crate::script::{Behavior, RawEnd};
 use crate::vendor_error::VendorError;
-use crate::{Wire, anthropic, openai};
+use crate::{Wire, anthropic, bedrock, openai};
 
 struct Job {
     wire: Wire,
@@ -46,6 +46,7 @@ impl Job {
         match self.wire {
             Wire::OpenAi => ("x-request-id", &self.request_id),
             Wire::Anthropic => ("request-id", &self.request_id),
+            Wire::Bedrock => ("x-amzn-requestid", &self.request_id),
         }
     }
 }
@@ -55,6 +56,7 @@ fn default_model(wire: Wire, embeddings: bool) -> &'static str {
         (Wire::OpenAi, false) => "gpt-4o-mini",
         (Wire::OpenAi, true) => "text-embedding-3-small",
         (Wire::Anthropic, _) => "claude-sonnet-4-5",
+        (Wire::Bedrock, _) => "anthropic.claude-3-haiku-20240307-v1:0",
     }
 }
 
@@ -87,6 +89,7 @@ pub(super) async fn respond(
             let body = match wire {
                 Wire::OpenAi => openai::models(model, unix_now()),
                 Wire::Anthropic => anthropic::models(model),
+                Wire::Bedrock => Vec::new(),
             };
             return send_json(conn, out, wire, 200, &request_id, &body, close).await;
         }
@@ -111,10 +114,32 @@ pub(super) async fn respond(
                     };
                     crate::vendor_error::anthropic_error(kind, what, &request_id)
                 }
+                Wire::Bedrock => bedrock::error_body(what),
             };
             return send_json(conn, out, wire, status, &request_id, body.as_bytes(), close).await;
         }
     };
+
+    // Bedrock authenticates before anything else; a refusal never reaches the script.
+    if wire == Wire::Bedrock
+        && let Err(d) = bedrock::authenticate(req)
+    {
+        let header = bedrock::error_type_header(d.error_type);
+        let body = bedrock::error_body(&d.message);
+        write_head(
+            out,
+            d.status,
+            Some("application/json"),
+            &[
+                ("x-amzn-requestid", &request_id),
+                ("x-amzn-errortype", &header),
+            ],
+            Framing::Length(body.len()),
+            close,
+        );
+        out.extend_from_slice(body.as_bytes());
+        return sent(conn.send(out).await);
+    }
 
     // Validate like the vendor would; a bad request never reaches the script.
     let job = match prepare(shared, req, embeddings, azure, n, request_id, close) {
@@ -203,8 +228,13 @@ pub(super) async fn respond(
                     Some("content_block_delta"),
                     b"{\"type\":\"content_block_delta\",\"index\":",
                 ),
+                Wire::Bedrock => (Some("contentBlockDelta"), b"{\"contentBlockIndex\":"),
             };
             for _ in 0..*count {
+                if job.wire == Wire::Bedrock {
+                    write_chunk(out, &bedrock::event("contentBlockDelta", data));
+                    continue;
+                }
                 let mut sse = Vec::with_capacity(data.len() + 32);
                 write_sse(&mut sse, event, data);
                 write_chunk(out, &sse);
@@ -290,6 +320,7 @@ fn prepare(
         response_id: match wire {
             Wire::OpenAi => format!("chatcmpl-ripcord{n:08}"),
             Wire::Anthropic => format!("msg_ripcord{n:08}"),
+            Wire::Bedrock => format!("bedrock{n:08}"),
         },
         request_id,
         created: unix_now(),
@@ -358,6 +389,21 @@ fn prepare(
             job.stream = probe.stream.unwrap_or(false);
             requested_model = probe.model.map(|m| m.into_owned());
         }
+        Wire::Bedrock => {
+            let probe: bedrock::ConverseProbe = match serde_json::from_slice(&req.body) {
+                Ok(p) => p,
+                Err(_) => return fail(job, bedrock::invalid_json_error()),
+            };
+            if probe.messages.is_none() {
+                return fail(job, bedrock::missing_messages_error());
+            }
+            let path = req
+                .path
+                .split_once('?')
+                .map_or(req.path.as_str(), |(p, _)| p);
+            job.stream = path.ends_with("/converse-stream");
+            requested_model = bedrock::model_of(path);
+        }
     }
     job.model = match (&shared.reply.model, requested_model) {
         (Some(fixed), _) if !embeddings => fixed.clone(),
@@ -379,12 +425,19 @@ async fn send_json(
     let id_header = match wire {
         Wire::OpenAi => ("x-request-id", request_id),
         Wire::Anthropic => ("request-id", request_id),
+        Wire::Bedrock => ("x-amzn-requestid", request_id),
     };
+    let error_type;
+    let mut headers = vec![id_header];
+    if wire == Wire::Bedrock && status >= 400 {
+        error_type = bedrock::error_type_header(bedrock::refusal_type(status));
+        headers.push(("x-amzn-errortype", &error_type));
+    }
     write_head(
         out,
         status,
         Some("application/json"),
-        &[id_header],
+        &headers,
         Framing::Length(body.len()),
         close,
     );
@@ -415,6 +468,7 @@ fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
     match job.wire {
         Wire::OpenAi => openai::completion(job.ctx(), reply),
         Wire::Anthropic => anthropic::message(job.ctx(), reply),
+        Wire::Bedrock => bedrock::converse(reply),
     }
 }
 
@@ -422,6 +476,7 @@ fn frames(job: &Job, reply: &Reply, broken: bool) -> Frames {
     match job.wire {
         Wire::OpenAi => openai::stream_frames(job.ctx(), reply, job.include_usage, broken),
         Wire::Anthropic => anthropic::stream_frames(job.ctx(), reply, broken),
+        Wire::Bedrock => bedrock::stream_frames(job.ctx(), reply, broken),
     }
 }
 
@@ -437,10 +492,14 @@ fn head_json(out: &mut Vec<u8>, job: &Job, len: usize) {
 }
 
 fn head_sse(out: &mut Vec<u8>, job: &Job) {
+    let content_type = match job.wire {
+        Wire::Bedrock => bedrock::EVENT_STREAM,
+        _ => "text/event-stream; charset=utf-8",
+    };
     write_head(
         out,
         200,
-        Some("text/event-stream; charset=utf-8"),
+        Some(content_type),
         &[job.request_id_header(), ("cache-control", "no-cache")],
         Framing::Chunked,
         job.close,
@@ -526,6 +585,17 @@ async fn cut(
 ) -> After {
     if !job.stream {
         let body = match end {
+            // Bedrock has no error object in a 200 body: the error is the HTTP answer.
+            End::Error(error) if job.wire == Wire::Bedrock => {
+                let r = error.response(job.wire, &job.model, &job.request_id);
+                let mut headers: Vec<(&str, &str)> =
+                    r.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                headers.push(job.request_id_header());
+                let framing = Framing::Length(r.body.len());
+                write_head(out, r.status, r.content_type, &headers, framing, job.close);
+                out.extend_from_slice(r.body.as_bytes());
+                return sent(conn.send(out).await);
+            }
             End::Error(error) => {
                 let body = error.json_body(job.wire, &job.model, &job.request_id);
                 head_json(out, job, body.len());
@@ -575,11 +645,21 @@ async fn cut(
             out.extend_from_slice(LAST_CHUNK);
             sent(conn.send(out).await)
         }
+        End::Error(error) if job.wire == Wire::Bedrock => {
+            let frame = bedrock::exception(
+                &bedrock::exception_type(error),
+                bedrock::error_parts(error).1,
+            );
+            write_chunk(out, &frame);
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
         End::Error(error) => {
             let json = error.json_body(job.wire, &job.model, &job.request_id);
             let event = match job.wire {
                 Wire::OpenAi => openai::INBAND_ERROR_EVENT,
                 Wire::Anthropic => anthropic::INBAND_ERROR_EVENT,
+                Wire::Bedrock => None,
             };
             let mut sse = Vec::with_capacity(json.len() + 32);
             write_sse(&mut sse, event, json.as_bytes());

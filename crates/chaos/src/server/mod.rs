@@ -103,6 +103,7 @@ impl FakeOptions {
 /// | OpenAI | `GET …/models` | model list |
 /// | Anthropic | `POST /v1/messages` | scripted |
 /// | Anthropic | `GET /v1/models` | model list |
+/// | Bedrock | `POST /model/{modelId}/converse`, `/converse-stream` | SigV4 / API key checked, then scripted |
 ///
 /// A model request whose body is not JSON, or lacks a field the vendor requires (`model` and
 /// `messages`; Anthropic also `max_tokens`; embeddings `input`; Azure takes the model from the
@@ -316,7 +317,9 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
     let mut conn = Conn::new(stream);
     let mut out = Vec::with_capacity(4096);
     loop {
-        let req = match conn.read_request(shared.record).await {
+        // Bedrock's requests are authenticated from their headers: keep them for it.
+        let keep_headers = shared.record || shared.wire == Wire::Bedrock;
+        let req = match conn.read_request(keep_headers).await {
             Ok(Some(req)) => req,
             Ok(None) | Err(ReadError::Io) => return,
             Err(ReadError::Bad(status, message)) => {
@@ -382,6 +385,12 @@ fn route(wire: Wire, method: &str, target: &str) -> Route {
         Wire::OpenAi if path.ends_with("/models") => (Route::Models, "GET"),
         Wire::Anthropic if path == "/v1/messages" => (Route::Chat { azure: false }, "POST"),
         Wire::Anthropic if path == "/v1/models" => (Route::Models, "GET"),
+        Wire::Bedrock
+            if path.starts_with("/model/")
+                && (path.ends_with("/converse") || path.ends_with("/converse-stream")) =>
+        {
+            (Route::Chat { azure: false }, "POST")
+        }
         _ => return Route::NotFound,
     };
     if method.eq_ignore_ascii_case(want) {
@@ -447,6 +456,20 @@ mod tests {
             (Wire::Anthropic, "GET", "/v1/models", Models),
             (Wire::Anthropic, "POST", "/v1/chat/completions", NotFound),
             (Wire::Anthropic, "POST", "/v1/embeddings", NotFound),
+            (
+                Wire::Bedrock,
+                "POST",
+                "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
+                Chat { azure: false },
+            ),
+            (
+                Wire::Bedrock,
+                "POST",
+                "/model/us.x/converse-stream",
+                Chat { azure: false },
+            ),
+            (Wire::Bedrock, "GET", "/model/x/converse", MethodNotAllowed),
+            (Wire::Bedrock, "POST", "/v1/messages", NotFound),
         ];
         for (wire, method, path, want) in cases {
             assert_eq!(route(wire, method, path), want, "{wire:?} {method} {path}");

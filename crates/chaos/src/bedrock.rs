@@ -380,6 +380,12 @@ pub(crate) fn event(name: &str, payload: &[u8]) -> Vec<u8> {
     )
 }
 
+/// One `event` message with its CRCs, as the fake sends it: for tests that need to corrupt or
+/// replay frames byte for byte.
+pub fn event_frame(name: &str, payload: &[u8]) -> Vec<u8> {
+    event(name, payload)
+}
+
 /// An `exception` message.
 pub(crate) fn exception(exception_type: &str, text: &str) -> Vec<u8> {
     message(
@@ -571,9 +577,12 @@ pub(crate) fn error_response(e: &VendorError, status: u16) -> ErrorResponse {
 /// The exception frame type a [`VendorError`] arrives as mid-stream: the HTTP type with a
 /// lower-case first letter (`throttlingException`), as ConverseStream names its exceptions.
 pub(crate) fn exception_type(e: &VendorError) -> String {
-    let t = match error_parts(e).0 {
-        "" => "internalServerException",
-        t => t,
+    let t = match (e, error_parts(e).0) {
+        (VendorError::PayloadTooLarge | VendorError::TooLargeForRateLimit, _) => {
+            "ValidationException"
+        }
+        (_, "") => "InternalServerException",
+        (_, t) => t,
     };
     let mut c = t.chars();
     match c.next() {

@@ -12,8 +12,8 @@
 //!
 //! | type | status | kind |
 //! | --- | --- | --- |
-//! | `ValidationException` | 400 | context length exceeded for "Input is too long…", "prompt is too long…", "too many input tokens"; model not found for "The provided model identifier is invalid."; else invalid request |
-//! | `AccessDeniedException` | 403 | permission denied (no access to the model) |
+//! | `ValidationException` | 400 | context length exceeded for "Input is too long…", "prompt is too long…", "too many input tokens"; model not found for "The provided model identifier is invalid."; content filtered, payload too large by the message; else invalid request |
+//! | `AccessDeniedException` | 403 | permission denied (no access to the model); region blocked when the message names the region |
 //! | `ExpiredTokenException`, `UnrecognizedClientException`, `InvalidSignatureException`, `IncompleteSignatureException`, `MissingAuthenticationTokenException`, `InvalidClientTokenId` | 400/403 | auth |
 //! | `ResourceNotFoundException` | 404 | model not found |
 //! | `ModelTimeoutException` | 408 | timeout |
@@ -59,7 +59,9 @@ fn kind_of_type(error_type: &str, body: &ErrorBody) -> Option<ErrorKind> {
         "ValidationException" if body.is_context_length() => ErrorKind::ContextLengthExceeded,
         "ValidationException" if says(&["model identifier is invalid"]) => ErrorKind::ModelNotFound,
         "ValidationException" if body.is_content_filter() => ErrorKind::ContentFiltered,
+        "ValidationException" if body.is_payload_too_large() => ErrorKind::PayloadTooLarge,
         "ValidationException" => ErrorKind::InvalidRequest,
+        "AccessDeniedException" if body.is_region() => ErrorKind::RegionBlocked,
         "AccessDeniedException" => ErrorKind::PermissionDenied,
         "ExpiredTokenException"
         | "UnrecognizedClientException"

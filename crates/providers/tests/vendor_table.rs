@@ -1,9 +1,10 @@
 //! The vendor error table, row by row, through the real adapters.
 //!
 //! Every wire row of `ripcord-chaos`'s `fixtures/vendor_errors.toml` is replayed byte for byte
-//! (status, headers, body, how the body ends — streams too) by a chaos server on loopback, and
-//! the adapter of the row's provider kind must report the row's kind and disposition. One
-//! OpenAI-wire and one Anthropic-wire server serve every row; a failing row is reported with
+//! (status, headers, body, how the body ends — streams too, Bedrock's binary event stream
+//! included) by a chaos server on loopback, and the adapter of the row's provider kind must
+//! report the row's kind and disposition. One OpenAI-wire, one Anthropic-wire and one
+//! Bedrock-wire server (which checks each request's signature first) serve every row; a failing row is reported with
 //! its name and source, and all failures are listed together.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -19,7 +20,12 @@ use ripcord_providers::{AzureConfig, AzureOpenAi, OpenAiConfig};
 use support::*;
 
 /// The adapter of a provider kind, pointed at the fake of its wire.
-fn model(vendor: &str, openai: &FakeVendor, anthropic_fake: &FakeVendor) -> Box<dyn ChatModel> {
+fn model(
+    vendor: &str,
+    openai: &FakeVendor,
+    anthropic_fake: &FakeVendor,
+    bedrock_fake: &FakeVendor,
+) -> Box<dyn ChatModel> {
     let preset = |p: Preset, model: &str| -> Box<dyn ChatModel> {
         Box::new(
             OpenAiCompatible::from_config(
@@ -49,6 +55,7 @@ fn model(vendor: &str, openai: &FakeVendor, anthropic_fake: &FakeVendor) -> Box<
         "qianfan" => preset(compat::qianfan(), "ernie-4.5-turbo-128k"),
         "ollama" => preset(compat::ollama(), "llama3.2"),
         "vllm" => preset(compat::vllm(), "meta-llama/Llama-3.1-8B-Instruct"),
+        "bedrock" => Box::new(support::bedrock(bedrock_fake)),
         other => panic!("no adapter for {other}"),
     }
 }
@@ -103,16 +110,17 @@ async fn every_wire_row_gets_its_kind_and_disposition() {
     let rows = vendor_table::rows().unwrap();
     let openai = openai_fake().await;
     let anthropic = anthropic_fake().await;
+    let bedrock = bedrock_fake().await;
     let mut failures = Vec::new();
     let mut played: BTreeMap<&str, usize> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.vendor != "local-onnx") {
-        let fake = if row.vendor == "anthropic" {
-            &anthropic
-        } else {
-            &openai
+        let fake = match row.vendor.as_str() {
+            "anthropic" => &anthropic,
+            "bedrock" => &bedrock,
+            _ => &openai,
         };
         fake.set_script(Script::Always(row.behavior()));
-        let m = model(&row.vendor, &openai, &anthropic);
+        let m = model(&row.vendor, &openai, &anthropic, &bedrock);
         let outcome = match play(row, m.as_ref()).await {
             Ok(e) => check(row, &e),
             Err(why) => Err(why),

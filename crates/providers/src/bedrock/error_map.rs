@@ -12,7 +12,7 @@
 //!
 //! | type | status | kind |
 //! | --- | --- | --- |
-//! | `ValidationException` | 400 | context length exceeded for "Input is too long…", "prompt is too long…", "too many input tokens"; model not found for "The provided model identifier is invalid."; content filtered, payload too large by the message; else invalid request |
+//! | `ValidationException` | 400 | context length exceeded for "Input is too long…", "prompt is too long…", "too many input tokens"; model not found for "The provided model identifier is invalid." and "…with on-demand throughput isn't supported" (the id needs an inference profile); content filtered, payload too large by the message; else invalid request |
 //! | `AccessDeniedException` | 403 | permission denied (no access to the model); region blocked when the message names the region |
 //! | `ExpiredTokenException`, `UnrecognizedClientException`, `InvalidSignatureException`, `IncompleteSignatureException`, `MissingAuthenticationTokenException`, `InvalidClientTokenId` | 400/403 | auth |
 //! | `ResourceNotFoundException` | 404 | model not found |
@@ -57,7 +57,17 @@ fn kind_of_type(error_type: &str, body: &ErrorBody) -> Option<ErrorKind> {
     };
     Some(match error_type {
         "ValidationException" if body.is_context_length() => ErrorKind::ContextLengthExceeded,
-        "ValidationException" if says(&["model identifier is invalid"]) => ErrorKind::ModelNotFound,
+        // The link cannot serve the model as named: a bad id, a foundation model that needs an
+        // inference profile, a model that does not chat. Another link can.
+        "ValidationException"
+            if says(&[
+                "model identifier is invalid",
+                "on-demand throughput",
+                "doesn't support the model",
+            ]) =>
+        {
+            ErrorKind::ModelNotFound
+        }
         "ValidationException" if body.is_content_filter() => ErrorKind::ContentFiltered,
         "ValidationException" if body.is_payload_too_large() => ErrorKind::PayloadTooLarge,
         "ValidationException" => ErrorKind::InvalidRequest,

@@ -101,6 +101,18 @@ pub(crate) fn guardrail_error(said: &str) -> Error {
     Error::new(ErrorKind::ContentFiltered, m).with_vendor_code(GUARDRAIL)
 }
 
+/// The model's output could not be parsed by Bedrock (`malformed_model_output`,
+/// `malformed_tool_use`): not an answer, and another attempt may do better.
+pub(crate) fn malformed_stop(stop: &str) -> Option<Error> {
+    matches!(stop, "malformed_model_output" | "malformed_tool_use").then(|| {
+        Error::new(
+            ErrorKind::InvalidResponse,
+            format!("Bedrock stopped the answer with `{stop}`: the model's output was malformed"),
+        )
+        .with_vendor_code(stop)
+    })
+}
+
 /// Parses a 200 Converse body; `model` names what served (the response does not).
 pub(crate) fn parse_converse(
     body: &[u8],
@@ -136,6 +148,9 @@ pub(crate) fn parse_converse(
     let stop = r.stop_reason.as_deref().unwrap_or("");
     if stop == GUARDRAIL {
         return Err(guardrail_error(&content));
+    }
+    if let Some(e) = malformed_stop(stop) {
+        return Err(e);
     }
     let finish = if stop.is_empty() {
         FinishReason::default()

@@ -31,7 +31,7 @@ use serde::Deserialize;
 
 use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
-use super::response::{GUARDRAIL, WireUsage, guardrail_error, stop_reason};
+use super::response::{GUARDRAIL, WireUsage, guardrail_error, malformed_stop, stop_reason};
 use crate::driver::{Decoder, Framer, Step, malformed};
 
 /// The largest frame accepted (the event-stream format's own limit is 16 MiB).
@@ -334,6 +334,9 @@ impl BedrockDecoder {
                 };
                 if s.stop_reason == GUARDRAIL {
                     return Err(guardrail_error(&self.guardrail_text).with_request_delivered());
+                }
+                if let Some(e) = malformed_stop(&s.stop_reason) {
+                    return Err(e.with_request_delivered());
                 }
                 self.stop = Some(s.stop_reason);
             }

@@ -139,6 +139,23 @@ pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatM
             }
             Arc::new(Anthropic::new(c)?.named(p.name.clone()))
         }
+        ProviderKind::Bedrock => {
+            let Some(b) = &p.bedrock else {
+                return Err(config_error(format!(
+                    "provider {:?}: bedrock settings were not resolved",
+                    p.name
+                )));
+            };
+            let mut c = ripcord_providers::BedrockConfig::new(model_name(p), b.region.clone())
+                .with_credentials(b.credentials.clone())
+                .with_name(p.name.clone())
+                .with_timeouts(timeouts(p))
+                .with_client(client.clone());
+            if let Some(u) = &p.base_url {
+                c = c.with_base_url(u.clone());
+            }
+            Arc::new(ripcord_providers::Bedrock::new(c)?.named(p.name.clone()))
+        }
         ProviderKind::LocalOnnx => {
             let dir = p
                 .model_dir

@@ -157,6 +157,20 @@ pub struct Provider {
     pub timeouts: TimeoutsConfig,
     /// Active health checks.
     pub probe: Option<ProbeConfig>,
+    /// bedrock: the region and the credentials, resolved.
+    pub bedrock: Option<BedrockSettings>,
+}
+
+/// A Bedrock provider's own settings, resolved when the config is read (credentials included,
+/// so `check-config` can say where they came from).
+#[derive(Debug, Clone)]
+pub struct BedrockSettings {
+    /// The AWS region.
+    pub region: String,
+    /// The credentials (secrets redacted in `Debug`).
+    pub credentials: ripcord_providers::BedrockCredentials,
+    /// Where they came from (`env AWS_ACCESS_KEY_ID`, `profile prod in …`), never the secret.
+    pub source: String,
 }
 
 impl Provider {
@@ -171,6 +185,12 @@ impl Provider {
         }
         if let Some(d) = &self.model_dir {
             s.push_str(&format!(" model_dir={}", d.display()));
+        }
+        if let Some(b) = &self.bedrock {
+            s.push_str(&format!(" region={}", b.region));
+            if let Some(id) = b.credentials.access_key_id() {
+                s.push_str(&format!(" access_key_id={id}"));
+            }
         }
         match &self.key_source {
             Some(src) => s.push_str(&format!(" key=[redacted] from {src}")),

@@ -34,6 +34,8 @@ pub enum ProviderKind {
     Vllm,
     /// The local Llama on ONNX Runtime.
     LocalOnnx,
+    /// AWS Bedrock (Converse / ConverseStream, SigV4 or a Bedrock API key).
+    Bedrock,
 }
 
 impl ProviderKind {
@@ -51,14 +53,19 @@ impl ProviderKind {
             ProviderKind::Ollama => "ollama",
             ProviderKind::Vllm => "vllm",
             ProviderKind::LocalOnnx => "local-onnx",
+            ProviderKind::Bedrock => "bedrock",
         }
     }
 
-    /// True for kinds that work without an API key.
+    /// True for kinds that work without an API key (Bedrock signs with AWS credentials; its
+    /// `api_key` is an optional Bedrock API key).
     pub fn key_optional(self) -> bool {
         matches!(
             self,
-            ProviderKind::Ollama | ProviderKind::Vllm | ProviderKind::LocalOnnx
+            ProviderKind::Ollama
+                | ProviderKind::Vllm
+                | ProviderKind::LocalOnnx
+                | ProviderKind::Bedrock
         )
     }
 }
@@ -243,6 +250,23 @@ pub struct ProviderConfig {
     /// Active health checks.
     #[serde(default)]
     pub probe: Option<ProbeConfig>,
+    /// bedrock: the AWS region (default `AWS_REGION` / `AWS_DEFAULT_REGION`, or the model ARN's).
+    #[serde(default)]
+    pub region: Option<Spanned<String>>,
+    /// bedrock: a profile of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
+    /// `~/.aws/credentials`).
+    #[serde(default)]
+    pub profile: Option<Spanned<String>>,
+    /// bedrock: the environment variable holding the access key id (with
+    /// `secret_access_key_env`).
+    #[serde(default)]
+    pub access_key_id_env: Option<Spanned<String>>,
+    /// bedrock: the environment variable holding the secret access key.
+    #[serde(default)]
+    pub secret_access_key_env: Option<Spanned<String>>,
+    /// bedrock: the environment variable holding a session token (temporary keys).
+    #[serde(default)]
+    pub session_token_env: Option<Spanned<String>>,
 }
 
 /// `[chain]`.

@@ -86,7 +86,10 @@ pub(super) fn resolve(
                         format!("unknown provider {:?}", name.get_ref()),
                     ));
                 };
-                if matches!(p.kind, ProviderKind::Anthropic | ProviderKind::LocalOnnx) {
+                if matches!(
+                    p.kind,
+                    ProviderKind::Anthropic | ProviderKind::LocalOnnx | ProviderKind::Bedrock
+                ) {
                     return Err(cx.err(
                         Some(&name.span()),
                         "embeddings.providers",

@@ -133,6 +133,21 @@ pub(super) fn resolve_provider(
         None => None,
     };
     let (variant, threads) = local_settings(cx, p)?;
+    let bedrock = match super::resolve_bedrock::resolve_bedrock(
+        cx,
+        p,
+        model.as_deref(),
+        api_key.as_deref(),
+        key_source.as_deref(),
+        lenient_keys,
+    )? {
+        super::resolve_bedrock::Resolved::Settings(s) => s,
+        super::resolve_bedrock::Resolved::Skip => return Ok(None),
+    };
+    let key_source = match &bedrock {
+        Some(b) => Some(b.source.clone()),
+        None => key_source,
+    };
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
     Ok(Some(Provider {
@@ -154,6 +169,7 @@ pub(super) fn resolve_provider(
         bulkhead: p.bulkhead.clone(),
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
+        bedrock,
     }))
 }
 

@@ -186,8 +186,8 @@ impl BedrockConfig {
         }
     }
 
-    /// Reads the region from `AWS_REGION` / `AWS_DEFAULT_REGION` (an ARN model id names its
-    /// own), the base URL from `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` / `AWS_ENDPOINT_URL`, and
+    /// Reads the region from an ARN model id, else `AWS_REGION` / `AWS_DEFAULT_REGION`, the
+    /// base URL from `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` / `AWS_ENDPOINT_URL`, and
     /// the credentials when the provider is built.
     pub fn from_env(model: impl Into<String>) -> Self {
         BedrockConfig::from_env_with(&http::env, model)
@@ -202,7 +202,11 @@ impl BedrockConfig {
     pub fn from_env_with(env: &dyn Fn(&str) -> Option<String>, model: impl Into<String>) -> Self {
         let get = |n: &str| env(n).filter(|v| !v.trim().is_empty());
         let mut c = BedrockConfig::without_region(model);
-        c.region = get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION"));
+        // An ARN names its region; requests for it must go there.
+        c.region = models::arn_region(&c.model)
+            .map(str::to_owned)
+            .or_else(|| get("AWS_REGION"))
+            .or_else(|| get("AWS_DEFAULT_REGION"));
         c.base_url = get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME").or_else(|| get("AWS_ENDPOINT_URL"));
         c.credentials = BedrockCredentials::from_env_with(env, None).ok();
         c

@@ -4,7 +4,8 @@
 //! The rows live in `fixtures/vendor_errors.toml`, as data, so the tests iterate over them and
 //! a new observation is one more row. Each row names the vendor (a provider kind of the
 //! config: `openai`, `anthropic`, `azure-openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`,
-//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `bedrock`), the exact status, headers and body
+//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `bedrock`, `mistral`, `groq`, `xai`, `openrouter`,
+//! `together`, `fireworks`, `cerebras`), the exact status, headers and body
 //! bytes (a stream's bytes for `stream = true` rows; for Bedrock's binary event stream, the
 //! `frames` — headers and payload of each message, encoded with their CRCs when the row is
 //! replayed, optionally corrupted or cut), how the body ends on the wire, the expected
@@ -38,7 +39,7 @@ use crate::script::{Behavior, RawEnd, RawResponse};
 pub const TABLE: &str = include_str!("../fixtures/vendor_errors.toml");
 
 /// The provider kinds the table covers (every `ProviderKind` of the config).
-pub const VENDORS: [&str; 12] = [
+pub const VENDORS: [&str; 19] = [
     "openai",
     "anthropic",
     "azure-openai",
@@ -51,6 +52,13 @@ pub const VENDORS: [&str; 12] = [
     "vllm",
     "local-onnx",
     "bedrock",
+    "mistral",
+    "groq",
+    "xai",
+    "openrouter",
+    "together",
+    "fireworks",
+    "cerebras",
 ];
 
 /// One observed vendor failure and its expected classification.

@@ -50,6 +50,13 @@ fn preset_of(kind: ProviderKind) -> Option<compat::Preset> {
         ProviderKind::Qianfan => compat::qianfan(),
         ProviderKind::Ollama => compat::ollama(),
         ProviderKind::Vllm => compat::vllm(),
+        ProviderKind::Mistral => compat::mistral(),
+        ProviderKind::Groq => compat::groq(),
+        ProviderKind::Xai => compat::xai(),
+        ProviderKind::Openrouter => compat::openrouter(),
+        ProviderKind::Together => compat::together(),
+        ProviderKind::Fireworks => compat::fireworks(),
+        ProviderKind::Cerebras => compat::cerebras(),
         _ => return None,
     })
 }

@@ -36,6 +36,20 @@ pub enum ProviderKind {
     LocalOnnx,
     /// AWS Bedrock (Converse / ConverseStream, SigV4 or a Bedrock API key).
     Bedrock,
+    /// Mistral AI.
+    Mistral,
+    /// Groq.
+    Groq,
+    /// xAI (Grok).
+    Xai,
+    /// OpenRouter.
+    Openrouter,
+    /// Together AI.
+    Together,
+    /// Fireworks AI.
+    Fireworks,
+    /// Cerebras.
+    Cerebras,
 }
 
 impl ProviderKind {
@@ -54,6 +68,13 @@ impl ProviderKind {
             ProviderKind::Vllm => "vllm",
             ProviderKind::LocalOnnx => "local-onnx",
             ProviderKind::Bedrock => "bedrock",
+            ProviderKind::Mistral => "mistral",
+            ProviderKind::Groq => "groq",
+            ProviderKind::Xai => "xai",
+            ProviderKind::Openrouter => "openrouter",
+            ProviderKind::Together => "together",
+            ProviderKind::Fireworks => "fireworks",
+            ProviderKind::Cerebras => "cerebras",
         }
     }
 

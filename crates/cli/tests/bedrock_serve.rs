@@ -348,3 +348,71 @@ api_key = "ABSK-literal-key-in-config"
     assert!(e.to_string().contains("not an AWS region name"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const SDK_SCRIPT: &str = r#"
+import json, sys
+import anthropic
+client = anthropic.Anthropic(base_url=sys.argv[1], api_key="sk-unused-on-loopback", max_retries=0)
+tools = [{"name": "get_weather", "description": "Current weather in a city",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+ask = [{"role": "user", "content": "Weather in Oslo?"}]
+out = {}
+raw = client.messages.with_raw_response.create(model="claude-sonnet-4-5", max_tokens=256, tools=tools, messages=ask)
+m = raw.parse()
+use = next(b for b in m.content if b.type == "tool_use")
+out["json"] = {"stop_reason": m.stop_reason, "text": m.content[0].text, "id": use.id, "name": use.name,
+               "input": use.input, "served_by": raw.headers.get("x-ripcord-served-by")}
+with client.messages.stream(model="claude-sonnet-4-5", max_tokens=256, tools=tools, messages=ask) as s:
+    deltas = list(s.text_stream)
+    final = s.get_final_message()
+streamed = next(b for b in final.content if b.type == "tool_use")
+out["stream"] = {"deltas": deltas, "stop_reason": final.stop_reason, "id": streamed.id, "input": streamed.input}
+print(json.dumps(out))
+"#;
+
+/// The official `anthropic` Python SDK through the same fallback: it sees Claude-shaped answers
+/// (tool use included, JSON and streamed) served by Claude on Bedrock.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_anthropic_sdk_gets_tool_use_from_claude_on_bedrock() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
+    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let bedrock = FakeVendor::start(Wire::Bedrock).await.unwrap();
+    bedrock.set_script(Script::Always(Behavior::Reply(
+        Reply::text("Checking.").with_chunks(2).with_tool_call(
+            "tooluse_sdk1",
+            "get_weather",
+            r#"{"city":"Oslo"}"#,
+        ),
+    )));
+    let dir = std::env::temp_dir().join(format!("ripcord-bedrock-sdk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = write_config(&dir, &claude, &bedrock);
+    let served = support::serve_with_env(
+        &config,
+        &[
+            ("TEST_BEDROCK_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID),
+            ("TEST_BEDROCK_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY),
+        ],
+    );
+    let v = support::python_json(python, SDK_SCRIPT, vec![served.url.clone()]).await;
+    println!("{v:#}");
+    assert_eq!(
+        v["json"],
+        json!({"stop_reason": "tool_use", "text": "Checking.", "id": "tooluse_sdk1",
+               "name": "get_weather", "input": {"city": "Oslo"}, "served_by": "claude-bedrock"})
+    );
+    assert_eq!(
+        v["stream"],
+        json!({"deltas": ["Chec", "king."], "stop_reason": "tool_use", "id": "tooluse_sdk1",
+               "input": {"city": "Oslo"}})
+    );
+    // Both reached Bedrock signed: the fake refuses anything else.
+    let paths: Vec<String> = bedrock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths.len(), 2, "{paths:?}");
+    assert!(paths[0].ends_with("/converse") && paths[1].ends_with("/converse-stream"));
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+}

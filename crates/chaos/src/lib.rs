@@ -1,7 +1,8 @@
 //! # ripcord-chaos
 //!
-//! Fake LLM vendors for tests, chaos runs and benchmarks: OpenAI-wire and Anthropic-wire HTTP
-//! servers on `127.0.0.1:0` whose behaviour per request is scripted — success (JSON or SSE,
+//! Fake LLM vendors for tests, chaos runs and benchmarks: OpenAI-wire, Anthropic-wire and
+//! Bedrock-wire HTTP servers on `127.0.0.1:0` (the Bedrock one checks every SigV4 signature
+//! against the [`bedrock`] test keys) whose behaviour per request is scripted — success (JSON or SSE,
 //! with chosen delays), any status with a vendor-accurate error body and headers, a hang
 //! before the headers, a slow first token, a stall or a reset mid-stream, malformed JSON, a
 //! truncated stream, an in-band error event. Every request is recorded (method, path, headers,

@@ -31,8 +31,21 @@ pub(crate) fn ensure_tools() -> Result<(), String> {
     if missing.is_empty() {
         return Ok(());
     }
+    apt_install(&missing)?;
+    match TOOLS.iter().find(|(bin, _)| !Path::new(bin).exists()) {
+        None => Ok(()),
+        Some((bin, pkg)) => Err(format!("apt-get installed {pkg}, but {bin} is missing")),
+    }
+}
+
+/// `apt-get update` and `apt-get install -y --no-install-recommends <packages>`.
+///
+/// # Errors
+///
+/// apt-get could not run or failed.
+pub(crate) fn apt_install(packages: &[&str]) -> Result<(), String> {
     let mut install = vec!["install", "-y", "--no-install-recommends"];
-    install.extend(&missing);
+    install.extend(packages);
     for args in [&["update"][..], &install[..]] {
         let status = Command::new("apt-get")
             .args(args)
@@ -41,20 +54,17 @@ pub(crate) fn ensure_tools() -> Result<(), String> {
             .map_err(|e| {
                 format!(
                     "{} missing and apt-get could not run: {e}",
-                    missing.join(", ")
+                    packages.join(", ")
                 )
             })?;
         if !status.success() {
             return Err(format!(
                 "{} missing and `apt-get {}` failed with {status} (install: apt-get install {})",
-                missing.join(", "),
+                packages.join(", "),
                 args.join(" "),
-                missing.join(" ")
+                packages.join(" ")
             ));
         }
     }
-    match TOOLS.iter().find(|(bin, _)| !Path::new(bin).exists()) {
-        None => Ok(()),
-        Some((bin, pkg)) => Err(format!("apt-get installed {pkg}, but {bin} is missing")),
-    }
+    Ok(())
 }

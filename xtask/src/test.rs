@@ -3,8 +3,9 @@
 //! This is the README's test command and what `.ci/run` calls. Steps:
 //! 1. `check-deps`: the crate graph's bans;
 //! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `.cache/`);
-//! 3. the Python packages the tests drive ripcord with (the official `openai` SDK), pinned, in
-//!    the project venv `.cache/venv`;
+//! 3. the client libraries the tests drive ripcord with, pinned: Python packages (the official
+//!    `openai` and `anthropic` SDKs, `openai-agents`) in the project venv `.cache/venv`, and npm
+//!    packages (the Vercel AI SDK) under `.cache/node-sdks`;
 //! 4. a real OTLP receiver (rotel) on loopback for the telemetry end-to-end tests, stopped
 //!    afterwards;
 //! 5. a real `redis-server` (Debian's package, installed with apt-get when missing) on loopback
@@ -20,7 +21,60 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Python packages the test suite needs beyond the model tooling, pinned.
-const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[("openai", "3.57.0"), ("anthropic", "2.10.0")];
+const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[
+    ("openai", "3.57.0"),
+    ("anthropic", "2.10.0"),
+    ("openai-agents", "0.24.0"),
+];
+
+/// npm packages the client-library tests drive `ripcord serve` with (the Vercel AI SDK and its
+/// OpenAI provider), pinned, installed under `<cache>/node-sdks`.
+const TEST_NODE_PACKAGES: &[(&str, &str)] = &[
+    ("ai", "7.0.173"),
+    ("@ai-sdk/openai", "4.0.118"),
+    ("zod", "4.6.7"),
+];
+
+/// The version of `package` installed under `dir/node_modules`, if any.
+fn node_version(dir: &Path, package: &str) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("node_modules").join(package).join("package.json"))
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("version")?.as_str().map(str::to_owned)
+}
+
+/// Installs [`TEST_NODE_PACKAGES`] under `<cache>/node-sdks` with the machine's npm (Debian's
+/// `nodejs` and `npm` when there is none); does nothing when they are present.
+fn ensure_node_packages(cache: &Path) -> Result<(), String> {
+    let dir = cache.join("node-sdks");
+    let missing: Vec<String> = TEST_NODE_PACKAGES
+        .iter()
+        .filter(|(name, version)| node_version(&dir, name).as_deref() != Some(*version))
+        .map(|(name, version)| format!("{name}@{version}"))
+        .collect();
+    if missing.is_empty() {
+        println!("xtask: test npm packages present");
+        return Ok(());
+    }
+    if Command::new("npm").arg("--version").output().is_err() {
+        crate::debian_tools::apt_install(&["nodejs", "npm"])?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let manifest = dir.join("package.json");
+    if !manifest.exists() {
+        std::fs::write(
+            &manifest,
+            r#"{"name":"ripcord-sdk-tests","private":true,"type":"module"}"#,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    }
+    run_cmd(
+        Command::new("npm")
+            .current_dir(&dir)
+            .args(["install", "--no-audit", "--no-fund", "--save-exact"])
+            .args(&missing),
+    )
+}
 
 /// The workspace root (the parent of `xtask/`).
 pub(crate) fn workspace_root() -> PathBuf {
@@ -103,6 +157,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::check_deps::run(&[])?;
     crate::setup_model::run(&[])?;
     ensure_python_packages(&cache)?;
+    ensure_node_packages(&cache)?;
     crate::debian_tools::ensure_tools()?;
     let receiver = crate::otlp::ensure_receiver()?;
     let redis = match crate::redis_server::ensure_redis() {

@@ -144,6 +144,23 @@ impl RawPost {
         check_completion(&bytes)
     }
 
+    /// One JSON answer of any wire, parsed; fails unless the string at `text_at` (a JSON
+    /// pointer: `/content/0/text` for Anthropic's Messages, `/output_text` for Responses) is
+    /// non-empty.
+    pub(crate) async fn answer(&self, text_at: &'static str) -> Result<(), String> {
+        let resp = self.send().await?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("floor: body: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| format!("floor: bad JSON: {e}"))?;
+        match v.pointer(text_at).and_then(serde_json::Value::as_str) {
+            Some(t) if !t.is_empty() => Ok(()),
+            _ => Err(format!("floor: no answer text at {text_at}")),
+        }
+    }
+
     /// One SSE stream read to `[DONE]`, every event parsed; returns the time from the start of
     /// the call to the first event carrying answer text.
     pub(crate) async fn sse_first_content(&self) -> Result<Duration, String> {

@@ -481,6 +481,41 @@ fn bench(args: &Args) -> Result<(), String> {
             gw / px.max(f64::MIN_POSITIVE),
         ));
     }
+    // Each door's cost beside the Chat Completions door's, and the gateway beside forwarding.
+    let cpu_of = |key: &str, child: &str| {
+        get(key).and_then(|r| {
+            r.c64
+                .cpu_us_children
+                .iter()
+                .find(|(n, _)| n == child)
+                .map(|(_, v)| *v)
+        })
+    };
+    if let Some(chat) = cpu_of("gateway", "gateway") {
+        for (key, door) in [
+            ("gateway_messages", "Messages"),
+            ("gateway_responses", "Responses"),
+        ] {
+            if let Some(cpu) = cpu_of(key, "gateway") {
+                let r = cpu / chat.max(f64::MIN_POSITIVE);
+                goals.push(Target {
+                    what: format!("{door} door CPU per request / Chat Completions door's at c=64"),
+                    value: r,
+                    bound: "<= 1.10".into(),
+                    met: r <= 1.10,
+                });
+            }
+        }
+        if let Some(px) = cpu_of("bare_proxy", "proxy") {
+            let r = chat / px.max(f64::MIN_POSITIVE);
+            goals.push(Target {
+                what: "gateway CPU per request / bare proxy's at c=64".into(),
+                value: r,
+                bound: "<= 2.0".into(),
+                met: r <= 2.0,
+            });
+        }
+    }
     if let Some(k) = get("gateway_keepalive") {
         let stalled = k.c1.p50_us > 20_000.0;
         goals.push(Target {
@@ -709,6 +744,8 @@ fn only_rows(only: &[String]) -> Option<Vec<String>> {
             for g in [
                 "sdk_direct",
                 "gateway",
+                "gateway_messages",
+                "gateway_responses",
                 "bare_proxy",
                 "upstream_ceiling",
                 "gateway_keepalive",

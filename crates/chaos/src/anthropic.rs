@@ -265,6 +265,8 @@ pub(crate) struct MessagesProbe<'a> {
     pub(crate) model: Option<std::borrow::Cow<'a, str>>,
     pub(crate) stream: Option<bool>,
     pub(crate) max_tokens: Option<serde::de::IgnoredAny>,
+    /// Claude on Vertex AI: the API version travels in the body.
+    pub(crate) anthropic_version: Option<serde::de::IgnoredAny>,
     pub(crate) messages: Option<serde::de::IgnoredAny>,
 }
 

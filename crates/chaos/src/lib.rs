@@ -1,8 +1,9 @@
 //! # ripcord-chaos
 //!
 //! Fake LLM vendors for tests, chaos runs and benchmarks: OpenAI-wire, Anthropic-wire and
-//! Bedrock-wire HTTP servers on `127.0.0.1:0` (the Bedrock one checks every SigV4 signature
-//! against the [`bedrock`] test keys) whose behaviour per request is scripted — success (JSON or SSE,
+//! Gemini-wire and Bedrock-wire HTTP servers (and Google's OAuth token endpoint,
+//! [`google_token`]) on `127.0.0.1:0` (the Bedrock one checks every SigV4 signature against
+//! the [`bedrock`] test keys) whose behaviour per request is scripted — success (JSON or SSE,
 //! with chosen delays), any status with a vendor-accurate error body and headers, a hang
 //! before the headers, a slow first token, a stall or a reset mid-stream, malformed JSON, a
 //! truncated stream, an in-band error event. Every request is recorded (method, path, headers,
@@ -66,8 +67,11 @@
 
 mod anthropic;
 pub mod bedrock;
+mod gemini;
+pub mod google_token;
 mod http;
 mod openai;
+mod openai_responses;
 mod record;
 mod reply;
 mod script;
@@ -86,11 +90,16 @@ pub use vendor_error::VendorError;
 #[non_exhaustive]
 pub enum Wire {
     /// OpenAI Chat Completions, Embeddings and Models (also Azure OpenAI's deployment paths and
-    /// OpenAI-compatible vendors' paths ending in `/chat/completions`).
+    /// OpenAI-compatible vendors' paths ending in `/chat/completions`), and the Responses API
+    /// on paths ending in `/responses` (`/v1/responses`, Azure's `/openai/v1/responses`).
     OpenAi,
-    /// Anthropic Messages.
+    /// Anthropic Messages (also Claude on Vertex AI: `…/publishers/anthropic/models/{m}:rawPredict`
+    /// and `:streamRawPredict`, the model in the URL and `anthropic_version` in the body).
     Anthropic,
     /// AWS Bedrock Converse and ConverseStream (event-stream frames), behind a SigV4 check
     /// with the [`bedrock`] test credentials.
     Bedrock,
+    /// Gemini `generateContent` / `streamGenerateContent`, `embedContent` /
+    /// `batchEmbedContents`, on AI Studio's paths and Vertex AI's.
+    Gemini,
 }

@@ -116,6 +116,16 @@ pub enum Behavior {
     },
     /// The vendor-accurate error status, body and headers for this wire.
     Error(VendorError),
+    /// On the OpenAI Responses wire: a stream that ends with `response.failed` (its response's
+    /// `error` carrying the error's code) after `after_chunks` chunks, and for a non-streaming
+    /// request a 200 whose Response has `status: "failed"` — how OpenAI reports a generation
+    /// that failed. On every other route, the same as [`Behavior::InBandError`].
+    ResponseFailed {
+        /// Chunks sent before the failure.
+        after_chunks: usize,
+        /// The error to carry.
+        error: VendorError,
+    },
     /// Exactly these bytes, for streaming and non-streaming requests alike: a recorded vendor
     /// answer replayed byte for byte (see [`RawResponse`]).
     Raw(RawResponse),

@@ -139,6 +139,7 @@ impl VendorError {
             return crate::bedrock::error_status(self);
         }
         match (self, wire) {
+            (e, Wire::Gemini) => crate::gemini::status(e),
             (VendorError::RateLimited { .. }, _) => 429,
             (VendorError::QuotaExhausted, Wire::OpenAi) => 429,
             (VendorError::QuotaExhausted, _) => 400,
@@ -204,7 +205,10 @@ impl VendorError {
             ),
             _ => (JSON, self.json_body(wire, model, request_id)),
         };
-        if let VendorError::RateLimited { retry_after } = self {
+        // Google sends no rate-limit headers: the wait is the body's `RetryInfo`.
+        if let VendorError::RateLimited { retry_after } = self
+            && wire != Wire::Gemini
+        {
             rate_limit_headers(wire, *retry_after, &mut headers);
         }
         if wire == Wire::Anthropic {
@@ -226,6 +230,7 @@ impl VendorError {
             Wire::OpenAi => self.openai_json(model),
             Wire::Anthropic => self.anthropic_json(model, request_id),
             Wire::Bedrock => crate::bedrock::error_body(crate::bedrock::error_parts(self).1),
+            Wire::Gemini => crate::gemini::error_json(self, model),
         }
     }
 
@@ -503,6 +508,8 @@ fn rate_limit_headers(
                 }
             }
         }
+        // Google sends none (`RetryInfo` in the body).
+        Wire::Gemini => {}
     }
 }
 

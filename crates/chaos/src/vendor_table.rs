@@ -4,11 +4,12 @@
 //! The rows live in `fixtures/vendor_errors.toml`, as data, so the tests iterate over them and
 //! a new observation is one more row. Each row names the vendor (a provider kind of the
 //! config: `openai`, `anthropic`, `azure-openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`,
-//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `bedrock`, `mistral`, `groq`, `xai`, `openrouter`,
-//! `together`, `fireworks`, `cerebras`), the exact status, headers and body
-//! bytes (a stream's bytes for `stream = true` rows; for Bedrock's binary event stream, the
-//! `frames` — headers and payload of each message, encoded with their CRCs when the row is
-//! replayed, optionally corrupted or cut), how the body ends on the wire, the expected
+//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `gemini`, `vertex`, `vertex-anthropic`, `bedrock`,
+//! `mistral`, `groq`, `xai`, `openrouter`, `together`, `fireworks`, `cerebras`), the exact
+//! status, headers and body bytes (a stream's bytes for `stream = true` rows; for Bedrock's
+//! binary event stream, the `frames` — headers and payload of each message, encoded with their
+//! CRCs when the row is replayed, optionally corrupted or cut), how the body ends on the wire,
+//! the expected
 //! [`ErrorKind`] and [`Disposition`], and a `source` naming the vendor page (or the public
 //! report quoting the vendor's answer) the phrasing comes from.
 //!
@@ -39,7 +40,7 @@ use crate::script::{Behavior, RawEnd, RawResponse};
 pub const TABLE: &str = include_str!("../fixtures/vendor_errors.toml");
 
 /// The provider kinds the table covers (every `ProviderKind` of the config).
-pub const VENDORS: [&str; 19] = [
+pub const VENDORS: [&str; 22] = [
     "openai",
     "anthropic",
     "azure-openai",
@@ -51,6 +52,9 @@ pub const VENDORS: [&str; 19] = [
     "ollama",
     "vllm",
     "local-onnx",
+    "gemini",
+    "vertex",
+    "vertex-anthropic",
     "bedrock",
     "mistral",
     "groq",

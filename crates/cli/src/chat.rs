@@ -77,6 +77,9 @@ impl ChatOutcome {
                 if !e.attempts().is_empty() || p.attempts.is_empty() {
                     p.attempts = e.attempts().to_vec();
                 }
+                if p.skipped.is_empty() {
+                    p.skipped = e.skipped().to_vec();
+                }
                 p.served_by = None;
                 p.static_reply = false;
                 p.degraded = true;

@@ -3,12 +3,12 @@
 //!
 //! A tenant's budget and a key's limits are accounts that span every route, so they cannot be
 //! decorators of one route's chain. Instead one [`RouteSwitch`] holds every route's chain and
-//! picks one per call from the call's [`Context`] metadata ([`ROUTE`]); a budget or a key
-//! limiter wraps the switch once and so sees the calls of all routes. A call without that
-//! metadata goes to the first route (the default).
+//! picks one per call from the [`Route`] the call's [`Context`] carries (a typed extension, set
+//! by the gateway's front door); a budget or a key limiter wraps the switch once and so sees the
+//! calls of all routes. A call without one goes to the first route (the default).
 //!
 //! Sub-tenants: a key with `sub_tenants = true` lets its client name one of its own end users
-//! ([`SUB_TENANT`]). [`SubTenants`] then charges the call to a second budget account,
+//! ([`SubTenant`]). [`SubTenants`] then charges the call to a second budget account,
 //! `tenant/sub`, inside the tenant's own: both levels pay, and either running out refuses the
 //! call. Without a sub-tenant the call skips the inner budget.
 
@@ -19,11 +19,22 @@ use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId, Result,
 };
 
-/// Context metadata naming the route of a call: its index in the config's routes.
-pub const ROUTE: &str = "ripcord.route";
+/// The route of a call: its index in the config's routes, carried as a typed [`Context`]
+/// extension (`ctx.with_extension(Route(i))`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route(pub usize);
 
-/// Context metadata naming the sub-tenant of a call (for keys with `sub_tenants = true`).
-pub const SUB_TENANT: &str = "ripcord.sub_tenant";
+impl Route {
+    /// The route a call's context names, if any.
+    pub fn of(ctx: &Context) -> Option<usize> {
+        ctx.extension::<Route>().map(|r| r.0)
+    }
+}
+
+/// The sub-tenant of a call (for keys with `sub_tenants = true`), carried as a typed
+/// [`Context`] extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubTenant(pub Arc<str>);
 
 /// Sends each call to the route its context names (the first route when it names none).
 #[derive(Debug)]
@@ -66,18 +77,15 @@ impl RouteSwitch {
     }
 
     fn pick(&self, ctx: &Context) -> Result<&Arc<dyn ChatModel>> {
-        let i = match ctx.metadata().get(ROUTE) {
-            None => 0,
-            Some(v) => v.parse::<usize>().map_err(|_| bad_route(v))?,
-        };
-        self.routes.get(i).ok_or_else(|| bad_route(&i.to_string()))
+        let i = Route::of(ctx).unwrap_or(0);
+        self.routes.get(i).ok_or_else(|| bad_route(i))
     }
 }
 
-fn bad_route(v: &str) -> Error {
+fn bad_route(i: usize) -> Error {
     Error::new(
         ripcord_core::ErrorKind::InvalidRequest,
-        format!("no route number {v:?} in this gateway"),
+        format!("no route number {i} in this gateway"),
     )
 }
 
@@ -125,8 +133,8 @@ impl SubTenants {
 
     /// The model to call, and the context to call it with.
     fn target(&self, ctx: &Context) -> (&Arc<dyn ChatModel>, Option<Context>) {
-        match (ctx.tenant(), ctx.metadata().get(SUB_TENANT)) {
-            (Some(tenant), Some(sub)) => (
+        match (ctx.tenant(), ctx.extension::<SubTenant>()) {
+            (Some(tenant), Some(SubTenant(sub))) => (
                 &self.budgeted,
                 Some(ctx.clone().with_tenant(format!("{tenant}/{sub}"))),
             ),
@@ -205,7 +213,7 @@ impl ripcord_core::Decorator for KeyScope {
 /// `ripcord chat --route`).
 #[derive(Debug)]
 pub struct Pinned {
-    route: String,
+    route: usize,
     inner: Arc<dyn ChatModel>,
 }
 
@@ -213,13 +221,13 @@ impl Pinned {
     /// `inner` (a model over a [`RouteSwitch`]) with every call sent to route number `index`.
     pub fn new(inner: Arc<dyn ChatModel>, index: usize) -> Self {
         Pinned {
-            route: index.to_string(),
+            route: index,
             inner,
         }
     }
 
     fn ctx(&self, ctx: &Context) -> Context {
-        ctx.clone().with_metadata(ROUTE, self.route.clone())
+        ctx.clone().with_extension(Route(self.route))
     }
 }
 
@@ -278,7 +286,7 @@ mod tests {
         }
         fn refusal(&self, ctx: &Context) -> Option<Error> {
             // Refuses only calls pinned to route 0, so `Pinned` must hand on its context.
-            (self.refuses && ctx.metadata().get(ROUTE).is_some_and(|r| r == "0"))
+            (self.refuses && Route::of(ctx) == Some(0))
                 .then(|| Error::new(ripcord_core::ErrorKind::RateLimited, "inner refuses"))
         }
     }
@@ -286,7 +294,7 @@ mod tests {
     /// The gateway's wrappers forward the hooks (through `Decorator`'s defaults).
     #[test]
     fn the_key_scope_and_the_pin_forward_bounds_itself_and_refusal() {
-        let ctx = Context::new().with_metadata(ROUTE, "0");
+        let ctx = Context::new().with_extension(Route(0));
         for (bounds, refuses) in [(false, false), (true, true), (true, false), (false, true)] {
             let inner = || -> Arc<dyn ChatModel> {
                 Arc::new(Hooked {
@@ -312,9 +320,9 @@ mod tests {
         let s = RouteSwitch::new(vec![named("a"), named("b")]).unwrap();
         let req = ChatRequest::user("hi");
         assert_eq!(s.chat(&req, &Context::new()).await.unwrap().content, "a");
-        let ctx = Context::new().with_metadata(ROUTE, "1");
+        let ctx = Context::new().with_extension(Route(1));
         assert_eq!(s.chat(&req, &ctx).await.unwrap().content, "b");
-        let bad = Context::new().with_metadata(ROUTE, "7");
+        let bad = Context::new().with_extension(Route(7));
         let e = s.chat(&req, &bad).await.unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidRequest);
         assert!(RouteSwitch::new(Vec::new()).is_err());

@@ -533,7 +533,7 @@ fn check_config_prints_every_effective_timeout_reserve_retry_and_stream_setting(
         "retry_on [rate_limited, overloaded, server_error]",
         "breaker: opens after 5 failures",
         "reserve: 700 ms",
-        "timeouts: connect 5000 ms, first token 30000 ms, stream idle 9000 ms; up to 5 unparseable stream events skipped",
+        "timeouts: connect 5000 ms, first token 30000 ms (non-streamed: the whole answer) / 10000 ms (streams), stream idle 9000 ms; up to 5 unparseable stream events skipped",
         "hold-back 250 ms; after commit: end with the error",
     ] {
         assert!(d.contains(want), "missing {want:?} in:\n{d}");

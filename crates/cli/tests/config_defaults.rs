@@ -32,6 +32,8 @@ fn library_breaker() -> BreakerSettings {
     BreakerSettings {
         failure_threshold: lib.consecutive_failures().unwrap(),
         open_ms: ms(lib.open().iter().next().unwrap()),
+        open_max_ms: lib.open().iter().take(40).map(ms).max().unwrap(),
+        background_probe_ms: lib.background_probe().map(ms),
         half_open_probes: u32::try_from(lib.max_probes()).unwrap(),
     }
 }

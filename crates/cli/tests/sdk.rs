@@ -48,37 +48,7 @@ async fn openai_sdk_through_a_primary_outage() {
     .await
     .unwrap();
     let dir = std::env::temp_dir().join(format!("ripcord-sdk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 10000
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-primary-upstream-key"
-[providers.retry]
-max_attempts = 1
-
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-backup-upstream-key"
-"#,
-            primary.base_url(),
-            backup.base_url()
-        ),
-    )
-    .unwrap();
+    let config = support::openai_then_anthropic(&dir, &primary.base_url(), &backup.base_url());
     let served = support::serve(&config);
     let url = served.url.clone();
     let v = support::python_json(python, SDK_SCRIPT, vec![url]).await;

@@ -44,6 +44,10 @@ impl Locality {
     }
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// What a model can do.
 ///
 /// # Examples
@@ -60,8 +64,15 @@ impl Locality {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Capabilities {
-    /// Context window in tokens (prompt plus output).
+    /// Context window in tokens (prompt plus output). When [`Capabilities::context_window_known`]
+    /// is false this is only a guess (a vendor's default for models its table does not list),
+    /// and the chain does not judge the link by it.
     pub context_window: u32,
+    /// Whether `context_window` is the model's real window: from a table of known models or
+    /// from configuration. An unknown window is tried, never judged: the chain learns the real
+    /// one from the vendor's context-length error ([`crate::Error::context_limit`]).
+    #[serde(default = "yes")]
+    pub context_window_known: bool,
     /// Largest output the model produces, in tokens.
     pub max_output_tokens: u32,
     /// Tool calling.
@@ -72,6 +83,11 @@ pub struct Capabilities {
     pub json_mode: bool,
     /// Streaming answers.
     pub streaming: bool,
+    /// The vendor continues a final assistant message as its own answer (assistant prefill:
+    /// Anthropic). A chain continuing a cut stream ([`crate::StreamPolicy::Continue`]) asks
+    /// such a link with the delivered text as prefill; others get an explicit instruction.
+    #[serde(default)]
+    pub assistant_prefill: bool,
     /// Price, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
@@ -84,14 +100,46 @@ impl Capabilities {
     pub fn new(context_window: u32, max_output_tokens: u32) -> Self {
         Capabilities {
             context_window,
+            context_window_known: true,
             max_output_tokens,
             tools: false,
             vision: false,
             json_mode: false,
             streaming: true,
+            assistant_prefill: false,
             price: None,
             locality: Locality::cloud("unknown"),
         }
+    }
+
+    /// Marks the window as a guess (or as known): a link with an unknown window is tried
+    /// whatever the prompt's size, and what its vendor states in a context-length error is
+    /// what the chain knows of it afterwards.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_core::Capabilities;
+    /// let guess = Capabilities::new(128_000, 4_096).with_context_window_known(false);
+    /// assert!(!guess.context_window_known);
+    /// assert!(Capabilities::new(8_192, 1_024).context_window_known);
+    /// ```
+    pub fn with_context_window_known(mut self, known: bool) -> Self {
+        self.context_window_known = known;
+        self
+    }
+
+    /// Sets the context window (a known one).
+    pub fn with_context_window(mut self, tokens: u32) -> Self {
+        self.context_window = tokens;
+        self.context_window_known = true;
+        self
+    }
+
+    /// Sets the largest output.
+    pub fn with_max_output_tokens(mut self, tokens: u32) -> Self {
+        self.max_output_tokens = tokens;
+        self
     }
 
     /// Sets tool calling.
@@ -109,6 +157,12 @@ impl Capabilities {
     /// Sets JSON mode.
     pub fn with_json_mode(mut self, yes: bool) -> Self {
         self.json_mode = yes;
+        self
+    }
+
+    /// Sets assistant prefill ([`Capabilities::assistant_prefill`]).
+    pub fn with_assistant_prefill(mut self, yes: bool) -> Self {
+        self.assistant_prefill = yes;
         self
     }
 
@@ -137,11 +191,13 @@ impl Capabilities {
         let mut acc = it.next()?.clone();
         for c in it {
             acc.context_window = acc.context_window.max(c.context_window);
+            acc.context_window_known &= c.context_window_known;
             acc.max_output_tokens = acc.max_output_tokens.max(c.max_output_tokens);
             acc.tools |= c.tools;
             acc.vision |= c.vision;
             acc.json_mode |= c.json_mode;
             acc.streaming |= c.streaming;
+            acc.assistant_prefill &= c.assistant_prefill;
             if acc.locality != c.locality {
                 acc.locality = if acc.locality.is_local() && c.locality.is_local() {
                     Locality::Local

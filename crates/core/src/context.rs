@@ -1,9 +1,11 @@
-//! Per-call context: deadline, cancellation, retry safety, tenant, locality and metadata.
+//! Per-call context: deadline, cancellation, retry safety, tenant, locality, metadata and typed
+//! extensions.
 //!
 //! A [`Context`] travels with every call through every layer. The deadline is a
 //! `tokio::time::Instant`, so tests drive it with `tokio::time::pause`; every layer that sleeps or
 //! waits must stop at [`Context::deadline`] and when [`Context::cancellation`] fires.
 
+use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +88,24 @@ pub struct Context {
     locality: LocalityRequirement,
     priority: Priority,
     metadata: BTreeMap<String, String>,
+    extensions: Extensions,
+}
+
+/// Typed values a caller hands to the layers below it (a gateway's route index, a sub-tenant),
+/// one per type, as `http::Extensions` carries them on a request: a layer that needs one asks
+/// for its type and gets it back typed, instead of parsing a string out of the metadata.
+///
+/// Cloning shares the values (each is behind an `Arc`), so a context stays cheap to clone.
+#[derive(Clone, Default)]
+struct Extensions(Option<Arc<ExtensionList>>);
+
+type ExtensionList = Vec<(TypeId, Arc<dyn Any + Send + Sync>)>;
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.as_ref().map_or(0, |l| l.len());
+        write!(f, "Extensions({n} typed values)")
+    }
 }
 
 impl Context {
@@ -109,6 +129,14 @@ impl Context {
             Some(d) => d.min(deadline),
             None => deadline,
         });
+        self
+    }
+
+    /// Replaces the deadline (see [`Context::with_deadline`], which keeps an earlier one);
+    /// `None` removes it. The chain uses it to give the link that continues a cut stream a
+    /// fresh budget to its first content, within the stream's bound.
+    pub fn set_deadline(mut self, at: Option<Instant>) -> Self {
+        self.deadline = at;
         self
     }
 
@@ -193,6 +221,41 @@ impl Context {
     pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self
+    }
+
+    /// Attaches a typed value for the layers below (one per type: a second value of the same
+    /// type replaces the first).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_core::Context;
+    /// #[derive(Debug, PartialEq)]
+    /// struct Route(usize);
+    /// let ctx = Context::new().with_extension(Route(2));
+    /// assert_eq!(ctx.extension::<Route>(), Some(&Route(2)));
+    /// assert_eq!(Context::new().extension::<Route>(), None);
+    /// ```
+    pub fn with_extension<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        let id = TypeId::of::<T>();
+        let value: Arc<dyn Any + Send + Sync> = Arc::new(value);
+        let list = Arc::make_mut(self.extensions.0.get_or_insert_with(Default::default));
+        match list.iter_mut().find(|(t, _)| *t == id) {
+            Some(slot) => slot.1 = value,
+            None => list.push((id, value)),
+        }
+        self
+    }
+
+    /// The typed value of type `T` a layer above attached, if any.
+    pub fn extension<T: Any + Send + Sync>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.extensions
+            .0
+            .as_deref()?
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref::<T>())
     }
 
     /// The deadline, if any.

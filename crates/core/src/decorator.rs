@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use crate::capabilities::Capabilities;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::model::{ChatModel, ModelId};
+use crate::model::{ChatModel, Liveness, ModelId};
 use crate::request::ChatRequest;
 use crate::response::ChatResponse;
 use crate::stream::ChatStream;
@@ -143,6 +143,12 @@ pub trait Decorator: Send + Sync + fmt::Debug {
     fn refusal(&self, ctx: &Context) -> Option<Error> {
         ChatModel::refusal(self.inner(), ctx)
     }
+
+    /// As [`ChatModel::liveness`]; forwards by default (the check goes to the vendor itself,
+    /// past every policy: it spends no tokens and no caller's limits).
+    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+        ChatModel::liveness(self.inner())
+    }
 }
 
 impl<D: Decorator> ChatModel for D {
@@ -183,6 +189,9 @@ impl<D: Decorator> ChatModel for D {
     }
     fn refusal(&self, ctx: &Context) -> Option<Error> {
         Decorator::refusal(self, ctx)
+    }
+    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+        Decorator::liveness(self)
     }
 }
 
@@ -231,6 +240,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     }
     fn refusal(&self, ctx: &Context) -> Option<Error> {
         (**self).refusal(ctx)
+    }
+    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+        (**self).liveness()
     }
 }
 

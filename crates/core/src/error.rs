@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::response::Attempt;
+use crate::response::{Attempt, Skip};
 
 /// A `Result` whose error is ripcord's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -297,6 +297,48 @@ impl fmt::Display for StatusCode {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// What a vendor stated in a context-length error: the model's real window, and the prompt's
+/// size as the vendor counted it when it said so.
+///
+/// Adapters read it from the error text where vendors state it (OpenAI, DeepSeek and vLLM:
+/// "maximum context length is 8192 tokens"; Anthropic: "prompt is too long: 210000 tokens >
+/// 200000 maximum"). The chain remembers the window for the link that said it, so later
+/// calls are judged by the vendor's number rather than a guess.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{ContextLimit, Error, ErrorKind};
+/// let e = Error::new(ErrorKind::ContextLengthExceeded, "too long")
+///     .with_context_limit(ContextLimit::new(8_192).with_prompt_tokens(9_000));
+/// assert_eq!(e.context_limit().map(|l| l.window), Some(8_192));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ContextLimit {
+    /// The model's window in tokens, as the vendor stated it.
+    pub window: u32,
+    /// The prompt's tokens as the vendor counted them, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
+}
+
+impl ContextLimit {
+    /// A stated window without a prompt count.
+    pub const fn new(window: u32) -> Self {
+        ContextLimit {
+            window,
+            prompt_tokens: None,
+        }
+    }
+
+    /// With the prompt's size as the vendor counted it.
+    pub const fn with_prompt_tokens(mut self, tokens: u32) -> Self {
+        self.prompt_tokens = Some(tokens);
+        self
+    }
+}
+
 /// ripcord's error: a classified failure with the vendor's facts kept as data.
 ///
 /// Build one with [`Error::new`] and the `with_*` methods; read it with the accessors. The
@@ -334,9 +376,12 @@ struct Inner {
     retry_after: Option<Duration>,
     timeout_phase: Option<TimeoutPhase>,
     attempts: Vec<Attempt>,
+    /// Links a chain passed over without a call before it failed.
+    skipped: Vec<Skip>,
     causes: Vec<Error>,
     source: Option<BoxError>,
     fault: Option<crate::fault::Fault>,
+    context_limit: Option<ContextLimit>,
     /// Whether the vendor may have processed the request: known yes, known no, or unknown
     /// (`None`: judged from the kind, see [`Error::maybe_processed`]).
     maybe_processed: Option<bool>,
@@ -356,9 +401,11 @@ impl Error {
                 retry_after: None,
                 timeout_phase: None,
                 attempts: Vec::new(),
+                skipped: Vec::new(),
                 causes: Vec::new(),
                 source: None,
                 fault: None,
+                context_limit: None,
                 maybe_processed: None,
             }),
         }
@@ -409,6 +456,7 @@ impl Error {
         e.inner.timeout_phase = timeout_phase;
         e.inner.attempts = attempts;
         e.inner.fault = errors.last().and_then(|l| l.inner.fault);
+        e.inner.context_limit = errors.last().and_then(|l| l.inner.context_limit);
         e.inner.maybe_processed = errors.last().and_then(|l| l.inner.maybe_processed);
         e.inner.causes = errors;
         e
@@ -482,6 +530,18 @@ impl Error {
     /// Attaches the attempts that led to this error (a retry decorator's failed attempts).
     pub fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
         self.inner.attempts = attempts;
+        self
+    }
+
+    /// Attaches the links a chain passed over without a call (see [`Error::skipped`]).
+    pub fn with_skipped(mut self, skipped: Vec<Skip>) -> Self {
+        self.inner.skipped = skipped;
+        self
+    }
+
+    /// Keeps what the vendor stated about the model's window (a context-length error).
+    pub fn with_context_limit(mut self, limit: ContextLimit) -> Self {
+        self.inner.context_limit = Some(limit);
         self
     }
 
@@ -572,6 +632,19 @@ impl Error {
         &mut self.inner.attempts
     }
 
+    /// The links a failed chain call passed over without a call (breakers aside, which are
+    /// attempts): window, capability, locality and deadline skips, each with its reason and,
+    /// for a window skip, both numbers. Empty for errors that did not come from a chain.
+    pub fn skipped(&self) -> &[Skip] {
+        &self.inner.skipped
+    }
+
+    /// What the vendor stated about the model's window, for a context-length error that said
+    /// it ([`ContextLimit`]).
+    pub fn context_limit(&self) -> Option<ContextLimit> {
+        self.inner.context_limit
+    }
+
     /// For an error from [`Error::exhausted`]: every link's error, in order. Empty otherwise.
     pub fn causes(&self) -> &[Error] {
         &self.inner.causes
@@ -652,6 +725,12 @@ impl fmt::Debug for Error {
         if let Some(f) = &i.fault {
             d.field("fault", f);
         }
+        if let Some(l) = &i.context_limit {
+            d.field("context_limit", l);
+        }
+        if !i.skipped.is_empty() {
+            d.field("skipped", &i.skipped);
+        }
         match i.maybe_processed {
             Some(true) => {
                 d.field("request_delivered", &true);
@@ -703,9 +782,11 @@ impl Clone for Error {
                 retry_after: i.retry_after,
                 timeout_phase: i.timeout_phase,
                 attempts: i.attempts.clone(),
+                skipped: i.skipped.clone(),
                 causes: i.causes.clone(),
                 source: None,
                 fault: i.fault,
+                context_limit: i.context_limit,
                 maybe_processed: i.maybe_processed,
             }),
         }

@@ -62,15 +62,20 @@ pub use chain::{BuildError, Chain, ChainBuilder, ChainStats, StaticReply, Stream
 pub use context::{Context, LocalityRequirement, Priority};
 pub use decorator::Decorator;
 pub use embedding::{EmbeddingChain, EmbeddingChainBuilder};
-pub use error::{Disposition, Error, ErrorKind, ErrorSummary, Result, StatusCode, TimeoutPhase};
+pub use error::{
+    ContextLimit, Disposition, Error, ErrorKind, ErrorSummary, Result, StatusCode, TimeoutPhase,
+};
 pub use fault::Fault;
-pub use model::{ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, ModelId};
+pub use model::{
+    ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Liveness, ModelId,
+};
 pub use request::{
     ChatRequest, ContentPart, ImageSource, Message, Needs, ResponseFormat, Role, ToolCall,
     ToolChoice, ToolSpec,
 };
 pub use response::{
-    Attempt, ChatResponse, FinishReason, Price, Provenance, Skip, SkipReason, Usage,
+    Attempt, ChatResponse, Continuation, ContinuationMode, FinishReason, Price, Provenance, Skip,
+    SkipReason, Usage,
 };
 pub use stream::{ChatStream, StreamEvent};
 

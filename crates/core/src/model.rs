@@ -141,6 +141,43 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
         let _ = ctx;
         None
     }
+
+    /// A cheap check that the vendor is up, spending no tokens (listing its models), where the
+    /// vendor has one; `None` (the default) when it has none.
+    ///
+    /// An open circuit breaker runs it in the background ([`Liveness`]) so that a vendor that
+    /// came back is re-admitted without waiting for user traffic to find out. It must be cheap
+    /// and side-effect free; it is never a chat call. Decorators forward it.
+    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+        None
+    }
+}
+
+/// A vendor's cheap liveness check ([`ChatModel::liveness`]), owned apart from the model so a
+/// background task can hold it.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{async_trait, Context, Liveness, Result};
+/// #[derive(Debug)]
+/// struct AlwaysUp;
+/// #[async_trait]
+/// impl Liveness for AlwaysUp {
+///     async fn check(&self, _ctx: &Context) -> Result<()> { Ok(()) }
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// assert!(AlwaysUp.check(&Context::new()).await.is_ok());
+/// # }
+/// ```
+#[async_trait]
+pub trait Liveness: Send + Sync + fmt::Debug {
+    /// Asks the vendor once whether it is up, under the context's deadline.
+    ///
+    /// # Errors
+    ///
+    /// The classified failure when the vendor does not answer with success.
+    async fn check(&self, ctx: &Context) -> Result<()>;
 }
 
 /// An embedding request: texts to embed.

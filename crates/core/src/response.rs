@@ -231,6 +231,15 @@ impl SkipReason {
 }
 
 /// A link passed over without a call.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{Skip, SkipReason};
+/// let s = Skip::window("small".into(), 9_000, 500, 8_192);
+/// assert_eq!(s.reason, SkipReason::ContextWindow);
+/// assert_eq!((s.prompt_tokens, s.window), (Some(9_000), Some(8_192)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Skip {
@@ -238,6 +247,41 @@ pub struct Skip {
     pub provider: Arc<str>,
     /// Why.
     pub reason: SkipReason,
+    /// For a window skip: the prompt's estimated tokens (the larger of ripcord's estimate and
+    /// a count a vendor stated during this call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
+    /// For a window skip: the output tokens the request reserves (its `max_tokens`, capped by
+    /// the link's output limit); the prompt plus this must fit the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    /// For a window skip: the window the link was judged by (its known or stated window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+}
+
+impl Skip {
+    /// A skip for `reason`, without numbers.
+    pub fn new(provider: Arc<str>, reason: SkipReason) -> Self {
+        Skip {
+            provider,
+            reason,
+            prompt_tokens: None,
+            output_tokens: None,
+            window: None,
+        }
+    }
+
+    /// A window skip: `prompt_tokens` plus `output_tokens` did not fit `window`.
+    pub fn window(provider: Arc<str>, prompt_tokens: u32, output_tokens: u32, window: u32) -> Self {
+        Skip {
+            provider,
+            reason: SkipReason::ContextWindow,
+            prompt_tokens: Some(prompt_tokens),
+            output_tokens: Some(output_tokens),
+            window: Some(window),
+        }
+    }
 }
 
 /// Where an answer came from and what it took to get it.
@@ -264,9 +308,61 @@ pub struct Provenance {
     /// link's window ([`crate::chain::Trim::Oldest`]); 0 when the link saw all of it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub trimmed_messages: u32,
+    /// The link that continued this streamed answer after its stream was cut (the last one,
+    /// when there were several); `None` when no continuation happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_by: Option<Arc<str>>,
+    /// Every continuation of this streamed answer, in order, with where each began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub continuations: Vec<Continuation>,
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How a continuing link was asked to go on from the delivered text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContinuationMode {
+    /// The delivered text as the start of the assistant's own message (assistant prefill).
+    Prefill,
+    /// The delivered text as an assistant message, then an instruction to continue it.
+    Instruction,
+}
+
+impl ContinuationMode {
+    /// `prefill` or `instruction`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ContinuationMode::Prefill => "prefill",
+            ContinuationMode::Instruction => "instruction",
+        }
+    }
+}
+
+/// One continuation of a cut stream ([`crate::StreamPolicy::Continue`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Continuation {
+    /// The link whose stream was cut.
+    pub from: Arc<str>,
+    /// The link that continued it.
+    pub by: Arc<str>,
+    /// Bytes (UTF-8) of answer text delivered before the cut: where the continuation begins.
+    pub offset: u64,
+    /// How the continuing link was asked.
+    pub mode: ContinuationMode,
+    /// What cut the stream.
+    pub reason: ErrorKind,
+    /// Bytes the continuing link repeated from the end of the delivered text and the chain
+    /// dropped.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub overlap_trimmed: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

@@ -78,6 +78,7 @@ pub struct ScriptedModel {
     in_flight: AtomicUsize,
     peak: AtomicUsize,
     bounds_itself: bool,
+    seen: Mutex<Vec<ChatRequest>>,
 }
 
 struct InFlight<'a>(&'a ScriptedModel);
@@ -104,6 +105,7 @@ impl ScriptedModel {
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             bounds_itself: false,
+            seen: Mutex::new(Vec::new()),
         }
     }
 
@@ -169,6 +171,21 @@ impl ScriptedModel {
         self.calls.load(Ordering::SeqCst)
     }
 
+    /// The requests of every call so far (chat and stream), in order.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        match self.seen.lock() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn record(&self, req: &ChatRequest) {
+        match self.seen.lock() {
+            Ok(mut s) => s.push(req.clone()),
+            Err(poisoned) => poisoned.into_inner().push(req.clone()),
+        }
+    }
+
     /// The most calls that were in flight at once.
     pub fn peak_concurrency(&self) -> usize {
         self.peak.load(Ordering::SeqCst)
@@ -206,6 +223,7 @@ impl ScriptedModel {
 
     /// Plays the next step of the script.
     async fn play(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        self.record(req);
         let _guard = self.enter();
         match self.next_step() {
             Step::Reply { text, delay } => {
@@ -342,7 +360,8 @@ impl ScriptedModel {
     }
 
     /// Opens the next step as a stream.
-    async fn open(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
+    async fn open(&self, req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
+        self.record(req);
         let _guard = self.enter();
         match self.next_step() {
             Step::Reply { text, delay } => {

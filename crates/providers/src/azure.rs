@@ -7,6 +7,11 @@
 //! answers a 400 with `code: content_filter` (and `innererror.code:
 //! ResponsibleAIPolicyViolation`), which the shared rules classify as `ContentFiltered`; its
 //! 429s carry `retry-after` / `retry-after-ms`.
+//!
+//! With [`OpenAiWire::Responses`] chat calls go to the Responses API in its documented v1
+//! form, `POST {endpoint}/openai/v1/responses` with the deployment name as the body's `model`
+//! and no `api-version` (<https://learn.microsoft.com/azure/ai-foundry/openai/how-to/responses>,
+//! REST tab; <https://learn.microsoft.com/azure/ai-foundry/openai/api-version-lifecycle>).
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +22,7 @@ use secrecy::SecretString;
 
 use crate::http::{self, Auth, HttpClient, Timeouts};
 use crate::models::ModelInfo;
-use crate::openai::{Dialect, MaxTokensField, OpenAi, OpenAiConfig, Setup, models};
+use crate::openai::{Dialect, MaxTokensField, OpenAi, OpenAiConfig, OpenAiWire, Setup, models};
 
 /// The `api-version` used by default (the GA version of October 2024).
 pub const AZURE_API_VERSION: &str = "2024-10-21";
@@ -47,6 +52,7 @@ pub struct AzureConfig {
     client: Option<HttpClient>,
     capabilities: Option<Capabilities>,
     max_tokens_field: MaxTokensField,
+    wire: OpenAiWire,
 }
 
 impl fmt::Debug for AzureConfig {
@@ -82,6 +88,7 @@ impl AzureConfig {
             client: None,
             capabilities: None,
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            wire: OpenAiWire::ChatCompletions,
         }
     }
 
@@ -154,6 +161,13 @@ impl AzureConfig {
     /// api-versions before 2024-09-01-preview).
     pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
         self.max_tokens_field = field;
+        self
+    }
+
+    /// Calls the Responses API (`{endpoint}/openai/v1/responses`, the deployment as `model`)
+    /// instead of the deployment's Chat Completions path.
+    pub fn with_wire(mut self, wire: OpenAiWire) -> Self {
+        self.wire = wire;
         self
     }
 }
@@ -239,6 +253,13 @@ impl AzureOpenAi {
         };
         let chat_url = url("chat/completions")?;
         let embeddings_url = url("embeddings")?;
+        let responses_url = match cfg.wire {
+            OpenAiWire::Responses => Some(http::Target::new(
+                http::endpoint(&cfg.endpoint, "/openai/v1/responses", what)?,
+                what,
+            )?),
+            _ => None,
+        };
         let auth = Auth::header("api-key", cfg.api_key, what)?;
         // The link's model is the deployment (what Azure serves and bills); the table lookup
         // uses the underlying model name when given.
@@ -260,6 +281,9 @@ impl AzureOpenAi {
                 vendor: "azure",
                 chat_url,
                 embeddings_url,
+                // Azure lists models per resource and api-version, not per deployment: no
+                // liveness check that would say this deployment answers.
+                models_url: None,
                 auth,
                 headers: HeaderMap::new(),
                 dialect,
@@ -267,6 +291,10 @@ impl AzureOpenAi {
             },
             oc,
         )?;
+        let inner = match responses_url {
+            Some(u) => inner.with_responses_url(u),
+            None => inner,
+        };
         Ok(AzureOpenAi { inner })
     }
 
@@ -333,5 +361,19 @@ mod tests {
         }
         let e = AzureOpenAi::new("https://r.openai.azure.com", "d", " ", "k-12345").unwrap_err();
         assert!(e.message().contains("api-version"));
+    }
+
+    #[test]
+    fn the_responses_wire_uses_the_v1_path() {
+        let a = AzureOpenAi::from_config(
+            AzureConfig::new("https://res.openai.azure.com/", "prod-5", "key-1234")
+                .with_wire(OpenAiWire::Responses),
+        )
+        .unwrap();
+        assert_eq!(a.inner.wire(), OpenAiWire::Responses);
+        assert_eq!(
+            a.inner.responses_url().map(|u| u.as_str()),
+            Some("https://res.openai.azure.com/openai/v1/responses")
+        );
     }
 }

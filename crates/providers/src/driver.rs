@@ -225,7 +225,7 @@ pub(crate) fn drive_framed<P: Framer, D: Decoder<P::Frame>>(
         out: VecDeque::new(),
         ctx: ctx.clone(),
         timeouts,
-        first: Limit::first_token(started, &timeouts),
+        first: Limit::first_token(started, &timeouts, true),
         answered: false,
         content: false,
         done: false,

@@ -506,11 +506,23 @@ pub(crate) fn http_error(
     if let Some(d) = wait {
         e = e.with_retry_after(d);
     }
-    e
+    with_stated_limit(e)
+}
+
+/// A context-length error keeps the window its vendor stated in the message, if it did.
+fn with_stated_limit(e: Error) -> Error {
+    if e.kind() != ErrorKind::ContextLengthExceeded {
+        return e;
+    }
+    match crate::stated_limit::stated_context_limit(e.message()) {
+        Some(limit) => e.with_context_limit(limit),
+        None => e,
+    }
 }
 
 /// The ripcord error for an error object without (or with only an implied) HTTP status: an
 /// error in a 200 body, or an in-band stream error event.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
 pub(crate) fn body_error(status: Option<u16>, b: &ErrorBody, hook: Option<ErrorHook>) -> Error {
     let kind = kind_of(status, Some(b), hook);
     let mut e = Error::new(
@@ -528,7 +540,7 @@ pub(crate) fn body_error(status: Option<u16>, b: &ErrorBody, hook: Option<ErrorH
     if let Some(d) = b.message.as_deref().and_then(retry_after::from_message) {
         e = e.with_retry_after(d);
     }
-    e
+    with_stated_limit(e)
 }
 
 #[cfg(test)]

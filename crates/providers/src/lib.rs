@@ -50,29 +50,45 @@
 //!
 //! ## Optional features
 //!
-//! All are on by default; each preset pulls in `openai`.
+//! All are on by default; each preset pulls in `openai`, `vertex-anthropic` pulls in
+//! `anthropic`.
 //!
 //! - `openai`: [`OpenAi`] — Chat Completions and Embeddings.
 //! - `anthropic`: [`Anthropic`] — the Messages API.
 //! - `azure`: [`AzureOpenAi`] — deployment URLs, `api-version`, `api-key` header.
 //! - `deepseek`, `zhipu`, `qwen`, `moonshot`, `qianfan`, `ollama`, `vllm`: OpenAI-compatible
 //!   presets in [`compat`] — real base URLs, model tables and each vendor's own error codes.
+//! - `gemini`: [`google::Gemini`] on Google AI Studio — `generateContent`, streams, tools,
+//!   JSON schemas, thinking, embeddings.
+//! - `vertex`: Gemini on Vertex AI ([`google::Gemini::vertex`]) with service-account or
+//!   bearer-token auth ([`google::GoogleCredentials`]).
+//! - `vertex-anthropic`: Claude on Vertex AI ([`google::VertexAnthropic`]), the Anthropic wire
+//!   through `rawPredict`.
 //! - `bedrock`: [`Bedrock`] — AWS Bedrock's Converse and ConverseStream APIs, signed with
 //!   SigV4 (`aws-sigv4`) or a Bedrock API key, the event stream decoded by
 //!   `aws-smithy-eventstream`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
-// Without the OpenAI or Anthropic features only the shared parsers (and Bedrock, which has
-// its own error mapping) are left; their HTTP helpers idle.
-#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+// Without any vendor feature only the shared parsers (and Bedrock, which has its own error
+// mapping) are left; their HTTP helpers idle.
+#![cfg_attr(
+    not(any(feature = "openai", feature = "anthropic", feature = "gemini")),
+    allow(dead_code)
+)]
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "bedrock"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "bedrock"
+))]
 mod driver;
 pub mod error_body;
 mod http;
 mod models;
 pub mod retry_after;
 pub mod sse;
+mod stated_limit;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
@@ -82,6 +98,8 @@ mod azure;
 mod bedrock;
 #[cfg(feature = "openai")]
 pub mod compat;
+#[cfg(any(feature = "gemini", feature = "vertex-anthropic"))]
+pub mod google;
 #[cfg(feature = "openai")]
 mod openai;
 
@@ -100,7 +118,15 @@ pub use bedrock::{
     Thinking,
 };
 pub use error_body::{ErrorBody, ErrorHook};
-pub use http::{DEFAULT_MAX_SKIPPED_EVENTS, HttpClient, Timeouts};
+pub use http::{
+    DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
+    DEFAULT_STREAM_IDLE, HttpClient, Timeouts,
+};
 pub use models::ModelInfo;
+/// OpenAI's Responses API (`/v1/responses`) as serde types, shared by the gateway's
+/// `/v1/responses` door and the Responses upstream.
 #[cfg(feature = "openai")]
-pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig};
+pub use openai::responses_wire as openai_responses_wire;
+#[cfg(feature = "openai")]
+pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig, OpenAiWire};
+pub use stated_limit::stated_context_limit;

@@ -99,9 +99,13 @@ impl ModelInfo {
             .unwrap_or(default)
     }
 
-    /// The capabilities this row describes, at `locality`.
+    /// The capabilities this row describes, at `locality`. A default row (empty prefix: the
+    /// model is in no table) describes a guess, so its window is marked unknown
+    /// ([`Capabilities::context_window_known`]): the chain tries such a link instead of
+    /// judging it, and learns the real window from the vendor's context-length error.
     pub fn capabilities(&self, locality: Locality) -> Capabilities {
         let caps = Capabilities::new(self.context_window, self.max_output_tokens)
+            .with_context_window_known(!self.prefix.is_empty())
             .with_tools(self.tools)
             .with_vision(self.vision)
             .with_json_mode(self.json_mode)

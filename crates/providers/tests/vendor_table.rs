@@ -3,8 +3,8 @@
 //! Every wire row of `ripcord-chaos`'s `fixtures/vendor_errors.toml` is replayed byte for byte
 //! (status, headers, body, how the body ends — streams too, Bedrock's binary event stream
 //! included) by a chaos server on loopback, and the adapter of the row's provider kind must
-//! report the row's kind and disposition. One OpenAI-wire, one Anthropic-wire and one
-//! Bedrock-wire server (which checks each request's signature first) serve every row; a failing row is reported with
+//! report the row's kind and disposition. One OpenAI-wire, one Anthropic-wire, one Gemini-wire
+//! and one Bedrock-wire server (which checks each request's signature first) serve every row; a failing row is reported with
 //! its name and source, and all failures are listed together.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -24,6 +24,7 @@ fn model(
     vendor: &str,
     openai: &FakeVendor,
     anthropic_fake: &FakeVendor,
+    gemini_fake: &FakeVendor,
     bedrock_fake: &FakeVendor,
 ) -> Box<dyn ChatModel> {
     let preset = |p: Preset, model: &str| -> Box<dyn ChatModel> {
@@ -55,6 +56,9 @@ fn model(
         "qianfan" => preset(compat::qianfan(), "ernie-4.5-turbo-128k"),
         "ollama" => preset(compat::ollama(), "llama3.2"),
         "vllm" => preset(compat::vllm(), "meta-llama/Llama-3.1-8B-Instruct"),
+        "gemini" => Box::new(support::gemini(gemini_fake)),
+        "vertex" => Box::new(support::vertex(gemini_fake)),
+        "vertex-anthropic" => Box::new(support::vertex_anthropic(anthropic_fake)),
         "bedrock" => Box::new(support::bedrock(bedrock_fake)),
         "mistral" => preset(compat::mistral(), "mistral-large-latest"),
         "groq" => preset(compat::groq(), "llama-3.3-70b-versatile"),
@@ -123,17 +127,19 @@ async fn every_wire_row_gets_its_kind_and_disposition() {
     let rows = vendor_table::rows().unwrap();
     let openai = openai_fake().await;
     let anthropic = anthropic_fake().await;
+    let gemini = gemini_fake().await;
     let bedrock = bedrock_fake().await;
     let mut failures = Vec::new();
     let mut played: BTreeMap<&str, usize> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.vendor != "local-onnx") {
         let fake = match row.vendor.as_str() {
-            "anthropic" => &anthropic,
+            "anthropic" | "vertex-anthropic" => &anthropic,
+            "gemini" | "vertex" => &gemini,
             "bedrock" => &bedrock,
             _ => &openai,
         };
         fake.set_script(Script::Always(row.behavior()));
-        let m = model(&row.vendor, &openai, &anthropic, &bedrock);
+        let m = model(&row.vendor, &openai, &anthropic, &gemini, &bedrock);
         let outcome = match play(row, m.as_ref()).await {
             Ok(e) => check(row, &e),
             Err(why) => Err(why),
@@ -200,4 +206,51 @@ fn the_table_is_well_formed_and_every_kind_is_researched() {
         e.contains("row 1 (openai/x)") && e.contains("unknown kind"),
         "{e}"
     );
+}
+
+/// The number in a row's body after `needle`, as the vendor wrote it.
+fn number_after(body: &str, needle: &str) -> Option<u32> {
+    let rest = &body[body.find(needle)? + needle.len()..];
+    rest.trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_length_rows_carry_the_window_the_vendor_stated() {
+    let rows = vendor_table::rows().unwrap();
+    let openai = openai_fake().await;
+    let anthropic = anthropic_fake().await;
+    let gemini = gemini_fake().await;
+    let bedrock = bedrock_fake().await;
+    let mut stated = 0;
+    for row in rows
+        .iter()
+        .filter(|r| r.vendor != "local-onnx" && r.kind == "context_length_exceeded")
+    {
+        let fake = match row.vendor.as_str() {
+            "anthropic" | "vertex-anthropic" => &anthropic,
+            "gemini" | "vertex" => &gemini,
+            "bedrock" => &bedrock,
+            _ => &openai,
+        };
+        fake.set_script(Script::Always(row.behavior()));
+        let m = model(&row.vendor, &openai, &anthropic, &gemini, &bedrock);
+        let e = play(row, m.as_ref()).await.unwrap();
+        // What the body states, read independently of the adapter's parser.
+        let window = number_after(&row.body, "maximum context length is")
+            .or_else(|| number_after(&row.body, "tokens >"));
+        assert_eq!(
+            e.context_limit().map(|l| l.window),
+            window,
+            "{}: {e:?}",
+            row.label()
+        );
+        stated += usize::from(window.is_some());
+    }
+    // OpenAI-style (Azure, DeepSeek, vLLM) and Anthropic phrasings are in the table.
+    assert!(stated >= 4, "only {stated} rows state a window");
 }

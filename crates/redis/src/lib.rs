@@ -56,6 +56,7 @@
 
 mod breaker;
 mod budget;
+mod documents;
 mod rate_limit;
 #[cfg(feature = "server")]
 pub mod server;
@@ -63,5 +64,6 @@ mod state;
 
 pub use breaker::{RedisBreakerStore, SharedBreaker, SharedBreakerConfig, shared_breaker};
 pub use budget::{RedisBudgetStore, SharedBudget, SharedBudgetConfig, shared_budget};
+pub use documents::RedisDocuments;
 pub use rate_limit::{RedisLimitStore, SharedRateLimit, SharedRateLimitConfig, shared_rate_limit};
 pub use state::{KEY_PREFIX, RedisState, StateError, StateOptions};

@@ -318,6 +318,13 @@ return n\n";
         conn
     }
 
+    /// Runs one command, bounded by the op timeout. `None` means Redis failed (the handle
+    /// degrades as for any operation) or is skipped while degraded.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Option<T> {
+        self.bounded(|mut conn| async move { cmd.query_async::<T>(&mut conn).await })
+            .await
+    }
+
     /// Runs a Lua script (EVALSHA, falling back to EVAL on NOSCRIPT), bounded by the op
     /// timeout. `None` means Redis failed: the caller uses its local state.
     pub(crate) async fn eval<T: FromRedisValue>(
@@ -326,14 +333,6 @@ return n\n";
         keys: &[&str],
         args: &[&str],
     ) -> Option<T> {
-        let shared = &self.shared;
-        if self.is_degraded() && shared.now_ms() < shared.retry_at.load(Ordering::Relaxed) {
-            return None;
-        }
-        let started = tokio::time::Instant::now();
-        let seen = shared.failures.load(Ordering::Acquire);
-        let mut conn = self.connection(shared.op_timeout).await?;
-        let left = shared.op_timeout.saturating_sub(started.elapsed());
         let mut inv = script.prepare_invoke();
         for k in keys {
             inv.key(*k);
@@ -341,7 +340,27 @@ return n\n";
         for a in args {
             inv.arg(*a);
         }
-        match tokio::time::timeout(left, inv.invoke_async::<T>(&mut conn)).await {
+        self.bounded(|mut conn| async move { inv.invoke_async::<T>(&mut conn).await })
+            .await
+    }
+
+    /// Runs `op` on the connection within the op timeout (connecting included), keeping the
+    /// degraded flag: skipped while degraded until the retry time, a failure or a timeout
+    /// degrades, an answer heals.
+    async fn bounded<T, F, Fut>(&self, op: F) -> Option<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let shared = &self.shared;
+        if self.is_degraded() && shared.now_ms() < shared.retry_at.load(Ordering::Relaxed) {
+            return None;
+        }
+        let started = tokio::time::Instant::now();
+        let seen = shared.failures.load(Ordering::Acquire);
+        let conn = self.connection(shared.op_timeout).await?;
+        let left = shared.op_timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, op(conn)).await {
             Ok(Ok(v)) => {
                 shared.answered(seen);
                 Some(v)

@@ -125,6 +125,9 @@ pub use breaker::{
     BreakerSnapshot, BreakerState, BreakerStore, KindAction, LocalStore, OpenBackoff, Outcome,
     StoreAdmit, Ticket, Transition,
 };
+pub use breaker::{
+    DEFAULT_BACKGROUND_PROBE, DEFAULT_BACKGROUND_PROBE_TIMEOUT, DEFAULT_OPEN_BASE, DEFAULT_OPEN_MAX,
+};
 pub use budget::{
     Budget, BudgetAdmit, BudgetHold, BudgetPolicy, BudgetPolicyBuilder, BudgetRefusal, BudgetStore,
     LocalBudgetStore,

@@ -377,7 +377,8 @@ impl Template {
 fn wire_of(kind: ProviderKind) -> Option<Wire> {
     match kind {
         ProviderKind::LocalOnnx => None,
-        ProviderKind::Anthropic => Some(Wire::Anthropic),
+        ProviderKind::Anthropic | ProviderKind::VertexAnthropic => Some(Wire::Anthropic),
+        ProviderKind::Gemini | ProviderKind::Vertex => Some(Wire::Gemini),
         ProviderKind::Bedrock => Some(Wire::Bedrock),
         _ => Some(Wire::OpenAi),
     }
@@ -391,6 +392,10 @@ fn base_url(kind: ProviderKind, fake: &FakeVendor) -> String {
         ProviderKind::Anthropic | ProviderKind::AzureOpenai | ProviderKind::Bedrock => {
             fake.base_url()
         }
+        // Gemini appends `/models/{m}:…` to AI Studio's versioned base; Vertex appends
+        // `/projects/…` to its versioned host.
+        ProviderKind::Gemini => format!("{}/v1beta", fake.base_url()),
+        ProviderKind::Vertex | ProviderKind::VertexAnthropic => format!("{}/v1", fake.base_url()),
         // OpenAI and the OpenAI-compatible presets append `/chat/completions`.
         _ => format!("{}/v1", fake.base_url()),
     }
@@ -428,6 +433,8 @@ pub(crate) struct Rig {
     pub(crate) built: Built,
     pub(crate) fakes: BTreeMap<String, FakeVendor>,
     pub(crate) notes: Vec<String>,
+    /// Per cloud link: its breaker's background-probe interval (ms), when it has one.
+    pub(crate) background_probe_ms: BTreeMap<String, u64>,
 }
 
 /// A folder that does not exist: given to a local provider whose model is already loaded, so
@@ -453,7 +460,7 @@ pub(crate) async fn rig(
     let mut fakes = BTreeMap::new();
     let mut reused = Vec::new();
     let mut options = FakeOptions::fast();
-    if s.long_streams() {
+    if s.long_streams() || s.load.stream_continue {
         options.reply = Reply {
             chunks: LONG_STREAM_CHUNKS,
             ..Reply::text(
@@ -461,7 +468,22 @@ pub(crate) async fn rig(
             )
         };
     }
+    if s.load.stream_continue {
+        for r in &mut config.routes {
+            r.spec.stream_restart = false;
+            r.spec.stream_continue = true;
+            r.spec.stream_holdback_ms = 0;
+        }
+    }
     for p in &mut config.chain {
+        if s.load.unknown_models && p.kind != ProviderKind::LocalOnnx {
+            p.model = Some(format!("{}-finetune-unlisted", p.name));
+        }
+        if let Some((_, sp)) = s.load.spells.iter().find(|(n, _)| *n == p.name) {
+            p.breaker.open_ms = sp.open_ms;
+            p.breaker.open_max_ms = sp.open_max_ms;
+            p.breaker.background_probe_ms = sp.background_probe_ms;
+        }
         if let Some((_, l)) = s.load.limits.iter().find(|(n, _)| *n == p.name) {
             p.bulkhead = Some(BulkheadConfig {
                 max_in_flight: l.slots,
@@ -503,6 +525,13 @@ pub(crate) async fn rig(
                 .collect::<Vec<_>>();
             (p.name.clone(), phases)
         })
+        .collect();
+    // Local links have no liveness check: their breakers recover by their spells alone.
+    let background_probe_ms = config
+        .chain
+        .iter()
+        .filter(|p| p.kind != ProviderKind::LocalOnnx)
+        .filter_map(|p| p.breaker.background_probe_ms.map(|ms| (p.name.clone(), ms)))
         .collect();
     let wire_rec = Arc::clone(rec);
     let cache_for_hook = Arc::clone(cache);
@@ -551,6 +580,7 @@ pub(crate) async fn rig(
         built,
         fakes,
         notes,
+        background_probe_ms,
     })
 }
 

@@ -21,6 +21,7 @@ mod chain;
 mod invariants;
 mod observe;
 mod record;
+mod recovery;
 mod report;
 mod run;
 mod scenario;
@@ -485,9 +486,11 @@ mod tests {
         .unwrap();
         let file = path.display().to_string();
         let all = scenarios(&args(&["--scenario", &file])).unwrap();
-        assert_eq!(all.len(), 15);
-        assert_eq!(all[14].name, "mine");
-        assert_eq!(all[14].source, file);
+        // The built-ins, then the file's.
+        let n = scenario::builtins().len();
+        assert_eq!(all.len(), n + 1);
+        assert_eq!(all[n].name, "mine");
+        assert_eq!(all[n].source, file);
         let some = scenarios(&args(&["--scenario", &file, "--only", "mine,flapping"])).unwrap();
         let names: Vec<&str> = some.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["mine", "flapping"]);

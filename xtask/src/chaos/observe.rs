@@ -59,6 +59,8 @@ pub(crate) enum Point {
 
 #[derive(Debug, Default)]
 struct Log {
+    skips: BTreeMap<String, Vec<super::record::SkipRec>>,
+    continued: BTreeMap<String, super::record::ContinuedRec>,
     requests: Vec<RequestRec>,
     admissions: Vec<CallRec>,
     wires: Vec<CallRec>,
@@ -150,6 +152,25 @@ impl Recorder {
         }
     }
 
+    /// Logs the links a request's provenance says were skipped.
+    pub(crate) fn skipped(&self, idx: usize, skips: Vec<super::record::SkipRec>) {
+        if skips.is_empty() {
+            return;
+        }
+        let mut log = lock(&self.log);
+        if let Some(id) = log.requests.get(idx).map(|r| r.id.clone()) {
+            log.skips.insert(id, skips);
+        }
+    }
+
+    /// Logs a streamed answer that carried text from more than one link.
+    pub(crate) fn continued(&self, idx: usize, c: super::record::ContinuedRec) {
+        let mut log = lock(&self.log);
+        if let Some(id) = log.requests.get(idx).map(|r| r.id.clone()) {
+            log.continued.insert(id, c);
+        }
+    }
+
     /// Logs the first content of a streamed request.
     pub(crate) fn first_content(&self, idx: usize) {
         let at = self.now_ms();
@@ -224,6 +245,8 @@ impl Recorder {
         out.wires = log.wires;
         out.transitions = log.transitions;
         out.rejections = log.rejections;
+        out.skips = log.skips;
+        out.continued = log.continued;
     }
 }
 

@@ -167,6 +167,29 @@ pub(crate) struct Leak {
     pub(crate) key_of: String,
 }
 
+/// A link a request passed over without calling it, as its provenance said.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SkipRec {
+    pub(crate) provider: String,
+    pub(crate) reason: String,
+    /// For a window skip: the prompt's estimated tokens and the window judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prompt_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) window: Option<u32>,
+}
+
+/// A streamed answer that carried text from more than one link, and what it recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ContinuedRec {
+    /// The links whose text it carried, in order.
+    pub(crate) links: Vec<String>,
+    /// What is wrong with it (no continuation record for a join, a repeated or dropped piece),
+    /// `None` when the continuation is sound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) problem: Option<String>,
+}
+
 /// Everything recorded in one scenario run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Records {
@@ -192,6 +215,12 @@ pub(crate) struct Records {
     /// Log events, spans and report texts scanned for keys.
     pub(crate) scanned: u64,
     pub(crate) leaks: Vec<Leak>,
+    /// Per request id: the links its answer (or error) says were skipped.
+    pub(crate) skips: BTreeMap<String, Vec<SkipRec>>,
+    /// Per request id: streamed answers continued on another link.
+    pub(crate) continued: BTreeMap<String, ContinuedRec>,
+    /// Per link: how often an open breaker checks the vendor in the background (ms).
+    pub(crate) background_probe_ms: BTreeMap<String, u64>,
 }
 
 impl Records {

@@ -13,14 +13,15 @@ use std::time::{Duration, Instant as StdInstant};
 
 use futures::StreamExt;
 use ripcord_cli::build::Wrap;
-use ripcord_cli::routing::ROUTE;
+use ripcord_cli::routing::Route;
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
 
 use super::capture::KeySink;
 use super::chain::{LocalCache, Template, rig};
 use super::invariants::{self, Check};
 use super::observe::{REQUEST_ID, Recorder};
-use super::record::{AttemptRec, Outcome, Records};
+use super::record::{AttemptRec, ContinuedRec, Outcome, Records, SkipRec};
+use super::recovery;
 use super::scenario::{Rng, STATIC, Scenario, mix};
 use super::stats::{self, Summary};
 use super::streams;
@@ -84,6 +85,8 @@ impl ScenarioRun {
         self.invariants = invariants::check_all(&self.records, tolerance.as_secs_f64() * 1000.0);
         self.invariants
             .extend(streams::check_streams(&self.records, &self.scenario));
+        self.invariants
+            .extend(recovery::check_recovery(&self.records, &self.scenario));
         self.expectations = invariants::expectations(&self.records, &self.scenario.expect);
     }
 }
@@ -115,18 +118,64 @@ fn failed(e: &Error, before: &[AttemptRec]) -> (Outcome, Vec<AttemptRec>) {
     (Outcome::Failed { kind: e.kind() }, list)
 }
 
+fn skips(list: &[ripcord_core::Skip]) -> Vec<SkipRec> {
+    list.iter()
+        .map(|k| SkipRec {
+            provider: k.provider.to_string(),
+            reason: k.reason.as_str().to_owned(),
+            prompt_tokens: k.prompt_tokens,
+            window: k.window,
+        })
+        .collect()
+}
+
 /// One plain request.
 async fn chat_once(
     chain: &dyn ChatModel,
     req: &ChatRequest,
     ctx: &Context,
+    rec: &Recorder,
+    idx: usize,
 ) -> (Outcome, Vec<AttemptRec>) {
     match chain.chat(req, ctx).await {
-        Ok(resp) => (
-            answered(&resp.provenance),
-            attempts(&resp.provenance.attempts),
-        ),
-        Err(e) => failed(&e, &[]),
+        Ok(resp) => {
+            rec.skipped(idx, skips(&resp.provenance.skipped));
+            (
+                answered(&resp.provenance),
+                attempts(&resp.provenance.attempts),
+            )
+        }
+        Err(e) => {
+            rec.skipped(idx, skips(e.skipped()));
+            failed(&e, &[])
+        }
+    }
+}
+
+/// A continued answer's join at byte `offset`: what is wrong when the latest provenance does not
+/// record a continuation from `from` to `by` there.
+fn join_problem(p: Option<&Provenance>, from: &str, by: &str, offset: usize) -> Option<String> {
+    let recorded = p.is_some_and(|p| {
+        p.continuations
+            .iter()
+            .any(|c| &*c.from == from && &*c.by == by && c.offset == offset as u64)
+    });
+    if !recorded {
+        return Some(format!(
+            "text from {from} then {by} at byte {offset} without a continuation record there"
+        ));
+    }
+    None
+}
+
+/// Whether the text after `offset` starts by repeating the 16 bytes before it.
+fn repeats_at(text: &str, offset: usize) -> bool {
+    let tail = offset.saturating_sub(16);
+    match (text.get(tail..offset), text.get(offset..)) {
+        (Some(before), Some(after)) => {
+            offset >= 16 && !before.trim().is_empty() && after.starts_with(before)
+        }
+        _ => false,
     }
 }
 
@@ -145,8 +194,12 @@ async fn stream_once(
     let mut provenance: Option<Provenance> = None;
     let mut finished = false;
     // The links whose content this answer carried (since the last `Restarted`): the link that
-    // was serving, by the latest provenance, when each piece arrived.
+    // was producing it, by the latest provenance (the continuing link once one continues),
+    // when each piece arrived; and the text so far.
     let mut texts_from: Vec<String> = Vec::new();
+    let mut text = String::new();
+    let mut joins: Vec<usize> = Vec::new();
+    let mut problem: Option<String> = None;
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(StreamEvent::Provenance { provenance: p }) => provenance = Some(*p),
@@ -154,28 +207,68 @@ async fn stream_once(
             Ok(StreamEvent::Restarted { .. }) => {
                 finished = false;
                 texts_from.clear();
+                text.clear();
+                joins.clear();
             }
             Ok(ev) if ev.is_content() => {
                 rec.first_content(idx);
                 let by = provenance
                     .as_ref()
-                    .and_then(|p| p.served_by.as_deref())
-                    .unwrap_or("unknown");
-                if texts_from.last().is_none_or(|l| l != by) {
-                    texts_from.push(by.to_owned());
-                    if texts_from.len() == 2 {
-                        rec.spliced(idx, texts_from.join(" then "));
+                    .and_then(|p| p.continued_by.as_deref().or(p.served_by.as_deref()))
+                    .unwrap_or("unknown")
+                    .to_owned();
+                if texts_from.last().is_some_and(|l| *l != by) {
+                    let from = texts_from.last().cloned().unwrap_or_default();
+                    let why = join_problem(provenance.as_ref(), &from, &by, text.len());
+                    if why.is_some() {
+                        rec.spliced(idx, format!("{from} then {by}"));
                     }
+                    problem = problem.or(why);
+                    joins.push(text.len());
+                }
+                if texts_from.last().is_none_or(|l| *l != by) {
+                    texts_from.push(by);
+                }
+                if let StreamEvent::TextDelta { text: t } = &ev {
+                    text.push_str(t);
                 }
             }
             Ok(_) => {}
             Err(e) => {
+                if texts_from.len() > 1 {
+                    rec.continued(
+                        idx,
+                        ContinuedRec {
+                            links: texts_from.clone(),
+                            problem: problem.clone(),
+                        },
+                    );
+                }
                 let before = provenance
                     .as_ref()
                     .map_or_else(Vec::new, |p| attempts(&p.attempts));
                 return failed(&e, &before);
             }
         }
+    }
+    if texts_from.len() > 1 {
+        // Judged once the answer is whole: a join's continuation must not repeat what the
+        // client already had.
+        if let Some(&at) = joins.iter().find(|&&at| repeats_at(&text, at)) {
+            problem = problem.or(Some(format!(
+                "the continuation at byte {at} repeats the text before it"
+            )));
+        }
+        rec.continued(
+            idx,
+            ContinuedRec {
+                links: texts_from,
+                problem,
+            },
+        );
+    }
+    if let Some(p) = &provenance {
+        rec.skipped(idx, skips(&p.skipped));
     }
     match (finished, provenance) {
         (true, Some(p)) => (answered(&p), attempts(&p.attempts)),
@@ -227,7 +320,7 @@ async fn user(
             .with_retry_safe(retry_safe)
             .with_metadata(REQUEST_ID, id);
         if routes > 1 {
-            ctx = ctx.with_metadata(ROUTE, ((u + n) % routes).to_string());
+            ctx = ctx.with_extension(Route((u + n) % routes));
         }
         if streamed {
             // As the gateway does: the deadline bounds getting an answer, and a streamed
@@ -243,7 +336,7 @@ async fn user(
             if streamed {
                 stream_once(chain, &req, &ctx, rec, idx).await
             } else {
-                chat_once(chain, &req, &ctx).await
+                chat_once(chain, &req, &ctx, rec, idx).await
             }
         })
         .await;
@@ -366,6 +459,7 @@ pub(crate) async fn run_scenario(
     }
     let mut records = Records {
         links: t.links.clone(),
+        background_probe_ms: rig.background_probe_ms.clone(),
         hits: rig
             .fakes
             .iter()

@@ -423,6 +423,27 @@ pub(crate) async fn build(
             }),
             meters,
         ));
+        // The other two front doors, same chain, same upstream: what each door's dialect costs
+        // beside Chat Completions' (issue 32: no door more than 10% slower).
+        for (key, label, path, body, text_at) in door_wires() {
+            let via = RawPost::new(
+                reqwest_plain()?,
+                &format!("{gw}{path}"),
+                &sdk_headers,
+                body.into_bytes(),
+            )?;
+            rows.push(row(
+                key,
+                label,
+                Some("sdk_direct"),
+                &["gateway"],
+                call(move || {
+                    let f = via.clone();
+                    async move { f.answer(text_at).await.map(|()| None) }
+                }),
+                meters,
+            ));
+        }
         if let Some(px) = &t.proxy {
             let via_px = RawPost::new(
                 reqwest_plain()?,
@@ -478,6 +499,38 @@ fn on_redis(call_once: Call, state: RedisState, redis: &Arc<RedisServer>) -> Cal
             r
         }
     })
+}
+
+/// The Messages and Responses doors' rows: key, label, path, the request body (the same prompt
+/// and answer bound as the Chat Completions row's) and where the answer's text is.
+fn door_wires() -> [(
+    &'static str,
+    &'static str,
+    &'static str,
+    String,
+    &'static str,
+); 2] {
+    use crate::rows::wire::{MAX_TOKENS, MODEL, PROMPT};
+    [
+        (
+            "gateway_messages",
+            "Messages wire -> ripcord serve -> upstream",
+            "/v1/messages",
+            format!(
+                r#"{{"model":"{MODEL}","max_tokens":{MAX_TOKENS},"messages":[{{"role":"user","content":"{PROMPT}"}}]}}"#
+            ),
+            "/content/0/text",
+        ),
+        (
+            "gateway_responses",
+            "Responses wire -> ripcord serve -> upstream",
+            "/v1/responses",
+            format!(
+                r#"{{"model":"{MODEL}","max_output_tokens":{MAX_TOKENS},"input":"{PROMPT}","store":false}}"#
+            ),
+            "/output_text",
+        ),
+    ]
 }
 
 /// A plain reqwest client like the SDK's httpx one: pooled keep-alive, no ripcord settings.

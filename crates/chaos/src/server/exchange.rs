@@ -18,10 +18,12 @@ use crate::openai::Ctx;
 use crate::reply::Reply;
 use crate::script::{Behavior, RawEnd};
 use crate::vendor_error::VendorError;
-use crate::{Wire, anthropic, bedrock, openai};
+use crate::{Wire, anthropic, bedrock, gemini, openai, openai_responses};
 
 struct Job {
     wire: Wire,
+    /// The OpenAI Responses wire (`…/responses`) rather than the wire's chat route.
+    responses: bool,
     stream: bool,
     include_usage: bool,
     model: String,
@@ -43,11 +45,15 @@ impl Job {
     }
 
     fn request_id_header(&self) -> (&'static str, &str) {
-        match self.wire {
-            Wire::OpenAi => ("x-request-id", &self.request_id),
-            Wire::Anthropic => ("request-id", &self.request_id),
-            Wire::Bedrock => ("x-amzn-requestid", &self.request_id),
-        }
+        request_id_header(self.wire, &self.request_id)
+    }
+}
+
+fn request_id_header(wire: Wire, request_id: &str) -> (&'static str, &str) {
+    match wire {
+        Wire::OpenAi | Wire::Gemini => ("x-request-id", request_id),
+        Wire::Anthropic => ("request-id", request_id),
+        Wire::Bedrock => ("x-amzn-requestid", request_id),
     }
 }
 
@@ -57,6 +63,8 @@ fn default_model(wire: Wire, embeddings: bool) -> &'static str {
         (Wire::OpenAi, true) => "text-embedding-3-small",
         (Wire::Anthropic, _) => "claude-sonnet-4-5",
         (Wire::Bedrock, _) => "anthropic.claude-3-haiku-20240307-v1:0",
+        (Wire::Gemini, false) => "gemini-2.5-flash",
+        (Wire::Gemini, true) => "gemini-embedding-001",
     }
 }
 
@@ -79,6 +87,7 @@ pub(super) async fn respond(
     let close = !req.keep_alive;
     let (embeddings, azure) = match route {
         Route::Chat { azure } => (false, azure),
+        Route::Responses => (false, false),
         Route::Embeddings { azure } => (true, azure),
         Route::Models => {
             let model = shared
@@ -90,6 +99,7 @@ pub(super) async fn respond(
                 Wire::OpenAi => openai::models(model, unix_now()),
                 Wire::Anthropic => anthropic::models(model),
                 Wire::Bedrock => Vec::new(),
+                Wire::Gemini => gemini::models(model),
             };
             return send_json(conn, out, wire, 200, &request_id, &body, close).await;
         }
@@ -115,6 +125,19 @@ pub(super) async fn respond(
                     crate::vendor_error::anthropic_error(kind, what, &request_id)
                 }
                 Wire::Bedrock => bedrock::error_body(what),
+                Wire::Gemini if status == 404 => gemini::google_error(
+                    404,
+                    "NOT_FOUND",
+                    &format!(
+                        "The requested URL {} was not found on this server.",
+                        req.path
+                    ),
+                ),
+                Wire::Gemini => gemini::google_error(
+                    405,
+                    "INVALID_ARGUMENT",
+                    &format!("Method {} is not allowed on {}.", req.method, req.path),
+                ),
             };
             return send_json(conn, out, wire, status, &request_id, body.as_bytes(), close).await;
         }
@@ -141,8 +164,25 @@ pub(super) async fn respond(
         return sent(conn.send(out).await);
     }
 
+    // Vertex AI checks the access token before anything else.
+    let tokens = lock(&shared.tokens).clone();
+    if let Some(registry) = tokens {
+        let authorization = req
+            .headers
+            .iter()
+            .find(|(n, _)| n == "authorization")
+            .map(|(_, v)| v.as_str());
+        if !registry.accepts(authorization) {
+            let body = gemini::unauthenticated();
+            return send_json(conn, out, wire, 401, &request_id, body.as_bytes(), close).await;
+        }
+    }
+
     // Validate like the vendor would; a bad request never reaches the script.
-    let job = match prepare(shared, req, embeddings, azure, n, request_id, close) {
+    let responses = route == Route::Responses;
+    let job = match prepare(
+        shared, req, embeddings, azure, responses, n, request_id, close,
+    ) {
         Ok(job) => job,
         Err((request_id, body)) => {
             return send_json(conn, out, wire, 400, &request_id, body.as_bytes(), close).await;
@@ -212,8 +252,13 @@ pub(super) async fn respond(
         Behavior::StopWithoutDone => {
             let f = frames(&job, reply, false);
             head_sse(out, &job);
-            // Everything but the terminator, the last frame.
-            out.extend_from_slice(f.bytes(0..f.len().saturating_sub(1)));
+            // Everything but the terminator, the last frame (Gemini has no terminator: the
+            // finish chunk is the end, and the whole stream goes out).
+            let end = match job.wire {
+                Wire::Gemini => f.len(),
+                _ => f.len().saturating_sub(1),
+            };
+            out.extend_from_slice(f.bytes(0..end));
             out.extend_from_slice(LAST_CHUNK);
             sent(conn.send(out).await)
         }
@@ -223,12 +268,17 @@ pub(super) async fn respond(
             head_sse(out, &job);
             out.extend_from_slice(f.bytes(0..at));
             let (event, data): (Option<&str>, &[u8]) = match job.wire {
+                Wire::OpenAi if job.responses => (
+                    Some("response.output_text.delta"),
+                    openai_responses::BROKEN_EVENT,
+                ),
                 Wire::OpenAi => (None, b"{\"choices\":[{\"delta\":{\"content\":"),
                 Wire::Anthropic => (
                     Some("content_block_delta"),
                     b"{\"type\":\"content_block_delta\",\"index\":",
                 ),
                 Wire::Bedrock => (Some("contentBlockDelta"), b"{\"contentBlockIndex\":"),
+                Wire::Gemini => (None, b"{\"candidates\":[{\"content\":"),
             };
             for _ in 0..*count {
                 if job.wire == Wire::Bedrock {
@@ -250,6 +300,17 @@ pub(super) async fn respond(
             after_chunks,
             error,
         } => cut(conn, out, &job, reply, *after_chunks, End::Error(error)).await,
+        Behavior::ResponseFailed {
+            after_chunks,
+            error,
+        } => {
+            let end = if job.responses {
+                End::Failed(error)
+            } else {
+                End::Error(error)
+            };
+            cut(conn, out, &job, reply, *after_chunks, end).await
+        }
         Behavior::Raw(raw) => {
             let mut all: Vec<(&str, &str)> = raw
                 .headers
@@ -302,11 +363,13 @@ fn sent(ok: bool) -> After {
 }
 
 /// Parses and validates a model request. On failure: the request id and a 400 body.
+#[allow(clippy::too_many_arguments)]
 fn prepare(
     shared: &Shared,
     req: &Incoming,
     embeddings: bool,
     azure: bool,
+    responses: bool,
     n: u64,
     request_id: String,
     close: bool,
@@ -314,13 +377,16 @@ fn prepare(
     let wire = shared.wire;
     let mut job = Job {
         wire,
+        responses,
         stream: false,
         include_usage: false,
         model: String::new(),
         response_id: match wire {
+            Wire::OpenAi if responses => format!("resp_ripcord{n:08}"),
             Wire::OpenAi => format!("chatcmpl-ripcord{n:08}"),
             Wire::Anthropic => format!("msg_ripcord{n:08}"),
             Wire::Bedrock => format!("bedrock{n:08}"),
+            Wire::Gemini => format!("ripcord-resp-{n:08}"),
         },
         request_id,
         created: unix_now(),
@@ -350,6 +416,21 @@ fn prepare(
                 Err(message) => return fail(job, message),
             }
         }
+        Wire::OpenAi if responses => {
+            let probe: openai_responses::ResponsesProbe<'_> =
+                match serde_json::from_slice(&req.body) {
+                    Ok(p) => p,
+                    Err(_) => return fail(job, openai::invalid_json_error()),
+                };
+            if probe.model.is_none() {
+                return fail(job, openai::missing_param_error("model"));
+            }
+            if probe.input.is_none() {
+                return fail(job, openai::missing_param_error("input"));
+            }
+            job.stream = probe.stream.unwrap_or(false);
+            requested_model = probe.model.map(|m| m.into_owned());
+        }
         Wire::OpenAi => {
             let probe: openai::ChatProbe<'_> = match serde_json::from_slice(&req.body) {
                 Ok(p) => p,
@@ -376,8 +457,16 @@ fn prepare(
                     return fail(job, body);
                 }
             };
+            // Claude on Vertex: the model is in the URL, the version in the body.
+            let url_model = azure
+                .then(|| gemini::model_and_method(&req.path).map(|(m, _)| m.to_owned()))
+                .flatten();
             for (field, present) in [
-                ("model", probe.model.is_some()),
+                ("model", probe.model.is_some() || azure),
+                (
+                    "anthropic_version",
+                    probe.anthropic_version.is_some() || !azure,
+                ),
                 ("max_tokens", probe.max_tokens.is_some()),
                 ("messages", probe.messages.is_some()),
             ] {
@@ -387,7 +476,43 @@ fn prepare(
                 }
             }
             job.stream = probe.stream.unwrap_or(false);
-            requested_model = probe.model.map(|m| m.into_owned());
+            requested_model = url_model.or_else(|| probe.model.map(|m| m.into_owned()));
+        }
+        Wire::Gemini => {
+            let (model, method) = gemini::model_and_method(&req.path).unwrap_or(("", ""));
+            requested_model = Some(model.to_owned());
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(_) => {
+                    let body = gemini::google_error(
+                        400,
+                        "INVALID_ARGUMENT",
+                        "Invalid JSON payload received. Unexpected token.",
+                    );
+                    return fail(job, body);
+                }
+            };
+            if embeddings {
+                let batch = method == "batchEmbedContents";
+                match gemini::embeddings(&body, batch, shared.embedding_dimensions) {
+                    Ok(bytes) => job.prepared = Some(bytes),
+                    Err(message) => return fail(job, message),
+                }
+            } else {
+                let has_contents = body
+                    .get("contents")
+                    .and_then(|c| c.as_array())
+                    .is_some_and(|c| !c.is_empty());
+                if !has_contents {
+                    let body = gemini::google_error(
+                        400,
+                        "INVALID_ARGUMENT",
+                        "* GenerateContentRequest.contents: contents is not specified",
+                    );
+                    return fail(job, body);
+                }
+                job.stream = method == "streamGenerateContent";
+            }
         }
         Wire::Bedrock => {
             let probe: bedrock::ConverseProbe = match serde_json::from_slice(&req.body) {
@@ -422,11 +547,7 @@ async fn send_json(
     body: &[u8],
     close: bool,
 ) -> After {
-    let id_header = match wire {
-        Wire::OpenAi => ("x-request-id", request_id),
-        Wire::Anthropic => ("request-id", request_id),
-        Wire::Bedrock => ("x-amzn-requestid", request_id),
-    };
+    let id_header = request_id_header(wire, request_id);
     let error_type;
     let mut headers = vec![id_header];
     if wire == Wire::Bedrock && status >= 400 {
@@ -466,17 +587,21 @@ fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
         return prepared.clone();
     }
     match job.wire {
+        Wire::OpenAi if job.responses => openai_responses::response(job.ctx(), reply),
         Wire::OpenAi => openai::completion(job.ctx(), reply),
         Wire::Anthropic => anthropic::message(job.ctx(), reply),
         Wire::Bedrock => bedrock::converse(reply),
+        Wire::Gemini => gemini::response(job.ctx(), reply),
     }
 }
 
 fn frames(job: &Job, reply: &Reply, broken: bool) -> Frames {
     match job.wire {
+        Wire::OpenAi if job.responses => openai_responses::stream_frames(job.ctx(), reply, broken),
         Wire::OpenAi => openai::stream_frames(job.ctx(), reply, job.include_usage, broken),
         Wire::Anthropic => anthropic::stream_frames(job.ctx(), reply, broken),
         Wire::Bedrock => bedrock::stream_frames(job.ctx(), reply, broken),
+        Wire::Gemini => gemini::stream_frames(job.ctx(), reply, broken),
     }
 }
 
@@ -573,6 +698,8 @@ enum End<'a> {
     Clean,
     /// The vendor's in-band error, then a clean end.
     Error(&'a VendorError),
+    /// The Responses wire's `response.failed`, then a clean end.
+    Failed(&'a VendorError),
 }
 
 async fn cut(
@@ -596,6 +723,12 @@ async fn cut(
                 out.extend_from_slice(r.body.as_bytes());
                 return sent(conn.send(out).await);
             }
+            End::Failed(error) => {
+                let body = openai_responses::failed_response(job.ctx(), error);
+                head_json(out, job, body.len());
+                out.extend_from_slice(&body);
+                return sent(conn.send(out).await);
+            }
             End::Error(error) => {
                 let body = error.json_body(job.wire, &job.model, &job.request_id);
                 head_json(out, job, body.len());
@@ -616,7 +749,7 @@ async fn cut(
                 After::Close
             }
             End::Reset => After::Reset,
-            End::Clean | End::Error(_) => After::Close,
+            End::Clean | End::Error(_) | End::Failed(_) => After::Close,
         };
     }
 
@@ -654,12 +787,30 @@ async fn cut(
             out.extend_from_slice(LAST_CHUNK);
             sent(conn.send(out).await)
         }
+        End::Error(error) if job.responses => {
+            let json = openai_responses::error_event(error, &job.model, upto);
+            let mut sse = Vec::with_capacity(json.len() + 32);
+            write_sse(&mut sse, Some("error"), &json);
+            write_chunk(out, &sse);
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
+        End::Failed(error) => {
+            let json = openai_responses::failed_event(job.ctx(), error, upto);
+            let mut sse = Vec::with_capacity(json.len() + 32);
+            write_sse(&mut sse, Some("response.failed"), &json);
+            write_chunk(out, &sse);
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
         End::Error(error) => {
             let json = error.json_body(job.wire, &job.model, &job.request_id);
             let event = match job.wire {
                 Wire::OpenAi => openai::INBAND_ERROR_EVENT,
                 Wire::Anthropic => anthropic::INBAND_ERROR_EVENT,
                 Wire::Bedrock => None,
+                // Google's in-band error is a plain `data:` chunk holding the error object.
+                Wire::Gemini => None,
             };
             let mut sse = Vec::with_capacity(json.len() + 32);
             write_sse(&mut sse, event, json.as_bytes());

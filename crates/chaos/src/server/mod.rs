@@ -23,6 +23,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::Wire;
+use crate::google_token::TokenRegistry;
 use crate::http::{Conn, Framing, ReadError, write_head};
 use crate::record::RecordedRequest;
 use crate::reply::Reply;
@@ -99,15 +100,22 @@ impl FakeOptions {
 /// | wire | route | answer |
 /// | --- | --- | --- |
 /// | OpenAI | `POST …/chat/completions` (e.g. `/v1/chat/completions`, Azure's `/openai/deployments/{d}/chat/completions?api-version=…`, a preset's `/api/paas/v4/chat/completions`) | scripted |
+/// | OpenAI | `POST …/responses` (`/v1/responses`, Azure's `/openai/v1/responses`) | scripted, on the Responses wire |
 /// | OpenAI | `POST …/embeddings` | scripted; deterministic unit vectors |
 /// | OpenAI | `GET …/models` | model list |
 /// | Anthropic | `POST /v1/messages` | scripted |
 /// | Anthropic | `GET /v1/models` | model list |
 /// | Bedrock | `POST /model/{modelId}/converse`, `/converse-stream` | SigV4 / API key checked, then scripted |
+/// | Anthropic | `POST …/publishers/anthropic/models/{m}:rawPredict` / `:streamRawPredict` (Claude on Vertex AI) | scripted |
+/// | Gemini | `POST …/models/{m}:generateContent` / `:streamGenerateContent` (AI Studio's `/v1beta/models/…`, Vertex's `/v1/projects/{p}/locations/{l}/publishers/google/models/…`) | scripted |
+/// | Gemini | `POST …/models/{m}:embedContent` / `:batchEmbedContents` | scripted; deterministic unit vectors |
+/// | Gemini | `GET …/models` | model list |
 ///
 /// A model request whose body is not JSON, or lacks a field the vendor requires (`model` and
 /// `messages`; Anthropic also `max_tokens`; embeddings `input`; Azure takes the model from the
-/// URL), gets the vendor's 400 without consulting the script. It still counts as a hit.
+/// URL; Claude on Vertex needs `anthropic_version` and takes the model from the URL; Gemini
+/// needs `contents`), gets the vendor's 400 without consulting the script. It still counts as a
+/// hit. With [`FakeVendor::require_tokens`], a request without a valid bearer token gets a 401.
 ///
 /// # Examples
 ///
@@ -148,6 +156,8 @@ struct Shared {
     hits: AtomicUsize,
     responses: AtomicU64,
     connections: AtomicU64,
+    /// When set, model requests must carry a bearer token this registry minted (Vertex AI).
+    tokens: Mutex<Option<TokenRegistry>>,
 }
 
 struct ScriptSlot {
@@ -201,6 +211,7 @@ impl FakeVendor {
             hits: AtomicUsize::new(0),
             responses: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            tokens: Mutex::new(None),
         });
         let accept = tokio::spawn(accept_loop(Arc::clone(&shared)));
         Ok(FakeVendor {
@@ -246,6 +257,14 @@ impl FakeVendor {
     /// Number of requests to model endpoints (chat completions, messages, embeddings).
     pub fn hits(&self) -> usize {
         self.shared.hits.load(Ordering::SeqCst)
+    }
+
+    /// From now on, model requests must carry `Authorization: Bearer <token>` with a token
+    /// `registry` minted and that has not expired (as Vertex AI checks OAuth access tokens);
+    /// others get Vertex's `401 UNAUTHENTICATED` without consulting the script. The registry
+    /// comes from a [`GoogleTokenServer`](crate::google_token::GoogleTokenServer).
+    pub fn require_tokens(&self, registry: TokenRegistry) {
+        *lock(&self.shared.tokens) = Some(registry);
     }
 
     /// Forgets recorded requests and hits.
@@ -317,8 +336,10 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
     let mut conn = Conn::new(stream);
     let mut out = Vec::with_capacity(4096);
     loop {
-        // Bedrock's requests are authenticated from their headers: keep them for it.
-        let keep_headers = shared.record || shared.wire == Wire::Bedrock;
+        // Bedrock's requests are authenticated from their headers, Vertex AI's from their
+        // bearer token: keep the headers for them.
+        let keep_headers =
+            shared.record || shared.wire == Wire::Bedrock || lock(&shared.tokens).is_some();
         let req = match conn.read_request(keep_headers).await {
             Ok(Some(req)) => req,
             Ok(None) | Err(ReadError::Io) => return,
@@ -339,7 +360,10 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
             }
         };
         let route = route(shared.wire, &req.method, &req.path);
-        if matches!(route, Route::Chat { .. } | Route::Embeddings { .. }) {
+        if matches!(
+            route,
+            Route::Chat { .. } | Route::Embeddings { .. } | Route::Responses
+        ) {
             shared.hits.fetch_add(1, Ordering::SeqCst);
         }
         if shared.record {
@@ -369,19 +393,37 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Chat { azure: bool },
+    Responses,
     Embeddings { azure: bool },
     Models,
     MethodNotAllowed,
     NotFound,
 }
 
+/// `azure` marks the paths that name the model in the URL instead of the body: Azure's
+/// deployments, and Vertex AI's `…/publishers/anthropic/models/{m}:rawPredict`.
 fn route(wire: Wire, method: &str, target: &str) -> Route {
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     let path = path.strip_suffix('/').unwrap_or(path);
     let azure = path.starts_with("/openai/deployments/");
+    let vertex_claude = path.contains("/publishers/anthropic/models/")
+        && (path.ends_with(":rawPredict") || path.ends_with(":streamRawPredict"));
+    let gemini = crate::gemini::model_and_method(path).map(|(_, m)| m);
     let (route, want) = match wire {
+        Wire::Anthropic if vertex_claude => (Route::Chat { azure: true }, "POST"),
+        Wire::Gemini => match gemini {
+            Some("generateContent" | "streamGenerateContent") => {
+                (Route::Chat { azure: false }, "POST")
+            }
+            Some("embedContent" | "batchEmbedContents") => {
+                (Route::Embeddings { azure: false }, "POST")
+            }
+            None if path.ends_with("/models") => (Route::Models, "GET"),
+            _ => return Route::NotFound,
+        },
         Wire::OpenAi if path.ends_with("/chat/completions") => (Route::Chat { azure }, "POST"),
         Wire::OpenAi if path.ends_with("/embeddings") => (Route::Embeddings { azure }, "POST"),
+        Wire::OpenAi if path.ends_with("/responses") => (Route::Responses, "POST"),
         Wire::OpenAi if path.ends_with("/models") => (Route::Models, "GET"),
         Wire::Anthropic if path == "/v1/messages" => (Route::Chat { azure: false }, "POST"),
         Wire::Anthropic if path == "/v1/models" => (Route::Models, "GET"),
@@ -440,6 +482,9 @@ mod tests {
                 Embeddings { azure: true },
             ),
             (Wire::OpenAi, "GET", "/v1/models", Models),
+            (Wire::OpenAi, "POST", "/v1/responses", Responses),
+            (Wire::OpenAi, "POST", "/openai/v1/responses", Responses),
+            (Wire::Anthropic, "POST", "/v1/responses", NotFound),
             (
                 Wire::OpenAi,
                 "GET",
@@ -470,6 +515,38 @@ mod tests {
             ),
             (Wire::Bedrock, "GET", "/model/x/converse", MethodNotAllowed),
             (Wire::Bedrock, "POST", "/v1/messages", NotFound),
+            (
+                Wire::Anthropic,
+                "POST",
+                "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict",
+                Chat { azure: true },
+            ),
+            (
+                Wire::Gemini,
+                "POST",
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+                Chat { azure: false },
+            ),
+            (
+                Wire::Gemini,
+                "POST",
+                "/v1/projects/p/locations/global/publishers/google/models/gemini-2.5-pro:generateContent",
+                Chat { azure: false },
+            ),
+            (
+                Wire::Gemini,
+                "POST",
+                "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+                Embeddings { azure: false },
+            ),
+            (Wire::Gemini, "GET", "/v1beta/models", Models),
+            (
+                Wire::Gemini,
+                "POST",
+                "/v1beta/models/x:countTokens",
+                NotFound,
+            ),
+            (Wire::Gemini, "POST", "/v1/chat/completions", NotFound),
         ];
         for (wire, method, path, want) in cases {
             assert_eq!(route(wire, method, path), want, "{wire:?} {method} {path}");

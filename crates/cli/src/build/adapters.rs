@@ -3,7 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ripcord_core::{ChatModel, EmbeddingChain, EmbeddingModel, Result};
+use ripcord_core::{Capabilities, ChatModel, EmbeddingChain, EmbeddingModel, Result};
+use ripcord_providers::google::{
+    Gemini, GeminiConfig, GoogleCredentials, Thinking, VertexAnthropic, VertexConfig,
+};
 use ripcord_providers::{
     Anthropic, AnthropicConfig, AzureConfig, AzureOpenAi, HttpClient, OpenAi, OpenAiConfig,
     Timeouts, compat,
@@ -11,7 +14,7 @@ use ripcord_providers::{
 use secrecy::SecretString;
 
 use super::config_error;
-use crate::config::{Provider, ProviderKind};
+use crate::config::{Provider, ProviderKind, VertexCredentials};
 
 fn timeouts(p: &Provider) -> Timeouts {
     let mut t = Timeouts::default();
@@ -20,6 +23,9 @@ fn timeouts(p: &Provider) -> Timeouts {
     }
     if let Some(ms) = p.timeouts.first_token_ms {
         t = t.with_first_token(Duration::from_millis(ms));
+    }
+    if let Some(ms) = p.timeouts.stream_first_token_ms {
+        t = t.with_stream_first_token(Duration::from_millis(ms));
     }
     if let Some(ms) = p.timeouts.idle_ms {
         t = t.with_stream_idle(Duration::from_millis(ms));
@@ -80,7 +86,8 @@ impl OpenAiFamily {
             )
             .with_name(p.name.clone())
             .with_timeouts(t)
-            .with_client(client.clone());
+            .with_client(client.clone())
+            .with_wire(p.wire);
             if let Some(v) = &p.api_version {
                 c = c.with_api_version(v.clone());
             }
@@ -103,9 +110,9 @@ impl OpenAiFamily {
             c = c.with_base_url(u.clone());
         }
         Ok(match (p.kind, preset_of(p.kind)) {
-            (ProviderKind::Openai, _) => {
-                Some(OpenAiFamily::OpenAi(OpenAi::new(c)?.named(p.name.clone())))
-            }
+            (ProviderKind::Openai, _) => Some(OpenAiFamily::OpenAi(
+                OpenAi::new(c.with_wire(p.wire))?.named(p.name.clone()),
+            )),
             (_, Some(preset)) => Some(OpenAiFamily::Compatible(
                 compat::OpenAiCompatible::from_config(preset, c)?.named(p.name.clone()),
             )),
@@ -130,8 +137,86 @@ impl OpenAiFamily {
     }
 }
 
-/// Builds the vendor adapter (undecorated) for one provider.
+/// Gemini on AI Studio for `p`, asking for `model`.
+fn gemini(p: &Provider, model: &str, client: &HttpClient) -> Result<Gemini> {
+    let mut c = GeminiConfig::new(model, key(p))
+        .with_name(p.name.clone())
+        .with_timeouts(timeouts(p))
+        .with_client(client.clone());
+    if let Some(u) = &p.base_url {
+        c = c.with_base_url(u.clone());
+    }
+    if let Some(b) = p.thinking_budget {
+        c = c.with_thinking(Thinking::budget(b));
+    }
+    Ok(Gemini::new(c)?.named(p.name.clone()))
+}
+
+/// The Vertex configuration of `p`.
+fn vertex_config(p: &Provider, client: &HttpClient) -> Result<VertexConfig> {
+    let Some(v) = &p.vertex else {
+        return Err(config_error(format!(
+            "provider {:?} ({}): no project, location or credentials",
+            p.name,
+            p.kind.as_str()
+        )));
+    };
+    let creds = match &v.credentials {
+        VertexCredentials::KeyFile(path) => GoogleCredentials::key_file(path)?,
+        VertexCredentials::Token(t) => GoogleCredentials::access_token(t.clone()),
+    };
+    let mut c = VertexConfig::new(model_name(p), v.project.clone(), v.location.clone(), creds)
+        .with_name(p.name.clone())
+        .with_timeouts(timeouts(p))
+        .with_client(client.clone());
+    if let Some(u) = &p.base_url {
+        c = c.with_base_url(u.clone());
+    }
+    if let Some(b) = p.thinking_budget {
+        c = c.with_thinking(Thinking::budget(b));
+    }
+    Ok(c)
+}
+
+/// An adapter whose window or output cap the config sets (`context_window`,
+/// `max_output_tokens`): everything else forwards.
+#[derive(Debug)]
+struct Capped {
+    inner: Arc<dyn ChatModel>,
+    caps: Capabilities,
+}
+
+impl ripcord_core::Decorator for Capped {
+    type Inner = Arc<dyn ChatModel>;
+    fn inner(&self) -> &Arc<dyn ChatModel> {
+        &self.inner
+    }
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+}
+
+/// `model` with the provider's configured window and output cap, when it sets any.
+fn capped(p: &Provider, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+    if p.context_window.is_none() && p.max_output_tokens.is_none() {
+        return model;
+    }
+    let mut caps = model.capabilities().clone();
+    if let Some(w) = p.context_window {
+        caps = caps.with_context_window(w);
+    }
+    if let Some(n) = p.max_output_tokens {
+        caps = caps.with_max_output_tokens(n);
+    }
+    Arc::new(Capped { inner: model, caps })
+}
+
+/// Builds the vendor adapter (undecorated) for one provider, with its configured window.
 pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
+    uncapped(p, client).map(|m| capped(p, m))
+}
+
+fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
     if let Some(m) = OpenAiFamily::build(p, &model_name(p), client)? {
         return Ok(m.chat());
     }
@@ -162,6 +247,13 @@ pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatM
                 c = c.with_base_url(u.clone());
             }
             Arc::new(ripcord_providers::Bedrock::new(c)?.named(p.name.clone()))
+        }
+        ProviderKind::Gemini => Arc::new(gemini(p, &model_name(p), client)?),
+        ProviderKind::Vertex => {
+            Arc::new(Gemini::vertex(vertex_config(p, client)?)?.named(p.name.clone()))
+        }
+        ProviderKind::VertexAnthropic => {
+            Arc::new(VertexAnthropic::new(vertex_config(p, client)?)?.named(p.name.clone()))
         }
         ProviderKind::LocalOnnx => {
             let dir = p
@@ -196,6 +288,11 @@ pub(super) fn embedding_chain(
 ) -> Result<Arc<dyn EmbeddingModel>> {
     let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
     for p in providers {
+        if p.kind == ProviderKind::Gemini {
+            let link: Arc<dyn EmbeddingModel> = Arc::new(gemini(p, model, client)?);
+            b = b.link_arc(link);
+            continue;
+        }
         let Some(family) = OpenAiFamily::build(p, model, client)? else {
             return Err(config_error(format!(
                 "provider {:?} ({}) has no embeddings endpoint",

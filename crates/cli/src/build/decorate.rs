@@ -7,7 +7,7 @@ use std::time::Duration;
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
     BreakerPolicy, BudgetPolicy, BulkheadPolicy, ChatModelExt, HealthHandle, HealthPolicy,
-    ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
+    OpenBackoff, ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
 };
 
 use super::{BuildHooks, Shared, config_error};
@@ -88,9 +88,20 @@ pub(super) fn decorate(
     // permit expires with it.
     #[cfg(not(feature = "redis"))]
     let _ = deadline_ms;
+    let first = Duration::from_millis(p.breaker.open_ms);
+    let longest = Duration::from_millis(p.breaker.open_max_ms.max(p.breaker.open_ms));
+    let spells = if longest > first {
+        OpenBackoff::Exponential {
+            base: first,
+            max: longest,
+        }
+    } else {
+        OpenBackoff::Constant(first)
+    };
     let mut breaker_layer = BreakerPolicy::builder()
         .consecutive_failures(p.breaker.failure_threshold)
-        .open_for(Duration::from_millis(p.breaker.open_ms))
+        .open(spells)
+        .background_probe(p.breaker.background_probe_ms.map(Duration::from_millis))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
     #[cfg(feature = "redis")]
     if shared.is_some() {

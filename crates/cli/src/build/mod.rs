@@ -98,7 +98,7 @@ pub struct Built {
     /// The default route's chain.
     pub chain: Chain,
     /// What callers call: every route behind one [`RouteSwitch`] (the route comes from the
-    /// call's context, [`routing::ROUTE`]; the default route otherwise), inside the tenant
+    /// call's context, [`routing::Route`]; the default route otherwise), inside the tenant
     /// budgets when `[budget]` is configured.
     pub model: Arc<dyn ChatModel>,
     /// The routes, in config order.
@@ -434,6 +434,9 @@ fn build_route(
     }
     if spec.stream_restart {
         b = b.stream_policy(StreamPolicy::Restart);
+    }
+    if spec.stream_continue {
+        b = b.stream_policy(StreamPolicy::Continue);
     }
     if spec.stream_holdback_ms > 0 {
         b = b.stream_holdback(Duration::from_millis(spec.stream_holdback_ms));

@@ -100,11 +100,17 @@ impl Default for BreakerSettings {
     /// The library's breaker defaults ([`BreakerPolicy::default`]).
     fn default() -> Self {
         let lib = BreakerPolicy::default();
+        let mut spells = lib.open().iter();
+        let first = spells.next().map_or(u64::MAX, ms);
+        // The spell sequence reaches its cap within 32 doublings.
+        let longest = spells.take(32).map(ms).max().unwrap_or(first).max(first);
         BreakerSettings {
             // A default breaker counts consecutive failures; the library's fallback when it
             // does not (a rate-only breaker) is not a default a config can ask for.
             failure_threshold: lib.consecutive_failures().unwrap_or(u32::MAX),
-            open_ms: lib.open().iter().next().map_or(u64::MAX, ms),
+            open_ms: first,
+            open_max_ms: longest,
+            background_probe_ms: lib.background_probe().map(ms),
             half_open_probes: u32::try_from(lib.max_probes()).unwrap_or(u32::MAX),
         }
     }

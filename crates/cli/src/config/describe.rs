@@ -8,7 +8,9 @@ impl Config {
     /// it showed — but a gateway's client already has the response headers and part of the
     /// first answer, and the OpenAI wire has no way to say "discard". Serving it would call the
     /// backup and throw its answer away. `stream_holdback_ms` is the gateway's way to fall over
-    /// mid-stream without the client seeing it.
+    /// mid-stream without the client seeing it, and `stream_policy = "continue"` its way to go
+    /// on after the client saw part of the answer (the next link continues it; nothing is
+    /// un-shown), so `serve` allows that one.
     pub fn serve_refusal(&self) -> Option<String> {
         let restart: Vec<&str> = self
             .routes
@@ -20,7 +22,7 @@ impl Config {
             return None;
         }
         Some(format!(
-            "{}: stream_policy = \"restart\" cannot be served: a client of `serve` already has the headers and part of the first answer, so the restarted answer would be thrown away; use stream_policy = \"end_with_error\" with stream_holdback_ms to fall over mid-stream before the client sees anything",
+            "{}: stream_policy = \"restart\" cannot be served: a client of `serve` already has the headers and part of the first answer, so the restarted answer would be thrown away; use stream_policy = \"continue\" (the next link continues the answer the client has) or \"end_with_error\" with stream_holdback_ms to fall over mid-stream before the client sees anything",
             if self.any_model {
                 "[chain]".to_owned()
             } else {
@@ -58,6 +60,8 @@ impl Config {
                 spec.stream_holdback_ms,
                 if spec.stream_restart {
                     "restart on the next link (library and `chat` only: `serve` refuses it)"
+                } else if spec.stream_continue {
+                    "continue on the next link from the delivered text (never for tool calls or requests that are not retry-safe)"
                 } else {
                     "end with the error"
                 },

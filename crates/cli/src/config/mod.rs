@@ -84,6 +84,7 @@ pub use env::{Env, ProcessEnv};
 pub use model::{
     BedrockSettings, BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider,
     RedisSettings, RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
+    VertexCredentials, VertexSettings,
 };
 pub use raw::{
     BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,

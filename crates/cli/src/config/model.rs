@@ -118,6 +118,26 @@ impl fmt::Debug for RedisSettings {
     }
 }
 
+/// How a Vertex provider authenticates, resolved.
+#[derive(Debug, Clone)]
+pub enum VertexCredentials {
+    /// A service-account key file (already read and checked).
+    KeyFile(PathBuf),
+    /// A ready access token (never printed).
+    Token(secrecy::SecretString),
+}
+
+/// A Vertex provider's address and credentials.
+#[derive(Debug, Clone)]
+pub struct VertexSettings {
+    /// The Google Cloud project.
+    pub project: String,
+    /// The location.
+    pub location: String,
+    /// The credentials.
+    pub credentials: VertexCredentials,
+}
+
 /// A provider, validated and resolved.
 #[derive(Debug, Clone)]
 pub struct Provider {
@@ -143,6 +163,10 @@ pub struct Provider {
     pub deployment: Option<String>,
     /// azure api-version.
     pub api_version: Option<String>,
+    /// vertex: project, location and credentials.
+    pub vertex: Option<VertexSettings>,
+    /// gemini / vertex: the thinking budget.
+    pub thinking_budget: Option<i32>,
     /// Reserve for later links.
     pub reserve_ms: u64,
     /// Retry policy.
@@ -157,6 +181,12 @@ pub struct Provider {
     pub timeouts: TimeoutsConfig,
     /// Active health checks.
     pub probe: Option<ProbeConfig>,
+    /// openai / azure-openai: Chat Completions or the Responses API.
+    pub wire: ripcord_providers::OpenAiWire,
+    /// The configured context window (`None`: the table's, or unknown).
+    pub context_window: Option<u32>,
+    /// The configured largest output (`None`: the table's).
+    pub max_output_tokens: Option<u32>,
     /// bedrock: the region and the credentials, resolved.
     pub bedrock: Option<BedrockSettings>,
 }
@@ -192,8 +222,22 @@ impl Provider {
                 s.push_str(&format!(" access_key_id={id}"));
             }
         }
+        if self.wire == ripcord_providers::OpenAiWire::Responses {
+            s.push_str(" wire=responses");
+        }
+        if let Some(v) = &self.vertex {
+            let creds = match &v.credentials {
+                VertexCredentials::KeyFile(p) => format!("key file {}", p.display()),
+                VertexCredentials::Token(_) => "access token [redacted]".to_owned(),
+            };
+            s.push_str(&format!(
+                " project={} location={} credentials={creds}",
+                v.project, v.location
+            ));
+        }
         match &self.key_source {
             Some(src) => s.push_str(&format!(" key=[redacted] from {src}")),
+            None if self.vertex.is_some() => {}
             None => s.push_str(" key=none"),
         }
         s.push_str(&format!(
@@ -224,18 +268,39 @@ impl Provider {
         };
         let mut s = format!(
             "{retry}
-             breaker: opens after {} failures, for {} ms
+             breaker: opens after {} failures, for {} ms doubling up to {} ms while it keeps failing; {}
              reserve: {} ms kept for the links after this one",
-            self.breaker.failure_threshold, self.breaker.open_ms, self.reserve_ms,
+            self.breaker.failure_threshold,
+            self.breaker.open_ms,
+            self.breaker.open_max_ms.max(self.breaker.open_ms),
+            match self.breaker.background_probe_ms {
+                Some(ms) => format!("while open, the model list is checked every {ms} ms"),
+                None => "no background probe".to_owned(),
+            },
+            self.reserve_ms,
         );
+        match (self.context_window, self.max_output_tokens) {
+            (None, None) => {}
+            (w, o) => s.push_str(&format!(
+                "\nwindow: {} tokens, output up to {} tokens (configured)",
+                w.map_or_else(|| "the table's".to_owned(), |w| w.to_string()),
+                o.map_or_else(|| "the table's".to_owned(), |o| o.to_string()),
+            )),
+        }
         if self.kind != ProviderKind::LocalOnnx {
             let d = ripcord_providers::Timeouts::default();
             let t = &self.timeouts;
             let ms = |d: std::time::Duration| d.as_millis();
+            let first = t.first_token_ms.map_or(ms(d.first_token), u128::from);
+            let stream_first = t
+                .stream_first_token_ms
+                .or(t.first_token_ms)
+                .map_or(ms(d.stream_first_token), u128::from);
             s.push_str(&format!(
-                "\ntimeouts: connect {} ms, first token {} ms, stream idle {} ms; up to {} unparseable stream events skipped",
+                "\ntimeouts: connect {} ms, first token {} ms (non-streamed: the whole answer) / {} ms (streams), stream idle {} ms; up to {} unparseable stream events skipped",
                 t.connect_ms.map_or(ms(d.connect), u128::from),
-                t.first_token_ms.map_or(ms(d.first_token), u128::from),
+                first,
+                stream_first,
                 t.idle_ms.map_or(ms(d.stream_idle), u128::from),
                 t.max_skipped_events.unwrap_or(d.max_skipped_events),
             ));
@@ -264,8 +329,13 @@ pub struct RetrySettings {
 pub struct BreakerSettings {
     /// Consecutive failed calls that open the breaker.
     pub failure_threshold: u32,
-    /// How long it stays open before a probe.
+    /// The first open spell (before a half-open probe).
     pub open_ms: u64,
+    /// The longest open spell: each re-trip without a close doubles the spell up to this
+    /// (equal to `open_ms`: a constant spell).
+    pub open_max_ms: u64,
+    /// How often an open breaker lists the vendor's models to learn it is back (`None`: off).
+    pub background_probe_ms: Option<u64>,
     /// Concurrent probes in half-open.
     pub half_open_probes: u32,
 }
@@ -293,6 +363,9 @@ pub struct ChainSpec {
     pub routes: Vec<(ripcord_core::ErrorKind, String)>,
     /// Restart streams on failure after content.
     pub stream_restart: bool,
+    /// `stream_policy = "continue"`: a cut stream goes on on the next link from the delivered
+    /// text (allowed by `serve`: the client never has to un-show anything).
+    pub stream_continue: bool,
     /// Fallback notice.
     pub fallback_notice: Option<String>,
     /// The link ordering strategy.

@@ -34,6 +34,12 @@ pub enum ProviderKind {
     Vllm,
     /// The local Llama on ONNX Runtime.
     LocalOnnx,
+    /// Gemini on Google AI Studio (`x-goog-api-key`).
+    Gemini,
+    /// Gemini on Vertex AI (service-account key or access token).
+    Vertex,
+    /// Claude on Vertex AI (`rawPredict`, Anthropic's wire).
+    VertexAnthropic,
     /// AWS Bedrock (Converse / ConverseStream, SigV4 or a Bedrock API key).
     Bedrock,
     /// Mistral AI.
@@ -67,6 +73,9 @@ impl ProviderKind {
             ProviderKind::Ollama => "ollama",
             ProviderKind::Vllm => "vllm",
             ProviderKind::LocalOnnx => "local-onnx",
+            ProviderKind::Gemini => "gemini",
+            ProviderKind::Vertex => "vertex",
+            ProviderKind::VertexAnthropic => "vertex-anthropic",
             ProviderKind::Bedrock => "bedrock",
             ProviderKind::Mistral => "mistral",
             ProviderKind::Groq => "groq",
@@ -79,7 +88,8 @@ impl ProviderKind {
     }
 
     /// True for kinds that work without an API key (Bedrock signs with AWS credentials; its
-    /// `api_key` is an optional Bedrock API key).
+    /// `api_key` is an optional Bedrock API key. Vertex authenticates with Google credentials
+    /// instead: see [`ProviderKind::is_vertex`]).
     pub fn key_optional(self) -> bool {
         matches!(
             self,
@@ -87,7 +97,12 @@ impl ProviderKind {
                 | ProviderKind::Vllm
                 | ProviderKind::LocalOnnx
                 | ProviderKind::Bedrock
-        )
+        ) || self.is_vertex()
+    }
+
+    /// True for the Vertex AI kinds (`project`, `location`, `credentials_file` / `token_env`).
+    pub fn is_vertex(self) -> bool {
+        matches!(self, ProviderKind::Vertex | ProviderKind::VertexAnthropic)
     }
 }
 
@@ -123,9 +138,15 @@ pub struct BreakerConfig {
     /// Consecutive failed calls that open the breaker.
     #[serde(default)]
     pub failure_threshold: Option<u32>,
-    /// How long it stays open before a probe.
+    /// How long it stays open before a probe: the first spell.
     #[serde(default)]
     pub open_ms: Option<u64>,
+    /// The longest spell: re-trips without a close in between double the spell up to this.
+    #[serde(default)]
+    pub open_max_ms: Option<u64>,
+    /// While open, check the vendor's model list this often (0 turns it off).
+    #[serde(default)]
+    pub background_probe_ms: Option<u64>,
     /// Concurrent probes in half-open.
     #[serde(default)]
     pub half_open_probes: Option<u32>,
@@ -207,8 +228,12 @@ pub struct CustomPattern {
 pub struct TimeoutsConfig {
     /// TCP + TLS connect.
     pub connect_ms: Option<u64>,
-    /// Until the response headers / first token.
+    /// Until the response headers / first token, for streams and non-streamed calls alike
+    /// (defaults: 10 s for a stream, 30 s for a non-streamed call).
     pub first_token_ms: Option<u64>,
+    /// A stream's first token only (over `first_token_ms`).
+    #[serde(default)]
+    pub stream_first_token_ms: Option<u64>,
     /// Largest gap between stream events.
     pub idle_ms: Option<u64>,
     /// Unparseable stream events one stream may skip before it fails (default 3).
@@ -250,6 +275,24 @@ pub struct ProviderConfig {
     /// azure-openai: the api-version.
     #[serde(default)]
     pub api_version: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: the Google Cloud project (default: the key file's project,
+    /// else `GOOGLE_CLOUD_PROJECT`).
+    #[serde(default)]
+    pub project: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: the location (`us-central1` default, `global`, …).
+    #[serde(default)]
+    pub location: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: the service-account key file (default:
+    /// `GOOGLE_APPLICATION_CREDENTIALS`).
+    #[serde(default)]
+    pub credentials_file: Option<Spanned<String>>,
+    /// vertex, vertex-anthropic: an environment variable holding a ready access token (instead
+    /// of a key file).
+    #[serde(default)]
+    pub token_env: Option<Spanned<String>>,
+    /// gemini, vertex: Gemini's thinking budget in tokens (0 off, -1 dynamic).
+    #[serde(default)]
+    pub thinking_budget: Option<Spanned<i32>>,
     /// Time reserved for the links after this one.
     #[serde(default)]
     pub reserve_ms: u64,
@@ -271,6 +314,19 @@ pub struct ProviderConfig {
     /// Active health checks.
     #[serde(default)]
     pub probe: Option<ProbeConfig>,
+    /// openai / azure-openai: which API chat calls go to, `"chat"` (Chat Completions, the
+    /// default) or `"responses"` (the Responses API, for models offered only there).
+    #[serde(default)]
+    pub wire: Option<Spanned<String>>,
+    /// The model's context window in tokens, for a model the built-in tables do not know (a
+    /// new release, a fine-tune, a deployment name). Without it (and without a table row) the
+    /// window is unknown: the link is tried, and the window its vendor states when it refuses a
+    /// prompt as too long is what the chain knows afterwards.
+    #[serde(default)]
+    pub context_window: Option<Spanned<u32>>,
+    /// The model's largest output in tokens (overrides the table's).
+    #[serde(default)]
+    pub max_output_tokens: Option<Spanned<u32>>,
     /// bedrock: the AWS region (default `AWS_REGION` / `AWS_DEFAULT_REGION`, or the model ARN's).
     #[serde(default)]
     pub region: Option<Spanned<String>>,
@@ -325,7 +381,8 @@ pub struct ChainConfig {
     /// Per-error-kind routes: kind (snake_case) → provider name.
     #[serde(default)]
     pub routes: BTreeMap<Spanned<String>, Spanned<String>>,
-    /// `end_with_error` (default) or `restart`.
+    /// `end_with_error` (default), `restart` or `continue` (the next link continues a cut
+    /// stream from the delivered text).
     #[serde(default)]
     pub stream_policy: Option<Spanned<String>>,
     /// A notice attached to answers served by a fallback.

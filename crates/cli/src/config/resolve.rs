@@ -88,7 +88,11 @@ pub(super) fn resolve(
                 };
                 if matches!(
                     p.kind,
-                    ProviderKind::Anthropic | ProviderKind::LocalOnnx | ProviderKind::Bedrock
+                    ProviderKind::Anthropic
+                        | ProviderKind::LocalOnnx
+                        | ProviderKind::Vertex
+                        | ProviderKind::VertexAnthropic
+                        | ProviderKind::Bedrock
                 ) {
                     return Err(cx.err(
                         Some(&name.span()),
@@ -332,19 +336,20 @@ fn resolve_chain(
         }
         routes.push((k, target.get_ref().clone()));
     }
-    let stream_restart = match raw
+    let (stream_restart, stream_continue) = match raw
         .stream_policy
         .as_ref()
         .map(|s| (s.get_ref().as_str(), s.span()))
     {
-        None | Some(("end_with_error", _)) => false,
-        Some(("restart", _)) => true,
+        None | Some(("end_with_error", _)) => (false, false),
+        Some(("restart", _)) => (true, false),
+        Some(("continue", _)) => (false, true),
         Some((other, span)) => {
             return Err(cx.err(
                 Some(&span),
                 &key("stream_policy"),
                 msg(format!(
-                    "expected \"end_with_error\" or \"restart\", got {other:?}"
+                    "expected \"end_with_error\", \"restart\" or \"continue\", got {other:?}"
                 )),
             ));
         }
@@ -417,6 +422,7 @@ fn resolve_chain(
         intent_replies: raw.intent_replies.clone(),
         routes,
         stream_restart,
+        stream_continue,
         fallback_notice: raw.fallback_notice.clone(),
         strategy,
         independent_fallbacks: raw.independent_fallbacks,

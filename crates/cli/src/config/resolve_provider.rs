@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::defaults;
 use super::env::Ctx;
-use super::model::{BreakerSettings, Provider, RetrySettings};
+use super::model::{BreakerSettings, Provider, RetrySettings, VertexCredentials, VertexSettings};
 use super::raw::{ProviderConfig, ProviderKind};
 use super::{ConfigError, default_model_dir};
 
@@ -52,12 +52,193 @@ fn local_settings(
     Ok((variant, threads))
 }
 
+/// The Google settings: only the Vertex kinds take `project`, `location`, `credentials_file`,
+/// `token_env`; only Gemini kinds take `thinking_budget`.
+fn google_settings_allowed(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<(), ConfigError> {
+    let vertex_only = [
+        ("project", p.project.as_ref().map(Spanned::span)),
+        ("location", p.location.as_ref().map(Spanned::span)),
+        (
+            "credentials_file",
+            p.credentials_file.as_ref().map(Spanned::span),
+        ),
+        ("token_env", p.token_env.as_ref().map(Spanned::span)),
+    ];
+    for (key, span) in vertex_only {
+        if let Some(span) = span
+            && !p.kind.is_vertex()
+        {
+            return Err(cx.err(
+                Some(&span),
+                key,
+                format!(
+                    "`{key}` is a vertex / vertex-anthropic setting; provider {:?} is {}",
+                    p.name.get_ref(),
+                    p.kind.as_str()
+                ),
+            ));
+        }
+    }
+    if let Some(t) = &p.thinking_budget
+        && !matches!(p.kind, ProviderKind::Gemini | ProviderKind::Vertex)
+    {
+        return Err(cx.err(
+            Some(&t.span()),
+            "thinking_budget",
+            format!(
+                "`thinking_budget` is a gemini / vertex setting; provider {:?} is {}",
+                p.name.get_ref(),
+                p.kind.as_str()
+            ),
+        ));
+    }
+    if p.kind.is_vertex() {
+        for (key, span) in [
+            ("api_key", p.api_key.as_ref().map(Spanned::span)),
+            ("api_key_env", p.api_key_env.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = span {
+                return Err(cx.err(
+                    Some(&span),
+                    key,
+                    format!(
+                        "provider {:?} ({}) authenticates with Google credentials: use \
+                         `credentials_file` (a service-account key) or `token_env` (an access \
+                         token), not `{key}`",
+                        p.name.get_ref(),
+                        p.kind.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `project`, `location` and the credentials of a Vertex provider; `Ok(None)` when a
+/// variable it names is unset and keys are lenient.
+fn resolve_vertex(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+    lenient_keys: bool,
+) -> Result<Option<Option<VertexSettings>>, ConfigError> {
+    if !p.kind.is_vertex() {
+        return Ok(Some(None));
+    }
+    let name = p.name.get_ref();
+    let mut key_project = None;
+    let credentials = match (&p.token_env, &p.credentials_file) {
+        (Some(_), Some(f)) => {
+            return Err(cx.err(
+                Some(&f.span()),
+                "credentials_file",
+                format!("provider {name:?}: set `credentials_file` or `token_env`, not both"),
+            ));
+        }
+        (Some(var), None) => match cx.env.var(var.get_ref()) {
+            Some(t) => VertexCredentials::Token(secrecy::SecretString::from(t)),
+            None if lenient_keys => return Ok(None),
+            None => {
+                return Err(cx.err(
+                    Some(&var.span()),
+                    "token_env",
+                    format!(
+                        "environment variable {} is not set (provider {name:?})",
+                        var.get_ref()
+                    ),
+                ));
+            }
+        },
+        (None, file) => {
+            let (path, span) = match file {
+                Some(f) => (Some(cx.interpolate(f, "credentials_file")?), Some(f.span())),
+                None => (cx.env.var("GOOGLE_APPLICATION_CREDENTIALS"), None),
+            };
+            let Some(path) = path else {
+                if lenient_keys {
+                    return Ok(None);
+                }
+                return Err(cx.err(
+                    Some(&p.name.span()),
+                    "credentials_file",
+                    format!(
+                        "provider {name:?} ({}) needs `credentials_file` (a service-account \
+                         key), `token_env`, or GOOGLE_APPLICATION_CREDENTIALS",
+                        p.kind.as_str()
+                    ),
+                ));
+            };
+            let key = ripcord_providers::google::ServiceAccountKey::from_file(&path)
+                .map_err(|e| cx.err(span.as_ref(), "credentials_file", e.message().to_owned()))?;
+            key_project = key.project_id().map(str::to_owned);
+            VertexCredentials::KeyFile(PathBuf::from(path))
+        }
+    };
+    let project = match cx.opt(&p.project, "project")? {
+        Some(pr) => pr,
+        None => match key_project.or_else(|| cx.env.var("GOOGLE_CLOUD_PROJECT")) {
+            Some(pr) => pr,
+            None => {
+                return Err(cx.err(
+                    Some(&p.name.span()),
+                    "project",
+                    format!(
+                        "provider {name:?} ({}) needs a `project` (the key file names none and \
+                         GOOGLE_CLOUD_PROJECT is not set)",
+                        p.kind.as_str()
+                    ),
+                ));
+            }
+        },
+    };
+    let location = cx
+        .opt(&p.location, "location")?
+        .unwrap_or_else(|| ripcord_providers::google::DEFAULT_VERTEX_LOCATION.to_owned());
+    Ok(Some(Some(VertexSettings {
+        project,
+        location,
+        credentials,
+    })))
+}
+
+/// `wire`, which only openai and azure-openai providers take.
+fn resolve_wire(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+) -> Result<ripcord_providers::OpenAiWire, ConfigError> {
+    use ripcord_providers::OpenAiWire;
+    let Some(w) = &p.wire else {
+        return Ok(OpenAiWire::ChatCompletions);
+    };
+    if !matches!(p.kind, ProviderKind::Openai | ProviderKind::AzureOpenai) {
+        return Err(cx.err(
+            Some(&w.span()),
+            "wire",
+            format!(
+                "`wire` is an openai / azure-openai setting; provider {:?} is {}",
+                p.name.get_ref(),
+                p.kind.as_str()
+            ),
+        ));
+    }
+    match w.get_ref().as_str() {
+        "chat" => Ok(OpenAiWire::ChatCompletions),
+        "responses" => Ok(OpenAiWire::Responses),
+        other => Err(cx.err(
+            Some(&w.span()),
+            "wire",
+            format!("expected \"chat\" or \"responses\", got {other:?}"),
+        )),
+    }
+}
+
 pub(super) fn resolve_provider(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
     lenient_keys: bool,
 ) -> Result<Option<Provider>, ConfigError> {
     let kind = p.kind;
+    google_settings_allowed(cx, p)?;
     let model = cx.opt(&p.model, "model")?;
     if model.is_none() && kind != ProviderKind::LocalOnnx && kind != ProviderKind::AzureOpenai {
         return Err(cx.err(
@@ -148,8 +329,25 @@ pub(super) fn resolve_provider(
         Some(b) => Some(b.source.clone()),
         None => key_source,
     };
+    let wire = resolve_wire(cx, p)?;
+    let Some(vertex) = resolve_vertex(cx, p, lenient_keys)? else {
+        return Ok(None);
+    };
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
+    let positive = |v: &Option<Spanned<u32>>, key: &str| -> Result<Option<u32>, ConfigError> {
+        match v {
+            Some(n) if *n.get_ref() == 0 => Err(cx.err(
+                Some(&n.span()),
+                key,
+                "must be at least 1 token (leave it out when the window is unknown)",
+            )),
+            Some(n) => Ok(Some(*n.get_ref())),
+            None => Ok(None),
+        }
+    };
+    let context_window = positive(&p.context_window, "context_window")?;
+    let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;
     Ok(Some(Provider {
         name: p.name.get_ref().clone(),
         kind,
@@ -162,6 +360,8 @@ pub(super) fn resolve_provider(
         threads,
         deployment: cx.opt(&p.deployment, "deployment")?,
         api_version: cx.opt(&p.api_version, "api_version")?,
+        vertex,
+        thinking_budget: p.thinking_budget.as_ref().map(|t| *t.get_ref()),
         reserve_ms: p.reserve_ms,
         retry,
         breaker,
@@ -169,6 +369,9 @@ pub(super) fn resolve_provider(
         bulkhead: p.bulkhead.clone(),
         timeouts: p.timeouts.clone().unwrap_or_default(),
         probe: p.probe.clone(),
+        wire,
+        context_window,
+        max_output_tokens,
         bedrock,
     }))
 }
@@ -223,7 +426,33 @@ fn resolve_breaker(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<BreakerSettings, 
         breaker.failure_threshold = n;
     }
     if let Some(ms) = raw.open_ms {
+        if ms == 0 {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                "breaker.open_ms",
+                "must be at least 1 ms",
+            ));
+        }
         breaker.open_ms = ms;
+    }
+    if let Some(ms) = raw.open_max_ms {
+        if ms < breaker.open_ms {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                "breaker.open_max_ms",
+                format!(
+                    "must be at least open_ms ({} ms); equal to it for a constant spell",
+                    breaker.open_ms
+                ),
+            ));
+        }
+        breaker.open_max_ms = ms;
+    } else {
+        // A first spell set above the default cap is a constant spell.
+        breaker.open_max_ms = breaker.open_max_ms.max(breaker.open_ms);
+    }
+    if let Some(ms) = raw.background_probe_ms {
+        breaker.background_probe_ms = (ms > 0).then_some(ms);
     }
     if let Some(n) = raw.half_open_probes {
         breaker.half_open_probes = n;

@@ -11,35 +11,25 @@ use ripcord_core::{Context, EmbeddingRequest};
 use serde_json::{Value, json};
 
 use super::GatewayState;
-use super::errors::{Reply, call_error};
+use super::errors::GatewayError;
+use super::errors::call_error;
 use super::front::{Authed, RequestId};
 use super::reply::hdr;
-use super::reply::{error_response, parse_body};
-use super::wire::WireError;
+use super::reply::parse_body;
 
 pub(super) async fn embeddings(
     State(state): State<Arc<GatewayState>>,
     Extension(RequestId(id)): Extension<RequestId>,
     body: Bytes,
 ) -> Response {
-    let reply = Reply {
-        id,
-        expose: state.server.expose_errors,
-    };
+    let reply = state.reply(id);
     let Some(model) = state.embeddings.clone() else {
-        return error_response(
-            WireError::new(
-                404,
-                "invalid_request_error",
-                "model_not_found",
-                "no embedding model is configured",
-            ),
-            None,
-        );
+        return GatewayError::new(404, "model_not_found", "no embedding model is configured")
+            .into_response();
     };
     let v: Value = match parse_body(&body) {
         Ok(x) => x,
-        Err(e) => return error_response(e, None),
+        Err(e) => return e.into_response(),
     };
     let inputs: Vec<String> = match v.get("input") {
         Some(Value::String(s)) => vec![s.clone()],
@@ -48,15 +38,8 @@ pub(super) async fn embeddings(
             .filter_map(|x| x.as_str().map(str::to_owned))
             .collect(),
         _ => {
-            return error_response(
-                WireError::new(
-                    400,
-                    "invalid_request_error",
-                    "invalid_request",
-                    "`input` must be a string or an array of strings",
-                ),
-                None,
-            );
+            return GatewayError::invalid_at("input", "must be a string or an array of strings")
+                .into_response();
         }
     };
     let mut req = EmbeddingRequest::new(inputs);
@@ -89,7 +72,7 @@ pub(super) async fn embeddings(
             }
             resp
         }
-        Err(e) => error_response(call_error(&e, &reply), None),
+        Err(e) => call_error(&e, &reply).into_response(),
     }
 }
 

@@ -13,18 +13,237 @@
 //!   text included) go to the server log and spans. `[server] expose_errors = true` puts the
 //!   full detail back in the body (for development).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use ripcord_core::{Error, ErrorKind};
-use serde_json::json;
+use ripcord_core::{Error, ErrorKind, Provenance};
+use ripcord_providers::anthropic_wire;
+use serde::Serialize;
+use serde_json::{Value, json};
 
-use super::reply::hdr;
+use super::reply::{hdr, set_provenance_headers};
 use super::shed::{self, Shed};
-use super::wire::WireError;
 use crate::routing;
+
+/// The error shape of a front door's wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Shape {
+    /// OpenAI's `{"error":{"message","type","param","code"}}` (Chat Completions, Responses,
+    /// embeddings, models and everything that is not Anthropic's).
+    #[default]
+    OpenAi,
+    /// Anthropic's `{"type":"error","error":{"type","message"}}` (`/v1/messages…`).
+    Anthropic,
+}
+
+impl Shape {
+    /// The shape of the wire `path` speaks.
+    pub(crate) fn of_path(path: &str) -> Shape {
+        if is_anthropic_path(path) {
+            Shape::Anthropic
+        } else {
+            Shape::OpenAi
+        }
+    }
+}
+
+/// Every error a front door answers with, wire-neutral until it is rendered: the door's
+/// [`Shape`] decides the envelope, the type names and (for a failed call) the status, so one
+/// value serves every dialect and handlers return it with `?`.
+#[derive(Debug)]
+pub(crate) struct GatewayError {
+    /// The status on OpenAI's wire (Anthropic's door maps a failed call's kind itself).
+    pub(crate) status: u16,
+    /// The class of a failed call, when the error is one.
+    kind: Option<ErrorKind>,
+    /// OpenAI's `type`, when it is not the status's usual one.
+    openai_type: Option<&'static str>,
+    code: Cow<'static, str>,
+    message: String,
+    param: Option<String>,
+    /// Sent as `Retry-After` / `retry-after-ms`.
+    pub(crate) retry_after: Option<Duration>,
+    /// Sent as `x-should-retry: false` (what a retry cannot fix).
+    pub(crate) no_retry: bool,
+    provenance: Option<Box<Provenance>>,
+    shape: Shape,
+}
+
+/// OpenAI's error body, borrowed from a [`GatewayError`].
+#[derive(Debug, Serialize)]
+struct OpenAiBody<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    param: Option<&'a str>,
+    code: &'a str,
+}
+
+impl GatewayError {
+    /// An error of the gateway's own with this status and OpenAI `code`.
+    pub(crate) fn new(
+        status: u16,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
+        GatewayError {
+            status,
+            kind: None,
+            openai_type: None,
+            code: code.into(),
+            message: message.into(),
+            param: None,
+            retry_after: None,
+            no_retry: false,
+            provenance: None,
+            shape: Shape::OpenAi,
+        }
+    }
+
+    /// A 400 for the client's own mistake.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        GatewayError::new(400, "invalid_request", message)
+    }
+
+    /// A 400 naming the field at fault by its path (`input[2].content[0].type`): the path is
+    /// OpenAI's `param` and starts the message.
+    pub(crate) fn invalid_at(path: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        let path = path.into();
+        let mut e = GatewayError::invalid(format!("{path}: {message}"));
+        e.param = Some(path);
+        e
+    }
+
+    /// A failed call, classified by its kind (the status and types follow the kind on every
+    /// wire); a refusal that says when to come back passes that on.
+    pub(crate) fn from_error(e: &Error) -> Self {
+        let kind = e.kind();
+        let status: u16 = match kind {
+            ErrorKind::ContentFiltered
+            | ErrorKind::InvalidRequest
+            | ErrorKind::ContextLengthExceeded => 400,
+            ErrorKind::PayloadTooLarge => 413,
+            ErrorKind::RateLimited
+            | ErrorKind::LocalRateLimited
+            | ErrorKind::BudgetExhausted
+            | ErrorKind::QuotaExhausted => 429,
+            ErrorKind::DeadlineExceeded | ErrorKind::Timeout => 504,
+            ErrorKind::Overloaded | ErrorKind::CircuitOpen => 503,
+            ErrorKind::Cancelled => 499,
+            _ => 502,
+        };
+        let mut g = GatewayError::new(status, kind.as_str(), e.to_string());
+        g.kind = Some(kind);
+        g.retry_after = e.retry_after();
+        g
+    }
+
+    /// Names the request parameter at fault (OpenAI's `param`).
+    pub(crate) fn with_param(mut self, param: &str) -> Self {
+        self.param = Some(param.to_owned());
+        self
+    }
+
+    /// Uses this OpenAI `code`.
+    pub(crate) fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Cow::Borrowed(code);
+        self
+    }
+
+    /// Uses this OpenAI `type` instead of the status's usual one.
+    pub(crate) fn with_openai_type(mut self, ty: &'static str) -> Self {
+        self.openai_type = Some(ty);
+        self
+    }
+
+    /// Carries the record of the failed call, sent as its provenance headers.
+    pub(crate) fn with_provenance(mut self, p: Provenance) -> Self {
+        self.provenance = Some(Box::new(p));
+        self
+    }
+
+    /// Renders in `shape` (a front door sets its own).
+    pub(crate) fn shaped(mut self, shape: Shape) -> Self {
+        self.shape = shape;
+        self
+    }
+
+    /// The record of the failed call, when it carries one.
+    pub(crate) fn provenance(&self) -> Option<&Provenance> {
+        self.provenance.as_deref()
+    }
+
+    /// The message.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Replaces the message.
+    pub(crate) fn set_message(&mut self, message: String) {
+        self.message = message;
+    }
+
+    /// The status and the error `type` on the wire of `shape`.
+    fn status_and_type(&self, shape: Shape) -> (u16, &'static str) {
+        match (shape, self.kind) {
+            (Shape::OpenAi, _) => (
+                self.status,
+                self.openai_type.unwrap_or(openai_type(self.status)),
+            ),
+            (Shape::Anthropic, Some(kind)) => anthropic_wire::error_type(kind),
+            (Shape::Anthropic, None) => (self.status, anthropic_type(self.status)),
+        }
+    }
+
+    /// The error body in `shape` (the body of an HTTP error, and of an in-band stream error
+    /// event: the same envelope, never nested twice, so SDKs show `message` as the reason).
+    pub(crate) fn body(&self, shape: Shape) -> Value {
+        let (_, ty) = self.status_and_type(shape);
+        match shape {
+            Shape::OpenAi => json!({"error": OpenAiBody {
+                message: &self.message,
+                kind: ty,
+                param: self.param.as_deref(),
+                code: &self.code,
+            }}),
+            Shape::Anthropic => {
+                json!({"type": "error", "error": {"type": ty, "message": self.message}})
+            }
+        }
+    }
+
+    /// OpenAI's error object (`{"code","message","param","type"}`) without the envelope, for
+    /// the Responses API's `error` stream event and a failed response's `error`.
+    pub(crate) fn openai_object(&self) -> Value {
+        let (_, ty) = self.status_and_type(Shape::OpenAi);
+        json!({"type": ty, "code": self.code, "message": self.message, "param": self.param})
+    }
+}
+
+impl IntoResponse for GatewayError {
+    fn into_response(self) -> Response {
+        let (status, _) = self.status_and_type(self.shape);
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let mut resp = (code, axum::Json(self.body(self.shape))).into_response();
+        let h = resp.headers_mut();
+        if self.no_retry {
+            h.insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
+        }
+        if let Some(p) = &self.provenance {
+            set_provenance_headers(h, p);
+        }
+        if let Some(after) = self
+            .retry_after
+            .filter(|_| matches!(status, 429 | 503 | 529))
+        {
+            set_retry_after(h, after);
+        }
+        resp
+    }
+}
 
 /// `Retry-After` in whole seconds (rounded up, as clients wait at least that long) and
 /// `retry-after-ms`, which OpenAI's SDKs read first.
@@ -56,11 +275,13 @@ pub(crate) fn is_anthropic_path(path: &str) -> bool {
 fn anthropic_type(status: u16) -> &'static str {
     match status {
         401 => "authentication_error",
+        402 => "billing_error",
         403 => "permission_error",
         404 => "not_found_error",
         413 => "request_too_large",
         429 => "rate_limit_error",
         503 | 529 => "overloaded_error",
+        504 => "timeout_error",
         400..=499 => "invalid_request_error",
         _ => "api_error",
     }
@@ -81,30 +302,19 @@ fn openai_type(status: u16) -> &'static str {
 pub(crate) fn refusal(
     path: &str,
     status: u16,
-    code: &str,
+    code: &'static str,
     message: &str,
     request_id: Option<&str>,
     retry_after: Option<Duration>,
 ) -> Response {
-    let status_code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
     let message = match request_id {
         Some(id) => format!("{message} (request id: {id})"),
         None => message.to_owned(),
     };
-    let body = if is_anthropic_path(path) {
-        json!({"type": "error", "error": {"type": anthropic_type(status), "message": message}})
-    } else {
-        json!({"error": {"message": message, "type": openai_type(status), "param": null, "code": code}})
-    };
-    let mut resp = (status_code, axum::Json(body)).into_response();
-    if let Some(after) = retry_after.filter(|_| matches!(status, 429 | 503)) {
-        set_retry_after(resp.headers_mut(), after);
-    }
-    if status == 401 {
-        resp.headers_mut()
-            .insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
-    }
-    resp
+    let mut e = GatewayError::new(status, code, message).shaped(Shape::of_path(path));
+    e.retry_after = retry_after;
+    e.no_retry = status == 401;
+    e.into_response()
 }
 
 /// What a client is told about a failed call when the detail is not exposed: the kind in
@@ -139,7 +349,7 @@ pub(crate) fn public_message(e: &Error) -> &'static str {
 ///
 /// The full error (links, models, vendor messages) goes to the server log with the request
 /// id; the client gets general words and the request id unless `expose_errors` is on.
-pub(super) fn call_error(e: &Error, reply: &Reply) -> WireError {
+pub(super) fn call_error(e: &Error, reply: &Reply) -> GatewayError {
     tracing::warn!(
         target: "ripcord::gateway",
         request_id = &*reply.id,
@@ -157,14 +367,15 @@ pub(super) fn call_error(e: &Error, reply: &Reply) -> WireError {
             "requests"
         };
         let general = format!("Rate limit reached for this gateway key on {which} per minute");
-        let mut w = WireError::new(429, which, "rate_limit_exceeded", "");
-        w.retry_after = e.retry_after();
+        let w = GatewayError::from_error(e)
+            .with_openai_type(which)
+            .with_code("rate_limit_exceeded");
         (w, general)
     } else if e.kind() == ErrorKind::BudgetExhausted {
         // The caller's own account, which it may know about (no link or vendor in it).
-        (WireError::from_error(e), e.message().to_owned())
+        (GatewayError::from_error(e), e.message().to_owned())
     } else {
-        (WireError::from_error(e), public_message(e).to_owned())
+        (GatewayError::from_error(e), public_message(e).to_owned())
     };
     let text = if reply.expose {
         format!("{general}: {e}")
@@ -173,7 +384,16 @@ pub(super) fn call_error(e: &Error, reply: &Reply) -> WireError {
     };
     w.set_message(format!("{text} (request id: {})", reply.id));
     w.no_retry = !should_retry(e.kind());
-    w
+    w.with_provenance(failed_provenance(e))
+}
+
+/// The provenance of a failed call, for its headers: no link served, degraded, and every
+/// attempt the error carries.
+pub(super) fn failed_provenance(e: &Error) -> Provenance {
+    let mut p = Provenance::default();
+    p.attempts = e.attempts().to_vec();
+    p.degraded = true;
+    p
 }
 
 /// How a call's errors are told to its client: its request id, and whether the full detail

@@ -12,18 +12,20 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, Error, ImageSource, Message, Role, ToolCall,
-    ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, ImageSource, Message, Role, ToolCall, ToolChoice,
+    ToolSpec, Usage,
 };
 use ripcord_providers::anthropic_wire;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+
+use super::errors::GatewayError;
+use super::reply::parse_body;
 
 /// A `POST /v1/messages` (or `/v1/messages/count_tokens`) body. Required fields are `Option`
 /// so that their absence is refused with Anthropic's own wording (`max_tokens: Field required`).
@@ -190,24 +192,8 @@ struct InMetadata {
 
 /// Parses a request body; the error names the field at fault (its JSON path) or says the body
 /// is not JSON.
-pub(crate) fn parse_request(body: &[u8]) -> Result<MessagesRequest, AnthropicError> {
-    let not_json = |e: &serde_json::Error| {
-        AnthropicError::invalid(format!("the request body is not valid JSON: {e}"))
-    };
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: MessagesRequest = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            not_json(&inner)
-        } else if path == "." {
-            AnthropicError::invalid(inner.to_string())
-        } else {
-            AnthropicError::invalid(format!("{path}: {inner}"))
-        }
-    })?;
-    de.end().map_err(|e| not_json(&e))?;
-    Ok(parsed)
+pub(crate) fn parse_request(body: &[u8]) -> Result<MessagesRequest, GatewayError> {
+    parse_body(body)
 }
 
 impl MessagesRequest {
@@ -216,26 +202,26 @@ impl MessagesRequest {
     pub(crate) fn into_chat_request(
         self,
         require_max_tokens: bool,
-    ) -> Result<ChatRequest, AnthropicError> {
+    ) -> Result<ChatRequest, GatewayError> {
         if self.model.is_none() {
-            return Err(AnthropicError::invalid("model: Field required"));
+            return Err(GatewayError::invalid("model: Field required"));
         }
         match self.max_tokens {
             None if require_max_tokens => {
-                return Err(AnthropicError::invalid("max_tokens: Field required"));
+                return Err(GatewayError::invalid("max_tokens: Field required"));
             }
             Some(0) => {
-                return Err(AnthropicError::invalid(
+                return Err(GatewayError::invalid(
                     "max_tokens: must be greater than or equal to 1",
                 ));
             }
             _ => {}
         }
         let Some(in_messages) = self.messages else {
-            return Err(AnthropicError::invalid("messages: Field required"));
+            return Err(GatewayError::invalid("messages: Field required"));
         };
         if in_messages.is_empty() {
-            return Err(AnthropicError::invalid(
+            return Err(GatewayError::invalid(
                 "messages: at least one message is required",
             ));
         }
@@ -258,12 +244,12 @@ impl MessagesRequest {
         let mut req = ChatRequest::new(messages);
         for (i, t) in self.tools.into_iter().enumerate() {
             if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
-                return Err(AnthropicError::invalid(format!(
+                return Err(GatewayError::invalid(format!(
                     "tools[{i}].type: the server tool {kind:?} is Anthropic's own and cannot run on other vendors; only client tools (with `input_schema`) are supported"
                 )));
             }
             let Some(schema) = t.input_schema else {
-                return Err(AnthropicError::invalid(format!(
+                return Err(GatewayError::invalid(format!(
                     "tools[{i}].input_schema: Field required"
                 )));
             };
@@ -288,7 +274,7 @@ impl MessagesRequest {
 
 /// Appends one Anthropic message: tool results become tool messages (before the rest of the
 /// user turn, as Anthropic orders them), `tool_use` blocks become the assistant's tool calls.
-fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), AnthropicError> {
+fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), GatewayError> {
     let role = match m.role {
         InRole::User => Role::User,
         InRole::Assistant => Role::Assistant,
@@ -310,7 +296,7 @@ fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), An
             InBlock::ToolUse { id, name, input } if role == Role::Assistant => {
                 let input = if input.is_null() { json!({}) } else { input };
                 if !input.is_object() {
-                    return Err(AnthropicError::invalid(format!(
+                    return Err(GatewayError::invalid(format!(
                         "{}.input: must be a JSON object",
                         at()
                     )));
@@ -352,13 +338,13 @@ fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), An
                 out.push(result);
             }
             InBlock::ToolUse { .. } => {
-                return Err(AnthropicError::invalid(format!(
+                return Err(GatewayError::invalid(format!(
                     "{}: a `tool_use` block belongs in an assistant message",
                     at()
                 )));
             }
             InBlock::ToolResult { .. } => {
-                return Err(AnthropicError::invalid(format!(
+                return Err(GatewayError::invalid(format!(
                     "{}: a `tool_result` block belongs in a user message",
                     at()
                 )));
@@ -422,12 +408,12 @@ impl OutUsage {
 
 /// A tool call's arguments as the JSON object Anthropic's `input` must be; a serving model
 /// that produced anything else is a bad upstream answer (502), never an invented `{}`.
-fn tool_input(c: &ToolCall) -> Result<&RawValue, AnthropicError> {
+fn tool_input(c: &ToolCall) -> Result<&RawValue, GatewayError> {
     let args = c.arguments.trim();
     let args = if args.is_empty() { "{}" } else { args };
     match serde_json::from_str::<&RawValue>(args) {
         Ok(raw) if raw.get().starts_with('{') => Ok(raw),
-        _ => Err(AnthropicError::new(
+        _ => Err(GatewayError::new(
             502,
             "api_error",
             format!(
@@ -443,7 +429,7 @@ pub(crate) fn message<'a>(
     id: &'a str,
     model: &'a str,
     resp: &'a ChatResponse,
-) -> Result<OutMessage<'a>, AnthropicError> {
+) -> Result<OutMessage<'a>, GatewayError> {
     let mut content = Vec::with_capacity(1 + resp.tool_calls.len());
     if !resp.content.is_empty() || resp.tool_calls.is_empty() {
         content.push(OutBlock::Text {
@@ -474,73 +460,14 @@ pub(crate) fn event(name: &str, data: &Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
 
-/// Anthropic's error envelope and the HTTP status it goes with.
-#[derive(Debug)]
-pub(crate) struct AnthropicError {
-    pub(crate) status: u16,
-    pub(crate) kind: &'static str,
-    pub(crate) message: String,
-    /// Sent as `Retry-After` on 429 and 529.
-    pub(crate) retry_after: Option<Duration>,
-    /// Sent as `x-should-retry: false` (what a retry cannot fix: quota, budget, auth, filter).
-    pub(crate) no_retry: bool,
-}
-
-impl AnthropicError {
-    pub(crate) fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
-        AnthropicError {
-            status,
-            kind,
-            message: message.into(),
-            retry_after: None,
-            no_retry: false,
-        }
-    }
-
-    /// A 400 `invalid_request_error`.
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        AnthropicError::new(400, "invalid_request_error", message)
-    }
-
-    /// The status and type for a chain error, by its kind.
-    pub(crate) fn from_error(e: &Error) -> Self {
-        let (status, kind) = anthropic_wire::error_type(e.kind());
-        let mut a = AnthropicError::new(status, kind, e.to_string());
-        if matches!(status, 429 | 529) {
-            a.retry_after = e.retry_after();
-        }
-        a
-    }
-
-    /// An OpenAI-shaped refusal of the gateway's own (route lookups), in Anthropic's shape.
-    pub(crate) fn from_status(status: u16, message: &str) -> Self {
-        let kind = match status {
-            400 => "invalid_request_error",
-            401 => "authentication_error",
-            403 => "permission_error",
-            404 => "not_found_error",
-            413 => "request_too_large",
-            429 => "rate_limit_error",
-            504 => "timeout_error",
-            529 | 503 => "overloaded_error",
-            _ => "api_error",
-        };
-        AnthropicError::new(status, kind, message)
-    }
-
-    /// `{"type":"error","error":{"type":…,"message":…}}`.
-    pub(crate) fn body(&self) -> Value {
-        json!({"type": "error", "error": {"type": self.kind, "message": self.message}})
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use ripcord_core::FinishReason;
 
     use super::*;
+    use crate::gateway::errors::Shape;
 
-    fn parse(v: Value) -> Result<ChatRequest, AnthropicError> {
+    fn parse(v: Value) -> Result<ChatRequest, GatewayError> {
         parse_request(v.to_string().as_bytes())?.into_chat_request(true)
     }
 
@@ -589,30 +516,34 @@ mod tests {
     fn bad_input_names_the_field() {
         let e = parse(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
             .unwrap_err();
-        assert_eq!((e.status, e.kind), (400, "invalid_request_error"));
-        assert_eq!(e.message, "max_tokens: Field required");
+        assert_eq!(e.status, 400);
+        assert_eq!(
+            e.body(Shape::Anthropic)["error"]["type"],
+            "invalid_request_error"
+        );
+        assert_eq!(e.message(), "max_tokens: Field required");
         let e = parse(
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
             {"type": "text", "text": "a"}, {"type": "video", "url": "x"}]}]}),
         )
         .unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .starts_with("messages[0].content[1].type: unknown variant `video`"),
             "{}",
-            e.message
+            e.message()
         );
         let e = parse_request(b"{\"model\": \"m\", \"max_tokens\": 5,").unwrap_err();
-        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+        assert!(e.message().contains("not valid JSON"), "{}", e.message());
         let e = parse(
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}),
         )
         .unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .starts_with("messages[0].role: unknown variant `robot`"),
             "{}",
-            e.message
+            e.message()
         );
         let e = parse(
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
@@ -620,16 +551,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.message.contains("messages[0].content[0]"),
+            e.message().contains("messages[0].content[0]"),
             "{}",
-            e.message
+            e.message()
         );
         let e = parse(
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
             "tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
         )
         .unwrap_err();
-        assert!(e.message.starts_with("tools[0].type"), "{}", e.message);
+        assert!(e.message().starts_with("tools[0].type"), "{}", e.message());
     }
 
     #[test]
@@ -652,6 +583,7 @@ mod tests {
         );
         let bad = ChatResponse::new("").with_tool_calls(vec![ToolCall::new("c", "f", "[1]")]);
         let e = message("msg_2", "m", &bad).unwrap_err();
-        assert_eq!((e.status, e.kind), (502, "api_error"));
+        assert_eq!(e.status, 502);
+        assert_eq!(e.body(Shape::Anthropic)["error"]["type"], "api_error");
     }
 }

@@ -3,12 +3,15 @@
 //! Any app with an OpenAI SDK gets ripcord by pointing its base URL here. Endpoints:
 //! `POST /v1/chat/completions` (JSON and SSE), `POST /v1/embeddings` (when configured),
 //! `POST /v1/messages` and `/v1/messages/count_tokens` (Anthropic's wire, see the `messages`
-//! module), `GET /v1/models`, `GET /healthz`, `GET /readyz` (per-route and per-link health as JSON).
+//! module), `POST /v1/responses` with `GET`/`DELETE /v1/responses/{id}` and `…/input_items`
+//! (OpenAI's Responses API, see the `responses` module), `GET /v1/models`, `GET /healthz`,
+//! `GET /readyz` (per-route and per-link health as JSON). The three chat doors are dialects of
+//! one request flow (the `pipeline` module).
 //! Every chat answer carries `x-ripcord-served-by`, `x-ripcord-degraded`, `x-ripcord-attempts`
 //! (every attempt, `link/model=outcome(status):latency`) and, with routes, `x-ripcord-route`
 //! headers; a failed call carries them too, with `served-by: none` and `degraded: true`. The
 //! body's `model` — of a completion and of every stream chunk — names the model that served
-//! (the vendor's name for it, else the serving link's model), never just the one asked for:
+//! (the serving link's model, `static` for the static reply), never just the one asked for:
 //! a client reading `model` learns who answered after a fallback. The requested name is in
 //! `x-ripcord-requested-model`.
 //!
@@ -54,7 +57,10 @@ mod front;
 mod messages;
 mod messages_wire;
 mod metrics;
+mod pipeline;
 mod reply;
+mod responses;
+mod responses_store;
 mod server;
 mod shed;
 pub mod status;
@@ -65,7 +71,7 @@ pub use server::{ServeLimits, serve_router};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use axum::Router;
@@ -76,10 +82,10 @@ use ripcord_core::{ChatModel, EmbeddingModel};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
+use errors::GatewayError;
 use front::Authed;
 use ripcord_telemetry::PrometheusExport;
 use shed::Admission;
-use wire::WireError;
 
 use crate::build::Built;
 use crate::config::{Config, GatewayKey, ServerSettings};
@@ -88,7 +94,7 @@ use crate::config::{Config, GatewayKey, ServerSettings};
 pub type Readiness = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// A route as the gateway sees it: the names it answers to and its deadline. Calls for route
-/// number `i` reach the model with [`crate::routing::ROUTE`] = `i` in their context.
+/// number `i` reach the model with a [`crate::routing::Route`]`(i)` in their context.
 #[derive(Debug, Clone)]
 pub struct GatewayRoute {
     /// Its name.
@@ -147,6 +153,8 @@ pub struct GatewayState {
     pub server: ServerSettings,
     /// What `GET /status` shows (a gateway without one answers it with 404).
     pub status: Option<Arc<status::StatusBoard>>,
+    /// The Responses door's stored responses (`store: true`).
+    responses: Arc<responses_store::ResponseStore>,
     keys: Vec<Key>,
     routes: Vec<GatewayRoute>,
     /// One admission gate per route (one for a gateway without routes).
@@ -193,6 +201,11 @@ impl GatewayState {
             metrics: None,
             server: ServerSettings::default(),
             status: None,
+            responses: Arc::new(responses_store::ResponseStore::new(
+                responses_store::DEFAULT_MAX_BYTES,
+                responses_store::DEFAULT_TTL,
+                None,
+            )),
             keys: Vec::new(),
             routes: Vec::new(),
             admissions: Vec::new(),
@@ -228,6 +241,18 @@ impl GatewayState {
         };
         let mut state = GatewayState::new(recorded(&built.model));
         state.status = Some(Arc::clone(&board));
+        #[cfg(feature = "redis")]
+        if let Some(redis) = &built.redis {
+            // Stored responses go to Redis too, so any replica continues any conversation.
+            let shared: Arc<dyn responses_store::SharedDocuments> = Arc::new(
+                ripcord_redis::RedisDocuments::new(redis.clone(), "responses"),
+            );
+            state.responses = Arc::new(responses_store::ResponseStore::new(
+                responses_store::DEFAULT_MAX_BYTES,
+                responses_store::DEFAULT_TTL,
+                Some(shared),
+            ));
+        }
         state.embeddings = built.embeddings.clone();
         state.deadline = cfg.default_route().map_or(Duration::from_secs(30), |r| {
             Duration::from_millis(r.spec.deadline_ms)
@@ -287,13 +312,6 @@ impl GatewayState {
         self.reset_admissions();
     }
 
-    fn next_id(&self) -> String {
-        format!(
-            "chatcmpl-ripcord-{}",
-            self.ids.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
     /// The index of the key the request carries (`Some(None)` on a keyless gateway), or `None`
     /// when it carries no accepted key. The key is read from `Authorization: Bearer` or, for
     /// Anthropic's SDKs, `x-api-key`.
@@ -331,6 +349,22 @@ impl GatewayState {
         }
     }
 
+    /// How a call's errors are told to its client (request `id`).
+    fn reply(&self, id: Arc<str>) -> errors::Reply {
+        errors::Reply {
+            id,
+            expose: self.server.expose_errors,
+        }
+    }
+
+    /// Whose stored documents a caller sees: its key's tenant (`""` for anonymous callers).
+    fn owner(&self, authed: Authed) -> Arc<str> {
+        self.caller(authed)
+            .key
+            .and_then(|k| k.tenant.clone())
+            .unwrap_or_else(|| Arc::from(""))
+    }
+
     /// The admission gate of route `route` (the only gate without routes).
     fn admission(&self, route: Option<usize>) -> Option<&Admission> {
         self.admissions
@@ -359,15 +393,14 @@ impl GatewayState {
     }
 
     /// The index of the route `model` names.
-    fn route_of(&self, model: Option<&str>) -> Result<Option<usize>, WireError> {
+    fn route_of(&self, model: Option<&str>) -> Result<Option<usize>, GatewayError> {
         if self.routes.is_empty() {
             return Ok(None);
         }
         let known = || self.models.join(", ");
         let Some(model) = model else {
-            return Err(WireError::new(
+            return Err(GatewayError::new(
                 400,
-                "invalid_request_error",
                 "invalid_request",
                 format!("`model` is required; this gateway serves: {}", known()),
             )
@@ -379,9 +412,8 @@ impl GatewayState {
             .position(|r| r.name == model || r.aliases.iter().any(|a| a == model))
         {
             Some(i) => Ok(Some(i)),
-            None => Err(WireError::new(
+            None => Err(GatewayError::new(
                 404,
-                "invalid_request_error",
                 "model_not_found",
                 format!(
                     "The model `{model}` does not exist on this gateway; it serves: {}",
@@ -413,8 +445,23 @@ pub fn check_bind(addr: SocketAddr, has_keys: bool) -> Result<(), String> {
 pub fn router(state: Arc<GatewayState>) -> Router {
     let limit = state.max_body_bytes;
     let mut r = Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
-        .route("/v1/messages", post(messages::messages))
+        .route(
+            "/v1/chat/completions",
+            post(pipeline::door::<chat::ChatCompletions>),
+        )
+        .route("/v1/messages", post(pipeline::door::<messages::Messages>))
+        .route(
+            "/v1/responses",
+            post(pipeline::door::<responses::Responses>),
+        )
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get_response).delete(responses::delete_response),
+        )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses::input_items),
+        )
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(endpoints::embeddings))
         .route("/v1/models", get(endpoints::models))

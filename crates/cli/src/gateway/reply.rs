@@ -1,14 +1,12 @@
 //! What every chat answer of both front doors carries: the provenance headers
-//! (`x-ripcord-attempts`, `x-ripcord-served-by`, `x-ripcord-degraded`), an error in OpenAI's
-//! shape, and the parsing of a JSON request body.
+//! (`x-ripcord-attempts`, `x-ripcord-served-by`, `x-ripcord-degraded`) and the parsing of a
+//! JSON request body.
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use ripcord_core::{Error, Provenance};
+use axum::http::{HeaderMap, HeaderValue};
+use ripcord_core::Provenance;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::errors::set_retry_after;
-use super::wire::WireError;
+use super::errors::GatewayError;
 
 /// The gateway's own header names, checked once at compile time (a name given as a `&str`
 /// is parsed again on every insert and lookup).
@@ -34,33 +32,6 @@ pub(super) mod hdr {
     pub(crate) const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
     /// The wait in milliseconds, next to `Retry-After` in seconds.
     pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
-}
-
-pub(super) fn error_response(e: WireError, provenance: Option<&Provenance>) -> Response {
-    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let retry_after = e.retry_after;
-    let no_retry = e.no_retry;
-    let mut resp = (status, axum::Json(e)).into_response();
-    if no_retry {
-        resp.headers_mut()
-            .insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
-    }
-    if let Some(p) = provenance {
-        set_provenance_headers(resp.headers_mut(), p);
-    }
-    if let Some(after) = retry_after {
-        set_retry_after(resp.headers_mut(), after);
-    }
-    resp
-}
-
-/// The provenance of a failed call, for its headers: no link served, degraded, and every
-/// attempt the error carries.
-pub(super) fn failed_provenance(e: &Error) -> Provenance {
-    let mut p = Provenance::default();
-    p.attempts = e.attempts().to_vec();
-    p.degraded = true;
-    p
 }
 
 /// `x-ripcord-attempts`: every attempt in order, `link/model=outcome[(status)]:latency_ms`,
@@ -106,14 +77,24 @@ pub(super) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Parses a JSON request body, or the 400 that names what is wrong with it.
-pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
-    serde_json::from_slice(body).map_err(|e| {
-        WireError::new(
-            400,
-            "invalid_request_error",
-            "invalid_request",
-            format!("invalid request body: {e}"),
-        )
-    })
+/// Parses a JSON request body, or the 400 that names what is wrong with it: the path of the
+/// field at fault (`messages[1].tool_calls`), or that the body is not JSON.
+pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
+    let not_json = |e: &serde_json::Error| {
+        GatewayError::invalid(format!("the request body is not valid JSON: {e}"))
+    };
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            not_json(&inner)
+        } else if path == "." {
+            GatewayError::invalid(inner.to_string())
+        } else {
+            GatewayError::invalid_at(path, inner)
+        }
+    })?;
+    de.end().map_err(|e| not_json(&e))?;
+    Ok(parsed)
 }

@@ -501,9 +501,7 @@ fn tenant_usage(ctx: &Context, usage: &ripcord_core::Usage) {
 
 /// The route index a call's context carries.
 fn route_of(ctx: &Context) -> Option<usize> {
-    ctx.metadata()
-        .get(routing::ROUTE)
-        .and_then(|r| r.parse().ok())
+    routing::Route::of(ctx)
 }
 
 /// A model whose calls the [`StatusBoard`] sees: answers by their provenance, failures by the

@@ -4,9 +4,11 @@
 //! to accept from OpenAI SDKs and to answer in their shapes.
 
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, Error, ErrorKind, FinishReason, ImageSource, Message,
-    ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, FinishReason, ImageSource, Message, ResponseFormat,
+    Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
+
+use super::errors::GatewayError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -116,8 +118,8 @@ struct WireJsonSchema {
     strict: Option<bool>,
 }
 
-fn bad(message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
-    Error::new(ErrorKind::InvalidRequest, message)
+fn bad(message: impl Into<String>) -> GatewayError {
+    GatewayError::invalid(message)
 }
 
 impl WireRequest {
@@ -129,7 +131,7 @@ impl WireRequest {
     }
 
     /// Translates to ripcord's request.
-    pub(crate) fn into_chat_request(self) -> Result<ChatRequest, Error> {
+    pub(crate) fn into_chat_request(self) -> Result<ChatRequest, GatewayError> {
         if self.messages.is_empty() {
             return Err(bad("`messages` must not be empty"));
         }
@@ -224,7 +226,7 @@ impl WireRequest {
     }
 }
 
-fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, Error> {
+fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, GatewayError> {
     match content {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(text)) => Ok(vec![ContentPart::Text { text }]),
@@ -245,14 +247,7 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, E
                             .and_then(Value::as_str)
                             .ok_or_else(|| bad(format!("messages[{i}].content[{j}]: an image part needs `image_url.url`")))?;
                         let detail = p.pointer("/image_url/detail").and_then(Value::as_str).map(str::to_owned);
-                        let image = match url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) {
-                            Some((media_type, data)) => ImageSource::Base64 {
-                                media_type: media_type.to_owned(),
-                                data: data.to_owned(),
-                            },
-                            None => ImageSource::Url { url: url.to_owned() },
-                        };
-                        Ok(ContentPart::Image { image, detail })
+                        Ok(image_part(url, detail))
                     }
                     other => Err(bad(format!("messages[{i}].content[{j}]: unsupported part type {other:?}"))),
                 }
@@ -260,6 +255,24 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, E
             .collect(),
         Some(_) => Err(bad(format!("messages[{i}].content: expected a string or an array of parts"))),
     }
+}
+
+/// An image part from an OpenAI image URL: a `data:<type>;base64,<data>` URL is inline data,
+/// anything else a URL the serving link fetches.
+pub(crate) fn image_part(url: &str, detail: Option<String>) -> ContentPart {
+    let image = match url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        Some((media_type, data)) => ImageSource::Base64 {
+            media_type: media_type.to_owned(),
+            data: data.to_owned(),
+        },
+        None => ImageSource::Url {
+            url: url.to_owned(),
+        },
+    };
+    ContentPart::Image { image, detail }
 }
 
 fn finish_reason(r: &FinishReason) -> &str {
@@ -364,11 +377,7 @@ pub(crate) fn completion<'a>(
         id,
         object: "chat.completion",
         created,
-        model: if resp.model.is_empty() {
-            model
-        } else {
-            resp.model.as_str()
-        },
+        model,
         choices: [CompletionChoice {
             index: 0,
             message: CompletionMessage {
@@ -516,98 +525,6 @@ impl ChunkWriter {
     }
 }
 
-/// OpenAI's error envelope and the HTTP status for a ripcord error.
-#[derive(Debug, Serialize)]
-pub(crate) struct WireError {
-    #[serde(skip)]
-    pub(crate) status: u16,
-    /// Sent as `Retry-After` / `retry-after-ms`.
-    #[serde(skip)]
-    pub(crate) retry_after: Option<std::time::Duration>,
-    /// Sent as `x-should-retry: false` (what a retry cannot fix).
-    #[serde(skip)]
-    pub(crate) no_retry: bool,
-    error: WireErrorBody,
-}
-
-#[derive(Debug, Serialize)]
-struct WireErrorBody {
-    message: String,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    param: Option<String>,
-    code: Option<String>,
-}
-
-impl WireError {
-    pub(crate) fn new(
-        status: u16,
-        kind: &'static str,
-        code: &str,
-        message: impl Into<String>,
-    ) -> Self {
-        WireError {
-            status,
-            retry_after: None,
-            no_retry: false,
-            error: WireErrorBody {
-                message: message.into(),
-                kind,
-                param: None,
-                code: Some(code.to_owned()),
-            },
-        }
-    }
-
-    /// The error's message.
-    pub(crate) fn message(&self) -> &str {
-        &self.error.message
-    }
-
-    /// Replaces the message.
-    pub(crate) fn set_message(&mut self, message: String) {
-        self.error.message = message;
-    }
-
-    /// The in-band error event of a stream that already sent its headers: OpenAI's
-    /// `{"error": {"message", "type", "param", "code"}}` — the same envelope as an HTTP error
-    /// body, never nested twice, so SDKs show `message` as the reason.
-    pub(crate) fn event_json(&self) -> Value {
-        json!({ "error": &self.error })
-    }
-
-    /// Names the request parameter at fault (OpenAI's `param`).
-    pub(crate) fn with_param(mut self, param: &str) -> Self {
-        self.error.param = Some(param.to_owned());
-        self
-    }
-
-    /// Maps a chain error to the status and shape an OpenAI client understands.
-    pub(crate) fn from_error(e: &Error) -> Self {
-        let kind = e.kind();
-        let (status, ty): (u16, &'static str) = match kind {
-            ErrorKind::ContentFiltered
-            | ErrorKind::InvalidRequest
-            | ErrorKind::ContextLengthExceeded => (400, "invalid_request_error"),
-            ErrorKind::PayloadTooLarge => (413, "invalid_request_error"),
-            ErrorKind::RateLimited
-            | ErrorKind::LocalRateLimited
-            | ErrorKind::BudgetExhausted
-            | ErrorKind::QuotaExhausted => (429, "rate_limit_error"),
-            ErrorKind::DeadlineExceeded | ErrorKind::Timeout => (504, "server_error"),
-            ErrorKind::Overloaded | ErrorKind::CircuitOpen => (503, "server_error"),
-            ErrorKind::Cancelled => (499, "server_error"),
-            _ => (502, "server_error"),
-        };
-        let mut w = WireError::new(status, ty, kind.as_str(), e.to_string());
-        // A refusal that says when to come back passes that on (429, 503).
-        if matches!(status, 429 | 503) {
-            w.retry_after = e.retry_after();
-        }
-        w
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -631,7 +548,7 @@ mod tests {
             "id": id,
             "object": "chat.completion",
             "created": created,
-            "model": if resp.model.is_empty() { model } else { resp.model.as_str() },
+            "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(&resp.finish_reason), "logprobs": null}],
             "usage": {
                 "prompt_tokens": resp.usage.input_tokens,

@@ -131,7 +131,9 @@ pub(crate) async fn python_json(
 
 /// Writes `dir/ripcord.toml`: two OpenAI-wire links, `primary` then `backup` (their base URLs),
 /// and a static reply; the primary tries once and its breaker trips after 2 failures and stays
-/// open for 10 minutes. `extra` follows the backup's section (its own policies, gateway keys).
+/// open for 10 minutes — without the background model-list probe, which would re-admit it as
+/// soon as the fake's `/models` answers (it always does). `extra` follows the backup's section
+/// (its own policies, gateway keys).
 pub(crate) fn two_link_config(
     dir: &std::path::Path,
     primary: &str,
@@ -157,6 +159,7 @@ max_attempts = 1
 [providers.breaker]
 failure_threshold = 2
 open_ms = 600000
+background_probe_ms = 0
 
 [[providers]]
 name = "backup"
@@ -186,4 +189,72 @@ impl Fetch for reqwest::RequestBuilder {
     async fn text_body(self) -> String {
         self.send().await.unwrap().text().await.unwrap()
     }
+}
+
+/// Writes `dir/ripcord.toml`: an OpenAI-wire `primary` (`gpt-4o`, one attempt) at
+/// `primary_url`, then an Anthropic `backup` (`claude-sonnet-4-5`) at `backup_url`, with
+/// upstream keys the tests look for where they must (and must not) go.
+pub(crate) fn openai_then_anthropic(
+    dir: &std::path::Path,
+    primary_url: &str,
+    backup_url: &str,
+) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[chain]
+order = ["primary", "backup"]
+deadline_ms = 10000
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{primary_url}/v1"
+api_key = "sk-primary-upstream-key"
+[providers.retry]
+max_attempts = 1
+
+[[providers]]
+name = "backup"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{backup_url}"
+api_key = "sk-ant-backup-upstream-key"
+"#
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// Runs a Node.js `script` (an ES module written to `dir`, where its packages are installed)
+/// with `args` off the async runtime and parses what it prints as JSON; a script that fails
+/// fails the test with its stderr.
+pub(crate) async fn node_json(
+    dir: PathBuf,
+    script: &'static str,
+    args: Vec<String>,
+) -> serde_json::Value {
+    let file = dir.join(format!("ripcord-test-{}.mjs", std::process::id()));
+    std::fs::write(&file, script).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(&file)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "Node.js script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -118,11 +118,7 @@ impl ChainBuilder {
 
     /// Appends a shared link.
     pub fn link_arc(mut self, model: Arc<dyn ChatModel>) -> Self {
-        self.links.push(Link {
-            model,
-            reserve: Duration::ZERO,
-            first_token: None,
-        });
+        self.links.push(Link::new(model));
         self
     }
 

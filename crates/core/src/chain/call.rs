@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ChainInner;
 use super::order::Order;
-use crate::capabilities::Capabilities;
+use super::{ChainInner, Link};
 use crate::context::Context;
 use crate::error::{Disposition, Error, ErrorKind, TimeoutPhase};
 use crate::fault::Fault;
@@ -50,16 +49,24 @@ pub(crate) struct Call {
     whole: Duration,
     /// A link was skipped because too little time was left.
     starved: bool,
-    /// The window of a link that answered `ContextLengthExceeded`: links whose window is no
-    /// larger cannot take the prompt either.
+    /// The window of a link that answered `ContextLengthExceeded` (its stated or known window):
+    /// links judged by a window no larger cannot take the prompt either. Links with an unknown
+    /// window are tried regardless.
     too_long_for: Option<u32>,
+    /// The prompt's tokens as a vendor counted them in this call, when one stated it (or at
+    /// least what its refusal implies): windows are scaled by estimate / this when the
+    /// estimate undercounts.
+    vendor_prompt: Option<u32>,
+    /// Links retried trimmed after they said "too long" (each at most once).
+    retrimmed: u64,
     /// A trimmed copy of the request for the link about to be called, and how many messages
     /// it lacks ([`super::Trim::Oldest`]).
     trimmed: Option<(usize, ChatRequest, u32)>,
     needs: Needs,
     /// Cheap upper bound of prompt tokens (bytes of text), or the estimate once computed.
     prompt_upper: u32,
-    prompt_lower: Option<u32>,
+    /// The prompt's token estimate, once computed.
+    prompt_estimate: Option<u32>,
 }
 
 fn bit(i: usize) -> u64 {
@@ -123,15 +130,46 @@ impl Call {
             whole: deadline.saturating_duration_since(Instant::now()),
             starved: false,
             too_long_for: None,
+            vendor_prompt: None,
+            retrimmed: 0,
             trimmed: None,
             needs,
             prompt_upper: u32::try_from(upper).unwrap_or(u32::MAX),
-            prompt_lower: None,
+            prompt_estimate: None,
         }
     }
 
     pub(crate) fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// Moves the call's deadline to `at` (a continuation's fresh budget to its first content).
+    pub(crate) fn extend_deadline(&mut self, at: Instant) {
+        if at > self.deadline {
+            self.whole = at.saturating_duration_since(Instant::now());
+            self.deadline = at;
+        }
+    }
+
+    /// The prompt's token estimate (computed once per call, only when a window is judged).
+    fn estimate(&mut self, req: &ChatRequest) -> u32 {
+        *self
+            .prompt_estimate
+            .get_or_insert_with(|| tokens::estimate_request(req))
+    }
+
+    /// `window` in units of ripcord's estimate: when a vendor counted this prompt larger than
+    /// the estimate, the window shrinks by the same ratio, so a trim sized by the estimate
+    /// fits the vendor's count.
+    fn calibrated(&mut self, req: &ChatRequest, window: u32) -> u32 {
+        let Some(counted) = self.vendor_prompt else {
+            return window;
+        };
+        let est = self.estimate(req);
+        if counted <= est || est == 0 {
+            return window;
+        }
+        u32::try_from(u64::from(window) * u64::from(est) / u64::from(counted)).unwrap_or(window)
     }
 
     pub(crate) fn into_parts(self) -> (Vec<Error>, Vec<Skip>) {
@@ -156,49 +194,56 @@ impl Call {
         }
     }
 
-    fn skip_reason(
+    /// Why link `link` (number `i`) cannot take this request, if it cannot. A link whose
+    /// window is unknown is never judged by it; one judged too small is trimmed for instead
+    /// under [`super::Trim::Oldest`] when trimming makes the prompt fit.
+    fn skip_for(
         &mut self,
-        caps: &Capabilities,
+        link: &Link,
+        i: usize,
         req: &ChatRequest,
         ctx: &Context,
-        trim_for: Option<usize>,
-    ) -> Option<SkipReason> {
+        trim: bool,
+    ) -> Option<Skip> {
+        let caps = link.model.capabilities();
+        let name = || link.model.id().name.clone();
         if self.needs.tools && !caps.tools {
-            return Some(SkipReason::NoTools);
+            return Some(Skip::new(name(), SkipReason::NoTools));
         }
         if self.needs.vision && !caps.vision {
-            return Some(SkipReason::NoVision);
+            return Some(Skip::new(name(), SkipReason::NoVision));
         }
         if self.needs.json && !caps.json_mode {
-            return Some(SkipReason::NoJson);
+            return Some(Skip::new(name(), SkipReason::NoJson));
         }
         if !ctx.locality().allows(&caps.locality) {
-            return Some(SkipReason::Locality);
+            return Some(Skip::new(name(), SkipReason::Locality));
         }
+        let Some(stated) = link.judged_window() else {
+            // Unknown: tried, and its vendor's refusal (if any) tells the real window.
+            return None;
+        };
         let output = req.max_tokens.unwrap_or(0).min(caps.max_output_tokens);
-        let window = caps.context_window;
-        if self.too_long_for.is_some_and(|w| window <= w) {
-            return Some(SkipReason::ContextWindow);
+        let refused_larger = self.too_long_for.is_some_and(|w| stated <= w);
+        if !refused_larger && self.prompt_upper.saturating_add(output) <= stated {
+            return None;
         }
-        if self.prompt_upper.saturating_add(output) > window {
-            let lower = *self
-                .prompt_lower
-                .get_or_insert_with(|| tokens::lower_bound(tokens::estimate_request(req)));
-            if lower.saturating_add(output) > window {
-                if let Some(i) = trim_for
-                    && let Some((r, n)) = super::trim::oldest(req, window, output)
-                {
-                    tracing::info!(
-                        trimmed_messages = n,
-                        message = crate::telemetry::event::TRIMMED
-                    );
-                    self.trimmed = Some((i, r, n));
-                    return None;
-                }
-                return Some(SkipReason::ContextWindow);
-            }
+        let window = self.calibrated(req, stated);
+        let estimate = self.estimate(req);
+        let lower = tokens::lower_bound(estimate);
+        if !refused_larger && lower.saturating_add(output) <= window {
+            return None;
         }
-        None
+        if trim && let Some((r, n)) = super::trim::oldest(req, window, output) {
+            tracing::info!(
+                trimmed_messages = n,
+                message = crate::telemetry::event::TRIMMED
+            );
+            self.trimmed = Some((i, r, n));
+            return None;
+        }
+        let prompt = estimate.max(self.vendor_prompt.unwrap_or(0));
+        Some(Skip::window(name(), prompt, output, stated))
     }
 
     fn first_untried(&self, inner: &ChainInner) -> Option<usize> {
@@ -277,17 +322,16 @@ impl Call {
             };
             self.tried |= bit(i);
             let link = &inner.links[i];
-            let trim_for = (inner.trim == super::Trim::Oldest).then_some(i);
-            if let Some(reason) = self.skip_reason(link.model.capabilities(), req, ctx, trim_for) {
+            let trim = inner.trim == super::Trim::Oldest;
+            if let Some(skip) = self.skip_for(link, i, req, ctx, trim) {
                 tracing::info!(
                     ripcord.link = %link.model.id().name,
-                    ripcord.skip.reason = reason.as_str(),
+                    ripcord.skip.reason = skip.reason.as_str(),
+                    prompt_tokens = skip.prompt_tokens,
+                    window = skip.window,
                     message = crate::telemetry::event::LINK_SKIPPED
                 );
-                self.skipped.push(Skip {
-                    provider: link.model.id().name.clone(),
-                    reason,
-                });
+                self.skipped.push(skip);
                 continue;
             }
             // A link reached with less than a useful budget is passed over rather than
@@ -302,16 +346,16 @@ impl Call {
                     message = crate::telemetry::event::LINK_SKIPPED
                 );
                 self.starved = true;
-                self.skipped.push(Skip {
-                    provider: link.model.id().name.clone(),
-                    reason: SkipReason::Deadline,
-                });
+                self.skipped.push(Skip::new(
+                    link.model.id().name.clone(),
+                    SkipReason::Deadline,
+                ));
                 continue;
             }
             // A link that would refuse at once (its breaker is open) is skipped without a call:
             // its refusal is recorded as if the call had returned it.
             if let Some(e) = link.model.refusal(ctx) {
-                self.failed(inner, i, e, Duration::ZERO, ctx);
+                self.failed(inner, i, e, Duration::ZERO, req, ctx);
                 if let Some(stop) = self.take_stop() {
                     return stop;
                 }
@@ -335,7 +379,8 @@ impl Call {
         let e = self.stop.take()?;
         let mut attempts = self.all_attempts();
         attempts.extend_from_slice(e.attempts());
-        Some(Next::Stop(e.with_attempts(attempts)))
+        let skipped = self.skipped.clone();
+        Some(Next::Stop(e.with_attempts(attempts).with_skipped(skipped)))
     }
 
     /// Pitfall 8: when links refused only because they are cooling down and the earliest
@@ -399,6 +444,38 @@ impl Call {
         Some(actx)
     }
 
+    /// A link said the prompt is too long: remembers the window its vendor stated (for later
+    /// calls too), lets links judged by no larger a window be skipped, and says whether to
+    /// retry this link trimmed ([`super::Trim::Oldest`], once per link, when its vendor stated
+    /// the window it must fit).
+    fn too_long(&mut self, inner: &ChainInner, i: usize, e: &Error, req: &ChatRequest) -> bool {
+        let link = &inner.links[i];
+        let limit = e.context_limit();
+        if let Some(l) = limit {
+            link.learn_window(l.window);
+            // What the refusal implies the prompt counts at least, in the vendor's tokens:
+            // its own count if it gave one, else just over what fits beside the output.
+            let output = req
+                .max_tokens
+                .unwrap_or(0)
+                .min(link.model.capabilities().max_output_tokens);
+            let implied = l.window.saturating_sub(output).saturating_add(1);
+            let counted = l.prompt_tokens.unwrap_or(0).max(implied);
+            self.vendor_prompt = Some(self.vendor_prompt.map_or(counted, |x| x.max(counted)));
+        }
+        if let Some(w) = limit.map(|l| l.window).or_else(|| link.judged_window()) {
+            self.too_long_for = Some(self.too_long_for.map_or(w, |x| x.max(w)));
+        }
+        let retry = inner.trim == super::Trim::Oldest
+            && limit.is_some()
+            && self.retrimmed & bit(i) == 0
+            && req.messages.len() > 1;
+        if retry {
+            self.retrimmed |= bit(i);
+        }
+        retry
+    }
+
     /// Records a failed attempt at link `i` and decides where to go next.
     pub(crate) fn failed(
         &mut self,
@@ -406,6 +483,7 @@ impl Call {
         i: usize,
         e: Error,
         latency: Duration,
+        req: &ChatRequest,
         ctx: &Context,
     ) {
         let id = inner.links[i].model.id();
@@ -459,10 +537,8 @@ impl Call {
                     self.earliest_readmission =
                         Some(self.earliest_readmission.map_or(at, |x| x.min(at)));
                 }
-                if kind == ErrorKind::ContextLengthExceeded {
-                    let w = inner.links[i].model.capabilities().context_window;
-                    self.too_long_for = Some(self.too_long_for.map_or(w, |x| x.max(w)));
-                }
+                let retry_trimmed =
+                    kind == ErrorKind::ContextLengthExceeded && self.too_long(inner, i, &e, req);
                 self.fell_from = Some((i, kind));
                 if let Some(&d) = inner.domains.as_ref().and_then(|d| d.get(i)) {
                     self.avoid_domain = Some(d);
@@ -473,6 +549,12 @@ impl Call {
                     .iter()
                     .find(|(k, _)| *k == kind)
                     .map(|&(_, target)| target);
+                if retry_trimmed && self.preferred.is_none() {
+                    // Trimming can make the prompt fit the window this link stated: call it
+                    // again (once) with the trimmed request before moving on.
+                    self.tried &= !bit(i);
+                    self.preferred = Some(i);
+                }
                 self.errors.push(e);
             }
         }
@@ -517,6 +599,8 @@ impl Call {
             degraded: fell_back || link.degraded,
             static_reply: link.static_reply,
             trimmed_messages: link.trimmed_messages,
+            continued_by: link.continued_by,
+            continuations: link.continuations,
             notice: link
                 .notice
                 .or_else(|| fell_back.then(|| inner.fallback_notice.clone()).flatten()),

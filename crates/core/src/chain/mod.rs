@@ -30,12 +30,27 @@
 //! - Streaming: fallback is free until a link's first content event. After that a failure ends
 //!   the stream with the error, or — with [`StreamPolicy::Restart`] — emits
 //!   [`crate::StreamEvent::Restarted`] and streams the whole answer again from the next link.
-//!   Two models' halves are never spliced. A hold-back ([`ChainBuilder::stream_holdback`])
+//!   Two models' halves are never spliced silently. A hold-back ([`ChainBuilder::stream_holdback`])
 //!   moves the commit point later: a failure within it still falls over transparently.
+//!
+//! # Continuation
+//!
+//! With [`StreamPolicy::Continue`], a committed stream that is cut (no finish event), stalls
+//! past its link's idle limit, or fails in-band goes on on the next link: that link is asked to
+//! continue from the text already delivered — by assistant prefill where it supports it
+//! ([`crate::Capabilities::assistant_prefill`]), by an explicit instruction where it does not or
+//! refuses the prefill — and only its continuation reaches the consumer, with a repetition of
+//! the delivered text's end dropped. The continuing link gets a fresh budget to its first
+//! content (the chain's deadline, within the stream bound). Tool-call streams, requests not
+//! marked retry-safe, and cuts by the caller (its budget, its cancellation) are never
+//! continued. Every continuation is recorded in the provenance (`continued_by`,
+//! `continuations` with the offset), as a `ripcord.stream_continued` event and on the chain
+//! span.
 //! - A `Chain` is a `ChatModel`, so chains nest.
 
 mod builder;
 mod call;
+pub mod continuation;
 mod order;
 mod stream;
 mod trim;
@@ -46,7 +61,7 @@ pub use trim::Trim;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -69,7 +84,8 @@ use order::Plan;
 
 /// The default end-to-end deadline of a chain call: time to a stream's first content, and
 /// whole non-streamed calls. It leaves the next link 15 s after a first link's default 30 s
-/// first-token timeout, so a silent primary still leaves room for a fallback.
+/// limit of a non-streamed call (35 s after a stream's default 10 s first-token limit), so a
+/// silent primary still leaves room for a fallback.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(45);
 
 /// The default bound of a stream after its first content ([`ChainBuilder::stream_max`]).
@@ -91,6 +107,12 @@ pub enum StreamPolicy {
     EndWithError,
     /// Emit `Restarted { reason }` and stream the whole answer again from the next link.
     Restart,
+    /// Ask the next link to continue the answer from the text already delivered, and stream
+    /// only what it adds: the consumer sees one answer with one finish reason, and the
+    /// provenance records the continuation ([`crate::Provenance::continuations`]). Never for
+    /// tool-call streams or requests not marked retry-safe (those end with the error). See
+    /// the [`continuation`](self#continuation) section.
+    Continue,
 }
 
 /// The honest last-resort reply, with optional per-intent texts.
@@ -162,6 +184,43 @@ pub(crate) struct Link {
     pub(crate) reserve: Duration,
     /// The link's own first-token limit, when it told the chain (caps its least useful budget).
     pub(crate) first_token: Option<Duration>,
+    /// The window the link's vendor stated in a context-length error (0: none yet). One
+    /// relaxed load per link considered; written only when a vendor states a new limit.
+    pub(crate) learned_window: AtomicU32,
+}
+
+impl Link {
+    pub(crate) fn new(model: Arc<dyn ChatModel>) -> Self {
+        Link {
+            model,
+            reserve: Duration::ZERO,
+            first_token: None,
+            learned_window: AtomicU32::new(0),
+        }
+    }
+
+    /// The window the chain judges this link by: what its vendor stated, else its known
+    /// window; `None` when the window is unknown (the link is tried, not judged).
+    pub(crate) fn judged_window(&self) -> Option<u32> {
+        match self.learned_window.load(Ordering::Relaxed) {
+            0 => {
+                let caps = self.model.capabilities();
+                caps.context_window_known.then_some(caps.context_window)
+            }
+            w => Some(w),
+        }
+    }
+
+    /// Remembers the window the vendor stated, for this call and later ones.
+    pub(crate) fn learn_window(&self, window: u32) {
+        if window > 0 && self.learned_window.swap(window, Ordering::Relaxed) != window {
+            tracing::info!(
+                ripcord.link = %self.model.id().name,
+                window,
+                message = crate::telemetry::event::WINDOW_LEARNED
+            );
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -283,6 +342,17 @@ impl Chain {
         }
     }
 
+    /// The window the chain judges the link named `link` by: the one its vendor stated in a
+    /// context-length error, else its known window; `None` for an unknown window (or no such
+    /// link).
+    pub fn link_window(&self, link: &str) -> Option<u32> {
+        self.inner
+            .links
+            .iter()
+            .find(|l| *l.model.id().name == *link)?
+            .judged_window()
+    }
+
     /// Counters since the chain was built.
     pub fn stats(&self) -> ChainStats {
         let c = &self.inner.counters;
@@ -364,12 +434,14 @@ impl ChainInner {
                         static_reply: true,
                         notice: None,
                         trimmed_messages: 0,
+                        continued_by: None,
+                        continuations: Vec::new(),
                     },
                 })
             }
             None => {
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
-                Err(Error::exhausted(errors))
+                Err(Error::exhausted(errors).with_skipped(skipped))
             }
         }
     }
@@ -464,7 +536,7 @@ impl ChainInner {
                     resp.provenance.trimmed_messages = trimmed.map_or(0, |(_, n)| n);
                     return Ok(resp);
                 }
-                Err(e) => call.failed(self, i, e, started.elapsed(), &ctx),
+                Err(e) => call.failed(self, i, e, started.elapsed(), req, &ctx),
             }
         }
     }

@@ -5,7 +5,9 @@
 //! at once — are the attempt's errors and go through the same classification and fallback as
 //! `chat`. At the first content event the chain *commits* to the link. After that a failure
 //! ends the stream with the error, or, under [`StreamPolicy::Restart`], announces
-//! `Restarted` and streams the whole answer again from the next link that commits.
+//! `Restarted` and streams the whole answer again from the next link that commits, or, under
+//! [`StreamPolicy::Continue`], asks the next link to continue from the delivered text and
+//! streams only what it adds (see [`super::continuation`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +17,14 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
 use super::call::{Call, Next};
+use super::continuation::{self, Overlap};
 use super::{ChainInner, StreamPolicy};
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
+use crate::fault::Fault;
+use crate::model::ChatModel;
 use crate::request::ChatRequest;
-use crate::response::{Attempt, ChatResponse, Provenance};
+use crate::response::{Attempt, ChatResponse, Continuation, ContinuationMode, Provenance};
 use crate::stream::{ChatStream, StreamEvent};
 use crate::telemetry;
 
@@ -27,6 +32,8 @@ struct Committed {
     link: usize,
     /// Messages trimmed from the request this link got.
     trimmed: u32,
+    /// How the link was asked to continue, when it continues a cut stream.
+    mode: Option<ContinuationMode>,
     stream: ChatStream,
     buffered: Vec<StreamEvent>,
     started: Instant,
@@ -46,46 +53,85 @@ fn truncated() -> Error {
     )
 }
 
-/// Walks the links until one produces its first content (or finish) event.
-async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Context) -> Commit {
+type Opened = (ChatStream, Vec<StreamEvent>, Provenance, bool);
+
+/// Opens a stream on `model` and reads it up to its first content (or finish) event.
+async fn open_link(model: &dyn ChatModel, r: &ChatRequest, actx: &Context) -> Result<Opened> {
+    let opening = async {
+        let mut stream = model.stream(r, actx).await?;
+        let mut buffered = Vec::new();
+        let mut nested = Provenance::default();
+        loop {
+            match stream.next().await {
+                Some(Ok(StreamEvent::Provenance { provenance })) => nested = *provenance,
+                Some(Ok(ev)) => {
+                    let finished = matches!(ev, StreamEvent::Finish { .. });
+                    let done = ev.is_content() || finished;
+                    buffered.push(ev);
+                    if done {
+                        return Ok((stream, buffered, nested, finished));
+                    }
+                }
+                Some(Err(e)) => return Err(e),
+                None => return Err(truncated()),
+            }
+        }
+    };
+    // A link that bounds itself stops at the deadline with its own error; any other is
+    // raced against the deadline here.
+    if model.bounds_itself() {
+        opening.await
+    } else {
+        actx.run(opening).await
+    }
+}
+
+/// Walks the links until one produces its first content (or finish) event. With `delivered`,
+/// each link is asked to continue that text instead ([`StreamPolicy::Continue`]): by prefill
+/// where it supports it, and by instruction where it does not or refuses the prefill.
+async fn commit(
+    inner: &ChainInner,
+    call: &mut Call,
+    req: &ChatRequest,
+    ctx: &Context,
+    delivered: Option<&str>,
+) -> Commit {
     loop {
         let i = match call.next_link(inner, req, ctx).await {
             Next::Link(i) => i,
             Next::Stop(e) => return Commit::Stop(e),
             Next::Exhausted => return Commit::Exhausted,
         };
-        let model = &inner.links[i].model;
+        let model = &*inner.links[i].model;
         let attempt_ctx = call.attempt_context(inner, i, ctx);
         let actx = attempt_ctx.as_ref().unwrap_or(ctx);
         let trimmed = call.take_trimmed(i);
-        let r = trimmed.as_ref().map_or(req, |(t, _)| t);
+        let base = trimmed.as_ref().map_or(req, |(t, _)| t);
         let started = Instant::now();
-        let opening = async {
-            let mut stream = model.stream(r, actx).await?;
-            let mut buffered = Vec::new();
-            let mut nested = Provenance::default();
-            loop {
-                match stream.next().await {
-                    Some(Ok(StreamEvent::Provenance { provenance })) => nested = *provenance,
-                    Some(Ok(ev)) => {
-                        let finished = matches!(ev, StreamEvent::Finish { .. });
-                        let done = ev.is_content() || finished;
-                        buffered.push(ev);
-                        if done {
-                            return Ok((stream, buffered, nested, finished));
-                        }
-                    }
-                    Some(Err(e)) => return Err(e),
-                    None => return Err(truncated()),
-                }
+        let mut mode = delivered.map(|_| {
+            if model.capabilities().assistant_prefill {
+                ContinuationMode::Prefill
+            } else {
+                ContinuationMode::Instruction
             }
-        };
-        // A link that bounds itself stops at the deadline with its own error; any other is
-        // raced against the deadline here.
-        let first = if model.bounds_itself() {
-            opening.await
-        } else {
-            actx.run(opening).await
+        });
+        let first = loop {
+            let asked = match (delivered, mode) {
+                (Some(d), Some(m)) => Some(continuation::request(base, d, m)),
+                _ => None,
+            };
+            let opened = open_link(model, asked.as_ref().unwrap_or(base), actx).await;
+            match opened {
+                // The vendor refused the prefill (a final assistant message): ask again with
+                // the instruction, on the same link.
+                Err(e)
+                    if mode == Some(ContinuationMode::Prefill)
+                        && e.kind() == ErrorKind::InvalidRequest =>
+                {
+                    mode = Some(ContinuationMode::Instruction);
+                }
+                other => break other,
+            }
         };
         let first = match first {
             Ok((stream, buffered, nested, false)) if !inner.stream_holdback.is_zero() => {
@@ -100,13 +146,14 @@ async fn commit(inner: &ChainInner, call: &mut Call, req: &ChatRequest, ctx: &Co
                 return Commit::Ok(Committed {
                     link: i,
                     trimmed: trimmed.map_or(0, |(_, n)| n),
+                    mode,
                     stream,
                     buffered,
                     started,
                     provenance,
                 });
             }
-            Err(e) => call.failed(inner, i, e, started.elapsed(), ctx),
+            Err(e) => call.failed(inner, i, e, started.elapsed(), req, ctx),
         }
     }
 }
@@ -227,10 +274,14 @@ pub(super) async fn open(
     inner.count_call();
     let (deadline, ctx) = inner.call_context(ctx, Instant::now());
     let mut call = Call::new(&inner, req, deadline);
-    match commit(&inner, &mut call, req, &ctx).await {
+    match commit(&inner, &mut call, req, &ctx, None).await {
         Commit::Ok(c) => {
-            let restart_req = (inner.stream_policy == StreamPolicy::Restart).then(|| req.clone());
-            Ok(committed(inner, call, c, ctx, restart_req, span))
+            let after = match inner.stream_policy {
+                StreamPolicy::Restart => After::Restart(req.clone()),
+                StreamPolicy::Continue => After::Continue(req.clone()),
+                _ => After::End,
+            };
+            Ok(committed(inner, call, c, ctx, after, span))
         }
         Commit::Stop(e) => {
             inner.count_failure();
@@ -265,12 +316,75 @@ async fn open_traced(
     }
 }
 
+/// What a committed stream does when its link fails (the chain's [`StreamPolicy`], with the
+/// request it needs).
+enum After {
+    End,
+    Restart(ChatRequest),
+    Continue(ChatRequest),
+}
+
+/// Why a failed committed stream is not continued, if it is not.
+fn continue_refusal(failure: &Error, ctx: &Context, tool_calls: bool) -> Option<&'static str> {
+    if tool_calls {
+        // A half-sent tool call cannot be finished by another model.
+        Some("tool_calls")
+    } else if !ctx.retry_safe() {
+        // The first link may have acted on the request already.
+        Some("not_retry_safe")
+    } else if matches!(
+        failure.kind(),
+        ErrorKind::Cancelled | ErrorKind::DeadlineExceeded
+    ) || failure.fault_override() == Some(Fault::Caller)
+    {
+        // The caller's budget or cancellation ended it: nothing to continue for.
+        Some("caller")
+    } else {
+        None
+    }
+}
+
+/// What the consumer has been shown of the answer, when the chain may continue it.
+#[derive(Default)]
+struct Shown {
+    text: String,
+    tool_calls: bool,
+}
+
+impl Shown {
+    fn see(&mut self, ev: &StreamEvent) {
+        match ev {
+            StreamEvent::TextDelta { text } => self.text.push_str(text),
+            StreamEvent::ToolCallDelta { .. } => self.tool_calls = true,
+            _ => {}
+        }
+    }
+}
+
+/// Passes a continuation's events through the overlap check: text may be held back (and a
+/// repetition of the delivered text's end dropped); anything else first releases what is held.
+fn through_overlap(overlap: &mut Option<Overlap>, ev: StreamEvent) -> Vec<StreamEvent> {
+    let Some(o) = overlap.as_mut() else {
+        return vec![ev];
+    };
+    match ev {
+        StreamEvent::TextDelta { text } => {
+            o.push(text).map(StreamEvent::text).into_iter().collect()
+        }
+        other => {
+            let mut out: Vec<StreamEvent> = o.flush().map(StreamEvent::text).into_iter().collect();
+            out.push(other);
+            out
+        }
+    }
+}
+
 fn committed(
     inner: Arc<ChainInner>,
     mut call: Call,
     first: Committed,
     ctx: Context,
-    restart_req: Option<ChatRequest>,
+    after: After,
     span: Span,
 ) -> ChatStream {
     Box::pin(async_stream::stream! {
@@ -280,10 +394,17 @@ fn committed(
         // After first content the stream is bounded by the stream bound, not the deadline
         // (which only bounded getting an answer at all).
         let stream_deadline = ctx.stream_deadline().unwrap_or_else(|| call.deadline());
+        // Only a stream that may be continued keeps what it showed.
+        let mut shown = matches!(after, After::Continue(_)).then(Shown::default);
+        // While a continuation's start may repeat the delivered text.
+        let mut overlap: Option<Overlap> = None;
         yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
         // A hold-back may have buffered the whole answer, its finish included.
         let mut buffered_finish = c.buffered.iter().any(|e| matches!(e, StreamEvent::Finish { .. }));
         for ev in std::mem::take(&mut c.buffered) {
+            if let Some(s) = shown.as_mut() {
+                s.see(&ev);
+            }
             yield Ok(ev);
         }
         loop {
@@ -309,10 +430,18 @@ fn committed(
                     }
                     Ok(Some(Ok(ev))) => {
                         finished |= matches!(ev, StreamEvent::Finish { .. });
-                        yield Ok(ev);
+                        for ev in through_overlap(&mut overlap, ev) {
+                            if let Some(s) = shown.as_mut() {
+                                s.see(&ev);
+                            }
+                            yield Ok(ev);
+                        }
                     }
                     Ok(Some(Err(e))) => break e,
                     Ok(None) if finished => {
+                        if let (Some(o), Some(last)) = (overlap.as_ref(), provenance.continuations.last_mut()) {
+                            last.overlap_trimmed = o.trimmed;
+                        }
                         telemetry::record_served(&span, &provenance);
                         yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance) });
                         return;
@@ -327,18 +456,105 @@ fn committed(
             } else {
                 failure
             };
-            let Some(req) = restart_req.as_ref() else {
+            // What a continuation held back was never shown: it is the delivered text now.
+            if let Some(text) = overlap.as_mut().and_then(Overlap::flush) {
+                let ev = StreamEvent::text(text);
+                if let Some(s) = shown.as_mut() {
+                    s.see(&ev);
+                }
+                yield Ok(ev);
+            }
+            if let (Some(o), Some(last)) = (overlap.as_ref(), provenance.continuations.last_mut()) {
+                last.overlap_trimmed = o.trimmed;
+            }
+            let end = |failure: Error, provenance: &Provenance, elapsed: Duration| {
                 tracing::info!(ripcord.link = %id.name, error.type = failure.kind().as_str(), message = crate::telemetry::event::STREAM_FAILED);
-                let failure = with_call_attempts(failure, &provenance, c.started.elapsed());
+                let failure = with_call_attempts(failure, provenance, elapsed);
                 telemetry::record_error(&span, &failure);
                 inner.count_failure();
-                yield Err(failure);
-                return;
+                failure
+            };
+            let req = match &after {
+                After::End => {
+                    yield Err(end(failure, &provenance, c.started.elapsed()));
+                    return;
+                }
+                After::Restart(req) => req,
+                After::Continue(req) => {
+                    let delivered = shown.as_ref().map_or("", |s| s.text.as_str());
+                    let tool_calls = shown.as_ref().is_some_and(|s| s.tool_calls);
+                    if let Some(why) = continue_refusal(&failure, &ctx, tool_calls) {
+                        tracing::info!(ripcord.link = %id.name, reason = why, error.type = failure.kind().as_str(), message = crate::telemetry::event::STREAM_CONTINUE_REFUSED);
+                        yield Err(end(failure, &provenance, c.started.elapsed()));
+                        return;
+                    }
+                    let reason = failure.kind();
+                    let original = failure.clone();
+                    let elapsed = c.started.elapsed();
+                    call.failed(&inner, c.link, failure, elapsed, req, &ctx);
+                    // The continuing link gets a fresh budget to its first content (the chain's
+                    // deadline), within the stream's bound.
+                    let fresh = (Instant::now() + inner.deadline).min(stream_deadline);
+                    call.extend_deadline(fresh);
+                    let cctx = ctx.clone().set_deadline(Some(fresh));
+                    let offset = delivered.len() as u64;
+                    match commit(&inner, &mut call, req, &cctx, Some(delivered)).await {
+                        Commit::Ok(mut next) => {
+                            let by = inner.links[next.link].model.id().name.clone();
+                            let mode = next.mode.unwrap_or(ContinuationMode::Instruction);
+                            tracing::info!(
+                                ripcord.fallback.from = %id.name,
+                                ripcord.continued_by = %by,
+                                ripcord.continuation.offset = offset,
+                                ripcord.continuation.mode = mode.as_str(),
+                                error.type = reason.as_str(),
+                                message = crate::telemetry::event::STREAM_CONTINUED
+                            );
+                            let served_by = provenance.served_by.clone();
+                            let mut continuations = std::mem::take(&mut provenance.continuations);
+                            continuations.push(Continuation {
+                                from: id.name.clone(),
+                                by: Arc::clone(&by),
+                                offset,
+                                mode,
+                                reason,
+                                overlap_trimmed: 0,
+                            });
+                            provenance = call.served(&inner, next.link, std::mem::take(&mut next.provenance), next.started.elapsed());
+                            // The answer is still the first link's, continued by this one.
+                            provenance.served_by = served_by;
+                            provenance.degraded = true;
+                            provenance.trimmed_messages = provenance.trimmed_messages.max(next.trimmed);
+                            provenance.continued_by = Some(by);
+                            provenance.continuations = continuations;
+                            yield Ok(StreamEvent::Provenance { provenance: Box::new(provenance.clone()) });
+                            overlap = Some(Overlap::new(delivered));
+                            buffered_finish = next.buffered.iter().any(|e| matches!(e, StreamEvent::Finish { .. }));
+                            for ev in std::mem::take(&mut next.buffered) {
+                                for ev in through_overlap(&mut overlap, ev) {
+                                    if let Some(s) = shown.as_mut() {
+                                        s.see(&ev);
+                                    }
+                                    yield Ok(ev);
+                                }
+                            }
+                            c = next;
+                            continue;
+                        }
+                        // Nothing can continue it: the stream ends with its own failure (a
+                        // static reply after half an answer would be two answers).
+                        Commit::Stop(_) | Commit::Exhausted => {
+                            tracing::info!(ripcord.link = %id.name, reason = "no_link", error.type = reason.as_str(), message = crate::telemetry::event::STREAM_CONTINUE_REFUSED);
+                            yield Err(end(original, &provenance, elapsed));
+                            return;
+                        }
+                    }
+                }
             };
             let reason = failure.kind();
             let message = failure.to_string();
-            call.failed(&inner, c.link, failure, c.started.elapsed(), &ctx);
-            match commit(&inner, &mut call, req, &ctx).await {
+            call.failed(&inner, c.link, failure, c.started.elapsed(), req, &ctx);
+            match commit(&inner, &mut call, req, &ctx, None).await {
                 Commit::Ok(mut next) => {
                     tracing::info!(
                         ripcord.fallback.from = %id.name,

@@ -130,6 +130,12 @@ pub mod attr {
     pub const FALLBACK_TO: &str = "ripcord.fallback.to";
     /// `ripcord.skip.reason`: why a link was skipped (on [`super::event::LINK_SKIPPED`]).
     pub const SKIP_REASON: &str = "ripcord.skip.reason";
+    /// The link that continued a cut stream (the chain span, and the continuation event).
+    pub const CONTINUED_BY: &str = "ripcord.continued_by";
+    /// Where the continuation began: the bytes of answer text delivered before the cut.
+    pub const CONTINUATION_OFFSET: &str = "ripcord.continuation.offset";
+    /// How the continuing link was asked: `prefill` or `instruction`.
+    pub const CONTINUATION_MODE: &str = "ripcord.continuation.mode";
     /// `ripcord.tenant`: the tenant a call was charged to (on [`super::event::TENANT_USAGE`];
     /// the tenant of the caller's key, never a sub-tenant, so the values stay few).
     pub const TENANT: &str = "ripcord.tenant";
@@ -188,6 +194,16 @@ pub mod event {
     /// A stream failed while its start was held back, before the caller saw any of it
     /// (`error.type`); the chain tries the next link.
     pub const STREAM_FAILED_IN_HOLDBACK: &str = "ripcord.stream_failed_in_holdback";
+    /// A link's vendor stated its context window in a context-length error and the chain
+    /// judges the link by it from now on (`ripcord.link`, `window`).
+    pub const WINDOW_LEARNED: &str = "ripcord.window_learned";
+    /// A committed stream failed and the next link continues the answer from the text already
+    /// delivered (`ripcord.fallback.from`, `ripcord.continued_by`, `ripcord.continuation.offset`,
+    /// `ripcord.continuation.mode`, `error.type`).
+    pub const STREAM_CONTINUED: &str = "ripcord.stream_continued";
+    /// A committed stream could not be continued (tool calls, not retry-safe, no link left)
+    /// and ends with its error (`ripcord.link`, `reason`).
+    pub const STREAM_CONTINUE_REFUSED: &str = "ripcord.stream_continue_refused";
 
     // Vendor adapters.
     /// A vendor failure became a ripcord error (`gen_ai.provider.name`, `gen_ai.request.model`,
@@ -232,6 +248,9 @@ pub mod event {
     pub const PROBE: &str = "ripcord.probe";
     /// A health probe was skipped (the link served real traffic recently).
     pub const PROBE_SKIPPED: &str = "ripcord.probe_skipped";
+    /// An open breaker's background liveness probe ran (`ripcord.link`, `outcome`,
+    /// `latency_ms`, `error.type`); an answer re-admits the link (half-open).
+    pub const BREAKER_PROBE: &str = "ripcord.breaker_probe";
     /// The response cache answered (`ripcord.link`).
     pub const CACHE_HIT: &str = "ripcord.cache_hit";
     /// Personal data was redacted from a request (`ripcord.link`, counts by kind).
@@ -264,6 +283,9 @@ pub mod event {
         TRIMMED,
         FALLBACK_UNSAFE_SKIPPED,
         STREAM_FAILED_IN_HOLDBACK,
+        WINDOW_LEARNED,
+        STREAM_CONTINUED,
+        STREAM_CONTINUE_REFUSED,
         VENDOR_ERROR,
         STREAM_ENDED_WITHOUT_TERMINATOR,
         LOCAL_LOADED,
@@ -279,6 +301,7 @@ pub mod event {
         STATE_REPORT_QUEUE_FULL,
         PROBE,
         PROBE_SKIPPED,
+        BREAKER_PROBE,
         CACHE_HIT,
         REDACTED,
         HEDGE_BUDGET_SPENT,

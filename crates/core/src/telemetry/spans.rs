@@ -93,6 +93,8 @@ pub fn chain_span(name: &str, operation: &str, links: usize, stream: bool) -> Sp
         ripcord.served_by = Empty,
         ripcord.degraded = Empty,
         ripcord.static_reply = Empty,
+        ripcord.continued_by = Empty,
+        ripcord.continuation.offset = Empty,
         error.type = Empty,
     )
 }
@@ -243,6 +245,10 @@ pub fn record_served(span: &Span, provenance: &Provenance) {
         attr::ATTEMPTS,
         i64::try_from(provenance.attempts.len()).unwrap_or(i64::MAX),
     );
+    if let (Some(by), Some(c)) = (&provenance.continued_by, provenance.continuations.last()) {
+        span.record(attr::CONTINUED_BY, &**by);
+        span.record(attr::CONTINUATION_OFFSET, as_i64(c.offset));
+    }
 }
 
 /// Records the prompt on an attempt span — only when [`content_recording`] is on.

@@ -8,11 +8,11 @@
 //! JSON mode as a forced tool) are documented in the request module; the stream grammar in
 //! the stream module.
 
-mod error_map;
-mod models;
-mod request;
-mod response;
-mod stream;
+pub(crate) mod error_map;
+pub(crate) mod models;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod stream;
 pub mod wire;
 
 use std::fmt;
@@ -156,6 +156,7 @@ pub struct Anthropic {
     id: ModelId,
     caps: Capabilities,
     url: Arc<http::Target>,
+    models_url: Arc<http::Target>,
     transport: Arc<Transport>,
 }
 
@@ -181,6 +182,7 @@ impl Anthropic {
         let what = "anthropic";
         let base = cfg.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
         let url = http::Target::new(http::endpoint(base, "/v1/messages", what)?, what)?;
+        let models_url = http::Target::new(http::endpoint(base, "/v1/models", what)?, what)?;
         let auth = Auth::header("x-api-key", cfg.api_key, what)?;
         let mut headers = HeaderMap::new();
         let version = cfg.version.as_deref().unwrap_or(ANTHROPIC_VERSION);
@@ -197,8 +199,11 @@ impl Anthropic {
         } else {
             Locality::cloud("anthropic")
         };
+        // A final assistant message is continued as the answer's start (assistant prefill).
         let caps = cfg.capabilities.unwrap_or_else(|| {
-            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model).capabilities(locality)
+            ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model)
+                .capabilities(locality)
+                .with_assistant_prefill(true)
         });
         Ok(Anthropic {
             id: ModelId::new(
@@ -207,6 +212,7 @@ impl Anthropic {
             ),
             caps,
             url: Arc::new(url),
+            models_url: Arc::new(models_url),
             transport: Arc::new(transport),
         })
     }
@@ -330,6 +336,15 @@ impl ChatModel for Anthropic {
     /// cancellation (`http::guard`), so a stack of decorators needs no timer of its own.
     fn bounds_itself(&self) -> bool {
         true
+    }
+
+    /// `GET {base}/v1/models` (spends no tokens), for an open breaker's background probe.
+    fn liveness(&self) -> Option<Arc<dyn ripcord_core::Liveness>> {
+        Some(Arc::new(http::ListModels::new(
+            (*self.transport).clone(),
+            (*self.models_url).clone(),
+            Box::new(error_map::from_response),
+        )))
     }
 
     /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a

@@ -38,7 +38,10 @@ static ANY_OBJECT: LazyLock<serde_json::Value> =
 
 #[derive(Serialize)]
 struct MessagesBody<'a> {
-    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    anthropic_version: Option<&'a str>,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<Cow<'a, str>>,
@@ -212,9 +215,37 @@ fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
     Ok(out)
 }
 
+/// Who reads the body: Anthropic's Messages API (the model in the body, the version in a
+/// header), or a cloud platform serving Claude that takes the model from the URL and the API
+/// version in the body (Vertex AI: `anthropic_version: "vertex-2023-10-16"`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BodyFor<'a> {
+    /// The Messages API.
+    Messages {
+        /// The model.
+        model: &'a str,
+    },
+    /// A platform endpoint (`:rawPredict`).
+    #[cfg_attr(not(feature = "vertex-anthropic"), allow(dead_code))]
+    Platform {
+        /// The `anthropic_version` body field.
+        anthropic_version: &'a str,
+    },
+}
+
 /// Serialises the Messages body. `max_output` caps the default `max_tokens`.
 pub(crate) fn messages_body(
     model: &str,
+    req: &ChatRequest,
+    max_output: u32,
+    stream: bool,
+) -> Result<(Vec<u8>, JsonMode)> {
+    messages_body_for(BodyFor::Messages { model }, req, max_output, stream)
+}
+
+/// [`messages_body`] for any reader of the Messages wire.
+pub(crate) fn messages_body_for(
+    target: BodyFor<'_>,
     req: &ChatRequest,
     max_output: u32,
     stream: bool,
@@ -287,8 +318,13 @@ pub(crate) fn messages_body(
         }
     }
 
+    let (model, anthropic_version) = match target {
+        BodyFor::Messages { model } => (Some(model), None),
+        BodyFor::Platform { anthropic_version } => (None, Some(anthropic_version)),
+    };
     let body = MessagesBody {
         model,
+        anthropic_version,
         max_tokens: req
             .max_tokens
             .unwrap_or(DEFAULT_MAX_TOKENS.min(max_output.max(1))),
@@ -381,6 +417,24 @@ mod tests {
                 "metadata": {"user_id": "u-1"}
             })
         );
+    }
+
+    #[test]
+    fn a_platform_body_has_the_version_and_no_model() {
+        let (b, _) = messages_body_for(
+            BodyFor::Platform {
+                anthropic_version: "vertex-2023-10-16",
+            },
+            &ChatRequest::user("hi"),
+            64_000,
+            true,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["anthropic_version"], "vertex-2023-10-16");
+        assert!(v.get("model").is_none(), "{v}");
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["messages"][0]["content"][0]["text"], "hi");
     }
 
     #[test]

@@ -347,6 +347,10 @@ impl OpenAiCompatible {
             http::Target::new(http::endpoint(&base, "/chat/completions", vendor)?, vendor)?;
         let embeddings_url =
             http::Target::new(http::endpoint(&base, "/embeddings", vendor)?, vendor)?;
+        let models_url = Some(http::Target::new(
+            http::endpoint(&base, "/models", vendor)?,
+            vendor,
+        )?);
         let auth = match cfg.api_key.clone() {
             Some(k) => Auth::bearer(k, vendor)?,
             None if preset.key_required => {
@@ -373,6 +377,7 @@ impl OpenAiCompatible {
                 vendor,
                 chat_url,
                 embeddings_url,
+                models_url,
                 auth,
                 headers: HeaderMap::new(),
                 dialect,

@@ -23,19 +23,32 @@ use tokio::time::Instant;
 pub struct Timeouts {
     /// Establishing the TCP (and TLS) connection. Default 5 s.
     pub connect: Duration,
-    /// From sending the request to the response headers *and* the first answer event of a
-    /// stream (or the first body bytes of a non-streaming answer, which vendors only send when
-    /// the whole answer is ready). Default 30 s. A vendor that sends no response byte at all
-    /// within it times out in [`TimeoutPhase::FirstByte`]; one that sent its headers but no
-    /// answer event, in [`TimeoutPhase::FirstToken`].
+    /// A non-streamed call: from sending the request to the response headers and the body
+    /// (which vendors only send when the whole answer is ready). Default 30 s. A vendor that
+    /// sends no response byte at all within it times out in [`TimeoutPhase::FirstByte`]; one
+    /// that sent its headers but not the answer, in [`TimeoutPhase::FirstToken`].
     pub first_token: Duration,
-    /// The longest silence between two pieces of a stream (or body) after the first. Default 60 s.
+    /// A stream: from sending the request to the response headers *and* the first answer
+    /// event. Default 10 s: a stream's first token comes long before a whole answer would
+    /// (see `docs/timeouts.md`).
+    pub stream_first_token: Duration,
+    /// The longest silence between two pieces of a stream (or body) after the first — any
+    /// bytes count, keep-alive comments and pings included. Default 5 s.
     pub stream_idle: Duration,
     /// How many stream events that cannot be parsed one stream may skip (each is logged and
     /// counted) before the next one fails it as an invalid response. Default 3; 0 fails the
     /// stream at the first.
     pub max_skipped_events: u32,
 }
+
+/// The default limit of a non-streamed call (to its whole answer).
+pub const DEFAULT_FIRST_TOKEN: Duration = Duration::from_secs(30);
+
+/// The default limit to a stream's first answer event.
+pub const DEFAULT_STREAM_FIRST_TOKEN: Duration = Duration::from_secs(10);
+
+/// The default longest silence within a stream.
+pub const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(5);
 
 /// The default number of unparseable stream events skipped per stream.
 pub const DEFAULT_MAX_SKIPPED_EVENTS: u32 = 3;
@@ -44,8 +57,9 @@ impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             connect: Duration::from_secs(5),
-            first_token: Duration::from_secs(30),
-            stream_idle: Duration::from_secs(60),
+            first_token: DEFAULT_FIRST_TOKEN,
+            stream_first_token: DEFAULT_STREAM_FIRST_TOKEN,
+            stream_idle: DEFAULT_STREAM_IDLE,
             max_skipped_events: DEFAULT_MAX_SKIPPED_EVENTS,
         }
     }
@@ -58,9 +72,17 @@ impl Timeouts {
         self
     }
 
-    /// Sets the first-token limit.
+    /// Sets the first-token limit of both modes: a non-streamed call's and a stream's.
     pub fn with_first_token(mut self, d: Duration) -> Self {
         self.first_token = d;
+        self.stream_first_token = d;
+        self
+    }
+
+    /// Sets a stream's first-token limit only (after [`Timeouts::with_first_token`], which
+    /// sets both).
+    pub fn with_stream_first_token(mut self, d: Duration) -> Self {
+        self.stream_first_token = d;
         self
     }
 
@@ -80,6 +102,7 @@ impl Timeouts {
         for (name, d) in [
             ("connect", self.connect),
             ("first_token", self.first_token),
+            ("stream_first_token", self.stream_first_token),
             ("stream_idle", self.stream_idle),
         ] {
             if d.is_zero() {
@@ -102,11 +125,18 @@ pub(crate) struct Limit {
 }
 
 impl Limit {
-    pub(crate) fn first_token(started: Instant, t: &Timeouts) -> Limit {
+    /// The first-token limit of a call started at `started`: a stream's, or a non-streamed
+    /// call's.
+    pub(crate) fn first_token(started: Instant, t: &Timeouts, stream: bool) -> Limit {
+        let after = if stream {
+            t.stream_first_token
+        } else {
+            t.first_token
+        };
         Limit {
-            at: started + t.first_token,
+            at: started + after,
             phase: TimeoutPhase::FirstToken,
-            after: t.first_token,
+            after,
         }
     }
 
@@ -187,6 +217,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn streams_and_whole_answers_have_their_own_first_token_limits() {
+        let d = Timeouts::default();
+        assert_eq!(d.first_token, Duration::from_secs(30));
+        assert_eq!(d.stream_first_token, Duration::from_secs(10));
+        assert_eq!(d.stream_idle, Duration::from_secs(5));
+        let now = Instant::now();
+        assert_eq!(
+            Limit::first_token(now, &d, true).after,
+            d.stream_first_token
+        );
+        assert_eq!(Limit::first_token(now, &d, false).after, d.first_token);
+        // One setting for both, or a stream's alone.
+        let both = d.with_first_token(Duration::from_secs(20));
+        assert_eq!(
+            (both.first_token, both.stream_first_token),
+            (Duration::from_secs(20), Duration::from_secs(20))
+        );
+        let streams = both.with_stream_first_token(Duration::from_secs(4));
+        assert_eq!(
+            (streams.first_token, streams.stream_first_token),
+            (Duration::from_secs(20), Duration::from_secs(4))
+        );
+    }
+
+    #[test]
     fn zero_timeouts_are_rejected() {
         let t = Timeouts::default().with_stream_idle(Duration::ZERO);
         let e = t.validate("openai").unwrap_err();
@@ -199,7 +254,7 @@ mod tests {
         let ctx = Context::new();
         let e = guard(
             &ctx,
-            Limit::first_token(Instant::now(), &t),
+            Limit::first_token(Instant::now(), &t, false),
             std::future::pending::<()>(),
         )
         .await
@@ -209,7 +264,7 @@ mod tests {
         let ctx = Context::new().with_timeout(Duration::from_secs(1));
         let e = guard(
             &ctx,
-            Limit::first_token(Instant::now(), &t),
+            Limit::first_token(Instant::now(), &t, false),
             std::future::pending::<()>(),
         )
         .await

@@ -33,12 +33,14 @@
 //! - [`body`]: responses and their bodies, whole or as a stream of pieces.
 //! - [`limits`]: the phase limits ([`Timeouts`]) and [`guard`], which enforces them.
 //! - [`errors`]: transport failures mapped to ripcord errors.
+//! - [`liveness`]: the model-list `GET` an open breaker probes a vendor with.
 
 mod auth;
 mod body;
 mod client;
 mod errors;
 mod limits;
+mod liveness;
 mod target;
 mod transport;
 
@@ -46,7 +48,11 @@ pub(crate) use auth::Auth;
 pub(crate) use body::{BodyStream, Response, TransportError, is_json, read_body};
 pub use client::HttpClient;
 pub(crate) use errors::{Stage, chain, excerpt, transport_error};
-pub use limits::{DEFAULT_MAX_SKIPPED_EVENTS, Timeouts};
+pub use limits::{
+    DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
+    DEFAULT_STREAM_IDLE, Timeouts,
+};
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
+pub(crate) use liveness::ListModels;
 pub(crate) use target::{Target, endpoint, env};
 pub(crate) use transport::{Sign, Transport};

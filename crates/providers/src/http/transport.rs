@@ -1,6 +1,6 @@
 use bytes::Bytes;
 use http_body_util::Full;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use ripcord_core::{Context, Error, ErrorKind, Result, TimeoutPhase};
 use tokio::time::Instant;
 
@@ -111,6 +111,16 @@ impl Transport {
         self
     }
 
+    /// The same transport sending form bodies (`application/x-www-form-urlencoded`), for OAuth
+    /// token endpoints.
+    #[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
+    pub(crate) fn form(mut self) -> Transport {
+        let form = HeaderValue::from_static("application/x-www-form-urlencoded");
+        self.json_headers.insert(CONTENT_TYPE, form.clone());
+        self.sse_headers.insert(CONTENT_TYPE, form);
+        self
+    }
+
     /// The same transport with other limits. A client built here is rebuilt when the connect
     /// limit changes (a client passed in keeps its own).
     pub(crate) fn with_timeouts(&self, timeouts: Timeouts, what: &str) -> Result<Transport> {
@@ -134,6 +144,16 @@ impl Transport {
     /// (under the first-token limit; a body that cannot be read counts as empty, so the status
     /// alone still classifies) and handed with the status and headers to `classify`, the
     /// vendor's error mapping. The adapter's own code only ever sees answers.
+    #[cfg_attr(
+        not(any(
+            feature = "openai",
+            feature = "anthropic",
+            feature = "vertex",
+            feature = "vertex-anthropic",
+            feature = "bedrock"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) async fn send(
         &self,
         ctx: &Context,
@@ -142,22 +162,60 @@ impl Transport {
         sse: bool,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let (resp, started) = self.post(ctx, target, body, sse).await?;
-        if resp.status().is_success() {
-            return Ok((resp, started));
-        }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp).await?;
-        Err(classify(status, &headers, &raw))
+        self.send_with(ctx, target, body, sse, None, classify).await
     }
 
-    /// POSTs a JSON body and waits for the response headers (any status).
-    /// Returns the response and when the request was sent.
-    async fn post(
+    /// [`Transport::send`] with one more header for this request only: a credential that
+    /// changes while the provider lives (an OAuth access token), which cannot be built into
+    /// the fixed headers. Mark its value sensitive.
+    pub(crate) async fn send_with(
         &self,
         ctx: &Context,
         target: &Target,
         body: Vec<u8>,
         sse: bool,
+        extra: Option<(HeaderName, HeaderValue)>,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<(Response, Instant)> {
+        let (resp, started) = self
+            .request(ctx, target, http::Method::POST, body, sse, extra)
+            .await?;
+        if resp.status().is_success() {
+            return Ok((resp, started));
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
+        Err(classify(status, &headers, &raw))
+    }
+
+    /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
+    /// success status is the answer (its body is not read); any other status is classified by
+    /// `classify` like a chat error, and a transport failure like any other.
+    pub(crate) async fn check(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<()> {
+        let (resp, started) = self
+            .request(ctx, target, http::Method::GET, Vec::new(), false, None)
+            .await?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, false).await?;
+        Err(classify(status, &headers, &raw))
+    }
+
+    /// Sends a request (a JSON body for a POST) and waits for the response headers (any
+    /// status). Returns the response and when the request was sent.
+    async fn request(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        method: http::Method,
+        body: Vec<u8>,
+        sse: bool,
+        extra: Option<(HeaderName, HeaderValue)>,
     ) -> Result<(Response, Instant)> {
         precheck(ctx)?;
         let fixed = if sse {
@@ -165,26 +223,32 @@ impl Transport {
         } else {
             &self.json_headers
         };
-        let signed;
-        let headers = match &self.signer {
-            None => fixed,
-            Some(signer) => {
-                let mut h = fixed.clone();
-                signer.sign(&http::Method::POST, &target.uri, &mut h, &body)?;
-                signed = h;
-                &signed
+        // A per-request header first, then the signature over the final headers (nothing may
+        // change after signing).
+        let custom;
+        let headers = if extra.is_none() && self.signer.is_none() {
+            fixed
+        } else {
+            let mut h = fixed.clone();
+            if let Some((name, value)) = extra {
+                h.insert(name, value);
             }
+            if let Some(signer) = &self.signer {
+                signer.sign(&method, &target.uri, &mut h, &body)?;
+            }
+            custom = h;
+            &custom
         };
         let started = Instant::now();
         // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).
         let limit = Limit {
             phase: TimeoutPhase::FirstByte,
-            ..Limit::first_token(started, &self.timeouts)
+            ..Limit::first_token(started, &self.timeouts, sse)
         };
         let resp = match &self.http.engine {
             Engine::Hyper(client) => {
                 let mut req = http::Request::new(Full::new(Bytes::from(body)));
-                *req.method_mut() = http::Method::POST;
+                *req.method_mut() = method;
                 *req.uri_mut() = target.uri.clone();
                 *req.headers_mut() = headers.clone();
                 let resp = guard(ctx, limit, client.request(req))
@@ -199,7 +263,7 @@ impl Transport {
             }
             Engine::Reqwest(client) => {
                 let req = client
-                    .post(target.url.clone())
+                    .request(method, target.url.clone())
                     .headers(headers.clone())
                     .body(body);
                 let mut resp = guard(ctx, limit, req.send())
@@ -225,7 +289,7 @@ impl Transport {
         read_body(
             ctx,
             &self.timeouts,
-            Limit::first_token(started, &self.timeouts),
+            Limit::first_token(started, &self.timeouts, false),
             resp,
             MAX_BODY,
             false,
@@ -240,10 +304,11 @@ impl Transport {
         ctx: &Context,
         started: Instant,
         mut resp: Response,
+        sse: bool,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let status = resp.status.as_u16();
         let headers = std::mem::take(&mut resp.headers);
-        let limit = Limit::first_token(started, &self.timeouts);
+        let limit = Limit::first_token(started, &self.timeouts, sse);
         let body =
             match read_body(ctx, &self.timeouts, limit, &mut resp, MAX_ERROR_BODY, true).await {
                 Ok(b) => b,

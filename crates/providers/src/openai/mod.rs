@@ -13,6 +13,8 @@ pub(crate) mod error_map;
 pub(crate) mod models;
 mod request;
 pub(crate) mod response;
+mod responses;
+pub mod responses_wire;
 mod stream;
 
 use std::fmt;
@@ -84,6 +86,28 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
+/// Which OpenAI API a link calls.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_providers::{OpenAi, OpenAiConfig, OpenAiWire};
+/// let m = OpenAi::new(OpenAiConfig::new("o3-pro", "sk-x").with_wire(OpenAiWire::Responses))?;
+/// assert_eq!(m.wire(), OpenAiWire::Responses);
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OpenAiWire {
+    /// `POST {base}/chat/completions` (the default).
+    #[default]
+    ChatCompletions,
+    /// `POST {base}/responses`: the Responses API, for models offered only there. Requests go
+    /// with `store: false` (ripcord keeps no state at the vendor); `stop` and `seed` do not
+    /// exist there and are not sent.
+    Responses,
+}
+
 /// The wire details in which OpenAI-compatible servers differ.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dialect {
@@ -134,6 +158,7 @@ pub struct OpenAiConfig {
     pub(crate) client: Option<HttpClient>,
     pub(crate) capabilities: Option<Capabilities>,
     pub(crate) max_tokens_field: Option<MaxTokensField>,
+    pub(crate) wire: OpenAiWire,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -172,6 +197,7 @@ impl OpenAiConfig {
             client: None,
             capabilities: None,
             max_tokens_field: None,
+            wire: OpenAiWire::ChatCompletions,
         }
     }
 
@@ -245,6 +271,13 @@ impl OpenAiConfig {
         self.max_tokens_field = Some(field);
         self
     }
+
+    /// Calls the Responses API (`{base}/responses`) instead of Chat Completions. Honoured by
+    /// [`OpenAi::new`]; the OpenAI-compatible presets speak Chat Completions only.
+    pub fn with_wire(mut self, wire: OpenAiWire) -> Self {
+        self.wire = wire;
+        self
+    }
 }
 
 /// The engine shared by OpenAI, Azure and the compatible presets.
@@ -254,8 +287,12 @@ pub(crate) struct Engine {
     pub(crate) provider: &'static str,
     pub(crate) chat_url: http::Target,
     pub(crate) embeddings_url: http::Target,
+    /// The model list (`GET`), the liveness check; `None` where the vendor has none here.
+    pub(crate) models_url: Option<http::Target>,
     pub(crate) transport: Transport,
     pub(crate) dialect: Dialect,
+    /// Set when the link calls the Responses API: chat and stream calls go here instead.
+    pub(crate) responses_url: Option<http::Target>,
 }
 
 /// What differs between the OpenAI-wire providers when they are built.
@@ -263,6 +300,7 @@ pub(crate) struct Setup {
     pub(crate) vendor: &'static str,
     pub(crate) chat_url: http::Target,
     pub(crate) embeddings_url: http::Target,
+    pub(crate) models_url: Option<http::Target>,
     pub(crate) auth: Auth,
     pub(crate) headers: HeaderMap,
     pub(crate) dialect: Dialect,
@@ -326,6 +364,10 @@ impl OpenAi {
             .unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
         let chat_url = http::Target::new(http::endpoint(&base, "/chat/completions", what)?, what)?;
         let embeddings_url = http::Target::new(http::endpoint(&base, "/embeddings", what)?, what)?;
+        let models_url = Some(http::Target::new(
+            http::endpoint(&base, "/models", what)?,
+            what,
+        )?);
         let key = cfg
             .api_key
             .clone()
@@ -356,18 +398,30 @@ impl OpenAi {
         if let Some(f) = cfg.max_tokens_field {
             dialect.max_tokens = f;
         }
-        OpenAi::assemble(
+        let responses_url = match cfg.wire {
+            OpenAiWire::Responses => Some(http::Target::new(
+                http::endpoint(&base, "/responses", what)?,
+                what,
+            )?),
+            _ => None,
+        };
+        let m = OpenAi::assemble(
             Setup {
                 vendor: "openai",
                 chat_url,
                 embeddings_url,
+                models_url,
                 auth,
                 headers,
                 dialect,
                 caps,
             },
             cfg,
-        )
+        )?;
+        Ok(match responses_url {
+            Some(url) => m.with_responses_url(url),
+            None => m,
+        })
     }
 
     /// [`OpenAiConfig::from_env`] then [`OpenAi::new`].
@@ -397,10 +451,38 @@ impl OpenAi {
                 provider: telemetry::provider_name(setup.vendor).unwrap_or(setup.vendor),
                 chat_url: setup.chat_url,
                 embeddings_url: setup.embeddings_url,
+                models_url: setup.models_url,
                 transport,
                 dialect: setup.dialect,
+                responses_url: None,
             }),
         })
+    }
+
+    /// Sends chat and stream calls to this Responses endpoint (the engine is rebuilt once, at
+    /// construction).
+    pub(crate) fn with_responses_url(mut self, url: http::Target) -> Self {
+        let e = &self.engine;
+        self.engine = Arc::new(Engine {
+            vendor: e.vendor,
+            provider: e.provider,
+            chat_url: e.chat_url.clone(),
+            embeddings_url: e.embeddings_url.clone(),
+            models_url: e.models_url.clone(),
+            transport: e.transport.clone(),
+            dialect: e.dialect,
+            responses_url: Some(url),
+        });
+        self
+    }
+
+    /// Which API chat and stream calls go to.
+    pub fn wire(&self) -> OpenAiWire {
+        if self.engine.responses_url.is_some() {
+            OpenAiWire::Responses
+        } else {
+            OpenAiWire::ChatCompletions
+        }
     }
 
     /// Renames the link (the name the chain, provenance and metrics use).
@@ -429,8 +511,10 @@ impl OpenAi {
             provider: e.provider,
             chat_url: e.chat_url.clone(),
             embeddings_url: e.embeddings_url.clone(),
+            models_url: e.models_url.clone(),
             transport,
             dialect: e.dialect,
+            responses_url: e.responses_url.clone(),
         });
         Ok(self)
     }
@@ -444,6 +528,12 @@ impl OpenAi {
     #[cfg(test)]
     pub(crate) fn chat_url(&self) -> &reqwest::Url {
         &self.engine.chat_url
+    }
+
+    /// The Responses endpoint, when the link calls it.
+    #[cfg(test)]
+    pub(crate) fn responses_url(&self) -> Option<&reqwest::Url> {
+        self.engine.responses_url.as_deref()
     }
 
     /// The `gen_ai.provider.name` of the attempt spans.
@@ -475,6 +565,9 @@ impl OpenAi {
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let e = &self.engine;
+        if let Some(url) = &e.responses_url {
+            return self.responses_chat(url, req, ctx).await;
+        }
         let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
         let hook = e.dialect.hook;
         let (mut resp, started) = e
@@ -495,6 +588,9 @@ impl OpenAi {
 
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let e = &self.engine;
+        if let Some(url) = &e.responses_url {
+            return self.responses_stream(url, req, ctx).await;
+        }
         let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
         let hook = e.dialect.hook;
         let (mut resp, started) = e
@@ -516,6 +612,70 @@ impl OpenAi {
             return Ok(ripcord_core::stream::from_response(r));
         }
         let decoder = stream::OpenAiDecoder::new(e.dialect.hook, self.caps.price);
+        Ok(driver::drive(
+            resp,
+            decoder,
+            ctx,
+            e.transport.timeouts,
+            started,
+            self.labels(),
+        ))
+    }
+
+    /// A chat call on the Responses API.
+    async fn responses_chat(
+        &self,
+        url: &http::Target,
+        req: &ChatRequest,
+        ctx: &Context,
+    ) -> Result<ChatResponse> {
+        let e = &self.engine;
+        let body = responses::body(&self.id.model, req, false)?;
+        let hook = e.dialect.hook;
+        let (mut resp, started) = e
+            .transport
+            .send(ctx, url, body, false, |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            })
+            .await?;
+        let raw = e.transport.body(ctx, started, &mut resp).await?;
+        let mut r = responses::parse(&raw, hook, self.caps.price.as_ref())?;
+        r.provenance = Provenance::served(
+            self.id.name.clone(),
+            self.id.model.clone(),
+            started.elapsed(),
+        );
+        Ok(r)
+    }
+
+    /// A stream on the Responses API.
+    async fn responses_stream(
+        &self,
+        url: &http::Target,
+        req: &ChatRequest,
+        ctx: &Context,
+    ) -> Result<ChatStream> {
+        let e = &self.engine;
+        let body = responses::body(&self.id.model, req, true)?;
+        let hook = e.dialect.hook;
+        let (mut resp, started) = e
+            .transport
+            .send(ctx, url, body, true, |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            })
+            .await?;
+        if http::is_json(&resp) {
+            // An error object with status 200, or a server that ignored `stream: true`.
+            let raw = e.transport.body(ctx, started, &mut resp).await?;
+            let mut r = responses::parse(&raw, hook, self.caps.price.as_ref())?;
+            r.provenance = Provenance::served(
+                self.id.name.clone(),
+                self.id.model.clone(),
+                started.elapsed(),
+            );
+            return Ok(ripcord_core::stream::from_response(r));
+        }
+        let decoder = responses::ResponsesDecoder::new(hook, self.caps.price);
         Ok(driver::drive(
             resp,
             decoder,
@@ -565,6 +725,20 @@ impl ChatModel for OpenAi {
     /// cancellation (`http::guard`), so a stack of decorators needs no timer of its own.
     fn bounds_itself(&self) -> bool {
         true
+    }
+
+    /// `GET {base}/models` (spends no tokens), for an open breaker's background probe.
+    fn liveness(&self) -> Option<Arc<dyn ripcord_core::Liveness>> {
+        let e = &self.engine;
+        let target = e.models_url.clone()?;
+        let hook = e.dialect.hook;
+        Some(Arc::new(http::ListModels::new(
+            e.transport.clone(),
+            target,
+            Box::new(move |status, headers, raw| {
+                error_map::from_response(status, headers, raw, hook)
+            }),
+        )))
     }
 
     /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a

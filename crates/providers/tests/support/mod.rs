@@ -51,6 +51,47 @@ pub(crate) fn anthropic(fake: &FakeVendor) -> Anthropic {
     Anthropic::new(anthropic_cfg(fake, "claude-sonnet-4-5")).expect("anthropic provider")
 }
 
+pub(crate) async fn gemini_fake() -> FakeVendor {
+    FakeVendor::start(Wire::Gemini).await.expect("fake gemini")
+}
+
+/// Gemini on AI Studio's paths of the fake.
+pub(crate) fn gemini(fake: &FakeVendor) -> ripcord_providers::google::Gemini {
+    ripcord_providers::google::Gemini::new(
+        ripcord_providers::google::GeminiConfig::new("gemini-2.5-flash", KEY)
+            .with_base_url(format!("{}/v1beta", fake.base_url()))
+            .with_timeouts(timeouts()),
+    )
+    .expect("gemini provider")
+}
+
+/// A Vertex configuration on the fake, with a fixed access token.
+pub(crate) fn vertex_cfg(
+    fake: &FakeVendor,
+    model: &str,
+) -> ripcord_providers::google::VertexConfig {
+    ripcord_providers::google::VertexConfig::new(
+        model,
+        "ripcord-fake",
+        "us-central1",
+        ripcord_providers::google::GoogleCredentials::access_token(KEY),
+    )
+    .with_base_url(format!("{}/v1", fake.base_url()))
+    .with_timeouts(timeouts())
+}
+
+/// Gemini on Vertex's paths of the fake.
+pub(crate) fn vertex(fake: &FakeVendor) -> ripcord_providers::google::Gemini {
+    ripcord_providers::google::Gemini::vertex(vertex_cfg(fake, "gemini-2.5-pro"))
+        .expect("vertex provider")
+}
+
+/// Claude on Vertex's paths of the (Anthropic-wire) fake.
+pub(crate) fn vertex_anthropic(fake: &FakeVendor) -> ripcord_providers::google::VertexAnthropic {
+    ripcord_providers::google::VertexAnthropic::new(vertex_cfg(fake, "claude-sonnet-4-5@20250929"))
+        .expect("vertex-anthropic provider")
+}
+
 /// Reads a stream to its end: every event, and the error that ended it, if any.
 pub(crate) async fn drain(mut s: ChatStream) -> (Vec<StreamEvent>, Option<Error>) {
     let mut events = Vec::new();

@@ -15,6 +15,18 @@ use super::store::LocalStore;
 use crate::clock::{SharedClock, default_clock};
 use crate::error::ConfigError;
 
+/// The first open spell of a default breaker.
+pub const DEFAULT_OPEN_BASE: Duration = Duration::from_secs(5);
+
+/// The longest open spell of a default breaker (reached after four re-trips in a row).
+pub const DEFAULT_OPEN_MAX: Duration = Duration::from_secs(60);
+
+/// How often an open default breaker runs its link's liveness check.
+pub const DEFAULT_BACKGROUND_PROBE: Duration = Duration::from_secs(5);
+
+/// The longest one background liveness check may take.
+pub const DEFAULT_BACKGROUND_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct RateSettings {
     threshold: f64,
@@ -24,10 +36,15 @@ struct RateSettings {
 
 /// The circuit breaker's settings.
 ///
-/// Defaults ([`BreakerPolicy::default`]): trips after 5 consecutive failures, stays open 60 s,
-/// admits 1 probe at a time in half-open (each probe bounded by 30 s), closes after 1 successful
-/// probe; `Auth` failures trip at once for 5 minutes; caller-side kinds (content filtered,
-/// invalid request, context length, local refusals, cancellation) never count.
+/// Defaults ([`BreakerPolicy::default`]): trips after 5 consecutive failures; the first open
+/// spell is [`DEFAULT_OPEN_BASE`] (5 s) and each re-trip without a close in between doubles it,
+/// up to [`DEFAULT_OPEN_MAX`] (60 s), back to 5 s after a close; while open, the link's cheap
+/// liveness check ([`ChatModel::liveness`], e.g. listing models) runs every
+/// [`DEFAULT_BACKGROUND_PROBE`] (5 s) and an answer re-admits the link (half-open) without
+/// waiting for the spell to end; admits 1 probe at a time in half-open (each probe bounded by
+/// 30 s), closes after 1 successful probe; `Auth` failures trip at once for 5 minutes;
+/// caller-side kinds (content filtered, invalid request, context length, local refusals,
+/// cancellation) never count. Why these numbers: `docs/breakers.md`.
 ///
 /// # Examples
 ///
@@ -58,6 +75,8 @@ pub struct BreakerPolicy {
     kinds: BTreeMap<ErrorKind, KindAction>,
     listener: Arc<dyn BreakerListener>,
     clock: SharedClock,
+    background_probe: Option<Duration>,
+    background_probe_timeout: Duration,
 }
 
 impl Default for BreakerPolicy {
@@ -65,7 +84,12 @@ impl Default for BreakerPolicy {
         BreakerPolicy {
             consecutive: Some(5),
             rate: None,
-            open: OpenBackoff::Constant(Duration::from_secs(60)),
+            open: OpenBackoff::Exponential {
+                base: DEFAULT_OPEN_BASE,
+                max: DEFAULT_OPEN_MAX,
+            },
+            background_probe: Some(DEFAULT_BACKGROUND_PROBE),
+            background_probe_timeout: DEFAULT_BACKGROUND_PROBE_TIMEOUT,
             success_threshold: 1,
             max_probes: 1,
             probe_timeout: Duration::from_secs(30),
@@ -102,7 +126,11 @@ impl BreakerPolicy {
     /// use ripcord_resilience::{BreakerPolicy, OpenBackoff};
     /// let d = BreakerPolicy::default();
     /// assert_eq!(d.consecutive_failures(), Some(5));
-    /// assert_eq!(d.open(), OpenBackoff::Constant(Duration::from_secs(60)));
+    /// assert_eq!(
+    ///     d.open(),
+    ///     OpenBackoff::Exponential { base: Duration::from_secs(5), max: Duration::from_secs(60) }
+    /// );
+    /// assert_eq!(d.background_probe(), Some(Duration::from_secs(5)));
     /// assert_eq!(d.max_probes(), 1);
     /// ```
     pub fn consecutive_failures(&self) -> Option<u32> {
@@ -117,6 +145,16 @@ impl BreakerPolicy {
     /// Probes admitted at once in half-open.
     pub fn max_probes(&self) -> usize {
         self.max_probes
+    }
+
+    /// How often an open breaker runs its link's liveness check (`None`: never).
+    pub fn background_probe(&self) -> Option<Duration> {
+        self.background_probe
+    }
+
+    /// The longest one background liveness check may take.
+    pub fn background_probe_timeout(&self) -> Duration {
+        self.background_probe_timeout
     }
 
     /// What a failure of `kind` does.
@@ -214,7 +252,8 @@ impl BreakerPolicyBuilder {
         self
     }
 
-    /// How long the breaker stays open (default 60 s, constant).
+    /// How long the breaker stays open after each trip (default: 5 s, doubling on every
+    /// re-trip without a close in between, up to 60 s).
     pub fn open(mut self, backoff: OpenBackoff) -> Self {
         self.layer.open = backoff;
         self
@@ -223,6 +262,24 @@ impl BreakerPolicyBuilder {
     /// Shorthand for a constant open duration.
     pub fn open_for(self, d: Duration) -> Self {
         self.open(OpenBackoff::Constant(d))
+    }
+
+    /// While the breaker is open, run the link's cheap liveness check
+    /// ([`ChatModel::liveness`]) every `every`; an answer moves the breaker to half-open at
+    /// once, so the next call tests the link without waiting out the open spell. `None` turns
+    /// it off; links without a liveness check are never probed this way. Default 5 s.
+    ///
+    /// The check runs on a task the breaker owns: it starts when the breaker opens, ends when
+    /// the breaker leaves open, and is aborted when the breaker is dropped.
+    pub fn background_probe(mut self, every: Option<Duration>) -> Self {
+        self.layer.background_probe = every;
+        self
+    }
+
+    /// The longest one background liveness check may take (default 3 s).
+    pub fn background_probe_timeout(mut self, d: Duration) -> Self {
+        self.layer.background_probe_timeout = d;
+        self
     }
 
     /// Successful probes needed to close from half-open (default 1).
@@ -280,7 +337,7 @@ impl BreakerPolicyBuilder {
     ///
     /// [`ConfigError`] for a zero failure count, a rate outside (0, 1], a zero window, a zero
     /// open duration, an exponential max below its base, zero probes, a zero success
-    /// threshold or a zero probe timeout.
+    /// threshold, a zero probe timeout, or a zero background-probe interval or timeout.
     pub fn build(self) -> Result<BreakerPolicy, ConfigError> {
         let l = self.layer;
         let err = |setting, reason: String| ConfigError::new("breaker", setting, reason);
@@ -330,6 +387,18 @@ impl BreakerPolicyBuilder {
         }
         if l.probe_timeout.is_zero() {
             return Err(err("probe_timeout", "must be greater than zero".into()));
+        }
+        if l.background_probe.is_some_and(|d| d.is_zero()) {
+            return Err(err(
+                "background_probe",
+                "the interval must be greater than zero (None turns it off)".into(),
+            ));
+        }
+        if l.background_probe_timeout.is_zero() {
+            return Err(err(
+                "background_probe_timeout",
+                "must be greater than zero".into(),
+            ));
         }
         Ok(l)
     }

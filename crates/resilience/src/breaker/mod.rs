@@ -52,18 +52,22 @@ mod listener;
 mod policy;
 mod state;
 mod store;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Result,
-    TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Liveness,
+    Result, TimeoutPhase,
 };
 use tokio::time::Instant;
 
-pub use layer::{BreakerPolicy, BreakerPolicyBuilder};
+pub use layer::{
+    BreakerPolicy, BreakerPolicyBuilder, DEFAULT_BACKGROUND_PROBE,
+    DEFAULT_BACKGROUND_PROBE_TIMEOUT, DEFAULT_OPEN_BASE, DEFAULT_OPEN_MAX,
+};
 pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
 pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
 pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket};
@@ -98,6 +102,66 @@ pub struct Breaker<M> {
     inner: M,
     layer: Arc<BreakerPolicy>,
     core: Arc<dyn BreakerStore>,
+    watcher: Watcher,
+}
+
+/// Starts the background liveness probe when the breaker is open (see [`watch`]).
+#[derive(Debug, Clone)]
+struct Watcher {
+    watch: Arc<watch::Watch>,
+    hints: Arc<watch::Hints>,
+    check: Option<Arc<dyn Liveness>>,
+    every: Option<Duration>,
+    timeout: Duration,
+}
+
+impl Watcher {
+    fn new(layer: &BreakerPolicy, check: Option<Arc<dyn Liveness>>) -> Self {
+        Watcher {
+            watch: Arc::new(watch::Watch::default()),
+            hints: Arc::new(watch::Hints::default()),
+            check,
+            every: layer.background_probe(),
+            timeout: layer.background_probe_timeout(),
+        }
+    }
+
+    /// After a failure was recorded or a call refused: probes in the background while the
+    /// breaker is open (the task itself stops once it is not).
+    fn wake(&self, store: &Arc<dyn BreakerStore>) {
+        let (Some(check), Some(every)) = (&self.check, self.every) else {
+            return;
+        };
+        // Refused calls while a task checks cost one relaxed load here.
+        if self.hints.active() || store.state() != BreakerState::Open {
+            return;
+        }
+        self.watch.ensure(|| watch::Probe {
+            store: Arc::clone(store),
+            check: Arc::clone(check),
+            hints: Arc::clone(&self.hints),
+            every: self.hints.interval(every),
+            timeout: self.timeout,
+        });
+    }
+
+    fn record(&self, store: &Arc<dyn BreakerStore>, admission: Admission, outcome: Outcome) {
+        let failed = matches!(outcome, Outcome::Failure { .. });
+        let succeeded = outcome == Outcome::Success;
+        store.record(admission, outcome);
+        if self.check.is_none() {
+            return;
+        }
+        if failed {
+            if store.state() == BreakerState::Open {
+                self.hints.reopened();
+            }
+            self.wake(store);
+        } else if succeeded && !self.hints.is_fresh() && store.state() == BreakerState::Closed {
+            // Two relaxed loads on the success path; the lock only after a check re-admitted.
+            self.hints.closed();
+        }
+    }
 }
 
 /// A cheap, cloneable handle to a breaker's state, for health endpoints and operators.
@@ -150,10 +214,12 @@ impl<M: ChatModel> Breaker<M> {
     /// `ripcord-redis`, say). The layer's settings still decide what counts, how streams are
     /// judged and how long a probe may take; the store decides admissions and transitions.
     pub fn with_store(inner: M, layer: BreakerPolicy, store: Arc<dyn BreakerStore>) -> Self {
+        let watcher = Watcher::new(&layer, inner.liveness());
         Breaker {
             inner,
             layer: Arc::new(layer),
             core: store,
+            watcher,
         }
     }
 
@@ -185,6 +251,7 @@ impl<M: ChatModel> Breaker<M> {
     }
 
     fn refusal_error(&self, after: Duration) -> Error {
+        self.watcher.wake(&self.core);
         tag(
             // A static message: this is the skip path, paid on every call while the breaker
             // is open. When the link is re-admitted is `retry_after`.
@@ -300,6 +367,7 @@ fn classify(
 /// Other streams are judged when they end.
 struct BreakerObserver {
     core: Arc<dyn BreakerStore>,
+    watcher: Watcher,
     layer: Arc<BreakerPolicy>,
     admission: Option<Admission>,
     ctx: Context,
@@ -313,7 +381,7 @@ impl StreamObserver for BreakerObserver {
         if self.admission.as_ref().is_some_and(Admission::is_probe)
             && let Some(admission) = self.admission.take()
         {
-            self.core.record(admission, Outcome::Success);
+            self.watcher.record(&self.core, admission, Outcome::Success);
         }
     }
 
@@ -326,7 +394,7 @@ impl StreamObserver for BreakerObserver {
             End::Failed(e) => classify(&self.layer, e, &self.ctx, self.budget, self.after_content),
             End::Dropped => Outcome::Ignore,
         };
-        self.core.record(admission, outcome);
+        self.watcher.record(&self.core, admission, outcome);
     }
 }
 
@@ -354,7 +422,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
             Ok(_) => Outcome::Success,
             Err(e) => classify(&self.layer, e, ctx, budget, false),
         };
-        self.core.record(admission, outcome);
+        self.watcher.record(&self.core, admission, outcome);
         result.map_err(|e| tag(e, self.inner.id()))
     }
 
@@ -365,8 +433,8 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
         let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
         match opened {
             Err(e) => {
-                self.core
-                    .record(admission, classify(&self.layer, &e, ctx, budget, false));
+                let outcome = classify(&self.layer, &e, ctx, budget, false);
+                self.watcher.record(&self.core, admission, outcome);
                 Err(tag(e, self.inner.id()))
             }
             Ok(stream) => {
@@ -384,6 +452,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
                     stream,
                     BreakerObserver {
                         core: self.core.clone(),
+                        watcher: self.watcher.clone(),
                         layer: self.layer.clone(),
                         admission: Some(admission),
                         ctx: ctx.clone(),

@@ -109,6 +109,12 @@ pub(crate) enum Fault {
     /// A healthy answer that streams long: 16 chunks, `between_ms` apart (a non-streaming
     /// request gets its whole answer at once).
     LongStream { between_ms: u64 },
+    /// 400 "the prompt is too long", stating the model's window (OpenAI wire: 128000 tokens;
+    /// Anthropic wire: 200000).
+    ContextTooLong,
+    /// A stream that carries the vendor's in-band `overloaded` error event after `after_chunks`
+    /// chunks.
+    InBandOverloaded { after_chunks: usize },
     /// The local tier fails (`model_not_found`); the only fault `local` takes besides `ok`.
     Fail,
 }
@@ -150,6 +156,8 @@ pub(crate) const FAULT_NAMES: &[&str] = &[
     "malformed_event",
     "silent",
     "long_stream",
+    "context_too_long",
+    "in_band_overloaded",
     "fail",
 ];
 
@@ -194,6 +202,10 @@ impl Fault {
             "long_stream" => Fault::LongStream {
                 between_ms: p.delay_ms.unwrap_or(300),
             },
+            "context_too_long" => Fault::ContextTooLong,
+            "in_band_overloaded" => Fault::InBandOverloaded {
+                after_chunks: chunks,
+            },
             "fail" => Fault::Fail,
             _ => return None,
         })
@@ -226,6 +238,8 @@ impl Fault {
             Fault::MalformedEvent => "malformed_event",
             Fault::Silent => "silent",
             Fault::LongStream { .. } => "long_stream",
+            Fault::ContextTooLong => "context_too_long",
+            Fault::InBandOverloaded { .. } => "in_band_overloaded",
             Fault::Fail => "fail",
         }
     }
@@ -242,7 +256,8 @@ impl Fault {
             }
             Fault::StallMidStream { after_chunks }
             | Fault::ResetMidStream { after_chunks }
-            | Fault::Truncated { after_chunks } => {
+            | Fault::Truncated { after_chunks }
+            | Fault::InBandOverloaded { after_chunks } => {
                 format!("{} (after {after_chunks} chunks)", self.name())
             }
             other => other.name().to_owned(),
@@ -270,6 +285,11 @@ impl Fault {
             Fault::RegionBlocked => Behavior::Error(VendorError::RegionBlocked),
             Fault::ModelNotFound => Behavior::Error(VendorError::ModelNotFound),
             Fault::ContentFiltered => Behavior::Error(VendorError::ContentFiltered),
+            Fault::ContextTooLong => Behavior::Error(VendorError::ContextTooLong),
+            Fault::InBandOverloaded { after_chunks } => Behavior::InBandError {
+                after_chunks,
+                error: VendorError::Overloaded,
+            },
             Fault::InvalidRequest => Behavior::Error(VendorError::InvalidRequest),
             Fault::Hang => Behavior::HangBeforeHeaders,
             Fault::SlowFirstToken { delay_ms } => Behavior::SlowFirstToken(ms(delay_ms)),
@@ -389,6 +409,14 @@ pub(crate) struct LinkLimits {
     pub(crate) rpm: u32,
 }
 
+/// A link's breaker spells and background probe, as a scenario sets them (milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spells {
+    pub(crate) open_ms: u64,
+    pub(crate) open_max_ms: u64,
+    pub(crate) background_probe_ms: Option<u64>,
+}
+
 /// How a scenario changes the run besides its faults.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct Load {
@@ -396,6 +424,13 @@ pub(crate) struct Load {
     pub(crate) min_users: Option<usize>,
     /// Limits per link.
     pub(crate) limits: Vec<(String, LinkLimits)>,
+    /// The chain continues cut streams on the next link (`stream_policy = "continue"`, no
+    /// hold-back) instead of restarting them.
+    pub(crate) stream_continue: bool,
+    /// The cloud links ask for models no table knows (their windows are unknown).
+    pub(crate) unknown_models: bool,
+    /// Breaker spells per link.
+    pub(crate) spells: Vec<(String, Spells)>,
 }
 
 /// One scenario.
@@ -691,6 +726,7 @@ pub(crate) fn builtins() -> Vec<Scenario> {
                         rpm: 120,
                     },
                 )],
+                ..Load::default()
             };
             sc
         },
@@ -709,6 +745,68 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             ],
             &["claude-bedrock", "local"],
         ),
+        {
+            let mut sc = s(
+                "unknown-windows",
+                "both cloud links ask for models no table knows; primary refuses every prompt as too long and states its window: the backup is tried (not judged by a guess) and no link is passed over without a record",
+                vec![Phase::new("primary", 0.0, Fault::ContextTooLong)],
+                &["backup"],
+            );
+            // The verdict is about the request: it must never open a breaker.
+            sc.expect.max_trips = Some(MaxTrips::Fixed(0));
+            sc.load.unknown_models = true;
+            sc
+        },
+        {
+            let mut sc = s(
+                "breaker-recovers",
+                "primary is down (503) for the first half of the run, long enough for its spells to grow; it is back at 50% and its breaker lets traffic back within one background probe, not at the end of a grown spell",
+                vec![
+                    Phase::new("primary", 0.0, Fault::Overloaded),
+                    Phase::new("primary", 0.5, Fault::Ok),
+                ],
+                &["primary", "backup"],
+            );
+            sc.load.spells = vec![(
+                "primary".to_owned(),
+                Spells {
+                    open_ms: 250,
+                    open_max_ms: 4_000,
+                    background_probe_ms: Some(400),
+                },
+            )];
+            sc
+        },
+        {
+            let mut sc = s(
+                "stream-continue",
+                "primary cuts its streams (a clean end after 4 chunks), then stalls them after 2 chunks, then sends an in-band error after 3: each is continued on backup, once, with a record, and nothing delivered is repeated or dropped",
+                vec![
+                    Phase::new("primary", 0.0, Fault::Truncated { after_chunks: 4 }),
+                    Phase::new("primary", 0.33, Fault::StallMidStream { after_chunks: 2 }),
+                    Phase::new("primary", 0.66, Fault::InBandOverloaded { after_chunks: 3 }),
+                ],
+                &["primary"],
+            );
+            sc.load.stream_continue = true;
+            // Short spells, so the breaker that trips on the cuts lets primary start most
+            // streams anyway (every cut is the vendor's failure).
+            sc.load.spells = vec![(
+                "primary".to_owned(),
+                Spells {
+                    open_ms: 100,
+                    open_max_ms: 200,
+                    background_probe_ms: None,
+                },
+            )];
+            // Every cut counts against primary, and its spells are 100-200 ms: it trips often
+            // by design (the bound of a 1 s spell does not apply).
+            sc.expect.max_trips = Some(MaxTrips::Fixed(80));
+            // A request not marked retry-safe is never continued: its stream ends with the
+            // error (one request in four is such a request).
+            sc.expect.min_answered_pct = Some(60.0);
+            sc
+        },
     ]
 }
 
@@ -720,7 +818,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 17);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {

@@ -1,0 +1,287 @@
+//! The Responses door's edges through the real `ripcord serve`, over raw HTTP: malformed
+//! requests are 400s naming the field path, stored responses belong to the tenant that made
+//! them, unknown ids are 404s in OpenAI's shape, and with `[state] backend = "redis"` a second
+//! replica continues a conversation the first one stored.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
+use serde_json::{Value, json};
+
+const ACME_KEY: &str = "acme-gateway-key-0123456789";
+const GLOBEX_KEY: &str = "globex-gateway-key-0123456789";
+
+fn config(dir: &Path, vendor: &FakeVendor, extra: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("ripcord.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[chain]
+order = ["vendor"]
+deadline_ms = 10000
+
+[[providers]]
+name = "vendor"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-test"
+
+[[server.keys]]
+tenant = "acme"
+key_env = "RIPCORD_TEST_ACME_KEY"
+[[server.keys]]
+tenant = "globex"
+key_env = "RIPCORD_TEST_GLOBEX_KEY"
+{extra}
+"#,
+            vendor.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn serve(config: &Path) -> support::Served {
+    support::serve_with_env(
+        config,
+        &[
+            ("RIPCORD_TEST_ACME_KEY", ACME_KEY),
+            ("RIPCORD_TEST_GLOBEX_KEY", GLOBEX_KEY),
+        ],
+    )
+}
+
+async fn post(url: &str, key: &str, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/responses"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn get(url: &str, path: &str, key: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .get(format!("{url}{path}"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn vendor() -> FakeVendor {
+    FakeVendor::start_with(
+        Wire::OpenAi,
+        FakeOptions {
+            reply: Reply::text("Rayleigh scattering."),
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_responses_requests_are_400s_naming_the_field_path() {
+    let v = vendor().await;
+    let dir = std::env::temp_dir().join(format!("ripcord-resp-bad-{}", std::process::id()));
+    let served = serve(&config(&dir, &v, ""));
+    let cases = [
+        (
+            json!({"model": "m", "input": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+                {"role": "user", "content": [{"type": "input_text", "text": "c"}, {"type": "input_audio", "data": "x"}]}]}),
+            "input[2].content[1].type",
+        ),
+        (
+            json!({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}),
+            "input[0]",
+        ),
+        (
+            json!({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "f"}, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}),
+            "tools[1].type",
+        ),
+        (
+            json!({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}),
+            "input[0]",
+        ),
+        (
+            json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]}),
+            "input[0].content[0].file_id",
+        ),
+        (
+            json!({"model": "m", "input": "hi", "text": {"format": {"type": "json_schema"}}}),
+            "text.format",
+        ),
+        (
+            json!({"model": "m", "input": "hi", "background": true}),
+            "background",
+        ),
+        (
+            json!({"model": "m", "input": "hi", "max_output_tokens": 0}),
+            "max_output_tokens",
+        ),
+        (json!({"model": "m", "input": 42}), "input"),
+        (json!({"model": "m"}), "input"),
+    ];
+    for (body, path) in cases {
+        let (status, err) = post(&served.url, ACME_KEY, &body).await;
+        assert_eq!(status, 400, "{body} -> {err}");
+        let param = err["error"]["param"].as_str().unwrap_or_default();
+        let message = err["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            param.starts_with(path) || message.starts_with(path),
+            "{body}: expected the path {path}, got {err}"
+        );
+        assert_eq!(err["error"]["type"], "invalid_request_error", "{err}");
+    }
+    // Nulls are absent: every optional field may be `null`.
+    let (status, ok) = post(
+        &served.url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "hi", "tools": null, "tool_choice": null, "text": null,
+                "instructions": null, "temperature": null, "stream": null, "store": null,
+                "metadata": null, "reasoning": null, "include": null, "previous_response_id": null}),
+    )
+    .await;
+    assert_eq!(status, 200, "{ok}");
+    assert_eq!(ok["output_text"], "Rayleigh scattering.");
+    assert_eq!(v.hits(), 1, "no malformed request reached the vendor");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_response_belongs_to_the_tenant_that_made_it() {
+    let v = vendor().await;
+    let dir = std::env::temp_dir().join(format!("ripcord-resp-tenant-{}", std::process::id()));
+    let served = serve(&config(&dir, &v, ""));
+    let (status, r) = post(
+        &served.url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "Why blue?"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    let id = r["id"].as_str().unwrap().to_owned();
+    assert_eq!(r["store"], true);
+    assert_eq!(r["model"], "gpt-4o");
+
+    // Its own tenant reads it back, continues it, lists its input.
+    let (status, back) = get(&served.url, &format!("/v1/responses/{id}"), ACME_KEY).await;
+    assert_eq!((status, back["id"].as_str()), (200, Some(id.as_str())));
+    let (status, items) = get(
+        &served.url,
+        &format!("/v1/responses/{id}/input_items"),
+        ACME_KEY,
+    )
+    .await;
+    assert_eq!(status, 200, "{items}");
+    assert_eq!(items["object"], "list");
+    assert_eq!(items["data"][0]["content"], "Why blue?", "{items}");
+    let (status, next) = post(
+        &served.url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "And red sunsets?", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{next}");
+    let sent = v.requests();
+    let msgs = sent.last().unwrap().json().unwrap()["messages"].clone();
+    assert_eq!(msgs.as_array().unwrap().len(), 3, "{msgs}");
+    assert_eq!(msgs[1]["content"], "Rayleigh scattering.", "{msgs}");
+
+    // Another tenant sees nothing: not by id, not as a previous response, not to delete.
+    let (status, e) = get(&served.url, &format!("/v1/responses/{id}"), GLOBEX_KEY).await;
+    assert_eq!(status, 404, "{e}");
+    assert_eq!(e["error"]["type"], "invalid_request_error");
+    let (status, e) = post(
+        &served.url,
+        GLOBEX_KEY,
+        &json!({"model": "m", "input": "hi", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(status, 404, "{e}");
+    assert_eq!(e["error"]["param"], "previous_response_id");
+    assert_eq!(e["error"]["code"], "previous_response_not_found");
+    let client = reqwest::Client::new();
+    let del = |key: &'static str| {
+        client
+            .delete(format!("{}/v1/responses/{id}", served.url))
+            .bearer_auth(key)
+            .send()
+    };
+    assert_eq!(del(GLOBEX_KEY).await.unwrap().status(), 404);
+    let d = del(ACME_KEY).await.unwrap();
+    assert_eq!(d.status(), 200);
+    assert_eq!(d.json::<Value>().await.unwrap()["deleted"], true);
+    let (status, _) = get(&served.url, &format!("/v1/responses/{id}"), ACME_KEY).await;
+    assert_eq!(status, 404);
+
+    // `store: false` keeps nothing.
+    let (_, r) = post(
+        &served.url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "hi", "store": false}),
+    )
+    .await;
+    let (status, _) = get(
+        &served.url,
+        &format!("/v1/responses/{}", r["id"].as_str().unwrap()),
+        ACME_KEY,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_replica_continues_a_conversation_through_redis() {
+    let Some(redis) =
+        ripcord_redis::server::RedisServer::start_or_skip("the shared response store")
+            .await
+            .unwrap()
+    else {
+        return;
+    };
+    let v = vendor().await;
+    let dir = std::env::temp_dir().join(format!("ripcord-resp-redis-{}", std::process::id()));
+    let extra = format!(
+        "[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\nreplicas = 2\n",
+        redis.url()
+    );
+    let cfg = config(&dir, &v, &extra);
+    let a = serve(&cfg);
+    let b = serve(&cfg);
+    let (status, r) = post(
+        &a.url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "Why blue?"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    let id = r["id"].as_str().unwrap();
+    let (status, back) = get(&b.url, &format!("/v1/responses/{id}"), ACME_KEY).await;
+    assert_eq!(status, 200, "replica b reads what a stored: {back}");
+    let (status, next) = post(
+        &b.url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "And red sunsets?", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{next}");
+    let msgs = v.requests().last().unwrap().json().unwrap()["messages"].clone();
+    assert_eq!(msgs.as_array().unwrap().len(), 3, "{msgs}");
+    // Still the tenant's own on the other replica.
+    let (status, _) = get(&b.url, &format!("/v1/responses/{id}"), GLOBEX_KEY).await;
+    assert_eq!(status, 404);
+    let _ = std::fs::remove_dir_all(&dir);
+}

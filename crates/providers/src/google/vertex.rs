@@ -1,0 +1,216 @@
+//! Vertex AI's addressing: one configuration for Gemini on Vertex ([`super::Gemini::vertex`])
+//! and Claude on Vertex ([`super::VertexAnthropic`]).
+//!
+//! A model lives at `projects/{project}/locations/{location}/publishers/{publisher}/models/{model}`
+//! (<https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.publishers.models>),
+//! served from the regional host `{location}-aiplatform.googleapis.com`, or from
+//! `aiplatform.googleapis.com` for the `global` location. The base URL (host and API version)
+//! can be overridden — a private endpoint, a proxy, a fake on loopback.
+
+use std::fmt;
+
+use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Result};
+
+use super::auth::GoogleCredentials;
+use super::check_segment;
+use crate::http::{self, HttpClient, Timeouts};
+
+/// The location used when none is configured.
+pub const DEFAULT_VERTEX_LOCATION: &str = "us-central1";
+
+/// Configuration of a Vertex AI provider (Gemini or Claude on Vertex).
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_providers::google::{GoogleCredentials, VertexConfig};
+/// let cfg = VertexConfig::new("gemini-2.5-pro", "my-project", "europe-west4", GoogleCredentials::access_token("ya29.x"));
+/// assert_eq!(cfg.base_url(), "https://europe-west4-aiplatform.googleapis.com/v1");
+/// let global = VertexConfig::new("gemini-2.5-pro", "my-project", "global", GoogleCredentials::access_token("ya29.x"));
+/// assert_eq!(global.base_url(), "https://aiplatform.googleapis.com/v1");
+/// assert!(!format!("{cfg:?}").contains("ya29"));
+/// ```
+#[derive(Clone)]
+pub struct VertexConfig {
+    pub(crate) model: String,
+    pub(crate) project: String,
+    pub(crate) location: String,
+    pub(crate) credentials: GoogleCredentials,
+    pub(crate) base_url: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) client: Option<HttpClient>,
+    pub(crate) capabilities: Option<Capabilities>,
+    #[cfg(feature = "vertex")]
+    pub(crate) thinking: Option<super::Thinking>,
+}
+
+impl fmt::Debug for VertexConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VertexConfig")
+            .field("model", &self.model)
+            .field("project", &self.project)
+            .field("location", &self.location)
+            .field("credentials", &self.credentials)
+            .field("base_url", &self.base_url)
+            .field("name", &self.name)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VertexConfig {
+    /// `model` in `project` at `location` (`us-central1`, `europe-west4`, `global`, …).
+    pub fn new(
+        model: impl Into<String>,
+        project: impl Into<String>,
+        location: impl Into<String>,
+        credentials: GoogleCredentials,
+    ) -> Self {
+        VertexConfig {
+            model: model.into(),
+            project: project.into(),
+            location: location.into(),
+            credentials,
+            base_url: None,
+            name: None,
+            timeouts: Timeouts::default(),
+            client: None,
+            capabilities: None,
+            #[cfg(feature = "vertex")]
+            thinking: None,
+        }
+    }
+
+    /// From the environment: the key file `GOOGLE_APPLICATION_CREDENTIALS` names, the project
+    /// `GOOGLE_CLOUD_PROJECT` names (else the key's own), the location `GOOGLE_CLOUD_LOCATION`
+    /// names (else [`DEFAULT_VERTEX_LOCATION`]).
+    ///
+    /// # Errors
+    ///
+    /// `Auth` without usable credentials; `InvalidRequest` when no project is known.
+    pub fn from_env(model: impl Into<String>) -> Result<Self> {
+        let creds = GoogleCredentials::from_env()?;
+        let project = http::env("GOOGLE_CLOUD_PROJECT")
+            .or_else(|| creds.project_id().map(str::to_owned))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidRequest,
+                    "vertex: no project: set GOOGLE_CLOUD_PROJECT (the key file names none)",
+                )
+            })?;
+        let location = http::env("GOOGLE_CLOUD_LOCATION")
+            .unwrap_or_else(|| DEFAULT_VERTEX_LOCATION.to_owned());
+        Ok(VertexConfig::new(model, project, location, creds))
+    }
+
+    /// Overrides the base URL (host and API version, e.g. `https://host/v1`).
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the link name (default `vertex` / `vertex-anthropic`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the time limits (also those of the token exchange).
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Uses this (shared) HTTP client (also for the token exchange).
+    pub fn with_client(mut self, client: HttpClient) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Overrides the capabilities from the model table.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.capabilities = Some(caps);
+        self
+    }
+
+    /// Gemini's thinking settings (Claude on Vertex ignores them).
+    #[cfg(feature = "vertex")]
+    pub fn with_thinking(mut self, thinking: super::Thinking) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
+    /// The base URL requests go to: the override, else the location's host with `/v1`.
+    pub fn base_url(&self) -> String {
+        match &self.base_url {
+            Some(u) => u.clone(),
+            None if self.location == "global" => "https://aiplatform.googleapis.com/v1".to_owned(),
+            None => format!("https://{}-aiplatform.googleapis.com/v1", self.location),
+        }
+    }
+
+    /// Where the model's data is processed.
+    pub(crate) fn locality(&self) -> Locality {
+        if self.location == "global" {
+            Locality::cloud("google")
+        } else {
+            Locality::cloud_in("google", self.location.clone())
+        }
+    }
+
+    /// The URL of `{model}:{method}` of `publisher`, checked.
+    pub(crate) fn model_url(
+        &self,
+        publisher: &str,
+        method: &str,
+        what: &str,
+    ) -> Result<reqwest::Url> {
+        for (field, value) in [
+            ("project", &self.project),
+            ("location", &self.location),
+            ("model", &self.model),
+        ] {
+            check_segment(value, field, what)?;
+        }
+        let path = format!(
+            "/projects/{}/locations/{}/publishers/{publisher}/models/{}:{method}",
+            self.project, self.location, self.model
+        );
+        http::endpoint(&self.base_url(), &path, what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_by_location_and_checked_segments() {
+        let c = VertexConfig::new(
+            "claude-sonnet-4-5@20250929",
+            "proj-1",
+            "us-east5",
+            GoogleCredentials::access_token("t"),
+        );
+        assert_eq!(
+            c.model_url("anthropic", "rawPredict", "t")
+                .unwrap()
+                .as_str(),
+            "https://us-east5-aiplatform.googleapis.com/v1/projects/proj-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict"
+        );
+        assert_eq!(c.locality(), Locality::cloud_in("google", "us-east5"));
+        let c = c.with_base_url("http://127.0.0.1:9/v1/");
+        assert_eq!(
+            c.model_url("google", "streamGenerateContent?alt=sse", "t")
+                .unwrap()
+                .as_str(),
+            "http://127.0.0.1:9/v1/projects/proj-1/locations/us-east5/publishers/google/models/claude-sonnet-4-5@20250929:streamGenerateContent?alt=sse"
+        );
+        let bad = VertexConfig::new("m/../x", "p", "l", GoogleCredentials::access_token("t"));
+        let e = bad
+            .model_url("google", "generateContent", "vertex")
+            .unwrap_err();
+        assert!(e.message().contains("model"), "{e}");
+    }
+}

@@ -146,7 +146,8 @@ pub(crate) fn from_response(status: u16, headers: &HeaderMap, raw: &[u8]) -> Err
     if let Some(d) = wait {
         e = e.with_retry_after(d);
     }
-    e
+    // A context-length error keeps the window the message states ("… tokens > 200000 maximum").
+    error_body::with_stated_limit(e)
 }
 
 /// An exception frame of a stream (`:exception-type`, JSON payload with a `message`), or an
@@ -168,9 +169,11 @@ pub(crate) fn from_exception(
     };
     let kind =
         kind_of_type(&error_type, &body).unwrap_or_else(|| error_body::classify(None, Some(&body)));
-    Error::new(kind, message)
-        .with_vendor_code(error_type)
-        .with_request_delivered()
+    error_body::with_stated_limit(
+        Error::new(kind, message)
+            .with_vendor_code(error_type)
+            .with_request_delivered(),
+    )
 }
 
 #[cfg(test)]

@@ -426,6 +426,15 @@ impl Frames {
         self.ends.push(self.buf.len());
     }
 
+    /// Appends a frame of raw bytes (a binary event-stream message), as one chunk.
+    pub(crate) fn push_raw(&mut self, bytes: &[u8], is_content: bool) {
+        write_chunk(&mut self.buf, bytes);
+        if is_content {
+            self.content.push(self.ends.len());
+        }
+        self.ends.push(self.buf.len());
+    }
+
     /// Marks the start of the tail (finish reason, usage, terminator). If broken JSON was
     /// requested and no content frame carried it (an empty answer), the first tail frame
     /// pushed with [`Frames::push`] carries it.

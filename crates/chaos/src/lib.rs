@@ -1,7 +1,9 @@
 //! # ripcord-chaos
 //!
 //! Fake LLM vendors for tests, chaos runs and benchmarks: OpenAI-wire, Anthropic-wire and
-//! Gemini-wire HTTP servers (and Google's OAuth token endpoint, [`google_token`]) on `127.0.0.1:0` whose behaviour per request is scripted — success (JSON or SSE,
+//! Gemini-wire and Bedrock-wire HTTP servers (and Google's OAuth token endpoint,
+//! [`google_token`]) on `127.0.0.1:0` (the Bedrock one checks every SigV4 signature against
+//! the [`bedrock`] test keys) whose behaviour per request is scripted — success (JSON or SSE,
 //! with chosen delays), any status with a vendor-accurate error body and headers, a hang
 //! before the headers, a slow first token, a stall or a reset mid-stream, malformed JSON, a
 //! truncated stream, an in-band error event. Every request is recorded (method, path, headers,
@@ -64,6 +66,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod anthropic;
+pub mod bedrock;
 mod gemini;
 pub mod google_token;
 mod http;
@@ -93,6 +96,9 @@ pub enum Wire {
     /// Anthropic Messages (also Claude on Vertex AI: `…/publishers/anthropic/models/{m}:rawPredict`
     /// and `:streamRawPredict`, the model in the URL and `anthropic_version` in the body).
     Anthropic,
+    /// AWS Bedrock Converse and ConverseStream (event-stream frames), behind a SigV4 check
+    /// with the [`bedrock`] test credentials.
+    Bedrock,
     /// Gemini `generateContent` / `streamGenerateContent`, `embedContent` /
     /// `batchEmbedContents`, on AI Studio's paths and Vertex AI's.
     Gemini,

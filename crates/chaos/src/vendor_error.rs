@@ -35,7 +35,9 @@ use crate::Wire;
 /// | `ContentFiltered` | 400 `content_policy_violation` | 400 "Output blocked by content filtering policy" |
 /// | `InvalidRequest` | 400 `invalid_request_error` | 400 `invalid_request_error` |
 ///
-/// Anthropic errors also carry `x-should-retry`, as the real API does.
+/// Anthropic errors also carry `x-should-retry`, as the real API does. On the Bedrock wire each
+/// variant is Bedrock's own error type in `x-amzn-ErrorType` with its documented message (see
+/// the `bedrock` module).
 ///
 /// # Examples
 ///
@@ -133,14 +135,17 @@ impl VendorError {
 
     /// The HTTP status this error is sent with on `wire`.
     pub const fn status(&self, wire: Wire) -> u16 {
+        if let Wire::Bedrock = wire {
+            return crate::bedrock::error_status(self);
+        }
         match (self, wire) {
             (e, Wire::Gemini) => crate::gemini::status(e),
             (VendorError::RateLimited { .. }, _) => 429,
             (VendorError::QuotaExhausted, Wire::OpenAi) => 429,
-            (VendorError::QuotaExhausted, Wire::Anthropic) => 400,
+            (VendorError::QuotaExhausted, _) => 400,
             (VendorError::PaymentRequired, _) => 402,
             (VendorError::Overloaded, Wire::OpenAi) => 503,
-            (VendorError::Overloaded, Wire::Anthropic) => 529,
+            (VendorError::Overloaded, _) => 529,
             (VendorError::ServerError, _) => 500,
             (VendorError::BadGateway, _) => 502,
             (VendorError::GatewayTimeout, _) => 504,
@@ -150,7 +155,7 @@ impl VendorError {
             (VendorError::ModelNotFound, _) => 404,
             (VendorError::PayloadTooLarge, _) => 413,
             (VendorError::TooLargeForRateLimit, Wire::OpenAi) => 429,
-            (VendorError::TooLargeForRateLimit, Wire::Anthropic) => 413,
+            (VendorError::TooLargeForRateLimit, _) => 413,
             (
                 VendorError::ContextTooLong
                 | VendorError::ContentFiltered
@@ -186,6 +191,9 @@ impl VendorError {
     pub(crate) fn response(&self, wire: Wire, model: &str, request_id: &str) -> ErrorResponse {
         let status = self.status(wire);
         let mut headers = Vec::new();
+        if wire == Wire::Bedrock {
+            return crate::bedrock::error_response(self, status);
+        }
         let (content_type, body) = match self {
             VendorError::BadGateway => (HTML, proxy_page(502, "Bad Gateway")),
             VendorError::GatewayTimeout => (HTML, proxy_page(504, "Gateway Time-out")),
@@ -221,6 +229,7 @@ impl VendorError {
         match wire {
             Wire::OpenAi => self.openai_json(model),
             Wire::Anthropic => self.anthropic_json(model, request_id),
+            Wire::Bedrock => crate::bedrock::error_body(crate::bedrock::error_parts(self).1),
             Wire::Gemini => crate::gemini::error_json(self, model),
         }
     }
@@ -462,6 +471,8 @@ fn rate_limit_headers(
                 headers.push(("x-ratelimit-reset-tokens", go_duration(wait)));
             }
         }
+        // Bedrock sends no rate-limit headers (its responses are built in `bedrock`).
+        Wire::Bedrock => {}
         Wire::Anthropic => {
             let reset = retry_after.map(|wait| rfc3339(SystemTime::now() + wait));
             for (limit, remaining, reset_name, value) in [

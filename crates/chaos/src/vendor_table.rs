@@ -4,9 +4,12 @@
 //! The rows live in `fixtures/vendor_errors.toml`, as data, so the tests iterate over them and
 //! a new observation is one more row. Each row names the vendor (a provider kind of the
 //! config: `openai`, `anthropic`, `azure-openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`,
-//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `gemini`, `vertex`, `vertex-anthropic`), the
-//! exact status, headers and body bytes (a stream's bytes for `stream = true` rows), how the
-//! body ends on the wire, the expected
+//! `qianfan`, `ollama`, `vllm`, `local-onnx`, `gemini`, `vertex`, `vertex-anthropic`, `bedrock`,
+//! `mistral`, `groq`, `xai`, `openrouter`, `together`, `fireworks`, `cerebras`), the exact
+//! status, headers and body bytes (a stream's bytes for `stream = true` rows; for Bedrock's
+//! binary event stream, the `frames` — headers and payload of each message, encoded with their
+//! CRCs when the row is replayed, optionally corrupted or cut), how the body ends on the wire,
+//! the expected
 //! [`ErrorKind`] and [`Disposition`], and a `source` naming the vendor page (or the public
 //! report quoting the vendor's answer) the phrasing comes from.
 //!
@@ -37,7 +40,7 @@ use crate::script::{Behavior, RawEnd, RawResponse};
 pub const TABLE: &str = include_str!("../fixtures/vendor_errors.toml");
 
 /// The provider kinds the table covers (every `ProviderKind` of the config).
-pub const VENDORS: [&str; 14] = [
+pub const VENDORS: [&str; 22] = [
     "openai",
     "anthropic",
     "azure-openai",
@@ -52,6 +55,14 @@ pub const VENDORS: [&str; 14] = [
     "gemini",
     "vertex",
     "vertex-anthropic",
+    "bedrock",
+    "mistral",
+    "groq",
+    "xai",
+    "openrouter",
+    "together",
+    "fireworks",
+    "cerebras",
 ];
 
 /// One observed vendor failure and its expected classification.
@@ -77,6 +88,9 @@ pub struct Row {
     /// The exact body bytes.
     #[serde(default)]
     pub body: String,
+    /// Binary event-stream messages (Bedrock), sent in place of `body`.
+    #[serde(default)]
+    pub frames: Vec<Frame>,
     /// How the body ends on the wire.
     #[serde(default)]
     pub end: RawEnd,
@@ -90,6 +104,46 @@ pub struct Row {
     /// For a `retry` row: the wait the vendor asked for, in milliseconds.
     #[serde(default)]
     pub retry_after_ms: Option<u64>,
+}
+
+/// One event-stream message of a [`Row`]: its headers (all string-valued, as Bedrock sends
+/// them) and payload, encoded with real CRCs when the row is replayed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Frame {
+    /// The headers, in order (`:event-type`, `:content-type`, `:message-type`, …).
+    pub headers: Vec<(String, String)>,
+    /// The payload (JSON text).
+    #[serde(default)]
+    pub payload: String,
+    /// Flip the last byte: the message CRC no longer matches.
+    #[serde(default)]
+    pub corrupt: bool,
+    /// Send only the first this many bytes of the encoded message.
+    #[serde(default)]
+    pub cut: Option<usize>,
+}
+
+impl Frame {
+    /// The bytes of this message on the wire.
+    pub fn bytes(&self) -> Vec<u8> {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut b = crate::bedrock::message(&headers, self.payload.as_bytes());
+        if self.corrupt
+            && let Some(last) = b.last_mut()
+        {
+            *last ^= 0xff;
+        }
+        if let Some(n) = self.cut {
+            b.truncate(n);
+        }
+        b
+    }
 }
 
 #[derive(Deserialize)]
@@ -131,6 +185,9 @@ pub fn parse(text: &str) -> Result<Vec<Row>, String> {
             (_, None, _) => return Err(format!("{at}: a wire row needs `status`")),
             _ => {}
         }
+        if !r.frames.is_empty() && !r.body.is_empty() {
+            return Err(format!("{at}: a row has `frames` or `body`, not both"));
+        }
     }
     Ok(file.row)
 }
@@ -166,9 +223,17 @@ impl Row {
         Behavior::Raw(RawResponse {
             status: self.status.unwrap_or(200),
             headers: self.headers.clone(),
-            body: self.body.as_bytes().to_vec(),
+            body: self.body_bytes(),
             end: self.end,
         })
+    }
+
+    /// The body on the wire: `body`, or the encoded `frames`.
+    pub fn body_bytes(&self) -> Vec<u8> {
+        if self.frames.is_empty() {
+            return self.body.as_bytes().to_vec();
+        }
+        self.frames.iter().flat_map(Frame::bytes).collect()
     }
 
     /// `vendor/name`, for messages.

@@ -54,14 +54,58 @@ pub(crate) fn malformed(what: String, source: serde_json::Error) -> Step {
     Step::Malformed(Error::new(ErrorKind::InvalidResponse, what).with_source(source))
 }
 
-/// A vendor's stream grammar: SSE events in, ripcord stream events out.
-pub(crate) trait Decoder: Send + 'static {
-    /// Handles one SSE event, queueing zero or more events on `out`.
+/// How a stream body is cut into frames: SSE events for most vendors ([`SseParser`]), binary
+/// event-stream messages for Bedrock. The driver pushes network bytes in and pulls whole frames
+/// out; everything else (limits, truncation, skipping) is the same whatever the framing.
+pub(crate) trait Framer: Send + 'static {
+    /// One whole frame.
+    type Frame;
+
+    /// Takes the next network bytes.
+    ///
+    /// # Errors
+    ///
+    /// The bytes break the framing beyond repair (an oversized line or frame).
+    fn push(&mut self, bytes: &[u8]) -> Result<()>;
+
+    /// The next complete frame, if one is buffered.
+    ///
+    /// # Errors
+    ///
+    /// A frame that arrived whole but is corrupt (a checksum that does not match): the stream
+    /// cannot be trusted past it.
+    fn next_frame(&mut self) -> Option<Result<Self::Frame>>;
+
+    /// Bytes of an unfinished frame are buffered.
+    fn has_partial(&self) -> bool;
+}
+
+impl Framer for SseParser {
+    type Frame = SseEvent;
+
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        SseParser::push(self, bytes)
+            .map_err(|e| Error::new(ErrorKind::InvalidResponse, e.to_string()).with_source(e))
+    }
+
+    fn next_frame(&mut self) -> Option<Result<SseEvent>> {
+        self.next_event().map(Ok)
+    }
+
+    fn has_partial(&self) -> bool {
+        SseParser::has_partial(self)
+    }
+}
+
+/// A vendor's stream grammar: frames in (SSE events unless said otherwise), ripcord stream
+/// events out.
+pub(crate) trait Decoder<F = SseEvent>: Send + 'static {
+    /// Handles one frame, queueing zero or more events on `out`.
     ///
     /// # Errors
     ///
     /// An in-band vendor error (already classified) or an event that cannot be understood.
-    fn event(&mut self, ev: SseEvent, out: &mut VecDeque<StreamEvent>) -> Result<Step>;
+    fn event(&mut self, ev: F, out: &mut VecDeque<StreamEvent>) -> Result<Step>;
 
     /// The message for a body that ended without the terminator.
     fn truncated(&self) -> &'static str;
@@ -126,9 +170,9 @@ impl Labels {
     }
 }
 
-struct Driver<D> {
+struct Driver<P, D> {
     body: http::BodyStream,
-    parser: SseParser,
+    parser: P,
     decoder: D,
     out: VecDeque<StreamEvent>,
     ctx: Context,
@@ -143,7 +187,8 @@ struct Driver<D> {
     labels: Labels,
 }
 
-/// Wraps a successful streaming response. `started` is when the request was sent.
+/// Wraps a successful streaming (SSE) response. `started` is when the request was sent.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
 pub(crate) fn drive<D: Decoder>(
     resp: http::Response,
     decoder: D,
@@ -152,9 +197,30 @@ pub(crate) fn drive<D: Decoder>(
     started: Instant,
     labels: Labels,
 ) -> ChatStream {
+    drive_framed(
+        resp,
+        SseParser::new(),
+        decoder,
+        ctx,
+        timeouts,
+        started,
+        labels,
+    )
+}
+
+/// Wraps a successful streaming response cut into frames by `parser`.
+pub(crate) fn drive_framed<P: Framer, D: Decoder<P::Frame>>(
+    resp: http::Response,
+    parser: P,
+    decoder: D,
+    ctx: &Context,
+    timeouts: Timeouts,
+    started: Instant,
+    labels: Labels,
+) -> ChatStream {
     let driver = Driver {
         body: resp.into_stream(),
-        parser: SseParser::new(),
+        parser,
         decoder,
         out: VecDeque::new(),
         ctx: ctx.clone(),
@@ -172,7 +238,7 @@ pub(crate) fn drive<D: Decoder>(
     }))
 }
 
-impl<D: Decoder> Driver<D> {
+impl<P: Framer, D: Decoder<P::Frame>> Driver<P, D> {
     async fn next(&mut self) -> Option<Result<StreamEvent>> {
         loop {
             if let Some(ev) = self.out.pop_front() {
@@ -182,8 +248,12 @@ impl<D: Decoder> Driver<D> {
                 self.release().await;
                 return None;
             }
-            if let Some(sse) = self.parser.next_event() {
-                match self.decoder.event(sse, &mut self.out) {
+            if let Some(frame) = self.parser.next_frame() {
+                let frame = match frame {
+                    Ok(f) => f,
+                    Err(e) => return Some(Err(self.fail(e))),
+                };
+                match self.decoder.event(frame, &mut self.out) {
                     Ok(Step::More) => {}
                     Ok(Step::Done) => self.done = true,
                     Ok(Step::Malformed(e)) => {
@@ -250,8 +320,6 @@ impl<D: Decoder> Driver<D> {
             match read {
                 Some(Ok(bytes)) => {
                     if let Err(e) = self.parser.push(&bytes) {
-                        let e =
-                            Error::new(ErrorKind::InvalidResponse, e.to_string()).with_source(e);
                         return Some(Err(self.fail(e)));
                     }
                 }

@@ -510,7 +510,7 @@ pub(crate) fn http_error(
 }
 
 /// A context-length error keeps the window its vendor stated in the message, if it did.
-fn with_stated_limit(e: Error) -> Error {
+pub(crate) fn with_stated_limit(e: Error) -> Error {
     if e.kind() != ErrorKind::ContextLengthExceeded {
         return e;
     }

@@ -64,15 +64,24 @@
 //!   bearer-token auth ([`google::GoogleCredentials`]).
 //! - `vertex-anthropic`: Claude on Vertex AI ([`google::VertexAnthropic`]), the Anthropic wire
 //!   through `rawPredict`.
+//! - `bedrock`: [`Bedrock`] — AWS Bedrock's Converse and ConverseStream APIs, signed with
+//!   SigV4 (`aws-sigv4`) or a Bedrock API key, the event stream decoded by
+//!   `aws-smithy-eventstream`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
-// Without any vendor feature only the shared parsers are left; their HTTP helpers idle.
+// Without any vendor feature only the shared parsers (and Bedrock, which has its own error
+// mapping) are left; their HTTP helpers idle.
 #![cfg_attr(
     not(any(feature = "openai", feature = "anthropic", feature = "gemini")),
     allow(dead_code)
 )]
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "bedrock"
+))]
 mod driver;
 pub mod error_body;
 mod http;
@@ -85,6 +94,8 @@ mod stated_limit;
 mod anthropic;
 #[cfg(feature = "azure")]
 mod azure;
+#[cfg(feature = "bedrock")]
+mod bedrock;
 #[cfg(feature = "openai")]
 pub mod compat;
 #[cfg(any(feature = "gemini", feature = "vertex-anthropic"))]
@@ -101,6 +112,11 @@ pub use anthropic::{
 };
 #[cfg(feature = "azure")]
 pub use azure::{AZURE_API_VERSION, AzureConfig, AzureOpenAi};
+#[cfg(feature = "bedrock")]
+pub use bedrock::{
+    BEDROCK_API_KEY_ENV, Bedrock, BedrockConfig, BedrockCredentials, CredentialSource, Guardrail,
+    Thinking,
+};
 pub use error_body::{ErrorBody, ErrorHook};
 pub use http::{
     DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,

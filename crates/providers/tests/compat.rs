@@ -292,3 +292,118 @@ async fn every_preset_maps_the_shared_rows() {
         }
     }
 }
+
+/// The presets added with the Bedrock issue: each one's path, bearer key, locality, defaults,
+/// and what its hook decides over real HTTP.
+#[tokio::test]
+async fn the_newer_presets_speak_their_wire_and_read_their_own_errors() {
+    let fake = fake().await;
+    for (preset, model, region, vendor) in [
+        (
+            compat::mistral(),
+            "mistral-large-latest",
+            Some("eu"),
+            "mistral",
+        ),
+        (
+            compat::groq(),
+            "llama-3.3-70b-versatile",
+            Some("us"),
+            "groq",
+        ),
+        (compat::xai(), "grok-4", Some("us"), "xai"),
+        (
+            compat::openrouter(),
+            "anthropic/claude-sonnet-4.5",
+            None,
+            "openrouter",
+        ),
+        (
+            compat::together(),
+            "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+            Some("us"),
+            "together",
+        ),
+        (
+            compat::fireworks(),
+            "accounts/fireworks/models/llama-v3p3-70b-instruct",
+            Some("us"),
+            "fireworks",
+        ),
+        (compat::cerebras(), "llama-3.3-70b", Some("us"), "cerebras"),
+    ] {
+        let base = preset.base_url.clone().unwrap();
+        assert!(base.starts_with("https://"), "{vendor}: {base}");
+        assert!(preset.key_required && preset.key_env.is_some(), "{vendor}");
+        fake.clear();
+        fake.set_script(Script::Always(Behavior::Ok));
+        let m = with_key(preset, &fake, "/v1", model);
+        let want = match region {
+            Some(r) => Locality::cloud_in(vendor, r),
+            None => Locality::cloud(vendor),
+        };
+        assert_eq!(m.capabilities().locality, want, "{vendor}");
+        assert_eq!(m.id().to_string(), format!("{vendor}/{model}"));
+        let events = stream_ok(&m, &ChatRequest::user("hi")).await;
+        assert!(!text_of(&events).is_empty(), "{vendor}");
+        let sent = &fake.requests()[0];
+        assert_eq!(sent.path, "/v1/chat/completions", "{vendor}");
+        assert_eq!(
+            sent.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        let body = sent.json().unwrap();
+        // Mistral refuses `stream_options`; the others get usage on streams.
+        assert_eq!(
+            body.get("stream_options").is_some(),
+            vendor != "mistral",
+            "{vendor}: {body}"
+        );
+    }
+
+    let groq = with_key(compat::groq(), &fake, "/v1", "llama-3.3-70b-versatile");
+    rows(
+        &groq,
+        &fake,
+        &[(
+            498,
+            r#"{"error":{"message":"Flex tier capacity exceeded.","type":"capacity_exceeded","code":"capacity_exceeded"}}"#,
+            ErrorKind::Overloaded,
+        )],
+    )
+    .await;
+    let xai = with_key(compat::xai(), &fake, "/v1", "grok-4");
+    rows(
+        &xai,
+        &fake,
+        &[
+            (
+                400,
+                r#"{"code":"Client specified an invalid argument","error":"Incorrect API key provided: xa***yz. You can obtain an API key from https://console.x.ai."}"#,
+                ErrorKind::Auth,
+            ),
+            (
+                403,
+                r#"{"code":"The caller does not have permission to execute the specified operation","error":"You have run out of credits or need a Grok subscription."}"#,
+                ErrorKind::QuotaExhausted,
+            ),
+        ],
+    )
+    .await;
+    let fireworks = with_key(
+        compat::fireworks(),
+        &fake,
+        "/v1",
+        "accounts/fireworks/models/x",
+    );
+    rows(
+        &fireworks,
+        &fake,
+        &[(
+            412,
+            r#"{"error":{"object":"error","type":"invalid_request_error","message":"Account is suspended"}}"#,
+            ErrorKind::QuotaExhausted,
+        )],
+    )
+    .await;
+}

@@ -79,6 +79,60 @@ open_ms = 1000
 half_open_probes = 1
 "#;
 
+/// The `claude-three-ways` chain: Claude from Anthropic's API, Claude on Bedrock (the fake
+/// Bedrock checks every SigV4 signature against its test keys), the real local Llama and a
+/// static reply. The same short limits as the built-in chain.
+const BEDROCK_CHAIN: &str = r#"
+[chain]
+order = ["claude", "claude-bedrock"@LOCAL_ORDER@]
+deadline_ms = @DEADLINE_MS@
+stream_max_ms = 8000
+min_attempt_ms = 300
+stream_holdback_ms = 100
+static_reply = "The assistant is busy right now; please try again in a few minutes."
+stream_policy = "restart"
+
+[[providers]]
+name = "claude"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "http://127.0.0.1:9"
+api_key = "${RIPCORD_CHAOS_CLAUDE_KEY}"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+
+[[providers]]
+name = "claude-bedrock"
+kind = "bedrock"
+model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+region = "us-east-1"
+base_url = "http://127.0.0.1:9"
+access_key_id_env = "RIPCORD_CHAOS_BEDROCK_ACCESS_KEY_ID"
+secret_access_key_env = "RIPCORD_CHAOS_BEDROCK_SECRET_ACCESS_KEY"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+"#;
+
 /// A distinctive fake key for `name`: easy to find if it ever leaks.
 pub(crate) fn fake_key(name: &str, seed: u64) -> String {
     format!(
@@ -135,6 +189,36 @@ impl Template {
         Template::new(
             config,
             "built-in: primary (OpenAI wire) → backup (Anthropic wire) → local Llama → static reply",
+        )
+    }
+
+    /// The `claude-three-ways` chain (see [`BEDROCK_CHAIN`]), with or without the local model.
+    pub(crate) fn builtin_bedrock(
+        deadline: Duration,
+        with_local: bool,
+        seed: u64,
+    ) -> Result<Template, String> {
+        let text = BEDROCK_CHAIN
+            .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
+            .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
+            + if with_local { BUILTIN_LOCAL } else { "" };
+        let env = |name: &str| match name {
+            "RIPCORD_CHAOS_BEDROCK_ACCESS_KEY_ID" => {
+                Some(ripcord_chaos::bedrock::TEST_ACCESS_KEY_ID.to_owned())
+            }
+            "RIPCORD_CHAOS_BEDROCK_SECRET_ACCESS_KEY" => {
+                Some(ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY.to_owned())
+            }
+            _ => name
+                .strip_prefix("RIPCORD_CHAOS_")
+                .and_then(|n| n.strip_suffix("_KEY"))
+                .map(|n| fake_key(n, seed)),
+        };
+        let config = ripcord_cli::config::parse("<built-in bedrock chain>", &text, &env)
+            .map_err(|e| e.to_string())?;
+        Template::new(
+            config,
+            "built-in: claude (Anthropic wire) → claude-bedrock (Bedrock wire, SigV4) → local Llama → static reply",
         )
     }
 
@@ -197,7 +281,7 @@ impl Template {
                 }
             }
         }
-        let keys = config
+        let mut keys: Vec<(String, String)> = config
             .chain
             .iter()
             .filter_map(|p| {
@@ -207,6 +291,19 @@ impl Template {
             })
             .filter(|(_, k)| !k.is_empty())
             .collect();
+        // A Bedrock link signs with the fake's test secret: it must never show either.
+        keys.extend(
+            config
+                .chain
+                .iter()
+                .filter(|p| p.kind == ProviderKind::Bedrock)
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY.to_owned(),
+                    )
+                }),
+        );
         let links = config
             .chain
             .iter()
@@ -282,6 +379,7 @@ fn wire_of(kind: ProviderKind) -> Option<Wire> {
         ProviderKind::LocalOnnx => None,
         ProviderKind::Anthropic | ProviderKind::VertexAnthropic => Some(Wire::Anthropic),
         ProviderKind::Gemini | ProviderKind::Vertex => Some(Wire::Gemini),
+        ProviderKind::Bedrock => Some(Wire::Bedrock),
         _ => Some(Wire::OpenAi),
     }
 }
@@ -290,7 +388,10 @@ fn wire_of(kind: ProviderKind) -> Option<Wire> {
 fn base_url(kind: ProviderKind, fake: &FakeVendor) -> String {
     match kind {
         // Anthropic appends `/v1/messages`; Azure `/openai/deployments/…`.
-        ProviderKind::Anthropic | ProviderKind::AzureOpenai => fake.base_url(),
+        // Bedrock appends `/model/{id}/converse`.
+        ProviderKind::Anthropic | ProviderKind::AzureOpenai | ProviderKind::Bedrock => {
+            fake.base_url()
+        }
         // Gemini appends `/models/{m}:…` to AI Studio's versioned base; Vertex appends
         // `/projects/…` to its versioned host.
         ProviderKind::Gemini => format!("{}/v1beta", fake.base_url()),

@@ -89,6 +89,11 @@ struct Args {
     /// both. A config with [[routes]] (--config) is driven the same way.
     #[arg(long, conflicts_with = "config")]
     routes: bool,
+    /// Run the Claude-three-ways chain: claude (Anthropic wire) → claude-bedrock (Bedrock
+    /// wire, every request SigV4-signed and checked) → local → static. Chosen by itself for
+    /// `--only claude-three-ways`.
+    #[arg(long, conflicts_with_all = ["config", "routes"])]
+    bedrock: bool,
     /// Where the reports go [default: target/chaos-report].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -251,7 +256,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             shared::NAME
         ));
     }
-    let run_shared = a.config.is_none() && !a.routes && (a.only.is_empty() || asked_shared);
+    // The Bedrock scenario names its own chain's providers: asked for alone, it gets that chain.
+    if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
+        a.bedrock = true;
+    }
+    let run_shared =
+        a.config.is_none() && !a.routes && !a.bedrock && (a.only.is_empty() || asked_shared);
     a.only.retain(|n| n != shared::NAME);
     let selected = if asked_shared && a.only.is_empty() {
         Vec::new()
@@ -278,6 +288,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let template = match &a.config {
         Some(path) => Template::file(path, s.seed)?,
         None if a.routes => Template::builtin_two_routes(s.deadline, s.seed)?,
+        None if a.bedrock => Template::builtin_bedrock(s.deadline, true, s.seed)?,
         None => Template::builtin(s.deadline, true, s.seed)?,
     };
     // A built-in scenario that does not fit a user's chain is skipped (unless asked for by

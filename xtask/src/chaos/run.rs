@@ -664,6 +664,55 @@ mod tests {
         );
     }
 
+    /// Claude three ways, without the local model (its tier is the static reply here):
+    /// Anthropic's API is down, then Bedrock throttles. Every invariant holds, Bedrock served
+    /// while it could, and every request to it carried a signature the fake accepted.
+    #[tokio::test]
+    async fn claude_three_ways_keeps_every_invariant_over_a_signing_bedrock() {
+        let s = settings();
+        let t = Template::builtin_bedrock(s.deadline, false, s.seed).unwrap();
+        assert_eq!(t.names(), ["claude", "claude-bedrock"]);
+        assert!(
+            t.keys.iter().any(|(n, k)| n == "claude-bedrock"
+                && k == ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY),
+            "the key scan looks for the Bedrock secret"
+        );
+        let sink = KeySink::new(t.keys.clone());
+        let subscriber = tracing_subscriber::registry()
+            .with(KeyScanLayer::new(&sink).with_filter(LevelFilter::DEBUG));
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let sc = builtins()
+            .into_iter()
+            .find(|sc| sc.name == super::super::scenario::CLAUDE_THREE_WAYS)
+            .unwrap();
+        assert!(t.check(&sc).is_ok(), "the scenario fits the Bedrock chain");
+        let cache = Arc::new(LocalCache::default());
+        let run = run_scenario(&sc, "test", &t, &s, &cache, Some(&sink), None)
+            .await
+            .unwrap();
+        for c in &run.invariants {
+            assert!(c.passed, "{c:?}");
+        }
+        let served = |who: &str| {
+            run.summary
+                .served_by
+                .iter()
+                .any(|s| s.who == who && s.count > 0)
+        };
+        assert!(served("claude-bedrock"), "{:?}", run.summary.served_by);
+        assert!(!served("claude"), "{:?}", run.summary.served_by);
+        let r = &run.records;
+        // Bedrock's throttling reached the chain as a rate limit, after it had answered.
+        assert!(r.wires.iter().any(|w| w.link == "claude-bedrock"
+            && w.error_kind() == Some(ripcord_core::ErrorKind::RateLimited)));
+        // No Bedrock attempt failed on its signature.
+        assert!(
+            !r.wires.iter().any(|w| w.link == "claude-bedrock"
+                && w.error_kind() == Some(ripcord_core::ErrorKind::Auth)),
+        );
+        assert!(r.scanned > 0);
+    }
+
     #[tokio::test]
     async fn a_naive_retry_of_quota_exhausted_fails_the_never_retry_invariant() {
         let perturb: Wrap = Arc::new(|name: &str, m: Arc<dyn ChatModel>| {

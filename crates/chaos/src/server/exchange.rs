@@ -18,7 +18,7 @@ use crate::openai::Ctx;
 use crate::reply::Reply;
 use crate::script::{Behavior, RawEnd};
 use crate::vendor_error::VendorError;
-use crate::{Wire, anthropic, gemini, openai, openai_responses};
+use crate::{Wire, anthropic, bedrock, gemini, openai, openai_responses};
 
 struct Job {
     wire: Wire,
@@ -53,6 +53,7 @@ fn request_id_header(wire: Wire, request_id: &str) -> (&'static str, &str) {
     match wire {
         Wire::OpenAi | Wire::Gemini => ("x-request-id", request_id),
         Wire::Anthropic => ("request-id", request_id),
+        Wire::Bedrock => ("x-amzn-requestid", request_id),
     }
 }
 
@@ -61,6 +62,7 @@ fn default_model(wire: Wire, embeddings: bool) -> &'static str {
         (Wire::OpenAi, false) => "gpt-4o-mini",
         (Wire::OpenAi, true) => "text-embedding-3-small",
         (Wire::Anthropic, _) => "claude-sonnet-4-5",
+        (Wire::Bedrock, _) => "anthropic.claude-3-haiku-20240307-v1:0",
         (Wire::Gemini, false) => "gemini-2.5-flash",
         (Wire::Gemini, true) => "gemini-embedding-001",
     }
@@ -96,6 +98,7 @@ pub(super) async fn respond(
             let body = match wire {
                 Wire::OpenAi => openai::models(model, unix_now()),
                 Wire::Anthropic => anthropic::models(model),
+                Wire::Bedrock => Vec::new(),
                 Wire::Gemini => gemini::models(model),
             };
             return send_json(conn, out, wire, 200, &request_id, &body, close).await;
@@ -121,6 +124,7 @@ pub(super) async fn respond(
                     };
                     crate::vendor_error::anthropic_error(kind, what, &request_id)
                 }
+                Wire::Bedrock => bedrock::error_body(what),
                 Wire::Gemini if status == 404 => gemini::google_error(
                     404,
                     "NOT_FOUND",
@@ -138,6 +142,27 @@ pub(super) async fn respond(
             return send_json(conn, out, wire, status, &request_id, body.as_bytes(), close).await;
         }
     };
+
+    // Bedrock authenticates before anything else; a refusal never reaches the script.
+    if wire == Wire::Bedrock
+        && let Err(d) = bedrock::authenticate(req)
+    {
+        let header = bedrock::error_type_header(d.error_type);
+        let body = bedrock::error_body(&d.message);
+        write_head(
+            out,
+            d.status,
+            Some("application/json"),
+            &[
+                ("x-amzn-requestid", &request_id),
+                ("x-amzn-errortype", &header),
+            ],
+            Framing::Length(body.len()),
+            close,
+        );
+        out.extend_from_slice(body.as_bytes());
+        return sent(conn.send(out).await);
+    }
 
     // Vertex AI checks the access token before anything else.
     let tokens = lock(&shared.tokens).clone();
@@ -252,9 +277,14 @@ pub(super) async fn respond(
                     Some("content_block_delta"),
                     b"{\"type\":\"content_block_delta\",\"index\":",
                 ),
+                Wire::Bedrock => (Some("contentBlockDelta"), b"{\"contentBlockIndex\":"),
                 Wire::Gemini => (None, b"{\"candidates\":[{\"content\":"),
             };
             for _ in 0..*count {
+                if job.wire == Wire::Bedrock {
+                    write_chunk(out, &bedrock::event("contentBlockDelta", data));
+                    continue;
+                }
                 let mut sse = Vec::with_capacity(data.len() + 32);
                 write_sse(&mut sse, event, data);
                 write_chunk(out, &sse);
@@ -355,6 +385,7 @@ fn prepare(
             Wire::OpenAi if responses => format!("resp_ripcord{n:08}"),
             Wire::OpenAi => format!("chatcmpl-ripcord{n:08}"),
             Wire::Anthropic => format!("msg_ripcord{n:08}"),
+            Wire::Bedrock => format!("bedrock{n:08}"),
             Wire::Gemini => format!("ripcord-resp-{n:08}"),
         },
         request_id,
@@ -483,6 +514,21 @@ fn prepare(
                 job.stream = method == "streamGenerateContent";
             }
         }
+        Wire::Bedrock => {
+            let probe: bedrock::ConverseProbe = match serde_json::from_slice(&req.body) {
+                Ok(p) => p,
+                Err(_) => return fail(job, bedrock::invalid_json_error()),
+            };
+            if probe.messages.is_none() {
+                return fail(job, bedrock::missing_messages_error());
+            }
+            let path = req
+                .path
+                .split_once('?')
+                .map_or(req.path.as_str(), |(p, _)| p);
+            job.stream = path.ends_with("/converse-stream");
+            requested_model = bedrock::model_of(path);
+        }
     }
     job.model = match (&shared.reply.model, requested_model) {
         (Some(fixed), _) if !embeddings => fixed.clone(),
@@ -502,11 +548,17 @@ async fn send_json(
     close: bool,
 ) -> After {
     let id_header = request_id_header(wire, request_id);
+    let error_type;
+    let mut headers = vec![id_header];
+    if wire == Wire::Bedrock && status >= 400 {
+        error_type = bedrock::error_type_header(bedrock::refusal_type(status));
+        headers.push(("x-amzn-errortype", &error_type));
+    }
     write_head(
         out,
         status,
         Some("application/json"),
-        &[id_header],
+        &headers,
         Framing::Length(body.len()),
         close,
     );
@@ -538,6 +590,7 @@ fn json_body(job: &Job, reply: &Reply) -> Vec<u8> {
         Wire::OpenAi if job.responses => openai_responses::response(job.ctx(), reply),
         Wire::OpenAi => openai::completion(job.ctx(), reply),
         Wire::Anthropic => anthropic::message(job.ctx(), reply),
+        Wire::Bedrock => bedrock::converse(reply),
         Wire::Gemini => gemini::response(job.ctx(), reply),
     }
 }
@@ -547,6 +600,7 @@ fn frames(job: &Job, reply: &Reply, broken: bool) -> Frames {
         Wire::OpenAi if job.responses => openai_responses::stream_frames(job.ctx(), reply, broken),
         Wire::OpenAi => openai::stream_frames(job.ctx(), reply, job.include_usage, broken),
         Wire::Anthropic => anthropic::stream_frames(job.ctx(), reply, broken),
+        Wire::Bedrock => bedrock::stream_frames(job.ctx(), reply, broken),
         Wire::Gemini => gemini::stream_frames(job.ctx(), reply, broken),
     }
 }
@@ -563,10 +617,14 @@ fn head_json(out: &mut Vec<u8>, job: &Job, len: usize) {
 }
 
 fn head_sse(out: &mut Vec<u8>, job: &Job) {
+    let content_type = match job.wire {
+        Wire::Bedrock => bedrock::EVENT_STREAM,
+        _ => "text/event-stream; charset=utf-8",
+    };
     write_head(
         out,
         200,
-        Some("text/event-stream; charset=utf-8"),
+        Some(content_type),
         &[job.request_id_header(), ("cache-control", "no-cache")],
         Framing::Chunked,
         job.close,
@@ -654,6 +712,17 @@ async fn cut(
 ) -> After {
     if !job.stream {
         let body = match end {
+            // Bedrock has no error object in a 200 body: the error is the HTTP answer.
+            End::Error(error) if job.wire == Wire::Bedrock => {
+                let r = error.response(job.wire, &job.model, &job.request_id);
+                let mut headers: Vec<(&str, &str)> =
+                    r.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                headers.push(job.request_id_header());
+                let framing = Framing::Length(r.body.len());
+                write_head(out, r.status, r.content_type, &headers, framing, job.close);
+                out.extend_from_slice(r.body.as_bytes());
+                return sent(conn.send(out).await);
+            }
             End::Failed(error) => {
                 let body = openai_responses::failed_response(job.ctx(), error);
                 head_json(out, job, body.len());
@@ -709,6 +778,15 @@ async fn cut(
             out.extend_from_slice(LAST_CHUNK);
             sent(conn.send(out).await)
         }
+        End::Error(error) if job.wire == Wire::Bedrock => {
+            let frame = bedrock::exception(
+                &bedrock::exception_type(error),
+                bedrock::error_parts(error).1,
+            );
+            write_chunk(out, &frame);
+            out.extend_from_slice(LAST_CHUNK);
+            sent(conn.send(out).await)
+        }
         End::Error(error) if job.responses => {
             let json = openai_responses::error_event(error, &job.model, upto);
             let mut sse = Vec::with_capacity(json.len() + 32);
@@ -730,6 +808,7 @@ async fn cut(
             let event = match job.wire {
                 Wire::OpenAi => openai::INBAND_ERROR_EVENT,
                 Wire::Anthropic => anthropic::INBAND_ERROR_EVENT,
+                Wire::Bedrock => None,
                 // Google's in-band error is a plain `data:` chunk holding the error object.
                 Wire::Gemini => None,
             };

@@ -105,6 +105,7 @@ impl FakeOptions {
 /// | OpenAI | `GET …/models` | model list |
 /// | Anthropic | `POST /v1/messages` | scripted |
 /// | Anthropic | `GET /v1/models` | model list |
+/// | Bedrock | `POST /model/{modelId}/converse`, `/converse-stream` | SigV4 / API key checked, then scripted |
 /// | Anthropic | `POST …/publishers/anthropic/models/{m}:rawPredict` / `:streamRawPredict` (Claude on Vertex AI) | scripted |
 /// | Gemini | `POST …/models/{m}:generateContent` / `:streamGenerateContent` (AI Studio's `/v1beta/models/…`, Vertex's `/v1/projects/{p}/locations/{l}/publishers/google/models/…`) | scripted |
 /// | Gemini | `POST …/models/{m}:embedContent` / `:batchEmbedContents` | scripted; deterministic unit vectors |
@@ -335,7 +336,10 @@ async fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
     let mut conn = Conn::new(stream);
     let mut out = Vec::with_capacity(4096);
     loop {
-        let keep_headers = shared.record || lock(&shared.tokens).is_some();
+        // Bedrock's requests are authenticated from their headers, Vertex AI's from their
+        // bearer token: keep the headers for them.
+        let keep_headers =
+            shared.record || shared.wire == Wire::Bedrock || lock(&shared.tokens).is_some();
         let req = match conn.read_request(keep_headers).await {
             Ok(Some(req)) => req,
             Ok(None) | Err(ReadError::Io) => return,
@@ -423,6 +427,12 @@ fn route(wire: Wire, method: &str, target: &str) -> Route {
         Wire::OpenAi if path.ends_with("/models") => (Route::Models, "GET"),
         Wire::Anthropic if path == "/v1/messages" => (Route::Chat { azure: false }, "POST"),
         Wire::Anthropic if path == "/v1/models" => (Route::Models, "GET"),
+        Wire::Bedrock
+            if path.starts_with("/model/")
+                && (path.ends_with("/converse") || path.ends_with("/converse-stream")) =>
+        {
+            (Route::Chat { azure: false }, "POST")
+        }
         _ => return Route::NotFound,
     };
     if method.eq_ignore_ascii_case(want) {
@@ -491,6 +501,20 @@ mod tests {
             (Wire::Anthropic, "GET", "/v1/models", Models),
             (Wire::Anthropic, "POST", "/v1/chat/completions", NotFound),
             (Wire::Anthropic, "POST", "/v1/embeddings", NotFound),
+            (
+                Wire::Bedrock,
+                "POST",
+                "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
+                Chat { azure: false },
+            ),
+            (
+                Wire::Bedrock,
+                "POST",
+                "/model/us.x/converse-stream",
+                Chat { azure: false },
+            ),
+            (Wire::Bedrock, "GET", "/model/x/converse", MethodNotAllowed),
+            (Wire::Bedrock, "POST", "/v1/messages", NotFound),
             (
                 Wire::Anthropic,
                 "POST",

@@ -56,6 +56,13 @@ fn preset_of(kind: ProviderKind) -> Option<compat::Preset> {
         ProviderKind::Qianfan => compat::qianfan(),
         ProviderKind::Ollama => compat::ollama(),
         ProviderKind::Vllm => compat::vllm(),
+        ProviderKind::Mistral => compat::mistral(),
+        ProviderKind::Groq => compat::groq(),
+        ProviderKind::Xai => compat::xai(),
+        ProviderKind::Openrouter => compat::openrouter(),
+        ProviderKind::Together => compat::together(),
+        ProviderKind::Fireworks => compat::fireworks(),
+        ProviderKind::Cerebras => compat::cerebras(),
         _ => return None,
     })
 }
@@ -223,6 +230,23 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
                 c = c.with_base_url(u.clone());
             }
             Arc::new(Anthropic::new(c)?.named(p.name.clone()))
+        }
+        ProviderKind::Bedrock => {
+            let Some(b) = &p.bedrock else {
+                return Err(config_error(format!(
+                    "provider {:?}: bedrock settings were not resolved",
+                    p.name
+                )));
+            };
+            let mut c = ripcord_providers::BedrockConfig::new(model_name(p), b.region.clone())
+                .with_credentials(b.credentials.clone())
+                .with_name(p.name.clone())
+                .with_timeouts(timeouts(p))
+                .with_client(client.clone());
+            if let Some(u) = &p.base_url {
+                c = c.with_base_url(u.clone());
+            }
+            Arc::new(ripcord_providers::Bedrock::new(c)?.named(p.name.clone()))
         }
         ProviderKind::Gemini => Arc::new(gemini(p, &model_name(p), client)?),
         ProviderKind::Vertex => {

@@ -72,6 +72,7 @@ mod env;
 mod model;
 mod raw;
 mod resolve;
+mod resolve_bedrock;
 mod resolve_gateway;
 mod resolve_provider;
 mod route_table;
@@ -81,9 +82,9 @@ use std::path::{Path, PathBuf};
 
 pub use env::{Env, ProcessEnv};
 pub use model::{
-    BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider, RedisSettings,
-    RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget, VertexCredentials,
-    VertexSettings,
+    BedrockSettings, BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider,
+    RedisSettings, RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
+    VertexCredentials, VertexSettings,
 };
 pub use raw::{
     BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,

@@ -187,6 +187,20 @@ pub struct Provider {
     pub context_window: Option<u32>,
     /// The configured largest output (`None`: the table's).
     pub max_output_tokens: Option<u32>,
+    /// bedrock: the region and the credentials, resolved.
+    pub bedrock: Option<BedrockSettings>,
+}
+
+/// A Bedrock provider's own settings, resolved when the config is read (credentials included,
+/// so `check-config` can say where they came from).
+#[derive(Debug, Clone)]
+pub struct BedrockSettings {
+    /// The AWS region.
+    pub region: String,
+    /// The credentials (secrets redacted in `Debug`).
+    pub credentials: ripcord_providers::BedrockCredentials,
+    /// Where they came from (`env AWS_ACCESS_KEY_ID`, `profile prod in …`), never the secret.
+    pub source: String,
 }
 
 impl Provider {
@@ -201,6 +215,12 @@ impl Provider {
         }
         if let Some(d) = &self.model_dir {
             s.push_str(&format!(" model_dir={}", d.display()));
+        }
+        if let Some(b) = &self.bedrock {
+            s.push_str(&format!(" region={}", b.region));
+            if let Some(id) = b.credentials.access_key_id() {
+                s.push_str(&format!(" access_key_id={id}"));
+            }
         }
         if self.wire == ripcord_providers::OpenAiWire::Responses {
             s.push_str(" wire=responses");

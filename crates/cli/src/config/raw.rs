@@ -40,6 +40,22 @@ pub enum ProviderKind {
     Vertex,
     /// Claude on Vertex AI (`rawPredict`, Anthropic's wire).
     VertexAnthropic,
+    /// AWS Bedrock (Converse / ConverseStream, SigV4 or a Bedrock API key).
+    Bedrock,
+    /// Mistral AI.
+    Mistral,
+    /// Groq.
+    Groq,
+    /// xAI (Grok).
+    Xai,
+    /// OpenRouter.
+    Openrouter,
+    /// Together AI.
+    Together,
+    /// Fireworks AI.
+    Fireworks,
+    /// Cerebras.
+    Cerebras,
 }
 
 impl ProviderKind {
@@ -60,15 +76,27 @@ impl ProviderKind {
             ProviderKind::Gemini => "gemini",
             ProviderKind::Vertex => "vertex",
             ProviderKind::VertexAnthropic => "vertex-anthropic",
+            ProviderKind::Bedrock => "bedrock",
+            ProviderKind::Mistral => "mistral",
+            ProviderKind::Groq => "groq",
+            ProviderKind::Xai => "xai",
+            ProviderKind::Openrouter => "openrouter",
+            ProviderKind::Together => "together",
+            ProviderKind::Fireworks => "fireworks",
+            ProviderKind::Cerebras => "cerebras",
         }
     }
 
-    /// True for kinds that work without an API key (Vertex authenticates with Google
-    /// credentials instead: see [`ProviderKind::is_vertex`]).
+    /// True for kinds that work without an API key (Bedrock signs with AWS credentials; its
+    /// `api_key` is an optional Bedrock API key. Vertex authenticates with Google credentials
+    /// instead: see [`ProviderKind::is_vertex`]).
     pub fn key_optional(self) -> bool {
         matches!(
             self,
-            ProviderKind::Ollama | ProviderKind::Vllm | ProviderKind::LocalOnnx
+            ProviderKind::Ollama
+                | ProviderKind::Vllm
+                | ProviderKind::LocalOnnx
+                | ProviderKind::Bedrock
         ) || self.is_vertex()
     }
 
@@ -299,6 +327,23 @@ pub struct ProviderConfig {
     /// The model's largest output in tokens (overrides the table's).
     #[serde(default)]
     pub max_output_tokens: Option<Spanned<u32>>,
+    /// bedrock: the AWS region (default `AWS_REGION` / `AWS_DEFAULT_REGION`, or the model ARN's).
+    #[serde(default)]
+    pub region: Option<Spanned<String>>,
+    /// bedrock: a profile of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
+    /// `~/.aws/credentials`).
+    #[serde(default)]
+    pub profile: Option<Spanned<String>>,
+    /// bedrock: the environment variable holding the access key id (with
+    /// `secret_access_key_env`).
+    #[serde(default)]
+    pub access_key_id_env: Option<Spanned<String>>,
+    /// bedrock: the environment variable holding the secret access key.
+    #[serde(default)]
+    pub secret_access_key_env: Option<Spanned<String>>,
+    /// bedrock: the environment variable holding a session token (temporary keys).
+    #[serde(default)]
+    pub session_token_env: Option<Spanned<String>>,
 }
 
 /// `[chain]`.

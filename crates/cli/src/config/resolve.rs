@@ -92,6 +92,7 @@ pub(super) fn resolve(
                         | ProviderKind::LocalOnnx
                         | ProviderKind::Vertex
                         | ProviderKind::VertexAnthropic
+                        | ProviderKind::Bedrock
                 ) {
                     return Err(cx.err(
                         Some(&name.span()),

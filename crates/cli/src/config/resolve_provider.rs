@@ -314,6 +314,21 @@ pub(super) fn resolve_provider(
         None => None,
     };
     let (variant, threads) = local_settings(cx, p)?;
+    let bedrock = match super::resolve_bedrock::resolve_bedrock(
+        cx,
+        p,
+        model.as_deref(),
+        api_key.as_deref(),
+        key_source.as_deref(),
+        lenient_keys,
+    )? {
+        super::resolve_bedrock::Resolved::Settings(s) => s,
+        super::resolve_bedrock::Resolved::Skip => return Ok(None),
+    };
+    let key_source = match &bedrock {
+        Some(b) => Some(b.source.clone()),
+        None => key_source,
+    };
     let wire = resolve_wire(cx, p)?;
     let Some(vertex) = resolve_vertex(cx, p, lenient_keys)? else {
         return Ok(None);
@@ -357,6 +372,7 @@ pub(super) fn resolve_provider(
         wire,
         context_window,
         max_output_tokens,
+        bedrock,
     }))
 }
 

@@ -147,6 +147,20 @@ pub fn provider_name(vendor: &str) -> Option<&'static str> {
         ("local_onnx", provider::LOCAL_ONNX),
         ("local-onnx", provider::LOCAL_ONNX),
         ("ripcord.local_onnx", provider::LOCAL_ONNX),
+        ("bedrock", provider::AWS_BEDROCK),
+        ("aws-bedrock", provider::AWS_BEDROCK),
+        ("aws.bedrock", provider::AWS_BEDROCK),
+        ("mistral", provider::MISTRAL_AI),
+        ("mistral_ai", provider::MISTRAL_AI),
+        ("groq", provider::GROQ),
+        ("xai", provider::XAI),
+        ("x_ai", provider::XAI),
+        ("openrouter", provider::OPENROUTER),
+        ("together", provider::TOGETHER),
+        ("together_ai", provider::TOGETHER),
+        ("fireworks", provider::FIREWORKS),
+        ("fireworks_ai", provider::FIREWORKS),
+        ("cerebras", provider::CEREBRAS),
     ];
     TABLE
         .iter()

@@ -48,6 +48,22 @@ pub mod provider {
     pub const VLLM: &str = "vllm";
     /// ripcord's in-process ONNX Runtime model; custom.
     pub const LOCAL_ONNX: &str = "ripcord.local_onnx";
+    /// AWS Bedrock (registered).
+    pub const AWS_BEDROCK: &str = "aws.bedrock";
+    /// Mistral AI (registered).
+    pub const MISTRAL_AI: &str = "mistral_ai";
+    /// Groq (registered).
+    pub const GROQ: &str = "groq";
+    /// xAI (registered).
+    pub const XAI: &str = "x_ai";
+    /// OpenRouter; not registered, custom.
+    pub const OPENROUTER: &str = "openrouter";
+    /// Together AI; not registered, custom.
+    pub const TOGETHER: &str = "together_ai";
+    /// Fireworks AI; not registered, custom.
+    pub const FIREWORKS: &str = "fireworks_ai";
+    /// Cerebras; not registered, custom.
+    pub const CEREBRAS: &str = "cerebras";
 }
 
 /// Attribute (field) names.

@@ -19,19 +19,40 @@
 //! | [`qianfan()`] | `qianfan` | `https://qianfan.baidubce.com/v2` | `QIANFAN_API_KEY` |
 //! | [`ollama()`] | `ollama` | `http://localhost:11434/v1` | none |
 //! | [`vllm()`] | `vllm` | required (`VLLM_BASE_URL`) | `VLLM_API_KEY` (optional) |
+//! | [`mistral()`] | `mistral` | `https://api.mistral.ai/v1` | `MISTRAL_API_KEY` |
+//! | [`groq()`] | `groq` | `https://api.groq.com/openai/v1` | `GROQ_API_KEY` |
+//! | [`xai()`] | `xai` | `https://api.x.ai/v1` | `XAI_API_KEY` |
+//! | [`openrouter()`] | `openrouter` | `https://openrouter.ai/api/v1` | `OPENROUTER_API_KEY` |
+//! | [`together()`] | `together` | `https://api.together.xyz/v1` | `TOGETHER_API_KEY` |
+//! | [`fireworks()`] | `fireworks` | `https://api.fireworks.ai/inference/v1` | `FIREWORKS_API_KEY` |
+//! | [`cerebras()`] | `cerebras` | `https://api.cerebras.ai/v1` | `CEREBRAS_API_KEY` |
 
+#[cfg(feature = "cerebras")]
+mod cerebras;
 #[cfg(feature = "deepseek")]
 mod deepseek;
+#[cfg(feature = "fireworks")]
+mod fireworks;
+#[cfg(feature = "groq")]
+mod groq;
+#[cfg(feature = "mistral")]
+mod mistral;
 #[cfg(feature = "moonshot")]
 mod moonshot;
 #[cfg(feature = "ollama")]
 mod ollama;
+#[cfg(feature = "openrouter")]
+mod openrouter;
 #[cfg(feature = "qianfan")]
 mod qianfan;
 #[cfg(feature = "qwen")]
 mod qwen;
+#[cfg(feature = "together")]
+mod together;
 #[cfg(feature = "vllm")]
 mod vllm;
+#[cfg(feature = "xai")]
+mod xai;
 #[cfg(feature = "zhipu")]
 mod zhipu;
 
@@ -43,18 +64,32 @@ use reqwest::header::HeaderMap;
 use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Price, Result};
 use secrecy::SecretString;
 
+#[cfg(feature = "cerebras")]
+pub use cerebras::cerebras;
 #[cfg(feature = "deepseek")]
 pub use deepseek::deepseek;
+#[cfg(feature = "fireworks")]
+pub use fireworks::fireworks;
+#[cfg(feature = "groq")]
+pub use groq::groq;
+#[cfg(feature = "mistral")]
+pub use mistral::mistral;
 #[cfg(feature = "moonshot")]
 pub use moonshot::moonshot;
 #[cfg(feature = "ollama")]
 pub use ollama::ollama;
+#[cfg(feature = "openrouter")]
+pub use openrouter::openrouter;
 #[cfg(feature = "qianfan")]
 pub use qianfan::qianfan;
 #[cfg(feature = "qwen")]
 pub use qwen::qwen;
+#[cfg(feature = "together")]
+pub use together::together;
 #[cfg(feature = "vllm")]
 pub use vllm::vllm;
+#[cfg(feature = "xai")]
+pub use xai::xai;
 #[cfg(feature = "zhipu")]
 pub use zhipu::zhipu;
 

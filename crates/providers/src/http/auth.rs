@@ -26,7 +26,7 @@ impl fmt::Debug for Auth {
 
 impl Auth {
     /// No authentication (local servers).
-    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "openai", feature = "bedrock")), allow(dead_code))]
     pub(crate) fn none() -> Auth {
         Auth {
             header: None,
@@ -35,7 +35,7 @@ impl Auth {
     }
 
     /// `Authorization: Bearer <key>`.
-    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "openai", feature = "bedrock")), allow(dead_code))]
     pub(crate) fn bearer(key: SecretString, what: &str) -> Result<Auth> {
         let value = format!("Bearer {}", key.expose_secret());
         Auth::build(HeaderName::from_static("authorization"), &value, key, what)

@@ -55,4 +55,4 @@ pub use limits::{
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
 pub(crate) use liveness::ListModels;
 pub(crate) use target::{Target, endpoint, env};
-pub(crate) use transport::Transport;
+pub(crate) use transport::{Sign, Transport};

@@ -11,6 +11,24 @@ use super::{
     read_body, transport_error,
 };
 
+/// Authentication computed per request from its exact bytes (AWS SigV4): called with the
+/// final method, URI, headers and body just before they are sent, it adds its headers (a
+/// date, a signature) to `headers`. Nothing may change after it ran.
+pub(crate) trait Sign: Send + Sync + std::fmt::Debug {
+    /// Adds the signature headers.
+    ///
+    /// # Errors
+    ///
+    /// The request cannot be signed (credentials unusable as header values, a bad URI).
+    fn sign(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &mut HeaderMap,
+        body: &[u8],
+    ) -> Result<()>;
+}
+
 /// Everything a provider needs to talk to its vendor: the pooled client, the auth header,
 /// fixed extra headers, and the time limits.
 #[derive(Clone, Debug)]
@@ -25,6 +43,8 @@ pub(crate) struct Transport {
     json_headers: HeaderMap,
     /// The same for a streaming call.
     sse_headers: HeaderMap,
+    /// Per-request signing, when the vendor wants it (Bedrock's SigV4).
+    signer: Option<std::sync::Arc<dyn Sign>>,
 }
 
 /// The largest success body we accept (embeddings of big batches are large).
@@ -71,7 +91,24 @@ impl Transport {
             sse_headers: request_headers(&headers, &auth, "text/event-stream"),
             auth,
             timeouts,
+            signer: None,
         })
+    }
+
+    /// Signs every request with `signer`, after all other headers are set.
+    #[cfg_attr(not(feature = "bedrock"), allow(dead_code))]
+    pub(crate) fn with_signer(mut self, signer: std::sync::Arc<dyn Sign>) -> Transport {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// Streaming calls accept `accept` instead of `text/event-stream` (Bedrock answers
+    /// `application/vnd.amazon.eventstream`).
+    #[cfg_attr(not(feature = "bedrock"), allow(dead_code))]
+    pub(crate) fn with_stream_accept(mut self, accept: &'static str) -> Transport {
+        self.sse_headers
+            .insert(ACCEPT, HeaderValue::from_static(accept));
+        self
     }
 
     /// The same transport sending form bodies (`application/x-www-form-urlencoded`), for OAuth
@@ -112,7 +149,8 @@ impl Transport {
             feature = "openai",
             feature = "anthropic",
             feature = "vertex",
-            feature = "vertex-anthropic"
+            feature = "vertex-anthropic",
+            feature = "bedrock"
         )),
         allow(dead_code)
     )]
@@ -185,15 +223,21 @@ impl Transport {
         } else {
             &self.json_headers
         };
-        let with_extra;
-        let headers = match extra {
-            None => fixed,
-            Some((name, value)) => {
-                let mut h = fixed.clone();
+        // A per-request header first, then the signature over the final headers (nothing may
+        // change after signing).
+        let custom;
+        let headers = if extra.is_none() && self.signer.is_none() {
+            fixed
+        } else {
+            let mut h = fixed.clone();
+            if let Some((name, value)) = extra {
                 h.insert(name, value);
-                with_extra = h;
-                &with_extra
             }
+            if let Some(signer) = &self.signer {
+                signer.sign(&method, &target.uri, &mut h, &body)?;
+            }
+            custom = h;
+            &custom
         };
         let started = Instant::now();
         // No response byte yet: a timeout here is a silent vendor (see `TimeoutPhase::FirstByte`).

@@ -195,3 +195,32 @@ pub(crate) fn assert_error_clean(e: &Error) {
     assert_no_key("error Display", &e.to_string());
     assert_no_key("error Debug", &format!("{e:?}"));
 }
+
+pub(crate) async fn bedrock_fake() -> FakeVendor {
+    FakeVendor::start(Wire::Bedrock)
+        .await
+        .expect("fake bedrock")
+}
+
+/// The Claude model id the Bedrock tests ask for (an inference profile: `:` in the path).
+pub(crate) const BEDROCK_MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+
+/// The fake's long-term test keys.
+pub(crate) fn bedrock_keys() -> ripcord_providers::BedrockCredentials {
+    ripcord_providers::BedrockCredentials::keys(
+        ripcord_chaos::bedrock::TEST_ACCESS_KEY_ID,
+        ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY,
+        None,
+    )
+}
+
+pub(crate) fn bedrock_cfg(fake: &FakeVendor, model: &str) -> ripcord_providers::BedrockConfig {
+    ripcord_providers::BedrockConfig::new(model, "us-east-1")
+        .with_credentials(bedrock_keys())
+        .with_base_url(fake.base_url())
+        .with_timeouts(timeouts())
+}
+
+pub(crate) fn bedrock(fake: &FakeVendor) -> ripcord_providers::Bedrock {
+    ripcord_providers::Bedrock::new(bedrock_cfg(fake, BEDROCK_MODEL)).expect("bedrock provider")
+}

@@ -48,6 +48,9 @@ pub(crate) use file::parse;
 /// The name the static reply goes by in `must_serve` and in reports.
 pub(crate) const STATIC: &str = "static";
 
+/// The built-in scenario that runs on the Bedrock chain (`--bedrock`).
+pub(crate) const CLAUDE_THREE_WAYS: &str = "claude-three-ways";
+
 /// The source of the built-in scenarios.
 pub(crate) const BUILT_IN: &str = "built-in";
 
@@ -727,6 +730,21 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             };
             sc
         },
+        s(
+            CLAUDE_THREE_WAYS,
+            "on the Bedrock chain (--bedrock): Anthropic's API answers 529 all run; Claude on Bedrock answers until 40% of the run, then throttles (429 ThrottlingException); the local model answers the rest",
+            vec![
+                Phase::new("claude", 0.0, Fault::Overloaded),
+                Phase::new(
+                    "claude-bedrock",
+                    0.4,
+                    Fault::RateLimited {
+                        retry_after_ms: None,
+                    },
+                ),
+            ],
+            &["claude-bedrock", "local"],
+        ),
         {
             let mut sc = s(
                 "unknown-windows",
@@ -800,7 +818,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 16);
+        assert_eq!(names.len(), 17);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {

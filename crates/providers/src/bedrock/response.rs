@@ -1,0 +1,239 @@
+//! The Converse response: `output.message.content` blocks, `stopReason`, `usage`.
+//!
+//! Reference: <https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_ResponseSyntax>.
+//! `reasoningContent` blocks (Claude's thinking) are not part of the answer and are not
+//! returned; a `guardrail_intervened` stop is a [`ErrorKind::ContentFiltered`] error whatever
+//! text the guardrail put in place of the answer.
+
+use ripcord_core::{ChatResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage};
+use serde::Deserialize;
+
+use super::request::{JSON_TOOL, JsonMode};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConverseResp {
+    output: Option<Output>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Output {
+    message: Option<OutMessage>,
+}
+
+#[derive(Deserialize)]
+struct OutMessage {
+    #[serde(default)]
+    content: Vec<RespBlock>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RespBlock {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_use: Option<RespToolUse>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RespToolUse {
+    tool_use_id: String,
+    name: String,
+    #[serde(default)]
+    input: serde_json::Value,
+}
+
+/// Bedrock's token counts: `inputTokens` excludes cache reads and writes (as Anthropic's).
+#[derive(Deserialize, Default, Clone, Copy, Debug)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    pub(crate) input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) output_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) cache_write_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Our usage counts every prompt token (cache reads and writes included) as input.
+    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+        let read = self.cache_read_input_tokens.unwrap_or(0);
+        let input =
+            self.input_tokens.unwrap_or(0) + read + self.cache_write_input_tokens.unwrap_or(0);
+        Usage::new(input, self.output_tokens.unwrap_or(0))
+            .with_cached_input(read)
+            .priced(price)
+    }
+}
+
+/// The guardrail replaced the answer.
+pub(crate) const GUARDRAIL: &str = "guardrail_intervened";
+
+/// Maps a `stopReason`. In JSON mode the forced tool call is the answer.
+pub(crate) fn stop_reason(s: &str, json: JsonMode) -> FinishReason {
+    match s {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "tool_use" if json.0 => FinishReason::Stop,
+        "tool_use" => FinishReason::ToolCalls,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+        GUARDRAIL | "content_filtered" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// The error of an answer a guardrail replaced; `said` is the guardrail's own text.
+pub(crate) fn guardrail_error(said: &str) -> Error {
+    let said = said.trim();
+    let m = if said.is_empty() {
+        "the Bedrock guardrail intervened".to_owned()
+    } else {
+        format!("the Bedrock guardrail intervened: {said}")
+    };
+    Error::new(ErrorKind::ContentFiltered, m).with_vendor_code(GUARDRAIL)
+}
+
+/// The model's output could not be parsed by Bedrock (`malformed_model_output`,
+/// `malformed_tool_use`): not an answer, and another attempt may do better.
+pub(crate) fn malformed_stop(stop: &str) -> Option<Error> {
+    matches!(stop, "malformed_model_output" | "malformed_tool_use").then(|| {
+        Error::new(
+            ErrorKind::InvalidResponse,
+            format!("Bedrock stopped the answer with `{stop}`: the model's output was malformed"),
+        )
+        .with_vendor_code(stop)
+    })
+}
+
+/// Parses a 200 Converse body; `model` names what served (the response does not).
+pub(crate) fn parse_converse(
+    body: &[u8],
+    json: JsonMode,
+    model: &str,
+    price: Option<&Price>,
+) -> Result<ChatResponse> {
+    let r: ConverseResp = serde_json::from_slice(body).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidResponse,
+            format!("the Bedrock Converse response is not valid: {e}"),
+        )
+        .with_source(e)
+    })?;
+    let Some(message) = r.output.and_then(|o| o.message) else {
+        return Err(Error::new(
+            ErrorKind::InvalidResponse,
+            "the Bedrock Converse response has no output.message",
+        ));
+    };
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    for block in message.content {
+        if let Some(t) = block.text {
+            content.push_str(&t);
+        }
+        match block.tool_use {
+            Some(t) if json.0 && t.name == JSON_TOOL => content.push_str(&t.input.to_string()),
+            Some(t) => calls.push(ToolCall::new(t.tool_use_id, t.name, t.input.to_string())),
+            None => {}
+        }
+    }
+    let stop = r.stop_reason.as_deref().unwrap_or("");
+    if stop == GUARDRAIL {
+        return Err(guardrail_error(&content));
+    }
+    if let Some(e) = malformed_stop(stop) {
+        return Err(e);
+    }
+    let finish = if stop.is_empty() {
+        FinishReason::default()
+    } else {
+        stop_reason(stop, json)
+    };
+    if finish == FinishReason::ContentFilter && content.is_empty() && calls.is_empty() {
+        return Err(crate::driver::refused_without_content());
+    }
+    Ok(ChatResponse::new(content)
+        .with_tool_calls(calls)
+        .with_finish_reason(finish)
+        .with_usage(r.usage.unwrap_or_default().to_usage(price))
+        .with_model(model))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_tool_use_reasoning_and_cache_usage() {
+        let body = br#"{"output":{"message":{"role":"assistant","content":[
+            {"reasoningContent":{"reasoningText":{"text":"Let me think.","signature":"sig"}}},
+            {"text":"Checking the weather."},
+            {"toolUse":{"toolUseId":"tooluse_abc","name":"weather","input":{"city":"Oslo"}}}]}},
+            "stopReason":"tool_use",
+            "usage":{"inputTokens":20,"outputTokens":15,"totalTokens":140,"cacheReadInputTokens":100,"cacheWriteInputTokens":5},
+            "metrics":{"latencyMs":812}}"#;
+        let price = Price::per_million(3.0, 15.0).with_cached_input(0.3);
+        let r = parse_converse(
+            body,
+            JsonMode(false),
+            "us.anthropic.claude-sonnet-4-5",
+            Some(&price),
+        )
+        .unwrap();
+        assert_eq!(r.content, "Checking the weather.");
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall::new(
+                "tooluse_abc",
+                "weather",
+                r#"{"city":"Oslo"}"#
+            )]
+        );
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            (
+                r.usage.input_tokens,
+                r.usage.cached_input_tokens,
+                r.usage.output_tokens
+            ),
+            (125, 100, 15)
+        );
+        assert!(r.usage.cost_usd.is_some());
+        assert_eq!(r.model, "us.anthropic.claude-sonnet-4-5");
+    }
+
+    #[test]
+    fn json_mode_guardrail_and_garbage() {
+        let body = br#"{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"t","name":"json_response","input":{"n":3}}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"outputTokens":1}}"#;
+        let r = parse_converse(body, JsonMode(true), "m", None).unwrap();
+        assert_eq!(r.content, r#"{"n":3}"#);
+        assert_eq!(r.finish_reason, FinishReason::Stop);
+
+        let blocked = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Sorry, the model cannot answer this question."}]}},"stopReason":"guardrail_intervened","usage":{"inputTokens":9,"outputTokens":0}}"#;
+        let e = parse_converse(blocked, JsonMode(false), "m", None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ContentFiltered);
+        assert!(e.message().contains("cannot answer"), "{e}");
+
+        let e = parse_converse(b"{\"output\":", JsonMode(false), "m", None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidResponse);
+        let e = parse_converse(b"{\"stopReason\":\"end_turn\"}", JsonMode(false), "m", None)
+            .unwrap_err();
+        assert!(e.message().contains("output.message"), "{e}");
+        assert_eq!(
+            stop_reason("max_tokens", JsonMode(false)),
+            FinishReason::Length
+        );
+        assert_eq!(
+            stop_reason("content_filtered", JsonMode(false)),
+            FinishReason::ContentFilter
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! Cerebras Inference (<https://inference-docs.cerebras.ai/support/error>,
+//! <https://inference-docs.cerebras.ai/support/rate-limits>).
+//!
+//! OpenAI's wire at `https://api.cerebras.ai/v1`, errors with the fields at the top level
+//! (`{"message","type","param","code"}`). Limits are per minute *and per day* (requests and
+//! tokens, reported in `x-ratelimit-*-minute` / `-day` headers): "Tokens per minute limit
+//! exceeded" clears in a minute, a per-day limit does not — that is a spent quota. **402** is
+//! Payment Required.
+
+use ripcord_core::ErrorKind;
+
+use super::Preset;
+use crate::error_body::ErrorBody;
+use crate::models::ModelInfo;
+
+const MODELS: &[ModelInfo] = &[
+    ModelInfo::new("llama-3.3-70b", 65_536, 8_192)
+        .tools()
+        .json(),
+    ModelInfo::new("llama3.1-8b", 32_768, 8_192).tools().json(),
+    ModelInfo::new("gpt-oss-120b", 131_072, 40_960)
+        .tools()
+        .json(),
+    ModelInfo::new("qwen-3-32b", 65_536, 16_382).tools().json(),
+    ModelInfo::new("qwen-3-235b", 131_072, 40_960)
+        .tools()
+        .json(),
+    ModelInfo::new("zai-glm", 131_072, 40_960).tools().json(),
+];
+
+fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
+    let m = body.message_or_empty().to_ascii_lowercase();
+    match status {
+        Some(429) if m.contains("per day") => Some(ErrorKind::QuotaExhausted),
+        Some(429) if m.contains("per minute") || m.contains("per hour") => {
+            Some(ErrorKind::RateLimited)
+        }
+        _ => None,
+    }
+}
+
+/// Cerebras: `https://api.cerebras.ai/v1`, key from `CEREBRAS_API_KEY`.
+pub fn cerebras() -> Preset {
+    Preset::new("cerebras", "https://api.cerebras.ai/v1")
+        .with_key_env("CEREBRAS_API_KEY")
+        .with_base_url_env("CEREBRAS_BASE_URL")
+        .with_region("us")
+        .with_json_schema(true)
+        .with_models(MODELS, ModelInfo::new("", 32_768, 8_192).tools().json())
+        .with_error_hook(error_hook)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::kind_for;
+
+    #[test]
+    fn cerebras_error_rows() {
+        let p = cerebras();
+        let body = |m: &str| {
+            format!(
+                r#"{{"message":"{m}","type":"too_many_requests_error","param":"quota","code":"token_quota_exceeded"}}"#
+            )
+        };
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body("Tokens per minute limit exceeded - too many tokens processed.")
+            ),
+            ErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                &body("Tokens per day limit exceeded - too many tokens processed.")
+            ),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind_for(&p, 402, r#"{"message":"Payment required"}"#),
+            ErrorKind::QuotaExhausted
+        );
+    }
+}

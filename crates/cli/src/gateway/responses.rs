@@ -97,7 +97,11 @@ impl Dialect for Responses {
         answer: &Answer,
         resp: &ChatResponse,
     ) -> Result<Response, GatewayError> {
-        let object = response_object(&opts.echo, answer, resp);
+        let object = response_object(opts.echo, answer, resp);
+        let Some(store) = opts.store else {
+            // Nothing to keep: the object is written straight into the body.
+            return Ok(axum::Json(object).into_response());
+        };
         let value = serde_json::to_value(&object).map_err(|e| {
             GatewayError::new(
                 500,
@@ -105,9 +109,7 @@ impl Dialect for Responses {
                 format!("could not encode the response: {e}"),
             )
         })?;
-        if let Some(s) = opts.store {
-            s.save(&object.id, &answer.owner, &value, resp).await;
-        }
+        store.save(&object.id, &answer.owner, &value, resp).await;
         Ok(axum::Json(value).into_response())
     }
 
@@ -506,7 +508,7 @@ fn call_item_id(answer: &str, n: usize) -> String {
 }
 
 /// The whole Responses object of an answer.
-fn response_object(echo: &rw::Response, answer: &Answer, resp: &ChatResponse) -> rw::Response {
+fn response_object(echo: rw::Response, answer: &Answer, resp: &ChatResponse) -> rw::Response {
     let mut output = Vec::with_capacity(1 + resp.tool_calls.len());
     if !resp.content.is_empty() || resp.tool_calls.is_empty() {
         output.push(rw::OutputItem::Message(rw::OutputMessage::assistant(
@@ -535,7 +537,7 @@ fn response_object(echo: &rw::Response, answer: &Answer, resp: &ChatResponse) ->
         output_text: Some(resp.content.clone()),
         output,
         usage: Some(usage(&resp.usage)),
-        ..echo.clone()
+        ..echo
     }
 }
 
@@ -838,7 +840,7 @@ impl Encoder for ResponseEvents {
         }
         resp.finish_reason = reason.clone();
         resp.usage = u.cloned().unwrap_or_default();
-        let mut object = response_object(&self.opts.echo, &self.answer, &resp);
+        let mut object = response_object(self.opts.echo.clone(), &self.answer, &resp);
         // The ids the stream already named stay the ids of the final object.
         object.output = self
             .items

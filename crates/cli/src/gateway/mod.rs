@@ -60,6 +60,7 @@ mod metrics;
 mod pipeline;
 mod reply;
 mod responses;
+mod responses_events;
 mod responses_store;
 mod server;
 mod shed;

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: prepares what the tests need, then runs the whole suite.
 //!
 //! This is the README's test command and what `.ci/run` calls. Steps:
-//! 1. `check-deps`: the crate graph's bans;
+//! 1. `check-deps`: the crate graph's floors (as ARCHITECTURE.md states them) and bans;
 //! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `.cache/`);
 //! 3. the client libraries the tests drive ripcord with, pinned: Python packages (the official
 //!    `openai` and `anthropic` SDKs, `openai-agents`) in the project venv `.cache/venv`, and npm

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::http::Frames;
 use crate::reply::{Reply, split_even};
-use crate::script::mix64;
+use ripcord_core::rng::mix64;
 
 /// Identity of one response.
 #[derive(Debug, Clone, Copy)]

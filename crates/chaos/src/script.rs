@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::reply::Reply;
 use crate::vendor_error::VendorError;
+use ripcord_core::rng::SplitMix64;
 
 /// What to do with one request to a model endpoint.
 ///
@@ -301,7 +302,7 @@ impl Plan {
                 p: if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) },
                 fault: Arc::new(fault.clone()),
                 otherwise: Arc::new(otherwise.clone()),
-                rng: SplitMix64::new(*seed),
+                rng: SplitMix64::seeded(*seed),
             },
             Script::Window {
                 from,
@@ -366,35 +367,6 @@ impl Plan {
             }
         }
     }
-}
-
-/// SplitMix64: a tiny, well-distributed generator whose output is fixed by its seed forever
-/// (unlike `rand`'s `StdRng`, which may change between releases). Scenario seeds stay
-/// repeatable across dependency upgrades.
-#[derive(Debug, Clone)]
-pub(crate) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub(crate) const fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix64(self.0)
-    }
-
-    /// A uniform draw in `[0, 1)` with 53 bits of precision.
-    pub(crate) fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
-/// The SplitMix64 finalizer, also used to hash embedding inputs.
-pub(crate) const fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -528,13 +500,5 @@ mod tests {
             Some(&Behavior::HangBeforeHeaders)
         );
         assert!(is_ok(&plan.pick(ms(1050))));
-    }
-
-    #[test]
-    fn splitmix_reference_values() {
-        // First outputs of SplitMix64 seeded with 0 (the published reference sequence).
-        let mut rng = SplitMix64::new(0);
-        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
     }
 }

@@ -50,6 +50,7 @@ mod fault;
 mod model;
 mod request;
 mod response;
+pub mod rng;
 pub mod stream;
 pub mod telemetry;
 pub mod tokens;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::{BuildError, Link, MAX_LINKS};
 use crate::capabilities::{Capabilities, Locality};
 use crate::request::{ChatRequest, Needs};
+use crate::rng::SplitMix64;
 use crate::tokens;
 
 /// The weight of a new sample in the latency EWMA of [`Strategy::LowestLatency`].
@@ -158,7 +159,7 @@ pub(crate) enum Plan {
     Weighted {
         shares: Vec<u32>,
         total: u64,
-        rng: SplitMix,
+        rng: SplitMix64,
     },
 }
 
@@ -191,7 +192,7 @@ impl Plan {
                 Plan::Weighted {
                     shares,
                     total,
-                    rng: SplitMix::new(seed),
+                    rng: SplitMix64::seeded(seed),
                 }
             }
         })
@@ -364,37 +365,6 @@ fn same_domain(a: &Locality, b: &Locality) -> bool {
     }
 }
 
-/// A tiny lock-free SplitMix64 generator: good enough to spread traffic, not for secrets.
-#[derive(Debug)]
-pub(crate) struct SplitMix {
-    state: AtomicU64,
-}
-
-impl SplitMix {
-    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-    pub(crate) fn new(seed: u64) -> Self {
-        SplitMix {
-            state: AtomicU64::new(seed),
-        }
-    }
-
-    pub(crate) fn next_u64(&self) -> u64 {
-        let mut z = self
-            .state
-            .fetch_add(Self::GAMMA, Ordering::Relaxed)
-            .wrapping_add(Self::GAMMA);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`), by multiply-shift (bias below 2^-32 for shares < 2^32).
-    pub(crate) fn below(&self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
 /// A seed for chains built without [`super::ChainBuilder::seed`]: the clock and process id.
 pub(crate) fn default_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
@@ -453,8 +423,8 @@ mod tests {
 
     #[test]
     fn splitmix_is_deterministic_and_below_is_in_range() {
-        let a = SplitMix::new(7);
-        let b = SplitMix::new(7);
+        let a = SplitMix64::seeded(7);
+        let b = SplitMix64::seeded(7);
         for _ in 0..1000 {
             let x = a.below(10);
             assert_eq!(x, b.below(10));

@@ -6,8 +6,6 @@
 //! with the previous delay instead of the attempt number.
 
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How retry delays are randomised.
@@ -38,38 +36,11 @@ pub trait RandomSource: Send + Sync + fmt::Debug + 'static {
     fn next_u64(&self) -> u64;
 }
 
-/// A small, fast, lock-free SplitMix64 generator (not for cryptography).
-#[derive(Debug)]
-pub struct SplitMix64 {
-    state: AtomicU64,
-}
-
-const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-impl SplitMix64 {
-    /// A generator with a fixed seed: the same seed gives the same sequence.
-    pub fn seeded(seed: u64) -> Self {
-        SplitMix64 {
-            state: AtomicU64::new(seed),
-        }
-    }
-
-    /// A generator seeded from the process's hash randomness.
-    pub fn from_entropy() -> Self {
-        let seed = RandomState::new().hash_one(std::process::id());
-        SplitMix64::seeded(seed)
-    }
-}
+pub use ripcord_core::rng::SplitMix64;
 
 impl RandomSource for SplitMix64 {
     fn next_u64(&self) -> u64 {
-        let mut z = self
-            .state
-            .fetch_add(GOLDEN_GAMMA, Ordering::Relaxed)
-            .wrapping_add(GOLDEN_GAMMA);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        SplitMix64::next_u64(self)
     }
 }
 

@@ -40,6 +40,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ripcord_chaos::{Behavior, Script, VendorError};
+use ripcord_core::rng::{GOLDEN_GAMMA, SplitMix64, mix64};
 
 mod builtins;
 mod file;
@@ -501,12 +502,9 @@ impl Scenario {
     }
 }
 
-/// The SplitMix64 finalizer.
-pub(crate) const fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The SplitMix64 step (one increment, then the finalizer): mixes names and indices into seeds.
+pub(crate) const fn mix(z: u64) -> u64 {
+    mix64(z.wrapping_add(GOLDEN_GAMMA))
 }
 
 /// FNV-1a, for mixing names into seeds (stable across releases, unlike `DefaultHasher`).
@@ -516,23 +514,25 @@ pub(crate) fn hash_str(s: &str) -> u64 {
     })
 }
 
-/// A small seeded generator (SplitMix64): the request mix and think times of the virtual users.
+/// A small seeded generator (the workspace's SplitMix64): the request mix and think times of the
+/// virtual users.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(SplitMix64);
 
 impl Rng {
     pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed)
+        // One increment ahead of the seed, so a seed draws what it drew before the generator
+        // moved to ripcord-core (scenario runs stay comparable across releases).
+        Rng(SplitMix64::seeded(seed.wrapping_add(GOLDEN_GAMMA)))
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix(self.0)
+        self.0.next_u64()
     }
 
     /// A uniform draw in `[0, 1)`.
     pub(crate) fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        self.0.next_f64()
     }
 
     /// A uniform draw in `0..n` (`n > 0`).

@@ -216,8 +216,10 @@ fn the_table_is_well_formed_and_every_kind_is_researched() {
     // An evidence the table does not know is refused, and so is an uncaptured row that does
     // not cite the page its status and shape come from.
     let row = "[[row]]\nvendor = \"groq\"\nname = \"x\"\nkind = \"server_error\"\ndisposition = \"retry\"\nstatus = 500\n";
-    let e = vendor_table::parse(&format!("{row}source = \"https://x\"\nevidence = \"hearsay\"\n"))
-        .unwrap_err();
+    let e = vendor_table::parse(&format!(
+        "{row}source = \"https://x\"\nevidence = \"hearsay\"\n"
+    ))
+    .unwrap_err();
     assert!(e.contains("hearsay"), "{e}");
     let e = vendor_table::parse(&format!(
         "{row}source = \"the docs\"\nevidence = \"shape-documented\"\n"
@@ -257,11 +259,7 @@ fn every_row_states_how_much_of_it_was_captured() {
         }
     }
     for (evidence, labels) in &not_verbatim {
-        eprintln!(
-            "{} {evidence} rows: {}",
-            labels.len(),
-            labels.join(", ")
-        );
+        eprintln!("{} {evidence} rows: {}", labels.len(), labels.join(", "));
     }
     for vendor in vendor_table::VENDORS.iter().filter(|v| **v != "local-onnx") {
         let n = verbatim.get(vendor).copied().unwrap_or(0);

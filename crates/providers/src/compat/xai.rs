@@ -5,7 +5,8 @@
 //! "Incorrect API key provided: xa***. You can obtain an API key from https://console.x.ai." (an
 //! auth failure, not a bad request), and a team without credits is a **403** "You have run out of
 //! credits …" or a **429** "Your team … has either used all available credits or reached its
-//! monthly spending limit." (spent money, not a permission and not a wait).
+//! monthly spending limit." (spent money, not a permission and not a wait); the subscription
+//! lane's 429 "You've used all the included free usage … rolling 24-hour window" is the same.
 
 use ripcord_core::ErrorKind;
 
@@ -35,6 +36,7 @@ fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
         || m.contains("doesn't have any credits")
         || m.contains("used all available credits")
         || m.contains("monthly spending limit")
+        || m.contains("included free usage")
     {
         return Some(ErrorKind::QuotaExhausted);
     }

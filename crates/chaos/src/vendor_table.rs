@@ -11,7 +11,9 @@
 //! CRCs when the row is replayed, optionally corrupted or cut), how the body ends on the wire,
 //! the expected
 //! [`ErrorKind`] and [`Disposition`], and a `source` naming the vendor page (or the public
-//! report quoting the vendor's answer) the phrasing comes from.
+//! report quoting the vendor's answer) the phrasing comes from. Its [`Evidence`] says how much
+//! of the body is the vendor's own bytes: all of it (the default), the message only, or — where
+//! no capture exists anywhere — only the documented status, type and shape.
 //!
 //! `local-onnx` has no wire. Its rows are the local model's own failure conditions (a missing
 //! folder or file, a corrupt model, an unusable runtime library, a request the model cannot
@@ -104,6 +106,35 @@ pub struct Row {
     /// For a `retry` row: the wait the vendor asked for, in milliseconds.
     #[serde(default)]
     pub retry_after_ms: Option<u64>,
+    /// How much of the row is the vendor's own bytes.
+    #[serde(default)]
+    pub evidence: Evidence,
+}
+
+/// How much of a [`Row`] was captured from the vendor, as its `source` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Evidence {
+    /// The body is the vendor's answer as the cited page or report shows it.
+    #[default]
+    Verbatim,
+    /// The message is quoted from the source; the envelope around it was not captured.
+    MessageVerbatim,
+    /// No capture was found anywhere: status, type and shape are the vendor's documented ones,
+    /// the text is representative (the source names what was searched).
+    ShapeDocumented,
+}
+
+impl Evidence {
+    /// The name used in the table (`verbatim`, `message-verbatim`, `shape-documented`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Evidence::Verbatim => "verbatim",
+            Evidence::MessageVerbatim => "message-verbatim",
+            Evidence::ShapeDocumented => "shape-documented",
+        }
+    }
 }
 
 /// One event-stream message of a [`Row`]: its headers (all string-valued, as Bedrock sends
@@ -187,6 +218,12 @@ pub fn parse(text: &str) -> Result<Vec<Row>, String> {
         }
         if !r.frames.is_empty() && !r.body.is_empty() {
             return Err(format!("{at}: a row has `frames` or `body`, not both"));
+        }
+        if r.evidence != Evidence::Verbatim && !r.source.contains("https://") {
+            return Err(format!(
+                "{at}: a {} row must cite the page its status and shape come from",
+                r.evidence.as_str()
+            ));
         }
     }
     Ok(file.row)

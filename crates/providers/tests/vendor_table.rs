@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use ripcord_chaos::vendor_table::{self, Row};
+use ripcord_chaos::vendor_table::{self, Evidence, Row};
 use ripcord_chaos::{FakeVendor, Script};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error};
 use ripcord_providers::compat::{self, OpenAiCompatible, Preset};
@@ -145,7 +145,12 @@ async fn every_wire_row_gets_its_kind_and_disposition() {
             Err(why) => Err(why),
         };
         if let Err(why) = outcome {
-            failures.push(format!("{} ({}): {why}", row.label(), row.source));
+            failures.push(format!(
+                "{} [{}] ({}): {why}",
+                row.label(),
+                row.evidence.as_str(),
+                row.source
+            ));
         }
         *played.entry(row.vendor.as_str()).or_default() += 1;
     }
@@ -164,19 +169,21 @@ async fn every_wire_row_gets_its_kind_and_disposition() {
     assert!(rows.iter().filter(|r| r.stream).count() >= 10);
 }
 
+/// The OpenAI-compatible presets added with the Bedrock issue.
+const NEWER_PRESETS: [&str; 7] = [
+    "mistral",
+    "groq",
+    "xai",
+    "openrouter",
+    "together",
+    "fireworks",
+    "cerebras",
+];
+
 /// The rows a vendor needs: eight, and four for the OpenAI-compatible presets added with the
 /// Bedrock issue (their public error material is thinner: each row there is quoted from the
-/// vendor's error page or a public report, never made up).
+/// vendor's error page or a public report, or marked as not captured — never passed off).
 fn min_rows(vendor: &str) -> usize {
-    const NEWER_PRESETS: [&str; 7] = [
-        "mistral",
-        "groq",
-        "xai",
-        "openrouter",
-        "together",
-        "fireworks",
-        "cerebras",
-    ];
     if NEWER_PRESETS.contains(&vendor) {
         4
     } else {
@@ -206,6 +213,58 @@ fn the_table_is_well_formed_and_every_kind_is_researched() {
         e.contains("row 1 (openai/x)") && e.contains("unknown kind"),
         "{e}"
     );
+    // An evidence the table does not know is refused, and so is an uncaptured row that does
+    // not cite the page its status and shape come from.
+    let row = "[[row]]\nvendor = \"groq\"\nname = \"x\"\nkind = \"server_error\"\ndisposition = \"retry\"\nstatus = 500\n";
+    let e = vendor_table::parse(&format!(
+        "{row}source = \"https://x\"\nevidence = \"hearsay\"\n"
+    ))
+    .unwrap_err();
+    assert!(e.contains("hearsay"), "{e}");
+    let e = vendor_table::parse(&format!(
+        "{row}source = \"the docs\"\nevidence = \"shape-documented\"\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("row 1 (groq/x)") && e.contains("shape-documented row must cite"),
+        "{e}"
+    );
+}
+
+/// Every row says how much of it was captured from the vendor. The rows whose body is not
+/// wholly the vendor's bytes are listed on every run (`--nocapture` shows them), every row of
+/// Bedrock and the newer presets cites a page, and each wire vendor keeps at least three rows
+/// whose body is the vendor's own, so the uncaptured ones never carry a vendor alone.
+#[test]
+fn every_row_states_how_much_of_it_was_captured() {
+    let rows = vendor_table::rows().unwrap();
+    let mut not_verbatim: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut verbatim: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.vendor != "local-onnx") {
+        if r.evidence == Evidence::Verbatim {
+            *verbatim.entry(r.vendor.as_str()).or_default() += 1;
+        } else {
+            not_verbatim
+                .entry(r.evidence.as_str())
+                .or_default()
+                .push(r.label());
+        }
+        if r.vendor == "bedrock" || NEWER_PRESETS.contains(&r.vendor.as_str()) {
+            assert!(
+                r.source.contains("https://"),
+                "{} cites no page: {}",
+                r.label(),
+                r.source
+            );
+        }
+    }
+    for (evidence, labels) in &not_verbatim {
+        eprintln!("{} {evidence} rows: {}", labels.len(), labels.join(", "));
+    }
+    for vendor in vendor_table::VENDORS.iter().filter(|v| **v != "local-onnx") {
+        let n = verbatim.get(vendor).copied().unwrap_or(0);
+        assert!(n >= 3, "{vendor}: only {n} rows with a captured body");
+    }
 }
 
 /// The number in a row's body after `needle`, as the vendor wrote it.

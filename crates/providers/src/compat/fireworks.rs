@@ -4,7 +4,10 @@
 //! (`accounts/fireworks/models/llama-v3p3-70b-instruct`). Its error table differs from OpenAI's in
 //! three rows: **403** is an authentication problem ("Verify you have the correct API key"), **412**
 //! Precondition Failed is a suspended account or a missing payment method (spent money: another
-//! link, not a retry), and **404** covers a model that exists but is not deployed.
+//! link, not a retry), and **404** covers a model that exists but is not deployed. Its **429**
+//! says "You have exceeded your usage limits. Please try again later …": words the shared rules
+//! read as spent money, but Fireworks answers a spent account with 402 or 412 — at 429 it is the
+//! rate limit, and waiting is the answer.
 
 use ripcord_core::ErrorKind;
 
@@ -40,6 +43,7 @@ const MODELS: &[ModelInfo] = &[
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
     match status {
         Some(412) => Some(ErrorKind::QuotaExhausted),
+        Some(429) => Some(ErrorKind::RateLimited),
         Some(403) if !body.is_region() && !body.is_content_filter() => Some(ErrorKind::Auth),
         _ => None,
     }
@@ -79,6 +83,14 @@ mod tests {
                 r#"{"error":{"object":"error","type":"invalid_request_error","message":"Forbidden"}}"#
             ),
             ErrorKind::Auth
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                r#"{"error":"Too Many Requests","message":"You have exceeded your usage limits. Please try again later or contact Fireworks to explore dedicated capacity."}"#
+            ),
+            ErrorKind::RateLimited
         );
     }
 }

@@ -7,8 +7,10 @@
 //! shared rules read it from there. Rows of its own: **402** insufficient credits (spent money);
 //! **403** "Your chosen model requires moderation and your input was flagged" (a policy refusal,
 //! not a permission); **408** timed out; **502** the chosen model is down; **503** no provider
-//! meets the routing requirements (the vendor side is unavailable). 408 and 429 may carry
-//! `Retry-After`.
+//! meets the routing requirements (the vendor side is unavailable — observed answers to that
+//! condition come as a 404, a model this link cannot serve). A **429** "Rate limit exceeded:
+//! free-models-per-day" is the day's free allowance spent: no wait of minutes brings it back, so
+//! it is quota, not a rate limit. 408 and 429 may carry `Retry-After`.
 
 use ripcord_core::ErrorKind;
 
@@ -24,6 +26,7 @@ fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
             Some(ErrorKind::ContentFiltered)
         }
         Some(402) => Some(ErrorKind::QuotaExhausted),
+        Some(429) if m.contains("per-day") => Some(ErrorKind::QuotaExhausted),
         Some(503) => Some(ErrorKind::Overloaded),
         _ => None,
     }
@@ -71,6 +74,22 @@ mod tests {
                 r#"{"error":{"code":503,"message":"No allowed providers are available for the selected model."}}"#
             ),
             ErrorKind::Overloaded
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                r#"{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day","code":429}}"#
+            ),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                r#"{"error":{"message":"Rate limit exceeded: free-models-per-min.","code":429}}"#
+            ),
+            ErrorKind::RateLimited
         );
     }
 }

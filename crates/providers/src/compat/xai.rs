@@ -4,7 +4,9 @@
 //! where `code` is a sentence, not an identifier. Two rows need the hook: a bad key is a **400**
 //! "Incorrect API key provided: xa***. You can obtain an API key from https://console.x.ai." (an
 //! auth failure, not a bad request), and a team without credits is a **403** "You have run out of
-//! credits …" (spent money, not a permission).
+//! credits …" or a **429** "Your team … has either used all available credits or reached its
+//! monthly spending limit." (spent money, not a permission and not a wait); the subscription
+//! lane's 429 "You've used all the included free usage … rolling 24-hour window" is the same.
 
 use ripcord_core::ErrorKind;
 
@@ -30,7 +32,12 @@ fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
     if m.contains("incorrect api key") || m.contains("invalid api key") {
         return Some(ErrorKind::Auth);
     }
-    if m.contains("run out of credits") || m.contains("doesn't have any credits") {
+    if m.contains("run out of credits")
+        || m.contains("doesn't have any credits")
+        || m.contains("used all available credits")
+        || m.contains("monthly spending limit")
+        || m.contains("included free usage")
+    {
         return Some(ErrorKind::QuotaExhausted);
     }
     None
@@ -70,6 +77,23 @@ mod tests {
                 r#"{"code":"The caller does not have permission to execute the specified operation","error":"You have run out of credits or need a Grok subscription."}"#
             ),
             ErrorKind::QuotaExhausted
+        );
+        // Spent credits arrive as a 429 too: no wait brings them back.
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                r#"{"code":"Some resource has been exhausted","error":"Your team 16f2151a has either used all available credits or reached its monthly spending limit. To continue making API requests, please purchase more credits or raise your spending limit."}"#
+            ),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind_for(
+                &p,
+                429,
+                r#"{"code":"Some resource has been exhausted","error":"Too many tokens for team e9fe19cb and model grok-4-0709. Your team's rate limit is — Tokens per Minute (actual/limit): 65605/16000."}"#
+            ),
+            ErrorKind::RateLimited
         );
         assert_eq!(
             kind_for(

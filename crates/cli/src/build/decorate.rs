@@ -53,6 +53,8 @@ pub(super) fn decorate(
     if let Some(rl) = &p.rate_limit {
         model = rate_limited(model, rl, shared)?;
     }
+    // Inside the retry and the breaker: a rejected answer is retried, counted, then falls over.
+    model = super::policies::validated(&p.policies, model);
     // A local link without `[providers.retry]` already resolved to one attempt (see
     // `config::defaults`).
     let attempts = p.retry.max_attempts;
@@ -98,11 +100,12 @@ pub(super) fn decorate(
     } else {
         OpenBackoff::Constant(first)
     };
-    let mut breaker_layer = BreakerPolicy::builder()
+    let breaker_layer = BreakerPolicy::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open(spells)
         .background_probe(p.breaker.background_probe_ms.map(Duration::from_millis))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
+    let mut breaker_layer = super::policies::breaker_rules(&p.policies, breaker_layer);
     #[cfg(feature = "redis")]
     if shared.is_some() {
         breaker_layer = breaker_layer.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
@@ -149,7 +152,9 @@ pub(super) fn decorate(
                 .spawn(),
         ),
     };
-    Ok((Arc::new(health), handle, prober))
+    // The cache is outside the whole link: a hit touches neither the breaker nor the limits.
+    let link = super::policies::cached(&p.policies, Arc::new(health));
+    Ok((link, handle, prober))
 }
 
 /// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state

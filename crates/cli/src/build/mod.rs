@@ -47,6 +47,7 @@ use ripcord_redis::{RedisState, StateOptions};
 
 mod adapters;
 mod decorate;
+mod policies;
 
 use adapters::{adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};
@@ -321,6 +322,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
                 })
             }
         };
+        let base = policies::with_facts(p, base);
         // A half-open probe is bounded by the longest deadline among the routes using it.
         let deadline_ms = config
             .routes
@@ -334,6 +336,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         probers.extend(prober);
         links.insert(p.name.as_str(), link);
     }
+    policies::hedged(config, &mut links)?;
     let mut routes = Vec::with_capacity(config.routes.len());
     for route in &config.routes {
         routes.push(build_route(config, route, &links)?);

@@ -411,6 +411,7 @@ fn resolve_chain(
             ));
         }
     };
+    super::resolve_policies::notice_text_ok(cx, &raw.intent_notices, &key("intent_notices"), None)?;
     Ok(ChainSpec {
         order,
         deadline_ms,
@@ -426,5 +427,7 @@ fn resolve_chain(
         fallback_notice: raw.fallback_notice.clone(),
         strategy,
         independent_fallbacks: raw.independent_fallbacks,
+        fallback_notice_in_text: raw.fallback_notice_in_text,
+        intent_notices: raw.intent_notices.clone(),
     })
 }

@@ -100,7 +100,8 @@ pub(super) fn hedged<'a>(
         let Some((with, policy)) = &p.policies.hedge else {
             continue;
         };
-        let (Some(primary), Some(hedge)) = (decorated.get(p.name.as_str()), decorated.get(with.as_str()))
+        let (Some(primary), Some(hedge)) =
+            (decorated.get(p.name.as_str()), decorated.get(with.as_str()))
         else {
             return Err(config_error(format!(
                 "provider {:?}: [providers.hedge] with = {with:?} names no provider of this config",

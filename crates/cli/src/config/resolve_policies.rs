@@ -176,7 +176,8 @@ pub(super) fn resolve_policies(
     p: &ProviderConfig,
 ) -> Result<LinkPolicies, ConfigError> {
     let span = p.name.span();
-    let lib_err = |key: &str, e: ripcord_resilience::ConfigError| cx.err(Some(&span), key, e.to_string());
+    let lib_err =
+        |key: &str, e: ripcord_resilience::ConfigError| cx.err(Some(&span), key, e.to_string());
     let cache = match &p.cache {
         None => None,
         Some(c) => {
@@ -371,7 +372,10 @@ impl LinkPolicies {
     pub fn describe(&self) -> Vec<String> {
         let mut out = Vec::new();
         let b = &self.breaker;
-        let mut line = format!("breaker: closes after {} probe success(es)", b.success_threshold);
+        let mut line = format!(
+            "breaker: closes after {} probe success(es)",
+            b.success_threshold
+        );
         match b.failure_rate {
             Some((t, w, n)) => line.push_str(&format!(
                 "; also trips at {:.0}% failed calls over {w} ms (at least {n} calls)",

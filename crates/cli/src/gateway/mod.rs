@@ -51,12 +51,14 @@
 //!   restarting chain by hand ends the stream with an error there instead.
 
 mod chat;
+mod controls;
 mod endpoints;
 mod errors;
 mod front;
 mod messages;
 mod messages_wire;
 mod metrics;
+mod notice;
 mod pipeline;
 mod reply;
 mod responses;
@@ -116,6 +118,8 @@ struct Key {
     sub_tenants: bool,
     /// The model behind this key's own limits, when it has any.
     limited: Option<Arc<dyn ChatModel>>,
+    /// The per-request control headers its clients may send.
+    controls: crate::config::KeyControls,
 }
 
 /// Who is calling: the key that authenticated the request (none on a keyless gateway).
@@ -161,6 +165,8 @@ pub struct GatewayState {
     /// One admission gate per route (one for a gateway without routes).
     admissions: Vec<Admission>,
     ids: AtomicU64,
+    /// The degradation notice settings of each route (of the config's routes, in order).
+    notices: Vec<notice::RouteNotice>,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -211,6 +217,7 @@ impl GatewayState {
             routes: Vec::new(),
             admissions: Vec::new(),
             ids: AtomicU64::new(0),
+            notices: Vec::new(),
         }
         .with_admissions()
     }
@@ -286,6 +293,7 @@ impl GatewayState {
             let limited = built.key_limits.get(i).cloned().flatten();
             state.add_key(k, limited.as_ref().map(recorded));
         }
+        state.notices = cfg.routes.iter().map(notice::RouteNotice::of).collect();
         state.reset_admissions();
         state
     }
@@ -299,6 +307,7 @@ impl GatewayState {
             routes: key.routes.clone(),
             sub_tenants: key.sub_tenants,
             limited,
+            controls: key.controls,
         });
     }
 

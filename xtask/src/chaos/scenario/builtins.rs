@@ -314,4 +314,5 @@ mod tests {
             assert!(faults.contains(f), "no built-in scenario uses {f}");
         }
     }
+
 }

@@ -114,6 +114,30 @@ pub(super) fn resolve(
             Some((providers, model))
         }
     };
+    // A hedge partner is built even when no route names it (it serves only as the hedge).
+    let mut i = 0;
+    while let Some(p) = used.order.get(i) {
+        if let Some((with, _)) = &p.policies.hedge {
+            let with = with.clone();
+            let Some(&partner) = used.by_name.get(&with) else {
+                let span = used
+                    .by_name
+                    .get(&p.name)
+                    .and_then(|raw| raw.hedge.as_ref())
+                    .map(|h| h.with.span());
+                return Err(cx.err(
+                    span.as_ref(),
+                    "hedge.with",
+                    format!(
+                        "provider {:?} hedges with {with:?}, which the config does not define",
+                        p.name
+                    ),
+                ));
+            };
+            used.get(cx, partner, &mut notes)?;
+        }
+        i += 1;
+    }
     let state = resolve_state(cx, &raw.state)?;
     let budget = raw
         .budget

@@ -630,3 +630,69 @@ fn check_config_shows_every_policy_with_the_librarys_defaults() {
     assert!(stderr.contains("key `hedge.with`"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The prompts of the chat calls a fake received, in the order they arrived.
+fn prompts(f: &FakeVendor) -> Vec<String> {
+    f.requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| {
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            v["messages"][0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_high_priority_request_leaves_the_bulkhead_queue_before_an_earlier_low_one() {
+    let primary = fake(
+        "ok",
+        Script::Sequence(vec![
+            Behavior::SlowFirstToken(Duration::from_millis(1500)),
+            Behavior::Ok,
+            Behavior::Ok,
+        ]),
+    )
+    .await;
+    let dir = tempdir("priority");
+    let text = format!(
+        "[chain]\norder = [\"primary\"]\ndeadline_ms = 8000\n{}",
+        provider(
+            "primary",
+            "gpt-4o",
+            &primary.base_url(),
+            "[providers.bulkhead]\nmax_in_flight = 1\nmax_queue = 4\nmax_queue_wait_ms = 6000"
+        ),
+    );
+    let served = support::serve(&write_config(&dir, &text));
+    let say = |prompt: &'static str, priority: &'static str| {
+        let url = served.url.clone();
+        tokio::spawn(async move {
+            post(
+                &url,
+                "/v1/chat/completions",
+                &[("x-ripcord-priority", priority)],
+                json!({"model": "m", "messages": [{"role": "user", "content": prompt}]}),
+            )
+            .await
+            .status
+        })
+    };
+    let first = say("first", "normal");
+    // The slot is taken once the first call has reached the vendor.
+    while chats(&primary) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let low = say("low", "low");
+    // The low call is queued well before the first call's answer (1.5 s) frees the slot.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let high = say("high", "high");
+    for h in [first, low, high] {
+        assert_eq!(h.await.unwrap(), 200);
+    }
+    assert_eq!(prompts(&primary), ["first", "high", "low"]);
+    let _ = std::fs::remove_dir_all(dir);
+}

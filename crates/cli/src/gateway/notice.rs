@@ -90,7 +90,7 @@ impl NoticeCall {
 
     /// Writes the notice into a whole answer's text when the route asks for it (an answer
     /// that is only tool calls is left alone: text beside them would change what it is).
-    pub(super) fn into_text(&self, notice: &str, resp: &mut ChatResponse) {
+    pub(super) fn write_into_text(&self, notice: &str, resp: &mut ChatResponse) {
         if self.route.in_text() && (!resp.content.is_empty() || resp.tool_calls.is_empty()) {
             resp.content = format!("{notice}\n\n{}", resp.content);
         }

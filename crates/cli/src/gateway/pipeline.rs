@@ -286,7 +286,7 @@ async fn run<D: Dialect>(
                 };
                 let text = notice.text_for(&r.provenance);
                 if let Some(n) = &text {
-                    notice.into_text(n, &mut r);
+                    notice.write_into_text(n, &mut r);
                 }
                 match D::render(opts, &answer, &r).await {
                     Ok(mut out) => {

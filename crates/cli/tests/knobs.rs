@@ -628,6 +628,25 @@ fn check_config_shows_every_policy_with_the_librarys_defaults() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("key `hedge.with`"), "{stderr}");
+    // The admin key must be a key of its own, never a tenant's.
+    let shared = write_config(
+        &dir,
+        &format!(
+            "[chain]\norder = [\"primary\"]\n{}\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\n[server.admin]\nkey_env = \"ADMIN_KEY\"\n",
+            provider("primary", "gpt-4o", "http://127.0.0.1:9", "")
+        ),
+    );
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&shared)
+        .env("ACME_KEY", "the-same-key-0123456789")
+        .env("ADMIN_KEY", "the-same-key-0123456789")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("key `server.admin.key_env`"), "{stderr}");
+    assert!(!stderr.contains("the-same-key"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -694,5 +713,76 @@ async fn a_high_priority_request_leaves_the_bulkhead_queue_before_an_earlier_low
         assert_eq!(h.await.unwrap(), 200);
     }
     assert_eq!(prompts(&primary), ["first", "high", "low"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restart() {
+    let primary = fake(
+        "from primary",
+        Script::Always(Behavior::Error(VendorError::ServerError)),
+    )
+    .await;
+    let backup = fake("from backup", Script::default()).await;
+    let dir = tempdir("admin");
+    let text = format!(
+        "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\nstatic_reply = \"busy\"\n{}\nfailure_threshold = 1\nopen_ms = 600000\n{}\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\n[server.admin]\nkey_env = \"ADMIN_KEY\"\n",
+        provider("primary", "gpt-4o", &primary.base_url(), ""),
+        provider("backup", "gpt-4o-mini", &backup.base_url(), ""),
+    );
+    let tenant = "Bearer acme-gateway-key-0123456789";
+    let admin = "Bearer admin-key-0123456789abcdef";
+    let served = support::serve_with_env(
+        &write_config(&dir, &text),
+        &[
+            ("ACME_KEY", "acme-gateway-key-0123456789"),
+            ("ADMIN_KEY", "admin-key-0123456789abcdef"),
+        ],
+    );
+    let as_tenant = [("authorization", tenant)];
+    assert_eq!(content(&ask(&served.url, &as_tenant).await), "from backup");
+    // One server error opened the primary's breaker: the next call skips it.
+    assert_eq!(content(&ask(&served.url, &as_tenant).await), "from backup");
+    assert_eq!(chats(&primary), 1);
+    let url = served.url.clone();
+    let admin_post = |path: &'static str, auth: &'static str| {
+        let url = url.clone();
+        async move { post(&url, path, &[("authorization", auth)], json!({})).await }
+    };
+    let refused = admin_post("/admin/breakers/primary/reset", tenant).await;
+    assert_eq!(
+        refused.status, 401,
+        "a tenant key opened the admin endpoint"
+    );
+    let reset = admin_post("/admin/breakers/primary/reset", admin).await;
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    assert_eq!(reset.body["was"], "open");
+    primary.set_script(Script::default());
+    assert_eq!(content(&ask(&served.url, &as_tenant).await), "from primary");
+    assert_eq!(chats(&primary), 2);
+    let off = admin_post("/admin/providers/primary/disable", admin).await;
+    assert_eq!(off.status, 200, "{}", off.body);
+    assert_eq!(off.body["was_enabled"], true);
+    let a = ask(&served.url, &as_tenant).await;
+    assert_eq!(content(&a), "from backup");
+    assert!(
+        header(&a, "x-ripcord-attempts").contains("primary/gpt-4o=circuit_open"),
+        "{}",
+        header(&a, "x-ripcord-attempts")
+    );
+    assert_eq!(chats(&primary), 2, "a disabled provider was called");
+    let on = admin_post("/admin/providers/primary/enable", admin).await;
+    assert_eq!(on.status, 200, "{}", on.body);
+    assert_eq!(content(&ask(&served.url, &as_tenant).await), "from primary");
+    let missing = admin_post("/admin/providers/nobody/disable", admin).await;
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("primary"),
+        "{}",
+        missing.body
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -19,7 +19,8 @@ use ripcord_redis::{
     shared_budget, shared_rate_limit,
 };
 
-/// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
+/// Wraps an adapter in the configured policies; returns the decorated link, its health handle,
+/// its prober and its breaker's handle.
 pub(super) fn decorate(
     p: &Provider,
     base: Arc<dyn ChatModel>,
@@ -27,7 +28,12 @@ pub(super) fn decorate(
     redact: Option<&RedactPolicy>,
     shared: Shared<'_>,
     deadline_ms: u64,
-) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
+) -> Result<(
+    Arc<dyn ChatModel>,
+    HealthHandle,
+    Option<Prober>,
+    ripcord_resilience::BreakerHandle,
+)> {
     let local = p.kind == ProviderKind::LocalOnnx;
     // An in-process model is each replica's own: its breaker and limits stay local.
     let shared = if local { None } else { shared };
@@ -147,14 +153,14 @@ pub(super) fn decorate(
         None => None,
         Some(cfg) => Some(
             Prober::builder(traced, probe_layer(cfg)?)
-                .breaker(breaker_handle)
+                .breaker(breaker_handle.clone())
                 .health(handle.clone())
                 .spawn(),
         ),
     };
     // The cache is outside the whole link: a hit touches neither the breaker nor the limits.
     let link = super::policies::cached(&p.policies, Arc::new(health));
-    Ok((link, handle, prober))
+    Ok((link, handle, prober, breaker_handle))
 }
 
 /// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state

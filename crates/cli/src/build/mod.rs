@@ -46,6 +46,7 @@ use crate::routing::{self, RouteSwitch, SubTenants};
 use ripcord_redis::{RedisState, StateOptions};
 
 mod adapters;
+pub mod admin;
 mod decorate;
 mod policies;
 
@@ -116,6 +117,8 @@ pub struct Built {
     pub notes: Vec<String>,
     /// Active health probers (`[providers.probe]`); probing stops when the last clone is dropped.
     pub probers: Arc<Vec<Prober>>,
+    /// Each link's operator switches (breaker reset, disable / enable).
+    pub switches: admin::Switches,
     /// The shared state on Redis, when `[state] backend = "redis"`.
     #[cfg(feature = "redis")]
     pub redis: Option<RedisState>,
@@ -288,6 +291,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let mut health = Vec::new();
     let mut notes = Vec::new();
     let mut probers = Vec::new();
+    let mut switches = admin::SwitchBoard::default();
     let redact = match &config.redaction {
         None => None,
         Some(r) => {
@@ -331,7 +335,9 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
             .map(|r| r.spec.deadline_ms)
             .max()
             .unwrap_or(ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64);
-        let (link, h, prober) = decorate(p, base, hooks, redact.as_ref(), shared, deadline_ms)?;
+        let (link, h, prober, breaker) =
+            decorate(p, base, hooks, redact.as_ref(), shared, deadline_ms)?;
+        let link = switches.switched(&p.name, breaker, link);
         health.push(h);
         probers.extend(prober);
         links.insert(p.name.as_str(), link);
@@ -391,6 +397,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         health,
         notes,
         probers: Arc::new(probers),
+        switches: switches.done(),
         #[cfg(feature = "redis")]
         redis,
     })

@@ -155,6 +155,12 @@ impl Config {
                 s.push('\n');
             }
         }
+        if let Some(a) = &self.admin {
+            s.push_str(&format!(
+                "admin endpoints: POST /admin/breakers/{{provider}}/reset, /admin/providers/{{provider}}/disable and /enable, key=[redacted] from {}\n",
+                a.source
+            ));
+        }
         if let Some(b) = &self.budget {
             s.push_str(&format!(
                 "budget: {} tokens per tenant per {} s ({} override(s){})\n",

@@ -94,11 +94,11 @@ pub use raw::{
     RedactionConfig, RetryConfig, ServerConfig, StateConfig, TimeoutsConfig, redact_url,
 };
 pub use raw_policies::{
-    CacheConfig, DataUseConfig, FailureRateConfig, HedgeConfig, KeyControlsConfig,
+    AdminConfig, CacheConfig, DataUseConfig, FailureRateConfig, HedgeConfig, KeyControlsConfig,
     KindActionConfig, PriceConfig, ValidateConfig,
 };
 pub use resolve_policies::{
-    BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
+    AdminKey, BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
 };
 pub use route_table::RouteConfig;
 

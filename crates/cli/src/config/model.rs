@@ -454,6 +454,8 @@ pub const MIN_KEY_CHARS: usize = 16;
 pub struct Config {
     /// Where it came from.
     pub source: String,
+    /// The operator endpoints' key (`[server.admin]`), when they are on.
+    pub admin: Option<super::resolve_policies::AdminKey>,
     /// Every provider some route uses, each once, in order of first use. Routes refer to them
     /// by name and share them: one breaker, one limiter, one health record per provider.
     pub chain: Vec<Provider>,

@@ -508,6 +508,9 @@ pub struct ServerConfig {
     /// Serve `GET /metrics` on this address instead of the gateway's port.
     #[serde(default)]
     pub metrics_listen: Option<Spanned<String>>,
+    /// The operator endpoints and their key.
+    #[serde(default)]
+    pub admin: Option<super::raw_policies::AdminConfig>,
 }
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
 ///

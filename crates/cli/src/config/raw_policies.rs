@@ -124,3 +124,11 @@ pub struct KeyControlsConfig {
     #[serde(default)]
     pub max_priority: Option<Spanned<String>>,
 }
+
+/// `[server.admin]`: the operator endpoints (`POST /admin/…`), behind their own key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// The environment variable holding the admin key (never a tenant's key).
+    pub key_env: Spanned<String>,
+}

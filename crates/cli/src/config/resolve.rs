@@ -144,7 +144,10 @@ pub(super) fn resolve(
         .as_ref()
         .map(|b| resolve_budget(cx, b))
         .transpose()?;
+    let admin =
+        super::resolve_policies::resolve_admin(cx, raw.server.admin.as_ref(), &gateway_keys)?;
     Ok(Config {
+        admin,
         state,
         budget,
         redaction: raw.redaction,

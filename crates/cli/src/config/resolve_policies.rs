@@ -482,3 +482,70 @@ impl KeyControls {
         }
     }
 }
+
+/// The operator endpoints' key (`[server.admin]`), resolved. The secret is never printed.
+#[derive(Clone)]
+pub struct AdminKey {
+    /// Where it came from (`env RIPCORD_ADMIN_KEY`).
+    pub source: String,
+    /// The secret.
+    pub secret: secrecy::SecretString,
+}
+
+impl std::fmt::Debug for AdminKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminKey")
+            .field("source", &self.source)
+            .field("secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// `[server.admin]`: its key, from the environment, at least [`super::MIN_KEY_CHARS`] long and
+/// unlike every gateway key (a tenant's key must never open the admin endpoints).
+pub(super) fn resolve_admin(
+    cx: &Ctx<'_>,
+    raw: Option<&super::raw_policies::AdminConfig>,
+    gateway_keys: &[super::GatewayKey],
+) -> Result<Option<AdminKey>, ConfigError> {
+    use secrecy::ExposeSecret;
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let var = raw.key_env.get_ref();
+    let span = raw.key_env.span();
+    let Some(secret) = cx.env.var(var) else {
+        return Err(cx.err(
+            Some(&span),
+            "server.admin.key_env",
+            format!("environment variable {var} is not set"),
+        ));
+    };
+    if secret.chars().count() < super::MIN_KEY_CHARS {
+        return Err(cx.err(
+            Some(&span),
+            "server.admin.key_env",
+            format!(
+                "the admin key in {var} is shorter than {} characters",
+                super::MIN_KEY_CHARS
+            ),
+        ));
+    }
+    if let Some(k) = gateway_keys
+        .iter()
+        .find(|k| k.secret.expose_secret() == secret)
+    {
+        return Err(cx.err(
+            Some(&span),
+            "server.admin.key_env",
+            format!(
+                "the admin key in {var} is the same secret as the gateway key in {}: the admin endpoints need a key of their own",
+                k.source
+            ),
+        ));
+    }
+    Ok(Some(AdminKey {
+        source: format!("env {var}"),
+        secret: secrecy::SecretString::from(secret),
+    }))
+}

@@ -50,6 +50,7 @@
 //!   text), so `ripcord serve` refuses `stream_policy = "restart"`; a gateway built around a
 //!   restarting chain by hand ends the stream with an error there instead.
 
+mod admin;
 mod chat;
 mod controls;
 mod endpoints;
@@ -167,6 +168,10 @@ pub struct GatewayState {
     ids: AtomicU64,
     /// The degradation notice settings of each route (of the config's routes, in order).
     notices: Vec<notice::RouteNotice>,
+    /// The digest of the admin key (`[server.admin]`); `None`: the admin endpoints are off.
+    admin_digest: Option<[u8; 32]>,
+    /// Each link's operator switches.
+    switches: crate::build::admin::Switches,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -218,6 +223,8 @@ impl GatewayState {
             admissions: Vec::new(),
             ids: AtomicU64::new(0),
             notices: Vec::new(),
+            admin_digest: None,
+            switches: crate::build::admin::Switches::default(),
         }
         .with_admissions()
     }
@@ -294,6 +301,11 @@ impl GatewayState {
             state.add_key(k, limited.as_ref().map(recorded));
         }
         state.notices = cfg.routes.iter().map(notice::RouteNotice::of).collect();
+        state.admin_digest = cfg
+            .admin
+            .as_ref()
+            .map(|a| sha256(a.secret.expose_secret().as_bytes()));
+        state.switches = built.switches.clone();
         state.reset_admissions();
         state
     }
@@ -481,12 +493,19 @@ pub fn router(state: Arc<GatewayState>) -> Router {
     if state.metrics.is_some() && state.server.metrics_listen.is_none() {
         r = r.route("/metrics", get(metrics::metrics));
     }
-    r.layer(DefaultBodyLimit::max(limit))
+    let r = r
+        .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             front::front,
-        ))
-        .with_state(state)
+        ));
+    // The admin endpoints check their own key, beside the front door rather than behind it.
+    let r = if state.admin_digest.is_some() {
+        r.merge(admin::router())
+    } else {
+        r
+    };
+    r.with_state(state)
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests.

@@ -19,6 +19,14 @@ use ripcord_redis::{
     shared_budget, shared_rate_limit,
 };
 
+/// A decorated link, its health handle, its active prober and its breaker's handle.
+pub(super) type Decorated = (
+    Arc<dyn ChatModel>,
+    HealthHandle,
+    Option<Prober>,
+    ripcord_resilience::BreakerHandle,
+);
+
 /// Wraps an adapter in the configured policies; returns the decorated link, its health handle,
 /// its prober and its breaker's handle.
 pub(super) fn decorate(
@@ -28,12 +36,7 @@ pub(super) fn decorate(
     redact: Option<&RedactPolicy>,
     shared: Shared<'_>,
     deadline_ms: u64,
-) -> Result<(
-    Arc<dyn ChatModel>,
-    HealthHandle,
-    Option<Prober>,
-    ripcord_resilience::BreakerHandle,
-)> {
+) -> Result<Decorated> {
     let local = p.kind == ProviderKind::LocalOnnx;
     // An in-process model is each replica's own: its breaker and limits stay local.
     let shared = if local { None } else { shared };

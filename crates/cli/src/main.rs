@@ -322,22 +322,50 @@ async fn run(cli: Cli) -> ExitCode {
                 max_connections: cfg.server.max_connections,
                 shutdown_grace: cfg.server.shutdown_grace,
             };
-            let serving = gateway::serve(listener, Arc::new(state), shutdown_signal());
-            let served = match metrics_listener {
-                None => serving.await,
-                Some(l) => {
-                    let metrics = gateway::serve_router(
-                        l,
-                        gateway::metrics_router(export),
-                        limits,
-                        std::future::pending(),
-                    );
-                    // The metrics listener lives as long as the gateway.
-                    tokio::select! {
-                        r = serving => r,
-                        r = metrics => r,
+            let admin_listener = match cfg.admin.as_ref().and_then(|a| a.listen) {
+                None => None,
+                Some(a) => match tokio::net::TcpListener::bind(a).await {
+                    Ok(l) => {
+                        if let Ok(a) = l.local_addr() {
+                            eprintln!("ripcord: admin endpoints on http://{a}/admin/");
+                        }
+                        Some(l)
                     }
+                    Err(e) => {
+                        eprintln!("ripcord: [server.admin] listen {a}: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            let state = Arc::new(state);
+            let admin = admin_listener.map(|l| {
+                gateway::serve_router(
+                    l,
+                    gateway::admin_router(Arc::clone(&state)),
+                    limits,
+                    std::future::pending(),
+                )
+            });
+            let serving = gateway::serve(listener, state, shutdown_signal());
+            let metrics = metrics_listener.map(|l| {
+                gateway::serve_router(
+                    l,
+                    gateway::metrics_router(export),
+                    limits,
+                    std::future::pending(),
+                )
+            });
+            // The metrics and admin listeners live as long as the gateway.
+            let side = |f: Option<_>| async move {
+                match f {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
                 }
+            };
+            let served = tokio::select! {
+                r = serving => r,
+                r = side(metrics) => r,
+                r = side(admin) => r,
             };
             match served {
                 Ok(()) => {

@@ -786,3 +786,35 @@ async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restar
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn the_admin_endpoints_can_listen_on_an_address_of_their_own() {
+    let primary = fake("from primary", Script::default()).await;
+    let dir = tempdir("admin-listen");
+    let text = format!(
+        "[chain]\norder = [\"primary\"]\ndeadline_ms = 5000\n{}\n[server.admin]\nkey_env = \"ADMIN_KEY\"\nlisten = \"127.0.0.1:0\"\n",
+        provider("primary", "gpt-4o", &primary.base_url(), ""),
+    );
+    let admin = "Bearer admin-key-0123456789abcdef";
+    let served = support::serve_with_env(
+        &write_config(&dir, &text),
+        &[("ADMIN_KEY", "admin-key-0123456789abcdef")],
+    );
+    let admin_url = loop {
+        let line = served
+            .log
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the admin listener's address");
+        if let Some(rest) = line.strip_prefix("ripcord: admin endpoints on ") {
+            break rest.trim_end_matches("/admin/").to_owned();
+        }
+    };
+    let path = "/admin/providers/primary/disable";
+    let on_gateway = post(&served.url, path, &[("authorization", admin)], json!({})).await;
+    assert_eq!(on_gateway.status, 404, "{}", on_gateway.body);
+    let own = post(&admin_url, path, &[("authorization", admin)], json!({})).await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    let a = ask(&served.url, &[]).await;
+    assert_eq!(chats(&primary), 0, "{}", a.body);
+    let _ = std::fs::remove_dir_all(dir);
+}

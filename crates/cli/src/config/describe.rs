@@ -157,8 +157,9 @@ impl Config {
         }
         if let Some(a) = &self.admin {
             s.push_str(&format!(
-                "admin endpoints: POST /admin/breakers/{{provider}}/reset, /admin/providers/{{provider}}/disable and /enable, key=[redacted] from {}\n",
-                a.source
+                "admin endpoints: POST /admin/breakers/{{provider}}/reset, /admin/providers/{{provider}}/disable and /enable, key=[redacted] from {}, on {}\n",
+                a.source,
+                a.listen.map_or_else(|| "the gateway's port".to_owned(), |l| l.to_string())
             ));
         }
         if let Some(b) = &self.budget {

@@ -131,4 +131,8 @@ pub struct KeyControlsConfig {
 pub struct AdminConfig {
     /// The environment variable holding the admin key (never a tenant's key).
     pub key_env: Spanned<String>,
+    /// Serve the admin endpoints on this address instead of the gateway's port (e.g. an
+    /// operators' network clients cannot reach).
+    #[serde(default)]
+    pub listen: Option<Spanned<String>>,
 }

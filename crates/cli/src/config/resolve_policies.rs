@@ -490,6 +490,8 @@ pub struct AdminKey {
     pub source: String,
     /// The secret.
     pub secret: secrecy::SecretString,
+    /// Their own address (`None`: the gateway's port).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for AdminKey {
@@ -497,6 +499,7 @@ impl std::fmt::Debug for AdminKey {
         f.debug_struct("AdminKey")
             .field("source", &self.source)
             .field("secret", &"[redacted]")
+            .field("listen", &self.listen)
             .finish()
     }
 }
@@ -544,8 +547,22 @@ pub(super) fn resolve_admin(
             ),
         ));
     }
+    let listen = match &raw.listen {
+        None => None,
+        Some(l) => Some(l.get_ref().parse().map_err(|e| {
+            cx.err(
+                Some(&l.span()),
+                "server.admin.listen",
+                format!(
+                    "{:?} is not an address like 127.0.0.1:9091: {e}",
+                    l.get_ref()
+                ),
+            )
+        })?),
+    };
     Ok(Some(AdminKey {
         source: format!("env {var}"),
         secret: secrecy::SecretString::from(secret),
+        listen,
     }))
 }

@@ -170,6 +170,8 @@ pub struct GatewayState {
     notices: Vec<notice::RouteNotice>,
     /// The digest of the admin key (`[server.admin]`); `None`: the admin endpoints are off.
     admin_digest: Option<[u8; 32]>,
+    /// The admin endpoints have an address of their own (see [`admin_router`]).
+    admin_elsewhere: bool,
     /// Each link's operator switches.
     switches: crate::build::admin::Switches,
 }
@@ -224,6 +226,7 @@ impl GatewayState {
             ids: AtomicU64::new(0),
             notices: Vec::new(),
             admin_digest: None,
+            admin_elsewhere: false,
             switches: crate::build::admin::Switches::default(),
         }
         .with_admissions()
@@ -305,6 +308,7 @@ impl GatewayState {
             .admin
             .as_ref()
             .map(|a| sha256(a.secret.expose_secret().as_bytes()));
+        state.admin_elsewhere = cfg.admin.as_ref().is_some_and(|a| a.listen.is_some());
         state.switches = built.switches.clone();
         state.reset_admissions();
         state
@@ -500,12 +504,18 @@ pub fn router(state: Arc<GatewayState>) -> Router {
             front::front,
         ));
     // The admin endpoints check their own key, beside the front door rather than behind it.
-    let r = if state.admin_digest.is_some() {
+    let r = if state.admin_digest.is_some() && !state.admin_elsewhere {
         r.merge(admin::router())
     } else {
         r
     };
     r.with_state(state)
+}
+
+/// The admin endpoints alone, for `[server.admin] listen` (they check the admin key
+/// themselves).
+pub fn admin_router(state: Arc<GatewayState>) -> Router {
+    admin::router().with_state(state)
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests.

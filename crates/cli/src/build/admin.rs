@@ -19,7 +19,7 @@ use ripcord_resilience::{BreakerHandle, BreakerState};
 
 /// One link's switches.
 #[derive(Debug, Clone)]
-struct LinkSwitch {
+pub(super) struct LinkSwitch {
     breaker: BreakerHandle,
     disabled: Arc<AtomicBool>,
 }
@@ -60,25 +60,29 @@ impl Switches {
 pub(super) struct SwitchBoard(BTreeMap<String, LinkSwitch>);
 
 impl SwitchBoard {
-    /// `link` (provider `name`, with `breaker`) behind its on/off switch.
+    /// `link` (provider `name`, with `breaker`) behind its on/off switch, and the switch.
     pub(super) fn switched(
         &mut self,
         name: &str,
         breaker: BreakerHandle,
         link: Arc<dyn ChatModel>,
-    ) -> Arc<dyn ChatModel> {
+    ) -> (Arc<dyn ChatModel>, LinkSwitch) {
         let disabled = Arc::new(AtomicBool::new(false));
-        self.0.insert(
-            name.to_owned(),
-            LinkSwitch {
-                breaker,
-                disabled: Arc::clone(&disabled),
-            },
-        );
-        Arc::new(Switchable {
+        let switch = LinkSwitch {
+            breaker,
+            disabled: Arc::clone(&disabled),
+        };
+        self.0.insert(name.to_owned(), switch.clone());
+        let link = Arc::new(Switchable {
             inner: link,
             disabled,
-        })
+        });
+        (link, switch)
+    }
+
+    /// Keeps a link's switch from an earlier build (a reload that kept the link).
+    pub(super) fn keep(&mut self, name: &str, switch: LinkSwitch) {
+        self.0.insert(name.to_owned(), switch);
     }
 
     /// The finished switches.

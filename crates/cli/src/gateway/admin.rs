@@ -4,7 +4,9 @@
 //!   say) and answers the state it was in;
 //! - `POST /admin/providers/{provider}/disable` and `/enable` take the provider out of service
 //!   and back: a disabled link refuses every call at once and the chains move on to their next
-//!   link, while its breaker, limiter and health state are kept.
+//!   link, while its breaker, limiter and health state are kept;
+//! - `POST /admin/reload` reads the config file again and swaps the new gateway in (see the
+//!   `live` module), as `SIGHUP` does.
 //!
 //! They take the admin key only (`Authorization: Bearer …`), checked here by digest in constant
 //! time as the gateway keys are: a tenant's key is refused (401), and a gateway without
@@ -29,6 +31,7 @@ pub(super) fn router() -> Router<Arc<GatewayState>> {
         .route("/admin/breakers/{provider}/reset", post(reset_breaker))
         .route("/admin/providers/{provider}/disable", post(disable))
         .route("/admin/providers/{provider}/enable", post(enable))
+        .route("/admin/reload", post(reload))
 }
 
 /// The bearer token must be the admin key.
@@ -105,6 +108,30 @@ fn switch(state: &GatewayState, headers: &HeaderMap, provider: &str, on: bool) -
         tracing::warn!(ripcord.link = %provider, enabled = on, "provider switched by an operator");
         Ok(json!({"provider": provider, "enabled": on, "was_enabled": was}))
     }))
+}
+
+/// Reloads the config: the new one is validated and built in full before it replaces the
+/// running one; a refused config leaves the running one serving.
+async fn reload(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = check(&state, &headers) {
+        return e.into_response();
+    }
+    let Some(live) = state.live.as_ref().and_then(std::sync::Weak::upgrade) else {
+        return GatewayError::new(
+            404,
+            "not_found",
+            "this gateway was not started from a config file, so it cannot reload one",
+        )
+        .into_response();
+    };
+    match tokio::task::spawn_blocking(move || live.reload()).await {
+        Ok(Ok(summary)) => {
+            axum::Json(json!({"reloaded": true, "summary": summary})).into_response()
+        }
+        Ok(Err(why)) => GatewayError::new(400, "config_refused", why).into_response(),
+        Err(e) => GatewayError::new(500, "server_error", format!("the reload failed: {e}"))
+            .into_response(),
+    }
 }
 
 async fn disable(

@@ -56,6 +56,7 @@ mod controls;
 mod endpoints;
 mod errors;
 mod front;
+pub mod live;
 mod messages;
 mod messages_wire;
 mod metrics;
@@ -174,6 +175,8 @@ pub struct GatewayState {
     admin_elsewhere: bool,
     /// Each link's operator switches.
     switches: crate::build::admin::Switches,
+    /// The live gateway this state serves in, when it can be reloaded.
+    live: Option<std::sync::Weak<live::Live>>,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -228,8 +231,15 @@ impl GatewayState {
             admin_digest: None,
             admin_elsewhere: false,
             switches: crate::build::admin::Switches::default(),
+            live: None,
         }
         .with_admissions()
+    }
+
+    /// This state, serving inside `live` (what `POST /admin/reload` reloads).
+    fn with_live(mut self, live: std::sync::Weak<live::Live>) -> Self {
+        self.live = Some(live);
+        self
     }
 
     /// Uses these server settings (and resets the admission gates to their limits).

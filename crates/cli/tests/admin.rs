@@ -274,3 +274,56 @@ async fn a_reload_under_load_swaps_the_order_and_a_key_and_keeps_an_open_breaker
     assert_eq!(content(&still), "from b");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
+    let a = fake("from a", Script::default()).await;
+    let b = fake("from b", Script::default()).await;
+    let dir = tempdir("sighup");
+    let chain = |order: &str| {
+        format!(
+            "[chain]\norder = [{order}]\ndeadline_ms = 5000\n{}{}",
+            provider("a", "gpt-4o", &a.base_url(), ""),
+            provider("b", "gpt-4o", &b.base_url(), "")
+        )
+    };
+    let path = write_config(&dir, &chain("\"a\", \"b\""));
+    let served = support::serve(&path);
+    assert_eq!(content(&ask(&served.url, &[]).await), "from a");
+    let hup = |served: &support::Served| {
+        let ok = std::process::Command::new("kill")
+            .args(["-HUP", &served.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -HUP failed");
+    };
+    // The reload's outcome is logged; wait for that line, not for time to pass.
+    let outcome = |served: &support::Served| loop {
+        let line = served
+            .log
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a reload line in the log");
+        if line.starts_with("ripcord: reload") {
+            break line;
+        }
+    };
+    write_config(&dir, &chain("\"b\", \"a\""));
+    hup(&served);
+    let line = outcome(&served);
+    assert!(line.starts_with("ripcord: reloaded"), "{line}");
+    assert_eq!(content(&ask(&served.url, &[]).await), "from b");
+    std::fs::write(
+        &path,
+        "[chain]\norder = [\"a\"]\n[[providers]]\nname = \"a\"\nkind = \"gpt\"\n",
+    )
+    .unwrap();
+    hup(&served);
+    let line = outcome(&served);
+    assert!(
+        line.starts_with("ripcord: reload refused") && line.contains("key `kind`"),
+        "{line}"
+    );
+    assert_eq!(content(&ask(&served.url, &[]).await), "from b");
+    let _ = std::fs::remove_dir_all(dir);
+}

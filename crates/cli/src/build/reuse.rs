@@ -63,3 +63,37 @@ impl super::Built {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(key: &str, open_ms: u64) -> Config {
+        let text = format!(
+            "[chain]\norder = [\"p\"]\n[[providers]]\nname = \"p\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key = \"{key}\"\n[providers.breaker]\nopen_ms = {open_ms}\n"
+        );
+        let env = |_: &str| -> Option<String> { None };
+        crate::config::parse("reuse.toml", &text, &env).unwrap()
+    }
+
+    fn print(c: &Config) -> [u8; 32] {
+        fingerprint(c, &c.chain[0], 1000)
+    }
+
+    #[test]
+    fn the_same_settings_keep_a_link_and_a_rotated_key_or_a_changed_policy_rebuilds_it() {
+        let a = config("sk-one", 5000);
+        assert_eq!(print(&a), print(&config("sk-one", 5000)));
+        assert_ne!(print(&a), print(&config("sk-two", 5000)), "a rotated key");
+        assert_ne!(
+            print(&a),
+            print(&config("sk-one", 6000)),
+            "a changed breaker"
+        );
+        assert_ne!(
+            print(&a),
+            fingerprint(&a, &a.chain[0], 2000),
+            "another probe bound"
+        );
+    }
+}

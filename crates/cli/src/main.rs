@@ -322,22 +322,57 @@ async fn run(cli: Cli) -> ExitCode {
                 max_connections: cfg.server.max_connections,
                 shutdown_grace: cfg.server.shutdown_grace,
             };
-            let serving = gateway::serve(listener, Arc::new(state), shutdown_signal());
-            let served = match metrics_listener {
-                None => serving.await,
-                Some(l) => {
-                    let metrics = gateway::serve_router(
-                        l,
-                        gateway::metrics_router(export),
-                        limits,
-                        std::future::pending(),
-                    );
-                    // The metrics listener lives as long as the gateway.
-                    tokio::select! {
-                        r = serving => r,
-                        r = metrics => r,
+            let admin_listener = match cfg.admin.as_ref().and_then(|a| a.listen) {
+                None => None,
+                Some(a) => match tokio::net::TcpListener::bind(a).await {
+                    Ok(l) => {
+                        if let Ok(a) = l.local_addr() {
+                            eprintln!("ripcord: admin endpoints on http://{a}/admin/");
+                        }
+                        Some(l)
                     }
+                    Err(e) => {
+                        eprintln!("ripcord: [server.admin] listen {a}: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            let live =
+                gateway::live::Live::new(state, rebuilder(config.clone(), built, export.clone()));
+            let admin = admin_listener.map(|l| {
+                gateway::serve_router(
+                    l,
+                    gateway::live::live_admin_router(Arc::clone(&live)),
+                    limits,
+                    std::future::pending(),
+                )
+            });
+            let serving = gateway::serve_router(
+                listener,
+                gateway::live::live_router(Arc::clone(&live)),
+                limits,
+                shutdown_signal(),
+            );
+            let metrics = metrics_listener.map(|l| {
+                gateway::serve_router(
+                    l,
+                    gateway::metrics_router(export),
+                    limits,
+                    std::future::pending(),
+                )
+            });
+            // The metrics and admin listeners live as long as the gateway.
+            let side = |f: Option<_>| async move {
+                match f {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
                 }
+            };
+            let served = tokio::select! {
+                r = serving => r,
+                r = side(metrics) => r,
+                r = side(admin) => r,
+                r = reload_on_hangup(Arc::clone(&live)) => r,
             };
             match served {
                 Ok(()) => {
@@ -426,6 +461,65 @@ async fn announce_state(cfg: &config::Config, built: &build::Built) {
     }
     #[cfg(not(feature = "redis"))]
     let _ = (settings, built);
+}
+
+/// How a running gateway rebuilds itself from its config file: read and validate it in full,
+/// rebuild the links keeping every unchanged provider's (with its breaker, limiter, health and
+/// cache state), and make the new gateway state. The listen addresses stay as they were.
+fn rebuilder(
+    path: Option<PathBuf>,
+    built: build::Built,
+    export: ripcord_telemetry::PrometheusExport,
+) -> gateway::live::Rebuild {
+    let current = std::sync::Mutex::new(built);
+    Arc::new(move || {
+        let cfg =
+            config::load(path.as_deref(), &ProcessEnv).map_err(|e| format!("config error: {e}"))?;
+        if let Some(why) = cfg.serve_refusal() {
+            return Err(why);
+        }
+        let mut previous = current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next =
+            build::rebuild(&cfg, &previous).map_err(|e| format!("cannot build the chain: {e}"))?;
+        let kept = next.reused_from(&previous);
+        let summary = format!(
+            "{} provider(s); kept with their state: {}; built afresh: {}",
+            cfg.chain.len(),
+            if kept.is_empty() {
+                "none".to_owned()
+            } else {
+                kept.join(", ")
+            },
+            cfg.chain.len().saturating_sub(kept.len())
+        );
+        let mut state = gateway::GatewayState::from_built(&cfg, &next);
+        state.metrics = Some(export.clone());
+        *previous = next;
+        Ok((state, summary))
+    })
+}
+
+/// Reloads the config on every `SIGHUP`; a refused config is reported and the running one
+/// keeps serving.
+async fn reload_on_hangup(live: Arc<gateway::live::Live>) -> std::io::Result<()> {
+    #[cfg(unix)]
+    if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        while hup.recv().await.is_some() {
+            let l = Arc::clone(&live);
+            match tokio::task::spawn_blocking(move || l.reload()).await {
+                Ok(Ok(summary)) => eprintln!("ripcord: reloaded ({summary})"),
+                Ok(Err(why)) => {
+                    eprintln!("ripcord: reload refused, the running config keeps serving: {why}");
+                }
+                Err(e) => eprintln!("ripcord: reload failed: {e}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = live;
+    std::future::pending().await
 }
 
 async fn shutdown_signal() {

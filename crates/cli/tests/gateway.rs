@@ -241,6 +241,7 @@ fn key(secret: &str, tenant: Option<&str>) -> GatewayKey {
         sub_tenants: false,
         rpm: None,
         tpm: None,
+        controls: Default::default(),
     }
 }
 

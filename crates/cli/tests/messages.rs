@@ -147,6 +147,7 @@ async fn keys_are_read_from_x_api_key_or_bearer() {
             sub_tenants: false,
             rpm: None,
             tpm: None,
+            controls: Default::default(),
         },
         None,
     );
@@ -194,6 +195,7 @@ async fn routes_are_refused_in_anthropic_shape() {
             sub_tenants: false,
             rpm: None,
             tpm: None,
+            controls: Default::default(),
         },
         None,
     );
@@ -206,6 +208,7 @@ async fn routes_are_refused_in_anthropic_shape() {
             sub_tenants: false,
             rpm: None,
             tpm: None,
+            controls: Default::default(),
         },
         None,
     );

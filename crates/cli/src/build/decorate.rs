@@ -19,7 +19,16 @@ use ripcord_redis::{
     shared_budget, shared_rate_limit,
 };
 
-/// Wraps an adapter in the configured policies; returns the decorated link and its health handle.
+/// A decorated link, its health handle, its active prober and its breaker's handle.
+pub(super) type Decorated = (
+    Arc<dyn ChatModel>,
+    HealthHandle,
+    Option<Prober>,
+    ripcord_resilience::BreakerHandle,
+);
+
+/// Wraps an adapter in the configured policies; returns the decorated link, its health handle,
+/// its prober and its breaker's handle.
 pub(super) fn decorate(
     p: &Provider,
     base: Arc<dyn ChatModel>,
@@ -27,7 +36,7 @@ pub(super) fn decorate(
     redact: Option<&RedactPolicy>,
     shared: Shared<'_>,
     deadline_ms: u64,
-) -> Result<(Arc<dyn ChatModel>, HealthHandle, Option<Prober>)> {
+) -> Result<Decorated> {
     let local = p.kind == ProviderKind::LocalOnnx;
     // An in-process model is each replica's own: its breaker and limits stay local.
     let shared = if local { None } else { shared };
@@ -53,6 +62,8 @@ pub(super) fn decorate(
     if let Some(rl) = &p.rate_limit {
         model = rate_limited(model, rl, shared)?;
     }
+    // Inside the retry and the breaker: a rejected answer is retried, counted, then falls over.
+    model = super::policies::validated(&p.policies, model);
     // A local link without `[providers.retry]` already resolved to one attempt (see
     // `config::defaults`).
     let attempts = p.retry.max_attempts;
@@ -98,11 +109,12 @@ pub(super) fn decorate(
     } else {
         OpenBackoff::Constant(first)
     };
-    let mut breaker_layer = BreakerPolicy::builder()
+    let breaker_layer = BreakerPolicy::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open(spells)
         .background_probe(p.breaker.background_probe_ms.map(Duration::from_millis))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
+    let mut breaker_layer = super::policies::breaker_rules(&p.policies, breaker_layer);
     #[cfg(feature = "redis")]
     if shared.is_some() {
         breaker_layer = breaker_layer.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
@@ -144,12 +156,14 @@ pub(super) fn decorate(
         None => None,
         Some(cfg) => Some(
             Prober::builder(traced, probe_layer(cfg)?)
-                .breaker(breaker_handle)
+                .breaker(breaker_handle.clone())
                 .health(handle.clone())
                 .spawn(),
         ),
     };
-    Ok((Arc::new(health), handle, prober))
+    // The cache is outside the whole link: a hit touches neither the breaker nor the limits.
+    let link = super::policies::cached(&p.policies, Arc::new(health));
+    Ok((link, handle, prober, breaker_handle))
 }
 
 /// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state

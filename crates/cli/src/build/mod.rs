@@ -46,7 +46,10 @@ use crate::routing::{self, RouteSwitch, SubTenants};
 use ripcord_redis::{RedisState, StateOptions};
 
 mod adapters;
+pub mod admin;
 mod decorate;
+mod policies;
+pub mod reuse;
 
 use adapters::{adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};
@@ -114,7 +117,11 @@ pub struct Built {
     /// Notes for stderr (links that could not be built, and why).
     pub notes: Vec<String>,
     /// Active health probers (`[providers.probe]`); probing stops when the last clone is dropped.
-    pub probers: Arc<Vec<Prober>>,
+    pub probers: Arc<Vec<Arc<Prober>>>,
+    /// Each provider's link as a reload may keep it ([`rebuild`]).
+    pub kept: BTreeMap<String, reuse::KeptLink>,
+    /// Each link's operator switches (breaker reset, disable / enable).
+    pub switches: admin::Switches,
     /// The shared state on Redis, when `[state] backend = "redis"`.
     #[cfg(feature = "redis")]
     pub redis: Option<RedisState>,
@@ -265,6 +272,22 @@ pub fn build(config: &Config) -> Result<Built> {
 ///
 /// As [`build`].
 pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
+    build_reusing(config, hooks, None)
+}
+
+/// [`build`] for a reload: every provider whose settings are unchanged since `previous` was
+/// built keeps its link, with its breaker, limiter, health record, cache and prober, so a
+/// reload does not forget an outage; changed and new providers are built afresh, and removed
+/// ones go when the last call holding them ends.
+///
+/// # Errors
+///
+/// As [`build`].
+pub fn rebuild(config: &Config, previous: &Built) -> Result<Built> {
+    build_reusing(config, &BuildHooks::default(), Some(previous))
+}
+
+fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) -> Result<Built> {
     let client = HttpClient::new(Duration::from_secs(10))?;
     #[cfg(feature = "redis")]
     let redis = open_state(config)?;
@@ -287,6 +310,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let mut health = Vec::new();
     let mut notes = Vec::new();
     let mut probers = Vec::new();
+    let mut switches = admin::SwitchBoard::default();
     let redact = match &config.redaction {
         None => None,
         Some(r) => {
@@ -304,7 +328,28 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     // one breaker, one rate limiter and one health record, so an outage seen through one route
     // protects the others.
     let mut links: BTreeMap<&str, Arc<dyn ChatModel>> = BTreeMap::new();
+    let mut kept = BTreeMap::new();
     for p in &config.chain {
+        // A half-open probe is bounded by the longest deadline among the routes using it.
+        let deadline_ms = config
+            .routes
+            .iter()
+            .filter(|r| r.spec.order.contains(&p.name))
+            .map(|r| r.spec.deadline_ms)
+            .max()
+            .unwrap_or(ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64);
+        let fingerprint = reuse::fingerprint(config, p, deadline_ms);
+        if let Some(k) = previous
+            .and_then(|b| b.kept.get(&p.name))
+            .filter(|k| k.fingerprint == fingerprint)
+        {
+            health.push(k.health.clone());
+            probers.extend(k.prober.clone());
+            switches.keep(&p.name, k.switch.clone());
+            links.insert(p.name.as_str(), Arc::clone(&k.link));
+            kept.insert(p.name.clone(), k.clone());
+            continue;
+        }
         let base = match adapter(p, &client) {
             Ok(m) => m,
             Err(e) => {
@@ -321,19 +366,26 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
                 })
             }
         };
-        // A half-open probe is bounded by the longest deadline among the routes using it.
-        let deadline_ms = config
-            .routes
-            .iter()
-            .filter(|r| r.spec.order.contains(&p.name))
-            .map(|r| r.spec.deadline_ms)
-            .max()
-            .unwrap_or(ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64);
-        let (link, h, prober) = decorate(p, base, hooks, redact.as_ref(), shared, deadline_ms)?;
+        let base = policies::with_facts(p, base);
+        let (link, h, prober, breaker) =
+            decorate(p, base, hooks, redact.as_ref(), shared, deadline_ms)?;
+        let (link, switch) = switches.switched(&p.name, breaker, link);
+        let prober = prober.map(Arc::new);
+        kept.insert(
+            p.name.clone(),
+            reuse::KeptLink {
+                fingerprint,
+                link: Arc::clone(&link),
+                health: h.clone(),
+                prober: prober.clone(),
+                switch,
+            },
+        );
         health.push(h);
         probers.extend(prober);
         links.insert(p.name.as_str(), link);
     }
+    policies::hedged(config, &mut links)?;
     let mut routes = Vec::with_capacity(config.routes.len());
     for route in &config.routes {
         routes.push(build_route(config, route, &links)?);
@@ -388,6 +440,8 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         health,
         notes,
         probers: Arc::new(probers),
+        switches: switches.done(),
+        kept,
         #[cfg(feature = "redis")]
         redis,
     })

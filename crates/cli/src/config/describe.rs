@@ -51,6 +51,9 @@ impl Config {
                     for l in p.effective().lines() {
                         s.push_str(&format!("       {l}\n"));
                     }
+                    for l in p.policies.describe() {
+                        s.push_str(&format!("       {l}\n"));
+                    }
                 }
             }
             s.push_str(&format!(
@@ -72,6 +75,15 @@ impl Config {
             }
             for (k, t) in &spec.routes {
                 s.push_str(&format!("  on {k}: fall back to {t}\n"));
+            }
+            if let Some(n) = &spec.fallback_notice {
+                s.push_str(&format!(
+                    "  fallback notice: {n:?} (x-ripcord-notice header, `ripcord.notice` field{})\n",
+                    if spec.fallback_notice_in_text { ", and in the text" } else { "" }
+                ));
+            }
+            for (intent, n) in &spec.intent_notices {
+                s.push_str(&format!("  fallback notice for intent {intent}: {n:?}\n"));
             }
         };
         if self.any_model {
@@ -139,8 +151,16 @@ impl Config {
                 if let Some(n) = k.tpm {
                     s.push_str(&format!(" tpm={n}"));
                 }
+                s.push_str(&format!(" {}", k.controls.describe()));
                 s.push('\n');
             }
+        }
+        if let Some(a) = &self.admin {
+            s.push_str(&format!(
+                "admin endpoints: POST /admin/breakers/{{provider}}/reset, /admin/providers/{{provider}}/disable and /enable, key=[redacted] from {}, on {}\n",
+                a.source,
+                a.listen.map_or_else(|| "the gateway's port".to_owned(), |l| l.to_string())
+            ));
         }
         if let Some(b) = &self.budget {
             s.push_str(&format!(

@@ -71,9 +71,11 @@ mod describe;
 mod env;
 mod model;
 mod raw;
+mod raw_policies;
 mod resolve;
 mod resolve_bedrock;
 mod resolve_gateway;
+mod resolve_policies;
 mod resolve_provider;
 mod route_table;
 
@@ -90,6 +92,13 @@ pub use raw::{
     BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,
     KeyConfig, ProbeConfig, ProviderConfig, ProviderKind, RateLimitConfig, RawConfig,
     RedactionConfig, RetryConfig, ServerConfig, StateConfig, TimeoutsConfig, redact_url,
+};
+pub use raw_policies::{
+    AdminConfig, CacheConfig, DataUseConfig, FailureRateConfig, HedgeConfig, KeyControlsConfig,
+    KindActionConfig, PriceConfig, ValidateConfig,
+};
+pub use resolve_policies::{
+    AdminKey, BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
 };
 pub use route_table::RouteConfig;
 

@@ -187,6 +187,9 @@ pub struct Provider {
     pub context_window: Option<u32>,
     /// The configured largest output (`None`: the table's).
     pub max_output_tokens: Option<u32>,
+    /// The opt-in policies (cache, validation, hedging), the breaker's extra rules and the
+    /// provider's facts.
+    pub policies: super::resolve_policies::LinkPolicies,
     /// bedrock: the region and the credentials, resolved.
     pub bedrock: Option<BedrockSettings>,
 }
@@ -372,6 +375,10 @@ pub struct ChainSpec {
     pub strategy: Strategy,
     /// Prefer another vendor after a failure.
     pub independent_fallbacks: bool,
+    /// The gateway writes the notice into the answer's text too.
+    pub fallback_notice_in_text: bool,
+    /// Per-intent notices, over `fallback_notice`.
+    pub intent_notices: BTreeMap<String, String>,
 }
 
 /// A route: a named chain over the shared providers.
@@ -409,6 +416,8 @@ pub struct GatewayKey {
     pub rpm: Option<u32>,
     /// Tokens per minute.
     pub tpm: Option<u32>,
+    /// The per-request control headers its clients may send.
+    pub controls: super::resolve_policies::KeyControls,
 }
 
 impl GatewayKey {
@@ -432,6 +441,7 @@ impl fmt::Debug for GatewayKey {
             .field("sub_tenants", &self.sub_tenants)
             .field("rpm", &self.rpm)
             .field("tpm", &self.tpm)
+            .field("controls", &self.controls)
             .finish()
     }
 }
@@ -444,6 +454,8 @@ pub const MIN_KEY_CHARS: usize = 16;
 pub struct Config {
     /// Where it came from.
     pub source: String,
+    /// The operator endpoints' key (`[server.admin]`), when they are on.
+    pub admin: Option<super::resolve_policies::AdminKey>,
     /// Every provider some route uses, each once, in order of first use. Routes refer to them
     /// by name and share them: one breaker, one limiter, one health record per provider.
     pub chain: Vec<Provider>,

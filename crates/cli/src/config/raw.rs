@@ -132,7 +132,7 @@ pub struct RetryConfig {
 
 /// `[providers.breaker]`. A field left out is the library's default
 /// ([`BreakerPolicy::default`](ripcord_resilience::BreakerPolicy)).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerConfig {
     /// Consecutive failed calls that open the breaker.
@@ -150,6 +150,16 @@ pub struct BreakerConfig {
     /// Concurrent probes in half-open.
     #[serde(default)]
     pub half_open_probes: Option<u32>,
+    /// Also trip when a share of the recent calls failed.
+    #[serde(default)]
+    pub failure_rate: Option<super::raw_policies::FailureRateConfig>,
+    /// Successful probes needed to close from half-open.
+    #[serde(default)]
+    pub success_threshold: Option<u32>,
+    /// Per-error-kind overrides: kind (snake_case) → `"ignore"`, `"count"` or
+    /// `{ trip_for_ms = N }`.
+    #[serde(default)]
+    pub kinds: BTreeMap<Spanned<String>, super::raw_policies::KindActionConfig>,
 }
 
 /// `[providers.rate_limit]`.
@@ -344,6 +354,25 @@ pub struct ProviderConfig {
     /// bedrock: the environment variable holding a session token (temporary keys).
     #[serde(default)]
     pub session_token_env: Option<Spanned<String>>,
+    /// The response cache of this link.
+    #[serde(default)]
+    pub cache: Option<super::raw_policies::CacheConfig>,
+    /// Output validation of this link.
+    #[serde(default)]
+    pub validate: Option<super::raw_policies::ValidateConfig>,
+    /// Hedging of this link with another provider.
+    #[serde(default)]
+    pub hedge: Option<super::raw_policies::HedgeConfig>,
+    /// The region the vendor processes this provider's data in (`eu`, `us`, …), matched by
+    /// `x-ripcord-locality: region=…` (overrides what the adapter knows).
+    #[serde(default)]
+    pub data_region: Option<Spanned<String>>,
+    /// What the vendor may do with the data.
+    #[serde(default)]
+    pub data_use: Option<super::raw_policies::DataUseConfig>,
+    /// The price, overriding the built-in table.
+    #[serde(default)]
+    pub price: Option<super::raw_policies::PriceConfig>,
 }
 
 /// `[chain]`.
@@ -400,6 +429,13 @@ pub struct ChainConfig {
     /// After a failure, prefer a link of another vendor / failure domain.
     #[serde(default)]
     pub independent_fallbacks: bool,
+    /// The gateway also writes the fallback notice into the answer's text, where the user
+    /// reads it (default: only the `x-ripcord-notice` header and the `ripcord` field).
+    #[serde(default)]
+    pub fallback_notice_in_text: bool,
+    /// Per-intent fallback notices (intent → text), over `fallback_notice`.
+    #[serde(default)]
+    pub intent_notices: BTreeMap<String, String>,
 }
 
 /// One `[[server.keys]]` entry: a gateway key bound to a tenant.
@@ -423,6 +459,9 @@ pub struct KeyConfig {
     /// Tokens per minute this key may use.
     #[serde(default)]
     pub tpm: Option<Spanned<u32>>,
+    /// Which per-request control headers the key's clients may send.
+    #[serde(default)]
+    pub controls: Option<super::raw_policies::KeyControlsConfig>,
 }
 
 /// `[server]`: the gateway.
@@ -469,6 +508,9 @@ pub struct ServerConfig {
     /// Serve `GET /metrics` on this address instead of the gateway's port.
     #[serde(default)]
     pub metrics_listen: Option<Spanned<String>>,
+    /// The operator endpoints and their key.
+    #[serde(default)]
+    pub admin: Option<super::raw_policies::AdminConfig>,
 }
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
 ///

@@ -114,13 +114,40 @@ pub(super) fn resolve(
             Some((providers, model))
         }
     };
+    // A hedge partner is built even when no route names it (it serves only as the hedge).
+    let mut i = 0;
+    while let Some(p) = used.order.get(i) {
+        if let Some((with, _)) = &p.policies.hedge {
+            let with = with.clone();
+            let Some(&partner) = used.by_name.get(&with) else {
+                let span = used
+                    .by_name
+                    .get(&p.name)
+                    .and_then(|raw| raw.hedge.as_ref())
+                    .map(|h| h.with.span());
+                return Err(cx.err(
+                    span.as_ref(),
+                    "hedge.with",
+                    format!(
+                        "provider {:?} hedges with {with:?}, which the config does not define",
+                        p.name
+                    ),
+                ));
+            };
+            used.get(cx, partner, &mut notes)?;
+        }
+        i += 1;
+    }
     let state = resolve_state(cx, &raw.state)?;
     let budget = raw
         .budget
         .as_ref()
         .map(|b| resolve_budget(cx, b))
         .transpose()?;
+    let admin =
+        super::resolve_policies::resolve_admin(cx, raw.server.admin.as_ref(), &gateway_keys)?;
     Ok(Config {
+        admin,
         state,
         budget,
         redaction: raw.redaction,
@@ -411,6 +438,7 @@ fn resolve_chain(
             ));
         }
     };
+    super::resolve_policies::notice_text_ok(cx, &raw.intent_notices, &key("intent_notices"), None)?;
     Ok(ChainSpec {
         order,
         deadline_ms,
@@ -426,5 +454,7 @@ fn resolve_chain(
         fallback_notice: raw.fallback_notice.clone(),
         strategy,
         independent_fallbacks: raw.independent_fallbacks,
+        fallback_notice_in_text: raw.fallback_notice_in_text,
+        intent_notices: raw.intent_notices.clone(),
     })
 }

@@ -132,6 +132,7 @@ pub(super) fn resolve_keys(
             sub_tenants: k.sub_tenants,
             rpm: positive(&k.rpm, "server.keys.rpm")?,
             tpm: positive(&k.tpm, "server.keys.tpm")?,
+            controls: super::resolve_policies::resolve_controls(cx, k.controls.as_ref())?,
         });
         spans.push(k.key_env.span());
     }
@@ -166,6 +167,7 @@ pub(super) fn resolve_keys(
                 sub_tenants: false,
                 rpm: None,
                 tpm: None,
+                controls: super::resolve_policies::KeyControls::default(),
             });
             spans.push(var.span());
         }

@@ -346,6 +346,7 @@ pub(super) fn resolve_provider(
             None => Ok(None),
         }
     };
+    let policies = super::resolve_policies::resolve_policies(cx, p)?;
     let context_window = positive(&p.context_window, "context_window")?;
     let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;
     Ok(Some(Provider {
@@ -372,6 +373,7 @@ pub(super) fn resolve_provider(
         wire,
         context_window,
         max_output_tokens,
+        policies,
         bedrock,
     }))
 }

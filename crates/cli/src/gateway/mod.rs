@@ -50,13 +50,17 @@
 //!   text), so `ripcord serve` refuses `stream_policy = "restart"`; a gateway built around a
 //!   restarting chain by hand ends the stream with an error there instead.
 
+mod admin;
 mod chat;
+mod controls;
 mod endpoints;
 mod errors;
 mod front;
+pub mod live;
 mod messages;
 mod messages_wire;
 mod metrics;
+mod notice;
 mod pipeline;
 mod reply;
 mod responses;
@@ -116,6 +120,8 @@ struct Key {
     sub_tenants: bool,
     /// The model behind this key's own limits, when it has any.
     limited: Option<Arc<dyn ChatModel>>,
+    /// The per-request control headers its clients may send.
+    controls: crate::config::KeyControls,
 }
 
 /// Who is calling: the key that authenticated the request (none on a keyless gateway).
@@ -161,6 +167,16 @@ pub struct GatewayState {
     /// One admission gate per route (one for a gateway without routes).
     admissions: Vec<Admission>,
     ids: AtomicU64,
+    /// The degradation notice settings of each route (of the config's routes, in order).
+    notices: Vec<notice::RouteNotice>,
+    /// The digest of the admin key (`[server.admin]`); `None`: the admin endpoints are off.
+    admin_digest: Option<[u8; 32]>,
+    /// The admin endpoints have an address of their own (see [`admin_router`]).
+    admin_elsewhere: bool,
+    /// Each link's operator switches.
+    switches: crate::build::admin::Switches,
+    /// The live gateway this state serves in, when it can be reloaded.
+    live: Option<std::sync::Weak<live::Live>>,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -211,8 +227,19 @@ impl GatewayState {
             routes: Vec::new(),
             admissions: Vec::new(),
             ids: AtomicU64::new(0),
+            notices: Vec::new(),
+            admin_digest: None,
+            admin_elsewhere: false,
+            switches: crate::build::admin::Switches::default(),
+            live: None,
         }
         .with_admissions()
+    }
+
+    /// This state, serving inside `live` (what `POST /admin/reload` reloads).
+    fn with_live(mut self, live: std::sync::Weak<live::Live>) -> Self {
+        self.live = Some(live);
+        self
     }
 
     /// Uses these server settings (and resets the admission gates to their limits).
@@ -286,6 +313,13 @@ impl GatewayState {
             let limited = built.key_limits.get(i).cloned().flatten();
             state.add_key(k, limited.as_ref().map(recorded));
         }
+        state.notices = cfg.routes.iter().map(notice::RouteNotice::of).collect();
+        state.admin_digest = cfg
+            .admin
+            .as_ref()
+            .map(|a| sha256(a.secret.expose_secret().as_bytes()));
+        state.admin_elsewhere = cfg.admin.as_ref().is_some_and(|a| a.listen.is_some());
+        state.switches = built.switches.clone();
         state.reset_admissions();
         state
     }
@@ -299,6 +333,7 @@ impl GatewayState {
             routes: key.routes.clone(),
             sub_tenants: key.sub_tenants,
             limited,
+            controls: key.controls,
         });
     }
 
@@ -472,12 +507,25 @@ pub fn router(state: Arc<GatewayState>) -> Router {
     if state.metrics.is_some() && state.server.metrics_listen.is_none() {
         r = r.route("/metrics", get(metrics::metrics));
     }
-    r.layer(DefaultBodyLimit::max(limit))
+    let r = r
+        .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             front::front,
-        ))
-        .with_state(state)
+        ));
+    // The admin endpoints check their own key, beside the front door rather than behind it.
+    let r = if state.admin_digest.is_some() && !state.admin_elsewhere {
+        r.merge(admin::router())
+    } else {
+        r
+    };
+    r.with_state(state)
+}
+
+/// The admin endpoints alone, for `[server.admin] listen` (they check the admin key
+/// themselves).
+pub fn admin_router(state: Arc<GatewayState>) -> Router {
+    admin::router().with_state(state)
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests.

@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 
 use super::errors::{GatewayError, Reply, Shape, call_error};
 use super::front::{Authed, RequestId};
+use super::notice::NoticeCall;
 use super::reply::{attempts_header, hdr, set_provenance_headers, unix_now};
 use super::{Caller, GatewayState, shed};
 use crate::routing::{Route, SubTenant};
@@ -270,22 +271,30 @@ async fn run<D: Dialect>(
         owner,
     };
     let model = prepared.model;
+    let notice = NoticeCall::new(&state.notices, route, prepared.ctx.intent());
     let resp = if stream {
         match model.stream(&req, &prepared.ctx).await {
-            Ok(s) => stream_response::<D>(s, opts, answer, &requested, reply).await,
+            Ok(s) => stream_response::<D>(s, opts, answer, &requested, reply, notice).await,
             Err(e) => call_error(&e, reply).shaped(D::SHAPE).into_response(),
         }
     } else {
         match model.chat(&req, &prepared.ctx).await {
-            Ok(r) => {
+            Ok(mut r) => {
                 let answer = Answer {
                     model: served_model(Some(&r.provenance), &r.model, &requested),
                     ..answer
                 };
+                let text = notice.text_for(&r.provenance);
+                if let Some(n) = &text {
+                    notice.write_into_text(n, &mut r);
+                }
                 match D::render(opts, &answer, &r).await {
                     Ok(mut out) => {
                         set_provenance_headers(out.headers_mut(), &r.provenance);
-                        out
+                        match &text {
+                            Some(n) => super::notice::annotate(out, n).await,
+                            None => out,
+                        }
                     }
                     Err(e) => e
                         .with_provenance(r.provenance.clone())
@@ -354,6 +363,9 @@ pub(super) fn prepare<'a>(
     if let Some(i) = route {
         ctx = ctx.with_extension(Route(i));
     }
+    let default_controls = crate::config::KeyControls::default();
+    let allowed = caller.key.map_or(&default_controls, |k| &k.controls);
+    ctx = super::controls::apply(ctx, headers, allowed)?;
     let mut model = &state.model;
     let mut charged = None;
     if let Some(key) = caller.key {
@@ -497,12 +509,20 @@ async fn stream_response<D: Dialect>(
     answer: Answer,
     requested: &str,
     reply: &Reply,
+    notice: NoticeCall,
 ) -> Response {
     // Headers go out at the commit point, so they are true.
-    let (head, provenance) = match read_to_commit(&mut s).await {
+    let (mut head, provenance) = match read_to_commit(&mut s).await {
         Ok(h) => h,
         Err(e) => return call_error(&e, reply).shaped(D::SHAPE).into_response(),
     };
+    let notice_at_commit = provenance.as_ref().and_then(|p| notice.text_for(p));
+    if let Some(ev) = notice_at_commit
+        .as_deref()
+        .and_then(|n| notice.opening_event(n))
+    {
+        head.insert(0, ev);
+    }
     // Every event names the model that serves, not the one asked for (that one is in the
     // `x-ripcord-requested-model` header): a client that reads `model` learns who answered.
     let answer = Answer {
@@ -511,6 +531,7 @@ async fn stream_response<D: Dialect>(
     };
     let mut enc = D::encoder(opts, answer);
     let reply = reply.clone();
+    let committed_notice = notice_at_commit.clone();
     let body = async_stream::stream! {
         let mut out = Vec::with_capacity(4);
         enc.open(&mut out);
@@ -558,6 +579,8 @@ async fn stream_response<D: Dialect>(
                 None => match finish.take() {
                     Some(reason) => {
                         let record = last.as_deref().and_then(continuation_record);
+                        let late = last.as_deref().and_then(|p| notice.text_for(p));
+                        let record = super::notice::with_notice(record, committed_notice.as_deref().or(late.as_deref()));
                         enc.end(&reason, usage.as_ref(), record.as_ref(), &mut out);
                         for b in out.drain(..) {
                             yield Ok(b);
@@ -585,6 +608,9 @@ async fn stream_response<D: Dialect>(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(p) = &provenance {
         set_provenance_headers(h, p);
+    }
+    if let Some(n) = &notice_at_commit {
+        super::notice::set_header(h, n);
     }
     resp
 }

@@ -69,6 +69,7 @@ pub(super) fn set_provenance_headers(headers: &mut HeaderMap, p: &Provenance) {
         hdr::DEGRADED,
         HeaderValue::from_static(if p.degraded { "true" } else { "false" }),
     );
+    super::notice::set_skipped(headers, p);
 }
 
 pub(super) fn unix_now() -> u64 {

@@ -147,6 +147,34 @@ impl BreakerPolicy {
         self.max_probes
     }
 
+    /// Successful probes needed to close from half-open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_resilience::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().success_threshold(), 1);
+    /// ```
+    pub fn success_threshold(&self) -> u32 {
+        self.success_threshold
+    }
+
+    /// The failure-rate rule, when one is set: (threshold, window, least calls in the window).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ripcord_resilience::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().failure_rate(), None);
+    /// let b = BreakerPolicy::builder().failure_rate(0.5, Duration::from_secs(10), 4).build()?;
+    /// assert_eq!(b.failure_rate(), Some((0.5, Duration::from_secs(10), 4)));
+    /// # Ok::<(), ripcord_resilience::ConfigError>(())
+    /// ```
+    pub fn failure_rate(&self) -> Option<(f64, Duration, u32)> {
+        self.rate.map(|r| (r.threshold, r.window, r.min_calls))
+    }
+
     /// How often an open breaker runs its link's liveness check (`None`: never).
     pub fn background_probe(&self) -> Option<Duration> {
         self.background_probe

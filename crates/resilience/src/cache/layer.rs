@@ -64,6 +64,18 @@ impl CachePolicy {
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
+
+    /// Whether the tenant is part of the key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_resilience::CachePolicy;
+    /// assert!(CachePolicy::default().per_tenant());
+    /// ```
+    pub fn per_tenant(&self) -> bool {
+        self.per_tenant
+    }
 }
 
 /// Builds a [`CachePolicy`]; validation happens in [`CachePolicyBuilder::build`].

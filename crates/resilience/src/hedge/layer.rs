@@ -72,6 +72,18 @@ impl HedgePolicy {
     pub fn hedge_delay(&self) -> HedgeDelay {
         self.delay
     }
+
+    /// The hedge budget: extra calls as a percentage of the primary's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_resilience::HedgePolicy;
+    /// assert_eq!(HedgePolicy::default().max_extra_percent(), 10);
+    /// ```
+    pub fn max_extra_percent(&self) -> u32 {
+        self.max_extra_percent
+    }
 }
 
 /// Builds a [`HedgePolicy`]; validation happens in [`HedgePolicyBuilder::build`].

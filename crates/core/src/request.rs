@@ -324,6 +324,18 @@ pub struct ChatRequest {
     /// An end-user id for the vendor's abuse monitoring.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// OpenAI's presence penalty (-2.0 to 2.0), for vendors that have one; an adapter of a
+    /// vendor without it refuses a non-zero value rather than drop it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f32>,
+    /// OpenAI's frequency penalty (-2.0 to 2.0), as [`ChatRequest::presence_penalty`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
+    /// Whether the model may call several tools in one turn (`None`: the vendor's default,
+    /// which is yes). OpenAI's `parallel_tool_calls`; Anthropic's
+    /// `tool_choice.disable_parallel_tool_use` is its negation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl ChatRequest {

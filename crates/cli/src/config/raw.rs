@@ -469,6 +469,10 @@ pub struct ServerConfig {
     /// Serve `GET /metrics` on this address instead of the gateway's port.
     #[serde(default)]
     pub metrics_listen: Option<Spanned<String>>,
+    /// Browser origins (`https://app.example.com`, or `*`) allowed to call the gateway
+    /// cross-origin (CORS); none by default.
+    #[serde(default)]
+    pub cors_origins: Vec<Spanned<String>>,
 }
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
 ///

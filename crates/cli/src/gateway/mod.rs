@@ -51,6 +51,7 @@
 //!   restarting chain by hand ends the stream with an error there instead.
 
 mod chat;
+mod cors;
 mod endpoints;
 mod errors;
 mod front;
@@ -466,6 +467,7 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(endpoints::embeddings))
         .route("/v1/models", get(endpoints::models))
+        .route("/v1/models/{*id}", get(endpoints::model))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(endpoints::readyz))
         .route("/status", get(endpoints::status_page));
@@ -476,6 +478,11 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             front::front,
+        ))
+        // Outside the front door: a browser's preflight carries no key (see `cors`).
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            cors::cors,
         ))
         .with_state(state)
 }

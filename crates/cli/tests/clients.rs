@@ -1,0 +1,1052 @@
+//! What client libraries send and read, through the real `ripcord serve` (issue 33): an
+//! explicit `null` is the same as an absent field on every door, parse errors name the field
+//! by its path and carry the request id, an exhausted chain tells SDKs not to retry it (the
+//! vendors are called once per call even with the SDKs' default retries), and the `model` of
+//! an answer follows one rule in JSON and streams on every door.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)] // test helpers fail the test by panicking
+
+mod support;
+
+use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
+use serde_json::{Value, json};
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ripcord-clients-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An OpenAI-wire `primary` (`gpt-4o`) then an OpenAI-wire `backup` (`gpt-4o-mini`), one attempt
+/// each, breakers that stay closed through the test; `extra` goes under `[chain]`.
+fn chain_config(
+    dir: &std::path::Path,
+    primary: &str,
+    backup: &str,
+    extra: &str,
+) -> std::path::PathBuf {
+    let path = dir.join("ripcord.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[chain]
+order = ["primary", "backup"]
+deadline_ms = 5000
+{extra}
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{primary}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 1
+[providers.breaker]
+failure_threshold = 100
+background_probe_ms = 0
+
+[[providers]]
+name = "backup"
+kind = "openai"
+model = "gpt-4o-mini"
+base_url = "{backup}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 1
+[providers.breaker]
+failure_threshold = 100
+background_probe_ms = 0
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn post(url: &str, body: Value) -> (u16, reqwest::header::HeaderMap, String) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_explicit_null_is_an_absent_field_on_every_door() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = temp_dir("null");
+    let config = chain_config(&dir, &vendor.base_url(), &vendor.base_url(), "");
+    let served = support::serve(&config);
+    // Chat Completions: every optional field null, and the history an SDK's `model_dump()`
+    // writes (`tool_calls: null`, `function_call: null`, `refusal: null`, `audio: null`).
+    let chat = json!({
+        "model": "ripcord",
+        "messages": [
+            {"role": "system", "content": "Be brief.", "name": null},
+            {"role": "user", "content": "Hi", "name": null},
+            {"role": "assistant", "content": "Hello!", "tool_calls": null, "function_call": null,
+             "refusal": null, "audio": null, "annotations": null, "name": null, "tool_call_id": null},
+            {"role": "user", "content": "Again"}
+        ],
+        "tools": null, "tool_choice": null, "stream": null, "stream_options": null,
+        "response_format": null, "temperature": null, "top_p": null, "max_tokens": null,
+        "max_completion_tokens": null, "stop": null, "seed": null, "user": null, "n": null,
+        "presence_penalty": null, "frequency_penalty": null, "logprobs": null,
+        "parallel_tool_calls": null,
+    });
+    let (status, _, body) = post(&format!("{}/v1/chat/completions", served.url), chat).await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["object"], "chat.completion", "{body}");
+    // A tool call whose arguments are null, and nulls inside a tool.
+    let tool_turn = json!({
+        "model": "ripcord",
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": null}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+        ],
+        "tools": [{"type": "function", "function": {"name": "weather", "description": null, "parameters": null, "strict": null}}],
+        "stream": true, "stream_options": {"include_usage": null},
+    });
+    let (status, _, body) = post(&format!("{}/v1/chat/completions", served.url), tool_turn).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("data: [DONE]"), "{body}");
+    // Anthropic Messages: `tools`, `stop_sequences`, `stream`, `system`, `tool_choice`,
+    // `metadata` and a tool result's `is_error` as null.
+    let messages = json!({
+        "model": "ripcord", "max_tokens": 64,
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": null}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": null, "is_error": null}]}
+        ],
+        "tools": null, "stop_sequences": null, "stream": null, "system": null,
+        "tool_choice": null, "metadata": null, "temperature": null, "top_p": null, "top_k": null,
+    });
+    let (status, _, body) = post(&format!("{}/v1/messages", served.url), messages).await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["type"], "message", "{body}");
+    // What reached the vendor: no tools, no stream (each null was absent, not an empty value).
+    let sent: Vec<Value> = vendor.requests().iter().filter_map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 3);
+    assert!(sent[0].get("tools").is_none(), "{}", sent[0]);
+    assert_ne!(sent[0]["stream"], true, "{}", sent[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const HISTORY_SCRIPT: &str = r#"
+import json, sys
+from openai import OpenAI
+client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="not-checked-on-loopback", max_retries=0)
+tools = [{"type": "function", "function": {"name": "weather", "description": "Weather in a city",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+messages = [{"role": "user", "content": "Weather in Oslo?"}]
+first = client.chat.completions.create(model="ripcord", messages=messages, tools=tools)
+messages.append(first.choices[0].message.model_dump())
+call = first.choices[0].message.tool_calls[0]
+messages.append({"role": "tool", "tool_call_id": call.id, "content": "-3C"})
+second = client.chat.completions.create(model="ripcord", messages=messages, tools=tools)
+messages.append(second.choices[0].message.model_dump())
+messages.append({"role": "user", "content": "Thanks"})
+third = client.chat.completions.create(model="ripcord", messages=messages, tools=None, stream=None)
+print(json.dumps({"dumped": messages[1], "call": call.id, "second": second.choices[0].message.content,
+                  "third": third.choices[0].message.content}))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_sdk_history_from_model_dump_is_accepted() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    vendor.set_script(Script::Sequence(vec![
+        Behavior::Reply(Reply::text("").with_tool_call("call_w1", "weather", r#"{"city":"Oslo"}"#)),
+        Behavior::Reply(Reply::text("It is -3C in Oslo.")),
+        Behavior::Reply(Reply::text("You are welcome.")),
+    ]));
+    let dir = temp_dir("history");
+    let config = chain_config(&dir, &vendor.base_url(), &vendor.base_url(), "");
+    let served = support::serve(&config);
+    let v = support::python_json(python, HISTORY_SCRIPT, vec![served.url.clone()]).await;
+    // The SDK's dump carries the nulls that used to be refused.
+    assert!(v["dumped"]["function_call"].is_null(), "{v}");
+    assert!(v["dumped"].get("refusal").is_some(), "{v}");
+    assert_eq!(v["call"], "call_w1", "{v}");
+    assert_eq!(v["second"], "It is -3C in Oslo.", "{v}");
+    assert_eq!(v["third"], "You are welcome.", "{v}");
+    // The third turn's history reached the vendor whole: the assistant's tool call, the
+    // tool's result, the assistant's answer (its `tool_calls: null` as no calls).
+    let sent = vendor.requests()[2].json().unwrap();
+    let roles: Vec<&str> = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "assistant", "user"],
+        "{sent}"
+    );
+    assert!(sent["messages"][3].get("tool_calls").is_none(), "{sent}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn error_of(body: &str) -> Value {
+    let v: Value = serde_json::from_str(body).unwrap();
+    v["error"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parse_errors_name_the_field_by_its_path_and_carry_the_request_id() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = temp_dir("parse");
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[chain]
+order = ["primary"]
+
+[embeddings]
+providers = ["primary"]
+model = "text-embedding-3-small"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-a"
+"#,
+            vendor.base_url()
+        ),
+    )
+    .unwrap();
+    let served = support::serve(&config);
+    let chat = format!("{}/v1/chat/completions", served.url);
+    let cases = [
+        (
+            json!({"model": "ripcord", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}),
+            "temperature",
+        ),
+        (
+            json!({"model": "ripcord", "messages": [{"role": "user", "content": "x", "tool_calls": [{"id": 1}]}]}),
+            "messages[0].tool_calls[0].id",
+        ),
+        (
+            json!({"model": "ripcord", "messages": [{"role": "robot", "content": "x"}]}),
+            "messages[0].role",
+        ),
+        (
+            json!({"model": "ripcord", "messages": [{"role": "user", "content": [{"type": "video"}]}]}),
+            "messages[0].content[0].type",
+        ),
+        (json!({"model": "ripcord", "messages": []}), "messages"),
+        (
+            json!({"model": "ripcord", "messages": [{"role": "user", "content": "x"}], "stop": 5}),
+            "stop",
+        ),
+    ];
+    for (body, path) in cases {
+        let (status, headers, text) = post(&chat, body).await;
+        assert_eq!(status, 400, "{text}");
+        let e = error_of(&text);
+        assert_eq!(e["param"], path, "{text}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("{path}: ")), "{text}");
+        assert!(!message.contains("column"), "{text}");
+        assert!(!message.contains("invalid_request:"), "{text}");
+        let id = headers["x-request-id"].to_str().unwrap();
+        assert!(message.ends_with(&format!("(request id: {id})")), "{text}");
+    }
+    // The Messages door names its fields the same way, in Anthropic's envelope.
+    let (status, headers, text) = post(
+        &format!("{}/v1/messages", served.url),
+        json!({"model": "ripcord", "messages": [{"role": "user", "content": "x"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["type"], "error", "{text}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("max_tokens: Field required"), "{text}");
+    let id = headers["x-request-id"].to_str().unwrap();
+    assert!(message.ends_with(&format!("(request id: {id})")), "{text}");
+    // Embeddings: a bad input names `input` and carries the request id too.
+    let (status, headers, text) = post(
+        &format!("{}/v1/embeddings", served.url),
+        json!({"model": "text-embedding-3-small", "input": {"text": "x"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    let e = error_of(&text);
+    assert_eq!(e["param"], "input", "{text}");
+    let id = headers["x-request-id"].to_str().unwrap();
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("(request id: {id})")),
+        "{text}"
+    );
+    // Not JSON at all: said so, with the position (there is no field to name).
+    let resp = reqwest::Client::new()
+        .post(&chat)
+        .header("content-type", "application/json")
+        .body("{\"model\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let text = resp.text().await.unwrap();
+    assert!(
+        error_of(&text)["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{text}"
+    );
+    assert_eq!(vendor.hits(), 0, "no bad request reached the vendor");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const RETRY_SCRIPT: &str = r#"
+import json, sys
+import openai, anthropic
+out = {}
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="not-checked-on-loopback")
+try:
+    client.chat.completions.create(model="ripcord", messages=[{"role": "user", "content": "hi"}])
+    out["openai"] = "answered"
+except openai.APIStatusError as e:
+    out["openai"] = {"class": type(e).__name__, "status": e.status_code,
+                     "should_retry": e.response.headers.get("x-should-retry")}
+try:
+    s = client.chat.completions.create(model="ripcord", messages=[{"role": "user", "content": "hi"}], stream=True)
+    list(s)
+    out["openai_stream"] = "answered"
+except openai.APIStatusError as e:
+    out["openai_stream"] = {"class": type(e).__name__, "status": e.status_code}
+claude = anthropic.Anthropic(base_url=sys.argv[1], api_key="not-checked-on-loopback")
+try:
+    claude.messages.create(model="ripcord", max_tokens=32, messages=[{"role": "user", "content": "hi"}])
+    out["anthropic"] = "answered"
+except anthropic.APIStatusError as e:
+    out["anthropic"] = {"class": type(e).__name__, "status": e.status_code,
+                        "should_retry": e.response.headers.get("x-should-retry")}
+print(json.dumps(out))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exhausted_chain_is_called_once_under_the_sdks_default_retries() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    backup.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let dir = temp_dir("retries");
+    let config = chain_config(&dir, &primary.base_url(), &backup.base_url(), "");
+    let served = support::serve(&config);
+    // The SDKs keep their default retries (2 each): a call the gateway says not to retry is
+    // sent once, so each vendor sees one request per SDK call.
+    let v = support::python_json(python, RETRY_SCRIPT, vec![served.url.clone()]).await;
+    println!("{v:#}");
+    assert_eq!(v["openai"]["class"], "InternalServerError", "{v}");
+    assert_eq!(v["openai"]["should_retry"], "false", "{v}");
+    assert_eq!(v["openai_stream"]["class"], "InternalServerError", "{v}");
+    assert_eq!(v["anthropic"]["should_retry"], "false", "{v}");
+    assert_eq!(primary.hits(), 3, "one vendor call per SDK call");
+    assert_eq!(backup.hits(), 3, "one vendor call per SDK call");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_chain_says_when_a_link_is_readmitted() {
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
+        retry_after: Some(std::time::Duration::from_secs(30)),
+    })));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    backup.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let dir = temp_dir("readmit");
+    let config = chain_config(&dir, &primary.base_url(), &backup.base_url(), "");
+    let served = support::serve(&config);
+    let (status, headers, text) = post(
+        &format!("{}/v1/chat/completions", served.url),
+        json!({"model": "ripcord", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 502, "{text}");
+    assert_eq!(headers["x-should-retry"], "false");
+    assert_eq!(headers["retry-after"], "30", "{headers:?}");
+    assert_eq!(headers["retry-after-ms"], "30000", "{headers:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `model` of every shape an answer takes: Chat Completions JSON and stream, Messages JSON
+/// and stream, Responses JSON and stream.
+async fn models_of_every_door(url: &str) -> Vec<(String, String)> {
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    let mut out = Vec::new();
+    let (s, _, body) = post(
+        &format!("{url}/v1/chat/completions"),
+        json!({"model": "ripcord", "messages": hi}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    out.push(("chat".to_owned(), v["model"].as_str().unwrap().to_owned()));
+    let (s, _, body) = post(
+        &format!("{url}/v1/chat/completions"),
+        json!({"model": "ripcord", "messages": hi, "stream": true}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if line != "[DONE]" {
+            let v: Value = serde_json::from_str(line).unwrap();
+            out.push((
+                "chat stream".to_owned(),
+                v["model"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    let (s, _, body) = post(
+        &format!("{url}/v1/messages"),
+        json!({"model": "ripcord", "max_tokens": 32, "messages": hi}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    out.push((
+        "messages".to_owned(),
+        v["model"].as_str().unwrap().to_owned(),
+    ));
+    let (s, _, body) = post(
+        &format!("{url}/v1/messages"),
+        json!({"model": "ripcord", "max_tokens": 32, "messages": hi, "stream": true}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "message_start" {
+            out.push((
+                "messages stream".to_owned(),
+                v["message"]["model"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    let (s, _, body) = post(
+        &format!("{url}/v1/responses"),
+        json!({"model": "ripcord", "input": "hi", "store": false}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    out.push((
+        "responses".to_owned(),
+        v["model"].as_str().unwrap().to_owned(),
+    ));
+    let (s, _, body) = post(
+        &format!("{url}/v1/responses"),
+        json!({"model": "ripcord", "input": "hi", "store": false, "stream": true}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if let Some(m) = v.pointer("/response/model").and_then(Value::as_str) {
+            out.push(("responses stream".to_owned(), m.to_owned()));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_follows_one_rule_in_json_and_streams_on_every_door() {
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    // The vendor names a dated snapshot; the answer names the link's model either way.
+    backup.set_script(Script::Always(Behavior::Reply(
+        Reply::text("Hello from the backup").with_model("gpt-4o-mini-2024-07-18"),
+    )));
+    let dir = temp_dir("model");
+    let config = chain_config(
+        &dir,
+        &primary.base_url(),
+        &backup.base_url(),
+        "static_reply = \"busy\"",
+    );
+    let served = support::serve(&config);
+    let seen = models_of_every_door(&served.url).await;
+    assert!(seen.len() >= 6, "{seen:?}");
+    for (door, model) in &seen {
+        assert_eq!(model, "gpt-4o-mini", "{door}: {seen:?}");
+    }
+    // Every link down: the static reply is named `static` in every shape.
+    backup.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let seen = models_of_every_door(&served.url).await;
+    for (door, model) in &seen {
+        assert_eq!(model, "static", "{door}: {seen:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn embeddings_config(dir: &std::path::Path, vendor: &str) -> std::path::PathBuf {
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[routes]]
+name = "ripcord"
+order = ["primary"]
+
+[[routes]]
+name = "private"
+order = ["primary"]
+
+[embeddings]
+providers = ["primary"]
+model = "text-embedding-3-small"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{vendor}/v1"
+api_key = "sk-a"
+
+[[server.keys]]
+tenant = "acme"
+key_env = "CLIENTS_ACME_KEY"
+routes = ["ripcord"]
+"#
+        ),
+    )
+    .unwrap();
+    config
+}
+
+const EMBED_SCRIPT: &str = r#"
+import json, sys, base64, struct
+import openai, anthropic
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key=sys.argv[2], max_retries=0)
+out = {}
+# The SDK asks for base64 when the caller does not choose, and decodes it.
+out["default"] = client.embeddings.create(model="text-embedding-3-small", input=["alpha", "beta"]).data[0].embedding
+out["float"] = client.embeddings.create(model="text-embedding-3-small", input="alpha", encoding_format="float").data[0].embedding
+raw = client.embeddings.create(model="text-embedding-3-small", input="alpha", encoding_format="base64").data[0].embedding
+out["base64"] = list(struct.unpack("<%df" % (len(base64.b64decode(raw)) // 4), base64.b64decode(raw)))
+out["tokens"] = len(client.embeddings.create(model="text-embedding-3-small", input=[[9906, 1917], [15339]]).data)
+out["model"] = client.models.retrieve("ripcord").id
+try:
+    client.models.retrieve("private")
+    out["private"] = "found"
+except openai.NotFoundError as e:
+    out["private"] = {"status": e.status_code, "type": e.body["type"]}
+claude = anthropic.Anthropic(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+m = claude.models.retrieve("ripcord")
+out["anthropic_model"] = {"id": m.id, "type": m.type}
+try:
+    claude.models.retrieve("nope")
+    out["anthropic_missing"] = "found"
+except anthropic.NotFoundError as e:
+    out["anthropic_missing"] = {"status": e.status_code, "type": e.body["error"]["type"], "envelope": e.body["type"]}
+out["anthropic_list"] = [m.id for m in claude.models.list()]
+print(json.dumps(out))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn embeddings_in_base64_and_tokens_and_models_retrieve_through_the_sdks() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = temp_dir("embed");
+    let config = embeddings_config(&dir, &vendor.base_url());
+    let key = "sk-acme-clients-0123456789";
+    let served = support::serve_with_env(&config, &[("CLIENTS_ACME_KEY", key)]);
+    let v = support::python_json(
+        python,
+        EMBED_SCRIPT,
+        vec![served.url.clone(), key.to_owned()],
+    )
+    .await;
+    println!("{v:#}");
+    let float = v["float"].as_array().unwrap();
+    assert!(float.len() >= 2, "{v}");
+    // Base64 decodes to the very floats the float answer carries, by hand and by the SDK.
+    assert_eq!(v["base64"], v["float"], "{v}");
+    assert_eq!(v["default"], v["float"], "{v}");
+    assert_eq!(v["tokens"], 2, "{v}");
+    assert_eq!(v["model"], "ripcord", "{v}");
+    assert_eq!(v["private"]["status"], 404, "{v}");
+    assert_eq!(v["anthropic_model"]["id"], "ripcord", "{v}");
+    assert_eq!(v["anthropic_model"]["type"], "model", "{v}");
+    assert_eq!(v["anthropic_missing"]["status"], 404, "{v}");
+    assert_eq!(v["anthropic_missing"]["type"], "not_found_error", "{v}");
+    assert_eq!(v["anthropic_missing"]["envelope"], "error", "{v}");
+    assert_eq!(v["anthropic_list"], json!(["ripcord"]), "{v}");
+    // The token arrays reached the vendor as token arrays, and it was always asked for floats
+    // (the gateway encodes base64 itself).
+    let sent: Vec<Value> = vendor.requests().iter().filter_map(|r| r.json()).collect();
+    assert!(
+        sent.iter().all(|b| b["encoding_format"] == "float"),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .any(|b| b["input"] == json!([[9906, 1917], [15339]])),
+        "{sent:?}"
+    );
+    // A format that is neither is refused naming the field.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/embeddings", served.url))
+        .bearer_auth(key)
+        .json(&json!({"model": "text-embedding-3-small", "input": "a", "encoding_format": "int8"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let e = error_of(&resp.text().await.unwrap());
+    assert_eq!(e["param"], "encoding_format", "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_tokens_is_lowered_to_each_links_known_cap_and_the_attempt_says_so() {
+    // A Claude client asks for 64000 (the AI SDK's Anthropic default); Claude is down and the
+    // backup is GPT-4o, which writes at most 16384.
+    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
+    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = temp_dir("clamp");
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[chain]
+order = ["claude", "gpt"]
+deadline_ms = 5000
+
+[[providers]]
+name = "claude"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{}"
+api_key = "sk-ant-test"
+[providers.retry]
+max_attempts = 1
+[providers.breaker]
+failure_threshold = 100
+background_probe_ms = 0
+
+[[providers]]
+name = "gpt"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-test"
+"#,
+            claude.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let served = support::serve(&config);
+    for stream in [false, true] {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/messages", served.url))
+            .json(
+                &json!({"model": "claude-sonnet-4-5", "max_tokens": 64000, "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let attempts = resp.headers()["x-ripcord-attempts"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = resp.text().await.unwrap();
+        assert!(body.contains("Hello"), "{body}");
+        // Claude's own cap is 64000: it was sent the client's value, unmarked.
+        let parts: Vec<&str> = attempts.split(", ").collect();
+        assert_eq!(parts.len(), 2, "{attempts}");
+        assert!(
+            parts[0].starts_with("claude/claude-sonnet-4-5=overloaded"),
+            "{attempts}"
+        );
+        assert!(!parts[0].contains("max_tokens"), "{attempts}");
+        assert!(parts[1].starts_with("gpt/gpt-4o=ok"), "{attempts}");
+        assert!(parts[1].ends_with(";max_tokens=16384"), "{attempts}");
+    }
+    let sent = claude.requests()[0].json().unwrap();
+    assert_eq!(sent["max_tokens"], 64000);
+    for r in backup.requests() {
+        let b = r.json().unwrap();
+        assert_eq!(b["max_completion_tokens"], 16384, "{b}");
+    }
+    // Under the cap, the client's value goes as it is.
+    let (status, headers, _) = post(
+        &format!("{}/v1/chat/completions", served.url),
+        json!({"model": "ripcord", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        !headers["x-ripcord-attempts"]
+            .to_str()
+            .unwrap()
+            .contains("max_tokens")
+    );
+    assert_eq!(
+        backup.requests().last().unwrap().json().unwrap()["max_completion_tokens"],
+        100
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn cors_config(dir: &std::path::Path, vendor: &str, cors: &str) -> std::path::PathBuf {
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[chain]
+order = ["primary"]
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{vendor}/v1"
+api_key = "sk-a"
+
+[server]
+{cors}
+
+[[server.keys]]
+tenant = "acme"
+key_env = "CLIENTS_CORS_KEY"
+"#
+        ),
+    )
+    .unwrap();
+    config
+}
+
+async fn preflight(url: &str, origin: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{url}/v1/chat/completions"),
+        )
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type, x-stainless-os",
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cors_answers_an_allowed_origins_preflight_before_authentication() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = temp_dir("cors");
+    let key = "sk-acme-cors-0123456789abcdef";
+    // Off by default: a preflight is refused like any request without a key.
+    let config = cors_config(&dir, &vendor.base_url(), "");
+    let served = support::serve_with_env(&config, &[("CLIENTS_CORS_KEY", key)]);
+    let r = preflight(&served.url, "https://app.example.com").await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    drop(served);
+    let config = cors_config(
+        &dir,
+        &vendor.base_url(),
+        r#"cors_origins = ["https://app.example.com"]"#,
+    );
+    let served = support::serve_with_env(&config, &[("CLIENTS_CORS_KEY", key)]);
+    let r = preflight(&served.url, "https://app.example.com").await;
+    assert_eq!(r.status(), 204);
+    let h = r.headers();
+    assert_eq!(h["access-control-allow-origin"], "https://app.example.com");
+    assert!(
+        h["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST")
+    );
+    assert!(
+        h["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+    // Another origin gets no CORS answer (and the front door asks it for a key).
+    let r = preflight(&served.url, "https://evil.example").await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    // The real call is still authenticated, and its answer readable by the page.
+    let call = |auth: bool| {
+        let mut b = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", served.url))
+            .header("origin", "https://app.example.com")
+            .json(&json!({"model": "ripcord", "messages": [{"role": "user", "content": "hi"}]}));
+        if auth {
+            b = b.bearer_auth(key);
+        }
+        b.send()
+    };
+    let r = call(false).await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = call(true).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    assert!(
+        r.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("x-ripcord-served-by")
+    );
+    assert_eq!(
+        vendor.hits(),
+        1,
+        "only the authenticated call reached the vendor"
+    );
+    drop(served);
+    // A value that is not an origin is a config error naming it.
+    let config = cors_config(
+        &dir,
+        &vendor.base_url(),
+        r#"cors_origins = ["https://app.example.com/path"]"#,
+    );
+    let out = support::ripcord()
+        .arg("check-config")
+        .arg(&config)
+        .env("CLIENTS_CORS_KEY", key)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server.cors_origins[0]"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parameters_are_forwarded_mapped_or_refused_by_name() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
+    let dir = temp_dir("params");
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[routes]]
+name = "ripcord"
+order = ["gpt"]
+
+[[routes]]
+name = "claude"
+order = ["claude"]
+
+[[providers]]
+name = "gpt"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-test"
+
+[[providers]]
+name = "claude"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{}"
+api_key = "sk-ant-test"
+"#,
+            vendor.base_url(),
+            claude.base_url()
+        ),
+    )
+    .unwrap();
+    let served = support::serve(&config);
+    let chat = format!("{}/v1/chat/completions", served.url);
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    let tools = json!([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]);
+    // Forwarded to the OpenAI-wire link as they came.
+    let (s, _, body) = post(
+        &chat,
+        json!({"model": "ripcord", "messages": hi, "tools": tools, "parallel_tool_calls": false,
+            "presence_penalty": 0.5, "frequency_penalty": -0.5, "seed": 7, "n": 1, "logprobs": false}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let sent = vendor.requests().last().unwrap().json().unwrap();
+    assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
+    assert_eq!(sent["presence_penalty"], 0.5, "{sent}");
+    assert_eq!(sent["frequency_penalty"], -0.5, "{sent}");
+    assert_eq!(sent["seed"], 7, "{sent}");
+    // Mapped: Anthropic's `disable_parallel_tool_use` is OpenAI's `parallel_tool_calls: false`,
+    // both ways.
+    let (s, _, body) = post(
+        &format!("{}/v1/messages", served.url),
+        json!({"model": "ripcord", "max_tokens": 32, "messages": hi,
+            "tools": [{"name": "weather", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let sent = vendor.requests().last().unwrap().json().unwrap();
+    assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
+    let (s, _, body) = post(
+        &chat,
+        json!({"model": "claude", "messages": hi, "tools": tools, "parallel_tool_calls": false}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let sent = claude.requests().last().unwrap().json().unwrap();
+    assert_eq!(
+        sent["tool_choice"],
+        json!({"type": "auto", "disable_parallel_tool_use": true}),
+        "{sent}"
+    );
+    // Mapped: the deprecated `function_call` / `role: "function"` turn is a tool call and
+    // its result.
+    let (s, _, body) = post(
+        &chat,
+        json!({"model": "ripcord", "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": null, "function_call": {"name": "weather", "arguments": "{}"}},
+            {"role": "function", "name": "weather", "content": "sunny"}]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let sent = vendor.requests().last().unwrap().json().unwrap();
+    let m = &sent["messages"];
+    assert_eq!(
+        m[1]["tool_calls"][0]["function"]["name"], "weather",
+        "{sent}"
+    );
+    assert_eq!(m[2]["role"], "tool", "{sent}");
+    assert_eq!(m[2]["tool_call_id"], m[1]["tool_calls"][0]["id"], "{sent}");
+    let hits = vendor.hits() + claude.hits();
+    // Refused, by name: what no link can give back, and what the serving vendor lacks.
+    let refused = [
+        (json!({"model": "ripcord", "messages": hi, "n": 2}), "n"),
+        (
+            json!({"model": "ripcord", "messages": hi, "logprobs": true}),
+            "logprobs",
+        ),
+        (
+            json!({"model": "ripcord", "messages": hi, "top_logprobs": 3}),
+            "top_logprobs",
+        ),
+        (
+            json!({"model": "ripcord", "messages": hi, "logit_bias": {"50256": -100}}),
+            "logit_bias",
+        ),
+        (
+            json!({"model": "ripcord", "messages": [{"role": "function", "name": "nope", "content": "x"}]}),
+            "messages[0].name",
+        ),
+    ];
+    for (body, param) in refused {
+        let (s, _, text) = post(&chat, body).await;
+        assert_eq!(s, 400, "{text}");
+        assert_eq!(error_of(&text)["param"], param, "{text}");
+    }
+    assert_eq!(
+        vendor.hits() + claude.hits(),
+        hits,
+        "refused before any vendor"
+    );
+    let (s, _, text) = post(
+        &chat,
+        json!({"model": "claude", "messages": hi, "presence_penalty": 0.5}),
+    )
+    .await;
+    assert_eq!(s, 400, "{text}");
+    let message = error_of(&text)["message"].as_str().unwrap().to_owned();
+    assert!(message.starts_with("presence_penalty: "), "{text}");
+    assert_eq!(
+        claude.hits(),
+        1,
+        "the Anthropic link was not called with it"
+    );
+    // A zero penalty asks for nothing and goes through.
+    let (s, _, text) = post(
+        &chat,
+        json!({"model": "claude", "messages": hi, "presence_penalty": 0, "frequency_penalty": 0.0}),
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn messages_structured_output_goes_the_response_format_way() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    vendor.set_script(Script::Always(Behavior::Reply(Reply::text(
+        r#"{"city":"Oslo"}"#,
+    ))));
+    let dir = temp_dir("structured");
+    let config = chain_config(&dir, &vendor.base_url(), &vendor.base_url(), "");
+    let served = support::serve(&config);
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "additionalProperties": false});
+    for format_field in ["output_config", "output_format"] {
+        let format = json!({"type": "json_schema", "schema": schema});
+        let mut body = json!({"model": "ripcord", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Where?"}]});
+        body[format_field] = if format_field == "output_config" {
+            json!({"format": format})
+        } else {
+            format
+        };
+        let (s, _, text) = post(&format!("{}/v1/messages", served.url), body).await;
+        assert_eq!(s, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["content"][0]["text"], r#"{"city":"Oslo"}"#, "{text}");
+        let sent = vendor.requests().last().unwrap().json().unwrap();
+        assert_eq!(sent["response_format"]["type"], "json_schema", "{sent}");
+        assert_eq!(
+            sent["response_format"]["json_schema"]["schema"], schema,
+            "{sent}"
+        );
+    }
+    let (s, _, text) = post(
+        &format!("{}/v1/messages", served.url),
+        json!({"model": "ripcord", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}],
+            "output_config": {"format": {"type": "regex", "pattern": "a+"}}}),
+    )
+    .await;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("output_config.format.type"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

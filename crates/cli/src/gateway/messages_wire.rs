@@ -58,9 +58,20 @@ pub(crate) struct MessagesRequest {
     output_config: Option<InOutputConfig>,
     #[serde(default)]
     output_format: Option<InOutputFormat>,
+    /// Extended thinking: a budget, mapped to an effort on links that take efforts.
+    #[serde(default)]
+    thinking: Option<InThinking>,
     // Accepted and ignored: no other vendor has it, and dropping it changes no meaning.
     #[serde(default, rename = "top_k")]
     _top_k: Option<u32>,
+}
+
+/// `thinking`: `{"type": "enabled", "budget_tokens": n}` or `{"type": "disabled"}`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InThinking {
+    Enabled { budget_tokens: u32 },
+    Disabled {},
 }
 
 /// `output_config`: the answer's format.
@@ -337,6 +348,15 @@ impl MessagesRequest {
                 schema,
                 strict: true,
             };
+        }
+        if let Some(InThinking::Enabled { budget_tokens }) = self.thinking {
+            if budget_tokens < 1_024 {
+                return Err(GatewayError::invalid_at(
+                    "thinking.budget_tokens",
+                    "must be at least 1024",
+                ));
+            }
+            req.reasoning = Some(ripcord_core::Reasoning::budget(budget_tokens));
         }
         req.temperature = self.temperature;
         req.top_p = self.top_p;

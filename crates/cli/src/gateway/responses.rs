@@ -255,6 +255,15 @@ async fn translate(
     }
     req.temperature = number("temperature", r.temperature)?;
     req.top_p = number("top_p", r.top_p)?;
+    if let Some(effort) = r.reasoning.as_ref().and_then(|x| x.effort.as_deref()) {
+        let e = ripcord_core::ReasoningEffort::parse(effort).ok_or_else(|| {
+            unsupported(
+                "reasoning.effort",
+                format!("{effort:?} is not one of minimal, low, medium, high"),
+            )
+        })?;
+        req.reasoning = Some(ripcord_core::Reasoning::effort(e));
+    }
     req.user = r.user.clone().or_else(|| r.safety_identifier.clone());
     let store = r.store.unwrap_or(true).then(|| ToStore {
         store: Arc::clone(&call.state.responses),

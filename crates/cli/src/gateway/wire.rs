@@ -4,8 +4,8 @@
 //! to accept from OpenAI SDKs and to answer in their shapes.
 
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, FinishReason, ImageSource, Message, ResponseFormat,
-    Role, ToolCall, ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, FinishReason, ImageSource, Message, Reasoning,
+    ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
 
 use super::errors::GatewayError;
@@ -51,6 +51,9 @@ pub(crate) struct WireRequest {
     frequency_penalty: Option<f32>,
     #[serde(default)]
     parallel_tool_calls: Option<bool>,
+    /// `minimal`, `low`, `medium` or `high`: a budget's band on links that take budgets.
+    #[serde(default)]
+    reasoning_effort: Option<String>,
     /// Refused unless they ask for nothing (see [`WireRequest::refuse_unservable`]).
     #[serde(default)]
     n: Option<u32>,
@@ -311,6 +314,17 @@ impl WireRequest {
         req.presence_penalty = self.presence_penalty;
         req.frequency_penalty = self.frequency_penalty;
         req.parallel_tool_calls = self.parallel_tool_calls;
+        req.reasoning = match self.reasoning_effort.as_deref() {
+            None => None,
+            Some(e) => Some(Reasoning::effort(ReasoningEffort::parse(e).ok_or_else(
+                || {
+                    GatewayError::invalid_at(
+                        "reasoning_effort",
+                        format_args!("{e:?} is not one of minimal, low, medium, high"),
+                    )
+                },
+            )?)),
+        };
         Ok(req)
     }
 }

@@ -60,6 +60,43 @@ struct MessagesBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+}
+
+/// Extended thinking: `{"type": "enabled", "budget_tokens": n}`.
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
+/// The smallest thinking budget Anthropic accepts.
+const MIN_THINKING_BUDGET: u32 = 1_024;
+
+/// The thinking of a request that asks for reasoning: its budget (or its effort's), kept
+/// under `max_tokens` as Anthropic requires; a `max_tokens` that leaves no room for the
+/// smallest budget is refused, naming both.
+fn thinking(req: &ChatRequest, max_tokens: u32) -> Result<Option<Thinking>> {
+    let Some(r) = req.reasoning else {
+        return Ok(None);
+    };
+    if max_tokens <= MIN_THINKING_BUDGET {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "thinking: Anthropic needs max_tokens above {MIN_THINKING_BUDGET} for extended thinking (it is {max_tokens})"
+            ),
+        ));
+    }
+    let budget = r
+        .budget_or_from_effort()
+        .clamp(MIN_THINKING_BUDGET, max_tokens - 1);
+    Ok(Some(Thinking {
+        kind: "enabled",
+        budget_tokens: budget,
+    }))
 }
 
 #[derive(Serialize)]
@@ -370,12 +407,15 @@ pub(crate) fn messages_body_for(
         BodyFor::Messages { model } => (Some(model), None),
         BodyFor::Platform { anthropic_version } => (None, Some(anthropic_version)),
     };
+    let max_tokens = req
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS.min(max_output.max(1)));
+    let thinking = thinking(req, max_tokens)?;
     let body = MessagesBody {
         model,
         anthropic_version,
-        max_tokens: req
-            .max_tokens
-            .unwrap_or(DEFAULT_MAX_TOKENS.min(max_output.max(1))),
+        max_tokens,
+        thinking,
         system: system_prompt(req, extra_system),
         messages,
         tools,

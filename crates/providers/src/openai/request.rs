@@ -45,6 +45,8 @@ struct ChatBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
@@ -363,6 +365,8 @@ pub(crate) fn chat_body(
         frequency_penalty: req.frequency_penalty,
         // OpenAI refuses the flag on a request without tools.
         parallel_tool_calls: req.parallel_tool_calls.filter(|_| !req.tools.is_empty()),
+        // A thinking budget (Anthropic's way) is sent as the effort of its band.
+        reasoning_effort: req.reasoning.map(|r| r.effort_or_from_budget().as_str()),
         user: req.user.as_deref(),
         stream,
         stream_options: (stream && dialect.stream_usage).then_some(StreamOptions {

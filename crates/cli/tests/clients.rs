@@ -999,6 +999,58 @@ api_key = "sk-ant-test"
         1,
         "the Anthropic link was not called with it"
     );
+    // Reasoning: an effort goes to OpenAI as it is and to Claude as a thinking budget; a
+    // thinking budget goes to OpenAI as the effort of its band.
+    let (s, _, text) = post(
+        &chat,
+        json!({"model": "ripcord", "messages": hi, "reasoning_effort": "high"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(
+        vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
+        "high"
+    );
+    let (s, _, text) = post(
+        &chat,
+        json!({"model": "claude", "messages": hi, "reasoning_effort": "low", "max_tokens": 4000}),
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    let sent = claude.requests().last().unwrap().json().unwrap();
+    assert_eq!(
+        sent["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048}),
+        "{sent}"
+    );
+    let (s, _, text) = post(
+        &format!("{}/v1/messages", served.url),
+        json!({"model": "ripcord", "max_tokens": 4096, "messages": hi,
+            "thinking": {"type": "enabled", "budget_tokens": 3000}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(
+        vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
+        "medium"
+    );
+    let (s, _, text) = post(
+        &format!("{}/v1/responses", served.url),
+        json!({"model": "ripcord", "input": "hi", "store": false, "reasoning": {"effort": "minimal"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(
+        vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
+        "minimal"
+    );
+    let (s, _, text) = post(
+        &chat,
+        json!({"model": "ripcord", "messages": hi, "reasoning_effort": "maximal"}),
+    )
+    .await;
+    assert_eq!(s, 400, "{text}");
+    assert_eq!(error_of(&text)["param"], "reasoning_effort", "{text}");
     // A zero penalty asks for nothing and goes through.
     let (s, _, text) = post(
         &chat,

@@ -66,6 +66,8 @@ mod responses_store;
 mod server;
 mod shed;
 pub mod status;
+#[cfg(test)]
+mod support_matrix;
 mod wire;
 
 pub use metrics::metrics_router;

@@ -7,7 +7,9 @@
 //!   handler runs (401, 404, 405, 408, 413, 415, 503 shed, …) are all built by [`refusal`].
 //! - `Retry-After` (and `retry-after-ms`, which OpenAI's SDKs read first) goes on 429 and 503
 //!   when a wait is known. `x-should-retry: false` goes on quota, budget, auth and
-//!   content-filter errors: the OpenAI SDKs read it and stop retrying what will not change.
+//!   content-filter errors, and on a failed chain that tried every link (a client's retry would
+//!   run the whole chain again; `Retry-After` then says when a link readmits, on any status):
+//!   the OpenAI and Anthropic SDKs read it and stop retrying what will not change.
 //! - A failed chain's client-facing message says what happened in general terms plus the
 //!   request id; which links were tried, their models and the vendors' own messages (billing
 //!   text included) go to the server log and spans. `[server] expose_errors = true` puts the

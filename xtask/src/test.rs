@@ -33,6 +33,9 @@ const TEST_NODE_PACKAGES: &[(&str, &str)] = &[
     ("ai", "7.0.173"),
     ("@ai-sdk/openai", "4.0.118"),
     ("zod", "4.6.7"),
+    // The client-compatibility suite (crates/cli/tests/client_suite.rs, issue 33).
+    ("@ai-sdk/anthropic", "4.0.105"),
+    ("openai", "7.59.0"),
 ];
 
 /// The version of `package` installed under `dir/node_modules`, if any.

@@ -144,6 +144,11 @@ impl EmbeddingModel for EmbeddingChain {
         &self.id
     }
 
+    /// Only when every endpoint does: any of them may be the one that serves.
+    fn accepts_tokens(&self) -> bool {
+        self.links.iter().all(|l| l.accepts_tokens())
+    }
+
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         let ctx = ctx.clone().with_deadline(Instant::now() + self.deadline);
         let mut errors = Vec::new();

@@ -71,8 +71,8 @@ pub use model::{
     ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Liveness, ModelId,
 };
 pub use request::{
-    ChatRequest, ContentPart, ImageSource, Message, Needs, ResponseFormat, Role, ToolCall,
-    ToolChoice, ToolSpec,
+    ChatRequest, ContentPart, ImageSource, Message, Needs, Reasoning, ReasoningEffort,
+    ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec,
 };
 pub use response::{
     Attempt, ChatResponse, Continuation, ContinuationMode, FinishReason, Price, Provenance, Skip,

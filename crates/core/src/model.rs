@@ -189,6 +189,10 @@ pub struct EmbeddingRequest {
     /// Requested output dimensions, for models that can shorten their vectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dimensions: Option<u32>,
+    /// Inputs given as token ids (one array per input) instead of texts, for models that
+    /// accept them ([`EmbeddingModel::accepts_tokens`]); empty when the inputs are texts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<Vec<u32>>,
 }
 
 impl EmbeddingRequest {
@@ -197,7 +201,41 @@ impl EmbeddingRequest {
         EmbeddingRequest {
             inputs,
             dimensions: None,
+            tokens: Vec::new(),
         }
+    }
+
+    /// A request for inputs given as token ids, one array per input (OpenAI's token-array
+    /// input, which LangChain's `OpenAIEmbeddings` sends by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_core::EmbeddingRequest;
+    /// let req = EmbeddingRequest::from_tokens(vec![vec![9906, 1917]]);
+    /// assert!(req.inputs.is_empty());
+    /// assert_eq!(req.len(), 1);
+    /// ```
+    pub fn from_tokens(tokens: Vec<Vec<u32>>) -> Self {
+        EmbeddingRequest {
+            inputs: Vec::new(),
+            dimensions: None,
+            tokens,
+        }
+    }
+
+    /// How many inputs (texts or token arrays) the request holds.
+    pub fn len(&self) -> usize {
+        if self.tokens.is_empty() {
+            self.inputs.len()
+        } else {
+            self.tokens.len()
+        }
+    }
+
+    /// True when the request holds no input.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -243,12 +281,21 @@ pub trait EmbeddingModel: Send + Sync + fmt::Debug {
     ///
     /// A classified [`crate::Error`].
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse>;
+
+    /// True when the model takes inputs as token ids ([`EmbeddingRequest::tokens`]); a caller
+    /// refuses such a request up front for a model that does not (the default).
+    fn accepts_tokens(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]
 impl<M: EmbeddingModel + ?Sized> EmbeddingModel for Arc<M> {
     fn id(&self) -> &ModelId {
         (**self).id()
+    }
+    fn accepts_tokens(&self) -> bool {
+        (**self).accepts_tokens()
     }
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         (**self).embed(req, ctx).await

@@ -324,6 +324,125 @@ pub struct ChatRequest {
     /// An end-user id for the vendor's abuse monitoring.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// OpenAI's presence penalty (-2.0 to 2.0), for vendors that have one; an adapter of a
+    /// vendor without it refuses a non-zero value rather than drop it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f32>,
+    /// OpenAI's frequency penalty (-2.0 to 2.0), as [`ChatRequest::presence_penalty`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
+    /// Whether the model may call several tools in one turn (`None`: the vendor's default,
+    /// which is yes). OpenAI's `parallel_tool_calls`; Anthropic's
+    /// `tool_choice.disable_parallel_tool_use` is its negation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    /// How much the model should think before it answers, for models that reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+}
+
+/// How much a reasoning model thinks: an effort (OpenAI's `reasoning_effort`), a token budget
+/// (Anthropic's `thinking.budget_tokens`), or both. Each adapter sends what its vendor takes and
+/// maps the other ([`Reasoning::effort_or_from_budget`], [`Reasoning::budget_or_from_effort`]).
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::{Reasoning, ReasoningEffort};
+/// let r = Reasoning::effort(ReasoningEffort::High);
+/// assert_eq!(r.budget_or_from_effort(), 16_384);
+/// assert_eq!(Reasoning::budget(2_000).effort_or_from_budget(), ReasoningEffort::Low);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Reasoning {
+    /// The effort asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
+    /// The thinking budget asked for, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+}
+
+/// A reasoning effort, OpenAI's scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ReasoningEffort {
+    /// As little thinking as the model allows.
+    Minimal,
+    /// Light thinking.
+    Low,
+    /// The usual amount.
+    Medium,
+    /// Thorough thinking.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The wire name (`minimal`, `low`, `medium`, `high`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "minimal" => ReasoningEffort::Minimal,
+            "low" => ReasoningEffort::Low,
+            "medium" => ReasoningEffort::Medium,
+            "high" => ReasoningEffort::High,
+            _ => return None,
+        })
+    }
+}
+
+impl Reasoning {
+    /// Reasoning at this effort.
+    pub fn effort(effort: ReasoningEffort) -> Self {
+        Reasoning {
+            effort: Some(effort),
+            budget_tokens: None,
+        }
+    }
+
+    /// Reasoning with this token budget.
+    pub fn budget(tokens: u32) -> Self {
+        Reasoning {
+            effort: None,
+            budget_tokens: Some(tokens),
+        }
+    }
+
+    /// The effort for a vendor that takes one: the one asked for, else the budget's band
+    /// (under 2048 tokens low, under 8192 medium, else high; Anthropic's documented range
+    /// starts at 1024).
+    pub fn effort_or_from_budget(&self) -> ReasoningEffort {
+        match (self.effort, self.budget_tokens) {
+            (Some(e), _) => e,
+            (None, Some(b)) if b < 2_048 => ReasoningEffort::Low,
+            (None, Some(b)) if b < 8_192 => ReasoningEffort::Medium,
+            (None, Some(_)) => ReasoningEffort::High,
+            (None, None) => ReasoningEffort::Medium,
+        }
+    }
+
+    /// The budget for a vendor that takes one: the one asked for, else the effort's
+    /// (minimal 1024, low 2048, medium 8192, high 16384).
+    pub fn budget_or_from_effort(&self) -> u32 {
+        match (self.budget_tokens, self.effort) {
+            (Some(b), _) => b,
+            (None, Some(ReasoningEffort::Minimal)) => 1_024,
+            (None, Some(ReasoningEffort::Low)) => 2_048,
+            (None, Some(ReasoningEffort::High)) => 16_384,
+            (None, _) => 8_192,
+        }
+    }
 }
 
 impl ChatRequest {

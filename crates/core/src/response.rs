@@ -160,6 +160,11 @@ pub struct Attempt {
     /// Wall time of the attempt.
     #[serde(rename = "latency_ms", with = "millis")]
     pub latency: Duration,
+    /// The `max_tokens` this attempt was sent when the chain lowered the request's to the
+    /// link's known output cap (a client's 64000 to a model that writes at most 16384); `None`
+    /// when the request's went as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clamped_max_tokens: Option<u32>,
 }
 
 impl Attempt {
@@ -171,6 +176,7 @@ impl Attempt {
             error_kind: None,
             status: None,
             latency,
+            clamped_max_tokens: None,
         }
     }
 
@@ -182,6 +188,7 @@ impl Attempt {
             error_kind: Some(error.kind()),
             status: error.status().map(StatusCode::as_u16),
             latency,
+            clamped_max_tokens: None,
         }
     }
 

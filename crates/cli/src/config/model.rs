@@ -29,6 +29,9 @@ pub struct ServerSettings {
     pub expose_errors: bool,
     /// A separate address for `GET /metrics`.
     pub metrics_listen: Option<String>,
+    /// Browser origins allowed to call the gateway cross-origin (`*` for any); empty: CORS
+    /// off, as by default.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServerSettings {
@@ -44,6 +47,7 @@ impl Default for ServerSettings {
             max_queue: 256,
             expose_errors: false,
             metrics_listen: None,
+            cors_origins: Vec::new(),
         }
     }
 }

@@ -511,6 +511,10 @@ pub struct ServerConfig {
     /// The operator endpoints and their key.
     #[serde(default)]
     pub admin: Option<super::raw_policies::AdminConfig>,
+    /// Browser origins (`https://app.example.com`, or `*`) allowed to call the gateway
+    /// cross-origin (CORS); none by default.
+    #[serde(default)]
+    pub cors_origins: Vec<Spanned<String>>,
 }
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
 ///

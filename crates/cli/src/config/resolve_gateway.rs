@@ -44,7 +44,37 @@ pub(super) fn resolve_server(
         max_queue: count(raw.max_queue, "max_queue", d.max_queue, 0)?,
         expose_errors: raw.expose_errors,
         metrics_listen: cx.opt(&raw.metrics_listen, "server.metrics_listen")?,
+        cors_origins: cors_origins(cx, &raw.cors_origins)?,
     })
+}
+
+/// `[server] cors_origins`: each `*` or an origin (`scheme://host[:port]`, no path), the way a
+/// browser writes its `Origin` header.
+fn cors_origins(cx: &Ctx<'_>, raw: &[Spanned<String>]) -> Result<Vec<String>, ConfigError> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let v = o.get_ref().trim_end_matches('/');
+            let ok = v == "*"
+                || v.split_once("://").is_some_and(|(scheme, rest)| {
+                    matches!(scheme, "http" | "https")
+                        && !rest.is_empty()
+                        && !rest.contains(['/', '?', '#', ' '])
+                });
+            if ok {
+                Ok(v.to_owned())
+            } else {
+                Err(cx.err(
+                    Some(&o.span()),
+                    &format!("server.cors_origins[{i}]"),
+                    format!(
+                        "{:?} is not an origin: write `*` or `scheme://host[:port]` (no path), e.g. \"https://app.example.com\"",
+                        o.get_ref()
+                    ),
+                ))
+            }
+        })
+        .collect()
 }
 /// `[[server.keys]]` and `api_keys_env`: every key set, long enough, and distinct.
 pub(super) fn resolve_keys(

@@ -7,7 +7,9 @@
 //!   handler runs (401, 404, 405, 408, 413, 415, 503 shed, …) are all built by [`refusal`].
 //! - `Retry-After` (and `retry-after-ms`, which OpenAI's SDKs read first) goes on 429 and 503
 //!   when a wait is known. `x-should-retry: false` goes on quota, budget, auth and
-//!   content-filter errors: the OpenAI SDKs read it and stop retrying what will not change.
+//!   content-filter errors, and on a failed chain that tried every link (a client's retry would
+//!   run the whole chain again; `Retry-After` then says when a link readmits, on any status):
+//!   the OpenAI and Anthropic SDKs read it and stop retrying what will not change.
 //! - A failed chain's client-facing message says what happened in general terms plus the
 //!   request id; which links were tried, their models and the vendors' own messages (billing
 //!   text included) go to the server log and spans. `[server] expose_errors = true` puts the
@@ -68,6 +70,9 @@ pub(crate) struct GatewayError {
     pub(crate) retry_after: Option<Duration>,
     /// Sent as `x-should-retry: false` (what a retry cannot fix).
     pub(crate) no_retry: bool,
+    /// `Retry-After` goes out whatever the status (a failed chain's readmission), not only on
+    /// 429 and 503.
+    retry_after_any_status: bool,
     provenance: Option<Box<Provenance>>,
     shape: Shape,
 }
@@ -98,6 +103,7 @@ impl GatewayError {
             param: None,
             retry_after: None,
             no_retry: false,
+            retry_after_any_status: false,
             provenance: None,
             shape: Shape::OpenAi,
         }
@@ -162,6 +168,16 @@ impl GatewayError {
     /// Carries the record of the failed call, sent as its provenance headers.
     pub(crate) fn with_provenance(mut self, p: Provenance) -> Self {
         self.provenance = Some(Box::new(p));
+        self
+    }
+
+    /// Says the request id in the message (once), so that every error a client sees can be
+    /// found in the server log by it.
+    pub(crate) fn with_request_id(mut self, id: &str) -> Self {
+        let tag = format!("(request id: {id})");
+        if !self.message.ends_with(&tag) {
+            self.message = format!("{} {tag}", self.message);
+        }
         self
     }
 
@@ -237,7 +253,7 @@ impl IntoResponse for GatewayError {
         }
         if let Some(after) = self
             .retry_after
-            .filter(|_| matches!(status, 429 | 503 | 529))
+            .filter(|_| self.retry_after_any_status || matches!(status, 429 | 503 | 529))
         {
             set_retry_after(h, after);
         }
@@ -374,6 +390,10 @@ pub(super) fn call_error(e: &Error, reply: &Reply) -> GatewayError {
     } else if e.kind() == ErrorKind::BudgetExhausted {
         // The caller's own account, which it may know about (no link or vendor in it).
         (GatewayError::from_error(e), e.message().to_owned())
+    } else if let Some(refusal) = own_refusal(e) {
+        // An adapter refused a field its vendor has no equivalent for, before sending: the
+        // words are ripcord's own and name the field, so the client gets them.
+        (GatewayError::from_error(e), refusal.to_owned())
     } else {
         (GatewayError::from_error(e), public_message(e).to_owned())
     };
@@ -384,7 +404,43 @@ pub(super) fn call_error(e: &Error, reply: &Reply) -> GatewayError {
     };
     w.set_message(format!("{text} (request id: {})", reply.id));
     w.no_retry = !should_retry(e.kind());
+    if chain_exhausted(e) {
+        // The chain already retried every link and fell back through all of them: a client
+        // that retries the whole call multiplies that work (three SDK attempts of a chain of
+        // three links of three attempts is 27 vendor calls) and reaches the same links. It is
+        // told not to, and, when a link's breaker or rate limit says when it readmits, when
+        // the call is worth making again.
+        w.no_retry = true;
+        if let Some(after) = readmission(e) {
+            w.retry_after = Some(after);
+            w.retry_after_any_status = true;
+        }
+    }
     w.with_provenance(failed_provenance(e))
+}
+
+/// The message of an invalid-request refusal an adapter made itself (no vendor answered:
+/// no status), as the error that ended the call: ripcord's words, naming the field.
+fn own_refusal(e: &Error) -> Option<&str> {
+    let last = e.causes().last().unwrap_or(e);
+    (last.kind() == ErrorKind::InvalidRequest && last.status().is_none() && e.kind() == last.kind())
+        .then(|| last.message())
+}
+
+/// True when `e` is a chain's end after every link was tried or passed over (not a single
+/// model's failure, nor a refusal before the chain ran).
+pub(crate) fn chain_exhausted(e: &Error) -> bool {
+    !e.causes().is_empty() || !e.skipped().is_empty()
+}
+
+/// The soonest a link of a failed chain said it would take calls again (`Retry-After` of a
+/// rate limit, the open-until of a breaker), when any said.
+pub(crate) fn readmission(e: &Error) -> Option<Duration> {
+    e.causes()
+        .iter()
+        .filter_map(Error::retry_after)
+        .chain(e.retry_after())
+        .min()
 }
 
 /// The provenance of a failed call, for its headers: no link served, degraded, and every

@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 
 use super::GatewayState;
 use super::errors::{GatewayError, Shape};
-use super::front::Authed;
+use super::front::{Authed, RequestId};
 use super::messages_wire::{self, MessagesRequest, OutUsage, event};
 use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, authorize_route, record};
 use super::reply::hdr;
@@ -92,6 +92,7 @@ impl Dialect for Messages {
 pub(super) async fn count_tokens(
     State(state): State<Arc<GatewayState>>,
     Extension(authed): Extension<Authed>,
+    Extension(RequestId(id)): Extension<RequestId>,
     body: Bytes,
 ) -> Response {
     let counted = || -> Result<u32, GatewayError> {
@@ -108,7 +109,10 @@ pub(super) async fn count_tokens(
                 .insert(hdr::TOKEN_COUNT, HeaderValue::from_static("estimate"));
             resp
         }
-        Err(e) => e.shaped(Shape::Anthropic).into_response(),
+        Err(e) => e
+            .with_request_id(&id)
+            .shaped(Shape::Anthropic)
+            .into_response(),
     }
 }
 

@@ -15,8 +15,8 @@ use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, ImageSource, Message, Role, ToolCall, ToolChoice,
-    ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, ImageSource, Message, ResponseFormat, Role, ToolCall,
+    ToolChoice, ToolSpec, Usage,
 };
 use ripcord_providers::anthropic_wire;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::errors::GatewayError;
-use super::reply::parse_body;
+use super::reply::{null_default, parse_body};
 
 /// A `POST /v1/messages` (or `/v1/messages/count_tokens`) body. Required fields are `Option`
 /// so that their absence is refused with Anthropic's own wording (`max_tokens: Field required`).
@@ -39,11 +39,11 @@ pub(crate) struct MessagesRequest {
     messages: Option<Vec<InMessage>>,
     #[serde(default)]
     system: Option<TextOr<InSystemBlock>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     tools: Vec<InTool>,
     #[serde(default)]
     tool_choice: Option<InToolChoice>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     stop_sequences: Vec<String>,
     #[serde(default)]
     temperature: Option<f32>,
@@ -51,11 +51,41 @@ pub(crate) struct MessagesRequest {
     top_p: Option<f32>,
     #[serde(default)]
     metadata: Option<InMetadata>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub(crate) stream: bool,
+    /// Structured outputs: `output_config.format` (and its beta name, `output_format`).
+    #[serde(default)]
+    output_config: Option<InOutputConfig>,
+    #[serde(default)]
+    output_format: Option<InOutputFormat>,
+    /// Extended thinking: a budget, mapped to an effort on links that take efforts.
+    #[serde(default)]
+    thinking: Option<InThinking>,
     // Accepted and ignored: no other vendor has it, and dropping it changes no meaning.
     #[serde(default, rename = "top_k")]
     _top_k: Option<u32>,
+}
+
+/// `thinking`: `{"type": "enabled", "budget_tokens": n}` or `{"type": "disabled"}`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InThinking {
+    Enabled { budget_tokens: u32 },
+    Disabled {},
+}
+
+/// `output_config`: the answer's format.
+#[derive(Debug, Deserialize)]
+struct InOutputConfig {
+    #[serde(default)]
+    format: Option<InOutputFormat>,
+}
+
+/// A structured-output format: a JSON schema the answer follows.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InOutputFormat {
+    JsonSchema { schema: Value },
 }
 
 /// A string, or an array of blocks (Anthropic accepts both for `system`, `content` and a tool
@@ -130,7 +160,7 @@ enum InBlock {
         tool_use_id: String,
         #[serde(default)]
         content: Option<TextOr<InResultBlock>>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "null_default")]
         is_error: bool,
     },
     /// Extended thinking from an earlier Claude turn: no other vendor can take it back, so it
@@ -178,10 +208,20 @@ struct InTool {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum InToolChoice {
-    Auto {},
-    Any {},
+    Auto {
+        #[serde(default, deserialize_with = "null_default")]
+        disable_parallel_tool_use: bool,
+    },
+    Any {
+        #[serde(default, deserialize_with = "null_default")]
+        disable_parallel_tool_use: bool,
+    },
     None {},
-    Tool { name: String },
+    Tool {
+        name: String,
+        #[serde(default, deserialize_with = "null_default")]
+        disable_parallel_tool_use: bool,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -204,25 +244,27 @@ impl MessagesRequest {
         require_max_tokens: bool,
     ) -> Result<ChatRequest, GatewayError> {
         if self.model.is_none() {
-            return Err(GatewayError::invalid("model: Field required"));
+            return Err(GatewayError::invalid_at("model", "Field required"));
         }
         match self.max_tokens {
             None if require_max_tokens => {
-                return Err(GatewayError::invalid("max_tokens: Field required"));
+                return Err(GatewayError::invalid_at("max_tokens", "Field required"));
             }
             Some(0) => {
-                return Err(GatewayError::invalid(
-                    "max_tokens: must be greater than or equal to 1",
+                return Err(GatewayError::invalid_at(
+                    "max_tokens",
+                    "must be greater than or equal to 1",
                 ));
             }
             _ => {}
         }
         let Some(in_messages) = self.messages else {
-            return Err(GatewayError::invalid("messages: Field required"));
+            return Err(GatewayError::invalid_at("messages", "Field required"));
         };
         if in_messages.is_empty() {
-            return Err(GatewayError::invalid(
-                "messages: at least one message is required",
+            return Err(GatewayError::invalid_at(
+                "messages",
+                "at least one message is required",
             ));
         }
         let mut messages = Vec::with_capacity(in_messages.len() + 1);
@@ -244,25 +286,78 @@ impl MessagesRequest {
         let mut req = ChatRequest::new(messages);
         for (i, t) in self.tools.into_iter().enumerate() {
             if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
-                return Err(GatewayError::invalid(format!(
-                    "tools[{i}].type: the server tool {kind:?} is Anthropic's own and cannot run on other vendors; only client tools (with `input_schema`) are supported"
-                )));
+                return Err(GatewayError::invalid_at(
+                    format!("tools[{i}].type"),
+                    format_args!(
+                        "the server tool {kind:?} is Anthropic's own and cannot run on other vendors; only client tools (with `input_schema`) are supported"
+                    ),
+                ));
             }
             let Some(schema) = t.input_schema else {
-                return Err(GatewayError::invalid(format!(
-                    "tools[{i}].input_schema: Field required"
-                )));
+                return Err(GatewayError::invalid_at(
+                    format!("tools[{i}].input_schema"),
+                    "Field required",
+                ));
             };
             let mut spec = ToolSpec::new(t.name, "", schema);
             spec.description = t.description;
             req.tools.push(spec);
         }
+        let mut serial = false;
         req.tool_choice = self.tool_choice.map(|c| match c {
-            InToolChoice::Auto {} => ToolChoice::Auto,
-            InToolChoice::Any {} => ToolChoice::Required,
+            InToolChoice::Auto {
+                disable_parallel_tool_use,
+            } => {
+                serial = disable_parallel_tool_use;
+                ToolChoice::Auto
+            }
+            InToolChoice::Any {
+                disable_parallel_tool_use,
+            } => {
+                serial = disable_parallel_tool_use;
+                ToolChoice::Required
+            }
             InToolChoice::None {} => ToolChoice::None,
-            InToolChoice::Tool { name } => ToolChoice::Tool { name },
+            InToolChoice::Tool {
+                name,
+                disable_parallel_tool_use,
+            } => {
+                serial = disable_parallel_tool_use;
+                ToolChoice::Tool { name }
+            }
         });
+        // OpenAI's `parallel_tool_calls: false` is the same request.
+        if serial {
+            req.parallel_tool_calls = Some(false);
+        }
+        // The same path as the chat door's `response_format: json_schema`: each link gets it
+        // in its own wire (OpenAI's `response_format`, Anthropic's own, a forced tool).
+        let format = self
+            .output_config
+            .and_then(|c| c.format)
+            .or(self.output_format);
+        if let Some(InOutputFormat::JsonSchema { schema }) = format {
+            if !schema.is_object() {
+                return Err(GatewayError::invalid_at(
+                    "output_config.format.schema",
+                    "must be a JSON schema object",
+                ));
+            }
+            req.response_format = ResponseFormat::JsonSchema {
+                name: "output".to_owned(),
+                schema,
+                strict: true,
+            };
+        }
+        if let Some(InThinking::Enabled { budget_tokens }) = self.thinking {
+            if budget_tokens < 1_024 {
+                return Err(GatewayError::invalid_at(
+                    "thinking.budget_tokens",
+                    "must be at least 1024",
+                ));
+            }
+            req.reasoning = Some(ripcord_core::Reasoning::budget(budget_tokens));
+        }
         req.temperature = self.temperature;
         req.top_p = self.top_p;
         req.max_tokens = self.max_tokens;
@@ -296,10 +391,10 @@ fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), Ga
             InBlock::ToolUse { id, name, input } if role == Role::Assistant => {
                 let input = if input.is_null() { json!({}) } else { input };
                 if !input.is_object() {
-                    return Err(GatewayError::invalid(format!(
-                        "{}.input: must be a JSON object",
-                        at()
-                    )));
+                    return Err(GatewayError::invalid_at(
+                        format!("{}.input", at()),
+                        "must be a JSON object",
+                    ));
                 }
                 msg.tool_calls
                     .push(ToolCall::new(id, name, input.to_string()));
@@ -338,16 +433,16 @@ fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), Ga
                 out.push(result);
             }
             InBlock::ToolUse { .. } => {
-                return Err(GatewayError::invalid(format!(
-                    "{}: a `tool_use` block belongs in an assistant message",
-                    at()
-                )));
+                return Err(GatewayError::invalid_at(
+                    at(),
+                    "a `tool_use` block belongs in an assistant message",
+                ));
             }
             InBlock::ToolResult { .. } => {
-                return Err(GatewayError::invalid(format!(
-                    "{}: a `tool_result` block belongs in a user message",
-                    at()
-                )));
+                return Err(GatewayError::invalid_at(
+                    at(),
+                    "a `tool_result` block belongs in a user message",
+                ));
             }
             InBlock::Thinking {} | InBlock::RedactedThinking {} => {}
         }

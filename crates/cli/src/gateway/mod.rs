@@ -53,6 +53,7 @@
 mod admin;
 mod chat;
 mod controls;
+mod cors;
 mod endpoints;
 mod errors;
 mod front;
@@ -69,6 +70,8 @@ mod responses_store;
 mod server;
 mod shed;
 pub mod status;
+#[cfg(test)]
+mod support_matrix;
 mod wire;
 
 pub use metrics::metrics_router;
@@ -501,6 +504,7 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(endpoints::embeddings))
         .route("/v1/models", get(endpoints::models))
+        .route("/v1/models/{*id}", get(endpoints::model))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(endpoints::readyz))
         .route("/status", get(endpoints::status_page));
@@ -512,6 +516,11 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             front::front,
+        ))
+        // Outside the front door: a browser's preflight carries no key (see `cors`).
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            cors::cors,
         ));
     // The admin endpoints check their own key, beside the front door rather than behind it.
     let r = if state.admin_digest.is_some() && !state.admin_elsewhere {

@@ -187,7 +187,10 @@ pub(super) async fn door<D: Dialect>(
     let reply = state.reply(id);
     match run::<D>(&state, authed, &reply, request).await {
         Ok(r) => r,
-        Err(e) => e.shaped(D::SHAPE).into_response(),
+        Err(e) => e
+            .with_request_id(&reply.id)
+            .shaped(D::SHAPE)
+            .into_response(),
     }
 }
 

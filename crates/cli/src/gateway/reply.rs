@@ -34,8 +34,8 @@ pub(super) mod hdr {
     pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 }
 
-/// `x-ripcord-attempts`: every attempt in order, `link/model=outcome[(status)]:latency_ms`,
-/// comma-separated — the same record `ripcord chat --json` prints.
+/// `x-ripcord-attempts`: every attempt in order,
+/// `link/model=outcome[(status)]:latency_ms[;max_tokens=N]`, comma-separated — the same record `ripcord chat --json` prints.
 pub(super) fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
     let parts: Vec<String> = p
         .attempts
@@ -43,8 +43,13 @@ pub(super) fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
         .map(|a| {
             let outcome = a.error_kind.map_or("ok", |k| k.as_str());
             let status = a.status.map(|s| format!("({s})")).unwrap_or_default();
+            // A `max_tokens` the chain lowered to the link's cap is said with the attempt.
+            let clamped = a
+                .clamped_max_tokens
+                .map(|n| format!(";max_tokens={n}"))
+                .unwrap_or_default();
             format!(
-                "{}/{}={outcome}{status}:{}ms",
+                "{}/{}={outcome}{status}:{}ms{clamped}",
                 a.provider,
                 a.model,
                 a.latency.as_millis()
@@ -89,13 +94,31 @@ pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
         let path = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
-            not_json(&inner)
-        } else if path == "." {
-            GatewayError::invalid(inner.to_string())
+            return not_json(&inner);
+        }
+        // The field's path says where; the line and column serde adds say it again, less
+        // usefully (a body is usually one line), so they are left out.
+        let full = inner.to_string();
+        let at = format!(" at line {} column {}", inner.line(), inner.column());
+        let message = full.strip_suffix(&at).unwrap_or(&full);
+        if path == "." {
+            GatewayError::invalid(message)
         } else {
-            GatewayError::invalid_at(path, inner)
+            GatewayError::invalid_at(path, message)
         }
     })?;
     de.end().map_err(|e| not_json(&e))?;
     Ok(parsed)
+}
+
+/// Deserialises an optional field so that an explicit `null` is the same as leaving it out:
+/// the type's default. SDKs write `null` for what they do not set (`tool_calls: null` in a
+/// `model_dump()` of an answer, `tools: null`, `stream: null`), and a plain `#[serde(default)]`
+/// accepts only absence. Use as `#[serde(default, deserialize_with = "null_default")]`.
+pub(crate) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    Ok(<Option<T> as serde::Deserialize>::deserialize(d)?.unwrap_or_default())
 }

@@ -255,6 +255,17 @@ async fn translate(
     }
     req.temperature = number("temperature", r.temperature)?;
     req.top_p = number("top_p", r.top_p)?;
+    // OpenAI's flag; Anthropic links map `false` to `disable_parallel_tool_use`.
+    req.parallel_tool_calls = r.parallel_tool_calls;
+    if let Some(effort) = r.reasoning.as_ref().and_then(|x| x.effort.as_deref()) {
+        let e = ripcord_core::ReasoningEffort::parse(effort).ok_or_else(|| {
+            unsupported(
+                "reasoning.effort",
+                format!("{effort:?} is not one of minimal, low, medium, high"),
+            )
+        })?;
+        req.reasoning = Some(ripcord_core::Reasoning::effort(e));
+    }
     req.user = r.user.clone().or_else(|| r.safety_identifier.clone());
     let store = r.store.unwrap_or(true).then(|| ToStore {
         store: Arc::clone(&call.state.responses),
@@ -318,12 +329,6 @@ fn refuse_unservable(r: &rw::CreateResponse) -> Result<(), GatewayError> {
         return Err(unsupported(
             "prompt",
             "stored prompt templates live on OpenAI's servers; send `instructions` and `input`",
-        ));
-    }
-    if r.parallel_tool_calls == Some(false) {
-        return Err(unsupported(
-            "parallel_tool_calls",
-            "`false` cannot be guaranteed by every link of this gateway",
         ));
     }
     if r.top_logprobs.is_some_and(|n| n > 0) {

@@ -4,11 +4,12 @@
 //! to accept from OpenAI SDKs and to answer in their shapes.
 
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, FinishReason, ImageSource, Message, ResponseFormat,
-    Role, ToolCall, ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, FinishReason, ImageSource, Message, Reasoning,
+    ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
 
 use super::errors::GatewayError;
+use super::reply::null_default;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -18,7 +19,7 @@ pub(crate) struct WireRequest {
     #[serde(default)]
     pub(crate) model: Option<String>,
     pub(crate) messages: Vec<WireMessage>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     tools: Vec<WireTool>,
     #[serde(default)]
     tool_choice: Option<Value>,
@@ -38,26 +39,35 @@ pub(crate) struct WireRequest {
     seed: Option<u64>,
     #[serde(default)]
     user: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub(crate) stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
-    // Accepted and ignored: sampling knobs ripcord does not route on.
-    #[serde(default, rename = "n")]
-    _n: Option<u32>,
-    #[serde(default, rename = "presence_penalty")]
-    _presence_penalty: Option<f32>,
-    #[serde(default, rename = "frequency_penalty")]
-    _frequency_penalty: Option<f32>,
-    #[serde(default, rename = "logprobs")]
-    _logprobs: Option<bool>,
-    #[serde(default, rename = "parallel_tool_calls")]
-    _parallel_tool_calls: Option<bool>,
+    /// Forwarded to links that have them; refused by links that do not (see
+    /// `docs/client-support.md`).
+    #[serde(default)]
+    presence_penalty: Option<f32>,
+    #[serde(default)]
+    frequency_penalty: Option<f32>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+    /// `minimal`, `low`, `medium` or `high`: a budget's band on links that take budgets.
+    #[serde(default)]
+    reasoning_effort: Option<String>,
+    /// Refused unless they ask for nothing (see [`WireRequest::refuse_unservable`]).
+    #[serde(default)]
+    n: Option<u32>,
+    #[serde(default)]
+    logprobs: Option<bool>,
+    #[serde(default)]
+    top_logprobs: Option<u32>,
+    #[serde(default)]
+    logit_bias: Option<serde_json::Map<String, Value>>,
 }
 
 #[derive(Debug, Deserialize)]
 struct StreamOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     include_usage: bool,
 }
 
@@ -68,8 +78,11 @@ pub(crate) struct WireMessage {
     content: Option<Value>,
     #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     tool_calls: Vec<WireToolCall>,
+    /// The deprecated single function call of an assistant turn.
+    #[serde(default)]
+    function_call: Option<WireFunctionCall>,
     #[serde(default)]
     tool_call_id: Option<String>,
 }
@@ -83,7 +96,7 @@ struct WireToolCall {
 #[derive(Debug, Deserialize)]
 struct WireFunctionCall {
     name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     arguments: String,
 }
 
@@ -118,10 +131,6 @@ struct WireJsonSchema {
     strict: Option<bool>,
 }
 
-fn bad(message: impl Into<String>) -> GatewayError {
-    GatewayError::invalid(message)
-}
-
 impl WireRequest {
     /// True when the client asked for the usage chunk.
     pub(crate) fn include_usage(&self) -> bool {
@@ -130,10 +139,41 @@ impl WireRequest {
             .is_some_and(|o| o.include_usage)
     }
 
+    /// Refuses what no link can give back through this door: several choices, log
+    /// probabilities, and token biases (token ids mean something else on every vendor's
+    /// tokenizer, so they cannot follow a fallback).
+    fn refuse_unservable(&self) -> Result<(), GatewayError> {
+        if self.n.is_some_and(|n| n != 1) {
+            return Err(GatewayError::invalid_at(
+                "n",
+                "this gateway answers with one choice; send the request n times instead",
+            ));
+        }
+        if self.logprobs == Some(true) || self.top_logprobs.is_some_and(|n| n > 0) {
+            let param = if self.logprobs == Some(true) {
+                "logprobs"
+            } else {
+                "top_logprobs"
+            };
+            return Err(GatewayError::invalid_at(
+                param,
+                "log probabilities are not returned by this gateway",
+            ));
+        }
+        if self.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
+            return Err(GatewayError::invalid_at(
+                "logit_bias",
+                "token biases are not supported: token ids differ between the vendors a route may fall back to",
+            ));
+        }
+        Ok(())
+    }
+
     /// Translates to ripcord's request.
     pub(crate) fn into_chat_request(self) -> Result<ChatRequest, GatewayError> {
+        self.refuse_unservable()?;
         if self.messages.is_empty() {
-            return Err(bad("`messages` must not be empty"));
+            return Err(GatewayError::invalid_at("messages", "must not be empty"));
         }
         let mut messages = Vec::with_capacity(self.messages.len());
         for (i, m) in self.messages.into_iter().enumerate() {
@@ -141,23 +181,58 @@ impl WireRequest {
                 "system" | "developer" => Role::System,
                 "user" => Role::User,
                 "assistant" => Role::Assistant,
-                "tool" => Role::Tool,
-                other => return Err(bad(format!("messages[{i}].role: unknown role {other:?}"))),
+                // The deprecated function-calling turn: the result of the assistant's last
+                // `function_call` of that name, which is a tool result by another name.
+                "tool" | "function" => Role::Tool,
+                other => {
+                    return Err(GatewayError::invalid_at(
+                        format!("messages[{i}].role"),
+                        format_args!("unknown role {other:?}"),
+                    ));
+                }
             };
             let content = parse_content(m.content, i)?;
             let mut msg = Message::new(role, "");
             msg.content = content;
-            msg.name = m.name;
             msg.tool_call_id = m.tool_call_id;
             msg.tool_calls = m
                 .tool_calls
                 .into_iter()
                 .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
                 .collect();
+            if let Some(f) = m.function_call {
+                // A deprecated `function_call` is a tool call with an id of our own.
+                msg.tool_calls.push(ToolCall::new(
+                    format!("call_function_{i}"),
+                    f.name,
+                    f.arguments,
+                ));
+            }
+            if m.role == "function" {
+                let name = m.name.as_deref().unwrap_or_default();
+                msg.tool_call_id = messages.iter().rev().find_map(|p: &Message| {
+                    p.tool_calls
+                        .iter()
+                        .rev()
+                        .find(|c| c.name == name)
+                        .map(|c| c.id.clone())
+                });
+                if msg.tool_call_id.is_none() {
+                    return Err(GatewayError::invalid_at(
+                        format!("messages[{i}].name"),
+                        format_args!(
+                            "a function message answers an earlier assistant `function_call`; none is named {name:?}"
+                        ),
+                    ));
+                }
+            } else {
+                msg.name = m.name;
+            }
             if role == Role::Tool && msg.tool_call_id.is_none() {
-                return Err(bad(format!(
-                    "messages[{i}]: a tool message needs `tool_call_id`"
-                )));
+                return Err(GatewayError::invalid_at(
+                    format!("messages[{i}].tool_call_id"),
+                    "a tool message needs `tool_call_id`",
+                ));
             }
             messages.push(msg);
         }
@@ -183,15 +258,21 @@ impl WireRequest {
                 "auto" => ToolChoice::Auto,
                 "none" => ToolChoice::None,
                 "required" => ToolChoice::Required,
-                other => return Err(bad(format!("tool_choice: unknown value {other:?}"))),
+                other => {
+                    return Err(GatewayError::invalid_at(
+                        "tool_choice",
+                        format_args!("unknown value {other:?}"),
+                    ));
+                }
             }),
             Some(v) => match v.pointer("/function/name").and_then(Value::as_str) {
                 Some(name) => Some(ToolChoice::Tool {
                     name: name.to_owned(),
                 }),
                 None => {
-                    return Err(bad(
-                        "tool_choice: expected a string or {\"type\":\"function\",\"function\":{\"name\":...}}",
+                    return Err(GatewayError::invalid_at(
+                        "tool_choice",
+                        "expected a string or {\"type\":\"function\",\"function\":{\"name\":...}}",
                     ));
                 }
             },
@@ -215,13 +296,35 @@ impl WireRequest {
                 .into_iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s),
-                    _ => Err(bad("stop: expected a string or an array of strings")),
+                    _ => Err(GatewayError::invalid_at(
+                        "stop",
+                        "expected a string or an array of strings",
+                    )),
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(bad("stop: expected a string or an array of strings")),
+            Some(_) => {
+                return Err(GatewayError::invalid_at(
+                    "stop",
+                    "expected a string or an array of strings",
+                ));
+            }
         };
         req.seed = self.seed;
         req.user = self.user;
+        req.presence_penalty = self.presence_penalty;
+        req.frequency_penalty = self.frequency_penalty;
+        req.parallel_tool_calls = self.parallel_tool_calls;
+        req.reasoning = match self.reasoning_effort.as_deref() {
+            None => None,
+            Some(e) => Some(Reasoning::effort(ReasoningEffort::parse(e).ok_or_else(
+                || {
+                    GatewayError::invalid_at(
+                        "reasoning_effort",
+                        format_args!("{e:?} is not one of minimal, low, medium, high"),
+                    )
+                },
+            )?)),
+        };
         Ok(req)
     }
 }
@@ -240,20 +343,39 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, G
                         .get("text")
                         .and_then(Value::as_str)
                         .map(|t| ContentPart::Text { text: t.to_owned() })
-                        .ok_or_else(|| bad(format!("messages[{i}].content[{j}]: a text part needs `text`"))),
+                        .ok_or_else(|| {
+                            GatewayError::invalid_at(
+                                format!("messages[{i}].content[{j}].text"),
+                                "a text part needs `text`",
+                            )
+                        }),
                     "image_url" => {
                         let url = p
                             .pointer("/image_url/url")
                             .and_then(Value::as_str)
-                            .ok_or_else(|| bad(format!("messages[{i}].content[{j}]: an image part needs `image_url.url`")))?;
-                        let detail = p.pointer("/image_url/detail").and_then(Value::as_str).map(str::to_owned);
+                            .ok_or_else(|| {
+                                GatewayError::invalid_at(
+                                    format!("messages[{i}].content[{j}].image_url.url"),
+                                    "an image part needs `image_url.url`",
+                                )
+                            })?;
+                        let detail = p
+                            .pointer("/image_url/detail")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned);
                         Ok(image_part(url, detail))
                     }
-                    other => Err(bad(format!("messages[{i}].content[{j}]: unsupported part type {other:?}"))),
+                    other => Err(GatewayError::invalid_at(
+                        format!("messages[{i}].content[{j}].type"),
+                        format_args!("unsupported part type {other:?}"),
+                    )),
                 }
             })
             .collect(),
-        Some(_) => Err(bad(format!("messages[{i}].content: expected a string or an array of parts"))),
+        Some(_) => Err(GatewayError::invalid_at(
+            format!("messages[{i}].content"),
+            "expected a string or an array of parts",
+        )),
     }
 }
 

@@ -476,6 +476,17 @@ impl Call {
         retry
     }
 
+    /// Marks the failure just recorded for link `name` ([`Call::failed`]) with the
+    /// `max_tokens` it was sent, when the chain lowered it (see `clamp`).
+    pub(crate) fn mark_clamped(&mut self, name: &str, clamped: Option<u32>) {
+        if clamped.is_none() {
+            return;
+        }
+        if let Some(e) = self.stop.as_mut().or(self.errors.last_mut()) {
+            super::clamp::record(e.attempts_mut(), name, clamped);
+        }
+    }
+
     /// Records a failed attempt at link `i` and decides where to go next.
     pub(crate) fn failed(
         &mut self,

@@ -50,6 +50,7 @@
 
 mod builder;
 mod call;
+mod clamp;
 pub mod continuation;
 mod order;
 mod stream;
@@ -519,6 +520,8 @@ impl ChainInner {
             let actx = attempt_ctx.as_ref().unwrap_or(&ctx);
             let trimmed = call.take_trimmed(i);
             let r = trimmed.as_ref().map_or(req, |(t, _)| t);
+            let (r, clamped) = clamp::for_link(r, link.model.capabilities());
+            let r = &*r;
             let started = Instant::now();
             // A link that bounds itself by the context stops at the deadline with its own,
             // more precise error; any other is raced against the deadline here.
@@ -534,9 +537,17 @@ impl ChainInner {
                     let link_prov = std::mem::take(&mut resp.provenance);
                     resp.provenance = call.served(self, i, link_prov, latency);
                     resp.provenance.trimmed_messages = trimmed.map_or(0, |(_, n)| n);
+                    clamp::record(
+                        &mut resp.provenance.attempts,
+                        &link.model.id().name,
+                        clamped,
+                    );
                     return Ok(resp);
                 }
-                Err(e) => call.failed(self, i, e, started.elapsed(), req, &ctx),
+                Err(e) => {
+                    call.failed(self, i, e, started.elapsed(), req, &ctx);
+                    call.mark_clamped(&link.model.id().name, clamped);
+                }
             }
         }
     }

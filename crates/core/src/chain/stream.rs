@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
 use super::call::{Call, Next};
+use super::clamp;
 use super::continuation::{self, Overlap};
 use super::{ChainInner, StreamPolicy};
 use crate::context::Context;
@@ -107,6 +108,8 @@ async fn commit(
         let actx = attempt_ctx.as_ref().unwrap_or(ctx);
         let trimmed = call.take_trimmed(i);
         let base = trimmed.as_ref().map_or(req, |(t, _)| t);
+        let (base, clamped) = clamp::for_link(base, model.capabilities());
+        let base = &*base;
         let started = Instant::now();
         let mut mode = delivered.map(|_| {
             if model.capabilities().assistant_prefill {
@@ -141,8 +144,21 @@ async fn commit(
             Err(e) => Err(e),
         };
         match first {
-            Ok((stream, buffered, provenance)) => {
+            Ok((stream, buffered, mut provenance)) => {
                 inner.observe_latency(i, started.elapsed());
+                if clamped.is_some() {
+                    // The link's own record when it kept one, else the attempt the chain
+                    // would write for it, marked with what it was sent.
+                    let id = model.id();
+                    if provenance.attempts.is_empty() {
+                        provenance.attempts.push(Attempt::success(
+                            id.name.clone(),
+                            id.model.clone(),
+                            started.elapsed(),
+                        ));
+                    }
+                    clamp::record(&mut provenance.attempts, &id.name, clamped);
+                }
                 return Commit::Ok(Committed {
                     link: i,
                     trimmed: trimmed.map_or(0, |(_, n)| n),
@@ -153,7 +169,10 @@ async fn commit(
                     provenance,
                 });
             }
-            Err(e) => call.failed(inner, i, e, started.elapsed(), req, ctx),
+            Err(e) => {
+                call.failed(inner, i, e, started.elapsed(), req, ctx);
+                call.mark_clamped(&model.id().name, clamped);
+            }
         }
     }
 }

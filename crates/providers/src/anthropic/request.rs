@@ -60,6 +60,43 @@ struct MessagesBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+}
+
+/// Extended thinking: `{"type": "enabled", "budget_tokens": n}`.
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
+/// The smallest thinking budget Anthropic accepts.
+const MIN_THINKING_BUDGET: u32 = 1_024;
+
+/// The thinking of a request that asks for reasoning: its budget (or its effort's), kept
+/// under `max_tokens` as Anthropic requires; a `max_tokens` that leaves no room for the
+/// smallest budget is refused, naming both.
+fn thinking(req: &ChatRequest, max_tokens: u32) -> Result<Option<Thinking>> {
+    let Some(r) = req.reasoning else {
+        return Ok(None);
+    };
+    if max_tokens <= MIN_THINKING_BUDGET {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "thinking: Anthropic needs max_tokens above {MIN_THINKING_BUDGET} for extended thinking (it is {max_tokens})"
+            ),
+        ));
+    }
+    let budget = r
+        .budget_or_from_effort()
+        .clamp(MIN_THINKING_BUDGET, max_tokens - 1);
+    Ok(Some(Thinking {
+        kind: "enabled",
+        budget_tokens: budget,
+    }))
 }
 
 #[derive(Serialize)]
@@ -111,10 +148,38 @@ struct WireTool<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireToolChoice<'a> {
-    Auto,
-    Any,
+    Auto {
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
+    Any {
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
     None,
-    Tool { name: &'a str },
+    Tool {
+        name: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
+}
+
+/// A request field Anthropic's Messages API has no equivalent for: refused, never dropped.
+fn refuse_unmappable(req: &ChatRequest) -> Result<()> {
+    for (name, v) in [
+        ("presence_penalty", req.presence_penalty),
+        ("frequency_penalty", req.frequency_penalty),
+    ] {
+        if v.is_some_and(|p| p != 0.0) {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "{name}: Anthropic's Messages API has no {name}; leave it unset or 0 for a route that may reach Claude"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether the body asks for JSON through the forced [`JSON_TOOL`].
@@ -287,13 +352,30 @@ pub(crate) fn messages_body_for(
             input_schema: &t.parameters,
         })
         .collect();
-    let mut tool_choice = req.tool_choice.as_ref().and_then(|c| match c {
-        ToolChoice::Auto => Some(WireToolChoice::Auto),
-        ToolChoice::Required => Some(WireToolChoice::Any),
-        ToolChoice::None => Some(WireToolChoice::None),
-        ToolChoice::Tool { name } => Some(WireToolChoice::Tool { name }),
-        _ => None,
-    });
+    refuse_unmappable(req)?;
+    // OpenAI's `parallel_tool_calls: false` is Anthropic's `disable_parallel_tool_use`, which
+    // lives on the tool choice (an `auto` one when the request named none).
+    let serial = req.parallel_tool_calls == Some(false) && !req.tools.is_empty();
+    let mut tool_choice = match req.tool_choice.as_ref() {
+        None if serial => Some(WireToolChoice::Auto {
+            disable_parallel_tool_use: true,
+        }),
+        None => None,
+        Some(c) => match c {
+            ToolChoice::Auto => Some(WireToolChoice::Auto {
+                disable_parallel_tool_use: serial,
+            }),
+            ToolChoice::Required => Some(WireToolChoice::Any {
+                disable_parallel_tool_use: serial,
+            }),
+            ToolChoice::None => Some(WireToolChoice::None),
+            ToolChoice::Tool { name } => Some(WireToolChoice::Tool {
+                name,
+                disable_parallel_tool_use: serial,
+            }),
+            _ => None,
+        },
+    };
 
     let schema = match &req.response_format {
         ResponseFormat::Json => Some(&*ANY_OBJECT),
@@ -309,7 +391,10 @@ pub(crate) fn messages_body_for(
                 description: Some("Give the answer as a JSON object through this tool."),
                 input_schema: schema,
             });
-            tool_choice = Some(WireToolChoice::Tool { name: JSON_TOOL });
+            tool_choice = Some(WireToolChoice::Tool {
+                name: JSON_TOOL,
+                disable_parallel_tool_use: false,
+            });
             json_mode = JsonMode(true);
         } else {
             extra_system = Some(format!(
@@ -322,12 +407,15 @@ pub(crate) fn messages_body_for(
         BodyFor::Messages { model } => (Some(model), None),
         BodyFor::Platform { anthropic_version } => (None, Some(anthropic_version)),
     };
+    let max_tokens = req
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS.min(max_output.max(1)));
+    let thinking = thinking(req, max_tokens)?;
     let body = MessagesBody {
         model,
         anthropic_version,
-        max_tokens: req
-            .max_tokens
-            .unwrap_or(DEFAULT_MAX_TOKENS.min(max_output.max(1))),
+        max_tokens,
+        thinking,
         system: system_prompt(req, extra_system),
         messages,
         tools,

@@ -47,6 +47,12 @@ struct Many {
 
 /// The body, and whether it is the single-text call.
 pub(crate) fn body(model: &str, req: &EmbeddingRequest) -> Result<(Vec<u8>, bool)> {
+    if !req.tokens.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            "Gemini embeds texts only; this request gives its inputs as token ids",
+        ));
+    }
     if req.inputs.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,

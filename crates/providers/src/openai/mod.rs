@@ -49,6 +49,10 @@ macro_rules! embeddings_through_inner {
                 ripcord_core::EmbeddingModel::id(&self.inner)
             }
 
+            fn accepts_tokens(&self) -> bool {
+                ripcord_core::EmbeddingModel::accepts_tokens(&self.inner)
+            }
+
             fn embed<'a, 'b, 'c, 'async_trait>(
                 &'a self,
                 req: &'b ripcord_core::EmbeddingRequest,
@@ -705,7 +709,7 @@ impl OpenAi {
             )
             .await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let mut r = response::parse_embeddings(&raw, req.inputs.len(), e.dialect.hook)?;
+        let mut r = response::parse_embeddings(&raw, req.len(), e.dialect.hook)?;
         r.served_by = Some(self.id.name.clone());
         Ok(r)
     }
@@ -773,6 +777,11 @@ impl EmbeddingModel for OpenAi {
         self.embed_inner(req, ctx)
             .await
             .map_err(|e| self.labels().finish(e))
+    }
+
+    /// OpenAI's `/embeddings` takes `input` as token arrays too.
+    fn accepts_tokens(&self) -> bool {
+        true
     }
 }
 

@@ -39,6 +39,14 @@ struct ChatBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
@@ -353,6 +361,12 @@ pub(crate) fn chat_body(
         max_completion_tokens,
         stop: &req.stop,
         seed: req.seed,
+        presence_penalty: req.presence_penalty,
+        frequency_penalty: req.frequency_penalty,
+        // OpenAI refuses the flag on a request without tools.
+        parallel_tool_calls: req.parallel_tool_calls.filter(|_| !req.tools.is_empty()),
+        // A thinking budget (Anthropic's way) is sent as the effort of its band.
+        reasoning_effort: req.reasoning.map(|r| r.effort_or_from_budget().as_str()),
         user: req.user.as_deref(),
         stream,
         stream_options: (stream && dialect.stream_usage).then_some(StreamOptions {
@@ -381,9 +395,16 @@ pub(crate) fn chat_body(
 }
 
 #[derive(Serialize)]
+#[serde(untagged)]
+enum EmbeddingInput<'a> {
+    Texts(&'a [String]),
+    Tokens(&'a [Vec<u32>]),
+}
+
+#[derive(Serialize)]
 struct EmbeddingBody<'a> {
     model: &'a str,
-    input: &'a [String],
+    input: EmbeddingInput<'a>,
     encoding_format: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     dimensions: Option<u32>,
@@ -391,7 +412,7 @@ struct EmbeddingBody<'a> {
 
 /// Serialises the embeddings body.
 pub(crate) fn embedding_body(model: &str, req: &EmbeddingRequest) -> Result<Vec<u8>> {
-    if req.inputs.is_empty() {
+    if req.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,
             "the embedding request has no inputs",
@@ -399,7 +420,11 @@ pub(crate) fn embedding_body(model: &str, req: &EmbeddingRequest) -> Result<Vec<
     }
     let body = EmbeddingBody {
         model,
-        input: &req.inputs,
+        input: if req.tokens.is_empty() {
+            EmbeddingInput::Texts(&req.inputs)
+        } else {
+            EmbeddingInput::Tokens(&req.tokens)
+        },
         encoding_format: "float",
         dimensions: req.dimensions,
     };
@@ -566,6 +591,19 @@ mod tests {
         assert_eq!(
             v,
             json!({"model":"e","input":["a"],"encoding_format":"float"})
+        );
+        // Token arrays go to the vendor as they came.
+        let v: Value = serde_json::from_slice(
+            &embedding_body(
+                "e",
+                &EmbeddingRequest::from_tokens(vec![vec![1, 2], vec![3]]),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"model":"e","input":[[1, 2], [3]],"encoding_format":"float"})
         );
     }
 }

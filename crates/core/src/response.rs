@@ -160,6 +160,10 @@ pub struct Attempt {
     /// Wall time of the attempt.
     #[serde(rename = "latency_ms", with = "millis")]
     pub latency: Duration,
+    /// The deployment of a pooled link the attempt went to (a region, a key, an account);
+    /// `None` for a link that is not a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<Arc<str>>,
 }
 
 impl Attempt {
@@ -171,6 +175,7 @@ impl Attempt {
             error_kind: None,
             status: None,
             latency,
+            deployment: None,
         }
     }
 
@@ -182,7 +187,14 @@ impl Attempt {
             error_kind: Some(error.kind()),
             status: error.status().map(StatusCode::as_u16),
             latency,
+            deployment: None,
         }
+    }
+
+    /// The same attempt, naming the deployment of a pooled link it went to.
+    pub fn with_deployment(mut self, deployment: Arc<str>) -> Self {
+        self.deployment = Some(deployment);
+        self
     }
 
     /// True when the attempt succeeded.
@@ -374,6 +386,16 @@ impl Provenance {
             attempts: vec![Attempt::success(provider, model, latency)],
             ..Provenance::default()
         }
+    }
+
+    /// The deployment that served the answer when the serving link is a pool of deployments
+    /// of one model (a region, a key, an account): the one named by the successful last
+    /// attempt; `None` for a link that is not a pool, or when no link served.
+    pub fn deployment(&self) -> Option<&str> {
+        self.attempts
+            .last()
+            .filter(|a| a.succeeded())
+            .and_then(|a| a.deployment.as_deref())
     }
 
     /// The number of retries and fallbacks it took (attempts minus one, at least zero).

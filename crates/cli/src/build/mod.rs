@@ -47,6 +47,7 @@ use ripcord_redis::{RedisState, StateOptions};
 
 mod adapters;
 mod decorate;
+mod pool;
 
 use adapters::{adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};
@@ -305,7 +306,11 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     // protects the others.
     let mut links: BTreeMap<&str, Arc<dyn ChatModel>> = BTreeMap::new();
     for p in &config.chain {
-        let base = match adapter(p, &client) {
+        let built = match &p.pool {
+            Some(settings) => pool::pooled(p, settings, &client),
+            None => adapter(p, &client),
+        };
+        let base = match built {
             Ok(m) => m,
             Err(e) => {
                 notes.push(format!("provider {:?} is unavailable: {e}", p.name));

@@ -189,6 +189,8 @@ pub struct Provider {
     pub max_output_tokens: Option<u32>,
     /// bedrock: the region and the credentials, resolved.
     pub bedrock: Option<BedrockSettings>,
+    /// A pool's deployments and strategy (`None`: an ordinary link).
+    pub pool: Option<super::pool::PoolSettings>,
 }
 
 /// A Bedrock provider's own settings, resolved when the config is read (credentials included,
@@ -265,6 +267,10 @@ impl Provider {
                 self.retry.max_delay_ms.max(self.retry.base_delay_ms),
                 self.retry.base_delay_ms / 2,
             )
+        };
+        let retry = match &self.pool {
+            Some(pool) => pool.describe(&retry),
+            None => retry,
         };
         let mut s = format!(
             "{retry}

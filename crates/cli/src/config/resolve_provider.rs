@@ -271,7 +271,7 @@ pub(super) fn resolve_provider(
                 ));
             }
         },
-        (None, None) if kind.key_optional() => (None, None),
+        (None, None) if kind.key_optional() || !p.deployments.is_empty() => (None, None),
         (None, None) => {
             return Err(cx.err(
                 Some(&p.name.span()),
@@ -346,6 +346,10 @@ pub(super) fn resolve_provider(
             None => Ok(None),
         }
     };
+    let pool = match super::pool::resolve_pool(cx, p, lenient_keys)? {
+        super::pool::Resolved::Pool(pool) => pool,
+        super::pool::Resolved::Skip => return Ok(None),
+    };
     let context_window = positive(&p.context_window, "context_window")?;
     let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;
     Ok(Some(Provider {
@@ -373,6 +377,7 @@ pub(super) fn resolve_provider(
         context_window,
         max_output_tokens,
         bedrock,
+        pool,
     }))
 }
 

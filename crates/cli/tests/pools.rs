@@ -115,6 +115,26 @@ fn bad_pool_settings_name_the_file_line_and_key() {
         .to_string();
     assert!(msg.contains("`balance` needs `deployments`"), "{msg}");
 
+    let text = "[chain]\norder = [\"az\"]\n[[providers]]\nname = \"az\"\nkind = \"azure-openai\"\nmodel = \"gpt-4o\"\napi_key = \"k\"\ndeployment = \"gpt-4o\"\ndeployments = [{ region = \"east\" }]\n";
+    let msg = config::parse("pool.toml", text, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains(
+            "needs `base_url` (the resource endpoint) and `deployment`, its own or the provider's"
+        ),
+        "{msg}"
+    );
+    let ok = text.replace(
+        "{ region = \"east\" }",
+        "{ region = \"east\", base_url = \"https://east.example\" }",
+    );
+    let cfg = config::parse("pool.toml", &ok, &env).unwrap();
+    assert!(
+        cfg.describe()
+            .contains("deployment east: region=east base_url=https://east.example")
+    );
+
     let text = pool_toml(&urls, "round_robin").replace("rpm = 600", "rpm = 600, colour = \"red\"");
     assert!(
         config::parse("pool.toml", &text, &env).is_err(),
@@ -162,4 +182,35 @@ async fn the_pool_serves_from_the_healthy_deployment_and_keeps_off_the_throttled
     };
     assert_eq!(auth(&throttled), "Bearer sk-west-secret");
     assert_eq!(auth(&healthy), "Bearer sk-east-secret");
+
+    // /readyz's view and the status page show each deployment.
+    let view = built.readiness();
+    let deployments = view["pools"][0]["deployments"].as_array().unwrap();
+    assert_eq!(view["pools"][0]["link"], "gpt");
+    assert_eq!(deployments.len(), 3);
+    assert_eq!(deployments[1]["name"], "r1");
+    assert_eq!(deployments[1]["state"], "cooling_down");
+    assert!(deployments[1]["cooldown_left_ms"].as_u64().unwrap() > 20_000);
+    assert_eq!(deployments[2]["state"], "available");
+    assert_eq!(deployments[2]["in_flight"], 0);
+    assert!(deployments[2]["latency_ewma_ms"].as_f64().unwrap() > 0.0);
+    let page = ripcord_cli::gateway::status::StatusBoard::from_built(&built).render();
+    assert!(page.contains("<h2>Pools</h2>"), "{page}");
+    assert!(page.contains("cooling_down"), "{page}");
+}
+
+#[test]
+fn the_chain_strategy_demote_erroring_is_configurable() {
+    let text = "[chain]\norder = [\"a\", \"b\"]\nstrategy = \"demote_erroring\"\nmin_samples = 4\n\
+                [[providers]]\nname = \"a\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key = \"k\"\n\
+                [[providers]]\nname = \"b\"\nkind = \"openai\"\nmodel = \"gpt-4o-mini\"\napi_key = \"k\"\n";
+    let cfg = config::parse("chain.toml", text, &env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    assert_eq!(
+        built.chain.strategy(),
+        &ripcord_core::chain::Strategy::DemoteErroring {
+            threshold_pct: 30,
+            min_calls: 4
+        }
+    );
 }

@@ -112,6 +112,9 @@ pub struct Built {
     /// Health handles per provider (each once, however many routes use it), in the order of
     /// [`Config::chain`].
     pub health: Vec<HealthHandle>,
+    /// The pooled providers' handles (each deployment's state, in flight, latency, cooldown),
+    /// in the order of [`Config::chain`].
+    pub pools: Vec<ripcord_resilience::PoolHandle>,
     /// Notes for stderr (links that could not be built, and why).
     pub notes: Vec<String>,
     /// Active health probers (`[providers.probe]`); probing stops when the last clone is dropped.
@@ -170,7 +173,12 @@ impl Built {
             })
         }) && self.routes.iter().any(|r| !r.links.is_empty());
         let status = if all_open { "unavailable" } else { "ready" };
-        json!({"status": status, "links": links, "routes": routes, "state": self.state_report()})
+        let pools: Vec<Value> = self
+            .pools
+            .iter()
+            .map(|p| serde_json::to_value(p.snapshot()).unwrap_or(Value::Null))
+            .collect();
+        json!({"status": status, "links": links, "routes": routes, "pools": pools, "state": self.state_report()})
     }
 
     /// The model for route number `index` (what `ripcord chat --route` calls): the shared
@@ -286,6 +294,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         }
     };
     let mut health = Vec::new();
+    let mut pools = Vec::new();
     let mut notes = Vec::new();
     let mut probers = Vec::new();
     let redact = match &config.redaction {
@@ -307,7 +316,10 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
     let mut links: BTreeMap<&str, Arc<dyn ChatModel>> = BTreeMap::new();
     for p in &config.chain {
         let built = match &p.pool {
-            Some(settings) => pool::pooled(p, settings, &client),
+            Some(settings) => pool::pooled(p, settings, &client).map(|(m, h)| {
+                pools.push(h);
+                m
+            }),
             None => adapter(p, &client),
         };
         let base = match built {
@@ -391,6 +403,7 @@ pub fn build_with(config: &Config, hooks: &BuildHooks) -> Result<Built> {
         key_limits,
         embeddings,
         health,
+        pools,
         notes,
         probers: Arc::new(probers),
         #[cfg(feature = "redis")]
@@ -459,6 +472,10 @@ fn build_route(
                 min_samples: *min_samples,
             },
             crate::config::Strategy::LowestCost => Strategy::LowestCost,
+            crate::config::Strategy::DemoteErroring { min_calls } => Strategy::DemoteErroring {
+                threshold_pct: 30,
+                min_calls: *min_calls,
+            },
             crate::config::Strategy::Weighted(shares) => {
                 Strategy::weighted(shares.iter().map(|(n, w)| (n.clone(), *w)))
             }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use ripcord_core::{ChatModel, Result};
 use ripcord_providers::HttpClient;
 use ripcord_resilience::{
-    BreakerPolicy, ChatModelExt, Deployment, OpenBackoff, Pool, PoolPolicy, RateLimitPolicy,
+    BreakerPolicy, ChatModelExt, Deployment, OpenBackoff, Pool, PoolHandle, PoolPolicy,
+    RateLimitPolicy,
 };
 
 use super::adapters::adapter;
@@ -15,12 +16,13 @@ use super::config_error;
 use crate::config::{PoolSettings, Provider};
 
 /// The pool of `p`'s deployments, undecorated at the link level (the caller adds the link's
-/// health, breaker and bulkhead around it, and no retry: the pool makes the attempts).
+/// health, breaker and bulkhead around it, and no retry: the pool makes the attempts), and
+/// its handle for the status pages.
 pub(super) fn pooled(
     p: &Provider,
     pool: &PoolSettings,
     client: &HttpClient,
-) -> Result<Arc<dyn ChatModel>> {
+) -> Result<(Arc<dyn ChatModel>, PoolHandle)> {
     let mut deployments = Vec::with_capacity(pool.deployments.len());
     for d in &pool.deployments {
         let mut dp = p.clone();
@@ -85,5 +87,6 @@ pub(super) fn pooled(
         .build()
         .map_err(config_error)?;
     let pool = Pool::new(p.name.clone(), deployments, policy).map_err(config_error)?;
-    Ok(Arc::new(pool))
+    let handle = pool.handle();
+    Ok((Arc::new(pool), handle))
 }

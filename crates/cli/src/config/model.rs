@@ -62,6 +62,12 @@ pub enum Strategy {
     LowestCost,
     /// First link by weighted random choice.
     Weighted(Vec<(String, u32)>),
+    /// The configured order, with links whose passive error rate reaches 30% (after
+    /// `min_samples` calls) moved behind the others.
+    DemoteErroring {
+        /// Calls before a link's error rate counts.
+        min_calls: u32,
+    },
 }
 
 /// `[budget]`, resolved: tokens per tenant per window, charged once per call of the chain

@@ -201,6 +201,18 @@ pub(super) fn resolve_pool(
                 ),
             ));
         }
+        if p.kind == ProviderKind::AzureOpenai
+            && ((base_url.is_none() && p.base_url.is_none())
+                || (deployment.is_none() && p.deployment.is_none()))
+        {
+            return Err(cx.err(
+                Some(&p.name.span()),
+                &at("base_url"),
+                format!(
+                    "provider {name:?}: azure-openai deployment {dname:?} needs `base_url` (the resource endpoint) and `deployment`, its own or the provider's"
+                ),
+            ));
+        }
         deployments.push(DeploymentSettings {
             name: dname,
             base_url,

@@ -284,7 +284,11 @@ pub(super) fn resolve_provider(
             ));
         }
     };
-    if kind == ProviderKind::AzureOpenai && (p.deployment.is_none() || p.base_url.is_none()) {
+    // A pool's deployments may each bring their own (checked in `pool`).
+    if kind == ProviderKind::AzureOpenai
+        && p.deployments.is_empty()
+        && (p.deployment.is_none() || p.base_url.is_none())
+    {
         return Err(cx.err(
             Some(&p.name.span()),
             "deployment",

@@ -223,6 +223,9 @@ pub(crate) struct Health {
     pub(crate) ejected_until: Option<Instant>,
     pub(crate) ejections: u32,
     pub(crate) out: Option<ErrorKind>,
+    /// When an out-of-service deployment gets its next trial call (`None`: only an operator
+    /// or a probe brings it back).
+    pub(crate) recheck_at: Option<Instant>,
     pub(crate) window: Window,
     pub(crate) minute: Minute,
     pub(crate) successes: u64,
@@ -237,6 +240,7 @@ impl Health {
             ejected_until: None,
             ejections: 0,
             out: None,
+            recheck_at: None,
             window: Window {
                 start: now,
                 calls: 0,
@@ -256,7 +260,11 @@ impl Health {
     /// operator can bring it back, `Some(Some(at))` when it returns by itself at `at`.
     pub(crate) fn blocked_until(&self, now: Instant) -> Option<Option<Instant>> {
         if self.out.is_some() {
-            return Some(None);
+            return match self.recheck_at {
+                // Its trial call is due: it may take one.
+                Some(at) if at <= now => None,
+                other => Some(other),
+            };
         }
         let until = [self.cooldown_until, self.ejected_until]
             .into_iter()

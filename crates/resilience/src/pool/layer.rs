@@ -247,6 +247,7 @@ pub struct PoolPolicy {
     pub(crate) ewma_decay: Duration,
     pub(crate) default_rtt: Duration,
     pub(crate) ejection: Option<Ejection>,
+    pub(crate) out_recheck: Option<Duration>,
     pub(crate) clock: SharedClock,
     pub(crate) rng: Arc<dyn RandomSource>,
 }
@@ -260,6 +261,7 @@ impl Default for PoolPolicy {
             ewma_decay: Duration::from_secs(10),
             default_rtt: Duration::from_millis(100),
             ejection: Some(Ejection::default()),
+            out_recheck: Some(Duration::from_secs(300)),
             clock: default_clock(),
             rng: Arc::new(SplitMix64::from_entropy()),
         }
@@ -337,6 +339,16 @@ impl PoolPolicyBuilder {
     /// Outlier ejection settings.
     pub fn ejection(mut self, e: Ejection) -> Self {
         self.policy.ejection = Some(e);
+        self
+    }
+
+    /// How long a deployment taken out of service (quota, auth, region, model) waits before
+    /// one trial call may reach it again (default 5 min; `None`: only
+    /// [`PoolHandle::reinstate`](super::PoolHandle::reinstate) or
+    /// [`PoolHandle::probe`](super::PoolHandle::probe) bring it back). An answer reinstates it;
+    /// the same failure takes it out for another period.
+    pub fn out_of_service_recheck(mut self, every: Option<Duration>) -> Self {
+        self.policy.out_recheck = every;
         self
     }
 

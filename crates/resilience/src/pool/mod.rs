@@ -19,8 +19,9 @@
 //!   [`PoolPolicyBuilder::default_cooldown`].
 //! - **Broken setups wait for a person or a probe.** Quota exhausted, auth refused, permission
 //!   denied, region blocked and model not found take the deployment out of service until
-//!   [`PoolHandle::reinstate`] (an operator) or a passing [`PoolHandle::probe`]; they raise the
-//!   same `ripcord.alert` the chain raises for a link, named `pool/deployment`.
+//!   [`PoolHandle::reinstate`] (an operator), a passing [`PoolHandle::probe`], or an answer to
+//!   the one trial call it gets per [`PoolPolicyBuilder::out_of_service_recheck`] period; they
+//!   raise the same `ripcord.alert` the chain raises for a link, named `pool/deployment`.
 //! - **A retry goes elsewhere first.** Within one call, an attempt after a failure goes to a
 //!   deployment this call has not tried; a deployment already tried is tried again only when
 //!   none is left and its failure was worth retrying (after a backoff).
@@ -279,6 +280,11 @@ impl Shared {
     fn on_success(&self, i: usize, latency: Duration, tokens: u64) {
         let now = self.now();
         let mut h = self.slots[i].health();
+        if h.out.take().is_some() {
+            // Its trial call was answered: it is back.
+            h.recheck_at = None;
+            tracing::info!(ripcord.link = %self.link, ripcord.deployment = %self.slots[i].spec.name, by = "trial", message = event::POOL_REINSTATED);
+        }
         h.ewma.observe(latency, now, self.policy.ewma_decay);
         h.successes += 1;
         h.roll_minute(now);
@@ -322,7 +328,11 @@ impl Shared {
             tracing::info!(ripcord.link = %self.link, ripcord.deployment = %name, cooldown_ms = wait.as_millis() as u64, error.type = kind.as_str(), message = event::POOL_COOLDOWN);
         }
         if takes_out(kind) {
-            slot.health().out = Some(kind);
+            {
+                let mut h = slot.health();
+                h.out = Some(kind);
+                h.recheck_at = self.policy.out_recheck.map(|d| now + d);
+            }
             tracing::warn!(ripcord.link = %self.link, ripcord.deployment = %name, error.type = kind.as_str(), message = event::POOL_OUT_OF_SERVICE);
             let label = format!("{}/{}", self.link, name);
             self.alerts.observe(&label, kind);
@@ -481,6 +491,10 @@ impl Pool {
                 let mut h = shared.slots[i].health();
                 h.roll_minute(now);
                 h.minute.requests = h.minute.requests.saturating_add(1);
+                if h.out.is_some() {
+                    // Its trial call: one per period, however many calls arrive meanwhile.
+                    h.recheck_at = shared.policy.out_recheck.map(|d| now + d);
+                }
             }
             let guard = InFlight::new(Arc::clone(shared), i);
             let started = shared.now();

@@ -330,7 +330,10 @@ async fn quota_auth_and_region_take_a_deployment_out_until_reinstated() {
         let pool = Pool::new(
             "pool",
             vec![dep("a", &a), dep("b", &b)],
-            policy(Balance::RoundRobin).build().unwrap(),
+            policy(Balance::RoundRobin)
+                .out_of_service_recheck(None)
+                .build()
+                .unwrap(),
         )
         .unwrap()
         .with_alert_gate(Arc::clone(&gate));
@@ -342,7 +345,7 @@ async fn quota_auth_and_region_take_a_deployment_out_until_reinstated() {
         assert_eq!(snap.deployments[0].out_reason, Some(kind));
         // The alert went through the gate under pool/deployment (a second one is held back).
         assert_eq!(gate.admit("pool/a", kind), None, "{kind:?}");
-        // Time alone does not bring it back; an operator does.
+        // Time alone does not bring it back (trial calls are off here); an operator does.
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert_eq!(pool.snapshot().available(), 1);
         assert!(pool.handle().reinstate("a"));
@@ -350,6 +353,46 @@ async fn quota_auth_and_region_take_a_deployment_out_until_reinstated() {
         let served = serve_n(&pool, 4).await;
         assert_eq!(count(&served, "a"), 2, "{kind:?}: {served:?}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_out_of_service_deployment_gets_one_trial_call_per_period() {
+    let a = Timed::new(
+        ScriptedModel::new("pool")
+            .fail(ErrorKind::QuotaExhausted)
+            .fail(ErrorKind::QuotaExhausted)
+            .reply("a"),
+    );
+    let b = ok("b");
+    let pool = Pool::new(
+        "pool",
+        vec![dep("a", &a), dep("b", &b)],
+        policy(Balance::RoundRobin)
+            .out_of_service_recheck(Some(Duration::from_secs(60)))
+            .build()
+            .unwrap(),
+    )
+    .unwrap()
+    .with_alert_gate(Arc::new(AlertGate::default()));
+    let t0 = Instant::now();
+    serve_n(&pool, 1).await;
+    assert_eq!(pool.snapshot().deployments[0].cooldown_left_ms, 60_000);
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    serve_n(&pool, 4).await;
+    assert_eq!(a.calls(), 1, "no call before the period ends");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The trial fails (still no quota): out for another period, the call served by b.
+    serve_n(&pool, 4).await;
+    assert_eq!(a.calls(), 2);
+    assert_eq!(a.times()[1] - t0, Duration::from_secs(60));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // This trial is answered: a is back in the rotation.
+    let served = serve_n(&pool, 4).await;
+    assert_eq!(a.calls(), 4, "{served:?}");
+    assert_eq!(
+        pool.snapshot().deployments[0].state,
+        DeploymentState::Available
+    );
 }
 
 #[tokio::test(start_paused = true)]

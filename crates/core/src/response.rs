@@ -165,6 +165,10 @@ pub struct Attempt {
     /// when the request's went as it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clamped_max_tokens: Option<u32>,
+    /// The deployment of a pooled link the attempt went to (a region, a key, an account);
+    /// `None` for a link that is not a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<Arc<str>>,
 }
 
 impl Attempt {
@@ -177,6 +181,7 @@ impl Attempt {
             status: None,
             latency,
             clamped_max_tokens: None,
+            deployment: None,
         }
     }
 
@@ -189,7 +194,14 @@ impl Attempt {
             status: error.status().map(StatusCode::as_u16),
             latency,
             clamped_max_tokens: None,
+            deployment: None,
         }
+    }
+
+    /// The same attempt, naming the deployment of a pooled link it went to.
+    pub fn with_deployment(mut self, deployment: Arc<str>) -> Self {
+        self.deployment = Some(deployment);
+        self
     }
 
     /// True when the attempt succeeded.
@@ -381,6 +393,16 @@ impl Provenance {
             attempts: vec![Attempt::success(provider, model, latency)],
             ..Provenance::default()
         }
+    }
+
+    /// The deployment that served the answer when the serving link is a pool of deployments
+    /// of one model (a region, a key, an account): the one named by the successful last
+    /// attempt; `None` for a link that is not a pool, or when no link served.
+    pub fn deployment(&self) -> Option<&str> {
+        self.attempts
+            .last()
+            .filter(|a| a.succeeded())
+            .and_then(|a| a.deployment.as_deref())
     }
 
     /// The number of retries and fallbacks it took (attempts minus one, at least zero).

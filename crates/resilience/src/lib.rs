@@ -17,6 +17,7 @@
 //! | [`validate`]: JSON / schema / custom checks | [`Validate`] / [`Validator`] | `InvalidResponse` |
 //! | [`cache`]: TTL + LRU response cache (opt-in) | [`Cache`] / [`CachePolicy`] | — |
 //! | [`health`]: EWMA latency, error rate, breaker state | [`Health`] / [`HealthPolicy`] | — |
+//! | [`pool`]: one link over several deployments of a model (balancing, exact cooldowns, ejection) | [`Pool`] / [`PoolPolicy`] | `LocalRateLimited` + retry-after |
 //! | [`probe`]: active health probes (opt-in) | [`Prober`] / [`ProbePolicy`] | — |
 //! | [`redact`]: mask personal data before cloud links (opt-in) | [`Redact`] / [`RedactPolicy`] | — |
 //!
@@ -110,6 +111,7 @@ mod error;
 mod ext;
 pub mod health;
 pub mod hedge;
+pub mod pool;
 pub mod probe;
 pub mod rate_limit;
 pub mod redact;
@@ -142,6 +144,10 @@ pub use health::{
     ProbeSummary,
 };
 pub use hedge::{Hedge, HedgeDelay, HedgePolicy, HedgePolicyBuilder};
+pub use pool::{
+    Balance, Deployment, DeploymentSnapshot, DeploymentState, Ejection, Pool, PoolHandle,
+    PoolPolicy, PoolPolicyBuilder, PoolSnapshot, UnknownBalance,
+};
 pub use probe::{
     ProbeOutcome, ProbePolicy, ProbePolicyBuilder, Prober, ProberBuilder, ProberCounters,
     ProberStats,

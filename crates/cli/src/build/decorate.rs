@@ -66,7 +66,12 @@ pub(super) fn decorate(
     model = super::policies::validated(&p.policies, model);
     // A local link without `[providers.retry]` already resolved to one attempt (see
     // `config::defaults`).
-    let attempts = p.retry.max_attempts;
+    // A pool makes its own attempts, each to another deployment first.
+    let attempts = if p.pool.is_some() {
+        1
+    } else {
+        p.retry.max_attempts
+    };
     if attempts > 1 {
         let retry = RetryPolicy::builder()
             .retry_on(p.retry.retry_on)

@@ -50,6 +50,7 @@ pub mod admin;
 mod decorate;
 mod policies;
 pub mod reuse;
+mod pool;
 
 use adapters::{adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};
@@ -114,6 +115,9 @@ pub struct Built {
     /// Health handles per provider (each once, however many routes use it), in the order of
     /// [`Config::chain`].
     pub health: Vec<HealthHandle>,
+    /// The pooled providers' handles (each deployment's state, in flight, latency, cooldown),
+    /// in the order of [`Config::chain`].
+    pub pools: Vec<ripcord_resilience::PoolHandle>,
     /// Notes for stderr (links that could not be built, and why).
     pub notes: Vec<String>,
     /// Active health probers (`[providers.probe]`); probing stops when the last clone is dropped.
@@ -176,7 +180,12 @@ impl Built {
             })
         }) && self.routes.iter().any(|r| !r.links.is_empty());
         let status = if all_open { "unavailable" } else { "ready" };
-        json!({"status": status, "links": links, "routes": routes, "state": self.state_report()})
+        let pools: Vec<Value> = self
+            .pools
+            .iter()
+            .map(|p| serde_json::to_value(p.snapshot()).unwrap_or(Value::Null))
+            .collect();
+        json!({"status": status, "links": links, "routes": routes, "pools": pools, "state": self.state_report()})
     }
 
     /// The model for route number `index` (what `ripcord chat --route` calls): the shared
@@ -308,6 +317,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         }
     };
     let mut health = Vec::new();
+    let mut pools = Vec::new();
     let mut notes = Vec::new();
     let mut probers = Vec::new();
     let mut switches = admin::SwitchBoard::default();
@@ -347,10 +357,20 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             probers.extend(k.prober.clone());
             switches.keep(&p.name, k.switch.clone());
             links.insert(p.name.as_str(), Arc::clone(&k.link));
+            pools.extend(k.pool.clone());
             kept.insert(p.name.clone(), k.clone());
             continue;
         }
-        let base = match adapter(p, &client) {
+        let mut pool_handle = None;
+        let built = match &p.pool {
+            Some(settings) => pool::pooled(p, settings, &client).map(|(m, h)| {
+                pools.push(h.clone());
+                pool_handle = Some(h);
+                m
+            }),
+            None => adapter(p, &client),
+        };
+        let base = match built {
             Ok(m) => m,
             Err(e) => {
                 notes.push(format!("provider {:?} is unavailable: {e}", p.name));
@@ -379,6 +399,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
                 health: h.clone(),
                 prober: prober.clone(),
                 switch,
+                pool: pool_handle,
             },
         );
         health.push(h);
@@ -438,6 +459,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         key_limits,
         embeddings,
         health,
+        pools,
         notes,
         probers: Arc::new(probers),
         switches: switches.done(),
@@ -508,6 +530,10 @@ fn build_route(
                 min_samples: *min_samples,
             },
             crate::config::Strategy::LowestCost => Strategy::LowestCost,
+            crate::config::Strategy::DemoteErroring { min_calls } => Strategy::DemoteErroring {
+                threshold_pct: 30,
+                min_calls: *min_calls,
+            },
             crate::config::Strategy::Weighted(shares) => {
                 Strategy::weighted(shares.iter().map(|(n, w)| (n.clone(), *w)))
             }

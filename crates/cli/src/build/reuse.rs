@@ -25,6 +25,8 @@ pub struct KeptLink {
     pub(super) health: HealthHandle,
     pub(super) prober: Option<Arc<Prober>>,
     pub(super) switch: LinkSwitch,
+    /// A pooled link's handle (its deployments' state, for the status pages).
+    pub(super) pool: Option<ripcord_resilience::PoolHandle>,
 }
 
 /// The digest of everything provider `p`'s link is built from.
@@ -35,6 +37,15 @@ pub(super) fn fingerprint(config: &Config, p: &Provider, deadline_ms: u64) -> [u
     if let Some(k) = &p.api_key {
         ctx.update(b"key:");
         ctx.update(k.expose_secret().as_bytes());
+    }
+    // A pool's deployment keys (its `Debug` redacts them, so a rotation would go unseen).
+    for d in p.pool.iter().flat_map(|pool| &pool.deployments) {
+        if let Some(k) = &d.api_key {
+            ctx.update(b"deployment-key:");
+            ctx.update(d.name.as_bytes());
+            ctx.update(b"=");
+            ctx.update(k.expose_secret().as_bytes());
+        }
     }
     if let Some(v) = &p.vertex
         && let VertexCredentials::Token(t) = &v.credentials

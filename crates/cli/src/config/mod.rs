@@ -70,6 +70,7 @@ pub mod defaults;
 mod describe;
 mod env;
 mod model;
+mod pool;
 mod raw;
 mod raw_policies;
 mod resolve;
@@ -88,6 +89,7 @@ pub use model::{
     RedisSettings, RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
     VertexCredentials, VertexSettings,
 };
+pub use pool::{DeploymentSettings, PoolSettings};
 pub use raw::{
     BreakerConfig, BudgetConfig, BulkheadConfig, ChainConfig, CustomPattern, EmbeddingsConfig,
     KeyConfig, ProbeConfig, ProviderConfig, ProviderKind, RateLimitConfig, RawConfig,

@@ -66,6 +66,12 @@ pub enum Strategy {
     LowestCost,
     /// First link by weighted random choice.
     Weighted(Vec<(String, u32)>),
+    /// The configured order, with links whose passive error rate reaches 30% (after
+    /// `min_samples` calls) moved behind the others.
+    DemoteErroring {
+        /// Calls before a link's error rate counts.
+        min_calls: u32,
+    },
 }
 
 /// `[budget]`, resolved: tokens per tenant per window, charged once per call of the chain
@@ -196,6 +202,8 @@ pub struct Provider {
     pub policies: super::resolve_policies::LinkPolicies,
     /// bedrock: the region and the credentials, resolved.
     pub bedrock: Option<BedrockSettings>,
+    /// A pool's deployments and strategy (`None`: an ordinary link).
+    pub pool: Option<super::pool::PoolSettings>,
 }
 
 /// A Bedrock provider's own settings, resolved when the config is read (credentials included,
@@ -272,6 +280,10 @@ impl Provider {
                 self.retry.max_delay_ms.max(self.retry.base_delay_ms),
                 self.retry.base_delay_ms / 2,
             )
+        };
+        let retry = match &self.pool {
+            Some(pool) => pool.describe(&retry),
+            None => retry,
         };
         let mut s = format!(
             "{retry}

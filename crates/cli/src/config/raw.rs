@@ -373,6 +373,14 @@ pub struct ProviderConfig {
     /// The price, overriding the built-in table.
     #[serde(default)]
     pub price: Option<super::raw_policies::PriceConfig>,
+    /// A pool: the deployments of this one model (regions, keys, accounts) that the link
+    /// balances across; empty for an ordinary link.
+    #[serde(default)]
+    pub deployments: Vec<DeploymentConfig>,
+    /// A pool's balancing strategy: `p2c_peak_ewma` (default), `least_in_flight`, `weighted`,
+    /// `round_robin` or `usage`.
+    #[serde(default)]
+    pub balance: Option<Spanned<String>>,
 }
 
 /// `[chain]`.
@@ -637,4 +645,35 @@ pub struct RawConfig {
     /// Token budgets per tenant.
     #[serde(default)]
     pub budget: Option<BudgetConfig>,
+}
+
+/// One `deployments = [{ … }]` entry of a pooled provider, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentConfig {
+    /// Its name in status pages and provenance (default: its region, else `#n`).
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+    /// Its endpoint (default: the provider's `base_url`).
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
+    /// The environment variable holding its key (default: the provider's key).
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    /// Its region, shown on status pages.
+    #[serde(default)]
+    pub region: Option<Spanned<String>>,
+    /// azure-openai: its deployment name (default: the provider's `deployment`).
+    #[serde(default)]
+    pub deployment: Option<Spanned<String>>,
+    /// Its weight for `balance = "weighted"` (default 1).
+    #[serde(default)]
+    pub weight: Option<Spanned<u32>>,
+    /// Its requests-per-minute quota: a local limit of its own, and the `usage` strategy's
+    /// measure.
+    #[serde(default)]
+    pub rpm: Option<Spanned<u32>>,
+    /// Its tokens-per-minute quota, likewise.
+    #[serde(default)]
+    pub tpm: Option<Spanned<u32>>,
 }

@@ -404,6 +404,9 @@ fn resolve_chain(
                 .unwrap_or(defaults::LOWEST_LATENCY_MIN_SAMPLES),
         },
         Some(("lowest_cost", _)) => Strategy::LowestCost,
+        Some(("demote_erroring", _)) => Strategy::DemoteErroring {
+            min_calls: raw.min_samples.unwrap_or(10),
+        },
         Some(("weighted", span)) => {
             if raw.weights.is_empty() {
                 return Err(cx.err(
@@ -434,7 +437,7 @@ fn resolve_chain(
             return Err(cx.err(
                 Some(&span),
                 &key("strategy"),
-                msg(format!("expected \"ordered\", \"lowest_latency\", \"lowest_cost\" or \"weighted\", got {other:?}")),
+                msg(format!("expected \"ordered\", \"lowest_latency\", \"lowest_cost\", \"weighted\" or \"demote_erroring\", got {other:?}")),
             ));
         }
     };

@@ -271,7 +271,7 @@ pub(super) fn resolve_provider(
                 ));
             }
         },
-        (None, None) if kind.key_optional() => (None, None),
+        (None, None) if kind.key_optional() || !p.deployments.is_empty() => (None, None),
         (None, None) => {
             return Err(cx.err(
                 Some(&p.name.span()),
@@ -284,7 +284,11 @@ pub(super) fn resolve_provider(
             ));
         }
     };
-    if kind == ProviderKind::AzureOpenai && (p.deployment.is_none() || p.base_url.is_none()) {
+    // A pool's deployments may each bring their own (checked in `pool`).
+    if kind == ProviderKind::AzureOpenai
+        && p.deployments.is_empty()
+        && (p.deployment.is_none() || p.base_url.is_none())
+    {
         return Err(cx.err(
             Some(&p.name.span()),
             "deployment",
@@ -347,6 +351,10 @@ pub(super) fn resolve_provider(
         }
     };
     let policies = super::resolve_policies::resolve_policies(cx, p)?;
+    let pool = match super::pool::resolve_pool(cx, p, lenient_keys)? {
+        super::pool::Resolved::Pool(pool) => pool,
+        super::pool::Resolved::Skip => return Ok(None),
+    };
     let context_window = positive(&p.context_window, "context_window")?;
     let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;
     Ok(Some(Provider {
@@ -375,6 +383,7 @@ pub(super) fn resolve_provider(
         max_output_tokens,
         policies,
         bedrock,
+        pool,
     }))
 }
 

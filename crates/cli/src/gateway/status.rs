@@ -81,6 +81,7 @@ struct RouteInfo {
 pub struct StatusBoard {
     started: SystemTime,
     links: Vec<HealthHandle>,
+    pools: Vec<ripcord_resilience::PoolHandle>,
     routes: Vec<RouteInfo>,
     recent: Mutex<Recent>,
 }
@@ -100,6 +101,7 @@ impl StatusBoard {
         StatusBoard {
             started: SystemTime::now(),
             links: built.health.clone(),
+            pools: built.pools.clone(),
             routes,
             recent: Mutex::new(Recent::default()),
         }
@@ -172,6 +174,44 @@ impl StatusBoard {
             }
             r.fallbacks.push_back(f);
         }
+    }
+
+    /// The pools' deployments: state, calls in flight, peak-EWMA latency, cooldown left.
+    fn render_pools(&self, out: &mut String) {
+        if self.pools.is_empty() {
+            return;
+        }
+        out.push_str(r#"<h2>Pools</h2><table><tr><th>provider</th><th class="l">deployment</th><th>region</th><th>state</th><th>in flight</th><th>latency (peak EWMA)</th><th>cooldown left</th><th>ejections</th></tr>"#);
+        for pool in &self.pools {
+            let snap = pool.snapshot();
+            for d in &snap.deployments {
+                let class = match d.state {
+                    ripcord_resilience::DeploymentState::Available => "pass",
+                    _ => "fail",
+                };
+                let state = match d.out_reason {
+                    Some(k) => format!("{} ({})", d.state.as_str(), k.as_str()),
+                    None => d.state.as_str().to_owned(),
+                };
+                let _ = write!(
+                    out,
+                    r#"<tr><td>{}</td><td class="l">{}</td><td>{}</td><td class="{class}">{state}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                    esc(&snap.link),
+                    esc(&d.name),
+                    esc(d.region.as_deref().unwrap_or("—")),
+                    d.in_flight,
+                    d.latency_ewma_ms
+                        .map_or("—".to_owned(), |ms| format!("{ms:.0} ms")),
+                    if d.cooldown_left_ms == 0 {
+                        "—".to_owned()
+                    } else {
+                        ago(Duration::from_millis(d.cooldown_left_ms))
+                    },
+                    d.ejections,
+                );
+            }
+        }
+        out.push_str("</table>");
     }
 
     /// The page.
@@ -323,6 +363,7 @@ impl StatusBoard {
             );
         }
         out.push_str("</table>");
+        self.render_pools(&mut out);
 
         out.push_str(r#"<h2>Last fallbacks</h2>"#);
         if fallbacks.is_empty() {

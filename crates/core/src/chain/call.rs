@@ -523,6 +523,9 @@ impl Call {
             message = crate::telemetry::event::LINK_FAILED
         );
         inner.alerts.observe(&id.name, kind);
+        if e.counts_against_link() {
+            inner.observe_outcome(i, true);
+        }
         match (kind, e.disposition()) {
             (ErrorKind::DeadlineExceeded, _) => {
                 if ctx.is_cancelled() {

@@ -57,7 +57,10 @@ mod stream;
 mod trim;
 
 pub use builder::{BuildError, ChainBuilder};
-pub use order::{DEFAULT_OUTPUT_ESTIMATE, LATENCY_EWMA_ALPHA, LinkLatency, Strategy};
+pub use order::{
+    DEFAULT_OUTPUT_ESTIMATE, DEMOTION_PROBE_EVERY, ERROR_EWMA_ALPHA, LATENCY_EWMA_ALPHA,
+    LinkLatency, Strategy,
+};
 pub use trim::Trim;
 
 use std::collections::BTreeMap;
@@ -463,6 +466,15 @@ impl ChainInner {
     pub(crate) fn observe_latency(&self, i: usize, latency: Duration) {
         if let Some(cell) = self.plan.latency_cell(i) {
             cell.observe(latency);
+        }
+        // A served call is a success in the passive error rate too.
+        self.observe_outcome(i, false);
+    }
+
+    /// Records link `i`'s outcome in its error rate (only when the strategy keeps it).
+    pub(crate) fn observe_outcome(&self, i: usize, failed: bool) {
+        if let Some(cell) = self.plan.error_cell(i) {
+            cell.observe(failed);
         }
     }
 

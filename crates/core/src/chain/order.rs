@@ -60,7 +60,25 @@ pub enum Strategy {
     /// in configured order. Links not named have share 0 and are never drawn first. The draw
     /// uses a small per-chain generator, seedable with [`super::ChainBuilder::seed`].
     Weighted(Vec<(String, u32)>),
+    /// The configured order, except that links whose passive error rate — an EWMA
+    /// ([`ERROR_EWMA_ALPHA`]) of their calls' outcomes, counting only failures charged to the
+    /// vendor — reaches `threshold_pct` percent after at least `min_calls` calls move behind
+    /// the others (keeping their configured order among themselves). A demoted link is still
+    /// tried when the links before it fail, and every [`DEMOTION_PROBE_EVERY`]-th call keeps
+    /// the configured order, so a link that recovered is seen to recover.
+    DemoteErroring {
+        /// The error rate, in percent, at which a link is demoted.
+        threshold_pct: u8,
+        /// Calls a link needs before its error rate counts.
+        min_calls: u32,
+    },
 }
+
+/// The weight of a new outcome in the error-rate EWMA of [`Strategy::DemoteErroring`].
+pub const ERROR_EWMA_ALPHA: f64 = 0.1;
+
+/// Every this many calls, [`Strategy::DemoteErroring`] keeps the configured order.
+pub const DEMOTION_PROBE_EVERY: u64 = 20;
 
 impl Strategy {
     /// Weighted shares from `(link name, share)` pairs.
@@ -75,6 +93,7 @@ impl Strategy {
             Strategy::LowestLatency { .. } => "lowest_latency",
             Strategy::LowestCost => "lowest_cost",
             Strategy::Weighted(_) => "weighted",
+            Strategy::DemoteErroring { .. } => "demote_erroring",
         }
     }
 }
@@ -147,6 +166,44 @@ impl LatencyCell {
     }
 }
 
+/// A link's passive error rate (see [`Strategy::DemoteErroring`]): an EWMA of outcomes as
+/// `f64` bits, and the calls counted.
+#[derive(Debug)]
+pub(crate) struct ErrorCell {
+    rate: AtomicU64,
+    calls: AtomicU32,
+}
+
+impl ErrorCell {
+    fn new() -> Self {
+        ErrorCell {
+            rate: AtomicU64::new(0f64.to_bits()),
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    /// Adds one outcome (lock-free).
+    pub(crate) fn observe(&self, failed: bool) {
+        let x = if failed { 1.0 } else { 0.0 };
+        // The closures never return None, so these cannot fail.
+        let _ = self
+            .rate
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                let old = f64::from_bits(old);
+                Some((old + ERROR_EWMA_ALPHA * (x - old)).to_bits())
+            });
+        let _ = self
+            .calls
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
+    }
+
+    /// The error rate (0 to 1) when at least `min` calls were counted.
+    pub(crate) fn rate_if(&self, min: u32) -> Option<f64> {
+        (self.calls.load(Ordering::Relaxed) >= min.max(1))
+            .then(|| f64::from_bits(self.rate.load(Ordering::Relaxed)))
+    }
+}
+
 /// The strategy as the chain runs it: names resolved to link indices, state allocated.
 #[derive(Debug)]
 pub(crate) enum Plan {
@@ -160,6 +217,12 @@ pub(crate) enum Plan {
         shares: Vec<u32>,
         total: u64,
         rng: SplitMix64,
+    },
+    DemoteErroring {
+        threshold: f64,
+        min_calls: u32,
+        cells: Vec<ErrorCell>,
+        calls: AtomicU64,
     },
 }
 
@@ -195,7 +258,24 @@ impl Plan {
                     rng: SplitMix64::seeded(seed),
                 }
             }
+            Strategy::DemoteErroring {
+                threshold_pct,
+                min_calls,
+            } => Plan::DemoteErroring {
+                threshold: f64::from((*threshold_pct).clamp(1, 100)) / 100.0,
+                min_calls: *min_calls,
+                cells: links.iter().map(|_| ErrorCell::new()).collect(),
+                calls: AtomicU64::new(0),
+            },
         })
+    }
+
+    /// The error-rate cell of link `i`, when the plan keeps error rates.
+    pub(crate) fn error_cell(&self, i: usize) -> Option<&ErrorCell> {
+        match self {
+            Plan::DemoteErroring { cells, .. } => cells.get(i),
+            _ => None,
+        }
     }
 
     /// The latency cell of link `i`, when the plan samples latency.
@@ -282,6 +362,31 @@ impl Plan {
                 let mut order = Order::identity(links.len());
                 // Move `first` to the front, the others keep their configured order.
                 order.idx[..=first].rotate_right(1);
+                Some(order)
+            }
+            Plan::DemoteErroring {
+                threshold,
+                min_calls,
+                cells,
+                calls,
+            } => {
+                if calls.fetch_add(1, Ordering::Relaxed) % DEMOTION_PROBE_EVERY == 0 {
+                    return None;
+                }
+                let mut demoted = [false; MAX_LINKS];
+                let mut any = false;
+                for (i, cell) in cells.iter().enumerate().take(MAX_LINKS) {
+                    demoted[i] = cell.rate_if(*min_calls).is_some_and(|r| r >= *threshold);
+                    any |= demoted[i];
+                }
+                if !any {
+                    return None;
+                }
+                let mut order = Order::identity(links.len());
+                let len = order.len;
+                insertion_sort(&mut order.idx[..len], |a, b| {
+                    demoted[usize::from(a)].cmp(&demoted[usize::from(b)])
+                });
                 Some(order)
             }
         }
@@ -419,6 +524,18 @@ mod tests {
         let s = c.snapshot().unwrap();
         assert_eq!(s.samples, 4000);
         assert!(s.ewma.abs_diff(Duration::from_millis(10)) < Duration::from_micros(1));
+    }
+
+    #[test]
+    fn error_rate_moves_by_alpha_and_counts_calls() {
+        let c = ErrorCell::new();
+        assert_eq!(c.rate_if(1), None);
+        c.observe(true);
+        assert!((c.rate_if(1).unwrap_or(0.0) - ERROR_EWMA_ALPHA).abs() < 1e-12);
+        c.observe(false);
+        let expected = ERROR_EWMA_ALPHA * (1.0 - ERROR_EWMA_ALPHA);
+        assert!((c.rate_if(2).unwrap_or(0.0) - expected).abs() < 1e-12);
+        assert_eq!(c.rate_if(3), None);
     }
 
     #[test]

@@ -264,6 +264,19 @@ pub mod event {
     /// An answer failed validation (`ripcord.link`, `reason`).
     pub const VALIDATION_FAILED: &str = "ripcord.validation_failed";
 
+    // Pools of deployments.
+    /// A pool's deployment cools down for the vendor's retry-after (`ripcord.link`,
+    /// `ripcord.deployment`, `cooldown_ms`).
+    pub const POOL_COOLDOWN: &str = "ripcord.pool_cooldown";
+    /// A pool's deployment was ejected for its error rate (`ripcord.link`,
+    /// `ripcord.deployment`, `ejection_ms`, `failure_rate`).
+    pub const POOL_EJECTED: &str = "ripcord.pool_ejected";
+    /// A pool's deployment went out of service until a probe or an operator reinstates it
+    /// (`ripcord.link`, `ripcord.deployment`, `error.type`).
+    pub const POOL_OUT_OF_SERVICE: &str = "ripcord.pool_out_of_service";
+    /// A pool's deployment was reinstated (`ripcord.link`, `ripcord.deployment`, `by`).
+    pub const POOL_REINSTATED: &str = "ripcord.pool_reinstated";
+
     /// Every event name above: the vocabulary a test holds the emitters to.
     pub const ALL: &[&str] = &[
         LINK_SKIPPED,
@@ -308,5 +321,9 @@ pub mod event {
         HEDGE_STARTED,
         HEDGE_WON,
         VALIDATION_FAILED,
+        POOL_COOLDOWN,
+        POOL_EJECTED,
+        POOL_OUT_OF_SERVICE,
+        POOL_REINSTATED,
     ];
 }

@@ -1,0 +1,50 @@
+//! `Strategy::DemoteErroring`: the passive error rate moves a failing link behind the others,
+//! on tokio's paused clock.
+
+mod support;
+
+use ripcord_core::chain::{DEMOTION_PROBE_EVERY, Strategy};
+use ripcord_core::testing::ScriptedModel;
+use ripcord_core::{ChatModel, Context, ErrorKind};
+
+use support::{arc, ask, chain_of};
+
+#[tokio::test(start_paused = true)]
+async fn a_link_whose_error_rate_passes_the_threshold_moves_behind_the_others() {
+    let a = arc(ScriptedModel::new("a").fail(ErrorKind::ServerError));
+    let b = arc(ScriptedModel::new("b").reply("from b"));
+    let chain = chain_of(&[&a, &b])
+        .strategy(Strategy::DemoteErroring {
+            threshold_pct: 30,
+            min_calls: 4,
+        })
+        .build()
+        .unwrap();
+    assert_eq!(chain.strategy().name(), "demote_erroring");
+    for _ in 0..DEMOTION_PROBE_EVERY {
+        let r = chain.chat(&ask(), &Context::new()).await.unwrap();
+        assert_eq!(r.served_by(), "b");
+    }
+    // Four failures (EWMA 0.1, 0.19, 0.27, 0.34) demote a; then b is tried first.
+    assert_eq!(a.calls(), 4);
+    // Every DEMOTION_PROBE_EVERY-th call keeps the configured order: a is tried again.
+    chain.chat(&ask(), &Context::new()).await.unwrap();
+    assert_eq!(a.calls(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn caller_faults_and_local_refusals_do_not_demote_a_link() {
+    let a = arc(ScriptedModel::new("a").fail(ErrorKind::LocalRateLimited));
+    let b = arc(ScriptedModel::new("b").reply("from b"));
+    let chain = chain_of(&[&a, &b])
+        .strategy(Strategy::DemoteErroring {
+            threshold_pct: 30,
+            min_calls: 1,
+        })
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        chain.chat(&ask(), &Context::new()).await.unwrap();
+    }
+    assert_eq!(a.calls(), 10, "a local refusal says nothing of the vendor");
+}

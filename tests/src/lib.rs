@@ -1,1 +1,0 @@
-//! Workspace-level end-to-end tests live in `tests/tests/`.

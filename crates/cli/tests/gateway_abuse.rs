@@ -231,13 +231,13 @@ async fn one_address_holds_at_most_its_cap_and_a_silent_socket_is_closed_after_t
     }
     // The fourth and fifth are closed at once; the first three after the first-byte timeout.
     let start = Instant::now();
-    let mut closed_at = Vec::new();
-    for s in &mut socks {
+    let closed_at: Vec<Duration> = futures::future::join_all(socks.iter_mut().map(|s| async move {
         let mut b = [0u8; 16];
         let r = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await;
         assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "still open after 5 s");
-        closed_at.push(start.elapsed());
-    }
+        start.elapsed()
+    }))
+    .await;
     let early = closed_at.iter().filter(|d| **d < Duration::from_millis(300)).count();
     assert_eq!(early, 2, "two over the cap closed at once: {closed_at:?}");
     assert!(
@@ -352,7 +352,9 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
         .filter(|(s, ra)| !(*s == 200 || (*s == 503 && *ra)))
         .collect();
     assert!(other.is_empty(), "answers other than 200 or 503 + Retry-After: {other:?}");
-    assert!(ok >= 32, "{ok} served");
+    // A burst of new connections: a quarter of the slots may wait for a first request at once,
+    // the rest of the burst is shed — but some are served throughout.
+    assert!(ok >= 8, "{ok} served");
     assert!(shed >= 1, "nothing shed with a 503");
     // No breaker opened: the next call is served by the vendor, and the gateway is ready.
     let client = reqwest::Client::new();
@@ -483,14 +485,16 @@ async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory()
         warm.get(format!("{url}/healthz")).send().await.unwrap();
     }
     let before = rss_kib(pid);
-    // About 100,000 access lines (25 MB of text) while stderr is stalled.
+    // 12,000 access lines of about 2 KB each (a long path: 24 MB of log text) while stderr is
+    // stalled; unbounded, the queue would hold all of it.
+    let long = "a".repeat(2000);
     let tasks = (0..8).map(|_| {
-        let url = url.clone();
+        let url = format!("{url}/{long}");
         tokio::spawn(async move {
             let client = reqwest::Client::new();
-            for _ in 0..12_500 {
-                let r = client.get(format!("{url}/healthz")).send().await.unwrap();
-                assert_eq!(r.status(), 200);
+            for _ in 0..1500 {
+                let r = client.get(&url).bearer_auth(GW_KEY).send().await.unwrap();
+                assert_eq!(r.status(), 404);
             }
         })
     });

@@ -22,8 +22,10 @@
 //! - a per-address cap: at most `max_connections_per_ip` connections from one client address;
 //!   the next is closed as soon as it is accepted;
 //! - a share for connections that have not sent a request yet: at most a quarter of
-//!   `max_connections` (an unauthenticated client cannot hold what callers with keys need), and
-//!   a connection whose request was refused for its key (401) is closed after the answer;
+//!   `max_connections` (an unauthenticated client cannot hold what callers with keys need),
+//!   and one address at most a quarter of that share (its further new connections are closed
+//!   at once); a connection whose request was refused for its key (401) is closed after the
+//!   answer;
 //! - a connection cap: at most `max_connections` are served at once. The loop keeps accepting
 //!   beyond it (the listen backlog never fills with clients nobody will serve): up to
 //!   `reserved_connections` more are served in *reserve*, where `/healthz` and `/readyz` answer
@@ -186,13 +188,24 @@ pub async fn serve_router(
             drop(tcp);
             continue;
         };
-        let fresh = Unproven::take(&unproven, limits.max_unproven());
-        let mode = match (fresh, Arc::clone(&slots).try_acquire_owned()) {
-            (Some(fresh), Ok(slot)) => Mode::Full { _slot: slot, fresh },
-            (fresh, slot) => {
-                drop((fresh, slot));
+        // One address holds at most a quarter of the share of connections without a request.
+        let Some(mut fresh) = Unproven::take(&per_ip, peer.ip(), (limits.max_unproven() / 4).max(1))
+        else {
+            if let Some(skipped) = turned_away.ready() {
+                tracing::warn!(target: "ripcord::gateway", not_logged = skipped,
+                    "a client address holds too many connections that sent no request: closing its new connections");
+            }
+            drop(tcp);
+            continue;
+        };
+        let counted = fresh.count_in(&unproven, limits.max_unproven());
+        let mode = match (counted, Arc::clone(&slots).try_acquire_owned()) {
+            (true, Ok(slot)) => Mode::Full { _slot: slot, fresh },
+            (_, slot) => {
+                drop(slot);
+                fresh.uncount();
                 match Arc::clone(&reserve).try_acquire_owned() {
-                    Ok(p) => Mode::Reserve { _slot: p },
+                    Ok(p) => Mode::Reserve { _slot: p, fresh },
                     Err(_) => {
                         if let Some(skipped) = turned_away.ready() {
                             tracing::warn!(target: "ripcord::gateway", not_logged = skipped,
@@ -245,32 +258,73 @@ enum Mode {
         fresh: Unproven,
     },
     /// In reserve: health probes answered, everything else refused (one request, then close).
-    Reserve { _slot: OwnedSemaphorePermit },
+    Reserve {
+        _slot: OwnedSemaphorePermit,
+        fresh: Unproven,
+    },
 }
 
-/// A place among the connections that have not sent a request yet; given back on the first
-/// request or when the connection ends.
+/// A place among the connections that have not sent a request yet — its address's, and
+/// (for a connection in a slot) the gateway's; given back on the first request or when the
+/// connection ends.
 struct Unproven {
-    count: Arc<AtomicUsize>,
+    table: Arc<PerIp>,
+    ip: IpAddr,
+    global: Option<Arc<AtomicUsize>>,
     held: AtomicBool,
 }
 
 impl Unproven {
-    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()?;
+    /// A place in `ip`'s count, if it holds fewer than `max`.
+    fn take(table: &Arc<PerIp>, ip: IpAddr, max: usize) -> Option<Self> {
+        {
+            let mut open = table.lock();
+            let c = open.entry(ip).or_default();
+            if c.fresh >= max {
+                return None;
+            }
+            c.fresh += 1;
+        }
         Some(Unproven {
-            count: Arc::clone(count),
+            table: Arc::clone(table),
+            ip,
+            global: None,
             held: AtomicBool::new(true),
         })
     }
 
+    /// Also takes a place in the gateway's count, if it holds fewer than `max`.
+    fn count_in(&mut self, count: &Arc<AtomicUsize>, max: usize) -> bool {
+        let took = count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok();
+        if took {
+            self.global = Some(Arc::clone(count));
+        }
+        took
+    }
+
+    /// Gives back the place in the gateway's count.
+    fn uncount(&mut self) {
+        if let Some(g) = self.global.take() {
+            g.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
     fn release(&self) {
         if self.held.swap(false, Ordering::AcqRel) {
-            self.count.fetch_sub(1, Ordering::AcqRel);
+            if let Some(g) = &self.global {
+                g.fetch_sub(1, Ordering::AcqRel);
+            }
+            let mut open = self.table.lock();
+            if let Some(c) = open.get_mut(&self.ip) {
+                c.fresh = c.fresh.saturating_sub(1);
+                if c.open == 0 && c.fresh == 0 {
+                    open.remove(&self.ip);
+                }
+            }
         }
     }
 }
@@ -281,10 +335,16 @@ impl Drop for Unproven {
     }
 }
 
-/// Open connections per client address.
+/// Connections per client address: open, and of those without a request yet.
 #[derive(Default)]
 struct PerIp {
-    open: Mutex<HashMap<IpAddr, usize>>,
+    open: Mutex<HashMap<IpAddr, Counts>>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    open: usize,
+    fresh: usize,
 }
 
 /// One connection's place in its address's count.
@@ -294,7 +354,7 @@ struct IpSlot {
 }
 
 impl PerIp {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Counts>> {
         match self.open.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -303,11 +363,11 @@ impl PerIp {
 
     fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
         let mut open = self.lock();
-        let n = open.entry(ip).or_insert(0);
-        if *n >= max {
+        let c = open.entry(ip).or_default();
+        if c.open >= max {
             return None;
         }
-        *n += 1;
+        c.open += 1;
         Some(IpSlot {
             table: Arc::clone(self),
             ip,
@@ -318,9 +378,9 @@ impl PerIp {
 impl Drop for IpSlot {
     fn drop(&mut self) {
         let mut open = self.table.lock();
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+        if let Some(c) = open.get_mut(&self.ip) {
+            c.open = c.open.saturating_sub(1);
+            if c.open == 0 && c.fresh == 0 {
                 open.remove(&self.ip);
             }
         }
@@ -366,11 +426,9 @@ async fn serve_request(
     mut app: Router,
     req: Request<Incoming>,
     reserve: bool,
-    fresh: Option<Arc<Unproven>>,
+    fresh: Arc<Unproven>,
 ) -> Result<Response, std::convert::Infallible> {
-    if let Some(f) = &fresh {
-        f.release();
-    }
+    fresh.release();
     if reserve && !health_path(req.uri().path()) {
         let mut resp = refusal(
             req.uri().path(),
@@ -412,8 +470,8 @@ async fn serve_connection(
         blocked: Arc::clone(&blocked),
     });
     let (reserve, fresh, _slot) = match mode {
-        Mode::Full { _slot, fresh } => (false, Some(Arc::new(fresh)), Some(_slot)),
-        Mode::Reserve { _slot } => (true, None, Some(_slot)),
+        Mode::Full { _slot, fresh } => (false, Arc::new(fresh), _slot),
+        Mode::Reserve { _slot, fresh } => (true, Arc::new(fresh), _slot),
     };
     let service = hyper::service::service_fn(move |req| {
         serve_request(app.clone(), req, reserve, fresh.clone())

@@ -270,8 +270,9 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     assert_eq!(h.status(), 200);
     let to = addr(&served.url);
     let mut silent = Vec::new();
-    for _ in 0..200 {
-        silent.push(connect_from(ATTACKER, to).await.unwrap());
+    // From 200 addresses: one address alone may not hold more than a few of them.
+    for i in 1..=200 {
+        silent.push(connect_from(Ipv4Addr::new(127, 0, 1, i), to).await.unwrap());
     }
     wait_for_line(&served, "out of file descriptors", Duration::from_secs(10));
     // The vendor cannot be reached: the gateway's fault, a 503 with a wait, nothing sent.
@@ -306,6 +307,56 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
         .await
         .unwrap();
     assert_eq!(ready["status"], "ready", "{ready}");
+}
+
+/// With Redis-shared breakers, one replica running out of descriptors opens the breaker on no
+/// replica: the second replica (same config, same Redis) keeps serving, and so does the first
+/// once its descriptors are back.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other() {
+    let Some(redis) = ripcord_redis::server::RedisServer::start_or_skip("the shared-breaker descriptor test")
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let text = format!(
+        "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nreserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\nreplicas = 2\n",
+        provider(&vendor),
+        redis.url()
+    );
+    let starved = serve_with_nofile("emfile-redis-a", &text, 128);
+    let healthy = serve("emfile-redis-b", &text);
+    let client = reqwest::Client::new();
+    assert_eq!(chat(&client, &healthy.url).await.status(), 200);
+    let h = client.get(format!("{}/healthz", starved.url)).send().await.unwrap();
+    assert_eq!(h.status(), 200);
+    let mut silent = Vec::new();
+    for i in 1..=200 {
+        silent.push(connect_from(Ipv4Addr::new(127, 0, 1, i), addr(&starved.url)).await.unwrap());
+    }
+    wait_for_line(&starved, "out of file descriptors", Duration::from_secs(10));
+    // A few refused calls on the starved replica (the breaker's threshold is 1).
+    for _ in 0..3 {
+        let r = chat(&client, &starved.url).await;
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().contains_key("retry-after"));
+    }
+    let hits = vendor.hits();
+    // The other replica still reaches the vendor: nothing opened the shared breaker.
+    for _ in 0..3 {
+        let r = chat(&client, &healthy.url).await;
+        assert_eq!(r.status(), 200, "the healthy replica refused a call");
+    }
+    assert_eq!(vendor.hits(), hits + 3);
+    drop(silent);
+    let end = Instant::now() + Duration::from_secs(5);
+    while chat(&client, &starved.url).await.status() != 200 {
+        assert!(Instant::now() < end, "the starved replica never served again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -330,12 +330,8 @@ async fn run(cli: Cli) -> ExitCode {
                 }
                 limits = fitted;
             }
-            let serving = gateway::serve_with_limits(
-                listener,
-                Arc::new(state),
-                limits,
-                shutdown_signal(),
-            );
+            let serving =
+                gateway::serve_with_limits(listener, Arc::new(state), limits, shutdown_signal());
             let served = match metrics_listener {
                 None => serving.await,
                 Some(l) => {
@@ -443,7 +439,10 @@ async fn announce_state(cfg: &config::Config, built: &build::Built) {
 
 /// Binds the gateway's listener with `backlog` (what `TcpListener::bind` does, with the
 /// backlog configurable: std's is 128 on Linux).
-fn bind_listener(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+fn bind_listener(
+    addr: std::net::SocketAddr,
+    backlog: u32,
+) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {

@@ -136,7 +136,12 @@ async fn thirteen_hundred_silent_sockets_reopened_for_40_s_do_not_stop_an_authen
         let t = Instant::now();
         let r = tokio::time::timeout(Duration::from_secs(1), chat(&client, &served.url))
             .await
-            .unwrap_or_else(|_| panic!("call {calls} not answered within 1 s at {:?}", started.elapsed()));
+            .unwrap_or_else(|_| {
+                panic!(
+                    "call {calls} not answered within 1 s at {:?}",
+                    started.elapsed()
+                )
+            });
         assert_eq!(r.status(), 200, "call {calls}");
         let health = tokio::time::timeout(
             Duration::from_secs(1),
@@ -185,10 +190,21 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
         held.push(s);
     }
     // The fifth is served in reserve: health probes answer, a call is refused with a wait.
-    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
-    let health = client.get(format!("{}/healthz", served.url)).send().await.unwrap();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let health = client
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
-    let ready = client.get(format!("{}/readyz", served.url)).send().await.unwrap();
+    let ready = client
+        .get(format!("{}/readyz", served.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200);
     let r = chat(&client, &served.url).await;
     assert_eq!(r.status(), 503);
@@ -196,7 +212,10 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
     assert_eq!(r.headers()["connection"], "close");
     let body: Value = r.json().await.unwrap();
     assert!(
-        body["error"]["message"].as_str().unwrap().contains("connection limit"),
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("connection limit"),
         "{body}"
     );
     assert_eq!(vendor.hits(), 0);
@@ -231,14 +250,18 @@ async fn one_address_holds_at_most_its_cap_and_a_silent_socket_is_closed_after_t
     }
     // The fourth and fifth are closed at once; the first three after the first-byte timeout.
     let start = Instant::now();
-    let closed_at: Vec<Duration> = futures::future::join_all(socks.iter_mut().map(|s| async move {
-        let mut b = [0u8; 16];
-        let r = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await;
-        assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "still open after 5 s");
-        start.elapsed()
-    }))
-    .await;
-    let early = closed_at.iter().filter(|d| **d < Duration::from_millis(300)).count();
+    let closed_at: Vec<Duration> =
+        futures::future::join_all(socks.iter_mut().map(|s| async move {
+            let mut b = [0u8; 16];
+            let r = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await;
+            assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "still open after 5 s");
+            start.elapsed()
+        }))
+        .await;
+    let early = closed_at
+        .iter()
+        .filter(|d| **d < Duration::from_millis(300))
+        .count();
     assert_eq!(early, 2, "two over the cap closed at once: {closed_at:?}");
     assert!(
         closed_at.iter().all(|d| *d < Duration::from_secs(2)),
@@ -263,10 +286,18 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
         ),
         128,
     );
-    wait_for_line(&served, "the descriptor limit is 128", Duration::from_secs(5));
+    wait_for_line(
+        &served,
+        "the descriptor limit is 128",
+        Duration::from_secs(5),
+    );
     // The client's kept-alive connection takes the one slot (its probe reaches no vendor).
     let client = reqwest::Client::new();
-    let h = client.get(format!("{}/healthz", served.url)).send().await.unwrap();
+    let h = client
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(h.status(), 200);
     let to = addr(&served.url);
     let mut silent = Vec::new();
@@ -280,7 +311,11 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
     assert_eq!(vendor.hits(), 0);
-    let ready = client.get(format!("{}/readyz", served.url)).send().await.unwrap();
+    let ready = client
+        .get(format!("{}/readyz", served.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200, "readiness unchanged");
     let log = wait_for_line(&served, "call failed", Duration::from_secs(5));
     assert!(log.contains("ran out of file descriptors"), "{log}");
@@ -293,8 +328,15 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
         if r.status() == 200 {
             break;
         }
-        assert_eq!(r.status(), 503, "only the local refusal while descriptors free up");
-        assert!(Instant::now() < end, "still refused 5 s after the descriptors came back");
+        assert_eq!(
+            r.status(),
+            503,
+            "only the local refusal while descriptors free up"
+        );
+        assert!(
+            Instant::now() < end,
+            "still refused 5 s after the descriptors came back"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(vendor.hits(), 1);
@@ -315,9 +357,10 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other() {
-    let Some(redis) = ripcord_redis::server::RedisServer::start_or_skip("the shared-breaker descriptor test")
-        .await
-        .unwrap()
+    let Some(redis) =
+        ripcord_redis::server::RedisServer::start_or_skip("the shared-breaker descriptor test")
+            .await
+            .unwrap()
     else {
         return;
     };
@@ -331,11 +374,19 @@ async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other(
     let healthy = serve("emfile-redis-b", &text);
     let client = reqwest::Client::new();
     assert_eq!(chat(&client, &healthy.url).await.status(), 200);
-    let h = client.get(format!("{}/healthz", starved.url)).send().await.unwrap();
+    let h = client
+        .get(format!("{}/healthz", starved.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(h.status(), 200);
     let mut silent = Vec::new();
     for i in 1..=200 {
-        silent.push(connect_from(Ipv4Addr::new(127, 0, 1, i), addr(&starved.url)).await.unwrap());
+        silent.push(
+            connect_from(Ipv4Addr::new(127, 0, 1, i), addr(&starved.url))
+                .await
+                .unwrap(),
+        );
     }
     wait_for_line(&starved, "out of file descriptors", Duration::from_secs(10));
     // A few refused calls on the starved replica (the breaker's threshold is 1).
@@ -354,7 +405,10 @@ async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other(
     drop(silent);
     let end = Instant::now() + Duration::from_secs(5);
     while chat(&client, &starved.url).await.status() != 200 {
-        assert!(Instant::now() < end, "the starved replica never served again");
+        assert!(
+            Instant::now() < end,
+            "the starved replica never served again"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -367,10 +421,17 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
     )));
     let served = serve_with_nofile(
         "burst",
-        &format!("{}\n[server]\napi_keys_env = \"GW_KEYS\"\n", provider(&vendor)),
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
         256,
     );
-    let line = wait_for_line(&served, "the descriptor limit is 256", Duration::from_secs(5));
+    let line = wait_for_line(
+        &served,
+        "the descriptor limit is 256",
+        Duration::from_secs(5),
+    );
     assert!(line.contains("at most 64 connections"), "{line}");
     let url = served.url.clone();
     let calls = (0..600).map(|_| {
@@ -392,7 +453,10 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
         }
     });
     let results = futures::future::join_all(calls).await;
-    let ok = results.iter().filter(|r| matches!(r, Some((200, _)))).count();
+    let ok = results
+        .iter()
+        .filter(|r| matches!(r, Some((200, _))))
+        .count();
     let shed = results
         .iter()
         .filter(|r| matches!(r, Some((503, true))))
@@ -402,7 +466,10 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
         .flatten()
         .filter(|(s, ra)| !(*s == 200 || (*s == 503 && *ra)))
         .collect();
-    assert!(other.is_empty(), "answers other than 200 or 503 + Retry-After: {other:?}");
+    assert!(
+        other.is_empty(),
+        "answers other than 200 or 503 + Retry-After: {other:?}"
+    );
     // A burst of new connections: a quarter of the slots may wait for a first request at once,
     // the rest of the burst is shed — but some are served throughout.
     assert!(ok >= 8, "{ok} served");
@@ -461,7 +528,11 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_after_the_write_timeout
     .unwrap();
     let mut head = vec![0u8; 1024];
     let n = slow.read(&mut head).await.unwrap();
-    assert!(head[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head[..n]));
+    assert!(
+        head[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head[..n])
+    );
     // Other calls get a short answer.
     vendor.set_script(Script::Always(Behavior::Ok));
     // The slow reader now reads nothing. Its route's one slot is taken: a call is shed, until
@@ -476,7 +547,10 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_after_the_write_timeout
             503 => shed += 1,
             s => panic!("status {s}"),
         }
-        assert!(start.elapsed() < Duration::from_secs(6), "the slot was never freed");
+        assert!(
+            start.elapsed() < Duration::from_secs(6),
+            "the slot was never freed"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(shed >= 1, "the stalled stream held its slot at first");
@@ -511,7 +585,10 @@ async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory()
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let path = config(
         "stderr",
-        &format!("{}\n[server]\napi_keys_env = \"GW_KEYS\"\n", provider(&vendor)),
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
     );
     let mut child = support::ripcord()
         .env("GW_KEYS", GW_KEY)
@@ -554,7 +631,10 @@ async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory()
     }
     let after = rss_kib(pid);
     let grew_mib = after.saturating_sub(before) / 1024;
-    assert!(grew_mib <= 12, "RSS grew {grew_mib} MiB ({before} -> {after} KiB)");
+    assert!(
+        grew_mib <= 12,
+        "RSS grew {grew_mib} MiB ({before} -> {after} KiB)"
+    );
     // Reading again: the log says how many lines it dropped.
     let reader = std::thread::spawn(move || {
         lines
@@ -580,7 +660,10 @@ async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "half-close",
-        &format!("{}\n[server]\napi_keys_env = \"GW_KEYS\"\n", provider(&vendor)),
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
     );
     for _ in 0..5 {
         let mut s = TcpStream::connect(addr(&served.url)).await.unwrap();
@@ -639,7 +722,10 @@ async fn the_status_page_forbids_framing_and_foreign_content() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "status-csp",
-        &format!("{}\n[server]\napi_keys_env = \"GW_KEYS\"\n", provider(&vendor)),
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
     );
     let r = reqwest::Client::new()
         .get(format!("{}/status", served.url))
@@ -648,7 +734,10 @@ async fn the_status_page_forbids_framing_and_foreign_content() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert!(csp.contains("default-src 'none'"), "{csp}");
     assert_eq!(r.headers()["x-frame-options"], "DENY");
@@ -659,7 +748,10 @@ async fn a_connection_refused_for_its_key_is_closed_after_the_401() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "401-close",
-        &format!("{}\n[server]\napi_keys_env = \"GW_KEYS\"\n", provider(&vendor)),
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
     );
     let mut s = TcpStream::connect(addr(&served.url)).await.unwrap();
     s.write_all(

@@ -34,10 +34,10 @@ mod chains;
 mod redis;
 mod wire;
 
+pub(crate) use budget::target as budget_target;
 use chains::{Extras, chain, chain_with, never_trips};
 pub(crate) use chains::{decorate, trips_at_once};
 use redis::{REDIS_SKIPPED, redis_chain, redis_failover};
-pub(crate) use budget::target as budget_target;
 pub(crate) use redis::{redis_skipped, trip_spread};
 pub(crate) use wire::{AdapterWire, KEY, MODEL, capture_adapter_wire, request};
 use wire::{openai, sdk_wire};

@@ -78,10 +78,7 @@ fn address_host(host: &str) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
 }
 
-async fn address_host_only(
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
+async fn address_host_only(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let ok = req
         .headers()
         .get(header::HOST)

@@ -68,8 +68,8 @@ mod shed;
 pub mod status;
 mod wire;
 
-pub use metrics::metrics_router;
 pub use descriptors::raise_nofile_limit;
+pub use metrics::metrics_router;
 pub use server::{ServeLimits, serve_router};
 
 use std::net::SocketAddr;

@@ -189,7 +189,8 @@ pub async fn serve_router(
             continue;
         };
         // One address holds at most a quarter of the share of connections without a request.
-        let Some(mut fresh) = Unproven::take(&per_ip, peer.ip(), (limits.max_unproven() / 4).max(1))
+        let Some(mut fresh) =
+            Unproven::take(&per_ip, peer.ip(), (limits.max_unproven() / 4).max(1))
         else {
             if let Some(skipped) = turned_away.ready() {
                 tracing::warn!(target: "ripcord::gateway", not_logged = skipped,
@@ -406,7 +407,10 @@ impl RateLimitedLog {
     /// `Some(lines not written since the last one)` when a line may be written now.
     fn ready(&mut self) -> Option<u64> {
         let now = Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < self.every) {
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < self.every)
+        {
             self.skipped += 1;
             return None;
         }
@@ -567,11 +571,9 @@ impl Tracked {
                 self.touch();
                 self.blocked.store(0, Ordering::Relaxed);
             }
-            Poll::Pending => {
-                if self.blocked.load(Ordering::Relaxed) == 0 {
-                    let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    self.blocked.store(ms.saturating_add(1), Ordering::Relaxed);
-                }
+            Poll::Pending if self.blocked.load(Ordering::Relaxed) == 0 => {
+                let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.blocked.store(ms.saturating_add(1), Ordering::Relaxed);
             }
             _ => {}
         }

@@ -18,8 +18,12 @@ pub(crate) enum Stage {
 pub(crate) fn transport_error(e: TransportError, stage: Stage) -> Error {
     if let Some(why) = local_exhaustion(&e) {
         return match e {
-            TransportError::Send(e) => out_of_local_resources(why, &chain(&e), stage).with_source(e),
-            TransportError::Body(e) => out_of_local_resources(why, &chain(&e), stage).with_source(e),
+            TransportError::Send(e) => {
+                out_of_local_resources(why, &chain(&e), stage).with_source(e)
+            }
+            TransportError::Body(e) => {
+                out_of_local_resources(why, &chain(&e), stage).with_source(e)
+            }
             TransportError::Reqwest(e) => {
                 let e = e.without_url();
                 out_of_local_resources(why, &chain(&e), stage).with_source(e)

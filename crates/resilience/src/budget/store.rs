@@ -246,7 +246,10 @@ mod tests {
     async fn the_table_never_outgrows_its_capacity_and_evicts_the_least_used() {
         let s = store(1000);
         // One heavy tenant, then many light ones.
-        assert!(matches!(s.try_reserve("heavy", 1_000_000, 5_000), BudgetAdmit::Held(_)));
+        assert!(matches!(
+            s.try_reserve("heavy", 1_000_000, 5_000),
+            BudgetAdmit::Held(_)
+        ));
         for i in 0..5000 {
             assert!(matches!(
                 s.try_reserve(&format!("t{i}"), 1_000_000, 1),

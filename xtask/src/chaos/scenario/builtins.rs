@@ -314,5 +314,4 @@ mod tests {
             assert!(faults.contains(f), "no built-in scenario uses {f}");
         }
     }
-
 }

@@ -470,9 +470,9 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
         other.is_empty(),
         "answers other than 200 or 503 + Retry-After: {other:?}"
     );
-    // A burst of new connections: a quarter of the slots may wait for a first request at once,
-    // the rest of the burst is shed — but some are served throughout.
-    assert!(ok >= 8, "{ok} served");
+    // A burst of new connections from one address: only a few may wait for a first request at
+    // once, the rest of the burst is shed — but some are served.
+    assert!(ok >= 1, "{ok} served");
     assert!(shed >= 1, "nothing shed with a 503");
     // No breaker opened: the next call is served by the vendor, and the gateway is ready.
     let client = reqwest::Client::new();
@@ -500,7 +500,7 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_after_the_write_timeout
  {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     // A long stream: far more than the socket buffers between the gateway and the client.
-    let text = "lorem ipsum dolor sit amet ".repeat(800_000);
+    let text = "lorem ipsum dolor sit amet ".repeat(600_000);
     vendor.set_script(Script::Always(Behavior::Reply(
         Reply::text(text).with_chunks(4000),
     )));

@@ -23,9 +23,9 @@
 //!   the next is closed as soon as it is accepted;
 //! - a share for connections that have not sent a request yet: at most a quarter of
 //!   `max_connections` (an unauthenticated client cannot hold what callers with keys need),
-//!   and one address at most a quarter of that share (its further new connections are closed
-//!   at once); a connection whose request was refused for its key (401) is closed after the
-//!   answer;
+//!   and one address at most a quarter of that share (its further new connections are served
+//!   in reserve, below); a connection whose request was refused for its key (401) is closed
+//!   after the answer;
 //! - a connection cap: at most `max_connections` are served at once. The loop keeps accepting
 //!   beyond it (the listen backlog never fills with clients nobody will serve): up to
 //!   `reserved_connections` more are served in *reserve*, where `/healthz` and `/readyz` answer
@@ -188,23 +188,23 @@ pub async fn serve_router(
             drop(tcp);
             continue;
         };
-        // One address holds at most a quarter of the share of connections without a request.
-        let Some(mut fresh) =
-            Unproven::take(&per_ip, peer.ip(), (limits.max_unproven() / 4).max(1))
-        else {
-            if let Some(skipped) = turned_away.ready() {
-                tracing::warn!(target: "ripcord::gateway", not_logged = skipped,
-                    "a client address holds too many connections that sent no request: closing its new connections");
-            }
-            drop(tcp);
-            continue;
+        // One address holds at most a quarter of the share of connections without a request;
+        // past it, its new connections are served in reserve (or closed when that is full).
+        let mut fresh = Unproven::take(&per_ip, peer.ip(), (limits.max_unproven() / 4).max(1));
+        let counted = fresh
+            .as_mut()
+            .is_some_and(|f| f.count_in(&unproven, limits.max_unproven()));
+        let slot = if counted {
+            Arc::clone(&slots).try_acquire_owned().ok()
+        } else {
+            None
         };
-        let counted = fresh.count_in(&unproven, limits.max_unproven());
-        let mode = match (counted, Arc::clone(&slots).try_acquire_owned()) {
-            (true, Ok(slot)) => Mode::Full { _slot: slot, fresh },
-            (_, slot) => {
-                drop(slot);
-                fresh.uncount();
+        let mode = match (fresh, slot) {
+            (Some(fresh), Some(slot)) => Mode::Full { _slot: slot, fresh },
+            (mut fresh, _) => {
+                if let Some(f) = fresh.as_mut() {
+                    f.uncount();
+                }
                 match Arc::clone(&reserve).try_acquire_owned() {
                     Ok(p) => Mode::Reserve { _slot: p, fresh },
                     Err(_) => {
@@ -261,7 +261,7 @@ enum Mode {
     /// In reserve: health probes answered, everything else refused (one request, then close).
     Reserve {
         _slot: OwnedSemaphorePermit,
-        fresh: Unproven,
+        fresh: Option<Unproven>,
     },
 }
 
@@ -430,9 +430,11 @@ async fn serve_request(
     mut app: Router,
     req: Request<Incoming>,
     reserve: bool,
-    fresh: Arc<Unproven>,
+    fresh: Option<Arc<Unproven>>,
 ) -> Result<Response, std::convert::Infallible> {
-    fresh.release();
+    if let Some(f) = &fresh {
+        f.release();
+    }
     if reserve && !health_path(req.uri().path()) {
         let mut resp = refusal(
             req.uri().path(),
@@ -474,8 +476,8 @@ async fn serve_connection(
         blocked: Arc::clone(&blocked),
     });
     let (reserve, fresh, _slot) = match mode {
-        Mode::Full { _slot, fresh } => (false, Arc::new(fresh), _slot),
-        Mode::Reserve { _slot, fresh } => (true, Arc::new(fresh), _slot),
+        Mode::Full { _slot, fresh } => (false, Some(Arc::new(fresh)), _slot),
+        Mode::Reserve { _slot, fresh } => (true, fresh.map(Arc::new), _slot),
     };
     let service = hyper::service::service_fn(move |req| {
         serve_request(app.clone(), req, reserve, fresh.clone())

@@ -591,6 +591,7 @@ fn bench(args: &Args) -> Result<(), String> {
         }),
         None => {}
     }
+    goals.extend(rows::budget_target(&row_reports));
     notes.extend(rows::redis_skipped());
     notes.push(format!(
         "the upstream child used {:.2} s of CPU in total",

@@ -269,7 +269,7 @@ async fn run(cli: Cli) -> ExitCode {
                 eprintln!("ripcord: {e}");
                 return ExitCode::from(2);
             }
-            let listener = match tokio::net::TcpListener::bind(addr).await {
+            let listener = match bind_listener(addr, cfg.server.backlog) {
                 Ok(l) => l,
                 Err(e) => {
                     eprintln!("ripcord: cannot listen on {addr}: {e}");
@@ -316,12 +316,20 @@ async fn run(cli: Cli) -> ExitCode {
                     cfg.model_names().join(", ")
                 );
             }
-            let limits = gateway::ServeLimits {
-                header_timeout: cfg.server.header_timeout,
-                idle_timeout: cfg.server.idle_timeout,
-                max_connections: cfg.server.max_connections,
-                shutdown_grace: cfg.server.shutdown_grace,
-            };
+            ripcord_providers::set_response_buffer_limit(cfg.server.max_buffered_response_bytes);
+            let mut limits = gateway::ServeLimits::from_settings(&cfg.server);
+            // Raise the soft descriptor limit to the hard one, and keep the connection cap
+            // under what we got: shed connections before the process runs out of descriptors.
+            if let Some(nofile) = gateway::raise_nofile_limit() {
+                let (fitted, lowered) = limits.fitted_to_descriptors(nofile);
+                if lowered {
+                    eprintln!(
+                        "ripcord: the descriptor limit is {nofile}: serving at most {} connections at once ([server] max_connections is {})",
+                        fitted.max_connections, limits.max_connections
+                    );
+                }
+                limits = fitted;
+            }
             let admin_listener = match cfg.admin.as_ref().and_then(|a| a.listen) {
                 None => None,
                 Some(a) => match tokio::net::TcpListener::bind(a).await {
@@ -520,6 +528,23 @@ async fn reload_on_hangup(live: Arc<gateway::live::Live>) -> std::io::Result<()>
     #[cfg(not(unix))]
     let _ = live;
     std::future::pending().await
+}
+
+/// Binds the gateway's listener with `backlog` (what `TcpListener::bind` does, with the
+/// backlog configurable: std's is 128 on Linux).
+fn bind_listener(
+    addr: std::net::SocketAddr,
+    backlog: u32,
+) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 async fn shutdown_signal() {

@@ -122,6 +122,7 @@ pub use http::{
     DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
     DEFAULT_STREAM_IDLE, HttpClient, Timeouts,
 };
+pub use http::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use models::ModelInfo;
 /// OpenAI's Responses API (`/v1/responses`) as serde types, shared by the gateway's
 /// `/v1/responses` door and the Responses upstream.

@@ -14,6 +14,10 @@
 //!   request pays for appending its line to a buffer, not for waking a thread and a system
 //!   call each. A line reaches stderr at most `BATCH_WINDOW` after it was written; [`flush`]
 //!   writes what is still queued, and the guards call it when the process stops;
+//! - the queue is bounded ([`MAX_QUEUED`] bytes): when stderr does not keep up (a stalled pipe,
+//!   a slow collector), a line that does not fit is dropped and counted ([`dropped_lines`]),
+//!   and the next batch written says how many were lost. A stalled log costs at most that
+//!   much memory, never the process;
 //! - the layer formats events only, never spans. A formatting layer that sees spans writes
 //!   every field of every span into text when the span opens and again on each `record`,
 //!   whether or not a line is ever written under it: two spans of about twenty fields per
@@ -29,6 +33,7 @@
 
 use std::fmt;
 use std::io::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -53,6 +58,19 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(10);
 
 /// Queued bytes that make the writer thread write at once, before the window ends.
 pub const FLUSH_AT: usize = 64 * 1024;
+
+/// Most bytes queued for stderr; a line beyond it is dropped and counted.
+pub const MAX_QUEUED: usize = 4 * 1024 * 1024;
+
+/// Lines dropped because the queue was full, since the process started.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Of those, the ones already reported in the log.
+static REPORTED: AtomicU64 = AtomicU64::new(0);
+
+/// Log lines dropped so far because stderr did not keep up (the queue held [`MAX_QUEUED`]).
+pub fn dropped_lines() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
 
 /// Lines waiting for the writer thread; `written` is held while a batch is being written, so
 /// batches reach stderr in the order they were queued.
@@ -106,7 +124,17 @@ fn queue() -> Option<&'static Queue> {
 /// Writes what is queued now, in one write.
 fn write_queued(q: &Queue) {
     let _order = lock(&q.written);
-    let batch = std::mem::take(&mut *lock(&q.lines));
+    let mut batch = std::mem::take(&mut *lock(&q.lines));
+    let dropped = DROPPED.load(Ordering::Relaxed);
+    let unreported = dropped.saturating_sub(REPORTED.swap(dropped, Ordering::Relaxed));
+    if unreported > 0 {
+        batch.extend_from_slice(
+            format!(
+                "ripcord: {unreported} log line(s) dropped: stderr did not keep up ({dropped} in all)\n"
+            )
+            .as_bytes(),
+        );
+    }
     if !batch.is_empty() {
         // A failed log write has nowhere to be reported.
         let _ = io::stderr().lock().write_all(&batch);
@@ -130,6 +158,12 @@ impl io::Write for QueuedStderr {
             Some(q) => {
                 let mut lines = lock(&q.lines);
                 let before = lines.len();
+                if before.saturating_add(data.len()) > MAX_QUEUED {
+                    // Bounded: a stalled stderr costs a counted line, not memory.
+                    drop(lines);
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
+                    return Ok(data.len());
+                }
                 lines.extend_from_slice(data);
                 // The writer waits for a first line, or (in its window) for a full buffer;
                 // any other line needs no wake-up.

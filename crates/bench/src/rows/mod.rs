@@ -29,10 +29,12 @@ use crate::floor::{HyperPost, RawPost};
 use crate::rawhttp::RawClient;
 use crate::runner::{Call, CallFuture, Row, Stats};
 
+mod budget;
 mod chains;
 mod redis;
 mod wire;
 
+pub(crate) use budget::target as budget_target;
 use chains::{Extras, chain, chain_with, never_trips};
 pub(crate) use chains::{decorate, trips_at_once};
 use redis::{REDIS_SKIPPED, redis_chain, redis_failover};
@@ -226,6 +228,8 @@ pub(crate) async fn build(
         chat_call(ok_chain.clone(), "primary"),
         meters,
     ));
+    // Issue 42: the tenant budget with 1 and with 30,000 live sub-tenants.
+    rows.extend(budget::rows(t, meters)?);
 
     // Issue 11: the same chain with link 1's state on Redis. A call that Redis did not serve
     // (it fell back to local state) counts as an error of the row, never as a fast call.

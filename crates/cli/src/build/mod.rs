@@ -49,8 +49,8 @@ mod adapters;
 pub mod admin;
 mod decorate;
 mod policies;
-pub mod reuse;
 mod pool;
+pub mod reuse;
 
 use adapters::{adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};

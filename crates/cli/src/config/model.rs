@@ -32,6 +32,19 @@ pub struct ServerSettings {
     /// Browser origins allowed to call the gateway cross-origin (`*` for any); empty: CORS
     /// off, as by default.
     pub cors_origins: Vec<String>,
+    /// Longest wait for the first byte of a new connection.
+    pub first_byte_timeout: std::time::Duration,
+    /// Most connections open at once from one client address.
+    pub max_connections_per_ip: usize,
+    /// Connections accepted beyond `max_connections` to answer health probes (and refuse the
+    /// rest with a 503).
+    pub reserved_connections: usize,
+    /// The listen backlog: connections the kernel queues before the gateway accepts them.
+    pub backlog: u32,
+    /// A connection whose client takes no byte of its answer for this long is dropped.
+    pub write_timeout: std::time::Duration,
+    /// Bytes of whole vendor answers read at once across the process.
+    pub max_buffered_response_bytes: usize,
 }
 
 impl Default for ServerSettings {
@@ -48,6 +61,12 @@ impl Default for ServerSettings {
             expose_errors: false,
             metrics_listen: None,
             cors_origins: Vec::new(),
+            first_byte_timeout: Duration::from_secs(2),
+            max_connections_per_ip: 256,
+            reserved_connections: 64,
+            backlog: 1024,
+            write_timeout: Duration::from_secs(30),
+            max_buffered_response_bytes: 512 * 1024 * 1024,
         }
     }
 }

@@ -523,6 +523,26 @@ pub struct ServerConfig {
     /// cross-origin (CORS); none by default.
     #[serde(default)]
     pub cors_origins: Vec<Spanned<String>>,
+    /// Longest wait for the first byte of a new connection, in ms (default 2 000).
+    #[serde(default)]
+    pub first_byte_timeout_ms: Option<u64>,
+    /// Most connections open at once from one client address (default 256).
+    #[serde(default)]
+    pub max_connections_per_ip: Option<usize>,
+    /// Connections accepted beyond `max_connections` for health probes; the rest get a 503
+    /// (default 64).
+    #[serde(default)]
+    pub reserved_connections: Option<usize>,
+    /// The listen backlog (default 1024).
+    #[serde(default)]
+    pub backlog: Option<u32>,
+    /// A client that takes no byte of its answer for this long is dropped, in ms (default
+    /// 30 000).
+    #[serde(default)]
+    pub write_timeout_ms: Option<u64>,
+    /// Bytes of whole vendor answers read at once across the gateway (default 512 MiB).
+    #[serde(default)]
+    pub max_buffered_response_bytes: Option<usize>,
 }
 /// `[embeddings]`: which providers serve `POST /v1/embeddings`, and with which model.
 ///

@@ -45,6 +45,37 @@ pub(super) fn resolve_server(
         expose_errors: raw.expose_errors,
         metrics_listen: cx.opt(&raw.metrics_listen, "server.metrics_listen")?,
         cors_origins: cors_origins(cx, &raw.cors_origins)?,
+        first_byte_timeout: ms(
+            raw.first_byte_timeout_ms,
+            "first_byte_timeout_ms",
+            d.first_byte_timeout,
+        )?,
+        max_connections_per_ip: count(
+            raw.max_connections_per_ip,
+            "max_connections_per_ip",
+            d.max_connections_per_ip,
+            1,
+        )?,
+        reserved_connections: count(
+            raw.reserved_connections,
+            "reserved_connections",
+            d.reserved_connections,
+            0,
+        )?,
+        backlog: match raw.backlog {
+            None => d.backlog,
+            Some(n) if n < 1 => {
+                return Err(cx.err(None, "server.backlog", "must be at least 1"));
+            }
+            Some(n) => n,
+        },
+        write_timeout: ms(raw.write_timeout_ms, "write_timeout_ms", d.write_timeout)?,
+        max_buffered_response_bytes: count(
+            raw.max_buffered_response_bytes,
+            "max_buffered_response_bytes",
+            d.max_buffered_response_bytes,
+            1024,
+        )?,
     })
 }
 

@@ -291,7 +291,20 @@ pub(super) async fn status_page(State(state): State<Arc<GatewayState>>) -> Respo
         return (StatusCode::NOT_FOUND, "this gateway has no status page").into_response();
     };
     let mut resp = axum::response::Html(board.render()).into_response();
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // The page is inline HTML and CSS only: nothing else may load, and no other site may
+    // frame it (clickjacking).
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     resp
 }

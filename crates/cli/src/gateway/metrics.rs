@@ -6,7 +6,9 @@
 //! same numbers. On the gateway's port the endpoint asks for a gateway key when keys are
 //! configured (Prometheus sends one with `authorization: {credentials: …}`);
 //! `[server] metrics_listen` serves it on an address of its own, without a key, for a scrape
-//! network that clients cannot reach.
+//! network that clients cannot reach. There, a request whose `Host` is a name other than
+//! `localhost` (rather than an IP address) is refused with 421: a web page that rebinds its
+//! own domain name to the metrics address cannot read them.
 
 use std::sync::Arc;
 
@@ -51,13 +53,61 @@ fn render(export: Option<&PrometheusExport>) -> Response {
     }
 }
 
-/// A router serving only `GET /metrics` from `export` (for `[server] metrics_listen`).
+/// A router serving only `GET /metrics` from `export` (for `[server] metrics_listen`), to
+/// requests whose `Host` is an IP address or `localhost`.
 pub fn metrics_router(export: PrometheusExport) -> Router {
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            let export = export.clone();
-            async move { render(Some(&export)) }
-        }),
-    )
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let export = export.clone();
+                async move { render(Some(&export)) }
+            }),
+        )
+        .layer(axum::middleware::from_fn(address_host_only))
+}
+
+/// True for a `Host` that is an IP address (with or without a port) or `localhost`: what a
+/// scraper sends, and never what a page on a rebound domain name sends.
+fn address_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+}
+
+async fn address_host_only(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let ok = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(address_host);
+    if !ok {
+        return super::errors::refusal(
+            "/metrics",
+            421,
+            "host_not_allowed",
+            "the metrics address answers only requests whose Host is an IP address or localhost",
+            None,
+            None,
+        );
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::address_host;
+
+    #[test]
+    fn only_addresses_and_localhost_are_metrics_hosts() {
+        for ok in ["127.0.0.1:9464", "10.0.0.5", "[::1]:9464", "localhost:9464"] {
+            assert!(address_host(ok), "{ok}");
+        }
+        for bad in ["evil.example:9464", "rebind.attacker.test", ""] {
+            assert!(!address_host(bad), "{bad}");
+        }
+    }
 }

@@ -54,6 +54,7 @@ mod admin;
 mod chat;
 mod controls;
 mod cors;
+mod descriptors;
 mod endpoints;
 mod errors;
 mod front;
@@ -74,6 +75,7 @@ pub mod status;
 mod support_matrix;
 mod wire;
 
+pub use descriptors::raise_nofile_limit;
 pub use metrics::metrics_router;
 pub use server::{ServeLimits, serve_router};
 
@@ -547,11 +549,21 @@ pub async fn serve(
     state: Arc<GatewayState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = ServeLimits {
-        header_timeout: state.server.header_timeout,
-        idle_timeout: state.server.idle_timeout,
-        max_connections: state.server.max_connections,
-        shutdown_grace: state.server.shutdown_grace,
-    };
+    let limits = ServeLimits::from_settings(&state.server);
+    serve_with_limits(listener, state, limits, shutdown).await
+}
+
+/// [`serve`] with the accept loop's limits given (`ripcord serve` fits them to its descriptor
+/// limit, see [`ServeLimits::fitted_to_descriptors`]).
+///
+/// # Errors
+///
+/// I/O errors of the listener.
+pub async fn serve_with_limits(
+    listener: tokio::net::TcpListener,
+    state: Arc<GatewayState>,
+    limits: ServeLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     serve_router(listener, router(state), limits, shutdown).await
 }

@@ -10,33 +10,62 @@
 //! - a header-read timeout (hyper's, driven by a tokio timer): a connection whose header block
 //!   is not complete in time is closed. hyper starts that timer whenever it waits for a head,
 //!   so it also bounds the wait for the next request on a kept-alive connection;
+//! - a write timeout: a connection whose client has not taken a byte of its answer for
+//!   `write_timeout` (a slow consumer: it stopped reading a stream, or reads too slowly for the
+//!   socket's buffer to drain) is dropped. Dropping the answer cancels the upstream call or
+//!   stream — a consumer that stopped reading is the caller's fault, never the vendor's — and
+//!   releases its admission slot and its connection slot;
 //! - an idle timeout: a connection with no bytes read or written for that long is shut down
 //!   gracefully (a response in flight still finishes);
-//! - a connection cap: at most `max_connections` are served at once; the next accept waits for
-//!   one to close, so the excess waits in the kernel's listen backlog instead of in memory;
+//! - a first-byte timeout: a new connection that sends nothing for `first_byte_timeout` is
+//!   closed (a silent socket holds a slot for that long, not for the whole header timeout);
+//! - a per-address cap: at most `max_connections_per_ip` connections from one client address;
+//!   the next is closed as soon as it is accepted;
+//! - a share for connections that have not sent a request yet: at most a quarter of
+//!   `max_connections` (an unauthenticated client cannot hold what callers with keys need),
+//!   and one address at most a quarter of that share (its further new connections are served
+//!   in reserve, below); a connection whose request was refused for its key (401) is closed
+//!   after the answer;
+//! - a connection cap: at most `max_connections` are served at once. The loop keeps accepting
+//!   beyond it (the listen backlog never fills with clients nobody will serve): up to
+//!   `reserved_connections` more are served in *reserve*, where `/healthz` and `/readyz` answer
+//!   as usual and everything else gets a 503 with `Retry-After` and `Connection: close`; past
+//!   that, a connection is closed as soon as it is accepted;
+//! - descriptor exhaustion handled as the gateway's own limit: an accept that fails for want of
+//!   file descriptors pauses the loop briefly and logs one warning per few seconds (with the
+//!   count of the ones not logged) instead of one line per failure;
 //! - a drain deadline: on shutdown the listener closes, every connection is asked to finish its
 //!   in-flight request and close, and whatever is still running when the grace period ends is
 //!   cut.
 //!
+//! Clients that half-close (shut down their sending side after the request) are answered.
+//!
 //! The body-read timeout and the checks made before a body is read live in the router's front
 //! middleware ([`super::front`]), where the request is known.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::{HeaderValue, Request, header};
+use axum::response::Response;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+use super::descriptors;
+use super::errors::refusal;
 
 /// The limits of the accept loop.
 #[derive(Debug, Clone, Copy)]
@@ -50,17 +79,56 @@ pub struct ServeLimits {
     pub max_connections: usize,
     /// On shutdown, how long in-flight requests may finish before they are cut.
     pub shutdown_grace: Duration,
+    /// Longest wait for the first byte of a new connection.
+    pub first_byte_timeout: Duration,
+    /// Most connections open at once from one client address.
+    pub max_connections_per_ip: usize,
+    /// Connections beyond `max_connections` served in reserve (health probes answered, the
+    /// rest refused with a 503).
+    pub reserved_connections: usize,
+    /// A connection whose client takes no byte of its answer for this long is dropped.
+    pub write_timeout: Duration,
 }
 
 impl Default for ServeLimits {
     fn default() -> Self {
-        let s = crate::config::ServerSettings::default();
+        ServeLimits::from_settings(&crate::config::ServerSettings::default())
+    }
+}
+
+impl ServeLimits {
+    /// The limits `[server]` configures.
+    pub fn from_settings(s: &crate::config::ServerSettings) -> Self {
         ServeLimits {
             header_timeout: s.header_timeout,
             idle_timeout: s.idle_timeout,
             max_connections: s.max_connections,
             shutdown_grace: s.shutdown_grace,
+            first_byte_timeout: s.first_byte_timeout,
+            max_connections_per_ip: s.max_connections_per_ip,
+            reserved_connections: s.reserved_connections,
+            write_timeout: s.write_timeout,
         }
+    }
+
+    /// These limits with `max_connections` lowered so that every connection served (its own
+    /// socket and one to a vendor) and every one in reserve fits under a descriptor limit of
+    /// `nofile`, with 64 descriptors left for everything else: the gateway sheds
+    /// before it runs out. Returns the limits and whether the cap was lowered.
+    pub fn fitted_to_descriptors(mut self, nofile: u64) -> (Self, bool) {
+        let reserved = u64::try_from(self.reserved_connections).unwrap_or(u64::MAX);
+        let room = nofile.saturating_sub(descriptors::BASE_RESERVE.saturating_add(reserved)) / 2;
+        let fit = usize::try_from(room).unwrap_or(usize::MAX).max(1);
+        if fit < self.max_connections {
+            self.max_connections = fit;
+            (self, true)
+        } else {
+            (self, false)
+        }
+    }
+
+    fn max_unproven(&self) -> usize {
+        (self.max_connections / 4).max(1)
     }
 }
 
@@ -77,41 +145,88 @@ pub async fn serve_router(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let reserve = Arc::new(Semaphore::new(limits.reserved_connections));
+    let per_ip = Arc::new(PerIp::default());
+    let unproven = Arc::new(AtomicUsize::new(0));
+    let mut accept_log = RateLimitedLog::new(Duration::from_secs(5));
+    let mut turned_away = RateLimitedLog::new(Duration::from_secs(5));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        // Take a connection slot first: at the cap, the next client waits in the backlog.
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
-                    // Per-connection failures (e.g. the peer reset before accept, or out of
-                    // file descriptors for a moment) must not stop the server.
-                    tracing::warn!(target: "ripcord::gateway", error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    // Per-connection failures (the peer reset before accept, or out of file
+                    // descriptors for a moment) must not stop the server. Out of descriptors,
+                    // the connection stays in the backlog: pause rather than spin on it.
+                    let exhausted = descriptors::is_exhausted(&e);
+                    if let Some(skipped) = accept_log.ready() {
+                        if exhausted {
+                            tracing::warn!(target: "ripcord::gateway", error = %e, not_logged = skipped,
+                                "accept failed: this process is out of file descriptors (a local limit); new connections wait");
+                        } else {
+                            tracing::warn!(target: "ripcord::gateway", error = %e, not_logged = skipped, "accept failed");
+                        }
+                    }
+                    let pause = if exhausted { 50 } else { 10 };
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
                     continue;
                 }
             },
         };
         // Reap finished connection tasks so the set does not grow.
         while conns.try_join_next().is_some() {}
+        let Some(ip_slot) = per_ip.take(peer.ip(), limits.max_connections_per_ip) else {
+            if let Some(skipped) = turned_away.ready() {
+                tracing::warn!(target: "ripcord::gateway", not_logged = skipped,
+                    max_connections_per_ip = limits.max_connections_per_ip,
+                    "a client address is at its connection cap: closing its new connections");
+            }
+            drop(tcp);
+            continue;
+        };
+        // One address holds at most a quarter of the share of connections without a request;
+        // past it, its new connections are served in reserve (or closed when that is full).
+        let mut fresh = Unproven::take(&per_ip, peer.ip(), (limits.max_unproven() / 4).max(1));
+        let counted = fresh
+            .as_mut()
+            .is_some_and(|f| f.count_in(&unproven, limits.max_unproven()));
+        let slot = if counted {
+            Arc::clone(&slots).try_acquire_owned().ok()
+        } else {
+            None
+        };
+        let mode = match (fresh, slot) {
+            (Some(fresh), Some(slot)) => Mode::Full { _slot: slot, fresh },
+            (mut fresh, _) => {
+                if let Some(f) = fresh.as_mut() {
+                    f.uncount();
+                }
+                match Arc::clone(&reserve).try_acquire_owned() {
+                    Ok(p) => Mode::Reserve { _slot: p, fresh },
+                    Err(_) => {
+                        if let Some(skipped) = turned_away.ready() {
+                            tracing::warn!(target: "ripcord::gateway", not_logged = skipped,
+                                max_connections = limits.max_connections,
+                                "at the connection cap and its reserve: closing new connections");
+                        }
+                        drop(tcp);
+                        continue;
+                    }
+                }
+            }
+        };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::warn!(target: "ripcord::gateway", error = %e, "could not set TCP_NODELAY on an accepted connection");
         }
         let app = app.clone();
         let stop = stop_rx.clone();
         conns.spawn(async move {
-            serve_connection(tcp, app, limits, stop).await;
-            drop(permit);
+            serve_connection(tcp, app, limits, stop, mode).await;
+            drop(ip_slot);
         });
     }
     drop(listener);
@@ -135,31 +250,261 @@ pub async fn serve_router(
     Ok(())
 }
 
+/// How a connection is served.
+enum Mode {
+    /// In one of the `max_connections` slots; `fresh` holds its place among the connections
+    /// that have not sent a request yet until the first one arrives.
+    Full {
+        _slot: OwnedSemaphorePermit,
+        fresh: Unproven,
+    },
+    /// In reserve: health probes answered, everything else refused (one request, then close).
+    Reserve {
+        _slot: OwnedSemaphorePermit,
+        fresh: Option<Unproven>,
+    },
+}
+
+/// A place among the connections that have not sent a request yet — its address's, and
+/// (for a connection in a slot) the gateway's; given back on the first request or when the
+/// connection ends.
+struct Unproven {
+    table: Arc<PerIp>,
+    ip: IpAddr,
+    global: Option<Arc<AtomicUsize>>,
+    held: AtomicBool,
+}
+
+impl Unproven {
+    /// A place in `ip`'s count, if it holds fewer than `max`.
+    fn take(table: &Arc<PerIp>, ip: IpAddr, max: usize) -> Option<Self> {
+        {
+            let mut open = table.lock();
+            let c = open.entry(ip).or_default();
+            if c.fresh >= max {
+                return None;
+            }
+            c.fresh += 1;
+        }
+        Some(Unproven {
+            table: Arc::clone(table),
+            ip,
+            global: None,
+            held: AtomicBool::new(true),
+        })
+    }
+
+    /// Also takes a place in the gateway's count, if it holds fewer than `max`.
+    fn count_in(&mut self, count: &Arc<AtomicUsize>, max: usize) -> bool {
+        let took = count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok();
+        if took {
+            self.global = Some(Arc::clone(count));
+        }
+        took
+    }
+
+    /// Gives back the place in the gateway's count.
+    fn uncount(&mut self) {
+        if let Some(g) = self.global.take() {
+            g.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn release(&self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            if let Some(g) = &self.global {
+                g.fetch_sub(1, Ordering::AcqRel);
+            }
+            let mut open = self.table.lock();
+            if let Some(c) = open.get_mut(&self.ip) {
+                c.fresh = c.fresh.saturating_sub(1);
+                if c.open == 0 && c.fresh == 0 {
+                    open.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Unproven {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Connections per client address: open, and of those without a request yet.
+#[derive(Default)]
+struct PerIp {
+    open: Mutex<HashMap<IpAddr, Counts>>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    open: usize,
+    fresh: usize,
+}
+
+/// One connection's place in its address's count.
+struct IpSlot {
+    table: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Counts>> {
+        match self.open.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
+        let mut open = self.lock();
+        let c = open.entry(ip).or_default();
+        if c.open >= max {
+            return None;
+        }
+        c.open += 1;
+        Some(IpSlot {
+            table: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.lock();
+        if let Some(c) = open.get_mut(&self.ip) {
+            c.open = c.open.saturating_sub(1);
+            if c.open == 0 && c.fresh == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// At most one line per `every`, counting the ones not written.
+struct RateLimitedLog {
+    every: Duration,
+    last: Option<Instant>,
+    skipped: u64,
+}
+
+impl RateLimitedLog {
+    fn new(every: Duration) -> Self {
+        RateLimitedLog {
+            every,
+            last: None,
+            skipped: 0,
+        }
+    }
+
+    /// `Some(lines not written since the last one)` when a line may be written now.
+    fn ready(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < self.every)
+        {
+            self.skipped += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.skipped))
+    }
+}
+
+/// Paths a connection in reserve still serves.
+fn health_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+/// Serves one request of a connection: marks it as having sent a request, refuses what a
+/// reserve connection does not serve, and closes a connection whose key was refused.
+async fn serve_request(
+    mut app: Router,
+    req: Request<Incoming>,
+    reserve: bool,
+    fresh: Option<Arc<Unproven>>,
+) -> Result<Response, std::convert::Infallible> {
+    if let Some(f) = &fresh {
+        f.release();
+    }
+    if reserve && !health_path(req.uri().path()) {
+        let mut resp = refusal(
+            req.uri().path(),
+            503,
+            "server_overloaded",
+            "The gateway is at its connection limit; please retry shortly.",
+            None,
+            Some(super::shed::SHED_RETRY_AFTER),
+        );
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Ok(resp);
+    }
+    let mut resp = tower_service::Service::call(&mut app, req).await?;
+    if resp.status() == axum::http::StatusCode::UNAUTHORIZED {
+        // A client without a valid key does not keep its connection.
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(resp)
+}
+
 async fn serve_connection(
     tcp: TcpStream,
     app: Router,
     limits: ServeLimits,
     mut stop: watch::Receiver<bool>,
+    mode: Mode,
 ) {
     let started = Instant::now();
     let activity = Arc::new(AtomicU64::new(0));
+    let heard = Arc::new(AtomicBool::new(false));
+    let blocked = Arc::new(AtomicU64::new(0));
     let io = TokioIo::new(Tracked {
         inner: tcp,
         started,
         last: Arc::clone(&activity),
+        heard: Arc::clone(&heard),
+        blocked: Arc::clone(&blocked),
     });
-    let service = TowerToHyperService::new(app);
+    let (reserve, fresh, _slot) = match mode {
+        Mode::Full { _slot, fresh } => (false, Some(Arc::new(fresh)), _slot),
+        Mode::Reserve { _slot, fresh } => (true, fresh.map(Arc::new), _slot),
+    };
+    let service = hyper::service::service_fn(move |req| {
+        serve_request(app.clone(), req, reserve, fresh.clone())
+    });
+    let header_timeout = if reserve {
+        limits.header_timeout.min(limits.first_byte_timeout)
+    } else {
+        limits.header_timeout
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .keep_alive(true);
+        .header_read_timeout(header_timeout)
+        // A client that shuts down its sending side after its request still gets the answer.
+        .half_close(true)
+        .keep_alive(!reserve);
     let conn = builder.serve_connection(io, service).with_upgrades();
     let mut conn = std::pin::pin!(conn);
     let mut closing = false;
+    let first_byte_by = started + limits.first_byte_timeout;
+    // How often a blocked write is looked at: a stalled client is dropped between one and
+    // one and a half write timeouts after its last byte taken.
+    let write_check = (limits.write_timeout / 2).max(Duration::from_millis(10));
     loop {
         let last = Duration::from_millis(activity.load(Ordering::Relaxed));
         let idle_at = started + last + limits.idle_timeout;
+        let silent = !heard.load(Ordering::Relaxed);
         tokio::select! {
             r = conn.as_mut() => {
                 if let Err(e) = r {
@@ -173,6 +518,26 @@ async fn serve_connection(
                     conn.as_mut().graceful_shutdown();
                 }
             }
+            () = tokio::time::sleep_until(first_byte_by), if silent => {
+                if !heard.load(Ordering::Relaxed) {
+                    // Not a byte since the connection opened: close it without an answer.
+                    return;
+                }
+            }
+            () = tokio::time::sleep(write_check) => {
+                let since = blocked.load(Ordering::Relaxed);
+                if since > 0 {
+                    let stalled = started.elapsed().saturating_sub(Duration::from_millis(since - 1));
+                    if stalled >= limits.write_timeout {
+                        tracing::info!(
+                            target: "ripcord::gateway",
+                            stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                            "a client stopped taking its answer: connection dropped (slow consumer)"
+                        );
+                        return;
+                    }
+                }
+            }
             () = tokio::time::sleep_until(idle_at), if !closing => {
                 let now_last = Duration::from_millis(activity.load(Ordering::Relaxed));
                 if now_last == last {
@@ -184,17 +549,36 @@ async fn serve_connection(
     }
 }
 
-/// A socket that records when it last moved a byte (ms since the connection started).
+/// A socket that records when it last moved a byte (ms since the connection started), and
+/// whether the client has sent one.
 struct Tracked {
     inner: TcpStream,
     started: Instant,
     last: Arc<AtomicU64>,
+    heard: Arc<AtomicBool>,
+    /// When a write was first refused with no byte taken since (ms since start, plus one), or 0.
+    blocked: Arc<AtomicU64>,
 }
 
 impl Tracked {
     fn touch(&self) {
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last.store(ms, Ordering::Relaxed);
+    }
+
+    /// Records the outcome of a write: progress clears the stall, a refusal starts one.
+    fn wrote(&self, r: &Poll<io::Result<usize>>) {
+        match r {
+            Poll::Ready(Ok(n)) if *n > 0 => {
+                self.touch();
+                self.blocked.store(0, Ordering::Relaxed);
+            }
+            Poll::Pending if self.blocked.load(Ordering::Relaxed) == 0 => {
+                let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.blocked.store(ms.saturating_add(1), Ordering::Relaxed);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -208,6 +592,7 @@ impl AsyncRead for Tracked {
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.touch();
+            self.heard.store(true, Ordering::Relaxed);
         }
         r
     }
@@ -220,9 +605,7 @@ impl AsyncWrite for Tracked {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
-        }
+        self.wrote(&r);
         r
     }
 
@@ -232,9 +615,7 @@ impl AsyncWrite for Tracked {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
-        }
+        self.wrote(&r);
         r
     }
 

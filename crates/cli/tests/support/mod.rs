@@ -73,8 +73,15 @@ pub(crate) fn serve(config: &std::path::Path) -> Served {
 
 /// [`serve`] with extra environment variables (e.g. gateway keys).
 pub(crate) fn serve_with_env(config: &std::path::Path, env: &[(&str, &str)]) -> Served {
-    let mut child = ripcord()
-        .envs(env.iter().copied())
+    let mut cmd = ripcord();
+    cmd.envs(env.iter().copied());
+    serve_command(cmd, config)
+}
+
+/// `ripcord serve --config <config> --listen 127.0.0.1:0` run by `cmd` (the binary, or a
+/// wrapper such as `prlimit` whose arguments end with the binary), waiting for its address.
+pub(crate) fn serve_command(mut cmd: Command, config: &std::path::Path) -> Served {
+    let mut child = cmd
         .args(["serve", "--config"])
         .arg(config)
         .args(["--listen", "127.0.0.1:0"])

@@ -1,9 +1,11 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
-use ripcord_core::{Context, Error, ErrorKind, Result};
+use ripcord_core::{Context, Error, ErrorKind, Fault, Result};
 
 use super::{Limit, Stage, Timeouts, guard, transport_error};
 
@@ -85,6 +87,53 @@ pub(crate) fn is_json(resp: &Response) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
+/// The default bound on bytes of whole (non-streamed) vendor answers being read at once,
+/// across every call of the process.
+pub const DEFAULT_RESPONSE_BUFFER_LIMIT: usize = 512 * 1024 * 1024;
+
+static BUFFER_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_RESPONSE_BUFFER_LIMIT);
+static BUFFERED: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the bound on bytes of whole vendor answers being read at once across the process
+/// (default [`DEFAULT_RESPONSE_BUFFER_LIMIT`]). Each answer has its own bound too (256 MiB); this
+/// one keeps many large answers at once from taking the process's memory: an answer that would
+/// pass it fails as a local overload (`Overloaded`, charged to this process, never the
+/// vendor's breaker), and the chain falls back.
+pub fn set_response_buffer_limit(bytes: usize) {
+    BUFFER_LIMIT.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// Bytes of whole vendor answers being read now, across the process.
+pub fn response_bytes_buffered() -> usize {
+    BUFFERED.load(Ordering::Relaxed)
+}
+
+/// One body's share of the process-wide buffer bound, given back when the read ends.
+struct BufferShare {
+    held: usize,
+}
+
+impl BufferShare {
+    fn grow(&mut self, n: usize) -> bool {
+        let limit = BUFFER_LIMIT.load(Ordering::Relaxed);
+        let took = BUFFERED
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                b.checked_add(n).filter(|t| *t <= limit)
+            })
+            .is_ok();
+        if took {
+            self.held += n;
+        }
+        took
+    }
+}
+
+impl Drop for BufferShare {
+    fn drop(&mut self) {
+        BUFFERED.fetch_sub(self.held, Ordering::AcqRel);
+    }
+}
+
 /// Reads a whole (non-streaming) body: the first bytes under `first`, then each further piece
 /// under the idle limit. More than `max` bytes is an `InvalidResponse` (`truncate = false`) or
 /// cut off (`truncate = true`, for error bodies, which we only need the start of).
@@ -101,11 +150,25 @@ pub(crate) async fn read_body(
     let mut whole: Option<Bytes> = None;
     let mut buf = BytesMut::new();
     let mut limit = first;
+    let mut share = BufferShare { held: 0 };
     loop {
         let chunk = guard(ctx, limit, resp.chunk())
             .await?
             .map_err(|e| transport_error(e, Stage::Body))?;
         let Some(chunk) = chunk else { break };
+        if !share.grow(chunk.len()) {
+            let limit = BUFFER_LIMIT.load(Ordering::Relaxed);
+            return Err(Error::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "this process is reading {limit} bytes of vendor answers at once, its bound: \
+                     this answer was dropped (a local limit, not the vendor)"
+                ),
+            )
+            .with_fault(Fault::Local)
+            .with_request_delivered()
+            .with_retry_after(std::time::Duration::from_secs(1)));
+        }
         if let Some(w) = whole.take() {
             buf.extend_from_slice(&w);
         }

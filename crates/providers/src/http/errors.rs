@@ -1,4 +1,4 @@
-use ripcord_core::{Error, ErrorKind, TimeoutPhase};
+use ripcord_core::{Error, ErrorKind, Fault, TimeoutPhase};
 
 use super::TransportError;
 
@@ -16,6 +16,20 @@ pub(crate) enum Stage {
 /// Maps a client failure to a ripcord error: connect timeouts, refused/reset connections,
 /// broken bodies. URLs are left out (keys never live in URLs here, but nothing else needs it).
 pub(crate) fn transport_error(e: TransportError, stage: Stage) -> Error {
+    if let Some(why) = local_exhaustion(&e) {
+        return match e {
+            TransportError::Send(e) => {
+                out_of_local_resources(why, &chain(&e), stage).with_source(e)
+            }
+            TransportError::Body(e) => {
+                out_of_local_resources(why, &chain(&e), stage).with_source(e)
+            }
+            TransportError::Reqwest(e) => {
+                let e = e.without_url();
+                out_of_local_resources(why, &chain(&e), stage).with_source(e)
+            }
+        };
+    }
     match e {
         TransportError::Send(e) => {
             let detail = chain(&e);
@@ -60,6 +74,96 @@ pub(crate) fn transport_error(e: TransportError, stage: Stage) -> Error {
             };
             err.with_source(e)
         }
+    }
+}
+
+/// What this process ran out of, when a transport failure is the gateway's own resource limit
+/// rather than anything the vendor did: out of file descriptors (`EMFILE`, `ENFILE`), of
+/// memory or socket buffers (`ENOMEM`, `ENOBUFS`), or of local ports (`EADDRNOTAVAIL`).
+fn local_exhaustion(e: &TransportError) -> Option<&'static str> {
+    let e: &(dyn std::error::Error + 'static) = match e {
+        TransportError::Send(e) => e,
+        TransportError::Body(e) => e,
+        TransportError::Reqwest(e) => e,
+    };
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && let Some(why) = exhausted_os_resource(io)
+        {
+            return Some(why);
+        }
+        src = s.source();
+    }
+    None
+}
+
+/// The local resource an I/O error says this process ran out of, if it says so.
+pub(crate) fn exhausted_os_resource(io: &std::io::Error) -> Option<&'static str> {
+    match io.kind() {
+        std::io::ErrorKind::OutOfMemory => return Some("memory"),
+        std::io::ErrorKind::AddrNotAvailable => return Some("local ports"),
+        _ => {}
+    }
+    let code = io.raw_os_error()?;
+    if os::FILE_DESCRIPTORS.contains(&code) {
+        Some("file descriptors")
+    } else if os::MEMORY.contains(&code) {
+        Some("memory")
+    } else if os::PORTS.contains(&code) {
+        Some("local ports")
+    } else {
+        None
+    }
+}
+
+/// The OS error numbers of resource exhaustion (std has no stable `ErrorKind` for `EMFILE`).
+#[cfg(unix)]
+mod os {
+    /// `EMFILE` (this process) and `ENFILE` (the system): the same numbers on Linux, the BSDs
+    /// and macOS.
+    pub(super) const FILE_DESCRIPTORS: &[i32] = &[24, 23];
+    /// `ENOMEM`, and `ENOBUFS` (105 on Linux, 55 on the BSDs and macOS).
+    #[cfg(target_os = "linux")]
+    pub(super) const MEMORY: &[i32] = &[12, 105];
+    #[cfg(not(target_os = "linux"))]
+    pub(super) const MEMORY: &[i32] = &[12, 55];
+    /// `EADDRNOTAVAIL` (99 on Linux, 49 on the BSDs and macOS).
+    #[cfg(target_os = "linux")]
+    pub(super) const PORTS: &[i32] = &[99];
+    #[cfg(not(target_os = "linux"))]
+    pub(super) const PORTS: &[i32] = &[49];
+}
+
+/// Winsock's numbers: `WSAEMFILE`, `WSAENOBUFS`, `WSAEADDRNOTAVAIL`.
+#[cfg(windows)]
+mod os {
+    pub(super) const FILE_DESCRIPTORS: &[i32] = &[10024];
+    pub(super) const MEMORY: &[i32] = &[10055, 8];
+    pub(super) const PORTS: &[i32] = &[10049];
+}
+
+#[cfg(not(any(unix, windows)))]
+mod os {
+    pub(super) const FILE_DESCRIPTORS: &[i32] = &[];
+    pub(super) const MEMORY: &[i32] = &[];
+    pub(super) const PORTS: &[i32] = &[];
+}
+
+/// The gateway ran out of one of its own resources: a local refusal, never the vendor's fault
+/// (no breaker, health record or shared state counts it). Before a response arrived nothing
+/// reached the vendor; a body cut by it may have been processed.
+fn out_of_local_resources(what: &str, detail: &str, stage: Stage) -> Error {
+    let e = Error::new(
+        ErrorKind::Overloaded,
+        format!("this process ran out of {what} (a local limit, not the vendor): {detail}"),
+    )
+    .with_fault(Fault::Local)
+    .with_retry_after(std::time::Duration::from_secs(1));
+    if stage == Stage::Send {
+        e.with_maybe_processed(false)
+    } else {
+        e.with_request_delivered()
     }
 }
 
@@ -161,6 +265,21 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_ports_or_memory_is_local() {
+        let emfile = std::io::Error::from_raw_os_error(os::FILE_DESCRIPTORS[0]);
+        assert_eq!(exhausted_os_resource(&emfile), Some("file descriptors"));
+        let ports = std::io::Error::from(std::io::ErrorKind::AddrNotAvailable);
+        assert_eq!(exhausted_os_resource(&ports), Some("local ports"));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(exhausted_os_resource(&refused), None);
+        let e = out_of_local_resources("file descriptors", "tcp open error", Stage::Send);
+        assert_eq!(e.fault(), Fault::Local);
+        assert!(!e.counts_against_link());
+        assert!(!e.maybe_processed());
+        assert!(e.to_string().contains("not the vendor"));
+    }
 
     #[test]
     fn excerpts_are_short_and_single_line() {

@@ -46,6 +46,7 @@ mod transport;
 
 pub(crate) use auth::Auth;
 pub(crate) use body::{BodyStream, Response, TransportError, is_json, read_body};
+pub use body::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use client::HttpClient;
 pub(crate) use errors::{Stage, chain, excerpt, transport_error};
 pub use limits::{

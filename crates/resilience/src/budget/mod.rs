@@ -32,7 +32,9 @@ use ripcord_core::{
 };
 
 pub use layer::{BudgetPolicy, BudgetPolicyBuilder};
-pub use store::{BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, LocalBudgetStore};
+pub use store::{
+    BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, DEFAULT_MAX_ACCOUNTS, LocalBudgetStore,
+};
 
 use crate::error::tag;
 use crate::stream_util::{End, Observed, StreamObserver};

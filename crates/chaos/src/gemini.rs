@@ -143,6 +143,55 @@ pub(crate) fn embeddings(
     }
 }
 
+/// A deterministic answer for a Vertex AI text-embedding `:predict` body
+/// (`{"instances": [{"content", "task_type"?}], "parameters": {"outputDimensionality"?}}`):
+/// one prediction per instance with its `values` and `statistics` (a token count of one per
+/// whitespace-separated word, `truncated: false`), as
+/// <https://cloud.google.com/vertex-ai/generative-ai/docs/model-reference/text-embeddings-api>
+/// shows them.
+pub(crate) fn predictions(body: &Value, default_dims: usize) -> Result<Vec<u8>, String> {
+    let Some(instances) = body.get("instances").and_then(Value::as_array) else {
+        return Err(google_error(
+            400,
+            "INVALID_ARGUMENT",
+            "Invalid JSON payload received. Missing \"instances\".",
+        ));
+    };
+    if instances.is_empty() {
+        return Err(google_error(
+            400,
+            "INVALID_ARGUMENT",
+            "The request must contain at least one instance.",
+        ));
+    }
+    let dims = body
+        .get("parameters")
+        .and_then(|p| p.get("outputDimensionality"))
+        .and_then(Value::as_u64)
+        .map_or(default_dims, |d| d.clamp(1, 3072) as usize);
+    let mut out = Vec::with_capacity(instances.len());
+    let mut chars = 0usize;
+    for (i, inst) in instances.iter().enumerate() {
+        let Some(content) = inst.get("content").and_then(Value::as_str) else {
+            return Err(google_error(
+                400,
+                "INVALID_ARGUMENT",
+                &format!("instances[{i}]: the \"content\" field is required."),
+            ));
+        };
+        chars += content.chars().count();
+        out.push(json!({"embeddings": {
+            "statistics": {"truncated": false, "token_count": content.split_whitespace().count().max(1)},
+            "values": crate::openai::embed(content, dims),
+        }}));
+    }
+    Ok(
+        json!({"predictions": out, "metadata": {"billableCharacterCount": chars}})
+            .to_string()
+            .into_bytes(),
+    )
+}
+
 /// `{"error":{"code","message","status"}}`.
 pub(crate) fn google_error(code: u16, status: &str, message: &str) -> String {
     json!({"error": {"code": code, "message": message, "status": status}}).to_string()
@@ -161,6 +210,35 @@ pub(crate) fn unauthenticated() -> String {
         "Request had invalid authentication credentials. Expected OAuth 2 access token, login \
          cookie or other valid authentication credential. See \
          https://developers.google.com/identity/sign-in/web/devconsole-project.",
+    )
+}
+
+/// Vertex's answer to a request whose access token was valid once but has expired: the same
+/// 401 message, with an `ErrorInfo` whose reason is `ACCESS_TOKEN_EXPIRED` (the shape Google
+/// APIs answer an expired OAuth token with; the method names the Vertex RPC of the path).
+pub(crate) fn token_expired(path: &str) -> String {
+    let method = model_and_method(path).map_or("", |(_, m)| m);
+    let mut rpc = String::with_capacity(method.len());
+    let mut chars = method.chars();
+    if let Some(first) = chars.next() {
+        rpc.extend(first.to_uppercase());
+        rpc.extend(chars);
+    }
+    with_details(
+        401,
+        "UNAUTHENTICATED",
+        "Request had invalid authentication credentials. Expected OAuth 2 access token, login \
+         cookie or other valid authentication credential. See \
+         https://developers.google.com/identity/sign-in/web/devconsole-project.",
+        json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "ACCESS_TOKEN_EXPIRED",
+            "domain": "googleapis.com",
+            "metadata": {
+                "service": "aiplatform.googleapis.com",
+                "method": format!("google.cloud.aiplatform.v1.PredictionService.{rpc}"),
+            }
+        }]),
     )
 }
 

@@ -9,7 +9,9 @@
 //! gets Google's `400 {"error":"invalid_grant","error_description":"Invalid JWT Signature."}`.
 //! Every exchange is counted, and the tokens it minted can be checked by a [`FakeVendor`]
 //! standing in for Vertex AI ([`FakeVendor::require_tokens`]): a request whose bearer token
-//! this endpoint never issued, or issued but expired, gets Vertex's `401 UNAUTHENTICATED`.
+//! this endpoint never issued, or issued but expired, gets Vertex's `401 UNAUTHENTICATED`
+//! (an expired one with the `ACCESS_TOKEN_EXPIRED` reason Google gives), and the registry
+//! counts both kinds of refusal.
 //!
 //! The keys are throwaway test keys generated for these tests ([`TEST_PRIVATE_KEY_PEM`],
 //! [`TEST_PUBLIC_KEY_PEM`], [`WRONG_PRIVATE_KEY_PEM`]); they belong to no Google account.
@@ -81,26 +83,75 @@ pub struct Exchange {
 #[derive(Clone, Default)]
 pub struct TokenRegistry {
     tokens: Arc<Mutex<HashMap<String, Instant>>>,
+    expired: Arc<AtomicU64>,
+    unknown: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for TokenRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenRegistry")
             .field("tokens", &lock(&self.tokens).len())
+            .field("expired_rejections", &self.expired_rejections())
+            .field("unknown_rejections", &self.unknown_rejections())
             .finish()
     }
 }
 
+/// What a fake Vertex made of a request's `Authorization` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenCheck {
+    /// A bearer token minted here that has not expired.
+    Valid,
+    /// A bearer token minted here whose lifetime is over: Google answers `401
+    /// UNAUTHENTICATED` with the `ACCESS_TOKEN_EXPIRED` reason.
+    Expired,
+    /// No header, not a bearer token, or a token this endpoint never minted.
+    Unknown,
+}
+
 impl TokenRegistry {
     /// True when `authorization` is `Bearer <token>` for a token minted here that has not
-    /// expired.
+    /// expired. Counts nothing (see [`TokenRegistry::check`]).
     pub fn accepts(&self, authorization: Option<&str>) -> bool {
+        self.classify(authorization) == TokenCheck::Valid
+    }
+
+    /// Checks `authorization` as Vertex does, and counts the refusals by cause (expired or
+    /// unknown), so a test can tell a refresh that came too late from a wrong token.
+    pub fn check(&self, authorization: Option<&str>) -> TokenCheck {
+        let verdict = self.classify(authorization);
+        match verdict {
+            TokenCheck::Valid => {}
+            TokenCheck::Expired => {
+                self.expired.fetch_add(1, Ordering::SeqCst);
+            }
+            TokenCheck::Unknown => {
+                self.unknown.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        verdict
+    }
+
+    /// Requests [`TokenRegistry::check`] refused because their token had expired.
+    pub fn expired_rejections(&self) -> u64 {
+        self.expired.load(Ordering::SeqCst)
+    }
+
+    /// Requests [`TokenRegistry::check`] refused because their token was missing or unknown.
+    pub fn unknown_rejections(&self) -> u64 {
+        self.unknown.load(Ordering::SeqCst)
+    }
+
+    fn classify(&self, authorization: Option<&str>) -> TokenCheck {
         let Some(token) = authorization.and_then(|v| v.strip_prefix("Bearer ")) else {
-            return false;
+            return TokenCheck::Unknown;
         };
-        lock(&self.tokens)
-            .get(token.trim())
-            .is_some_and(|exp| Instant::now() < *exp)
+        match lock(&self.tokens).get(token.trim()) {
+            Some(exp) if Instant::now() < *exp => TokenCheck::Valid,
+            Some(_) => TokenCheck::Expired,
+            None => TokenCheck::Unknown,
+        }
     }
 
     fn insert(&self, token: String, expires: Instant) {

@@ -304,3 +304,68 @@ async fn claude_on_vertex_keeps_the_anthropic_classification() {
     assert_eq!(err.unwrap().kind(), ErrorKind::Overloaded);
     assert_truncated_stream(&fake, &c, "truncated").await;
 }
+
+#[tokio::test]
+async fn vertex_embeddings_go_to_predict_with_a_minted_token() {
+    use ripcord_core::{EmbeddingModel, EmbeddingRequest};
+    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let fake = gemini_fake().await;
+    fake.require_tokens(tokens.registry());
+    let cfg = vertex_with(&fake, service_account(&tokens), "text-embedding-005")
+        .with_task_type("RETRIEVAL_DOCUMENT");
+    let g = Gemini::vertex(cfg).unwrap().named("vertex-embed");
+    let mut req = EmbeddingRequest::new(vec!["blue sky".into(), "green grass here".into()]);
+    req.dimensions = Some(16);
+    let r = g.embed(&req, &Context::new()).await.unwrap();
+    assert_eq!(r.vectors.len(), 2);
+    assert!(r.vectors.iter().all(|v| v.len() == 16));
+    assert_ne!(r.vectors[0], r.vectors[1]);
+    assert_eq!(
+        r.usage.input_tokens, 5,
+        "the predictions' token counts, added up"
+    );
+    assert_eq!(r.model, "text-embedding-005");
+    assert_eq!(r.served_by.as_deref(), Some("vertex-embed"));
+    let sent = fake.requests().pop().unwrap();
+    assert_eq!(
+        sent.path,
+        "/v1/projects/ripcord-fake/locations/us-central1/publishers/google/models/text-embedding-005:predict"
+    );
+    assert!(
+        sent.header("authorization")
+            .unwrap()
+            .starts_with("Bearer ya29.ripcord-fake-")
+    );
+    assert_eq!(
+        sent.json().unwrap(),
+        serde_json::json!({
+            "instances": [{"content": "blue sky", "task_type": "RETRIEVAL_DOCUMENT"},
+                          {"content": "green grass here", "task_type": "RETRIEVAL_DOCUMENT"}],
+            "parameters": {"outputDimensionality": 16}
+        })
+    );
+    // One text, the same wire (Vertex has no separate single-text method).
+    let one = g
+        .embed(
+            &EmbeddingRequest::new(vec!["blue sky".into()]),
+            &Context::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(one.vectors.len(), 1);
+    assert!(fake.requests().pop().unwrap().path.ends_with(":predict"));
+    assert_eq!(tokens.exchanges(), 1);
+    // Errors keep Google's classification; an empty request never leaves.
+    fake.set_script(Script::Always(Behavior::Error(VendorError::QuotaExhausted)));
+    let e = g.embed(&req, &Context::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::QuotaExhausted);
+    let hits = fake.hits();
+    let e = g
+        .embed(&EmbeddingRequest::new(vec![]), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+    assert_eq!(fake.hits(), hits);
+}

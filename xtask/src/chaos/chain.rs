@@ -5,12 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use ripcord_chaos::google_token::GoogleTokenServer;
 use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
 use ripcord_cli::build::{BuildHooks, Built, Wrap, build_with};
-use ripcord_cli::config::{BulkheadConfig, Config, Env, ProviderKind, RateLimitConfig};
+use ripcord_cli::config::{
+    BulkheadConfig, Config, Env, ProviderKind, RateLimitConfig, VertexCredentials,
+};
 use ripcord_core::ChatModel;
 use secrecy::ExposeSecret;
 
@@ -80,11 +84,12 @@ half_open_probes = 1
 "#;
 
 /// The `claude-three-ways` chain: Claude from Anthropic's API, Claude on Bedrock (the fake
-/// Bedrock checks every SigV4 signature against its test keys), the real local Llama and a
-/// static reply. The same short limits as the built-in chain.
+/// Bedrock checks every SigV4 signature against its test keys), Claude on Vertex AI (see
+/// [`VERTEX_LINK`]), the real local Llama and a static reply. The same short limits as the
+/// built-in chain.
 const BEDROCK_CHAIN: &str = r#"
 [chain]
-order = ["claude", "claude-bedrock"@LOCAL_ORDER@]
+order = ["claude", "claude-bedrock", "claude-vertex"@LOCAL_ORDER@]
 deadline_ms = @DEADLINE_MS@
 stream_max_ms = 8000
 min_attempt_ms = 300
@@ -132,6 +137,67 @@ connect_ms = 500
 first_token_ms = 1000
 idle_ms = 500
 "#;
+
+/// Claude on Vertex AI: a service-account key (the rig writes one for the fake token endpoint
+/// and swaps it in for the placeholder token) exchanged for access tokens the fake Vertex
+/// checks on every request.
+const VERTEX_LINK: &str = r#"
+[[providers]]
+name = "claude-vertex"
+kind = "vertex-anthropic"
+model = "claude-sonnet-4-5@20250929"
+project = "ripcord-fake"
+location = "us-east5"
+base_url = "http://127.0.0.1:9/v1"
+token_env = "RIPCORD_CHAOS_VERTEX_TOKEN"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+"#;
+
+/// The `claude-via-vertex` chain: Claude from Anthropic's API, then Claude on Vertex AI
+/// ([`VERTEX_LINK`]), the real local Llama and a static reply.
+const VERTEX_CHAIN: &str = r#"
+[chain]
+order = ["claude", "claude-vertex"@LOCAL_ORDER@]
+deadline_ms = @DEADLINE_MS@
+stream_max_ms = 8000
+min_attempt_ms = 300
+stream_holdback_ms = 100
+static_reply = "The assistant is busy right now; please try again in a few minutes."
+stream_policy = "restart"
+
+[[providers]]
+name = "claude"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "http://127.0.0.1:9"
+api_key = "${RIPCORD_CHAOS_CLAUDE_KEY}"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+"#;
+
+/// What the config's Vertex token variable holds until the rig swaps in a key file.
+const VERTEX_PLACEHOLDER_TOKEN: &str = "ya29.chaos-placeholder-never-sent";
 
 /// A distinctive fake key for `name`: easy to find if it ever leaks.
 pub(crate) fn fake_key(name: &str, seed: u64) -> String {
@@ -201,8 +267,10 @@ impl Template {
         let text = BEDROCK_CHAIN
             .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
             .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
+            + VERTEX_LINK
             + if with_local { BUILTIN_LOCAL } else { "" };
         let env = |name: &str| match name {
+            "RIPCORD_CHAOS_VERTEX_TOKEN" => Some(VERTEX_PLACEHOLDER_TOKEN.to_owned()),
             "RIPCORD_CHAOS_BEDROCK_ACCESS_KEY_ID" => {
                 Some(ripcord_chaos::bedrock::TEST_ACCESS_KEY_ID.to_owned())
             }
@@ -218,7 +286,33 @@ impl Template {
             .map_err(|e| e.to_string())?;
         Template::new(
             config,
-            "built-in: claude (Anthropic wire) → claude-bedrock (Bedrock wire, SigV4) → local Llama → static reply",
+            "built-in: claude (Anthropic wire) → claude-bedrock (Bedrock wire, SigV4) → claude-vertex (Vertex AI, OAuth) → local Llama → static reply",
+        )
+    }
+
+    /// The `claude-via-vertex` chain (see [`VERTEX_CHAIN`]), with or without the local model.
+    pub(crate) fn builtin_vertex(
+        deadline: Duration,
+        with_local: bool,
+        seed: u64,
+    ) -> Result<Template, String> {
+        let text = VERTEX_CHAIN
+            .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
+            .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
+            + VERTEX_LINK
+            + if with_local { BUILTIN_LOCAL } else { "" };
+        let env = |name: &str| match name {
+            "RIPCORD_CHAOS_VERTEX_TOKEN" => Some(VERTEX_PLACEHOLDER_TOKEN.to_owned()),
+            _ => name
+                .strip_prefix("RIPCORD_CHAOS_")
+                .and_then(|n| n.strip_suffix("_KEY"))
+                .map(|n| fake_key(n, seed)),
+        };
+        let config = ripcord_cli::config::parse("<built-in vertex chain>", &text, &env)
+            .map_err(|e| e.to_string())?;
+        Template::new(
+            config,
+            "built-in: claude (Anthropic wire) → claude-vertex (Vertex AI, service-account tokens) → local Llama → static reply",
         )
     }
 
@@ -304,6 +398,17 @@ impl Template {
                     )
                 }),
         );
+        // A Vertex link signs with the test key: no line of its PEM body may show anywhere.
+        keys.extend(config.chain.iter().filter(|p| is_vertex(p.kind)).map(|p| {
+            (
+                p.name.clone(),
+                ripcord_chaos::google_token::TEST_PRIVATE_KEY_PEM
+                    .lines()
+                    .nth(2)
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        }));
         let links = config
             .chain
             .iter()
@@ -373,6 +478,11 @@ impl Template {
     }
 }
 
+/// Vertex AI's kinds: their links get tokens from the rig's fake token endpoint.
+fn is_vertex(kind: ProviderKind) -> bool {
+    matches!(kind, ProviderKind::Vertex | ProviderKind::VertexAnthropic)
+}
+
 /// The wire a provider kind speaks (`None` for the local model).
 fn wire_of(kind: ProviderKind) -> Option<Wire> {
     match kind {
@@ -435,6 +545,50 @@ pub(crate) struct Rig {
     pub(crate) notes: Vec<String>,
     /// Per cloud link: its breaker's background-probe interval (ms), when it has one.
     pub(crate) background_probe_ms: BTreeMap<String, u64>,
+    /// The fake token endpoint the Vertex links get their tokens from, when there are any.
+    pub(crate) tokens: Option<VertexTokens>,
+}
+
+/// Google's side of a rig: the fake token endpoint, the key file that points at it, and the
+/// lifetime of the tokens it mints.
+pub(crate) struct VertexTokens {
+    pub(crate) server: GoogleTokenServer,
+    pub(crate) lifetime: Duration,
+    dir: PathBuf,
+}
+
+impl Drop for VertexTokens {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl VertexTokens {
+    /// Starts the endpoint and writes its service-account key file.
+    async fn start(lifetime: Duration) -> Result<VertexTokens, String> {
+        let server = GoogleTokenServer::start(lifetime)
+            .await
+            .map_err(|e| format!("cannot start the fake Google token endpoint: {e}"))?;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ripcord-chaos-google-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::write(dir.join("service-account.json"), server.key_file_json())
+            .map_err(|e| format!("cannot write the test key file: {e}"))?;
+        Ok(VertexTokens {
+            server,
+            lifetime,
+            dir,
+        })
+    }
+
+    fn key_file(&self) -> PathBuf {
+        self.dir.join("service-account.json")
+    }
 }
 
 /// A folder that does not exist: given to a local provider whose model is already loaded, so
@@ -458,6 +612,17 @@ pub(crate) async fn rig(
 ) -> Result<Rig, String> {
     let mut config = t.config.clone();
     let mut fakes = BTreeMap::new();
+    // Every Vertex link exchanges the test key at the fake token endpoint — a user's key file
+    // included, whose token_uri would otherwise leave loopback.
+    let tokens = if config.chain.iter().any(|p| is_vertex(p.kind)) {
+        let lifetime = s
+            .load
+            .token_lifetime_ms
+            .map_or(Duration::from_secs(3600), Duration::from_millis);
+        Some(VertexTokens::start(lifetime).await?)
+    } else {
+        None
+    };
     let mut reused = Vec::new();
     let mut options = FakeOptions::fast();
     if s.long_streams() || s.load.stream_continue {
@@ -502,6 +667,10 @@ pub(crate) async fn rig(
                     .await
                     .map_err(|e| format!("cannot start the fake vendor {:?}: {e}", p.name))?;
                 p.base_url = Some(base_url(p.kind, &fake));
+                if let (Some(t), Some(v)) = (&tokens, p.vertex.as_mut()) {
+                    v.credentials = VertexCredentials::KeyFile(t.key_file());
+                    fake.require_tokens(t.server.registry());
+                }
                 fakes.insert(p.name.clone(), fake);
             }
             None => {
@@ -581,6 +750,7 @@ pub(crate) async fn rig(
         fakes,
         notes,
         background_probe_ms,
+        tokens,
     })
 }
 

@@ -28,6 +28,7 @@ mod scenario;
 mod shared;
 mod stats;
 mod streams;
+mod tokens;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,10 +91,15 @@ struct Args {
     #[arg(long, conflicts_with = "config")]
     routes: bool,
     /// Run the Claude-three-ways chain: claude (Anthropic wire) → claude-bedrock (Bedrock
-    /// wire, every request SigV4-signed and checked) → local → static. Chosen by itself for
-    /// `--only claude-three-ways`.
+    /// wire, every request SigV4-signed and checked) → claude-vertex (Claude on Vertex AI) →
+    /// local → static. Chosen by itself for `--only claude-three-ways`.
     #[arg(long, conflicts_with_all = ["config", "routes"])]
     bedrock: bool,
+    /// Run the Claude-via-Vertex chain: claude (Anthropic wire) → claude-vertex (Claude on
+    /// Vertex AI, service-account tokens from a fake Google token endpoint, checked on every
+    /// request) → local → static. Chosen by itself for `--only claude-via-vertex`.
+    #[arg(long, conflicts_with_all = ["config", "routes", "bedrock"])]
+    vertex: bool,
     /// Where the reports go [default: target/chaos-report].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -260,8 +266,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
         a.bedrock = true;
     }
-    let run_shared =
-        a.config.is_none() && !a.routes && !a.bedrock && (a.only.is_empty() || asked_shared);
+    if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_VIA_VERTEX] {
+        a.vertex = true;
+    }
+    let run_shared = a.config.is_none()
+        && !a.routes
+        && !a.bedrock
+        && !a.vertex
+        && (a.only.is_empty() || asked_shared);
     a.only.retain(|n| n != shared::NAME);
     let selected = if asked_shared && a.only.is_empty() {
         Vec::new()
@@ -289,6 +301,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         Some(path) => Template::file(path, s.seed)?,
         None if a.routes => Template::builtin_two_routes(s.deadline, s.seed)?,
         None if a.bedrock => Template::builtin_bedrock(s.deadline, true, s.seed)?,
+        None if a.vertex => Template::builtin_vertex(s.deadline, true, s.seed)?,
         None => Template::builtin(s.deadline, true, s.seed)?,
     };
     // A built-in scenario that does not fit a user's chain is skipped (unless asked for by

@@ -190,6 +190,21 @@ pub(crate) struct ContinuedRec {
     pub(crate) problem: Option<String>,
 }
 
+/// What the fake Google token endpoint and the Vertex fakes saw of the run's access tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct TokenRec {
+    /// How long each minted token lived.
+    pub(crate) lifetime_ms: f64,
+    /// Token exchanges received.
+    pub(crate) exchanges: u64,
+    /// Tokens minted (the first one, then one per refresh).
+    pub(crate) minted: u64,
+    /// Requests the Vertex fakes refused because their token had expired.
+    pub(crate) expired_rejections: u64,
+    /// Requests the Vertex fakes refused because their token was missing or never minted.
+    pub(crate) unknown_rejections: u64,
+}
+
 /// Everything recorded in one scenario run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Records {
@@ -221,6 +236,9 @@ pub(crate) struct Records {
     pub(crate) continued: BTreeMap<String, ContinuedRec>,
     /// Per link: how often an open breaker checks the vendor in the background (ms).
     pub(crate) background_probe_ms: BTreeMap<String, u64>,
+    /// The Vertex links' access tokens, when the chain has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens: Option<TokenRec>,
 }
 
 impl Records {

@@ -20,7 +20,7 @@ use super::capture::KeySink;
 use super::chain::{LocalCache, Template, rig};
 use super::invariants::{self, Check};
 use super::observe::{REQUEST_ID, Recorder};
-use super::record::{AttemptRec, ContinuedRec, Outcome, Records, SkipRec};
+use super::record::{AttemptRec, ContinuedRec, Outcome, Records, SkipRec, TokenRec};
 use super::recovery;
 use super::scenario::{Rng, STATIC, Scenario, mix};
 use super::stats::{self, Summary};
@@ -87,6 +87,8 @@ impl ScenarioRun {
             .extend(streams::check_streams(&self.records, &self.scenario));
         self.invariants
             .extend(recovery::check_recovery(&self.records, &self.scenario));
+        self.invariants
+            .extend(super::tokens::check_tokens(&self.records));
         self.expectations = invariants::expectations(&self.records, &self.scenario.expect);
     }
 }
@@ -469,6 +471,16 @@ pub(crate) async fn run_scenario(
         stream_max_ms: stream_max.as_secs_f64() * 1000.0,
         join_limit_ms: join_limit.as_secs_f64() * 1000.0,
         joined,
+        tokens: rig.tokens.as_ref().map(|t| {
+            let registry = t.server.registry();
+            TokenRec {
+                lifetime_ms: t.lifetime.as_secs_f64() * 1000.0,
+                exchanges: t.server.exchanges(),
+                minted: t.server.minted(),
+                expired_rejections: registry.expired_rejections(),
+                unknown_rejections: registry.unknown_rejections(),
+            }
+        }),
         ..Records::default()
     };
     drop(chain);
@@ -671,7 +683,7 @@ mod tests {
     async fn claude_three_ways_keeps_every_invariant_over_a_signing_bedrock() {
         let s = settings();
         let t = Template::builtin_bedrock(s.deadline, false, s.seed).unwrap();
-        assert_eq!(t.names(), ["claude", "claude-bedrock"]);
+        assert_eq!(t.names(), ["claude", "claude-bedrock", "claude-vertex"]);
         assert!(
             t.keys.iter().any(|(n, k)| n == "claude-bedrock"
                 && k == ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY),
@@ -700,6 +712,7 @@ mod tests {
                 .any(|s| s.who == who && s.count > 0)
         };
         assert!(served("claude-bedrock"), "{:?}", run.summary.served_by);
+        assert!(served("claude-vertex"), "{:?}", run.summary.served_by);
         assert!(!served("claude"), "{:?}", run.summary.served_by);
         let r = &run.records;
         // Bedrock's throttling reached the chain as a rate limit, after it had answered.

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use super::{After, Route, Shared, lock};
+use crate::google_token::TokenCheck;
 use crate::http::{
     Conn, Frames, Framing, Incoming, LAST_CHUNK, broken_json, write_chunk, write_head, write_sse,
 };
@@ -172,8 +173,12 @@ pub(super) async fn respond(
             .iter()
             .find(|(n, _)| n == "authorization")
             .map(|(_, v)| v.as_str());
-        if !registry.accepts(authorization) {
-            let body = gemini::unauthenticated();
+        let body = match registry.check(authorization) {
+            TokenCheck::Valid => None,
+            TokenCheck::Expired => Some(gemini::token_expired(&req.path)),
+            TokenCheck::Unknown => Some(gemini::unauthenticated()),
+        };
+        if let Some(body) = body {
             return send_json(conn, out, wire, 401, &request_id, body.as_bytes(), close).await;
         }
     }
@@ -494,7 +499,12 @@ fn prepare(
             };
             if embeddings {
                 let batch = method == "batchEmbedContents";
-                match gemini::embeddings(&body, batch, shared.embedding_dimensions) {
+                let answer = if method == "predict" {
+                    gemini::predictions(&body, shared.embedding_dimensions)
+                } else {
+                    gemini::embeddings(&body, batch, shared.embedding_dimensions)
+                };
+                match answer {
                     Ok(bytes) => job.prepared = Some(bytes),
                     Err(message) => return fail(job, message),
                 }

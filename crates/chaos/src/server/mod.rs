@@ -109,6 +109,7 @@ impl FakeOptions {
 /// | Anthropic | `POST …/publishers/anthropic/models/{m}:rawPredict` / `:streamRawPredict` (Claude on Vertex AI) | scripted |
 /// | Gemini | `POST …/models/{m}:generateContent` / `:streamGenerateContent` (AI Studio's `/v1beta/models/…`, Vertex's `/v1/projects/{p}/locations/{l}/publishers/google/models/…`) | scripted |
 /// | Gemini | `POST …/models/{m}:embedContent` / `:batchEmbedContents` | scripted; deterministic unit vectors |
+/// | Gemini | `POST …/publishers/google/models/{m}:predict` (Vertex AI text embeddings) | scripted; deterministic unit vectors, `statistics.token_count` |
 /// | Gemini | `GET …/models` | model list |
 ///
 /// A model request whose body is not JSON, or lacks a field the vendor requires (`model` and
@@ -415,7 +416,7 @@ fn route(wire: Wire, method: &str, target: &str) -> Route {
             Some("generateContent" | "streamGenerateContent") => {
                 (Route::Chat { azure: false }, "POST")
             }
-            Some("embedContent" | "batchEmbedContents") => {
+            Some("embedContent" | "batchEmbedContents" | "predict") => {
                 (Route::Embeddings { azure: false }, "POST")
             }
             None if path.ends_with("/models") => (Route::Models, "GET"),

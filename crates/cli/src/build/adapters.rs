@@ -154,6 +154,11 @@ fn gemini(p: &Provider, model: &str, client: &HttpClient) -> Result<Gemini> {
 
 /// The Vertex configuration of `p`.
 fn vertex_config(p: &Provider, client: &HttpClient) -> Result<VertexConfig> {
+    vertex_config_for(p, &model_name(p), client)
+}
+
+/// The Vertex configuration of `p`, asking for `model` (an embedding model for `[embeddings]`).
+fn vertex_config_for(p: &Provider, model: &str, client: &HttpClient) -> Result<VertexConfig> {
     let Some(v) = &p.vertex else {
         return Err(config_error(format!(
             "provider {:?} ({}): no project, location or credentials",
@@ -165,7 +170,7 @@ fn vertex_config(p: &Provider, client: &HttpClient) -> Result<VertexConfig> {
         VertexCredentials::KeyFile(path) => GoogleCredentials::key_file(path)?,
         VertexCredentials::Token(t) => GoogleCredentials::access_token(t.clone()),
     };
-    let mut c = VertexConfig::new(model_name(p), v.project.clone(), v.location.clone(), creds)
+    let mut c = VertexConfig::new(model, v.project.clone(), v.location.clone(), creds)
         .with_name(p.name.clone())
         .with_timeouts(timeouts(p))
         .with_client(client.clone());
@@ -290,6 +295,13 @@ pub(super) fn embedding_chain(
     for p in providers {
         if p.kind == ProviderKind::Gemini {
             let link: Arc<dyn EmbeddingModel> = Arc::new(gemini(p, model, client)?);
+            b = b.link_arc(link);
+            continue;
+        }
+        if p.kind == ProviderKind::Vertex {
+            // Vertex's text-embedding models answer on `:predict`, not `generateContent`.
+            let g = Gemini::vertex(vertex_config_for(p, model, client)?)?.named(p.name.clone());
+            let link: Arc<dyn EmbeddingModel> = Arc::new(g);
             b = b.link_arc(link);
             continue;
         }

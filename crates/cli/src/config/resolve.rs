@@ -90,7 +90,6 @@ pub(super) fn resolve(
                     p.kind,
                     ProviderKind::Anthropic
                         | ProviderKind::LocalOnnx
-                        | ProviderKind::Vertex
                         | ProviderKind::VertexAnthropic
                         | ProviderKind::Bedrock
                 ) {

@@ -154,13 +154,26 @@ impl Bearer {
     }
 }
 
+/// Where embeddings go: AI Studio's two methods, or Vertex's prediction endpoint.
+#[derive(Clone)]
+enum Embed {
+    /// `embedContent` (one input) and `batchEmbedContents` (several).
+    Studio { one: Target, batch: Target },
+    /// `…/publishers/google/models/{m}:predict`, every input an instance, and the task type
+    /// sent with each.
+    #[cfg(feature = "vertex")]
+    Vertex {
+        predict: Target,
+        task_type: Option<String>,
+    },
+}
+
 struct Engine {
     /// `gcp.gemini` or `gcp.vertex_ai`, for the attempt spans.
     provider: &'static str,
     generate: Target,
     stream: Target,
-    /// `embedContent` and `batchEmbedContents` (AI Studio only).
-    embed: Option<(Target, Target)>,
+    embed: Embed,
     transport: Transport,
     bearer: Bearer,
     thinking: Option<Thinking>,
@@ -168,8 +181,9 @@ struct Engine {
 
 /// A Gemini model on Google AI Studio or (with [`Gemini::vertex`]) on Vertex AI.
 ///
-/// Implements [`ChatModel`] (JSON and streamed) and, on AI Studio, [`EmbeddingModel`]
-/// (`embedContent` for one input, `batchEmbedContents` for several).
+/// Implements [`ChatModel`] (JSON and streamed) and [`EmbeddingModel`]: on AI Studio
+/// `embedContent` for one input and `batchEmbedContents` for several, on Vertex AI the
+/// text-embedding `:predict` endpoint (the configured model must then be an embedding model).
 ///
 /// # Examples
 ///
@@ -229,10 +243,10 @@ impl Gemini {
             &format!("/models/{m}:streamGenerateContent?alt=sse"),
             what,
         )?;
-        let embed = (
-            target(base, &format!("/models/{m}:embedContent"), what)?,
-            target(base, &format!("/models/{m}:batchEmbedContents"), what)?,
-        );
+        let embed = Embed::Studio {
+            one: target(base, &format!("/models/{m}:embedContent"), what)?,
+            batch: target(base, &format!("/models/{m}:batchEmbedContents"), what)?,
+        };
         let auth = Auth::header("x-goog-api-key", cfg.api_key, what)?;
         let transport = Transport::new(cfg.client, auth, HeaderMap::new(), cfg.timeouts, what)?;
         let caps = caps_of(&cfg.model, Locality::cloud("google"), cfg.capabilities);
@@ -243,7 +257,7 @@ impl Gemini {
                 provider: GCP_GEMINI,
                 generate,
                 stream,
-                embed: Some(embed),
+                embed,
                 transport,
                 bearer: Bearer::Fixed,
                 thinking: cfg.thinking,
@@ -261,8 +275,9 @@ impl Gemini {
     }
 
     /// Builds a Gemini provider on Vertex AI
-    /// (`…/publishers/google/models/{model}:generateContent`). Embeddings are not offered on
-    /// Vertex (its embedding models speak another wire).
+    /// (`…/publishers/google/models/{model}:generateContent`). As an [`EmbeddingModel`] it
+    /// calls `…/models/{model}:predict`, Vertex's text-embedding wire (with
+    /// [`VertexConfig::with_task_type`](super::VertexConfig::with_task_type)'s task type).
     ///
     /// # Errors
     ///
@@ -276,6 +291,10 @@ impl Gemini {
             cfg.model_url("google", "streamGenerateContent?alt=sse", what)?,
             what,
         )?;
+        let embed = Embed::Vertex {
+            predict: Target::new(cfg.model_url("google", "predict", what)?, what)?,
+            task_type: cfg.task_type.clone(),
+        };
         let tokens = super::auth::TokenSource::new(
             cfg.credentials.clone(),
             cfg.client.clone(),
@@ -297,7 +316,7 @@ impl Gemini {
                 provider: super::GCP_VERTEX_AI,
                 generate,
                 stream,
-                embed: None,
+                embed,
                 transport,
                 bearer: Bearer::Token(tokens),
                 thinking: cfg.thinking,
@@ -421,21 +440,27 @@ impl Gemini {
         ctx: &Context,
     ) -> Result<EmbeddingResponse> {
         let e = &self.engine;
-        let Some((one, batch)) = &e.embed else {
-            return Err(Error::new(
-                ErrorKind::InvalidRequest,
-                "vertex: embeddings are offered on the Gemini API (kind gemini) only",
-            ));
+        let (url, body) = match &e.embed {
+            Embed::Studio { one, batch } => {
+                let (body, single) = embed::body(&self.id.model, req)?;
+                (if single { one } else { batch }, body)
+            }
+            #[cfg(feature = "vertex")]
+            Embed::Vertex { predict, task_type } => {
+                (predict, embed::vertex_body(req, task_type.as_deref())?)
+            }
         };
-        let (body, single) = embed::body(&self.id.model, req)?;
-        let url = if single { one } else { batch };
         let extra = e.bearer.header(ctx).await?;
         let (mut resp, started) = e
             .transport
             .send_with(ctx, url, body, false, extra, error_map::from_response)
             .await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let mut r = embed::parse(&raw, req.inputs.len(), &self.id.model)?;
+        let mut r = match &e.embed {
+            Embed::Studio { .. } => embed::parse(&raw, req.inputs.len(), &self.id.model)?,
+            #[cfg(feature = "vertex")]
+            Embed::Vertex { .. } => embed::vertex_parse(&raw, req.inputs.len(), &self.id.model)?,
+        };
         r.served_by = Some(self.id.name.clone());
         Ok(r)
     }

@@ -43,6 +43,8 @@ pub struct VertexConfig {
     pub(crate) capabilities: Option<Capabilities>,
     #[cfg(feature = "vertex")]
     pub(crate) thinking: Option<super::Thinking>,
+    #[cfg(feature = "vertex")]
+    pub(crate) task_type: Option<String>,
 }
 
 impl fmt::Debug for VertexConfig {
@@ -79,6 +81,8 @@ impl VertexConfig {
             capabilities: None,
             #[cfg(feature = "vertex")]
             thinking: None,
+            #[cfg(feature = "vertex")]
+            task_type: None,
         }
     }
 
@@ -138,6 +142,16 @@ impl VertexConfig {
     #[cfg(feature = "vertex")]
     pub fn with_thinking(mut self, thinking: super::Thinking) -> Self {
         self.thinking = Some(thinking);
+        self
+    }
+
+    /// The `task_type` sent with every input of a text-embedding call (`RETRIEVAL_DOCUMENT`,
+    /// `RETRIEVAL_QUERY`, `SEMANTIC_SIMILARITY`, `CLASSIFICATION`, `CLUSTERING`,
+    /// `QUESTION_ANSWERING`, `FACT_VERIFICATION`, `CODE_RETRIEVAL_QUERY`); none by default,
+    /// so the model uses its own default. Chat ignores it.
+    #[cfg(feature = "vertex")]
+    pub fn with_task_type(mut self, task_type: impl Into<String>) -> Self {
+        self.task_type = Some(task_type.into());
         self
     }
 

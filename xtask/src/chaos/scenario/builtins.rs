@@ -195,7 +195,7 @@ pub(crate) fn builtins() -> Vec<Scenario> {
         },
         s(
             CLAUDE_THREE_WAYS,
-            "on the Bedrock chain (--bedrock): Anthropic's API answers 529 all run; Claude on Bedrock answers until 40% of the run, then throttles (429 ThrottlingException); the local model answers the rest",
+            "on the Bedrock chain (--bedrock): Anthropic's API answers 529 all run; Claude on Bedrock answers until 40% of the run, then throttles (429 ThrottlingException); Claude on Vertex answers the rest, the local model behind it",
             vec![
                 Phase::new("claude", 0.0, Fault::Overloaded),
                 Phase::new(
@@ -206,8 +206,18 @@ pub(crate) fn builtins() -> Vec<Scenario> {
                     },
                 ),
             ],
-            &["claude-bedrock", "local"],
+            &["claude-bedrock", "claude-vertex"],
         ),
+        {
+            let mut sc = s(
+                CLAUDE_VIA_VERTEX,
+                "on the Vertex chain (--vertex): Anthropic's API answers 529 all run; Claude on Vertex keeps answering with service-account tokens that live 2 s, so they expire and are refreshed during the run, and no expired token ever reaches Vertex",
+                vec![Phase::new("claude", 0.0, Fault::Overloaded)],
+                &["claude-vertex"],
+            );
+            sc.load.token_lifetime_ms = Some(2_000);
+            sc
+        },
         {
             let mut sc = s(
                 "unknown-windows",

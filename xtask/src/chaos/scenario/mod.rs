@@ -54,6 +54,9 @@ pub(crate) const STATIC: &str = "static";
 /// The built-in scenario that runs on the Bedrock chain (`--bedrock`).
 pub(crate) const CLAUDE_THREE_WAYS: &str = "claude-three-ways";
 
+/// The built-in scenario that runs on the Vertex chain (`--vertex`).
+pub(crate) const CLAUDE_VIA_VERTEX: &str = "claude-via-vertex";
+
 /// The source of the built-in scenarios.
 pub(crate) const BUILT_IN: &str = "built-in";
 
@@ -434,6 +437,9 @@ pub(crate) struct Load {
     pub(crate) unknown_models: bool,
     /// Breaker spells per link.
     pub(crate) spells: Vec<(String, Spells)>,
+    /// How long the access tokens of the Vertex links live (default an hour): short, so they
+    /// expire and are refreshed during the run.
+    pub(crate) token_lifetime_ms: Option<u64>,
 }
 
 /// One scenario.

@@ -14,9 +14,9 @@
 use ripcord_core::{ErrorKind, Price};
 
 use super::Preset;
-use crate::openai::AssistantPrefill;
 use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
+use crate::openai::AssistantPrefill;
 
 const MODELS: &[ModelInfo] = &[
     ModelInfo::new("deepseek-chat", 131_072, 8_192)

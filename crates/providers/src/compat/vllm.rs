@@ -14,9 +14,9 @@
 use ripcord_core::ErrorKind;
 
 use super::Preset;
-use crate::openai::AssistantPrefill;
 use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
+use crate::openai::AssistantPrefill;
 
 fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
     match body.error_type.as_deref()? {

@@ -633,9 +633,13 @@ impl OpenAi {
         let hook = e.dialect.hook;
         let (mut resp, started) = e
             .transport
-            .send(ctx, self.chat_target(req), body, false, |status, headers, raw| {
-                error_map::from_response(status, headers, raw, hook)
-            })
+            .send(
+                ctx,
+                self.chat_target(req),
+                body,
+                false,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
             .await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
@@ -656,9 +660,13 @@ impl OpenAi {
         let hook = e.dialect.hook;
         let (mut resp, started) = e
             .transport
-            .send(ctx, self.chat_target(req), body, true, |status, headers, raw| {
-                error_map::from_response(status, headers, raw, hook)
-            })
+            .send(
+                ctx,
+                self.chat_target(req),
+                body,
+                true,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
             .await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a server that ignored `stream: true` and sent

@@ -784,13 +784,22 @@ mod tests {
             links: ["primary".to_owned(), "backup".to_owned()].into(),
         };
         let by_fakes = ["primary".to_owned(), "backup".to_owned()];
-        assert_eq!(differs_from_whole("one two three four", &by_fakes, Some(&whole)), None);
+        assert_eq!(
+            differs_from_whole("one two three four", &by_fakes, Some(&whole)),
+            None
+        );
         let repeated = differs_from_whole("one two two three four", &by_fakes, Some(&whole));
-        assert!(repeated.unwrap().contains("at byte 9"), "two then three differ at the 10th byte");
+        assert!(
+            repeated.unwrap().contains("at byte 9"),
+            "two then three differ at the 10th byte"
+        );
         assert!(differs_from_whole("one two four", &by_fakes, Some(&whole)).is_some());
         // The local model continues in its own words: no whole answer to compare with.
         let with_local = ["primary".to_owned(), "local".to_owned()];
-        assert_eq!(differs_from_whole("one two, and so on", &with_local, Some(&whole)), None);
+        assert_eq!(
+            differs_from_whole("one two, and so on", &with_local, Some(&whole)),
+            None
+        );
         assert_eq!(differs_from_whole("x", &by_fakes, None), None);
     }
 }

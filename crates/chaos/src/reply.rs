@@ -3,8 +3,13 @@
 /// A successful answer: text, tool calls and usage, rendered per wire.
 ///
 /// `chunks` is how many SSE deltas the text is split into (by characters, at most one per
-/// character; `0` counts as `1`). Each tool call's arguments are split the same way, after
-/// one delta that carries the call's id and name.
+/// character; `0` counts as `1`), or, with [`Chunking::Words`], the text goes one word per
+/// delta as a token stream does. Each tool call's arguments are split into `chunks` pieces,
+/// after one delta that carries the call's id and name.
+///
+/// A reply that [`continues`](Reply::continues) answers a request whose last assistant message
+/// is the start of its text with only the rest of it, as a model asked to continue its own cut
+/// answer does (by assistant prefill or by an instruction after the delivered text).
 ///
 /// # Examples
 ///
@@ -31,6 +36,23 @@ pub struct Reply {
     pub output_tokens: u64,
     /// The model name reported; `None` echoes the request's `model` (or the wire's default).
     pub model: Option<String>,
+    /// How the text is cut into deltas.
+    pub chunking: Chunking,
+    /// A request whose last assistant message is the start of the text (trailing whitespace
+    /// aside) gets only the rest of the text: the fake continues its own answer.
+    pub continues: bool,
+}
+
+/// How a [`Reply`]'s text is cut into stream deltas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Chunking {
+    /// [`Reply::chunks`] pieces of nearly equal character counts.
+    #[default]
+    Even,
+    /// One delta per word, each with the whitespace before it ("Once", " upon", " a"): a
+    /// token-by-token stream, so a fault "after N chunks" falls after N words.
+    Words,
 }
 
 impl Default for Reply {
@@ -43,6 +65,8 @@ impl Default for Reply {
             input_tokens: 12,
             output_tokens: 9,
             model: None,
+            chunking: Chunking::Even,
+            continues: false,
         }
     }
 }
@@ -58,6 +82,60 @@ impl Reply {
             output_tokens,
             ..Reply::default()
         }
+    }
+
+    /// A reply with this text streamed one word per delta ([`Chunking::Words`]); `chunks`
+    /// (for tool-call arguments) is the number of words, output tokens one per word.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_chaos::{Chunking, Reply};
+    /// let r = Reply::words("one two three").continuing();
+    /// assert_eq!((r.chunks, r.output_tokens, r.chunking), (3, 3, Chunking::Words));
+    /// assert_eq!(r.after("one two").map(|r| r.text), Some(" three".to_owned()));
+    /// ```
+    pub fn words(t: impl Into<String>) -> Reply {
+        let text = t.into();
+        let n = split_words(&text).len();
+        Reply {
+            text,
+            chunks: n.max(1),
+            output_tokens: (n as u64).max(1),
+            chunking: Chunking::Words,
+            ..Reply::default()
+        }
+    }
+
+    /// Makes the reply continue its own start when a request carries it ([`Reply::continues`]).
+    pub fn continuing(mut self) -> Reply {
+        self.continues = true;
+        self
+    }
+
+    /// The reply to a request whose last assistant message is `delivered`: the rest of the text
+    /// when the reply [`continues`](Reply::continues) and `delivered` (trailing whitespace aside)
+    /// is a non-empty start of it; `None` otherwise. Output tokens shrink in proportion.
+    pub fn after(&self, delivered: &str) -> Option<Reply> {
+        let start = delivered.trim_end();
+        if !self.continues || start.is_empty() || !self.text.starts_with(start) {
+            return None;
+        }
+        let rest = self.text[start.len()..].to_owned();
+        let whole = self.text.len().max(1) as u64;
+        let output_tokens = (self.output_tokens * rest.len() as u64)
+            .div_ceil(whole)
+            .max(1);
+        let chunks = match self.chunking {
+            Chunking::Words => split_words(&rest).len().max(1),
+            Chunking::Even => self.chunks,
+        };
+        Some(Reply {
+            text: rest,
+            chunks,
+            output_tokens,
+            ..self.clone()
+        })
     }
 
     /// Sets the number of SSE deltas.
@@ -93,8 +171,31 @@ impl Reply {
 
     /// The text deltas of a stream.
     pub(crate) fn text_pieces(&self) -> Vec<&str> {
-        split_even(&self.text, self.chunks)
+        match self.chunking {
+            Chunking::Even => split_even(&self.text, self.chunks),
+            Chunking::Words => split_words(&self.text),
+        }
     }
+}
+
+/// Splits `s` into words, each piece a word with the whitespace before it (leading whitespace
+/// goes with the first word). An empty string gives no pieces.
+pub(crate) fn split_words(s: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut in_word = false;
+    for (i, c) in s.char_indices() {
+        let space = c.is_whitespace();
+        if space && in_word {
+            pieces.push(&s[start..i]);
+            start = i;
+        }
+        in_word = !space;
+    }
+    if start < s.len() {
+        pieces.push(&s[start..]);
+    }
+    pieces
 }
 
 /// Splits `s` into at most `n` (≥ 1) pieces of nearly equal character counts, on char
@@ -146,6 +247,34 @@ mod tests {
             assert!(max.zip(min).is_some_and(|(a, b)| a - b <= 1), "{sizes:?}");
         }
         assert!(split_even("", 3).is_empty());
+    }
+
+    #[test]
+    fn split_words_gives_one_piece_per_word_with_its_space() {
+        assert_eq!(split_words("a bb  c"), vec!["a", " bb", "  c"]);
+        assert_eq!(split_words(" lead\nnext "), vec![" lead", "\nnext", " "]);
+        assert!(split_words("").is_empty());
+        let text = "héllo wörld ✓ done";
+        assert_eq!(split_words(text).concat(), text);
+        let r = Reply::words(text);
+        assert_eq!(r.text_pieces().len(), 4);
+    }
+
+    #[test]
+    fn a_continuing_reply_answers_only_the_rest_of_its_text() {
+        let r = Reply::words("Once upon a time there was a stream").continuing();
+        // Prefill leaves trailing whitespace out; an instruction form keeps it.
+        for delivered in ["Once upon a", "Once upon a "] {
+            let rest = r.after(delivered).unwrap();
+            assert_eq!(rest.text, " time there was a stream");
+            assert_eq!(
+                rest.text_pieces(),
+                vec![" time", " there", " was", " a", " stream"]
+            );
+        }
+        assert!(r.after("Twice upon").is_none());
+        assert!(r.after("  ").is_none());
+        assert!(Reply::words("Once upon").after("Once").is_none());
     }
 
     #[test]

@@ -129,5 +129,7 @@ pub use models::ModelInfo;
 #[cfg(feature = "openai")]
 pub use openai::responses_wire as openai_responses_wire;
 #[cfg(feature = "openai")]
-pub use openai::{MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig, OpenAiWire};
+pub use openai::{
+    AssistantPrefill, MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig, OpenAiWire,
+};
 pub use stated_limit::stated_context_limit;

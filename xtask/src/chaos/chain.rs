@@ -3,7 +3,7 @@
 //! `ripcord-cli` exactly as `ripcord chat` and `ripcord serve` build it — health → breaker →
 //! retry → rate limit → adapter — with observers hooked in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +20,7 @@ use secrecy::ExposeSecret;
 
 use super::observe::{LocalSwitch, Observed, Point, Recorder};
 use super::record::LinkInfo;
-use super::scenario::{LONG_STREAM_CHUNKS, Scenario, hash_str, mix};
+use super::scenario::{CONTINUED_ANSWER, LONG_STREAM_CHUNKS, Scenario, hash_str, mix};
 
 /// The built-in chain: an OpenAI-wire fake, an Anthropic-wire fake, the real local Llama and a
 /// static reply. Short limits, so a few seconds of chaos show the whole story.
@@ -547,6 +547,8 @@ pub(crate) struct Rig {
     pub(crate) background_probe_ms: BTreeMap<String, u64>,
     /// The fake token endpoint the Vertex links get their tokens from, when there are any.
     pub(crate) tokens: Option<VertexTokens>,
+    /// The whole answer every fake gives and continues, when the scenario continues streams.
+    pub(crate) whole: Option<Whole>,
 }
 
 /// Google's side of a rig: the fake token endpoint, the key file that points at it, and the
@@ -591,6 +593,14 @@ impl VertexTokens {
     }
 }
 
+/// The answer the fakes give and continue from any start of it: a continued answer whose
+/// every piece came from these links must be exactly `text`.
+#[derive(Debug, Clone)]
+pub(crate) struct Whole {
+    pub(crate) text: String,
+    pub(crate) links: BTreeSet<String>,
+}
+
 /// A folder that does not exist: given to a local provider whose model is already loaded, so
 /// the build skips the load (the hook swaps the cached model in).
 fn not_a_folder(dir: &Path) -> PathBuf {
@@ -625,7 +635,11 @@ pub(crate) async fn rig(
     };
     let mut reused = Vec::new();
     let mut options = FakeOptions::fast();
-    if s.long_streams() || s.load.stream_continue {
+    if s.load.stream_continue {
+        // One token per chunk, and each fake continues the answer from the start a
+        // continuation request carries: the joined answer can be checked against the whole.
+        options.reply = Reply::words(CONTINUED_ANSWER).continuing();
+    } else if s.long_streams() {
         options.reply = Reply {
             chunks: LONG_STREAM_CHUNKS,
             ..Reply::text(
@@ -745,12 +759,17 @@ pub(crate) async fn rig(
         })
         .cloned()
         .collect();
+    let whole = s.load.stream_continue.then(|| Whole {
+        text: CONTINUED_ANSWER.to_owned(),
+        links: fakes.keys().cloned().collect(),
+    });
     Ok(Rig {
         built,
         fakes,
         notes,
         background_probe_ms,
         tokens,
+        whole,
     })
 }
 

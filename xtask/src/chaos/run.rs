@@ -17,7 +17,7 @@ use ripcord_cli::routing::Route;
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
 
 use super::capture::KeySink;
-use super::chain::{LocalCache, Template, rig};
+use super::chain::{LocalCache, Template, Whole, rig};
 use super::invariants::{self, Check};
 use super::observe::{REQUEST_ID, Recorder};
 use super::record::{AttemptRec, ContinuedRec, Outcome, Records, SkipRec, TokenRec};
@@ -181,13 +181,41 @@ fn repeats_at(text: &str, offset: usize) -> bool {
     }
 }
 
-/// One streamed request, read to its end; its first content is logged at `idx`.
+/// What is wrong with a continued answer whose pieces all came from the fakes, against the
+/// whole answer they give: text repeated or dropped around a join shows as a difference.
+fn differs_from_whole(text: &str, links: &[String], whole: Option<&Whole>) -> Option<String> {
+    let w = whole?;
+    if !links.iter().all(|l| w.links.contains(l)) || text == w.text {
+        return None;
+    }
+    let same = text
+        .bytes()
+        .zip(w.text.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let around = |s: &str| {
+        let from = s.floor_char_boundary(same.saturating_sub(12));
+        let to = s.ceil_char_boundary((same + 12).min(s.len()));
+        s.get(from..to).unwrap_or_default().to_owned()
+    };
+    Some(format!(
+        "the continued answer differs from the whole answer at byte {same}: {:?} where the whole has {:?} ({} bytes against {})",
+        around(text),
+        around(&w.text),
+        text.len(),
+        w.text.len()
+    ))
+}
+
+/// One streamed request, read to its end; its first content is logged at `idx`. With `whole`,
+/// a continued answer made only by the fakes must be exactly the whole answer.
 async fn stream_once(
     chain: &dyn ChatModel,
     req: &ChatRequest,
     ctx: &Context,
     rec: &Recorder,
     idx: usize,
+    whole: Option<&Whole>,
 ) -> (Outcome, Vec<AttemptRec>) {
     let mut stream = match chain.stream(req, ctx).await {
         Ok(s) => s,
@@ -261,6 +289,9 @@ async fn stream_once(
                 "the continuation at byte {at} repeats the text before it"
             )));
         }
+        if finished {
+            problem = problem.or_else(|| differs_from_whole(&text, &texts_from, whole));
+        }
         rec.continued(
             idx,
             ContinuedRec {
@@ -302,6 +333,7 @@ async fn user(
     s: &Settings,
     stream_max: Duration,
     seed: u64,
+    whole: Option<&Whole>,
 ) {
     let mut rng = Rng::new(mix(
         seed ^ (u as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)
@@ -336,7 +368,7 @@ async fn user(
         // I/O or timers, so the user cannot starve the rest.
         let (outcome, list) = tokio::task::unconstrained(async {
             if streamed {
-                stream_once(chain, &req, &ctx, rec, idx).await
+                stream_once(chain, &req, &ctx, rec, idx, whole).await
             } else {
                 chat_once(chain, &req, &ctx, rec, idx).await
             }
@@ -441,6 +473,7 @@ pub(crate) async fn run_scenario(
             s,
             stream_max,
             scenario_seed,
+            rig.whole.as_ref(),
         )
     }));
     let join_limit = s.duration + s.deadline.max(stream_max) + s.join_margin;
@@ -755,5 +788,31 @@ mod tests {
         for id in ["deadline", "half-open", "answered", "no-keys"] {
             assert!(by_id(&run, id).passed, "{:?}", by_id(&run, id));
         }
+    }
+
+    #[test]
+    fn a_continued_answer_from_the_fakes_must_be_the_whole_answer() {
+        let whole = Whole {
+            text: "one two three four".to_owned(),
+            links: ["primary".to_owned(), "backup".to_owned()].into(),
+        };
+        let by_fakes = ["primary".to_owned(), "backup".to_owned()];
+        assert_eq!(
+            differs_from_whole("one two three four", &by_fakes, Some(&whole)),
+            None
+        );
+        let repeated = differs_from_whole("one two two three four", &by_fakes, Some(&whole));
+        assert!(
+            repeated.unwrap().contains("at byte 9"),
+            "two then three differ at the 10th byte"
+        );
+        assert!(differs_from_whole("one two four", &by_fakes, Some(&whole)).is_some());
+        // The local model continues in its own words: no whole answer to compare with.
+        let with_local = ["primary".to_owned(), "local".to_owned()];
+        assert_eq!(
+            differs_from_whole("one two, and so on", &with_local, Some(&whole)),
+            None
+        );
+        assert_eq!(differs_from_whole("x", &by_fakes, None), None);
     }
 }

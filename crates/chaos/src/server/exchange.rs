@@ -34,6 +34,9 @@ struct Job {
     close: bool,
     /// The embeddings body, computed while validating.
     prepared: Option<Vec<u8>>,
+    /// The text of the request's last assistant message, read only when the server's reply
+    /// continues its own start ([`Reply::continues`]).
+    delivered: Option<String>,
 }
 
 impl Job {
@@ -199,7 +202,9 @@ pub(super) async fn respond(
         let elapsed = Instant::now().saturating_duration_since(slot.since);
         slot.plan.pick(elapsed)
     };
-    let reply = &shared.reply;
+    // A continuation of the fake's own answer gets the rest of it.
+    let rest = job.delivered.as_deref().and_then(|d| shared.reply.after(d));
+    let reply = rest.as_ref().unwrap_or(&shared.reply);
     let Some(behavior) = behavior else {
         return success(conn, out, &job, reply, Pace::Now).await;
     };
@@ -397,6 +402,7 @@ fn prepare(
         created: unix_now(),
         close,
         prepared: None,
+        delivered: None,
     };
     let fail = |job: Job, body: String| Err((job.request_id, body));
     let requested_model: Option<String>;
@@ -540,12 +546,43 @@ fn prepare(
             requested_model = bedrock::model_of(path);
         }
     }
+    if shared.reply.continues && !embeddings {
+        job.delivered = last_assistant_text(&req.body);
+    }
     job.model = match (&shared.reply.model, requested_model) {
         (Some(fixed), _) if !embeddings => fixed.clone(),
         (_, Some(asked)) => asked,
         (_, None) => default_model(wire, embeddings).to_owned(),
     };
     Ok(job)
+}
+
+/// The text of the last assistant turn of a chat body on any wire: `messages` (OpenAI,
+/// Anthropic, Bedrock) or `contents` (Gemini, role `model`), whose content is a string or a list
+/// of parts with `text`. `None` when there is none or the body is not JSON.
+fn last_assistant_text(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let turns = v
+        .get("messages")
+        .or_else(|| v.get("contents"))?
+        .as_array()?;
+    let turn = turns.iter().rev().find(|m| {
+        matches!(
+            m.get("role").and_then(|r| r.as_str()),
+            Some("assistant" | "model")
+        )
+    })?;
+    let content = turn.get("content").or_else(|| turn.get("parts"))?;
+    match content {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 async fn send_json(

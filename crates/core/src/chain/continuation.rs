@@ -38,6 +38,29 @@ pub const OVERLAP_WINDOW: usize = 256;
 /// whitespace only, may well be the answer going on).
 pub const MIN_OVERLAP: usize = 12;
 
+/// What ended a continued stream, as metrics and spans label it: `stall` for a stream silent
+/// past its idle limit (a timeout), `cut` for one that ended or broke without its finish (a
+/// truncated body, a reset, a half-sent event), `in_band` for an error the vendor sent inside
+/// the stream (overloaded, rate limited, a server error, …).
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::ErrorKind;
+/// use ripcord_core::chain::continuation::reason_label;
+/// assert_eq!(reason_label(ErrorKind::Timeout), "stall");
+/// assert_eq!(reason_label(ErrorKind::InvalidResponse), "cut");
+/// assert_eq!(reason_label(ErrorKind::Overloaded), "in_band");
+/// ```
+pub fn reason_label(kind: crate::ErrorKind) -> &'static str {
+    use crate::ErrorKind as K;
+    match kind {
+        K::Timeout => "stall",
+        K::Network | K::InvalidResponse => "cut",
+        _ => "in_band",
+    }
+}
+
 /// The request that asks a link to continue `delivered`.
 pub(crate) fn request(base: &ChatRequest, delivered: &str, mode: ContinuationMode) -> ChatRequest {
     let mut req = base.clone();

@@ -526,6 +526,7 @@ fn committed(
                                 ripcord.continued_by = %by,
                                 ripcord.continuation.offset = offset,
                                 ripcord.continuation.mode = mode.as_str(),
+                                ripcord.continuation.reason = continuation::reason_label(reason),
                                 error.type = reason.as_str(),
                                 message = crate::telemetry::event::STREAM_CONTINUED
                             );

@@ -136,6 +136,11 @@ pub mod attr {
     pub const CONTINUATION_OFFSET: &str = "ripcord.continuation.offset";
     /// How the continuing link was asked: `prefill` or `instruction`.
     pub const CONTINUATION_MODE: &str = "ripcord.continuation.mode";
+    /// What ended the continued stream: `cut` (it ended or broke without its finish), `stall`
+    /// (silent past its idle limit) or `in_band` (the vendor sent an error inside the stream).
+    pub const CONTINUATION_REASON: &str = "ripcord.continuation.reason";
+    /// How many continuations one streamed answer took (the chain span).
+    pub const CONTINUATIONS: &str = "ripcord.continuations";
     /// `ripcord.tenant`: the tenant a call was charged to (on [`super::event::TENANT_USAGE`];
     /// the tenant of the caller's key, never a sub-tenant, so the values stay few).
     pub const TENANT: &str = "ripcord.tenant";
@@ -199,7 +204,7 @@ pub mod event {
     pub const WINDOW_LEARNED: &str = "ripcord.window_learned";
     /// A committed stream failed and the next link continues the answer from the text already
     /// delivered (`ripcord.fallback.from`, `ripcord.continued_by`, `ripcord.continuation.offset`,
-    /// `ripcord.continuation.mode`, `error.type`).
+    /// `ripcord.continuation.mode`, `ripcord.continuation.reason`, `error.type`).
     pub const STREAM_CONTINUED: &str = "ripcord.stream_continued";
     /// A committed stream could not be continued (tool calls, not retry-safe, no link left)
     /// and ends with its error (`ripcord.link`, `reason`).

@@ -95,6 +95,9 @@ pub fn chain_span(name: &str, operation: &str, links: usize, stream: bool) -> Sp
         ripcord.static_reply = Empty,
         ripcord.continued_by = Empty,
         ripcord.continuation.offset = Empty,
+        ripcord.continuation.mode = Empty,
+        ripcord.continuation.reason = Empty,
+        ripcord.continuations = Empty,
         error.type = Empty,
     )
 }
@@ -248,6 +251,15 @@ pub fn record_served(span: &Span, provenance: &Provenance) {
     if let (Some(by), Some(c)) = (&provenance.continued_by, provenance.continuations.last()) {
         span.record(attr::CONTINUED_BY, &**by);
         span.record(attr::CONTINUATION_OFFSET, as_i64(c.offset));
+        span.record(attr::CONTINUATION_MODE, c.mode.as_str());
+        span.record(
+            attr::CONTINUATION_REASON,
+            crate::chain::continuation::reason_label(c.reason),
+        );
+        span.record(
+            attr::CONTINUATIONS,
+            i64::try_from(provenance.continuations.len()).unwrap_or(i64::MAX),
+        );
     }
 }
 

@@ -5,12 +5,18 @@
 //! parameters, 429 rate limit, 500 server error, **503 server overloaded**. The body carries an
 //! OpenAI-style error object; a context overflow says "maximum context length" as OpenAI does.
 //! The cache hit count comes back as `prompt_cache_hit_tokens`.
+//!
+//! Assistant prefill is DeepSeek's chat prefix completion
+//! (<https://api-docs.deepseek.com/guides/chat_prefix_completion>): the last message is the
+//! assistant's with `"prefix": true`, on the beta base URL `https://api.deepseek.com/beta`, so a
+//! continued stream goes there; every other call keeps the usual endpoint.
 
 use ripcord_core::{ErrorKind, Price};
 
 use super::Preset;
 use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
+use crate::openai::AssistantPrefill;
 
 const MODELS: &[ModelInfo] = &[
     ModelInfo::new("deepseek-chat", 131_072, 8_192)
@@ -45,6 +51,9 @@ pub fn deepseek() -> Preset {
         .with_region("cn")
         .with_models(MODELS, ModelInfo::new("", 65_536, 8_192).tools().json())
         .with_error_hook(error_hook)
+        .with_prefill(AssistantPrefill::Prefix {
+            base_suffix: Some("/beta"),
+        })
 }
 
 #[cfg(test)]

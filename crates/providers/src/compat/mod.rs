@@ -96,7 +96,7 @@ pub use zhipu::zhipu;
 use crate::error_body::ErrorHook;
 use crate::http::{self, Auth, Timeouts};
 use crate::models::{ModelInfo, is_loopback};
-use crate::openai::{Dialect, MaxTokensField, OpenAi, OpenAiConfig, Setup};
+use crate::openai::{AssistantPrefill, Dialect, MaxTokensField, OpenAi, OpenAiConfig, Setup};
 
 /// An OpenAI-compatible vendor: its data and its error codes.
 ///
@@ -144,6 +144,8 @@ pub struct Preset {
     pub stream_usage: bool,
     /// The vendor's own error codes, run before the shared rules.
     pub error_hook: Option<ErrorHook>,
+    /// How the vendor continues a final assistant message (assistant prefill), if it does.
+    pub prefill: AssistantPrefill,
 }
 
 impl fmt::Debug for Preset {
@@ -158,6 +160,7 @@ impl fmt::Debug for Preset {
             .field("max_tokens_field", &self.max_tokens_field)
             .field("json_schema", &self.json_schema)
             .field("error_hook", &self.error_hook.is_some())
+            .field("prefill", &self.prefill)
             .finish_non_exhaustive()
     }
 }
@@ -180,7 +183,15 @@ impl Preset {
             json_schema: false,
             stream_usage: true,
             error_hook: None,
+            prefill: AssistantPrefill::None,
         }
+    }
+
+    /// Sets how the vendor continues a final assistant message; the links get
+    /// [`Capabilities::assistant_prefill`](ripcord_core::Capabilities::assistant_prefill).
+    pub const fn with_prefill(mut self, prefill: AssistantPrefill) -> Self {
+        self.prefill = prefill;
+        self
     }
 
     /// Overrides the base URL (another region, a proxy, a self-hosted server).
@@ -247,14 +258,18 @@ impl Preset {
     /// The capabilities of `model` at `url`.
     fn capabilities(&self, model: &str, url: &reqwest::Url) -> Capabilities {
         let row = ModelInfo::lookup(self.models, &self.default_model, model);
+        let prefill = self.prefill != AssistantPrefill::None;
         if self.local_on_loopback && is_loopback(url) {
-            return row.capabilities(Locality::Local).with_price(Price::FREE);
+            return row
+                .capabilities(Locality::Local)
+                .with_price(Price::FREE)
+                .with_assistant_prefill(prefill);
         }
         let locality = match self.region {
             Some(r) => Locality::cloud_in(self.vendor, r),
             None => Locality::cloud(self.vendor),
         };
-        row.capabilities(locality)
+        row.capabilities(locality).with_assistant_prefill(prefill)
     }
 }
 
@@ -371,6 +386,22 @@ impl OpenAiCompatible {
             stream_usage: preset.stream_usage,
             json_schema: preset.json_schema,
             hook: preset.error_hook,
+            prefill: preset.prefill,
+        };
+        // DeepSeek serves prefix completion on its beta base URL only.
+        let prefill_url = match preset.prefill {
+            AssistantPrefill::Prefix {
+                base_suffix: Some(suffix),
+            } => {
+                let trimmed = base.trim_end_matches('/');
+                let root = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
+                let beta = format!("{root}{suffix}");
+                Some(http::Target::new(
+                    http::endpoint(&beta, "/chat/completions", vendor)?,
+                    vendor,
+                )?)
+            }
+            _ => None,
         };
         let inner = OpenAi::assemble(
             Setup {
@@ -385,6 +416,10 @@ impl OpenAiCompatible {
             },
             cfg,
         )?;
+        let inner = match prefill_url {
+            Some(url) => inner.with_prefill_url(url),
+            None => inner,
+        };
         Ok(OpenAiCompatible { inner })
     }
 

@@ -6,12 +6,17 @@
 //! `{"object":"error","message","type":"BadRequestError","code":400}`: `NotFoundError` is an
 //! unknown model, "maximum context length" a context overflow; tool calling needs server flags
 //! (`--enable-auto-tool-choice`), so the default row has no tools.
+//!
+//! Assistant prefill is vLLM's `continue_final_message: true` with
+//! `add_generation_prompt: false` (its chat-completion extra parameters): the chat template
+//! leaves the final assistant message open and the model writes on.
 
 use ripcord_core::ErrorKind;
 
 use super::Preset;
 use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
+use crate::openai::AssistantPrefill;
 
 fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
     match body.error_type.as_deref()? {
@@ -31,7 +36,8 @@ pub fn vllm() -> Preset {
         .local_on_loopback()
         .with_json_schema(true)
         .with_models(&[], ModelInfo::new("", 8_192, 4_096).json())
-        .with_error_hook(error_hook);
+        .with_error_hook(error_hook)
+        .with_prefill(AssistantPrefill::ContinueFinalMessage);
     p.base_url = None;
     p
 }

@@ -112,6 +112,30 @@ pub enum OpenAiWire {
     Responses,
 }
 
+/// How an OpenAI-compatible server continues a final assistant message as its own answer
+/// (assistant prefill). A chain continuing a cut stream asks a link with prefill to go on from
+/// the delivered text as the start of its own message; a link without it (or one that refuses
+/// the prefill with a 400) gets an explicit instruction instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AssistantPrefill {
+    /// No prefill: a final assistant message is sent as it is, the link's capabilities say
+    /// it has no prefill.
+    #[default]
+    None,
+    /// The final assistant message carries `"prefix": true` (DeepSeek's chat prefix
+    /// completion). With `base_suffix`, such a request goes to `{base}{suffix}/chat/completions`
+    /// instead of the usual endpoint (DeepSeek serves it on its beta base URL,
+    /// `https://api.deepseek.com/beta`); a base ending in `/v1` has it replaced.
+    Prefix {
+        /// Appended to the base URL for prefill requests (`"/beta"`), if anything.
+        base_suffix: Option<&'static str>,
+    },
+    /// `continue_final_message: true` with `add_generation_prompt: false` in the body (vLLM:
+    /// the chat template leaves the final message open and the model writes on).
+    ContinueFinalMessage,
+}
+
 /// The wire details in which OpenAI-compatible servers differ.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dialect {
@@ -123,6 +147,8 @@ pub(crate) struct Dialect {
     pub(crate) json_schema: bool,
     /// The vendor's own error codes.
     pub(crate) hook: Option<ErrorHook>,
+    /// How a final assistant message is continued, if it is.
+    pub(crate) prefill: AssistantPrefill,
 }
 
 impl Dialect {
@@ -132,6 +158,7 @@ impl Dialect {
             stream_usage: true,
             json_schema: true,
             hook: None,
+            prefill: AssistantPrefill::None,
         }
     }
 }
@@ -297,6 +324,9 @@ pub(crate) struct Engine {
     pub(crate) dialect: Dialect,
     /// Set when the link calls the Responses API: chat and stream calls go here instead.
     pub(crate) responses_url: Option<http::Target>,
+    /// Where a request that continues a final assistant message goes, when not `chat_url`
+    /// ([`AssistantPrefill::Prefix`] with a base suffix).
+    pub(crate) prefill_url: Option<http::Target>,
 }
 
 /// What differs between the OpenAI-wire providers when they are built.
@@ -459,6 +489,7 @@ impl OpenAi {
                 transport,
                 dialect: setup.dialect,
                 responses_url: None,
+                prefill_url: None,
             }),
         })
     }
@@ -476,8 +507,37 @@ impl OpenAi {
             transport: e.transport.clone(),
             dialect: e.dialect,
             responses_url: Some(url),
+            prefill_url: e.prefill_url.clone(),
         });
         self
+    }
+
+    /// Sends requests that continue a final assistant message to `url` (the engine is rebuilt
+    /// once, at construction).
+    pub(crate) fn with_prefill_url(mut self, url: http::Target) -> Self {
+        let e = &self.engine;
+        self.engine = Arc::new(Engine {
+            vendor: e.vendor,
+            provider: e.provider,
+            chat_url: e.chat_url.clone(),
+            embeddings_url: e.embeddings_url.clone(),
+            models_url: e.models_url.clone(),
+            transport: e.transport.clone(),
+            dialect: e.dialect,
+            responses_url: e.responses_url.clone(),
+            prefill_url: Some(url),
+        });
+        self
+    }
+
+    /// The endpoint of a Chat Completions call: the prefill endpoint when the request
+    /// continues a final assistant message and the vendor has one.
+    fn chat_target(&self, req: &ChatRequest) -> &http::Target {
+        let e = &self.engine;
+        match &e.prefill_url {
+            Some(url) if request::prefills(req, &e.dialect) => url,
+            _ => &e.chat_url,
+        }
     }
 
     /// Which API chat and stream calls go to.
@@ -519,6 +579,7 @@ impl OpenAi {
             transport,
             dialect: e.dialect,
             responses_url: e.responses_url.clone(),
+            prefill_url: e.prefill_url.clone(),
         });
         Ok(self)
     }
@@ -576,9 +637,13 @@ impl OpenAi {
         let hook = e.dialect.hook;
         let (mut resp, started) = e
             .transport
-            .send(ctx, &e.chat_url, body, false, |status, headers, raw| {
-                error_map::from_response(status, headers, raw, hook)
-            })
+            .send(
+                ctx,
+                self.chat_target(req),
+                body,
+                false,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
             .await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
@@ -599,9 +664,13 @@ impl OpenAi {
         let hook = e.dialect.hook;
         let (mut resp, started) = e
             .transport
-            .send(ctx, &e.chat_url, body, true, |status, headers, raw| {
-                error_map::from_response(status, headers, raw, hook)
-            })
+            .send(
+                ctx,
+                self.chat_target(req),
+                body,
+                true,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
             .await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a server that ignored `stream: true` and sent

@@ -14,7 +14,7 @@ use ripcord_core::{
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
-use super::{Dialect, MaxTokensField};
+use super::{AssistantPrefill, Dialect, MaxTokensField};
 
 #[derive(Serialize)]
 struct ChatBody<'a> {
@@ -52,6 +52,12 @@ struct ChatBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    /// vLLM: the final (assistant) message stays open and the model writes on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    continue_final_message: Option<bool>,
+    /// vLLM: no new assistant turn after the final message (it cannot go with the above).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    add_generation_prompt: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -69,6 +75,9 @@ struct WireMessage<'a> {
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
+    /// DeepSeek: this final assistant message is the start of the answer to write on from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefix: Option<bool>,
 }
 
 /// Message content: a plain string when the message is text only (every compatible server
@@ -252,7 +261,18 @@ fn message(m: &Message) -> WireMessage<'_> {
         name: m.name.as_deref(),
         tool_calls: m.tool_calls.iter().map(tool_call).collect(),
         tool_call_id: m.tool_call_id.as_deref(),
+        prefix: None,
     }
+}
+
+/// Whether the request continues its final assistant message by the vendor's prefill: the
+/// vendor has one and the last message is an assistant's text (not a tool call).
+pub(crate) fn prefills(req: &ChatRequest, dialect: &Dialect) -> bool {
+    dialect.prefill != AssistantPrefill::None
+        && req
+            .messages
+            .last()
+            .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
 }
 
 fn tool_call(c: &ToolCall) -> WireToolCall<'_> {
@@ -342,9 +362,15 @@ pub(crate) fn chat_body(
             name: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
+            prefix: None,
         });
     }
     messages.extend(req.messages.iter().map(message));
+    let prefill = prefills(req, dialect).then_some(dialect.prefill);
+    if let (Some(AssistantPrefill::Prefix { .. }), Some(last)) = (prefill, messages.last_mut()) {
+        last.prefix = Some(true);
+    }
+    let continues = prefill == Some(AssistantPrefill::ContinueFinalMessage);
     let (max_tokens, max_completion_tokens) = match dialect.max_tokens {
         MaxTokensField::MaxTokens => (req.max_tokens, None),
         MaxTokensField::MaxCompletionTokens => (None, req.max_tokens),
@@ -372,6 +398,8 @@ pub(crate) fn chat_body(
         stream_options: (stream && dialect.stream_usage).then_some(StreamOptions {
             include_usage: true,
         }),
+        continue_final_message: continues.then_some(true),
+        add_generation_prompt: continues.then_some(false),
     };
     // Sized once for the text plus the JSON around it, instead of growing from 128 bytes.
     let text: usize = req
@@ -450,6 +478,47 @@ mod tests {
 
     fn body(req: &ChatRequest, d: &Dialect, stream: bool) -> Value {
         serde_json::from_slice(&chat_body("gpt-4o", req, d, stream).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn prefill_marks_the_final_assistant_message_per_dialect() {
+        let req = ChatRequest::new(vec![
+            Message::user("Why is the sky blue?"),
+            Message::assistant("Because air scatters"),
+        ]);
+        // OpenAI: no prefill, the body is as it always was.
+        let plain = body(&req, &dialect(), true);
+        assert!(plain["messages"][1].get("prefix").is_none());
+        assert!(plain.get("continue_final_message").is_none());
+        assert!(plain.get("add_generation_prompt").is_none());
+        // DeepSeek: `prefix: true` on the last message only.
+        let mut ds = dialect();
+        ds.prefill = AssistantPrefill::Prefix {
+            base_suffix: Some("/beta"),
+        };
+        assert!(prefills(&req, &ds));
+        let v = body(&req, &ds, true);
+        assert_eq!(v["messages"][1]["prefix"], true);
+        assert_eq!(v["messages"][1]["content"], "Because air scatters");
+        assert!(v["messages"][0].get("prefix").is_none());
+        assert!(v.get("continue_final_message").is_none());
+        // vLLM: the body's two flags, nothing on the message.
+        let mut vl = dialect();
+        vl.prefill = AssistantPrefill::ContinueFinalMessage;
+        let v = body(&req, &vl, false);
+        assert_eq!(v["continue_final_message"], true);
+        assert_eq!(v["add_generation_prompt"], false);
+        assert!(v["messages"][1].get("prefix").is_none());
+        // A conversation that ends with the user's turn (the instruction form) is no prefill.
+        let asked = ChatRequest::new(vec![
+            Message::user("Why?"),
+            Message::assistant("Because"),
+            Message::user("Continue."),
+        ]);
+        assert!(!prefills(&asked, &ds));
+        let v = body(&asked, &vl, false);
+        assert!(v.get("continue_final_message").is_none());
+        assert!(v["messages"][1].get("prefix").is_none());
     }
 
     #[test]

@@ -159,8 +159,9 @@ impl Visit for Facts {
 
 /// The events the metrics count; every other event is passed over before any of its other
 /// fields is read.
-pub(super) const METRIC_EVENTS: [&str; 10] = [
+pub(super) const METRIC_EVENTS: [&str; 11] = [
     event::RETRY_SCHEDULED,
+    event::STREAM_CONTINUED,
     event::STREAM_EVENT_SKIPPED,
     event::FALLBACK,
     event::LINK_SKIPPED,
@@ -249,6 +250,12 @@ pub(super) struct EventFields {
     pub(super) error_type: Option<String>,
     pub(super) reason: Option<String>,
     pub(super) backend: Option<String>,
+    /// `ripcord.continued_by`.
+    pub(super) continued_by: Option<String>,
+    /// `ripcord.continuation.mode`.
+    pub(super) mode: Option<String>,
+    /// `ripcord.continuation.reason`.
+    pub(super) continuation_reason: Option<String>,
 }
 
 impl EventFields {
@@ -260,6 +267,9 @@ impl EventFields {
             attr::ERROR_TYPE => &mut self.error_type,
             attr::SKIP_REASON | "reason" => &mut self.reason,
             "backend" => &mut self.backend,
+            attr::CONTINUED_BY => &mut self.continued_by,
+            attr::CONTINUATION_MODE => &mut self.mode,
+            attr::CONTINUATION_REASON => &mut self.continuation_reason,
             _ => return,
         };
         *slot = Some(value);
@@ -285,6 +295,9 @@ impl Visit for EventFields {
                 | attr::FALLBACK_TO
                 | attr::ERROR_TYPE
                 | attr::SKIP_REASON
+                | attr::CONTINUED_BY
+                | attr::CONTINUATION_MODE
+                | attr::CONTINUATION_REASON
         ) {
             self.set(name, format!("{value:?}"));
         }

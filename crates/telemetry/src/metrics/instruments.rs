@@ -50,6 +50,7 @@ pub(super) struct Instruments {
     pub(super) retries_scheduled: Counter<u64>,
     pub(super) events_skipped: Counter<u64>,
     pub(super) fallbacks: Counter<u64>,
+    pub(super) continuations: Counter<u64>,
     pub(super) skipped: Counter<u64>,
     pub(super) static_replies: Counter<u64>,
     pub(super) breaker_state: Gauge<i64>,
@@ -129,6 +130,13 @@ impl Instruments {
                 .u64_counter(names::FALLBACKS)
                 .with_unit("{fallback}")
                 .with_description("Fallbacks from one link to another")
+                .build(),
+            continuations: meter
+                .u64_counter(names::STREAM_CONTINUATIONS)
+                .with_unit("{continuation}")
+                .with_description(
+                    "Cut, stalled or failed streams continued on another link from the delivered text",
+                )
                 .build(),
             skipped: meter
                 .u64_counter(names::LINKS_SKIPPED)

@@ -18,6 +18,7 @@
 //! | `ripcord.retries.scheduled` | counter | `ripcord.retry_scheduled` | `ripcord.link`, `error.type` |
 //! | `ripcord.stream.events_skipped` | counter | `ripcord.stream_event_skipped` | `ripcord.link` |
 //! | `ripcord.fallbacks` | counter | `ripcord.fallback` | `ripcord.chain`, `ripcord.fallback.from`, `ripcord.fallback.to`, `error.type` |
+//! | `ripcord.stream.continuations` | counter | `ripcord.stream_continued` | `ripcord.chain`, `ripcord.fallback.from`, `ripcord.continued_by`, `ripcord.continuation.mode` (`prefill` / `instruction`), `ripcord.continuation.reason` (`cut` / `stall` / `in_band`) |
 //! | `ripcord.links.skipped` | counter | `ripcord.link_skipped` | `ripcord.chain`, `ripcord.link`, `ripcord.skip.reason` |
 //! | `ripcord.static_replies` | counter | `ripcord.static_reply` | `ripcord.chain` |
 //! | `ripcord.breaker.state` | gauge (0 closed, 1 half-open, 2 open) | `ripcord.breaker_transition` | `ripcord.link` |
@@ -77,6 +78,8 @@ pub mod names {
     pub const STREAM_EVENTS_SKIPPED: &str = "ripcord.stream.events_skipped";
     /// Fallbacks from one link to another.
     pub const FALLBACKS: &str = "ripcord.fallbacks";
+    /// Streams continued on another link, by from-link, continuing link, mode and reason.
+    pub const STREAM_CONTINUATIONS: &str = "ripcord.stream.continuations";
     /// Links skipped without a call.
     pub const LINKS_SKIPPED: &str = "ripcord.links.skipped";
     /// Static replies served.
@@ -351,6 +354,20 @@ where
                     }
                 }
                 self.inst.fallbacks.add(1, &a);
+            }
+            event::STREAM_CONTINUED => {
+                let mut a = vec![chain_name()];
+                for (k, v) in [
+                    (attr::FALLBACK_FROM, &f.from),
+                    (attr::CONTINUED_BY, &f.continued_by),
+                    (attr::CONTINUATION_MODE, &f.mode),
+                    (attr::CONTINUATION_REASON, &f.continuation_reason),
+                ] {
+                    if let Some(v) = v {
+                        a.push(KeyValue::new(k, v.clone()));
+                    }
+                }
+                self.inst.continuations.add(1, &a);
             }
             event::LINK_SKIPPED => {
                 let mut a = vec![chain_name()];

@@ -253,11 +253,15 @@ pub(crate) fn builtins() -> Vec<Scenario> {
         {
             let mut sc = s(
                 "stream-continue",
-                "primary cuts its streams (a clean end after 4 chunks), then stalls them after 2 chunks, then sends an in-band error after 3: each is continued on backup, once, with a record, and nothing delivered is repeated or dropped",
+                "primary streams a 64-token answer one token per chunk and cuts it (a clean end after 40 tokens), then stalls it after 20 tokens, then sends an in-band error after 30: each is continued on backup, once, with a record, and every continued answer is exactly the whole answer (nothing delivered repeated or dropped)",
                 vec![
-                    Phase::new("primary", 0.0, Fault::Truncated { after_chunks: 4 }),
-                    Phase::new("primary", 0.33, Fault::StallMidStream { after_chunks: 2 }),
-                    Phase::new("primary", 0.66, Fault::InBandOverloaded { after_chunks: 3 }),
+                    Phase::new("primary", 0.0, Fault::Truncated { after_chunks: 40 }),
+                    Phase::new("primary", 0.33, Fault::StallMidStream { after_chunks: 20 }),
+                    Phase::new(
+                        "primary",
+                        0.66,
+                        Fault::InBandOverloaded { after_chunks: 30 },
+                    ),
                 ],
                 &["primary"],
             );
@@ -286,6 +290,33 @@ pub(crate) fn builtins() -> Vec<Scenario> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_continue_cuts_inside_its_answer_at_the_issue_s_token_counts() {
+        let b = builtins();
+        let sc = b.iter().find(|s| s.name == "stream-continue").unwrap();
+        assert!(sc.load.stream_continue);
+        let words = ripcord_chaos::Reply::words(CONTINUED_ANSWER).chunks;
+        assert_eq!(words, 64);
+        let cuts: Vec<Fault> = sc.phases.iter().map(|p| p.fault).collect();
+        assert_eq!(
+            cuts,
+            vec![
+                Fault::Truncated { after_chunks: 40 },
+                Fault::StallMidStream { after_chunks: 20 },
+                Fault::InBandOverloaded { after_chunks: 30 },
+            ]
+        );
+        // Every fault falls inside the answer: something is delivered, something is left.
+        for f in cuts {
+            if let Fault::Truncated { after_chunks }
+            | Fault::StallMidStream { after_chunks }
+            | Fault::InBandOverloaded { after_chunks } = f
+            {
+                assert!((1..words).contains(&after_chunks), "{f:?}");
+            }
+        }
+    }
 
     #[test]
     fn builtins_are_valid_and_cover_the_issue() {

@@ -128,6 +128,12 @@ pub(crate) enum Fault {
 /// The chunks of a [`Fault::LongStream`] answer.
 pub(crate) const LONG_STREAM_CHUNKS: usize = 16;
 
+/// The answer every fake gives in a scenario whose streams are continued
+/// ([`Load::stream_continue`]): 64 words, streamed one word per chunk, so a fault "after 40
+/// chunks" cuts it after 40 tokens. The fakes continue it from any start of it a continuation
+/// request carries, so a continued answer must come out as exactly this text.
+pub(crate) const CONTINUED_ANSWER: &str = "Rayleigh scattering explains the blue sky: sunlight holds every colour, and the molecules of nitrogen and oxygen in the air scatter short wavelengths far more strongly than long ones. Blue light is therefore thrown across the whole dome overhead, while red and orange pass straight through, which is why sunsets glow warm when light crosses much more air near the low horizon at dusk.";
+
 /// Parameters a fault name may take, with their defaults.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct FaultParams {

@@ -435,6 +435,10 @@ pub(crate) struct Rig {
     pub(crate) notes: Vec<String>,
     /// Per cloud link: its breaker's background-probe interval (ms), when it has one.
     pub(crate) background_probe_ms: BTreeMap<String, u64>,
+    /// The config the chain was built from (pointed at the fakes), and the hooks it was built
+    /// with: what a mid-run reload starts from.
+    pub(crate) config: Config,
+    pub(crate) hooks: BuildHooks,
 }
 
 /// A folder that does not exist: given to a local provider whose model is already loaded, so
@@ -498,7 +502,15 @@ pub(crate) async fn rig(
         }
         match wire_of(p.kind) {
             Some(wire) => {
-                let fake = FakeVendor::start_with(wire, options.clone())
+                let mut options = options.clone();
+                // A vendor whose key a reload rotates records its requests: the reload checks
+                // read which key each one carried.
+                options.record = s
+                    .load
+                    .reload
+                    .as_ref()
+                    .is_some_and(|r| r.rotate.contains(&p.name));
+                let fake = FakeVendor::start_with(wire, options)
                     .await
                     .map_err(|e| format!("cannot start the fake vendor {:?}: {e}", p.name))?;
                 p.base_url = Some(base_url(p.kind, &fake));
@@ -562,6 +574,7 @@ pub(crate) async fn rig(
         inside_breaker: Some(inside_breaker),
     };
     // Building may load the local model: seconds of blocking work, off the runtime's thread.
+    let (config_kept, hooks_kept) = (config.clone(), hooks.clone());
     let built = tokio::task::spawn_blocking(move || build_with(&config, &hooks))
         .await
         .map_err(|e| format!("the chain build failed: {e}"))?
@@ -581,6 +594,8 @@ pub(crate) async fn rig(
         fakes,
         notes,
         background_probe_ms,
+        config: config_kept,
+        hooks: hooks_kept,
     })
 }
 

@@ -549,6 +549,10 @@ pub(crate) struct Rig {
     pub(crate) tokens: Option<VertexTokens>,
     /// The whole answer every fake gives and continues, when the scenario continues streams.
     pub(crate) whole: Option<Whole>,
+    /// The config the chain was built from (pointed at the fakes), and the hooks it was built
+    /// with: what a mid-run reload starts from.
+    pub(crate) config: Config,
+    pub(crate) hooks: BuildHooks,
 }
 
 /// Google's side of a rig: the fake token endpoint, the key file that points at it, and the
@@ -677,7 +681,15 @@ pub(crate) async fn rig(
         }
         match wire_of(p.kind) {
             Some(wire) => {
-                let fake = FakeVendor::start_with(wire, options.clone())
+                let mut options = options.clone();
+                // A vendor whose key a reload rotates records its requests: the reload checks
+                // read which key each one carried.
+                options.record = s
+                    .load
+                    .reload
+                    .as_ref()
+                    .is_some_and(|r| r.rotate.contains(&p.name));
+                let fake = FakeVendor::start_with(wire, options)
                     .await
                     .map_err(|e| format!("cannot start the fake vendor {:?}: {e}", p.name))?;
                 p.base_url = Some(base_url(p.kind, &fake));
@@ -745,6 +757,7 @@ pub(crate) async fn rig(
         inside_breaker: Some(inside_breaker),
     };
     // Building may load the local model: seconds of blocking work, off the runtime's thread.
+    let (config_kept, hooks_kept) = (config.clone(), hooks.clone());
     let built = tokio::task::spawn_blocking(move || build_with(&config, &hooks))
         .await
         .map_err(|e| format!("the chain build failed: {e}"))?
@@ -770,6 +783,8 @@ pub(crate) async fn rig(
         background_probe_ms,
         tokens,
         whole,
+        config: config_kept,
+        hooks: hooks_kept,
     })
 }
 

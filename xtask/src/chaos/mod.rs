@@ -22,6 +22,7 @@ mod invariants;
 mod observe;
 mod record;
 mod recovery;
+mod reload;
 mod report;
 mod run;
 mod scenario;

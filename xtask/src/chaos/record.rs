@@ -239,9 +239,46 @@ pub(crate) struct Records {
     /// The Vertex links' access tokens, when the chain has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) tokens: Option<TokenRec>,
+    /// The live reload the scenario made, when it made one.
+    pub(crate) reload: Option<ReloadRec>,
+}
+
+/// What a mid-run reload did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct ReloadRec {
+    /// When the rebuild began and when the new chain was swapped in.
+    pub(crate) at_ms: f64,
+    pub(crate) done_ms: f64,
+    /// Why the reload was refused, when it was (the old chain then kept serving).
+    pub(crate) error: Option<String>,
+    /// The chain order before and after.
+    pub(crate) old_order: Vec<String>,
+    pub(crate) new_order: Vec<String>,
+    /// Providers whose key the new config rotated.
+    pub(crate) rotated: Vec<String>,
+    /// Providers that had to stay unchanged.
+    pub(crate) keeps: Vec<String>,
+    /// Providers whose link the new build kept from the old one.
+    pub(crate) reused: Vec<String>,
+    /// Per provider: its breaker state just before the swap and in the new chain just after.
+    pub(crate) breakers: Vec<(String, Option<String>, Option<String>)>,
+    /// Per rotated provider, the requests its fake vendor received, in order: when (ms since
+    /// the start) and whether they carried the rotated key.
+    pub(crate) keyed: BTreeMap<String, Vec<(f64, bool)>>,
 }
 
 impl Records {
+    /// The chain order a request that started at `start_ms` ran on: the reload's new order once
+    /// it was swapped in, else the links' order.
+    pub(crate) fn order_at(&self, start_ms: f64) -> Vec<&str> {
+        match &self.reload {
+            Some(r) if r.error.is_none() && start_ms >= r.done_ms => {
+                r.new_order.iter().map(String::as_str).collect()
+            }
+            _ => self.links.iter().map(|l| l.name.as_str()).collect(),
+        }
+    }
+
     /// The link's settings, by name.
     pub(crate) fn link(&self, name: &str) -> Option<&LinkInfo> {
         self.links.iter().find(|l| l.name == name)

@@ -32,10 +32,11 @@ pub(crate) fn check_recovery(r: &Records, scenario: &Scenario) -> Vec<Check> {
 
 /// Every link before the serving one was attempted or skipped, and window skips say why.
 pub(crate) fn window_skips(r: &Records) -> Check {
-    let order: Vec<&str> = r.links.iter().map(|l| l.name.as_str()).collect();
     let mut offenders = Vec::new();
     let mut window_skips = 0;
     for q in &r.requests {
+        // A request runs on the chain it started on (a reload may reorder it mid-run).
+        let order = r.order_at(q.start_ms);
         let skipped = r.skips.get(&q.id).map(Vec::as_slice).unwrap_or(&[]);
         for s in skipped.iter().filter(|s| s.reason == "context_window") {
             window_skips += 1;

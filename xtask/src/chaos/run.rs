@@ -22,6 +22,7 @@ use super::invariants::{self, Check};
 use super::observe::{REQUEST_ID, Recorder};
 use super::record::{AttemptRec, ContinuedRec, Outcome, Records, SkipRec, TokenRec};
 use super::recovery;
+use super::reload::{self, Swap};
 use super::scenario::{Rng, STATIC, Scenario, mix};
 use super::stats::{self, Summary};
 use super::streams;
@@ -89,6 +90,7 @@ impl ScenarioRun {
             .extend(recovery::check_recovery(&self.records, &self.scenario));
         self.invariants
             .extend(super::tokens::check_tokens(&self.records));
+        self.invariants.extend(reload::check_reload(&self.records));
         self.expectations = invariants::expectations(&self.records, &self.scenario.expect);
     }
 }
@@ -320,21 +322,33 @@ async fn stream_once(
     }
 }
 
+/// What every virtual user of a run shares.
+#[derive(Clone, Copy)]
+struct User<'a> {
+    chain: &'a dyn ChatModel,
+    routes: usize,
+    rec: &'a Recorder,
+    s: &'a Settings,
+    stream_max: Duration,
+    seed: u64,
+    whole: Option<&'a Whole>,
+}
+
 /// One virtual user: requests until the run's time is up, with seeded think times and mix.
 ///
 /// With several routes in the config, the user's requests take them in turn (offset by the
 /// user's number), so routes that share a provider share its breaker, limiter and health under
 /// the same checks as a single chain.
-async fn user(
-    u: usize,
-    chain: &dyn ChatModel,
-    routes: usize,
-    rec: &Recorder,
-    s: &Settings,
-    stream_max: Duration,
-    seed: u64,
-    whole: Option<&Whole>,
-) {
+async fn user(u: usize, run: &User<'_>) {
+    let User {
+        chain,
+        routes,
+        rec,
+        s,
+        stream_max,
+        seed,
+        whole,
+    } = *run;
     let mut rng = Rng::new(mix(
         seed ^ (u as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)
     ));
@@ -446,8 +460,14 @@ pub(crate) async fn run_scenario(
         }
     }
     // Every route behind one switch (the config's budget, if any, around it), as the gateway
-    // calls it.
-    let chain = Arc::clone(&rig.built.model);
+    // calls it; behind a swap when the scenario reloads the config mid-run.
+    let direct = Arc::clone(&rig.built.model);
+    let swap = Swap::new(Arc::clone(&direct));
+    let chain: &dyn ChatModel = if scenario.load.reload.is_some() {
+        &swap
+    } else {
+        direct.as_ref()
+    };
     let routes = rig.built.routes.len();
     // One timeline for every vendor: scripts and records share the start.
     let start = rec.start();
@@ -464,29 +484,43 @@ pub(crate) async fn run_scenario(
         .map(|r| Duration::from_millis(r.spec.stream_max_ms))
         .max()
         .unwrap_or(Duration::from_secs(600));
-    let users = futures::future::join_all((0..n_users).map(|u| {
-        user(
-            u,
-            chain.as_ref(),
-            routes,
-            &rec,
-            s,
-            stream_max,
-            scenario_seed,
-            rig.whole.as_ref(),
-        )
-    }));
+    let run = User {
+        chain,
+        routes,
+        rec: &rec,
+        s,
+        stream_max,
+        seed: scenario_seed,
+        whole: rig.whole.as_ref(),
+    };
+    let users = futures::future::join_all((0..n_users).map(|u| user(u, &run)));
     let join_limit = s.duration + s.deadline.max(stream_max) + s.join_margin;
-    let joined = {
-        let bounded = tokio::time::timeout(join_limit, users);
+    // The build goes to the reload (which builds the next chain from it, when the scenario
+    // has one) and comes back with every build made, to be dropped after the run.
+    let reloading = reload::reload_at(
+        scenario.load.reload.as_ref(),
+        rig.built,
+        &rig.config,
+        &rig.hooks,
+        &swap,
+        &rec,
+        start,
+        s.duration,
+    );
+    let (joined, reloaded) = {
+        let bounded = tokio::time::timeout(join_limit, futures::future::join(users, reloading));
         tokio::pin!(bounded);
-        if s.progress {
+        let r = if s.progress {
             tokio::select! {
-                r = &mut bounded => r.is_ok(),
-                () = progress(label, &rec, s) => false,
+                r = &mut bounded => r.ok(),
+                () = progress(label, &rec, s) => None,
             }
         } else {
-            bounded.await.is_ok()
+            bounded.await.ok()
+        };
+        match r {
+            Some((_, reloaded)) => (true, Some(reloaded)),
+            None => (false, None),
         }
     };
     if s.progress && std::io::stderr().is_terminal() {
@@ -516,8 +550,14 @@ pub(crate) async fn run_scenario(
         }),
         ..Records::default()
     };
-    drop(chain);
-    drop(rig.built);
+    let (builds, reload_rec) = reloaded.unwrap_or_default();
+    records.reload = reload_rec;
+    if let Some(rl) = &mut records.reload {
+        reload::record_keys(rl, &rig.config, &rig.fakes, start);
+    }
+    drop(swap);
+    drop(direct);
+    drop(builds);
     drop(rig.fakes);
     rec.take_into(&mut records);
     if let Some(k) = keys {

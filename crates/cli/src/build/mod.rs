@@ -296,6 +296,17 @@ pub fn rebuild(config: &Config, previous: &Built) -> Result<Built> {
     build_reusing(config, &BuildHooks::default(), Some(previous))
 }
 
+/// [`rebuild`] with hooks: the links it builds afresh get the same hooks the first build's got
+/// (`cargo xtask chaos` reloads a chain it observes); kept links keep the hooks they were built
+/// with.
+///
+/// # Errors
+///
+/// As [`build`].
+pub fn rebuild_with(config: &Config, hooks: &BuildHooks, previous: &Built) -> Result<Built> {
+    build_reusing(config, hooks, Some(previous))
+}
+
 fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) -> Result<Built> {
     let client = HttpClient::new(Duration::from_secs(10))?;
     #[cfg(feature = "redis")]

@@ -284,6 +284,23 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             sc.expect.min_answered_pct = Some(60.0);
             sc
         },
+        {
+            let mut sc = s(
+                "reload-during-outage",
+                "primary answers 503 all run and its breaker opens; at 40% the config is reloaded with backup first and backup's key rotated: no request fails, primary keeps its link and its open breaker, and every request after the swap starts on backup with the new key",
+                vec![Phase::new("primary", 0.0, Fault::Overloaded)],
+                &["backup"],
+            );
+            sc.load.reload = Some(Reload {
+                at: 0.4,
+                order: vec!["backup".to_owned(), "primary".to_owned()],
+                rotate: vec!["backup".to_owned()],
+                keeps: vec!["primary".to_owned()],
+            });
+            // Backup is healthy all run: every request gets a model's answer.
+            sc.expect.min_answered_pct = Some(100.0);
+            sc
+        },
     ]
 }
 
@@ -322,7 +339,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 17);
+        assert_eq!(names.len(), 19);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {

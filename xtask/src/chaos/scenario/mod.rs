@@ -446,6 +446,24 @@ pub(crate) struct Load {
     /// How long the access tokens of the Vertex links live (default an hour): short, so they
     /// expire and are refreshed during the run.
     pub(crate) token_lifetime_ms: Option<u64>,
+    /// A live reload of the config mid-run.
+    pub(crate) reload: Option<Reload>,
+}
+
+/// A live reload a scenario makes mid-run, the one `POST /admin/reload` (or `SIGHUP`) makes on
+/// `ripcord serve`: the running config is changed, rebuilt with `ripcord-cli`'s reload build
+/// (every unchanged provider keeps its link, breaker and all) and swapped in while requests are
+/// in flight; calls that started before the swap finish on the old chain.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Reload {
+    /// When, as a fraction of the run.
+    pub(crate) at: f64,
+    /// The new chain order: these providers first, in this order, then the rest as they were.
+    pub(crate) order: Vec<String>,
+    /// Providers whose upstream key the new config rotates (their links are rebuilt).
+    pub(crate) rotate: Vec<String>,
+    /// Providers the reload leaves unchanged: each must keep its link and its breaker state.
+    pub(crate) keeps: Vec<String>,
 }
 
 /// One scenario.

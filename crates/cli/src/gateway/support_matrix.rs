@@ -82,7 +82,7 @@ const ROWS: &[Row] = &[
         example: || chat(json!({"seed": 7})),
         at_door: Door::Forwarded(|r| r.seed == Some(7)),
         openai: "forwarded",
-        anthropic: "not sent (Anthropic has no seed; sampling stays random)",
+        anthropic: "refused (400 naming it): Anthropic has no seed",
     },
     Row {
         door: "chat",

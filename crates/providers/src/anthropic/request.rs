@@ -15,7 +15,8 @@
 //!   input schema is the requested schema; the response decoders turn its input back into the
 //!   answer text. When the request has tools of its own, the schema goes into the system prompt
 //!   instead;
-//! - `seed` does not exist and is not sent; `user` becomes `metadata.user_id`.
+//! - `seed` does not exist: a request with one is refused naming it (as the penalties are),
+//!   never sent on without it; `user` becomes `metadata.user_id`.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -178,6 +179,12 @@ fn refuse_unmappable(req: &ChatRequest) -> Result<()> {
                 ),
             ));
         }
+    }
+    if req.seed.is_some() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            "seed: Anthropic's Messages API has no seed (its sampling cannot be made repeatable); leave it unset for a route that may reach Claude",
+        ));
     }
     Ok(())
 }
@@ -473,8 +480,7 @@ mod tests {
         ))
         .with_tool_choice(ToolChoice::Required)
         .with_temperature(0.25)
-        .with_stop("END")
-        .with_seed(9);
+        .with_stop("END");
         req.user = Some("u-1".into());
         let (v, j) = body(&req);
         assert_eq!(j, JsonMode(false));
@@ -566,6 +572,14 @@ mod tests {
         assert_eq!(v["messages"][0]["content"][0]["input"], json!({}));
         assert_eq!(v["messages"][1]["content"][0]["type"], "tool_result");
         assert_eq!(v["messages"][1]["content"][1]["type"], "text");
+    }
+
+    #[test]
+    fn a_seed_is_refused_by_name_not_dropped() {
+        let req = ChatRequest::new(vec![Message::user("hi")]).with_seed(9);
+        let e = messages_body("m", &req, 10, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+        assert!(e.message().starts_with("seed: "), "{e}");
     }
 
     #[test]

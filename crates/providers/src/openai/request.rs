@@ -112,7 +112,7 @@ impl Serialize for WireContent<'_> {
                             seq.serialize_element(&FilePart {
                                 kind: "file",
                                 file: FileBody {
-                                    file_data: file_data.map(|d| DataUrlValue(d)),
+                                    file_data: file_data.map(DataUrlValue),
                                     file_id,
                                     filename: filename.as_deref(),
                                 },

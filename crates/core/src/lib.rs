@@ -71,7 +71,7 @@ pub use model::{
     ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Liveness, ModelId,
 };
 pub use request::{
-    ChatRequest, ContentPart, ImageSource, Message, Needs, Reasoning, ReasoningEffort,
+    ChatRequest, ContentPart, FileSource, ImageSource, Message, Needs, Reasoning, ReasoningEffort,
     ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec,
 };
 pub use response::{

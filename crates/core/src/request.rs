@@ -69,6 +69,41 @@ pub enum ContentPart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
     },
+    /// A file (a PDF or another document) sent with the message.
+    File {
+        /// Where the file comes from.
+        file: FileSource,
+        /// The file name the client gave, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+    },
+    /// Audio sent with the message, base64-encoded.
+    Audio {
+        /// The base64 data (no `data:` prefix).
+        data: String,
+        /// Its encoding as the client named it (`wav`, `mp3`).
+        format: String,
+    },
+}
+
+/// Where a [`ContentPart::File`] comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FileSource {
+    /// Inline bytes, base64-encoded.
+    Base64 {
+        /// The media type, e.g. `application/pdf`.
+        media_type: String,
+        /// The base64 data (no `data:` prefix).
+        data: String,
+    },
+    /// A file uploaded to the vendor beforehand, by the vendor's id (only the vendor that
+    /// issued it can read it).
+    Id {
+        /// The vendor's file id.
+        id: String,
+    },
 }
 
 /// A tool call the model asked for.
@@ -202,6 +237,13 @@ impl Message {
             .iter()
             .any(|p| matches!(p, ContentPart::Image { .. }))
     }
+
+    /// True when the message carries anything but text (an image, a file, audio).
+    pub fn has_non_text(&self) -> bool {
+        self.content
+            .iter()
+            .any(|p| !matches!(p, ContentPart::Text { .. }))
+    }
 }
 
 /// A tool (function) the model may call.
@@ -215,6 +257,11 @@ pub struct ToolSpec {
     pub description: Option<String>,
     /// The JSON schema of its parameters.
     pub parameters: serde_json::Value,
+    /// For a tool a vendor defines itself (Anthropic's `bash_20250124`, `text_editor_20250728`,
+    /// `computer_20250124`): its dated type. Such a tool has no schema of the client's; it goes
+    /// unchanged (type and name) to links of that vendor and is refused by every other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor_type: Option<String>,
 }
 
 impl ToolSpec {
@@ -228,6 +275,40 @@ impl ToolSpec {
             name: name.into(),
             description: Some(description.into()),
             parameters,
+            vendor_type: None,
+        }
+    }
+
+    /// An Anthropic-defined client tool (`bash_20250124`, `text_editor_*`, `computer_*`), by
+    /// its dated type and the name the model calls it by.
+    pub fn anthropic_defined(kind: impl Into<String>, name: impl Into<String>) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: None,
+            parameters: serde_json::Value::Null,
+            vendor_type: Some(kind.into()),
+        }
+    }
+}
+
+impl ChatRequest {
+    /// Refuses a request carrying a vendor-defined tool ([`ToolSpec::vendor_type`]) on a link
+    /// (named `vendor`) that cannot run it: an `InvalidRequest` naming the tool, never a tool
+    /// silently turned into a function without a schema.
+    pub fn refuse_vendor_tools(&self, vendor: &str) -> crate::Result<()> {
+        match self
+            .tools
+            .iter()
+            .enumerate()
+            .find_map(|(i, t)| t.vendor_type.as_deref().map(|k| (i, k, &t.name)))
+        {
+            None => Ok(()),
+            Some((i, kind, name)) => Err(crate::Error::new(
+                crate::ErrorKind::InvalidRequest,
+                format!(
+                    "tools[{i}]: the Anthropic-defined tool {kind:?} ({name}) runs only on Anthropic links; {vendor} cannot run it"
+                ),
+            )),
         }
     }
 }

@@ -138,6 +138,21 @@ fn is_cjk(c: char) -> bool {
     )
 }
 
+/// Estimates the tokens of inline base64 data: one token per four characters (three bytes),
+/// never more than the characters themselves.
+pub fn estimate_inline(data: &str) -> u32 {
+    u32::try_from(data.len().div_ceil(4)).unwrap_or(u32::MAX)
+}
+
+/// Estimates the tokens of a file part: its inline data as [`estimate_inline`], or
+/// [`PER_IMAGE`] for a file known only by its vendor id.
+pub fn estimate_file(file: &crate::FileSource) -> u32 {
+    match file {
+        crate::FileSource::Base64 { data, .. } => estimate_inline(data),
+        crate::FileSource::Id { .. } => PER_IMAGE,
+    }
+}
+
 /// Estimates the prompt tokens of a request: every text part, images, tool definitions and tool
 /// calls, plus [`PER_MESSAGE_OVERHEAD`] per message.
 pub fn estimate_request(req: &ChatRequest) -> u32 {
@@ -148,6 +163,8 @@ pub fn estimate_request(req: &ChatRequest) -> u32 {
             n = n.saturating_add(match part {
                 ContentPart::Text { text } => estimate_text(text),
                 ContentPart::Image { .. } => PER_IMAGE,
+                ContentPart::File { file, .. } => estimate_file(file),
+                ContentPart::Audio { data, .. } => estimate_inline(data),
             });
         }
         for call in &m.tool_calls {

@@ -192,6 +192,16 @@ impl From<InSource> for ImageSource {
     }
 }
 
+/// Anthropic-defined client tools: the model asks, the client runs them (unlike server tools
+/// such as `web_search_20250305`, which Anthropic runs). Their types are dated: `bash_20250124`,
+/// `text_editor_20250124` / `text_editor_20250429` / `text_editor_20250728`, `computer_20250124`.
+fn is_anthropic_client_tool(kind: &str) -> bool {
+    ["bash_", "text_editor_", "computer_"].iter().any(|prefix| {
+        kind.strip_prefix(prefix)
+            .is_some_and(|date| date.len() == 8 && date.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 #[derive(Debug, Deserialize)]
 struct InTool {
     name: String,
@@ -286,10 +296,14 @@ impl MessagesRequest {
         let mut req = ChatRequest::new(messages);
         for (i, t) in self.tools.into_iter().enumerate() {
             if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
+                if is_anthropic_client_tool(kind) {
+                    req.tools.push(ToolSpec::anthropic_defined(kind, t.name));
+                    continue;
+                }
                 return Err(GatewayError::invalid_at(
                     format!("tools[{i}].type"),
                     format_args!(
-                        "the server tool {kind:?} is Anthropic's own and cannot run on other vendors; only client tools (with `input_schema`) are supported"
+                        "the server tool {kind:?} is Anthropic's own and cannot run on other vendors; only client tools (with `input_schema`) and Anthropic-defined client tools (bash, text editor, computer) are supported"
                     ),
                 ));
             }

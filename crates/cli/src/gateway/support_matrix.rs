@@ -5,7 +5,7 @@
 //! `crates/cli/tests/clients.rs` (`parameters_are_forwarded_mapped_or_refused_by_name`) and by
 //! the adapters' unit tests.
 
-use ripcord_core::{ChatRequest, ResponseFormat};
+use ripcord_core::{ChatRequest, ContentPart, ResponseFormat};
 use serde_json::{Value, json};
 
 use super::errors::Shape;
@@ -82,7 +82,7 @@ const ROWS: &[Row] = &[
         example: || chat(json!({"seed": 7})),
         at_door: Door::Forwarded(|r| r.seed == Some(7)),
         openai: "forwarded",
-        anthropic: "not sent (Anthropic has no seed; sampling stays random)",
+        anthropic: "refused (400 naming it): Anthropic has no seed",
     },
     Row {
         door: "chat",
@@ -154,11 +154,18 @@ const ROWS: &[Row] = &[
         door: "chat",
         field: "content parts `file`, `input_audio`",
         example: || {
-            chat(json!({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}))
+            chat(json!({"messages": [{"role": "user", "content": [
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]}]}))
         },
-        at_door: Door::Refused,
-        openai: "—",
-        anthropic: "—",
+        at_door: Door::Forwarded(|r| {
+            matches!(
+                r.messages[0].content.as_slice(),
+                [ContentPart::File { .. }, ContentPart::Audio { .. }]
+            )
+        }),
+        openai: "forwarded (Responses-API links: `input_file`; `input_audio` refused, 400 naming the part)",
+        anthropic: "mapped: a PDF `file_data` is a `document` block; other files, `file_id` and `input_audio` refused (400 naming the part)",
     },
     Row {
         door: "messages",
@@ -201,8 +208,20 @@ const ROWS: &[Row] = &[
     },
     Row {
         door: "messages",
-        field: "Anthropic-defined tools (`bash_20250124`, `text_editor_*`, server tools)",
+        field: "Anthropic-defined client tools (`bash_20250124`, `text_editor_*`, `computer_*`)",
         example: || messages(json!({"tools": [{"type": "bash_20250124", "name": "bash"}]})),
+        at_door: Door::Forwarded(|r| {
+            r.tools.len() == 1 && r.tools[0].vendor_type.as_deref() == Some("bash_20250124")
+        }),
+        openai: "refused (400 naming the tool): only Anthropic runs them",
+        anthropic: "forwarded (type and name)",
+    },
+    Row {
+        door: "messages",
+        field: "Anthropic server tools (`web_search_*`, `code_execution_*`)",
+        example: || {
+            messages(json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}))
+        },
         at_door: Door::Refused,
         openai: "—",
         anthropic: "—",

@@ -4,8 +4,8 @@
 //! to accept from OpenAI SDKs and to answer in their shapes.
 
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, FinishReason, ImageSource, Message, Reasoning,
-    ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, FileSource, FinishReason, ImageSource, Message,
+    Reasoning, ReasoningEffort, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
 
 use super::errors::GatewayError;
@@ -365,6 +365,8 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, G
                             .map(str::to_owned);
                         Ok(image_part(url, detail))
                     }
+                    "file" => file_part(&p, i, j),
+                    "input_audio" => audio_part(&p, i, j),
                     other => Err(GatewayError::invalid_at(
                         format!("messages[{i}].content[{j}].type"),
                         format_args!("unsupported part type {other:?}"),
@@ -377,6 +379,85 @@ fn parse_content(content: Option<Value>, i: usize) -> Result<Vec<ContentPart>, G
             "expected a string or an array of parts",
         )),
     }
+}
+
+/// A `file` part: `file.file_data` (a `data:<type>;base64,<data>` URL) or `file.file_id`, with
+/// an optional `file.filename`.
+fn file_part(p: &Value, i: usize, j: usize) -> Result<ContentPart, GatewayError> {
+    let at = |field: &str| format!("messages[{i}].content[{j}].file{field}");
+    let str_at = |ptr: &str| p.pointer(ptr).filter(|v| !v.is_null());
+    let filename = match str_at("/file/filename") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(GatewayError::invalid_at(
+                at(".filename"),
+                "expected a string",
+            ));
+        }
+    };
+    let file = match (str_at("/file/file_data"), str_at("/file/file_id")) {
+        (Some(Value::String(url)), None) => {
+            let (media_type, data) = url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(";base64,"))
+                .ok_or_else(|| {
+                    GatewayError::invalid_at(
+                        at(".file_data"),
+                        "expected a `data:<media type>;base64,<data>` URL",
+                    )
+                })?;
+            FileSource::Base64 {
+                media_type: media_type.to_owned(),
+                data: data.to_owned(),
+            }
+        }
+        (None, Some(Value::String(id))) => FileSource::Id { id: id.clone() },
+        (Some(_), Some(_)) => {
+            return Err(GatewayError::invalid_at(
+                at(""),
+                "give one of `file_data` and `file_id`, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(GatewayError::invalid_at(
+                at(""),
+                "a file part needs `file.file_data` or `file.file_id`",
+            ));
+        }
+        (Some(_), None) => {
+            return Err(GatewayError::invalid_at(
+                at(".file_data"),
+                "expected a string",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(GatewayError::invalid_at(
+                at(".file_id"),
+                "expected a string",
+            ));
+        }
+    };
+    Ok(ContentPart::File { file, filename })
+}
+
+/// An `input_audio` part: `input_audio.data` (base64) and `input_audio.format`.
+fn audio_part(p: &Value, i: usize, j: usize) -> Result<ContentPart, GatewayError> {
+    let field = |name: &str| {
+        p.pointer(&format!("/input_audio/{name}"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                GatewayError::invalid_at(
+                    format!("messages[{i}].content[{j}].input_audio.{name}"),
+                    "an input_audio part needs `input_audio.data` and `input_audio.format` strings",
+                )
+            })
+    };
+    Ok(ContentPart::Audio {
+        data: field("data")?,
+        format: field("format")?,
+    })
 }
 
 /// An image part from an OpenAI image URL: a `data:<type>;base64,<data>` URL is inline data,

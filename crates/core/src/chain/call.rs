@@ -96,6 +96,8 @@ impl Call {
                 upper += match p {
                     ContentPart::Text { text } => text.len() as u64,
                     ContentPart::Image { .. } => u64::from(tokens::PER_IMAGE),
+                    ContentPart::File { file, .. } => u64::from(tokens::estimate_file(file)),
+                    ContentPart::Audio { data, .. } => data.len() as u64,
                 };
             }
             for c in &m.tool_calls {

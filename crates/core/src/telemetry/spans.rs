@@ -293,6 +293,8 @@ fn input_messages_json(req: &ChatRequest) -> String {
                         serde_json::json!({"type": "text", "content": text})
                     }
                     ContentPart::Image { .. } => serde_json::json!({"type": "image"}),
+                    ContentPart::File { .. } => serde_json::json!({"type": "file"}),
+                    ContentPart::Audio { .. } => serde_json::json!({"type": "audio"}),
                 })
                 .collect();
             serde_json::json!({"role": m.role.as_str(), "parts": parts})

@@ -15,14 +15,15 @@
 //!   input schema is the requested schema; the response decoders turn its input back into the
 //!   answer text. When the request has tools of its own, the schema goes into the system prompt
 //!   instead;
-//! - `seed` does not exist and is not sent; `user` becomes `metadata.user_id`.
+//! - `seed` does not exist: a request with one is refused naming it (as the penalties are),
+//!   never sent on without it; `user` becomes `metadata.user_id`.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use ripcord_core::{
-    ChatRequest, ContentPart, Error, ErrorKind, ImageSource, Message, ResponseFormat, Result, Role,
-    ToolChoice,
+    ChatRequest, ContentPart, Error, ErrorKind, FileSource, ImageSource, Message, ResponseFormat,
+    Result, Role, ToolChoice,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -119,6 +120,10 @@ enum Block<'a> {
     Image {
         source: Source<'a>,
     },
+    /// A PDF, from a chat-door `file` part.
+    Document {
+        source: Source<'a>,
+    },
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -139,10 +144,14 @@ enum Source<'a> {
 
 #[derive(Serialize)]
 struct WireTool<'a> {
+    /// Set for an Anthropic-defined tool (`bash_20250124`), which has no schema.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
-    input_schema: &'a serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_schema: Option<&'a serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -178,6 +187,12 @@ fn refuse_unmappable(req: &ChatRequest) -> Result<()> {
                 ),
             ));
         }
+    }
+    if req.seed.is_some() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            "seed: Anthropic's Messages API has no seed (its sampling cannot be made repeatable); leave it unset for a route that may reach Claude",
+        ));
     }
     Ok(())
 }
@@ -256,7 +271,13 @@ fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
         }]);
     }
     let mut out = Vec::with_capacity(m.content.len() + m.tool_calls.len());
-    for part in &m.content {
+    for (j, part) in m.content.iter().enumerate() {
+        let refuse = |what: &str| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("messages[{i}].content[{j}]: {what}"),
+            )
+        };
         match part {
             ContentPart::Text { text } if text.is_empty() => {}
             ContentPart::Text { text } => out.push(Block::Text { text }),
@@ -264,10 +285,34 @@ fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
                 source: match image {
                     ImageSource::Url { url } => Source::Url { url },
                     ImageSource::Base64 { media_type, data } => Source::Base64 { media_type, data },
-                    _ => continue,
+                    _ => return Err(refuse("an image source Anthropic cannot take")),
                 },
             }),
-            _ => {}
+            ContentPart::File {
+                file: FileSource::Base64 { media_type, data },
+                ..
+            } if media_type == "application/pdf" => out.push(Block::Document {
+                source: Source::Base64 { media_type, data },
+            }),
+            ContentPart::File {
+                file: FileSource::Base64 { media_type, .. },
+                ..
+            } => {
+                return Err(refuse(&format!(
+                    "a file of type {media_type:?}: Anthropic's Messages API takes PDF documents (application/pdf) only"
+                )));
+            }
+            ContentPart::File { .. } => {
+                return Err(refuse(
+                    "a file by file_id: an id from another vendor means nothing to Anthropic; send the file inline as file_data",
+                ));
+            }
+            ContentPart::Audio { .. } => {
+                return Err(refuse(
+                    "an input_audio part: Anthropic's Messages API takes no audio",
+                ));
+            }
+            _ => return Err(refuse("a content part Anthropic cannot take")),
         }
     }
     for call in &m.tool_calls {
@@ -346,10 +391,19 @@ pub(crate) fn messages_body_for(
     let mut tools: Vec<WireTool<'_>> = req
         .tools
         .iter()
-        .map(|t| WireTool {
-            name: &t.name,
-            description: t.description.as_deref(),
-            input_schema: &t.parameters,
+        .map(|t| match t.vendor_type.as_deref() {
+            Some(kind) => WireTool {
+                kind: Some(kind),
+                name: &t.name,
+                description: None,
+                input_schema: None,
+            },
+            None => WireTool {
+                kind: None,
+                name: &t.name,
+                description: t.description.as_deref(),
+                input_schema: Some(&t.parameters),
+            },
         })
         .collect();
     refuse_unmappable(req)?;
@@ -387,9 +441,10 @@ pub(crate) fn messages_body_for(
     if let Some(schema) = schema {
         if req.tools.is_empty() {
             tools.push(WireTool {
+                kind: None,
                 name: JSON_TOOL,
                 description: Some("Give the answer as a JSON object through this tool."),
-                input_schema: schema,
+                input_schema: Some(schema),
             });
             tool_choice = Some(WireToolChoice::Tool {
                 name: JSON_TOOL,
@@ -473,8 +528,7 @@ mod tests {
         ))
         .with_tool_choice(ToolChoice::Required)
         .with_temperature(0.25)
-        .with_stop("END")
-        .with_seed(9);
+        .with_stop("END");
         req.user = Some("u-1".into());
         let (v, j) = body(&req);
         assert_eq!(j, JsonMode(false));
@@ -566,6 +620,56 @@ mod tests {
         assert_eq!(v["messages"][0]["content"][0]["input"], json!({}));
         assert_eq!(v["messages"][1]["content"][0]["type"], "tool_result");
         assert_eq!(v["messages"][1]["content"][1]["type"], "text");
+    }
+
+    #[test]
+    fn a_pdf_file_is_a_document_and_audio_is_refused_by_part() {
+        let mut m = Message::user("read");
+        m.content.push(ContentPart::File {
+            file: FileSource::Base64 {
+                media_type: "application/pdf".into(),
+                data: "JVBERi0=".into(),
+            },
+            filename: Some("a.pdf".into()),
+        });
+        let (b, _) = messages_body("m", &ChatRequest::new(vec![m]), 10, false).unwrap();
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            v["messages"][0]["content"][1],
+            json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}})
+        );
+        let mut m = Message::user("hear");
+        m.content.push(ContentPart::Audio {
+            data: "UklGRg==".into(),
+            format: "wav".into(),
+        });
+        let e = messages_body("m", &ChatRequest::new(vec![m]), 10, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+        assert!(e.message().starts_with("messages[0].content[1]: "), "{e}");
+    }
+
+    #[test]
+    fn an_anthropic_defined_tool_goes_as_type_and_name() {
+        let req = ChatRequest::new(vec![Message::user("ls")])
+            .with_tool(ToolSpec::anthropic_defined("bash_20250124", "bash"))
+            .with_tool(ToolSpec::new("f", "F", json!({"type": "object"})));
+        let (b, _) = messages_body("m", &req, 10, false).unwrap();
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            v["tools"],
+            json!([{"type": "bash_20250124", "name": "bash"},
+                {"name": "f", "description": "F", "input_schema": {"type": "object"}}])
+        );
+        let e = req.refuse_vendor_tools("x").unwrap_err();
+        assert!(e.message().starts_with("tools[0]: "), "{e}");
+    }
+
+    #[test]
+    fn a_seed_is_refused_by_name_not_dropped() {
+        let req = ChatRequest::new(vec![Message::user("hi")]).with_seed(9);
+        let e = messages_body("m", &req, 10, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+        assert!(e.message().starts_with("seed: "), "{e}");
     }
 
     #[test]

@@ -319,6 +319,7 @@ pub(crate) fn converse_body(
     stream: bool,
     opts: &BodyOptions<'_>,
 ) -> Result<(Vec<u8>, JsonMode)> {
+    req.refuse_vendor_tools("a Bedrock Converse link")?;
     let mut messages: Vec<WireMessage<'_>> = Vec::with_capacity(req.messages.len());
     let mut system: Vec<SystemBlock<'_>> = Vec::new();
     let mut has_tool_blocks = false;

@@ -436,6 +436,7 @@ fn parts<'a>(req: &'a ChatRequest, i: usize, m: &'a Message) -> Result<Vec<Part<
 
 /// Serialises the `generateContent` body (the streaming call takes the same body).
 pub(crate) fn generate_body(req: &ChatRequest, thinking: Option<&Thinking>) -> Result<Vec<u8>> {
+    req.refuse_vendor_tools("a Gemini link")?;
     let mut system = Vec::new();
     let mut contents: Vec<Content<'_>> = Vec::with_capacity(req.messages.len());
     for (i, m) in req.messages.iter().enumerate() {

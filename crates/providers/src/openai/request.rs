@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use ripcord_core::{
-    ChatRequest, ContentPart, EmbeddingRequest, Error, ErrorKind, ImageSource, Message,
+    ChatRequest, ContentPart, EmbeddingRequest, Error, ErrorKind, FileSource, ImageSource, Message,
     ResponseFormat, Result, Role, ToolCall, ToolChoice, ToolSpec,
 };
 use serde::ser::{SerializeMap, SerializeSeq};
@@ -110,6 +110,29 @@ impl Serialize for WireContent<'_> {
                                 },
                             })?
                         }
+                        ContentPart::File { file, filename } => {
+                            let (file_data, file_id) = match file {
+                                FileSource::Base64 { media_type, data } => {
+                                    (Some(DataUrl { media_type, data }), None)
+                                }
+                                FileSource::Id { id } => (None, Some(id.as_str())),
+                                _ => (None, None),
+                            };
+                            seq.serialize_element(&FilePart {
+                                kind: "file",
+                                file: FileBody {
+                                    file_data: file_data.map(DataUrlValue),
+                                    file_id,
+                                    filename: filename.as_deref(),
+                                },
+                            })?
+                        }
+                        ContentPart::Audio { data, format } => {
+                            seq.serialize_element(&AudioPart {
+                                kind: "input_audio",
+                                input_audio: AudioBody { data, format },
+                            })?
+                        }
                         _ => {}
                     }
                 }
@@ -154,6 +177,45 @@ impl Serialize for ImageUrlValue<'_> {
             _ => s.serialize_str(""),
         }
     }
+}
+
+#[derive(Serialize)]
+struct FilePart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    file: FileBody<'a>,
+}
+
+#[derive(Serialize)]
+struct FileBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_data: Option<DataUrlValue<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filename: Option<&'a str>,
+}
+
+/// A `data:` URL written straight into the JSON.
+struct DataUrlValue<'a>(DataUrl<'a>);
+
+impl Serialize for DataUrlValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+#[derive(Serialize)]
+struct AudioPart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    input_audio: AudioBody<'a>,
+}
+
+#[derive(Serialize)]
+struct AudioBody<'a> {
+    data: &'a str,
+    format: &'a str,
 }
 
 struct DataUrl<'a> {
@@ -239,7 +301,7 @@ fn role(r: Role) -> &'static str {
 }
 
 fn content(m: &Message) -> WireContent<'_> {
-    if m.has_image() {
+    if m.has_non_text() {
         return WireContent::Parts(&m.content);
     }
     let mut texts = m.content.iter().filter_map(|p| match p {
@@ -324,6 +386,7 @@ pub(crate) fn chat_body(
     dialect: &Dialect,
     stream: bool,
 ) -> Result<Vec<u8>> {
+    req.refuse_vendor_tools("an OpenAI-wire link")?;
     if req.messages.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,

@@ -15,14 +15,15 @@
 //! - `stop` and `seed` do not exist on the Responses API and are not sent.
 
 use ripcord_core::{
-    ChatRequest, ContentPart, Error, ErrorKind, ImageSource, Message, ResponseFormat, Result, Role,
-    ToolChoice,
+    ChatRequest, ContentPart, Error, ErrorKind, FileSource, ImageSource, Message, ResponseFormat,
+    Result, Role, ToolChoice,
 };
 
 use crate::openai::responses_wire as wire;
 
 /// Serialises the Responses body for `model`.
 pub(crate) fn body(model: &str, req: &ChatRequest, stream: bool) -> Result<Vec<u8>> {
+    req.refuse_vendor_tools("a Responses-API link")?;
     if req.messages.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,
@@ -106,10 +107,10 @@ fn push_message(items: &mut Vec<wire::InputItem>, i: usize, m: &Message) -> Resu
                 .content
                 .iter()
                 .any(|p| matches!(p, ContentPart::Text { text } if !text.is_empty()));
-            if has_text || m.has_image() || m.tool_calls.is_empty() {
+            if has_text || m.has_non_text() || m.tool_calls.is_empty() {
                 items.push(wire::InputItem::Message(wire::InputMessage {
                     role,
-                    content: content(m),
+                    content: content(i, m)?,
                     id: None,
                     status: None,
                     phase: None,
@@ -133,15 +134,49 @@ fn push_message(items: &mut Vec<wire::InputItem>, i: usize, m: &Message) -> Resu
     Ok(())
 }
 
-/// Text only: one string. With images: `input_text` and `input_image` parts in order.
-fn content(m: &Message) -> wire::MessageContent {
-    if !m.has_image() {
-        return wire::MessageContent::Text(m.text());
+/// Text only: one string. With images or files: `input_text`, `input_image` and `input_file`
+/// parts in order; audio is refused (the Responses API takes none as input).
+fn content(i: usize, m: &Message) -> Result<wire::MessageContent> {
+    if !m.has_non_text() {
+        return Ok(wire::MessageContent::Text(m.text()));
+    }
+    let refuse = |j: usize, what: &str| {
+        Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!("messages[{i}].content[{j}]: {what}"),
+        ))
+    };
+    for (j, p) in m.content.iter().enumerate() {
+        match p {
+            ContentPart::Text { .. } | ContentPart::Image { .. } | ContentPart::File { .. } => {}
+            ContentPart::Audio { .. } => {
+                return refuse(
+                    j,
+                    "an input_audio part: the Responses API takes no audio input",
+                );
+            }
+            _ => return refuse(j, "a content part the Responses API cannot take"),
+        }
     }
     let parts = m
         .content
         .iter()
         .filter_map(|p| match p {
+            ContentPart::File { file, filename } => {
+                let (file_data, file_id) = match file {
+                    FileSource::Base64 { media_type, data } => {
+                        (Some(format!("data:{media_type};base64,{data}")), None)
+                    }
+                    FileSource::Id { id } => (None, Some(id.clone())),
+                    _ => (None, None),
+                };
+                Some(wire::ContentPart::InputFile(wire::InputFile {
+                    file_id,
+                    file_data,
+                    file_url: None,
+                    filename: filename.clone(),
+                }))
+            }
             ContentPart::Text { text } => Some(wire::ContentPart::input_text(text.clone())),
             ContentPart::Image { image, detail } => {
                 let url = match image {
@@ -160,7 +195,7 @@ fn content(m: &Message) -> wire::MessageContent {
             _ => None,
         })
         .collect();
-    wire::MessageContent::Parts(parts)
+    Ok(wire::MessageContent::Parts(parts))
 }
 
 fn tool(t: &ripcord_core::ToolSpec) -> wire::Tool {

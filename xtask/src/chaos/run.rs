@@ -469,6 +469,7 @@ pub(crate) async fn run_scenario(
         stream_max_ms: stream_max.as_secs_f64() * 1000.0,
         join_limit_ms: join_limit.as_secs_f64() * 1000.0,
         joined,
+        deployments: rig.deployment_records(t, scenario, start, s.duration),
         ..Records::default()
     };
     drop(chain);

@@ -54,6 +54,9 @@ pub(crate) const STATIC: &str = "static";
 /// The built-in scenario that runs on the Bedrock chain (`--bedrock`).
 pub(crate) const CLAUDE_THREE_WAYS: &str = "claude-three-ways";
 
+/// The built-in scenario that runs on the pooled chain (a link of three deployments).
+pub(crate) const REGIONS: &str = "regions";
+
 /// The source of the built-in scenarios.
 pub(crate) const BUILT_IN: &str = "built-in";
 
@@ -434,6 +437,9 @@ pub(crate) struct Load {
     pub(crate) unknown_models: bool,
     /// Breaker spells per link.
     pub(crate) spells: Vec<(String, Spells)>,
+    /// Run the scenario once with every vendor healthy first, and check its throughput
+    /// against that run's.
+    pub(crate) healthy_baseline: bool,
 }
 
 /// One scenario.

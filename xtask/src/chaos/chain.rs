@@ -783,4 +783,22 @@ mod tests {
         let outage = all.iter().find(|s| s.name == "primary-outage").unwrap();
         assert!(t.check(outage).is_ok());
     }
+
+    #[test]
+    fn regions_chain_names_its_deployments_and_only_it_fits_regions() {
+        let t = Template::builtin_regions(Duration::from_millis(2500), 7).unwrap();
+        assert_eq!(t.names(), ["regions", "backup"]);
+        assert_eq!(
+            t.deployment_names(),
+            ["regions/east", "regions/west", "regions/north"]
+        );
+        let all = builtins();
+        let regions = all.iter().find(|s| s.name == "regions").unwrap();
+        assert!(t.check(regions).is_ok());
+        assert!(regions.load.healthy_baseline);
+        let plain = Template::builtin(Duration::from_millis(2500), false, 7).unwrap();
+        assert!(plain.deployment_names().is_empty());
+        let e = plain.check(regions).unwrap_err();
+        assert!(e.contains("scripts vendor \"regions/"), "{e}");
+    }
 }

@@ -115,6 +115,7 @@ pub(crate) fn cooldown(r: &Records) -> Check {
 pub(crate) fn spread(r: &Records) -> Check {
     let mut offenders = Vec::new();
     let mut parts = Vec::new();
+    let mut down = Vec::new();
     for link in links(r) {
         let serving: Vec<(&String, &DeploymentRec)> = r
             .deployments
@@ -153,13 +154,24 @@ pub(crate) fn spread(r: &Records) -> Check {
         if serving.is_empty() {
             offenders.push(format!("{link}: every deployment is down all run"));
         }
+        down.extend(
+            r.deployments
+                .iter()
+                .filter(|(_, d)| d.link == link && d.down_all_run)
+                .map(|(n, d)| format!("{n} {}", d.requests_ms.len())),
+        );
     }
     Check::new(
         "spread",
         "traffic spreads over the deployments that can serve",
         format!(
-            "calls per serving deployment while none throttles: {}",
-            parts.join(", ")
+            "calls per serving deployment while none throttles: {}; calls to deployments down all run: {}",
+            parts.join(", "),
+            if down.is_empty() {
+                "none".to_owned()
+            } else {
+                down.join(", ")
+            }
         ),
         offenders,
     )
@@ -358,7 +370,11 @@ mod tests {
             .extend([900.0, 910.0, 920.0]);
         let c = spread(&r);
         assert!(c.passed, "{c:?}");
-        assert!(!c.detail.contains("north"), "{}", c.detail);
+        assert!(
+            c.detail.ends_with("down all run: regions/north 1"),
+            "{}",
+            c.detail
+        );
     }
 
     #[test]

@@ -312,7 +312,7 @@ pub(crate) async fn build(
     let pooled = pool_chain(&t.ok, &t.ok)?;
     rows.push(row(
         "chain_pool",
-        "chain, link 1 a pool of 3 deployments (p2c)",
+        "chain, link 1 a pool of 3 (p2c)",
         Some("chain"),
         &[],
         chat_call(pooled, "primary"),

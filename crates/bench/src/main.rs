@@ -549,6 +549,20 @@ fn bench(args: &Args) -> Result<(), String> {
             met: rps >= 0.8,
         });
     }
+    if let (Some(chain), Some(pool)) = (get("chain"), get("chain_pool")) {
+        // Issue 36: balancing over three deployments must cost a call almost nothing.
+        let p50 = pool.c1.p50_us / chain.c1.p50_us;
+        goals.push(Target {
+            what: "chain, link 1 a pool of 3 deployments: p50 / the plain chain's p50".into(),
+            value: p50,
+            bound: "<= 1.05".into(),
+            met: p50 <= 1.05,
+        });
+        notes.push(format!(
+            "the pooled chain used {:.1} µs CPU per call at c=64 against the plain chain's {:.1} µs",
+            pool.c64.cpu_us_bench, chain.c64.cpu_us_bench
+        ));
+    }
     match trip {
         Some(Ok(s)) => {
             // Issue 20: the failover row with link 1 on Redis shows the trip reaching every

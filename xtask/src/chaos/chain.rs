@@ -19,8 +19,10 @@ use ripcord_core::ChatModel;
 use secrecy::ExposeSecret;
 
 use super::observe::{LocalSwitch, Observed, Point, Recorder};
-use super::record::LinkInfo;
-use super::scenario::{CONTINUED_ANSWER, LONG_STREAM_CHUNKS, Scenario, hash_str, mix};
+use super::record::{DeploymentRec, LinkInfo};
+use super::scenario::{
+    CONTINUED_ANSWER, Fault, LONG_STREAM_CHUNKS, Phase, Scenario, hash_str, mix,
+};
 
 /// The built-in chain: an OpenAI-wire fake, an Anthropic-wire fake, the real local Llama and a
 /// static reply. Short limits, so a few seconds of chaos show the whole story.
@@ -199,6 +201,59 @@ idle_ms = 500
 /// What the config's Vertex token variable holds until the rig swaps in a key file.
 const VERTEX_PLACEHOLDER_TOKEN: &str = "ya29.chaos-placeholder-never-sent";
 
+/// The `regions` chain: one link, `regions`, that pools three deployments of one model (each
+/// its own fake OpenAI-wire server), then the Anthropic-wire backup and a static reply. The
+/// same short limits as the built-in chain.
+const REGIONS_CHAIN: &str = r#"
+[chain]
+order = ["regions", "backup"]
+deadline_ms = @DEADLINE_MS@
+stream_max_ms = 8000
+min_attempt_ms = 300
+stream_holdback_ms = 100
+static_reply = "The assistant is busy right now; please try again in a few minutes."
+stream_policy = "restart"
+
+[[providers]]
+name = "regions"
+kind = "openai"
+model = "gpt-4o"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "${RIPCORD_CHAOS_REGIONS_KEY}"
+deployments = [
+  { name = "east", region = "us-east", base_url = "http://127.0.0.1:9/v1" },
+  { name = "west", region = "us-west", base_url = "http://127.0.0.1:9/v1" },
+  { name = "north", region = "eu-north", base_url = "http://127.0.0.1:9/v1" },
+]
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+
+[[providers]]
+name = "backup"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "http://127.0.0.1:9"
+api_key = "${RIPCORD_CHAOS_BACKUP_KEY}"
+[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+[providers.breaker]
+failure_threshold = 3
+open_ms = 1000
+half_open_probes = 1
+[providers.timeouts]
+connect_ms = 500
+first_token_ms = 1000
+idle_ms = 500
+"#;
+
 /// A distinctive fake key for `name`: easy to find if it ever leaks.
 pub(crate) fn fake_key(name: &str, seed: u64) -> String {
     format!(
@@ -313,6 +368,22 @@ impl Template {
         Template::new(
             config,
             "built-in: claude (Anthropic wire) → claude-vertex (Vertex AI, service-account tokens) → local Llama → static reply",
+        )
+    }
+
+    /// The `regions` chain (see [`REGIONS_CHAIN`]): a pool of three deployments, then backup.
+    pub(crate) fn builtin_regions(deadline: Duration, seed: u64) -> Result<Template, String> {
+        let text = REGIONS_CHAIN.replace("@DEADLINE_MS@", &deadline.as_millis().to_string());
+        let env = |name: &str| {
+            name.strip_prefix("RIPCORD_CHAOS_")
+                .and_then(|n| n.strip_suffix("_KEY"))
+                .map(|n| fake_key(n, seed))
+        };
+        let config = ripcord_cli::config::parse("<built-in regions chain>", &text, &env)
+            .map_err(|e| e.to_string())?;
+        Template::new(
+            config,
+            "built-in: regions (a pool of three OpenAI-wire deployments: east, west, north) → backup (Anthropic wire) → static reply",
         )
     }
 
@@ -433,9 +504,26 @@ impl Template {
         self.config.chain.iter().map(|p| p.name.as_str()).collect()
     }
 
+    /// The deployments of the chain's pooled links, as scenarios name them
+    /// (`link/deployment`): each has its own fake server.
+    pub(crate) fn deployment_names(&self) -> Vec<String> {
+        self.config
+            .chain
+            .iter()
+            .filter_map(|p| p.pool.as_ref().map(|pool| (p, pool)))
+            .flat_map(|(p, pool)| {
+                pool.deployments
+                    .iter()
+                    .map(move |d| deployment_key(&p.name, &d.name))
+            })
+            .collect()
+    }
+
     /// Fails when the scenario scripts a vendor the chain does not have.
     pub(crate) fn check(&self, s: &Scenario) -> Result<(), String> {
-        let names = self.names();
+        let mut names = self.names();
+        let deployments = self.deployment_names();
+        names.extend(deployments.iter().map(String::as_str));
         for v in s.vendors() {
             if !names.contains(&v) {
                 return Err(format!(
@@ -481,6 +569,11 @@ impl Template {
 /// Vertex AI's kinds: their links get tokens from the rig's fake token endpoint.
 fn is_vertex(kind: ProviderKind) -> bool {
     matches!(kind, ProviderKind::Vertex | ProviderKind::VertexAnthropic)
+}
+
+/// How scenarios, fakes and records name one deployment of a pooled link.
+pub(crate) fn deployment_key(link: &str, deployment: &str) -> String {
+    format!("{link}/{deployment}")
 }
 
 /// The wire a provider kind speaks (`None` for the local model).
@@ -605,6 +698,68 @@ pub(crate) struct Whole {
     pub(crate) links: BTreeSet<String>,
 }
 
+impl Rig {
+    /// What each pooled deployment's fake saw (when each model request reached it, since
+    /// `start`) and how `s` scripted it over a run of `run`.
+    pub(crate) fn deployment_records(
+        &self,
+        t: &Template,
+        s: &Scenario,
+        start: tokio::time::Instant,
+        run: Duration,
+    ) -> BTreeMap<String, DeploymentRec> {
+        let start = start.into_std();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let mut out = BTreeMap::new();
+        for p in &t.config.chain {
+            let Some(pool) = &p.pool else { continue };
+            for d in &pool.deployments {
+                let key = deployment_key(&p.name, &d.name);
+                let Some(fake) = self.fakes.get(&key) else {
+                    continue;
+                };
+                let requests_ms = fake
+                    .requests()
+                    .iter()
+                    .filter(|r| r.path_only().ends_with("/chat/completions"))
+                    .map(|r| ms(r.at.saturating_duration_since(start)))
+                    .collect();
+                let phases = s.phases_of(&key, run);
+                let mut throttled = Vec::new();
+                for (i, (at, ph)) in phases.iter().enumerate() {
+                    let to = phases.get(i + 1).map_or(f64::MAX, |(next, _)| ms(*next));
+                    if let (
+                        true,
+                        Fault::RateLimited {
+                            retry_after_ms: Some(wait),
+                        },
+                    ) = (ph.p >= 1.0, ph.fault)
+                    {
+                        throttled.push((ms(*at), to, wait as f64));
+                    }
+                }
+                let failing = |ph: &Phase| ph.p >= 1.0 && ph.fault != Fault::Ok;
+                let down_all_run = phases.first().is_some_and(|(at, _)| at.is_zero())
+                    && phases.iter().all(|(_, ph)| failing(ph));
+                let healthy_all_run = phases
+                    .iter()
+                    .all(|(_, ph)| ph.fault == Fault::Ok && ph.otherwise == Fault::Ok);
+                out.insert(
+                    key,
+                    DeploymentRec {
+                        link: p.name.clone(),
+                        requests_ms,
+                        throttled,
+                        down_all_run,
+                        healthy_all_run,
+                    },
+                );
+            }
+        }
+        out
+    }
+}
+
 /// A folder that does not exist: given to a local provider whose model is already loaded, so
 /// the build skips the load (the hook swaps the cached model in).
 fn not_a_folder(dir: &Path) -> PathBuf {
@@ -678,6 +833,27 @@ pub(crate) async fn rig(
                 tpm: None,
                 pause_429_ms: None,
             });
+        }
+        if let (Some(wire), Some(pool)) = (wire_of(p.kind), p.pool.as_mut()) {
+            // A pool: one fake per deployment, recording, so the checks can see when each
+            // deployment was called.
+            let recording = FakeOptions {
+                record: true,
+                ..options.clone()
+            };
+            for d in &mut pool.deployments {
+                let fake = FakeVendor::start_with(wire, recording.clone())
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "cannot start the fake vendor of deployment {:?} of {:?}: {e}",
+                            d.name, p.name
+                        )
+                    })?;
+                d.base_url = Some(base_url(p.kind, &fake));
+                fakes.insert(deployment_key(&p.name, &d.name), fake);
+            }
+            continue;
         }
         match wire_of(p.kind) {
             Some(wire) => {
@@ -812,5 +988,23 @@ mod tests {
         assert!(e.contains("scripts vendor \"local\""), "{e}");
         let outage = all.iter().find(|s| s.name == "primary-outage").unwrap();
         assert!(t.check(outage).is_ok());
+    }
+
+    #[test]
+    fn regions_chain_names_its_deployments_and_only_it_fits_regions() {
+        let t = Template::builtin_regions(Duration::from_millis(2500), 7).unwrap();
+        assert_eq!(t.names(), ["regions", "backup"]);
+        assert_eq!(
+            t.deployment_names(),
+            ["regions/east", "regions/west", "regions/north"]
+        );
+        let all = builtins();
+        let regions = all.iter().find(|s| s.name == "regions").unwrap();
+        assert!(t.check(regions).is_ok());
+        assert!(regions.load.healthy_baseline);
+        let plain = Template::builtin(Duration::from_millis(2500), false, 7).unwrap();
+        assert!(plain.deployment_names().is_empty());
+        let e = plain.check(regions).unwrap_err();
+        assert!(e.contains("scripts vendor \"regions/"), "{e}");
     }
 }

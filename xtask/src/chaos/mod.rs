@@ -270,6 +270,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_VIA_VERTEX] {
         a.vertex = true;
     }
+    // The pooled scenario names its own chain's deployments: asked for alone, it gets that chain.
+    let regions =
+        a.config.is_none() && !a.routes && !a.bedrock && !a.vertex && a.only == [scenario::REGIONS];
     let run_shared = a.config.is_none()
         && !a.routes
         && !a.bedrock
@@ -303,6 +306,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         None if a.routes => Template::builtin_two_routes(s.deadline, s.seed)?,
         None if a.bedrock => Template::builtin_bedrock(s.deadline, true, s.seed)?,
         None if a.vertex => Template::builtin_vertex(s.deadline, true, s.seed)?,
+        None if regions => Template::builtin_regions(s.deadline, s.seed)?,
         None => Template::builtin(s.deadline, true, s.seed)?,
     };
     // A built-in scenario that does not fit a user's chain is skipped (unless asked for by
@@ -358,6 +362,28 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut runs = Vec::with_capacity(total);
     for (i, sc) in selected.iter().enumerate() {
         let label = format!("[{}/{total} {}]", i + 1, sc.name);
+        let baseline = if sc.load.healthy_baseline {
+            let mut healthy = sc.clone();
+            healthy.phases.clear();
+            healthy.load.healthy_baseline = false;
+            let b = runtime.block_on(run::run_scenario(
+                &healthy,
+                &format!("{label} (all healthy)"),
+                &template,
+                &s,
+                &cache,
+                None,
+                None,
+            ))?;
+            let per_s = invariants::answers_per_s(&b.records);
+            eprintln!(
+                "chaos: {}: the all-healthy run answered {per_s:.1} requests/s",
+                sc.name
+            );
+            Some(per_s)
+        } else {
+            None
+        };
         let mut r = runtime.block_on(run::run_scenario(
             sc,
             &label,
@@ -367,6 +393,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             Some(&sink),
             None,
         ))?;
+        if baseline.is_some() {
+            r.records.baseline_answers_per_s = baseline;
+            r.recheck(s.tolerance);
+        }
         report::scan_scenario(&mut r, &sink, &s);
         println!("{}", report::terminal::scenario_block(&r, i + 1, total));
         runs.push(r);

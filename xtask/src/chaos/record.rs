@@ -241,6 +241,11 @@ pub(crate) struct Records {
     pub(crate) tokens: Option<TokenRec>,
     /// The live reload the scenario made, when it made one.
     pub(crate) reload: Option<ReloadRec>,
+    /// Per deployment of a pooled link (`link/deployment`): what its own fake server saw.
+    pub(crate) deployments: BTreeMap<String, DeploymentRec>,
+    /// Model answers per second of the same scenario run with every vendor healthy, when the
+    /// scenario asks for that comparison.
+    pub(crate) baseline_answers_per_s: Option<f64>,
 }
 
 /// What a mid-run reload did.
@@ -283,4 +288,21 @@ impl Records {
     pub(crate) fn link(&self, name: &str) -> Option<&LinkInfo> {
         self.links.iter().find(|l| l.name == name)
     }
+}
+
+/// One deployment of a pooled link, as its own fake server saw it and as the scenario scripted
+/// it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub(crate) struct DeploymentRec {
+    /// The pooled link it belongs to.
+    pub(crate) link: String,
+    /// When each model request reached it (milliseconds since the scenario started).
+    pub(crate) requests_ms: Vec<f64>,
+    /// `(from, to, retry_after)` in milliseconds: spans of the run in which it answered every
+    /// request 429 with that `retry-after`.
+    pub(crate) throttled: Vec<(f64, f64, f64)>,
+    /// True when it failed every request, all run.
+    pub(crate) down_all_run: bool,
+    /// True when it answered every request, all run.
+    pub(crate) healthy_all_run: bool,
 }

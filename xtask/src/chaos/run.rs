@@ -548,6 +548,7 @@ pub(crate) async fn run_scenario(
                 unknown_rejections: registry.unknown_rejections(),
             }
         }),
+        deployments: rig.deployment_records(t, scenario, start, s.duration),
         ..Records::default()
     };
     let (builds, reload_rec) = reloaded.unwrap_or_default();

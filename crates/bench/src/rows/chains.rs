@@ -6,8 +6,8 @@ use std::time::Duration;
 use ripcord_core::chain::Strategy;
 use ripcord_core::{Chain, ChatModel};
 use ripcord_resilience::{
-    BreakerHandle, BreakerPolicy, BulkheadPolicy, ChatModelExt, ProbePolicy, Prober,
-    RateLimitPolicy, RedactPolicy, RetryPolicy,
+    BreakerHandle, BreakerPolicy, BulkheadPolicy, ChatModelExt, Deployment, Pool, PoolPolicy,
+    ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
 };
 
 use super::wire::{http_client, openai};
@@ -118,4 +118,40 @@ pub(super) fn chain_with(
     }
     let chain = b.build().map_err(|e| format!("chain: {e}"))?;
     Ok((chain, handle, prober))
+}
+
+/// [`chain`] with link 1 a pool of three deployments of one model on `first_url` (the default
+/// `p2c_peak_ewma` balance), each with its own breaker; the pool takes the link's rate limit,
+/// bulkhead and breaker, and no retry (the pool makes the link's attempts itself, as
+/// `ripcord-cli` builds a pooled provider).
+pub(super) fn pool_chain(first_url: &str, ok_url: &str) -> Result<Chain, String> {
+    let client = http_client()?;
+    let mut deployments = Vec::with_capacity(3);
+    for region in ["east", "west", "north"] {
+        let adapter = openai(first_url, "primary", Some(&client))?;
+        let model: Arc<dyn ChatModel> = Arc::new(adapter.with_breaker(BreakerPolicy::default()));
+        deployments.push(Deployment::from_arc(region, model).region(region));
+    }
+    let policy = PoolPolicy::builder().build().map_err(|e| e.to_string())?;
+    let pool = Pool::new("primary", deployments, policy).map_err(|e| e.to_string())?;
+    let primary: Arc<dyn ChatModel> = Arc::new(
+        pool.with_rate_limit(rate_limit()?)
+            .with_bulkhead(bulkhead()?)
+            .with_breaker(BreakerPolicy::default()),
+    );
+    let (secondary, _) = decorate(
+        openai(ok_url, "secondary", Some(&client))?,
+        BreakerPolicy::default(),
+    )?;
+    let (tertiary, _) = decorate(
+        openai(ok_url, "tertiary", Some(&client))?,
+        BreakerPolicy::default(),
+    )?;
+    Chain::builder()
+        .link_arc(primary)
+        .link_arc(secondary)
+        .link_arc(tertiary)
+        .deadline(Duration::from_secs(30))
+        .build()
+        .map_err(|e| format!("chain: {e}"))
 }

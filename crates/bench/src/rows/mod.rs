@@ -35,7 +35,7 @@ mod redis;
 mod wire;
 
 pub(crate) use budget::target as budget_target;
-use chains::{Extras, chain, chain_with, never_trips};
+use chains::{Extras, chain, chain_with, never_trips, pool_chain};
 pub(crate) use chains::{decorate, trips_at_once};
 use redis::{REDIS_SKIPPED, redis_chain, redis_failover};
 pub(crate) use redis::{redis_skipped, trip_spread};
@@ -309,6 +309,17 @@ pub(crate) async fn build(
             let _keep = Arc::clone(&prober);
             probed_call()
         }),
+        meters,
+    ));
+
+    // Issue 36: link 1 a pool of three deployments (all healthy): what balancing costs a call.
+    let pooled = pool_chain(&t.ok, &t.ok)?;
+    rows.push(row(
+        "chain_pool",
+        "chain, link 1 a pool of 3 (p2c)",
+        Some("chain"),
+        &[],
+        chat_call(pooled, "primary"),
         meters,
     ));
 

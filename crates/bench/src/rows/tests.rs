@@ -51,6 +51,7 @@ async fn every_row_answers_against_fake_vendors() {
         "chain_lowest_latency",
         "chain_redact",
         "chain_probed",
+        "chain_pool",
         "failover",
         "failover_redis",
         "skip",

@@ -19,8 +19,10 @@ use serde::Serialize;
 use super::record::{AttemptRec, CallRec, Outcome, Records, State};
 
 mod expect;
+mod pools;
 
 pub(crate) use expect::{expectations, served_counts, trips};
+pub(crate) use pools::answers_per_s;
 
 /// Kinds after which the same link must not be tried again within the request: the vendor
 /// has said the request, the key, the account or the model cannot succeed there.
@@ -74,9 +76,9 @@ impl Check {
     }
 }
 
-/// The seven invariants, in order.
+/// The seven invariants, in order, then the checks of pooled links (when the chain has one).
 pub(crate) fn check_all(r: &Records, tolerance_ms: f64) -> Vec<Check> {
-    vec![
+    let mut checks = vec![
         deadline(r, tolerance_ms),
         never_retry(r),
         half_open(r),
@@ -84,7 +86,9 @@ pub(crate) fn check_all(r: &Records, tolerance_ms: f64) -> Vec<Check> {
         answered(r),
         no_keys(r),
         no_resend(r),
-    ]
+    ];
+    checks.extend(pools::pools(r));
+    checks
 }
 
 /// True when a vendor call ended in a way that leaves the vendor possibly having processed

@@ -301,6 +301,26 @@ pub(crate) fn builtins() -> Vec<Scenario> {
             sc.expect.min_answered_pct = Some(100.0);
             sc
         },
+        {
+            let mut sc = s(
+                REGIONS,
+                "on the pooled chain (asked for alone): link regions pools three deployments of gpt-4o; north is down (503) all run, west answers 429 with retry-after 500 ms from 15% to 60% of the run, east stays healthy: traffic spreads over east and west, no call reaches west before its retry-after elapsed, and nothing falls to backup",
+                vec![
+                    Phase::new("regions/north", 0.0, Fault::Overloaded),
+                    Phase::new(
+                        "regions/west",
+                        0.15,
+                        Fault::RateLimited {
+                            retry_after_ms: Some(500),
+                        },
+                    ),
+                    Phase::new("regions/west", 0.6, Fault::Ok),
+                ],
+                &["regions"],
+            );
+            sc.load.healthy_baseline = true;
+            sc
+        },
     ]
 }
 
@@ -339,7 +359,7 @@ mod tests {
     fn builtins_are_valid_and_cover_the_issue() {
         let b = builtins();
         let names: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 20);
         let unique: BTreeSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
         for s in &b {

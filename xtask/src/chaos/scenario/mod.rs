@@ -56,6 +56,8 @@ pub(crate) const CLAUDE_THREE_WAYS: &str = "claude-three-ways";
 
 /// The built-in scenario that runs on the Vertex chain (`--vertex`).
 pub(crate) const CLAUDE_VIA_VERTEX: &str = "claude-via-vertex";
+/// The built-in scenario that runs on the pooled chain (a link of three deployments).
+pub(crate) const REGIONS: &str = "regions";
 
 /// The source of the built-in scenarios.
 pub(crate) const BUILT_IN: &str = "built-in";
@@ -448,6 +450,9 @@ pub(crate) struct Load {
     pub(crate) token_lifetime_ms: Option<u64>,
     /// A live reload of the config mid-run.
     pub(crate) reload: Option<Reload>,
+    /// Run the scenario once with every vendor healthy first, and check its throughput
+    /// against that run's.
+    pub(crate) healthy_baseline: bool,
 }
 
 /// A live reload a scenario makes mid-run, the one `POST /admin/reload` (or `SIGHUP`) makes on

@@ -184,7 +184,11 @@ fn pip_install_missing(python: &Path, packages: &[(&str, &str)]) -> Result<(), S
                 "--quiet",
                 "--disable-pip-version-check",
             ])
-            .args(packages.iter().map(|(name, version)| format!("{name}=={version}"))),
+            .args(
+                packages
+                    .iter()
+                    .map(|(name, version)| format!("{name}=={version}")),
+            ),
     )
 }
 

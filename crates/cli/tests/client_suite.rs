@@ -532,8 +532,9 @@ impl Libraries {
         use std::io::BufRead;
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line)
-            .unwrap_or_else(|_| serde_json::json!({"ok": false, "error": format!("no answer: {line:?}")}))
+        serde_json::from_str(&line).unwrap_or_else(
+            |_| serde_json::json!({"ok": false, "error": format!("no answer: {line:?}")}),
+        )
     }
 
     fn run(&mut self, feature: &str) -> Value {

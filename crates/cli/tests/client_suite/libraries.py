@@ -50,7 +50,7 @@ def langchain_openai_features():
 
     def structured():
         r = llm.with_structured_output(Place, method="json_schema").invoke("Where?")
-        return r == Place(city="Oslo"), {"object": r.model_dump()}
+        return r.city == "Oslo", {"object": r.model_dump()}
 
     def embeddings():
         # LangChain's default (check_embedding_ctx_length) tokenizes with tiktoken, whose
@@ -110,7 +110,7 @@ def langchain_anthropic_features():
 
     def structured():
         r = llm.with_structured_output(Place, method="json_schema").invoke("Where?")
-        return r == Place(city="Oslo"), {"object": r.model_dump()}
+        return r.city == "Oslo", {"object": r.model_dump()}
 
     def embeddings():
         return None, {}
@@ -202,7 +202,7 @@ def instructor_features():
 
     def structured():
         r = c.chat.completions.create(model="ripcord", response_model=Place, messages=[{"role": "user", "content": "Where?"}])
-        return r == Place(city="Oslo"), {"object": r.model_dump()}
+        return r.city == "Oslo", {"object": r.model_dump()}
 
     def retries():
         try:
@@ -218,7 +218,7 @@ def instructor_features():
 
     def fallback():
         obj, completion = c.chat.completions.create_with_completion(model="ripcord", response_model=Place, messages=hi)
-        return obj == Place(city="Oslo") and completion.model == "gpt-4o-mini", {"model": completion.model}
+        return obj.city == "Oslo" and completion.model == "gpt-4o-mini", {"model": completion.model}
 
     return {"chat": none, "stream": none, "tools": none, "structured": structured,
             "embeddings": none, "retries": retries, "fallback": fallback}
@@ -266,7 +266,7 @@ def llama_index_features():
     def structured():
         from llama_index.core.prompts import PromptTemplate
         r = llm.structured_predict(Place, PromptTemplate("Where?"))
-        return r == Place(city="Oslo"), {"object": r.model_dump()}
+        return r.city == "Oslo", {"object": r.model_dump()}
 
     def embeddings():
         e = OpenAIEmbedding(model="text-embedding-3-small", api_base=url + "/v1", api_key="k")
@@ -299,7 +299,7 @@ features = {
     "instructor": instructor_features,
     "llama-index": llama_index_features,
 }[client]()
-print(json.dumps({"ready": True}), flush=True)
+print("RIPCORD-SUITE " + json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     feature = line.strip()
     try:
@@ -307,4 +307,5 @@ for line in sys.stdin:
         out = {"ok": None if ok is None else bool(ok), **extra}
     except Exception:
         out = {"ok": False, "error": traceback.format_exc()[-800:]}
-    print(json.dumps(out, default=str), flush=True)
+    # Marked, because libraries print to stdout too (litellm its help banners).
+    print("RIPCORD-SUITE " + json.dumps(out, default=str), flush=True)

@@ -5,7 +5,9 @@
 //! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `.cache/`);
 //! 3. the client libraries the tests drive ripcord with, pinned: Python packages (the official
 //!    `openai` and `anthropic` SDKs, `openai-agents`) in the project venv `.cache/venv`, and npm
-//!    packages (the Vercel AI SDK) under `.cache/node-sdks`;
+//!    packages (the Vercel AI SDK) under `.cache/node-sdks`, and the higher-level Python client
+//!    libraries (langchain, litellm, instructor, llama-index) in a venv of their own,
+//!    `.cache/venv-clients`, so that their dependencies cannot replace the pinned SDKs;
 //! 4. a real OTLP receiver (rotel) on loopback for the telemetry end-to-end tests, stopped
 //!    afterwards;
 //! 5. a real `redis-server` (Debian's package, installed with apt-get when missing) on loopback
@@ -25,6 +27,22 @@ const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[
     ("openai", "3.57.0"),
     ("anthropic", "2.10.0"),
     ("openai-agents", "0.24.0"),
+];
+
+/// The higher-level Python client libraries of the client-compatibility suite
+/// (crates/cli/tests/client_suite.rs, issue 33), pinned, installed in `<cache>/venv-clients`.
+/// `anthropic` is the project venv's pin; `openai` is the newest 2.x, because the newest
+/// llama-index-llms-openai (0.8.3) requires `openai<3` (langchain-openai needs >=2.45,
+/// litellm and instructor <4).
+const TEST_CLIENT_PYTHON_PACKAGES: &[(&str, &str)] = &[
+    ("openai", "2.54.0"),
+    ("anthropic", "2.10.0"),
+    ("langchain-openai", "1.7.4"),
+    ("langchain-anthropic", "1.7.10"),
+    ("litellm", "1.110.2"),
+    ("instructor", "1.17.0"),
+    ("llama-index-llms-openai", "0.8.3"),
+    ("llama-index-embeddings-openai", "0.7.0"),
 ];
 
 /// npm packages the client-library tests drive `ripcord serve` with (the Vercel AI SDK and its
@@ -119,20 +137,37 @@ fn installed_version(python: &Path, package: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// Creates `<cache>/venv-clients` (with `python3 -m venv`, as setup-model creates the project
+/// venv) when missing, then installs [`TEST_CLIENT_PYTHON_PACKAGES`] into it.
+fn ensure_client_python_packages(cache: &Path) -> Result<(), String> {
+    let venv = cache.join("venv-clients");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        let system_py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+        run_cmd(Command::new(system_py).args(["-m", "venv"]).arg(&venv))?;
+    }
+    pip_install_missing(&python, TEST_CLIENT_PYTHON_PACKAGES)
+}
+
 fn ensure_python_packages(cache: &Path) -> Result<(), String> {
     let python = cache.join("venv/bin/python");
     if !python.exists() {
         return Err(format!("{} is missing after setup-model", python.display()));
     }
-    let missing: Vec<String> = TEST_PYTHON_PACKAGES
+    pip_install_missing(&python, TEST_PYTHON_PACKAGES)
+}
+
+/// `pip install`s `packages` when any of them is not at its pinned version in `python`'s venv.
+/// The whole list is passed, so that a library's dependency cannot move another pin.
+fn pip_install_missing(python: &Path, packages: &[(&str, &str)]) -> Result<(), String> {
+    let all_present = packages
         .iter()
-        .filter(|(name, version)| installed_version(&python, name).as_deref() != Some(*version))
-        .map(|(name, version)| format!("{name}=={version}"))
-        .collect();
-    if missing.is_empty() {
+        .all(|(name, version)| installed_version(python, name).as_deref() == Some(*version));
+    if all_present {
         println!(
-            "xtask: test Python packages present ({})",
-            TEST_PYTHON_PACKAGES
+            "xtask: test Python packages present in {} ({})",
+            python.display(),
+            packages
                 .iter()
                 .map(|(n, v)| format!("{n}=={v}"))
                 .collect::<Vec<_>>()
@@ -141,7 +176,7 @@ fn ensure_python_packages(cache: &Path) -> Result<(), String> {
         return Ok(());
     }
     run_cmd(
-        Command::new(&python)
+        Command::new(python)
             .args([
                 "-m",
                 "pip",
@@ -149,7 +184,11 @@ fn ensure_python_packages(cache: &Path) -> Result<(), String> {
                 "--quiet",
                 "--disable-pip-version-check",
             ])
-            .args(&missing),
+            .args(
+                packages
+                    .iter()
+                    .map(|(name, version)| format!("{name}=={version}")),
+            ),
     )
 }
 
@@ -160,6 +199,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::check_deps::run(&[])?;
     crate::setup_model::run(&[])?;
     ensure_python_packages(&cache)?;
+    ensure_client_python_packages(&cache)?;
     ensure_node_packages(&cache)?;
     crate::debian_tools::ensure_tools()?;
     let receiver = crate::otlp::ensure_receiver()?;

@@ -39,7 +39,16 @@ const CLIENTS: &[(&str, Runtime)] = &[
     ("openai-node", Runtime::Node),
     ("@ai-sdk/openai", Runtime::Node),
     ("@ai-sdk/anthropic", Runtime::Node),
+    ("langchain-openai", Runtime::Libraries),
+    ("langchain-anthropic", Runtime::Libraries),
+    ("litellm", Runtime::Libraries),
+    ("instructor", Runtime::Libraries),
+    ("llama-index", Runtime::Libraries),
 ];
+
+/// The higher-level Python libraries' program (run in the separate venv `venv-clients`, one
+/// process per library that runs every feature; see [`Libraries`]).
+const LIBRARIES_PY: &str = include_str!("client_suite/libraries.py");
 
 /// What each cell must be: `✓`, `✗` (a known limit of the library, explained beside it) or
 /// `—` (the library has no such feature).
@@ -50,12 +59,26 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     // `x-should-retry`, so an exhausted chain is called once per its attempt (3 by default).
     ("@ai-sdk/openai", "retries", "✗"),
     ("@ai-sdk/anthropic", "retries", "✗"),
+    ("langchain-anthropic", "embeddings", "—"),
+    // instructor is structured output only: it has no plain chat, stream or tool calls of its
+    // own and no embeddings.
+    ("instructor", "chat", "—"),
+    ("instructor", "stream", "—"),
+    ("instructor", "tools", "—"),
+    ("instructor", "embeddings", "—"),
+    // llama-index's `stream_chat` surfaced no usage in its chunks (usage 0).
+    ("llama-index", "stream", "✗"),
+    // llama-index retries 5xx with its own retry decorator, which does not read
+    // `x-should-retry`: an exhausted chain was called 3 times per link.
+    ("llama-index", "retries", "✗"),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Runtime {
     Python,
     Node,
+    /// The libraries in `client_suite/libraries.py`, run by the `venv-clients` Python.
+    Libraries,
 }
 
 const PYTHON: &str = r#"
@@ -294,7 +317,7 @@ fn config(dir: &std::path::Path, primary: &str, backup: &str) -> PathBuf {
             r#"
 [[routes]]
 name = "ripcord"
-aliases = ["claude-sonnet-4-5"]
+aliases = ["claude-sonnet-4-5", "gpt-4o"]
 order = ["primary", "backup"]
 deadline_ms = 10000
 
@@ -355,10 +378,19 @@ fn script(feature: &str, client: &str, primary: &FakeVendor, backup: &FakeVendor
             };
             primary.set_script(Script::Sequence(steps));
         }
+        // instructor asks for structured output as a forced tool call.
+        "structured" if tool_mode(client) => always(primary, Behavior::Reply(place())),
         "structured" => always(primary, Behavior::Reply(Reply::text(r#"{"city":"Oslo"}"#))),
         "retries" => {
             always(primary, Behavior::Error(VendorError::ServerError));
             always(backup, Behavior::Error(VendorError::ServerError));
+        }
+        "fallback" if tool_mode(client) => {
+            always(primary, Behavior::Error(VendorError::Overloaded));
+            always(
+                backup,
+                Behavior::Reply(place().with_model("gpt-4o-mini-2024-07-18")),
+            );
         }
         "fallback" => {
             always(primary, Behavior::Error(VendorError::Overloaded));
@@ -371,8 +403,24 @@ fn script(feature: &str, client: &str, primary: &FakeVendor, backup: &FakeVendor
     }
 }
 
+/// Whether `client` asks for structured output as a forced tool call (named after the model);
+/// llama-index's `structured_predict` asks with `response_format` instead.
+fn tool_mode(client: &str) -> bool {
+    client == "instructor"
+}
+
+/// The forced tool call a tool-mode library expects for `Place { city }`.
+fn place() -> Reply {
+    Reply::text("").with_tool_call("call_p1", "Place", r#"{"city":"Oslo"}"#)
+}
+
 /// What the vendors must have seen for the cell to be ✓, beside what the client says.
-fn vendors_agree(feature: &str, primary: &FakeVendor, backup: &FakeVendor) -> Result<(), String> {
+fn vendors_agree(
+    feature: &str,
+    client: &str,
+    primary: &FakeVendor,
+    backup: &FakeVendor,
+) -> Result<(), String> {
     let last = || primary.requests().last().and_then(|r| r.json());
     match feature {
         "tools" => {
@@ -384,6 +432,15 @@ fn vendors_agree(feature: &str, primary: &FakeVendor, backup: &FakeVendor) -> Re
             has_result
                 .then_some(())
                 .ok_or_else(|| format!("the tool result did not reach the vendor: {sent}"))
+        }
+        "structured" if tool_mode(client) => {
+            let sent = last().ok_or("no request")?;
+            let named = sent["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "Place"));
+            named
+                .then_some(())
+                .ok_or_else(|| format!("no Place tool reached the vendor: {sent}"))
         }
         "structured" => {
             let sent = last().ok_or("no request")?;
@@ -415,6 +472,7 @@ fn run_client(runtime: Runtime, url: &str, client: &str, feature: &str) -> Value
                 .args(args)
                 .output()
         }
+        Runtime::Libraries => panic!("{client} runs in its own process (Libraries)"),
         Runtime::Node => {
             let dir = support::cache_dir().join("node-sdks");
             let file = dir.join(format!("ripcord-suite-{}.mjs", std::process::id()));
@@ -434,6 +492,80 @@ fn run_client(runtime: Runtime, url: &str, client: &str, feature: &str) -> Value
     })
 }
 
+/// One library's process from `client_suite/libraries.py`: it imports the library once, then
+/// runs one feature per line written to it (after the fakes are scripted for that feature), so
+/// a library costs one interpreter start, not one per feature. Killed on drop.
+struct Libraries {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Libraries {
+    fn start(python: &std::path::Path, dir: &std::path::Path, url: &str, client: &str) -> Self {
+        use std::process::Stdio;
+        let program = dir.join("libraries.py");
+        std::fs::write(&program, LIBRARIES_PY).unwrap();
+        let mut child = Command::new(python)
+            .arg(&program)
+            .args([url, client])
+            // litellm reads its model price table from the internet unless told not to; the
+            // tests talk to loopback only.
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("LITELLM_TELEMETRY", "False")
+            .env("ANONYMIZED_TELEMETRY", "False")
+            .env("NO_PROXY", "127.0.0.1")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut this = Self {
+            child,
+            stdin,
+            stdout,
+        };
+        let ready = this.line();
+        assert_eq!(ready["ready"], true, "{client} did not start: {ready}");
+        this
+    }
+
+    fn line(&mut self) -> Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        // Skip what the library itself prints; the program marks its own lines.
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line).unwrap() == 0 || line.starts_with("RIPCORD-SUITE ")
+            {
+                break;
+            }
+        }
+        let line = line.trim_start_matches("RIPCORD-SUITE ");
+        serde_json::from_str(line).unwrap_or_else(
+            |_| serde_json::json!({"ok": false, "error": format!("no answer: {line:?}")}),
+        )
+    }
+
+    fn run(&mut self, feature: &str) -> Value {
+        use std::io::Write;
+        writeln!(self.stdin, "{feature}").unwrap();
+        self.stdin.flush().unwrap();
+        self.line()
+    }
+}
+
+impl Drop for Libraries {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_client_library_through_the_gateway() {
     let node_sdks = support::cache_dir().join("node-sdks/node_modules");
@@ -449,19 +581,38 @@ async fn every_client_library_through_the_gateway() {
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = config(&dir, &primary.base_url(), &backup.base_url());
     let served = support::serve(&cfg);
+    // The higher-level libraries live in their own venv, so that their dependencies cannot
+    // replace the pinned SDKs of the project venv.
+    let libraries = support::require(
+        support::cache_dir().join("venv-clients/bin/python"),
+        "the client-libraries Python venv (langchain, litellm, instructor, llama-index)",
+    );
+    let clients: Vec<(&str, Runtime)> = CLIENTS
+        .iter()
+        .copied()
+        .filter(|(_, r)| *r != Runtime::Libraries || libraries.is_some())
+        .collect();
     let mut matrix: Vec<(&str, &str, &str, String)> = Vec::new();
-    for (client, runtime) in CLIENTS {
+    for (client, runtime) in &clients {
+        let mut process = libraries
+            .as_ref()
+            .filter(|_| *runtime == Runtime::Libraries)
+            .map(|python| Libraries::start(python, &dir, &served.url, client));
         for feature in FEATURES {
             script(feature, client, &primary, &backup);
             let url = served.url.clone();
             let (c, f, r) = (client.to_string(), feature.to_string(), *runtime);
-            let v = tokio::task::spawn_blocking(move || run_client(r, &url, &c, &f))
-                .await
-                .unwrap();
+            let v = match process.as_mut() {
+                // The fakes run on the runtime's workers; this (the test's own) thread waits.
+                Some(p) => p.run(feature),
+                None => tokio::task::spawn_blocking(move || run_client(r, &url, &c, &f))
+                    .await
+                    .unwrap(),
+            };
             let cell = match v["ok"].as_bool() {
                 None => ("—", String::new()),
                 Some(false) => ("✗", v.to_string()),
-                Some(true) => match vendors_agree(feature, &primary, &backup) {
+                Some(true) => match vendors_agree(feature, client, &primary, &backup) {
                     Ok(()) => ("✓", String::new()),
                     Err(why) => ("✗", why),
                 },
@@ -475,7 +626,7 @@ async fn every_client_library_through_the_gateway() {
         FEATURES.join(" | "),
         "---|".repeat(FEATURES.len())
     );
-    for (client, _) in CLIENTS {
+    for (client, _) in &clients {
         let cells: Vec<&str> = matrix
             .iter()
             .filter(|(c, ..)| c == client)

@@ -702,7 +702,7 @@ impl Rig {
     /// What each pooled deployment's fake saw (when each model request reached it, since
     /// `start`) and how `s` scripted it over a run of `run`.
     pub(crate) fn deployment_records(
-        &self,
+        fakes: &BTreeMap<String, FakeVendor>,
         t: &Template,
         s: &Scenario,
         start: tokio::time::Instant,
@@ -715,7 +715,7 @@ impl Rig {
             let Some(pool) = &p.pool else { continue };
             for d in &pool.deployments {
                 let key = deployment_key(&p.name, &d.name);
-                let Some(fake) = self.fakes.get(&key) else {
+                let Some(fake) = fakes.get(&key) else {
                     continue;
                 };
                 let requests_ms = fake

@@ -17,7 +17,7 @@ use ripcord_cli::routing::Route;
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, Provenance, StreamEvent};
 
 use super::capture::KeySink;
-use super::chain::{LocalCache, Template, Whole, rig};
+use super::chain::{LocalCache, Rig, Template, Whole, rig};
 use super::invariants::{self, Check};
 use super::observe::{REQUEST_ID, Recorder};
 use super::record::{AttemptRec, ContinuedRec, Outcome, Records, SkipRec, TokenRec};
@@ -548,7 +548,7 @@ pub(crate) async fn run_scenario(
                 unknown_rejections: registry.unknown_rejections(),
             }
         }),
-        deployments: rig.deployment_records(t, scenario, start, s.duration),
+        deployments: Rig::deployment_records(&rig.fakes, t, scenario, start, s.duration),
         ..Records::default()
     };
     let (builds, reload_rec) = reloaded.unwrap_or_default();

@@ -180,8 +180,9 @@ def litellm_features():
         try:
             litellm.completion(messages=hi, **kw)
             return False, {"error": "answered"}
-        except litellm.InternalServerError as e:
-            return True, {"error": type(e).__name__}
+        except Exception as e:  # litellm maps each 5xx to its own class (502 BadGatewayError, 503 ServiceUnavailableError, ...)
+            status = getattr(e, "status_code", None)
+            return isinstance(status, int) and 500 <= status < 600, {"error": type(e).__name__, "status": status}
 
     def fallback():
         r = litellm.completion(messages=hi, **kw)

@@ -567,3 +567,35 @@ fn restart_is_refused_for_serve_and_an_unknown_retry_class_is_named() {
         "{text}"
     );
 }
+
+/// The breaker rules the Redis store cannot share are refused by name under
+/// `[state] backend = "redis"`, not accepted and applied only in each replica's fallback view;
+/// with local state they stand.
+#[cfg(feature = "redis")]
+#[test]
+fn breaker_rules_redis_cannot_share_are_refused_by_name() {
+    let vars = &[("REDIS_PASSWORD", "pw")];
+    for (rule, line) in [
+        (
+            "breaker.failure_rate",
+            "failure_rate = { threshold = 0.5, window_ms = 30000, min_calls = 20 }",
+        ),
+        ("breaker.success_threshold", "success_threshold = 2"),
+    ] {
+        let text = SHARED.replace(
+            "api_key = \"sk-x\"\n",
+            &format!("api_key = \"sk-x\"\n[providers.breaker]\n{line}\n"),
+        );
+        let e = parse_err(&text, vars).to_string();
+        assert!(e.contains(rule), "{e}");
+        assert!(e.contains("not shared through Redis"), "{e}");
+        assert!(e.contains("\"primary\""), "{e}");
+        let local = text.replace("backend = \"redis\"", "backend = \"local\"");
+        let local = local.replace(
+            "url = \"redis://ripcord:${REDIS_PASSWORD}@10.0.0.5:6379/2\"\n",
+            "",
+        );
+        let local = local.replace("op_timeout_ms = 80\nreplicas = 3\n", "");
+        config::parse("ripcord.toml", &local, &env(vars)).unwrap();
+    }
+}

@@ -138,6 +138,9 @@ pub(super) fn resolve(
         i += 1;
     }
     let state = resolve_state(cx, &raw.state)?;
+    if matches!(state, super::model::StateBackend::Redis(_)) {
+        refuse_unshared_breaker_rules(cx, &raw)?;
+    }
     let budget = raw
         .budget
         .as_ref()
@@ -459,4 +462,37 @@ fn resolve_chain(
         fallback_notice_in_text: raw.fallback_notice_in_text,
         intent_notices: raw.intent_notices.clone(),
     })
+}
+
+/// The breaker rules Redis cannot share yet: its store trips on consecutive failures and closes
+/// on one probe's success, so `failure_rate` and `success_threshold` would hold only in each
+/// replica's fallback view. Refused by name rather than accepted and half applied.
+fn refuse_unshared_breaker_rules(
+    cx: &Ctx<'_>,
+    raw: &super::raw::RawConfig,
+) -> Result<(), ConfigError> {
+    for p in &raw.providers {
+        if p.kind == ProviderKind::LocalOnnx {
+            continue; // an in-process model keeps its breaker local
+        }
+        let Some(b) = &p.breaker else { continue };
+        let rule = if b.failure_rate.is_some() {
+            "breaker.failure_rate"
+        } else if b.success_threshold.is_some() {
+            "breaker.success_threshold"
+        } else {
+            continue;
+        };
+        return Err(cx.err(
+            Some(&p.name.span()),
+            rule,
+            format!(
+                "provider {:?}: `{rule}` is not shared through Redis yet ([state] backend = \"redis\" \
+                 trips on consecutive failures and closes on one successful probe); remove it, or \
+                 use the local state store",
+                p.name.get_ref()
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -47,6 +47,8 @@ async fn every_row_answers_against_fake_vendors() {
         "floor_hyper",
         "adapter",
         "chain",
+        "budget_1_subtenant",
+        "budget_30k_subtenants",
         "chain_redis",
         "chain_lowest_latency",
         "chain_redact",

@@ -77,7 +77,13 @@ async fn expect_error(resp: reqwest::Response, status: u16, kind: &str) -> Strin
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["type"], "error", "{v}");
     assert_eq!(v["error"]["type"], kind, "{v}");
-    v["error"]["message"].as_str().unwrap().to_owned()
+    // Every error names its request (issue 33 item 10); the rest is what the test compares.
+    let message = v["error"]["message"].as_str().unwrap();
+    let (text, id) = message
+        .rsplit_once(" (request id: ")
+        .unwrap_or_else(|| panic!("no request id in {message:?}"));
+    assert!(id.starts_with("req_") && id.ends_with(')'), "{message}");
+    text.to_owned()
 }
 
 #[tokio::test]

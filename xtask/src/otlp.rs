@@ -1,7 +1,7 @@
 //! A real OTLP receiver on loopback for the telemetry end-to-end test: `rotel`, a Rust
 //! OpenTelemetry collector shipped as a Python wheel.
 //!
-//! [`ensure_receiver`] installs it into the project venv (`<workspace>/.cache/venv`, created
+//! [`ensure_receiver`] installs it into the project venv (`<cache>/venv`, created
 //! with `python3 -m venv` when missing; `pip install --pre rotel==…`, a no-op once installed),
 //! starts it on two free loopback ports (OTLP/gRPC and OTLP/HTTP) with its debug exporter
 //! writing every received span — with kind, resource, attributes and events — to a log file,
@@ -105,9 +105,29 @@ pub(crate) fn workspace_root() -> PathBuf {
     here
 }
 
-/// The project venv.
+/// The project venv, `<cache>/venv`. The cache is found as `ripcord_local_onnx::default_cache_dir`
+/// finds it (this file is also compiled into tests that cannot depend on that crate):
+/// `$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`, else `~/.cache/ripcord`, else
+/// `<workspace>/.cache`.
 pub(crate) fn venv_dir(root: &Path) -> PathBuf {
-    root.join(".cache").join("venv")
+    let set = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let cache = set("RIPCORD_CACHE")
+        .or_else(|| {
+            set("XDG_CACHE_HOME")
+                .filter(|p| p.is_absolute())
+                .map(|p| p.join("ripcord"))
+        })
+        .or_else(|| {
+            set("HOME")
+                .filter(|p| p.is_absolute())
+                .map(|p| p.join(".cache/ripcord"))
+        })
+        .unwrap_or_else(|| root.join(".cache"));
+    cache.join("venv")
 }
 
 fn venv_python(venv: &Path) -> PathBuf {
@@ -153,8 +173,10 @@ pub(crate) fn install(root: &Path) -> Result<PathBuf, String> {
     }
     let venv = venv_dir(root);
     if !venv_python(&venv).exists() {
-        std::fs::create_dir_all(root.join(".cache"))
-            .map_err(|e| format!("could not create .cache: {e}"))?;
+        if let Some(cache) = venv.parent() {
+            std::fs::create_dir_all(cache)
+                .map_err(|e| format!("could not create {}: {e}", cache.display()))?;
+        }
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     }
     run(Command::new(venv_python(&venv)).args([
@@ -189,7 +211,10 @@ fn unique_dir() -> Result<PathBuf, String> {
 }
 
 /// Waits until both ports accept connections, or the process exits, or the time is up.
-#[allow(clippy::disallowed_methods)] // a synchronous tool: a short pause between probes is what it needs
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a synchronous tool: a short pause between probes is what it needs"
+)]
 fn wait_ready(child: &mut Child, ports: [u16; 2], log: &Path) -> Result<(), String> {
     let started = Instant::now();
     loop {
@@ -285,7 +310,10 @@ pub(crate) fn ensure_receiver() -> Result<ReceiverInfo, String> {
 
 /// Starts the receiver only if it is already installed (no network): `Ok(None)` otherwise.
 /// Used by `crates/telemetry/tests/otlp_e2e.rs`, which includes this file outside CI.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "used only where the file is included by the telemetry tests"
+)]
 pub(crate) fn start_if_installed() -> Result<Option<ReceiverInfo>, String> {
     match installed_agent(&workspace_root()) {
         Some(agent) => start(&agent).map(Some),

@@ -109,7 +109,10 @@ fn pings(port: u16) -> bool {
 }
 
 /// Waits until the server answers PING, or exits, or the time is up.
-#[allow(clippy::disallowed_methods)] // a synchronous tool: a short pause between probes is what it needs
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a synchronous tool: a short pause between probes is what it needs"
+)]
 fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
     let started = Instant::now();
     loop {

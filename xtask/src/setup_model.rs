@@ -16,7 +16,7 @@
 //!    every output. A second run re-hashes the outputs (about two seconds) and redoes only the
 //!    steps whose inputs changed or whose outputs are missing or differ.
 //!
-//! The cache is `$RIPCORD_CACHE`, else `<workspace>/.cache` (git-ignored). `--force` redoes
+//! The cache is `$RIPCORD_CACHE`, else the platform's cache folder (`~/.cache/ripcord`). `--force` redoes
 //! everything. Only `python3` (3.9+) with `venv` and pip's access to PyPI are needed.
 
 use std::collections::BTreeMap;
@@ -74,10 +74,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let started = Instant::now();
     let root = workspace_root();
-    let cache = match std::env::var_os("RIPCORD_CACHE") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => root.join(".cache"),
-    };
+    let cache = crate::test::cache_root();
     let script = root.join(MODEL_TOOL);
     if !script.is_file() {
         return Err(format!("the model tool {} is missing", script.display()));

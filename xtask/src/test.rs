@@ -2,12 +2,12 @@
 //!
 //! This is the README's test command and what `.ci/run` calls. Steps:
 //! 1. `check-deps`: the crate graph's floors (as ARCHITECTURE.md states them) and bans;
-//! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `.cache/`);
+//! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `<cache>` = `$RIPCORD_CACHE`, else `~/.cache/ripcord`);
 //! 3. the client libraries the tests drive ripcord with, pinned: Python packages (the official
-//!    `openai` and `anthropic` SDKs, `openai-agents`) in the project venv `.cache/venv`, and npm
-//!    packages (the Vercel AI SDK) under `.cache/node-sdks`, and the higher-level Python client
+//!    `openai` and `anthropic` SDKs, `openai-agents`) in the project venv `<cache>/venv`, and npm
+//!    packages (the Vercel AI SDK) under `<cache>/node-sdks`, and the higher-level Python client
 //!    libraries (langchain, litellm, instructor, llama-index) in a venv of their own,
-//!    `.cache/venv-clients`, so that their dependencies cannot replace the pinned SDKs;
+//!    `<cache>/venv-clients`, so that their dependencies cannot replace the pinned SDKs;
 //! 4. a real OTLP receiver (rotel) on loopback for the telemetry end-to-end tests, stopped
 //!    afterwards;
 //! 5. a real `redis-server` (Debian's package, installed with apt-get when missing) on loopback
@@ -15,7 +15,8 @@
 //! 6. Debian's `prometheus` (with `promtool`) and `chromium` for the operator tests (the
 //!    alerting rules against a real Prometheus, `/status` in a headless browser), installed
 //!    with apt-get when missing;
-//! 7. `cargo test --workspace` (extra arguments are passed on).
+//! 7. `cargo test --workspace` (extra arguments are passed on);
+//! 8. every user example (`crate::examples::EXAMPLES`), each checking its own outcome.
 //!
 //! It is idempotent: a second run reuses everything the first one prepared.
 
@@ -103,11 +104,10 @@ pub(crate) fn workspace_root() -> PathBuf {
     here.parent().map(PathBuf::from).unwrap_or(here)
 }
 
-/// The cache root: `RIPCORD_CACHE`, else `<workspace>/.cache`.
+/// The cache root: `RIPCORD_CACHE`, else the platform's cache folder (the one an installed
+/// `ripcord` looks in: [`ripcord_local_onnx::default_cache_dir`]).
 pub(crate) fn cache_root() -> PathBuf {
-    std::env::var_os("RIPCORD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".cache"))
+    ripcord_local_onnx::default_cache_dir()
 }
 
 /// Runs a command to completion, failing with its name when it fails.
@@ -217,7 +217,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .envs(redis.env())
         .args(["test", "--workspace"])
         .args(args);
-    let result = run_cmd(&mut cmd);
+    let mut result = run_cmd(&mut cmd);
+    if result.is_ok() {
+        let mut envs = vec![("RIPCORD_CACHE", cache.display().to_string())];
+        envs.extend(receiver.env());
+        envs.extend(redis.env());
+        result = crate::examples::run_all(&root, &envs);
+    }
     let stopped = receiver.stop().and(redis.stop());
     result.and(stopped)
 }

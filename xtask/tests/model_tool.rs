@@ -15,10 +15,7 @@ fn root() -> PathBuf {
 }
 
 fn cache() -> PathBuf {
-    match std::env::var_os("RIPCORD_CACHE") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => root().join(".cache"),
-    }
+    ripcord_local_onnx::default_cache_dir()
 }
 
 #[test]

@@ -23,7 +23,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // A benchmark's job is to print its table.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark program reports its figures on stdout and its progress on stderr"
+)]
 
 mod anchor;
 mod bare_proxy;

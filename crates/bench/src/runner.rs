@@ -161,7 +161,10 @@ impl Stats {
 }
 
 /// An empty histogram: 100 ns to 100 s, 3 significant digits.
-#[allow(clippy::expect_used)] // Constant bounds that `new_with_bounds` accepts: it cannot fail.
+#[expect(
+    clippy::expect_used,
+    reason = "constant bounds that `new_with_bounds` accepts: it cannot fail"
+)]
 pub(crate) fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(100, 100_000_000_000, 3).expect("constant, valid bounds")
 }

@@ -222,7 +222,7 @@ impl Conn {
         // `set_linger` is deprecated because a *non-zero* linger blocks the thread in close();
         // a zero linger never blocks: the socket is aborted at once. (`set_zero_linger` needs
         // tokio 1.50, newer than the workspace's minimum.)
-        #[allow(deprecated)]
+        #[expect(deprecated, reason = "a zero linger never blocks close(); see above")]
         let _ = self.stream.set_linger(Some(std::time::Duration::ZERO));
         drop(self.stream);
     }

@@ -1,6 +1,10 @@
 //! The `ripcord` binary: `chat`, `serve` (an OpenAI-compatible gateway) and `check-config`.
 #![forbid(unsafe_code)]
-#![allow(clippy::print_stderr, clippy::print_stdout)] // a command-line program talks on stdout/stderr
+#![allow(
+    clippy::print_stderr,
+    clippy::print_stdout,
+    reason = "a command-line program talks on stdout and stderr"
+)]
 
 use std::io::Read;
 use std::path::PathBuf;

@@ -72,7 +72,7 @@ pub enum ServeTelemetry {
 /// `/metrics`), over the same instruments as the OTLP export when `endpoint` is given; the
 /// server log (access lines, failures in full, retries and fallbacks) goes to stderr, scrubbed
 /// of the configured keys.
-#[allow(clippy::print_stderr)] // the CLI's own diagnostics
+#[expect(clippy::print_stderr, reason = "the CLI's own diagnostics")]
 pub fn init_serve(
     endpoint: Option<&str>,
     config: Option<&Config>,
@@ -113,12 +113,11 @@ pub fn init_serve(
 
 /// Installs telemetry for the process; returns the guard that flushes on drop. Failures are
 /// reported on stderr and the run continues without export.
-#[allow(clippy::print_stderr)] // the CLI's own diagnostics
 pub fn init(endpoint: &str, config: Option<&Config>) -> Option<TelemetryGuard> {
     init_with(endpoint, config, |b| b)
 }
 
-#[allow(clippy::print_stderr)] // the CLI's own diagnostics
+#[expect(clippy::print_stderr, reason = "the CLI's own diagnostics")]
 fn init_with(
     endpoint: &str,
     config: Option<&Config>,

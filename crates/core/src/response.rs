@@ -386,6 +386,16 @@ fn is_zero_u64(n: &u64) -> bool {
 }
 
 impl Provenance {
+    /// The link that served the answer, `"static"` for the static reply, or `""` when nothing
+    /// did — the same name [`ChatResponse::served_by`] gives, for a stream's provenance too.
+    pub fn served_by(&self) -> &str {
+        match &self.served_by {
+            Some(s) => s,
+            None if self.static_reply => "static",
+            None => "",
+        }
+    }
+
     /// Provenance of an answer served by `provider` in one attempt.
     pub fn served(provider: Arc<str>, model: Arc<str>, latency: Duration) -> Self {
         Provenance {
@@ -481,11 +491,7 @@ impl ChatResponse {
 
     /// The link that served the answer, or `"static"` for the static reply, or `""`.
     pub fn served_by(&self) -> &str {
-        match &self.provenance.served_by {
-            Some(s) => s,
-            None if self.provenance.static_reply => "static",
-            None => "",
-        }
+        self.provenance.served_by()
     }
 
     /// True when the answer is degraded (a fallback or the static reply).

@@ -226,6 +226,52 @@ impl Collector {
     }
 }
 
+/// The last provenance a stream carried, readable while the stream is consumed and after it
+/// ended; see [`watch_provenance`].
+#[derive(Debug, Clone, Default)]
+pub struct ProvenanceWatch(std::sync::Arc<std::sync::Mutex<Option<Provenance>>>);
+
+impl ProvenanceWatch {
+    /// The provenance of the newest [`StreamEvent::Provenance`] seen so far: after the stream
+    /// ended, the final one (which link served it, every attempt, what was skipped). `None`
+    /// when the stream carried none (a bare vendor model's stream, not a chain's).
+    pub fn get(&self) -> Option<Provenance> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Passes `stream` through unchanged and keeps its last provenance in the returned watch, so a
+/// caller that prints the text as it comes reads where it came from in one call at the end:
+///
+/// ```
+/// # use ripcord_core::{Chain, ChatModel, ChatRequest, Context, StreamEvent, stream};
+/// # use ripcord_core::testing::ScriptedModel;
+/// # use futures::StreamExt;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> ripcord_core::Result<()> {
+/// # let chain = Chain::builder().link(ScriptedModel::new("backup").reply("hi")).build()?;
+/// let (mut s, watch) = stream::watch_provenance(
+///     chain.stream(&ChatRequest::user("hi"), &Context::new()).await?,
+/// );
+/// while let Some(event) = s.next().await {
+///     if let StreamEvent::TextDelta { text } = event? {
+///         print!("{text}");
+///     }
+/// }
+/// assert_eq!(watch.get().unwrap().served_by(), "backup");
+/// # Ok(()) }
+/// ```
+pub fn watch_provenance(stream: ChatStream) -> (ChatStream, ProvenanceWatch) {
+    let watch = ProvenanceWatch::default();
+    let slot = watch.clone();
+    let stream = stream.map(move |item| {
+        if let Ok(StreamEvent::Provenance { provenance }) = &item {
+            *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((**provenance).clone());
+        }
+        item
+    });
+    (Box::pin(stream), watch)
+}
+
 /// Reads a stream to its end and assembles the response.
 ///
 /// # Errors

@@ -349,7 +349,7 @@ mod tests {
             if *events == 1 {
                 // A plain test thread (no runtime to block), standing in for the generating
                 // thread whose consumer is slow: it waits for no background work.
-                #[allow(clippy::disallowed_methods)]
+                #[expect(clippy::disallowed_methods, reason = "a plain test thread, see above")]
                 std::thread::sleep(std::time::Duration::from_millis(60));
             }
             true

@@ -16,7 +16,10 @@ pub const SMOLLM2_DIR: &str = "smollm2-135m-instruct";
 /// The folder name of the tiny random-weight test model inside `<cache>/models/`.
 pub const TINY_DIR: &str = "tiny-llama";
 
-/// The cache root: `$RIPCORD_CACHE` when set (and not empty), else `<workspace>/.cache`.
+/// The cache root, decided at run time (never a path of the build machine, so an installed or
+/// copied binary finds its cache too): `$RIPCORD_CACHE` when set (and not empty), else the
+/// platform's cache folder — `$XDG_CACHE_HOME/ripcord` when that is an absolute path, else
+/// `$HOME/.cache/ripcord` — else `ripcord-cache` in the temporary folder.
 ///
 /// # Examples
 ///
@@ -25,13 +28,22 @@ pub const TINY_DIR: &str = "tiny-llama";
 /// assert!(cache.is_absolute());
 /// ```
 pub fn default_cache_dir() -> PathBuf {
-    match env::var_os("RIPCORD_CACHE") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => normalize(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../.cache"
-        ))),
+    cache_dir_from(|k| env::var_os(k))
+}
+
+/// [`default_cache_dir`] over any environment (tests pass their own).
+fn cache_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let set = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = set("RIPCORD_CACHE") {
+        return dir;
     }
+    if let Some(xdg) = set("XDG_CACHE_HOME").filter(|p| p.is_absolute()) {
+        return xdg.join("ripcord");
+    }
+    if let Some(home) = set("HOME").filter(|p| p.is_absolute()) {
+        return home.join(".cache").join("ripcord");
+    }
+    normalize(&env::temp_dir().join("ripcord-cache"))
 }
 
 /// The prepared SmolLM2-135M-Instruct model: `<cache>/models/smollm2-135m-instruct`.
@@ -106,16 +118,41 @@ mod tests {
     }
 
     #[test]
-    fn compile_time_cache_is_the_workspace_dot_cache() {
-        let p = normalize(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../.cache"
-        )));
-        assert!(p.ends_with(".cache"));
-        assert!(
-            p.join("../Cargo.toml").exists(),
-            "{} is not beside the workspace root",
-            p.display()
+    fn the_cache_is_decided_at_run_time_from_the_environment() {
+        fn env<'a>(
+            pairs: &'a [(&'a str, &'a str)],
+        ) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        }
+        let all = [
+            ("RIPCORD_CACHE", "/srv/rc"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HOME", "/home/u"),
+        ];
+        assert_eq!(cache_dir_from(env(&all[..])), PathBuf::from("/srv/rc"));
+        assert_eq!(cache_dir_from(env(&all[1..])), PathBuf::from("/x/ripcord"));
+        // An empty or relative XDG_CACHE_HOME is ignored, as the XDG spec says.
+        let relative = [
+            ("XDG_CACHE_HOME", "rel"),
+            ("HOME", "/home/u"),
+            ("RIPCORD_CACHE", ""),
+        ];
+        assert_eq!(
+            cache_dir_from(env(&relative[..])),
+            PathBuf::from("/home/u/.cache/ripcord")
         );
+        let none = cache_dir_from(env(&[]));
+        assert!(
+            none.is_absolute() && none.ends_with("ripcord-cache"),
+            "{}",
+            none.display()
+        );
+        // Nothing of the build machine is baked in.
+        assert!(!none.starts_with(env!("CARGO_MANIFEST_DIR")));
     }
 }

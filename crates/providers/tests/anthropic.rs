@@ -288,3 +288,40 @@ async fn keys_never_show_in_debug_or_errors() {
     assert_eq!(e.kind(), ErrorKind::Auth);
     assert_error_clean(&e);
 }
+
+/// A base URL in either convention — the host alone (Anthropic's SDKs) or `…/v1` (OpenAI's) —
+/// reaches `/v1/messages`, never `/v1/v1/messages`.
+#[tokio::test]
+async fn base_urls_in_either_convention_reach_v1_messages() {
+    let fake = anthropic_fake().await;
+    for base in [fake.base_url(), format!("{}/v1", fake.base_url())] {
+        let m =
+            Anthropic::new(anthropic_cfg(&fake, "claude-sonnet-4-5").with_base_url(&base)).unwrap();
+        let r = m
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap();
+        assert!(!r.text().is_empty(), "{base}");
+    }
+    let paths: Vec<String> = fake.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/v1/messages", "/v1/messages"]);
+}
+
+/// A base URL that is still wrong (a path the vendor does not serve) fails with a 404 that
+/// names the URL it was sent to, so the mistake shows in the error instead of reading as a
+/// missing model.
+#[tokio::test]
+async fn a_404_names_the_url_it_was_sent_to() {
+    let fake = anthropic_fake().await;
+    let base = format!("{}/v1/v1", fake.base_url());
+    let wrong =
+        Anthropic::new(anthropic_cfg(&fake, "claude-sonnet-4-5").with_base_url(&base)).unwrap();
+    let e = wrong
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ModelNotFound, "{e}");
+    let url = format!("POST {}/v1/v1/messages", fake.base_url());
+    assert!(e.message().contains(&url), "{e} should name {url}");
+    assert_no_key("error", &format!("{e:?}"));
+}

@@ -593,3 +593,54 @@ async fn a_chain_stream_falls_back_on_a_first_event_error() {
         Some(ErrorKind::RateLimited)
     );
 }
+
+/// Custom headers reach the vendor on both wires (a gateway key behind Helicone or Portkey),
+/// never show in `Debug`, and a header ripcord sets itself is refused by name at build time.
+#[tokio::test]
+async fn custom_headers_reach_the_vendor_and_stay_secret() {
+    const SECRET: &str = "Bearer pk-helicone-7d1e93";
+    let fake = openai_fake().await;
+    let cfg = openai_cfg(&fake, "gpt-4o")
+        .with_header("Helicone-Auth", SECRET)
+        .with_header("x-team", "search");
+    assert!(!format!("{cfg:?}").contains("pk-helicone"), "{cfg:?}");
+    let m = OpenAi::new(cfg).unwrap();
+    m.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    let afake = anthropic_fake().await;
+    let a = ripcord_providers::Anthropic::new(
+        anthropic_cfg(&afake, "claude-sonnet-4-5").with_header("Helicone-Auth", SECRET),
+    )
+    .unwrap();
+    a.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    for f in [&fake, &afake] {
+        let req = &f.requests()[0];
+        let got = |n: &str| {
+            req.headers
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(got("helicone-auth").as_deref(), Some(SECRET));
+    }
+    assert_eq!(
+        fake.requests()[0]
+            .headers
+            .iter()
+            .find(|(k, _)| k == "x-team")
+            .map(|(_, v)| v.as_str()),
+        Some("search")
+    );
+    for (name, value) in [
+        ("Authorization", "Bearer other"),
+        ("bad name", "v"),
+        ("x-ok", "line\nbreak"),
+    ] {
+        let e = OpenAi::new(openai_cfg(&fake, "gpt-4o").with_header(name, value)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{e}");
+        assert!(!e.to_string().contains("line\nbreak"), "{e}");
+    }
+}

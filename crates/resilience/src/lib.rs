@@ -115,7 +115,6 @@ pub mod pool;
 pub mod probe;
 pub mod rate_limit;
 pub mod redact;
-mod renamed;
 pub mod retry;
 mod stream_util;
 pub mod timeout;
@@ -160,8 +159,6 @@ pub use redact::{
     PiiKind, PiiRedactor, PiiRedactorBuilder, Redact, RedactPolicy, RedactPolicyBuilder, Redaction,
     Restorer,
 };
-#[allow(deprecated)]
-pub use renamed::*;
 pub use retry::{
     Backoff, Jitter, RandomSource, Retry, RetryBudget, RetryClass, RetryOn, RetryPolicy,
     RetryPolicyBuilder, SplitMix64,

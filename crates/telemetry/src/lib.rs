@@ -69,7 +69,6 @@ pub mod metrics;
 mod processor;
 pub mod prometheus;
 mod redact;
-mod renamed;
 mod report;
 pub mod stderr_log;
 #[cfg(test)]
@@ -104,8 +103,6 @@ pub use error::TelemetryError;
 pub use metrics::MetricsLayer;
 pub use prometheus::PrometheusExport;
 pub use redact::{REDACTED, RedactingLine, RedactingWriter, SecretScrubber};
-#[allow(deprecated)]
-pub use renamed::*;
 pub use report::ExportFailure;
 
 use config::{CodeSettings, Resolved, Sampling};

@@ -11,8 +11,18 @@ from pathlib import Path
 MODEL_DIR = Path(__file__).resolve().parents[1]
 ROOT = MODEL_DIR.parents[1]
 TOOL = MODEL_DIR / "ripcord_model.py"
-# The cache `cargo xtask setup-model` fills: `$RIPCORD_CACHE`, else `<workspace>/.cache`.
-CACHE = Path(os.environ.get("RIPCORD_CACHE") or ROOT / ".cache")
+# The cache `cargo xtask setup-model` fills: `$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`,
+# else `~/.cache/ripcord` (as `ripcord_local_onnx::default_cache_dir` decides).
+def _cache() -> Path:
+    if os.environ.get("RIPCORD_CACHE"):
+        return Path(os.environ["RIPCORD_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "ripcord"
+    return Path.home() / ".cache" / "ripcord"
+
+
+CACHE = _cache()
 GGUF = CACHE / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_DIR = "tiny-llama"
 

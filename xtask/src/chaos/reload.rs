@@ -124,7 +124,10 @@ fn breaker_states(built: &Built, names: &[String]) -> Vec<Option<String>> {
 /// Makes the scenario's reload at its time, unless it has none: waits, rebuilds the changed
 /// config off the runtime's thread, swaps the new chain in. Returns the builds to drop after
 /// the run (the old one first) and what the reload did.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the run's settings, passed through once"
+)]
 pub(crate) async fn reload_at(
     plan: Option<&Reload>,
     built: Built,

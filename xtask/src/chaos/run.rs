@@ -433,7 +433,6 @@ async fn progress(label: &str, rec: &Recorder, s: &Settings) {
 /// `keys` is the sink of the process's key-scanning layer (taken after the run);
 /// `perturb` wraps each adapter outside the observers — only tests use it, to break an
 /// invariant on purpose.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_scenario(
     scenario: &Scenario,
     label: &str,

@@ -373,7 +373,10 @@ fn sent(ok: bool) -> After {
 }
 
 /// Parses and validates a model request. On failure: the request id and a 400 body.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one exchange's parts, each used once; a struct would only rename them"
+)]
 fn prepare(
     shared: &Shared,
     req: &Incoming,

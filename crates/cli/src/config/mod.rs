@@ -134,16 +134,11 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-/// Where `cargo xtask setup-model` puts the default local model.
+/// Where `cargo xtask setup-model` (or `ripcord setup-model`) puts the default local model:
+/// `<cache>/models/smollm2-135m-instruct`, the cache decided at run time
+/// ([`ripcord_local_onnx::default_cache_dir`]).
 pub fn default_model_dir() -> PathBuf {
-    ripcord_local_onnx_dir()
-}
-
-fn ripcord_local_onnx_dir() -> PathBuf {
-    let cache = std::env::var_os("RIPCORD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.cache")));
-    cache.join("models").join("smollm2-135m-instruct")
+    ripcord_local_onnx::default_model_dir()
 }
 
 /// Parses and validates a config text.

@@ -22,9 +22,7 @@ pub(crate) fn ripcord() -> Command {
 
 /// The cache folder `cargo xtask setup-model` fills.
 pub(crate) fn cache_dir() -> PathBuf {
-    std::env::var_os("RIPCORD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.cache")))
+    ripcord_local_onnx::default_cache_dir()
 }
 
 /// Returns `Some(path)` when present; when absent, fails under CI and skips loudly elsewhere.

@@ -58,6 +58,7 @@ pub struct AnthropicConfig {
     timeouts: Timeouts,
     client: Option<HttpClient>,
     capabilities: Option<Capabilities>,
+    headers: Vec<(String, SecretString)>,
 }
 
 impl fmt::Debug for AnthropicConfig {
@@ -69,6 +70,14 @@ impl fmt::Debug for AnthropicConfig {
             .field("name", &self.name)
             .field("version", &self.version)
             .field("timeouts", &self.timeouts)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -85,6 +94,7 @@ impl AnthropicConfig {
             timeouts: Timeouts::default(),
             client: None,
             capabilities: None,
+            headers: Vec::new(),
         }
     }
 
@@ -102,9 +112,20 @@ impl AnthropicConfig {
         Ok(c)
     }
 
-    /// Sets the base URL (default [`ANTHROPIC_BASE_URL`]).
+    /// Sets the base URL (default [`ANTHROPIC_BASE_URL`]): the host alone, as Anthropic's SDKs
+    /// take it, or with a trailing `/v1` (the OpenAI convention) — both reach `{host}/v1/messages`.
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = Some(url.into());
+        self
+    }
+
+    /// Adds a header sent with every request of this adapter: a gateway's own key behind
+    /// Helicone or Portkey (`Helicone-Auth`, `x-portkey-api-key`), a beta flag
+    /// (`anthropic-beta`). The value is kept secret (never in logs or `Debug`); a name or value
+    /// that cannot be a header, or a header ripcord sets itself (`x-api-key`,
+    /// `anthropic-version`, …), is refused when the adapter is built. Call it again for more.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
+        self.headers.push((name.into(), value.into()));
         self
     }
 
@@ -181,6 +202,10 @@ impl Anthropic {
     pub fn new(cfg: AnthropicConfig) -> Result<Anthropic> {
         let what = "anthropic";
         let base = cfg.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
+        // Anthropic's SDKs take the host alone, OpenAI's take `…/v1`: both are accepted, so a
+        // base URL copied from either convention never becomes `/v1/v1/messages`.
+        let base = base.trim().trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
         let url = http::Target::new(http::endpoint(base, "/v1/messages", what)?, what)?;
         let models_url = http::Target::new(http::endpoint(base, "/v1/models", what)?, what)?;
         let auth = Auth::header("x-api-key", cfg.api_key, what)?;
@@ -193,6 +218,7 @@ impl Anthropic {
             )
         })?;
         headers.insert(HeaderName::from_static("anthropic-version"), version);
+        http::add_custom_headers(&mut headers, &cfg.headers, what)?;
         let transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?;
         let locality = if url.host_str() == Some("api.anthropic.com") {
             Locality::cloud_in("anthropic", "us")
@@ -391,6 +417,16 @@ mod tests {
         .named("backup");
         assert_eq!(unknown.url.as_str(), "http://127.0.0.1:1/v1/messages");
         assert_eq!(&*unknown.id.name, "backup");
+        // The OpenAI convention (`…/v1`) reaches the same endpoint.
+        for base in [
+            "http://127.0.0.1:1/v1",
+            "http://127.0.0.1:1/v1/",
+            " http://127.0.0.1:1 ",
+        ] {
+            let a =
+                Anthropic::new(AnthropicConfig::new("m", "k-1234").with_base_url(base)).unwrap();
+            assert_eq!(a.url.as_str(), "http://127.0.0.1:1/v1/messages", "{base:?}");
+        }
         assert_eq!(unknown.caps.max_output_tokens, 8_192);
         let e = Anthropic::new(AnthropicConfig::new("m", "k").with_version("bad\nversion"))
             .unwrap_err();

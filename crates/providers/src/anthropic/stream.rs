@@ -71,7 +71,7 @@ enum StartBlock {
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[allow(clippy::enum_variant_names)] // the wire's own names
+#[expect(clippy::enum_variant_names, reason = "the wire's own names")]
 enum Delta {
     TextDelta {
         text: String,

@@ -55,5 +55,7 @@ pub use limits::{
 };
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
 pub(crate) use liveness::ListModels;
-pub(crate) use target::{Target, endpoint, env};
-pub(crate) use transport::{Sign, Transport};
+pub(crate) use target::{Target, add_custom_headers, endpoint, env};
+#[cfg(feature = "bedrock")]
+pub(crate) use transport::Sign;
+pub(crate) use transport::Transport;

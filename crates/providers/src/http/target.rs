@@ -66,3 +66,53 @@ impl std::ops::Deref for Target {
         &self.url
     }
 }
+
+/// Headers ripcord sets itself on every vendor request; `with_header` may not replace them.
+const OWN_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "content-type",
+    "accept",
+    "content-length",
+    "host",
+    "anthropic-version",
+];
+
+/// Adds an adapter's custom headers (`with_header`: a gateway's own key behind Helicone or
+/// Portkey, an org header) to `headers`, each value marked sensitive so it never reaches a log
+/// or `Debug` output. A name or value that cannot be a header, or a header ripcord sets itself,
+/// is an `InvalidRequest` naming the header.
+pub(crate) fn add_custom_headers(
+    headers: &mut http::HeaderMap,
+    custom: &[(String, secrecy::SecretString)],
+    what: &str,
+) -> Result<()> {
+    use secrecy::ExposeSecret as _;
+    for (name, value) in custom {
+        let header = http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("{what}: {name:?} cannot be a header name"),
+            )
+        })?;
+        if OWN_HEADERS.contains(&header.as_str()) {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "{what}: the header {header} is set by ripcord itself (the key goes in the config's api key)"
+                ),
+            ));
+        }
+        let mut v = http::HeaderValue::from_str(value.expose_secret()).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("{what}: the value of header {header} cannot be a header value"),
+            )
+        })?;
+        v.set_sensitive(true);
+        headers.append(header, v);
+    }
+    Ok(())
+}

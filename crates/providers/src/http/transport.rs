@@ -184,7 +184,12 @@ impl Transport {
             return Ok((resp, started));
         }
         let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
-        Err(classify(status, &headers, &raw))
+        Err(naming_url(
+            classify(status, &headers, &raw),
+            status,
+            "POST",
+            target,
+        ))
     }
 
     /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
@@ -203,7 +208,12 @@ impl Transport {
             return Ok(());
         }
         let (status, headers, raw) = self.error_parts(ctx, started, resp, false).await?;
-        Err(classify(status, &headers, &raw))
+        Err(naming_url(
+            classify(status, &headers, &raw),
+            status,
+            "GET",
+            target,
+        ))
     }
 
     /// Sends a request (a JSON body for a POST) and waits for the response headers (any
@@ -317,4 +327,16 @@ impl Transport {
             };
         Ok((status, headers, body))
     }
+}
+
+/// A 404 names the URL it was sent to (without its query): a wrong base URL — `/v1` given
+/// twice, or missing — reads as "model not found", and only the URL shows which it was.
+fn naming_url(e: Error, status: u16, method: &str, target: &Target) -> Error {
+    if status != 404 {
+        return e;
+    }
+    let mut url = target.url.clone();
+    url.set_query(None);
+    let message = format!("{} ({method} {url})", e.message());
+    e.with_message(message)
 }

@@ -190,6 +190,7 @@ pub struct OpenAiConfig {
     pub(crate) capabilities: Option<Capabilities>,
     pub(crate) max_tokens_field: Option<MaxTokensField>,
     pub(crate) wire: OpenAiWire,
+    pub(crate) headers: Vec<(String, SecretString)>,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -202,6 +203,14 @@ impl fmt::Debug for OpenAiConfig {
             .field("organization", &self.organization)
             .field("project", &self.project)
             .field("timeouts", &self.timeouts)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -229,7 +238,18 @@ impl OpenAiConfig {
             capabilities: None,
             max_tokens_field: None,
             wire: OpenAiWire::ChatCompletions,
+            headers: Vec::new(),
         }
+    }
+
+    /// Adds a header sent with every request of this adapter: a gateway's own key behind
+    /// Helicone or Portkey (`Helicone-Auth`, `x-portkey-api-key`), an organization header. The
+    /// value is kept secret (never in logs or `Debug`); a name or value that cannot be a header,
+    /// or a header ripcord sets itself (the auth header, `content-type`, …), is refused when the
+    /// adapter is built. Call it again for more headers.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
     }
 
     /// Reads `OPENAI_API_KEY` (required), and `OPENAI_BASE_URL`, `OPENAI_ORG_ID`,
@@ -422,6 +442,7 @@ impl OpenAi {
                 headers.insert(HeaderName::from_static(name), v);
             }
         }
+        http::add_custom_headers(&mut headers, &cfg.headers, what)?;
         let locality = match region_of(&chat_url) {
             Some(r) => Locality::cloud_in("openai", r),
             None => Locality::cloud("openai"),
@@ -590,13 +611,13 @@ impl OpenAi {
     }
 
     /// The chat endpoint.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "azure"))]
     pub(crate) fn chat_url(&self) -> &reqwest::Url {
         &self.engine.chat_url
     }
 
     /// The Responses endpoint, when the link calls it.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "azure"))]
     pub(crate) fn responses_url(&self) -> Option<&reqwest::Url> {
         self.engine.responses_url.as_deref()
     }

@@ -8,7 +8,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_core::{ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent};
-use ripcord_providers::{Anthropic, AnthropicConfig, OpenAi, OpenAiConfig, Timeouts};
+use ripcord_providers::Timeouts;
+#[cfg(feature = "anthropic")]
+use ripcord_providers::{Anthropic, AnthropicConfig};
+#[cfg(feature = "openai")]
+use ripcord_providers::{OpenAi, OpenAiConfig};
 
 /// The key every test configures; no output may ever contain it.
 pub(crate) const KEY: &str = "sk-test-5f3c9a1d7e2b4c6a8f0e";
@@ -31,22 +35,26 @@ pub(crate) async fn anthropic_fake() -> FakeVendor {
         .expect("fake anthropic")
 }
 
+#[cfg(feature = "openai")]
 pub(crate) fn openai_cfg(fake: &FakeVendor, model: &str) -> OpenAiConfig {
     OpenAiConfig::new(model, KEY)
         .with_base_url(format!("{}/v1", fake.base_url()))
         .with_timeouts(timeouts())
 }
 
+#[cfg(feature = "openai")]
 pub(crate) fn openai(fake: &FakeVendor) -> OpenAi {
     OpenAi::new(openai_cfg(fake, "gpt-4o")).expect("openai provider")
 }
 
+#[cfg(feature = "anthropic")]
 pub(crate) fn anthropic_cfg(fake: &FakeVendor, model: &str) -> AnthropicConfig {
     AnthropicConfig::new(model, KEY)
         .with_base_url(fake.base_url())
         .with_timeouts(timeouts())
 }
 
+#[cfg(feature = "anthropic")]
 pub(crate) fn anthropic(fake: &FakeVendor) -> Anthropic {
     Anthropic::new(anthropic_cfg(fake, "claude-sonnet-4-5")).expect("anthropic provider")
 }
@@ -55,6 +63,7 @@ pub(crate) async fn gemini_fake() -> FakeVendor {
     FakeVendor::start(Wire::Gemini).await.expect("fake gemini")
 }
 
+#[cfg(feature = "gemini")]
 /// Gemini on AI Studio's paths of the fake.
 pub(crate) fn gemini(fake: &FakeVendor) -> ripcord_providers::google::Gemini {
     ripcord_providers::google::Gemini::new(
@@ -65,6 +74,7 @@ pub(crate) fn gemini(fake: &FakeVendor) -> ripcord_providers::google::Gemini {
     .expect("gemini provider")
 }
 
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
 /// A Vertex configuration on the fake, with a fixed access token.
 pub(crate) fn vertex_cfg(
     fake: &FakeVendor,
@@ -80,12 +90,14 @@ pub(crate) fn vertex_cfg(
     .with_timeouts(timeouts())
 }
 
+#[cfg(feature = "vertex")]
 /// Gemini on Vertex's paths of the fake.
 pub(crate) fn vertex(fake: &FakeVendor) -> ripcord_providers::google::Gemini {
     ripcord_providers::google::Gemini::vertex(vertex_cfg(fake, "gemini-2.5-pro"))
         .expect("vertex provider")
 }
 
+#[cfg(feature = "vertex-anthropic")]
 /// Claude on Vertex's paths of the (Anthropic-wire) fake.
 pub(crate) fn vertex_anthropic(fake: &FakeVendor) -> ripcord_providers::google::VertexAnthropic {
     ripcord_providers::google::VertexAnthropic::new(vertex_cfg(fake, "claude-sonnet-4-5@20250929"))
@@ -205,6 +217,7 @@ pub(crate) async fn bedrock_fake() -> FakeVendor {
 /// The Claude model id the Bedrock tests ask for (an inference profile: `:` in the path).
 pub(crate) const BEDROCK_MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 
+#[cfg(feature = "bedrock")]
 /// The fake's long-term test keys.
 pub(crate) fn bedrock_keys() -> ripcord_providers::BedrockCredentials {
     ripcord_providers::BedrockCredentials::keys(
@@ -214,6 +227,7 @@ pub(crate) fn bedrock_keys() -> ripcord_providers::BedrockCredentials {
     )
 }
 
+#[cfg(feature = "bedrock")]
 pub(crate) fn bedrock_cfg(fake: &FakeVendor, model: &str) -> ripcord_providers::BedrockConfig {
     ripcord_providers::BedrockConfig::new(model, "us-east-1")
         .with_credentials(bedrock_keys())
@@ -221,6 +235,7 @@ pub(crate) fn bedrock_cfg(fake: &FakeVendor, model: &str) -> ripcord_providers::
         .with_timeouts(timeouts())
 }
 
+#[cfg(feature = "bedrock")]
 pub(crate) fn bedrock(fake: &FakeVendor) -> ripcord_providers::Bedrock {
     ripcord_providers::Bedrock::new(bedrock_cfg(fake, BEDROCK_MODEL)).expect("bedrock provider")
 }

@@ -116,6 +116,20 @@ pub struct RetryPolicyBuilder {
 
 impl RetryPolicyBuilder {
     /// Attempts per call, the first included (default 3; 1 disables retries).
+    ///
+    /// Only the classes of [`RetryPolicyBuilder::retry_on`] are retried on the same link; by
+    /// default `rate_limited` (429), `server_error` (500, 502, 504), `timeout`, `network` and
+    /// `invalid_response`. An `overloaded` answer — 503, Anthropic's 529 — is **not** retried by
+    /// default, where vendor SDKs retry it: a chain falls to its next link at once instead. On a
+    /// link with no fallback, add it:
+    ///
+    /// ```
+    /// use ripcord_resilience::{RetryClass, RetryOn, RetryPolicy};
+    /// let on = RetryOn::default().with(RetryClass::Overloaded);
+    /// let policy = RetryPolicy::builder().max_attempts(3).retry_on(on).build()?;
+    /// assert!(policy.retry_on().contains(RetryClass::Overloaded));
+    /// # Ok::<(), ripcord_resilience::ConfigError>(())
+    /// ```
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
         self

@@ -107,10 +107,10 @@ fn sse(body: &str) -> Vec<(String, Value)> {
     for line in body.lines() {
         if let Some(n) = line.strip_prefix("event: ") {
             name = n.to_owned();
-        } else if let Some(d) = line.strip_prefix("data: ") {
-            if d != "[DONE]" {
-                out.push((std::mem::take(&mut name), serde_json::from_str(d).unwrap()));
-            }
+        } else if let Some(d) = line.strip_prefix("data: ")
+            && d != "[DONE]"
+        {
+            out.push((std::mem::take(&mut name), serde_json::from_str(d).unwrap()));
         }
     }
     out

@@ -17,6 +17,9 @@
 //!   instead;
 //! - `seed` does not exist: a request with one is refused naming it (as the penalties are),
 //!   never sent on without it; `user` becomes `metadata.user_id`.
+//! - an assistant message's reasoning goes back as `thinking` (with its signature) and
+//!   `redacted_thinking` blocks at the start of its turn; thinking without a signature (another
+//!   vendor's reasoning) is left out, since Anthropic refuses unsigned blocks.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;

@@ -5,14 +5,17 @@
 //! streams, named events `message_start`, `content_block_start`, `ping`, `content_block_delta`
 //! (`text_delta`; `input_json_delta` for `tool_use` blocks), `content_block_stop`,
 //! `message_delta` (stop reason, output tokens) and `message_stop`; errors mid-stream arrive as
-//! `event: error`.
+//! `event: error`. A reply with reasoning opens with a `thinking` block (`thinking_delta`
+//! pieces, then one `signature_delta`) and an optional `redacted_thinking` block, as extended
+//! thinking does; a request whose history carries a thinking block without the signature the
+//! fake issued for its text is refused as the real API refuses it.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::http::Frames;
 use crate::openai::Ctx;
-use crate::reply::{Reply, split_even};
+use crate::reply::{Reply, signature_for, split_even};
 
 #[derive(Serialize)]
 struct Message<'a> {
@@ -30,6 +33,13 @@ struct Message<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: String,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
     Text {
         text: &'a str,
     },
@@ -63,7 +73,16 @@ fn tool_input(arguments: &str) -> Value {
 
 /// The `message` JSON body.
 pub(crate) fn message(ctx: Ctx<'_>, reply: &Reply) -> Vec<u8> {
-    let mut content = Vec::with_capacity(1 + reply.tool_calls.len());
+    let mut content = Vec::with_capacity(3 + reply.tool_calls.len());
+    if let Some(thinking) = &reply.reasoning {
+        content.push(Block::Thinking {
+            thinking,
+            signature: signature_for(thinking),
+        });
+    }
+    if let Some(data) = &reply.redacted_reasoning {
+        content.push(Block::RedactedThinking { data });
+    }
     if !reply.text.is_empty() {
         content.push(Block::Text { text: &reply.text });
     }
@@ -117,9 +136,12 @@ struct BlockDelta<'a> {
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)] // the wire's own names
 enum Delta<'a> {
     TextDelta { text: &'a str },
     InputJsonDelta { partial_json: &'a str },
+    ThinkingDelta { thinking: &'a str },
+    SignatureDelta { signature: String },
 }
 
 #[derive(Serialize)]
@@ -178,6 +200,53 @@ pub(crate) fn stream_frames(ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frames
     f.push(Some("message_start"), &start, false);
     let ping = Bare { kind: "ping" };
     let mut index = 0;
+    if let Some(thinking) = &reply.reasoning {
+        let block = BlockStart {
+            kind: "content_block_start",
+            index,
+            content_block: Block::Thinking {
+                thinking: "",
+                signature: String::new(),
+            },
+        };
+        f.push(Some("content_block_start"), &block, false);
+        for piece in split_even(thinking, reply.chunks) {
+            let delta = BlockDelta {
+                kind: "content_block_delta",
+                index,
+                delta: Delta::ThinkingDelta { thinking: piece },
+            };
+            f.push(Some("content_block_delta"), &delta, true);
+        }
+        let delta = BlockDelta {
+            kind: "content_block_delta",
+            index,
+            delta: Delta::SignatureDelta {
+                signature: signature_for(thinking),
+            },
+        };
+        f.push(Some("content_block_delta"), &delta, false);
+        let stop = BlockStop {
+            kind: "content_block_stop",
+            index,
+        };
+        f.push(Some("content_block_stop"), &stop, false);
+        index += 1;
+    }
+    if let Some(data) = &reply.redacted_reasoning {
+        let block = BlockStart {
+            kind: "content_block_start",
+            index,
+            content_block: Block::RedactedThinking { data },
+        };
+        f.push(Some("content_block_start"), &block, true);
+        let stop = BlockStop {
+            kind: "content_block_stop",
+            index,
+        };
+        f.push(Some("content_block_stop"), &stop, false);
+        index += 1;
+    }
     if reply.text.is_empty() {
         f.push(Some("ping"), &ping, false);
     } else {
@@ -279,6 +348,42 @@ pub(crate) fn invalid_json_error(request_id: &str, detail: &str) -> String {
     )
 }
 
+/// The 400 the fake gives a request whose history carries a thinking block it did not issue:
+/// a block without its signature, or with one that is not the fake's for the block's text
+/// (Anthropic checks signatures the same way). `None` when every thinking block is intact.
+pub(crate) fn thinking_error(request_id: &str, body: &[u8]) -> Option<String> {
+    // Only a body that mentions a thinking block is read again.
+    if !body.windows(10).any(|w| w == b"\"thinking\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let messages = v.get("messages")?.as_array()?;
+    for (i, m) in messages.iter().enumerate() {
+        let Some(blocks) = m.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        for (j, b) in blocks.iter().enumerate() {
+            if b.get("type").and_then(Value::as_str) != Some("thinking") {
+                continue;
+            }
+            let text = b.get("thinking").and_then(Value::as_str).unwrap_or("");
+            let message = match b.get("signature").and_then(Value::as_str) {
+                None => format!("messages.{i}.content.{j}.thinking.signature: Field required"),
+                Some(sig) if sig != signature_for(text) => {
+                    format!("messages.{i}.content.{j}: Invalid `signature` in `thinking` block")
+                }
+                Some(_) => continue,
+            };
+            return Some(crate::vendor_error::anthropic_error(
+                "invalid_request_error",
+                &message,
+                request_id,
+            ));
+        }
+    }
+    None
+}
+
 /// A 400 for a missing required field.
 pub(crate) fn missing_field_error(request_id: &str, field: &str) -> String {
     crate::vendor_error::anthropic_error(
@@ -345,6 +450,75 @@ mod tests {
         // text deltas 3, 4; tool start 6; argument deltas 7, 8
         assert_eq!(f.content(), &[3, 4, 6, 7, 8]);
         assert_eq!(f.tail_start(), 10);
+    }
+
+    #[test]
+    fn reasoning_opens_the_message_signed_in_json_and_stream() {
+        let ctx = Ctx {
+            id: "msg_1",
+            model: "claude",
+            created: 0,
+        };
+        let reply = Reply::text("4")
+            .with_chunks(2)
+            .with_reasoning("2+2")
+            .with_redacted_reasoning("opaque");
+        let v: Value = serde_json::from_slice(&message(ctx, &reply)).unwrap_or_default();
+        assert_eq!(
+            v["content"],
+            serde_json::json!([
+                {"type": "thinking", "thinking": "2+2", "signature": signature_for("2+2")},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "text", "text": "4"}
+            ])
+        );
+        let f = stream_frames(ctx, &reply, false);
+        let text = String::from_utf8_lossy(f.bytes(0..f.len())).into_owned();
+        let data: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            data[1]["content_block"],
+            serde_json::json!({"type": "thinking", "thinking": "", "signature": ""})
+        );
+        assert_eq!(data[2]["delta"]["type"], "thinking_delta");
+        assert_eq!(
+            data[4]["delta"],
+            serde_json::json!({"type": "signature_delta", "signature": signature_for("2+2")})
+        );
+        assert_eq!(data[6]["content_block"]["type"], "redacted_thinking");
+        assert_eq!(data[8]["index"], 2, "the text block comes third");
+    }
+
+    #[test]
+    fn thinking_in_history_needs_the_fakes_signature() {
+        let body = |block: Value| {
+            serde_json::to_vec(&serde_json::json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [block, {"type": "text", "text": "a"}]}
+            ]}))
+            .unwrap_or_default()
+        };
+        let good = serde_json::json!({"type": "thinking", "thinking": "t", "signature": signature_for("t")});
+        assert_eq!(thinking_error("r", &body(good)), None);
+        let forged = serde_json::json!({"type": "thinking", "thinking": "t2", "signature": signature_for("t")});
+        let e = thinking_error("r", &body(forged)).unwrap_or_default();
+        assert!(
+            e.contains("messages.1.content.0: Invalid `signature` in `thinking` block"),
+            "{e}"
+        );
+        let bare = serde_json::json!({"type": "thinking", "thinking": "t"});
+        let e = thinking_error("r", &body(bare)).unwrap_or_default();
+        assert!(
+            e.contains("messages.1.content.0.thinking.signature: Field required"),
+            "{e}"
+        );
+        assert_eq!(
+            thinking_error("r", br#"{"messages":[{"role":"user","content":"hi"}]}"#),
+            None
+        );
     }
 
     #[test]

@@ -80,7 +80,7 @@ mod vendor_error;
 pub mod vendor_table;
 
 pub use record::RecordedRequest;
-pub use reply::{Chunking, Reply};
+pub use reply::{Chunking, Reply, signature_for};
 pub use script::{Behavior, RawEnd, RawResponse, Script};
 pub use server::{FakeOptions, FakeVendor};
 pub use vendor_error::VendorError;

@@ -49,6 +49,9 @@ struct Choice<'a> {
 struct MessageOut<'a> {
     role: &'static str,
     content: Option<&'a str>,
+    /// DeepSeek's reasoning field, when the reply reasons.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
     refusal: Option<()>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<ToolCallOut<'a>>,
@@ -135,6 +138,7 @@ pub(crate) fn completion(ctx: Ctx<'_>, reply: &Reply) -> Vec<u8> {
             message: MessageOut {
                 role: "assistant",
                 content,
+                reasoning_content: reply.reasoning.as_deref(),
                 refusal: None,
                 tool_calls: reply
                     .tool_calls
@@ -189,6 +193,13 @@ struct RoleDelta<'a> {
 #[derive(Serialize)]
 struct ContentDelta<'a> {
     content: &'a str,
+}
+
+/// A reasoning piece as DeepSeek streams it: `content` null beside `reasoning_content`.
+#[derive(Serialize)]
+struct ReasoningDelta<'a> {
+    content: Option<()>,
+    reasoning_content: &'a str,
 }
 
 #[derive(Serialize)]
@@ -256,6 +267,15 @@ pub(crate) fn stream_frames(
         refusal: None,
     };
     f.push(None, &chunk(ctx, include_usage, delta(role, None)), false);
+    if let Some(reasoning) = &reply.reasoning {
+        for piece in split_even(reasoning, reply.chunks) {
+            let d = ReasoningDelta {
+                content: None,
+                reasoning_content: piece,
+            };
+            f.push(None, &chunk(ctx, include_usage, delta(d, None)), true);
+        }
+    }
     for piece in reply.text_pieces() {
         f.push(
             None,
@@ -572,5 +592,38 @@ mod tests {
             "{all}"
         );
         assert!(!String::from_utf8_lossy(without.bytes(0..without.len())).contains("usage"));
+    }
+
+    #[test]
+    fn reasoning_goes_as_reasoning_content_in_json_and_before_the_text_in_streams() {
+        let ctx = Ctx {
+            id: "chatcmpl-1",
+            model: "deepseek-reasoner",
+            created: 1,
+        };
+        let reply = Reply::text("9.8").with_chunks(2).with_reasoning("compare");
+        let v: Value = serde_json::from_slice(&completion(ctx, &reply)).unwrap_or_default();
+        assert_eq!(v["choices"][0]["message"]["reasoning_content"], "compare");
+        assert_eq!(v["choices"][0]["message"]["content"], "9.8");
+        let plain: Value =
+            serde_json::from_slice(&completion(ctx, &Reply::text("x"))).unwrap_or_default();
+        assert!(
+            plain["choices"][0]["message"]
+                .get("reasoning_content")
+                .is_none()
+        );
+        let f = stream_frames(ctx, &reply, false, false);
+        let all = String::from_utf8_lossy(f.bytes(0..f.len())).into_owned();
+        let data: Vec<Value> = all
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        assert_eq!(
+            data[1]["choices"][0]["delta"],
+            serde_json::json!({"content": null, "reasoning_content": "com"})
+        );
+        assert_eq!(data[3]["choices"][0]["delta"]["content"], "9");
+        assert_eq!(f.content(), &[1, 2, 3, 4]);
     }
 }

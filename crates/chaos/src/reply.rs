@@ -41,6 +41,35 @@ pub struct Reply {
     /// A request whose last assistant message is the start of the text (trailing whitespace
     /// aside) gets only the rest of the text: the fake continues its own answer.
     pub continues: bool,
+    /// The model's reasoning, sent before the answer: a signed `thinking` block on the
+    /// Anthropic wire ([`signature_for`] signs it), `reasoning_content` on the OpenAI wire
+    /// (DeepSeek's convention); `None` (the default) sends none.
+    pub reasoning: Option<String>,
+    /// The data of a `redacted_thinking` block the Anthropic wire sends after the thinking
+    /// block; ignored by the other wires.
+    pub redacted_reasoning: Option<String>,
+}
+
+/// The signature the fake Anthropic gives a thinking block with this text, and checks when
+/// the block comes back in history (as the real API checks its own): a fixed-format tag
+/// derived from the text (FNV-1a), so an altered text or a made-up signature is caught.
+/// It is a fake's consistency check, not a cryptographic signature.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_chaos::signature_for;
+/// assert_eq!(signature_for("a"), signature_for("a"));
+/// assert_ne!(signature_for("a"), signature_for("b"));
+/// assert!(signature_for("a").starts_with("fake-sig-"));
+/// ```
+pub fn signature_for(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fake-sig-{h:016x}")
 }
 
 /// How a [`Reply`]'s text is cut into stream deltas.
@@ -67,6 +96,8 @@ impl Default for Reply {
             model: None,
             chunking: Chunking::Even,
             continues: false,
+            reasoning: None,
+            redacted_reasoning: None,
         }
     }
 }
@@ -160,6 +191,19 @@ impl Reply {
     pub fn with_usage(mut self, input_tokens: u64, output_tokens: u64) -> Reply {
         self.input_tokens = input_tokens;
         self.output_tokens = output_tokens;
+        self
+    }
+
+    /// Sends this reasoning before the answer ([`Reply::reasoning`]).
+    pub fn with_reasoning(mut self, text: impl Into<String>) -> Reply {
+        self.reasoning = Some(text.into());
+        self
+    }
+
+    /// Sends a `redacted_thinking` block with this data on the Anthropic wire
+    /// ([`Reply::redacted_reasoning`]).
+    pub fn with_redacted_reasoning(mut self, data: impl Into<String>) -> Reply {
+        self.redacted_reasoning = Some(data.into());
         self
     }
 

@@ -48,6 +48,7 @@ pub mod embedding;
 mod error;
 mod fault;
 mod model;
+pub mod reasoning;
 mod request;
 mod response;
 pub mod rng;
@@ -70,6 +71,7 @@ pub use fault::Fault;
 pub use model::{
     ChatModel, EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Liveness, ModelId,
 };
+pub use reasoning::ReasoningBlock;
 pub use request::{
     ChatRequest, ContentPart, FileSource, ImageSource, Message, Needs, Reasoning, ReasoningEffort,
     ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec,

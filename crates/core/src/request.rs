@@ -160,6 +160,12 @@ pub struct Message {
     /// Optional participant name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The reasoning an assistant message came with (thinking blocks with their signatures,
+    /// redacted blocks), for vendors that want it back in history: Anthropic requires the
+    /// signed blocks of the turn that called tools when thinking is on. Adapters of vendors
+    /// that take no reasoning in history leave it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<crate::reasoning::ReasoningBlock>,
 }
 
 impl Message {
@@ -171,6 +177,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            reasoning: Vec::new(),
         }
     }
 
@@ -197,6 +204,7 @@ impl Message {
             tool_calls: calls,
             tool_call_id: None,
             name: None,
+            reasoning: Vec::new(),
         }
     }
 
@@ -208,7 +216,14 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
             name: None,
+            reasoning: Vec::new(),
         }
+    }
+
+    /// The same message carrying `reasoning` (see [`Message::reasoning`]).
+    pub fn with_reasoning(mut self, reasoning: Vec<crate::reasoning::ReasoningBlock>) -> Self {
+        self.reasoning = reasoning;
+        self
     }
 
     /// Adds an image part.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, StatusCode};
+use crate::reasoning::ReasoningBlock;
 use crate::request::ToolCall;
 
 /// Why the model stopped.
@@ -439,6 +440,9 @@ pub struct ChatResponse {
     /// Tool calls the model made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The model's reasoning, in the order it came (empty when the model showed none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<ReasoningBlock>,
     /// Why the model stopped.
     pub finish_reason: FinishReason,
     /// Token counts and cost.
@@ -481,6 +485,12 @@ impl ChatResponse {
     /// Sets the tool calls.
     pub fn with_tool_calls(mut self, calls: Vec<ToolCall>) -> Self {
         self.tool_calls = calls;
+        self
+    }
+
+    /// Sets the reasoning blocks.
+    pub fn with_reasoning(mut self, reasoning: Vec<ReasoningBlock>) -> Self {
+        self.reasoning = reasoning;
         self
     }
 

@@ -6,6 +6,7 @@ use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::reasoning::{ReasoningAccumulator, ReasoningBlock};
 use crate::request::ToolCall;
 use crate::response::{ChatResponse, FinishReason, Provenance, Usage};
 
@@ -32,6 +33,24 @@ pub enum StreamEvent {
         /// A fragment of the JSON arguments.
         #[serde(default)]
         arguments: String,
+    },
+    /// A piece of the model's reasoning text. Pieces append to the open thinking block; a
+    /// piece after a [`StreamEvent::ReasoningSignature`] or a [`StreamEvent::RedactedReasoning`]
+    /// starts a new block (see [`crate::reasoning::ReasoningAccumulator`]).
+    ReasoningDelta {
+        /// The text.
+        text: String,
+    },
+    /// The vendor's signature over the open thinking block, which closes it (Anthropic's
+    /// `signature_delta`).
+    ReasoningSignature {
+        /// The signature, as the vendor sent it.
+        signature: String,
+    },
+    /// One whole redacted reasoning block (Anthropic's `redacted_thinking`).
+    RedactedReasoning {
+        /// The opaque data, as the vendor sent it.
+        data: String,
     },
     /// Token counts (usually near the end).
     Usage {
@@ -77,13 +96,24 @@ impl StreamEvent {
         }
     }
 
-    /// True for events that show the caller answer content (text or tool-call pieces).
+    /// A piece of reasoning text.
+    pub fn reasoning(text: impl Into<String>) -> Self {
+        StreamEvent::ReasoningDelta { text: text.into() }
+    }
+
+    /// True for events that show the caller answer content (text, reasoning or tool-call
+    /// pieces).
     ///
     /// The chain commits to a link at its first content event: before it, fallback is free.
+    /// Reasoning counts: a client shown a model's thinking has been shown that model's answer.
     pub fn is_content(&self) -> bool {
         match self {
-            StreamEvent::TextDelta { text } => !text.is_empty(),
-            StreamEvent::ToolCallDelta { .. } => true,
+            StreamEvent::TextDelta { text } | StreamEvent::ReasoningDelta { text } => {
+                !text.is_empty()
+            }
+            StreamEvent::ToolCallDelta { .. }
+            | StreamEvent::ReasoningSignature { .. }
+            | StreamEvent::RedactedReasoning { .. } => true,
             _ => false,
         }
     }
@@ -105,7 +135,22 @@ pub type ChatStream = Pin<Box<dyn Stream<Item = Result<StreamEvent>> + Send + 's
 /// # }
 /// ```
 pub fn from_response(resp: ChatResponse) -> ChatStream {
-    let mut events = Vec::with_capacity(4);
+    let mut events = Vec::with_capacity(4 + 2 * resp.reasoning.len());
+    for block in resp.reasoning {
+        match block {
+            ReasoningBlock::Thinking { text, signature } => {
+                if !text.is_empty() {
+                    events.push(Ok(StreamEvent::ReasoningDelta { text }));
+                }
+                if let Some(signature) = signature {
+                    events.push(Ok(StreamEvent::ReasoningSignature { signature }));
+                }
+            }
+            ReasoningBlock::Redacted { data } => {
+                events.push(Ok(StreamEvent::RedactedReasoning { data }));
+            }
+        }
+    }
     if !resp.content.is_empty() {
         events.push(Ok(StreamEvent::TextDelta { text: resp.content }));
     }
@@ -145,6 +190,7 @@ pub fn index_out_of_bounds(what: &str, index: u64) -> Error {
 pub struct Collector {
     resp: ChatResponse,
     calls: Vec<ToolCall>,
+    reasoning: ReasoningAccumulator,
     finished: bool,
     /// A tool-call index beyond [`MAX_TOOL_INDEX`] that was refused.
     bad_index: Option<u32>,
@@ -183,6 +229,9 @@ impl Collector {
                 }
                 call.arguments.push_str(&arguments);
             }
+            StreamEvent::ReasoningDelta { text } => self.reasoning.text(&text),
+            StreamEvent::ReasoningSignature { signature } => self.reasoning.signature(&signature),
+            StreamEvent::RedactedReasoning { data } => self.reasoning.redacted(&data),
             StreamEvent::Usage { usage } => self.resp.usage = usage,
             StreamEvent::Finish { reason, model } => {
                 self.resp.finish_reason = reason;
@@ -198,6 +247,7 @@ impl Collector {
                     ..ChatResponse::default()
                 };
                 self.calls.clear();
+                self.reasoning = ReasoningAccumulator::new();
                 self.finished = false;
             }
             StreamEvent::Provenance { provenance } => self.resp.provenance = *provenance,
@@ -222,6 +272,7 @@ impl Collector {
             ));
         }
         self.resp.tool_calls = self.calls;
+        self.resp.reasoning = self.reasoning.into_blocks();
         Ok(self.resp)
     }
 }
@@ -284,4 +335,37 @@ pub async fn collect(mut stream: ChatStream) -> Result<ChatResponse> {
         c.push(ev?);
     }
     c.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reasoning_survives_a_round_trip_through_a_stream() {
+        let resp = ChatResponse::new("4").with_reasoning(vec![
+            ReasoningBlock::thinking("2 and 2").with_signature("sig"),
+            ReasoningBlock::redacted("opaque"),
+            ReasoningBlock::thinking("unsigned"),
+        ]);
+        let back = collect(from_response(resp.clone())).await.unwrap();
+        assert_eq!(back.reasoning, resp.reasoning);
+        assert_eq!(back.text(), "4");
+    }
+
+    #[test]
+    fn reasoning_is_content_and_a_restart_discards_it() {
+        assert!(StreamEvent::reasoning("x").is_content());
+        assert!(!StreamEvent::reasoning("").is_content());
+        let mut c = Collector::new();
+        c.push(StreamEvent::reasoning("old"));
+        c.push(StreamEvent::Restarted {
+            reason: ErrorKind::Timeout,
+            message: "cut".into(),
+        });
+        c.push(StreamEvent::reasoning("new"));
+        c.push(StreamEvent::finish(FinishReason::Stop));
+        let r = c.finish().unwrap();
+        assert_eq!(r.reasoning, vec![ReasoningBlock::thinking("new")]);
+    }
 }

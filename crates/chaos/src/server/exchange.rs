@@ -489,6 +489,9 @@ fn prepare(
                     return fail(job, body);
                 }
             }
+            if let Some(body) = anthropic::thinking_error(&job.request_id, &req.body) {
+                return fail(job, body);
+            }
             job.stream = probe.stream.unwrap_or(false);
             requested_model = url_model.or_else(|| probe.model.map(|m| m.into_owned()));
         }

@@ -1,5 +1,10 @@
 //! `POST /v1/chat/completions`: OpenAI's Chat Completions wire as a [`Dialect`] of the one
 //! pipeline, JSON and SSE.
+//!
+//! A serving model's reasoning goes out as `reasoning_content` on the message and in stream
+//! deltas (DeepSeek's convention, which vLLM shares and openai-python exposes as an extra
+//! attribute). The wire has no place for a thinking block's signature or a redacted block:
+//! those are left behind here on purpose (the Messages door carries them).
 
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -7,7 +12,9 @@ use ripcord_core::{ChatRequest, ChatResponse, FinishReason, Usage};
 use serde_json::Value;
 
 use super::errors::{GatewayError, Shape};
-use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, record, sse_event};
+use super::pipeline::{
+    Answer, Call, Dialect, Encoder, ReasoningPiece, ToolPiece, record, sse_event,
+};
 use super::reply::parse_body;
 use super::wire::{self, ChunkWriter, Delta, WireRequest};
 
@@ -89,6 +96,18 @@ impl Encoder for Chunks {
     fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
         let delta = Delta::tool_call(p.index, p.id, p.name, p.arguments);
         out.push(sse_event(None, &self.writer.chunk(delta, None)));
+    }
+
+    fn reasoning(&mut self, piece: ReasoningPiece<'_>, out: &mut Vec<Bytes>) {
+        // Signatures and redacted blocks have no field on this wire (see the module docs).
+        if let ReasoningPiece::Text(text) = piece
+            && !text.is_empty()
+        {
+            out.push(sse_event(
+                None,
+                &self.writer.chunk(Delta::reasoning(text), None),
+            ));
+        }
     }
 
     fn end(

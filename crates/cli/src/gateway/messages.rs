@@ -11,7 +11,9 @@
 //!   fallback, the backup's), with `x-ripcord-served-by`, `x-ripcord-degraded`,
 //!   `x-ripcord-attempts` headers as on the OpenAI endpoint;
 //! - a stream is Anthropic's event sequence (`message_start`, `ping`, `content_block_start`,
-//!   `content_block_delta` with `text_delta` / `input_json_delta`, `content_block_stop`,
+//!   `content_block_delta` with `text_delta` / `input_json_delta` (and `thinking_delta` /
+//!   `signature_delta` in `thinking` blocks, `redacted_thinking` blocks whole, when the serving
+//!   model reasons), `content_block_stop`,
 //!   `message_delta` with the stop reason and usage, `message_stop`); its headers go out when
 //!   the chain commits to a link, so they are true for streams too;
 //! - a failure after commit ends the stream with Anthropic's `event: error`
@@ -39,7 +41,9 @@ use super::GatewayState;
 use super::errors::{GatewayError, Shape};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, MessagesRequest, OutUsage, event};
-use super::pipeline::{Answer, Call, Dialect, Encoder, ToolPiece, authorize_route, record};
+use super::pipeline::{
+    Answer, Call, Dialect, Encoder, ReasoningPiece, ToolPiece, authorize_route, record,
+};
 use super::reply::hdr;
 
 /// The Messages door.
@@ -132,6 +136,7 @@ struct Blocks {
 enum Open {
     Text,
     Tool,
+    Thinking,
 }
 
 impl Blocks {
@@ -168,6 +173,46 @@ impl Blocks {
             "content_block_delta",
             &json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
         ));
+    }
+
+    /// Reasoning as Anthropic streams it: a `thinking` block of `thinking_delta`s closed by
+    /// one `signature_delta`, and `redacted_thinking` blocks sent whole.
+    fn reasoning(&mut self, piece: ReasoningPiece<'_>, out: &mut Vec<Bytes>) {
+        let thinking = |blocks: &mut Blocks, out: &mut Vec<Bytes>| match blocks.open {
+            Some((i, Open::Thinking)) => i,
+            _ => blocks.start(
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                Open::Thinking,
+                out,
+            ),
+        };
+        match piece {
+            ReasoningPiece::Text("") => {}
+            ReasoningPiece::Text(text) => {
+                let index = thinking(self, out);
+                out.push(event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": text}}),
+                ));
+            }
+            ReasoningPiece::Signature(signature) => {
+                let index = thinking(self, out);
+                out.push(event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": signature}}),
+                ));
+                // A signature ends its block: more reasoning starts a new one.
+                self.close(out);
+            }
+            ReasoningPiece::Redacted(data) => {
+                self.start(
+                    json!({"type": "redacted_thinking", "data": data}),
+                    Open::Thinking,
+                    out,
+                );
+                self.close(out);
+            }
+        }
     }
 
     fn tool(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
@@ -216,6 +261,10 @@ impl Encoder for MessageEvents {
 
     fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
         self.blocks.tool(p, out);
+    }
+
+    fn reasoning(&mut self, piece: ReasoningPiece<'_>, out: &mut Vec<Bytes>) {
+        self.blocks.reasoning(piece, out);
     }
 
     fn end(
@@ -316,5 +365,42 @@ mod tests {
         assert_eq!(summary, expect);
         assert_eq!(v[3]["content_block"]["id"], "call_a");
         assert_eq!(v[7]["delta"]["partial_json"], "{\"x\":1}");
+    }
+
+    #[test]
+    fn reasoning_streams_as_signed_thinking_blocks_before_the_text() {
+        let mut b = Blocks::default();
+        let mut out = Vec::new();
+        b.reasoning(ReasoningPiece::Text("Two "), &mut out);
+        b.reasoning(ReasoningPiece::Text("and two."), &mut out);
+        b.reasoning(ReasoningPiece::Signature("sig"), &mut out);
+        b.reasoning(ReasoningPiece::Redacted("opaque"), &mut out);
+        b.reasoning(ReasoningPiece::Text("unsigned"), &mut out);
+        b.text("4", &mut out);
+        b.close(&mut out);
+        let v = decode(&out);
+        assert_eq!(
+            v[0]["content_block"],
+            json!({"type": "thinking", "thinking": "", "signature": ""})
+        );
+        assert_eq!(
+            v[1]["delta"],
+            json!({"type": "thinking_delta", "thinking": "Two "})
+        );
+        assert_eq!(
+            v[3]["delta"],
+            json!({"type": "signature_delta", "signature": "sig"})
+        );
+        assert_eq!(v[4], json!({"type": "content_block_stop", "index": 0}));
+        assert_eq!(
+            v[5]["content_block"],
+            json!({"type": "redacted_thinking", "data": "opaque"})
+        );
+        assert_eq!(v[6], json!({"type": "content_block_stop", "index": 1}));
+        assert_eq!(v[7]["index"], 2, "unsigned reasoning opens its own block");
+        assert_eq!(v[8]["delta"]["thinking"], "unsigned");
+        assert_eq!(v[9], json!({"type": "content_block_stop", "index": 2}));
+        assert_eq!(v[10]["content_block"]["type"], "text");
+        assert_eq!(v[10]["index"], 3);
     }
 }

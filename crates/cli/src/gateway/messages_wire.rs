@@ -15,8 +15,8 @@ use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use ripcord_core::{
-    ChatRequest, ChatResponse, ContentPart, ImageSource, Message, ResponseFormat, Role, ToolCall,
-    ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentPart, ImageSource, Message, ReasoningBlock, ResponseFormat,
+    Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
 use ripcord_providers::anthropic_wire;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -163,10 +163,19 @@ enum InBlock {
         #[serde(default, deserialize_with = "null_default")]
         is_error: bool,
     },
-    /// Extended thinking from an earlier Claude turn: no other vendor can take it back, so it
-    /// is left out of the conversation sent on (Anthropic itself ignores it on older turns).
-    Thinking {},
-    RedactedThinking {},
+    /// Extended thinking from an earlier Claude turn, kept on the assistant message with its
+    /// signature: an Anthropic link sends it back verbatim (Anthropic requires the signed
+    /// blocks of a turn that called tools), links of other vendors leave it out.
+    Thinking {
+        #[serde(default, deserialize_with = "null_default")]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    /// Encrypted thinking from an earlier Claude turn, kept like [`InBlock::Thinking`].
+    RedactedThinking {
+        data: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -458,10 +467,25 @@ fn push_message(out: &mut Vec<Message>, i: usize, m: InMessage) -> Result<(), Ga
                     "a `tool_result` block belongs in a user message",
                 ));
             }
-            InBlock::Thinking {} | InBlock::RedactedThinking {} => {}
+            InBlock::Thinking {
+                thinking,
+                signature,
+            } if role == Role::Assistant => msg.reasoning.push(ReasoningBlock::Thinking {
+                text: thinking,
+                signature: signature.filter(|s| !s.is_empty()),
+            }),
+            InBlock::RedactedThinking { data } if role == Role::Assistant => {
+                msg.reasoning.push(ReasoningBlock::redacted(data));
+            }
+            InBlock::Thinking { .. } | InBlock::RedactedThinking { .. } => {
+                return Err(GatewayError::invalid_at(
+                    at(),
+                    "a thinking block belongs in an assistant message",
+                ));
+            }
         }
     }
-    if !msg.content.is_empty() || !msg.tool_calls.is_empty() {
+    if !msg.content.is_empty() || !msg.tool_calls.is_empty() || !msg.reasoning.is_empty() {
         out.push(msg);
     }
     Ok(())
@@ -484,6 +508,15 @@ pub(crate) struct OutMessage<'a> {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum OutBlock<'a> {
+    Thinking {
+        thinking: &'a str,
+        /// Empty for reasoning a vendor did not sign (DeepSeek's, a Responses summary): the
+        /// SDKs need the field, and Anthropic would refuse such a block if it came back.
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
     Text {
         text: &'a str,
     },
@@ -539,7 +572,17 @@ pub(crate) fn message<'a>(
     model: &'a str,
     resp: &'a ChatResponse,
 ) -> Result<OutMessage<'a>, GatewayError> {
-    let mut content = Vec::with_capacity(1 + resp.tool_calls.len());
+    let mut content = Vec::with_capacity(1 + resp.tool_calls.len() + resp.reasoning.len());
+    for block in &resp.reasoning {
+        content.push(match block {
+            ReasoningBlock::Thinking { text, signature } => OutBlock::Thinking {
+                thinking: text,
+                signature: signature.as_deref().unwrap_or(""),
+            },
+            ReasoningBlock::Redacted { data } => OutBlock::RedactedThinking { data },
+            _ => continue,
+        });
+    }
     if !resp.content.is_empty() || resp.tool_calls.is_empty() {
         content.push(OutBlock::Text {
             text: &resp.content,
@@ -611,6 +654,10 @@ mod tests {
             vec![ToolCall::new("toolu_1", "weather", r#"{"city":"Paris"}"#)]
         );
         assert_eq!(req.messages[2].text(), "Checking.");
+        assert_eq!(
+            req.messages[2].reasoning,
+            vec![ReasoningBlock::thinking("hm").with_signature("s")]
+        );
         assert_eq!(req.messages[3].role, Role::Tool);
         assert_eq!(req.messages[3].tool_call_id.as_deref(), Some("toolu_1"));
         assert_eq!(req.messages[4].text(), "Thanks");
@@ -694,5 +741,48 @@ mod tests {
         let e = message("msg_2", "m", &bad).unwrap_err();
         assert_eq!(e.status, 502);
         assert_eq!(e.body(Shape::Anthropic)["error"]["type"], "api_error");
+    }
+
+    #[test]
+    fn thinking_renders_first_with_its_signature_and_parses_back_onto_the_assistant_turn() {
+        let resp = ChatResponse::new("4").with_reasoning(vec![
+            ReasoningBlock::thinking("2+2").with_signature("sig"),
+            ReasoningBlock::redacted("opaque"),
+            ReasoningBlock::thinking("unsigned"),
+        ]);
+        let v = serde_json::to_value(message("msg_1", "m", &resp).unwrap()).unwrap();
+        assert_eq!(
+            v["content"],
+            json!([
+                {"type": "thinking", "thinking": "2+2", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "thinking", "thinking": "unsigned", "signature": ""},
+                {"type": "text", "text": "4"}
+            ])
+        );
+        let mut history = v["content"].clone();
+        history.as_array_mut().unwrap().truncate(3);
+        let req = parse(json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": history},
+            {"role": "user", "content": "and?"}]}))
+        .unwrap();
+        assert_eq!(
+            req.messages[1].reasoning,
+            vec![
+                ReasoningBlock::thinking("2+2").with_signature("sig"),
+                ReasoningBlock::redacted("opaque"),
+                ReasoningBlock::thinking("unsigned"),
+            ],
+            "a thinking-only assistant turn is kept, an empty signature is none"
+        );
+        let e = parse(json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": [{"type": "redacted_thinking", "data": "x"}]}]}))
+        .unwrap_err();
+        assert!(
+            e.message().starts_with("messages[0].content[0]"),
+            "{}",
+            e.message()
+        );
     }
 }

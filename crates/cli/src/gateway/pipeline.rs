@@ -93,6 +93,9 @@ pub(super) trait Encoder: Send + 'static {
     fn text(&mut self, text: &str, out: &mut Vec<Bytes>);
     /// A piece of a tool call.
     fn tool_call(&mut self, piece: ToolPiece<'_>, out: &mut Vec<Bytes>);
+    /// A piece of the model's reasoning; each door renders it in its wire's way (or says in
+    /// its own docs why its wire has no place for a part of it).
+    fn reasoning(&mut self, piece: ReasoningPiece<'_>, out: &mut Vec<Bytes>);
     /// The answer finished with `reason` (and `usage`, when the chain reported it). `record`
     /// is the chain's final word when it is news to the client (a stream continued on another
     /// link, see [`continuation_record`]): the door puts it beside its last event, under
@@ -127,6 +130,17 @@ pub(super) struct ToolPiece<'a> {
     pub(super) name: Option<&'a str>,
     /// A fragment of the JSON arguments.
     pub(super) arguments: &'a str,
+}
+
+/// A piece of reasoning as the chain streams it (see `ripcord_core::StreamEvent`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ReasoningPiece<'a> {
+    /// Reasoning text of the open thinking block.
+    Text(&'a str),
+    /// The vendor's signature, which closes the open thinking block.
+    Signature(&'a str),
+    /// A whole redacted (encrypted) block.
+    Redacted(&'a str),
 }
 
 /// What a dialect's [`Dialect::translate`] may consult: the gateway and the caller.
@@ -559,6 +573,18 @@ async fn stream_response<D: Dialect>(
                 Some(Ok(StreamEvent::ToolCallDelta { index, id, name, arguments })) => {
                     let piece = ToolPiece { index, id: id.as_deref(), name: name.as_deref(), arguments: &arguments };
                     enc.tool_call(piece, &mut out);
+                    continue;
+                }
+                Some(Ok(StreamEvent::ReasoningDelta { text })) => {
+                    enc.reasoning(ReasoningPiece::Text(&text), &mut out);
+                    continue;
+                }
+                Some(Ok(StreamEvent::ReasoningSignature { signature })) => {
+                    enc.reasoning(ReasoningPiece::Signature(&signature), &mut out);
+                    continue;
+                }
+                Some(Ok(StreamEvent::RedactedReasoning { data })) => {
+                    enc.reasoning(ReasoningPiece::Redacted(&data), &mut out);
                     continue;
                 }
                 Some(Ok(StreamEvent::Usage { usage: u })) => {

@@ -512,13 +512,47 @@ pub(super) fn call_item_id(answer: &str, n: usize) -> String {
     format!("fc_{base}_{n}")
 }
 
-/// The whole Responses object of an answer.
+/// The id of a reasoning item of answer `id`.
+pub(super) fn reasoning_item_id(answer: &str, n: usize) -> String {
+    let base = answer.strip_prefix("resp_").unwrap_or(answer);
+    format!("rs_{base}_{n}")
+}
+
+/// A `reasoning` output item carrying `text` as its one summary part (the door shows the
+/// serving model's reasoning text, or a vendor's summary, there).
+pub(super) fn reasoning_item(id: String, text: &str, done: bool) -> rw::OutputItem {
+    rw::OutputItem::Reasoning(rw::ReasoningItem {
+        id,
+        summary: if done {
+            vec![rw::SummaryPart::text(text)]
+        } else {
+            Vec::new()
+        },
+        status: Some(if done {
+            rw::ItemStatus::Completed
+        } else {
+            rw::ItemStatus::InProgress
+        }),
+        ..rw::ReasoningItem::default()
+    })
+}
+
+/// The whole Responses object of an answer. Reasoning comes first, one `reasoning` item of its
+/// text; a signature or a redacted block has no place on this wire and stays behind.
 pub(super) fn response_object(
     echo: rw::Response,
     answer: &Answer,
     resp: &ChatResponse,
 ) -> rw::Response {
-    let mut output = Vec::with_capacity(1 + resp.tool_calls.len());
+    let mut output = Vec::with_capacity(2 + resp.tool_calls.len());
+    let reasoning = ripcord_core::reasoning::reasoning_text(&resp.reasoning);
+    if !reasoning.is_empty() {
+        output.push(reasoning_item(
+            reasoning_item_id(&answer.id, 0),
+            &reasoning,
+            true,
+        ));
+    }
     if !resp.content.is_empty() || resp.tool_calls.is_empty() {
         output.push(rw::OutputItem::Message(rw::OutputMessage::assistant(
             message_id(&answer.id, 0),

@@ -7,12 +7,18 @@ use ripcord_providers::openai_responses_wire as rw;
 use serde_json::{Value, json};
 
 use super::errors::GatewayError;
-use super::pipeline::{Answer, Encoder, ToolPiece, sse_event};
-use super::responses::{Opts, call_item_id, message_id, response_object};
+use super::pipeline::{Answer, Encoder, ReasoningPiece, ToolPiece, sse_event};
+use super::responses::{
+    Opts, call_item_id, message_id, reasoning_item, reasoning_item_id, response_object,
+};
 
 /// What is open in a streamed response: the text message item, or tool calls.
 #[derive(Debug)]
 enum Item {
+    Reasoning {
+        id: String,
+        text: String,
+    },
     Text {
         id: String,
         text: String,
@@ -77,6 +83,7 @@ impl ResponseEvents {
             rw::ItemStatus::InProgress
         };
         match item {
+            Item::Reasoning { id, text } => reasoning_item(id.clone(), text, done),
             Item::Text { id, text } => rw::OutputItem::Message(rw::OutputMessage::assistant(
                 id.clone(),
                 status,
@@ -114,6 +121,22 @@ impl ResponseEvents {
         let index = self.items.len() - 1;
         let output_index = u32::try_from(index).unwrap_or(u32::MAX);
         let events = match &self.items[index] {
+            Item::Reasoning { id, text } => vec![
+                rw::StreamEvent::ReasoningSummaryTextDone(rw::ReasoningSummaryTextDoneEvent {
+                    item_id: id.clone(),
+                    output_index,
+                    summary_index: 0,
+                    text: text.clone(),
+                    sequence_number: 0,
+                }),
+                rw::StreamEvent::ReasoningSummaryPartDone(rw::ReasoningSummaryPartEvent {
+                    item_id: id.clone(),
+                    output_index,
+                    summary_index: 0,
+                    part: rw::SummaryPart::text(text.clone()),
+                    sequence_number: 0,
+                }),
+            ],
             Item::Text { id, text } => vec![
                 rw::StreamEvent::OutputTextDone(rw::TextDoneEvent {
                     item_id: id.clone(),
@@ -168,6 +191,11 @@ impl ResponseEvents {
         let text_id = match &item {
             Item::Text { id, .. } => Some(id.clone()),
             Item::Call { .. } => None,
+            Item::Reasoning { .. } => None,
+        };
+        let reasoning_id = match &item {
+            Item::Reasoning { id, .. } => Some(id.clone()),
+            _ => None,
         };
         self.items.push(item);
         self.open = true;
@@ -186,6 +214,18 @@ impl ResponseEvents {
                     output_index,
                     content_index: 0,
                     part: rw::OutputContent::text(""),
+                    sequence_number: 0,
+                }),
+                out,
+            );
+        }
+        if let Some(item_id) = reasoning_id {
+            self.push(
+                rw::StreamEvent::ReasoningSummaryPartAdded(rw::ReasoningSummaryPartEvent {
+                    item_id,
+                    output_index,
+                    summary_index: 0,
+                    part: rw::SummaryPart::text(""),
                     sequence_number: 0,
                 }),
                 out,
@@ -282,6 +322,42 @@ impl Encoder for ResponseEvents {
         self.push(ev, out);
     }
 
+    fn reasoning(&mut self, piece: ReasoningPiece<'_>, out: &mut Vec<Bytes>) {
+        // The text goes out as a `reasoning` item's summary; a signature or a redacted block
+        // has no place on this wire and stays behind (the Messages door carries them).
+        let ReasoningPiece::Text(text) = piece else {
+            return;
+        };
+        if text.is_empty() {
+            return;
+        }
+        let index = match self.items.last() {
+            Some(Item::Reasoning { .. }) if self.open => self.items.len() - 1,
+            _ => {
+                let id = reasoning_item_id(&self.answer.id, self.items.len());
+                self.start(
+                    Item::Reasoning {
+                        id,
+                        text: String::new(),
+                    },
+                    out,
+                )
+            }
+        };
+        let Some(Item::Reasoning { id, text: all }) = self.items.get_mut(index) else {
+            return;
+        };
+        all.push_str(text);
+        let ev = rw::StreamEvent::ReasoningSummaryTextDelta(rw::ReasoningSummaryTextDeltaEvent {
+            item_id: id.clone(),
+            output_index: u32::try_from(index).unwrap_or(u32::MAX),
+            summary_index: 0,
+            delta: text.to_owned(),
+            sequence_number: 0,
+        });
+        self.push(ev, out);
+    }
+
     fn end(
         &mut self,
         reason: &FinishReason,
@@ -294,6 +370,9 @@ impl Encoder for ResponseEvents {
         let mut resp = ChatResponse::new("");
         for item in &self.items {
             match item {
+                Item::Reasoning { text, .. } => resp
+                    .reasoning
+                    .push(ripcord_core::ReasoningBlock::thinking(text.clone())),
                 Item::Text { text, .. } => resp.content.push_str(text),
                 Item::Call {
                     call_id,

@@ -226,6 +226,35 @@ const ROWS: &[Row] = &[
         openai: "—",
         anthropic: "—",
     },
+    Row {
+        door: "messages",
+        field: "`thinking` / `redacted_thinking` blocks in assistant history",
+        example: || {
+            messages(json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "t", "signature": "s"},
+                    {"type": "redacted_thinking", "data": "d"},
+                    {"type": "text", "text": "a"}]},
+                {"role": "user", "content": "more"}]}))
+        },
+        at_door: Door::Forwarded(|r| r.messages.get(1).is_some_and(|m| m.reasoning.len() == 2)),
+        openai: "left out on purpose: no OpenAI-wire vendor takes reasoning back (DeepSeek refuses it)",
+        anthropic: "forwarded verbatim, first in the turn; thinking without a signature (another vendor's) left out",
+    },
+    Row {
+        door: "chat",
+        field: "`reasoning_content` on an assistant message in history",
+        example: || {
+            chat(json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "a", "reasoning_content": "t"},
+                {"role": "user", "content": "more"}]}))
+        },
+        at_door: Door::Forwarded(|r| r.messages.get(1).is_some_and(|m| m.reasoning.len() == 1)),
+        openai: "left out on purpose (DeepSeek refuses it in history)",
+        anthropic: "left out on purpose: unsigned, Anthropic would refuse it",
+    },
 ];
 
 /// The markdown table of [`ROWS`].

@@ -85,6 +85,11 @@ pub(crate) struct WireMessage {
     function_call: Option<WireFunctionCall>,
     #[serde(default)]
     tool_call_id: Option<String>,
+    /// An earlier answer's reasoning, as this door renders it (and DeepSeek's SDK users send
+    /// it back with `model_dump()`): kept on the assistant turn, unsigned, so no link sends
+    /// it on (see `ripcord_core::Message::reasoning`).
+    #[serde(default)]
+    reasoning_content: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -195,6 +200,12 @@ impl WireRequest {
             let mut msg = Message::new(role, "");
             msg.content = content;
             msg.tool_call_id = m.tool_call_id;
+            if role == Role::Assistant
+                && let Some(r) = m.reasoning_content.filter(|r| !r.is_empty())
+            {
+                msg.reasoning
+                    .push(ripcord_core::ReasoningBlock::thinking(r));
+            }
             msg.tool_calls = m
                 .tool_calls
                 .into_iter()
@@ -508,6 +519,10 @@ struct CompletionMessage<'a> {
     role: &'static str,
     /// `null` only for an answer that is nothing but tool calls.
     content: Option<&'a str>,
+    /// The serving model's reasoning text (DeepSeek's field, which vLLM and others share);
+    /// absent when it showed none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<CompletionToolCall<'a>>,
 }
@@ -586,6 +601,10 @@ pub(crate) fn completion<'a>(
             message: CompletionMessage {
                 role: "assistant",
                 content,
+                // Only the text: the Chat Completions wire has no place for a signature or a
+                // redacted block, so those stay behind (the Messages door carries them).
+                reasoning_content: Some(ripcord_core::reasoning::reasoning_text(&resp.reasoning))
+                    .filter(|r| !r.is_empty()),
                 tool_calls,
             },
             finish_reason: finish_reason(&resp.finish_reason),
@@ -613,6 +632,8 @@ pub(crate) struct Delta<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<[ToolCallPiece<'a>; 1]>,
 }
 
@@ -622,7 +643,16 @@ impl<'a> Delta<'a> {
         Delta {
             role: Some("assistant"),
             content: Some(""),
+            reasoning_content: None,
             tool_calls: None,
+        }
+    }
+
+    /// A piece of the model's reasoning (`reasoning_content`, DeepSeek's convention).
+    pub(crate) fn reasoning(text: &'a str) -> Self {
+        Delta {
+            reasoning_content: Some(text),
+            ..Delta::default()
         }
     }
 

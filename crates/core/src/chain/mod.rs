@@ -427,6 +427,7 @@ impl ChainInner {
                 Ok(ChatResponse {
                     content: reply.text_for(ctx.intent()).to_owned(),
                     tool_calls: Vec::new(),
+                    reasoning: Vec::new(),
                     finish_reason: FinishReason::Stop,
                     usage: Usage::default(),
                     model: "static".to_owned(),

@@ -17,13 +17,16 @@
 //!   instead;
 //! - `seed` does not exist: a request with one is refused naming it (as the penalties are),
 //!   never sent on without it; `user` becomes `metadata.user_id`.
+//! - an assistant message's reasoning goes back as `thinking` (with its signature) and
+//!   `redacted_thinking` blocks at the start of its turn; thinking without a signature (another
+//!   vendor's reasoning) is left out, since Anthropic refuses unsigned blocks.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use ripcord_core::{
-    ChatRequest, ContentPart, Error, ErrorKind, FileSource, ImageSource, Message, ResponseFormat,
-    Result, Role, ToolChoice,
+    ChatRequest, ContentPart, Error, ErrorKind, FileSource, ImageSource, Message, ReasoningBlock,
+    ResponseFormat, Result, Role, ToolChoice,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -132,6 +135,15 @@ enum Block<'a> {
     ToolResult {
         tool_use_id: &'a str,
         content: Cow<'a, str>,
+    },
+    /// A thinking block of an earlier assistant turn, sent back verbatim with its signature.
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    /// A redacted thinking block of an earlier assistant turn, sent back verbatim.
+    RedactedThinking {
+        data: &'a str,
     },
 }
 
@@ -270,7 +282,27 @@ fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
             content,
         }]);
     }
-    let mut out = Vec::with_capacity(m.content.len() + m.tool_calls.len());
+    let mut out = Vec::with_capacity(m.content.len() + m.tool_calls.len() + m.reasoning.len());
+    if m.role == Role::Assistant {
+        // Thinking goes back first in the assistant turn, exactly as it came: Anthropic checks
+        // each block's signature, and requires the signed blocks of a turn that called tools
+        // while thinking is on. A thinking block without a signature came from another vendor
+        // (DeepSeek's `reasoning_content`, a Responses summary): Anthropic would refuse it, and
+        // it is no reasoning of Claude's, so it is left out on purpose.
+        for block in &m.reasoning {
+            match block {
+                ReasoningBlock::Thinking {
+                    text,
+                    signature: Some(signature),
+                } => out.push(Block::Thinking {
+                    thinking: text,
+                    signature,
+                }),
+                ReasoningBlock::Redacted { data } => out.push(Block::RedactedThinking { data }),
+                _ => {}
+            }
+        }
+    }
     for (j, part) in m.content.iter().enumerate() {
         let refuse = |what: &str| {
             Error::new(
@@ -662,6 +694,39 @@ mod tests {
         );
         let e = req.refuse_vendor_tools("x").unwrap_err();
         assert!(e.message().starts_with("tools[0]: "), "{e}");
+    }
+
+    #[test]
+    fn signed_thinking_in_history_goes_back_first_and_verbatim_unsigned_is_left_out() {
+        let turn = Message::assistant_tool_calls(vec![ToolCall::new("t1", "f", "{}")])
+            .with_reasoning(vec![
+                ReasoningBlock::thinking("from deepseek"),
+                ReasoningBlock::thinking("I should call f.").with_signature("sig-9"),
+                ReasoningBlock::redacted("opaque=="),
+            ]);
+        let req = ChatRequest::new(vec![
+            Message::user("go"),
+            turn,
+            Message::tool_result("t1", "ok"),
+        ]);
+        let (v, _) = body(&req);
+        assert_eq!(
+            v["messages"][1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "I should call f.", "signature": "sig-9"},
+                {"type": "redacted_thinking", "data": "opaque=="},
+                {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+            ])
+        );
+        // A user message's reasoning (none is meaningful) never reaches the wire.
+        let req = ChatRequest::new(vec![
+            Message::user("hi").with_reasoning(vec![ReasoningBlock::redacted("x")]),
+        ]);
+        let (v, _) = body(&req);
+        assert_eq!(
+            v["messages"][0]["content"],
+            json!([{"type": "text", "text": "hi"}])
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The Messages API response.
 
-use ripcord_core::{ChatResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage};
+use ripcord_core::{
+    ChatResponse, Error, ErrorKind, FinishReason, Price, ReasoningBlock, Result, ToolCall, Usage,
+};
 use serde::Deserialize;
 
 use super::error_map;
@@ -32,6 +34,15 @@ enum RespBlock {
         name: String,
         #[serde(default)]
         input: serde_json::Value,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
     },
     #[serde(other)]
     Other,
@@ -97,6 +108,7 @@ pub(crate) fn parse_message(
     }
     let mut content = String::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in m.content {
         match block {
             RespBlock::Text { text } => content.push_str(&text),
@@ -106,6 +118,14 @@ pub(crate) fn parse_message(
             RespBlock::ToolUse { id, name, input } => {
                 calls.push(ToolCall::new(id, name, input.to_string()))
             }
+            RespBlock::Thinking {
+                thinking,
+                signature,
+            } => reasoning.push(ReasoningBlock::Thinking {
+                text: thinking,
+                signature: signature.filter(|s| !s.is_empty()),
+            }),
+            RespBlock::RedactedThinking { data } => reasoning.push(ReasoningBlock::redacted(data)),
             RespBlock::Other => {}
         }
     }
@@ -119,6 +139,7 @@ pub(crate) fn parse_message(
     }
     Ok(ChatResponse::new(content)
         .with_tool_calls(calls)
+        .with_reasoning(reasoning)
         .with_finish_reason(finish)
         .with_usage(m.usage.unwrap_or_default().to_usage(price))
         .with_model(m.model.unwrap_or_default()))
@@ -143,6 +164,10 @@ mod tests {
         .unwrap();
         assert_eq!(r.content, "Let me check.");
         assert_eq!(
+            r.reasoning,
+            vec![ReasoningBlock::thinking("hm").with_signature("s")]
+        );
+        assert_eq!(
             r.tool_calls,
             vec![ToolCall::new("toolu_1", "weather", r#"{"city":"Paris"}"#)]
         );
@@ -156,6 +181,23 @@ mod tests {
             (125, 100, 15)
         );
         assert_eq!(r.model, "claude-sonnet-4-5-20250929");
+    }
+
+    #[test]
+    fn thinking_and_redacted_blocks_are_kept_in_order() {
+        let body = br#"{"type":"message","model":"claude-sonnet-4-5","content":[
+            {"type":"thinking","thinking":"First, 2+2.","signature":"sig-a"},
+            {"type":"redacted_thinking","data":"EmwKAhgB"},
+            {"type":"text","text":"4"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
+        let r = parse_message(body, JsonMode(false), None).unwrap();
+        assert_eq!(r.content, "4");
+        assert_eq!(
+            r.reasoning,
+            vec![
+                ReasoningBlock::thinking("First, 2+2.").with_signature("sig-a"),
+                ReasoningBlock::redacted("EmwKAhgB"),
+            ]
+        );
     }
 
     #[test]

@@ -65,6 +65,15 @@ enum StartBlock {
         id: String,
         name: String,
     },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -79,6 +88,12 @@ enum Delta {
     InputJsonDelta {
         partial_json: String,
     },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -92,6 +107,7 @@ struct MessageDelta {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Block {
     Text,
+    Thinking,
     Tool(u32),
     Json,
     Other,
@@ -212,11 +228,33 @@ impl Decoder for AnthropicDecoder {
                         arguments: String::new(),
                     });
                 }
+                StartBlock::Thinking {
+                    thinking,
+                    signature,
+                } => {
+                    self.set_block(index, Block::Thinking);
+                    if !thinking.is_empty() {
+                        out.push_back(StreamEvent::ReasoningDelta { text: thinking });
+                    }
+                    if let Some(signature) = signature.filter(|s| !s.is_empty()) {
+                        out.push_back(StreamEvent::ReasoningSignature { signature });
+                    }
+                }
+                StartBlock::RedactedThinking { data } => {
+                    self.set_block(index, Block::Other);
+                    out.push_back(StreamEvent::RedactedReasoning { data });
+                }
                 StartBlock::Other => self.set_block(index, Block::Other),
             },
             Event::ContentBlockDelta { index, delta } => match (self.block(index), delta) {
                 (Block::Text, Delta::TextDelta { text }) if !text.is_empty() => {
                     out.push_back(StreamEvent::TextDelta { text });
+                }
+                (Block::Thinking, Delta::ThinkingDelta { thinking }) if !thinking.is_empty() => {
+                    out.push_back(StreamEvent::ReasoningDelta { text: thinking });
+                }
+                (Block::Thinking, Delta::SignatureDelta { signature }) => {
+                    out.push_back(StreamEvent::ReasoningSignature { signature });
                 }
                 (Block::Tool(n), Delta::InputJsonDelta { partial_json }) => {
                     out.push_back(StreamEvent::ToolCallDelta {
@@ -342,6 +380,38 @@ mod tests {
         );
         assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (25, 30));
         assert_eq!(r.model, "claude-sonnet-4-5");
+    }
+
+    #[test]
+    fn thinking_blocks_stream_as_reasoning_with_their_signatures() {
+        let input = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":5}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Two \"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"and two.\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"sig-1\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"opaque\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_delta\",\"text\":\"4\"}}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let (events, last) = run(input, false);
+        assert!(matches!(last, Ok(Step::Done)));
+        assert_eq!(events[0], StreamEvent::reasoning("Two "));
+        let mut c = Collector::new();
+        events.into_iter().for_each(|e| c.push(e));
+        let r = c.finish().unwrap();
+        assert_eq!(r.content, "4");
+        assert_eq!(
+            r.reasoning,
+            vec![
+                ripcord_core::ReasoningBlock::thinking("Two and two.").with_signature("sig-1"),
+                ripcord_core::ReasoningBlock::redacted("opaque"),
+            ]
+        );
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The Converse response: `output.message.content` blocks, `stopReason`, `usage`.
 //!
 //! Reference: <https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_ResponseSyntax>.
-//! `reasoningContent` blocks (Claude's thinking) are not part of the answer and are not
-//! returned; a `guardrail_intervened` stop is a [`ErrorKind::ContentFiltered`] error whatever
+//! `reasoningContent` blocks (Claude's thinking) come back as the answer's reasoning: a
+//! `reasoningText` with its signature, or `redactedContent`; a `guardrail_intervened` stop is a [`ErrorKind::ContentFiltered`] error whatever
 //! text the guardrail put in place of the answer.
 
-use ripcord_core::{ChatResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage};
+use ripcord_core::{
+    ChatResponse, Error, ErrorKind, FinishReason, Price, ReasoningBlock, Result, ToolCall, Usage,
+};
 use serde::Deserialize;
 
 use super::request::{JSON_TOOL, JsonMode};
@@ -38,6 +40,26 @@ struct RespBlock {
     text: Option<String>,
     #[serde(default)]
     tool_use: Option<RespToolUse>,
+    #[serde(default)]
+    reasoning_content: Option<RespReasoning>,
+}
+
+/// A `reasoningContent` block: the reasoning text with its signature, or encrypted content.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RespReasoning {
+    #[serde(default)]
+    reasoning_text: Option<RespReasoningText>,
+    #[serde(default)]
+    redacted_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RespReasoningText {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    signature: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -135,7 +157,19 @@ pub(crate) fn parse_converse(
     };
     let mut content = String::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in message.content {
+        if let Some(r) = block.reasoning_content {
+            if let Some(t) = r.reasoning_text {
+                reasoning.push(ReasoningBlock::Thinking {
+                    text: t.text,
+                    signature: t.signature.filter(|s| !s.is_empty()),
+                });
+            }
+            if let Some(data) = r.redacted_content {
+                reasoning.push(ReasoningBlock::redacted(data));
+            }
+        }
         if let Some(t) = block.text {
             content.push_str(&t);
         }
@@ -162,6 +196,7 @@ pub(crate) fn parse_converse(
     }
     Ok(ChatResponse::new(content)
         .with_tool_calls(calls)
+        .with_reasoning(reasoning)
         .with_finish_reason(finish)
         .with_usage(r.usage.unwrap_or_default().to_usage(price))
         .with_model(model))
@@ -189,6 +224,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.content, "Checking the weather.");
+        assert_eq!(
+            r.reasoning,
+            vec![ReasoningBlock::thinking("Let me think.").with_signature("sig")]
+        );
         assert_eq!(
             r.tool_calls,
             vec![ToolCall::new(

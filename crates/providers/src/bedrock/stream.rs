@@ -145,7 +145,19 @@ struct Delta {
     #[serde(default)]
     tool_use: Option<DeltaToolUse>,
     #[serde(default)]
-    reasoning_content: Option<serde::de::IgnoredAny>,
+    reasoning_content: Option<DeltaReasoning>,
+}
+
+/// A `reasoningContent` delta: a piece of the text, the signature, or encrypted content.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeltaReasoning {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    redacted_content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -301,15 +313,26 @@ impl BedrockDecoder {
                         }
                         out.push_back(StreamEvent::TextDelta { text });
                     }
-                    // Thinking is not the answer; a tool delta for a block never started has
-                    // no call to belong to.
+                    // Claude's thinking, as Anthropic streams it: text pieces, then the
+                    // signature that closes the block; or a redacted block whole.
                     (
                         _,
                         Delta {
-                            reasoning_content: Some(_),
+                            reasoning_content: Some(r),
                             ..
                         },
-                    ) => {}
+                    ) => {
+                        if let Some(text) = r.text.filter(|t| !t.is_empty()) {
+                            out.push_back(StreamEvent::ReasoningDelta { text });
+                        }
+                        if let Some(signature) = r.signature.filter(|s| !s.is_empty()) {
+                            out.push_back(StreamEvent::ReasoningSignature { signature });
+                        }
+                        if let Some(data) = r.redacted_content {
+                            out.push_back(StreamEvent::RedactedReasoning { data });
+                        }
+                    }
+                    // A tool delta for a block never started has no call to belong to.
                     (
                         _,
                         Delta {

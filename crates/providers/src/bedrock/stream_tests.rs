@@ -130,6 +130,13 @@ fn every_event_kind_in_any_chunking() {
         let r = collect(events);
         assert_eq!(r.content, "Let me check.", "reasoning is not the answer");
         assert_eq!(
+            r.reasoning,
+            vec![
+                ripcord_core::ReasoningBlock::thinking("Thinking about Oslo.")
+                    .with_signature("EqoBCkgIARAB")
+            ]
+        );
+        assert_eq!(
             r.tool_calls,
             vec![ToolCall::new("tooluse_1", "weather", "{\"city\":\"Oslo\"}")]
         );
@@ -181,8 +188,8 @@ fn exception_frames_are_classified_mid_stream() {
         let (events, last) = run(&frames.concat(), 13, false);
         assert_eq!(
             events.iter().filter(|e| e.is_content()).count(),
-            2,
-            "{t}: the text before the exception was delivered"
+            4,
+            "{t}: the reasoning (text, signature) and the text before the exception were delivered"
         );
         let e = last.unwrap_err();
         assert_eq!(e.kind(), kind, "{t}");

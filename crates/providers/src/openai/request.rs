@@ -316,6 +316,10 @@ fn content(m: &Message) -> WireContent<'_> {
     }
 }
 
+/// One message on the Chat Completions wire. An assistant message's reasoning
+/// ([`Message::reasoning`]) is left out on purpose: OpenAI takes none in history, and DeepSeek
+/// documents a 400 for `reasoning_content` in the input messages; reasoning of Anthropic's
+/// (signed) means nothing to another vendor.
 fn message(m: &Message) -> WireMessage<'_> {
     WireMessage {
         role: role(m.role),
@@ -582,6 +586,23 @@ mod tests {
         let v = body(&asked, &vl, false);
         assert!(v.get("continue_final_message").is_none());
         assert!(v["messages"][1].get("prefix").is_none());
+    }
+
+    #[test]
+    fn reasoning_in_history_is_left_out_of_the_chat_wire() {
+        let req = ChatRequest::new(vec![
+            Message::user("q"),
+            Message::assistant("a").with_reasoning(vec![
+                ripcord_core::ReasoningBlock::thinking("t").with_signature("s"),
+                ripcord_core::ReasoningBlock::thinking("deepseek's"),
+            ]),
+            Message::user("again"),
+        ]);
+        let v = body(&req, &dialect(), false);
+        assert_eq!(
+            v["messages"][1],
+            json!({"role": "assistant", "content": "a"})
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Chat Completions and Embeddings responses.
 
 use ripcord_core::{
-    ChatResponse, EmbeddingResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage,
+    ChatResponse, EmbeddingResponse, Error, ErrorKind, FinishReason, Price, ReasoningBlock, Result,
+    ToolCall, Usage,
 };
 use serde::Deserialize;
 
@@ -101,6 +102,23 @@ struct RespMessage {
     tool_calls: Option<Vec<RespToolCall>>,
     #[serde(default)]
     refusal: Option<String>,
+    /// The reasoning as DeepSeek, Qwen (DashScope), vLLM and Ollama send it.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// The reasoning as OpenRouter (and newer vLLM) send it.
+    #[serde(default)]
+    reasoning: Option<String>,
+}
+
+/// The reasoning of a message or a delta: `reasoning_content`, else `reasoning` (a vendor that
+/// sends both sends the same text twice), empty ones ignored.
+pub(crate) fn reasoning_of(
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+) -> Option<String> {
+    reasoning_content
+        .filter(|r| !r.is_empty())
+        .or(reasoning.filter(|r| !r.is_empty()))
 }
 
 #[derive(Deserialize)]
@@ -211,6 +229,10 @@ pub(crate) fn parse_chat(
         ));
     };
     let mut content = msg.content.map(WireText::into_string).unwrap_or_default();
+    let reasoning: Vec<ReasoningBlock> = reasoning_of(msg.reasoning_content, msg.reasoning)
+        .map(ReasoningBlock::thinking)
+        .into_iter()
+        .collect();
     let mut finish = choice
         .finish_reason
         .as_deref()
@@ -241,6 +263,7 @@ pub(crate) fn parse_chat(
     let usage = c.usage.unwrap_or_default().to_usage(price);
     Ok(ChatResponse::new(content)
         .with_tool_calls(tool_calls)
+        .with_reasoning(reasoning)
         .with_finish_reason(finish)
         .with_usage(usage)
         .with_model(c.model.unwrap_or_default()))
@@ -334,6 +357,23 @@ mod tests {
         assert_eq!(text("[]").unwrap().as_deref(), Some(""));
         let e = text("42").unwrap_err().to_string();
         assert!(e.contains("a string or an array of text parts"), "{e}");
+    }
+
+    #[test]
+    fn reasoning_content_or_openrouter_reasoning_becomes_a_thinking_block() {
+        let body = br#"{"model":"deepseek-reasoner","choices":[{"message":{"role":"assistant",
+            "reasoning_content":"9.11 < 9.8","content":"9.8"},"finish_reason":"stop"}]}"#;
+        let r = parse_chat(body, None, None).unwrap();
+        assert_eq!(r.content, "9.8");
+        assert_eq!(r.reasoning, vec![ReasoningBlock::thinking("9.11 < 9.8")]);
+        let body = br#"{"choices":[{"message":{"role":"assistant","reasoning":"hm","content":"ok"},"finish_reason":"stop"}]}"#;
+        let r = parse_chat(body, None, None).unwrap();
+        assert_eq!(r.reasoning, vec![ReasoningBlock::thinking("hm")]);
+        // Both present: the same text once; neither or empty: no block.
+        let body = br#"{"choices":[{"message":{"reasoning_content":"a","reasoning":"a","content":"ok"},"finish_reason":"stop"}]}"#;
+        assert_eq!(parse_chat(body, None, None).unwrap().reasoning.len(), 1);
+        let body = br#"{"choices":[{"message":{"reasoning_content":"","reasoning":null,"content":"ok"},"finish_reason":"stop"}]}"#;
+        assert!(parse_chat(body, None, None).unwrap().reasoning.is_empty());
     }
 
     #[test]

@@ -49,6 +49,12 @@ struct Delta {
     tool_calls: Option<Vec<ToolDelta>>,
     #[serde(default)]
     refusal: Option<String>,
+    /// DeepSeek's, Qwen's, vLLM's and Ollama's reasoning piece.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// OpenRouter's reasoning piece.
+    #[serde(default)]
+    reasoning: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -134,6 +140,11 @@ impl Decoder for OpenAiDecoder {
         }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {
+                if let Some(text) =
+                    super::response::reasoning_of(delta.reasoning_content, delta.reasoning)
+                {
+                    out.push_back(StreamEvent::ReasoningDelta { text });
+                }
                 if let Some(text) = delta
                     .content
                     .map(WireText::into_string)
@@ -280,6 +291,30 @@ mod tests {
         assert_eq!(r.usage.input_tokens, 10);
         assert_eq!(r.usage.output_tokens, 4);
         assert!(r.usage.cost_usd.is_some());
+    }
+
+    #[test]
+    fn reasoning_content_deltas_stream_as_reasoning_before_the_answer() {
+        let (events, last) = run(concat!(
+            "data: {\"model\":\"deepseek-reasoner\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"Compare \"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"reasoning_content\":\"digits.\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\" (openrouter)\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"9.8\",\"reasoning_content\":null}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert!(matches!(last, Ok(Step::Done)));
+        assert_eq!(events[0], StreamEvent::reasoning("Compare "));
+        let mut c = Collector::new();
+        events.into_iter().for_each(|e| c.push(e));
+        let r = c.finish().unwrap();
+        assert_eq!(r.content, "9.8");
+        assert_eq!(
+            r.reasoning,
+            vec![ripcord_core::ReasoningBlock::thinking(
+                "Compare digits. (openrouter)"
+            )]
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - `queued`, `in_progress` and `cancelled` are not answers (ripcord never asks for
 //!   background responses): an invalid response.
 
-use ripcord_core::{ChatResponse, Error, ErrorKind, FinishReason, Price, Result, ToolCall, Usage};
+use ripcord_core::{
+    ChatResponse, Error, ErrorKind, FinishReason, Price, ReasoningBlock, Result, ToolCall, Usage,
+};
 
 use crate::error_body::{ErrorBody, ErrorHook};
 use crate::openai::error_map;
@@ -107,6 +109,34 @@ pub(super) fn finish(
     }
 }
 
+/// A reasoning item as a thinking block: its reasoning text when the model returns it, else
+/// its summary parts set off by blank lines; `None` when it shows neither. Its
+/// `encrypted_content` is OpenAI's own state for OpenAI's next turn and is not kept: no other
+/// vendor can read it, and ripcord does not ask for it.
+fn reasoning_block(item: &wire::ReasoningItem) -> Option<ReasoningBlock> {
+    let content: Vec<&str> = item
+        .content
+        .iter()
+        .flatten()
+        .map(|c| match c {
+            wire::ReasoningContent::ReasoningText(t) => t.text.as_str(),
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    let parts: Vec<&str> = if content.is_empty() {
+        item.summary
+            .iter()
+            .map(|p| match p {
+                wire::SummaryPart::SummaryText(t) => t.text.as_str(),
+            })
+            .filter(|t| !t.is_empty())
+            .collect()
+    } else {
+        content
+    };
+    (!parts.is_empty()).then(|| ReasoningBlock::thinking(parts.join("\n\n")))
+}
+
 /// Parses a 200 body of `POST /v1/responses`. An error object in it (or a `failed` response)
 /// is classified like an HTTP error.
 pub(crate) fn parse(
@@ -136,6 +166,7 @@ pub(crate) fn parse(
     let mut text = String::new();
     let mut refusal = String::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for item in &r.output {
         match item {
             wire::OutputItem::Message(m) => {
@@ -154,7 +185,12 @@ pub(crate) fn parse(
                     f.arguments.clone(),
                 ));
             }
-            // Reasoning items and anything else carry no answer ripcord can hand on.
+            wire::OutputItem::Reasoning(item) => {
+                if let Some(block) = reasoning_block(item) {
+                    reasoning.push(block);
+                }
+            }
+            // Anything else carries no answer ripcord can hand on.
             _ => {}
         }
     }
@@ -173,6 +209,7 @@ pub(crate) fn parse(
         .unwrap_or_default();
     Ok(ChatResponse::new(text)
         .with_tool_calls(calls)
+        .with_reasoning(reasoning)
         .with_finish_reason(finish)
         .with_usage(usage)
         .with_model(r.model))
@@ -221,6 +258,31 @@ mod tests {
             (30, 20, 9)
         );
         assert_eq!(r.model, "gpt-5-2025");
+        assert!(r.reasoning.is_empty(), "an empty summary is no reasoning");
+    }
+
+    #[test]
+    fn reasoning_items_become_thinking_blocks_text_before_summary() {
+        let r = parse_v(resp(
+            "completed",
+            json!([
+                {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA",
+                 "summary": [{"type": "summary_text", "text": "**Plan**"},
+                             {"type": "summary_text", "text": "Add them."}]},
+                {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": "short"}],
+                 "content": [{"type": "reasoning_text", "text": "the full reasoning"}]},
+                {"type": "message", "id": "m", "role": "assistant", "status": "completed",
+                 "content": [{"type": "output_text", "text": "4", "annotations": []}]}
+            ]),
+        ))
+        .unwrap();
+        assert_eq!(
+            r.reasoning,
+            vec![
+                ReasoningBlock::thinking("**Plan**\n\nAdd them."),
+                ReasoningBlock::thinking("the full reasoning"),
+            ]
+        );
     }
 
     #[test]

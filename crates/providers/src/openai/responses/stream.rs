@@ -36,6 +36,9 @@ pub(crate) struct ResponsesDecoder {
     calls: Vec<Call>,
     /// Message items (and content indexes) whose text came in deltas.
     texts: Vec<(String, u32)>,
+    /// Reasoning summary parts (item, summary index) whose text came in deltas, and the last
+    /// part passed on (a new part is set off from it by a blank line).
+    summaries: Vec<(String, u32)>,
     refused: bool,
 }
 
@@ -47,8 +50,37 @@ impl ResponsesDecoder {
             model: None,
             calls: Vec::new(),
             texts: Vec::new(),
+            summaries: Vec::new(),
             refused: false,
         }
+    }
+
+    /// A piece of a reasoning summary part; `done` pieces carry the whole part and are only
+    /// passed on when no delta of the part was.
+    fn summary(
+        &mut self,
+        item_id: &str,
+        index: u32,
+        text: &str,
+        done: bool,
+        out: &mut VecDeque<StreamEvent>,
+    ) {
+        let key = (item_id.to_owned(), index);
+        let seen = self.summaries.contains(&key);
+        if text.is_empty() || (done && seen) {
+            return;
+        }
+        if !seen {
+            if !self.summaries.is_empty() {
+                out.push_back(StreamEvent::ReasoningDelta {
+                    text: "\n\n".to_owned(),
+                });
+            }
+            self.summaries.push(key);
+        }
+        out.push_back(StreamEvent::ReasoningDelta {
+            text: text.to_owned(),
+        });
     }
 
     /// The call an event names, by item id (else by output index).
@@ -247,8 +279,13 @@ impl Decoder for ResponsesDecoder {
             E::Error(e) => {
                 return Err(classified(e.code(), e.error_type(), e.message(), self.hook));
             }
-            // Reasoning summaries, content part boundaries, built-in tool progress: nothing
-            // ripcord's stream carries.
+            E::ReasoningSummaryTextDelta(e) => {
+                self.summary(&e.item_id, e.summary_index, &e.delta, false, out)
+            }
+            E::ReasoningSummaryTextDone(e) => {
+                self.summary(&e.item_id, e.summary_index, &e.text, true, out)
+            }
+            // Content part boundaries, built-in tool progress: nothing ripcord's stream carries.
             _ => {}
         }
         Ok(Step::More)
@@ -327,6 +364,10 @@ mod tests {
         assert_eq!((r.usage.input_tokens, r.usage.cached_input_tokens), (10, 4));
         assert_eq!(r.model, "gpt-5-2025");
         assert_eq!(
+            r.reasoning,
+            vec![ripcord_core::ReasoningBlock::thinking("hm")]
+        );
+        assert_eq!(
             events
                 .iter()
                 .filter(|e| matches!(e, StreamEvent::Finish { .. }))
@@ -334,6 +375,29 @@ mod tests {
             1
         );
         assert!(matches!(events.last(), Some(StreamEvent::Finish { .. })));
+    }
+
+    #[test]
+    fn summary_parts_stream_as_reasoning_set_off_by_blank_lines() {
+        use serde_json::json;
+        let input = sse(&[
+            json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs", "output_index": 0, "summary_index": 0, "delta": "Plan"}),
+            json!({"type": "response.reasoning_summary_text.done", "item_id": "rs", "output_index": 0, "summary_index": 0, "text": "Plan"}),
+            // A part sent whole, without deltas.
+            json!({"type": "response.reasoning_summary_text.done", "item_id": "rs", "output_index": 0, "summary_index": 1, "text": "Then add."}),
+            json!({"type": "response.output_text.delta", "item_id": "m", "output_index": 1, "content_index": 0, "delta": "4"}),
+            json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "model": "gpt-5", "output": []}}),
+        ]);
+        let (events, last) = run(&input);
+        assert!(matches!(last, Ok(Step::Done)), "{last:?}");
+        let mut c = Collector::new();
+        events.into_iter().for_each(|e| c.push(e));
+        let r = c.finish().unwrap();
+        assert_eq!(r.text(), "4");
+        assert_eq!(
+            r.reasoning,
+            vec![ripcord_core::ReasoningBlock::thinking("Plan\n\nThen add.")]
+        );
     }
 
     #[test]

@@ -57,6 +57,7 @@
 mod breaker;
 mod budget;
 mod documents;
+mod pool;
 mod rate_limit;
 #[cfg(feature = "server")]
 pub mod server;
@@ -65,5 +66,6 @@ mod state;
 pub use breaker::{RedisBreakerStore, SharedBreaker, SharedBreakerConfig, shared_breaker};
 pub use budget::{RedisBudgetStore, SharedBudget, SharedBudgetConfig, shared_budget};
 pub use documents::RedisDocuments;
+pub use pool::{RedisPoolStore, SharedPoolConfig};
 pub use rate_limit::{RedisLimitStore, SharedRateLimit, SharedRateLimitConfig, shared_rate_limit};
 pub use state::{KEY_PREFIX, RedisState, StateError, StateOptions};

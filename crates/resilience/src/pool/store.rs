@@ -210,3 +210,7 @@ impl Spread {
         self.cool.is_none() && self.eject.is_none() && self.out.is_none() && !self.back
     }
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

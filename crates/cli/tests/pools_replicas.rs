@@ -99,7 +99,10 @@ replicas = 2
         .command("PTTL ripcord:v1:{gpt}:pool:east:cool")
         .and_then(|l| l.trim_start_matches(':').parse().ok())
         .unwrap();
-    assert!(ttl > 1000 && ttl <= 3000, "the shared cooldown expires with the wait: {ttl}");
+    assert!(
+        ttl > 1000 && ttl <= 3000,
+        "the shared cooldown expires with the wait: {ttl}"
+    );
 
     // Replica B never saw that 429: while the wait lasts, none of its calls reaches east.
     let mut calls = 0;
@@ -108,7 +111,11 @@ replicas = 2
         calls += 1;
     }
     assert!(calls >= 4, "{calls}");
-    assert_eq!(east.hits(), 1, "replica B sent to the cooled deployment early");
+    assert_eq!(
+        east.hits(),
+        1,
+        "replica B sent to the cooled deployment early"
+    );
     assert_eq!(west.hits(), 1 + calls);
 
     // B's /metrics shows each deployment of the pool link: east cooling down (state 1) with
@@ -135,9 +142,16 @@ replicas = 2
     assert!(left > 0.0 && left <= 3.0, "{left}");
     assert_eq!(sample("ripcord_pool_deployment_in_flight", "west", ""), 0.0);
     assert!(sample("ripcord_pool_deployment_latency_ewma_seconds", "west", "") > 0.0);
-    let ok = sample("ripcord_pool_deployment_calls_total", "west", ",outcome=\"success\"");
+    let ok = sample(
+        "ripcord_pool_deployment_calls_total",
+        "west",
+        ",outcome=\"success\"",
+    );
     assert_eq!(ok, calls as f64);
-    assert!(text.contains("# TYPE ripcord_pool_deployment_calls_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE ripcord_pool_deployment_calls_total counter"),
+        "{text}"
+    );
     assert!(!text.contains("sk-test"), "a key reached /metrics");
 
     // Once the wait is over, B tries east again (which still throttles: served by west).
@@ -146,6 +160,10 @@ replicas = 2
     for _ in 0..2 {
         assert_eq!(ask(&client, &b).await, (200, "gpt".to_owned()));
     }
-    assert_eq!(east.hits(), before + 1, "back on east after its Retry-After");
+    assert_eq!(
+        east.hits(),
+        before + 1,
+        "back on east after its Retry-After"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

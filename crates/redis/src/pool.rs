@@ -154,8 +154,14 @@ impl PoolStore for RedisPoolStore {
                 left.and_then(|l| u64::try_from(l).ok())
             }
             PoolBlock::Ejection(ej) => {
-                let k = [self.key(deployment, "eject"), self.key(deployment, "ejections")];
-                let args = [ms(ej.base_ejection).to_string(), ms(ej.max_ejection).to_string()];
+                let k = [
+                    self.key(deployment, "eject"),
+                    self.key(deployment, "ejections"),
+                ];
+                let args = [
+                    ms(ej.base_ejection).to_string(),
+                    ms(ej.max_ejection).to_string(),
+                ];
                 let reply: Option<(i64, i64)> = self
                     .state
                     .eval(&self.eject, &[&k[0], &k[1]], &[&args[0], &args[1]])
@@ -192,9 +198,7 @@ impl PoolStore for RedisPoolStore {
         self.read_at.store(self.now_ms(), Ordering::Release);
         let keys: Vec<String> = deployments
             .iter()
-            .flat_map(|d| {
-                ["cool", "eject", "ejections", "out"].map(|what| self.key(d, what))
-            })
+            .flat_map(|d| ["cool", "eject", "ejections", "out"].map(|what| self.key(d, what)))
             .collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let reply: Option<Vec<(i64, i64, i64, String)>> =
@@ -211,7 +215,8 @@ impl PoolStore for RedisPoolStore {
                         left(eject),
                         u32::try_from(n).unwrap_or(u32::MAX),
                         // An outage whose reason this version does not know still holds.
-                        (!out.is_empty()).then(|| ErrorKind::parse(&out).unwrap_or(ErrorKind::Auth)),
+                        (!out.is_empty())
+                            .then(|| ErrorKind::parse(&out).unwrap_or(ErrorKind::Auth)),
                     )
                 })
                 .collect(),

@@ -58,7 +58,10 @@ async fn a_retry_after_seen_by_one_replica_keeps_the_other_off_until_it_ends() {
     let Some(server) = start().await else {
         return;
     };
-    let (sa, sb) = (common::connect(&server).await, common::connect(&server).await);
+    let (sa, sb) = (
+        common::connect(&server).await,
+        common::connect(&server).await,
+    );
     let wait = Duration::from_millis(1500);
     let throttled = Arc::new(ScriptedModel::new("az").fail_with(
         Error::new(ErrorKind::RateLimited, "429").with_retry_after(wait),
@@ -68,28 +71,42 @@ async fn a_retry_after_seen_by_one_replica_keeps_the_other_off_until_it_ends() {
     let b_east = Arc::new(ScriptedModel::new("az"));
     let b = replica(&sb, Arc::clone(&b_east), Arc::new(ScriptedModel::new("az")));
     let started = Instant::now();
-    let r = a.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    let r = a
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     assert_eq!(r.provenance.deployment(), Some("west"));
     let ttl: i64 = server
         .command("PTTL ripcord:v1:{azure}:pool:east:cool")
         .and_then(|l| l.trim_start_matches(':').parse().ok())
         .unwrap();
-    assert!(ttl > 1000 && ttl <= 1500, "the key expires with the wait: {ttl}");
+    assert!(
+        ttl > 1000 && ttl <= 1500,
+        "the key expires with the wait: {ttl}"
+    );
     // Replica B never saw the 429: until the wait is over it sends nothing to east.
     let mut calls = 0;
     while started.elapsed() < wait - Duration::from_millis(200) {
-        let r = b.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+        let r = b
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap();
         assert_eq!(r.provenance.deployment(), Some("west"));
         calls += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(calls > 5, "{calls}");
     assert_eq!(b_east.calls(), 0);
-    assert_eq!(b.snapshot().deployments[0].state, DeploymentState::CoolingDown);
+    assert_eq!(
+        b.snapshot().deployments[0].state,
+        DeploymentState::CoolingDown
+    );
     // Once it ends, B goes back to it.
     tokio::time::sleep(wait.saturating_sub(started.elapsed()) + Duration::from_millis(20)).await;
     for _ in 0..2 {
-        b.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+        b.chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap();
     }
     assert_eq!(b_east.calls(), 1);
     assert_eq!(sa.local_calls() + sb.local_calls(), 0);
@@ -103,20 +120,38 @@ async fn ejections_grow_across_replicas_and_an_outage_is_lifted_for_all() {
     let state = common::connect(&server).await;
     let store = RedisPoolStore::new("p", state.clone(), SharedPoolConfig::default());
     let other = RedisPoolStore::new("p", state.clone(), SharedPoolConfig::default());
-    let ej = Ejection::default()
-        .with_ejection_times(Duration::from_secs(10), Duration::from_secs(25));
-    let d1 = store.publish("east", PoolBlock::Ejection(ej)).await.unwrap();
-    let d2 = other.publish("east", PoolBlock::Ejection(ej)).await.unwrap();
-    let d3 = store.publish("east", PoolBlock::Ejection(ej)).await.unwrap();
+    let ej =
+        Ejection::default().with_ejection_times(Duration::from_secs(10), Duration::from_secs(25));
+    let d1 = store
+        .publish("east", PoolBlock::Ejection(ej))
+        .await
+        .unwrap();
+    let d2 = other
+        .publish("east", PoolBlock::Ejection(ej))
+        .await
+        .unwrap();
+    let d3 = store
+        .publish("east", PoolBlock::Ejection(ej))
+        .await
+        .unwrap();
     assert_eq!(d1, Duration::from_secs(10));
     assert_eq!(d2, Duration::from_secs(20));
     assert_eq!(d3, Duration::from_secs(25), "capped at the maximum");
     // A shorter cooldown never shortens a longer one.
-    let long = store.publish("west", PoolBlock::Cooldown(Duration::from_secs(9))).await.unwrap();
-    let short = other.publish("west", PoolBlock::Cooldown(Duration::from_secs(2))).await.unwrap();
+    let long = store
+        .publish("west", PoolBlock::Cooldown(Duration::from_secs(9)))
+        .await
+        .unwrap();
+    let short = other
+        .publish("west", PoolBlock::Cooldown(Duration::from_secs(2)))
+        .await
+        .unwrap();
     assert_eq!(long, Duration::from_secs(9));
     assert!(short > Duration::from_secs(8), "{short:?}");
-    store.publish("west", PoolBlock::Out(ErrorKind::QuotaExhausted)).await.unwrap();
+    store
+        .publish("west", PoolBlock::Out(ErrorKind::QuotaExhausted))
+        .await
+        .unwrap();
     let names: Vec<Arc<str>> = vec!["east".into(), "west".into()];
     let view = other.read(&names).await.unwrap();
     assert!(view[0].ejected_left.unwrap() > Duration::from_secs(24));
@@ -151,10 +186,19 @@ async fn without_redis_each_replica_keeps_its_own_view_and_says_so() {
         Duration::ZERO,
     ));
     let pool = replica(&state, throttled, ok("west"));
-    let r = pool.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    let r = pool
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     assert_eq!(r.provenance.deployment(), Some("west"));
-    assert_eq!(pool.snapshot().deployments[0].state, DeploymentState::CoolingDown);
-    let r = pool.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    assert_eq!(
+        pool.snapshot().deployments[0].state,
+        DeploymentState::CoolingDown
+    );
+    let r = pool
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     assert_eq!(r.provenance.deployment(), Some("west"));
     assert!(state.is_degraded());
     assert!(state.local_calls() >= 1, "{}", state.local_calls());

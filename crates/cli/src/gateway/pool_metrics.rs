@@ -166,7 +166,9 @@ mod tests {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         // No latency sample for a deployment that never answered.
-        assert!(!out.contains("latency_ewma_seconds{ripcord_link=\"gpt\",ripcord_deployment=\"east\"}"));
+        assert!(
+            !out.contains("latency_ewma_seconds{ripcord_link=\"gpt\",ripcord_deployment=\"east\"}")
+        );
     }
 
     #[test]

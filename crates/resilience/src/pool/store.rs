@@ -173,7 +173,11 @@ impl Shared {
             h.ejected_until = Some(h.ejected_until.map_or(until, |t| t.max(until)));
         }
         if let Some(kind) = spread.out
-            && self.store.publish(name, PoolBlock::Out(kind)).await.is_some()
+            && self
+                .store
+                .publish(name, PoolBlock::Out(kind))
+                .await
+                .is_some()
         {
             let mut h = self.slots[i].health();
             h.out_shared = h.out.is_some();

@@ -44,7 +44,10 @@ impl PoolStore for Fake {
         let e = map.entry(deployment.to_owned()).or_default();
         match block {
             PoolBlock::Cooldown(d) => {
-                let until = e.cool.filter(|t| *t > now).map_or(now + d, |t| t.max(now + d));
+                let until = e
+                    .cool
+                    .filter(|t| *t > now)
+                    .map_or(now + d, |t| t.max(now + d));
                 e.cool = Some(until);
                 Some(until - now)
             }
@@ -123,27 +126,42 @@ async fn a_cooldown_seen_by_one_replica_keeps_the_other_off_until_it_ends() {
             Deployment::from_arc("east", Arc::clone(&b_east) as Arc<dyn ChatModel>),
             Deployment::new("west", ScriptedModel::new("az").reply("west")),
         ],
-        PoolPolicy::builder().strategy(Balance::RoundRobin).build().unwrap(),
+        PoolPolicy::builder()
+            .strategy(Balance::RoundRobin)
+            .build()
+            .unwrap(),
     )
     .unwrap()
     .with_store(Arc::clone(&store) as Arc<dyn PoolStore>);
     let t0 = Instant::now();
-    let r = a.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    let r = a
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     assert_eq!(r.provenance.deployment(), Some("west"));
     // Replica B never saw the 429, yet sends nothing to east while the wait lasts.
     for _ in 0..6 {
-        let r = b.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+        let r = b
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap();
         assert_eq!(r.provenance.deployment(), Some("west"));
         tokio::time::advance(Duration::from_secs(3)).await;
     }
     assert_eq!(b_east.calls(), 0);
-    assert_eq!(b.snapshot().deployments[0].state, DeploymentState::CoolingDown);
+    assert_eq!(
+        b.snapshot().deployments[0].state,
+        DeploymentState::CoolingDown
+    );
     // Exactly at the end of the vendor's wait it is back, on B too.
     let left = Duration::from_secs(20).saturating_sub(Instant::now() - t0);
     tokio::time::advance(left).await;
     let mut served = Vec::new();
     for _ in 0..2 {
-        let r = b.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+        let r = b
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap();
         served.push(r.provenance.deployment().unwrap_or_default().to_owned());
     }
     assert!(served.iter().any(|d| d == "east"), "{served:?}");
@@ -163,8 +181,12 @@ async fn an_outage_is_shared_and_an_operator_lifts_it_everywhere() {
         ScriptedModel::new("az").reply("east"),
         ScriptedModel::new("az").reply("west"),
     );
-    a.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
-    b.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    a.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    b.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     let snap = b.snapshot();
     assert_eq!(snap.deployments[0].state, DeploymentState::OutOfService);
     assert_eq!(snap.deployments[0].out_reason, Some(ErrorKind::Auth));
@@ -173,25 +195,49 @@ async fn an_outage_is_shared_and_an_operator_lifts_it_everywhere() {
     // The store's write is sent without waiting: let it run.
     tokio::task::yield_now().await;
     assert!(store.map.lock().unwrap()["east"].out.is_none());
-    b.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
-    assert_eq!(b.snapshot().deployments[0].state, DeploymentState::Available);
+    b.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.snapshot().deployments[0].state,
+        DeploymentState::Available
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn ejections_grow_with_the_count_across_replicas() {
     let store = Arc::new(Fake::default());
-    let ej = Ejection::default().with_ejection_times(Duration::from_secs(30), Duration::from_secs(300));
+    let ej =
+        Ejection::default().with_ejection_times(Duration::from_secs(30), Duration::from_secs(300));
     let a = replica(&store, ScriptedModel::new("az"), ScriptedModel::new("az"));
     let b = replica(&store, ScriptedModel::new("az"), ScriptedModel::new("az"));
     // Replica A ejected east once before; now B ejects it: the second in a row, 60 s.
-    a.shared.spread(0, Spread { eject: Some(ej), ..Spread::default() }).await;
+    a.shared
+        .spread(
+            0,
+            Spread {
+                eject: Some(ej),
+                ..Spread::default()
+            },
+        )
+        .await;
     b.shared.slots[0].health().eject(Instant::now(), &ej);
-    b.shared.spread(0, Spread { eject: Some(ej), ..Spread::default() }).await;
+    b.shared
+        .spread(
+            0,
+            Spread {
+                eject: Some(ej),
+                ..Spread::default()
+            },
+        )
+        .await;
     let snap = b.snapshot();
     assert_eq!(snap.deployments[0].state, DeploymentState::Ejected);
     assert!(snap.deployments[0].cooldown_left_ms >= 59_000, "{snap:?}");
     // A merges the longer ejection and the count.
-    a.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    a.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     let snap = a.snapshot();
     assert_eq!(snap.deployments[0].state, DeploymentState::Ejected);
     assert!(snap.deployments[0].cooldown_left_ms >= 59_000, "{snap:?}");
@@ -207,10 +253,16 @@ async fn a_store_that_does_not_answer_leaves_each_replica_its_own_view() {
         ScriptedModel::new("az").fail_with(throttled(Duration::from_secs(20)), Duration::ZERO),
         ScriptedModel::new("az").reply("west"),
     );
-    let r = a.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    let r = a
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     assert_eq!(r.provenance.deployment(), Some("west"));
     // Its own cooldown holds on A all the same.
-    assert_eq!(a.snapshot().deployments[0].state, DeploymentState::CoolingDown);
+    assert_eq!(
+        a.snapshot().deployments[0].state,
+        DeploymentState::CoolingDown
+    );
     assert!(store.map.lock().unwrap().is_empty());
 }
 
@@ -223,6 +275,8 @@ async fn the_local_store_is_never_asked() {
     )
     .unwrap();
     assert!(!pool.shared.store.is_shared());
-    pool.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+    pool.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
     assert!(LocalPoolStore.read(&pool.shared.names).await.is_none());
 }

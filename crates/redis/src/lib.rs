@@ -13,7 +13,10 @@
 //!   policy; [`shared_rate_limit`] builds it): GCRA requests-per-minute and tokens-per-minute
 //!   cells taken atomically in one Lua script, leased in blocks spent locally;
 //! - [`RedisBudgetStore`]: a store for `ripcord_resilience::Budget` (the one budget policy;
-//!   [`shared_budget`] builds it): per-tenant token accounts over a fixed window.
+//!   [`shared_budget`] builds it): per-tenant token accounts over a fixed window;
+//! - [`RedisPoolStore`]: a store for `ripcord_resilience::Pool`: each deployment's cooldown,
+//!   error-rate ejection (with the count that grows it) and outage, as keys expiring when the
+//!   block ends, so no replica sends to a deployment another one cooled down or ejected.
 //!
 //! Every key is `ripcord:v1:{link}:…` ([`KEY_PREFIX`]) and carries a TTL. Every Redis call is
 //! bounded by a small timeout ([`StateOptions::op_timeout`], 50 ms by default); when Redis
@@ -57,6 +60,7 @@
 mod breaker;
 mod budget;
 mod documents;
+mod pool;
 mod rate_limit;
 #[cfg(feature = "server")]
 pub mod server;
@@ -65,5 +69,6 @@ mod state;
 pub use breaker::{RedisBreakerStore, SharedBreaker, SharedBreakerConfig, shared_breaker};
 pub use budget::{RedisBudgetStore, SharedBudget, SharedBudgetConfig, shared_budget};
 pub use documents::RedisDocuments;
+pub use pool::{RedisPoolStore, SharedPoolConfig};
 pub use rate_limit::{RedisLimitStore, SharedRateLimit, SharedRateLimitConfig, shared_rate_limit};
 pub use state::{KEY_PREFIX, RedisState, StateError, StateOptions};

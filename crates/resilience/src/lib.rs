@@ -144,8 +144,9 @@ pub use health::{
 };
 pub use hedge::{Hedge, HedgeDelay, HedgePolicy, HedgePolicyBuilder};
 pub use pool::{
-    Balance, Deployment, DeploymentSnapshot, DeploymentState, Ejection, Pool, PoolHandle,
-    PoolPolicy, PoolPolicyBuilder, PoolSnapshot, UnknownBalance,
+    Balance, Deployment, DeploymentSnapshot, DeploymentState, Ejection, LocalPoolStore, Pool,
+    PoolBlock, PoolHandle, PoolPolicy, PoolPolicyBuilder, PoolSnapshot, PoolStore, SharedBlocks,
+    UnknownBalance,
 };
 pub use probe::{
     ProbeOutcome, ProbePolicy, ProbePolicyBuilder, Prober, ProberBuilder, ProberCounters,

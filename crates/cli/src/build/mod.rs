@@ -374,7 +374,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         }
         let mut pool_handle = None;
         let built = match &p.pool {
-            Some(settings) => pool::pooled(p, settings, &client).map(|(m, h)| {
+            Some(settings) => pool::pooled(p, settings, &client, shared).map(|(m, h)| {
                 pools.push(h.clone());
                 pool_handle = Some(h);
                 m

@@ -12,16 +12,19 @@ use ripcord_resilience::{
 };
 
 use super::adapters::adapter;
-use super::config_error;
+use super::{Shared, config_error};
 use crate::config::{PoolSettings, Provider};
 
 /// The pool of `p`'s deployments, undecorated at the link level (the caller adds the link's
 /// health, breaker and bulkhead around it, and no retry: the pool makes the attempts), and
-/// its handle for the status pages.
+/// its handle for the status pages. On shared state (`[state] backend = "redis"`) its
+/// cooldowns, ejections and outages go through a `RedisPoolStore`, so every replica leaves a
+/// deployment alone that one of them cooled down or ejected.
 pub(super) fn pooled(
     p: &Provider,
     pool: &PoolSettings,
     client: &HttpClient,
+    shared: Shared<'_>,
 ) -> Result<(Arc<dyn ChatModel>, PoolHandle)> {
     let mut deployments = Vec::with_capacity(pool.deployments.len());
     for d in &pool.deployments {
@@ -87,6 +90,17 @@ pub(super) fn pooled(
         .build()
         .map_err(config_error)?;
     let pool = Pool::new(p.name.clone(), deployments, policy).map_err(config_error)?;
+    #[cfg(feature = "redis")]
+    let pool = match shared {
+        Some((state, _)) => pool.with_store(ripcord_redis::RedisPoolStore::new(
+            &p.name,
+            state.clone(),
+            ripcord_redis::SharedPoolConfig::default(),
+        )),
+        None => pool,
+    };
+    #[cfg(not(feature = "redis"))]
+    let _ = shared;
     let handle = pool.handle();
     Ok((Arc::new(pool), handle))
 }

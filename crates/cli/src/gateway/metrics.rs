@@ -21,11 +21,15 @@ use ripcord_telemetry::PrometheusExport;
 
 use super::GatewayState;
 
+#[path = "pool_metrics.rs"]
+mod pool_metrics;
+
 pub(crate) async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
-    render(state.metrics.as_ref())
+    let ready = (state.readiness)();
+    render(state.metrics.as_ref(), ready.get("pools"))
 }
 
-fn render(export: Option<&PrometheusExport>) -> Response {
+fn render(export: Option<&PrometheusExport>, pools: Option<&serde_json::Value>) -> Response {
     let Some(export) = export else {
         return super::errors::refusal(
             "/metrics",
@@ -37,7 +41,10 @@ fn render(export: Option<&PrometheusExport>) -> Response {
         );
     };
     match export.render() {
-        Ok(text) => {
+        Ok(mut text) => {
+            if let Some(pools) = pools {
+                pool_metrics::append(&mut text, pools);
+            }
             let mut resp = text.into_response();
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -61,7 +68,7 @@ pub fn metrics_router(export: PrometheusExport) -> Router {
             "/metrics",
             get(move || {
                 let export = export.clone();
-                async move { render(Some(&export)) }
+                async move { render(Some(&export), None) }
             }),
         )
         .layer(axum::middleware::from_fn(address_host_only))

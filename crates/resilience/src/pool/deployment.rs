@@ -223,6 +223,9 @@ pub(crate) struct Health {
     pub(crate) ejected_until: Option<Instant>,
     pub(crate) ejections: u32,
     pub(crate) out: Option<ErrorKind>,
+    /// The outage is also in the pool's shared store (so another replica lifting it there
+    /// lifts it here).
+    pub(crate) out_shared: bool,
     /// When an out-of-service deployment gets its next trial call (`None`: only an operator
     /// or a probe brings it back).
     pub(crate) recheck_at: Option<Instant>,
@@ -240,6 +243,7 @@ impl Health {
             ejected_until: None,
             ejections: 0,
             out: None,
+            out_shared: false,
             recheck_at: None,
             window: Window {
                 start: now,

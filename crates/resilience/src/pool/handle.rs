@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::deployment::{DeploymentSnapshot, DeploymentState};
 use super::layer::Balance;
+use super::store::Spread;
 
 /// A cheap handle on a pool: its snapshot, reinstatement and probes (the CLI's status pages
 /// and admin actions hold one).
@@ -89,15 +90,24 @@ impl PoolHandle {
     /// Puts a deployment back into service (an operator's word): clears its outage, cooldown
     /// and ejection. Returns false when no deployment has that name.
     pub fn reinstate(&self, name: &str) -> bool {
-        let Some(slot) = self.shared.slots.iter().find(|s| &*s.spec.name == name) else {
+        let Some(i) = self.shared.slots.iter().position(|s| &*s.spec.name == name) else {
             return false;
         };
         {
-            let mut h = slot.health();
+            let mut h = self.shared.slots[i].health();
             h.out = None;
+            h.out_shared = false;
             h.cooldown_until = None;
             h.ejected_until = None;
         }
+        // Every replica: the store's blocks go too (sent without waiting).
+        self.shared.spread_later(
+            i,
+            Spread {
+                back: true,
+                ..Spread::default()
+            },
+        );
         tracing::info!(ripcord.link = %self.shared.link, ripcord.deployment = name, by = "operator", message = event::POOL_REINSTATED);
         true
     }
@@ -114,7 +124,14 @@ impl PoolHandle {
                 continue;
             };
             if check.check(ctx).await.is_ok() {
-                slot.health().out = None;
+                {
+                    let mut h = slot.health();
+                    h.out = None;
+                    h.out_shared = false;
+                }
+                if self.shared.store.is_shared() {
+                    self.shared.store.clear(&slot.spec.name).await;
+                }
                 tracing::info!(ripcord.link = %self.shared.link, ripcord.deployment = %slot.spec.name, by = "probe", message = event::POOL_REINSTATED);
                 back.push(slot.spec.name.clone());
             }

@@ -42,6 +42,7 @@ mod balance;
 mod deployment;
 mod handle;
 mod layer;
+mod store;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,10 +61,12 @@ use tokio::time::Instant;
 pub use deployment::{Deployment, DeploymentSnapshot, DeploymentState};
 pub use handle::{PoolHandle, PoolSnapshot};
 pub use layer::{Balance, Ejection, PoolPolicy, PoolPolicyBuilder, UnknownBalance};
+pub use store::{LocalPoolStore, PoolBlock, PoolStore, SharedBlocks};
 
 use crate::error::ConfigError;
 use crate::stream_util::{End, Observed, StreamObserver, bounded_by, open_to_first_content};
 use deployment::{Health, InFlight, Slot};
+use store::Spread;
 
 /// The most deployments one pool holds (the per-call bookkeeping is a 64-bit set).
 pub const MAX_DEPLOYMENTS: usize = 64;
@@ -110,6 +113,10 @@ pub(crate) struct Shared {
     /// The round-robin / tie-break counter.
     pub(crate) next: AtomicUsize,
     alerts: Arc<AlertGate>,
+    /// Where cooldowns, ejections and outages are shared with other replicas.
+    pub(crate) store: Arc<dyn PoolStore>,
+    /// The deployments' names, in slot order (what the store is asked about).
+    pub(crate) names: Vec<Arc<str>>,
 }
 
 impl Pool {
@@ -155,6 +162,7 @@ impl Pool {
         let id = ModelId::new(link.clone(), first.model.id().model.clone());
         let caps = first.model.capabilities().clone();
         let now = policy.clock.now();
+        let names = deployments.iter().map(|d| d.name.clone()).collect();
         let slots = deployments
             .into_iter()
             .map(|spec| Slot {
@@ -172,6 +180,8 @@ impl Pool {
                 slots,
                 next: AtomicUsize::new(0),
                 alerts: AlertGate::global(),
+                store: Arc::new(LocalPoolStore),
+                names,
             }),
         })
     }
@@ -180,6 +190,15 @@ impl Pool {
     pub fn with_alert_gate(mut self, gate: Arc<AlertGate>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.alerts = gate;
+        }
+        self
+    }
+
+    /// Shares cooldowns, ejections and outages through `store` (by default a
+    /// [`LocalPoolStore`]: this process only). Call it before the pool is cloned into a handle.
+    pub fn with_store(mut self, store: Arc<dyn PoolStore>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.store = store;
         }
         self
     }
@@ -277,12 +296,17 @@ impl Shared {
             .min()
     }
 
-    fn on_success(&self, i: usize, latency: Duration, tokens: u64) {
+    /// Books an answer on slot `i`; returns what the store should hear of it (it was the
+    /// trial call of a deployment out of service, or its window ejected it).
+    fn on_success(&self, i: usize, latency: Duration, tokens: u64) -> Spread {
+        let mut spread = Spread::default();
         let now = self.now();
         let mut h = self.slots[i].health();
-        if h.out.take().is_some() {
+        spread.back = h.out.take().is_some();
+        if spread.back {
             // Its trial call was answered: it is back.
             h.recheck_at = None;
+            h.out_shared = false;
             tracing::info!(ripcord.link = %self.link, ripcord.deployment = %self.slots[i].spec.name, by = "trial", message = event::POOL_REINSTATED);
         }
         h.ewma.observe(latency, now, self.policy.ewma_decay);
@@ -295,12 +319,16 @@ impl Shared {
             && h.count(false, now, &ej)
         {
             drop(h);
-            self.maybe_eject(i, now, &ej);
+            if self.maybe_eject(i, now, &ej) {
+                spread.eject = Some(ej);
+            }
         }
+        spread
     }
 
     /// Books a failed attempt on slot `i` and decides what the call does next.
-    fn on_failure(&self, i: usize, e: &Error, latency: Duration, ctx: &Context) -> After {
+    fn on_failure(&self, i: usize, e: &Error, latency: Duration, ctx: &Context) -> (After, Spread) {
+        let mut spread = Spread::default();
         let kind = e.kind();
         let slot = &self.slots[i];
         let name = &slot.spec.name;
@@ -309,7 +337,7 @@ impl Shared {
             || request_fault(kind)
             || e.disposition() == Disposition::FailFast
         {
-            return After::Stop;
+            return (After::Stop, spread);
         }
         let now = self.now();
         if kind.is_local_refusal() {
@@ -317,7 +345,7 @@ impl Shared {
             if let Some(after) = e.retry_after() {
                 slot.health().cool_until(now + after);
             }
-            return After::Next;
+            return (After::Next, spread);
         }
         let stop = e.forbids_resend(ctx);
         if kind == ErrorKind::RateLimited
@@ -325,6 +353,7 @@ impl Shared {
         {
             let wait = e.retry_after().unwrap_or(self.policy.default_cooldown);
             slot.health().cool_until(now + wait);
+            spread.cool = Some(wait);
             tracing::info!(ripcord.link = %self.link, ripcord.deployment = %name, cooldown_ms = wait.as_millis() as u64, error.type = kind.as_str(), message = event::POOL_COOLDOWN);
         }
         if takes_out(kind) {
@@ -333,6 +362,7 @@ impl Shared {
                 h.out = Some(kind);
                 h.recheck_at = self.policy.out_recheck.map(|d| now + d);
             }
+            spread.out = Some(kind);
             tracing::warn!(ripcord.link = %self.link, ripcord.deployment = %name, error.type = kind.as_str(), message = event::POOL_OUT_OF_SERVICE);
             let label = format!("{}/{}", self.link, name);
             self.alerts.observe(&label, kind);
@@ -348,13 +378,16 @@ impl Shared {
             && h.count(counted, now, &ej)
         {
             drop(h);
-            self.maybe_eject(i, now, &ej);
+            if self.maybe_eject(i, now, &ej) {
+                spread.eject = Some(ej);
+            }
         }
-        if stop { After::Stop } else { After::Next }
+        (if stop { After::Stop } else { After::Next }, spread)
     }
 
-    /// Ejects slot `i` unless that would leave fewer than the floor of healthy deployments.
-    fn maybe_eject(&self, i: usize, now: Instant, ej: &Ejection) {
+    /// Ejects slot `i` unless that would leave fewer than the floor of healthy deployments;
+    /// true when it did.
+    fn maybe_eject(&self, i: usize, now: Instant, ej: &Ejection) -> bool {
         let healthy = self
             .slots
             .iter()
@@ -364,7 +397,7 @@ impl Shared {
             })
             .count();
         if healthy <= ej.min_healthy as usize {
-            return;
+            return false;
         }
         let slot = &self.slots[i];
         let mut h = slot.health();
@@ -372,6 +405,7 @@ impl Shared {
         let d = h.eject(now, ej);
         drop(h);
         tracing::warn!(ripcord.link = %self.link, ripcord.deployment = %slot.spec.name, ejection_ms = d.as_millis() as u64, failure_rate = rate, message = event::POOL_EJECTED);
+        true
     }
 
     fn attempt(&self, i: usize, e: Option<&Error>, latency: Duration) -> Attempt {
@@ -439,6 +473,7 @@ impl Pool {
             if made >= max {
                 return Err(self.give_up(last, attempts, None));
             }
+            shared.refresh().await;
             let now = shared.now();
             let hard = refused | (tried & !retryable);
             let mut n = shared.candidates(now, tried | refused, &mut buf);
@@ -530,7 +565,8 @@ impl Pool {
                     if e.kind() == ErrorKind::RateLimited || e.retry_after().is_some() {
                         cooled |= bit(i);
                     }
-                    let after = shared.on_failure(i, &e, latency, ctx);
+                    let (after, spread) = shared.on_failure(i, &e, latency, ctx);
+                    shared.spread(i, spread).await;
                     let e = e.with_attempts(Vec::new());
                     if let After::Stop = after {
                         return Err(e.with_attempts(attempts));
@@ -606,7 +642,10 @@ impl StreamObserver for PoolObserver {
             .first
             .unwrap_or_else(|| shared.now().saturating_duration_since(self.started));
         match end {
-            End::Finished => shared.on_success(i, latency, self.tokens),
+            End::Finished => {
+                let spread = shared.on_success(i, latency, self.tokens);
+                shared.spread_later(i, spread);
+            }
             // A consumer that stopped reading says nothing about the deployment.
             End::Dropped => {}
             End::Failed(e) => {
@@ -618,7 +657,15 @@ impl StreamObserver for PoolObserver {
                     h.failures += 1;
                     if h.count(true, now, &ej) {
                         drop(h);
-                        shared.maybe_eject(i, now, &ej);
+                        if shared.maybe_eject(i, now, &ej) {
+                            shared.spread_later(
+                                i,
+                                Spread {
+                                    eject: Some(ej),
+                                    ..Spread::default()
+                                },
+                            );
+                        }
                     }
                 }
             }
@@ -675,7 +722,8 @@ impl ChatModel for Pool {
             guard,
         } = served;
         drop(guard);
-        shared.on_success(slot, latency, resp.usage.total_tokens());
+        let spread = shared.on_success(slot, latency, resp.usage.total_tokens());
+        shared.spread(slot, spread).await;
         let name = &shared.slots[slot].spec.name;
         if resp.provenance.attempts.is_empty() {
             attempts.push(shared.attempt(slot, None, latency));

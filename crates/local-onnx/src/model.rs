@@ -16,7 +16,7 @@ use tokenizers::Tokenizer;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::config::{ModelConfig, ModelFiles};
-use crate::engine::{Decoder, SessionOptions};
+use crate::engine::{Decoder, Device, SessionOptions};
 use crate::error::{invalid_request, runtime, unavailable};
 use crate::generate::{self, Control, Job};
 use crate::sampling::SamplingParams;
@@ -105,6 +105,8 @@ struct Options {
     ort_dylib: Option<PathBuf>,
     threads: usize,
     max_sessions: usize,
+    max_batch: usize,
+    device: Device,
     eager: bool,
     context_window: Option<u32>,
     max_new_tokens: u32,
@@ -160,6 +162,13 @@ impl LocalLlamaBuilder {
     /// Answers generated at once, each with its own session (default 1).
     pub fn max_sessions(mut self, n: usize) -> Self {
         self.opts.max_sessions = n;
+        self
+    }
+
+    /// Where ONNX Runtime runs (default [`Device::Cpu`]). [`Device::Cuda`] fails to load,
+    /// naming the device, when the ONNX Runtime library has no CUDA execution provider.
+    pub fn device(mut self, device: Device) -> Self {
+        self.opts.device = device;
         self
     }
 
@@ -277,6 +286,7 @@ impl LocalLlamaBuilder {
 fn session_options(opts: &Options) -> SessionOptions {
     SessionOptions {
         intra_threads: opts.threads,
+        device: opts.device,
     }
 }
 
@@ -410,6 +420,8 @@ impl LocalLlama {
                 ort_dylib: None,
                 threads: crate::default_threads(),
                 max_sessions: 1,
+                max_batch: 1,
+                device: Device::Cpu,
                 eager: true,
                 context_window: None,
                 max_new_tokens: DEFAULT_MAX_NEW_TOKENS,

@@ -34,6 +34,9 @@ use ripcord_core::Error;
 use crate::config::ModelConfig;
 use crate::error::{from_ort, out_of_memory, runtime, unavailable};
 
+mod batch;
+pub(crate) use batch::{BatchKv, RowInput};
+
 /// The names and sizes of a decoder's inputs and outputs, read from the session.
 #[derive(Debug, Clone)]
 pub(crate) struct IoSpec {
@@ -250,6 +253,14 @@ impl KvCache {
     /// Tokens held.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Empties a shared-layout cache for the next answer, keeping its buffers (their old
+    /// contents are overwritten as the new answer grows). False when the cache cannot be reused
+    /// (a growing cache, or one dropped by a failed step).
+    pub(crate) fn reset(&mut self) -> bool {
+        self.len = 0;
+        self.binding.is_some() && !self.shared.is_empty()
     }
 }
 

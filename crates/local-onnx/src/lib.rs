@@ -65,6 +65,7 @@ mod model;
 mod paths;
 mod runtime;
 mod sampling;
+mod scheduler;
 mod template;
 mod text;
 mod variant;

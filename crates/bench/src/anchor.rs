@@ -125,7 +125,8 @@ pub(crate) fn llama_bench(cache: &Path) -> Result<PathBuf, String> {
                 "-DLLAMA_CURL=OFF",
                 "-DLLAMA_BUILD_TESTS=OFF",
                 "-DLLAMA_BUILD_EXAMPLES=OFF",
-                "-DLLAMA_BUILD_SERVER=OFF",
+                "-DLLAMA_BUILD_SERVER=ON",
+                "-DLLAMA_BUILD_TOOLS=ON",
                 "-DBUILD_SHARED_LIBS=OFF",
             ]),
         "cmake configure (llama.cpp, CPU only)",
@@ -188,6 +189,45 @@ pub(crate) fn measure(
         "llama-bench",
     )?;
     parse(&out, threads)
+}
+
+/// `llama-server`, built on first use beside `llama-bench` (same source, same configure).
+pub(crate) fn llama_server(cache: &Path) -> Result<PathBuf, String> {
+    let bench = llama_bench(cache)?;
+    let Some(bin_dir) = bench.parent() else {
+        return Err(format!("{} has no parent folder", bench.display()));
+    };
+    let bin = bin_dir.join("llama-server");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let dir = cache.join("llama.cpp");
+    let cmake = dir.join("venv").join("bin").join("cmake");
+    let build = dir.join("build");
+    // A build configured before the server was switched on needs it switched on now.
+    run(
+        Command::new(&cmake)
+            .arg("-S")
+            .arg(dir.join(SOURCE_DIR).join("llama.cpp"))
+            .arg("-B")
+            .arg(&build)
+            .args(["-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TOOLS=ON"]),
+        "cmake configure (llama.cpp server)",
+    )?;
+    let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+    run(
+        Command::new(&cmake)
+            .arg("--build")
+            .arg(&build)
+            .args(["--target", "llama-server", "-j"])
+            .arg(jobs.to_string()),
+        "cmake --build --target llama-server",
+    )?;
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!("the build left no {}", bin.display()))
+    }
 }
 
 #[cfg(test)]

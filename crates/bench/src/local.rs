@@ -22,6 +22,7 @@ use ripcord_local_onnx::{LocalLlama, Variant, default_cache_dir, default_model_d
 
 use crate::anchor::{self, LlamaCpp};
 use crate::report::{LocalRow, Target};
+use crate::streams::{self, StreamsRow};
 use serde::{Deserialize, Serialize};
 
 /// One variant's figures.
@@ -220,6 +221,8 @@ pub(crate) struct LocalSection {
     pub(crate) llama_cpp: Vec<LlamaCpp>,
     /// The greedy-agreement check, with `--anchors`.
     pub(crate) agreement: Vec<AgreementRow>,
+    /// Concurrent streams (ripcord batched vs llama-server), with `--anchors`.
+    pub(crate) streams: Vec<StreamsRow>,
     /// Targets.
     pub(crate) targets: Vec<Target>,
     /// Notes (skipped anchors, method).
@@ -427,6 +430,11 @@ pub(crate) fn section(
             Err(e) => notes.push(format!("agreement check skipped: {e}")),
         }
     }
+    let mut streams_rows = Vec::new();
+    if anchors {
+        let t = threads.iter().copied().max().unwrap_or(1);
+        streams_rows = concurrent_streams(&cache, &gguf, t, decode, &mut targets, &mut notes);
+    }
     LocalSection {
         rounds,
         decode_tokens: decode,
@@ -434,9 +442,84 @@ pub(crate) fn section(
         per_round,
         llama_cpp,
         agreement: agreement_rows,
+        streams: streams_rows,
         targets,
         notes,
     }
+}
+
+/// The concurrent-streams rows (see [`crate::streams`]): ripcord's q4 with `max_batch = N`
+/// and llama-server with `--parallel N` at each stream count, alternating, with the targets
+/// (ripcord's aggregate at least llama.cpp's at 4 and 8 streams, and at 1 for q4).
+fn concurrent_streams(
+    cache: &std::path::Path,
+    gguf: &std::path::Path,
+    threads: usize,
+    decode: u32,
+    targets: &mut Vec<Target>,
+    notes: &mut Vec<String>,
+) -> Vec<StreamsRow> {
+    let file = Variant::Q4.file_name();
+    let mut rows = Vec::new();
+    eprintln!("ripcord-bench: building llama.cpp's llama-server (first run only)");
+    let server = match anchor::llama_server(cache) {
+        Ok(bin) if gguf.is_file() => Some(bin),
+        Ok(_) => {
+            notes.push(format!(
+                "llama-server rows skipped: {} is missing",
+                gguf.display()
+            ));
+            None
+        }
+        Err(e) => {
+            notes.push(format!("llama-server rows skipped: {e}"));
+            None
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            notes.push(format!("concurrent streams skipped: runtime: {e}"));
+            return rows;
+        }
+    };
+    let dir = default_model_dir();
+    for n in streams::STREAMS {
+        eprintln!("ripcord-bench: {n} concurrent stream(s): ripcord {file}");
+        let mine = rt.block_on(streams::ripcord(&dir, file, threads, n, decode));
+        let theirs = server.as_ref().map(|bin| {
+            eprintln!("ripcord-bench: {n} concurrent stream(s): llama-server");
+            rt.block_on(streams::llama_server(bin, gguf, threads, n, decode))
+        });
+        if let (Ok(m), Some(Ok(l))) = (&mine, &theirs) {
+            {
+                let ratio = m.aggregate_tok_s / l.aggregate_tok_s.max(1e-9);
+                targets.push(Target {
+                    what: format!(
+                        "ripcord {file} aggregate decode ({:.1} tok/s) / llama-server ({:.1} tok/s) at {n} stream(s), {threads} thread(s)",
+                        m.aggregate_tok_s, l.aggregate_tok_s
+                    ),
+                    value: ratio,
+                    bound: ">= 1.00".into(),
+                    met: ratio >= 1.0,
+                });
+            }
+        }
+        match mine {
+            Ok(r) => rows.push(r),
+            Err(e) => notes.push(format!("ripcord at {n} stream(s): {e}")),
+        }
+        match theirs {
+            Some(Ok(r)) => rows.push(r),
+            Some(Err(e)) => notes.push(format!("llama-server at {n} stream(s): {e}")),
+            None => {}
+        }
+    }
+    rows
 }
 
 #[cfg(test)]

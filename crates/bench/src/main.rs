@@ -40,6 +40,7 @@ mod report;
 mod rows;
 mod runner;
 mod skipcost;
+mod streams;
 mod upstream;
 
 use std::path::{Path, PathBuf};

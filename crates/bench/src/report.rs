@@ -341,6 +341,24 @@ pub(crate) fn render_local(out: &mut String, l: &LocalSection) {
             "-"
         );
     }
+    if !l.streams.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<44} {:>8} {:>8} {:>14} {:>13}",
+            "concurrent streams (same prompt, greedy)",
+            "streams",
+            "threads",
+            "aggregate tok/s",
+            "p50 ITL ms"
+        );
+        for s in &l.streams {
+            let _ = writeln!(
+                out,
+                "  {:<42} {:>8} {:>8} {:>14.1} {:>13.2}",
+                s.engine, s.streams, s.threads, s.aggregate_tok_s, s.p50_itl_ms
+            );
+        }
+    }
     if !l.agreement.is_empty() {
         let _ = writeln!(
             out,

@@ -599,3 +599,36 @@ fn breaker_rules_redis_cannot_share_are_refused_by_name() {
         config::parse("ripcord.toml", &local, &env(vars)).unwrap();
     }
 }
+
+#[test]
+fn local_onnx_max_batch_and_device_are_read_and_checked() {
+    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
+    let text = GOOD.replace(
+        "model_dir = \"/models/smol\"",
+        "model_dir = \"/models/smol\"\nmax_batch = 8\ndevice = \"cuda\"",
+    );
+    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+    assert_eq!(c.chain[1].max_batch, Some(8));
+    assert_eq!(c.chain[1].device, Some(ripcord_local_onnx::Device::Cuda));
+    let c = config::parse("ripcord.toml", GOOD, &env(vars)).unwrap();
+    assert_eq!((c.chain[1].max_batch, c.chain[1].device), (None, None));
+
+    let text = GOOD.replace(
+        "model_dir = \"/models/smol\"",
+        "model_dir = \"/models/smol\"\ndevice = \"tpu\"",
+    );
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("device"));
+    assert!(e.message.contains("unknown device \"tpu\""), "{e}");
+    let text = GOOD.replace(
+        "model_dir = \"/models/smol\"",
+        "model_dir = \"/models/smol\"\nmax_batch = 0",
+    );
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("max_batch"));
+    assert!(e.message.contains("at least 1"), "{e}");
+    let text = GOOD.replace("model = \"gpt-4o\"", "model = \"gpt-4o\"\ndevice = \"cpu\"");
+    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("device"));
+    assert!(e.message.contains("is a local-onnx setting"), "{e}");
+}

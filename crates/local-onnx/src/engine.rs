@@ -32,7 +32,10 @@ use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
 use ripcord_core::Error;
 
 use crate::config::ModelConfig;
-use crate::error::{runtime, unavailable};
+use crate::error::{from_ort, out_of_memory, runtime, unavailable};
+
+mod batch;
+pub(crate) use batch::{BatchKv, RowInput};
 
 /// The names and sizes of a decoder's inputs and outputs, read from the session.
 #[derive(Debug, Clone)]
@@ -164,6 +167,71 @@ impl IoSpec {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SessionOptions {
     pub(crate) intra_threads: usize,
+    pub(crate) device: Device,
+}
+
+/// Where ONNX Runtime runs the model.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_local_onnx::Device;
+/// assert_eq!("cuda".parse::<Device>(), Ok(Device::Cuda));
+/// assert!("tpu".parse::<Device>().unwrap_err().to_string().contains("\"tpu\""));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Device {
+    /// The CPU execution provider (every ONNX Runtime build has it).
+    #[default]
+    Cpu,
+    /// ONNX Runtime's CUDA execution provider, device 0. Loading fails, naming the device and
+    /// the library, when the loaded library was built without it.
+    Cuda,
+}
+
+impl Device {
+    /// The name used in configuration: `cpu` or `cuda`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A device name that is neither `cpu` nor `cuda`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDevice(pub String);
+
+impl std::fmt::Display for UnknownDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown device {:?} (expected \"cpu\" or \"cuda\")",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownDevice {}
+
+impl std::str::FromStr for Device {
+    type Err = UnknownDevice;
+
+    fn from_str(s: &str) -> Result<Device, UnknownDevice> {
+        match s {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda),
+            other => Err(UnknownDevice(other.to_string())),
+        }
+    }
 }
 
 /// The KV cache of one answer: one key and one value tensor per layer.
@@ -186,6 +254,14 @@ impl KvCache {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    /// Empties a shared-layout cache for the next answer, keeping its buffers (their old
+    /// contents are overwritten as the new answer grows). False when the cache cannot be reused
+    /// (a growing cache, or one dropped by a failed step).
+    pub(crate) fn reset(&mut self) -> bool {
+        self.len = 0;
+        self.binding.is_some() && !self.shared.is_empty()
+    }
 }
 
 /// A loaded decoder session.
@@ -196,7 +272,7 @@ pub(crate) struct Decoder {
 }
 
 fn ort_err(what: &str) -> impl Fn(ort::Error) -> Error + '_ {
-    move |e| runtime(format!("{what}: {e}"))
+    move |e| from_ort(what, &e)
 }
 
 impl Decoder {
@@ -219,6 +295,18 @@ impl Decoder {
             .map_err(|e| fail(e.to_string()))?
             .with_memory_pattern(false)
             .map_err(|e| fail(e.to_string()))?;
+        if opts.device == Device::Cuda {
+            use ort::ep::ExecutionProvider;
+            let available = ort::ep::CUDA::is_available().map_err(|e| fail(e.to_string()))?;
+            if !available {
+                return Err(unavailable(format!(
+                    "device \"cuda\" was asked for {p}, but the loaded ONNX Runtime library has no CUDA execution provider (a CPU-only build); install the GPU build of ONNX Runtime and point ORT_DYLIB_PATH at it, or use device \"cpu\""
+                )));
+            }
+            builder = builder
+                .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+                .map_err(|e| fail(format!("cannot use device \"cuda\": {e}")))?;
+        }
         let session = builder
             .commit_from_file(path)
             .map_err(|e| fail(e.to_string()))?;
@@ -245,10 +333,11 @@ impl Decoder {
             let shape = [1usize, self.spec.kv_heads, capacity, self.spec.head_dim];
             let mut shared = Vec::with_capacity(self.spec.past.len());
             for _ in 0..self.spec.past.len() {
-                shared.push(
-                    Tensor::<f32>::new(allocator, shape)
-                        .map_err(ort_err("cannot allocate the KV cache"))?,
-                );
+                shared.push(Tensor::<f32>::new(allocator, shape).map_err(|e| {
+                    out_of_memory(format!(
+                        "cannot allocate a KV cache of {capacity} tokens: {e}"
+                    ))
+                })?);
             }
             let mut binding = self
                 .session
@@ -599,7 +688,7 @@ mod tests {
         dec.forward(&[1, 2, 3], &mut cache, &opts).unwrap();
         dec.forward(&[4], &mut cache, &opts).unwrap();
         let e = dec.forward(&[5], &mut cache, &opts).unwrap_err();
-        assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidResponse);
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::ServerError);
         assert!(e.message().contains("does not fit"), "{e}");
         assert_eq!(cache.len(), 0);
         assert!(dec.forward(&[1], &mut cache, &opts).is_err());
@@ -615,7 +704,7 @@ mod tests {
         opts.terminate().unwrap();
         let mut cache = dec.empty_cache(64).unwrap();
         let e = dec.forward(&[1, 2, 3], &mut cache, &opts).unwrap_err();
-        assert_eq!(e.kind(), ripcord_core::ErrorKind::InvalidResponse);
+        assert_eq!(e.kind(), ripcord_core::ErrorKind::ServerError);
         assert_eq!(cache.len(), 0);
         // The cache went into the failed run; it cannot be reused by mistake.
         assert!(
@@ -637,7 +726,10 @@ mod tests {
             &env,
             &files.model,
             &config,
-            SessionOptions { intra_threads: 1 },
+            SessionOptions {
+                intra_threads: 1,
+                device: crate::Device::Cpu,
+            },
         )
         .unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::ModelNotFound);
@@ -653,7 +745,10 @@ mod tests {
             &env,
             &files.model,
             &config,
-            SessionOptions { intra_threads: 1 },
+            SessionOptions {
+                intra_threads: 1,
+                device: crate::Device::Cpu,
+            },
         )
         .unwrap_err();
         assert!(e.message().contains("num_hidden_layers = 30"), "{e}");

@@ -53,7 +53,7 @@ impl std::fmt::Debug for Control {
 impl Control {
     /// Cancelled, or past the bound that applies: the deadline until text was delivered, the
     /// stream deadline after.
-    fn check(&self, delivered: bool) -> Result<(), Error> {
+    pub(crate) fn check(&self, delivered: bool) -> Result<(), Error> {
         let bound = if delivered {
             self.stream_deadline
         } else {
@@ -79,11 +79,163 @@ pub(crate) struct Outcome {
     pub(crate) abandoned: bool,
 }
 
-/// Produces the answer, sending text deltas, then usage, then the finish event to `sink`.
+/// What an answer does after a token was sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Feed this token through the model and sample again from its logits.
+    Feed(u32),
+    /// The answer ended (end of sequence, a stop sequence, the length, or the reader left);
+    /// call [`Decoding::finish`].
+    Done,
+}
+
+/// One answer's decoding state: its sampler, detokenizer and stop filter. The solo loop
+/// ([`run`]) and the batch scheduler drive it the same way, so an answer's tokens do not depend
+/// on which of them produced it.
+#[derive(Debug)]
+pub(crate) struct Decoding {
+    sampler: Sampler,
+    detok: Detokenizer,
+    stop: StopFilter,
+    stopped_by_sequence: bool,
+    delivered: bool,
+    outcome: Outcome,
+    started: Instant,
+    prefilled: Option<Instant>,
+}
+
+impl Decoding {
+    /// A new answer to `job`, started now.
+    pub(crate) fn new(job: &Job) -> Decoding {
+        Decoding {
+            sampler: Sampler::new(job.sampling),
+            detok: Detokenizer::new(),
+            stop: StopFilter::new(&job.stops),
+            stopped_by_sequence: false,
+            delivered: false,
+            outcome: Outcome {
+                prompt_tokens: job.prompt.len(),
+                output_tokens: 0,
+                finish: FinishReason::Length,
+                abandoned: false,
+            },
+            started: Instant::now(),
+            prefilled: None,
+        }
+    }
+
+    /// Text has been delivered (the stream deadline applies from now on).
+    pub(crate) fn delivered(&self) -> bool {
+        self.delivered
+    }
+
+    /// Samples from the logits after the last fed token, shows its text, and says whether the
+    /// answer goes on. The first call marks the end of the prefill.
+    pub(crate) fn next(
+        &mut self,
+        job: &Job,
+        tokenizer: &Tokenizer,
+        logits: &[f32],
+        sink: &mut dyn FnMut(StreamEvent) -> bool,
+    ) -> Result<Next, Error> {
+        if self.prefilled.is_none() {
+            self.prefilled = Some(Instant::now());
+        }
+        let outcome = &mut self.outcome;
+        if outcome.output_tokens >= job.max_new_tokens {
+            return Ok(Next::Done);
+        }
+        let id = self.sampler.sample(logits)?;
+        if job.eos.contains(&id) {
+            outcome.finish = FinishReason::Stop;
+            return Ok(Next::Done);
+        }
+        outcome.output_tokens += 1;
+        let delta = self.detok.push(tokenizer, id)?;
+        let (text, hit) = match self.stop.push(&delta) {
+            StopStep::Emit(t) => (t, false),
+            StopStep::Stop(t) => (t, true),
+        };
+        if !text.is_empty() {
+            if !sink(StreamEvent::text(text)) {
+                outcome.abandoned = true;
+                return Ok(Next::Done);
+            }
+            self.delivered = true;
+        }
+        if hit {
+            outcome.finish = FinishReason::Stop;
+            self.stopped_by_sequence = true;
+            return Ok(Next::Done);
+        }
+        if outcome.output_tokens >= job.max_new_tokens {
+            return Ok(Next::Done);
+        }
+        Ok(Next::Feed(id))
+    }
+
+    /// Ends the answer: the text the stop filter held back, then usage and the finish event
+    /// (nothing when the reader already left). `kv_tokens` is logged.
+    pub(crate) fn finish(
+        mut self,
+        job: &Job,
+        tokenizer: &Tokenizer,
+        kv_tokens: usize,
+        sink: &mut dyn FnMut(StreamEvent) -> bool,
+    ) -> Result<Outcome, Error> {
+        let mut outcome = self.outcome;
+        if outcome.abandoned {
+            return Ok(outcome);
+        }
+        if !self.stopped_by_sequence {
+            let tail = self.detok.finish(tokenizer)?;
+            let text = match self.stop.push(&tail) {
+                StopStep::Emit(t) => t + &self.stop.flush(),
+                StopStep::Stop(t) => {
+                    outcome.finish = FinishReason::Stop;
+                    t
+                }
+            };
+            if !text.is_empty() && !sink(StreamEvent::text(text)) {
+                outcome.abandoned = true;
+                return Ok(outcome);
+            }
+        }
+        let prefilled = self.prefilled.unwrap_or(self.started);
+        let decode_secs = prefilled.elapsed().as_secs_f64();
+        tracing::debug!(
+            prompt_tokens = outcome.prompt_tokens,
+            output_tokens = outcome.output_tokens,
+            kv_tokens,
+            prefill_ms = (prefilled - self.started).as_secs_f64() * 1000.0,
+            decode_tok_s = if decode_secs > 0.0 {
+                outcome.output_tokens as f64 / decode_secs
+            } else {
+                0.0
+            },
+            finish = outcome.finish.as_str(),
+            message = ripcord_core::telemetry::event::LOCAL_GENERATED
+        );
+        let usage = Usage::new(outcome.prompt_tokens as u64, outcome.output_tokens as u64)
+            .priced(Some(&Price::FREE));
+        let finish = StreamEvent::Finish {
+            reason: outcome.finish.clone(),
+            model: Some(job.model_name.clone()),
+        };
+        if !sink(StreamEvent::Usage { usage }) || !sink(finish) {
+            outcome.abandoned = true;
+        }
+        Ok(outcome)
+    }
+}
+
+/// Produces the answer alone on `decoder`, sending text deltas, then usage, then the finish
+/// event to `sink`.
 ///
 /// # Errors
 ///
-/// `Cancelled` / `DeadlineExceeded` between tokens, `InvalidResponse` when ONNX Runtime fails.
+/// `Cancelled` / `DeadlineExceeded` between tokens; `ServerError` (or `Overloaded` when out of
+/// memory) when ONNX Runtime fails.
 pub(crate) fn run(
     decoder: &mut Decoder,
     tokenizer: &Tokenizer,
@@ -91,93 +243,15 @@ pub(crate) fn run(
     control: &Control,
     sink: &mut dyn FnMut(StreamEvent) -> bool,
 ) -> Result<Outcome, Error> {
-    let mut outcome = Outcome {
-        prompt_tokens: job.prompt.len(),
-        output_tokens: 0,
-        finish: FinishReason::Length,
-        abandoned: false,
-    };
     control.check(false)?;
-    let started = Instant::now();
+    let mut state = Decoding::new(job);
     let mut cache = decoder.empty_cache(job.prompt.len() + job.max_new_tokens)?;
     let mut logits = decoder.forward(&job.prompt, &mut cache, &control.run_options)?;
-    let prefilled = Instant::now();
-    let mut sampler = Sampler::new(job.sampling);
-    let mut detok = Detokenizer::new();
-    let mut stop = StopFilter::new(&job.stops);
-    let mut stopped_by_sequence = false;
-    let mut delivered = false;
-
-    while outcome.output_tokens < job.max_new_tokens {
-        let id = sampler.sample(&logits)?;
-        if job.eos.contains(&id) {
-            outcome.finish = FinishReason::Stop;
-            break;
-        }
-        outcome.output_tokens += 1;
-        let delta = detok.push(tokenizer, id)?;
-        let (text, hit) = match stop.push(&delta) {
-            StopStep::Emit(t) => (t, false),
-            StopStep::Stop(t) => (t, true),
-        };
-        if !text.is_empty() {
-            if !sink(StreamEvent::text(text)) {
-                outcome.abandoned = true;
-                return Ok(outcome);
-            }
-            delivered = true;
-        }
-        if hit {
-            outcome.finish = FinishReason::Stop;
-            stopped_by_sequence = true;
-            break;
-        }
-        if outcome.output_tokens >= job.max_new_tokens {
-            break;
-        }
-        control.check(delivered)?;
+    while let Next::Feed(id) = state.next(job, tokenizer, &logits, sink)? {
+        control.check(state.delivered())?;
         logits = decoder.forward(&[id], &mut cache, &control.run_options)?;
     }
-
-    if !stopped_by_sequence {
-        let tail = detok.finish(tokenizer)?;
-        let text = match stop.push(&tail) {
-            StopStep::Emit(t) => t + &stop.flush(),
-            StopStep::Stop(t) => {
-                outcome.finish = FinishReason::Stop;
-                t
-            }
-        };
-        if !text.is_empty() && !sink(StreamEvent::text(text)) {
-            outcome.abandoned = true;
-            return Ok(outcome);
-        }
-    }
-
-    let decode_secs = prefilled.elapsed().as_secs_f64();
-    tracing::debug!(
-        prompt_tokens = outcome.prompt_tokens,
-        output_tokens = outcome.output_tokens,
-        kv_tokens = cache.len(),
-        prefill_ms = (prefilled - started).as_secs_f64() * 1000.0,
-        decode_tok_s = if decode_secs > 0.0 {
-            outcome.output_tokens as f64 / decode_secs
-        } else {
-            0.0
-        },
-        finish = outcome.finish.as_str(),
-        message = ripcord_core::telemetry::event::LOCAL_GENERATED
-    );
-    let usage = Usage::new(outcome.prompt_tokens as u64, outcome.output_tokens as u64)
-        .priced(Some(&Price::FREE));
-    let finish = StreamEvent::Finish {
-        reason: outcome.finish.clone(),
-        model: Some(job.model_name.clone()),
-    };
-    if !sink(StreamEvent::Usage { usage }) || !sink(finish) {
-        outcome.abandoned = true;
-    }
-    Ok(outcome)
+    state.finish(job, tokenizer, cache.len(), sink)
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ mod model;
 mod paths;
 mod runtime;
 mod sampling;
+mod scheduler;
 mod template;
 mod text;
 mod variant;
@@ -72,6 +73,7 @@ mod variant;
 #[cfg(test)]
 mod test_support;
 
+pub use engine::{Device, UnknownDevice};
 pub use model::{LocalLlama, LocalLlamaBuilder};
 pub use paths::{
     ORT_VERSION, SMOLLM2_DIR, TINY_DIR, default_cache_dir, default_model_dir, default_ort_dylib,

@@ -16,10 +16,11 @@ use tokenizers::Tokenizer;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::config::{ModelConfig, ModelFiles};
-use crate::engine::{Decoder, SessionOptions};
+use crate::engine::{Decoder, Device, SessionOptions};
 use crate::error::{invalid_request, runtime, unavailable};
 use crate::generate::{self, Control, Job};
 use crate::sampling::SamplingParams;
+use crate::scheduler::{Request, Scheduler};
 use crate::template::ChatTemplate;
 use crate::variant::Variant;
 
@@ -95,6 +96,8 @@ struct Loaded {
     template: ChatTemplate,
     eos: Vec<u32>,
     pool: Mutex<Vec<Decoder>>,
+    /// With `max_batch > 1`: the thread that owns the one session and batches the answers.
+    scheduler: Option<Scheduler>,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +108,8 @@ struct Options {
     ort_dylib: Option<PathBuf>,
     threads: usize,
     max_sessions: usize,
+    max_batch: usize,
+    device: Device,
     eager: bool,
     context_window: Option<u32>,
     max_new_tokens: u32,
@@ -160,6 +165,24 @@ impl LocalLlamaBuilder {
     /// Answers generated at once, each with its own session (default 1).
     pub fn max_sessions(mut self, n: usize) -> Self {
         self.opts.max_sessions = n;
+        self
+    }
+
+    /// Answers decoded together in one batched step by one session (default 1: no batching,
+    /// each answer runs alone on one of `max_sessions` sessions). With `n > 1` a scheduler
+    /// thread owns one session and up to `n` concurrent answers share its decode steps (each
+    /// with its own KV slot, sampler, stop sequences, cancellation and deadline); further calls
+    /// wait for a place. Needs a fused variant (`q8`, `q4`), whose KV cache is shared, and
+    /// cannot be combined with `max_sessions > 1`.
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.opts.max_batch = n;
+        self
+    }
+
+    /// Where ONNX Runtime runs (default [`Device::Cpu`]). [`Device::Cuda`] fails to load,
+    /// naming the device, when the ONNX Runtime library has no CUDA execution provider.
+    pub fn device(mut self, device: Device) -> Self {
+        self.opts.device = device;
         self
     }
 
@@ -221,10 +244,21 @@ impl LocalLlamaBuilder {
     /// a corrupt file or a model that does not match its config.
     pub fn build(self) -> Result<LocalLlama> {
         let o = &self.opts;
-        if o.threads == 0 || o.max_sessions == 0 || o.stream_buffer == 0 || o.max_new_tokens == 0 {
+        if o.threads == 0
+            || o.max_sessions == 0
+            || o.max_batch == 0
+            || o.stream_buffer == 0
+            || o.max_new_tokens == 0
+        {
             return Err(invalid_request(
-                "LocalLlama: threads, max_sessions, stream_buffer and max_new_tokens must be at least 1",
+                "LocalLlama: threads, max_sessions, max_batch, stream_buffer and max_new_tokens must be at least 1",
             ));
+        }
+        if o.max_batch > 1 && o.max_sessions > 1 {
+            return Err(invalid_request(format!(
+                "LocalLlama: max_batch = {} shares one session among its answers; it cannot be combined with max_sessions = {}",
+                o.max_batch, o.max_sessions
+            )));
         }
         let model_file = o.model_file.clone().unwrap_or_else(|| {
             let preferred = PathBuf::from(Variant::default().file_name());
@@ -260,7 +294,7 @@ impl LocalLlamaBuilder {
             files,
             config,
             window,
-            permits: Arc::new(Semaphore::new(o.max_sessions)),
+            permits: Arc::new(Semaphore::new(o.max_sessions.max(o.max_batch))),
             opts: self.opts,
             dylib,
             loaded: OnceCell::new(),
@@ -277,6 +311,7 @@ impl LocalLlamaBuilder {
 fn session_options(opts: &Options) -> SessionOptions {
     SessionOptions {
         intra_threads: opts.threads,
+        device: opts.device,
     }
 }
 
@@ -339,12 +374,37 @@ fn load(inner: &Inner) -> Result<Loaded> {
         load_ms = started.elapsed().as_secs_f64() * 1000.0,
         message = ripcord_core::telemetry::event::LOCAL_LOADED
     );
+    let (pool, scheduler) = if inner.opts.max_batch > 1 {
+        if !decoder.spec().shared_kv {
+            return Err(unavailable(format!(
+                "max_batch = {} needs a fused variant whose KV cache is shared (model.q8.onnx or model.q4.onnx); {} grows its cache per answer",
+                inner.opts.max_batch,
+                inner.files.model.display()
+            )));
+        }
+        let span = tracing::debug_span!(
+            ripcord_core::telemetry::span_name::LOCAL_GENERATE,
+            model = %inner.id,
+            max_batch = inner.opts.max_batch
+        );
+        let scheduler = Scheduler::start(
+            decoder,
+            tokenizer.clone(),
+            inner.opts.max_batch,
+            inner.window as usize,
+            span,
+        )?;
+        (Vec::new(), Some(scheduler))
+    } else {
+        (vec![decoder], None)
+    };
     Ok(Loaded {
         env,
         tokenizer,
         template,
         eos,
-        pool: Mutex::new(vec![decoder]),
+        pool: Mutex::new(pool),
+        scheduler,
     })
 }
 
@@ -410,6 +470,8 @@ impl LocalLlama {
                 ort_dylib: None,
                 threads: crate::default_threads(),
                 max_sessions: 1,
+                max_batch: 1,
+                device: Device::Cpu,
                 eager: true,
                 context_window: None,
                 max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
@@ -600,28 +662,37 @@ impl LocalLlama {
         };
         let inner = Arc::clone(&self.inner);
         let parent = tracing::Span::current();
-        // The thread ends at its next check once the stream is gone (the guard cancels it), so
-        // it never outlives its stream by more than one step.
-        drop(tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let span = tracing::debug_span!(parent: &parent, ripcord_core::telemetry::span_name::LOCAL_GENERATE, model = %inner.id);
-            let _enter = span.enter();
-            let mut decoder = match loaded.take_decoder(&inner) {
-                Ok(d) => d,
-                Err(e) => {
+        if let Some(scheduler) = &loaded.scheduler {
+            scheduler.submit(Request {
+                job,
+                control,
+                tx,
+                permit,
+            })?;
+        } else {
+            // The thread ends at its next check once the stream is gone (the guard cancels it), so
+            // it never outlives its stream by more than one step.
+            drop(tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let span = tracing::debug_span!(parent: &parent, ripcord_core::telemetry::span_name::LOCAL_GENERATE, model = %inner.id);
+                let _enter = span.enter();
+                let mut decoder = match loaded.take_decoder(&inner) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                };
+                let result =
+                    generate::run(&mut decoder, &loaded.tokenizer, &job, &control, &mut |ev| {
+                        tx.blocking_send(Ok(ev)).is_ok()
+                    });
+                loaded.give_back(decoder);
+                if let Err(e) = result {
                     let _ = tx.blocking_send(Err(e));
-                    return;
                 }
-            };
-            let result =
-                generate::run(&mut decoder, &loaded.tokenizer, &job, &control, &mut |ev| {
-                    tx.blocking_send(Ok(ev)).is_ok()
-                });
-            loaded.give_back(decoder);
-            if let Err(e) = result {
-                let _ = tx.blocking_send(Err(e));
-            }
-        }));
+            }));
+        }
 
         let guard = WorkerGuard {
             cancel,
@@ -710,6 +781,7 @@ impl fmt::Debug for LocalLlama {
             .field("window", &self.inner.window)
             .field("threads", &self.inner.opts.threads)
             .field("max_sessions", &self.inner.opts.max_sessions)
+            .field("max_batch", &self.inner.opts.max_batch)
             .field("loaded", &self.is_loaded())
             .finish()
     }

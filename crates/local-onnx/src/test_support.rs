@@ -60,7 +60,10 @@ pub(crate) fn load_tiny_file(
         &env,
         &files.model,
         &config,
-        SessionOptions { intra_threads: 1 },
+        SessionOptions {
+            intra_threads: 1,
+            device: crate::Device::Cpu,
+        },
     )
     .unwrap();
     let tok = tokenizers::Tokenizer::from_file(&files.tokenizer).unwrap();

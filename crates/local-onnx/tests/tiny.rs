@@ -353,3 +353,29 @@ async fn a_chain_falls_back_past_a_broken_local_model_and_serves_from_a_working_
     assert_eq!(first.error_kind, Some(ErrorKind::ModelNotFound));
     std::fs::remove_dir_all(broken_dir.parent().unwrap()).unwrap();
 }
+
+/// The library here is the CPU-only build: `device = cuda` is refused at build (eager load),
+/// naming the device and the model, as a load failure the chain falls back past.
+#[test]
+fn cuda_on_a_cpu_only_library_is_refused_naming_the_device() {
+    let Some(dir) = common::tiny() else { return };
+    let e = LocalLlama::builder(&dir)
+        .threads(1)
+        .device(ripcord_local_onnx::Device::Cuda)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ModelNotFound, "{e}");
+    assert!(
+        e.message()
+            .starts_with("local model unavailable: device \"cuda\""),
+        "{e}"
+    );
+    assert!(e.message().contains("no CUDA execution provider"), "{e}");
+    assert!(e.message().contains(&dir.display().to_string()), "{e}");
+    // The same folder on the CPU loads.
+    LocalLlama::builder(&dir)
+        .threads(1)
+        .device(ripcord_local_onnx::Device::Cpu)
+        .build()
+        .unwrap();
+}

@@ -272,6 +272,12 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
             if let Some(n) = p.threads {
                 b = b.threads(n);
             }
+            if let Some(n) = p.max_batch {
+                b = b.max_batch(n);
+            }
+            if let Some(d) = p.device {
+                b = b.device(d);
+            }
             Arc::new(b.build()?)
         }
         other => {

@@ -34,6 +34,8 @@
 //! kind = "local-onnx"                       # SmolLM2 from `cargo xtask setup-model`
 //! variant = "q8"                            # "q8" (default), "q4" (fastest) or "fp32"
 //! threads = 2                               # default: the cores available, at most 4
+//! max_batch = 8                             # optional: 8 answers share one batched decode step (q8/q4)
+//! device = "cpu"                            # or "cuda" (needs ONNX Runtime's GPU build)
 //!
 //! [budget]                                  # optional: tokens per tenant (the tenant of the caller's key)
 //! tokens_per_window = 200000

@@ -188,6 +188,10 @@ pub struct Provider {
     pub variant: Option<ripcord_local_onnx::Variant>,
     /// local-onnx threads per session (`None`: the library's default).
     pub threads: Option<usize>,
+    /// local-onnx answers per batched decode step (`None`: 1, no batching).
+    pub max_batch: Option<usize>,
+    /// local-onnx execution device (`None`: the CPU).
+    pub device: Option<ripcord_local_onnx::Device>,
     /// azure deployment.
     pub deployment: Option<String>,
     /// azure api-version.

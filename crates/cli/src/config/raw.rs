@@ -279,6 +279,12 @@ pub struct ProviderConfig {
     /// local-onnx: ONNX Runtime threads per session (default: the cores available, at most 4).
     #[serde(default)]
     pub threads: Option<Spanned<u32>>,
+    /// local-onnx: answers decoded together in one batched step (default 1: no batching).
+    #[serde(default)]
+    pub max_batch: Option<Spanned<u32>>,
+    /// local-onnx: `"cpu"` (default) or `"cuda"` (refused when ONNX Runtime has no CUDA provider).
+    #[serde(default)]
+    pub device: Option<Spanned<String>>,
     /// azure-openai: the deployment name.
     #[serde(default)]
     pub deployment: Option<Spanned<String>>,

@@ -10,15 +10,23 @@ use super::model::{BreakerSettings, Provider, RetrySettings, VertexCredentials, 
 use super::raw::{ProviderConfig, ProviderKind};
 use super::{ConfigError, default_model_dir};
 
-/// `variant` and `threads`, which only a local-onnx provider takes.
-fn local_settings(
-    cx: &Ctx<'_>,
-    p: &ProviderConfig,
-) -> Result<(Option<ripcord_local_onnx::Variant>, Option<usize>), ConfigError> {
+/// The settings only a local-onnx provider takes.
+#[derive(Default)]
+struct LocalSettings {
+    variant: Option<ripcord_local_onnx::Variant>,
+    threads: Option<usize>,
+    max_batch: Option<usize>,
+    device: Option<ripcord_local_onnx::Device>,
+}
+
+/// `variant`, `threads`, `max_batch` and `device`, which only a local-onnx provider takes.
+fn local_settings(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<LocalSettings, ConfigError> {
     if p.kind != ProviderKind::LocalOnnx {
         for (key, span) in [
             ("variant", p.variant.as_ref().map(Spanned::span)),
             ("threads", p.threads.as_ref().map(Spanned::span)),
+            ("max_batch", p.max_batch.as_ref().map(Spanned::span)),
+            ("device", p.device.as_ref().map(Spanned::span)),
         ] {
             if let Some(span) = span {
                 return Err(cx.err(
@@ -32,7 +40,7 @@ fn local_settings(
                 ));
             }
         }
-        return Ok((None, None));
+        return Ok(LocalSettings::default());
     }
     let variant = match &p.variant {
         Some(v) => Some(
@@ -49,7 +57,27 @@ fn local_settings(
         Some(t) => Some(*t.get_ref() as usize),
         None => None,
     };
-    Ok((variant, threads))
+    let max_batch = match &p.max_batch {
+        Some(t) if *t.get_ref() == 0 => {
+            return Err(cx.err(Some(&t.span()), "max_batch", "must be at least 1"));
+        }
+        Some(t) => Some(*t.get_ref() as usize),
+        None => None,
+    };
+    let device = match &p.device {
+        Some(d) => Some(
+            d.get_ref()
+                .parse::<ripcord_local_onnx::Device>()
+                .map_err(|e| cx.err(Some(&d.span()), "device", e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(LocalSettings {
+        variant,
+        threads,
+        max_batch,
+        device,
+    })
 }
 
 /// The Google settings: only the Vertex kinds take `project`, `location`, `credentials_file`,
@@ -317,7 +345,12 @@ pub(super) fn resolve_provider(
         None if kind == ProviderKind::LocalOnnx => Some(default_model_dir()),
         None => None,
     };
-    let (variant, threads) = local_settings(cx, p)?;
+    let LocalSettings {
+        variant,
+        threads,
+        max_batch,
+        device,
+    } = local_settings(cx, p)?;
     let bedrock = match super::resolve_bedrock::resolve_bedrock(
         cx,
         p,
@@ -367,6 +400,8 @@ pub(super) fn resolve_provider(
         model_dir,
         variant,
         threads,
+        max_batch,
+        device,
         deployment: cx.opt(&p.deployment, "deployment")?,
         api_version: cx.opt(&p.api_version, "api_version")?,
         vertex,

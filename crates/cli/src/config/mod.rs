@@ -74,6 +74,7 @@ mod pool;
 mod raw;
 mod raw_policies;
 mod resolve;
+mod resolve_alerts;
 mod resolve_bedrock;
 mod resolve_gateway;
 mod resolve_policies;
@@ -99,6 +100,7 @@ pub use raw_policies::{
     AdminConfig, CacheConfig, DataUseConfig, FailureRateConfig, HedgeConfig, KeyControlsConfig,
     KindActionConfig, PriceConfig, ValidateConfig,
 };
+pub use resolve_alerts::{AlertsConfig, AlertsSettings};
 pub use resolve_policies::{
     AdminKey, BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
 };

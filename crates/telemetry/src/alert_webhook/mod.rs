@@ -8,8 +8,8 @@
 //! | --- | --- | --- | --- |
 //! | `ripcord.alert` (auth, quota, permission, region) | `RipcordAlertKindError` | critical | link, kind |
 //! | `ripcord.breaker_transition` to `open` (resolved by the one to `closed`) | `RipcordBreakerOpen` | critical | link |
-//! | `ripcord.static_reply` | `RipcordStaticReply` | critical | route, last kind |
-//! | `ripcord.chain_exhausted` | `RipcordEveryLinkFailed` | critical | route, last kind |
+//! | `ripcord.static_reply` | `RipcordStaticReply` | critical | route |
+//! | `ripcord.chain_exhausted` | `RipcordEveryLinkFailed` | critical | route |
 //!
 //! A call is never blocked or slowed by the webhook: the layer checks the dedupe window under a
 //! short lock and hands the alert to a bounded channel with `try_send`; a full channel drops it
@@ -111,6 +111,24 @@ impl WebhookSettings {
     }
 }
 
+/// Whether `url` can be a webhook: an `http://` or `https://` URL with a host. The error says
+/// what is wrong without repeating the URL (it may hold a secret).
+///
+/// # Errors
+///
+/// A sentence naming the problem.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| format!("not a URL ({e}); the value is not shown, it may hold a secret"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!(
+            "must be an http:// or https:// URL with a host (got a {}: URL)",
+            parsed.scheme()
+        ));
+    }
+    Ok(())
+}
+
 /// `scheme://host[:port]` of `url`, or a placeholder when it does not parse.
 pub fn url_host(url: &str) -> String {
     match reqwest::Url::parse(url) {
@@ -201,18 +219,8 @@ impl AlertWebhook {
     /// No tokio runtime, a URL that is not `http(s)://host…`, a zero queue, or an HTTP client
     /// that cannot be built. The error names the host only.
     pub fn start(settings: WebhookSettings) -> Result<AlertWebhook, TelemetryError> {
-        let url = reqwest::Url::parse(settings.url.expose_secret()).map_err(|_| {
-            TelemetryError::config(
-                "alerts.webhook_url",
-                "not a URL (it is not shown: it may hold a secret)",
-            )
-        })?;
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(TelemetryError::config(
-                "alerts.webhook_url",
-                format!("{} is not an http(s) URL with a host", settings.host()),
-            ));
-        }
+        check_url(settings.url.expose_secret())
+            .map_err(|why| TelemetryError::config("alerts.webhook_url", why))?;
         if settings.queue == 0 {
             return Err(TelemetryError::config("alerts.queue", "must be at least 1"));
         }
@@ -349,7 +357,9 @@ impl LayerInner {
                         ("ripcord_chain", chain.clone()),
                         ("error_type", kind.clone()),
                     ],
-                    key: format!("{alert}\u{0}{chain}\u{0}{kind}"),
+                    // One per route: the last kind changes as links open and are skipped,
+                    // but it is the same outage.
+                    key: format!("{alert}\u{0}{chain}"),
                     summary,
                     description: description.to_owned(),
                     starts: now,

@@ -40,6 +40,10 @@
 //! window_s = 3600
 //! tenants = { acme = 1000000 }
 //!
+//! [alerts]                                  # optional: alert events to a webhook, without Prometheus
+//! webhook_url = "${ALERT_WEBHOOK_URL}"      # a secret: check-config shows its host only
+//! format = "alertmanager"                   # or "slack"; see docs/operating.md
+//!
 //! [[server.keys]]                           # optional: gateway keys bound to tenants
 //! tenant = "acme"
 //! key_env = "ACME_GATEWAY_KEY"              # the secret stays in the environment (16+ characters)

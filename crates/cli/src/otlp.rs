@@ -71,7 +71,8 @@ pub enum ServeTelemetry {
 /// Telemetry for `ripcord serve`: the metrics always feed `export` (the gateway's
 /// `/metrics`), over the same instruments as the OTLP export when `endpoint` is given; the
 /// server log (access lines, failures in full, retries and fallbacks) goes to stderr, scrubbed
-/// of the configured keys.
+/// of the configured keys. With `[alerts]`, the chain's alert events also go to its webhook
+/// (from a task on the current runtime; see `ripcord_telemetry::alert_webhook`).
 #[expect(clippy::print_stderr, reason = "the CLI's own diagnostics")]
 pub fn init_serve(
     endpoint: Option<&str>,
@@ -84,24 +85,46 @@ pub fn init_serve(
                 .iter()
                 .filter_map(|p| p.api_key.as_ref())
                 .chain(c.gateway_keys.iter().map(|k| &k.secret))
+                .chain(c.alerts.as_ref().map(|a| &a.url))
                 .map(|k| k.expose_secret().to_owned())
                 .filter(|k| !k.is_empty())
                 .collect()
         })
         .unwrap_or_default();
+    let webhook = config.and_then(|c| c.alerts.as_ref()).and_then(|a| {
+        match ripcord_telemetry::alert_webhook::AlertWebhook::start(a.webhook()) {
+            Ok(w) => {
+                eprintln!(
+                    "ripcord: alerts go to the webhook at {} ({})",
+                    a.host(),
+                    a.format.as_str()
+                );
+                Some(w)
+            }
+            Err(e) => {
+                eprintln!("ripcord: alert webhook disabled: {e}");
+                None
+            }
+        }
+    });
     if let Some(endpoint) = endpoint {
         return match init_with(endpoint, config, |b| {
-            b.prometheus(export).log_to_stderr(true)
+            let b = b.prometheus(export).log_to_stderr(true);
+            match &webhook {
+                Some(w) => b.alert_webhook(w),
+                None => b,
+            }
         }) {
             Some(g) => ServeTelemetry::Otlp(g),
             None => ServeTelemetry::None,
         };
     }
-    match ripcord_telemetry::prometheus::install_local(
+    match ripcord_telemetry::prometheus::install_local_with(
         export,
         ripcord_telemetry::SecretScrubber::new(secrets),
         ripcord_telemetry::DEFAULT_FILTER,
         true,
+        webhook.as_ref(),
     ) {
         Ok(g) => ServeTelemetry::Local(g),
         Err(e) => {
@@ -147,6 +170,9 @@ fn init_with(
     if let Some(c) = config {
         for k in &c.gateway_keys {
             b = b.redact(k.secret.expose_secret().to_owned());
+        }
+        if let Some(a) = &c.alerts {
+            b = b.redact(a.url.expose_secret().to_owned());
         }
     }
     match extra(b).install() {

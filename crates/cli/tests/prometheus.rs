@@ -1,9 +1,14 @@
 //! Operators' view of a real `ripcord serve`: a REAL Prometheus (Debian's `prometheus`)
 //! scrapes its `/metrics` over loopback and evaluates the shipped alerting rules
-//! (`deploy/prometheus/alerts.yml`, with their `for:` shortened to seconds) while the primary
-//! vendor is down; the breaker-open rule must fire. `promtool check rules` must accept the
-//! shipped file, and every query of the shipped Grafana dashboard (`deploy/grafana/ripcord.json`)
-//! must name series that `/metrics` exports after the run.
+//! (`deploy/prometheus/alerts.yml`, with their `for:` shortened to seconds): silent while the
+//! vendors are healthy, then, while the primary vendor is down and the backup's quota runs out,
+//! the breaker, failure-streak, error-ratio, static-reply, every-link-failed, fallback and
+//! alert-kind rules must fire. `promtool check rules` must accept the shipped file,
+//! `promtool test rules` must pass the shipped unit tests (`alerts_test.yml`: every rule fires on
+//! its failing series and stays silent on healthy ones), every rule must carry a severity and a
+//! runbook section that `docs/operating.md` has, and every query of the shipped Grafana
+//! dashboard (`deploy/grafana/ripcord.json`) must name series that `/metrics` exports after the
+//! run.
 //!
 //! Without Prometheus the tests skip loudly, unless `CI` is set, where they fail (`cargo xtask
 //! test` installs it).
@@ -82,7 +87,81 @@ fn promtool_accepts_the_shipped_rules() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("SUCCESS: 5 rules found"), "{text}");
+    assert!(text.contains("SUCCESS: 11 rules found"), "{text}");
+}
+
+#[test]
+fn promtool_unit_tests_fire_every_rule_and_keep_healthy_series_silent() {
+    let Some(promtool) = tool("promtool") else {
+        return;
+    };
+    let tests = Path::new(ROOT).join("deploy/prometheus/alerts_test.yml");
+    let out = Command::new(promtool)
+        .args(["test", "rules"])
+        .arg(&tests)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool test rules failed:\n{text}");
+    assert!(text.contains("SUCCESS"), "{text}");
+    // Every rule of the shipped file is tested for firing by name.
+    let cases = std::fs::read_to_string(&tests).unwrap();
+    for name in rule_names() {
+        let fires = cases
+            .split("alertname: ")
+            .skip(1)
+            .filter(|c| c.starts_with(&format!("{name}\n")))
+            .any(|c| c.contains("exp_labels"));
+        assert!(fires, "alerts_test.yml never expects {name} to fire");
+    }
+}
+
+/// The alert names of the shipped rules, in order.
+fn rule_names() -> Vec<String> {
+    std::fs::read_to_string(rules_file())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_rule_has_a_severity_and_a_runbook_section_that_exists() {
+    let rules = std::fs::read_to_string(rules_file()).unwrap();
+    let runbook = std::fs::read_to_string(Path::new(ROOT).join("docs/operating.md")).unwrap();
+    let names = rule_names();
+    assert!(names.len() >= 11, "{names:?}");
+    for chunk in rules.split("- alert: ").skip(1) {
+        let name = chunk.lines().next().unwrap().trim();
+        let severity = chunk
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("severity: "))
+            .unwrap_or_else(|| panic!("{name} has no severity"));
+        assert!(
+            ["critical", "warning"].contains(&severity),
+            "{name}: severity {severity}"
+        );
+        let url = chunk
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("runbook_url: "))
+            .unwrap_or_else(|| panic!("{name} has no runbook_url"))
+            .trim_matches('"');
+        let anchor = url
+            .strip_suffix(&format!("docs/operating.md#{}", name.to_lowercase()))
+            .unwrap_or_else(|| {
+                panic!("{name}: runbook_url {url} is not its section of docs/operating.md")
+            });
+        assert!(anchor.starts_with("https://"), "{name}: {url}");
+        assert!(
+            runbook.lines().any(|l| l == format!("## {name}")),
+            "docs/operating.md has no section `## {name}`"
+        );
+    }
 }
 
 /// A Prometheus child on loopback, killed on drop.
@@ -100,9 +179,9 @@ impl Drop for Prometheus {
     }
 }
 
-/// Starts Prometheus scraping `target` (host:port) every second, with the shipped rules whose
+/// Starts Prometheus scraping `targets` (host:port) every second, with the shipped rules whose
 /// `for:` durations are cut to 2 s.
-fn start_prometheus(bin: &Path, target: &str) -> Prometheus {
+fn start_prometheus(bin: &Path, targets: &[&str]) -> Prometheus {
     let dir = tempdir("server");
     let rules = std::fs::read_to_string(rules_file()).unwrap();
     let mut short = String::new();
@@ -117,9 +196,14 @@ fn start_prometheus(bin: &Path, target: &str) -> Prometheus {
         short.push('\n');
     }
     std::fs::write(dir.join("rules.yml"), short).unwrap();
+    let targets = targets
+        .iter()
+        .map(|t| format!("'{t}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n\
-         scrape_configs:\n  - job_name: ripcord\n    metrics_path: /metrics\n    static_configs:\n      - targets: ['{target}']\n",
+         scrape_configs:\n  - job_name: ripcord\n    metrics_path: /metrics\n    static_configs:\n      - targets: [{targets}]\n",
         dir.join("rules.yml").display()
     );
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
@@ -147,18 +231,36 @@ fn start_prometheus(bin: &Path, target: &str) -> Prometheus {
 
 /// The alert `name` once Prometheus at `prom_url` reports it firing (polled for up to 60 s).
 async fn firing_alert(client: &reqwest::Client, prom_url: &str, name: &str) -> Value {
-    poll(Duration::from_secs(60), &format!("{name} firing"), || {
-        let client = client.clone();
-        let url = format!("{prom_url}/api/v1/alerts");
-        async move {
-            let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
-            v["data"]["alerts"]
-                .as_array()?
-                .iter()
-                .find(|a| a["labels"]["alertname"] == name && a["state"] == "firing")
-                .cloned()
-        }
-    })
+    firing_alert_with(client, prom_url, name, &[]).await
+}
+
+/// [`firing_alert`] for the one whose labels include `labels`.
+async fn firing_alert_with(
+    client: &reqwest::Client,
+    prom_url: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Value {
+    poll(
+        Duration::from_secs(60),
+        &format!("{name} {labels:?} firing"),
+        || {
+            let client = client.clone();
+            let url = format!("{prom_url}/api/v1/alerts");
+            async move {
+                let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
+                v["data"]["alerts"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| {
+                        a["labels"]["alertname"] == name
+                            && a["state"] == "firing"
+                            && labels.iter().all(|(k, want)| a["labels"][*k] == *want)
+                    })
+                    .cloned()
+            }
+        },
+    )
     .await
 }
 
@@ -278,7 +380,8 @@ fn dashboard_queries() -> Vec<(String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_series() {
+async fn prometheus_fires_the_rules_on_an_outage_stays_silent_while_healthy_and_the_dashboard_reads_real_series()
+ {
     let (Some(prom_bin), Some(_)) = (tool("prometheus"), tool("promtool")) else {
         return;
     };
@@ -286,14 +389,80 @@ async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_ser
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let dir = tempdir("gateway");
     let served = support::serve(&config_file(&dir, &primary, &backup));
-    let target = served.url.trim_start_matches("http://").to_owned();
-    let prom = start_prometheus(&prom_bin, &target);
+    // A second gateway on the same vendors whose route has no static reply: its calls end in
+    // an error when every link fails.
+    let bare_dir = tempdir("bare");
+    let bare_config = config_file(&bare_dir, &primary, &backup);
+    let text = std::fs::read_to_string(&bare_config).unwrap();
+    std::fs::write(&bare_config, text.replace("static_reply = \"busy\"\n", "")).unwrap();
+    let bare = support::serve(&bare_config);
+    let targets = [&served.url, &bare.url].map(|u| u.trim_start_matches("http://").to_owned());
+    let prom = start_prometheus(&prom_bin, &[&targets[0], &targets[1]]);
     let client = reqwest::Client::new();
 
     // A small chaos run. Healthy traffic first (answers, streams with a first chunk, tokens).
     for i in 0..4 {
         assert_eq!(ask(&client, &served.url, i % 2 == 1).await, "primary");
     }
+    assert_eq!(ask(&client, &bare.url, false).await, "primary");
+
+    // Healthy: once Prometheus holds those calls from both gateways and has evaluated the
+    // rules twice since, no alert is pending or firing.
+    poll(
+        Duration::from_secs(60),
+        "Prometheus holding the healthy calls",
+        || {
+            let client = client.clone();
+            let url = format!("{}/api/v1/query", prom.url);
+            async move {
+                let v: Value = client
+                    .get(url)
+                    .query(&[("query", "count(ripcord_chain_calls_total)")])
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                let n: f64 = v["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
+                (n >= 2.0).then_some(())
+            }
+        },
+    )
+    .await;
+    let evaluations = |client: reqwest::Client, url: String| async move {
+        let text = client
+            .get(format!("{url}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .filter(|l| l.starts_with("prometheus_rule_group_iterations_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .reduce(f64::max)
+    };
+    let before = poll(Duration::from_secs(10), "Prometheus's own metrics", || {
+        evaluations(client.clone(), prom.url.clone())
+    })
+    .await;
+    poll(Duration::from_secs(30), "two more rule evaluations", || {
+        let (client, url) = (client.clone(), prom.url.clone());
+        async move {
+            evaluations(client, url)
+                .await
+                .filter(|n| *n >= before + 2.0)
+        }
+    })
+    .await;
+    let v: Value = client
+        .get(format!("{}/api/v1/alerts", prom.url))
+        .json_body()
+        .await;
+    assert_eq!(v["data"]["alerts"], json!([]), "alerts while healthy: {v}");
+
     // The primary goes down for good: two failures trip its breaker, the rest skip it. The
     // backup stumbles once (a retry inside the link).
     primary.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
@@ -304,11 +473,77 @@ async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_ser
     for i in 0..6 {
         assert_eq!(ask(&client, &served.url, i % 2 == 1).await, "backup");
     }
-    // The backup's quota runs out: static replies, an alert, and its breaker opens (300 ms)…
+    // The backup's quota runs out: static replies, an alert, and its breaker opens (300 ms)
+    // and lets a probe through now and then, which fails again: failures in a row pile up.
     backup.set_script(Script::Always(Behavior::Error(VendorError::QuotaExhausted)));
     for _ in 0..2 {
         assert_eq!(ask(&client, &served.url, false).await, "static");
     }
+    poll(
+        Duration::from_secs(20),
+        "5 failed backup attempts in a row",
+        || {
+            let client = client.clone();
+            let url = served.url.clone();
+            async move {
+                assert_eq!(ask(&client, &url, false).await, "static");
+                let metrics = client.get(format!("{url}/metrics")).text_body().await;
+                metrics
+                    .lines()
+                    .find(|l| {
+                        l.starts_with("ripcord_link_consecutive_failures{")
+                            && l.contains("ripcord_link=\"backup\"")
+                    })
+                    .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .filter(|n| *n >= 5.0)
+            }
+        },
+    )
+    .await;
+    // On the gateway without a static reply the same outage is an error to the caller.
+    let resp = client
+        .post(format!("{}/v1/chat/completions", bare.url))
+        .json(&json!({"model": "ripcord", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(!resp.status().is_success(), "{}", resp.status());
+
+    let alert = firing_alert_with(
+        &client,
+        &prom.url,
+        "RipcordLinkConsecutiveFailures",
+        &[("ripcord_link", "backup")],
+    )
+    .await;
+    assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
+    let alert = firing_alert(&client, &prom.url, "RipcordEveryLinkFailed").await;
+    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
+    // Only the gateway without a static reply has such calls (the rules sum over replicas).
+    assert_eq!(alert["labels"]["ripcord_chain"], "ripcord", "{alert}");
+    let alert = firing_alert(&client, &prom.url, "RipcordStaticReply").await;
+    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
+    let alert = firing_alert_with(
+        &client,
+        &prom.url,
+        "RipcordBreakerHalfOpen",
+        &[("ripcord_link", "backup")],
+    )
+    .await;
+    assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
+    // The backup's probes keep failing between scrapes (the primary's two failures came
+    // before its error series was first scraped, so rate() sees no rise there).
+    let alert = firing_alert_with(
+        &client,
+        &prom.url,
+        "RipcordProviderErrorRatio",
+        &[("ripcord_link", "backup")],
+    )
+    .await;
+    assert_eq!(alert["labels"]["gen_ai_provider_name"], "openai", "{alert}");
+    let alert = firing_alert(&client, &prom.url, "RipcordFallbackShare").await;
+    assert_eq!(alert["labels"]["ripcord_chain"], "ripcord", "{alert}");
+
     // …until the quota is topped up: once its breaker lets a probe through, it serves again.
     backup.set_script(Script::Always(Behavior::Ok));
     poll(Duration::from_secs(10), "the backup serving again", || {
@@ -318,7 +553,7 @@ async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_ser
     })
     .await;
 
-    // Prometheus is up and scraping ripcord.
+    // Prometheus is up and scraping both gateways.
     poll(
         Duration::from_secs(60),
         "a successful scrape of ripcord",
@@ -327,17 +562,25 @@ async fn prometheus_fires_the_breaker_open_rule_and_the_dashboard_reads_real_ser
             let url = format!("{}/api/v1/targets", prom.url);
             async move {
                 let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
-                let health = v["data"]["activeTargets"][0]["health"].as_str()?.to_owned();
-                (health == "up").then_some(())
+                let all_up = v["data"]["activeTargets"]
+                    .as_array()?
+                    .iter()
+                    .all(|t| t["health"] == "up");
+                all_up.then_some(())
             }
         },
     )
     .await;
 
     // The breaker-open rule fires for the primary.
-    let alert = firing_alert(&client, &prom.url, "RipcordBreakerOpen").await;
-    assert_eq!(alert["labels"]["ripcord_link"], "primary", "{alert}");
-    assert_eq!(alert["labels"]["severity"], "page", "{alert}");
+    let alert = firing_alert_with(
+        &client,
+        &prom.url,
+        "RipcordBreakerOpen",
+        &[("ripcord_link", "primary")],
+    )
+    .await;
+    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
 
     // The backup's exhausted quota pages too (one ripcord alert, however many requests).
     let alert = firing_alert(&client, &prom.url, "RipcordAlertKindError").await;

@@ -62,6 +62,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod alert_webhook;
 mod config;
 mod error;
 mod http_client;
@@ -153,6 +154,7 @@ pub struct TelemetryBuilder {
     metric_reader: Option<MetricReaderFn>,
     prometheus: Option<PrometheusExport>,
     on_failure: Option<report::FailureHook>,
+    alerts: Option<alert_webhook::AlertLayer>,
 }
 
 impl fmt::Debug for TelemetryBuilder {
@@ -168,11 +170,19 @@ impl fmt::Debug for TelemetryBuilder {
             .field("custom_span_exporter", &self.span_processor.is_some())
             .field("custom_metric_exporter", &self.metric_reader.is_some())
             .field("on_export_failure", &self.on_failure.is_some())
+            .field("alert_webhook", &self.alerts.is_some())
             .finish()
     }
 }
 
 impl TelemetryBuilder {
+    /// Also sends the chain's alert events to a webhook (see [`alert_webhook`]); the layer is
+    /// added beside the export's, whatever its filter, and even with `OTEL_SDK_DISABLED`.
+    pub fn alert_webhook(mut self, webhook: &alert_webhook::AlertWebhook) -> Self {
+        self.alerts = Some(webhook.layer());
+        self
+    }
+
     /// Also exposes the metrics through `export` (a pull reader of the same instruments the
     /// OTLP export reads; see [`PrometheusExport`]). Ignored with [`Self::without_metrics`].
     pub fn prometheus(mut self, export: &PrometheusExport) -> Self {
@@ -360,7 +370,10 @@ impl TelemetryBuilder {
 
         if resolved.disabled {
             return Ok(Telemetry {
-                layer: Box::new(tracing_subscriber::layer::Identity::new()),
+                layer: with_alerts(
+                    Box::new(tracing_subscriber::layer::Identity::new()),
+                    self.alerts,
+                ),
                 guard: TelemetryGuard { inner: None },
                 redactor,
                 resolved,
@@ -462,6 +475,7 @@ impl TelemetryBuilder {
         } else {
             layer
         };
+        let layer = with_alerts(layer, self.alerts);
         drop(_entered);
 
         Ok(Telemetry {
@@ -606,6 +620,14 @@ fn http_client(
         TelemetryError::config("runtime", "the OTLP/HTTP exporter needs the export runtime")
     })?;
     http_client::RuntimeHttpClient::new(handle, resolved.timeout, &resolved.headers)
+}
+
+/// `layer`, and the alert webhook's layer beside it when there is one.
+fn with_alerts(layer: TelemetryLayer, alerts: Option<alert_webhook::AlertLayer>) -> TelemetryLayer {
+    match alerts {
+        Some(a) => Box::new(layer.and_then(a)),
+        None => layer,
+    }
 }
 
 /// Built telemetry: the `tracing` layer to install and the guard that flushes.

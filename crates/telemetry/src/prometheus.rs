@@ -131,6 +131,22 @@ pub fn install_local(
     filter: &str,
     log_to_stderr: bool,
 ) -> Result<LocalGuard, crate::TelemetryError> {
+    install_local_with(export, redactor, filter, log_to_stderr, None)
+}
+
+/// [`install_local`], with the layer of an alert webhook beside the metrics (see
+/// [`crate::alert_webhook`]).
+///
+/// # Errors
+///
+/// As [`install_local`].
+pub fn install_local_with(
+    export: &PrometheusExport,
+    redactor: crate::SecretScrubber,
+    filter: &str,
+    log_to_stderr: bool,
+    alerts: Option<&crate::alert_webhook::AlertWebhook>,
+) -> Result<LocalGuard, crate::TelemetryError> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -145,6 +161,7 @@ pub fn install_local(
     tracing_subscriber::registry()
         .with(metrics.with_filter(make()?))
         .with(logs)
+        .with(alerts.map(crate::alert_webhook::AlertWebhook::layer))
         .try_init()
         .map_err(|_| crate::TelemetryError::SubscriberAlreadySet)?;
     Ok(LocalGuard(provider))

@@ -439,3 +439,72 @@ async fn skipped_stream_events_are_counted_per_link() {
     let p = point_with(&skipped, &[("ripcord.link", "bumpy")]).unwrap();
     assert_eq!(p.value, 2.0);
 }
+
+#[tokio::test]
+async fn consecutive_failures_count_up_per_link_and_reset_on_a_success() {
+    let cap = capture(|b| b);
+    let flaky = ScriptedModel::new("flaky")
+        .fail(ErrorKind::ServerError)
+        .fail(ErrorKind::Timeout)
+        .fail(ErrorKind::ServerError)
+        .reply("ok");
+    let chain = Chain::builder()
+        .name("streak")
+        .link_arc(traced(flaky))
+        .static_reply("busy")
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        chain.chat(&ask(), &Context::new()).await.unwrap();
+    }
+    let gauge = |m: &_| {
+        point_with(
+            &points(m, "ripcord.link.consecutive_failures"),
+            &[("ripcord.link", "flaky")],
+        )
+        .unwrap()
+        .value
+    };
+    assert_eq!(gauge(&cap.metrics()), 3.0);
+    chain.chat(&ask(), &Context::new()).await.unwrap();
+    assert_eq!(gauge(&cap.metrics()), 0.0);
+}
+
+#[tokio::test]
+async fn a_call_every_link_failed_without_a_static_reply_is_counted_apart() {
+    let cap = capture(|b| b);
+    let down = Chain::builder()
+        .name("bare")
+        .link_arc(traced(ScriptedModel::new("a").fail(ErrorKind::ServerError)))
+        .link_arc(traced(ScriptedModel::new("b").fail(ErrorKind::Overloaded)))
+        .build()
+        .unwrap();
+    down.chat(&ask(), &Context::new()).await.unwrap_err();
+    // A request the first link refuses as invalid stops the chain: not an outage.
+    let refused = Chain::builder()
+        .name("refused")
+        .link_arc(traced(
+            ScriptedModel::new("c").fail(ErrorKind::InvalidRequest),
+        ))
+        .link_arc(traced(ScriptedModel::new("d").reply("never")))
+        .build()
+        .unwrap();
+    refused.chat(&ask(), &Context::new()).await.unwrap_err();
+    // A static reply is its own series.
+    let covered = Chain::builder()
+        .name("covered")
+        .link_arc(traced(ScriptedModel::new("e").fail(ErrorKind::ServerError)))
+        .static_reply("busy")
+        .build()
+        .unwrap();
+    covered.chat(&ask(), &Context::new()).await.unwrap();
+    let m = cap.metrics();
+    let exhausted = points(&m, "ripcord.chain.exhausted");
+    assert_eq!(exhausted.len(), 1, "{exhausted:?}");
+    let p = point_with(
+        &exhausted,
+        &[("ripcord.chain", "bare"), ("error.type", "overloaded")],
+    )
+    .unwrap();
+    assert_eq!(p.value, 1.0);
+}

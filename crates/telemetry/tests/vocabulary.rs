@@ -92,6 +92,14 @@ async fn drive() {
         .unwrap();
     chain.chat(&ask(), &Context::new()).await.unwrap();
 
+    // Every link failed and no static reply: the call ends in the error.
+    let chain = Chain::builder()
+        .name("exhausted")
+        .link(ScriptedModel::new("only").fail(ErrorKind::ServerError))
+        .build()
+        .unwrap();
+    chain.chat(&ask(), &Context::new()).await.unwrap_err();
+
     // A link skipped for lacking tools.
     let chain = Chain::builder()
         .name("tools")
@@ -228,6 +236,7 @@ async fn every_emitted_event_is_in_the_vocabulary_and_the_driven_ones_are_emitte
         event::FALLBACK,
         event::ALERT,
         event::STATIC_REPLY,
+        event::CHAIN_EXHAUSTED,
         event::LINK_SKIPPED,
         event::STREAM_RESTARTED,
         event::STREAM_FAILED,

@@ -175,6 +175,9 @@ impl Config {
                 }
             ));
         }
+        if let Some(a) = &self.alerts {
+            s.push_str(&a.describe());
+        }
         match &self.state {
             StateBackend::Local => s.push_str("state: local (per process)\n"),
             StateBackend::Redis(r) => s.push_str(&format!(

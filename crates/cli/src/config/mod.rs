@@ -42,6 +42,10 @@
 //! window_s = 3600
 //! tenants = { acme = 1000000 }
 //!
+//! [alerts]                                  # optional: alert events to a webhook, without Prometheus
+//! webhook_url = "${ALERT_WEBHOOK_URL}"      # a secret: check-config shows its host only
+//! format = "alertmanager"                   # or "slack"; see docs/operating.md
+//!
 //! [[server.keys]]                           # optional: gateway keys bound to tenants
 //! tenant = "acme"
 //! key_env = "ACME_GATEWAY_KEY"              # the secret stays in the environment (16+ characters)
@@ -76,6 +80,7 @@ mod pool;
 mod raw;
 mod raw_policies;
 mod resolve;
+mod resolve_alerts;
 mod resolve_bedrock;
 mod resolve_gateway;
 mod resolve_policies;
@@ -101,6 +106,7 @@ pub use raw_policies::{
     AdminConfig, CacheConfig, DataUseConfig, FailureRateConfig, HedgeConfig, KeyControlsConfig,
     KindActionConfig, PriceConfig, ValidateConfig,
 };
+pub use resolve_alerts::{AlertsConfig, AlertsSettings};
 pub use resolve_policies::{
     AdminKey, BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
 };

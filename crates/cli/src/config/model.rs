@@ -518,6 +518,8 @@ pub struct Config {
     pub state: StateBackend,
     /// Token budgets per tenant, when configured.
     pub budget: Option<TenantBudget>,
+    /// The alert webhook (`[alerts]`), when configured.
+    pub alerts: Option<super::AlertsSettings>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
     pub notes: Vec<String>,
 }

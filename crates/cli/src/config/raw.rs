@@ -671,6 +671,9 @@ pub struct RawConfig {
     /// Token budgets per tenant.
     #[serde(default)]
     pub budget: Option<BudgetConfig>,
+    /// Alerts sent to a webhook.
+    #[serde(default)]
+    pub alerts: Option<super::resolve_alerts::AlertsConfig>,
 }
 
 /// One `deployments = [{ … }]` entry of a pooled provider, as written.

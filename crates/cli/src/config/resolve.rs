@@ -146,9 +146,15 @@ pub(super) fn resolve(
         .as_ref()
         .map(|b| resolve_budget(cx, b))
         .transpose()?;
+    let alerts = raw
+        .alerts
+        .as_ref()
+        .map(|a| super::resolve_alerts::resolve_alerts(cx, a))
+        .transpose()?;
     let admin =
         super::resolve_policies::resolve_admin(cx, raw.server.admin.as_ref(), &gateway_keys)?;
     Ok(Config {
+        alerts,
         admin,
         state,
         budget,

@@ -446,6 +446,11 @@ impl ChainInner {
             }
             None => {
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    ripcord.chain = %self.id.name,
+                    error.type = errors.last().map(|e| e.kind().as_str()),
+                    message = crate::telemetry::event::CHAIN_EXHAUSTED
+                );
                 Err(Error::exhausted(errors).with_skipped(skipped))
             }
         }

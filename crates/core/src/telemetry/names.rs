@@ -161,6 +161,10 @@ pub mod event {
     pub const FALLBACK: &str = "ripcord.fallback";
     /// The chain answered with its static reply (`error.type` of the last failure).
     pub const STATIC_REPLY: &str = "ripcord.static_reply";
+    /// Every link of the chain failed or was skipped and no static reply is configured: the
+    /// call ended in an error (`ripcord.chain`, `error.type` of the last failure). A call
+    /// stopped early by a fail-fast error (a bad request) is not this event.
+    pub const CHAIN_EXHAUSTED: &str = "ripcord.chain_exhausted";
     /// A committed stream failed and restarted on another link (`ripcord.fallback.from`,
     /// `ripcord.fallback.to`, `error.type`).
     pub const STREAM_RESTARTED: &str = "ripcord.stream_restarted";
@@ -288,6 +292,7 @@ pub mod event {
         LINK_FAILED,
         FALLBACK,
         STATIC_REPLY,
+        CHAIN_EXHAUSTED,
         STREAM_RESTARTED,
         STREAM_FAILED,
         READMISSION_WAIT,

@@ -159,13 +159,14 @@ impl Visit for Facts {
 
 /// The events the metrics count; every other event is passed over before any of its other
 /// fields is read.
-pub(super) const METRIC_EVENTS: [&str; 11] = [
+pub(super) const METRIC_EVENTS: [&str; 12] = [
     event::RETRY_SCHEDULED,
     event::STREAM_CONTINUED,
     event::STREAM_EVENT_SKIPPED,
     event::FALLBACK,
     event::LINK_SKIPPED,
     event::STATIC_REPLY,
+    event::CHAIN_EXHAUSTED,
     event::BREAKER_TRANSITION,
     event::TENANT_USAGE,
     event::ALERT,

@@ -59,6 +59,8 @@ pub(super) struct Instruments {
     pub(super) state_degradations: Counter<u64>,
     pub(super) state_degraded: Gauge<i64>,
     pub(super) alerts: Counter<u64>,
+    pub(super) chain_exhausted: Counter<u64>,
+    pub(super) consecutive_failures: Gauge<u64>,
     pub(super) tenant_tokens: Counter<u64>,
     pub(super) tenant_cost: Counter<f64>,
 }
@@ -189,6 +191,22 @@ impl Instruments {
                 .with_description(
                     "Alerts: failures an operator must act on (auth, quota, permission, region), \
                      at most one per link and error.type per interval",
+                )
+                .build(),
+            chain_exhausted: meter
+                .u64_counter(names::CHAIN_EXHAUSTED)
+                .with_unit("{call}")
+                .with_description(
+                    "Chain calls that ended in an error because every link failed or was \
+                     skipped and no static reply is configured",
+                )
+                .build(),
+            consecutive_failures: meter
+                .u64_gauge(names::LINK_CONSECUTIVE_FAILURES)
+                .with_unit("{attempt}")
+                .with_description(
+                    "Failed attempts of a link in a row since its last success (0 after a \
+                     success; cancelled attempts count neither way)",
                 )
                 .build(),
         }

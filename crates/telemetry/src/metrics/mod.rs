@@ -29,6 +29,8 @@
 //! | `ripcord.tenant.tokens` | counter, {token} | `ripcord.tenant_usage` (a gateway answer) | `ripcord.tenant`, `gen_ai.token.type` |
 //! | `ripcord.tenant.cost` | counter, USD | `ripcord.tenant_usage` with a cost | `ripcord.tenant` |
 //! | `ripcord.alerts` | counter | `ripcord.alert` (at most one per link and kind per interval, see [`ripcord_core::alert`]) | `ripcord.link`, `error.type` |
+//! | `ripcord.chain.exhausted` | counter | `ripcord.chain_exhausted` (every link failed, no static reply) | `ripcord.chain`, `error.type` |
+//! | `ripcord.link.consecutive_failures` | gauge, {attempt} | attempt span closed: +1 on a failure, 0 on a success (`cancelled` counts neither way) | `ripcord.link` |
 //!
 //! Metrics are independent of trace sampling: the layer sees every span.
 
@@ -100,6 +102,10 @@ pub mod names {
     pub const TENANT_TOKENS: &str = "ripcord.tenant.tokens";
     /// Estimated cost of gateway answers in USD, by tenant.
     pub const TENANT_COST: &str = "ripcord.tenant.cost";
+    /// Chain calls that ended in an error: every link failed or was skipped, no static reply.
+    pub const CHAIN_EXHAUSTED: &str = "ripcord.chain.exhausted";
+    /// Failed attempts of a link in a row since its last success.
+    pub const LINK_CONSECUTIVE_FAILURES: &str = "ripcord.link.consecutive_failures";
 }
 
 /// A clock for the layer's own durations (injectable for tests).
@@ -125,6 +131,8 @@ pub struct MetricsLayer {
     inst: Instruments,
     clock: Clock,
     open_since: Mutex<HashMap<String, Instant>>,
+    /// Failed attempts in a row per link (one entry per link name: bounded by the links).
+    streaks: Mutex<HashMap<StringValue, u64>>,
 }
 
 impl fmt::Debug for MetricsLayer {
@@ -145,6 +153,7 @@ impl MetricsLayer {
             inst: Instruments::new(meter),
             clock,
             open_since: Mutex::new(HashMap::new()),
+            streaks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -202,6 +211,7 @@ impl MetricsLayer {
             }
         }
         self.inst.requests.add(1, &base);
+        self.streak(f);
         if let Some(e) = &f.error_type {
             let mut a = base.clone();
             a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
@@ -219,6 +229,29 @@ impl MetricsLayer {
             }
             self.inst.cost.add(cost, &a);
         }
+    }
+
+    /// Moves the link's run of failed attempts: one more on a failure, back to 0 on a success.
+    /// A cancelled attempt (the caller left, a hedge lost) says nothing about the vendor.
+    fn streak(&self, f: &Facts) {
+        let Some(link) = &f.link else {
+            return;
+        };
+        if f.error_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == "cancelled")
+        {
+            return;
+        }
+        let mut streaks = match self.streaks.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let n = streaks.entry(link.clone()).or_insert(0);
+        *n = if f.error_type.is_some() { *n + 1 } else { 0 };
+        self.inst
+            .consecutive_failures
+            .record(*n, &[KeyValue::new(attr::LINK, link.clone())]);
     }
 
     fn close_chain(&self, f: &Facts, elapsed: f64) {
@@ -380,6 +413,13 @@ where
                 self.inst.skipped.add(1, &a);
             }
             event::STATIC_REPLY => self.inst.static_replies.add(1, &[chain_name()]),
+            event::CHAIN_EXHAUSTED => {
+                let mut a = vec![chain_name()];
+                if let Some(e) = &f.error_type {
+                    a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
+                }
+                self.inst.chain_exhausted.add(1, &a);
+            }
             event::BREAKER_TRANSITION => self.breaker_transition(&f),
             event::TENANT_USAGE => {
                 let mut u = TenantUsage::default();

@@ -1,0 +1,193 @@
+//! `[alerts]`: the chain's alert events sent to a webhook, without Prometheus.
+//!
+//! ```toml
+//! [alerts]
+//! webhook_url = "${SLACK_WEBHOOK_URL}"   # a secret: shown by its host only
+//! format = "slack"                        # or "alertmanager" (default)
+//! min_interval_ms = 10000                 # at most one POST per interval (default 10 s)
+//! dedupe_ms = 300000                      # one alert per condition per window (default 5 min)
+//! timeout_ms = 5000                       # per POST (default 5 s)
+//! retries = 3                             # on a network error, a 429 or a 5xx (default 3)
+//! queue = 256                             # alerts waiting for the sender; more are dropped
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use ripcord_telemetry::alert_webhook::{self, WebhookFormat, WebhookSettings};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::ConfigError;
+use super::env::Ctx;
+
+/// `[alerts]` as written.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// The webhook (`http://` or `https://`; `${VAR}` is read from the environment).
+    pub webhook_url: Spanned<String>,
+    /// `"alertmanager"` (default) or `"slack"`.
+    #[serde(default)]
+    pub format: Option<Spanned<String>>,
+    /// The least time between two POSTs, in milliseconds.
+    #[serde(default)]
+    pub min_interval_ms: Option<Spanned<u64>>,
+    /// The window in which a repeated alert is not sent again, in milliseconds.
+    #[serde(default)]
+    pub dedupe_ms: Option<Spanned<u64>>,
+    /// The timeout of one POST, in milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<Spanned<u64>>,
+    /// Retries of a failed POST.
+    #[serde(default)]
+    pub retries: Option<Spanned<u32>>,
+    /// Alerts queued for the sender at most.
+    #[serde(default)]
+    pub queue: Option<Spanned<usize>>,
+}
+
+impl fmt::Debug for AlertsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlertsConfig")
+            .field("webhook_url", &"[redacted]")
+            .field("format", &self.format.as_ref().map(Spanned::get_ref))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The resolved `[alerts]` table.
+#[derive(Clone)]
+pub struct AlertsSettings {
+    /// The webhook; a secret.
+    pub url: SecretString,
+    /// The body's shape.
+    pub format: WebhookFormat,
+    /// The least time between two POSTs.
+    pub min_interval: Duration,
+    /// One alert per condition within this window.
+    pub dedupe: Duration,
+    /// The timeout of one POST.
+    pub timeout: Duration,
+    /// Retries of a failed POST.
+    pub retries: u32,
+    /// The sender's queue.
+    pub queue: usize,
+}
+
+impl AlertsSettings {
+    /// The settings of the telemetry crate's sender.
+    pub fn webhook(&self) -> WebhookSettings {
+        WebhookSettings {
+            url: self.url.clone(),
+            format: self.format,
+            min_interval: self.min_interval,
+            dedupe: self.dedupe,
+            timeout: self.timeout,
+            retries: self.retries,
+            queue: self.queue,
+        }
+    }
+
+    /// The webhook's scheme and host, the only part of its URL ever shown.
+    pub fn host(&self) -> String {
+        alert_webhook::url_host(self.url.expose_secret())
+    }
+
+    /// One line for `check-config`.
+    pub fn describe(&self) -> String {
+        format!(
+            "alerts: webhook {} (path redacted), format {}, at most one POST per {} ms, one alert per condition per {} ms, timeout {} ms, {} retries, queue {}\n",
+            self.host(),
+            self.format.as_str(),
+            self.min_interval.as_millis(),
+            self.dedupe.as_millis(),
+            self.timeout.as_millis(),
+            self.retries,
+            self.queue
+        )
+    }
+}
+
+impl fmt::Debug for AlertsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlertsSettings")
+            .field("host", &self.host())
+            .field("format", &self.format)
+            .field("min_interval", &self.min_interval)
+            .field("dedupe", &self.dedupe)
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .field("queue", &self.queue)
+            .finish()
+    }
+}
+
+pub(super) fn resolve_alerts(
+    cx: &Ctx<'_>,
+    raw: &AlertsConfig,
+) -> Result<AlertsSettings, ConfigError> {
+    let key = "alerts.webhook_url";
+    let span = raw.webhook_url.span();
+    let url = cx.interpolate(&raw.webhook_url, key)?;
+    // The value may be a secret: errors say what is wrong, never what it is.
+    alert_webhook::check_url(&url).map_err(|why| cx.err(Some(&span), key, why))?;
+    let format = match raw.format.as_ref() {
+        None => WebhookFormat::Alertmanager,
+        Some(f) => match f.get_ref().as_str() {
+            "alertmanager" => WebhookFormat::Alertmanager,
+            "slack" => WebhookFormat::Slack,
+            other => {
+                return Err(cx.err(
+                    Some(&f.span()),
+                    "alerts.format",
+                    format!("unknown format {other:?} (expected \"alertmanager\" or \"slack\")"),
+                ));
+            }
+        },
+    };
+    let ms = |v: &Option<Spanned<u64>>, name: &str, default: Duration, min: u64| match v {
+        None => Ok(default),
+        Some(n) if *n.get_ref() < min => Err(cx.err(
+            Some(&n.span()),
+            &format!("alerts.{name}"),
+            format!("must be at least {min} (milliseconds)"),
+        )),
+        Some(n) => Ok(Duration::from_millis(*n.get_ref())),
+    };
+    let queue = match &raw.queue {
+        None => alert_webhook::DEFAULT_QUEUE,
+        Some(q) if *q.get_ref() == 0 => {
+            return Err(cx.err(Some(&q.span()), "alerts.queue", "must be at least 1"));
+        }
+        Some(q) => *q.get_ref(),
+    };
+    Ok(AlertsSettings {
+        url: SecretString::from(url),
+        format,
+        min_interval: ms(
+            &raw.min_interval_ms,
+            "min_interval_ms",
+            alert_webhook::DEFAULT_MIN_INTERVAL,
+            0,
+        )?,
+        dedupe: ms(
+            &raw.dedupe_ms,
+            "dedupe_ms",
+            alert_webhook::DEFAULT_DEDUPE,
+            0,
+        )?,
+        timeout: ms(
+            &raw.timeout_ms,
+            "timeout_ms",
+            alert_webhook::DEFAULT_TIMEOUT,
+            1,
+        )?,
+        retries: raw
+            .retries
+            .as_ref()
+            .map_or(alert_webhook::DEFAULT_RETRIES, |r| *r.get_ref()),
+        queue,
+    })
+}

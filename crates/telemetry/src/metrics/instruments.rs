@@ -59,6 +59,8 @@ pub(super) struct Instruments {
     pub(super) state_degradations: Counter<u64>,
     pub(super) state_degraded: Gauge<i64>,
     pub(super) alerts: Counter<u64>,
+    pub(super) vendor_status: Gauge<i64>,
+    pub(super) vendor_poll_failures: Counter<u64>,
     pub(super) tenant_tokens: Counter<u64>,
     pub(super) tenant_cost: Counter<f64>,
 }
@@ -189,6 +191,21 @@ impl Instruments {
                 .with_description(
                     "Alerts: failures an operator must act on (auth, quota, permission, region), \
                      at most one per link and error.type per interval",
+                )
+                .build(),
+            vendor_status: meter
+                .i64_gauge(names::VENDOR_STATUS)
+                .with_description(
+                    "What the vendor's own status page declares for a component a link depends \
+                     on: 0 operational, 1 degraded or under maintenance, 2 partial outage, 3 major \
+                     outage",
+                )
+                .build(),
+            vendor_poll_failures: meter
+                .u64_counter(names::VENDOR_POLL_FAILURES)
+                .with_unit("{poll}")
+                .with_description(
+                    "Polls of a vendor's status page that could not be read (nothing changed)",
                 )
                 .build(),
         }

@@ -310,3 +310,61 @@ async fn a_page_that_cannot_be_read_changes_nothing() {
     assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Parses a config of one OpenAI (or `kind`) provider with `status` as its status page section.
+fn parse_status(kind: &str, status: &str) -> Result<ripcord_cli::config::Config, String> {
+    let text = format!(
+        "[chain]\norder = [\"p\"]\n\n[[providers]]\nname = \"p\"\nkind = \"{kind}\"\nmodel = \"m\"\napi_key = \"sk-test\"\n\n[providers.status_page]\n{status}\n"
+    );
+    let env = |_: &str| -> Option<String> { None };
+    ripcord_cli::config::parse("vendor.toml", &text, &env).map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_section_is_validated_with_the_file_and_key_named() {
+    let ok = parse_status(
+        "openai",
+        "url = \"preset\"\ncomponents = [\"API\"]\non_major_outage = \"demote\"",
+    )
+    .unwrap();
+    let described = ok.describe();
+    assert!(
+        described.contains(
+            "status page: https://status.openai.com/api/v2/summary.json (statuspage) components [API], every 60000 ms (timeout 5000 ms), on major outage: demote"
+        ),
+        "{described}"
+    );
+    let anthropic = parse_status("anthropic", "url = \"preset\"\ncomponents = [\"Claude API\"]")
+        .unwrap()
+        .describe();
+    assert!(
+        anthropic.contains("status.anthropic.com/api/v2/summary.json")
+            && anthropic.contains("on major outage: alert"),
+        "{anthropic}"
+    );
+    let cases = [
+        ("openai", "components = [\"API\"]", "status_page.url", "url = \"preset\""),
+        ("deepseek", "url = \"preset\"\ncomponents = [\"API\"]", "status_page.url", "no status page preset for deepseek"),
+        ("openai", "url = \"ftp://x/summary.json\"\ncomponents = [\"API\"]", "status_page.url", "http:// or https://"),
+        ("openai", "url = \"https://status.example.com/\"\ncomponents = [\"API\"]", "status_page.format", "cannot tell the format"),
+        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\nformat = \"json\"", "status_page.format", "unknown format \"json\""),
+        ("openai", "url = \"https://s.example.com/a.json\"", "status_page.components", "name the components"),
+        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\" \"]", "status_page.components", "empty"),
+        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\ninterval_ms = 10", "status_page.interval_ms", "at least 50 ms"),
+        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\ntimeout_ms = 0", "status_page.timeout_ms", "at least 1 ms"),
+        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\non_major_outage = \"panic\"", "status_page.on_major_outage", "unknown policy \"panic\""),
+        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\nintervall_ms = 100", "intervall_ms", "unknown field"),
+    ];
+    for (kind, section, key, says) in cases {
+        let e = parse_status(kind, section).expect_err(section);
+        assert!(e.contains("vendor.toml"), "{section}: {e}");
+        assert!(e.contains(key), "{section}: {e}");
+        assert!(e.contains(says), "{section}: {e}");
+    }
+    // Nothing is polled unless the section is written.
+    let text = "[chain]\norder = [\"p\"]\n\n[[providers]]\nname = \"p\"\nkind = \"openai\"\nmodel = \"m\"\napi_key = \"sk-test\"\n";
+    let env = |_: &str| -> Option<String> { None };
+    let plain = ripcord_cli::config::parse("plain.toml", text, &env).unwrap();
+    assert!(plain.chain.iter().all(|p| p.status_page.is_none()));
+    assert!(!plain.describe().contains("status page"));
+}

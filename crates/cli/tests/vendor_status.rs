@@ -334,26 +334,84 @@ fn the_section_is_validated_with_the_file_and_key_named() {
         ),
         "{described}"
     );
-    let anthropic = parse_status("anthropic", "url = \"preset\"\ncomponents = [\"Claude API\"]")
-        .unwrap()
-        .describe();
+    let anthropic = parse_status(
+        "anthropic",
+        "url = \"preset\"\ncomponents = [\"Claude API\"]",
+    )
+    .unwrap()
+    .describe();
     assert!(
         anthropic.contains("status.anthropic.com/api/v2/summary.json")
             && anthropic.contains("on major outage: alert"),
         "{anthropic}"
     );
     let cases = [
-        ("openai", "components = [\"API\"]", "status_page.url", "url = \"preset\""),
-        ("deepseek", "url = \"preset\"\ncomponents = [\"API\"]", "status_page.url", "no status page preset for deepseek"),
-        ("openai", "url = \"ftp://x/summary.json\"\ncomponents = [\"API\"]", "status_page.url", "http:// or https://"),
-        ("openai", "url = \"https://status.example.com/\"\ncomponents = [\"API\"]", "status_page.format", "cannot tell the format"),
-        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\nformat = \"json\"", "status_page.format", "unknown format \"json\""),
-        ("openai", "url = \"https://s.example.com/a.json\"", "status_page.components", "name the components"),
-        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\" \"]", "status_page.components", "empty"),
-        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\ninterval_ms = 10", "status_page.interval_ms", "at least 50 ms"),
-        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\ntimeout_ms = 0", "status_page.timeout_ms", "at least 1 ms"),
-        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\non_major_outage = \"panic\"", "status_page.on_major_outage", "unknown policy \"panic\""),
-        ("openai", "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\nintervall_ms = 100", "intervall_ms", "unknown field"),
+        (
+            "openai",
+            "components = [\"API\"]",
+            "status_page.url",
+            "url = \"preset\"",
+        ),
+        (
+            "deepseek",
+            "url = \"preset\"\ncomponents = [\"API\"]",
+            "status_page.url",
+            "no status page preset for deepseek",
+        ),
+        (
+            "openai",
+            "url = \"ftp://x/summary.json\"\ncomponents = [\"API\"]",
+            "status_page.url",
+            "http:// or https://",
+        ),
+        (
+            "openai",
+            "url = \"https://status.example.com/\"\ncomponents = [\"API\"]",
+            "status_page.format",
+            "cannot tell the format",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\nformat = \"json\"",
+            "status_page.format",
+            "unknown format \"json\"",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"",
+            "status_page.components",
+            "name the components",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"\ncomponents = [\" \"]",
+            "status_page.components",
+            "empty",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\ninterval_ms = 10",
+            "status_page.interval_ms",
+            "at least 50 ms",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\ntimeout_ms = 0",
+            "status_page.timeout_ms",
+            "at least 1 ms",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\non_major_outage = \"panic\"",
+            "status_page.on_major_outage",
+            "unknown policy \"panic\"",
+        ),
+        (
+            "openai",
+            "url = \"https://s.example.com/a.json\"\ncomponents = [\"API\"]\nintervall_ms = 100",
+            "intervall_ms",
+            "unknown field",
+        ),
     ];
     for (kind, section, key, says) in cases {
         let e = parse_status(kind, section).expect_err(section);

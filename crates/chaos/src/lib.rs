@@ -52,6 +52,8 @@
 //! - [`VendorError`]: vendor-accurate errors, with [`VendorError::expected_kind`] naming the
 //!   `ripcord_core::ErrorKind` an adapter should classify each as.
 //! - [`RecordedRequest`]: what the server received.
+//! - [`status_page`]: a fake vendor status page (Atlassian Statuspage JSON, RSS, Atom) whose
+//!   components, incidents and failures are scripted.
 //! - [`vendor_table`]: recorded vendor failures (exact status, headers and body bytes, streams
 //!   too) with the kind and disposition each must get, replayed with [`Behavior::Raw`].
 //!
@@ -76,6 +78,7 @@ mod record;
 mod reply;
 mod script;
 mod server;
+pub mod status_page;
 mod vendor_error;
 pub mod vendor_table;
 

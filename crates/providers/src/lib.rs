@@ -67,6 +67,8 @@
 //! - `bedrock`: [`Bedrock`] — AWS Bedrock's Converse and ConverseStream APIs, signed with
 //!   SigV4 (`aws-sigv4`) or a Bedrock API key, the event stream decoded by
 //!   `aws-smithy-eventstream`.
+//! - `status-page`: [`status_page`] — parsers for the vendors' own status pages (Atlassian
+//!   Statuspage JSON, RSS 2.0 / Atom by `feed-rs`), which `ripcord serve` polls.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // Without any vendor feature only the shared parsers (and Bedrock, which has its own error
@@ -89,6 +91,8 @@ mod models;
 pub mod retry_after;
 pub mod sse;
 mod stated_limit;
+#[cfg(feature = "status-page")]
+pub mod status_page;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;

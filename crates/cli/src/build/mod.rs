@@ -51,6 +51,7 @@ mod decorate;
 mod policies;
 mod pool;
 pub mod reuse;
+pub mod status_watch;
 
 use adapters::{adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};
@@ -126,6 +127,9 @@ pub struct Built {
     pub kept: BTreeMap<String, reuse::KeptLink>,
     /// Each link's operator switches (breaker reset, disable / enable).
     pub switches: admin::Switches,
+    /// The pollers of the vendors' status pages (`[providers.status_page]`), in the order of
+    /// [`Config::chain`]; polling stops when the last clone is dropped.
+    pub vendor_watches: Arc<Vec<Arc<status_watch::VendorWatch>>>,
     /// The shared state on Redis, when `[state] backend = "redis"`.
     #[cfg(feature = "redis")]
     pub redis: Option<RedisState>,
@@ -418,10 +422,12 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         links.insert(p.name.as_str(), link);
     }
     policies::hedged(config, &mut links)?;
+    let switches = switches.done();
     let mut routes = Vec::with_capacity(config.routes.len());
     for route in &config.routes {
-        routes.push(build_route(config, route, &links)?);
+        routes.push(build_route(config, route, &links, &switches)?);
     }
+    let vendor_watches = status_watch::start(config, &switches, &mut notes)?;
     let switch: Arc<dyn ChatModel> = Arc::new(RouteSwitch::new(
         routes
             .iter()
@@ -473,7 +479,8 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         pools,
         notes,
         probers: Arc::new(probers),
-        switches: switches.done(),
+        switches,
+        vendor_watches: Arc::new(vendor_watches),
         kept,
         #[cfg(feature = "redis")]
         redis,
@@ -485,6 +492,7 @@ fn build_route(
     config: &Config,
     route: &Route,
     links: &BTreeMap<&str, Arc<dyn ChatModel>>,
+    switches: &admin::Switches,
 ) -> Result<BuiltRoute> {
     let spec = &route.spec;
     let mut b = Chain::builder()
@@ -500,6 +508,9 @@ fn build_route(
             ))
         })?;
         b = b.link_arc(Arc::clone(link));
+        if let Some(d) = switches.demotion(name) {
+            b = b.demotion(d);
+        }
         if let Some(p) = config.provider(name) {
             if let Some(ms) = p.timeouts.first_token_ms {
                 b = b.first_token_limit(Duration::from_millis(ms));

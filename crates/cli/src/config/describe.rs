@@ -54,6 +54,17 @@ impl Config {
                     for l in p.policies.describe() {
                         s.push_str(&format!("       {l}\n"));
                     }
+                    if let Some(sp) = &p.status_page {
+                        s.push_str(&format!(
+                            "       status page: {} ({}) components [{}], every {} ms (timeout {} ms), on major outage: {}\n",
+                            sp.url,
+                            sp.format.as_str(),
+                            sp.components.join(", "),
+                            sp.interval.as_millis(),
+                            sp.timeout.as_millis(),
+                            sp.on_major_outage.as_str()
+                        ));
+                    }
                 }
             }
             s.push_str(&format!(

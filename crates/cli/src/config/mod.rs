@@ -85,6 +85,7 @@ mod resolve_bedrock;
 mod resolve_gateway;
 mod resolve_policies;
 mod resolve_provider;
+pub mod resolve_status_page;
 mod route_table;
 
 use std::fmt;

@@ -227,6 +227,8 @@ pub struct Provider {
     pub bedrock: Option<BedrockSettings>,
     /// A pool's deployments and strategy (`None`: an ordinary link).
     pub pool: Option<super::pool::PoolSettings>,
+    /// The vendor's status page the provider listens to (`None`: none is polled).
+    pub status_page: Option<super::resolve_status_page::StatusPageSettings>,
 }
 
 /// A Bedrock provider's own settings, resolved when the config is read (credentials included,

@@ -387,6 +387,9 @@ pub struct ProviderConfig {
     /// `round_robin` or `usage`.
     #[serde(default)]
     pub balance: Option<Spanned<String>>,
+    /// The vendor's own status page this provider listens to (`[providers.status_page]`).
+    #[serde(default)]
+    pub status_page: Option<super::resolve_status_page::StatusPageConfig>,
 }
 
 /// `[chain]`.

@@ -390,6 +390,7 @@ pub(super) fn resolve_provider(
     };
     let context_window = positive(&p.context_window, "context_window")?;
     let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;
+    let status_page = super::resolve_status_page::resolve_status_page(cx, p)?;
     Ok(Some(Provider {
         name: p.name.get_ref().clone(),
         kind,
@@ -419,6 +420,7 @@ pub(super) fn resolve_provider(
         policies,
         bedrock,
         pool,
+        status_page,
     }))
 }
 

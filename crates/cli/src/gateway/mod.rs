@@ -71,6 +71,7 @@ mod responses_store;
 mod server;
 mod shed;
 pub mod status;
+mod status_vendors;
 #[cfg(test)]
 mod support_matrix;
 mod wire;

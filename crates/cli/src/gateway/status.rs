@@ -84,6 +84,9 @@ pub struct StatusBoard {
     pools: Vec<ripcord_resilience::PoolHandle>,
     routes: Vec<RouteInfo>,
     recent: Mutex<Recent>,
+    /// The vendors' status page pollers, and the switches their declarations steer.
+    vendors: Arc<Vec<Arc<crate::build::status_watch::VendorWatch>>>,
+    switches: crate::build::admin::Switches,
 }
 
 impl StatusBoard {
@@ -104,7 +107,22 @@ impl StatusBoard {
             pools: built.pools.clone(),
             routes,
             recent: Mutex::new(Recent::default()),
+            vendors: Arc::clone(&built.vendor_watches),
+            switches: built.switches.clone(),
         }
+    }
+
+    /// The page's data as JSON (`GET /status` with `Accept: application/json`): each
+    /// provider's health and breaker, and what its vendor's status page declares.
+    pub fn to_json(&self) -> serde_json::Value {
+        let snaps: Vec<_> = self.links.iter().map(HealthHandle::snapshot).collect();
+        serde_json::json!({
+            "providers": snaps
+                .iter()
+                .map(|s| serde_json::to_value(s).unwrap_or(serde_json::Value::Null))
+                .collect::<Vec<_>>(),
+            "vendor_status": super::status_vendors::to_json(&self.vendors, &self.switches, &snaps),
+        })
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
@@ -364,6 +382,7 @@ impl StatusBoard {
         }
         out.push_str("</table>");
         self.render_pools(&mut out);
+        super::status_vendors::render(&self.vendors, &self.switches, &snaps, &mut out);
 
         out.push_str(r#"<h2>Last fallbacks</h2>"#);
         if fallbacks.is_empty() {
@@ -467,7 +486,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// `3 s`, `4 min 12 s`, `2 h 5 min`.
-fn ago(d: Duration) -> String {
+pub(super) fn ago(d: Duration) -> String {
     let s = d.as_secs();
     if s < 60 {
         format!("{:.1} s", d.as_secs_f64())
@@ -479,7 +498,7 @@ fn ago(d: Duration) -> String {
 }
 
 /// Escapes text for HTML.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

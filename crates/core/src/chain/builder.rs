@@ -122,6 +122,17 @@ impl ChainBuilder {
         self
     }
 
+    /// Gives the link added last an outside demotion switch: while `demotion` is set, every
+    /// call tries that link after the chain's other links (before the static reply), whatever
+    /// the strategy, keeping the order among demoted links. What sets it is the caller's (the
+    /// gateway sets it while the vendor's status page declares a major outage).
+    pub fn demotion(mut self, demotion: super::Demotion) -> Self {
+        if let Some(l) = self.links.last_mut() {
+            l.demotion = Some(demotion);
+        }
+        self
+    }
+
     /// Reserves `d` of the deadline for the links after the link added last: its attempts get
     /// at most the time left minus `d` (unless it is the last link still untried).
     pub fn reserve(mut self, d: Duration) -> Self {

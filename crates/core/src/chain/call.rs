@@ -116,7 +116,7 @@ impl Call {
         }
         let needs = req.needs();
         Call {
-            order: inner.plan.order(&inner.links, req, needs),
+            order: super::order::demoted(inner.plan.order(&inner.links, req, needs), &inner.links),
             avoid_domain: None,
             failed_domains: 0,
             tried: 0,

@@ -58,7 +58,7 @@ mod trim;
 
 pub use builder::{BuildError, ChainBuilder};
 pub use order::{
-    DEFAULT_OUTPUT_ESTIMATE, DEMOTION_PROBE_EVERY, ERROR_EWMA_ALPHA, LATENCY_EWMA_ALPHA,
+    DEFAULT_OUTPUT_ESTIMATE, DEMOTION_PROBE_EVERY, Demotion, ERROR_EWMA_ALPHA, LATENCY_EWMA_ALPHA,
     LinkLatency, Strategy,
 };
 pub use trim::Trim;
@@ -191,6 +191,9 @@ pub(crate) struct Link {
     /// The window the link's vendor stated in a context-length error (0: none yet). One
     /// relaxed load per link considered; written only when a vendor states a new limit.
     pub(crate) learned_window: AtomicU32,
+    /// An outside demotion switch (see [`Demotion`]): while set, the link is tried after the
+    /// others.
+    pub(crate) demotion: Option<Demotion>,
 }
 
 impl Link {
@@ -200,6 +203,7 @@ impl Link {
             reserve: Duration::ZERO,
             first_token: None,
             learned_window: AtomicU32::new(0),
+            demotion: None,
         }
     }
 

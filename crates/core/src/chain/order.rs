@@ -410,6 +410,56 @@ fn insertion_sort(v: &mut [u8], cmp: impl Fn(u8, u8) -> std::cmp::Ordering) {
     }
 }
 
+/// A link's outside demotion switch ([`super::ChainBuilder::demotion`]): while set, calls try
+/// the link after the chain's other links, whatever the strategy, until it is cleared. It
+/// moves the link the way [`Strategy::DemoteErroring`] does, but on another's word (a
+/// vendor's status page declaring an outage) rather than the chain's own error counts, and it
+/// keeps no probe calls: a demoted link is still tried when the links before it fail.
+/// Cloning shares the switch.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::chain::Demotion;
+/// let d = Demotion::default();
+/// assert!(!d.set(true)); // was not demoted
+/// assert!(d.is_demoted());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Demotion(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Demotion {
+    /// Demotes (`true`) or restores (`false`) the link; whether it was demoted before.
+    pub fn set(&self, demoted: bool) -> bool {
+        self.0.swap(demoted, Ordering::SeqCst)
+    }
+
+    /// Whether the link is demoted now.
+    pub fn is_demoted(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// `order` (or the configured order, for `None`) with the links whose [`Demotion`] is set
+/// moved behind the others, each group keeping its order; `order` itself when none is set.
+pub(crate) fn demoted(order: Option<Order>, links: &[Link]) -> Option<Order> {
+    let mut flags = [false; MAX_LINKS];
+    let mut any = false;
+    for (i, link) in links.iter().enumerate().take(MAX_LINKS) {
+        flags[i] = link.demotion.as_ref().is_some_and(Demotion::is_demoted);
+        any |= flags[i];
+    }
+    if !any {
+        return order;
+    }
+    let mut order = order.unwrap_or_else(|| Order::identity(links.len()));
+    let len = order.len;
+    insertion_sort(&mut order.idx[..len], |a, b| {
+        flags[usize::from(a)].cmp(&flags[usize::from(b)])
+    });
+    Some(order)
+}
+
 /// The link indices of one call, in the order to try them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Order {

@@ -147,6 +147,12 @@ pub mod attr {
     /// `ripcord.alert.suppressed`: how many alert-kind failures of the pair were held back
     /// since the last [`super::event::ALERT`].
     pub const ALERT_SUPPRESSED: &str = crate::alert::SUPPRESSED;
+    /// `vendor_component`: the component of a vendor's status page a link depends on (on
+    /// [`super::event::VENDOR_STATUS`] and the declared-outage events).
+    pub const VENDOR_COMPONENT: &str = "vendor_component";
+    /// `ripcord.vendor_status`: a component's declared status as a number, 0 operational, 1
+    /// degraded (or under maintenance), 2 partial outage, 3 major outage.
+    pub const VENDOR_STATUS_LEVEL: &str = "ripcord.vendor_status.level";
 }
 
 /// Event names (the message of a `tracing` event, which `tracing-opentelemetry` uses as the
@@ -286,6 +292,22 @@ pub mod event {
     /// A pool's deployment was reinstated (`ripcord.link`, `ripcord.deployment`, `by`).
     pub const POOL_REINSTATED: &str = "ripcord.pool_reinstated";
 
+    // Vendors' own status pages.
+    /// A poll of a vendor's status page read a new declared status for a link's components
+    /// (`ripcord.link`, `vendor_component`, `ripcord.vendor_status.level`, `status`); also
+    /// said on the first poll, so the gauge starts with a value.
+    pub const VENDOR_STATUS: &str = "ripcord.vendor_status";
+    /// A vendor's status page declared a major outage of a component a link depends on
+    /// (`ripcord.link`, `vendor_component`, `incident`, `policy`: what ripcord does about it,
+    /// `demote`, `open` or `alert`). Said once per outage.
+    pub const VENDOR_DECLARED_OUTAGE: &str = "ripcord.vendor_declared_outage";
+    /// The declared major outage is over (`ripcord.link`, `vendor_component`): the link is back
+    /// in its place.
+    pub const VENDOR_DECLARED_RESOLVED: &str = "ripcord.vendor_declared_resolved";
+    /// A vendor's status page could not be read (`ripcord.link`, `error.message`, `failures`
+    /// in a row); nothing changes. Logged at most once per backoff step.
+    pub const VENDOR_STATUS_POLL_FAILED: &str = "ripcord.vendor_poll_failed";
+
     /// Every event name above: the vocabulary a test holds the emitters to.
     pub const ALL: &[&str] = &[
         LINK_SKIPPED,
@@ -335,5 +357,9 @@ pub mod event {
         POOL_EJECTED,
         POOL_OUT_OF_SERVICE,
         POOL_REINSTATED,
+        VENDOR_STATUS,
+        VENDOR_DECLARED_OUTAGE,
+        VENDOR_DECLARED_RESOLVED,
+        VENDOR_STATUS_POLL_FAILED,
     ];
 }

@@ -159,7 +159,7 @@ impl Visit for Facts {
 
 /// The events the metrics count; every other event is passed over before any of its other
 /// fields is read.
-pub(super) const METRIC_EVENTS: [&str; 12] = [
+pub(super) const METRIC_EVENTS: [&str; 14] = [
     event::RETRY_SCHEDULED,
     event::STREAM_CONTINUED,
     event::STREAM_EVENT_SKIPPED,
@@ -172,6 +172,8 @@ pub(super) const METRIC_EVENTS: [&str; 12] = [
     event::ALERT,
     event::STATE_DEGRADED,
     event::STATE_RESTORED,
+    event::VENDOR_STATUS,
+    event::VENDOR_STATUS_POLL_FAILED,
 ];
 
 /// The metric event `text` names, if any.
@@ -257,6 +259,10 @@ pub(super) struct EventFields {
     pub(super) mode: Option<String>,
     /// `ripcord.continuation.reason`.
     pub(super) continuation_reason: Option<String>,
+    /// `vendor_component`.
+    pub(super) component: Option<String>,
+    /// `ripcord.vendor_status.level`.
+    pub(super) level: Option<i64>,
 }
 
 impl EventFields {
@@ -271,6 +277,7 @@ impl EventFields {
             attr::CONTINUED_BY => &mut self.continued_by,
             attr::CONTINUATION_MODE => &mut self.mode,
             attr::CONTINUATION_REASON => &mut self.continuation_reason,
+            attr::VENDOR_COMPONENT => &mut self.component,
             _ => return,
         };
         *slot = Some(value);
@@ -299,8 +306,21 @@ impl Visit for EventFields {
                 | attr::CONTINUED_BY
                 | attr::CONTINUATION_MODE
                 | attr::CONTINUATION_REASON
+                | attr::VENDOR_COMPONENT
         ) {
             self.set(name, format!("{value:?}"));
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if field.name() == attr::VENDOR_STATUS_LEVEL {
+            self.level = Some(value);
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == attr::VENDOR_STATUS_LEVEL {
+            self.level = i64::try_from(value).ok();
         }
     }
 }

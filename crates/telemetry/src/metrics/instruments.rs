@@ -61,6 +61,8 @@ pub(super) struct Instruments {
     pub(super) alerts: Counter<u64>,
     pub(super) chain_exhausted: Counter<u64>,
     pub(super) consecutive_failures: Gauge<u64>,
+    pub(super) vendor_status: Gauge<i64>,
+    pub(super) vendor_poll_failures: Counter<u64>,
     pub(super) tenant_tokens: Counter<u64>,
     pub(super) tenant_cost: Counter<f64>,
 }
@@ -207,6 +209,21 @@ impl Instruments {
                 .with_description(
                     "Failed attempts of a link in a row since its last success (0 after a \
                      success; cancelled attempts count neither way)",
+                )
+                .build(),
+            vendor_status: meter
+                .i64_gauge(names::VENDOR_STATUS)
+                .with_description(
+                    "What the vendor's own status page declares for a component a link depends \
+                     on: 0 operational, 1 degraded or under maintenance, 2 partial outage, 3 major \
+                     outage",
+                )
+                .build(),
+            vendor_poll_failures: meter
+                .u64_counter(names::VENDOR_POLL_FAILURES)
+                .with_unit("{poll}")
+                .with_description(
+                    "Polls of a vendor's status page that could not be read (nothing changed)",
                 )
                 .build(),
         }

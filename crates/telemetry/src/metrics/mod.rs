@@ -28,6 +28,8 @@
 //! | `ripcord.state.degraded` | gauge (1 on local state, 0 shared again) | `ripcord.state_degraded` / `ripcord.state_restored` | `ripcord.state.backend` |
 //! | `ripcord.tenant.tokens` | counter, {token} | `ripcord.tenant_usage` (a gateway answer) | `ripcord.tenant`, `gen_ai.token.type` |
 //! | `ripcord.tenant.cost` | counter, USD | `ripcord.tenant_usage` with a cost | `ripcord.tenant` |
+//! | `ripcord.vendor.status` | gauge (0 operational, 1 degraded or maintenance, 2 partial outage, 3 major outage) | `ripcord.vendor_status` (each poll that reads a new status) | `ripcord.link`, `vendor_component` |
+//! | `ripcord.vendor.poll_failures` | counter | `ripcord.vendor_poll_failed` | `ripcord.link` |
 //! | `ripcord.alerts` | counter | `ripcord.alert` (at most one per link and kind per interval, see [`ripcord_core::alert`]) | `ripcord.link`, `error.type` |
 //! | `ripcord.chain.exhausted` | counter | `ripcord.chain_exhausted` (every link failed, no static reply) | `ripcord.chain`, `error.type` |
 //! | `ripcord.link.consecutive_failures` | gauge, {attempt} | attempt span closed: +1 on a failure, 0 on a success (`cancelled` counts neither way) | `ripcord.link` |
@@ -98,6 +100,12 @@ pub mod names {
     pub const STATE_DEGRADED: &str = "ripcord.state.degraded";
     /// Alerts raised: failures an operator must act on, rate-limited per link and kind.
     pub const ALERTS: &str = "ripcord.alerts";
+    /// What a vendor's status page declares for a link's component (0 operational … 3 major
+    /// outage).
+    pub const VENDOR_STATUS: &str = "ripcord.vendor.status";
+    /// Polls of a vendor's status page that failed (unreachable, an error status, a body that
+    /// does not parse).
+    pub const VENDOR_POLL_FAILURES: &str = "ripcord.vendor.poll_failures";
     /// Tokens of gateway answers, by tenant.
     pub const TENANT_TOKENS: &str = "ripcord.tenant.tokens";
     /// Estimated cost of gateway answers in USD, by tenant.
@@ -449,6 +457,26 @@ where
                     a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
                 }
                 self.inst.alerts.add(1, &a);
+            }
+            event::VENDOR_STATUS => {
+                if let (Some(link), Some(level)) = (&f.link, f.level) {
+                    let a = [
+                        KeyValue::new(attr::LINK, link.clone()),
+                        KeyValue::new(
+                            attr::VENDOR_COMPONENT,
+                            f.component.clone().unwrap_or_default(),
+                        ),
+                    ];
+                    self.inst.vendor_status.record(level, &a);
+                }
+            }
+            event::VENDOR_STATUS_POLL_FAILED => {
+                let a: Vec<KeyValue> = f
+                    .link
+                    .iter()
+                    .map(|l| KeyValue::new(attr::LINK, l.clone()))
+                    .collect();
+                self.inst.vendor_poll_failures.add(1, &a);
             }
             event::STATE_DEGRADED | event::STATE_RESTORED => {
                 let backend = [KeyValue::new(

@@ -286,11 +286,17 @@ pub(super) async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
 
 /// `GET /status`: the HTML status page (see [`status`]). The front door keeps it behind the
 /// gateway keys when keys are configured, like every path but the health probes.
-pub(super) async fn status_page(State(state): State<Arc<GatewayState>>) -> Response {
+/// A key limited to some routes sees only those on the page.
+pub(super) async fn status_page(
+    State(state): State<Arc<GatewayState>>,
+    Extension(authed): Extension<Authed>,
+) -> Response {
     let Some(board) = &state.status else {
         return (StatusCode::NOT_FOUND, "this gateway has no status page").into_response();
     };
-    let mut resp = axum::response::Html(board.render()).into_response();
+    let caller = state.caller(authed);
+    let page = board.render_for(&|route| caller.may_use(route));
+    let mut resp = axum::response::Html(page).into_response();
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     // The page is inline HTML and CSS only: nothing else may load, and no other site may

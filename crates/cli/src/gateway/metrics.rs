@@ -9,9 +9,15 @@
 //! network that clients cannot reach. There, a request whose `Host` is a name other than
 //! `localhost` (rather than an IP address) is refused with 421: a web page that rebinds its
 //! own domain name to the metrics address cannot read them.
+//!
+//! On the gateway's port a key with a tenant (`[[server.keys]] tenant = …`) is a client's key,
+//! not the operator's: it reads the series without a tenant label and only its own tenant's
+//! (and its sub-tenants') tenant-labelled series, never another tenant's usage. Keys without a
+//! tenant (`api_keys_env`) and `metrics_listen` see every series.
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -20,12 +26,18 @@ use axum::routing::get;
 use ripcord_telemetry::PrometheusExport;
 
 use super::GatewayState;
+use super::front::Authed;
 
-pub(crate) async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
-    render(state.metrics.as_ref())
+pub(crate) async fn metrics(
+    State(state): State<Arc<GatewayState>>,
+    Extension(authed): Extension<Authed>,
+) -> Response {
+    let tenant = state.caller(authed).key.and_then(|k| k.tenant.clone());
+    render(state.metrics.as_ref(), tenant.as_deref())
 }
 
-fn render(export: Option<&PrometheusExport>) -> Response {
+/// The scrape, or only `tenant`'s view of it (see the module docs).
+fn render(export: Option<&PrometheusExport>, tenant: Option<&str>) -> Response {
     let Some(export) = export else {
         return super::errors::refusal(
             "/metrics",
@@ -36,7 +48,11 @@ fn render(export: Option<&PrometheusExport>) -> Response {
             None,
         );
     };
-    match export.render() {
+    let text = match tenant {
+        Some(t) => export.render_for_tenant(t),
+        None => export.render(),
+    };
+    match text {
         Ok(text) => {
             let mut resp = text.into_response();
             resp.headers_mut().insert(
@@ -61,7 +77,7 @@ pub fn metrics_router(export: PrometheusExport) -> Router {
             "/metrics",
             get(move || {
                 let export = export.clone();
-                async move { render(Some(&export)) }
+                async move { render(Some(&export), None) }
             }),
         )
         .layer(axum::middleware::from_fn(address_host_only))

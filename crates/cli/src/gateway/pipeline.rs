@@ -293,7 +293,7 @@ async fn run<D: Dialect>(
                 }
                 match D::render(opts, &answer, &r).await {
                     Ok(mut out) => {
-                        set_provenance_headers(out.headers_mut(), &r.provenance);
+                        set_provenance_headers(out.headers_mut(), &r.provenance, reply.expose);
                         match &text {
                             Some(n) => super::notice::annotate(out, n).await,
                             None => out,
@@ -301,6 +301,7 @@ async fn run<D: Dialect>(
                     }
                     Err(e) => e
                         .with_provenance(r.provenance.clone())
+                        .exposing(reply.expose)
                         .shaped(D::SHAPE)
                         .into_response(),
                 }
@@ -457,7 +458,7 @@ pub(super) async fn read_to_commit(
 pub(super) fn record(e: &GatewayError) -> Value {
     let attempts = e
         .provenance()
-        .and_then(attempts_header)
+        .and_then(|p| attempts_header(p, e.expose_attempts()))
         .and_then(|v| v.to_str().ok().map(str::to_owned));
     json!({"served_by": null, "degraded": true, "attempts": attempts})
 }
@@ -533,6 +534,7 @@ async fn stream_response<D: Dialect>(
         ..answer
     };
     let mut enc = D::encoder(opts, answer);
+    let expose = reply.expose;
     let reply = reply.clone();
     let committed_notice = notice_at_commit.clone();
     let body = async_stream::stream! {
@@ -610,7 +612,7 @@ async fn stream_response<D: Dialect>(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(p) = &provenance {
-        set_provenance_headers(h, p);
+        set_provenance_headers(h, p, expose);
     }
     if let Some(n) = &notice_at_commit {
         super::notice::set_header(h, n);

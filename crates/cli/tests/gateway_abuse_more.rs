@@ -1,0 +1,280 @@
+//! More of the real `ripcord serve` under abuse (issue 42, item 7 and item 6): what a tenant
+//! key may read on `/metrics` and `/status`, what `expose_errors = false` keeps from clients,
+//! numbers that do not fit, and the process-wide bound on buffered vendor answers. The helpers
+//! are `abuse_support`'s, shared with `gateway_abuse.rs`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
+
+mod abuse_support;
+mod support;
+
+use abuse_support::*;
+
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use serde_json::{Value, json};
+
+/// Two providers (`link-alpha` serving `model-alpha`, `link-beta` serving `model-beta`) over
+/// their own fakes.
+fn two_links(a: &FakeVendor, b: &FakeVendor) -> String {
+    let one = |name: &str, model: &str, v: &FakeVendor| {
+        format!(
+            "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nmodel = \"{model}\"\nbase_url = \"{}/v1\"\napi_key = \"sk-{name}-upstream\"\n[providers.retry]\nmax_attempts = 1\n",
+            v.base_url()
+        )
+    };
+    format!(
+        "{}\n{}",
+        one("link-alpha", "model-alpha", a),
+        one("link-beta", "model-beta", b)
+    )
+}
+
+const ACME_KEY: &str = "acme-key-0123456789abcdef0123456789";
+const GLOBEX_KEY: &str = "globex-key-0123456789abcdef01234567";
+
+async fn call_route(url: &str, key: &str, model: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn get_text(url: &str, key: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+fn tenant_lines(metrics: &str) -> Vec<&str> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("ripcord_tenant=\""))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_key_reads_only_its_own_usage_on_metrics_and_only_its_routes_on_status() {
+    let a = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let b = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let served = support::serve_with_env(
+        &config(
+            "tenant-views",
+            &format!(
+                "{}\n[[routes]]\nname = \"route-alpha\"\norder = [\"link-alpha\"]\n[[routes]]\nname = \"route-beta\"\norder = [\"link-beta\"]\n\n[server]\napi_keys_env = \"GW_KEYS\"\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\nroutes = [\"route-alpha\"]\n[[server.keys]]\ntenant = \"globex\"\nkey_env = \"GLOBEX_KEY\"\n",
+                two_links(&a, &b)
+            ),
+        ),
+        &[
+            ("GW_KEYS", GW_KEY),
+            ("ACME_KEY", ACME_KEY),
+            ("GLOBEX_KEY", GLOBEX_KEY),
+        ],
+    );
+    assert_eq!(
+        call_route(&served.url, ACME_KEY, "route-alpha")
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        call_route(&served.url, GLOBEX_KEY, "route-beta")
+            .await
+            .status(),
+        200
+    );
+    let metrics = format!("{}/metrics", served.url);
+    // The operator's key (no tenant) sees both tenants' usage.
+    let (status, all) = get_text(&metrics, GW_KEY).await;
+    assert_eq!(status, 200);
+    let all_lines = tenant_lines(&all);
+    assert!(
+        all_lines
+            .iter()
+            .any(|l| l.contains("ripcord_tenant=\"acme\"")),
+        "{all}"
+    );
+    assert!(
+        all_lines
+            .iter()
+            .any(|l| l.contains("ripcord_tenant=\"globex\"")),
+        "{all}"
+    );
+    // acme sees its own and nothing of globex's; the process-wide series stay.
+    let (status, mine) = get_text(&metrics, ACME_KEY).await;
+    assert_eq!(status, 200);
+    let mine_lines = tenant_lines(&mine);
+    assert!(!mine_lines.is_empty(), "{mine}");
+    assert!(
+        mine_lines
+            .iter()
+            .all(|l| l.contains("ripcord_tenant=\"acme\"")),
+        "another tenant's series: {mine_lines:#?}"
+    );
+    assert!(!mine.contains("globex"), "{mine}");
+    assert!(mine.contains("# TYPE"), "{mine}");
+
+    // /status: acme may use route-alpha only, and sees only it and its link.
+    let status_url = format!("{}/status", served.url);
+    let (status, page) = get_text(&status_url, ACME_KEY).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("route-alpha"), "{page}");
+    assert!(!page.contains("route-beta"), "{page}");
+    assert!(!page.contains("link-beta"), "{page}");
+    let (_, page) = get_text(&status_url, GLOBEX_KEY).await;
+    assert!(
+        page.contains("route-alpha") && page.contains("route-beta"),
+        "{page}"
+    );
+}
+
+/// `link-alpha` fails with a 500, `link-beta` serves; then `link-beta` cuts a stream.
+async fn expose_case(expose: bool) -> (String, String) {
+    let a = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let b = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    a.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let served = serve(
+        &format!("expose-{expose}"),
+        &format!(
+            "[chain]\norder = [\"link-alpha\", \"link-beta\"]\n{}\n[server]\napi_keys_env = \"GW_KEYS\"\nexpose_errors = {expose}\n",
+            two_links(&a, &b)
+        ),
+    );
+    let client = reqwest::Client::new();
+    let r = chat(&client, &served.url).await;
+    assert_eq!(r.status(), 200);
+    let attempts = r.headers()["x-ripcord-attempts"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // A stream both links cut after its first content: the error is in the stream.
+    a.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 2 }));
+    b.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 2 }));
+    let r = client
+        .post(format!("{}/v1/chat/completions", served.url))
+        .bearer_auth(GW_KEY)
+        .json(&json!({"model": "ripcord", "stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let error_event = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v.get("error").is_some())
+        .unwrap_or_else(|| panic!("no error event in {text}"));
+    (attempts, error_event.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_expose_errors_off_attempts_and_stream_error_events_name_no_link_or_model() {
+    let (attempts, event) = expose_case(false).await;
+    assert!(
+        attempts.starts_with("link1=server_error(500):") && attempts.contains(", link2=ok:"),
+        "{attempts}"
+    );
+    for name in ["link-alpha", "link-beta", "model-alpha", "model-beta"] {
+        assert!(!attempts.contains(name), "{attempts}");
+        assert!(!event.contains(name), "{event}");
+    }
+    assert!(event.contains("link1="), "{event}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_expose_errors_on_attempts_and_stream_error_events_name_links_and_models_as_before() {
+    let (attempts, event) = expose_case(true).await;
+    assert!(
+        attempts.starts_with("link-alpha/model-alpha=server_error(500):")
+            && attempts.contains(", link-beta/model-beta=ok:"),
+        "{attempts}"
+    );
+    assert!(event.contains("link-alpha/model-alpha="), "{event}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn numbers_that_do_not_fit_are_refused_with_a_400_naming_the_field_on_every_door() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let served = serve(
+        "numbers",
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
+    );
+    let client = reqwest::Client::new();
+    let msg = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        (
+            "/v1/chat/completions",
+            "temperature",
+            r#"{"model":"ripcord","messages":MSG,"temperature":1e39}"#,
+        ),
+        (
+            "/v1/chat/completions",
+            "top_p",
+            r#"{"model":"ripcord","messages":MSG,"top_p":-1e39}"#,
+        ),
+        (
+            "/v1/chat/completions",
+            "presence_penalty",
+            r#"{"model":"ripcord","messages":MSG,"presence_penalty":3.5e38}"#,
+        ),
+        (
+            "/v1/chat/completions",
+            "frequency_penalty",
+            r#"{"model":"ripcord","messages":MSG,"frequency_penalty":1e300}"#,
+        ),
+        (
+            "/v1/messages",
+            "temperature",
+            r#"{"model":"ripcord","max_tokens":20,"messages":MSG,"temperature":1e39}"#,
+        ),
+        (
+            "/v1/messages",
+            "top_p",
+            r#"{"model":"ripcord","max_tokens":20,"messages":MSG,"top_p":1e39}"#,
+        ),
+        (
+            "/v1/responses",
+            "temperature",
+            r#"{"model":"ripcord","input":"hi","temperature":1e39}"#,
+        ),
+    ];
+    for (path, field, body) in cases {
+        let body = body.replace("MSG", &msg.to_string());
+        let r = client
+            .post(format!("{}{path}", served.url))
+            .bearer_auth(GW_KEY)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{path} {body}");
+        let err: Value = r.json().await.unwrap();
+        let text = err.to_string();
+        assert!(text.contains(field), "{path}: {text}");
+    }
+    // Nothing reached the vendor; a number in range still does.
+    assert_eq!(vendor.hits(), 0);
+    let r = client
+        .post(format!("{}/v1/chat/completions", served.url))
+        .bearer_auth(GW_KEY)
+        .json(&json!({"model": "ripcord", "messages": msg, "temperature": 0.7, "max_tokens": 20}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sent: Value = serde_json::from_slice(&vendor.requests().last().unwrap().body).unwrap();
+    assert!(
+        (sent["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6,
+        "{sent}"
+    );
+}

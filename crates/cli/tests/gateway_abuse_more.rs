@@ -11,6 +11,7 @@ use abuse_support::*;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 /// Two providers (`link-alpha` serving `model-alpha`, `link-beta` serving `model-beta`) over
 /// their own fakes.
@@ -277,4 +278,77 @@ async fn numbers_that_do_not_fit_are_refused_with_a_400_naming_the_field_on_ever
         (sent["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6,
         "{sent}"
     );
+}
+
+/// `/readyz`'s view of Redis, as `state.degraded`.
+async fn redis_degraded(client: &reqwest::Client, url: &str) -> bool {
+    let v: Value = client
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["state"]["degraded"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("no state.degraded in {v}"))
+}
+
+/// Polls `/readyz` (no chat call) until Redis shows `degraded == want`; how long it took.
+async fn until_degraded_is(client: &reqwest::Client, url: &str, want: bool) -> Duration {
+    let start = Instant::now();
+    while redis_degraded(client, url).await != want {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "/readyz never said degraded = {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    start.elapsed()
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread")]
+async fn after_redis_returns_readyz_reports_ready_again_without_waiting_for_a_call() {
+    let Some(mut redis) =
+        ripcord_redis::server::RedisServer::start_or_skip("the Redis re-probe test")
+            .await
+            .unwrap()
+    else {
+        return;
+    };
+    let port = redis.port();
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let served = serve(
+        "reprobe",
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 200\nretry_interval_ms = 300\n",
+            provider(&vendor),
+            redis.url()
+        ),
+    );
+    let client = reqwest::Client::new();
+    assert_eq!(chat(&client, &served.url).await.status(), 200);
+    assert!(!redis_degraded(&client, &served.url).await);
+    // Redis goes: the re-probe notices without a call.
+    redis.kill();
+    until_degraded_is(&client, &served.url, true).await;
+    // Redis returns on the same port: ready again within a few probe intervals, and still
+    // not one call made since it went.
+    let _back = ripcord_redis::server::RedisServer::start_on(port)
+        .await
+        .unwrap();
+    let took = until_degraded_is(&client, &served.url, false).await;
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(vendor.hits(), 1);
+    let ready: Value = client
+        .get(format!("{}/readyz", served.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["status"], "ready", "{ready}");
 }

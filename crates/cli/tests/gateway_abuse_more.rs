@@ -352,3 +352,114 @@ async fn after_redis_returns_readyz_reports_ready_again_without_waiting_for_a_ca
         .unwrap();
     assert_eq!(ready["status"], "ready", "{ready}");
 }
+
+/// Sends `raw` on a fresh connection and reads the whole answer (the gateway closes after it).
+async fn raw_answer(to: std::net::SocketAddr, raw: &[u8]) -> (String, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(to).await.unwrap();
+    // The gateway may answer (and close) before it has read all of an oversized head.
+    let _ = s.write_all(raw).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
+        .await
+        .expect("the answer did not end");
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {text:?}"));
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .unwrap_or_else(|| panic!("no content-length in {head}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(length, body.len(), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    let v = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+    (head.to_owned(), v)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hypers_own_431_414_and_bad_request_line_answers_carry_a_json_error_body() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let served = serve(
+        "hyper-json",
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
+            provider(&vendor)
+        ),
+    );
+    let to = addr(&served.url);
+    let big_header = format!(
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(500_000)
+    );
+    let many_headers = format!(
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{}\r\n",
+        (0..200)
+            .map(|i| format!("X-H{i}: v\r\n"))
+            .collect::<String>()
+    );
+    let long_uri = format!(
+        "GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let cases: [(&[u8], &str, &str); 5] = [
+        (
+            big_header.as_bytes(),
+            "431",
+            "request_header_fields_too_large",
+        ),
+        (
+            many_headers.as_bytes(),
+            "431",
+            "request_header_fields_too_large",
+        ),
+        (long_uri.as_bytes(), "414", "uri_too_long"),
+        (b"GARBAGE\r\n\r\n", "400", "invalid_request"),
+        (
+            b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+            "400",
+            "invalid_request",
+        ),
+    ];
+    for (raw, status, code) in cases {
+        let (head, v) = raw_answer(to, raw).await;
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+        assert_eq!(v["error"]["code"], code, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().len() > 10, "{v}");
+    }
+    // After a good request on a kept-alive connection, a bad one is answered in JSON too.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(to).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGARBAGE\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer);
+        let second = text
+            .find("HTTP/1.1 400")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        let (_, body) = text[second..].split_once("\r\n\r\n").unwrap();
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(v["error"]["code"], "invalid_request");
+    }
+    // The router's own errors are unchanged: a 404 keeps its body and request id.
+    let r = reqwest::Client::new()
+        .get(format!("{}/nowhere", served.url))
+        .bearer_auth(GW_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.headers().contains_key("x-request-id"));
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"]["message"].is_string(), "{body}");
+}

@@ -51,6 +51,7 @@
 //!   restarting chain by hand ends the stream with an error there instead.
 
 mod admin;
+mod automatic;
 mod chat;
 mod controls;
 mod cors;

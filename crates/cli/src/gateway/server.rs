@@ -39,6 +39,8 @@
 //!   cut.
 //!
 //! Clients that half-close (shut down their sending side after the request) are answered.
+//! hyper's own refusals of a request it cannot parse (431, 414, 400) get a JSON body like
+//! every other error: the socket wrapper sends them in their place (see [`super::automatic`]).
 //!
 //! The body-read timeout and the checks made before a body is read live in the router's front
 //! middleware ([`super::front`]), where the request is known.
@@ -64,6 +66,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::automatic;
 use super::descriptors;
 use super::errors::refusal;
 
@@ -474,6 +477,7 @@ async fn serve_connection(
         last: Arc::clone(&activity),
         heard: Arc::clone(&heard),
         blocked: Arc::clone(&blocked),
+        pending: None,
     });
     let (reserve, fresh, _slot) = match mode {
         Mode::Full { _slot, fresh } => (false, Some(Arc::new(fresh)), _slot),
@@ -558,6 +562,16 @@ struct Tracked {
     heard: Arc<AtomicBool>,
     /// When a write was first refused with no byte taken since (ms since start, plus one), or 0.
     blocked: Arc<AtomicU64>,
+    /// hyper's own refusal being sent in its JSON form, while it is.
+    pending: Option<Replacing>,
+}
+
+/// A write of hyper's that is being sent as other bytes (see [`super::automatic`]).
+struct Replacing {
+    bytes: Vec<u8>,
+    sent: usize,
+    /// How many of hyper's bytes it stands for (reported as written once all are sent).
+    replaces: usize,
 }
 
 impl Tracked {
@@ -578,6 +592,35 @@ impl Tracked {
                 self.blocked.store(ms.saturating_add(1), Ordering::Relaxed);
             }
             _ => {}
+        }
+    }
+}
+
+impl Tracked {
+    /// Sends what stands in for hyper's write; `Ready(Ok(n))` with the count of hyper's bytes
+    /// once all of it is sent.
+    fn send_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        loop {
+            let Some(p) = self.pending.as_mut() else {
+                return Poll::Ready(Ok(0));
+            };
+            if p.sent >= p.bytes.len() {
+                let n = p.replaces;
+                self.pending = None;
+                return Poll::Ready(Ok(n));
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &p.bytes[p.sent..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.pending = None;
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => p.sent += n,
+                Poll::Ready(Err(e)) => {
+                    self.pending = None;
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 }
@@ -604,7 +647,20 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if self.pending.is_none()
+            && let Some((bytes, replaces)) = automatic::replacement(buf)
+        {
+            self.pending = Some(Replacing {
+                bytes,
+                sent: 0,
+                replaces,
+            });
+        }
+        let r = if self.pending.is_some() {
+            self.send_replacement(cx)
+        } else {
+            Pin::new(&mut self.inner).poll_write(cx, buf)
+        };
         self.wrote(&r);
         r
     }
@@ -614,6 +670,13 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // A response head that may be hyper's own refusal goes through `poll_write`, alone.
+        let first = bufs.iter().find(|b| !b.is_empty());
+        if let Some(head) = first
+            && (self.pending.is_some() || head.starts_with(b"HTTP/1.1 4"))
+        {
+            return self.poll_write(cx, head);
+        }
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         self.wrote(&r);
         r

@@ -463,3 +463,118 @@ async fn hypers_own_431_414_and_bad_request_line_answers_carry_a_json_error_body
     let body: Value = r.json().await.unwrap();
     assert!(body["error"]["message"].is_string(), "{body}");
 }
+
+/// Opens a stream on `path` and returns it once its headers have arrived (the gateway sends
+/// them at the commit point, after the first content).
+async fn open_stream(url: &str, path: &str, body: Value) -> reqwest::Response {
+    let r = reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .bearer_auth(GW_KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    r
+}
+
+/// The rest of a stream (what came after the headers), read to its end within 10 s.
+async fn rest_of(mut r: reqwest::Response) -> String {
+    let mut all = Vec::new();
+    let read = async {
+        while let Ok(Some(chunk)) = r.chunk().await {
+            all.extend_from_slice(&chunk);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the stream did not end");
+    String::from_utf8_lossy(&all).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_cut_at_the_end_of_the_sigterm_grace_period_end_with_each_doors_error_event() {
+    // An answer of 60 chunks, one every 200 ms: 12 s, far past the grace period.
+    let vendor = FakeVendor::start_with(
+        Wire::OpenAi,
+        ripcord_chaos::FakeOptions::default()
+            .with_reply(ripcord_chaos::Reply::text("word ".repeat(60)).with_chunks(60))
+            .with_script(Script::Always(Behavior::Stream {
+                first_token: Duration::from_millis(10),
+                between: Duration::from_millis(200),
+            })),
+    )
+    .await
+    .unwrap();
+    let served = serve(
+        "sigterm-cut",
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nshutdown_grace_ms = 500\n",
+            provider(&vendor)
+        ),
+    );
+    let msgs = json!([{"role": "user", "content": "hi"}]);
+    let chat = open_stream(
+        &served.url,
+        "/v1/chat/completions",
+        json!({"model": "ripcord", "stream": true, "messages": msgs}),
+    )
+    .await;
+    let messages = open_stream(
+        &served.url,
+        "/v1/messages",
+        json!({"model": "ripcord", "stream": true, "max_tokens": 100, "messages": msgs}),
+    )
+    .await;
+    let responses = open_stream(
+        &served.url,
+        "/v1/responses",
+        json!({"model": "ripcord", "stream": true, "input": "hi"}),
+    )
+    .await;
+    let readers = [
+        tokio::spawn(rest_of(chat)),
+        tokio::spawn(rest_of(messages)),
+        tokio::spawn(rest_of(responses)),
+    ];
+    // Let some content flow, then SIGTERM.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let term = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &served.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut texts = Vec::new();
+    for r in readers {
+        texts.push(r.await.unwrap());
+    }
+    let ended = term.elapsed();
+    assert!(
+        ended < Duration::from_secs(3),
+        "the streams ended {ended:?} after SIGTERM"
+    );
+    let [chat, messages, responses] = [&texts[0], &texts[1], &texts[2]];
+    // Chat Completions: an `{"error": …}` chunk and no `[DONE]`.
+    let chat_error = chat
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v.get("error").is_some())
+        .unwrap_or_else(|| panic!("no error chunk: {chat}"));
+    assert!(
+        chat_error["error"]["message"].as_str().unwrap().len() > 5,
+        "{chat_error}"
+    );
+    assert!(chat.contains("word"), "no content before the cut: {chat}");
+    assert!(!chat.contains("[DONE]"), "{chat}");
+    // Messages: `event: error` and no `message_stop`.
+    assert!(messages.contains("event: error\n"), "{messages}");
+    assert!(!messages.contains("message_stop"), "{messages}");
+    // Responses: `response.failed`, and not `response.completed`.
+    assert!(
+        responses.contains("event: response.failed\n"),
+        "{responses}"
+    );
+    assert!(!responses.contains("response.completed"), "{responses}");
+}

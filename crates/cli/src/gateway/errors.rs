@@ -475,6 +475,9 @@ pub(super) fn failed_provenance(e: &Error) -> Provenance {
 pub(super) struct Reply {
     pub(super) id: Arc<str>,
     pub(super) expose: bool,
+    /// Turns `true` when the server's shutdown grace period is over (see
+    /// [`super::server::StreamCut`]); `None` outside the accept loop (a router in a test).
+    pub(super) cut: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`, in the shape of the

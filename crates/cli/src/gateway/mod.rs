@@ -396,6 +396,7 @@ impl GatewayState {
         errors::Reply {
             id,
             expose: self.server.expose_errors,
+            cut: None,
         }
     }
 

@@ -184,7 +184,11 @@ pub(super) async fn door<D: Dialect>(
     Extension(RequestId(id)): Extension<RequestId>,
     request: Request,
 ) -> Response {
-    let reply = state.reply(id);
+    let mut reply = state.reply(id);
+    reply.cut = request
+        .extensions()
+        .get::<super::server::StreamCut>()
+        .map(|c| c.0.clone());
     match run::<D>(&state, authed, &reply, request).await {
         Ok(r) => r,
         Err(e) => e
@@ -507,6 +511,30 @@ pub(super) fn sse_event<T: serde::Serialize>(name: Option<&str>, v: &T) -> Bytes
     Bytes::from(buf)
 }
 
+/// Resolves once the server's shutdown grace period is over; never when the server ends
+/// without cutting.
+async fn cut_fired(cut: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *cut.borrow_and_update() {
+            return;
+        }
+        if cut.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// What a stream cut at the end of the shutdown grace period ends with: the gateway's own
+/// refusal (another replica can serve the retry), never a vendor's failure.
+fn shutdown_cut() -> Error {
+    Error::new(
+        ErrorKind::Overloaded,
+        "the gateway is shutting down: this stream was cut at the end of its grace period",
+    )
+    .with_retry_after(Duration::from_secs(1))
+    .with_fault(ripcord_core::Fault::Local)
+}
+
 async fn stream_response<D: Dialect>(
     mut s: ChatStream,
     opts: D::Opts,
@@ -537,6 +565,7 @@ async fn stream_response<D: Dialect>(
     let expose = reply.expose;
     let reply = reply.clone();
     let committed_notice = notice_at_commit.clone();
+    let mut cut = reply.cut.clone();
     let body = async_stream::stream! {
         let mut out = Vec::with_capacity(4);
         enc.open(&mut out);
@@ -549,9 +578,14 @@ async fn stream_response<D: Dialect>(
             for b in out.drain(..) {
                 yield Ok::<Bytes, std::convert::Infallible>(b);
             }
-            let next = match pending.pop_front() {
-                Some(ev) => Some(Ok(ev)),
-                None => s.next().await,
+            let next = match (pending.pop_front(), cut.as_mut()) {
+                (Some(ev), _) => Some(Ok(ev)),
+                (None, None) => s.next().await,
+                (None, Some(c)) => tokio::select! {
+                    biased;
+                    () = cut_fired(c) => Some(Err(shutdown_cut())),
+                    n = s.next() => n,
+                },
             };
             let failed = match next {
                 Some(Ok(StreamEvent::TextDelta { text })) => {

@@ -36,7 +36,10 @@
 //!   count of the ones not logged) instead of one line per failure;
 //! - a drain deadline: on shutdown the listener closes, every connection is asked to finish its
 //!   in-flight request and close, and whatever is still running when the grace period ends is
-//!   cut.
+//!   cut. A stream still running then is told first ([`StreamCut`]): it ends with its door's
+//!   error event (Chat's `error` chunk, Messages' `event: error`, Responses'
+//!   `response.failed`), and the connections get [`CUT_FLUSH`] more to send it before they are
+//!   dropped.
 //!
 //! Clients that half-close (shut down their sending side after the request) are answered.
 //! hyper's own refusals of a request it cannot parse (431, 414, 400) get a JSON body like
@@ -69,6 +72,16 @@ use tokio::time::Instant;
 use super::automatic;
 use super::descriptors;
 use super::errors::refusal;
+
+/// How long streams cut at the end of the shutdown grace period have to send their error
+/// event before their connections are dropped.
+pub(crate) const CUT_FLUSH: Duration = Duration::from_millis(500);
+
+/// Given to every request (as a request extension): turns `true` when the shutdown grace
+/// period is over, so a stream still running ends now with its door's error event instead
+/// of being dropped mid-event.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamCut(pub(crate) watch::Receiver<bool>);
 
 /// The limits of the accept loop.
 #[derive(Debug, Clone, Copy)]
@@ -154,6 +167,7 @@ pub async fn serve_router(
     let mut accept_log = RateLimitedLog::new(Duration::from_secs(5));
     let mut turned_away = RateLimitedLog::new(Duration::from_secs(5));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (cut_tx, cut_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -227,8 +241,9 @@ pub async fn serve_router(
         }
         let app = app.clone();
         let stop = stop_rx.clone();
+        let cut = StreamCut(cut_rx.clone());
         conns.spawn(async move {
-            serve_connection(tcp, app, limits, stop, mode).await;
+            serve_connection(tcp, app, limits, stop, mode, cut).await;
             drop(ip_slot);
         });
     }
@@ -247,6 +262,12 @@ pub async fn serve_router(
             grace_ms = u64::try_from(limits.shutdown_grace.as_millis()).unwrap_or(u64::MAX),
             "shutdown grace period over: cutting the requests still in flight"
         );
+        // Streams end with their door's error event, and have a moment to send it.
+        let _ = cut_tx.send(true);
+        let _ = tokio::time::timeout(CUT_FLUSH, async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
         conns.abort_all();
         while conns.join_next().await.is_some() {}
     }
@@ -434,10 +455,13 @@ async fn serve_request(
     req: Request<Incoming>,
     reserve: bool,
     fresh: Option<Arc<Unproven>>,
+    cut: StreamCut,
 ) -> Result<Response, std::convert::Infallible> {
     if let Some(f) = &fresh {
         f.release();
     }
+    let mut req = req;
+    req.extensions_mut().insert(cut);
     if reserve && !health_path(req.uri().path()) {
         let mut resp = refusal(
             req.uri().path(),
@@ -466,6 +490,7 @@ async fn serve_connection(
     limits: ServeLimits,
     mut stop: watch::Receiver<bool>,
     mode: Mode,
+    cut: StreamCut,
 ) {
     let started = Instant::now();
     let activity = Arc::new(AtomicU64::new(0));
@@ -484,7 +509,7 @@ async fn serve_connection(
         Mode::Reserve { _slot, fresh } => (true, fresh.map(Arc::new), _slot),
     };
     let service = hyper::service::service_fn(move |req| {
-        serve_request(app.clone(), req, reserve, fresh.clone())
+        serve_request(app.clone(), req, reserve, fresh.clone(), cut.clone())
     });
     let header_timeout = if reserve {
         limits.header_timeout.min(limits.first_byte_timeout)

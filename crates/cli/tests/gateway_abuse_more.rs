@@ -578,3 +578,188 @@ async fn streams_cut_at_the_end_of_the_sigterm_grace_period_end_with_each_doors_
     );
     assert!(!responses.contains("response.completed"), "{responses}");
 }
+
+// 6. Large upstream bodies: the process-wide bound on buffered vendor answers.
+
+const MIB: usize = 1024 * 1024;
+
+/// A gateway whose buffered-answer bound is 12 MiB, over a vendor answering `answer` bytes of
+/// text (not streamed), with a deadline (and a read-idle timeout) long enough for a debug
+/// build on a busy machine.
+async fn big_answers(tag: &str, answer: usize) -> (FakeVendor, support::Served) {
+    let vendor = FakeVendor::start_with(
+        Wire::OpenAi,
+        ripcord_chaos::FakeOptions::default()
+            .with_reply(ripcord_chaos::Reply::text("x".repeat(answer))),
+    )
+    .await
+    .unwrap();
+    let served = serve(
+        tag,
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nmax_buffered_response_bytes = {}\n",
+            provider(&vendor).replace("deadline_ms = 10000", "deadline_ms = 120000")
+                + "[providers.timeouts]\nidle_ms = 120000\n",
+            12 * MIB
+        ),
+    );
+    (vendor, served)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_vendor_answer_larger_than_the_buffered_bytes_bound_is_shed_locally_and_opens_no_breaker()
+ {
+    let (vendor, served) = big_answers("big-one", 1).await;
+    // A 64 MiB answer, its bytes made once (the fake sends them as they are).
+    let body =
+        json!({"id": "chatcmpl-big", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "x".repeat(64 * MIB)},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+        .to_string();
+    vendor.set_script(Script::Always(Behavior::Status {
+        status: 200,
+        body,
+        headers: vec![("content-type".into(), "application/json".into())],
+    }));
+    let pid = served.child.id();
+    let client = reqwest::Client::new();
+    let warm = client
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(warm.status(), 200);
+    let before = rss_kib(pid);
+    for i in 1..=2 {
+        let r = chat(&client, &served.url).await;
+        assert_eq!(r.status(), 503, "call {i}");
+        assert!(r.headers().contains_key("retry-after"), "call {i}");
+        let attempts = r.headers()["x-ripcord-attempts"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        // The link was tried both times: the refusal is local, its breaker (threshold 1)
+        // never counted it.
+        assert!(
+            attempts.starts_with("link1=overloaded"),
+            "call {i}: {attempts}"
+        );
+        assert_eq!(vendor.hits(), i);
+    }
+    let grew = rss_kib(pid).saturating_sub(before) / 1024;
+    // Loosely: the bound and the reads' own buffers, not the 64 MiB answer (gathered whole
+    // and parsed, it would cost several times that).
+    eprintln!("RSS grew {grew} MiB refusing two 64 MiB answers against a 12 MiB bound");
+    assert!(grew <= 64, "RSS grew {grew} MiB");
+    let log = wait_for_line(&served, "call failed", Duration::from_secs(5));
+    assert!(log.contains("overloaded"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally_and_no_breaker_opens()
+ {
+    let (vendor, served) = big_answers("big-many", 8 * MIB).await;
+    let pid = served.child.id();
+    let client = reqwest::Client::new();
+    let warm = client
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(warm.status(), 200);
+    let before = rss_kib(pid);
+    // One 8 MiB answer fits the bound and is served whole.
+    let r = chat(&client, &served.url).await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(content.len(), 8 * MIB);
+    let one = rss_kib(pid).saturating_sub(before) / 1024;
+    // Two calls whose answers stop half way (4 MiB each, held while the gateway waits for the
+    // rest), then whole answers: once the two halves are held, the next answer passes the
+    // bound and is shed by the gateway.
+    vendor.set_script(Script::Sequence(vec![
+        Behavior::StallMidStream { after_chunks: 0 },
+        Behavior::StallMidStream { after_chunks: 0 },
+        Behavior::Ok,
+    ]));
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let url = served.url.clone();
+            tokio::spawn(async move {
+                let _ = reqwest::Client::new()
+                    .post(format!("{url}/v1/chat/completions"))
+                    .bearer_auth(GW_KEY)
+                    .json(&chat_body())
+                    .send()
+                    .await;
+            })
+        })
+        .collect();
+    // Both held calls reached the vendor before any other does.
+    let start = Instant::now();
+    while vendor.hits() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the held calls never reached the vendor"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut served_meanwhile = 0;
+    loop {
+        let r = chat(&client, &served.url).await;
+        match r.status().as_u16() {
+            // The halves were not all gathered yet.
+            200 => served_meanwhile += 1,
+            503 => {
+                assert!(r.headers().contains_key("retry-after"));
+                let attempts = r.headers()["x-ripcord-attempts"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                assert!(attempts.starts_with("link1=overloaded"), "{attempts}");
+                break;
+            }
+            s => panic!("status {s}"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nothing shed with two 4 MiB halves held and a 12 MiB bound"
+        );
+    }
+    let after = rss_kib(pid).saturating_sub(before) / 1024;
+    // Shed again and again: each time the link was tried (`overloaded`, never
+    // `circuit_open`) and the vendor reached — its breaker (threshold 1) counted none of it.
+    for _ in 0..3 {
+        let hits = vendor.hits();
+        let r = chat(&client, &served.url).await;
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().contains_key("retry-after"));
+        let attempts = r.headers()["x-ripcord-attempts"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(attempts.starts_with("link1=overloaded"), "{attempts}");
+        assert_eq!(vendor.hits(), hits + 1);
+    }
+    let ready: Value = client
+        .get(format!("{}/readyz", served.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["status"], "ready", "{ready}");
+    // Memory, loosely: a small multiple of one answer (gathered, parsed, written out), not a
+    // copy per call beyond the bound.
+    eprintln!(
+        "RSS grew {one} MiB after one 8 MiB answer, {after} MiB with two halves held and {served_meanwhile} more served"
+    );
+    assert!(one <= 8 * 8, "one answer: RSS grew {one} MiB");
+    assert!(
+        after <= 12 * 8,
+        "with the bound reached: RSS grew {after} MiB"
+    );
+}

@@ -762,4 +762,8 @@ async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally
         after <= 12 * 8,
         "with the bound reached: RSS grew {after} MiB"
     );
+    // The held calls' clients go.
+    for h in held {
+        h.abort();
+    }
 }

@@ -24,7 +24,7 @@ async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restar
     let backup = fake("from backup", Script::default()).await;
     let dir = tempdir("admin");
     let text = format!(
-        "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\nstatic_reply = \"busy\"\n{}\nfailure_threshold = 1\nopen_ms = 600000\n{}\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\n[server.admin]\nkey_env = \"ADMIN_KEY\"\n",
+        "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\nstatic_reply = \"busy\"\n{}\nfailure_threshold = 1\nopen_ms = 600000\n{}\n[server]\nexpose_errors = true\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\n[server.admin]\nkey_env = \"ADMIN_KEY\"\n",
         provider("primary", "gpt-4o", &primary.base_url(), ""),
         provider("backup", "gpt-4o-mini", &backup.base_url(), ""),
     );

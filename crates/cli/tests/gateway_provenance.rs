@@ -16,13 +16,13 @@ async fn start(model: Arc<dyn ChatModel>) -> (String, oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(gateway::serve(
-        listener,
-        Arc::new(GatewayState::new(model)),
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    // These tests read the attempts by link and model: the detail `expose_errors` shows
+    // (off, they are `link1`, `link2`, …).
+    let mut state = GatewayState::new(model);
+    state.server.expose_errors = true;
+    tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
+        let _ = rx.await;
+    }));
     (format!("http://{addr}"), tx)
 }
 

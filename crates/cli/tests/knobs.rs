@@ -23,7 +23,7 @@ async fn a_json_request_answered_in_prose_by_the_first_link_is_served_by_the_sec
     let backup = fake(r#"{"city": "Oslo"}"#, Script::default()).await;
     let dir = tempdir("validate");
     let text = format!(
-        "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\n{}{}",
+        "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\n{}{}\n[server]\nexpose_errors = true\n",
         provider(
             "primary",
             "gpt-4o",

@@ -45,6 +45,10 @@ kind = "openai"
 model = "gpt-4o-mini"
 base_url = "{}/v1"
 api_key = "sk-test"
+
+# The attempts are read by link and model.
+[server]
+expose_errors = true
 "#,
         primary.base_url(),
         backup.base_url()

@@ -218,6 +218,32 @@ impl RedisState {
         }
     }
 
+    /// Starts the background re-probe, when called inside a Tokio runtime: every
+    /// `retry_interval` (held between 100 ms and 5 s) a `PING` bounded like [`Self::ready`],
+    /// so [`Self::is_degraded`] (and a gateway's `/readyz`) follows Redis going away and
+    /// coming back without waiting for a call to find out. The task holds no strong
+    /// reference: it ends once every clone of this handle is dropped. Returns `None` outside
+    /// a runtime (nothing is started).
+    pub fn spawn_reprobe(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let every = self
+            .shared
+            .retry_interval
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let weak = Arc::downgrade(&self.shared);
+        Some(runtime.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is at once; the caller's own first use connects.
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(shared) = weak.upgrade() else { return };
+                let _ = RedisState { shared }.ready().await;
+            }
+        }))
+    }
+
     /// Deletes every key of `link` (`ripcord:v1:{link}:*`: its breaker, rate-limit and other
     /// shared state), so it starts over for every replica. For harnesses that run one scenario
     /// after another on one Redis (`cargo xtask chaos`); it scans, so it is not for the request

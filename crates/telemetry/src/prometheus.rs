@@ -109,8 +109,27 @@ impl PrometheusExport {
     ///
     /// A formatting error of the encoder (it writes to a `String`, so in practice none).
     pub fn render(&self) -> Result<String, fmt::Error> {
+        self.render_scoped(None)
+    }
+
+    /// [`Self::render`] as one tenant may read it: a series labelled with a tenant
+    /// (`ripcord_tenant`, from the `ripcord.tenant` attribute) is left out unless the tenant
+    /// is `tenant` or one of its sub-tenants (`tenant/…`); series without a tenant label are
+    /// all shown.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::render`].
+    pub fn render_for_tenant(&self, tenant: &str) -> Result<String, fmt::Error> {
+        self.render_scoped(Some(tenant))
+    }
+
+    fn render_scoped(&self, tenant: Option<&str>) -> Result<String, fmt::Error> {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(Scrape(Arc::clone(&self.reader))));
+        registry.register_collector(Box::new(Scrape {
+            reader: Arc::clone(&self.reader),
+            tenant: tenant.map(str::to_owned),
+        }));
         let mut out = String::with_capacity(8 * 1024);
         prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)?;
         Ok(out)
@@ -201,20 +220,35 @@ impl MetricReader for SharedReader {
     }
 }
 
-/// The collector run by one scrape: collects the reader and encodes what it got.
+/// The collector run by one scrape: collects the reader and encodes what it got (only one
+/// tenant's tenant-labelled series when `tenant` is set).
 #[derive(Debug)]
-struct Scrape(Arc<ManualReader>);
+struct Scrape {
+    reader: Arc<ManualReader>,
+    tenant: Option<String>,
+}
+
+/// The attribute that names a series' tenant, as a Prometheus label.
+const TENANT_LABEL: &str = "ripcord_tenant";
+
+/// Whether a data point with labels `l` is shown to `tenant` (`None`: to the operator).
+fn shown(tenant: Option<&str>, l: &[(String, String)]) -> bool {
+    let Some(t) = tenant else { return true };
+    l.iter()
+        .filter(|(k, _)| k == TENANT_LABEL)
+        .all(|(_, v)| v == t || v.strip_prefix(t).is_some_and(|rest| rest.starts_with('/')))
+}
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let mut rm = ResourceMetrics::default();
         // A reader not attached to a provider yet (or shut down) has nothing to say.
-        if self.0.collect(&mut rm).is_err() {
+        if self.reader.collect(&mut rm).is_err() {
             return Ok(());
         }
         for scope in rm.scope_metrics() {
             for metric in scope.metrics() {
-                encode_metric(&mut encoder, metric)?;
+                encode_metric(&mut encoder, metric, self.tenant.as_deref())?;
             }
         }
         Ok(())
@@ -253,11 +287,15 @@ fn labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>) -> Vec<(String, String)
         .collect()
 }
 
-fn encode_metric(encoder: &mut DescriptorEncoder<'_>, metric: &Metric) -> Result<(), fmt::Error> {
+fn encode_metric(
+    encoder: &mut DescriptorEncoder<'_>,
+    metric: &Metric,
+    tenant: Option<&str>,
+) -> Result<(), fmt::Error> {
     match metric.data() {
-        AggregatedMetrics::U64(d) => encode_data(encoder, metric, d, |v| *v as f64),
-        AggregatedMetrics::I64(d) => encode_data(encoder, metric, d, |v| *v as f64),
-        AggregatedMetrics::F64(d) => encode_data(encoder, metric, d, |v| *v),
+        AggregatedMetrics::U64(d) => encode_data(encoder, metric, d, tenant, |v| *v as f64),
+        AggregatedMetrics::I64(d) => encode_data(encoder, metric, d, tenant, |v| *v as f64),
+        AggregatedMetrics::F64(d) => encode_data(encoder, metric, d, tenant, |v| *v),
     }
 }
 
@@ -265,6 +303,7 @@ fn encode_data<T: Copy>(
     encoder: &mut DescriptorEncoder<'_>,
     metric: &Metric,
     data: &MetricData<T>,
+    tenant: Option<&str>,
     as_f64: impl Fn(&T) -> f64,
 ) -> Result<(), fmt::Error> {
     let name = sanitize(metric.name());
@@ -275,6 +314,9 @@ fn encode_data<T: Copy>(
             let mut m = encoder.encode_descriptor(&name, help, unit.as_ref(), MetricType::Gauge)?;
             for p in g.data_points() {
                 let l = labels(p.attributes());
+                if !shown(tenant, &l) {
+                    continue;
+                }
                 m.encode_family(&l)?.encode_gauge(&as_f64(&p.value()))?;
             }
         }
@@ -287,6 +329,9 @@ fn encode_data<T: Copy>(
             let mut m = encoder.encode_descriptor(&name, help, unit.as_ref(), ty)?;
             for p in s.data_points() {
                 let l = labels(p.attributes());
+                if !shown(tenant, &l) {
+                    continue;
+                }
                 let v = as_f64(&p.value());
                 let mut fam = m.encode_family(&l)?;
                 if s.is_monotonic() {
@@ -296,7 +341,9 @@ fn encode_data<T: Copy>(
                 }
             }
         }
-        MetricData::Histogram(h) => encode_histogram(encoder, &name, help, unit, h, as_f64)?,
+        MetricData::Histogram(h) => {
+            encode_histogram(encoder, &name, help, unit, h, tenant, as_f64)?;
+        }
         // ripcord records no exponential histograms; a view that made one is not exposed.
         MetricData::ExponentialHistogram(_) => {}
     }
@@ -309,11 +356,15 @@ fn encode_histogram<T: Copy>(
     help: &str,
     unit: Option<Unit>,
     h: &Histogram<T>,
+    tenant: Option<&str>,
     as_f64: impl Fn(&T) -> f64,
 ) -> Result<(), fmt::Error> {
     let mut m = encoder.encode_descriptor(name, help, unit.as_ref(), MetricType::Histogram)?;
     for p in h.data_points() {
         let l = labels(p.attributes());
+        if !shown(tenant, &l) {
+            continue;
+        }
         // OTel buckets: one count per bound plus the overflow bucket (+Inf).
         let buckets: Vec<(f64, u64)> = p
             .bounds()
@@ -381,6 +432,26 @@ mod tests {
         );
         assert!(text.contains("gen_ai_client_operation_duration_seconds_bucket{le=\"+Inf\"} 1"));
         assert!(text.contains("gen_ai_client_operation_duration_seconds_count 1"));
+    }
+
+    #[test]
+    fn a_tenant_sees_only_its_own_and_its_sub_tenants_tenant_series() {
+        let export = PrometheusExport::new();
+        let provider = export.attach(SdkMeterProvider::builder()).build();
+        let meter = provider.meter("t");
+        let tokens = meter.u64_counter("ripcord.tenant_tokens").build();
+        for t in ["acme", "acme/user-1", "acme-corp", "globex"] {
+            tokens.add(3, &[KeyValue::new("ripcord.tenant", t)]);
+        }
+        meter.u64_counter("ripcord.fallbacks").build().add(1, &[]);
+        let text = export.render_for_tenant("acme").unwrap();
+        assert!(text.contains(r#"ripcord_tenant="acme""#), "{text}");
+        assert!(text.contains(r#"ripcord_tenant="acme/user-1""#), "{text}");
+        assert!(!text.contains("acme-corp"), "{text}");
+        assert!(!text.contains("globex"), "{text}");
+        assert!(text.contains("ripcord_fallbacks_total 1"), "{text}");
+        let all = export.render().unwrap();
+        assert!(all.contains("globex") && all.contains("acme-corp"), "{all}");
     }
 
     #[test]

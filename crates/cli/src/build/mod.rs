@@ -262,9 +262,11 @@ fn open_state(config: &Config) -> Result<Option<RedisState>> {
                 retry_interval: Duration::from_millis(r.retry_interval_ms),
             };
             // StateError never repeats the URL, so the password cannot leak through it.
-            RedisState::open(r.url.expose_secret(), options)
-                .map(Some)
-                .map_err(|e| config_error(format!("[state] {}: {e}", r.redacted_url)))
+            let state = RedisState::open(r.url.expose_secret(), options)
+                .map_err(|e| config_error(format!("[state] {}: {e}", r.redacted_url)))?;
+            // `/readyz` follows Redis going and coming back without a call to find out.
+            let _ = state.spawn_reprobe();
+            Ok(Some(state))
         }
     }
 }

@@ -286,25 +286,30 @@ pub(super) async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
 
 /// `GET /status`: the HTML status page (see [`status`]). The front door keeps it behind the
 /// gateway keys when keys are configured, like every path but the health probes.
+/// A key limited to some routes sees only those on the page.
 pub(super) async fn status_page(
     State(state): State<Arc<GatewayState>>,
+    Extension(authed): Extension<Authed>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let Some(board) = &state.status else {
         return (StatusCode::NOT_FOUND, "this gateway has no status page").into_response();
     };
+    let caller = state.caller(authed);
+    let may_use = |route| caller.may_use(route);
     // The same view for a program: `Accept: application/json`.
     if headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json"))
     {
-        let mut resp = axum::Json(board.to_json()).into_response();
+        let mut resp = axum::Json(board.to_json_for(&may_use)).into_response();
         resp.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return resp;
     }
-    let mut resp = axum::response::Html(board.render()).into_response();
+    let page = board.render_for(&may_use);
+    let mut resp = axum::response::Html(page).into_response();
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     // The page is inline HTML and CSS only: nothing else may load, and no other site may

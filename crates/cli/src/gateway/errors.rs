@@ -74,6 +74,9 @@ pub(crate) struct GatewayError {
     /// 429 and 503.
     retry_after_any_status: bool,
     provenance: Option<Box<Provenance>>,
+    /// Whether the attempts name their links and models (`[server] expose_errors`); off, they
+    /// are `link1`, `link2`, … (see [`super::reply::attempts_header`]).
+    expose_attempts: bool,
     shape: Shape,
 }
 
@@ -105,6 +108,7 @@ impl GatewayError {
             no_retry: false,
             retry_after_any_status: false,
             provenance: None,
+            expose_attempts: false,
             shape: Shape::OpenAi,
         }
     }
@@ -192,6 +196,18 @@ impl GatewayError {
         self.provenance.as_deref()
     }
 
+    /// Lets the attempts of [`Self::provenance`] name links and models (`[server]
+    /// expose_errors`); by default they do not.
+    pub(crate) fn exposing(mut self, expose: bool) -> Self {
+        self.expose_attempts = expose;
+        self
+    }
+
+    /// Whether the attempts of [`Self::provenance`] may name links and models.
+    pub(crate) fn expose_attempts(&self) -> bool {
+        self.expose_attempts
+    }
+
     /// The message.
     pub(crate) fn message(&self) -> &str {
         &self.message
@@ -249,7 +265,7 @@ impl IntoResponse for GatewayError {
             h.insert(hdr::SHOULD_RETRY, HeaderValue::from_static("false"));
         }
         if let Some(p) = &self.provenance {
-            set_provenance_headers(h, p);
+            set_provenance_headers(h, p, self.expose_attempts);
         }
         if let Some(after) = self
             .retry_after
@@ -416,6 +432,7 @@ pub(super) fn call_error(e: &Error, reply: &Reply) -> GatewayError {
             w.retry_after_any_status = true;
         }
     }
+    w.expose_attempts = reply.expose;
     w.with_provenance(failed_provenance(e))
 }
 
@@ -458,6 +475,9 @@ pub(super) fn failed_provenance(e: &Error) -> Provenance {
 pub(super) struct Reply {
     pub(super) id: Arc<str>,
     pub(super) expose: bool,
+    /// Turns `true` when the server's shutdown grace period is over (see
+    /// [`super::server::StreamCut`]); `None` outside the accept loop (a router in a test).
+    pub(super) cut: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`, in the shape of the

@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::errors::GatewayError;
-use super::reply::{null_default, parse_body};
+use super::reply::{finite_f32, null_default, parse_body};
 
 /// A `POST /v1/messages` (or `/v1/messages/count_tokens`) body. Required fields are `Option`
 /// so that their absence is refused with Anthropic's own wording (`max_tokens: Field required`).
@@ -45,9 +45,9 @@ pub(crate) struct MessagesRequest {
     tool_choice: Option<InToolChoice>,
     #[serde(default, deserialize_with = "null_default")]
     stop_sequences: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "finite_f32")]
     temperature: Option<f32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "finite_f32")]
     top_p: Option<f32>,
     #[serde(default)]
     metadata: Option<InMetadata>,

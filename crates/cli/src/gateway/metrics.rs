@@ -9,9 +9,15 @@
 //! network that clients cannot reach. There, a request whose `Host` is a name other than
 //! `localhost` (rather than an IP address) is refused with 421: a web page that rebinds its
 //! own domain name to the metrics address cannot read them.
+//!
+//! On the gateway's port a key with a tenant (`[[server.keys]] tenant = …`) is a client's key,
+//! not the operator's: it reads the series without a tenant label and only its own tenant's
+//! (and its sub-tenants') tenant-labelled series, never another tenant's usage. Keys without a
+//! tenant (`api_keys_env`) and `metrics_listen` see every series.
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -20,16 +26,27 @@ use axum::routing::get;
 use ripcord_telemetry::PrometheusExport;
 
 use super::GatewayState;
+use super::front::Authed;
 
 #[path = "pool_metrics.rs"]
 mod pool_metrics;
 
-pub(crate) async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
+pub(crate) async fn metrics(
+    State(state): State<Arc<GatewayState>>,
+    Extension(authed): Extension<Authed>,
+) -> Response {
+    let tenant = state.caller(authed).key.and_then(|k| k.tenant.clone());
     let ready = (state.readiness)();
-    render(state.metrics.as_ref(), ready.get("pools"))
+    // The pools' series carry no tenant: every reader sees them.
+    render(state.metrics.as_ref(), tenant.as_deref(), ready.get("pools"))
 }
 
-fn render(export: Option<&PrometheusExport>, pools: Option<&serde_json::Value>) -> Response {
+/// The scrape, or only `tenant`'s view of it (see the module docs), with the pools' series.
+fn render(
+    export: Option<&PrometheusExport>,
+    tenant: Option<&str>,
+    pools: Option<&serde_json::Value>,
+) -> Response {
     let Some(export) = export else {
         return super::errors::refusal(
             "/metrics",
@@ -40,7 +57,11 @@ fn render(export: Option<&PrometheusExport>, pools: Option<&serde_json::Value>) 
             None,
         );
     };
-    match export.render() {
+    let text = match tenant {
+        Some(t) => export.render_for_tenant(t),
+        None => export.render(),
+    };
+    match text {
         Ok(mut text) => {
             if let Some(pools) = pools {
                 pool_metrics::append(&mut text, pools);
@@ -68,7 +89,7 @@ pub fn metrics_router(export: PrometheusExport) -> Router {
             "/metrics",
             get(move || {
                 let export = export.clone();
-                async move { render(Some(&export), None) }
+                async move { render(Some(&export), None, None) }
             }),
         )
         .layer(axum::middleware::from_fn(address_host_only))

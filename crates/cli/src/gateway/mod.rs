@@ -51,6 +51,7 @@
 //!   restarting chain by hand ends the stream with an error there instead.
 
 mod admin;
+mod automatic;
 mod chat;
 mod controls;
 mod cors;
@@ -396,6 +397,7 @@ impl GatewayState {
         errors::Reply {
             id,
             expose: self.server.expose_errors,
+            cut: None,
         }
     }
 

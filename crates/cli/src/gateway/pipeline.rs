@@ -198,7 +198,11 @@ pub(super) async fn door<D: Dialect>(
     Extension(RequestId(id)): Extension<RequestId>,
     request: Request,
 ) -> Response {
-    let reply = state.reply(id);
+    let mut reply = state.reply(id);
+    reply.cut = request
+        .extensions()
+        .get::<super::server::StreamCut>()
+        .map(|c| c.0.clone());
     match run::<D>(&state, authed, &reply, request).await {
         Ok(r) => r,
         Err(e) => e
@@ -307,7 +311,7 @@ async fn run<D: Dialect>(
                 }
                 match D::render(opts, &answer, &r).await {
                     Ok(mut out) => {
-                        set_provenance_headers(out.headers_mut(), &r.provenance);
+                        set_provenance_headers(out.headers_mut(), &r.provenance, reply.expose);
                         match &text {
                             Some(n) => super::notice::annotate(out, n).await,
                             None => out,
@@ -315,6 +319,7 @@ async fn run<D: Dialect>(
                     }
                     Err(e) => e
                         .with_provenance(r.provenance.clone())
+                        .exposing(reply.expose)
                         .shaped(D::SHAPE)
                         .into_response(),
                 }
@@ -471,7 +476,7 @@ pub(super) async fn read_to_commit(
 pub(super) fn record(e: &GatewayError) -> Value {
     let attempts = e
         .provenance()
-        .and_then(attempts_header)
+        .and_then(|p| attempts_header(p, e.expose_attempts()))
         .and_then(|v| v.to_str().ok().map(str::to_owned));
     json!({"served_by": null, "degraded": true, "attempts": attempts})
 }
@@ -520,6 +525,30 @@ pub(super) fn sse_event<T: serde::Serialize>(name: Option<&str>, v: &T) -> Bytes
     Bytes::from(buf)
 }
 
+/// Resolves once the server's shutdown grace period is over; never when the server ends
+/// without cutting.
+async fn cut_fired(cut: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *cut.borrow_and_update() {
+            return;
+        }
+        if cut.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// What a stream cut at the end of the shutdown grace period ends with: the gateway's own
+/// refusal (another replica can serve the retry), never a vendor's failure.
+fn shutdown_cut() -> Error {
+    Error::new(
+        ErrorKind::Overloaded,
+        "the gateway is shutting down: this stream was cut at the end of its grace period",
+    )
+    .with_retry_after(Duration::from_secs(1))
+    .with_fault(ripcord_core::Fault::Local)
+}
+
 async fn stream_response<D: Dialect>(
     mut s: ChatStream,
     opts: D::Opts,
@@ -547,8 +576,10 @@ async fn stream_response<D: Dialect>(
         ..answer
     };
     let mut enc = D::encoder(opts, answer);
+    let expose = reply.expose;
     let reply = reply.clone();
     let committed_notice = notice_at_commit.clone();
+    let mut cut = reply.cut.clone();
     let body = async_stream::stream! {
         let mut out = Vec::with_capacity(4);
         enc.open(&mut out);
@@ -561,9 +592,14 @@ async fn stream_response<D: Dialect>(
             for b in out.drain(..) {
                 yield Ok::<Bytes, std::convert::Infallible>(b);
             }
-            let next = match pending.pop_front() {
-                Some(ev) => Some(Ok(ev)),
-                None => s.next().await,
+            let next = match (pending.pop_front(), cut.as_mut()) {
+                (Some(ev), _) => Some(Ok(ev)),
+                (None, None) => s.next().await,
+                (None, Some(c)) => tokio::select! {
+                    biased;
+                    () = cut_fired(c) => Some(Err(shutdown_cut())),
+                    n = s.next() => n,
+                },
             };
             let failed = match next {
                 Some(Ok(StreamEvent::TextDelta { text })) => {
@@ -636,7 +672,7 @@ async fn stream_response<D: Dialect>(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(p) = &provenance {
-        set_provenance_headers(h, p);
+        set_provenance_headers(h, p, expose);
     }
     if let Some(n) = &notice_at_commit {
         super::notice::set_header(h, n);

@@ -36,7 +36,12 @@ pub(super) mod hdr {
 
 /// `x-ripcord-attempts`: every attempt in order,
 /// `link/model=outcome[(status)]:latency_ms[;max_tokens=N]`, comma-separated — the same record `ripcord chat --json` prints.
-pub(super) fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
+///
+/// With `expose` off (`[server] expose_errors = false`, the default) no link or model is
+/// named: each link is `linkN`, N its place among the links the call tried (`link1=overloaded(529):12ms,
+/// link2=ok:40ms`), so a client still sees how many attempts and fallbacks its call took.
+pub(super) fn attempts_header(p: &Provenance, expose: bool) -> Option<HeaderValue> {
+    let mut seen: Vec<&str> = Vec::new();
     let parts: Vec<String> = p
         .attempts
         .iter()
@@ -48,10 +53,20 @@ pub(super) fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
                 .clamped_max_tokens
                 .map(|n| format!(";max_tokens={n}"))
                 .unwrap_or_default();
+            let who = if expose {
+                format!("{}/{}", a.provider, a.model)
+            } else {
+                let n = match seen.iter().position(|s| *s == &*a.provider) {
+                    Some(i) => i + 1,
+                    None => {
+                        seen.push(&a.provider);
+                        seen.len()
+                    }
+                };
+                format!("link{n}")
+            };
             format!(
-                "{}/{}={outcome}{status}:{}ms{clamped}",
-                a.provider,
-                a.model,
+                "{who}={outcome}{status}:{}ms{clamped}",
                 a.latency.as_millis()
             )
         })
@@ -59,8 +74,9 @@ pub(super) fn attempts_header(p: &Provenance) -> Option<HeaderValue> {
     HeaderValue::from_str(&parts.join(", ")).ok()
 }
 
-pub(super) fn set_provenance_headers(headers: &mut HeaderMap, p: &Provenance) {
-    if let Some(v) = attempts_header(p) {
+/// The provenance headers of an answer; `expose` as in [`attempts_header`].
+pub(super) fn set_provenance_headers(headers: &mut HeaderMap, p: &Provenance, expose: bool) {
+    if let Some(v) = attempts_header(p, expose) {
         headers.insert(hdr::ATTEMPTS, v);
     }
     let served = p
@@ -121,4 +137,24 @@ where
     T: Default + serde::Deserialize<'de>,
 {
     Ok(<Option<T> as serde::Deserialize>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Deserialises an optional sampling number (`temperature`, `top_p`, a penalty) as `f32`,
+/// refusing one that is not a finite `f32`. serde would turn `1e39` into `f32::INFINITY`,
+/// which JSON then writes as `null` to the vendor: the caller's number would be silently
+/// dropped. Here it is a 400 naming the field (the path comes from [`parse_body`]). Use as
+/// `#[serde(default, deserialize_with = "finite_f32")]`.
+pub(crate) fn finite_f32<'de, D>(d: D) -> Result<Option<f32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    match <Option<f64> as serde::Deserialize>::deserialize(d)? {
+        None => Ok(None),
+        #[allow(clippy::cast_possible_truncation)] // in range: checked just before
+        Some(x) if x.is_finite() && x.abs() <= f64::from(f32::MAX) => Ok(Some(x as f32)),
+        Some(x) => Err(serde::de::Error::custom(format!(
+            "{x:e} is out of range: expected a finite number no larger than {:e} in size",
+            f32::MAX
+        ))),
+    }
 }

@@ -36,9 +36,14 @@
 //!   count of the ones not logged) instead of one line per failure;
 //! - a drain deadline: on shutdown the listener closes, every connection is asked to finish its
 //!   in-flight request and close, and whatever is still running when the grace period ends is
-//!   cut.
+//!   cut. A stream still running then is told first ([`StreamCut`]): it ends with its door's
+//!   error event (Chat's `error` chunk, Messages' `event: error`, Responses'
+//!   `response.failed`), and the connections get [`CUT_FLUSH`] more to send it before they are
+//!   dropped.
 //!
 //! Clients that half-close (shut down their sending side after the request) are answered.
+//! hyper's own refusals of a request it cannot parse (431, 414, 400) get a JSON body like
+//! every other error: the socket wrapper sends them in their place (see [`super::automatic`]).
 //!
 //! The body-read timeout and the checks made before a body is read live in the router's front
 //! middleware ([`super::front`]), where the request is known.
@@ -64,8 +69,19 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::automatic;
 use super::descriptors;
 use super::errors::refusal;
+
+/// How long streams cut at the end of the shutdown grace period have to send their error
+/// event before their connections are dropped.
+pub(crate) const CUT_FLUSH: Duration = Duration::from_millis(500);
+
+/// Given to every request (as a request extension): turns `true` when the shutdown grace
+/// period is over, so a stream still running ends now with its door's error event instead
+/// of being dropped mid-event.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamCut(pub(crate) watch::Receiver<bool>);
 
 /// The limits of the accept loop.
 #[derive(Debug, Clone, Copy)]
@@ -151,6 +167,7 @@ pub async fn serve_router(
     let mut accept_log = RateLimitedLog::new(Duration::from_secs(5));
     let mut turned_away = RateLimitedLog::new(Duration::from_secs(5));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (cut_tx, cut_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -224,8 +241,9 @@ pub async fn serve_router(
         }
         let app = app.clone();
         let stop = stop_rx.clone();
+        let cut = StreamCut(cut_rx.clone());
         conns.spawn(async move {
-            serve_connection(tcp, app, limits, stop, mode).await;
+            serve_connection(tcp, app, limits, stop, mode, cut).await;
             drop(ip_slot);
         });
     }
@@ -244,6 +262,12 @@ pub async fn serve_router(
             grace_ms = u64::try_from(limits.shutdown_grace.as_millis()).unwrap_or(u64::MAX),
             "shutdown grace period over: cutting the requests still in flight"
         );
+        // Streams end with their door's error event, and have a moment to send it.
+        let _ = cut_tx.send(true);
+        let _ = tokio::time::timeout(CUT_FLUSH, async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
         conns.abort_all();
         while conns.join_next().await.is_some() {}
     }
@@ -431,10 +455,13 @@ async fn serve_request(
     req: Request<Incoming>,
     reserve: bool,
     fresh: Option<Arc<Unproven>>,
+    cut: StreamCut,
 ) -> Result<Response, std::convert::Infallible> {
     if let Some(f) = &fresh {
         f.release();
     }
+    let mut req = req;
+    req.extensions_mut().insert(cut);
     if reserve && !health_path(req.uri().path()) {
         let mut resp = refusal(
             req.uri().path(),
@@ -463,6 +490,7 @@ async fn serve_connection(
     limits: ServeLimits,
     mut stop: watch::Receiver<bool>,
     mode: Mode,
+    cut: StreamCut,
 ) {
     let started = Instant::now();
     let activity = Arc::new(AtomicU64::new(0));
@@ -474,13 +502,14 @@ async fn serve_connection(
         last: Arc::clone(&activity),
         heard: Arc::clone(&heard),
         blocked: Arc::clone(&blocked),
+        pending: None,
     });
     let (reserve, fresh, _slot) = match mode {
         Mode::Full { _slot, fresh } => (false, Some(Arc::new(fresh)), _slot),
         Mode::Reserve { _slot, fresh } => (true, fresh.map(Arc::new), _slot),
     };
     let service = hyper::service::service_fn(move |req| {
-        serve_request(app.clone(), req, reserve, fresh.clone())
+        serve_request(app.clone(), req, reserve, fresh.clone(), cut.clone())
     });
     let header_timeout = if reserve {
         limits.header_timeout.min(limits.first_byte_timeout)
@@ -558,6 +587,16 @@ struct Tracked {
     heard: Arc<AtomicBool>,
     /// When a write was first refused with no byte taken since (ms since start, plus one), or 0.
     blocked: Arc<AtomicU64>,
+    /// hyper's own refusal being sent in its JSON form, while it is.
+    pending: Option<Replacing>,
+}
+
+/// A write of hyper's that is being sent as other bytes (see [`super::automatic`]).
+struct Replacing {
+    bytes: Vec<u8>,
+    sent: usize,
+    /// How many of hyper's bytes it stands for (reported as written once all are sent).
+    replaces: usize,
 }
 
 impl Tracked {
@@ -578,6 +617,35 @@ impl Tracked {
                 self.blocked.store(ms.saturating_add(1), Ordering::Relaxed);
             }
             _ => {}
+        }
+    }
+}
+
+impl Tracked {
+    /// Sends what stands in for hyper's write; `Ready(Ok(n))` with the count of hyper's bytes
+    /// once all of it is sent.
+    fn send_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        loop {
+            let Some(p) = self.pending.as_mut() else {
+                return Poll::Ready(Ok(0));
+            };
+            if p.sent >= p.bytes.len() {
+                let n = p.replaces;
+                self.pending = None;
+                return Poll::Ready(Ok(n));
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &p.bytes[p.sent..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.pending = None;
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => p.sent += n,
+                Poll::Ready(Err(e)) => {
+                    self.pending = None;
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 }
@@ -604,7 +672,20 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if self.pending.is_none()
+            && let Some((bytes, replaces)) = automatic::replacement(buf)
+        {
+            self.pending = Some(Replacing {
+                bytes,
+                sent: 0,
+                replaces,
+            });
+        }
+        let r = if self.pending.is_some() {
+            self.send_replacement(cx)
+        } else {
+            Pin::new(&mut self.inner).poll_write(cx, buf)
+        };
         self.wrote(&r);
         r
     }
@@ -614,6 +695,13 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // A response head that may be hyper's own refusal goes through `poll_write`, alone.
+        let first = bufs.iter().find(|b| !b.is_empty());
+        if let Some(head) = first
+            && (self.pending.is_some() || head.starts_with(b"HTTP/1.1 4"))
+        {
+            return self.poll_write(cx, head);
+        }
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         self.wrote(&r);
         r

@@ -115,7 +115,26 @@ impl StatusBoard {
     /// The page's data as JSON (`GET /status` with `Accept: application/json`): each
     /// provider's health and breaker, and what its vendor's status page declares.
     pub fn to_json(&self) -> serde_json::Value {
-        let snaps: Vec<_> = self.links.iter().map(HealthHandle::snapshot).collect();
+        self.to_json_for(&|_| true)
+    }
+
+    /// [`StatusBoard::to_json`] as a key limited to some routes sees it: only the providers
+    /// those routes use.
+    pub fn to_json_for(&self, may_use: &dyn Fn(usize) -> bool) -> serde_json::Value {
+        let every_route = (0..self.routes.len()).all(may_use);
+        let shown_links: Vec<&str> = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| may_use(*i))
+            .flat_map(|(_, r)| r.links.iter().map(String::as_str))
+            .collect();
+        let snaps: Vec<_> = self
+            .links
+            .iter()
+            .map(HealthHandle::snapshot)
+            .filter(|s| every_route || shown_links.contains(&&*s.link))
+            .collect();
         serde_json::json!({
             "providers": snaps
                 .iter()
@@ -232,11 +251,31 @@ impl StatusBoard {
         out.push_str("</table>");
     }
 
-    /// The page.
+    /// The page, every route on it (for a caller that may use every route).
     pub fn render(&self) -> String {
+        self.render_for(&|_| true)
+    }
+
+    /// The page as a caller sees it that may use only the routes `may_use` admits (by index):
+    /// the other routes, their fallbacks, and the providers only they use are left out, and
+    /// the badge and counts are over what is shown.
+    pub fn render_for(&self, may_use: &dyn Fn(usize) -> bool) -> String {
         let now = Instant::now();
         let wall = SystemTime::now();
-        let snaps: Vec<_> = self.links.iter().map(HealthHandle::snapshot).collect();
+        let every_route = (0..self.routes.len()).all(may_use);
+        let shown_links: Vec<&str> = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| may_use(*i))
+            .flat_map(|(_, r)| r.links.iter().map(String::as_str))
+            .collect();
+        let snaps: Vec<_> = self
+            .links
+            .iter()
+            .map(HealthHandle::snapshot)
+            .filter(|s| every_route || shown_links.contains(&&*s.link))
+            .collect();
         let (calls, fallbacks) = {
             let r = self.recent();
             let calls: Vec<CallRecord> = r
@@ -245,7 +284,14 @@ impl StatusBoard {
                 .filter(|c| now.saturating_duration_since(c.at) <= WINDOW)
                 .cloned()
                 .collect();
-            (calls, r.fallbacks.iter().rev().cloned().collect::<Vec<_>>())
+            let fallbacks: Vec<FallbackRecord> = r
+                .fallbacks
+                .iter()
+                .rev()
+                .filter(|f| may_use(f.route))
+                .cloned()
+                .collect();
+            (calls, fallbacks)
         };
         let mut out = String::with_capacity(16 * 1024);
         let any_open = snaps.iter().any(|s| {
@@ -264,13 +310,16 @@ impl StatusBoard {
             r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><meta http-equiv="refresh" content="5"/><title>ripcord status</title><style>{STYLE}</style></head><body><h1>ripcord status <span class="badge {badge}">{word}</span></h1><p class="muted">{} · up {} · {} routes over {} providers · shares and error kinds over the last {} min · this page refreshes every 5 s</p>"#,
             utc(wall),
             ago(wall.duration_since(self.started).unwrap_or_default()),
-            self.routes.len(),
+            (0..self.routes.len()).filter(|i| may_use(*i)).count(),
             snaps.len(),
             WINDOW.as_secs() / 60,
         );
 
         out.push_str(r#"<h2>Routes</h2><table><tr><th>route</th><th class="l">links (breaker)</th><th>calls 1 min</th><th class="l">served by, last 1 min</th><th>calls 5 min</th><th class="l">served by, last 5 min</th></tr>"#);
         for (i, r) in self.routes.iter().enumerate() {
+            if !may_use(i) {
+                continue;
+            }
             let links: Vec<String> = r
                 .links
                 .iter()

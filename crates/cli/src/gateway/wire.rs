@@ -9,7 +9,7 @@ use ripcord_core::{
 };
 
 use super::errors::GatewayError;
-use super::reply::null_default;
+use super::reply::{finite_f32, null_default};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -25,9 +25,9 @@ pub(crate) struct WireRequest {
     tool_choice: Option<Value>,
     #[serde(default)]
     response_format: Option<WireResponseFormat>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "finite_f32")]
     temperature: Option<f32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "finite_f32")]
     top_p: Option<f32>,
     #[serde(default)]
     max_tokens: Option<u32>,
@@ -45,9 +45,9 @@ pub(crate) struct WireRequest {
     stream_options: Option<StreamOptions>,
     /// Forwarded to links that have them; refused by links that do not (see
     /// `docs/client-support.md`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "finite_f32")]
     presence_penalty: Option<f32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "finite_f32")]
     frequency_penalty: Option<f32>,
     #[serde(default)]
     parallel_tool_calls: Option<bool>,

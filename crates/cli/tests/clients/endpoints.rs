@@ -161,6 +161,10 @@ kind = "openai"
 model = "gpt-4o"
 base_url = "{}/v1"
 api_key = "sk-test"
+
+# The attempts are read by link and model.
+[server]
+expose_errors = true
 "#,
             claude.base_url(),
             backup.base_url()

@@ -78,6 +78,7 @@ mod resolve_bedrock;
 mod resolve_gateway;
 mod resolve_policies;
 mod resolve_provider;
+mod resolve_store;
 mod route_table;
 
 use std::fmt;
@@ -101,6 +102,9 @@ pub use raw_policies::{
 };
 pub use resolve_policies::{
     AdminKey, BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
+};
+pub use resolve_store::{
+    DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_SPOOL_MAX_BYTES, StoreConfig, StoreSettings,
 };
 pub use route_table::RouteConfig;
 

@@ -514,6 +514,8 @@ pub struct Config {
     pub state: StateBackend,
     /// Token budgets per tenant, when configured.
     pub budget: Option<TenantBudget>,
+    /// The ledger's database (`[store]`); `None`: no ledger.
+    pub store: Option<super::StoreSettings>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
     pub notes: Vec<String>,
 }

@@ -665,6 +665,9 @@ pub struct RawConfig {
     /// Token budgets per tenant.
     #[serde(default)]
     pub budget: Option<BudgetConfig>,
+    /// The database of the ledger (issue 38).
+    #[serde(default)]
+    pub store: Option<super::resolve_store::StoreConfig>,
 }
 
 /// One `deployments = [{ … }]` entry of a pooled provider, as written.

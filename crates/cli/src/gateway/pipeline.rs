@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 
 use super::errors::{GatewayError, Reply, Shape, call_error};
 use super::front::{Authed, RequestId};
+use super::ledger::CallLog;
 use super::notice::NoticeCall;
 use super::reply::{attempts_header, hdr, set_provenance_headers, unix_now};
 use super::{Caller, GatewayState, shed};
@@ -275,14 +276,28 @@ async fn run<D: Dialect>(
     };
     let model = prepared.model;
     let notice = NoticeCall::new(&state.notices, route, prepared.ctx.intent());
+    let mut log = CallLog::open(
+        state.ledger.as_ref(),
+        &reply.id,
+        caller.key.map(|k| &k.label),
+        prepared.tenant.as_ref(),
+        prepared.sub_tenant.as_deref(),
+        route
+            .and_then(|i| state.routes.get(i))
+            .map_or(requested.as_str(), |r| r.name.as_str()),
+    );
     let resp = if stream {
         match model.stream(&req, &prepared.ctx).await {
-            Ok(s) => stream_response::<D>(s, opts, answer, &requested, reply, notice).await,
-            Err(e) => call_error(&e, reply).shaped(D::SHAPE).into_response(),
+            Ok(s) => stream_response::<D>(s, opts, answer, &requested, reply, notice, log).await,
+            Err(e) => {
+                log.record(e.kind().as_str(), None, Some(&failed_provenance(&e)));
+                call_error(&e, reply).shaped(D::SHAPE).into_response()
+            }
         }
     } else {
         match model.chat(&req, &prepared.ctx).await {
             Ok(mut r) => {
+                log.record("ok", Some(&r.usage), Some(&r.provenance));
                 let answer = Answer {
                     model: served_model(Some(&r.provenance), &r.model, &requested),
                     ..answer
@@ -305,7 +320,10 @@ async fn run<D: Dialect>(
                         .into_response(),
                 }
             }
-            Err(e) => call_error(&e, reply).shaped(D::SHAPE).into_response(),
+            Err(e) => {
+                log.record(e.kind().as_str(), None, Some(&failed_provenance(&e)));
+                call_error(&e, reply).shaped(D::SHAPE).into_response()
+            }
         }
     };
     // The slot is held until the answer's body is done (a stream: until its last event).
@@ -343,6 +361,10 @@ pub(super) struct Prepared<'a> {
     pub(super) charged: Option<String>,
     /// The route's name for `x-ripcord-route`.
     pub(super) route_header: Option<HeaderValue>,
+    /// The key's tenant, when it has one.
+    pub(super) tenant: Option<Arc<str>>,
+    /// The sub-tenant its client named, when the key allows one.
+    pub(super) sub_tenant: Option<String>,
 }
 
 /// Builds a call's [`Prepared`]; an invalid sub-tenant claim is the client's error.
@@ -371,6 +393,7 @@ pub(super) fn prepare<'a>(
     ctx = super::controls::apply(ctx, headers, allowed)?;
     let mut model = &state.model;
     let mut charged = None;
+    let mut sub_tenant = None;
     if let Some(key) = caller.key {
         if let Some(tenant) = &key.tenant {
             ctx = ctx.with_tenant(Arc::clone(tenant));
@@ -379,7 +402,8 @@ pub(super) fn prepare<'a>(
                 && let Some(sub) = sub_tenant_of(headers, user)?
             {
                 charged = Some(format!("{tenant}/{sub}"));
-                ctx = ctx.with_extension(SubTenant(Arc::from(sub)));
+                ctx = ctx.with_extension(SubTenant(Arc::from(sub.as_str())));
+                sub_tenant = Some(sub);
             }
         }
         if let Some(limited) = &key.limited {
@@ -393,6 +417,8 @@ pub(super) fn prepare<'a>(
         deadline,
         charged,
         route_header,
+        tenant: caller.key.and_then(|k| k.tenant.clone()),
+        sub_tenant,
     })
 }
 
@@ -506,6 +532,14 @@ pub(super) fn sse_event<T: serde::Serialize>(name: Option<&str>, v: &T) -> Bytes
     Bytes::from(buf)
 }
 
+/// The record of a call that failed: every attempt of its error, no link served.
+fn failed_provenance(e: &Error) -> Provenance {
+    let mut p = Provenance::default();
+    p.attempts = e.attempts().to_vec();
+    p.degraded = true;
+    p
+}
+
 async fn stream_response<D: Dialect>(
     mut s: ChatStream,
     opts: D::Opts,
@@ -513,12 +547,17 @@ async fn stream_response<D: Dialect>(
     requested: &str,
     reply: &Reply,
     notice: NoticeCall,
+    mut log: CallLog,
 ) -> Response {
     // Headers go out at the commit point, so they are true.
     let (mut head, provenance) = match read_to_commit(&mut s).await {
         Ok(h) => h,
-        Err(e) => return call_error(&e, reply).shaped(D::SHAPE).into_response(),
+        Err(e) => {
+            log.record(e.kind().as_str(), None, Some(&failed_provenance(&e)));
+            return call_error(&e, reply).shaped(D::SHAPE).into_response();
+        }
     };
+    log.saw(None, provenance.as_ref());
     let notice_at_commit = provenance.as_ref().and_then(|p| notice.text_for(p));
     if let Some(ev) = notice_at_commit
         .as_deref()
@@ -562,6 +601,7 @@ async fn stream_response<D: Dialect>(
                     continue;
                 }
                 Some(Ok(StreamEvent::Usage { usage: u })) => {
+                    log.saw(Some(&u), None);
                     usage = Some(u);
                     continue;
                 }
@@ -574,6 +614,7 @@ async fn stream_response<D: Dialect>(
                     format!("the upstream failed mid-stream and the answer restarted: {message}"),
                 ),
                 Some(Ok(StreamEvent::Provenance { provenance })) => {
+                    log.saw(None, Some(&provenance));
                     last = Some(provenance);
                     continue;
                 }
@@ -585,6 +626,7 @@ async fn stream_response<D: Dialect>(
                         let late = last.as_deref().and_then(|p| notice.text_for(p));
                         let record = super::notice::with_notice(record, committed_notice.as_deref().or(late.as_deref()));
                         enc.end(&reason, usage.as_ref(), record.as_ref(), &mut out);
+                        log.record("ok", None, None);
                         for b in out.drain(..) {
                             yield Ok(b);
                         }
@@ -595,6 +637,7 @@ async fn stream_response<D: Dialect>(
                 },
             };
             // The headers went out at commit; the call's record rides with the error event.
+            log.record(failed.kind().as_str(), None, None);
             enc.fail(&call_error(&failed, &reply), &mut out);
             for b in out.drain(..) {
                 yield Ok(b);

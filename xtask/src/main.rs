@@ -16,6 +16,7 @@ mod check_deps;
 mod debian_tools;
 mod joins;
 mod otlp;
+mod postgres_server;
 mod redis_server;
 mod setup_model;
 mod test;

@@ -146,7 +146,7 @@ async fn until_calls(store: &Store, n: i64, bound: Duration) -> Duration {
     }
 }
 
-fn sigterm(s: &mut support::Served) {
+async fn sigterm(s: &mut support::Served) {
     let ok = std::process::Command::new("kill")
         .args(["-TERM", &s.child.id().to_string()])
         .status()
@@ -159,7 +159,7 @@ fn sigterm(s: &mut support::Served) {
             started.elapsed() < Duration::from_secs(10),
             "ripcord serve did not stop on SIGTERM"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -288,7 +288,7 @@ async fn sigterm_writes_everything_queued(url: String, dir: Dir) {
         0,
         "nothing is written before a batch is due"
     );
-    sigterm(&mut s);
+    sigterm(&mut s).await;
     assert_eq!(store.row_counts().await.unwrap(), (12, 12));
 }
 
@@ -331,7 +331,7 @@ async fn an_outage_keeps_serving_and_loses_nothing(url: String, dir: Dir) {
     }
     // The writer retries every second: one retry plus a flush.
     until_calls(&store, 38, FLUSH_BOUND + Duration::from_secs(1)).await;
-    sigterm(&mut s);
+    sigterm(&mut s).await;
     assert_eq!(
         store.row_counts().await.unwrap(),
         (38, 38),

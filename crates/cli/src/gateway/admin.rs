@@ -8,7 +8,8 @@
 //! - `POST /admin/reload` reads the config file again and swaps the new gateway in (see the
 //!   `live` module), as `SIGHUP` does;
 //! - `GET /admin/spend` reads the ledger (`[store]`): spend by tenant, key, time range, grouped
-//!   by model, route, link or day, as JSON or CSV (the `admin_spend` module).
+//!   by model, route, link or day, as JSON or CSV, and `GET /admin/ledger` its counters
+//!   (the `admin_spend` module).
 //!
 //! They take the admin key only (`Authorization: Bearer …`), checked here by digest in constant
 //! time as the gateway keys are: a tenant's key is refused (401), and a gateway without
@@ -37,6 +38,10 @@ pub(super) fn router() -> Router<Arc<GatewayState>> {
         .route(
             "/admin/spend",
             axum::routing::get(super::admin_spend::spend),
+        )
+        .route(
+            "/admin/ledger",
+            axum::routing::get(super::admin_spend::ledger),
         )
 }
 

@@ -6,6 +6,11 @@
 //! `format=csv` (or `Accept: text/csv`). A bad parameter is a 400 naming it; a gateway without
 //! `[store]` answers 404. The report itself is [`crate::spend_report`], shared with
 //! `ripcord spend`.
+//!
+//! `GET /admin/ledger` answers the ledger's counters since start (rows written, spooled,
+//! replayed after an outage, dropped because the buffer was full or the spool at its cap,
+//! spool lines that did not parse, failed writes), so an operator can see that nothing was
+//! lost, or how much.
 
 use std::sync::Arc;
 
@@ -99,4 +104,29 @@ async fn run(
         return Ok(resp);
     }
     Ok(axum::Json(report.json()).into_response())
+}
+
+pub(super) async fn ledger(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = super::admin::check(&state, &headers) {
+        return e.into_response();
+    }
+    let Some(ledger) = &state.ledger else {
+        return GatewayError::new(
+            404,
+            "not_found",
+            "this gateway has no ledger: configure [store]",
+        )
+        .into_response();
+    };
+    let c = ledger.stats().counts();
+    axum::Json(serde_json::json!({
+        "written": c.written,
+        "spooled": c.spooled,
+        "replayed": c.replayed,
+        "dropped_full": c.dropped_full,
+        "dropped_spool": c.dropped_spool,
+        "dropped_corrupt": c.dropped_corrupt,
+        "write_failures": c.write_failures,
+    }))
+    .into_response()
 }

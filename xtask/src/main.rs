@@ -23,6 +23,7 @@ mod examples;
 mod features;
 mod joins;
 mod otlp;
+mod postgres_server;
 mod redis_server;
 mod setup_model;
 mod test;

@@ -11,7 +11,9 @@
 //! 4. a real OTLP receiver (rotel) on loopback for the telemetry end-to-end tests, stopped
 //!    afterwards;
 //! 5. a real `redis-server` (Debian's package, installed with apt-get when missing) on loopback
-//!    for the shared-state tests, stopped afterwards;
+//!    for the shared-state tests, stopped afterwards; and a throwaway Postgres cluster (Debian's
+//!    `postgresql`, see `postgres_server`) for the store's tests (`RIPCORD_TEST_POSTGRES_URL`),
+//!    stopped and removed afterwards;
 //! 6. Debian's `prometheus` (with `promtool`) and `chromium` for the operator tests (the
 //!    alerting rules against a real Prometheus, `/status` in a headless browser), installed
 //!    with apt-get when missing;
@@ -210,11 +212,20 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             return Err(e);
         }
     };
+    let postgres = match crate::postgres_server::ensure_postgres() {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = receiver.stop();
+            let _ = redis.stop();
+            return Err(e);
+        }
+    };
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(&root)
         .env("RIPCORD_CACHE", &cache)
         .envs(receiver.env())
         .envs(redis.env())
+        .envs(postgres.env())
         .args(["test", "--workspace"])
         .args(args);
     let mut result = run_cmd(&mut cmd);
@@ -224,6 +235,6 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         envs.extend(redis.env());
         result = crate::examples::run_all(&root, &envs);
     }
-    let stopped = receiver.stop().and(redis.stop());
+    let stopped = receiver.stop().and(redis.stop()).and(postgres.stop());
     result.and(stopped)
 }

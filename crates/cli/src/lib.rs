@@ -11,3 +11,4 @@ pub mod gateway;
 pub mod otlp;
 pub mod probe_formats;
 pub mod routing;
+pub mod spend_report;

@@ -86,6 +86,30 @@ enum Command {
         /// The config file (default: the built-in chain).
         path: Option<PathBuf>,
     },
+    /// What was spent, from the ledger of the config's `[store]` (JSON or CSV on stdout).
+    Spend {
+        /// The config file (its `[store]` names the database).
+        #[arg(long, env = "RIPCORD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this key (its ledger id, `tenant@source`).
+        #[arg(long)]
+        key: Option<String>,
+        /// From: an RFC 3339 time, a YYYY-MM-DD UTC day or Unix milliseconds.
+        #[arg(long)]
+        from: Option<String>,
+        /// To (exclusive; a day means through its end).
+        #[arg(long)]
+        to: Option<String>,
+        /// model, route, link, day or total.
+        #[arg(long)]
+        group_by: Option<String>,
+        /// json (default) or csv.
+        #[arg(long, default_value = "json")]
+        format: String,
+    },
 }
 
 /// The process's allocator. Under `ripcord serve`, a request's memory is often allocated on
@@ -284,6 +308,19 @@ async fn run(cli: Cli) -> ExitCode {
             announce_state(&cfg, &built).await;
             let mut state = gateway::GatewayState::from_built(&cfg, &built);
             state.metrics = Some(export.clone());
+            let (ledger, ledger_task) = match &cfg.store {
+                None => (None, None),
+                Some(s) => match start_ledger(s).await {
+                    Ok((l, st, t)) => (Some((l, st)), Some(t)),
+                    Err(e) => {
+                        eprintln!("ripcord: [store]: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            if let Some((l, st)) = &ledger {
+                state.set_ledger(l.clone(), st.clone());
+            }
             let metrics_listener = match &cfg.server.metrics_listen {
                 None => None,
                 Some(m) => {
@@ -349,8 +386,10 @@ async fn run(cli: Cli) -> ExitCode {
                     }
                 },
             };
-            let live =
-                gateway::live::Live::new(state, rebuilder(config.clone(), built, export.clone()));
+            let live = gateway::live::Live::new(
+                state,
+                rebuilder(config.clone(), built, export.clone(), ledger.clone()),
+            );
             let admin = admin_listener.map(|l| {
                 gateway::serve_router(
                     l,
@@ -386,6 +425,17 @@ async fn run(cli: Cli) -> ExitCode {
                 r = side(admin) => r,
                 r = reload_on_hangup(Arc::clone(&live)) => r,
             };
+            // After the drain: every row of the calls served is written (or spooled).
+            if let (Some(task), Some((l, _))) = (ledger_task, &ledger) {
+                task.shutdown().await;
+                let c = l.stats().counts();
+                eprintln!(
+                    "ripcord: ledger flushed ({} rows written, {} spooled, {} dropped)",
+                    c.written,
+                    c.spooled,
+                    c.dropped_full + c.dropped_spool + c.dropped_corrupt
+                );
+            }
             match served {
                 Ok(()) => {
                     eprintln!("ripcord: stopped");
@@ -435,6 +485,24 @@ async fn run(cli: Cli) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::Spend {
+            config,
+            tenant,
+            key,
+            from,
+            to,
+            group_by,
+            format,
+        } => {
+            let question = ripcord_cli::spend_report::SpendQuestion {
+                tenant,
+                key,
+                from,
+                to,
+                group_by,
+            };
+            spend(config.as_deref(), &question, &format).await
+        }
         Command::CheckConfig { path } => {
             let cfg = match load(path.as_deref()) {
                 Ok(c) => c,
@@ -478,10 +546,115 @@ async fn announce_state(cfg: &config::Config, built: &build::Built) {
 /// How a running gateway rebuilds itself from its config file: read and validate it in full,
 /// rebuild the links keeping every unchanged provider's (with its breaker, limiter, health and
 /// cache state), and make the new gateway state. The listen addresses stay as they were.
+/// `ripcord spend`: the report on stdout; a bad question or a config without `[store]` is
+/// exit code 2, an unreachable database 1.
+async fn spend(
+    config: Option<&std::path::Path>,
+    question: &ripcord_cli::spend_report::SpendQuestion,
+    format: &str,
+) -> ExitCode {
+    use secrecy::ExposeSecret;
+    use std::io::Write;
+    let cfg = match load(config) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let Some(settings) = &cfg.store else {
+        eprintln!("ripcord: the config has no [store], so there is no ledger to read");
+        return ExitCode::from(2);
+    };
+    if format != "json" && format != "csv" {
+        eprintln!("ripcord: --format {format:?} is not json or csv");
+        return ExitCode::from(2);
+    }
+    let (filter, group_by, name) = match question.parse() {
+        Ok(q) => q,
+        Err(b) => {
+            eprintln!("ripcord: --{}: {}", b.param.replace('_', "-"), b.message);
+            return ExitCode::from(2);
+        }
+    };
+    let url = settings.url.expose_secret();
+    let store = match ripcord_store::Store::connect(url, &ripcord_store::StoreOptions::default())
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            let cause = std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
+            eprintln!("ripcord: [store]: {e}{cause}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = match ripcord_cli::spend_report::ask(&store, filter, group_by, name).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ripcord: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let body = if format == "csv" {
+        report.csv()
+    } else {
+        serde_json::to_vec_pretty(&report.json())
+            .map(|mut v| {
+                v.push(b'\n');
+                v
+            })
+            .map_err(|e| e.to_string())
+    };
+    let written = body.and_then(|b| {
+        std::io::stdout()
+            .lock()
+            .write_all(&b)
+            .map_err(|e| e.to_string())
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ripcord: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Connects `[store]`'s database (migrating it) and starts the ledger's writer.
+async fn start_ledger(
+    s: &config::StoreSettings,
+) -> Result<
+    (
+        ripcord_store::Ledger,
+        ripcord_store::Store,
+        ripcord_store::LedgerTask,
+    ),
+    String,
+> {
+    use secrecy::ExposeSecret;
+    let url = s.url.expose_secret();
+    let store = ripcord_store::Store::connect(url, &ripcord_store::StoreOptions::default())
+        .await
+        .map_err(|e| {
+            let cause = std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
+            format!("{e}{cause}")
+        })?;
+    let mut options = ripcord_store::LedgerOptions::new(s.spool.clone());
+    options.flush_interval = s.flush_interval;
+    options.spool_max_bytes = s.spool_max_bytes;
+    let (ledger, task) = ripcord_store::Ledger::start(store.clone(), options)
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "ripcord: ledger on {} (spool {})",
+        ripcord_store::redact(url),
+        s.spool.display()
+    );
+    Ok((ledger, store, task))
+}
+
 fn rebuilder(
     path: Option<PathBuf>,
     built: build::Built,
     export: ripcord_telemetry::PrometheusExport,
+    ledger: Option<(ripcord_store::Ledger, ripcord_store::Store)>,
 ) -> gateway::live::Rebuild {
     let current = std::sync::Mutex::new(built);
     Arc::new(move || {
@@ -508,6 +681,10 @@ fn rebuilder(
         );
         let mut state = gateway::GatewayState::from_built(&cfg, &next);
         state.metrics = Some(export.clone());
+        // The ledger outlives reloads (a `[store]` added or changed takes a restart).
+        if let Some((l, st)) = &ledger {
+            state.set_ledger(l.clone(), st.clone());
+        }
         *previous = next;
         Ok((state, summary))
     })

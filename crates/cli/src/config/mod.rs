@@ -86,6 +86,7 @@ mod resolve_gateway;
 mod resolve_policies;
 mod resolve_provider;
 pub mod resolve_status_page;
+mod resolve_store;
 mod route_table;
 
 use std::fmt;
@@ -110,6 +111,9 @@ pub use raw_policies::{
 pub use resolve_alerts::{AlertsConfig, AlertsSettings};
 pub use resolve_policies::{
     AdminKey, BreakerExtra, Facts, KeyControls, LinkPolicies, parse_priority, priority_name,
+};
+pub use resolve_store::{
+    DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_SPOOL_MAX_BYTES, StoreConfig, StoreSettings,
 };
 pub use route_table::RouteConfig;
 

@@ -522,6 +522,8 @@ pub struct Config {
     pub budget: Option<TenantBudget>,
     /// The alert webhook (`[alerts]`), when configured.
     pub alerts: Option<super::AlertsSettings>,
+    /// The ledger's database (`[store]`); `None`: no ledger.
+    pub store: Option<super::StoreSettings>,
     /// Notes for stderr (e.g. providers skipped for lack of a key).
     pub notes: Vec<String>,
 }

@@ -677,6 +677,9 @@ pub struct RawConfig {
     /// Alerts sent to a webhook.
     #[serde(default)]
     pub alerts: Option<super::resolve_alerts::AlertsConfig>,
+    /// The database of the ledger (issue 38).
+    #[serde(default)]
+    pub store: Option<super::resolve_store::StoreConfig>,
 }
 
 /// One `deployments = [{ … }]` entry of a pooled provider, as written.

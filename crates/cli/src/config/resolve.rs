@@ -153,11 +153,13 @@ pub(super) fn resolve(
         .transpose()?;
     let admin =
         super::resolve_policies::resolve_admin(cx, raw.server.admin.as_ref(), &gateway_keys)?;
+    let store = super::resolve_store::resolve_store(cx, raw.store.as_ref())?;
     Ok(Config {
         alerts,
         admin,
         state,
         budget,
+        store,
         redaction: raw.redaction,
         embeddings,
         source: cx.file.to_owned(),

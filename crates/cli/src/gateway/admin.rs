@@ -6,7 +6,10 @@
 //!   and back: a disabled link refuses every call at once and the chains move on to their next
 //!   link, while its breaker, limiter and health state are kept;
 //! - `POST /admin/reload` reads the config file again and swaps the new gateway in (see the
-//!   `live` module), as `SIGHUP` does.
+//!   `live` module), as `SIGHUP` does;
+//! - `GET /admin/spend` reads the ledger (`[store]`): spend by tenant, key, time range, grouped
+//!   by model, route, link or day, as JSON or CSV, and `GET /admin/ledger` its counters
+//!   (the `admin_spend` module).
 //!
 //! They take the admin key only (`Authorization: Bearer …`), checked here by digest in constant
 //! time as the gateway keys are: a tenant's key is refused (401), and a gateway without
@@ -32,10 +35,18 @@ pub(super) fn router() -> Router<Arc<GatewayState>> {
         .route("/admin/providers/{provider}/disable", post(disable))
         .route("/admin/providers/{provider}/enable", post(enable))
         .route("/admin/reload", post(reload))
+        .route(
+            "/admin/spend",
+            axum::routing::get(super::admin_spend::spend),
+        )
+        .route(
+            "/admin/ledger",
+            axum::routing::get(super::admin_spend::ledger),
+        )
 }
 
 /// The bearer token must be the admin key.
-fn check(state: &GatewayState, headers: &HeaderMap) -> Result<(), GatewayError> {
+pub(super) fn check(state: &GatewayState, headers: &HeaderMap) -> Result<(), GatewayError> {
     let refused = || {
         GatewayError::new(
             401,

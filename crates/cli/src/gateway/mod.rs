@@ -52,6 +52,7 @@
 
 mod admin;
 mod automatic;
+mod admin_spend;
 mod chat;
 mod controls;
 mod cors;
@@ -59,6 +60,7 @@ mod descriptors;
 mod endpoints;
 mod errors;
 mod front;
+mod ledger;
 pub mod live;
 mod messages;
 mod messages_wire;
@@ -122,6 +124,8 @@ pub struct GatewayRoute {
 /// An accepted key: the digest of its secret and what it may do.
 struct Key {
     digest: [u8; 32],
+    /// Its id in the ledger (`tenant@source`, never the secret).
+    label: Arc<str>,
     tenant: Option<Arc<str>>,
     routes: Option<Vec<usize>>,
     sub_tenants: bool,
@@ -184,6 +188,10 @@ pub struct GatewayState {
     switches: crate::build::admin::Switches,
     /// The live gateway this state serves in, when it can be reloaded.
     live: Option<std::sync::Weak<live::Live>>,
+    /// Where every call is recorded (`[store]`), when there is a ledger.
+    ledger: Option<ripcord_store::Ledger>,
+    /// The ledger's database, for `GET /admin/spend`.
+    store: Option<ripcord_store::Store>,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -239,6 +247,8 @@ impl GatewayState {
             admin_elsewhere: false,
             switches: crate::build::admin::Switches::default(),
             live: None,
+            ledger: None,
+            store: None,
         }
         .with_admissions()
     }
@@ -247,6 +257,13 @@ impl GatewayState {
     fn with_live(mut self, live: std::sync::Weak<live::Live>) -> Self {
         self.live = Some(live);
         self
+    }
+
+    /// Records every chat call in `ledger` (one row per call and per attempt), and answers
+    /// `GET /admin/spend` from `store`.
+    pub fn set_ledger(&mut self, ledger: ripcord_store::Ledger, store: ripcord_store::Store) {
+        self.ledger = Some(ledger);
+        self.store = Some(store);
     }
 
     /// Uses these server settings (and resets the admission gates to their limits).
@@ -336,6 +353,7 @@ impl GatewayState {
     pub fn add_key(&mut self, key: &GatewayKey, limited: Option<Arc<dyn ChatModel>>) {
         self.keys.push(Key {
             digest: sha256(key.secret.expose_secret().as_bytes()),
+            label: Arc::from(key.label()),
             tenant: key.tenant.as_deref().map(Arc::from),
             routes: key.routes.clone(),
             sub_tenants: key.sub_tenants,

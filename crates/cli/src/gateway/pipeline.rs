@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 
 use super::errors::{GatewayError, Reply, Shape, call_error};
 use super::front::{Authed, RequestId};
+use super::ledger::CallLog;
 use super::notice::NoticeCall;
 use super::reply::{attempts_header, hdr, set_provenance_headers, unix_now};
 use super::{Caller, GatewayState, shed};
@@ -293,14 +294,28 @@ async fn run<D: Dialect>(
     };
     let model = prepared.model;
     let notice = NoticeCall::new(&state.notices, route, prepared.ctx.intent());
+    let mut log = CallLog::open(
+        state.ledger.as_ref(),
+        &reply.id,
+        caller.key.map(|k| &k.label),
+        prepared.tenant.as_ref(),
+        prepared.sub_tenant.as_deref(),
+        route
+            .and_then(|i| state.routes.get(i))
+            .map_or(requested.as_str(), |r| r.name.as_str()),
+    );
     let resp = if stream {
         match model.stream(&req, &prepared.ctx).await {
-            Ok(s) => stream_response::<D>(s, opts, answer, &requested, reply, notice).await,
-            Err(e) => call_error(&e, reply).shaped(D::SHAPE).into_response(),
+            Ok(s) => stream_response::<D>(s, opts, answer, &requested, reply, notice, log).await,
+            Err(e) => {
+                log.record(e.kind().as_str(), None, Some(&failed_provenance(&e)));
+                call_error(&e, reply).shaped(D::SHAPE).into_response()
+            }
         }
     } else {
         match model.chat(&req, &prepared.ctx).await {
             Ok(mut r) => {
+                log.record("ok", Some(&r.usage), Some(&r.provenance));
                 let answer = Answer {
                     model: served_model(Some(&r.provenance), &r.model, &requested),
                     ..answer
@@ -324,7 +339,10 @@ async fn run<D: Dialect>(
                         .into_response(),
                 }
             }
-            Err(e) => call_error(&e, reply).shaped(D::SHAPE).into_response(),
+            Err(e) => {
+                log.record(e.kind().as_str(), None, Some(&failed_provenance(&e)));
+                call_error(&e, reply).shaped(D::SHAPE).into_response()
+            }
         }
     };
     // The slot is held until the answer's body is done (a stream: until its last event).
@@ -362,6 +380,10 @@ pub(super) struct Prepared<'a> {
     pub(super) charged: Option<String>,
     /// The route's name for `x-ripcord-route`.
     pub(super) route_header: Option<HeaderValue>,
+    /// The key's tenant, when it has one.
+    pub(super) tenant: Option<Arc<str>>,
+    /// The sub-tenant its client named, when the key allows one.
+    pub(super) sub_tenant: Option<String>,
 }
 
 /// Builds a call's [`Prepared`]; an invalid sub-tenant claim is the client's error.
@@ -390,6 +412,7 @@ pub(super) fn prepare<'a>(
     ctx = super::controls::apply(ctx, headers, allowed)?;
     let mut model = &state.model;
     let mut charged = None;
+    let mut sub_tenant = None;
     if let Some(key) = caller.key {
         if let Some(tenant) = &key.tenant {
             ctx = ctx.with_tenant(Arc::clone(tenant));
@@ -398,7 +421,8 @@ pub(super) fn prepare<'a>(
                 && let Some(sub) = sub_tenant_of(headers, user)?
             {
                 charged = Some(format!("{tenant}/{sub}"));
-                ctx = ctx.with_extension(SubTenant(Arc::from(sub)));
+                ctx = ctx.with_extension(SubTenant(Arc::from(sub.as_str())));
+                sub_tenant = Some(sub);
             }
         }
         if let Some(limited) = &key.limited {
@@ -412,6 +436,8 @@ pub(super) fn prepare<'a>(
         deadline,
         charged,
         route_header,
+        tenant: caller.key.and_then(|k| k.tenant.clone()),
+        sub_tenant,
     })
 }
 
@@ -549,6 +575,14 @@ fn shutdown_cut() -> Error {
     .with_fault(ripcord_core::Fault::Local)
 }
 
+/// The record of a call that failed: every attempt of its error, no link served.
+fn failed_provenance(e: &Error) -> Provenance {
+    let mut p = Provenance::default();
+    p.attempts = e.attempts().to_vec();
+    p.degraded = true;
+    p
+}
+
 async fn stream_response<D: Dialect>(
     mut s: ChatStream,
     opts: D::Opts,
@@ -556,12 +590,17 @@ async fn stream_response<D: Dialect>(
     requested: &str,
     reply: &Reply,
     notice: NoticeCall,
+    mut log: CallLog,
 ) -> Response {
     // Headers go out at the commit point, so they are true.
     let (mut head, provenance) = match read_to_commit(&mut s).await {
         Ok(h) => h,
-        Err(e) => return call_error(&e, reply).shaped(D::SHAPE).into_response(),
+        Err(e) => {
+            log.record(e.kind().as_str(), None, Some(&failed_provenance(&e)));
+            return call_error(&e, reply).shaped(D::SHAPE).into_response();
+        }
     };
+    log.saw(None, provenance.as_ref());
     let notice_at_commit = provenance.as_ref().and_then(|p| notice.text_for(p));
     if let Some(ev) = notice_at_commit
         .as_deref()
@@ -624,6 +663,7 @@ async fn stream_response<D: Dialect>(
                     continue;
                 }
                 Some(Ok(StreamEvent::Usage { usage: u })) => {
+                    log.saw(Some(&u), None);
                     usage = Some(u);
                     continue;
                 }
@@ -636,6 +676,7 @@ async fn stream_response<D: Dialect>(
                     format!("the upstream failed mid-stream and the answer restarted: {message}"),
                 ),
                 Some(Ok(StreamEvent::Provenance { provenance })) => {
+                    log.saw(None, Some(&provenance));
                     last = Some(provenance);
                     continue;
                 }
@@ -647,6 +688,7 @@ async fn stream_response<D: Dialect>(
                         let late = last.as_deref().and_then(|p| notice.text_for(p));
                         let record = super::notice::with_notice(record, committed_notice.as_deref().or(late.as_deref()));
                         enc.end(&reason, usage.as_ref(), record.as_ref(), &mut out);
+                        log.record("ok", None, None);
                         for b in out.drain(..) {
                             yield Ok(b);
                         }
@@ -657,6 +699,7 @@ async fn stream_response<D: Dialect>(
                 },
             };
             // The headers went out at commit; the call's record rides with the error event.
+            log.record(failed.kind().as_str(), None, None);
             enc.fail(&call_error(&failed, &reply), &mut out);
             for b in out.drain(..) {
                 yield Ok(b);

@@ -1,0 +1,389 @@
+//! `ripcord serve` with a `[store]`: every call lands in the ledger (issue 38), through a real
+//! SQLite file (and a real Postgres when `RIPCORD_TEST_POSTGRES_URL` names one; `cargo xtask
+//! test` starts it), driven over HTTP on loopback against a fake vendor.
+//!
+//! - a `kill -9` loses nothing that was in the database, which is every row older than the
+//!   flush bound (`flush_interval_ms` plus one write);
+//! - SIGTERM writes everything queued before the process exits;
+//! - a database that refuses writes (its table taken away) does not stop serving, and every
+//!   row is there, once, after it is back.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ripcord_chaos::{FakeVendor, Wire};
+use ripcord_store::{GroupBy, SpendFilter, Store, StoreOptions};
+use serde_json::json;
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(test: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!(
+        "ripcord-ledger-{test}-{}-{}",
+        std::process::id(),
+        ripcord_store::new_row_id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+/// A fresh database on the test Postgres, or `None` with the reason printed.
+async fn postgres_db() -> Option<String> {
+    let Ok(base) = std::env::var("RIPCORD_TEST_POSTGRES_URL") else {
+        eprintln!(
+            "skipped: RIPCORD_TEST_POSTGRES_URL is not set (cargo xtask test starts a Postgres)"
+        );
+        return None;
+    };
+    let name = format!("l{}", &ripcord_store::new_row_id()[..16]);
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(&base).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let (root, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{root}/{name}"))
+}
+
+const FLUSH_MS: u64 = 100;
+/// The documented bound: one flush interval plus one write (generous for a loaded CI box).
+const FLUSH_BOUND: Duration = Duration::from_millis(FLUSH_MS + 1900);
+
+fn config(dir: &Path, vendor: &FakeVendor, url: &str, flush_ms: u64) -> PathBuf {
+    let path = dir.join("ripcord.toml");
+    let text = format!(
+        r#"
+[chain]
+order = ["vendor"]
+deadline_ms = 5000
+
+[[providers]]
+name = "vendor"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{base}/v1"
+api_key = "sk-test"
+[providers.retry]
+max_attempts = 1
+
+[[server.keys]]
+tenant = "acme"
+key_env = "RIPCORD_TEST_LEDGER_KEY"
+
+[server.admin]
+key_env = "RIPCORD_TEST_LEDGER_ADMIN"
+
+[store]
+url = "{url}"
+spool = "{spool}"
+flush_interval_ms = {flush_ms}
+"#,
+        base = vendor.base_url(),
+        spool = dir.join("spool.jsonl").display(),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const KEY: &str = "acme-ledger-key-0123456789abcdef";
+const ADMIN: &str = "admin-ledger-key-0123456789abcdef";
+
+fn serve(config: &Path) -> support::Served {
+    support::serve_with_env(
+        config,
+        &[
+            ("RIPCORD_TEST_LEDGER_KEY", KEY),
+            ("RIPCORD_TEST_LEDGER_ADMIN", ADMIN),
+        ],
+    )
+}
+
+async fn ask(client: &reqwest::Client, s: &support::Served) -> u16 {
+    client
+        .post(format!("{}/v1/chat/completions", s.url))
+        .bearer_auth(KEY)
+        .json(&json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn calls(store: &Store) -> i64 {
+    store.row_counts().await.unwrap().0
+}
+
+/// Polls until the ledger holds `n` calls; how long that took. Fails past `bound`.
+async fn until_calls(store: &Store, n: i64, bound: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let got = calls(store).await;
+        if got == n {
+            return started.elapsed();
+        }
+        assert!(got < n, "more calls than were made: {got} > {n}");
+        assert!(
+            started.elapsed() < bound,
+            "the ledger holds {got} of {n} calls after {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn sigterm(s: &mut support::Served) {
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let started = Instant::now();
+    while s.child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "ripcord serve did not stop on SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn kill_nine_loses_nothing_older_than_the_bound(url: String, dir: Dir) {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
+    let client = reqwest::Client::new();
+    let mut first = serve(&cfg);
+    for _ in 0..20 {
+        assert_eq!(ask(&client, &first).await, 200);
+    }
+    let store = Store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let took = until_calls(&store, 20, FLUSH_BOUND).await;
+    eprintln!("20 calls were in the ledger {took:?} after the last answer");
+    first.child.kill().unwrap(); // SIGKILL: no drain, no flush
+    first.child.wait().unwrap();
+    assert_eq!(calls(&store).await, 20);
+    let second = serve(&cfg);
+    for _ in 0..5 {
+        assert_eq!(ask(&client, &second).await, 200);
+    }
+    until_calls(&store, 25, FLUSH_BOUND).await;
+    let acme = SpendFilter {
+        tenant: Some("acme".into()),
+        ..SpendFilter::default()
+    };
+    let spent = store.spend(&acme, GroupBy::Model).await.unwrap();
+    assert_eq!(spent.len(), 1, "{spent:?}");
+    assert_eq!(
+        (spent[0].group.as_deref(), spent[0].calls),
+        (Some("gpt-4o"), 25)
+    );
+    assert!(
+        spent[0].tokens_in > 0 && spent[0].tokens_out > 0,
+        "{spent:?}"
+    );
+    assert_eq!(
+        store.row_counts().await.unwrap(),
+        (25, 25),
+        "one attempt row per call"
+    );
+
+    // The same through the admin endpoint, as JSON and CSV, and through `ripcord spend`.
+    let url_of = |q: &str| format!("{}/admin/spend?{q}", second.url);
+    let v: serde_json::Value = client
+        .get(url_of("tenant=acme&group_by=model&from=1970-01-01"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["groups"][0]["group"], "gpt-4o", "{v}");
+    assert_eq!(v["groups"][0]["calls"], 25, "{v}");
+    let csv = client
+        .get(url_of("group_by=day"))
+        .bearer_auth(ADMIN)
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(csv.headers()["content-type"], "text/csv; charset=utf-8");
+    let text = csv.text().await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "day,calls,degraded,tokens_in,tokens_out,tokens_cached,cost_usd"
+    );
+    assert!(lines[1].contains(",25,0,"), "{text}");
+    let tenant_key = client
+        .get(url_of("group_by=day"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        tenant_key.status(),
+        401,
+        "a tenant key does not read the ledger"
+    );
+    let bad = client
+        .get(url_of("group_by=tenant"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("group_by"));
+    let out = support::ripcord()
+        .env("RIPCORD_TEST_LEDGER_KEY", KEY)
+        .env("RIPCORD_TEST_LEDGER_ADMIN", ADMIN)
+        .args(["spend", "--config"])
+        .arg(&cfg)
+        .args(["--tenant", "acme", "--group-by", "model", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().nth(1).unwrap().starts_with("gpt-4o,25,0,"),
+        "{text}"
+    );
+}
+
+async fn sigterm_writes_everything_queued(url: String, dir: Dir) {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    // No timed flush within the test: only the shutdown writes.
+    let cfg = config(&dir.0, &vendor, &url, 600_000);
+    let client = reqwest::Client::new();
+    let mut s = serve(&cfg);
+    for _ in 0..12 {
+        assert_eq!(ask(&client, &s).await, 200);
+    }
+    let store = Store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        calls(&store).await,
+        0,
+        "nothing is written before a batch is due"
+    );
+    sigterm(&mut s).await;
+    assert_eq!(store.row_counts().await.unwrap(), (12, 12));
+}
+
+async fn an_outage_keeps_serving_and_loses_nothing(url: String, dir: Dir) {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
+    let client = reqwest::Client::new();
+    let mut s = serve(&cfg);
+    let store = Store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert_eq!(ask(&client, &s).await, 200);
+    }
+    until_calls(&store, 5, FLUSH_BOUND).await;
+    sqlx::query("ALTER TABLE ledger_calls RENAME TO ledger_calls_away")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    for _ in 0..30 {
+        assert_eq!(
+            ask(&client, &s).await,
+            200,
+            "the gateway serves while the store refuses"
+        );
+    }
+    // The rows wait in the spool.
+    let spool = dir.0.join("spool.jsonl");
+    let started = Instant::now();
+    while !spool.exists() {
+        assert!(started.elapsed() < FLUSH_BOUND, "nothing was spooled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sqlx::query("ALTER TABLE ledger_calls_away RENAME TO ledger_calls")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(ask(&client, &s).await, 200);
+    }
+    // The writer retries every second: one retry plus a flush.
+    until_calls(&store, 38, FLUSH_BOUND + Duration::from_secs(1)).await;
+    sigterm(&mut s).await;
+    assert_eq!(
+        store.row_counts().await.unwrap(),
+        (38, 38),
+        "every call once"
+    );
+    let log: Vec<String> = s.log.try_iter().collect();
+    let flushed = log
+        .iter()
+        .find(|l| l.starts_with("ripcord: ledger flushed"))
+        .unwrap_or_else(|| panic!("no flush line in {log:?}"));
+    assert!(flushed.contains("0 dropped"), "{flushed}");
+}
+
+fn sqlite_url(dir: &Dir) -> String {
+    format!("sqlite://{}", dir.0.join("ripcord.db").display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_kill_nine_loses_nothing_older_than_the_bound() {
+    let dir = temp_dir("kill9");
+    kill_nine_loses_nothing_older_than_the_bound(sqlite_url(&dir), dir).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigterm_writes_everything_queued() {
+    let dir = temp_dir("term");
+    sigterm_writes_everything_queued(sqlite_url(&dir), dir).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_an_outage_keeps_serving_and_loses_nothing() {
+    let dir = temp_dir("outage");
+    an_outage_keeps_serving_and_loses_nothing(sqlite_url(&dir), dir).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_kill_nine_loses_nothing_older_than_the_bound() {
+    if let Some(url) = postgres_db().await {
+        kill_nine_loses_nothing_older_than_the_bound(url, temp_dir("pg-kill9")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigterm_writes_everything_queued() {
+    if let Some(url) = postgres_db().await {
+        sigterm_writes_everything_queued(url, temp_dir("pg-term")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_outage_keeps_serving_and_loses_nothing() {
+    if let Some(url) = postgres_db().await {
+        an_outage_keeps_serving_and_loses_nothing(url, temp_dir("pg-outage")).await;
+    }
+}

@@ -38,7 +38,11 @@ pub(crate) async fn metrics(
     let tenant = state.caller(authed).key.and_then(|k| k.tenant.clone());
     let ready = (state.readiness)();
     // The pools' series carry no tenant: every reader sees them.
-    render(state.metrics.as_ref(), tenant.as_deref(), ready.get("pools"))
+    render(
+        state.metrics.as_ref(),
+        tenant.as_deref(),
+        ready.get("pools"),
+    )
 }
 
 /// The scrape, or only `tenant`'s view of it (see the module docs), with the pools' series.

@@ -51,8 +51,8 @@
 //!   restarting chain by hand ends the stream with an error there instead.
 
 mod admin;
-mod automatic;
 mod admin_spend;
+mod automatic;
 mod chat;
 mod controls;
 mod cors;

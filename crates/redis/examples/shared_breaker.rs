@@ -1,6 +1,6 @@
 //! A circuit breaker shared through Redis: two replicas of a service call the same vendor;
-//! replica A sees it fail and opens the breaker, and replica B stops calling it at once —
-//! without failing three times itself first.
+//! replica A sees it fail and opens the breaker, and replica B stops calling it within the
+//! staleness bound (one 100 ms lease) — without failing three times itself first.
 //!
 //! Needs a Redis: `RIPCORD_REDIS_URL=redis://127.0.0.1:6379 cargo run -p ripcord-redis --example
 //! shared_breaker` (`cargo xtask test` starts a throwaway one and runs this example against it).
@@ -43,6 +43,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let e = replica_a.chat(&req, &Context::new()).await.err();
         println!("replica A, call {i}: {:?}", e.map(|e| e.kind()));
     }
+    // A replica may admit from its cached view for one lease after another replica trips —
+    // at most 32 calls or 100 ms by default (the staleness bound, docs/shared-state.md).
+    // Past it, replica B knows without calling its vendor.
+    tokio::time::sleep(Duration::from_millis(150)).await;
     let refused = replica_b.chat(&req, &Context::new()).await;
     println!(
         "replica B: {:?} after {} calls of its own vendor",

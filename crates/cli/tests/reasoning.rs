@@ -15,41 +15,6 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Two routes: `gpt` (an OpenAI-wire link) and `claude` (an Anthropic link).
-fn two_routes(dir: &std::path::Path, openai: &str, anthropic: &str) -> std::path::PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[[routes]]
-name = "gpt"
-order = ["gpt"]
-
-[[routes]]
-name = "claude"
-order = ["claude"]
-
-[[providers]]
-name = "gpt"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{openai}/v1"
-api_key = "sk-test"
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{anthropic}"
-api_key = "sk-ant-test"
-"#
-        ),
-    )
-    .unwrap();
-    path
-}
-
 async fn post(url: &str, body: Value) -> (u16, String) {
     let resp = reqwest::Client::new()
         .post(url)
@@ -74,7 +39,12 @@ async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
     let gpt = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
     let dir = temp_dir("seed");
-    let served = support::serve(&two_routes(&dir, &gpt.base_url(), &claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &gpt.base_url(),
+        &claude.base_url(),
+        "gpt-4o",
+    ));
     let chat = format!("{}/v1/chat/completions", served.url);
     let hi = json!([{"role": "user", "content": "hi"}]);
     let (s, body) = post(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
@@ -96,7 +66,12 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
     let gpt = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
     let dir = temp_dir("parts");
-    let served = support::serve(&two_routes(&dir, &gpt.base_url(), &claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &gpt.base_url(),
+        &claude.base_url(),
+        "gpt-4o",
+    ));
     let chat = format!("{}/v1/chat/completions", served.url);
     let pdf = json!({"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQ=", "filename": "a.pdf"}});
     let audio =
@@ -168,7 +143,12 @@ async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_els
     let gpt = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
     let dir = temp_dir("tools");
-    let served = support::serve(&two_routes(&dir, &gpt.base_url(), &claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &gpt.base_url(),
+        &claude.base_url(),
+        "gpt-4o",
+    ));
     let messages = format!("{}/v1/messages", served.url);
     let tools = json!([
         {"type": "bash_20250124", "name": "bash"},

@@ -23,42 +23,6 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Two routes: `gpt` (an OpenAI-wire link that answers with `reasoning_content`) and `claude`
-/// (an Anthropic link that answers with a signed thinking block and a redacted one).
-fn two_routes(dir: &std::path::Path, openai: &str, anthropic: &str) -> std::path::PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[[routes]]
-name = "gpt"
-order = ["gpt"]
-
-[[routes]]
-name = "claude"
-order = ["claude"]
-
-[[providers]]
-name = "gpt"
-kind = "openai"
-model = "deepseek-reasoner"
-base_url = "{openai}/v1"
-api_key = "sk-test"
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{anthropic}"
-api_key = "sk-ant-test"
-"#
-        ),
-    )
-    .unwrap();
-    path
-}
-
 struct Fakes {
     gpt: FakeVendor,
     claude: FakeVendor,
@@ -125,7 +89,12 @@ fn ask(model: &str, stream: bool) -> Value {
 async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_events() {
     let f = fakes().await;
     let dir = temp_dir("messages");
-    let served = support::serve(&two_routes(&dir, &f.gpt.base_url(), &f.claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &f.gpt.base_url(),
+        &f.claude.base_url(),
+        "deepseek-reasoner",
+    ));
     let url = format!("{}/v1/messages", served.url);
     let (s, body) = post(&url, ask("claude", false)).await;
     assert_eq!(s, 200, "{body}");
@@ -214,7 +183,12 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
 async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forged_one_is_refused() {
     let f = fakes().await;
     let dir = temp_dir("history");
-    let served = support::serve(&two_routes(&dir, &f.gpt.base_url(), &f.claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &f.gpt.base_url(),
+        &f.claude.base_url(),
+        "deepseek-reasoner",
+    ));
     let url = format!("{}/v1/messages", served.url);
     let (s, body) = post(&url, ask("claude", false)).await;
     assert_eq!(s, 200, "{body}");
@@ -266,7 +240,12 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
 async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
     let f = fakes().await;
     let dir = temp_dir("chat");
-    let served = support::serve(&two_routes(&dir, &f.gpt.base_url(), &f.claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &f.gpt.base_url(),
+        &f.claude.base_url(),
+        "deepseek-reasoner",
+    ));
     let url = format!("{}/v1/chat/completions", served.url);
     for (model, thinking, answer) in [
         ("gpt", DEEPSEEK_THINKING, "9.8 is larger."),
@@ -343,7 +322,12 @@ async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
 async fn responses_door_returns_reasoning_items_in_json_and_summary_events_in_streams() {
     let f = fakes().await;
     let dir = temp_dir("responses");
-    let served = support::serve(&two_routes(&dir, &f.gpt.base_url(), &f.claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &f.gpt.base_url(),
+        &f.claude.base_url(),
+        "deepseek-reasoner",
+    ));
     let url = format!("{}/v1/responses", served.url);
     let body = |stream: bool| json!({"model": "claude", "input": "What is 2+2?", "stream": stream});
     let (s, text) = post(&url, body(false)).await;
@@ -440,7 +424,12 @@ async fn the_anthropic_and_openai_sdks_read_the_reasoning() {
     };
     let f = fakes().await;
     let dir = temp_dir("sdk");
-    let served = support::serve(&two_routes(&dir, &f.gpt.base_url(), &f.claude.base_url()));
+    let served = support::serve(&support::two_routes(
+        &dir,
+        &f.gpt.base_url(),
+        &f.claude.base_url(),
+        "deepseek-reasoner",
+    ));
     let v = support::python_json(
         python,
         SDK_SCRIPT,

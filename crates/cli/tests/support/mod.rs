@@ -263,3 +263,44 @@ pub(crate) async fn node_json(
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A config with two routes of one link each: `gpt` (an OpenAI-wire link of `gpt_model` at
+/// `openai`) and `claude` (an Anthropic link at `anthropic`), written to `dir/ripcord.toml`.
+pub(crate) fn two_routes(
+    dir: &std::path::Path,
+    openai: &str,
+    anthropic: &str,
+    gpt_model: &str,
+) -> PathBuf {
+    let path = dir.join("ripcord.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[[routes]]
+name = "gpt"
+order = ["gpt"]
+
+[[routes]]
+name = "claude"
+order = ["claude"]
+
+[[providers]]
+name = "gpt"
+kind = "openai"
+model = "{gpt_model}"
+base_url = "{openai}/v1"
+api_key = "sk-test"
+
+[[providers]]
+name = "claude"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{anthropic}"
+api_key = "sk-ant-test"
+"#
+        ),
+    )
+    .unwrap();
+    path
+}

@@ -66,7 +66,7 @@ struct Args {
     /// A short run (about a minute); the default run is a few minutes.
     #[arg(long)]
     quick: bool,
-    /// Where to write the JSON report (default: <workspace>/target/bench/bench.json).
+    /// Where to write the JSON report (default: `<workspace>/target/bench/bench.json`).
     #[arg(long)]
     json: Option<PathBuf>,
     /// The `ripcord` binary for the gateway rows (default: next to this executable).

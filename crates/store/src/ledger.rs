@@ -2,7 +2,7 @@
 //! written in batches.
 //!
 //! [`Ledger::record`] never waits: it `try_send`s a call's rows, and when the channel is full
-//! the rows are counted as dropped ([`LedgerStats::dropped_full`]). One writer task collects
+//! the rows are counted as dropped ([`LedgerCounts::dropped_full`]). One writer task collects
 //! rows and writes a batch when it holds [`LedgerOptions::max_batch`] rows or
 //! [`LedgerOptions::flush_interval`] has passed (250 ms by default), so a row reaches the
 //! database within about one interval plus one write: that is the bound on what a `kill -9`

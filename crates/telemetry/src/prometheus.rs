@@ -143,7 +143,7 @@ impl PrometheusExport {
 ///
 /// # Errors
 ///
-/// An invalid `filter`, or [`TelemetryError::SubscriberAlreadySet`].
+/// An invalid `filter`, or [`crate::TelemetryError::SubscriberAlreadySet`].
 pub fn install_local(
     export: &PrometheusExport,
     redactor: crate::SecretScrubber,

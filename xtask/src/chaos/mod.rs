@@ -88,7 +88,7 @@ struct Args {
     config: Option<PathBuf>,
     /// Run the built-in providers (without the local model) behind two routes that share
     /// "primary": each user's requests alternate between the routes, and one breaker serves
-    /// both. A config with [[routes]] (--config) is driven the same way.
+    /// both. A config with `[[routes]]` (`--config`) is driven the same way.
     #[arg(long, conflicts_with = "config")]
     routes: bool,
     /// Run the Claude-three-ways chain: claude (Anthropic wire) → claude-bedrock (Bedrock

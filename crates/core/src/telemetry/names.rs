@@ -68,9 +68,9 @@ pub mod provider {
 
 /// Attribute (field) names.
 pub mod attr {
-    /// `gen_ai.operation.name`: [`operation`].
+    /// `gen_ai.operation.name`: [`operation`](super::operation).
     pub const OPERATION_NAME: &str = "gen_ai.operation.name";
-    /// `gen_ai.provider.name`: [`provider`].
+    /// `gen_ai.provider.name`: [`provider`](super::provider).
     pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
     /// `gen_ai.request.model`: the model asked for.
     pub const REQUEST_MODEL: &str = "gen_ai.request.model";

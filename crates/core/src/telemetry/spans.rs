@@ -19,8 +19,8 @@ fn as_i64(n: u64) -> i64 {
 
 /// A span for one request to one model, named `{operation} {model}` (e.g. `chat gpt-4o`).
 ///
-/// `provider_name` is the `gen_ai.provider.name` value (see [`provider`] and
-/// [`provider_name`]); `server_address` is the vendor's host name (never a URL with a key in
+/// `provider_name` is the `gen_ai.provider.name` value (see [`provider`](super::provider) and
+/// [`provider_name`](super::provider_name)); `server_address` is the vendor's host name (never a URL with a key in
 /// it). Every attribute the `record_*` helpers write is declared here. Enter the span (or
 /// `.instrument(span)` the request future) while the request runs.
 ///

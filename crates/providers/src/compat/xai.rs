@@ -2,7 +2,7 @@
 //!
 //! OpenAI's wire at `https://api.x.ai/v1`, with its own error shape: `{"code": "…", "error": "…"}`,
 //! where `code` is a sentence, not an identifier. Two rows need the hook: a bad key is a **400**
-//! "Incorrect API key provided: xa***. You can obtain an API key from https://console.x.ai." (an
+//! "Incorrect API key provided: xa***. You can obtain an API key from <https://console.x.ai>." (an
 //! auth failure, not a bad request), and a team without credits is a **403** "You have run out of
 //! credits …" or a **429** "Your team … has either used all available credits or reached its
 //! monthly spending limit." (spent money, not a permission and not a wait); the subscription

@@ -136,7 +136,7 @@ impl HttpClient {
     }
 
     /// Wraps a reqwest client you configured yourself (proxies, extra roots, …). Its own
-    /// connect timeout applies; ripcord's [`Timeouts::connect`] does not.
+    /// connect timeout applies; ripcord's [`Timeouts::connect`](super::Timeouts::connect) does not.
     pub fn from_reqwest(client: reqwest::Client) -> HttpClient {
         HttpClient {
             engine: Engine::Reqwest(client),

@@ -112,7 +112,7 @@ impl PoolHandle {
         true
     }
 
-    /// Runs the liveness check ([`ChatModel::liveness`]) of every out-of-service deployment
+    /// Runs the liveness check ([`ChatModel::liveness`](ripcord_core::ChatModel::liveness)) of every out-of-service deployment
     /// that has one and reinstates those that pass; returns the names reinstated.
     pub async fn probe(&self, ctx: &Context) -> Vec<Arc<str>> {
         let mut back = Vec::new();

@@ -1,7 +1,7 @@
 //! Redaction before cloud calls (opt-in): mask personal data in what a cloud link sees, and
 //! put it back in the answer.
 //!
-//! [`Redact`] wraps one link. When the link's [`Capabilities::locality`] is
+//! [`Redact`] wraps one link. When the link's [`Capabilities::locality`](ripcord_core::Capabilities::locality) is
 //! [`Locality::Cloud`](ripcord_core::Locality::Cloud), every text part of every message and
 //! every tool-call argument of the request is scanned by a [`PiiRedactor`], and each piece of
 //! personal data is replaced by a placeholder such as `[EMAIL_1]` or `[PHONE_2]` — the same

@@ -24,6 +24,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
 /// Python packages the test suite needs beyond the model tooling, pinned.
 const TEST_PYTHON_PACKAGES: &[(&str, &str)] = &[
@@ -198,6 +199,7 @@ fn pip_install_missing(python: &Path, packages: &[(&str, &str)]) -> Result<(), S
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
     let cache = cache_root();
+    let prepared = Instant::now();
     crate::check_deps::run(&[])?;
     crate::setup_model::run(&[])?;
     ensure_python_packages(&cache)?;
@@ -228,12 +230,20 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .envs(postgres.env())
         .args(["test", "--workspace"])
         .args(args);
+    println!("xtask: preparing took {} s", prepared.elapsed().as_secs());
+    let tested = Instant::now();
     let mut result = run_cmd(&mut cmd);
+    println!(
+        "xtask: cargo test --workspace took {} s",
+        tested.elapsed().as_secs()
+    );
     if result.is_ok() {
         let mut envs = vec![("RIPCORD_CACHE", cache.display().to_string())];
         envs.extend(receiver.env());
         envs.extend(redis.env());
+        let ran = Instant::now();
         result = crate::examples::run_all(&root, &envs);
+        println!("xtask: the examples took {} s", ran.elapsed().as_secs());
     }
     let stopped = receiver.stop().and(redis.stop()).and(postgres.stop());
     result.and(stopped)

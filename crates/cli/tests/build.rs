@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
 use ripcord_cli::{build, config};
-use ripcord_core::{ChatModel, ChatRequest, Context};
+use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -226,4 +226,76 @@ async fn a_local_tenant_budget_refuses_a_spent_tenant_and_serves_another() {
         assert!(anonymous < 10, "anonymous calls are not budgeted");
     }
     assert!((2..=3).contains(&anonymous), "{anonymous}");
+}
+
+/// A listening socket that takes no connection: its accept queue (backlog 0) is filled and
+/// never drained, so the kernel drops every further SYN and a connect hangs until its
+/// timeout — the way an unreachable host behaves, on loopback.
+async fn black_hole() -> (std::net::SocketAddr, Vec<std::net::TcpStream>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::mem::forget(listener); // never accepted, open until the test process ends
+    let mut filled = Vec::new();
+    for _ in 0..8 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => filled.push(s),
+            Err(_) => return (addr, filled), // the queue is full: SYNs are dropped now
+        }
+    }
+    panic!("the backlog-0 listener on {addr} kept accepting connections");
+}
+
+/// Each provider's `timeouts.connect_ms` is what its connections are opened with (the build
+/// once shared one client with a fixed 10 s connect limit, so the setting had no effect).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_s_connect_ms_bounds_its_connect_and_another_keeps_its_own() {
+    let (addr, _filled) = black_hole().await;
+    let text = format!(
+        "[chain]\norder = [\"hasty\", \"patient\"]\n\
+         [[providers]]\nname = \"hasty\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"http://{addr}/v1\"\napi_key = \"sk-x\"\n\
+         [providers.timeouts]\nconnect_ms = 300\n\
+         [[providers]]\nname = \"patient\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"http://{addr}/v1\"\napi_key = \"sk-y\"\n\
+         [providers.timeouts]\nconnect_ms = 1500\n"
+    );
+    let cfg = config::parse("connect.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    let started = std::time::Instant::now();
+    let err = built
+        .chain
+        .chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    let attempts = err.attempts();
+    let hasty: Vec<_> = attempts
+        .iter()
+        .filter(|a| &*a.provider == "hasty")
+        .collect();
+    let patient: Vec<_> = attempts
+        .iter()
+        .filter(|a| &*a.provider == "patient")
+        .collect();
+    assert!(!hasty.is_empty() && !patient.is_empty(), "{err:?}");
+    for a in hasty.iter().chain(&patient) {
+        assert_eq!(a.error_kind, Some(ErrorKind::Timeout), "{err:?}");
+    }
+    // Each attempt waited its own provider's limit: about 0.3 s and 1.5 s, never 10 s.
+    let hasty_took: Duration = hasty.iter().map(|a| a.latency).sum();
+    let patient_took: Duration = patient.iter().map(|a| a.latency).sum();
+    let per = |d: Duration, n: usize| d / u32::try_from(n).unwrap();
+    assert!(
+        per(hasty_took, hasty.len()) >= Duration::from_millis(250)
+            && per(hasty_took, hasty.len()) < Duration::from_millis(1000),
+        "hasty attempts took {hasty_took:?} over {}",
+        hasty.len()
+    );
+    assert!(
+        per(patient_took, patient.len()) >= Duration::from_millis(1400)
+            && per(patient_took, patient.len()) < Duration::from_millis(3000),
+        "patient attempts took {patient_took:?} over {}",
+        patient.len()
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }

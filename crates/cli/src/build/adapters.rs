@@ -1,6 +1,7 @@
 //! The vendor adapters, undecorated: one per provider kind, for chat and for embeddings.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ripcord_core::{Capabilities, ChatModel, EmbeddingChain, EmbeddingModel, Result};
@@ -34,6 +35,32 @@ fn timeouts(p: &Provider) -> Timeouts {
         t = t.with_max_skipped_events(n);
     }
     t
+}
+
+/// The HTTP clients of one build, one per connect limit: providers with the same limit share a
+/// connection pool, and each provider's connections are opened within its own `connect_ms`
+/// (the library's [`Timeouts::default`] when unset). A client is made when a provider first
+/// needs it.
+#[derive(Debug, Default)]
+pub(super) struct Clients {
+    by_connect: Mutex<BTreeMap<Duration, HttpClient>>,
+}
+
+impl Clients {
+    /// The client whose connect limit is `p`'s.
+    pub(super) fn of(&self, p: &Provider) -> Result<HttpClient> {
+        let connect = timeouts(p).connect;
+        let mut clients = self
+            .by_connect
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = clients.get(&connect) {
+            return Ok(c.clone());
+        }
+        let client = HttpClient::new(connect)?;
+        clients.insert(connect, client.clone());
+        Ok(client)
+    }
 }
 
 fn key(p: &Provider) -> SecretString {
@@ -217,8 +244,8 @@ fn capped(p: &Provider, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
 }
 
 /// Builds the vendor adapter (undecorated) for one provider, with its configured window.
-pub(super) fn adapter(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
-    uncapped(p, client).map(|m| capped(p, m))
+pub(super) fn adapter(p: &Provider, clients: &Clients) -> Result<Arc<dyn ChatModel>> {
+    uncapped(p, &clients.of(p)?).map(|m| capped(p, m))
 }
 
 fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
@@ -294,11 +321,12 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
 pub(super) fn embedding_chain(
     providers: &[Provider],
     model: &str,
-    client: &HttpClient,
+    clients: &Clients,
     deadline_ms: u64,
 ) -> Result<Arc<dyn EmbeddingModel>> {
     let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
     for p in providers {
+        let client = &clients.of(p)?;
         if p.kind == ProviderKind::Gemini {
             let link: Arc<dyn EmbeddingModel> = Arc::new(gemini(p, model, client)?);
             b = b.link_arc(link);

@@ -34,7 +34,6 @@ use ripcord_core::{
     Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, EmbeddingModel, Error,
     Locality, ModelId, Result, StaticReply, StreamPolicy,
 };
-use ripcord_providers::HttpClient;
 use ripcord_resilience::{
     BreakerListener, BreakerState, HealthHandle, HealthStatus, Prober, RedactPolicy,
 };
@@ -53,7 +52,7 @@ mod pool;
 pub mod reuse;
 pub mod status_watch;
 
-use adapters::{adapter, embedding_chain, model_name};
+use adapters::{Clients, adapter, embedding_chain, model_name};
 use decorate::{budgeted, decorate, key_limited};
 
 /// A link that cannot be built (e.g. the local model's files are missing): every call fails
@@ -314,7 +313,7 @@ pub fn rebuild_with(config: &Config, hooks: &BuildHooks, previous: &Built) -> Re
 }
 
 fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) -> Result<Built> {
-    let client = HttpClient::new(Duration::from_secs(10))?;
+    let clients = Clients::default();
     #[cfg(feature = "redis")]
     let redis = open_state(config)?;
     #[cfg(feature = "redis")]
@@ -380,12 +379,12 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         }
         let mut pool_handle = None;
         let built = match &p.pool {
-            Some(settings) => pool::pooled(p, settings, &client, shared).map(|(m, h)| {
+            Some(settings) => pool::pooled(p, settings, &clients, shared).map(|(m, h)| {
                 pools.push(h.clone());
                 pool_handle = Some(h);
                 m
             }),
-            None => adapter(p, &client),
+            None => adapter(p, &clients),
         };
         let base = match built {
             Ok(m) => m,
@@ -460,7 +459,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         Some((providers, emb_model)) => Some(embedding_chain(
             providers,
             emb_model,
-            &client,
+            &clients,
             config.default_route().map_or(
                 ripcord_core::chain::DEFAULT_DEADLINE.as_millis() as u64,
                 |r| r.spec.deadline_ms,

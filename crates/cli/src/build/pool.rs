@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_core::{ChatModel, Result};
-use ripcord_providers::HttpClient;
 use ripcord_resilience::{
     BreakerPolicy, ChatModelExt, Deployment, OpenBackoff, Pool, PoolHandle, PoolPolicy,
     RateLimitPolicy,
 };
 
-use super::adapters::adapter;
+use super::adapters::{Clients, adapter};
 use super::{Shared, config_error};
 use crate::config::{PoolSettings, Provider};
 
@@ -23,7 +22,7 @@ use crate::config::{PoolSettings, Provider};
 pub(super) fn pooled(
     p: &Provider,
     pool: &PoolSettings,
-    client: &HttpClient,
+    clients: &Clients,
     shared: Shared<'_>,
 ) -> Result<(Arc<dyn ChatModel>, PoolHandle)> {
     let mut deployments = Vec::with_capacity(pool.deployments.len());
@@ -39,7 +38,7 @@ pub(super) fn pooled(
         if let Some(name) = &d.deployment {
             dp.deployment = Some(name.clone());
         }
-        let mut model = adapter(&dp, client).map_err(|e| {
+        let mut model = adapter(&dp, clients).map_err(|e| {
             let message = format!("deployment {:?}: {}", d.name, e.message());
             e.with_message(message)
         })?;

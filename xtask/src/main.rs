@@ -22,7 +22,6 @@ mod debian_tools;
 mod examples;
 mod features;
 mod joins;
-mod otlp;
 mod postgres_server;
 mod redis_server;
 mod setup_model;

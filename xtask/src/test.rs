@@ -206,7 +206,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     ensure_client_python_packages(&cache)?;
     ensure_node_packages(&cache)?;
     crate::debian_tools::ensure_tools()?;
-    let receiver = crate::otlp::ensure_receiver()?;
+    let receiver = ripcord_chaos::otlp::ensure_receiver()?;
     let redis = match crate::redis_server::ensure_redis() {
         Ok(r) => r,
         Err(e) => {

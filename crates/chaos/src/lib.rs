@@ -74,6 +74,7 @@ pub mod google_token;
 mod http;
 mod openai;
 mod openai_responses;
+pub mod otlp;
 mod record;
 mod reply;
 mod script;

@@ -1,5 +1,6 @@
-//! A real OTLP receiver on loopback for the telemetry end-to-end test: `rotel`, a Rust
-//! OpenTelemetry collector shipped as a Python wheel.
+//! A real OTLP receiver on loopback for the telemetry end-to-end tests: `rotel`, a Rust
+//! OpenTelemetry collector shipped as a Python wheel. `cargo xtask test` starts one for the
+//! whole suite; a test run on its own starts an installed one itself.
 //!
 //! [`ensure_receiver`] installs it into the project venv (`<cache>/venv`, created
 //! with `python3 -m venv` when missing; `pip install --pre rotel==…`, a no-op once installed),
@@ -15,15 +16,14 @@
 //! The receiver runs until [`ReceiverInfo::stop`] (or drop). Typical use in `cargo xtask test`:
 //!
 //! ```ignore
-//! let receiver = crate::otlp::ensure_receiver()?;
+//! let receiver = ripcord_chaos::otlp::ensure_receiver()?;
 //! cmd.envs(receiver.env());
 //! let result = run_cmd(&mut cmd);
 //! receiver.stop()?;
 //! result
 //! ```
 //!
-//! This file uses only `std`, so the telemetry tests include it too (to start an already
-//! installed receiver when run on their own).
+//! It uses only `std`: no async runtime is needed to start or stop the receiver.
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -32,26 +32,26 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The rotel release installed (a pre-release; pinned so every machine runs the same one).
-pub(crate) const ROTEL_REQUIREMENT: &str = "rotel==0.0.1a15";
+pub const ROTEL_REQUIREMENT: &str = "rotel==0.0.1a15";
 
 /// How long the receiver may take to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A running receiver: where to send, where to read, and the process to stop.
 #[derive(Debug)]
-pub(crate) struct ReceiverInfo {
+pub struct ReceiverInfo {
     /// `http://127.0.0.1:PORT` for OTLP/gRPC.
-    pub(crate) grpc_endpoint: String,
+    pub grpc_endpoint: String,
     /// `http://127.0.0.1:PORT` for OTLP/HTTP.
-    pub(crate) http_endpoint: String,
+    pub http_endpoint: String,
     /// The debug log holding every span received.
-    pub(crate) log: PathBuf,
+    pub log: PathBuf,
     child: Option<Child>,
 }
 
 impl ReceiverInfo {
     /// The environment variables that tell the tests about the receiver.
-    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
+    pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("RIPCORD_OTLP_GRPC_ENDPOINT", self.grpc_endpoint.clone()),
             ("RIPCORD_OTLP_HTTP_ENDPOINT", self.http_endpoint.clone()),
@@ -63,7 +63,7 @@ impl ReceiverInfo {
     }
 
     /// Stops the receiver (kills the process it started and reaps it).
-    pub(crate) fn stop(mut self) -> Result<(), String> {
+    pub fn stop(mut self) -> Result<(), String> {
         self.stop_inner()
     }
 
@@ -94,7 +94,7 @@ impl Drop for ReceiverInfo {
 }
 
 /// The workspace root: the nearest ancestor of this crate with a `[workspace]` manifest.
-pub(crate) fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     for dir in here.ancestors() {
         let manifest = dir.join("Cargo.toml");
@@ -106,10 +106,10 @@ pub(crate) fn workspace_root() -> PathBuf {
 }
 
 /// The project venv, `<cache>/venv`. The cache is found as `ripcord_local_onnx::default_cache_dir`
-/// finds it (this file is also compiled into tests that cannot depend on that crate):
+/// finds it (this crate sits below that one, so it cannot call it):
 /// `$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`, else `~/.cache/ripcord`, else
 /// `<workspace>/.cache`.
-pub(crate) fn venv_dir(root: &Path) -> PathBuf {
+pub fn venv_dir(root: &Path) -> PathBuf {
     let set = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -152,7 +152,7 @@ fn run(cmd: &mut Command) -> Result<String, String> {
 }
 
 /// The path of the installed `rotel-agent` binary, if rotel is installed in the venv.
-pub(crate) fn installed_agent(root: &Path) -> Option<PathBuf> {
+pub fn installed_agent(root: &Path) -> Option<PathBuf> {
     let python = venv_python(&venv_dir(root));
     if !python.exists() {
         return None;
@@ -167,7 +167,7 @@ pub(crate) fn installed_agent(root: &Path) -> Option<PathBuf> {
 }
 
 /// Installs rotel into the project venv (creating the venv if needed) unless it is there.
-pub(crate) fn install(root: &Path) -> Result<PathBuf, String> {
+pub fn install(root: &Path) -> Result<PathBuf, String> {
     if let Some(agent) = installed_agent(root) {
         return Ok(agent);
     }
@@ -246,7 +246,7 @@ fn wait_ready(child: &mut Child, ports: [u16; 2], log: &Path) -> Result<(), Stri
 
 /// Starts the installed agent on free loopback ports and waits until it is ready. Retries with
 /// new ports when another process took one in between.
-pub(crate) fn start(agent: &Path) -> Result<ReceiverInfo, String> {
+pub fn start(agent: &Path) -> Result<ReceiverInfo, String> {
     let dir = unique_dir()?;
     let mut last = String::new();
     for attempt in 0..3 {
@@ -303,18 +303,14 @@ pub(crate) fn start(agent: &Path) -> Result<ReceiverInfo, String> {
 ///
 /// A message naming what failed: creating the venv, `pip install`, starting rotel, or rotel
 /// not becoming ready within 30 s.
-pub(crate) fn ensure_receiver() -> Result<ReceiverInfo, String> {
+pub fn ensure_receiver() -> Result<ReceiverInfo, String> {
     let agent = install(&workspace_root())?;
     start(&agent)
 }
 
 /// Starts the receiver only if it is already installed (no network): `Ok(None)` otherwise.
-/// Used by `crates/telemetry/tests/otlp_e2e.rs`, which includes this file outside CI.
-#[allow(
-    dead_code,
-    reason = "used only where the file is included by the telemetry tests"
-)]
-pub(crate) fn start_if_installed() -> Result<Option<ReceiverInfo>, String> {
+/// The OTLP tests use it when they run outside `cargo xtask test`.
+pub fn start_if_installed() -> Result<Option<ReceiverInfo>, String> {
     match installed_agent(&workspace_root()) {
         Some(agent) => start(&agent).map(Some),
         None => Ok(None),

@@ -14,14 +14,10 @@
 
 mod support;
 
-#[path = "../../../xtask/src/otlp.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod otlp;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ripcord_chaos::{FakeVendor, Wire};
+use ripcord_chaos::{FakeVendor, Wire, otlp};
 
 /// A one-link config on the fake vendor, with a link name to find in the receiver's log.
 fn config(tag: &str, fake: &FakeVendor, link: &str) -> PathBuf {

@@ -4,7 +4,7 @@
 //! loopback (rotel), then read back from the receiver.
 //!
 //! The receiver comes from `cargo xtask test` (environment variables, see
-//! `xtask/src/otlp.rs`), or is started here: under `CI` it is installed first if needed (and a
+//! `ripcord_chaos::otlp`), or is started here: under `CI` it is installed first if needed (and a
 //! receiver that cannot be had fails the tests); elsewhere only when rotel is already installed
 //! in the project venv, and otherwise the tests are skipped with a loud message.
 #![allow(
@@ -14,16 +14,12 @@
     clippy::print_stderr
 )] // test code: a failure is the test failing; the skip notice goes to stderr
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../xtask/src/otlp.rs"]
-mod otlp;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire, otlp};
 use ripcord_core::{Chain, ChatModel, ChatRequest, Context};
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use ripcord_telemetry::Protocol;

@@ -38,26 +38,12 @@ impl PostgresInfo {
     }
 
     fn stop_inner(&mut self) -> Result<(), String> {
-        let Some(mut child) = self.child.take() else {
+        if self.child.is_none() {
             return Ok(());
-        };
-        let stopped = if child
-            .try_wait()
-            .map_err(|e| format!("postgres: {e}"))?
-            .is_none()
-        {
-            child
-                .kill()
-                .map_err(|e| format!("could not stop postgres: {e}"))
-        } else {
-            Ok(())
-        };
-        let reaped = child
-            .wait()
-            .map(|_| ())
-            .map_err(|e| format!("could not reap postgres: {e}"));
+        }
+        let stopped = ripcord_chaos::process::stop_child(&mut self.child, "postgres");
         let _ = std::fs::remove_dir_all(&self.dir);
-        stopped.and(reaped)
+        stopped
     }
 }
 

@@ -31,22 +31,7 @@ impl RedisInfo {
     }
 
     fn stop_inner(&mut self) -> Result<(), String> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        if child
-            .try_wait()
-            .map_err(|e| format!("redis-server: {e}"))?
-            .is_none()
-        {
-            child
-                .kill()
-                .map_err(|e| format!("could not stop redis-server: {e}"))?;
-        }
-        child
-            .wait()
-            .map(|_| ())
-            .map_err(|e| format!("could not reap redis-server: {e}"))
+        ripcord_chaos::process::stop_child(&mut self.child, "redis-server")
     }
 }
 

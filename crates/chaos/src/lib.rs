@@ -75,6 +75,7 @@ mod http;
 mod openai;
 mod openai_responses;
 pub mod otlp;
+pub mod process;
 mod record;
 mod reply;
 mod script;

@@ -68,22 +68,7 @@ impl ReceiverInfo {
     }
 
     fn stop_inner(&mut self) -> Result<(), String> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        if child
-            .try_wait()
-            .map_err(|e| format!("rotel: {e}"))?
-            .is_none()
-        {
-            child
-                .kill()
-                .map_err(|e| format!("could not stop rotel: {e}"))?;
-        }
-        child
-            .wait()
-            .map(|_| ())
-            .map_err(|e| format!("could not reap rotel: {e}"))
+        crate::process::stop_child(&mut self.child, "rotel")
     }
 }
 

@@ -231,7 +231,7 @@ async fn a_local_tenant_budget_refuses_a_spent_tenant_and_serves_another() {
 /// A listening socket that takes no connection: its accept queue (backlog 0) is filled and
 /// never drained, so the kernel drops every further SYN and a connect hangs until its
 /// timeout — the way an unreachable host behaves, on loopback.
-async fn black_hole() -> (std::net::SocketAddr, Vec<std::net::TcpStream>) {
+fn black_hole() -> (std::net::SocketAddr, Vec<std::net::TcpStream>) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let listener = socket.listen(0).unwrap();
@@ -251,7 +251,7 @@ async fn black_hole() -> (std::net::SocketAddr, Vec<std::net::TcpStream>) {
 /// once shared one client with a fixed 10 s connect limit, so the setting had no effect).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_s_connect_ms_bounds_its_connect_and_another_keeps_its_own() {
-    let (addr, _filled) = black_hole().await;
+    let (addr, _filled) = black_hole();
     let text = format!(
         "[chain]\norder = [\"hasty\", \"patient\"]\n\
          [[providers]]\nname = \"hasty\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"http://{addr}/v1\"\napi_key = \"sk-x\"\n\

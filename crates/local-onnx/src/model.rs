@@ -10,7 +10,7 @@ use ort::environment::Environment;
 use ort::session::RunOptions;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    Locality, ModelId, Price, Result, StreamEvent, async_trait, stream,
+    ModelId, Result, StreamEvent, async_trait, stream,
 };
 use tokenizers::Tokenizer;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
@@ -22,7 +22,6 @@ use crate::generate::{self, Control, Job};
 use crate::sampling::SamplingParams;
 use crate::scheduler::{Request, Scheduler};
 use crate::template::ChatTemplate;
-use crate::variant::Variant;
 
 /// The window used when `config.json` states none and the builder sets none.
 const DEFAULT_WINDOW: u32 = 2048;
@@ -119,194 +118,9 @@ struct Options {
     stream_buffer: usize,
 }
 
-/// Configures a [`LocalLlama`]; see [`LocalLlama::builder`].
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct LocalLlamaBuilder {
-    dir: PathBuf,
-    opts: Options,
-}
+mod builder;
 
-impl LocalLlamaBuilder {
-    /// The link's name in ids, provenance and metrics (default `"local"`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.opts.name = Some(name.into());
-        self
-    }
-
-    /// The ONNX file inside the folder.
-    ///
-    /// Default: the default [`Variant`]'s file (`model.q8.onnx`) when the folder has it, else
-    /// `model.onnx` (so any optimum-style export works as it is).
-    pub fn model_file(mut self, file: impl Into<PathBuf>) -> Self {
-        self.opts.model_file = Some(file.into());
-        self
-    }
-
-    /// One of the converter's variants (sets [`LocalLlamaBuilder::model_file`]).
-    pub fn variant(mut self, variant: Variant) -> Self {
-        self.opts.model_file = Some(PathBuf::from(variant.file_name()));
-        self
-    }
-
-    /// The ONNX Runtime shared library (default [`crate::default_ort_dylib`]).
-    pub fn ort_dylib(mut self, path: impl Into<PathBuf>) -> Self {
-        self.opts.ort_dylib = Some(path.into());
-        self
-    }
-
-    /// Intra-op threads per session (default [`crate::default_threads`]: the cores available,
-    /// at most 4).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.opts.threads = n;
-        self
-    }
-
-    /// Answers generated at once, each with its own session (default 1).
-    pub fn max_sessions(mut self, n: usize) -> Self {
-        self.opts.max_sessions = n;
-        self
-    }
-
-    /// Answers decoded together in one batched step by one session (default 1: no batching,
-    /// each answer runs alone on one of `max_sessions` sessions). With `n > 1` a scheduler
-    /// thread owns one session and up to `n` concurrent answers share its decode steps (each
-    /// with its own KV slot, sampler, stop sequences, cancellation and deadline); further calls
-    /// wait for a place. Needs a fused variant (`q8`, `q4`), whose KV cache is shared, and
-    /// cannot be combined with `max_sessions > 1`.
-    pub fn max_batch(mut self, n: usize) -> Self {
-        self.opts.max_batch = n;
-        self
-    }
-
-    /// Where ONNX Runtime runs (default [`Device::Cpu`]). [`Device::Cuda`] fails to load,
-    /// naming the device, when the ONNX Runtime library has no CUDA execution provider.
-    pub fn device(mut self, device: Device) -> Self {
-        self.opts.device = device;
-        self
-    }
-
-    /// Load in `build()` (default `true`) or on the first call.
-    pub fn eager(mut self, eager: bool) -> Self {
-        self.opts.eager = eager;
-        self
-    }
-
-    /// Caps the context window below the model's `max_position_embeddings` (memory and time
-    /// grow with it).
-    pub fn context_window(mut self, tokens: u32) -> Self {
-        self.opts.context_window = Some(tokens);
-        self
-    }
-
-    /// The answer length when a request sets no `max_tokens` (default 512, cut to what fits).
-    pub fn max_new_tokens(mut self, tokens: u32) -> Self {
-        self.opts.max_new_tokens = tokens;
-        self
-    }
-
-    /// Default temperature when the request sets none (default: the folder's
-    /// `generation_config.json`, else 0 = greedy).
-    pub fn temperature(mut self, t: f32) -> Self {
-        self.opts.temperature = Some(t);
-        self
-    }
-
-    /// Top-k for sampling (requests cannot set it; default from `generation_config.json`, else off).
-    pub fn top_k(mut self, k: usize) -> Self {
-        self.opts.top_k = Some(k);
-        self
-    }
-
-    /// Default top-p when the request sets none.
-    pub fn top_p(mut self, p: f32) -> Self {
-        self.opts.top_p = Some(p);
-        self
-    }
-
-    /// Events buffered between the generating thread and the stream (default 32). The
-    /// generator waits when the buffer is full, so a slow reader slows generation down instead
-    /// of growing memory.
-    pub fn stream_buffer(mut self, events: usize) -> Self {
-        self.opts.stream_buffer = events;
-        self
-    }
-
-    /// Builds the model (loading it when eager).
-    ///
-    /// Eager loading blocks for the load time: call it at startup or from
-    /// `tokio::task::spawn_blocking`.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidRequest` for a zero thread, session or buffer count; `ModelNotFound`
-    /// ("local model unavailable: …", naming the path) for a missing folder, file or library,
-    /// a corrupt file or a model that does not match its config.
-    pub fn build(self) -> Result<LocalLlama> {
-        let o = &self.opts;
-        if o.threads == 0
-            || o.max_sessions == 0
-            || o.max_batch == 0
-            || o.stream_buffer == 0
-            || o.max_new_tokens == 0
-        {
-            return Err(invalid_request(
-                "LocalLlama: threads, max_sessions, max_batch, stream_buffer and max_new_tokens must be at least 1",
-            ));
-        }
-        if o.max_batch > 1 && o.max_sessions > 1 {
-            return Err(invalid_request(format!(
-                "LocalLlama: max_batch = {} shares one session among its answers; it cannot be combined with max_sessions = {}",
-                o.max_batch, o.max_sessions
-            )));
-        }
-        let model_file = o.model_file.clone().unwrap_or_else(|| {
-            let preferred = PathBuf::from(Variant::default().file_name());
-            if self.dir.join(&preferred).is_file() {
-                preferred
-            } else {
-                PathBuf::from(Variant::Fp32.file_name())
-            }
-        });
-        let files = ModelFiles::locate(&self.dir, &model_file)?;
-        let config = ModelConfig::read(&files)?;
-        let model_window = config.window.unwrap_or(DEFAULT_WINDOW);
-        let window = o
-            .context_window
-            .map_or(model_window, |w| w.min(model_window));
-        let model_name = self
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "local".to_owned());
-        let id = ModelId::new(
-            o.name.clone().unwrap_or_else(|| "local".to_owned()),
-            model_name,
-        );
-        let caps = Capabilities::new(window, window)
-            .with_streaming(true)
-            .with_price(Price::FREE)
-            .with_locality(Locality::Local);
-        let dylib = o.ort_dylib.clone().unwrap_or_else(crate::default_ort_dylib);
-        let inner = Arc::new(Inner {
-            id,
-            caps,
-            files,
-            config,
-            window,
-            permits: Arc::new(Semaphore::new(o.max_sessions.max(o.max_batch))),
-            opts: self.opts,
-            dylib,
-            loaded: OnceCell::new(),
-        });
-        if inner.opts.eager {
-            let loaded = Arc::new(load(&inner)?);
-            // A fresh cell: nobody else can have set it.
-            let _ = inner.loaded.set(loaded);
-        }
-        Ok(LocalLlama { inner })
-    }
-}
+pub use builder::LocalLlamaBuilder;
 
 fn session_options(opts: &Options) -> SessionOptions {
     SessionOptions {

@@ -1,0 +1,269 @@
+//! What an OpenAI-wire link is configured with: URLs, auth, the request-field dialect and the
+//! vendor's own error codes.
+
+use std::fmt;
+
+use ripcord_core::{Capabilities, Error, ErrorKind, Result};
+use secrecy::SecretString;
+
+#[cfg(doc)]
+use super::OpenAi;
+use crate::error_body::ErrorHook;
+use crate::http::{self, HttpClient, Timeouts};
+
+/// The default OpenAI base URL.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Which request field carries the output cap.
+///
+/// OpenAI deprecated `max_tokens` in favour of `max_completion_tokens` (reasoning models
+/// reject the old one); most compatible servers still only know `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MaxTokensField {
+    /// `max_tokens`.
+    MaxTokens,
+    /// `max_completion_tokens`.
+    MaxCompletionTokens,
+}
+
+/// Which OpenAI API a link calls.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_providers::{OpenAi, OpenAiConfig, OpenAiWire};
+/// let m = OpenAi::new(OpenAiConfig::new("o3-pro", "sk-x").with_wire(OpenAiWire::Responses))?;
+/// assert_eq!(m.wire(), OpenAiWire::Responses);
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OpenAiWire {
+    /// `POST {base}/chat/completions` (the default).
+    #[default]
+    ChatCompletions,
+    /// `POST {base}/responses`: the Responses API, for models offered only there. Requests go
+    /// with `store: false` (ripcord keeps no state at the vendor); `stop` and `seed` do not
+    /// exist there and are not sent.
+    Responses,
+}
+
+/// How an OpenAI-compatible server continues a final assistant message as its own answer
+/// (assistant prefill). A chain continuing a cut stream asks a link with prefill to go on from
+/// the delivered text as the start of its own message; a link without it (or one that refuses
+/// the prefill with a 400) gets an explicit instruction instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AssistantPrefill {
+    /// No prefill: a final assistant message is sent as it is, the link's capabilities say
+    /// it has no prefill.
+    #[default]
+    None,
+    /// The final assistant message carries `"prefix": true` (DeepSeek's chat prefix
+    /// completion). With `base_suffix`, such a request goes to `{base}{suffix}/chat/completions`
+    /// instead of the usual endpoint (DeepSeek serves it on its beta base URL,
+    /// `https://api.deepseek.com/beta`); a base ending in `/v1` has it replaced.
+    Prefix {
+        /// Appended to the base URL for prefill requests (`"/beta"`), if anything.
+        base_suffix: Option<&'static str>,
+    },
+    /// `continue_final_message: true` with `add_generation_prompt: false` in the body (vLLM:
+    /// the chat template leaves the final message open and the model writes on).
+    ContinueFinalMessage,
+}
+
+/// The wire details in which OpenAI-compatible servers differ.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect {
+    pub(crate) max_tokens: MaxTokensField,
+    /// Send `stream_options.include_usage` on streams.
+    pub(crate) stream_usage: bool,
+    /// `response_format: json_schema` is understood (else: `json_object` + the schema in a
+    /// system message).
+    pub(crate) json_schema: bool,
+    /// The vendor's own error codes.
+    pub(crate) hook: Option<ErrorHook>,
+    /// How a final assistant message is continued, if it is.
+    pub(crate) prefill: AssistantPrefill,
+}
+
+impl Dialect {
+    pub(crate) const fn openai() -> Dialect {
+        Dialect {
+            max_tokens: MaxTokensField::MaxCompletionTokens,
+            stream_usage: true,
+            json_schema: true,
+            hook: None,
+            prefill: AssistantPrefill::None,
+        }
+    }
+}
+
+/// Configuration of an [`OpenAi`] provider.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_providers::{OpenAi, OpenAiConfig, Timeouts};
+/// let cfg = OpenAiConfig::new("gpt-4o", "sk-test")
+///     .with_base_url("http://127.0.0.1:8080/v1")
+///     .with_timeouts(Timeouts::default().with_first_token(Duration::from_secs(20)));
+/// let model = OpenAi::new(cfg)?.named("primary");
+/// assert!(!format!("{model:?}").contains("sk-test"));
+/// # Ok::<(), ripcord_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    pub(crate) model: String,
+    pub(crate) api_key: Option<SecretString>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) organization: Option<String>,
+    pub(crate) project: Option<String>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) client: Option<HttpClient>,
+    pub(crate) capabilities: Option<Capabilities>,
+    pub(crate) max_tokens_field: Option<MaxTokensField>,
+    pub(crate) wire: OpenAiWire,
+    pub(crate) headers: Vec<(String, SecretString)>,
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("base_url", &self.base_url)
+            .field("name", &self.name)
+            .field("organization", &self.organization)
+            .field("project", &self.project)
+            .field("timeouts", &self.timeouts)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiConfig {
+    /// A configuration for `model` with this API key and defaults for everything else.
+    pub fn new(model: impl Into<String>, api_key: impl Into<SecretString>) -> Self {
+        let mut c = OpenAiConfig::keyless(model);
+        c.api_key = Some(api_key.into());
+        c
+    }
+
+    /// A configuration without a key, for servers that need none (Ollama, a local vLLM);
+    /// add one with [`OpenAiConfig::with_api_key`].
+    pub fn keyless(model: impl Into<String>) -> Self {
+        OpenAiConfig {
+            model: model.into(),
+            api_key: None,
+            base_url: None,
+            name: None,
+            organization: None,
+            project: None,
+            timeouts: Timeouts::default(),
+            client: None,
+            capabilities: None,
+            max_tokens_field: None,
+            wire: OpenAiWire::ChatCompletions,
+            headers: Vec::new(),
+        }
+    }
+
+    /// Adds a header sent with every request of this adapter: a gateway's own key behind
+    /// Helicone or Portkey (`Helicone-Auth`, `x-portkey-api-key`), an organization header. The
+    /// value is kept secret (never in logs or `Debug`); a name or value that cannot be a header,
+    /// or a header ripcord sets itself (the auth header, `content-type`, …), is refused when the
+    /// adapter is built. Call it again for more headers.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Reads `OPENAI_API_KEY` (required), and `OPENAI_BASE_URL`, `OPENAI_ORG_ID`,
+    /// `OPENAI_PROJECT_ID` (optional) from the environment.
+    ///
+    /// # Errors
+    ///
+    /// `Auth` when `OPENAI_API_KEY` is unset or empty.
+    pub fn from_env(model: impl Into<String>) -> Result<Self> {
+        let key = http::env("OPENAI_API_KEY")
+            .ok_or_else(|| Error::new(ErrorKind::Auth, "openai: OPENAI_API_KEY is not set"))?;
+        let mut c = OpenAiConfig::new(model, key);
+        c.base_url = http::env("OPENAI_BASE_URL");
+        c.organization = http::env("OPENAI_ORG_ID");
+        c.project = http::env("OPENAI_PROJECT_ID");
+        Ok(c)
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, key: impl Into<SecretString>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sets the base URL (default [`OPENAI_BASE_URL`]); requests go to `{base}/chat/completions`
+    /// and `{base}/embeddings`.
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the link name (default: the vendor name).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sends `OpenAI-Organization`.
+    pub fn with_organization(mut self, org: impl Into<String>) -> Self {
+        self.organization = Some(org.into());
+        self
+    }
+
+    /// Sends `OpenAI-Project`.
+    pub fn with_project(mut self, project: impl Into<String>) -> Self {
+        self.project = Some(project.into());
+        self
+    }
+
+    /// Sets the time limits (the connect limit applies when the provider builds its client).
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Uses this (shared) HTTP client.
+    pub fn with_client(mut self, client: HttpClient) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Overrides the capabilities from the model table.
+    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
+        self.capabilities = Some(caps);
+        self
+    }
+
+    /// Overrides which field carries `max_tokens`.
+    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = Some(field);
+        self
+    }
+
+    /// Calls the Responses API (`{base}/responses`) instead of Chat Completions. Honoured by
+    /// [`OpenAi::new`]; the OpenAI-compatible presets speak Chat Completions only.
+    pub fn with_wire(mut self, wire: OpenAiWire) -> Self {
+        self.wire = wire;
+        self
+    }
+}

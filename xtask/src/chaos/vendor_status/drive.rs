@@ -175,6 +175,24 @@ impl Run<'_> {
     }
 }
 
+/// Keeps `v` when it differs from the last view kept.
+fn keep_if_changed(view: &Mutex<Vec<ViewRec>>, v: ViewRec) {
+    let key = |x: &ViewRec| {
+        (
+            x.acting,
+            x.demoted,
+            x.held_open,
+            x.status.clone(),
+            x.failures,
+            x.last_error.clone(),
+        )
+    };
+    let mut view = lock(view);
+    if view.last().is_none_or(|l| key(l) != key(&v)) {
+        view.push(v);
+    }
+}
+
 /// Samples ripcord's view every [`SAMPLE`] and keeps each change, until the run stops.
 async fn observe(run: &Run<'_>) {
     let mut prev: Option<f64> = None;
@@ -182,28 +200,7 @@ async fn observe(run: &Run<'_>) {
         let mut v = run.sample();
         v.prev_ms = prev.unwrap_or(v.at_ms);
         prev = Some(v.at_ms);
-        let mut view = lock(&run.view);
-        let changed = view.last().is_none_or(|l| {
-            (
-                l.acting,
-                l.demoted,
-                l.held_open,
-                &l.status,
-                l.failures,
-                &l.last_error,
-            ) != (
-                v.acting,
-                v.demoted,
-                v.held_open,
-                &v.status,
-                v.failures,
-                &v.last_error,
-            )
-        });
-        if changed {
-            view.push(v);
-        }
-        drop(view);
+        keep_if_changed(&run.view, v);
         if run.stop.load(Ordering::SeqCst) {
             return;
         }

@@ -259,7 +259,86 @@ pub(crate) fn report(r: &VendorRun) -> VendorReport<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::RunResult;
+    use super::super::chain::Template;
+    use super::super::report;
+    use super::super::run::Settings;
     use super::*;
+
+    fn result(passed: bool) -> RunResult {
+        let settings = Settings {
+            users: 2,
+            duration: Duration::from_secs(1),
+            deadline: Duration::from_secs(1),
+            seed: 1,
+            stream_share: 0.5,
+            max_tokens: 8,
+            tolerance: Duration::from_millis(150),
+            join_margin: Duration::from_secs(1),
+            progress: false,
+        };
+        let check = Check {
+            passed,
+            ..Check::new(
+                "no-call-to-opened",
+                "no call <reaches> primary",
+                "0 calls".to_owned(),
+                Vec::new(),
+            )
+        };
+        RunResult {
+            runs: Vec::new(),
+            template: Template::builtin(settings.deadline, false, 1).unwrap(),
+            settings,
+            quick: true,
+            started_unix_s: 0,
+            wall: Duration::from_secs(5),
+            shared: None,
+            vendor: Some(VendorRun {
+                runs: Vec::new(),
+                checks: vec![check],
+                bounds: VendorSettings {
+                    users: 2,
+                    deadline: Duration::from_secs(1),
+                    seed: 1,
+                    tolerance: Duration::from_millis(150),
+                }
+                .bounds(),
+                wall: Duration::from_secs(4),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_reports_show_the_scenario_and_a_failed_check_fails_the_verdict() {
+        let ok = result(true);
+        assert!(ok.passed());
+        let html = report::html::page(&ok);
+        assert!(
+            html.contains(&format!(r#"<section id="{NAME}">"#)),
+            "{html}"
+        );
+        assert!(html.contains("no call &lt;reaches&gt; primary"));
+        let json: serde_json::Value = serde_json::from_str(&report::json(&ok).unwrap()).unwrap();
+        assert_eq!(json["vendor_status"]["name"], NAME);
+        assert_eq!(json["vendor_status"]["react_ms"], 360.0);
+        assert_eq!(
+            json["vendor_status"]["checks"][0]["id"],
+            "no-call-to-opened"
+        );
+        assert_eq!(json["passed"], true);
+        let table = report::terminal::summary(&ok);
+        assert!(table.contains("1 scenario, 1/1 checks passed"), "{table}");
+
+        let bad = result(false);
+        assert!(!bad.passed());
+        assert!(report::html::page(&bad).contains(r#"class="badge fail""#));
+        let json: serde_json::Value = serde_json::from_str(&report::json(&bad).unwrap()).unwrap();
+        assert_eq!(json["passed"], false);
+        assert_eq!(json["vendor_status"]["passed"], false);
+        assert!(report::terminal::summary(&bad).contains("0/1 FAIL"));
+        assert!(terminal_block(&bad.vendor.unwrap()).contains("FAIL no-call-to-opened"));
+    }
 
     /// The scenario itself, for real: three chains on loopback, every check passing.
     #[tokio::test(flavor = "current_thread")]

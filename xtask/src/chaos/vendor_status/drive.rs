@@ -270,12 +270,17 @@ async fn declare_and_resolve(
     backup: &FakeVendor,
     t: &mut Timeline,
 ) {
+    // Where the declaration and the resolution fall within a poll interval, drawn from the
+    // seed: held for whole intervals, the page would always change just before a poll.
+    let mut rng = Rng::new(mix(run.s.seed ^ hash_str(variant.name()) ^ 0x7061_6765));
+    let interval_ms = INTERVAL.as_millis() as u64;
+    let mut phase = || Duration::from_millis(rng.below(interval_ms));
     let acting = |v: &ViewRec| variant.effect(v);
     if !run.until(|v| v.status.is_some()).await {
         t.notes
             .push("the first poll of the page did not succeed in time".to_owned());
     }
-    tokio::time::sleep(HEALTHY).await;
+    tokio::time::sleep(HEALTHY + phase()).await;
     page.set_component("API", "major_outage");
     let incident = page.open_incident("Elevated error rates on the API", "major", &["API"]);
     t.declared_ms = Some(run.now_ms());
@@ -288,7 +293,7 @@ async fn declare_and_resolve(
     tokio::time::sleep(DECLARED / 2).await;
     backup.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
     let down = run.now_ms();
-    tokio::time::sleep(DECLARED / 2).await;
+    tokio::time::sleep(DECLARED / 2 + phase()).await;
     // Read before the fault ends, so no request started after it counts as sent during it.
     let up = run.now_ms();
     backup.set_script(Script::default());

@@ -448,12 +448,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         None
     };
     let vendor_run = if run_vendor {
-        let r = runtime.block_on(vendor_status::run(&vendor_status::VendorSettings {
+        // Its own key scan starts here (what came before was judged by its own scenario).
+        let _ = sink.take();
+        let mut r = runtime.block_on(vendor_status::run(&vendor_status::VendorSettings {
             users: s.users.clamp(2, 4),
             deadline: s.deadline,
             seed: s.seed,
             tolerance: s.tolerance,
         }))?;
+        vendor_status::add_key_scan(&mut r, &sink);
         println!("{}", vendor_status::terminal_block(&r));
         Some(r)
     } else {

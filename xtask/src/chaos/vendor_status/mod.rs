@@ -25,6 +25,7 @@
 //! | `order-restored` | under `demote` and `open`, ripcord let go of A within one poll interval + tolerance of the resolution, and every request before the declaration and after the restoration was answered by A, tried first |
 //! | `unreachable-changes-nothing` | a page that cannot be read never set anything (no action, no demotion, not held open), A answered every request first, each failing mode was counted as a failed poll with its reason, and the first good poll cleared them |
 //! | `answered` | every request of every run got an answer (a model or the static reply) |
+//! | `no-keys` | (added by `cargo xtask chaos`, which owns the key scan) no API key in any log event, span or the scenario's terminal block |
 //!
 //! **Where the windows start and end.** The checks measure from ripcord's view (as the
 //! observer sampled it), not from when the fake page changed: the page is only read once per
@@ -54,6 +55,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::capture::KeySink;
 use super::invariants::Check;
 use checks::{Bounds, PRIMARY, Variant, VariantRec};
 
@@ -124,6 +126,22 @@ pub(crate) async fn run(s: &VendorSettings) -> Result<VendorRun, String> {
         bounds,
         wall: wall.elapsed(),
     })
+}
+
+/// Adds the `no-keys` check: the run's key scan (every log event and span at debug level and
+/// up, and the scenario's terminal block) found none of the chain's API keys.
+pub(crate) fn add_key_scan(r: &mut VendorRun, sink: &KeySink) {
+    sink.scan_text(&format!("the terminal block of {NAME}"), &terminal_block(r));
+    let (scanned, leaks) = sink.take();
+    r.checks.push(Check::new(
+        "no-keys",
+        "no API key appeared in any log line, span or report",
+        format!("{scanned} log events, spans and report texts scanned"),
+        leaks
+            .iter()
+            .map(|l| format!("{}: the key of {}", l.place, l.key_of))
+            .collect(),
+    ));
 }
 
 /// One run in a line: requests, who answered, what A received, how ripcord reacted.

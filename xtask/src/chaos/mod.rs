@@ -30,6 +30,7 @@ mod shared;
 mod stats;
 mod streams;
 mod tokens;
+mod vendor_status;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -122,13 +123,19 @@ pub(crate) struct RunResult {
     pub(crate) wall: Duration,
     /// The shared-state scenario, when it was run (it runs its own replicas on Redis).
     pub(crate) shared: Option<shared::SharedRun>,
+    /// The vendor-status scenario, when it was run (it runs its own chains and status pages).
+    pub(crate) vendor: Option<vendor_status::VendorRun>,
 }
 
 impl RunResult {
-    /// True when every scenario, the shared-state one included, passed.
+    /// True when every scenario, the shared-state and vendor-status ones included, passed.
     pub(crate) fn passed(&self) -> bool {
         self.runs.iter().all(run::ScenarioRun::passed)
             && self.shared.as_ref().is_none_or(shared::SharedRun::passed)
+            && self
+                .vendor
+                .as_ref()
+                .is_none_or(vendor_status::VendorRun::passed)
     }
 }
 
@@ -263,6 +270,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             shared::NAME
         ));
     }
+    // The vendor-status scenario builds chains of its own (each with a fake status page): the
+    // same rules.
+    let asked_vendor = a.only.iter().any(|n| n == vendor_status::NAME);
+    if asked_vendor && (a.config.is_some() || a.routes) {
+        return Err(format!(
+            "--only {}: it runs chains of its own, not with --config or --routes",
+            vendor_status::NAME
+        ));
+    }
     // The Bedrock scenario names its own chain's providers: asked for alone, it gets that chain.
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
         a.bedrock = true;
@@ -273,13 +289,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     // The pooled scenario names its own chain's deployments: asked for alone, it gets that chain.
     let regions =
         a.config.is_none() && !a.routes && !a.bedrock && !a.vertex && a.only == [scenario::REGIONS];
-    let run_shared = a.config.is_none()
-        && !a.routes
-        && !a.bedrock
-        && !a.vertex
-        && (a.only.is_empty() || asked_shared);
-    a.only.retain(|n| n != shared::NAME);
-    let selected = if asked_shared && a.only.is_empty() {
+    let own_chains = a.config.is_none() && !a.routes && !a.bedrock && !a.vertex;
+    let run_shared = own_chains && (a.only.is_empty() || asked_shared);
+    let run_vendor = own_chains && (a.only.is_empty() || asked_vendor);
+    a.only
+        .retain(|n| n != shared::NAME && n != vendor_status::NAME);
+    let selected = if (asked_shared || asked_vendor) && a.only.is_empty() {
         Vec::new()
     } else {
         scenarios(&a)?
@@ -296,9 +311,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 scenario::BUILT_IN
             );
         }
+        if run_vendor {
+            println!(
+                "{:<20} {} [{}]",
+                vendor_status::NAME,
+                vendor_status::DESCRIPTION,
+                scenario::BUILT_IN
+            );
+        }
         return Ok(());
     }
-    if selected.is_empty() && !run_shared {
+    if selected.is_empty() && !run_shared && !run_vendor {
         return Err("no scenario to run".to_owned());
     }
     let template = match &a.config {
@@ -307,6 +330,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         None if a.bedrock => Template::builtin_bedrock(s.deadline, true, s.seed)?,
         None if a.vertex => Template::builtin_vertex(s.deadline, true, s.seed)?,
         None if regions => Template::builtin_regions(s.deadline, s.seed)?,
+        // Only the scenarios that build chains of their own: the local model is not needed.
+        None if selected.is_empty() => Template::builtin(s.deadline, false, s.seed)?,
         None => Template::builtin(s.deadline, true, s.seed)?,
     };
     // A built-in scenario that does not fit a user's chain is skipped (unless asked for by
@@ -323,7 +348,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let selected = fits;
-    if selected.is_empty() && !run_shared {
+    if selected.is_empty() && !run_shared && !run_vendor {
         return Err("no scenario fits this chain".to_owned());
     }
     let out_dir = a.out.clone().unwrap_or_else(|| {
@@ -341,10 +366,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "chaos: {} scenario{}{} · {} users · {:.1} s each · {} ms deadlines · seed {} · scanning logs for {} keys\nchaos: chain: {}",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
-        if run_shared {
-            format!(" + {} (3 replicas on Redis)", shared::NAME)
-        } else {
-            String::new()
+        match (run_shared, run_vendor) {
+            (true, true) => format!(
+                " + {} (3 replicas on Redis) + {} (3 chains with status pages)",
+                shared::NAME,
+                vendor_status::NAME
+            ),
+            (true, false) => format!(" + {} (3 replicas on Redis)", shared::NAME),
+            (false, true) => format!(" + {} (3 chains with status pages)", vendor_status::NAME),
+            (false, false) => String::new(),
         },
         s.users,
         s.duration.as_secs_f64(),
@@ -417,6 +447,21 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     } else {
         None
     };
+    let vendor_run = if run_vendor {
+        // Its own key scan starts here (what came before was judged by its own scenario).
+        let _ = sink.take();
+        let mut r = runtime.block_on(vendor_status::run(&vendor_status::VendorSettings {
+            users: s.users.clamp(2, 4),
+            deadline: s.deadline,
+            seed: s.seed,
+            tolerance: s.tolerance,
+        }))?;
+        vendor_status::add_key_scan(&mut r, &sink);
+        println!("{}", vendor_status::terminal_block(&r));
+        Some(r)
+    } else {
+        None
+    };
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.
     runtime.shutdown_timeout(Duration::from_secs(10));
     let result = RunResult {
@@ -427,6 +472,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         started_unix_s,
         wall: started.elapsed(),
         shared: shared_run,
+        vendor: vendor_run,
     };
     let paths = report::write(&result, &out_dir, &sink)?;
     println!("{}", report::terminal::summary(&result));
@@ -439,6 +485,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 (None, true) => "PASS".to_owned(),
                 (None, false) => "FAIL".to_owned(),
             }
+        );
+    }
+    if let Some(r) = &result.vendor {
+        println!(
+            "{}: {}",
+            vendor_status::NAME,
+            if r.passed() { "PASS" } else { "FAIL" }
         );
     }
     println!("JSON report: {}", paths.json.display());
@@ -473,6 +526,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .iter()
                 .filter(|c| !c.passed)
                 .map(|c| format!("{}: {}", shared::NAME, c.id)),
+        );
+    }
+    if let Some(r) = &result.vendor {
+        failed.extend(
+            r.checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| format!("{}: {}", vendor_status::NAME, c.id)),
         );
     }
     if failed.is_empty() && paths.leaks.is_empty() {

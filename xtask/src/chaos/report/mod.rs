@@ -76,6 +76,8 @@ struct RunReport<'a> {
     scenarios: Vec<ScenarioReport<'a>>,
     /// The shared-state scenario (three replicas on Redis), when it was run.
     shared: Option<SharedReport<'a>>,
+    /// The vendor-status scenario (three chains with fake status pages), when it was run.
+    vendor_status: Option<super::vendor_status::VendorReport<'a>>,
 }
 
 /// The phases of a scenario with their offsets in this run.
@@ -163,6 +165,7 @@ pub(crate) fn json(result: &RunResult) -> Result<String, String> {
             served: &r.served,
             checks: &r.checks,
         }),
+        vendor_status: result.vendor.as_ref().map(super::vendor_status::report),
     };
     serde_json::to_string_pretty(&report).map_err(|e| format!("cannot render the JSON report: {e}"))
 }

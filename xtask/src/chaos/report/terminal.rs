@@ -144,6 +144,12 @@ pub(crate) fn summary(result: &RunResult) -> String {
         .runs
         .iter()
         .map(|r| r.scenario.name.len())
+        .chain(
+            result
+                .vendor
+                .as_ref()
+                .map(|_| super::super::vendor_status::NAME.len()),
+        )
         .max()
         .unwrap_or(8)
         .max(8);
@@ -175,11 +181,33 @@ pub(crate) fn summary(result: &RunResult) -> String {
             if ok == all.len() { "PASS" } else { "FAIL" },
         );
     }
+    let mut scenarios = result.runs.len();
+    if let Some(v) = &result.vendor {
+        // Its own chains: requests and checks, no latency table.
+        let ok = v.checks.iter().filter(|c| c.passed).count();
+        checks += v.checks.len();
+        passed += ok;
+        scenarios += 1;
+        let _ = writeln!(
+            out,
+            "{:<width$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  {ok}/{} {}",
+            super::super::vendor_status::NAME,
+            v.runs.iter().map(|r| r.requests.len()).sum::<usize>(),
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            v.checks.len(),
+            if v.passed() { "PASS" } else { "FAIL" },
+        );
+    }
     let _ = writeln!(
         out,
-        "\nchaos: {} scenario{}, {passed}/{checks} checks passed, {:.1}s in all",
-        result.runs.len(),
-        if result.runs.len() == 1 { "" } else { "s" },
+        "\nchaos: {scenarios} scenario{}, {passed}/{checks} checks passed, {:.1}s in all",
+        if scenarios == 1 { "" } else { "s" },
         result.wall.as_secs_f64()
     );
     out

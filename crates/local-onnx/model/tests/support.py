@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 MODEL_DIR = Path(__file__).resolve().parents[1]
-ROOT = MODEL_DIR.parents[1]
 TOOL = MODEL_DIR / "ripcord_model.py"
 # The cache `cargo xtask setup-model` fills: `$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`,
 # else `~/.cache/ripcord` (as `ripcord_local_onnx::default_cache_dir` decides).

@@ -1,7 +1,7 @@
 """The converter's tests: its pieces on small arrays, and `tiny` end to end on the real GGUF.
 
-Run by `cargo xtask test` (through `xtask/tests/model_tool.rs`) with the venv `setup-model`
-makes; alone: `.cache/venv/bin/python -m unittest discover -s xtask/model/tests -v`.
+Run by `cargo xtask test` (through `crates/local-onnx/tests/model_tool.rs`) with the venv `setup-model`
+makes; alone: `.cache/venv/bin/python -m unittest discover -s crates/local-onnx/model/tests -v`.
 """
 
 from __future__ import annotations

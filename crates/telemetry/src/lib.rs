@@ -107,6 +107,7 @@ pub use prometheus::PrometheusExport;
 pub use redact::{REDACTED, RedactingLine, RedactingWriter, SecretScrubber};
 pub use report::ExportFailure;
 
+use alert_webhook::with_alerts;
 use config::{CodeSettings, Resolved, Sampling};
 
 /// The default `tracing` filter of the exported spans and events.
@@ -625,14 +626,6 @@ fn http_client(
         TelemetryError::config("runtime", "the OTLP/HTTP exporter needs the export runtime")
     })?;
     http_client::RuntimeHttpClient::new(handle, resolved.timeout, &resolved.headers)
-}
-
-/// `layer`, and the alert webhook's layer beside it when there is one.
-fn with_alerts(layer: TelemetryLayer, alerts: Option<alert_webhook::AlertLayer>) -> TelemetryLayer {
-    match alerts {
-        Some(a) => Box::new(layer.and_then(a)),
-        None => layer,
-    }
 }
 
 /// Built telemetry: the `tracing` layer to install and the guard that flushes.

@@ -678,5 +678,16 @@ impl<S: Subscriber> Layer<S> for AlertLayer {
     }
 }
 
+/// `layer`, and the alert webhook's layer beside it when there is one.
+pub(crate) fn with_alerts(
+    layer: crate::TelemetryLayer,
+    alerts: Option<AlertLayer>,
+) -> crate::TelemetryLayer {
+    match alerts {
+        Some(a) => Box::new(layer.and_then(a)),
+        None => layer,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -280,11 +280,14 @@ async fn run(cli: Cli) -> ExitCode {
             // Metrics for `/metrics` always; over OTLP too when asked. Started before the
             // chain is built so build-time events are recorded.
             let export = ripcord_telemetry::PrometheusExport::new();
-            let _telemetry = ripcord_cli::otlp::init_serve(otlp.as_deref(), Some(&cfg), &export);
+            let alerts = ripcord_telemetry::alert_webhook::AlertWebhook::idle();
+            let _telemetry =
+                ripcord_cli::otlp::init_serve(otlp.as_deref(), Some(&cfg), &export, &alerts);
             let built = match build_chain(&cfg) {
                 Ok(b) => b,
                 Err(code) => return code,
             };
+            ripcord_cli::otlp::set_budget_gauges(&export, &built);
             if let Some(why) = cfg.serve_refusal() {
                 eprintln!("ripcord: {why}");
                 return ExitCode::from(2);
@@ -396,7 +399,12 @@ async fn run(cli: Cli) -> ExitCode {
             };
             let live = gateway::live::Live::new(
                 state,
-                rebuilder(config.clone(), built, export.clone(), ledger.clone()),
+                rebuilder(
+                    config.clone(),
+                    built,
+                    (export.clone(), alerts),
+                    ledger.clone(),
+                ),
             );
             let admin = admin_listener.map(|l| {
                 gateway::serve_router(
@@ -672,7 +680,10 @@ async fn start_ledger(
 fn rebuilder(
     path: Option<PathBuf>,
     built: build::Built,
-    export: ripcord_telemetry::PrometheusExport,
+    (export, alerts): (
+        ripcord_telemetry::PrometheusExport,
+        ripcord_telemetry::alert_webhook::AlertWebhook,
+    ),
     ledger: Option<(ripcord_store::Ledger, ripcord_store::Store)>,
 ) -> gateway::live::Rebuild {
     let current = std::sync::Mutex::new(built);
@@ -688,8 +699,11 @@ fn rebuilder(
         let next =
             build::rebuild(&cfg, &previous).map_err(|e| format!("cannot build the chain: {e}"))?;
         let kept = next.reused_from(&previous);
+        // Last, as the only step that may still refuse: the alert webhook and the budget
+        // gauges follow the new config.
+        let telemetry = ripcord_cli::otlp::follow_reload(&alerts, &export, &cfg, &next)?;
         let summary = format!(
-            "{} provider(s); kept with their state: {}; built afresh: {}",
+            "{} provider(s); kept with their state: {}; built afresh: {}; {telemetry}",
             cfg.chain.len(),
             if kept.is_empty() {
                 "none".to_owned()

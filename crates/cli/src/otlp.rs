@@ -11,6 +11,8 @@
 //! being dropped silently. The vendor keys of the config are registered with the exporter's
 //! redactor, so even a key a vendor echoes back never leaves the process.
 
+use ripcord_telemetry::alert_webhook::AlertWebhook;
+use ripcord_telemetry::budget_gauges::BudgetSource;
 use ripcord_telemetry::{ExportFailure, Protocol, TelemetryGuard};
 use secrecy::ExposeSecret;
 
@@ -71,13 +73,16 @@ pub enum ServeTelemetry {
 /// Telemetry for `ripcord serve`: the metrics always feed `export` (the gateway's
 /// `/metrics`), over the same instruments as the OTLP export when `endpoint` is given; the
 /// server log (access lines, failures in full, retries and fallbacks) goes to stderr, scrubbed
-/// of the configured keys. With `[alerts]`, the chain's alert events also go to its webhook
-/// (from a task on the current runtime; see `ripcord_telemetry::alert_webhook`).
+/// of the configured keys. The layer of `alerts` is always installed; with `[alerts]` the
+/// chain's alert events go to its webhook (from a task on the current runtime; see
+/// `ripcord_telemetry::alert_webhook`), and a reload can add, change or remove the webhook
+/// ([`follow_reload`]).
 #[expect(clippy::print_stderr, reason = "the CLI's own diagnostics")]
 pub fn init_serve(
     endpoint: Option<&str>,
     config: Option<&Config>,
     export: &ripcord_telemetry::PrometheusExport,
+    alerts: &AlertWebhook,
 ) -> ServeTelemetry {
     let secrets: Vec<String> = config
         .map(|c| {
@@ -91,29 +96,21 @@ pub fn init_serve(
                 .collect()
         })
         .unwrap_or_default();
-    let webhook = config.and_then(|c| c.alerts.as_ref()).and_then(|a| {
-        match ripcord_telemetry::alert_webhook::AlertWebhook::start(a.webhook()) {
-            Ok(w) => {
-                eprintln!(
-                    "ripcord: alerts go to the webhook at {} ({})",
-                    a.host(),
-                    a.format.as_str()
-                );
-                Some(w)
-            }
-            Err(e) => {
-                eprintln!("ripcord: alert webhook disabled: {e}");
-                None
-            }
+    if let Some(a) = config.and_then(|c| c.alerts.as_ref()) {
+        match alerts.retarget(Some(a.webhook())) {
+            Ok(_) => eprintln!(
+                "ripcord: alerts go to the webhook at {} ({})",
+                a.host(),
+                a.format.as_str()
+            ),
+            Err(e) => eprintln!("ripcord: alert webhook disabled: {e}"),
         }
-    });
+    }
     if let Some(endpoint) = endpoint {
         return match init_with(endpoint, config, |b| {
-            let b = b.prometheus(export).log_to_stderr(true);
-            match &webhook {
-                Some(w) => b.alert_webhook(w),
-                None => b,
-            }
+            b.prometheus(export)
+                .log_to_stderr(true)
+                .alert_webhook(alerts)
         }) {
             Some(g) => ServeTelemetry::Otlp(g),
             None => ServeTelemetry::None,
@@ -124,7 +121,7 @@ pub fn init_serve(
         ripcord_telemetry::SecretScrubber::new(secrets),
         ripcord_telemetry::DEFAULT_FILTER,
         true,
-        webhook.as_ref(),
+        Some(alerts),
     ) {
         Ok(g) => ServeTelemetry::Local(g),
         Err(e) => {
@@ -132,6 +129,41 @@ pub fn init_serve(
             ServeTelemetry::None
         }
     }
+}
+
+/// What a reload changes in the serve's telemetry, once the new gateway is built: the alert
+/// webhook follows the new `[alerts]` (added, changed or removed; what was queued for an old
+/// webhook is still delivered to it), and the budget gauges of `/metrics` read the new build's
+/// accounts. Returns the words for the reload's summary, which name the webhook's host only.
+///
+/// # Errors
+///
+/// A webhook that cannot be started (the old one then keeps its target, and the reload is
+/// refused).
+pub fn follow_reload(
+    alerts: &AlertWebhook,
+    export: &ripcord_telemetry::PrometheusExport,
+    config: &Config,
+    built: &crate::build::Built,
+) -> Result<String, String> {
+    let said = alerts
+        .retarget(config.alerts.as_ref().map(|a| a.webhook()))
+        .map_err(|e| format!("[alerts]: {e}"))?;
+    set_budget_gauges(export, built);
+    Ok(said.to_string())
+}
+
+/// Points the budget gauges of `export` at `built`'s accounts (none without `[budget]`).
+pub fn set_budget_gauges(
+    export: &ripcord_telemetry::PrometheusExport,
+    built: &crate::build::Built,
+) {
+    export.budget_gauges().set(
+        built
+            .budget_accounts
+            .clone()
+            .map(|a| a as std::sync::Arc<dyn BudgetSource>),
+    );
 }
 
 /// Installs telemetry for the process; returns the guard that flushes on drop. Failures are

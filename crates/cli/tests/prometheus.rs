@@ -19,55 +19,24 @@
     clippy::print_stderr
 )] // test helpers fail the test by panicking
 
+#[path = "support/prom.rs"]
+mod prom;
 mod support;
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use prom::{
+    ROOT, firing_alert, firing_alert_with, poll, rules_file, start_prometheus, tempdir, tool,
+};
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::{Value, json};
 use support::Fetch;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
-fn rules_file() -> PathBuf {
-    Path::new(ROOT).join("deploy/prometheus/alerts.yml")
-}
-
 fn dashboard_file() -> PathBuf {
     Path::new(ROOT).join("deploy/grafana/ripcord.json")
-}
-
-/// `/usr/bin/<name>`, or a loud skip (a failure under CI).
-fn tool(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from("/usr/bin").join(name);
-    if p.exists() {
-        return Some(p);
-    }
-    let msg =
-        format!("{name} is missing — run `cargo xtask test`, which installs Debian's `prometheus`");
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
-}
-
-fn tempdir(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripcord-prom-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
 }
 
 #[test]
@@ -87,7 +56,7 @@ fn promtool_accepts_the_shipped_rules() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("SUCCESS: 11 rules found"), "{text}");
+    assert!(text.contains("SUCCESS: 12 rules found"), "{text}");
 }
 
 #[test]
@@ -135,7 +104,7 @@ fn every_rule_has_a_severity_and_a_runbook_section_that_exists() {
     let rules = std::fs::read_to_string(rules_file()).unwrap();
     let runbook = std::fs::read_to_string(Path::new(ROOT).join("docs/operating.md")).unwrap();
     let names = rule_names();
-    assert!(names.len() >= 11, "{names:?}");
+    assert!(names.len() >= 12, "{names:?}");
     for chunk in rules.split("- alert: ").skip(1) {
         let name = chunk.lines().next().unwrap().trim();
         let severity = chunk
@@ -160,126 +129,6 @@ fn every_rule_has_a_severity_and_a_runbook_section_that_exists() {
         assert!(
             runbook.lines().any(|l| l == format!("## {name}")),
             "docs/operating.md has no section `## {name}`"
-        );
-    }
-}
-
-/// A Prometheus child on loopback, killed on drop.
-struct Prometheus {
-    child: Child,
-    url: String,
-    dir: PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Starts Prometheus scraping `targets` (host:port) every second, with the shipped rules whose
-/// `for:` durations are cut to 2 s.
-fn start_prometheus(bin: &Path, targets: &[&str]) -> Prometheus {
-    let dir = tempdir("server");
-    let rules = std::fs::read_to_string(rules_file()).unwrap();
-    let mut short = String::new();
-    for line in rules.lines() {
-        match line.split_once("for: ") {
-            Some((indent, _)) if indent.trim().is_empty() => {
-                short.push_str(indent);
-                short.push_str("for: 2s");
-            }
-            _ => short.push_str(line),
-        }
-        short.push('\n');
-    }
-    std::fs::write(dir.join("rules.yml"), short).unwrap();
-    let targets = targets
-        .iter()
-        .map(|t| format!("'{t}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n\
-         scrape_configs:\n  - job_name: ripcord\n    metrics_path: /metrics\n    static_configs:\n      - targets: [{targets}]\n",
-        dir.join("rules.yml").display()
-    );
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    let port = free_port();
-    let child = Command::new(bin)
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    Prometheus {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        dir,
-    }
-}
-
-/// The alert `name` once Prometheus at `prom_url` reports it firing (polled for up to 60 s).
-async fn firing_alert(client: &reqwest::Client, prom_url: &str, name: &str) -> Value {
-    firing_alert_with(client, prom_url, name, &[]).await
-}
-
-/// [`firing_alert`] for the one whose labels include `labels`.
-async fn firing_alert_with(
-    client: &reqwest::Client,
-    prom_url: &str,
-    name: &str,
-    labels: &[(&str, &str)],
-) -> Value {
-    poll(
-        Duration::from_secs(60),
-        &format!("{name} {labels:?} firing"),
-        || {
-            let client = client.clone();
-            let url = format!("{prom_url}/api/v1/alerts");
-            async move {
-                let v: Value = client.get(url).send().await.ok()?.json().await.ok()?;
-                v["data"]["alerts"]
-                    .as_array()?
-                    .iter()
-                    .find(|a| {
-                        a["labels"]["alertname"] == name
-                            && a["state"] == "firing"
-                            && labels.iter().all(|(k, want)| a["labels"][*k] == *want)
-                    })
-                    .cloned()
-            }
-        },
-    )
-    .await
-}
-
-/// Polls `f` every 250 ms until it returns `Some`, for at most `limit`.
-async fn poll<T, F, Fut>(limit: Duration, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    loop {
-        tick.tick().await;
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not happen within {limit:?}"
         );
     }
 }

@@ -431,3 +431,81 @@ async fn a_streamed_answer_names_its_route_and_link_and_is_charged_to_the_key() 
     assert_eq!(stream(GLOBEX, "acme").await.unwrap().status(), 200);
     assert_eq!((a_vendor.hits(), b_vendor.hits()), (0, 3));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn budget_gauges_show_configured_accounts_at_scrape_time_and_a_tenant_only_its_own() {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let text = format!(
+        "[chain]\norder = [\"main\"]\n{}\n\
+         [[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_KEY\"\n\
+         [[server.keys]]\ntenant = \"app\"\nkey_env = \"APP_KEY\"\nsub_tenants = true\n\
+         [budget]\ntokens_per_window = 1000\ntenants = {{ acme = 200, \"app/alice\" = 30 }}\n",
+        provider("main", &vendor)
+    );
+    let env = |name: &str| match name {
+        "ACME_KEY" => Some(ACME.to_owned()),
+        "APP_KEY" => Some(APP.to_owned()),
+        _ => None,
+    };
+    let cfg = config::parse("tenants.toml", &text, &env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    let export = ripcord_telemetry::PrometheusExport::new();
+    let (_layer, _provider) = export.local_layer();
+    ripcord_cli::otlp::set_budget_gauges(&export, &built);
+    let mut state = GatewayState::from_built(&cfg, &built);
+    state.metrics = Some(export.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (_stop, rx) = oneshot::channel::<()>();
+    tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
+        let _ = rx.await;
+    }));
+    let gw = Gw {
+        url,
+        client: reqwest::Client::new(),
+        _stop,
+    };
+    let metrics = |key: &'static str| {
+        let req = gw
+            .client
+            .get(format!("{}/metrics", gw.url))
+            .bearer_auth(key);
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    // Configured accounts only: acme, app, and the sub-tenant [budget.tenants] names; a
+    // sub-tenant a client names is charged but never becomes a series.
+    assert_eq!(
+        gw.ask(Some(APP), "ripcord", Some("alice"), None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        gw.ask(Some(APP), "ripcord", Some("bob"), None).await.status,
+        200
+    );
+    let all = export.render().unwrap();
+    for line in [
+        r#"ripcord_budget_limit_tokens{ripcord_tenant="acme"} 200"#,
+        r#"ripcord_budget_remaining_tokens{ripcord_tenant="acme"} 200"#,
+        r#"ripcord_budget_limit_tokens{ripcord_tenant="app"} 1000"#,
+        r#"ripcord_budget_remaining_tokens{ripcord_tenant="app/alice"} 9"#,
+    ] {
+        assert!(all.contains(line), "{line} not in\n{all}");
+    }
+    assert!(
+        !all.contains("app/bob") && !all.contains("<anonymous>"),
+        "{all}"
+    );
+    // Read at scrape time: acme's call shows at the next scrape.
+    assert_eq!(gw.ask(Some(ACME), "ripcord", None, None).await.status, 200);
+    let mine = metrics(ACME).await;
+    assert!(
+        mine.contains(r#"ripcord_budget_remaining_tokens{ripcord_tenant="acme"} 179"#),
+        "{mine}"
+    );
+    assert!(!mine.contains(r#"ripcord_tenant="app"#), "{mine}");
+    let theirs = metrics(APP).await;
+    assert!(theirs.contains(r#"ripcord_tenant="app/alice""#), "{theirs}");
+    assert!(!theirs.contains(r#"ripcord_tenant="acme""#), "{theirs}");
+}

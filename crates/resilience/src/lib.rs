@@ -131,7 +131,7 @@ pub use breaker::{
 };
 pub use budget::{
     Budget, BudgetAdmit, BudgetHold, BudgetPolicy, BudgetPolicyBuilder, BudgetRefusal, BudgetStore,
-    LocalBudgetStore,
+    BudgetView, LocalBudgetStore,
 };
 pub use bulkhead::{Bulkhead, BulkheadPolicy, BulkheadPolicyBuilder, BulkheadSnapshot};
 pub use cache::{Cache, CachePolicy, CachePolicyBuilder, CacheStats};

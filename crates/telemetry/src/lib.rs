@@ -63,6 +63,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod alert_webhook;
+pub mod budget_gauges;
 mod config;
 mod error;
 mod http_client;
@@ -106,6 +107,7 @@ pub use prometheus::PrometheusExport;
 pub use redact::{REDACTED, RedactingLine, RedactingWriter, SecretScrubber};
 pub use report::ExportFailure;
 
+use alert_webhook::with_alerts;
 use config::{CodeSettings, Resolved, Sampling};
 
 /// The default `tracing` filter of the exported spans and events.
@@ -464,7 +466,11 @@ impl TelemetryBuilder {
 
         let layer: TelemetryLayer = match &meter_provider {
             Some(mp) => {
-                let metrics = MetricsLayer::new(&mp.meter("ripcord"));
+                let meter = mp.meter("ripcord");
+                if let Some(p) = &self.prometheus {
+                    p.budget_gauges().register(&meter);
+                }
+                let metrics = MetricsLayer::new(&meter);
                 Box::new(otel_layer.and_then(metrics).with_filter(otel_filter))
             }
             None => Box::new(otel_layer.with_filter(otel_filter)),
@@ -620,14 +626,6 @@ fn http_client(
         TelemetryError::config("runtime", "the OTLP/HTTP exporter needs the export runtime")
     })?;
     http_client::RuntimeHttpClient::new(handle, resolved.timeout, &resolved.headers)
-}
-
-/// `layer`, and the alert webhook's layer beside it when there is one.
-fn with_alerts(layer: TelemetryLayer, alerts: Option<alert_webhook::AlertLayer>) -> TelemetryLayer {
-    match alerts {
-        Some(a) => Box::new(layer.and_then(a)),
-        None => layer,
-    }
 }
 
 /// Built telemetry: the `tracing` layer to install and the guard that flushes.

@@ -75,6 +75,7 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 #[derive(Clone, Default)]
 pub struct PrometheusExport {
     reader: Arc<ManualReader>,
+    budgets: crate::budget_gauges::BudgetGauges,
 }
 
 impl fmt::Debug for PrometheusExport {
@@ -95,12 +96,23 @@ impl PrometheusExport {
     }
 
     /// A [`MetricsLayer`] over a meter provider of its own that only this reader reads (for a
-    /// process that exports nothing over OTLP). Keep the provider alive as long as the layer.
+    /// process that exports nothing over OTLP), with [`Self::budget_gauges`] registered on it.
+    /// Keep the provider alive as long as the layer.
     pub fn local_layer(&self) -> (MetricsLayer, SdkMeterProvider) {
         use opentelemetry::metrics::MeterProvider as _;
         let provider = self.attach(SdkMeterProvider::builder()).build();
-        let layer = MetricsLayer::new(&provider.meter("ripcord"));
+        let meter = provider.meter("ripcord");
+        self.budgets.register(&meter);
+        let layer = MetricsLayer::new(&meter);
         (layer, provider)
+    }
+
+    /// The tenants' budget gauges read at each collection ([`crate::budget_gauges`]): give
+    /// them a source with [`BudgetGauges::set`](crate::budget_gauges::BudgetGauges::set).
+    /// They are registered on the meter provider of [`Self::local_layer`], and of
+    /// [`crate::TelemetryBuilder::prometheus`] (so the OTLP export carries them too).
+    pub fn budget_gauges(&self) -> &crate::budget_gauges::BudgetGauges {
+        &self.budgets
     }
 
     /// Every series in the Prometheus text format (version 0.0.4, [`CONTENT_TYPE`]).

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
-    BreakerPolicy, BudgetPolicy, BulkheadPolicy, ChatModelExt, HealthHandle, HealthPolicy,
-    OpenBackoff, ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
+    BreakerPolicy, BudgetPolicy, BudgetView, BulkheadPolicy, ChatModelExt, HealthHandle,
+    HealthPolicy, OpenBackoff, ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
 };
 
 use super::{BuildHooks, Shared, config_error};
@@ -210,13 +210,14 @@ fn rate_limited(
 }
 
 /// `model` inside `[budget]`: charged once per call whichever link serves it, shared through
-/// Redis (one account per tenant for every replica, under `scope`) when the state is.
+/// Redis (one account per tenant for every replica, under `scope`) when the state is; with a
+/// view of its accounts (for `/metrics`).
 pub(super) fn budgeted(
     model: Arc<dyn ChatModel>,
     b: &TenantBudget,
     scope: &str,
     shared: Shared<'_>,
-) -> Result<Arc<dyn ChatModel>> {
+) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
     let window = Duration::from_secs(b.window_s);
     #[cfg(feature = "redis")]
     if let Some((state, replicas)) = shared {
@@ -229,7 +230,9 @@ pub(super) fn budgeted(
         for (t, n) in &b.tenants {
             c = c.tenant(t.clone(), *n);
         }
-        return Ok(Arc::new(shared_budget(model, state.clone(), c)?));
+        let budget = shared_budget(model, state.clone(), c)?;
+        let view = budget.view();
+        return Ok((Arc::new(budget), view));
     }
     #[cfg(not(feature = "redis"))]
     let _ = (shared, scope);
@@ -240,9 +243,9 @@ pub(super) fn budgeted(
     for (t, n) in &b.tenants {
         layer = layer.tenant(t.clone(), *n);
     }
-    Ok(Arc::new(
-        model.with_budget(layer.build().map_err(config_error)?),
-    ))
+    let budget = model.with_budget(layer.build().map_err(config_error)?);
+    let view = budget.view();
+    Ok((Arc::new(budget), view))
 }
 
 fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {

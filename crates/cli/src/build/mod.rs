@@ -46,6 +46,7 @@ use ripcord_redis::{RedisState, StateOptions};
 
 mod adapters;
 pub mod admin;
+pub mod budget_accounts;
 mod decorate;
 mod policies;
 mod pool;
@@ -129,6 +130,8 @@ pub struct Built {
     /// The pollers of the vendors' status pages (`[providers.status_page]`), in the order of
     /// [`Config::chain`]; polling stops when the last clone is dropped.
     pub vendor_watches: Arc<Vec<Arc<status_watch::VendorWatch>>>,
+    /// The tenants' budget accounts `/metrics` shows, when `[budget]` is configured.
+    pub budget_accounts: Option<Arc<budget_accounts::BudgetAccounts>>,
     /// The shared state on Redis, when `[state] backend = "redis"`.
     #[cfg(feature = "redis")]
     pub redis: Option<RedisState>,
@@ -435,18 +438,23 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             .map(|r| Arc::new(r.chain.clone()) as Arc<dyn ChatModel>)
             .collect(),
     )?);
-    let model = match &config.budget {
-        None => switch,
+    let (model, budget_accounts) = match &config.budget {
+        None => (switch, None),
         Some(budget) => {
             // Sub-tenants (named by keys with `sub_tenants = true`) pay into their own account
             // inside their tenant's; other calls skip that inner account.
-            let inner = if config.gateway_keys.iter().any(|k| k.sub_tenants) {
-                let sub = budgeted(Arc::clone(&switch), budget, "sub", shared)?;
-                Arc::new(SubTenants::new(sub, switch)) as Arc<dyn ChatModel>
+            let (inner, sub_view) = if config.gateway_keys.iter().any(|k| k.sub_tenants) {
+                let (sub, view) = budgeted(Arc::clone(&switch), budget, "sub", shared)?;
+                (
+                    Arc::new(SubTenants::new(sub, switch)) as Arc<dyn ChatModel>,
+                    Some(view),
+                )
             } else {
-                switch
+                (switch, None)
             };
-            budgeted(inner, budget, "chain", shared)?
+            let (model, view) = budgeted(inner, budget, "chain", shared)?;
+            let accounts = budget_accounts::BudgetAccounts::new(config, view, sub_view);
+            (model, Some(Arc::new(accounts)))
         }
     };
     let key_limits = config
@@ -482,6 +490,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         probers: Arc::new(probers),
         switches,
         vendor_watches: Arc::new(vendor_watches),
+        budget_accounts,
         kept,
         #[cfg(feature = "redis")]
         redis,

@@ -136,6 +136,15 @@ impl<M: ChatModel> Budget<M> {
         self.accounts.refused.load(Ordering::Relaxed)
     }
 
+    /// A handle that reads these accounts after the wrapper is type-erased (for gauges read
+    /// at scrape time).
+    pub fn view(&self) -> BudgetView {
+        BudgetView {
+            layer: self.layer.clone(),
+            store: Arc::clone(&self.accounts.store),
+        }
+    }
+
     /// Reserves the request's tokens; returns the hold and the prompt estimate.
     async fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<(BudgetHold, u64)>> {
         let tenant = match ctx.tenant() {
@@ -195,6 +204,55 @@ impl<M: ChatModel> Budget<M> {
             e = e.with_retry_after(after);
         }
         tag(e, self.inner.id())
+    }
+}
+
+/// Reads a [`Budget`]'s accounts: its limits and what each tenant used, without waiting (a
+/// shared store: as this replica last saw it). Reading costs a lookup per tenant and records
+/// nothing, so the calls pay nothing for a reader.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::testing::ScriptedModel;
+/// use ripcord_core::{ChatModel, ChatRequest, Context};
+/// use ripcord_resilience::{BudgetPolicy, ChatModelExt};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let model = ScriptedModel::new("primary")
+///     .with_budget(BudgetPolicy::builder().tokens_per_window(100).build().unwrap());
+/// let view = model.view();
+/// model.chat(&ChatRequest::user("hi").with_max_tokens(5), &Context::new().with_tenant("acme")).await.unwrap();
+/// assert_eq!(view.limit_for("acme"), 100);
+/// assert!(view.remaining("acme") < 100);
+/// assert_eq!(view.remaining("globex"), 100);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct BudgetView {
+    layer: BudgetPolicy,
+    store: Arc<dyn BudgetStore>,
+}
+
+impl BudgetView {
+    /// The token limit per window for a tenant.
+    pub fn limit_for(&self, tenant: &str) -> u64 {
+        self.layer.limit_for(tenant)
+    }
+
+    /// Tokens a tenant used (or has reserved) in the current window.
+    pub fn used(&self, tenant: &str) -> u64 {
+        self.store.used(tenant)
+    }
+
+    /// Tokens a tenant may still use in the current window.
+    pub fn remaining(&self, tenant: &str) -> u64 {
+        self.limit_for(tenant).saturating_sub(self.used(tenant))
+    }
+
+    /// The tenant calls without one are charged to (`<anonymous>`), when they are budgeted
+    /// ([`BudgetPolicyBuilder::budget_anonymous`]).
+    pub fn anonymous(&self) -> Option<&'static str> {
+        self.layer.budget_anonymous.then_some(ANONYMOUS)
     }
 }
 

@@ -20,11 +20,17 @@
 //!
 //! The webhook URL is a secret (a Slack webhook's path is its credential): it is held as a
 //! [`SecretString`], and logs, errors and `Debug` name only its host.
+//!
+//! The target can change while the process runs ([`AlertWebhook::retarget`], which
+//! `ripcord serve` calls on a config reload): the layer stays installed and hands the next
+//! alert to the new sender, while the old sender delivers what was already queued for the old
+//! webhook and then stops. Removing the target stops delivery the same way; with no target the
+//! layer ignores events at the cost of one atomic load.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use ripcord_core::telemetry::{attr, event};
@@ -204,11 +210,12 @@ pub(crate) struct Alert {
     pub(crate) ends: Option<SystemTime>,
 }
 
-/// A running webhook: its layer (add it to the subscriber) and its counters.
+/// A webhook sender and its `tracing` layer (add the layer to the subscriber once), whose
+/// target can be changed while it runs ([`AlertWebhook::retarget`]: a config reload that adds,
+/// changes or removes `[alerts]`). Clones share the target and the counters.
 #[derive(Debug, Clone)]
 pub struct AlertWebhook {
     layer: AlertLayer,
-    stats: Arc<WebhookStats>,
 }
 
 impl AlertWebhook {
@@ -219,6 +226,184 @@ impl AlertWebhook {
     /// No tokio runtime, a URL that is not `http(s)://host…`, a zero queue, or an HTTP client
     /// that cannot be built. The error names the host only.
     pub fn start(settings: WebhookSettings) -> Result<AlertWebhook, TelemetryError> {
+        let w = AlertWebhook::idle();
+        w.retarget(Some(settings))?;
+        Ok(w)
+    }
+
+    /// A webhook without a target: its layer ignores every event (at the cost of one atomic
+    /// load) until [`AlertWebhook::retarget`] gives it one.
+    pub fn idle() -> AlertWebhook {
+        AlertWebhook {
+            layer: AlertLayer {
+                slot: Arc::new(Slot {
+                    active: AtomicBool::new(false),
+                    current: RwLock::new(None),
+                    stats: Arc::new(WebhookStats::default()),
+                }),
+            },
+        }
+    }
+
+    /// Sends the next alerts to `settings` (`None`: to nobody), and says what changed.
+    ///
+    /// Settings equal to the current ones change nothing. Otherwise a new sender starts (on
+    /// the current tokio runtime) and the layer hands the next alert to it. The old sender is
+    /// not cut off: the alerts already queued for it are still delivered to the old webhook,
+    /// with its own interval and retries, and then it stops. When only the rate limits,
+    /// timeout, retries or queue change (same URL and format), the new sender inherits what
+    /// was already told (the dedupe window's memory and the open breakers awaiting their
+    /// resolution), so the receiver is not told the same conditions again; a new URL or format
+    /// starts with an empty memory, so the new receiver hears about conditions still going on
+    /// the next time they occur.
+    ///
+    /// # Errors
+    ///
+    /// As [`AlertWebhook::start`]; the current target is then kept.
+    pub fn retarget(&self, settings: Option<WebhookSettings>) -> Result<Retarget, TelemetryError> {
+        let slot = &self.layer.slot;
+        let Some(settings) = settings else {
+            let old = write(&slot.current).take();
+            slot.active.store(false, Ordering::Release);
+            return Ok(match old {
+                Some(t) => Retarget::Stopped { host: t.host },
+                None => Retarget::Unchanged { host: None },
+            });
+        };
+        let current = read(&slot.current).clone();
+        if let Some(cur) = &current
+            && cur.settings.same_as(&settings)
+        {
+            return Ok(Retarget::Unchanged {
+                host: Some(cur.host.clone()),
+            });
+        }
+        let carried = current
+            .as_ref()
+            .filter(|cur| cur.settings.same_receiver(&settings))
+            .map(|cur| cur.inner.memory());
+        let same_receiver = carried.is_some();
+        let next = Target::start(settings, Arc::clone(&slot.stats), carried)?;
+        let host = next.host.clone();
+        let old = write(&slot.current).replace(next);
+        slot.active.store(true, Ordering::Release);
+        Ok(match old {
+            None => Retarget::Started { host },
+            Some(_) if same_receiver => Retarget::Retuned { host },
+            Some(o) => Retarget::Moved {
+                from: o.host,
+                to: host,
+            },
+        })
+    }
+
+    /// The current webhook's scheme and host, if there is one.
+    pub fn host(&self) -> Option<String> {
+        read(&self.layer.slot.current)
+            .as_ref()
+            .map(|t| t.host.clone())
+    }
+
+    /// The `tracing` layer that feeds the sender.
+    pub fn layer(&self) -> AlertLayer {
+        self.layer.clone()
+    }
+
+    /// The counters (over every target this webhook had).
+    pub fn stats(&self) -> Arc<WebhookStats> {
+        Arc::clone(&self.layer.slot.stats)
+    }
+}
+
+/// What [`AlertWebhook::retarget`] changed; its `Display` is one line naming hosts only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Retarget {
+    /// The settings were the current ones (`host: None`: no webhook before or after).
+    Unchanged {
+        /// The webhook's scheme and host.
+        host: Option<String>,
+    },
+    /// Alerts now go to a webhook; there was none.
+    Started {
+        /// The webhook's scheme and host.
+        host: String,
+    },
+    /// The same webhook, with other rate limits, timeout, retries or queue.
+    Retuned {
+        /// The webhook's scheme and host.
+        host: String,
+    },
+    /// Alerts now go to another webhook (another URL or format).
+    Moved {
+        /// The old webhook's scheme and host (it still gets what was queued for it).
+        from: String,
+        /// The new webhook's scheme and host.
+        to: String,
+    },
+    /// Alerts are no longer sent.
+    Stopped {
+        /// The old webhook's scheme and host (it still gets what was queued for it).
+        host: String,
+    },
+}
+
+impl fmt::Display for Retarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Retarget::Unchanged { host: None } => write!(f, "alerts: no webhook"),
+            Retarget::Unchanged { host: Some(h) } => write!(f, "alerts: webhook {h} unchanged"),
+            Retarget::Started { host } => write!(f, "alerts: now sent to the webhook at {host}"),
+            Retarget::Retuned { host } => {
+                write!(f, "alerts: webhook {host} kept, with its new settings")
+            }
+            Retarget::Moved { from, to } => write!(
+                f,
+                "alerts: now sent to the webhook at {to} (what was queued for {from} is still delivered there)"
+            ),
+            Retarget::Stopped { host } => write!(
+                f,
+                "alerts: no longer sent (what was queued for {host} is still delivered there)"
+            ),
+        }
+    }
+}
+
+/// The `tracing_subscriber::Layer` of an [`AlertWebhook`]: turns alert events into queued
+/// alerts (see the [module docs](self)) for the webhook's current target.
+#[derive(Clone)]
+pub struct AlertLayer {
+    slot: Arc<Slot>,
+}
+
+impl fmt::Debug for AlertLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlertLayer").finish_non_exhaustive()
+    }
+}
+
+/// Where the layer's alerts go now.
+struct Slot {
+    /// Whether there is a target (read before anything else, so an idle layer costs a load).
+    active: AtomicBool,
+    current: RwLock<Option<Target>>,
+    stats: Arc<WebhookStats>,
+}
+
+/// One webhook's sender: the layer's side of it, and the settings it was started with.
+#[derive(Clone)]
+struct Target {
+    inner: Arc<LayerInner>,
+    settings: Fingerprint,
+    host: String,
+}
+
+impl Target {
+    fn start(
+        settings: WebhookSettings,
+        stats: Arc<WebhookStats>,
+        carried: Option<Memory>,
+    ) -> Result<Target, TelemetryError> {
         check_url(settings.url.expose_secret())
             .map_err(|why| TelemetryError::config("alerts.webhook_url", why))?;
         if settings.queue == 0 {
@@ -232,42 +417,65 @@ impl AlertWebhook {
             .build()
             .map_err(|e| TelemetryError::config("alerts", e.without_url().to_string()))?;
         let (tx, rx) = mpsc::channel(settings.queue);
-        let stats = Arc::new(WebhookStats::default());
-        let layer = AlertLayer {
-            inner: Arc::new(LayerInner {
-                tx,
-                dedupe: settings.dedupe,
-                sent: Mutex::new(HashMap::new()),
-                open: Mutex::new(HashMap::new()),
-                stats: Arc::clone(&stats),
-            }),
-        };
-        handle.spawn(sender::run(rx, client, settings, Arc::clone(&stats)));
-        Ok(AlertWebhook { layer, stats })
-    }
-
-    /// The `tracing` layer that feeds the sender.
-    pub fn layer(&self) -> AlertLayer {
-        self.layer.clone()
-    }
-
-    /// The counters.
-    pub fn stats(&self) -> Arc<WebhookStats> {
-        Arc::clone(&self.stats)
+        let (sent, open) = carried.unwrap_or_default();
+        let inner = Arc::new(LayerInner {
+            tx,
+            dedupe: settings.dedupe,
+            sent: Mutex::new(sent),
+            open: Mutex::new(open),
+            stats: Arc::clone(&stats),
+        });
+        let fingerprint = Fingerprint::of(&settings);
+        let host = settings.host();
+        // The task ends once every sender of its channel is gone (the target was replaced
+        // and the events holding it are done) and it has delivered what was queued.
+        handle.spawn(sender::run(rx, client, settings, stats));
+        Ok(Target {
+            inner,
+            settings: fingerprint,
+            host,
+        })
     }
 }
 
-/// The `tracing_subscriber::Layer` of an [`AlertWebhook`]: turns alert events into queued
-/// alerts (see the [module docs](self)).
+/// What a target was started with, to tell a reload that changes nothing from one that does.
 #[derive(Clone)]
-pub struct AlertLayer {
-    inner: Arc<LayerInner>,
+struct Fingerprint {
+    url: SecretString,
+    format: WebhookFormat,
+    rest: (Duration, Duration, Duration, u32, usize),
 }
 
-impl fmt::Debug for AlertLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AlertLayer").finish_non_exhaustive()
+impl Fingerprint {
+    fn of(s: &WebhookSettings) -> Self {
+        Fingerprint {
+            url: s.url.clone(),
+            format: s.format,
+            rest: (s.min_interval, s.dedupe, s.timeout, s.retries, s.queue),
+        }
     }
+
+    /// Same URL and format: the same receiver hears the alerts.
+    fn same_receiver(&self, s: &WebhookSettings) -> bool {
+        self.format == s.format && self.url.expose_secret() == s.url.expose_secret()
+    }
+
+    fn same_as(&self, s: &WebhookSettings) -> bool {
+        self.same_receiver(s)
+            && self.rest == (s.min_interval, s.dedupe, s.timeout, s.retries, s.queue)
+    }
+}
+
+/// What a target has told its receiver: when each dedupe key was queued, and the breakers
+/// whose opening was sent.
+type Memory = (HashMap<String, Instant>, HashMap<String, SystemTime>);
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct LayerInner {
@@ -288,6 +496,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl LayerInner {
+    /// A copy of what this target has told (for a new sender to the same receiver).
+    fn memory(&self) -> Memory {
+        (lock(&self.sent).clone(), lock(&self.open).clone())
+    }
+
     /// Queues `alert` unless the same key was queued within the window; never waits.
     fn offer(&self, alert: Alert) -> bool {
         let now = Instant::now();
@@ -448,11 +661,31 @@ impl<S: Subscriber> Layer<S> for AlertLayer {
         if !ev.metadata().target().starts_with("ripcord") {
             return;
         }
+        if !self.slot.active.load(Ordering::Acquire) {
+            return;
+        }
         let mut f = Fields::default();
         ev.record(&mut f);
-        if let Some(name) = f.message {
-            self.inner.on_fields(name, &f);
+        let Some(name) = f.message else { return };
+        // The lock is held only to clone the target: a reload swapping it never waits on a
+        // call, and an alert raised during the swap goes to one of the two senders.
+        let target = read(&self.slot.current)
+            .as_ref()
+            .map(|t| Arc::clone(&t.inner));
+        if let Some(inner) = target {
+            inner.on_fields(name, &f);
         }
+    }
+}
+
+/// `layer`, and the alert webhook's layer beside it when there is one.
+pub(crate) fn with_alerts(
+    layer: crate::TelemetryLayer,
+    alerts: Option<AlertLayer>,
+) -> crate::TelemetryLayer {
+    match alerts {
+        Some(a) => Box::new(layer.and_then(a)),
+        None => layer,
     }
 }
 

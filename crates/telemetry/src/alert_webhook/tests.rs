@@ -7,12 +7,25 @@ use super::*;
 fn layer(queue: usize, dedupe: Duration) -> (AlertLayer, mpsc::Receiver<Alert>, Arc<WebhookStats>) {
     let (tx, rx) = mpsc::channel(queue);
     let stats = Arc::new(WebhookStats::default());
-    let layer = AlertLayer {
+    let settings = WebhookSettings::new(
+        SecretString::from("http://127.0.0.1:9/hook"),
+        WebhookFormat::Alertmanager,
+    );
+    let target = Target {
         inner: Arc::new(LayerInner {
             tx,
             dedupe,
             sent: Mutex::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
+            stats: Arc::clone(&stats),
+        }),
+        settings: Fingerprint::of(&settings),
+        host: settings.host(),
+    };
+    let layer = AlertLayer {
+        slot: Arc::new(Slot {
+            active: AtomicBool::new(true),
+            current: RwLock::new(Some(target)),
             stats: Arc::clone(&stats),
         }),
     };
@@ -149,5 +162,89 @@ async fn start_refuses_a_url_without_http_and_a_host_without_showing_it() {
         .to_string();
         assert!(e.contains("alerts.webhook_url"), "{e}");
         assert!(!e.contains("secret-path"), "{e}");
+    }
+}
+
+/// A loopback URL nothing listens on, with a secret-looking path.
+fn nobody(path: &str) -> SecretString {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    SecretString::from(format!("http://127.0.0.1:{port}/hook/{path}"))
+}
+
+#[tokio::test]
+async fn retargeting_swaps_the_receiver_keeps_the_memory_only_for_the_same_one_and_stops() {
+    let w = AlertWebhook::idle();
+    let _g = tracing::subscriber::set_default(tracing_subscriber::registry().with(w.layer()));
+    let stats = w.stats();
+    // Idle: events are ignored.
+    alert_event("primary", "auth");
+    assert_eq!((stats.queued(), stats.deduplicated()), (0, 0));
+    assert_eq!(
+        w.retarget(None).unwrap(),
+        Retarget::Unchanged { host: None }
+    );
+
+    let a = nobody("s3cr3t-a");
+    let settings = |url: &SecretString, min_ms: u64| WebhookSettings {
+        min_interval: Duration::from_millis(min_ms),
+        dedupe: Duration::from_secs(600),
+        ..WebhookSettings::new(url.clone(), WebhookFormat::Alertmanager)
+    };
+    let host_a = url_host(a.expose_secret());
+    assert_eq!(
+        w.retarget(Some(settings(&a, 10))).unwrap(),
+        Retarget::Started {
+            host: host_a.clone()
+        }
+    );
+    alert_event("primary", "auth");
+    assert_eq!(stats.queued(), 1);
+    // The same settings: nothing restarts, the condition stays told.
+    assert_eq!(
+        w.retarget(Some(settings(&a, 10))).unwrap(),
+        Retarget::Unchanged {
+            host: Some(host_a.clone())
+        }
+    );
+    // Same receiver, another interval: a new sender that remembers what was told.
+    assert_eq!(
+        w.retarget(Some(settings(&a, 50))).unwrap(),
+        Retarget::Retuned {
+            host: host_a.clone()
+        }
+    );
+    alert_event("primary", "auth");
+    assert_eq!((stats.queued(), stats.deduplicated()), (1, 1));
+    // Another receiver has heard nothing: the next occurrence is told to it.
+    let b = nobody("s3cr3t-b");
+    let moved = w.retarget(Some(settings(&b, 10))).unwrap();
+    let host_b = url_host(b.expose_secret());
+    assert_eq!(
+        moved,
+        Retarget::Moved {
+            from: host_a.clone(),
+            to: host_b.clone()
+        }
+    );
+    assert_eq!(w.host(), Some(host_b.clone()));
+    alert_event("primary", "auth");
+    assert_eq!(stats.queued(), 2);
+    // A bad target is refused and the current one kept.
+    let bad = WebhookSettings::new(SecretString::from("ftp://x/s3cr3t-c"), WebhookFormat::Slack);
+    assert!(w.retarget(Some(bad)).is_err());
+    assert_eq!(w.host(), Some(host_b.clone()));
+    // Removed: nothing is queued any more.
+    let stopped = w.retarget(None).unwrap();
+    assert_eq!(stopped, Retarget::Stopped { host: host_b });
+    alert_event("backup", "quota_exhausted");
+    assert_eq!(stats.queued(), 2);
+    for said in [moved.to_string(), stopped.to_string()] {
+        assert!(
+            !said.contains("s3cr3t") && !said.contains("/hook"),
+            "{said}"
+        );
     }
 }

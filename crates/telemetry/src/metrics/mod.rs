@@ -114,6 +114,14 @@ pub mod names {
     pub const CHAIN_EXHAUSTED: &str = "ripcord.chain.exhausted";
     /// Failed attempts of a link in a row since its last success.
     pub const LINK_CONSECUTIVE_FAILURES: &str = "ripcord.link.consecutive_failures";
+    /// A tenant's token budget per window (read at collection time, see
+    /// [`crate::budget_gauges`]).
+    pub const BUDGET_LIMIT: &str = "ripcord.budget.limit_tokens";
+    /// Tokens a tenant may still use in the current window (read at collection time).
+    pub const BUDGET_REMAINING: &str = "ripcord.budget.remaining_tokens";
+    /// What is left of a tenant's budget as a share of its limit, 0 to 1 (read at collection
+    /// time).
+    pub const BUDGET_REMAINING_RATIO: &str = "ripcord.budget.remaining_ratio";
 }
 
 /// A clock for the layer's own durations (injectable for tests).

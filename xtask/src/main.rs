@@ -21,6 +21,7 @@ mod check_deps;
 mod debian_tools;
 mod examples;
 mod features;
+mod install;
 mod joins;
 mod postgres_server;
 mod redis_server;
@@ -32,7 +33,9 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(task) = args.first() else {
-        eprintln!("usage: cargo xtask <test|check-deps|features|setup-model|bench|chaos|joins>");
+        eprintln!(
+            "usage: cargo xtask <test|check-deps|features|setup-model|install|bench|chaos|joins>"
+        );
         return ExitCode::from(2);
     };
     let rest = &args[1..];
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         "chaos" => chaos::run(rest),
         "check-deps" => check_deps::run(rest),
         "features" => features::run(rest),
+        "install" if rest.is_empty() => install::run(&test::workspace_root(), &test::cache_root()),
         "test" => test::run(rest),
         "setup-model" => setup_model::run(rest),
         "joins" => joins::run(rest),

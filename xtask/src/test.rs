@@ -18,7 +18,9 @@
 //!    alerting rules against a real Prometheus, `/status` in a headless browser), installed
 //!    with apt-get when missing;
 //! 7. `cargo test --workspace` (extra arguments are passed on);
-//! 8. every user example (`crate::examples::EXAMPLES`), each checking its own outcome.
+//! 8. every user example (`crate::examples::EXAMPLES`), each checking its own outcome;
+//! 9. the installed binary (`crate::install`): `cargo install`, then `ripcord setup-model` and
+//!    `ripcord chat` from outside the checkout, answered by the local model.
 //!
 //! It is idempotent: a second run reuses everything the first one prepared.
 
@@ -244,6 +246,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         let ran = Instant::now();
         result = crate::examples::run_all(&root, &envs);
         println!("xtask: the examples took {} s", ran.elapsed().as_secs());
+    }
+    if result.is_ok() {
+        let ran = Instant::now();
+        result = crate::install::run(&root, &cache);
+        println!(
+            "xtask: installing and running the binary took {} s",
+            ran.elapsed().as_secs()
+        );
     }
     let stopped = receiver.stop().and(redis.stop()).and(postgres.stop());
     result.and(stopped)

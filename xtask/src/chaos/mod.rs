@@ -16,6 +16,7 @@
 //! the first poll of the admitted call happen in one poll of one task, so the observed order
 //! is the real order (see [`record`]). The local model still generates on blocking threads.
 
+pub(crate) mod abuse;
 mod capture;
 mod chain;
 mod invariants;
@@ -122,6 +123,8 @@ pub(crate) struct RunResult {
     pub(crate) wall: Duration,
     /// The shared-state scenario, when it was run (it runs its own replicas on Redis).
     pub(crate) shared: Option<shared::SharedRun>,
+    /// The gateway-under-abuse scenario, when it was run (a `ripcord serve` child).
+    pub(crate) abuse: Option<abuse::AbuseRun>,
 }
 
 impl RunResult {
@@ -129,6 +132,7 @@ impl RunResult {
     pub(crate) fn passed(&self) -> bool {
         self.runs.iter().all(run::ScenarioRun::passed)
             && self.shared.as_ref().is_none_or(shared::SharedRun::passed)
+            && self.abuse.as_ref().is_none_or(abuse::AbuseRun::passed)
     }
 }
 
@@ -263,6 +267,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             shared::NAME
         ));
     }
+    // The abuse scenario runs its own `ripcord serve` child with its own config.
+    let asked_abuse = a.only.iter().any(|n| n == abuse::NAME);
+    if asked_abuse && (a.config.is_some() || a.routes) {
+        return Err(format!(
+            "--only {}: it runs its own ripcord serve, not with --config or --routes",
+            abuse::NAME
+        ));
+    }
     // The Bedrock scenario names its own chain's providers: asked for alone, it gets that chain.
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
         a.bedrock = true;
@@ -278,8 +290,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         && !a.bedrock
         && !a.vertex
         && (a.only.is_empty() || asked_shared);
-    a.only.retain(|n| n != shared::NAME);
-    let selected = if asked_shared && a.only.is_empty() {
+    let run_abuse = a.config.is_none()
+        && !a.routes
+        && !a.bedrock
+        && !a.vertex
+        && (a.only.is_empty() || asked_abuse);
+    a.only.retain(|n| n != shared::NAME && n != abuse::NAME);
+    let selected = if (asked_shared || asked_abuse) && a.only.is_empty() {
         Vec::new()
     } else {
         scenarios(&a)?
@@ -296,9 +313,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 scenario::BUILT_IN
             );
         }
+        if run_abuse {
+            println!(
+                "{:<20} {} [{}]",
+                abuse::NAME,
+                abuse::DESCRIPTION,
+                scenario::BUILT_IN
+            );
+        }
         return Ok(());
     }
-    if selected.is_empty() && !run_shared {
+    if selected.is_empty() && !run_shared && !run_abuse {
         return Err("no scenario to run".to_owned());
     }
     let template = match &a.config {
@@ -323,7 +348,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let selected = fits;
-    if selected.is_empty() && !run_shared {
+    if selected.is_empty() && !run_shared && !run_abuse {
         return Err("no scenario fits this chain".to_owned());
     }
     let out_dir = a.out.clone().unwrap_or_else(|| {
@@ -341,10 +366,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "chaos: {} scenario{}{} · {} users · {:.1} s each · {} ms deadlines · seed {} · scanning logs for {} keys\nchaos: chain: {}",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
-        if run_shared {
-            format!(" + {} (3 replicas on Redis)", shared::NAME)
-        } else {
-            String::new()
+        match (run_shared, run_abuse) {
+            (true, true) => format!(
+                " + {} (3 replicas on Redis) + {}",
+                shared::NAME,
+                abuse::NAME
+            ),
+            (true, false) => format!(" + {} (3 replicas on Redis)", shared::NAME),
+            (false, true) => format!(" + {} (a ripcord serve child)", abuse::NAME),
+            (false, false) => String::new(),
         },
         s.users,
         s.duration.as_secs_f64(),
@@ -419,6 +449,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     };
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.
     runtime.shutdown_timeout(Duration::from_secs(10));
+    // Its own runtime (several threads) and its own child process.
+    let abuse_run = if run_abuse {
+        let r = abuse::run(&abuse::AbuseSettings {
+            duration: abuse::DURATION,
+        })?;
+        println!("{}", abuse::terminal_block(&r));
+        Some(r)
+    } else {
+        None
+    };
     let result = RunResult {
         runs,
         template,
@@ -427,6 +467,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         started_unix_s,
         wall: started.elapsed(),
         shared: shared_run,
+        abuse: abuse_run,
     };
     let paths = report::write(&result, &out_dir, &sink)?;
     println!("{}", report::terminal::summary(&result));
@@ -439,6 +480,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 (None, true) => "PASS".to_owned(),
                 (None, false) => "FAIL".to_owned(),
             }
+        );
+    }
+    if let Some(r) = &result.abuse {
+        println!(
+            "{}: {}",
+            abuse::NAME,
+            if r.passed() { "PASS" } else { "FAIL" }
         );
     }
     println!("JSON report: {}", paths.json.display());
@@ -473,6 +521,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .iter()
                 .filter(|c| !c.passed)
                 .map(|c| format!("{}: {}", shared::NAME, c.id)),
+        );
+    }
+    if let Some(r) = &result.abuse {
+        failed.extend(
+            r.checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| format!("{}: {}", abuse::NAME, c.id)),
         );
     }
     if failed.is_empty() && paths.leaks.is_empty() {

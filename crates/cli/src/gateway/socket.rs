@@ -371,9 +371,13 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if let Poll::Pending = self.sock.poll_probe(cx) {
-            self.sock.wrote(&Poll::Pending, buf);
-            return Poll::Pending;
+        match self.sock.poll_probe(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {
+                self.sock.wrote(&Poll::Pending, buf);
+                return Poll::Pending;
+            }
         }
         if self.pending.is_none()
             && let Some((bytes, replaces)) = automatic::replacement(buf)

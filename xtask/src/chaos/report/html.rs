@@ -524,6 +524,9 @@ pub(crate) fn page(result: &RunResult) -> String {
     if let Some(r) = &result.shared {
         out.push_str(&super::super::shared::html_section(r));
     }
+    if let Some(r) = &result.abuse {
+        out.push_str(&super::super::abuse::html_section(r));
+    }
     out.push_str("</body></html>\n");
     out
 }
@@ -677,6 +680,7 @@ mod tests {
             started_unix_s: 0,
             wall: Duration::from_secs(4),
             shared: None,
+            abuse: None,
         }
     }
 

@@ -76,6 +76,8 @@ struct RunReport<'a> {
     scenarios: Vec<ScenarioReport<'a>>,
     /// The shared-state scenario (three replicas on Redis), when it was run.
     shared: Option<SharedReport<'a>>,
+    /// The gateway-under-abuse scenario (a `ripcord serve` child), when it was run.
+    abuse: Option<super::abuse::AbuseReport<'a>>,
 }
 
 /// The phases of a scenario with their offsets in this run.
@@ -163,6 +165,7 @@ pub(crate) fn json(result: &RunResult) -> Result<String, String> {
             served: &r.served,
             checks: &r.checks,
         }),
+        abuse: result.abuse.as_ref().map(super::abuse::json_report),
     };
     serde_json::to_string_pretty(&report).map_err(|e| format!("cannot render the JSON report: {e}"))
 }

@@ -48,6 +48,8 @@ fn main() -> ExitCode {
         "test" => test::run(rest),
         "setup-model" => setup_model::run(rest),
         "joins" => joins::run(rest),
+        // Not a task for people: how the chaos run starts a gateway under a descriptor limit.
+        chaos::abuse::child::TRAMPOLINE => chaos::abuse::child::exec_with_nofile(rest),
         other => Err(format!("unknown task {other:?}")),
     };
     match result {

@@ -16,6 +16,7 @@
 //! the first poll of the admitted call happen in one poll of one task, so the observed order
 //! is the real order (see [`record`]). The local model still generates on blocking threads.
 
+pub(crate) mod abuse;
 mod capture;
 mod chain;
 mod invariants;
@@ -125,6 +126,8 @@ pub(crate) struct RunResult {
     pub(crate) shared: Option<shared::SharedRun>,
     /// The vendor-status scenario, when it was run (it runs its own chains and status pages).
     pub(crate) vendor: Option<vendor_status::VendorRun>,
+    /// The gateway-under-abuse scenario, when it was run (a `ripcord serve` child).
+    pub(crate) abuse: Option<abuse::AbuseRun>,
 }
 
 impl RunResult {
@@ -136,6 +139,7 @@ impl RunResult {
                 .vendor
                 .as_ref()
                 .is_none_or(vendor_status::VendorRun::passed)
+            && self.abuse.as_ref().is_none_or(abuse::AbuseRun::passed)
     }
 }
 
@@ -279,6 +283,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             vendor_status::NAME
         ));
     }
+    // The abuse scenario runs its own `ripcord serve` child with its own config.
+    let asked_abuse = a.only.iter().any(|n| n == abuse::NAME);
+    if asked_abuse && (a.config.is_some() || a.routes) {
+        return Err(format!(
+            "--only {}: it runs its own ripcord serve, not with --config or --routes",
+            abuse::NAME
+        ));
+    }
     // The Bedrock scenario names its own chain's providers: asked for alone, it gets that chain.
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
         a.bedrock = true;
@@ -292,9 +304,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let own_chains = a.config.is_none() && !a.routes && !a.bedrock && !a.vertex;
     let run_shared = own_chains && (a.only.is_empty() || asked_shared);
     let run_vendor = own_chains && (a.only.is_empty() || asked_vendor);
+    // Only when asked for by name until its slow-reader attack is reliable (see abuse/mod.rs).
+    let run_abuse = own_chains && asked_abuse;
     a.only
-        .retain(|n| n != shared::NAME && n != vendor_status::NAME);
-    let selected = if (asked_shared || asked_vendor) && a.only.is_empty() {
+        .retain(|n| n != shared::NAME && n != vendor_status::NAME && n != abuse::NAME);
+    let selected = if (asked_shared || asked_vendor || asked_abuse) && a.only.is_empty() {
         Vec::new()
     } else {
         scenarios(&a)?
@@ -319,9 +333,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 scenario::BUILT_IN
             );
         }
+        if run_abuse {
+            println!(
+                "{:<20} {} [{}]",
+                abuse::NAME,
+                abuse::DESCRIPTION,
+                scenario::BUILT_IN
+            );
+        }
         return Ok(());
     }
-    if selected.is_empty() && !run_shared && !run_vendor {
+    if selected.is_empty() && !run_shared && !run_vendor && !run_abuse {
         return Err("no scenario to run".to_owned());
     }
     let template = match &a.config {
@@ -348,7 +370,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let selected = fits;
-    if selected.is_empty() && !run_shared && !run_vendor {
+    if selected.is_empty() && !run_shared && !run_vendor && !run_abuse {
         return Err("no scenario fits this chain".to_owned());
     }
     let out_dir = a.out.clone().unwrap_or_else(|| {
@@ -366,16 +388,23 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "chaos: {} scenario{}{} · {} users · {:.1} s each · {} ms deadlines · seed {} · scanning logs for {} keys\nchaos: chain: {}",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
-        match (run_shared, run_vendor) {
-            (true, true) => format!(
-                " + {} (3 replicas on Redis) + {} (3 chains with status pages)",
-                shared::NAME,
-                vendor_status::NAME
+        [
+            (
+                run_shared,
+                format!(" + {} (3 replicas on Redis)", shared::NAME)
             ),
-            (true, false) => format!(" + {} (3 replicas on Redis)", shared::NAME),
-            (false, true) => format!(" + {} (3 chains with status pages)", vendor_status::NAME),
-            (false, false) => String::new(),
-        },
+            (
+                run_vendor,
+                format!(" + {} (3 chains with status pages)", vendor_status::NAME)
+            ),
+            (
+                run_abuse,
+                format!(" + {} (a ripcord serve child)", abuse::NAME)
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(on, what)| on.then_some(what))
+        .collect::<String>(),
         s.users,
         s.duration.as_secs_f64(),
         s.deadline.as_millis(),
@@ -464,6 +493,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     };
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.
     runtime.shutdown_timeout(Duration::from_secs(10));
+    // Its own runtime (several threads) and its own child process.
+    let abuse_run = if run_abuse {
+        let r = abuse::run(&abuse::AbuseSettings {
+            duration: abuse::DURATION,
+        })?;
+        println!("{}", abuse::terminal_block(&r));
+        Some(r)
+    } else {
+        None
+    };
     let result = RunResult {
         runs,
         template,
@@ -473,6 +512,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         wall: started.elapsed(),
         shared: shared_run,
         vendor: vendor_run,
+        abuse: abuse_run,
     };
     let paths = report::write(&result, &out_dir, &sink)?;
     println!("{}", report::terminal::summary(&result));
@@ -491,6 +531,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         println!(
             "{}: {}",
             vendor_status::NAME,
+            if r.passed() { "PASS" } else { "FAIL" }
+        );
+    }
+    if let Some(r) = &result.abuse {
+        println!(
+            "{}: {}",
+            abuse::NAME,
             if r.passed() { "PASS" } else { "FAIL" }
         );
     }
@@ -534,6 +581,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .iter()
                 .filter(|c| !c.passed)
                 .map(|c| format!("{}: {}", vendor_status::NAME, c.id)),
+        );
+    }
+    if let Some(r) = &result.abuse {
+        failed.extend(
+            r.checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| format!("{}: {}", abuse::NAME, c.id)),
         );
     }
     if failed.is_empty() && paths.leaks.is_empty() {

@@ -72,6 +72,12 @@ fn default_model(wire: Wire, embeddings: bool) -> &'static str {
     }
 }
 
+/// Holds the answer until the client leaves, and counts that it left.
+async fn hold(shared: &Shared, conn: &mut Conn) {
+    conn.wait_until_client_gone().await;
+    shared.abandoned.fetch_add(1, Ordering::SeqCst);
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -245,15 +251,15 @@ pub(super) async fn respond(
             sent(conn.send(out).await)
         }
         Behavior::HangBeforeHeaders => {
-            conn.wait_until_client_gone().await;
+            hold(shared, conn).await;
             After::Close
         }
         Behavior::StallMidStream { after_chunks } => {
-            cut(conn, out, &job, reply, *after_chunks, End::Stall).await
+            cut(shared, conn, out, &job, reply, *after_chunks, End::Stall).await
         }
         Behavior::ResetBeforeResponse => After::Reset,
         Behavior::ResetMidStream { after_chunks } => {
-            cut(conn, out, &job, reply, *after_chunks, End::Reset).await
+            cut(shared, conn, out, &job, reply, *after_chunks, End::Reset).await
         }
         Behavior::MalformedJson => malformed(conn, out, &job, reply).await,
         Behavior::StopWithoutDone | Behavior::MalformedEvents { .. } if !job.stream => {
@@ -304,12 +310,23 @@ pub(super) async fn respond(
             sent(conn.send(out).await)
         }
         Behavior::TruncatedStream { after_chunks } => {
-            cut(conn, out, &job, reply, *after_chunks, End::Clean).await
+            cut(shared, conn, out, &job, reply, *after_chunks, End::Clean).await
         }
         Behavior::InBandError {
             after_chunks,
             error,
-        } => cut(conn, out, &job, reply, *after_chunks, End::Error(error)).await,
+        } => {
+            cut(
+                shared,
+                conn,
+                out,
+                &job,
+                reply,
+                *after_chunks,
+                End::Error(error),
+            )
+            .await
+        }
         Behavior::ResponseFailed {
             after_chunks,
             error,
@@ -319,7 +336,7 @@ pub(super) async fn respond(
             } else {
                 End::Error(error)
             };
-            cut(conn, out, &job, reply, *after_chunks, end).await
+            cut(shared, conn, out, &job, reply, *after_chunks, end).await
         }
         Behavior::Raw(raw) => {
             let mut all: Vec<(&str, &str)> = raw

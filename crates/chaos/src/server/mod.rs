@@ -157,6 +157,8 @@ struct Shared {
     hits: AtomicUsize,
     responses: AtomicU64,
     connections: AtomicU64,
+    /// Held answers (a hang or a stall) that ended because the client left.
+    abandoned: AtomicUsize,
     /// When set, model requests must carry a bearer token this registry minted (Vertex AI).
     tokens: Mutex<Option<TokenRegistry>>,
 }
@@ -212,6 +214,7 @@ impl FakeVendor {
             hits: AtomicUsize::new(0),
             responses: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            abandoned: AtomicUsize::new(0),
             tokens: Mutex::new(None),
         });
         let accept = tokio::spawn(accept_loop(Arc::clone(&shared)));
@@ -258,6 +261,14 @@ impl FakeVendor {
     /// Number of requests to model endpoints (chat completions, messages, embeddings).
     pub fn hits(&self) -> usize {
         self.shared.hits.load(Ordering::SeqCst)
+    }
+
+    /// How many held answers ([`Behavior::HangBeforeHeaders`](crate::Behavior::HangBeforeHeaders),
+    /// [`Behavior::StallMidStream`](crate::Behavior::StallMidStream)) have ended because the
+    /// client closed or reset its connection: a client that gave up on its call. (A hold
+    /// ended by dropping the server is not counted.)
+    pub fn abandoned(&self) -> usize {
+        self.shared.abandoned.load(Ordering::SeqCst)
     }
 
     /// From now on, model requests must carry `Authorization: Bearer <token>` with a token

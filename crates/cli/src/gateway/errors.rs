@@ -478,6 +478,9 @@ pub(super) struct Reply {
     /// Turns `true` when the server's shutdown grace period is over (see
     /// [`super::server::StreamCut`]); `None` outside the accept loop (a router in a test).
     pub(super) cut: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Turns `true` when the client sent a FIN while its stream was written (see
+    /// [`super::socket::PeerFin`]); `None` outside the accept loop.
+    pub(super) peer_fin: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// The 503 of a call shed at the door (see [`shed`]), with `Retry-After`, in the shape of the

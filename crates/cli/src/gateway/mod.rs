@@ -73,6 +73,7 @@ mod responses_events;
 mod responses_store;
 mod server;
 mod shed;
+mod socket;
 pub mod status;
 mod status_vendors;
 #[cfg(test)]
@@ -416,6 +417,7 @@ impl GatewayState {
             id,
             expose: self.server.expose_errors,
             cut: None,
+            peer_fin: None,
         }
     }
 

@@ -204,6 +204,10 @@ pub(super) async fn door<D: Dialect>(
         .extensions()
         .get::<super::server::StreamCut>()
         .map(|c| c.0.clone());
+    reply.peer_fin = request
+        .extensions()
+        .get::<super::socket::PeerFin>()
+        .map(|f| f.0.clone());
     match run::<D>(&state, authed, &reply, request).await {
         Ok(r) => r,
         Err(e) => e
@@ -551,9 +555,12 @@ pub(super) fn sse_event<T: serde::Serialize>(name: Option<&str>, v: &T) -> Bytes
     Bytes::from(buf)
 }
 
-/// Resolves once the server's shutdown grace period is over; never when the server ends
-/// without cutting.
-async fn cut_fired(cut: &mut tokio::sync::watch::Receiver<bool>) {
+/// Resolves once the flag turns `true` (the server's shutdown grace period is over, the
+/// client sent a FIN); never when there is no flag or it never turns.
+async fn cut_fired(cut: Option<&mut tokio::sync::watch::Receiver<bool>>) {
+    let Some(cut) = cut else {
+        return std::future::pending().await;
+    };
     loop {
         if *cut.borrow_and_update() {
             return;
@@ -619,6 +626,7 @@ async fn stream_response<D: Dialect>(
     let reply = reply.clone();
     let committed_notice = notice_at_commit.clone();
     let mut cut = reply.cut.clone();
+    let mut fin = reply.peer_fin.clone();
     let body = async_stream::stream! {
         let mut out = Vec::with_capacity(4);
         enc.open(&mut out);
@@ -631,14 +639,24 @@ async fn stream_response<D: Dialect>(
             for b in out.drain(..) {
                 yield Ok::<Bytes, std::convert::Infallible>(b);
             }
-            let next = match (pending.pop_front(), cut.as_mut()) {
-                (Some(ev), _) => Some(Ok(ev)),
-                (None, None) => s.next().await,
-                (None, Some(c)) => tokio::select! {
-                    biased;
-                    () = cut_fired(c) => Some(Err(shutdown_cut())),
-                    n = s.next() => n,
-                },
+            let next = match pending.pop_front() {
+                Some(ev) => Some(Ok(ev)),
+                None => {
+                    let got = tokio::select! {
+                        biased;
+                        () = cut_fired(cut.as_mut()) => Some(Some(Err(shutdown_cut()))),
+                        () = cut_fired(fin.as_mut()) => None,
+                        n = s.next() => Some(n),
+                    };
+                    let Some(next) = got else {
+                        // The client sent a FIN: a comment it ignores if it still reads, and
+                        // answers with a reset if it closed (the connection is then dropped).
+                        fin = None;
+                        yield Ok(Bytes::from_static(super::socket::PROBE_COMMENT));
+                        continue;
+                    };
+                    next
+                }
             };
             let failed = match next {
                 Some(Ok(StreamEvent::TextDelta { text })) => {

@@ -41,7 +41,10 @@
 //!   `response.failed`), and the connections get [`CUT_FLUSH`] more to send it before they are
 //!   dropped.
 //!
-//! Clients that half-close (shut down their sending side after the request) are answered.
+//! Clients that half-close (shut down their sending side after the request) are answered, and
+//! a client that closes or resets its socket while its request is served still cancels its
+//! upstream call: the socket is watched for that while a request is in flight (see
+//! [`super::socket`]).
 //! hyper's own refusals of a request it cannot parse (431, 414, 400) get a JSON body like
 //! every other error: the socket wrapper sends them in their place (see [`super::automatic`]).
 //!
@@ -52,26 +55,23 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, Request, header};
+use axum::http::{HeaderValue, Request, Version, header};
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::automatic;
 use super::descriptors;
 use super::errors::refusal;
+use super::socket::{Guarded, Socket, Tracked, watch_peer};
 
 /// How long streams cut at the end of the shutdown grace period have to send their error
 /// event before their connections are dropped.
@@ -451,8 +451,29 @@ fn health_path(path: &str) -> bool {
 /// Serves one request of a connection: marks it as having sent a request, refuses what a
 /// reserve connection does not serve, and closes a connection whose key was refused.
 async fn serve_request(
-    mut app: Router,
+    app: Router,
     req: Request<Incoming>,
+    sock: Arc<Socket>,
+    reserve: bool,
+    fresh: Option<Arc<Unproven>>,
+    cut: StreamCut,
+) -> Result<Response, std::convert::Infallible> {
+    // In flight from here until the answer's body is done (or dropped).
+    let in_flight = sock.begin(req.version() >= Version::HTTP_11);
+    let mut req = req;
+    req.extensions_mut().insert(sock.peer_fin());
+    let resp = answer(app, req, reserve, fresh, cut).await?;
+    Ok(resp.map(|inner| {
+        axum::body::Body::new(Guarded {
+            inner,
+            _in_flight: in_flight,
+        })
+    }))
+}
+
+async fn answer(
+    mut app: Router,
+    mut req: Request<Incoming>,
     reserve: bool,
     fresh: Option<Arc<Unproven>>,
     cut: StreamCut,
@@ -460,7 +481,6 @@ async fn serve_request(
     if let Some(f) = &fresh {
         f.release();
     }
-    let mut req = req;
     req.extensions_mut().insert(cut);
     if reserve && !health_path(req.uri().path()) {
         let mut resp = refusal(
@@ -492,24 +512,23 @@ async fn serve_connection(
     mode: Mode,
     cut: StreamCut,
 ) {
-    let started = Instant::now();
-    let activity = Arc::new(AtomicU64::new(0));
-    let heard = Arc::new(AtomicBool::new(false));
-    let blocked = Arc::new(AtomicU64::new(0));
-    let io = TokioIo::new(Tracked {
-        inner: tcp,
-        started,
-        last: Arc::clone(&activity),
-        heard: Arc::clone(&heard),
-        blocked: Arc::clone(&blocked),
-        pending: None,
-    });
+    let sock = Socket::new(tcp);
+    let started = sock.started();
+    let io = TokioIo::new(Tracked::new(Arc::clone(&sock)));
     let (reserve, fresh, _slot) = match mode {
         Mode::Full { _slot, fresh } => (false, Some(Arc::new(fresh)), _slot),
         Mode::Reserve { _slot, fresh } => (true, fresh.map(Arc::new), _slot),
     };
+    let service_sock = Arc::clone(&sock);
     let service = hyper::service::service_fn(move |req| {
-        serve_request(app.clone(), req, reserve, fresh.clone(), cut.clone())
+        serve_request(
+            app.clone(),
+            req,
+            Arc::clone(&service_sock),
+            reserve,
+            fresh.clone(),
+            cut.clone(),
+        )
     });
     let header_timeout = if reserve {
         limits.header_timeout.min(limits.first_byte_timeout)
@@ -520,25 +539,33 @@ async fn serve_connection(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
-        // A client that shuts down its sending side after its request still gets the answer.
+        // A client that shuts down its sending side after its request still gets the answer;
+        // one that closes or resets its socket is found by `watch_peer` instead.
         .half_close(true)
         .keep_alive(!reserve);
     let conn = builder.serve_connection(io, service).with_upgrades();
     let mut conn = std::pin::pin!(conn);
+    let mut left = std::pin::pin!(watch_peer(&sock));
     let mut closing = false;
     let first_byte_by = started + limits.first_byte_timeout;
     // How often a blocked write is looked at: a stalled client is dropped between one and
     // one and a half write timeouts after its last byte taken.
     let write_check = (limits.write_timeout / 2).max(Duration::from_millis(10));
     loop {
-        let last = Duration::from_millis(activity.load(Ordering::Relaxed));
+        let last = sock.last_activity();
         let idle_at = started + last + limits.idle_timeout;
-        let silent = !heard.load(Ordering::Relaxed);
+        let silent = !sock.heard();
         tokio::select! {
             r = conn.as_mut() => {
                 if let Err(e) = r {
                     tracing::debug!(target: "ripcord::gateway", error = %e, "connection closed with an error");
                 }
+                return;
+            }
+            () = left.as_mut() => {
+                // Dropping the connection drops the request's handler and its answer: the
+                // upstream call or stream is cancelled.
+                tracing::debug!(target: "ripcord::gateway", "the client left while its request was served: connection dropped");
                 return;
             }
             changed = stop.changed(), if !closing => {
@@ -548,174 +575,29 @@ async fn serve_connection(
                 }
             }
             () = tokio::time::sleep_until(first_byte_by), if silent => {
-                if !heard.load(Ordering::Relaxed) {
+                if !sock.heard() {
                     // Not a byte since the connection opened: close it without an answer.
                     return;
                 }
             }
             () = tokio::time::sleep(write_check) => {
-                let since = blocked.load(Ordering::Relaxed);
-                if since > 0 {
-                    let stalled = started.elapsed().saturating_sub(Duration::from_millis(since - 1));
-                    if stalled >= limits.write_timeout {
-                        tracing::info!(
-                            target: "ripcord::gateway",
-                            stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
-                            "a client stopped taking its answer: connection dropped (slow consumer)"
-                        );
-                        return;
-                    }
+                if let Some(stalled) = sock.stalled()
+                    && stalled >= limits.write_timeout
+                {
+                    tracing::info!(
+                        target: "ripcord::gateway",
+                        stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                        "a client stopped taking its answer: connection dropped (slow consumer)"
+                    );
+                    return;
                 }
             }
             () = tokio::time::sleep_until(idle_at), if !closing => {
-                let now_last = Duration::from_millis(activity.load(Ordering::Relaxed));
-                if now_last == last {
+                if sock.last_activity() == last {
                     closing = true;
                     conn.as_mut().graceful_shutdown();
                 }
             }
         }
-    }
-}
-
-/// A socket that records when it last moved a byte (ms since the connection started), and
-/// whether the client has sent one.
-struct Tracked {
-    inner: TcpStream,
-    started: Instant,
-    last: Arc<AtomicU64>,
-    heard: Arc<AtomicBool>,
-    /// When a write was first refused with no byte taken since (ms since start, plus one), or 0.
-    blocked: Arc<AtomicU64>,
-    /// hyper's own refusal being sent in its JSON form, while it is.
-    pending: Option<Replacing>,
-}
-
-/// A write of hyper's that is being sent as other bytes (see [`super::automatic`]).
-struct Replacing {
-    bytes: Vec<u8>,
-    sent: usize,
-    /// How many of hyper's bytes it stands for (reported as written once all are sent).
-    replaces: usize,
-}
-
-impl Tracked {
-    fn touch(&self) {
-        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.store(ms, Ordering::Relaxed);
-    }
-
-    /// Records the outcome of a write: progress clears the stall, a refusal starts one.
-    fn wrote(&self, r: &Poll<io::Result<usize>>) {
-        match r {
-            Poll::Ready(Ok(n)) if *n > 0 => {
-                self.touch();
-                self.blocked.store(0, Ordering::Relaxed);
-            }
-            Poll::Pending if self.blocked.load(Ordering::Relaxed) == 0 => {
-                let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                self.blocked.store(ms.saturating_add(1), Ordering::Relaxed);
-            }
-            _ => {}
-        }
-    }
-}
-
-impl Tracked {
-    /// Sends what stands in for hyper's write; `Ready(Ok(n))` with the count of hyper's bytes
-    /// once all of it is sent.
-    fn send_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        loop {
-            let Some(p) = self.pending.as_mut() else {
-                return Poll::Ready(Ok(0));
-            };
-            if p.sent >= p.bytes.len() {
-                let n = p.replaces;
-                self.pending = None;
-                return Poll::Ready(Ok(n));
-            }
-            match Pin::new(&mut self.inner).poll_write(cx, &p.bytes[p.sent..]) {
-                Poll::Ready(Ok(0)) => {
-                    self.pending = None;
-                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-                }
-                Poll::Ready(Ok(n)) => p.sent += n,
-                Poll::Ready(Err(e)) => {
-                    self.pending = None;
-                    return Poll::Ready(Err(e));
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.touch();
-            self.heard.store(true, Ordering::Relaxed);
-        }
-        r
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        if self.pending.is_none()
-            && let Some((bytes, replaces)) = automatic::replacement(buf)
-        {
-            self.pending = Some(Replacing {
-                bytes,
-                sent: 0,
-                replaces,
-            });
-        }
-        let r = if self.pending.is_some() {
-            self.send_replacement(cx)
-        } else {
-            Pin::new(&mut self.inner).poll_write(cx, buf)
-        };
-        self.wrote(&r);
-        r
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        // A response head that may be hyper's own refusal goes through `poll_write`, alone.
-        let first = bufs.iter().find(|b| !b.is_empty());
-        if let Some(head) = first
-            && (self.pending.is_some() || head.starts_with(b"HTTP/1.1 4"))
-        {
-            return self.poll_write(cx, head);
-        }
-        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        self.wrote(&r);
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -527,6 +527,9 @@ pub(crate) fn page(result: &RunResult) -> String {
     if let Some(r) = &result.vendor {
         out.push_str(&super::super::vendor_status::html_section(r));
     }
+    if let Some(r) = &result.abuse {
+        out.push_str(&super::super::abuse::html_section(r));
+    }
     out.push_str("</body></html>\n");
     out
 }
@@ -681,6 +684,7 @@ mod tests {
             wall: Duration::from_secs(4),
             shared: None,
             vendor: None,
+            abuse: None,
         }
     }
 

@@ -78,6 +78,8 @@ struct RunReport<'a> {
     shared: Option<SharedReport<'a>>,
     /// The vendor-status scenario (three chains with fake status pages), when it was run.
     vendor_status: Option<super::vendor_status::VendorReport<'a>>,
+    /// The gateway-under-abuse scenario (a `ripcord serve` child), when it was run.
+    abuse: Option<super::abuse::AbuseReport<'a>>,
 }
 
 /// The phases of a scenario with their offsets in this run.
@@ -166,6 +168,7 @@ pub(crate) fn json(result: &RunResult) -> Result<String, String> {
             checks: &r.checks,
         }),
         vendor_status: result.vendor.as_ref().map(super::vendor_status::report),
+        abuse: result.abuse.as_ref().map(super::abuse::json_report),
     };
     serde_json::to_string_pretty(&report).map_err(|e| format!("cannot render the JSON report: {e}"))
 }

@@ -312,6 +312,7 @@ mod tests {
             started_unix_s: 0,
             wall: Duration::from_secs(5),
             shared: None,
+            abuse: None,
             vendor: Some(VendorRun {
                 runs: Vec::new(),
                 checks: vec![check],

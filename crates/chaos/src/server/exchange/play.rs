@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{After, Job, request_id_header, sent};
+use super::{After, Job, Shared, hold, request_id_header, sent};
 use crate::http::{
     Conn, Frames, Framing, LAST_CHUNK, broken_json, write_chunk, write_head, write_sse,
 };
@@ -176,6 +176,7 @@ pub(super) enum End<'a> {
 }
 
 pub(super) async fn cut(
+    shared: &Shared,
     conn: &mut Conn,
     out: &mut Vec<u8>,
     job: &Job,
@@ -218,7 +219,7 @@ pub(super) async fn cut(
         }
         return match end {
             End::Stall => {
-                conn.wait_until_client_gone().await;
+                hold(shared, conn).await;
                 After::Close
             }
             End::Reset => After::Reset,
@@ -238,7 +239,7 @@ pub(super) async fn cut(
             if !conn.send(out).await {
                 return After::Close;
             }
-            conn.wait_until_client_gone().await;
+            hold(shared, conn).await;
             After::Close
         }
         End::Reset => {

@@ -1,0 +1,538 @@
+//! `gateway-under-abuse`: a real `ripcord serve` child under a descriptor limit of 512, with
+//! healthy fake vendors, attacked from the harness while callers with keys keep calling.
+//!
+//! The child is the workspace's `ripcord` binary (built by cargo when needed, see
+//! [`child::ripcord_binary`]), started with soft and hard `RLIMIT_NOFILE` 512, so it fits its
+//! connection cap to `(512 − 64 − 64 reserve) / 2 = 192`. Two routes, each one link on its own
+//! healthy fake vendor whose breaker opens on its *first* counted failure: `chat` (short
+//! answers) and `long` (a 6 MiB answer in 3,072 events, more than the kernel buffers hold, for
+//! the slow readers). For the
+//! duration (12 s), at once, each from its own loopback address:
+//!
+//! | attack | size (a floor `attacks-ran` checks) |
+//! | --- | --- |
+//! | silent sockets: opened, never a byte sent, reopened 1 s after the gateway closes them | 200 at a time, ≥ 1,000 opened |
+//! | slow readers: a `long` stream with a 4 KiB receive buffer, not read for 4 s | 8 (from two addresses), each given its stream and then dropped by the 2 s write timeout |
+//! | a burst beyond the descriptor limit, a third of the way in: authenticated calls, one per connection, all at once | 600 connections (the child has 512 descriptors) |
+//! | many sub-tenants: callers of a `sub_tenants` key naming a new `x-ripcord-tenant` on every call | ≥ 4,000 distinct sub-tenants answered (measured: 6,600 in 12 s, a debug build on a loaded 2-core machine) |
+//! | legitimate callers (the operator's key, kept-alive connections) | 4 callers, ≥ 100 calls |
+//! | health probes: `GET /healthz` on a fresh connection every 250 ms | ≥ 30 probes |
+//!
+//! and the child's descriptor limit itself (512:512 in `/proc/PID/limits`).
+//!
+//! Checks: `no-breaker-opened` (the child's `/metrics`: no transition to open, every breaker
+//! closed; `/readyz` 200 after), `answered-or-shed` (see [`checks::answered_or_shed`]),
+//! `healthz-reachable` (every probe answered 200 within 2 s — on a loaded 2-core machine a
+//! probe is answered in milliseconds, so 2 s is slack for scheduling, not for queueing; a probe
+//! whose connection is closed at the door opens another within the same 2 s),
+//! `memory-bounded` (the child's `VmHWM` under 256 MiB: a debug build starts near 30 MiB; the
+//! bounds of `docs/limits.md` — 192 connections with hyper's buffers, the 4 MiB log queue,
+//! answers streamed, not buffered — leave most of that unused), `attacks-ran`.
+
+mod attacks;
+mod checks;
+pub(crate) mod child;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::invariants::Check;
+use attacks::Field;
+use checks::{Attack, Outcome, ProbeRec, Who};
+
+/// The scenario's name (for `--only`).
+pub(crate) const NAME: &str = "gateway-under-abuse";
+/// What it does, for `--list`.
+pub(crate) const DESCRIPTION: &str = "a real ripcord serve under nofile 512: silent sockets, slow readers, a burst past the descriptor limit and 4,000+ sub-tenants while keyed callers call";
+
+/// The child's descriptor limit.
+const NOFILE: u64 = 512;
+/// Health probes must be answered within this.
+const HEALTH_BOUND: Duration = Duration::from_secs(2);
+/// The child's peak RSS must stay under this.
+const MEMORY_BOUND_MIB: u64 = 256;
+const SILENT_AT_ONCE: usize = 200;
+const SILENT_FLOOR: u64 = 1_000;
+const SLOW_READERS: usize = 8;
+/// The size of a `long` answer.
+const LONG_BYTES: usize = 6 * 1024 * 1024;
+const BURST: usize = 600;
+/// Measured, not hoped for: a debug-built child on a 2-core machine loaded by other work
+/// (load average 4–6) answered 6,600 sub-tenant calls in 12 s under the attack.
+const SUB_TENANT_FLOOR: u64 = 4_000;
+const SUB_TENANT_CALLERS: usize = 16;
+const LEGIT_CALLERS: usize = 4;
+const LEGIT_FLOOR: u64 = 100;
+const PROBE_FLOOR: u64 = 30;
+
+const GW_KEY: &str = "gw-abuse-operator-key-0123456789abcdef";
+const APP_KEY: &str = "gw-abuse-app-key-0123456789abcdef0123";
+
+/// The loopback addresses the clients come from.
+const LEGIT_FROM: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
+const SILENT_FROM: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+/// Slow readers come from two addresses: one address's new connections are held to a share
+/// of the slots (12 of 192 here), and the rest would be served in reserve, where a stream is
+/// refused.
+const SLOW_FROM: [Ipv4Addr; 2] = [Ipv4Addr::new(127, 0, 0, 4), Ipv4Addr::new(127, 0, 0, 7)];
+const SUB_FROM: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 5);
+const PROBE_FROM: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
+
+/// How long the attacks run, `--quick` or not (the whole scenario stays under 20 s).
+pub(crate) const DURATION: Duration = Duration::from_secs(12);
+
+/// How the scenario is run.
+#[derive(Debug, Clone)]
+pub(crate) struct AbuseSettings {
+    /// How long the attacks and the callers run.
+    pub(crate) duration: Duration,
+}
+
+/// What the scenario measured, besides its checks.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Figures {
+    pub(crate) connections_served_at_once: Option<String>,
+    pub(crate) calls: usize,
+    pub(crate) legit_p50_ms: f64,
+    pub(crate) legit_worst_ms: f64,
+    pub(crate) sub_tenants_answered: u64,
+    pub(crate) sub_tenant_calls_per_s: f64,
+    pub(crate) silent_opened: u64,
+    pub(crate) slow_started: u64,
+    pub(crate) slow_cut: u64,
+    pub(crate) burst_answered: u64,
+    pub(crate) burst_shed: u64,
+    pub(crate) burst_closed: u64,
+    pub(crate) peak_rss_mib: f64,
+    pub(crate) start_rss_mib: f64,
+    pub(crate) log_lines: usize,
+}
+
+/// What the scenario produced.
+#[derive(Debug, Clone)]
+pub(crate) struct AbuseRun {
+    pub(crate) checks: Vec<Check>,
+    pub(crate) figures: Figures,
+    pub(crate) wall: Duration,
+}
+
+impl AbuseRun {
+    /// True when every check passed.
+    pub(crate) fn passed(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.passed)
+    }
+}
+
+/// The child's config: two routes on two healthy vendors, breakers that open on the first
+/// counted failure, short slow-client timeouts, a `sub_tenants` key and a budget.
+fn config(chat: &FakeVendor, long: &FakeVendor) -> String {
+    let link = |name: &str, v: &FakeVendor| {
+        format!(
+            "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key = \"sk-abuse-{name}-upstream\"\n[providers.retry]\nmax_attempts = 1\n[providers.breaker]\nfailure_threshold = 1\nopen_ms = 60000\n\n",
+            v.base_url()
+        )
+    };
+    format!(
+        "[[routes]]\nname = \"chat\"\norder = [\"main\"]\ndeadline_ms = 10000\n\n[[routes]]\nname = \"long\"\norder = [\"long\"]\ndeadline_ms = 10000\n\n{}{}[server]\napi_keys_env = \"GW_KEYS\"\nwrite_timeout_ms = 2000\nfirst_byte_timeout_ms = 1000\n\n[[server.keys]]\ntenant = \"app\"\nkey_env = \"APP_KEY\"\nsub_tenants = true\n\n[budget]\ntokens_per_window = 1000000000\n",
+        link("main", chat),
+        link("long", long)
+    )
+}
+
+/// Runs the scenario on its own multi-thread runtime (two workers: the harness must not be
+/// what is slow).
+pub(crate) fn run(s: &AbuseSettings) -> Result<AbuseRun, String> {
+    let wall = std::time::Instant::now();
+    let binary = child::ripcord_binary()?;
+    child::raise_own_nofile();
+    // Each vendor gets a thread of its own: starved by the attack's clients (or by the other
+    // vendor building its 6 MiB answers), a healthy fake would answer late and be (rightly)
+    // blamed for it.
+    let vendor_rt = |threads| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("{NAME}: cannot start a vendor's runtime: {e}"))
+    };
+    let (chat_rt, long_rt) = (vendor_rt(1)?, vendor_rt(2)?);
+    let vendors = (
+        chat_rt.block_on(vendor(Reply::default()))?,
+        long_rt.block_on(vendor(long_reply()))?,
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("{NAME}: cannot start the runtime: {e}"))?;
+    let r = rt.block_on(attack(s, &binary, &vendors));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    drop(vendors);
+    chat_rt.shutdown_timeout(Duration::from_secs(5));
+    long_rt.shutdown_timeout(Duration::from_secs(5));
+    let (checks, figures) = r?;
+    Ok(AbuseRun {
+        checks,
+        figures,
+        wall: wall.elapsed(),
+    })
+}
+
+/// The `long` route's answer: longer than the kernel buffers between the gateway and a slow
+/// reader (the largest send buffer Linux grows to by default is 4 MiB), so its writes block.
+fn long_reply() -> Reply {
+    Reply::text("lorem ipsum dolor sit amet ".repeat(LONG_BYTES / 27))
+        .with_chunks(LONG_BYTES / 2048)
+}
+
+/// A healthy vendor answering `reply`.
+async fn vendor(reply: Reply) -> Result<FakeVendor, String> {
+    FakeVendor::start_with(Wire::OpenAi, FakeOptions::fast().with_reply(reply))
+        .await
+        .map_err(|e| format!("{NAME}: fake vendor: {e}"))
+}
+
+async fn attack(
+    s: &AbuseSettings,
+    binary: &std::path::Path,
+    (chat, long): &(FakeVendor, FakeVendor),
+) -> Result<(Vec<Check>, Figures), String> {
+    let dir = std::env::temp_dir().join(format!("ripcord-chaos-abuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{NAME}: {}: {e}", dir.display()))?;
+    let path: PathBuf = dir.join("gateway.toml");
+    std::fs::write(&path, config(chat, long))
+        .map_err(|e| format!("{NAME}: {}: {e}", path.display()))?;
+    let gw = tokio::task::spawn_blocking({
+        let (binary, path) = (binary.to_path_buf(), path.clone());
+        move || {
+            child::start(
+                &binary,
+                &path,
+                NOFILE,
+                &[("GW_KEYS", GW_KEY), ("APP_KEY", APP_KEY)],
+            )
+        }
+    })
+    .await
+    .map_err(|e| format!("{NAME}: {e}"))??;
+    let proc_file =
+        |f: &str| std::fs::read_to_string(format!("/proc/{}/{f}", gw.pid)).unwrap_or_default();
+    let start_kib = child::status_kib(&proc_file("status"), "VmRSS");
+    let limit = child::open_files_limit(&proc_file("limits"));
+    let to = gw
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|e| format!("{NAME}: the child's address {:?}: {e}", gw.url))?;
+    let f = Arc::new(Field {
+        to,
+        stop: AtomicBool::new(false),
+        calls: std::sync::Mutex::default(),
+        start: Instant::now(),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..LEGIT_CALLERS {
+        tasks.spawn(attacks::caller(
+            Arc::clone(&f),
+            Who::Legit,
+            LEGIT_FROM,
+            GW_KEY.to_owned(),
+            Duration::from_millis(50),
+            || None,
+        ));
+    }
+    let next_sub = Arc::new(AtomicU64::new(0));
+    for _ in 0..SUB_TENANT_CALLERS {
+        let next_sub = Arc::clone(&next_sub);
+        tasks.spawn(attacks::caller(
+            Arc::clone(&f),
+            Who::SubTenant,
+            SUB_FROM,
+            APP_KEY.to_owned(),
+            Duration::ZERO,
+            move || {
+                let n = next_sub.fetch_add(1, Ordering::Relaxed);
+                Some(("x-ripcord-tenant", format!("user-{n}")))
+            },
+        ));
+    }
+    let probes = tokio::spawn(attacks::prober(
+        Arc::clone(&f),
+        PROBE_FROM,
+        Duration::from_millis(250),
+        HEALTH_BOUND,
+    ));
+    let silent = tokio::spawn(attacks::silent(
+        Arc::clone(&f),
+        SILENT_FROM,
+        SILENT_AT_ONCE,
+        Duration::from_secs(1),
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let slow: Vec<_> = (0..SLOW_READERS)
+        .map(|i| {
+            tokio::spawn(attacks::slow_reader(
+                Arc::clone(&f),
+                SLOW_FROM[i % 2],
+                GW_KEY.to_owned(),
+                Duration::from_secs(4),
+            ))
+        })
+        .collect();
+    tokio::time::sleep_until(f.start + s.duration / 3).await;
+    let key: Arc<str> = Arc::from(GW_KEY);
+    let burst: Vec<_> = (0..BURST)
+        .map(|i| {
+            // Three addresses, so the per-address cap (256) is not what refuses the burst.
+            let from = Ipv4Addr::new(127, 0, 1, 1 + u8::try_from(i % 3).unwrap_or(0));
+            tokio::spawn(attacks::burst_one(Arc::clone(&f), from, Arc::clone(&key)))
+        })
+        .collect();
+    tokio::time::sleep_until(f.start + s.duration).await;
+    f.stop.store(true, Ordering::Relaxed);
+    let elapsed = f.start.elapsed();
+    while tasks.join_next().await.is_some() {}
+    for b in burst {
+        let _ = b.await;
+    }
+    let mut slow_seen = Vec::new();
+    for h in slow {
+        slow_seen.push(h.await.unwrap_or_default());
+    }
+    let probes: Vec<ProbeRec> = probes.await.unwrap_or_default();
+    let silent_opened = u64::try_from(silent.await.unwrap_or(0)).unwrap_or(u64::MAX);
+    // After the attack: the breakers, readiness, peak memory.
+    let metrics = attacks::get(to, "/metrics", GW_KEY).await;
+    let ready = attacks::get(to, "/readyz", GW_KEY).await;
+    let hwm = child::status_kib(&proc_file("status"), "VmHWM");
+    let log_lines = gw.log_lines.load(Ordering::Relaxed);
+    let served_at_once = gw
+        .cap_line
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    drop(gw);
+    let _ = std::fs::remove_dir_all(&dir);
+    let calls = std::mem::take(
+        &mut *f
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let mut view = checks::breaker_view(metrics.as_ref().map_or("", |(_, b)| b.as_str()));
+    view.read &= metrics.as_ref().is_ok_and(|(st, _)| *st == 200);
+    view.ready = ready.as_ref().is_ok_and(|(st, _)| *st == 200);
+    let count = |who: Who, pred: &dyn Fn(&Outcome) -> bool| {
+        calls
+            .iter()
+            .filter(|c| c.who == who && pred(&c.outcome))
+            .count() as u64
+    };
+    let is_ok = |o: &Outcome| {
+        matches!(
+            o,
+            Outcome::Status {
+                code: 200..=299,
+                ..
+            }
+        )
+    };
+    let sub_answered = count(Who::SubTenant, &is_ok);
+    let slow_started = slow_seen.iter().filter(|s| s.started).count() as u64;
+    let slow_cut = slow_seen.iter().filter(|s| s.started && s.cut).count() as u64;
+    let attacks_list = vec![
+        Attack {
+            name: "descriptor limit",
+            unit: "child at nofile 512:512",
+            floor: 1,
+            reached: u64::from(limit == Some((NOFILE, NOFILE))),
+        },
+        Attack {
+            name: "silent sockets",
+            unit: "opened",
+            floor: SILENT_FLOOR,
+            reached: silent_opened,
+        },
+        Attack {
+            name: "slow readers",
+            unit: "given a stream and dropped by the write timeout",
+            floor: SLOW_READERS as u64,
+            reached: slow_cut,
+        },
+        Attack {
+            name: "burst",
+            unit: "connections at once",
+            floor: BURST as u64,
+            reached: count(Who::Burst, &|_| true),
+        },
+        Attack {
+            name: "sub-tenants",
+            unit: "distinct, answered",
+            floor: SUB_TENANT_FLOOR,
+            reached: sub_answered,
+        },
+        Attack {
+            name: "legitimate callers",
+            unit: "calls",
+            floor: LEGIT_FLOOR,
+            reached: count(Who::Legit, &|_| true),
+        },
+        Attack {
+            name: "health probes",
+            unit: "probes",
+            floor: PROBE_FLOOR,
+            reached: probes.len() as u64,
+        },
+    ];
+    let checks = vec![
+        checks::no_breaker_opened(&view),
+        checks::answered_or_shed(&calls),
+        checks::healthz_reachable(&probes, HEALTH_BOUND.as_secs_f64() * 1000.0),
+        checks::memory_bounded(hwm, start_kib, MEMORY_BOUND_MIB),
+        checks::attacks_ran(&attacks_list),
+    ];
+    let mut legit: Vec<f64> = calls
+        .iter()
+        .filter(|c| c.who == Who::Legit && is_ok(&c.outcome))
+        .map(|c| c.ms)
+        .collect();
+    legit.sort_by(f64::total_cmp);
+    let figures = Figures {
+        connections_served_at_once: served_at_once,
+        calls: calls.len(),
+        legit_p50_ms: legit.get(legit.len() / 2).copied().unwrap_or(0.0),
+        legit_worst_ms: legit.last().copied().unwrap_or(0.0),
+        sub_tenants_answered: sub_answered,
+        sub_tenant_calls_per_s: sub_answered as f64 / elapsed.as_secs_f64(),
+        silent_opened,
+        slow_started,
+        slow_cut,
+        burst_answered: count(Who::Burst, &is_ok),
+        burst_shed: count(Who::Burst, &|o| {
+            matches!(
+                o,
+                Outcome::Status {
+                    code: 429 | 503,
+                    retry_after: true
+                }
+            )
+        }),
+        burst_closed: count(Who::Burst, &|o| matches!(o, Outcome::Closed)),
+        peak_rss_mib: hwm.unwrap_or(0) as f64 / 1024.0,
+        start_rss_mib: start_kib.unwrap_or(0) as f64 / 1024.0,
+        log_lines,
+    };
+    Ok((checks, figures))
+}
+
+fn figure_lines(f: &Figures) -> Vec<String> {
+    vec![
+        format!(
+            "child: {}",
+            f.connections_served_at_once
+                .as_deref()
+                .unwrap_or("(no line about its connection cap)")
+        ),
+        format!(
+            "{} calls; legitimate p50 {:.1} ms, worst {:.0} ms",
+            f.calls, f.legit_p50_ms, f.legit_worst_ms
+        ),
+        format!(
+            "sub-tenants: {} answered ({:.0} calls/s)",
+            f.sub_tenants_answered, f.sub_tenant_calls_per_s
+        ),
+        format!(
+            "silent sockets opened {}; slow readers {} given a stream, {} dropped",
+            f.silent_opened, f.slow_started, f.slow_cut
+        ),
+        format!(
+            "burst: {} answered, {} shed with Retry-After, {} closed at the door",
+            f.burst_answered, f.burst_shed, f.burst_closed
+        ),
+        format!(
+            "child RSS {:.1} MiB at start, peak {:.1} MiB; {} log lines",
+            f.start_rss_mib, f.peak_rss_mib, f.log_lines
+        ),
+    ]
+}
+
+/// The scenario's block in the terminal report.
+pub(crate) fn terminal_block(r: &AbuseRun) -> String {
+    let mut out = format!("── {NAME} ── {DESCRIPTION}\n");
+    for l in figure_lines(&r.figures) {
+        out.push_str(&format!("  {l}\n"));
+    }
+    for c in &r.checks {
+        out.push_str(&format!(
+            "  {} {:<18} {} — {}\n",
+            if c.passed { "PASS" } else { "FAIL" },
+            c.id,
+            c.title,
+            c.detail
+        ));
+        for o in &c.offenders {
+            out.push_str(&format!("       {o}\n"));
+        }
+        if c.offender_count > c.offenders.len() {
+            out.push_str(&format!(
+                "       … and {} more\n",
+                c.offender_count - c.offenders.len()
+            ));
+        }
+    }
+    out.push_str(&format!("  ({:.1} s)\n", r.wall.as_secs_f64()));
+    out
+}
+
+/// The scenario's section of the HTML report.
+pub(crate) fn html_section(r: &AbuseRun) -> String {
+    use super::report::html::{checks_table, esc};
+    let (class, verdict) = if r.passed() {
+        ("pass", "PASS")
+    } else {
+        ("fail", "FAIL")
+    };
+    let mut out = format!(
+        r#"<section id="{NAME}"><h2>{NAME} <span class="badge {class}">{verdict}</span></h2><p>{}</p><ul>"#,
+        esc(DESCRIPTION)
+    );
+    for l in figure_lines(&r.figures) {
+        out.push_str(&format!("<li>{}</li>", esc(&l)));
+    }
+    out.push_str("</ul>");
+    out.push_str(&checks_table("check", &r.checks));
+    out.push_str(&format!(
+        r#"<p class="muted">{:.1} s</p></section>"#,
+        r.wall.as_secs_f64()
+    ));
+    out
+}
+
+/// The scenario in the JSON report.
+#[derive(Debug, Serialize)]
+pub(crate) struct AbuseReport<'a> {
+    name: &'static str,
+    description: &'static str,
+    passed: bool,
+    wall_s: f64,
+    figures: &'a Figures,
+    checks: &'a [Check],
+}
+
+pub(crate) fn json_report(r: &AbuseRun) -> AbuseReport<'_> {
+    AbuseReport {
+        name: NAME,
+        description: DESCRIPTION,
+        passed: r.passed(),
+        wall_s: r.wall.as_secs_f64(),
+        figures: &r.figures,
+        checks: &r.checks,
+    }
+}

@@ -257,55 +257,15 @@ async fn prometheus_fires_the_rules_on_an_outage_stays_silent_while_healthy_and_
 
     // Healthy: once Prometheus holds those calls from both gateways and has evaluated the
     // rules twice since, no alert is pending or firing.
-    poll(
-        Duration::from_secs(60),
+    prom::wait_for_value(
+        &client,
+        &prom.url,
         "Prometheus holding the healthy calls",
-        || {
-            let client = client.clone();
-            let url = format!("{}/api/v1/query", prom.url);
-            async move {
-                let v: Value = client
-                    .get(url)
-                    .query(&[("query", "count(ripcord_chain_calls_total)")])
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
-                let n: f64 = v["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
-                (n >= 2.0).then_some(())
-            }
-        },
+        "count(ripcord_chain_calls_total)",
+        2.0,
     )
     .await;
-    let evaluations = |client: reqwest::Client, url: String| async move {
-        let text = client
-            .get(format!("{url}/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .filter(|l| l.starts_with("prometheus_rule_group_iterations_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .reduce(f64::max)
-    };
-    let before = poll(Duration::from_secs(10), "Prometheus's own metrics", || {
-        evaluations(client.clone(), prom.url.clone())
-    })
-    .await;
-    poll(Duration::from_secs(30), "two more rule evaluations", || {
-        let (client, url) = (client.clone(), prom.url.clone());
-        async move {
-            evaluations(client, url)
-                .await
-                .filter(|n| *n >= before + 2.0)
-        }
-    })
-    .await;
+    prom::two_more_evaluations(&client, &prom.url).await;
     let v: Value = client
         .get(format!("{}/api/v1/alerts", prom.url))
         .json_body()

@@ -18,8 +18,6 @@
 mod prom;
 mod support;
 
-use std::time::Duration;
-
 use ripcord_chaos::{FakeVendor, Wire};
 use serde_json::{Value, json};
 use support::Fetch;
@@ -105,55 +103,15 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
     );
     // Once Prometheus holds both tenants' ratios and has evaluated the rules twice since, no
     // alert is pending or firing.
-    prom::poll(
-        Duration::from_secs(60),
+    prom::wait_for_value(
+        &client,
+        &prom.url,
         "Prometheus holding both tenants' budgets",
-        || {
-            let client = client.clone();
-            let url = format!("{}/api/v1/query", prom.url);
-            async move {
-                let v: Value = client
-                    .get(url)
-                    .query(&[("query", "count(ripcord_budget_remaining_ratio > 0.5)")])
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
-                let n: f64 = v["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
-                (n >= 2.0).then_some(())
-            }
-        },
+        "count(ripcord_budget_remaining_ratio > 0.5)",
+        2.0,
     )
     .await;
-    let evaluations = |client: reqwest::Client, url: String| async move {
-        let text = client
-            .get(format!("{url}/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .filter(|l| l.starts_with("prometheus_rule_group_iterations_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .reduce(f64::max)
-    };
-    let before = prom::poll(Duration::from_secs(10), "Prometheus's own metrics", || {
-        evaluations(client.clone(), prom.url.clone())
-    })
-    .await;
-    prom::poll(Duration::from_secs(30), "two more rule evaluations", || {
-        let (client, url) = (client.clone(), prom.url.clone());
-        async move {
-            evaluations(client, url)
-                .await
-                .filter(|n| *n >= before + 2.0)
-        }
-    })
-    .await;
+    prom::two_more_evaluations(&client, &prom.url).await;
     assert_eq!(
         alerts(&client, &prom.url).await,
         Vec::<Value>::new(),
@@ -194,12 +152,7 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
         "{alert}"
     );
     // Two more evaluations after it fired: still nothing about globex.
-    let now = evaluations(client.clone(), prom.url.clone()).await.unwrap();
-    prom::poll(Duration::from_secs(30), "two more rule evaluations", || {
-        let (client, url) = (client.clone(), prom.url.clone());
-        async move { evaluations(client, url).await.filter(|n| *n >= now + 2.0) }
-    })
-    .await;
+    prom::two_more_evaluations(&client, &prom.url).await;
     let held = alerts(&client, &prom.url).await;
     assert!(
         held.iter().all(|a| a["labels"]["ripcord_tenant"] == "acme"

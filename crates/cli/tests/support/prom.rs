@@ -170,3 +170,69 @@ where
         );
     }
 }
+
+/// The first value of an instant query, when Prometheus answers one.
+pub(crate) async fn query_value(client: &reqwest::Client, prom: &str, query: &str) -> Option<f64> {
+    let v: Value = client
+        .get(format!("{prom}/api/v1/query"))
+        .query(&[("query", query)])
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// Waits until `query`'s value is at least `at_least` (Prometheus has scraped what it counts).
+pub(crate) async fn wait_for_value(
+    client: &reqwest::Client,
+    prom: &str,
+    what: &str,
+    query: &str,
+    at_least: f64,
+) {
+    poll(Duration::from_secs(60), what, || async move {
+        query_value(client, prom, query)
+            .await
+            .filter(|n| *n >= at_least)
+            .map(|_| ())
+    })
+    .await;
+}
+
+/// How many times Prometheus has evaluated its rule groups (the largest group's count).
+pub(crate) async fn rule_evaluations(client: &reqwest::Client, prom: &str) -> Option<f64> {
+    let text = client
+        .get(format!("{prom}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .filter(|l| l.starts_with("prometheus_rule_group_iterations_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .reduce(f64::max)
+}
+
+/// Waits until the rules have been evaluated twice more than now, so an alert that was going
+/// to be pending or firing by now is.
+pub(crate) async fn two_more_evaluations(client: &reqwest::Client, prom: &str) {
+    let before = poll(Duration::from_secs(10), "Prometheus's own metrics", || {
+        rule_evaluations(client, prom)
+    })
+    .await;
+    poll(
+        Duration::from_secs(30),
+        "two more rule evaluations",
+        || async move {
+            rule_evaluations(client, prom)
+                .await
+                .filter(|n| *n >= before + 2.0)
+        },
+    )
+    .await;
+}

@@ -1,7 +1,10 @@
 //! The modes that run one thing alone: `--profile ROW` (one row, sequentially, for a profiler)
 //! and `--paired` (issue 36's pool against a single link, nothing else).
 
-use crate::{Args, bare_proxy, cpu, gateway, load_average, command_line, paired, rows, skipcost, upstream, workspace_root};
+use crate::{
+    Args, bare_proxy, command_line, cpu, gateway, load_average, paired, rows, skipcost, upstream,
+    workspace_root,
+};
 
 /// `--paired`: the pool against a single link alone (the upstream child, the two chains,
 /// nothing else), printed with the load average.
@@ -132,4 +135,3 @@ pub(crate) fn profile(args: &Args) -> Result<(), String> {
     drop(gateway);
     result
 }
-

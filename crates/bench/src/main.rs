@@ -354,7 +354,12 @@ fn bench(args: &Args) -> Result<(), String> {
         );
         runner::warm_up(&mut measured, &plan).await;
         runner::measure(&mut measured, &meters, &plan).await;
-        let call_of = |key: &str| measured.iter().find(|r| r.key == key).map(|r| r.call.clone());
+        let call_of = |key: &str| {
+            measured
+                .iter()
+                .find(|r| r.key == key)
+                .map(|r| r.call.clone())
+        };
         if let (Some(single), Some(pool)) = (call_of("chain"), call_of("chain_pool")) {
             eprintln!("ripcord-bench: the pool against a single link, paired");
             pool_paired =
@@ -578,7 +583,8 @@ fn bench(args: &Args) -> Result<(), String> {
         // the 5% at stake on this machine).
         if let Some(p) = &pool_paired {
             goals.push(Target {
-                what: "chain, link 1 a pool of 3 deployments: p50 / the plain chain's p50, paired".into(),
+                what: "chain, link 1 a pool of 3 deployments: p50 / the plain chain's p50, paired"
+                    .into(),
                 value: p.p50_ratio,
                 bound: "<= 1.05".into(),
                 met: p.p50_ratio <= 1.05,

@@ -235,7 +235,11 @@ async fn a_shared_breaker_s_open_spell_grows_as_configured() {
             .chat(&ChatRequest::user("hi"), &Context::new())
             .await
             .unwrap_err();
-        assert_ne!(e.kind(), ErrorKind::CircuitOpen, "call {n} was refused: {e}");
+        assert_ne!(
+            e.kind(),
+            ErrorKind::CircuitOpen,
+            "call {n} was refused: {e}"
+        );
         // Outcomes reach Redis from the breaker's background reporter: poll for the trip.
         let until = std::time::Instant::now() + Duration::from_secs(3);
         while streak().as_deref() != Some(format!(":{n}").as_str()) {
@@ -256,7 +260,11 @@ async fn a_shared_breaker_s_open_spell_grows_as_configured() {
             "trip {n}: {left_ms} ms left of the open spell, expected a spell of {spell_ms} ms"
         );
     }
-    assert_eq!(vendor.hits(), 4, "one failure and three probes reached the vendor");
+    assert_eq!(
+        vendor.hits(),
+        4,
+        "one failure and three probes reached the vendor"
+    );
 }
 
 /// `[budget]` on local state: a tenant's tokens are charged around the whole chain, per tenant.

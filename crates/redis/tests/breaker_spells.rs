@@ -204,7 +204,9 @@ async fn trips_in_a_row_on_two_replicas_lengthen_one_shared_spell_capped_and_a_c
     assert_eq!(streak, Some(1));
     // The streak lives as long as the open state: never without a TTL, never past it.
     assert!(
-        streak_ttl > 0 && streak_ttl <= open_ttl && open_ttl as u128 <= (BASE + state_ttl).as_millis(),
+        streak_ttl > 0
+            && streak_ttl <= open_ttl
+            && open_ttl as u128 <= (BASE + state_ttl).as_millis(),
         "streak TTL {streak_ttl} ms, open TTL {open_ttl} ms"
     );
     // Probes that fail alternate between the replicas; each re-trip doubles the shared spell,
@@ -212,7 +214,11 @@ async fn trips_in_a_row_on_two_replicas_lengthen_one_shared_spell_capped_and_a_c
     let steps = [(&b, &a, 2, BASE * 2), (&a, &b, 3, MAX), (&b, &a, 4, MAX)];
     for (prober, other, n, spell) in steps {
         wait_out(left).await;
-        assert_eq!(prober.call().await, Some(ErrorKind::ServerError), "probe {n}");
+        assert_eq!(
+            prober.call().await,
+            Some(ErrorKind::ServerError),
+            "probe {n}"
+        );
         left = other.open_left().await;
         assert_spell(left, spell, &format!("trip {n}, seen by the other replica"));
         let (streak, streak_ttl, open_ttl) = keys(&server).await;

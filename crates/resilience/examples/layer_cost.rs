@@ -108,7 +108,9 @@ fn pool(name: &str) -> Arc<dyn ChatModel> {
         .collect();
     let strategy = std::env::var("RIPCORD_POOL_BALANCE")
         .ok()
-        .map_or(Balance::default(), |s| s.parse().expect("RIPCORD_POOL_BALANCE"));
+        .map_or(Balance::default(), |s| {
+            s.parse().expect("RIPCORD_POOL_BALANCE")
+        });
     let policy = PoolPolicy::builder()
         .strategy(strategy)
         .build()

@@ -152,7 +152,10 @@ impl SharedBreakerConfig {
         if let OpenBackoff::Exponential { base, max } = self.open
             && max < base
         {
-            return bad("open", "the longest spell (max) must be at least the first (base)");
+            return bad(
+                "open",
+                "the longest spell (max) must be at least the first (base)",
+            );
         }
         for (name, d) in [
             ("open_for", first),

@@ -152,7 +152,10 @@ mod tests {
     fn a_set_reads_in_ascending_slot_order() {
         let set = 0b1011_0100u64;
         assert_eq!(members(set).collect::<Vec<_>>(), [2, 4, 5, 7]);
-        assert_eq!((0..4).map(|k| nth(set, k)).collect::<Vec<_>>(), [2, 4, 5, 7]);
+        assert_eq!(
+            (0..4).map(|k| nth(set, k)).collect::<Vec<_>>(),
+            [2, 4, 5, 7]
+        );
         assert_eq!(nth(1 << 63, 0), 63);
         assert_eq!(members(0).count(), 0);
     }

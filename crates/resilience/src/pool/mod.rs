@@ -42,6 +42,7 @@ mod balance;
 mod deployment;
 mod handle;
 mod layer;
+mod observer;
 mod store;
 
 use std::future::Future;
@@ -64,8 +65,9 @@ pub use layer::{Balance, Ejection, PoolPolicy, PoolPolicyBuilder, UnknownBalance
 pub use store::{LocalPoolStore, PoolBlock, PoolStore, SharedBlocks};
 
 use crate::error::ConfigError;
-use crate::stream_util::{End, Observed, StreamObserver, bounded_by, open_to_first_content};
+use crate::stream_util::{Observed, bounded_by, open_to_first_content};
 use deployment::{Health, InFlight, Slot};
+use observer::PoolObserver;
 use store::Spread;
 
 /// The most deployments one pool holds (the per-call bookkeeping is a 64-bit set).
@@ -630,65 +632,6 @@ impl Pool {
         match wait {
             Some(w) => e.with_retry_after(w),
             None => e,
-        }
-    }
-}
-
-/// Reports a pool stream's end to its deployment and holds its in-flight count until then.
-struct PoolObserver {
-    guard: InFlight,
-    started: Instant,
-    first: Option<Duration>,
-    tokens: u64,
-}
-
-impl StreamObserver for PoolObserver {
-    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        if let Ok(StreamEvent::Usage { usage }) = &item {
-            self.tokens = usage.total_tokens();
-        }
-        item
-    }
-
-    fn on_content(&mut self) {
-        let shared = &self.guard.0;
-        self.first = Some(shared.now().saturating_duration_since(self.started));
-    }
-
-    fn on_end(&mut self, end: End<'_>) {
-        let shared = &self.guard.0;
-        let i = self.guard.1;
-        let latency = self
-            .first
-            .unwrap_or_else(|| shared.now().saturating_duration_since(self.started));
-        match end {
-            End::Finished => {
-                let spread = shared.on_success(i, shared.now(), latency, self.tokens);
-                shared.spread_later(i, spread);
-            }
-            // A consumer that stopped reading says nothing about the deployment.
-            End::Dropped => {}
-            End::Failed(e) => {
-                if counts_for_ejection(e)
-                    && let Some(ej) = shared.policy.ejection
-                {
-                    let now = shared.now();
-                    let mut h = shared.slots[i].health();
-                    h.failures += 1;
-                    if h.count(true, now, &ej) {
-                        drop(h);
-                        if shared.maybe_eject(i, now, &ej) {
-                            shared.spread_later(
-                                i,
-                                Spread {
-                                    eject: Some(ej),
-                                    ..Spread::default()
-                                },
-                            );
-                        }
-                    }
-                }
-            }
         }
     }
 }

@@ -29,12 +29,14 @@
     reason = "a benchmark program reports its figures on stdout and its progress on stderr"
 )]
 
+mod alone;
 mod anchor;
 mod bare_proxy;
 mod cpu;
 mod floor;
 mod gateway;
 mod local;
+mod paired;
 mod rawhttp;
 mod report;
 mod rows;
@@ -101,6 +103,11 @@ struct Args {
     /// Only the local model section (no HTTP rows).
     #[arg(long)]
     local_only: bool,
+    /// Only issue 36's paired comparison: the chain with link 1 a pool of three deployments
+    /// against the same chain with a single link 1, alternating in blocks in one task (see
+    /// `paired.rs`). A full run (or `--only chain,chain_pool`) prints it too.
+    #[arg(long)]
+    paired: bool,
     /// Only these HTTP rows (comma-separated row keys; `gateway` stands for the gateway rows and
     /// the rows they are compared with). Leaves out the skip cost and the local section; for
     /// measuring one change quickly.
@@ -155,8 +162,9 @@ fn main() -> ExitCode {
             }
             None => Err("--role local needs --model-file".to_owned()),
         },
-        None if args.profile.is_some() => profile(&args),
+        None if args.profile.is_some() => alone::profile(&args),
         None if args.local_only => local_only(&args),
+        None if args.paired => alone::paired(&args),
         None => bench(&args),
     };
     match result {
@@ -203,6 +211,9 @@ fn command_line(args: &Args) -> String {
     }
     if args.local_only {
         c.push_str(" --local-only");
+    }
+    if args.paired {
+        c.push_str(" --paired");
     }
     if args.anchors {
         c.push_str(" --anchors");
@@ -310,6 +321,7 @@ fn bench(args: &Args) -> Result<(), String> {
     };
     let only = only_rows(&args.only);
     let mut trip = None;
+    let mut pool_paired = None;
     let (measured, raws, skips) = rt.block_on(async {
         let skip_cost = || async {
             if only.is_some() {
@@ -342,6 +354,17 @@ fn bench(args: &Args) -> Result<(), String> {
         );
         runner::warm_up(&mut measured, &plan).await;
         runner::measure(&mut measured, &meters, &plan).await;
+        let call_of = |key: &str| {
+            measured
+                .iter()
+                .find(|r| r.key == key)
+                .map(|r| r.call.clone())
+        };
+        if let (Some(single), Some(pool)) = (call_of("chain"), call_of("chain_pool")) {
+            eprintln!("ripcord-bench: the pool against a single link, paired");
+            pool_paired =
+                Some(paired::measure(single, pool, paired::PairedPlan::new(args.quick)).await?);
+        }
         let spread_wanted = only
             .as_ref()
             .is_none_or(|keys| keys.iter().any(|k| k == "failover_redis"));
@@ -555,17 +578,23 @@ fn bench(args: &Args) -> Result<(), String> {
         });
     }
     if let (Some(chain), Some(pool)) = (get("chain"), get("chain_pool")) {
-        // Issue 36: balancing over three deployments must cost a call almost nothing.
-        let p50 = pool.c1.p50_us / chain.c1.p50_us;
-        goals.push(Target {
-            what: "chain, link 1 a pool of 3 deployments: p50 / the plain chain's p50".into(),
-            value: p50,
-            bound: "<= 1.05".into(),
-            met: p50 <= 1.05,
-        });
+        // Issue 36: balancing over three deployments must cost a call almost nothing. Judged
+        // on the paired comparison (the rows' own p50s, measured apart, swing by more than
+        // the 5% at stake on this machine).
+        if let Some(p) = &pool_paired {
+            goals.push(Target {
+                what: "chain, link 1 a pool of 3 deployments: p50 / the plain chain's p50, paired"
+                    .into(),
+                value: p.p50_ratio,
+                bound: "<= 1.05".into(),
+                met: p.p50_ratio <= 1.05,
+            });
+        }
         notes.push(format!(
-            "the pooled chain used {:.1} µs CPU per call at c=64 against the plain chain's {:.1} µs",
-            pool.c64.cpu_us_bench, chain.c64.cpu_us_bench
+            "the rows alone (not paired): the pooled chain's p50 is {:.3}x the plain chain's; it used {:.1} µs CPU per call at c=64 against the plain chain's {:.1} µs",
+            pool.c1.p50_us / chain.c1.p50_us,
+            pool.c64.cpu_us_bench,
+            chain.c64.cpu_us_bench
         ));
     }
     match trip {
@@ -632,6 +661,7 @@ fn bench(args: &Args) -> Result<(), String> {
         rows: row_reports.clone(),
         skip_cost: skips,
         local,
+        pool_paired,
         targets: goals,
         notes,
     };
@@ -663,93 +693,6 @@ fn bench(args: &Args) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Runs one row sequentially, for a profiler (`valgrind --tool=callgrind`, `perf record`).
-fn profile(args: &Args) -> Result<(), String> {
-    let key = args.profile.clone().unwrap_or_default();
-    let upstream = upstream::Upstream::spawn()?;
-    let gateway = if key.starts_with("gateway") {
-        let bin = gateway::find_binary(args.ripcord.as_deref())?;
-        let dir = workspace_root().join("target").join("bench");
-        Some(gateway::spawn(
-            &bin,
-            &upstream.urls.ok,
-            &dir,
-            args.gateway_wrapper.as_deref(),
-        )?)
-    } else {
-        None
-    };
-    let proxy = if key == "bare_proxy" {
-        Some(bare_proxy::BareProxy::spawn(&upstream.urls.ok)?)
-    } else {
-        None
-    };
-    let targets = rows::Targets {
-        ok: upstream.urls.ok.clone(),
-        down: upstream.urls.down.clone(),
-        gateway: gateway.as_ref().map(|g| g.url.clone()),
-        proxy: proxy.as_ref().map(|p| p.url.clone()),
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("runtime: {e}"))?;
-    let result = rt.block_on(async {
-        if key == "skip_cost" {
-            let s = tokio::spawn(skipcost::measure(args.calls, 11))
-                .await
-                .map_err(|e| e.to_string())??;
-            println!("skip cost: {s:?}");
-            return Ok(());
-        }
-        let wire = rows::capture_adapter_wire().await?;
-        let (rows, _) = rows::build(&targets, &wire, 0).await?;
-        let keys: Vec<&str> = rows.iter().map(|r| r.key).collect();
-        let row = rows
-            .into_iter()
-            .find(|r| r.key == key)
-            .ok_or_else(|| format!("--profile {key:?}: rows are {keys:?} and skip_cost"))?;
-        let call = row.call.clone();
-        let n = args.calls;
-        let tasks = args.concurrency.max(1);
-        let per_task = n.div_ceil(tasks);
-        let run = async move {
-            for _ in 0..n / 10 + 1 {
-                call().await?;
-            }
-            let cpu0 = cpu::self_cpu();
-            let t0 = tokio::time::Instant::now();
-            let mut set = tokio::task::JoinSet::new();
-            for _ in 0..tasks {
-                let call = call.clone();
-                set.spawn(async move {
-                    for _ in 0..per_task {
-                        call().await?;
-                    }
-                    Ok::<_, String>(())
-                });
-            }
-            while let Some(done) = set.join_next().await {
-                done.map_err(|e| e.to_string())??;
-            }
-            Ok::<_, String>((t0.elapsed(), cpu::self_cpu().saturating_sub(cpu0)))
-        };
-        let (wall, cpu) = tokio::spawn(run).await.map_err(|e| e.to_string())??;
-        let n = per_task * tasks;
-        println!(
-            "{key}: {n} calls by {tasks} task(s), {:.1} µs wall and {:.1} µs CPU per call",
-            wall.as_secs_f64() * 1e6 / n.max(1) as f64,
-            cpu.as_secs_f64() * 1e6 / n.max(1) as f64
-        );
-        Ok(())
-    });
-    // Client connections close first, so a gently stopped gateway drains at once.
-    drop(rt);
-    drop(gateway);
-    result
 }
 
 /// The row keys `--only` names, with `gateway` standing for the gateway rows and the rows

@@ -103,6 +103,8 @@ pub(crate) struct Report {
     pub(crate) skip_cost: Vec<SkipCost>,
     /// The local model section (`None` with `--no-local`).
     pub(crate) local: Option<LocalSection>,
+    /// Issue 36's pool against a single link, paired (`None` unless both rows ran).
+    pub(crate) pool_paired: Option<crate::paired::Paired>,
     /// The issue's targets.
     pub(crate) targets: Vec<Target>,
     /// Notes.
@@ -270,6 +272,10 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> 
             "skip cost, isolated, {when} ({} rounds of {} calls per chain, in-memory links): the skip adds {:.0} ns (median of per-round differences; fastest rounds: {:.0} ns without, {:.0} ns with, {:.0} ns apart)",
             s.rounds, s.calls_per_round, s.skip_ns, s.direct_ns, s.with_skip_ns, s.skip_fastest_ns
         );
+    }
+    if let Some(p) = &r.pool_paired {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{}", p.line());
     }
     if let Some(local) = &r.local {
         render_local(&mut out, local);

@@ -193,6 +193,80 @@ async fn a_redis_backed_chain_builds_and_answers_while_redis_is_down() {
     assert_eq!(ready["links"][0]["breaker"]["state"], "closed", "{ready}");
 }
 
+/// The configured spells reach the shared breaker: with `[state] backend = "redis"`, every
+/// re-trip without a close opens the breaker for twice as long, from `open_ms` up to
+/// `open_max_ms`, as the in-process breaker does; read from the open key a REAL
+/// `redis-server` holds (its TTL is the spell left plus the state TTL, 10 min).
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shared_breaker_s_open_spell_grows_as_configured() {
+    use ripcord_chaos::{Behavior, Script, VendorError};
+    let Some(redis) = ripcord_redis::server::RedisServer::start_or_skip("the shared spell test")
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    vendor.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let text = format!(
+        "[chain]\norder = [\"vendor\"]\n[[providers]]\nname = \"vendor\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
+         [providers.retry]\nmax_attempts = 1\n\
+         [providers.breaker]\nfailure_threshold = 1\nopen_ms = 200\nopen_max_ms = 500\nbackground_probe_ms = 0\n\
+         [state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\n",
+        vendor.base_url(),
+        redis.url()
+    );
+    let cfg = config::parse("spells.toml", &text, &no_env).unwrap();
+    let built = build::build(&cfg).unwrap();
+    let streak = || {
+        redis.command(
+            "EVAL \"return tonumber(redis.call('GET', KEYS[1]) or 0)\" 1 ripcord:v1:{vendor}:breaker:streak",
+        )
+    };
+    let state_ttl_ms = 600_000;
+    let mut left_ms = 0;
+    for (n, spell_ms) in [(1, 200), (2, 400), (3, 500), (4, 500)] {
+        // Trip 1 is the first failure; each later one, the half-open probe once the spell
+        // before it is over.
+        tokio::time::sleep(Duration::from_millis(left_ms + 30)).await;
+        let e = built
+            .chain
+            .chat(&ChatRequest::user("hi"), &Context::new())
+            .await
+            .unwrap_err();
+        assert_ne!(
+            e.kind(),
+            ErrorKind::CircuitOpen,
+            "call {n} was refused: {e}"
+        );
+        // Outcomes reach Redis from the breaker's background reporter: poll for the trip.
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        while streak().as_deref() != Some(format!(":{n}").as_str()) {
+            assert!(
+                std::time::Instant::now() < until,
+                "trip {n} never reached Redis (streak {:?})",
+                streak()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let pttl: u64 = redis
+            .command("PTTL ripcord:v1:{vendor}:breaker:open")
+            .and_then(|r| r.trim_start_matches(':').parse().ok())
+            .unwrap();
+        left_ms = pttl.saturating_sub(state_ttl_ms);
+        assert!(
+            left_ms <= spell_ms && left_ms > spell_ms / 2,
+            "trip {n}: {left_ms} ms left of the open spell, expected a spell of {spell_ms} ms"
+        );
+    }
+    assert_eq!(
+        vendor.hits(),
+        4,
+        "one failure and three probes reached the vendor"
+    );
+}
+
 /// `[budget]` on local state: a tenant's tokens are charged around the whole chain, per tenant.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_local_tenant_budget_refuses_a_spent_tenant_and_serves_another() {

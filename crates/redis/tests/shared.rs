@@ -322,7 +322,8 @@ async fn every_key_is_namespaced_versioned_and_expires() {
     .unwrap();
     let ctx = Context::new().with_tenant("acme");
     stack.chat(&req(), &ctx).await.unwrap();
-    // Trip the breaker so its open-until, trips and (after a probe) permit keys exist too.
+    // Trip the breaker so its open-until, trips, streak and (after a probe) permit keys exist
+    // too.
     vendor.down.store(true, Ordering::SeqCst);
     for _ in 0..3 {
         stack.chat(&req(), &ctx).await.unwrap_err();
@@ -339,7 +340,13 @@ async fn every_key_is_namespaced_versioned_and_expires() {
         .query_async(&mut con)
         .await
         .unwrap();
-    for long_lived in ["breaker:open", "breaker:trips", "budget:acme", "rl:rpm"] {
+    for long_lived in [
+        "breaker:open",
+        "breaker:trips",
+        "breaker:streak",
+        "budget:acme",
+        "rl:rpm",
+    ] {
         assert!(
             keys.contains(&format!("ripcord:v1:{{vendor}}:{long_lived}")),
             "{long_lived} missing from {keys:?}"

@@ -6,8 +6,12 @@
 //!
 //! Configs: `bare`, `ctx_run`, `chain1`, `retry`, `breaker`, `rate_limit`, `bulkhead`, `link`
 //! (all four), `chain3` (three decorated links, link 1 serves), `link1` (a chain of one decorated
-//! link) and `skip` (the same behind a decorated link whose breaker is open: the difference
-//! is what skipping costs).
+//! link), `skip` (the same behind a decorated link whose breaker is open: the difference
+//! is what skipping costs), `pool` (a pool of three deployments, each behind its own breaker,
+//! inside the link's rate limit, bulkhead and breaker, and no retry: the pool makes the link's
+//! attempts, as `ripcord-cli` builds a pooled provider; compare with `link`) and `chain3_pool`
+//! (`chain3` with link 1 that pool; compare with `chain3`). `RIPCORD_POOL_BALANCE` picks the
+//! pool's strategy (default `p2c_peak_ewma`).
 
 #![allow(clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -92,6 +96,46 @@ fn link(name: &str) -> Arc<dyn ChatModel> {
     )
 }
 
+/// A pool of three deployments of one model, as the bench's `chain_pool` row builds link 1.
+fn pool(name: &str) -> Arc<dyn ChatModel> {
+    let deployments = ["east", "west", "north"]
+        .into_iter()
+        .map(|region| {
+            let d: Arc<dyn ChatModel> =
+                Arc::new(model(name).with_breaker(BreakerPolicy::default()));
+            Deployment::from_arc(region, d).region(region)
+        })
+        .collect();
+    let strategy = std::env::var("RIPCORD_POOL_BALANCE")
+        .ok()
+        .map_or(Balance::default(), |s| {
+            s.parse().expect("RIPCORD_POOL_BALANCE")
+        });
+    let policy = PoolPolicy::builder()
+        .strategy(strategy)
+        .build()
+        .expect("pool policy");
+    Arc::new(
+        Pool::new(name, deployments, policy)
+            .expect("pool")
+            .with_rate_limit(
+                RateLimitPolicy::builder()
+                    .rpm(1_000_000_000)
+                    .tpm(4_000_000_000)
+                    .build()
+                    .expect("limits"),
+            )
+            .with_bulkhead(
+                BulkheadPolicy::builder()
+                    .max_in_flight(256)
+                    .max_queue(1024)
+                    .build()
+                    .expect("bulkhead"),
+            )
+            .with_breaker(BreakerPolicy::default()),
+    )
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let config = args.next().unwrap_or_else(|| "bare".into());
@@ -130,6 +174,8 @@ fn main() {
         "chain3" => chain(vec![link("a"), link("b"), link("c")]),
         "link1" => chain(vec![link("b")]),
         "skip" => chain(vec![link("down"), link("b")]),
+        "pool" => pool("a"),
+        "chain3_pool" => chain(vec![pool("a"), link("b"), link("c")]),
         other => {
             eprintln!("unknown config {other:?}");
             std::process::exit(2);

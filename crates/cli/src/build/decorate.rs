@@ -104,16 +104,9 @@ pub(super) fn decorate(
     // permit expires with it.
     #[cfg(not(feature = "redis"))]
     let _ = deadline_ms;
-    let first = Duration::from_millis(p.breaker.open_ms);
-    let longest = Duration::from_millis(p.breaker.open_max_ms.max(p.breaker.open_ms));
-    let spells = if longest > first {
-        OpenBackoff::Exponential {
-            base: first,
-            max: longest,
-        }
-    } else {
-        OpenBackoff::Constant(first)
-    };
+    // The same spells for the in-process breaker and the shared one: the first `open_ms`,
+    // doubling on every re-trip without a close, up to `open_max_ms`.
+    let spells = open_spells(p);
     let breaker_layer = BreakerPolicy::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open(spells)
@@ -135,7 +128,7 @@ pub(super) fn decorate(
         Some((state, _)) => {
             let config = SharedBreakerConfig::default()
                 .consecutive_failures(p.breaker.failure_threshold)
-                .open_for(Duration::from_millis(p.breaker.open_ms))
+                .open(spells)
                 .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
             let link = model.id().name.clone();
             let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_layer)?;
@@ -169,6 +162,21 @@ pub(super) fn decorate(
     // The cache is outside the whole link: a hit touches neither the breaker nor the limits.
     let link = super::policies::cached(&p.policies, Arc::new(health));
     Ok((link, handle, prober, breaker_handle))
+}
+
+/// The provider's open spells: `open_ms` first, doubling on every re-trip without a close in
+/// between up to `open_max_ms` (a constant spell when the two are equal).
+pub(super) fn open_spells(p: &Provider) -> OpenBackoff {
+    let first = Duration::from_millis(p.breaker.open_ms);
+    let longest = Duration::from_millis(p.breaker.open_max_ms.max(p.breaker.open_ms));
+    if longest > first {
+        OpenBackoff::Exponential {
+            base: first,
+            max: longest,
+        }
+    } else {
+        OpenBackoff::Constant(first)
+    }
 }
 
 /// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state

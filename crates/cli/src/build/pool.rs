@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
-    BreakerPolicy, ChatModelExt, Deployment, OpenBackoff, Pool, PoolHandle, PoolPolicy,
-    RateLimitPolicy,
+    BreakerPolicy, ChatModelExt, Deployment, Pool, PoolHandle, PoolPolicy, RateLimitPolicy,
 };
 
 use super::adapters::{Clients, adapter};
@@ -54,19 +53,9 @@ pub(super) fn pooled(
             model = Arc::new(model.with_rate_limit(b.build().map_err(config_error)?));
         }
         // Its own breaker, with the provider's settings.
-        let first = Duration::from_millis(p.breaker.open_ms);
-        let longest = Duration::from_millis(p.breaker.open_max_ms.max(p.breaker.open_ms));
-        let spells = if longest > first {
-            OpenBackoff::Exponential {
-                base: first,
-                max: longest,
-            }
-        } else {
-            OpenBackoff::Constant(first)
-        };
         let breaker = BreakerPolicy::builder()
             .consecutive_failures(p.breaker.failure_threshold)
-            .open(spells)
+            .open(super::decorate::open_spells(p))
             .background_probe(p.breaker.background_probe_ms.map(Duration::from_millis))
             .max_probes(p.breaker.half_open_probes.max(1) as usize)
             .build()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_core::{ChatModel, Error, ErrorKind, Result};
-use ripcord_resilience::{Breaker, BreakerListener, BreakerPolicy, KindAction};
+use ripcord_resilience::{Breaker, BreakerListener, BreakerPolicy, KindAction, OpenBackoff};
 
 use super::RedisBreakerStore;
 use crate::state::{RedisState, config_error};
@@ -14,7 +14,7 @@ use crate::state::{RedisState, config_error};
 #[derive(Debug, Clone)]
 pub struct SharedBreakerConfig {
     pub(super) consecutive_failures: u32,
-    pub(super) open_for: Duration,
+    pub(super) open: OpenBackoff,
     pub(super) probe_timeout: Duration,
     pub(super) half_open_retry_hint: Duration,
     pub(super) state_ttl: Duration,
@@ -28,7 +28,7 @@ impl Default for SharedBreakerConfig {
     fn default() -> Self {
         SharedBreakerConfig {
             consecutive_failures: 5,
-            open_for: Duration::from_secs(60),
+            open: OpenBackoff::Constant(Duration::from_secs(60)),
             probe_timeout: Duration::from_secs(30),
             half_open_retry_hint: Duration::from_secs(1),
             state_ttl: Duration::from_secs(600),
@@ -47,10 +47,33 @@ impl SharedBreakerConfig {
         self
     }
 
-    /// How long the breaker stays open (default 60 s).
-    pub fn open_for(mut self, d: Duration) -> Self {
-        self.open_for = d;
+    /// The same open spell after every trip: shorthand for
+    /// [`open`](Self::open)`(OpenBackoff::Constant(d))` (the default is a constant 60 s).
+    pub fn open_for(self, d: Duration) -> Self {
+        self.open(OpenBackoff::Constant(d))
+    }
+
+    /// How long the breaker stays open after each trip, as the in-process breaker's
+    /// `BreakerPolicyBuilder::open`: with `OpenBackoff::Exponential { base, max }` the first
+    /// trip opens for `base` and every re-trip without a close in between (a failed half-open
+    /// probe, on any replica) doubles it, up to `max`; a close starts again at `base`. The
+    /// streak of trips is counted in Redis, in the same script that trips (see the module docs).
+    pub fn open(mut self, spells: OpenBackoff) -> Self {
+        self.open = spells;
         self
+    }
+
+    /// The first open spell and the longest one (equal for a constant spell).
+    pub(super) fn spells(&self) -> (Duration, Duration) {
+        match self.open {
+            OpenBackoff::Exponential { base, max } => (base, max.max(base)),
+            OpenBackoff::Constant(d) => (d, d),
+            // A kind this version does not know: its first spell, constant.
+            other => {
+                let first = other.iter().next().unwrap_or(Duration::from_secs(60));
+                (first, first)
+            }
+        }
     }
 
     /// The longest a half-open probe may take; also the TTL of the probe permit (default 30 s).
@@ -108,7 +131,7 @@ impl SharedBreakerConfig {
         self.validate()?;
         let mut b = BreakerPolicy::builder()
             .consecutive_failures(self.consecutive_failures)
-            .open_for(self.open_for)
+            .open(self.open)
             .probe_timeout(self.probe_timeout)
             .half_open_retry_hint(self.half_open_retry_hint);
         for (k, a) in &self.kinds {
@@ -125,8 +148,18 @@ impl SharedBreakerConfig {
         if self.consecutive_failures == 0 {
             return bad("consecutive_failures", "must be at least 1");
         }
+        let (first, longest) = self.spells();
+        if let OpenBackoff::Exponential { base, max } = self.open
+            && max < base
+        {
+            return bad(
+                "open",
+                "the longest spell (max) must be at least the first (base)",
+            );
+        }
         for (name, d) in [
-            ("open_for", self.open_for),
+            ("open_for", first),
+            ("open_max", longest),
             ("probe_timeout", self.probe_timeout),
             ("half_open_retry_hint", self.half_open_retry_hint),
             ("state_ttl", self.state_ttl),

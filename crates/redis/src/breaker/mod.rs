@@ -12,7 +12,9 @@
 //! calls across replicas), `…:breaker:open` (open-until, Redis server time in ms; it outlives
 //! open-until by `state_ttl` so replicas see half-open), `…:breaker:trips` (trip count) and
 //! `…:breaker:probe` (the single half-open probe permit across all replicas, taken with
-//! `SET NX PX probe_timeout`, so a dead prober's permit expires).
+//! `SET NX PX probe_timeout`, so a dead prober's permit expires) and `…:breaker:streak` (trips
+//! since the last close, which lengthen the open spell as the in-process breaker's do:
+//! [`SharedBreakerConfig::open`]; it expires with the open state it belongs to).
 //!
 //! # The success path does not wait for Redis
 //!
@@ -192,9 +194,10 @@ struct Inner {
     view: LocalStore,
     state: RedisState,
     scripts: Scripts,
-    keys: [String; 4],
+    keys: [String; 5],
     threshold: String,
     open_ms: String,
+    open_max_ms: String,
     ttl_ms: String,
     probe_ms: String,
     lease_calls: u64,
@@ -235,6 +238,7 @@ impl Inner {
             &self.keys[1],
             &self.keys[2],
             &self.keys[3],
+            &self.keys[4],
         ];
         let args = [
             self.threshold.as_str(),
@@ -243,6 +247,7 @@ impl Inner {
             &self.probe_ms,
             token,
             payload,
+            &self.open_max_ms,
         ];
         self.state.eval(script, &keys, &args).await
     }
@@ -316,6 +321,7 @@ impl RedisBreakerStore {
         layer: &BreakerPolicy,
     ) -> Result<Arc<Self>> {
         config.validate()?;
+        let (first, longest) = config.spells();
         let (tx, rx) = mpsc::channel(QUEUE);
         Ok(Arc::new(RedisBreakerStore {
             inner: Arc::new(Inner {
@@ -327,9 +333,11 @@ impl RedisBreakerStore {
                     key(link, "breaker:open"),
                     key(link, "breaker:trips"),
                     key(link, "breaker:probe"),
+                    key(link, "breaker:streak"),
                 ],
                 threshold: config.consecutive_failures.to_string(),
-                open_ms: ms(config.open_for).to_string(),
+                open_ms: ms(first).to_string(),
+                open_max_ms: ms(longest).to_string(),
                 ttl_ms: ms(config.state_ttl).to_string(),
                 probe_ms: ms(config.probe_timeout).to_string(),
                 lease_calls: config.lease_calls,

@@ -166,14 +166,14 @@ pub(crate) struct PeakEwma {
 impl PeakEwma {
     pub(crate) fn new(default_rtt: Duration, now: Instant) -> Self {
         PeakEwma {
-            rtt_ns: default_rtt.as_nanos() as f64,
+            rtt_ns: nanos_f64(default_rtt),
             at: now,
             measured: false,
         }
     }
 
     pub(crate) fn observe(&mut self, rtt: Duration, now: Instant, decay: Duration) {
-        let sample = rtt.as_nanos() as f64;
+        let sample = nanos_f64(rtt);
         if now < self.at {
             return;
         }
@@ -194,9 +194,18 @@ impl PeakEwma {
     }
 
     fn weight(&self, now: Instant, decay: Duration) -> f64 {
-        let elapsed = now.saturating_duration_since(self.at).as_nanos() as f64;
-        (-elapsed / decay.as_nanos() as f64).exp()
+        let elapsed = nanos_f64(now.saturating_duration_since(self.at));
+        (-elapsed / nanos_f64(decay)).exp()
     }
+}
+
+/// `d` in nanoseconds, as `d.as_nanos() as f64` but without the 128-bit integer (whose
+/// conversion to a float is a slow library call, paid several times on every pick); the same
+/// value for any duration below 584 years.
+fn nanos_f64(d: Duration) -> f64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos())) as f64
 }
 
 /// Counts of one ejection window.

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::clock::{SharedClock, default_clock};
 use crate::error::ConfigError;
-use crate::retry::{RandomSource, SplitMix64};
+use crate::retry::{Backoff, RandomSource, SplitMix64};
 
 /// How a pool picks the deployment for an attempt.
 ///
@@ -250,6 +250,9 @@ pub struct PoolPolicy {
     pub(crate) out_recheck: Option<Duration>,
     pub(crate) clock: SharedClock,
     pub(crate) rng: Arc<dyn RandomSource>,
+    /// The backoff before a deployment already tried takes the call again: the retry
+    /// policy's default, read once here rather than built on every call.
+    pub(crate) backoff: Backoff,
 }
 
 impl Default for PoolPolicy {
@@ -264,6 +267,7 @@ impl Default for PoolPolicy {
             out_recheck: Some(Duration::from_secs(300)),
             clock: default_clock(),
             rng: Arc::new(SplitMix64::from_entropy()),
+            backoff: crate::RetryPolicy::default().backoff(),
         }
     }
 }

@@ -42,6 +42,7 @@ mod balance;
 mod deployment;
 mod handle;
 mod layer;
+mod observer;
 mod store;
 
 use std::future::Future;
@@ -64,8 +65,9 @@ pub use layer::{Balance, Ejection, PoolPolicy, PoolPolicyBuilder, UnknownBalance
 pub use store::{LocalPoolStore, PoolBlock, PoolStore, SharedBlocks};
 
 use crate::error::ConfigError;
-use crate::stream_util::{End, Observed, StreamObserver, bounded_by, open_to_first_content};
+use crate::stream_util::{Observed, bounded_by, open_to_first_content};
 use deployment::{Health, InFlight, Slot};
+use observer::PoolObserver;
 use store::Spread;
 
 /// The most deployments one pool holds (the per-call bookkeeping is a 64-bit set).
@@ -274,16 +276,23 @@ impl Shared {
         self.policy.clock.now()
     }
 
-    /// Deployments taking calls at `now`, minus those in `exclude`.
-    fn candidates(&self, now: Instant, exclude: u64, buf: &mut [usize; MAX_DEPLOYMENTS]) -> usize {
-        let mut n = 0;
+    /// Deployments taking calls at `now`, minus those in `exclude`, as a set; and those of
+    /// them that are out of service and due their trial call.
+    fn candidates(&self, now: Instant, exclude: u64) -> (u64, u64) {
+        let (mut set, mut trial) = (0, 0);
         for (i, slot) in self.slots.iter().enumerate() {
-            if exclude & bit(i) == 0 && slot.health().blocked_until(now).is_none() {
-                buf[n] = i;
-                n += 1;
+            if exclude & bit(i) != 0 {
+                continue;
+            }
+            let h = slot.health();
+            if h.blocked_until(now).is_none() {
+                set |= bit(i);
+                if h.out.is_some() {
+                    trial |= bit(i);
+                }
             }
         }
-        n
+        (set, trial)
     }
 
     /// The earliest instant a deployment not in `exclude` returns by itself, if any does.
@@ -296,11 +305,10 @@ impl Shared {
             .min()
     }
 
-    /// Books an answer on slot `i`; returns what the store should hear of it (it was the
-    /// trial call of a deployment out of service, or its window ejected it).
-    fn on_success(&self, i: usize, latency: Duration, tokens: u64) -> Spread {
+    /// Books an answer on slot `i`, which ended at `now`; returns what the store should hear
+    /// of it (it was the trial call of a deployment out of service, or its window ejected it).
+    fn on_success(&self, i: usize, now: Instant, latency: Duration, tokens: u64) -> Spread {
         let mut spread = Spread::default();
-        let now = self.now();
         let mut h = self.slots[i].health();
         spread.back = h.out.take().is_some();
         if spread.back {
@@ -311,8 +319,11 @@ impl Shared {
         }
         h.ewma.observe(latency, now, self.policy.ewma_decay);
         h.successes += 1;
-        h.roll_minute(now);
-        h.minute.tokens = h.minute.tokens.saturating_add(tokens);
+        if self.policy.strategy == Balance::Usage {
+            // Only the `usage` strategy reads the minute's counts.
+            h.roll_minute(now);
+            h.minute.tokens = h.minute.tokens.saturating_add(tokens);
+        }
         // A window is judged whenever it fills, on a success too: a deployment failing 40%
         // of its calls may well fill its window with an answer.
         if let Some(ej) = self.policy.ejection
@@ -440,6 +451,8 @@ struct Served<T> {
     slot: usize,
     attempts: Vec<Attempt>,
     latency: Duration,
+    /// When the attempt ended.
+    ended: Instant,
     guard: InFlight,
 }
 
@@ -452,7 +465,7 @@ impl Pool {
     {
         let shared = &self.shared;
         let max = shared.policy.attempts_for(shared.slots.len());
-        let backoff = crate::RetryPolicy::default().backoff();
+        let backoff = shared.policy.backoff;
         let mut previous = backoff.base;
         // Per-call sets of slots: tried, refused by their own breaker or limiter, failed in a
         // way worth retrying, and cooled down by that failure (their wait is the vendor's, so
@@ -465,7 +478,7 @@ impl Pool {
         let mut retries: u32 = 0;
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut last: Option<Error> = None;
-        let mut buf = [0usize; MAX_DEPLOYMENTS];
+        let usage = shared.policy.strategy == Balance::Usage;
         loop {
             if let Err(stop) = ctx.check() {
                 return Err(self.stop_with(stop, last, attempts));
@@ -473,18 +486,20 @@ impl Pool {
             if made >= max {
                 return Err(self.give_up(last, attempts, None));
             }
-            shared.refresh().await;
+            if shared.store.is_shared() {
+                shared.refresh().await;
+            }
             let now = shared.now();
             let hard = refused | (tried & !retryable);
-            let mut n = shared.candidates(now, tried | refused, &mut buf);
+            let (mut set, mut trial) = shared.candidates(now, tried | refused);
             let mut again = false;
-            if n == 0 {
+            if set == 0 {
                 // Every deployment was tried: one whose failure is worth retrying may take
                 // the call again.
-                n = shared.candidates(now, hard, &mut buf);
-                again = n > 0;
+                (set, trial) = shared.candidates(now, hard);
+                again = set != 0;
             }
-            if n == 0 {
+            if set == 0 {
                 match shared.earliest_return(now, hard) {
                     Some(at) if ctx.deadline().is_none_or(|d| at < d) => {
                         // Wait for the first deployment back: exactly until its cooldown ends.
@@ -501,7 +516,7 @@ impl Pool {
                     }
                 }
             }
-            let i = balance::pick(shared, &buf[..n], now);
+            let i = balance::pick(shared, set, now);
             let model = &shared.slots[i].spec.model;
             if let Some(e) = model.refusal(ctx) {
                 // Its own breaker or limiter refuses: pass over it in this call.
@@ -509,6 +524,7 @@ impl Pool {
                 last.get_or_insert(e);
                 continue;
             }
+            let mut started = now;
             if again && cooled & bit(i) == 0 {
                 retries += 1;
                 let d = backoff.delay(retries, previous, shared.policy.rng.as_ref());
@@ -519,26 +535,29 @@ impl Pool {
                 if let Err(stop) = ctx.sleep(d).await {
                     return Err(self.stop_with(stop, last, attempts));
                 }
+                started = shared.now();
             }
             made += 1;
             tried |= bit(i);
-            {
+            if usage || trial & bit(i) != 0 {
                 let mut h = shared.slots[i].health();
-                h.roll_minute(now);
-                h.minute.requests = h.minute.requests.saturating_add(1);
+                if usage {
+                    h.roll_minute(now);
+                    h.minute.requests = h.minute.requests.saturating_add(1);
+                }
                 if h.out.is_some() {
                     // Its trial call: one per period, however many calls arrive meanwhile.
                     h.recheck_at = shared.policy.out_recheck.map(|d| now + d);
                 }
             }
             let guard = InFlight::new(Arc::clone(shared), i);
-            let started = shared.now();
             let outcome = if model.bounds_itself() {
                 once(i).await
             } else {
                 ctx.run(once(i)).await
             };
-            let latency = shared.now().saturating_duration_since(started);
+            let ended = shared.now();
+            let latency = ended.saturating_duration_since(started);
             match outcome {
                 Ok(value) => {
                     return Ok(Served {
@@ -546,6 +565,7 @@ impl Pool {
                         slot: i,
                         attempts,
                         latency,
+                        ended,
                         guard,
                     });
                 }
@@ -566,7 +586,9 @@ impl Pool {
                         cooled |= bit(i);
                     }
                     let (after, spread) = shared.on_failure(i, &e, latency, ctx);
-                    shared.spread(i, spread).await;
+                    if !spread.is_empty() {
+                        shared.spread(i, spread).await;
+                    }
                     let e = e.with_attempts(Vec::new());
                     if let After::Stop = after {
                         return Err(e.with_attempts(attempts));
@@ -610,65 +632,6 @@ impl Pool {
         match wait {
             Some(w) => e.with_retry_after(w),
             None => e,
-        }
-    }
-}
-
-/// Reports a pool stream's end to its deployment and holds its in-flight count until then.
-struct PoolObserver {
-    guard: InFlight,
-    started: Instant,
-    first: Option<Duration>,
-    tokens: u64,
-}
-
-impl StreamObserver for PoolObserver {
-    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        if let Ok(StreamEvent::Usage { usage }) = &item {
-            self.tokens = usage.total_tokens();
-        }
-        item
-    }
-
-    fn on_content(&mut self) {
-        let shared = &self.guard.0;
-        self.first = Some(shared.now().saturating_duration_since(self.started));
-    }
-
-    fn on_end(&mut self, end: End<'_>) {
-        let shared = &self.guard.0;
-        let i = self.guard.1;
-        let latency = self
-            .first
-            .unwrap_or_else(|| shared.now().saturating_duration_since(self.started));
-        match end {
-            End::Finished => {
-                let spread = shared.on_success(i, latency, self.tokens);
-                shared.spread_later(i, spread);
-            }
-            // A consumer that stopped reading says nothing about the deployment.
-            End::Dropped => {}
-            End::Failed(e) => {
-                if counts_for_ejection(e)
-                    && let Some(ej) = shared.policy.ejection
-                {
-                    let now = shared.now();
-                    let mut h = shared.slots[i].health();
-                    h.failures += 1;
-                    if h.count(true, now, &ej) {
-                        drop(h);
-                        if shared.maybe_eject(i, now, &ej) {
-                            shared.spread_later(
-                                i,
-                                Spread {
-                                    eject: Some(ej),
-                                    ..Spread::default()
-                                },
-                            );
-                        }
-                    }
-                }
-            }
         }
     }
 }
@@ -719,11 +682,14 @@ impl ChatModel for Pool {
             slot,
             mut attempts,
             latency,
+            ended,
             guard,
         } = served;
         drop(guard);
-        let spread = shared.on_success(slot, latency, resp.usage.total_tokens());
-        shared.spread(slot, spread).await;
+        let spread = shared.on_success(slot, ended, latency, resp.usage.total_tokens());
+        if !spread.is_empty() {
+            shared.spread(slot, spread).await;
+        }
         let name = &shared.slots[slot].spec.name;
         if resp.provenance.attempts.is_empty() {
             attempts.push(shared.attempt(slot, None, latency));
@@ -754,6 +720,7 @@ impl ChatModel for Pool {
             mut attempts,
             latency,
             guard,
+            ..
         } = served;
         let stream = if shared.slots[slot].spec.model.bounds_itself() {
             stream

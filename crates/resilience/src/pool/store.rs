@@ -210,7 +210,7 @@ pub(crate) struct Spread {
 }
 
 impl Spread {
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.cool.is_none() && self.eject.is_none() && self.out.is_none() && !self.back
     }
 }

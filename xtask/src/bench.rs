@@ -30,12 +30,11 @@ fn run_cmd(cmd: &mut Command) -> Result<(), String> {
 /// `--no-local`, `--ripcord PATH`, `--local-threads N`, `--only gateway`).
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
-    let cargo = env!("CARGO");
     if !args
         .iter()
         .any(|a| a == "--no-gateway" || a == "--local-only" || a.starts_with("--ripcord"))
     {
-        run_cmd(Command::new(cargo).current_dir(&root).args([
+        run_cmd(crate::cargo::cargo().current_dir(&root).args([
             "build",
             "--release",
             "-p",
@@ -45,7 +44,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         ]))?;
     }
     run_cmd(
-        Command::new(cargo)
+        crate::cargo::cargo()
             .current_dir(&root)
             .args(["run", "--release", "-p", "ripcord-bench", "--"])
             .args(args),

@@ -3,7 +3,6 @@
 //! non-zero otherwise), fails the test command.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 /// `(package, example)`, in the order a reader meets them.
@@ -22,7 +21,7 @@ pub(crate) const EXAMPLES: &[(&str, &str)] = &[
 pub(crate) fn run_all(root: &Path, envs: &[(&str, String)]) -> Result<(), String> {
     for (package, example) in EXAMPLES {
         let t = Instant::now();
-        let out = Command::new(env!("CARGO"))
+        let out = crate::cargo::cargo()
             .current_dir(root)
             .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
             .args(["run", "-q", "-p", package, "--example", example])

@@ -11,7 +11,6 @@
 //! `--check` only type-checks each set (`cargo check --all-targets`), for a quicker look.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 /// The crate whose features are checked one by one.
@@ -64,7 +63,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     for set in &sets {
         let t = Instant::now();
-        let mut cmd = Command::new(env!("CARGO"));
+        let mut cmd = crate::cargo::cargo();
         cmd.current_dir(root);
         if check_only {
             cmd.args([

@@ -33,7 +33,7 @@ pub(crate) fn run(root: &Path, cache: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let bin_root = dir.join("root");
     crate::test::run_cmd(
-        Command::new(env!("CARGO"))
+        crate::cargo::cargo()
             .current_dir(root)
             .args([
                 "install",

@@ -16,6 +16,7 @@
 )]
 
 mod bench;
+mod cargo;
 mod chaos;
 mod check_deps;
 mod debian_tools;

@@ -224,7 +224,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             return Err(e);
         }
     };
-    let mut cmd = Command::new(env!("CARGO"));
+    let mut cmd = crate::cargo::cargo();
     cmd.current_dir(&root)
         .env("RIPCORD_CACHE", &cache)
         .envs(receiver.env())

@@ -304,8 +304,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let own_chains = a.config.is_none() && !a.routes && !a.bedrock && !a.vertex;
     let run_shared = own_chains && (a.only.is_empty() || asked_shared);
     let run_vendor = own_chains && (a.only.is_empty() || asked_vendor);
-    // Only when asked for by name until its slow-reader attack is reliable (see abuse/mod.rs).
-    let run_abuse = own_chains && asked_abuse;
+    let run_abuse = own_chains && (a.only.is_empty() || asked_abuse);
     a.only
         .retain(|n| n != shared::NAME && n != vendor_status::NAME && n != abuse::NAME);
     let selected = if (asked_shared || asked_vendor || asked_abuse) && a.only.is_empty() {

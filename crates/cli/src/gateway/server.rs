@@ -243,7 +243,7 @@ pub async fn serve_router(
         let stop = stop_rx.clone();
         let cut = StreamCut(cut_rx.clone());
         conns.spawn(async move {
-            serve_connection(tcp, app, limits, stop, mode, cut).await;
+            serve_connection(tcp, peer, app, limits, stop, mode, cut).await;
             drop(ip_slot);
         });
     }
@@ -506,6 +506,7 @@ async fn answer(
 
 async fn serve_connection(
     tcp: TcpStream,
+    peer: std::net::SocketAddr,
     app: Router,
     limits: ServeLimits,
     mut stop: watch::Receiver<bool>,
@@ -584,9 +585,12 @@ async fn serve_connection(
                 if let Some(stalled) = sock.stalled()
                     && stalled >= limits.write_timeout
                 {
+                    // The client's address says which connection it was (a caller's own
+                    // fault, so the operator can tell whom to ask).
                     tracing::info!(
                         target: "ripcord::gateway",
                         stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                        peer = %peer,
                         "a client stopped taking its answer: connection dropped (slow consumer)"
                     );
                     return;

@@ -172,6 +172,8 @@ pub(crate) struct Field {
     pub(crate) stop: AtomicBool,
     pub(crate) calls: std::sync::Mutex<Vec<CallRec>>,
     pub(crate) start: Instant,
+    /// The connections the gateway said it dropped as slow consumers.
+    pub(crate) slow_drops: super::child::SlowDrops,
 }
 
 impl Field {
@@ -276,17 +278,25 @@ pub(crate) async fn silent(f: Arc<Field>, from: Ipv4Addr, count: usize, pause: D
 pub(crate) struct SlowSeen {
     /// It got its stream's head (a 200).
     pub(crate) started: bool,
-    /// The gateway dropped it: its stream ended without `[DONE]`.
+    /// The gateway's log said it dropped this connection as a slow consumer: how long after
+    /// the stream's head that line was read, and how long the gateway said its writes had
+    /// been refused.
+    pub(crate) reported: Option<(f64, u64)>,
+    /// What the client saw when it read again: the stream ended without `[DONE]` (cut), or
+    /// with it (finished: the answer fitted in the buffers, or it was never stalled).
     pub(crate) cut: bool,
+    pub(crate) finished: bool,
 }
 
-/// A slow reader: asks for a long stream with a tiny receive buffer, reads its head, then
-/// stops reading for `stall`, then reads what is left to see whether the gateway dropped it.
+/// A slow reader: asks for a long stream with a tiny receive buffer (set before connecting,
+/// so the window it advertises stays small), reads its head, then reads nothing until the
+/// gateway says (in its log) that it dropped this connection, or `wait` has passed. Then it
+/// reads what is left, to see the stream's end from its side too.
 pub(crate) async fn slow_reader(
     f: Arc<Field>,
     from: Ipv4Addr,
     key: String,
-    stall: Duration,
+    wait: Duration,
 ) -> SlowSeen {
     let t = Instant::now();
     let mut seen = SlowSeen::default();
@@ -300,6 +310,7 @@ pub(crate) async fn slow_reader(
         );
         return seen;
     };
+    let me = s.local_addr().ok();
     let auth = format!("Bearer {key}");
     let req = request(
         "POST",
@@ -335,6 +346,7 @@ pub(crate) async fn slow_reader(
             }
         }
     };
+    let began = std::time::Instant::now();
     let head = match parse_head(&got[..head_end]) {
         Ok(h) => h,
         Err(NoAnswer::Failed(e)) => {
@@ -355,11 +367,26 @@ pub(crate) async fn slow_reader(
         return seen;
     }
     seen.started = true;
-    // Stop reading; the gateway's write timeout should drop the connection meanwhile.
-    tokio::time::sleep(stall).await;
+    // Read nothing until the gateway says it dropped this connection (polled: the line comes
+    // from the child's stderr reader), or until `wait` has passed.
+    while began.elapsed() < wait {
+        let drop = f
+            .slow_drops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|d| Some(d.peer) == me)
+            .copied();
+        if let Some(d) = drop {
+            let after = d.seen.saturating_duration_since(began);
+            seen.reported = Some((after.as_secs_f64() * 1000.0, d.stalled_ms));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut tail: Vec<u8> = got.split_off(head_end);
     let mut big = vec![0u8; 65536];
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match s.read(&mut big).await {
                 Ok(0) | Err(_) => break,
@@ -373,8 +400,11 @@ pub(crate) async fn slow_reader(
             }
         }
     })
-    .await;
-    seen.cut = !String::from_utf8_lossy(&tail).contains("[DONE]");
+    .await
+    .is_ok();
+    let done = String::from_utf8_lossy(&tail).contains("[DONE]");
+    seen.finished = ended && done;
+    seen.cut = ended && !done;
     seen
 }
 

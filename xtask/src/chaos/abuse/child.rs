@@ -7,10 +7,12 @@
 //! in that same process (the same pid) with a hard limit it cannot raise.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 /// The hidden xtask task that runs a program under a descriptor limit.
 pub(crate) const TRAMPOLINE: &str = "with-nofile";
@@ -70,8 +72,10 @@ pub(crate) fn raise_own_nofile() -> Option<u64> {
 }
 
 /// The `ripcord` binary: `RIPCORD_BIN` when set, else built from the workspace with cargo
-/// (`cargo build -p ripcord-cli --bin ripcord`, the dev profile `cargo xtask test` builds, so
-/// after the tests it is already fresh).
+/// (`cargo build -p ripcord-cli --bin ripcord`: the cli alone, in the dev profile, the same
+/// build as `cargo xtask test`'s `cargo install --debug --path crates/cli`). Started through
+/// [`crate::cargo::cargo`], so it shares fingerprints with the shell's builds and is fresh
+/// (well under a second) when nothing changed.
 pub(crate) fn ripcord_binary() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("RIPCORD_BIN") {
         let p = PathBuf::from(p);
@@ -81,8 +85,7 @@ pub(crate) fn ripcord_binary() -> Result<PathBuf, String> {
             Err(format!("RIPCORD_BIN={} is not a file", p.display()))
         };
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let out = Command::new(cargo)
+    let out = crate::cargo::cargo()
         .current_dir(crate::test::workspace_root())
         .args([
             "build",
@@ -125,6 +128,42 @@ pub(crate) struct Gateway {
     pub(crate) log_lines: Arc<AtomicUsize>,
     /// What it said at start about its connection cap under the descriptor limit.
     pub(crate) cap_line: Arc<std::sync::Mutex<Option<String>>>,
+    /// The connections it said it dropped as slow consumers, as its log lines were read.
+    pub(crate) slow_drops: SlowDrops,
+}
+
+/// The gateway's slow-consumer drops, shared with the clients that wait for theirs.
+pub(crate) type SlowDrops = Arc<std::sync::Mutex<Vec<SlowDrop>>>;
+
+/// One connection the gateway dropped because its client stopped taking its answer, as its
+/// log line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlowDrop {
+    /// The client's address and port.
+    pub(crate) peer: SocketAddr,
+    /// How long its writes had been refused when it was dropped, by the gateway's count.
+    pub(crate) stalled_ms: u64,
+    /// When the line was read from the child's stderr.
+    pub(crate) seen: Instant,
+}
+
+/// The text that marks the gateway's slow-consumer line.
+const SLOW_CONSUMER: &str = "connection dropped (slow consumer)";
+
+/// The peer and `stalled_ms` of a slow-consumer log line (`… stalled_ms=2412
+/// peer=127.0.0.4:40132`), or `None` for any other line.
+pub(crate) fn slow_drop_of(line: &str) -> Option<(SocketAddr, u64)> {
+    if !line.contains(SLOW_CONSUMER) {
+        return None;
+    }
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+    };
+    Some((
+        field("peer")?.parse().ok()?,
+        field("stalled_ms")?.parse().ok()?,
+    ))
 }
 
 impl Drop for Gateway {
@@ -187,7 +226,12 @@ pub(crate) fn start(
     };
     let cap_line = Arc::new(std::sync::Mutex::new(None));
     let log_lines = Arc::new(AtomicUsize::new(0));
-    let (count, cap) = (Arc::clone(&log_lines), Arc::clone(&cap_line));
+    let slow_drops = SlowDrops::default();
+    let (count, cap, drops) = (
+        Arc::clone(&log_lines),
+        Arc::clone(&cap_line),
+        Arc::clone(&slow_drops),
+    );
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
@@ -195,6 +239,15 @@ pub(crate) fn start(
             if line.contains("connections at once") {
                 *cap.lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(line);
+            } else if let Some((peer, stalled_ms)) = slow_drop_of(&line) {
+                drops
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(SlowDrop {
+                        peer,
+                        stalled_ms,
+                        seen: Instant::now(),
+                    });
             }
         }
     });
@@ -204,6 +257,7 @@ pub(crate) fn start(
         url,
         log_lines,
         cap_line,
+        slow_drops,
     })
 }
 
@@ -258,6 +312,23 @@ mod tests {
         assert_eq!(status_kib(status, "VmSwap"), None);
         let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            512                  512                  files\n";
         assert_eq!(open_files_limit(limits), Some((512, 512)));
+    }
+
+    #[test]
+    fn the_gateways_slow_consumer_line_gives_the_client_and_its_stall() {
+        // As `ripcord serve` writes it on stderr.
+        let line = "2026-12-02T14:24:32.674858Z  INFO ripcord::gateway: a client stopped taking its answer: connection dropped (slow consumer) stalled_ms=2455 peer=127.0.0.7:47073";
+        assert_eq!(
+            slow_drop_of(line),
+            Some(("127.0.0.7:47073".parse().unwrap(), 2455))
+        );
+        for other in [
+            "2026-12-02T14:24:32Z  INFO ripcord::gateway: accept failed peer=127.0.0.7:47073",
+            "… connection dropped (slow consumer) stalled_ms=2455",
+            "… connection dropped (slow consumer) stalled_ms=x peer=127.0.0.7:47073",
+        ] {
+            assert_eq!(slow_drop_of(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 const BANS: &[(&str, &[&str])] = &[
     (
@@ -36,7 +35,7 @@ const BANS: &[(&str, &[&str])] = &[
 
 /// `cargo tree -p KRATE -e normal` with `extra` arguments, one package per line.
 fn tree(krate: &str, extra: &[&str]) -> Result<String, String> {
-    let out = Command::new(env!("CARGO"))
+    let out = crate::cargo::cargo()
         .args([
             "tree", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
         ])

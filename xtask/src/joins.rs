@@ -1,7 +1,7 @@
 //! `cargo xtask joins [--cuts 6,12] [--tokens 64]`: how often a continued answer reads badly
 //! at its join, on the real local model.
 //!
-//! For each of the 20 agreement prompts (`crates/local-onnx/agreement_prompts.txt`), the local
+//! For each of the 20 agreement prompts (`crates/local-onnx/model/agreement_prompts.txt`), the local
 //! model (SmolLM2-135M under `$RIPCORD_CACHE`, greedy) answers once; its answer is cut after
 //! `k` words for each `k` of `--cuts`. A chain with `stream_policy = continue` then gets a
 //! first link that streams exactly those `k` words and breaks off (no finish event), and the

@@ -14,7 +14,7 @@ use crate::LocalLlama;
 /// The fixed prompts, one per line of `agreement_prompts.txt` (the file the converter's
 /// `agree` subcommand reads too, so both ends compare the same answers).
 pub fn prompts() -> impl Iterator<Item = &'static str> {
-    include_str!("../agreement_prompts.txt")
+    include_str!("../model/agreement_prompts.txt")
         .lines()
         .filter(|l| !l.trim().is_empty())
 }

@@ -345,8 +345,10 @@ fn run_checked(cmd: &mut Command, what: &str) -> Result<(), String> {
     }
 }
 
-/// The model tool, compiled in: its entry point first, then every module of its package. A
-/// change to any of them redoes the conversions (their hashes are the steps' inputs).
+/// The model tool, compiled in: its entry point first, then every module of its package, then
+/// the agreement prompts its verifier reads from beside the entry point (so the tool written
+/// out under any cache directory finds them, not only inside the source tree). A change to any
+/// of them redoes the conversions (their hashes are the steps' inputs).
 const TOOL: &[(&str, &str)] = &[
     (
         "ripcord_model.py",
@@ -376,6 +378,10 @@ const TOOL: &[(&str, &str)] = &[
         "modeltool/verify.py",
         include_str!("../model/modeltool/verify.py"),
     ),
+    (
+        "agreement_prompts.txt",
+        include_str!("../model/agreement_prompts.txt"),
+    ),
 ];
 
 /// Writes the model tool out to `<cache>/model-tool/` (a file only when its text differs);
@@ -390,7 +396,7 @@ fn write_tool(cache: &Path) -> Result<Vec<PathBuf>, String> {
                 fs::create_dir_all(parent)
                     .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
-            let tmp = path.with_extension("py.part");
+            let tmp = path.with_extension("part");
             fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
             fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
@@ -591,6 +597,8 @@ mod tests {
             .collect();
         modules.sort();
         on_disk.extend(modules);
+        // The agreement prompts the verifier reads from beside the entry point.
+        on_disk.push("agreement_prompts.txt".to_owned());
         let compiled: Vec<&str> = TOOL.iter().map(|(n, _)| *n).collect();
         assert_eq!(compiled, on_disk);
         for (name, text) in TOOL {
@@ -607,6 +615,15 @@ mod tests {
         let files = write_tool(&cache).expect("written");
         assert_eq!(files.len(), TOOL.len());
         assert!(files[0].ends_with("model-tool/ripcord_model.py"));
+        // The verifier reads its prompts from beside the entry point, wherever the cache is.
+        let prompts = fs::read_to_string(files[0].with_file_name("agreement_prompts.txt"))
+            .expect("the agreement prompts are written beside the entry point");
+        assert!(
+            prompts
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .eq(crate::agreement::prompts())
+        );
         fs::write(&files[1], "tampered").expect("tamper");
         let again = write_tool(&cache).expect("rewritten");
         assert_eq!(

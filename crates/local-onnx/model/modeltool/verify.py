@@ -163,10 +163,12 @@ def cmd_verify(args) -> None:
 
 # The greedy-agreement check: 20 fixed prompts, the first 16 greedy tokens of each variant
 # against the reference (the fp32 model.onnx). Decides which variants ship.
-# The prompts live in one file, read by this script and by `ripcord_local_onnx::agreement`.
+# The prompts live in one file beside the tool's entry point (in the source tree and wherever
+# `ripcord setup-model` writes the tool out), read by this script and compiled into
+# `ripcord_local_onnx::agreement`.
 AGREEMENT_PROMPTS = [
     line
-    for line in (Path(__file__).resolve().parents[3] / "crates" / "local-onnx" / "agreement_prompts.txt")
+    for line in (Path(__file__).resolve().parents[1] / "agreement_prompts.txt")
     .read_text(encoding="utf-8")
     .splitlines()
     if line.strip()

@@ -12,8 +12,9 @@ use redis::Script;
 /// for exactly that length from closed, and for the longer of it and the streak's spell when a
 /// probe re-trips (as the in-process breaker does); either way it counts in the streak. The
 /// streak is counted here, atomically with the trip, and lives exactly as long as the open state
-/// it belongs to (the same TTL, renewed by every trip), so it can never outlive the breaker's
-/// state; a probe that closes the breaker and an operator's reset delete it.
+/// it belongs to (both expire at the same instant on the server's clock, set by every trip:
+/// two relative TTLs set a millisecond apart would let the streak outlive the state), so it can
+/// never outlive the breaker's state; a probe that closes the breaker and an operator's reset delete it.
 const PRELUDE: &str = "local t = redis.call('TIME')\n\
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
 local function state()\n\
@@ -33,9 +34,10 @@ local function trip(own, exact)\n\
   if ms > tonumber(ARGV[7]) then ms = tonumber(ARGV[7]) end\n\
   if exact or own > ms then ms = own end\n\
   ms = math.floor(ms)\n\
-  local ttl = ms + tonumber(ARGV[3])\n\
-  redis.call('SET', KEYS[2], now + ms, 'PX', ttl)\n\
-  redis.call('PEXPIRE', KEYS[5], ttl)\n\
+  local at = now + ms + tonumber(ARGV[3])\n\
+  redis.call('SET', KEYS[2], now + ms)\n\
+  redis.call('PEXPIREAT', KEYS[2], at)\n\
+  redis.call('PEXPIREAT', KEYS[5], at)\n\
   redis.call('INCR', KEYS[3])\n\
   redis.call('PEXPIRE', KEYS[3], 86400000)\n\
   redis.call('DEL', KEYS[1])\n\
@@ -93,8 +95,9 @@ return state()\n";
 /// streak expires with the half-open state).
 const WAKE: &str = "local open = redis.call('GET', KEYS[2])\n\
 if open and now < tonumber(open) then\n\
-  redis.call('SET', KEYS[2], now, 'PX', ARGV[3])\n\
-  redis.call('PEXPIRE', KEYS[5], ARGV[3])\n\
+  redis.call('SET', KEYS[2], now)\n\
+  redis.call('PEXPIREAT', KEYS[2], now + tonumber(ARGV[3]))\n\
+  redis.call('PEXPIREAT', KEYS[5], now + tonumber(ARGV[3]))\n\
 end\n\
 return state()\n";
 

@@ -241,12 +241,10 @@ pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, St
             tpm: Some(60_000_000),
             pause_429_ms: None,
         });
-    }
-    // One spell length for every trip of `primary`: this scenario is about one trip seen by
-    // every replica and its recovery within the run's last third. A spell that doubled when the
-    // probe inside the outage re-trips would outlast a short run (the growth of a shared spell
-    // across replicas is pinned by crates/redis/tests/breaker_spells.rs).
-    for p in config.chain.iter_mut().filter(|p| p.name == LINK) {
+        // One spell length for every trip: this scenario is about one trip seen by every
+        // replica and its recovery within the run's last third. A spell that doubled when the
+        // probe inside the outage re-trips would outlast a short run (the growth of a shared
+        // spell across replicas is pinned by crates/redis/tests/breaker_spells.rs).
         p.breaker.open_max_ms = p.breaker.open_ms;
     }
     let open_ms = config

@@ -14,7 +14,8 @@ use redis::Script;
 /// streak is counted here, atomically with the trip, and lives exactly as long as the open state
 /// it belongs to (both expire at the same instant on the server's clock, set by every trip:
 /// two relative TTLs set a millisecond apart would let the streak outlive the state), so it can
-/// never outlive the breaker's state; a probe that closes the breaker and an operator's reset delete it.
+/// never outlive the breaker's state; a probe that closes the breaker and an operator's reset
+/// delete it.
 const PRELUDE: &str = "local t = redis.call('TIME')\n\
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
 local function state()\n\

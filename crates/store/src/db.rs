@@ -45,16 +45,30 @@ impl Backend {
     }
 }
 
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "ledger",
-    include_str!("../migrations/sqlite/0001_ledger.sql"),
-)];
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "ledger",
-    include_str!("../migrations/postgres/0001_ledger.sql"),
-)];
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "ledger",
+        include_str!("../migrations/sqlite/0001_ledger.sql"),
+    ),
+    (
+        2,
+        "keys",
+        include_str!("../migrations/sqlite/0002_keys.sql"),
+    ),
+];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "ledger",
+        include_str!("../migrations/postgres/0001_ledger.sql"),
+    ),
+    (
+        2,
+        "keys",
+        include_str!("../migrations/postgres/0002_keys.sql"),
+    ),
+];
 
 fn migrator(backend: Backend) -> Migrator {
     let set = match backend {

@@ -16,6 +16,12 @@ pub enum StoreError {
     /// A query failed.
     #[error("a store query failed")]
     Query(#[source] sqlx::Error),
+    /// No key has this id (or it is revoked, for a change that needs a live key).
+    #[error("no key {0:?}")]
+    NoSuchKey(String),
+    /// A key's settings were refused (the field and why).
+    #[error("key settings: {0}")]
+    KeySpec(String),
     /// The local spool could not be read or written.
     #[error("the ledger spool {path}: {what}")]
     Spool {

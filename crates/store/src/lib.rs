@@ -6,6 +6,8 @@
 //! - [`Ledger`]: the writer the gateway records through, off the request path (a bounded
 //!   channel, batches, a bounded local spool while the database is unreachable; the module docs
 //!   of [`ledger`] state the bounds);
+//! - [`Store::create_key`] and its siblings: gateway keys kept as digests, rotated with a
+//!   grace period, revoked, every change in the audit table;
 //! - [`Store::spend`] and [`Store::tokens_since`]: reading it back (spend reports, a budget's
 //!   period spend at start).
 //!
@@ -26,6 +28,7 @@
 
 mod db;
 mod error;
+mod keys;
 pub mod ledger;
 mod row;
 mod spend;
@@ -33,6 +36,7 @@ mod spool;
 
 pub use db::{Backend, Store, StoreOptions, redact};
 pub use error::StoreError;
+pub use keys::{AuditEntry, Change, KeyChange, KeySettings, NewSecret, StoredKey, digest_of};
 pub use ledger::{Ledger, LedgerCounts, LedgerOptions, LedgerStats, LedgerTask};
 pub use row::{AttemptRow, CallRow, CallScope, LedgerRow, Tokens, new_row_id};
 pub use spend::{GroupBy, SpendFilter, SpendGroup};

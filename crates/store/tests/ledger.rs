@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::print_stderr)]
 
+#[macro_use]
 mod support;
 
 use std::time::Duration;
@@ -220,29 +221,6 @@ async fn unpriced_and_priced_rows_mix(db: Db) {
         .await
         .unwrap();
     assert!((total[0].cost_usd - 0.2).abs() < 1e-9, "{total:?}");
-}
-
-macro_rules! on_both {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(super::support::sqlite()).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    if let Some(db) = super::support::postgres().await {
-                        super::$name(db).await;
-                    }
-                }
-            )*
-        }
-    };
 }
 
 on_both!(

@@ -9,6 +9,30 @@ use std::path::PathBuf;
 use ripcord_store::{AttemptRow, CallRow, CallScope, LedgerRow, Tokens, new_row_id};
 use sqlx::Connection;
 
+/// Runs each named `async fn(Db)` as a test on a SQLite file and on Postgres.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::support::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if let Some(db) = super::support::postgres().await {
+                        super::$name(db).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
 /// A temp directory removed on drop.
 pub struct TempDir(pub PathBuf);
 

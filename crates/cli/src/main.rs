@@ -304,7 +304,9 @@ async fn run(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if let Err(e) = gateway::check_bind(addr, !cfg.gateway_keys.is_empty()) {
+            let keyed = !cfg.gateway_keys.is_empty()
+                || cfg.store.as_ref().is_some_and(|s| s.keys_poll.is_some());
+            if let Err(e) = gateway::check_bind(addr, keyed) {
                 eprintln!("ripcord: {e}");
                 return ExitCode::from(2);
             }
@@ -322,15 +324,18 @@ async fn run(cli: Cli) -> ExitCode {
             let (ledger, ledger_task) = match &cfg.store {
                 None => (None, None),
                 Some(s) => match start_ledger(s).await {
-                    Ok((l, st, t)) => (Some((l, st)), Some(t)),
+                    Ok((l, st, t, dir)) => (Some((l, st, dir)), Some(t)),
                     Err(e) => {
                         eprintln!("ripcord: [store]: {e}");
                         return ExitCode::from(2);
                     }
                 },
             };
-            if let Some((l, st)) = &ledger {
+            if let Some((l, st, dir)) = &ledger {
                 state.set_ledger(l.clone(), st.clone());
+                if let Some(dir) = dir {
+                    state.set_store_keys(dir.clone(), built.key_limiter.clone());
+                }
             }
             let metrics_listener = match &cfg.server.metrics_listen {
                 None => None,
@@ -442,7 +447,7 @@ async fn run(cli: Cli) -> ExitCode {
                 r = reload_on_hangup(Arc::clone(&live)) => r,
             };
             // After the drain: every row of the calls served is written (or spooled).
-            if let (Some(task), Some((l, _))) = (ledger_task, &ledger) {
+            if let (Some(task), Some((l, _, _))) = (ledger_task, &ledger) {
                 task.shutdown().await;
                 let c = l.stats().counts();
                 eprintln!(
@@ -644,7 +649,16 @@ async fn spend(
     }
 }
 
-/// Connects `[store]`'s database (migrating it) and starts the ledger's writer.
+/// What `[store]` gives a running gateway: the ledger, its database, and the keys kept there
+/// (`keys = true`).
+type Stored = (
+    ripcord_store::Ledger,
+    ripcord_store::Store,
+    Option<gateway::store_keys::KeyDirectory>,
+);
+
+/// Connects `[store]`'s database (migrating it), starts the ledger's writer and, with
+/// `keys = true`, reads the keys kept there.
 async fn start_ledger(
     s: &config::StoreSettings,
 ) -> Result<
@@ -652,6 +666,7 @@ async fn start_ledger(
         ripcord_store::Ledger,
         ripcord_store::Store,
         ripcord_store::LedgerTask,
+        Option<gateway::store_keys::KeyDirectory>,
     ),
     String,
 > {
@@ -674,7 +689,21 @@ async fn start_ledger(
         ripcord_store::redact(url),
         s.spool.display()
     );
-    Ok((ledger, store, task))
+    let directory = match s.keys_poll {
+        None => None,
+        Some(every) => {
+            let d = gateway::store_keys::KeyDirectory::start(store.clone(), every)
+                .await
+                .map_err(|e| format!("could not read the store's keys: {e}"))?;
+            eprintln!(
+                "ripcord: {} key(s) in the store, read again every {} ms",
+                d.len(),
+                every.as_millis()
+            );
+            Some(d)
+        }
+    };
+    Ok((ledger, store, task, directory))
 }
 
 fn rebuilder(
@@ -684,7 +713,7 @@ fn rebuilder(
         ripcord_telemetry::PrometheusExport,
         ripcord_telemetry::alert_webhook::AlertWebhook,
     ),
-    ledger: Option<(ripcord_store::Ledger, ripcord_store::Store)>,
+    ledger: Option<Stored>,
 ) -> gateway::live::Rebuild {
     let current = std::sync::Mutex::new(built);
     Arc::new(move || {
@@ -715,8 +744,11 @@ fn rebuilder(
         let mut state = gateway::GatewayState::from_built(&cfg, &next);
         state.metrics = Some(export.clone());
         // The ledger outlives reloads (a `[store]` added or changed takes a restart).
-        if let Some((l, st)) = &ledger {
+        if let Some((l, st, dir)) = &ledger {
             state.set_ledger(l.clone(), st.clone());
+            if let Some(dir) = dir {
+                state.set_store_keys(dir.clone(), next.key_limiter.clone());
+            }
         }
         *previous = next;
         Ok((state, summary))

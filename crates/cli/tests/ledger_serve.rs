@@ -14,6 +14,8 @@
     clippy::print_stderr
 )]
 
+#[path = "support/store.rs"]
+mod store_support;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -22,43 +24,7 @@ use std::time::{Duration, Instant};
 use ripcord_chaos::{FakeVendor, Wire};
 use ripcord_store::{GroupBy, SpendFilter, Store, StoreOptions};
 use serde_json::json;
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(test: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!(
-        "ripcord-ledger-{test}-{}-{}",
-        std::process::id(),
-        ripcord_store::new_row_id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
-
-/// A fresh database on the test Postgres, or `None` with the reason printed.
-async fn postgres_db() -> Option<String> {
-    let Ok(base) = std::env::var("RIPCORD_TEST_POSTGRES_URL") else {
-        eprintln!(
-            "skipped: RIPCORD_TEST_POSTGRES_URL is not set (cargo xtask test starts a Postgres)"
-        );
-        return None;
-    };
-    let name = format!("l{}", &ripcord_store::new_row_id()[..16]);
-    use sqlx::Connection;
-    let mut c = sqlx::PgConnection::connect(&base).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    let (root, _) = base.rsplit_once('/').unwrap();
-    Some(format!("{root}/{name}"))
-}
+use store_support::{Dir, postgres_db, temp_dir};
 
 const FLUSH_MS: u64 = 100;
 /// The documented bound: one flush interval plus one write (generous for a loaded CI box).

@@ -92,6 +92,7 @@ pub struct SharedBudgetConfig {
     budget_anonymous: bool,
     scope: Option<String>,
     replicas: u32,
+    account: Option<String>,
 }
 
 impl Default for SharedBudgetConfig {
@@ -103,6 +104,7 @@ impl Default for SharedBudgetConfig {
             budget_anonymous: false,
             scope: None,
             replicas: 1,
+            account: None,
         }
     }
 }
@@ -146,6 +148,13 @@ impl SharedBudgetConfig {
         self
     }
 
+    /// Charges every call to the one account `name`, whatever its tenant
+    /// ([`BudgetPolicyBuilder::account`](ripcord_resilience::BudgetPolicyBuilder::account)).
+    pub fn account(mut self, name: impl Into<String>) -> Self {
+        self.account = Some(name.into());
+        self
+    }
+
     /// The token limit per window for a tenant.
     pub fn limit_for(&self, tenant: &str) -> u64 {
         self.per_tenant
@@ -182,6 +191,9 @@ impl SharedBudgetConfig {
             .budget_anonymous(self.budget_anonymous);
         for (t, n) in &self.per_tenant {
             b = b.tenant(t.clone(), *n);
+        }
+        if let Some(a) = &self.account {
+            b = b.account(a.as_str());
         }
         b.build().map_err(Error::from)
     }

@@ -175,6 +175,17 @@ impl Store {
         tx.commit().await.map_err(StoreError::Query)
     }
 
+    /// A transaction that reads then writes: on SQLite it takes the write lock at its start
+    /// (`BEGIN IMMEDIATE`), so a second process writing the same file makes it wait (the busy
+    /// timeout) instead of failing with `database is locked` when its read turns into a write.
+    pub(crate) async fn begin_write(&self) -> Result<Transaction<'static, Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+        .map_err(StoreError::Query)
+    }
+
     /// Closes the pool (waits for connections in use).
     pub async fn close(&self) {
         self.pool.close().await;

@@ -391,7 +391,7 @@ impl Store {
             .routes
             .as_ref()
             .map(|r| serde_json::to_string(r).unwrap_or_default());
-        let mut tx = self.pool().begin().await.map_err(q)?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
             "INSERT INTO gateway_keys ({COLUMNS}) VALUES ($1, $2, $3, $4, NULL, NULL, $5, $6, $7, \
              $8, $9, NULL, $10, $10)"
@@ -464,7 +464,7 @@ impl Store {
     ) -> Result<(StoredKey, NewSecret), StoreError> {
         let now = now_ms();
         let secret = new_secret();
-        let mut tx = self.pool().begin().await.map_err(q)?;
+        let mut tx = self.begin_write().await?;
         let old = fetch_key(&mut tx, id).await?;
         if old.revoked_ms.is_some() {
             return Err(StoreError::NoSuchKey(format!("{id} (revoked)")));
@@ -503,7 +503,7 @@ impl Store {
     /// [`StoreError::NoSuchKey`], or as [`Store::keys`].
     pub async fn revoke_key(&self, id: &str, actor: &str) -> Result<StoredKey, StoreError> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await.map_err(q)?;
+        let mut tx = self.begin_write().await?;
         fetch_key(&mut tx, id).await?;
         sqlx::query(
             "UPDATE gateway_keys SET revoked_ms = COALESCE(revoked_ms, $1), updated_ms = $1 \
@@ -535,7 +535,7 @@ impl Store {
         check: impl FnOnce(&KeySettings) -> Result<(), String>,
     ) -> Result<StoredKey, StoreError> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await.map_err(q)?;
+        let mut tx = self.begin_write().await?;
         let old = fetch_key(&mut tx, id).await?;
         if old.revoked_ms.is_some() {
             return Err(StoreError::NoSuchKey(format!("{id} (revoked)")));

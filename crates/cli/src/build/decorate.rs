@@ -224,6 +224,7 @@ pub(super) fn budgeted(
     model: Arc<dyn ChatModel>,
     b: &TenantBudget,
     scope: &str,
+    account: Option<&str>,
     shared: Shared<'_>,
 ) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
     let window = Duration::from_secs(b.window_s);
@@ -238,6 +239,9 @@ pub(super) fn budgeted(
         for (t, n) in &b.tenants {
             c = c.tenant(t.clone(), *n);
         }
+        if let Some(a) = account {
+            c = c.account(a);
+        }
         let budget = shared_budget(model, state.clone(), c)?;
         let view = budget.view();
         return Ok((Arc::new(budget), view));
@@ -250,6 +254,9 @@ pub(super) fn budgeted(
         .budget_anonymous(b.anonymous);
     for (t, n) in &b.tenants {
         layer = layer.tenant(t.clone(), *n);
+    }
+    if let Some(a) = account {
+        layer = layer.account(a);
     }
     let budget = model.with_budget(layer.build().map_err(config_error)?);
     let view = budget.view();
@@ -269,6 +276,33 @@ fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
 
 /// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the
 /// client gets its 429 before any vendor is called; shared through Redis when the state is.
+/// A store key's model: its own budget of `budget_tokens` per `window_s` (charged to the
+/// account `key:<id>`, inside the tenants' budget), under its `rpm`/`tpm` limits; `None` for a
+/// key without any.
+pub(super) fn store_key_limited(
+    key: &GatewayKey,
+    budget_tokens: Option<u64>,
+    window_s: u64,
+    model: &Arc<dyn ChatModel>,
+    shared: Shared<'_>,
+) -> Result<Option<Arc<dyn ChatModel>>> {
+    let Some(tokens) = budget_tokens else {
+        return key_limited(key, model, shared);
+    };
+    let account = format!("key:{}", key.label());
+    let b = TenantBudget {
+        tokens_per_window: tokens,
+        window_s,
+        tenants: Vec::new(),
+        anonymous: true,
+    };
+    let (budgeted, _) = budgeted(Arc::clone(model), &b, &account, Some(&account), shared)?;
+    Ok(Some(match key_limited(key, &budgeted, shared)? {
+        Some(limited) => limited,
+        None => Arc::new(KeyScope::new(&key.label(), budgeted)),
+    }))
+}
+
 pub(super) fn key_limited(
     key: &GatewayKey,
     model: &Arc<dyn ChatModel>,

@@ -39,7 +39,7 @@ use ripcord_resilience::{
 };
 use serde_json::{Value, json};
 
-use crate::config::{Config, ProviderKind, Route, StateBackend};
+use crate::config::{Config, GatewayKey, ProviderKind, Route, StateBackend};
 use crate::routing::{self, RouteSwitch, SubTenants};
 #[cfg(feature = "redis")]
 use ripcord_redis::{RedisState, StateOptions};
@@ -111,6 +111,8 @@ pub struct Built {
     /// Per gateway key (in the config's order): the model behind the key's own `rpm`/`tpm`
     /// limits, or `None` for a key without limits.
     pub key_limits: Vec<Option<Arc<dyn ChatModel>>>,
+    /// What the keys kept in the store are made into (their limits and budget).
+    pub key_limiter: crate::gateway::store_keys::KeyLimiter,
     /// The embedding chain, when `[embeddings]` is configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
     /// Health handles per provider (each once, however many routes use it), in the order of
@@ -444,7 +446,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             // Sub-tenants (named by keys with `sub_tenants = true`) pay into their own account
             // inside their tenant's; other calls skip that inner account.
             let (inner, sub_view) = if config.gateway_keys.iter().any(|k| k.sub_tenants) {
-                let (sub, view) = budgeted(Arc::clone(&switch), budget, "sub", shared)?;
+                let (sub, view) = budgeted(Arc::clone(&switch), budget, "sub", None, shared)?;
                 (
                     Arc::new(SubTenants::new(sub, switch)) as Arc<dyn ChatModel>,
                     Some(view),
@@ -452,7 +454,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             } else {
                 (switch, None)
             };
-            let (model, view) = budgeted(inner, budget, "chain", shared)?;
+            let (model, view) = budgeted(inner, budget, "chain", None, shared)?;
             let accounts = budget_accounts::BudgetAccounts::new(config, view, sub_view);
             (model, Some(Arc::new(accounts)))
         }
@@ -462,6 +464,25 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         .iter()
         .map(|k| key_limited(k, &model, shared))
         .collect::<Result<Vec<_>>>()?;
+    let key_limiter: crate::gateway::store_keys::KeyLimiter = {
+        let model = Arc::clone(&model);
+        let window_s = config.budget.as_ref().map_or(
+            ripcord_resilience::BudgetPolicy::default()
+                .window()
+                .as_secs(),
+            |b| b.window_s,
+        );
+        #[cfg(feature = "redis")]
+        let owned = (redis.clone(), replicas);
+        crate::gateway::store_keys::KeyLimiter::new(move |k: &GatewayKey, budget: Option<u64>| {
+            #[cfg(feature = "redis")]
+            let shared: Shared<'_> = owned.0.as_ref().map(|r| (r, owned.1));
+            #[cfg(not(feature = "redis"))]
+            let shared: Shared<'_> = None;
+            decorate::store_key_limited(k, budget, window_s, &model, shared)
+                .map_err(|e| e.to_string())
+        })
+    };
     let embeddings = match &config.embeddings {
         None => None,
         Some((providers, emb_model)) => Some(embedding_chain(
@@ -483,6 +504,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         model,
         routes,
         key_limits,
+        key_limiter,
         embeddings,
         health,
         pools,

@@ -6,6 +6,8 @@
 //! spool = "/var/lib/ripcord/ledger-spool.jsonl"  # where rows wait while the database is down
 //! flush_interval_ms = 250                        # the longest a row waits before it is written
 //! spool_max_bytes = 67108864                     # the spool's cap; rows past it are counted drops
+//! keys = true                                    # also accept the keys made by POST /admin/keys
+//! keys_poll_ms = 1000                            # how soon a replica sees a key change
 //! ```
 //!
 //! Without `url` the store is a SQLite file `ripcord.db` in the data directory:
@@ -39,6 +41,12 @@ pub struct StoreConfig {
     /// The spool's cap in bytes.
     #[serde(default)]
     pub spool_max_bytes: Option<Spanned<u64>>,
+    /// Accept the keys kept in the store (made through `POST /admin/keys`).
+    #[serde(default)]
+    pub keys: Option<bool>,
+    /// How often the store's keys are read again.
+    #[serde(default)]
+    pub keys_poll_ms: Option<Spanned<u64>>,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -64,6 +72,8 @@ pub struct StoreSettings {
     pub flush_interval: Duration,
     /// The spool's cap in bytes.
     pub spool_max_bytes: u64,
+    /// How often the store's keys are read again, when the gateway accepts them.
+    pub keys_poll: Option<Duration>,
 }
 
 impl std::fmt::Debug for StoreSettings {
@@ -73,12 +83,16 @@ impl std::fmt::Debug for StoreSettings {
             .field("spool", &self.spool)
             .field("flush_interval", &self.flush_interval)
             .field("spool_max_bytes", &self.spool_max_bytes)
+            .field("keys_poll", &self.keys_poll)
             .finish()
     }
 }
 
 /// The default flush interval of the ledger.
 pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 250;
+/// How often a gateway reads the store's keys again by default: the bound on how soon every
+/// replica sees a key made, changed or revoked.
+pub(super) const DEFAULT_KEYS_POLL_MS: u64 = 1000;
 /// The default cap of the spool.
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -141,10 +155,31 @@ pub(super) fn resolve_store(
         Some(n) => *n.get_ref(),
         None => DEFAULT_SPOOL_MAX_BYTES,
     };
+    let keys_poll = match (raw.keys.unwrap_or(false), &raw.keys_poll_ms) {
+        (_, Some(n)) if *n.get_ref() < 50 => {
+            return Err(cx.err(
+                Some(&n.span()),
+                "store.keys_poll_ms",
+                "must be at least 50 (every replica reads every key each time)",
+            ));
+        }
+        (false, Some(n)) => {
+            return Err(cx.err(
+                Some(&n.span()),
+                "store.keys_poll_ms",
+                "has no effect without `keys = true`",
+            ));
+        }
+        (false, None) => None,
+        (true, n) => Some(Duration::from_millis(
+            n.as_ref().map_or(DEFAULT_KEYS_POLL_MS, |n| *n.get_ref()),
+        )),
+    };
     Ok(Some(StoreSettings {
         url: SecretString::from(url),
         spool,
         flush_interval: Duration::from_millis(flush_interval_ms),
         spool_max_bytes,
+        keys_poll,
     }))
 }

@@ -9,7 +9,9 @@
 //!   `live` module), as `SIGHUP` does;
 //! - `GET /admin/spend` reads the ledger (`[store]`): spend by tenant, key, time range, grouped
 //!   by model, route, link or day, as JSON or CSV, and `GET /admin/ledger` its counters
-//!   (the `admin_spend` module).
+//!   (the `admin_spend` module);
+//! - `/admin/keys` makes, lists, changes, rotates and revokes the keys kept in the store, and
+//!   `GET /admin/audit` answers what was done (the `admin_keys` module).
 //!
 //! They take the admin key only (`Authorization: Bearer …`), checked here by digest in constant
 //! time as the gateway keys are: a tenant's key is refused (401), and a gateway without
@@ -43,6 +45,7 @@ pub(super) fn router() -> Router<Arc<GatewayState>> {
             "/admin/ledger",
             axum::routing::get(super::admin_spend::ledger),
         )
+        .merge(super::admin_keys::router())
 }
 
 /// The bearer token must be the admin key.

@@ -191,7 +191,7 @@ fn models_shape(headers: &HeaderMap) -> Shape {
 }
 
 /// The models (routes and aliases) this caller may use, each with the route it names.
-fn visible_models(state: &GatewayState, authed: Authed) -> Vec<(&str, Option<&str>)> {
+fn visible_models<'a>(state: &'a GatewayState, authed: &Authed) -> Vec<(&'a str, Option<&'a str>)> {
     let caller = state.caller(authed);
     if state.routes.is_empty() {
         return state.models.iter().map(|m| (m.as_str(), None)).collect();
@@ -230,7 +230,7 @@ pub(super) async fn models(
     headers: HeaderMap,
 ) -> Response {
     let shape = models_shape(&headers);
-    let data: Vec<Value> = visible_models(&state, authed)
+    let data: Vec<Value> = visible_models(&state, &authed)
         .into_iter()
         .map(|(m, r)| model_entry(m, r, shape))
         .collect();
@@ -255,7 +255,7 @@ pub(super) async fn model(
     headers: HeaderMap,
 ) -> Response {
     let shape = models_shape(&headers);
-    match visible_models(&state, authed)
+    match visible_models(&state, &authed)
         .into_iter()
         .find(|(m, _)| *m == id)
     {
@@ -295,7 +295,7 @@ pub(super) async fn status_page(
     let Some(board) = &state.status else {
         return (StatusCode::NOT_FOUND, "this gateway has no status page").into_response();
     };
-    let caller = state.caller(authed);
+    let caller = state.caller(&authed);
     let may_use = |route| caller.may_use(route);
     // The same view for a program: `Accept: application/json`.
     if headers

@@ -29,10 +29,18 @@ use super::reply::hdr;
 #[derive(Debug, Clone)]
 pub(crate) struct RequestId(pub(crate) Arc<str>);
 
-/// The index of the key that authenticated the request (`None` on a keyless gateway), in the
-/// request's extensions.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Authed(pub(crate) Option<usize>);
+/// The key that authenticated the request (`None` on a keyless gateway), in the request's
+/// extensions.
+#[derive(Clone)]
+pub(crate) struct Authed(pub(crate) Option<Arc<super::Key>>);
+
+impl std::fmt::Debug for Authed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Authed")
+            .field(&self.0.as_ref().map(|k| &k.label))
+            .finish()
+    }
+}
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -114,7 +122,7 @@ fn admit(
     path: &str,
     id: &str,
 ) -> Result<(), Box<Response>> {
-    if state.keys.is_empty()
+    if !state.keyed()
         && let Some(host) = parts.headers.get(header::HOST)
         && !host.to_str().is_ok_and(loopback_host)
     {
@@ -128,7 +136,7 @@ fn admit(
         )));
     }
     if !open_path(path) {
-        match state.key_index(&parts.headers) {
+        match state.authenticate(&parts.headers) {
             Some(k) => {
                 parts.extensions.insert(Authed(k));
             }

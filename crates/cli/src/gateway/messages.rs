@@ -100,7 +100,7 @@ pub(super) async fn count_tokens(
     body: Bytes,
 ) -> Response {
     let counted = || -> Result<u32, GatewayError> {
-        let caller = state.caller(authed);
+        let caller = state.caller(&authed);
         let wire = messages_wire::parse_request(&body)?;
         authorize_route(&state, &caller, wire.model.as_deref())?;
         let req = wire.into_chat_request(false)?;

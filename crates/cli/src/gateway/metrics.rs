@@ -35,7 +35,7 @@ pub(crate) async fn metrics(
     State(state): State<Arc<GatewayState>>,
     Extension(authed): Extension<Authed>,
 ) -> Response {
-    let tenant = state.caller(authed).key.and_then(|k| k.tenant.clone());
+    let tenant = state.caller(&authed).key.and_then(|k| k.tenant.clone());
     let ready = (state.readiness)();
     // The pools' series carry no tenant: every reader sees them.
     render(

@@ -51,6 +51,7 @@
 //!   restarting chain by hand ends the stream with an error there instead.
 
 mod admin;
+mod admin_keys;
 mod admin_spend;
 mod automatic;
 mod chat;
@@ -76,6 +77,7 @@ mod shed;
 mod socket;
 pub mod status;
 mod status_vendors;
+pub mod store_keys;
 #[cfg(test)]
 mod support_matrix;
 mod wire;
@@ -123,7 +125,7 @@ pub struct GatewayRoute {
 }
 
 /// An accepted key: the digest of its secret and what it may do.
-struct Key {
+pub(crate) struct Key {
     digest: [u8; 32],
     /// Its id in the ledger (`tenant@source`, never the secret).
     label: Arc<str>,
@@ -174,7 +176,9 @@ pub struct GatewayState {
     pub status: Option<Arc<status::StatusBoard>>,
     /// The Responses door's stored responses (`store: true`).
     responses: Arc<responses_store::ResponseStore>,
-    keys: Vec<Key>,
+    keys: Vec<Arc<Key>>,
+    /// The keys kept in the store (`[store] keys = true`), read again as they change.
+    store_keys: Option<store_keys::StoreKeys>,
     routes: Vec<GatewayRoute>,
     /// One admission gate per route (one for a gateway without routes).
     admissions: Vec<Admission>,
@@ -240,6 +244,7 @@ impl GatewayState {
                 None,
             )),
             keys: Vec::new(),
+            store_keys: None,
             routes: Vec::new(),
             admissions: Vec::new(),
             ids: AtomicU64::new(0),
@@ -265,6 +270,16 @@ impl GatewayState {
     pub fn set_ledger(&mut self, ledger: ripcord_store::Ledger, store: ripcord_store::Store) {
         self.ledger = Some(ledger);
         self.store = Some(store);
+    }
+
+    /// Also accepts the keys kept in the store (`[store] keys = true`), made into keys with
+    /// `limiter`, and answers the key endpoints (`/admin/keys`).
+    pub fn set_store_keys(
+        &mut self,
+        directory: store_keys::KeyDirectory,
+        limiter: store_keys::KeyLimiter,
+    ) {
+        self.store_keys = Some(store_keys::StoreKeys::new(directory, limiter));
     }
 
     /// Uses these server settings (and resets the admission gates to their limits).
@@ -352,7 +367,7 @@ impl GatewayState {
     /// Accepts `key`; its calls go through `limited` (the model behind its own limits) when
     /// given.
     pub fn add_key(&mut self, key: &GatewayKey, limited: Option<Arc<dyn ChatModel>>) {
-        self.keys.push(Key {
+        self.keys.push(Arc::new(Key {
             digest: sha256(key.secret.expose_secret().as_bytes()),
             label: Arc::from(key.label()),
             tenant: key.tenant.as_deref().map(Arc::from),
@@ -360,7 +375,7 @@ impl GatewayState {
             sub_tenants: key.sub_tenants,
             limited,
             controls: key.controls,
-        });
+        }));
     }
 
     /// Serves these routes: a request's `model` must name one of them (by name or alias), and
@@ -374,11 +389,16 @@ impl GatewayState {
         self.reset_admissions();
     }
 
-    /// The index of the key the request carries (`Some(None)` on a keyless gateway), or `None`
-    /// when it carries no accepted key. The key is read from `Authorization: Bearer` or, for
-    /// Anthropic's SDKs, `x-api-key`.
-    fn key_index(&self, headers: &HeaderMap) -> Option<Option<usize>> {
-        if self.keys.is_empty() {
+    /// Whether requests must carry a key (a key in the config, or keys kept in the store).
+    fn keyed(&self) -> bool {
+        !self.keys.is_empty() || self.store_keys.is_some()
+    }
+
+    /// The key the request carries (`Some(None)` on a keyless gateway), or `None` when it
+    /// carries no accepted key. The key is read from `Authorization: Bearer` or, for
+    /// Anthropic's SDKs, `x-api-key`; the config's keys are compared first, then the store's.
+    fn authenticate(&self, headers: &HeaderMap) -> Option<Option<Arc<Key>>> {
+        if !self.keyed() {
             return Some(None);
         }
         // `Authorization: Bearer` (OpenAI clients), else `x-api-key` (Anthropic clients).
@@ -396,18 +416,24 @@ impl GatewayState {
         // Every key is compared (no early exit); distinct secrets are checked at start, so at
         // most one matches.
         let mut found = None;
-        for (i, k) in self.keys.iter().enumerate() {
+        for k in &self.keys {
             if digests_equal(&k.digest, &digest) {
-                found = Some(i);
+                found = Some(k);
             }
         }
-        found.map(Some)
+        if let Some(k) = found {
+            return Some(Some(Arc::clone(k)));
+        }
+        self.store_keys
+            .as_ref()?
+            .find(&digest, &self.routes)
+            .map(Some)
     }
 
     /// The caller the front door authenticated.
-    fn caller(&self, authed: Authed) -> Caller<'_> {
+    fn caller<'a>(&self, authed: &'a Authed) -> Caller<'a> {
         Caller {
-            key: authed.0.and_then(|i| self.keys.get(i)),
+            key: authed.0.as_deref(),
         }
     }
 
@@ -422,7 +448,7 @@ impl GatewayState {
     }
 
     /// Whose stored documents a caller sees: its key's tenant (`""` for anonymous callers).
-    fn owner(&self, authed: Authed) -> Arc<str> {
+    fn owner(&self, authed: &Authed) -> Arc<str> {
         self.caller(authed)
             .key
             .and_then(|k| k.tenant.clone())

@@ -208,7 +208,7 @@ pub(super) async fn door<D: Dialect>(
         .extensions()
         .get::<super::socket::PeerFin>()
         .map(|f| f.0.clone());
-    match run::<D>(&state, authed, &reply, request).await {
+    match run::<D>(&state, &authed, &reply, request).await {
         Ok(r) => r,
         Err(e) => e
             .with_request_id(&reply.id)
@@ -248,7 +248,7 @@ pub(super) fn authorize_route(
 
 async fn run<D: Dialect>(
     state: &Arc<GatewayState>,
-    authed: Authed,
+    authed: &Authed,
     reply: &Reply,
     request: Request,
 ) -> Result<Response, GatewayError> {

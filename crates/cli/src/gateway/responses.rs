@@ -590,7 +590,7 @@ pub(super) async fn get_response(
     Extension(authed): Extension<Authed>,
     Path(id): Path<String>,
 ) -> Response {
-    match stored(&state, authed, &id).await {
+    match stored(&state, &authed, &id).await {
         Ok(doc) => axum::Json(doc.response.clone()).into_response(),
         Err(e) => e.into_response(),
     }
@@ -602,7 +602,7 @@ pub(super) async fn delete_response(
     Extension(authed): Extension<Authed>,
     Path(id): Path<String>,
 ) -> Response {
-    let owner = state.owner(authed);
+    let owner = state.owner(&authed);
     if state.responses.delete(&id, &owner).await {
         axum::Json(json!({"id": id, "object": "response.deleted", "deleted": true})).into_response()
     } else {
@@ -618,7 +618,7 @@ pub(super) async fn input_items(
     Path(id): Path<String>,
     axum::extract::Query(q): axum::extract::Query<BTreeMap<String, String>>,
 ) -> Response {
-    let doc = match stored(&state, authed, &id).await {
+    let doc = match stored(&state, &authed, &id).await {
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
@@ -670,7 +670,7 @@ fn not_found(id: &str) -> GatewayError {
 
 async fn stored(
     state: &GatewayState,
-    authed: Authed,
+    authed: &Authed,
     id: &str,
 ) -> Result<Arc<StoredResponse>, GatewayError> {
     let owner = state.owner(authed);

@@ -35,6 +35,8 @@ pub struct BudgetPolicy {
     pub(crate) window: Duration,
     pub(crate) per_tenant: Arc<HashMap<String, u64>>,
     pub(crate) budget_anonymous: bool,
+    /// Every call is charged to this one account, whatever its tenant.
+    pub(crate) account: Option<Arc<str>>,
     pub(crate) clock: SharedClock,
 }
 
@@ -45,6 +47,7 @@ impl Default for BudgetPolicy {
             window: Duration::from_secs(3600),
             per_tenant: Arc::new(HashMap::new()),
             budget_anonymous: false,
+            account: None,
             clock: default_clock(),
         }
     }
@@ -107,6 +110,32 @@ impl BudgetPolicyBuilder {
     /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
     pub fn budget_anonymous(mut self, yes: bool) -> Self {
         self.layer.budget_anonymous = yes;
+        self
+    }
+
+    /// Charges every call to the one account `name`, whatever the call's tenant (a budget of
+    /// its own for one gateway key, say, inside the tenants' budget). Default: each call's
+    /// tenant.
+    ///
+    /// ```
+    /// use ripcord_core::testing::ScriptedModel;
+    /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
+    /// use ripcord_resilience::{BudgetPolicy, ChatModelExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let key = ScriptedModel::new("primary")
+    ///     .with_budget(BudgetPolicy::builder().tokens_per_window(100).account("key:a").build().unwrap());
+    /// let req = ChatRequest::user("hi").with_max_tokens(40);
+    /// key.chat(&req, &Context::new().with_tenant("acme")).await.unwrap();
+    /// key.chat(&req, &Context::new()).await.unwrap();     // no tenant: charged all the same
+    /// assert!(key.used("key:a") > 0);
+    /// assert_eq!(key.used("acme"), 0);
+    /// let big = ChatRequest::user("hi").with_max_tokens(95);
+    /// let err = key.chat(&big, &Context::new().with_tenant("globex")).await.unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::BudgetExhausted);
+    /// # }
+    /// ```
+    pub fn account(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.layer.account = Some(name.into());
         self
     }
 

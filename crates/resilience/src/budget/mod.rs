@@ -147,10 +147,11 @@ impl<M: ChatModel> Budget<M> {
 
     /// Reserves the request's tokens; returns the hold and the prompt estimate.
     async fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<(BudgetHold, u64)>> {
-        let tenant = match ctx.tenant() {
-            Some(t) => t,
-            None if self.layer.budget_anonymous => ANONYMOUS,
-            None => return Ok(None),
+        let tenant = match (&self.layer.account, ctx.tenant()) {
+            (Some(a), _) => &**a,
+            (None, Some(t)) => t,
+            (None, None) if self.layer.budget_anonymous => ANONYMOUS,
+            (None, None) => return Ok(None),
         };
         let output = req
             .max_tokens

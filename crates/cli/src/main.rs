@@ -332,6 +332,9 @@ async fn run(cli: Cli) -> ExitCode {
                 },
             };
             if let Some((l, st, dir)) = &ledger {
+                if let (Some(accounts), Some(budget)) = (&built.budget_accounts, &cfg.budget) {
+                    charge_spent(st, accounts, budget.window_s).await;
+                }
                 state.set_ledger(l.clone(), st.clone());
                 if let Some(dir) = dir {
                     state.set_store_keys(dir.clone(), built.key_limiter.clone());
@@ -646,6 +649,33 @@ async fn spend(
             eprintln!("ripcord: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Charges the budget accounts with what the ledger holds for their window, so a restart
+/// (even a `kill -9`, within the ledger's flush bound) loses no spend. A database that does not
+/// answer is reported, and the gateway starts with empty accounts.
+async fn charge_spent(
+    store: &ripcord_store::Store,
+    accounts: &ripcord_cli::build::budget_accounts::BudgetAccounts,
+    window_s: u64,
+) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let from = now.saturating_sub(i64::try_from(window_s.saturating_mul(1000)).unwrap_or(i64::MAX));
+    match store.tokens_by_tenant_since(from).await {
+        Ok(spent) => match accounts.charge_spent(&spent) {
+            Some(n) => eprintln!(
+                "ripcord: budget accounts charged {n} token(s) the ledger holds for the last {window_s} s"
+            ),
+            None => eprintln!(
+                "ripcord: budget accounts are on Redis, which keeps them across restarts; the ledger is not replayed into them"
+            ),
+        },
+        Err(e) => eprintln!(
+            "ripcord: could not read the ledger's spend for the budget window, starting with empty accounts: {e}"
+        ),
     }
 }
 

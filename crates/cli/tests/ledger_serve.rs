@@ -5,6 +5,7 @@
 //! - a `kill -9` loses nothing that was in the database, which is every row older than the
 //!   flush bound (`flush_interval_ms` plus one write);
 //! - SIGTERM writes everything queued before the process exits;
+//! - a tenant's budget spend survives a `kill -9` (charged again from the ledger at start);
 //! - a database that refuses writes (its table taken away) does not stop serving, and every
 //!   row is there, once, after it is back.
 #![allow(
@@ -309,6 +310,80 @@ async fn an_outage_keeps_serving_and_loses_nothing(url: String, dir: Dir) {
         .find(|l| l.starts_with("ripcord: ledger flushed"))
         .unwrap_or_else(|| panic!("no flush line in {log:?}"));
     assert!(flushed.contains("0 dropped"), "{flushed}");
+}
+
+/// One call of `max_tokens` with the tenant's key: its status and body.
+async fn ask_for(client: &reqwest::Client, s: &support::Served, max_tokens: u32) -> (u16, String) {
+    let r = client
+        .post(format!("{}/v1/chat/completions", s.url))
+        .bearer_auth(KEY)
+        .json(&json!({
+            "model": "gpt-4o",
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": "hi"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// A tenant's budget survives a `kill -9`: what it spent before (in the ledger within the
+/// flush bound) is charged again at the next start, so the request its remaining budget cannot
+/// hold is refused after the restart as before it.
+async fn a_restart_loses_no_spend(url: String, dir: Dir) {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("\n[budget]\ntokens_per_window = 400\nwindow_s = 3600\n");
+    std::fs::write(&cfg, text).unwrap();
+    let client = reqwest::Client::new();
+    let store = Store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut s = serve(&cfg);
+    // Spend at least 250 of the 400 tokens.
+    let mut spent = 0;
+    let mut n = 0;
+    while spent < 250 {
+        assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+        n += 1;
+        until_calls(&store, n, FLUSH_BOUND).await;
+        spent = store.tokens_since(Some("acme"), 0).await.unwrap();
+    }
+    // About 200 tokens fit a fresh budget of 400, not what is left of this one.
+    let (status, body) = ask_for(&client, &s, 200).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("budget_exhausted"), "{body}");
+    let ok = std::process::Command::new("kill")
+        .args(["-KILL", &s.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let _ = s.child.wait();
+    let s = serve(&cfg);
+    let (status, body) = ask_for(&client, &s, 200).await;
+    assert_eq!(
+        status, 429,
+        "after the restart the {spent} tokens spent are still charged: {body}"
+    );
+    assert!(body.contains("budget_exhausted"), "{body}");
+    // What is left still serves.
+    assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_restart_loses_no_spend() {
+    let dir = temp_dir("budget");
+    a_restart_loses_no_spend(sqlite_url(&dir), dir).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_restart_loses_no_spend() {
+    if let Some(url) = postgres_db().await {
+        a_restart_loses_no_spend(url, temp_dir("pg-budget")).await;
+    }
 }
 
 fn sqlite_url(dir: &Dir) -> String {

@@ -196,6 +196,37 @@ impl Store {
         Ok(u64::try_from(t).unwrap_or(0))
     }
 
+    /// Tokens (in plus out) per tenant and sub-tenant of the calls at or after `from_ms`: what
+    /// every budget account spent in its window, read at start. `None` is a call without one.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Query`] when the database fails.
+    pub async fn tokens_by_tenant_since(
+        &self,
+        from_ms: i64,
+    ) -> Result<Vec<(Option<String>, Option<String>, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, sub_tenant, \
+             CAST(COALESCE(SUM(tokens_in + tokens_out), 0) AS BIGINT) AS t \
+             FROM ledger_calls WHERE at_ms >= $1 GROUP BY tenant, sub_tenant",
+        )
+        .bind(from_ms)
+        .fetch_all(self.pool())
+        .await
+        .map_err(StoreError::Query)?;
+        rows.iter()
+            .map(|r| {
+                let t: i64 = r.try_get("t").map_err(StoreError::Query)?;
+                Ok((
+                    r.try_get("tenant").map_err(StoreError::Query)?,
+                    r.try_get("sub_tenant").map_err(StoreError::Query)?,
+                    u64::try_from(t).unwrap_or(0),
+                ))
+            })
+            .collect()
+    }
+
     /// Rows in `ledger_calls` and `ledger_attempts` (for tests and checks).
     ///
     /// # Errors

@@ -61,6 +61,33 @@ impl BudgetAccounts {
     }
 }
 
+impl BudgetAccounts {
+    /// Charges what the ledger says each account spent in the window (`tenant`, `sub-tenant`,
+    /// tokens per group), so a restart loses no spend: the tenant's account, the sub-tenant's
+    /// (`tenant/sub`) when sub-tenants are budgeted, and `<anonymous>` for calls without a
+    /// tenant when those are budgeted. Answers the tokens charged; `None` when the accounts
+    /// are shared through Redis, which keeps them across restarts itself.
+    pub fn charge_spent(&self, spent: &[(Option<String>, Option<String>, u64)]) -> Option<u64> {
+        let (view, _) = &self.tenants;
+        let mut charged = 0;
+        for (tenant, sub, tokens) in spent {
+            let account = match (tenant, view.anonymous()) {
+                (Some(t), _) => t.as_str(),
+                (None, Some(anon)) => anon,
+                (None, None) => continue,
+            };
+            if !view.charge(account, *tokens) {
+                return None;
+            }
+            charged += tokens;
+            if let (Some(t), Some(s), Some((subs, _))) = (tenant, sub, &self.subs) {
+                subs.charge(&format!("{t}/{s}"), *tokens);
+            }
+        }
+        Some(charged)
+    }
+}
+
 fn read(view: &BudgetView, tenant: &str) -> BudgetReading {
     BudgetReading {
         tenant: tenant.to_owned(),

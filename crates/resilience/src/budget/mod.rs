@@ -250,6 +250,20 @@ impl BudgetView {
         self.limit_for(tenant).saturating_sub(self.used(tenant))
     }
 
+    /// Charges `tokens` to `tenant`'s account now, whatever its limit (what a previous run
+    /// spent in the window, read back from a ledger at start). Returns whether the store took
+    /// it without waiting: a shared store that keeps its own accounts across restarts (Redis)
+    /// is not charged again and answers `false`.
+    pub fn charge(&self, tenant: &str, tokens: u64) -> bool {
+        if tokens == 0 {
+            return true;
+        }
+        matches!(
+            self.store.try_reserve(tenant, u64::MAX, tokens),
+            BudgetAdmit::Held(_)
+        )
+    }
+
     /// The tenant calls without one are charged to (`<anonymous>`), when they are budgeted
     /// ([`BudgetPolicyBuilder::budget_anonymous`]).
     pub fn anonymous(&self) -> Option<&'static str> {

@@ -30,10 +30,23 @@ fn run_cmd(cmd: &mut Command) -> Result<(), String> {
 /// `--no-local`, `--ripcord PATH`, `--local-threads N`, `--only gateway`).
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
-    if !args
+    let gateway = !args
         .iter()
-        .any(|a| a == "--no-gateway" || a == "--local-only" || a.starts_with("--ripcord"))
-    {
+        .any(|a| a == "--no-gateway" || a == "--local-only");
+    // The ledger rows' Postgres (issue 38), like the test command's: a throwaway cluster on
+    // loopback, stopped when the bench ends. Without it the Postgres row is skipped and said so.
+    let postgres = if gateway {
+        match crate::postgres_server::ensure_postgres() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("xtask bench: no Postgres for the ledger row: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if gateway && !args.iter().any(|a| a.starts_with("--ripcord")) {
         run_cmd(crate::cargo::cargo().current_dir(&root).args([
             "build",
             "--release",
@@ -43,10 +56,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "ripcord",
         ]))?;
     }
-    run_cmd(
-        crate::cargo::cargo()
-            .current_dir(&root)
-            .args(["run", "--release", "-p", "ripcord-bench", "--"])
-            .args(args),
-    )
+    let mut bench = crate::cargo::cargo();
+    bench
+        .current_dir(&root)
+        .args(["run", "--release", "-p", "ripcord-bench", "--"])
+        .args(args);
+    if let Some(p) = &postgres {
+        bench.env("RIPCORD_BENCH_POSTGRES_URL", &p.url);
+    }
+    run_cmd(&mut bench)
 }

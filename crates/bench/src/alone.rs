@@ -16,6 +16,8 @@ pub(crate) fn paired(args: &Args) -> Result<(), String> {
         down: upstream.urls.down.clone(),
         gateway: None,
         proxy: None,
+        ledger_sqlite: None,
+        ledger_postgres: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -75,6 +77,8 @@ pub(crate) fn profile(args: &Args) -> Result<(), String> {
         down: upstream.urls.down.clone(),
         gateway: gateway.as_ref().map(|g| g.url.clone()),
         proxy: proxy.as_ref().map(|p| p.url.clone()),
+        ledger_sqlite: None,
+        ledger_postgres: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -90,9 +90,38 @@ pub(crate) fn spawn(
     dir: &Path,
     wrapper: Option<&str>,
 ) -> Result<Gateway, String> {
+    spawn_with(binary, upstream, dir, wrapper, "gateway", "")
+}
+
+/// The gateway of [`spawn`] with a ledger: `[store]` on `url` (issue 38's bench rows; the
+/// ledger's defaults otherwise), its config and spool named after `name` under `dir`.
+pub(crate) fn spawn_ledger(
+    binary: &Path,
+    upstream: &str,
+    dir: &Path,
+    name: &str,
+    url: &str,
+) -> Result<Gateway, String> {
+    let spool = dir.join(format!("{name}-spool.jsonl"));
+    let _ = std::fs::remove_file(&spool);
+    let tail = format!(
+        "\n[store]\nurl = \"{url}\"\nspool = \"{}\"\n",
+        spool.display()
+    );
+    spawn_with(binary, upstream, dir, None, name, &tail)
+}
+
+fn spawn_with(
+    binary: &Path,
+    upstream: &str,
+    dir: &Path,
+    wrapper: Option<&str>,
+    name: &str,
+    tail: &str,
+) -> Result<Gateway, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("gateway: create {}: {e}", dir.display()))?;
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, config(upstream))
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config(upstream) + tail)
         .map_err(|e| format!("gateway: write {}: {e}", path.display()))?;
     let mut words = wrapper.unwrap_or_default().split_whitespace();
     let mut cmd = match words.next() {

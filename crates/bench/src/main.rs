@@ -280,6 +280,45 @@ fn bench(args: &Args) -> Result<(), String> {
             args.gateway_wrapper.as_deref(),
         )?)
     };
+    // The gateway with a ledger (issue 38): on a fresh SQLite file, and on the Postgres
+    // `RIPCORD_BENCH_POSTGRES_URL` names (`cargo xtask bench` starts one).
+    let mut ledger_notes = Vec::new();
+    let (ledger_sqlite, ledger_postgres) = match &gateway {
+        None => (None, None),
+        Some(_) => {
+            let bin = gateway::find_binary(args.ripcord.as_deref())?;
+            let db = out_dir.join("ledger.db");
+            let _ = std::fs::remove_file(&db);
+            eprintln!("ripcord-bench: starting serve with its ledger on SQLite");
+            let sqlite = gateway::spawn_ledger(
+                &bin,
+                &upstream.urls.ok,
+                &out_dir,
+                "gateway-ledger-sqlite",
+                &format!("sqlite://{}", db.display()),
+            )?;
+            let postgres = match std::env::var("RIPCORD_BENCH_POSTGRES_URL") {
+                Ok(url) => {
+                    eprintln!("ripcord-bench: starting serve with its ledger on Postgres");
+                    Some(gateway::spawn_ledger(
+                        &bin,
+                        &upstream.urls.ok,
+                        &out_dir,
+                        "gateway-ledger-postgres",
+                        &url,
+                    )?)
+                }
+                Err(_) => {
+                    ledger_notes.push(
+                        "row gateway_ledger_postgres skipped: RIPCORD_BENCH_POSTGRES_URL is not set (cargo xtask bench starts a Postgres)"
+                            .to_owned(),
+                    );
+                    None
+                }
+            };
+            (Some(sqlite), postgres)
+        }
+    };
     // The gateway's reference: forwarding alone, with the same HTTP crates.
     let proxy = if gateway.is_some() {
         eprintln!("ripcord-bench: starting the bare proxy");
@@ -303,11 +342,25 @@ fn bench(args: &Args) -> Result<(), String> {
             pid: p.pid(),
         });
     }
+    if let Some(g) = &ledger_sqlite {
+        meters.push(Meter {
+            name: "gateway_ledger_sqlite",
+            pid: g.pid(),
+        });
+    }
+    if let Some(g) = &ledger_postgres {
+        meters.push(Meter {
+            name: "gateway_ledger_postgres",
+            pid: g.pid(),
+        });
+    }
     let targets = rows::Targets {
         ok: upstream.urls.ok.clone(),
         down: upstream.urls.down.clone(),
         gateway: gateway.as_ref().map(|g| g.url.clone()),
         proxy: proxy.as_ref().map(|p| p.url.clone()),
+        ledger_sqlite: ledger_sqlite.as_ref().map(|g| g.url.clone()),
+        ledger_postgres: ledger_postgres.as_ref().map(|g| g.url.clone()),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -640,6 +693,21 @@ fn bench(args: &Args) -> Result<(), String> {
         None => {}
     }
     goals.extend(rows::budget_target(&row_reports));
+    // Issue 38: the ledger costs at most 1.1x the gateway's p50 at c=1.
+    for r in row_reports
+        .iter()
+        .filter(|r| r.key.starts_with("gateway_ledger_"))
+    {
+        if let Some(ratio) = r.p50_ratio {
+            goals.push(Target {
+                what: format!("{}: p50 at c=1 over the gateway without a ledger", r.key),
+                value: ratio,
+                bound: "<= 1.10".into(),
+                met: ratio <= 1.10,
+            });
+        }
+    }
+    notes.extend(ledger_notes);
     notes.extend(rows::redis_skipped());
     notes.push(format!(
         "the upstream child used {:.2} s of CPU in total",
@@ -712,6 +780,8 @@ fn only_rows(only: &[String]) -> Option<Vec<String>> {
                 "bare_proxy",
                 "upstream_ceiling",
                 "gateway_keepalive",
+                "gateway_ledger_sqlite",
+                "gateway_ledger_postgres",
             ] {
                 keys.push(g.to_owned());
             }

@@ -333,7 +333,7 @@ async fn run(cli: Cli) -> ExitCode {
             };
             if let Some((l, st, dir)) = &ledger {
                 if let (Some(accounts), Some(budget)) = (&built.budget_accounts, &cfg.budget) {
-                    charge_spent(st, accounts, budget.window_s).await;
+                    charge_spent(st, accounts, budget).await;
                 }
                 state.set_ledger(l.clone(), st.clone());
                 if let Some(dir) = dir {
@@ -658,16 +658,22 @@ async fn spend(
 async fn charge_spent(
     store: &ripcord_store::Store,
     accounts: &ripcord_cli::build::budget_accounts::BudgetAccounts,
-    window_s: u64,
+    budget: &config::TenantBudget,
 ) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let from = now.saturating_sub(i64::try_from(window_s.saturating_mul(1000)).unwrap_or(i64::MAX));
+    let now = ripcord_resilience::system_wall_clock()();
+    let (from, what) = match budget.period {
+        Some(p) => (p.start_of(now), format!("this {p:?}").to_lowercase()),
+        None => (
+            now.saturating_sub(
+                i64::try_from(budget.window_s.saturating_mul(1000)).unwrap_or(i64::MAX),
+            ),
+            format!("the last {} s", budget.window_s),
+        ),
+    };
     match store.tokens_by_tenant_since(from).await {
         Ok(spent) => match accounts.charge_spent(&spent) {
             Some(n) => eprintln!(
-                "ripcord: budget accounts charged {n} token(s) the ledger holds for the last {window_s} s"
+                "ripcord: budget accounts charged {n} token(s) the ledger holds for {what}"
             ),
             None => eprintln!(
                 "ripcord: budget accounts are on Redis, which keeps them across restarts; the ledger is not replayed into them"

@@ -343,6 +343,7 @@ fn a_budget_section_resolves_and_bad_values_name_the_key() {
         Some(config::TenantBudget {
             tokens_per_window: 5000,
             window_s: 3600,
+            period: None,
             tenants: vec![("acme".to_owned(), 90000)],
             anonymous: true,
         })
@@ -376,6 +377,32 @@ fn a_budget_section_resolves_and_bad_values_name_the_key() {
     )
     .unwrap_err();
     assert!(e.message.contains("unknown field `anonymus`"), "{e}");
+    // A calendar period instead of the window; not both, and only day or month.
+    let monthly = text.replace("anonymous = true", "period = \"month\"");
+    let c = config::parse("ripcord.toml", &monthly, &env(vars)).unwrap();
+    let b = c.budget.as_ref().unwrap();
+    assert_eq!(b.period, Some(ripcord_resilience::BudgetPeriod::Month));
+    assert!(
+        c.describe()
+            .contains("5000 tokens per tenant per UTC month"),
+        "{}",
+        c.describe()
+    );
+    let e = config::parse(
+        "ripcord.toml",
+        &text.replace("anonymous = true", "period = \"week\""),
+        &env(vars),
+    )
+    .unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("budget.period"), "{e}");
+    assert!(e.message.contains("\"week\""), "{e}");
+    let e = config::parse(
+        "ripcord.toml",
+        &text.replace("anonymous = true", "period = \"day\"\nwindow_s = 60"),
+        &env(vars),
+    )
+    .unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("budget.window_s"), "{e}");
 }
 
 #[test]

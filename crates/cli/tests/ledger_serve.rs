@@ -331,11 +331,11 @@ async fn ask_for(client: &reqwest::Client, s: &support::Served, max_tokens: u32)
 /// A tenant's budget survives a `kill -9`: what it spent before (in the ledger within the
 /// flush bound) is charged again at the next start, so the request its remaining budget cannot
 /// hold is refused after the restart as before it.
-async fn a_restart_loses_no_spend(url: String, dir: Dir) {
+async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
     let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str("\n[budget]\ntokens_per_window = 400\nwindow_s = 3600\n");
+    text.push_str(&format!("\n[budget]\ntokens_per_window = 400\n{budget}\n"));
     std::fs::write(&cfg, text).unwrap();
     let client = reqwest::Client::new();
     let store = Store::connect(&url, &StoreOptions::default())
@@ -376,13 +376,20 @@ async fn a_restart_loses_no_spend(url: String, dir: Dir) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_restart_loses_no_spend() {
     let dir = temp_dir("budget");
-    a_restart_loses_no_spend(sqlite_url(&dir), dir).await;
+    a_restart_loses_no_spend(sqlite_url(&dir), dir, "window_s = 3600").await;
+}
+
+/// The same over a calendar day: the ledger is read from 00:00 UTC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_restart_loses_no_spend_of_the_day() {
+    let dir = temp_dir("budget-day");
+    a_restart_loses_no_spend(sqlite_url(&dir), dir, "period = \"day\"").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_restart_loses_no_spend() {
     if let Some(url) = postgres_db().await {
-        a_restart_loses_no_spend(url, temp_dir("pg-budget")).await;
+        a_restart_loses_no_spend(url, temp_dir("pg-budget"), "period = \"month\"").await;
     }
 }
 

@@ -130,8 +130,9 @@ pub use breaker::{
     DEFAULT_BACKGROUND_PROBE, DEFAULT_BACKGROUND_PROBE_TIMEOUT, DEFAULT_OPEN_BASE, DEFAULT_OPEN_MAX,
 };
 pub use budget::{
-    Budget, BudgetAdmit, BudgetHold, BudgetPolicy, BudgetPolicyBuilder, BudgetRefusal, BudgetStore,
-    BudgetView, LocalBudgetStore,
+    Budget, BudgetAdmit, BudgetHold, BudgetPeriod, BudgetPolicy, BudgetPolicyBuilder,
+    BudgetRefusal, BudgetStore, BudgetView, LocalBudgetStore, PeriodBudgetStore, WallClock,
+    system_wall_clock,
 };
 pub use bulkhead::{Bulkhead, BulkheadPolicy, BulkheadPolicyBuilder, BulkheadSnapshot};
 pub use cache::{Cache, CachePolicy, CachePolicyBuilder, CacheStats};

@@ -138,6 +138,9 @@ pub(crate) struct Targets {
     pub(crate) gateway: Option<String>,
     /// The bare proxy (forwarding alone), if running.
     pub(crate) proxy: Option<String>,
+    /// The gateway with its ledger on SQLite, then on Postgres (`[store]`), when running.
+    pub(crate) ledger_sqlite: Option<String>,
+    pub(crate) ledger_postgres: Option<String>,
 }
 
 fn socket_addr(base: &str) -> Result<std::net::SocketAddr, String> {
@@ -438,6 +441,42 @@ pub(crate) async fn build(
             }),
             meters,
         ));
+        // The same gateway with every call written to its ledger (issue 38: at most 1.1x the
+        // gateway's p50), on SQLite and on Postgres.
+        let ledgers = [
+            (
+                "gateway_ledger_sqlite",
+                "SDK wire -> ripcord serve + ledger on SQLite -> upstream",
+                &["gateway_ledger_sqlite"] as &'static [&'static str],
+                &t.ledger_sqlite,
+            ),
+            (
+                "gateway_ledger_postgres",
+                "SDK wire -> ripcord serve + ledger on Postgres -> upstream",
+                &["gateway_ledger_postgres"],
+                &t.ledger_postgres,
+            ),
+        ];
+        for (key, label, via, url) in ledgers {
+            let Some(url) = url else { continue };
+            let post = RawPost::new(
+                reqwest_plain()?,
+                &chat_url(url),
+                &sdk_headers,
+                sdk_body.clone(),
+            )?;
+            rows.push(row(
+                key,
+                label,
+                Some("gateway"),
+                via,
+                call(move || {
+                    let f = post.clone();
+                    async move { f.json().await.map(|()| None) }
+                }),
+                meters,
+            ));
+        }
         // The other two front doors, same chain, same upstream: what each door's dialect costs
         // beside Chat Completions' (issue 32: no door more than 10% slower).
         for (key, label, path, body, text_at) in door_wires() {

@@ -25,6 +25,8 @@ async fn every_row_answers_against_fake_vendors() {
         down: down.base_url(),
         gateway: None,
         proxy: None,
+        ledger_sqlite: None,
+        ledger_postgres: None,
     };
     let wire = capture_adapter_wire().await.unwrap();
     assert!(String::from_utf8_lossy(&wire.json_body).contains(PROMPT));

@@ -229,6 +229,13 @@ pub(super) fn budgeted(
 ) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
     let window = Duration::from_secs(b.window_s);
     #[cfg(feature = "redis")]
+    if let (Some(_), Some(period)) = (shared, b.period) {
+        return Err(config_error(format!(
+            "[budget] period = {period:?} keeps its accounts in this process; under [state] \
+             backend = \"redis\" use a sliding window (window_s) for now"
+        )));
+    }
+    #[cfg(feature = "redis")]
     if let Some((state, replicas)) = shared {
         let mut c = SharedBudgetConfig::default()
             .tokens_per_window(b.tokens_per_window)
@@ -258,7 +265,18 @@ pub(super) fn budgeted(
     if let Some(a) = account {
         layer = layer.account(a);
     }
-    let budget = model.with_budget(layer.build().map_err(config_error)?);
+    let layer = layer.build().map_err(config_error)?;
+    let budget = match b.period {
+        None => model.with_budget(layer),
+        Some(period) => ripcord_resilience::Budget::with_store(
+            model,
+            layer,
+            Arc::new(ripcord_resilience::PeriodBudgetStore::new(
+                period,
+                ripcord_resilience::system_wall_clock(),
+            )),
+        ),
+    };
     let view = budget.view();
     Ok((Arc::new(budget), view))
 }
@@ -282,7 +300,7 @@ fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
 pub(super) fn store_key_limited(
     key: &GatewayKey,
     budget_tokens: Option<u64>,
-    window_s: u64,
+    (window_s, period): (u64, Option<ripcord_resilience::BudgetPeriod>),
     model: &Arc<dyn ChatModel>,
     shared: Shared<'_>,
 ) -> Result<Option<Arc<dyn ChatModel>>> {
@@ -293,6 +311,7 @@ pub(super) fn store_key_limited(
     let b = TenantBudget {
         tokens_per_window: tokens,
         window_s,
+        period,
         tenants: Vec::new(),
         anonymous: true,
     };

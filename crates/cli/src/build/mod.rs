@@ -466,11 +466,14 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         .collect::<Result<Vec<_>>>()?;
     let key_limiter: crate::gateway::store_keys::KeyLimiter = {
         let model = Arc::clone(&model);
-        let window_s = config.budget.as_ref().map_or(
-            ripcord_resilience::BudgetPolicy::default()
-                .window()
-                .as_secs(),
-            |b| b.window_s,
+        let window = config.budget.as_ref().map_or(
+            (
+                ripcord_resilience::BudgetPolicy::default()
+                    .window()
+                    .as_secs(),
+                None,
+            ),
+            |b| (b.window_s, b.period),
         );
         #[cfg(feature = "redis")]
         let owned = (redis.clone(), replicas);
@@ -479,7 +482,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             let shared: Shared<'_> = owned.0.as_ref().map(|r| (r, owned.1));
             #[cfg(not(feature = "redis"))]
             let shared: Shared<'_> = None;
-            decorate::store_key_limited(k, budget, window_s, &model, shared)
+            decorate::store_key_limited(k, budget, window, &model, shared)
                 .map_err(|e| e.to_string())
         })
     };

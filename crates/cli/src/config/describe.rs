@@ -174,10 +174,14 @@ impl Config {
             ));
         }
         if let Some(b) = &self.budget {
+            let per = match b.period {
+                None => format!("{} s", b.window_s),
+                Some(ripcord_resilience::BudgetPeriod::Day) => "UTC day".to_owned(),
+                Some(ripcord_resilience::BudgetPeriod::Month) => "UTC month".to_owned(),
+            };
             s.push_str(&format!(
-                "budget: {} tokens per tenant per {} s ({} override(s){})\n",
+                "budget: {} tokens per tenant per {per} ({} override(s){})\n",
                 b.tokens_per_window,
-                b.window_s,
                 b.tenants.len(),
                 if b.anonymous {
                     ", anonymous calls too"

@@ -101,6 +101,8 @@ pub struct TenantBudget {
     pub tokens_per_window: u64,
     /// The window in seconds.
     pub window_s: u64,
+    /// A calendar period instead of the sliding window.
+    pub period: Option<ripcord_resilience::BudgetPeriod>,
     /// Per-tenant overrides.
     pub tenants: Vec<(String, u64)>,
     /// Budget calls without a tenant too.

@@ -576,6 +576,10 @@ pub struct BudgetConfig {
     /// [`BudgetPolicy::default`](ripcord_resilience::BudgetPolicy)).
     #[serde(default)]
     pub window_s: Option<Spanned<u64>>,
+    /// A calendar period instead of the sliding window: `"day"` or `"month"` (UTC), each
+    /// account starting again at its boundary.
+    #[serde(default)]
+    pub period: Option<Spanned<String>>,
     /// Per-tenant overrides: tenant → tokens per window.
     #[serde(default)]
     pub tenants: BTreeMap<String, u64>,

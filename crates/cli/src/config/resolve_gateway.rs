@@ -277,9 +277,33 @@ pub(super) fn resolve_budget(
         Some(w) => *w.get_ref(),
         None => defaults::budget_window_s(),
     };
+    let period = match &raw.period {
+        None => None,
+        Some(p) => {
+            if let Some(w) = &raw.window_s {
+                return Err(cx.err(
+                    Some(&w.span()),
+                    "budget.window_s",
+                    "a budget has a `period` or a `window_s`, not both",
+                ));
+            }
+            Some(match p.get_ref().as_str() {
+                "day" => ripcord_resilience::BudgetPeriod::Day,
+                "month" => ripcord_resilience::BudgetPeriod::Month,
+                other => {
+                    return Err(cx.err(
+                        Some(&p.span()),
+                        "budget.period",
+                        format!("{other:?} is not \"day\" or \"month\" (UTC)"),
+                    ));
+                }
+            })
+        }
+    };
     Ok(TenantBudget {
         tokens_per_window: *tokens.get_ref(),
         window_s,
+        period,
         tenants: raw.tenants.iter().map(|(t, n)| (t.clone(), *n)).collect(),
         anonymous: raw.anonymous.unwrap_or(defaults::BUDGET_ANONYMOUS),
     })

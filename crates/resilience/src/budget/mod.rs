@@ -13,6 +13,7 @@
 //! link's share too: what it generated before the restart.
 //!
 //! The accounts live in a [`BudgetStore`]: [`LocalBudgetStore`] in this process (the default),
+//! [`PeriodBudgetStore`] for accounts that start again each UTC day or month,
 //! or a shared store from `ripcord-redis` ([`Budget::with_store`]); the policy above is the
 //! same code for both.
 //!
@@ -20,6 +21,7 @@
 //! window, which `governor` cannot do (it has no refunds), so it uses the crate's bucketed window.
 
 mod layer;
+mod period;
 mod store;
 
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use ripcord_core::{
 };
 
 pub use layer::{BudgetPolicy, BudgetPolicyBuilder};
+pub use period::{BudgetPeriod, PeriodBudgetStore, WallClock, system_wall_clock};
 pub use store::{
     BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, DEFAULT_MAX_ACCOUNTS, LocalBudgetStore,
 };

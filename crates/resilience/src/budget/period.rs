@@ -91,6 +91,10 @@ fn days_from_civil(y: i64, m: u32) -> i64 {
 pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// The system's clock.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a calendar period is wall time; this is the one default reading, and every store takes a WallClock that tests replace"
+)]
 pub fn system_wall_clock() -> WallClock {
     Arc::new(|| {
         std::time::SystemTime::now()

@@ -337,6 +337,7 @@ async fn run(cli: Cli) -> ExitCode {
                 }
                 state.set_ledger(l.clone(), st.clone());
                 if let Some(dir) = dir {
+                    charge_key_spend(st, &built.key_budgets.1, cfg.budget.as_ref()).await;
                     state.set_store_keys(dir.clone(), built.key_limiter.clone());
                 }
             }
@@ -660,16 +661,7 @@ async fn charge_spent(
     accounts: &ripcord_cli::build::budget_accounts::BudgetAccounts,
     budget: &config::TenantBudget,
 ) {
-    let now = ripcord_resilience::system_wall_clock()();
-    let (from, what) = match budget.period {
-        Some(p) => (p.start_of(now), format!("this {p:?}").to_lowercase()),
-        None => (
-            now.saturating_sub(
-                i64::try_from(budget.window_s.saturating_mul(1000)).unwrap_or(i64::MAX),
-            ),
-            format!("the last {} s", budget.window_s),
-        ),
-    };
+    let (from, what) = budget_from(Some(budget));
     match store.tokens_by_tenant_since(from).await {
         Ok(spent) => match accounts.charge_spent(&spent) {
             Some(n) => eprintln!(
@@ -681,6 +673,54 @@ async fn charge_spent(
         },
         Err(e) => eprintln!(
             "ripcord: could not read the ledger's spend for the budget window, starting with empty accounts: {e}"
+        ),
+    }
+}
+
+/// Where a budget's window (or period) began, and how to say it: `[budget]`'s, or the default
+/// window without one.
+fn budget_from(budget: Option<&config::TenantBudget>) -> (i64, String) {
+    let now = ripcord_resilience::system_wall_clock()();
+    let window_s = budget.map_or(
+        ripcord_resilience::BudgetPolicy::default()
+            .window()
+            .as_secs(),
+        |b| b.window_s,
+    );
+    match budget.and_then(|b| b.period) {
+        Some(p) => (p.start_of(now), format!("this {p:?}").to_lowercase()),
+        None => (
+            now.saturating_sub(i64::try_from(window_s.saturating_mul(1000)).unwrap_or(i64::MAX)),
+            format!("the last {window_s} s"),
+        ),
+    }
+}
+
+/// Charges the store keys' own budgets with what the ledger holds for each key in the window.
+async fn charge_key_spend(
+    store: &ripcord_store::Store,
+    accounts: &Arc<dyn ripcord_resilience::BudgetStore>,
+    budget: Option<&config::TenantBudget>,
+) {
+    let (from, what) = budget_from(budget);
+    match store.tokens_by_key_since(from).await {
+        Ok(spent) => {
+            let mut n = 0;
+            for (id, tokens) in spent.iter().filter(|(id, _)| id.starts_with("key_")) {
+                let account = gateway::store_keys::budget_account(id);
+                if matches!(
+                    accounts.try_reserve(&account, u64::MAX, *tokens),
+                    ripcord_resilience::BudgetAdmit::Held(_)
+                ) {
+                    n += tokens;
+                }
+            }
+            eprintln!(
+                "ripcord: store keys' budgets charged {n} token(s) the ledger holds for {what}"
+            );
+        }
+        Err(e) => eprintln!(
+            "ripcord: could not read the ledger's spend per key, starting the keys' budgets empty: {e}"
         ),
     }
 }

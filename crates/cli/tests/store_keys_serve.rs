@@ -3,7 +3,8 @@
 //! through `POST /admin/keys` on one replica works on the other within the stated bound (one
 //! `keys_poll_ms` plus a query), keeps its limits and budget, rotates with a grace period, and
 //! stops working everywhere within the same bound once revoked; the config file's key keeps
-//! working beside them, and every admin action is in the audit table.
+//! working beside them, and every admin action is in the audit table; a key's own budget
+//! survives a change to its limits and a `kill -9`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -289,6 +290,90 @@ async fn a_key_made_on_one_replica_works_on_the_other(url: String, dir: Dir) {
         .await
         .unwrap();
     assert_eq!(tenant.status(), 401);
+}
+
+/// A store key's own budget survives a `kill -9` and a change to its limits: what it spent (in
+/// the ledger within the flush bound) is charged again at the next start.
+async fn a_key_s_budget_survives_a_restart(url: String, dir: Dir) {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cfg = config(&dir.0, &vendor, &url, "a");
+    let client = reqwest::Client::new();
+    let store = ripcord_store::Store::connect(&url, &ripcord_store::StoreOptions::default())
+        .await
+        .unwrap();
+    let mut a = serve(&cfg);
+    let (status, made) = admin(
+        &client,
+        &a,
+        reqwest::Method::POST,
+        "/admin/keys",
+        Some(json!({"tenant": "globex", "budget_tokens": 400})),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let secret = made["secret"].as_str().unwrap().to_owned();
+    let id = made["id"].as_str().unwrap().to_owned();
+    let spent_of = |store: ripcord_store::Store, id: String| async move {
+        let by_key = store.tokens_by_key_since(0).await.unwrap();
+        by_key.iter().find(|(k, _)| *k == id).map_or(0, |(_, t)| *t)
+    };
+    let mut spent = 0;
+    while spent < 250 {
+        assert_eq!(chat(&client, &a, &secret, 16).await, 200);
+        let started = Instant::now();
+        let before = spent;
+        while spent == before {
+            assert!(
+                started.elapsed() < BOUND,
+                "the ledger did not take the call"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            spent = spent_of(store.clone(), id.clone()).await;
+        }
+    }
+    // A change to its limits rebuilds its limiter, not what it spent.
+    let (status, _) = admin(
+        &client,
+        &a,
+        reqwest::Method::PATCH,
+        &format!("/admin/keys/{id}"),
+        Some(json!({"rpm": 1000})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        chat(&client, &a, &secret, 200).await,
+        429,
+        "about 210 tokens do not fit what is left of 400 after {spent}"
+    );
+    a.child.kill().unwrap(); // SIGKILL
+    let _ = a.child.wait();
+    let a = serve(&cfg);
+    assert_eq!(
+        chat(&client, &a, &secret, 200).await,
+        429,
+        "after the restart the {spent} tokens are still charged"
+    );
+    assert_eq!(
+        chat(&client, &a, &secret, 16).await,
+        200,
+        "what is left serves"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_key_s_budget_survives_a_restart() {
+    let dir = temp_dir("key-budget-sqlite");
+    let url = format!("sqlite://{}", dir.0.join("ripcord.db").display());
+    a_key_s_budget_survives_a_restart(url, dir).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_key_s_budget_survives_a_restart() {
+    let Some(url) = postgres_db().await else {
+        return;
+    };
+    a_key_s_budget_survives_a_restart(url, temp_dir("key-budget-postgres")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

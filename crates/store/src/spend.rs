@@ -227,6 +227,35 @@ impl Store {
             .collect()
     }
 
+    /// Tokens (in plus out) per key id of the calls at or after `from_ms` (calls made with a
+    /// key): what each key's own budget spent in its window, read at start.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Query`] when the database fails.
+    pub async fn tokens_by_key_since(
+        &self,
+        from_ms: i64,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT key_id, CAST(COALESCE(SUM(tokens_in + tokens_out), 0) AS BIGINT) AS t \
+             FROM ledger_calls WHERE at_ms >= $1 AND key_id IS NOT NULL GROUP BY key_id",
+        )
+        .bind(from_ms)
+        .fetch_all(self.pool())
+        .await
+        .map_err(StoreError::Query)?;
+        rows.iter()
+            .map(|r| {
+                let t: i64 = r.try_get("t").map_err(StoreError::Query)?;
+                Ok((
+                    r.try_get("key_id").map_err(StoreError::Query)?,
+                    u64::try_from(t).unwrap_or(0),
+                ))
+            })
+            .collect()
+    }
+
     /// Rows in `ledger_calls` and `ledger_attempts` (for tests and checks).
     ///
     /// # Errors

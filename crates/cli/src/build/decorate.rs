@@ -303,19 +303,39 @@ pub(super) fn store_key_limited(
     (window_s, period): (u64, Option<ripcord_resilience::BudgetPeriod>),
     model: &Arc<dyn ChatModel>,
     shared: Shared<'_>,
+    accounts: &Arc<dyn ripcord_resilience::BudgetStore>,
 ) -> Result<Option<Arc<dyn ChatModel>>> {
     let Some(tokens) = budget_tokens else {
         return key_limited(key, model, shared);
     };
-    let account = format!("key:{}", key.label());
-    let b = TenantBudget {
-        tokens_per_window: tokens,
-        window_s,
-        period,
-        tenants: Vec::new(),
-        anonymous: true,
+    let id = key.source.strip_prefix("store ").unwrap_or(&key.source);
+    let account = crate::gateway::store_keys::budget_account(id);
+    let budgeted: Arc<dyn ChatModel> = if shared.is_none() {
+        // In this process: one store for every store key's account, which outlives a key's
+        // change (its limiter is rebuilt, not what it spent) and is charged from the ledger at
+        // start.
+        let policy = ripcord_resilience::BudgetPolicy::builder()
+            .tokens_per_window(tokens)
+            .window(Duration::from_secs(window_s))
+            .budget_anonymous(true)
+            .account(account.as_str())
+            .build()
+            .map_err(config_error)?;
+        Arc::new(ripcord_resilience::Budget::with_store(
+            Arc::clone(model),
+            policy,
+            Arc::clone(accounts),
+        ))
+    } else {
+        let b = TenantBudget {
+            tokens_per_window: tokens,
+            window_s,
+            period,
+            tenants: Vec::new(),
+            anonymous: true,
+        };
+        budgeted(Arc::clone(model), &b, &account, Some(&account), shared)?.0
     };
-    let (budgeted, _) = budgeted(Arc::clone(model), &b, &account, Some(&account), shared)?;
     Ok(Some(match key_limited(key, &budgeted, shared)? {
         Some(limited) => limited,
         None => Arc::new(KeyScope::new(&key.label(), budgeted)),

@@ -113,6 +113,12 @@ pub struct Built {
     pub key_limits: Vec<Option<Arc<dyn ChatModel>>>,
     /// What the keys kept in the store are made into (their limits and budget).
     pub key_limiter: crate::gateway::store_keys::KeyLimiter,
+    /// The accounts of the store keys' own budgets (`budget_tokens`), in this process, and the
+    /// window (or period) they count over.
+    pub key_budgets: (
+        (u64, Option<ripcord_resilience::BudgetPeriod>),
+        Arc<dyn ripcord_resilience::BudgetStore>,
+    ),
     /// The embedding chain, when `[embeddings]` is configured.
     pub embeddings: Option<Arc<dyn EmbeddingModel>>,
     /// Health handles per provider (each once, however many routes use it), in the order of
@@ -464,17 +470,33 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         .iter()
         .map(|k| key_limited(k, &model, shared))
         .collect::<Result<Vec<_>>>()?;
+    // The accounts of the store keys' own budgets (in this process; under Redis they are shared
+    // there instead).
+    // A reload keeps them (what each key spent) while the window stays the same.
+    let key_window = config.budget.as_ref().map_or(
+        (
+            ripcord_resilience::BudgetPolicy::default()
+                .window()
+                .as_secs(),
+            None,
+        ),
+        |b| (b.window_s, b.period),
+    );
+    let key_budgets: Arc<dyn ripcord_resilience::BudgetStore> = match (previous, key_window) {
+        (Some(p), w) if p.key_budgets.0 == w => Arc::clone(&p.key_budgets.1),
+        (_, (_, Some(p))) => Arc::new(ripcord_resilience::PeriodBudgetStore::new(
+            p,
+            ripcord_resilience::system_wall_clock(),
+        )),
+        (_, (window_s, None)) => Arc::new(ripcord_resilience::LocalBudgetStore::new(
+            Duration::from_secs(window_s),
+            Arc::new(ripcord_resilience::TokioClock),
+        )),
+    };
     let key_limiter: crate::gateway::store_keys::KeyLimiter = {
         let model = Arc::clone(&model);
-        let window = config.budget.as_ref().map_or(
-            (
-                ripcord_resilience::BudgetPolicy::default()
-                    .window()
-                    .as_secs(),
-                None,
-            ),
-            |b| (b.window_s, b.period),
-        );
+        let window = key_window;
+        let accounts = Arc::clone(&key_budgets);
         #[cfg(feature = "redis")]
         let owned = (redis.clone(), replicas);
         crate::gateway::store_keys::KeyLimiter::new(move |k: &GatewayKey, budget: Option<u64>| {
@@ -482,7 +504,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             let shared: Shared<'_> = owned.0.as_ref().map(|r| (r, owned.1));
             #[cfg(not(feature = "redis"))]
             let shared: Shared<'_> = None;
-            decorate::store_key_limited(k, budget, window, &model, shared)
+            decorate::store_key_limited(k, budget, window, &model, shared, &accounts)
                 .map_err(|e| e.to_string())
         })
     };
@@ -508,6 +530,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         routes,
         key_limits,
         key_limiter,
+        key_budgets: (key_window, key_budgets),
         embeddings,
         health,
         pools,

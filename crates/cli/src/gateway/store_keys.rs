@@ -49,6 +49,11 @@ impl std::fmt::Debug for KeyLimiter {
     }
 }
 
+/// The budget account of store key `id`'s own budget (`budget_tokens`).
+pub fn budget_account(id: &str) -> String {
+    format!("key:{id}")
+}
+
 /// The store's keys as last read.
 #[derive(Debug)]
 struct Snapshot {

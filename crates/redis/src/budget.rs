@@ -9,7 +9,9 @@
 //! call's reservation if it fits under the limit, else refuses with the time until the window
 //! turns; **settle** replaces the reservation with what the call used (HINCRBY of the
 //! difference, if the window is still current), sent without making the call wait. Windows are
-//! fixed, aligned on Redis server time (the in-process store's window slides).
+//! fixed, aligned on Redis server time (the in-process store's window slides). With a calendar
+//! period ([`SharedBudgetConfig::period`]: a UTC day or month) the replica names the period and
+//! when it ends from its wall clock, and the account starts again when it turns.
 //!
 //! Every Redis call is bounded by the `RedisState` op timeout. When Redis does not answer, the
 //! reservation is decided by a [`LocalBudgetStore`] granting this replica its share of each
@@ -24,18 +26,21 @@ use async_trait::async_trait;
 use redis::Script;
 use ripcord_core::{ChatModel, Error, Result};
 use ripcord_resilience::{
-    Budget, BudgetAdmit, BudgetHold, BudgetPolicy, BudgetRefusal, BudgetStore, LocalBudgetStore,
-    TokioClock,
+    Budget, BudgetAdmit, BudgetHold, BudgetPeriod, BudgetPolicy, BudgetRefusal, BudgetStore,
+    LocalBudgetStore, PeriodBudgetStore, TokioClock, WallClock, system_wall_clock,
 };
 
 use crate::state::{Background, RedisState, config_error, key};
 
-/// KEYS: tenant. ARGV: window_ms, limit, need.
+/// KEYS: tenant. ARGV: window_ms, limit, need, and for a calendar period its index and the
+/// Unix ms it ends (the replica's wall clock: months have no fixed length).
 /// Returns {0,window,used} reserved, {1,wait_ms,used} does not fit.
 const RESERVE: &str = "local t = redis.call('TIME')\n\
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
 local window = tonumber(ARGV[1])\n\
 local idx = math.floor(now / window)\n\
+local next_ms = (idx + 1) * window\n\
+if ARGV[4] then idx = tonumber(ARGV[4]) next_ms = tonumber(ARGV[5]) end\n\
 local limit = tonumber(ARGV[2])\n\
 local need = tonumber(ARGV[3])\n\
 local used = 0\n\
@@ -45,7 +50,7 @@ else\n\
   redis.call('HSET', KEYS[1], 'w', string.format('%.0f', idx), 'used', 0)\n\
 end\n\
 redis.call('PEXPIRE', KEYS[1], window * 2)\n\
-if used + need > limit then return {1, (idx + 1) * window - now, used} end\n\
+if used + need > limit then return {1, next_ms - now, used} end\n\
 return {0, idx, redis.call('HINCRBY', KEYS[1], 'used', need)}\n";
 
 /// KEYS: tenant. ARGV: window index, delta. Applies the delta if the window is still current;
@@ -93,6 +98,7 @@ pub struct SharedBudgetConfig {
     scope: Option<String>,
     replicas: u32,
     account: Option<String>,
+    period: Option<BudgetPeriod>,
 }
 
 impl Default for SharedBudgetConfig {
@@ -105,6 +111,7 @@ impl Default for SharedBudgetConfig {
             scope: None,
             replicas: 1,
             account: None,
+            period: None,
         }
     }
 }
@@ -155,6 +162,13 @@ impl SharedBudgetConfig {
         self
     }
 
+    /// Accounts that start again each UTC day or month instead of each `window`
+    /// ([`BudgetPeriod`]); the period's boundaries are read on the replica's wall clock.
+    pub fn period(mut self, period: BudgetPeriod) -> Self {
+        self.period = Some(period);
+        self
+    }
+
     /// The token limit per window for a tenant.
     pub fn limit_for(&self, tenant: &str) -> u64 {
         self.per_tenant
@@ -199,14 +213,25 @@ impl SharedBudgetConfig {
     }
 }
 
+/// The wall clock a period's boundaries are read on.
+struct Wall(WallClock);
+
+impl std::fmt::Debug for Wall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WallClock")
+    }
+}
+
 /// A [`BudgetStore`] on Redis (see the module docs).
 #[derive(Debug)]
 pub struct RedisBudgetStore {
     state: RedisState,
     scope: String,
     window_ms: String,
+    /// A calendar period instead of the window, and the clock its boundaries are read on.
+    period: Option<(BudgetPeriod, Wall)>,
     replicas: u64,
-    local: LocalBudgetStore,
+    local: Box<dyn BudgetStore>,
     reserve: Script,
     settle: Arc<Script>,
     /// Each tenant's use as Redis last reported it to this replica.
@@ -237,14 +262,25 @@ impl RedisBudgetStore {
     /// `InvalidRequest` naming the setting when the config cannot work.
     pub fn new(scope: &str, state: RedisState, config: &SharedBudgetConfig) -> Result<Arc<Self>> {
         config.validate()?;
+        // A period's hash lives two of its longest (31 days) after its last use.
+        let window = match config.period {
+            None => config.window,
+            Some(_) => Duration::from_secs(31 * 86_400),
+        };
+        let period = config.period.map(|p| (p, Wall(system_wall_clock())));
+        let local: Box<dyn BudgetStore> = match &period {
+            None => Box::new(LocalBudgetStore::new(config.window, Arc::new(TokioClock))),
+            Some((p, clock)) => Box::new(PeriodBudgetStore::new(*p, Arc::clone(&clock.0))),
+        };
         Ok(Arc::new(RedisBudgetStore {
             state,
             scope: scope.to_owned(),
-            window_ms: u64::try_from(config.window.as_millis())
+            window_ms: u64::try_from(window.as_millis())
                 .unwrap_or(u64::MAX)
                 .to_string(),
+            period,
             replicas: u64::from(config.replicas.max(1)),
-            local: LocalBudgetStore::new(config.window, Arc::new(TokioClock)),
+            local,
             reserve: Script::new(RESERVE),
             settle: Arc::new(Script::new(SETTLE)),
             seen: Arc::new(Mutex::new(HashMap::new())),
@@ -270,7 +306,12 @@ impl BudgetStore for RedisBudgetStore {
 
     async fn reserve(&self, tenant: &str, limit: u64, need: u64) -> BudgetAdmit {
         let k = self.key(tenant);
-        let args = [self.window_ms.clone(), limit.to_string(), need.to_string()];
+        let mut args = vec![self.window_ms.clone(), limit.to_string(), need.to_string()];
+        if let Some((period, clock)) = &self.period {
+            let idx = period.index((clock.0)());
+            args.push(idx.to_string());
+            args.push(period.start_ms(idx + 1).to_string());
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let reply: Option<(i64, i64, i64)> = self.state.eval(&self.reserve, &[&k], &args).await;
         let Some((code, value, used)) = reply else {

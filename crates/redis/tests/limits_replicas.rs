@@ -190,6 +190,46 @@ async fn a_tenant_budget_is_spent_once_not_three_times() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monthly_budget_is_shared_and_refuses_until_the_month_turns() {
+    let Some(server) = start().await else {
+        return;
+    };
+    let vendor = Vendor::new(Duration::ZERO);
+    // 30 tokens a call, 150 a month: five calls whichever replica takes them.
+    let config = SharedBudgetConfig::default()
+        .tokens_per_window(150)
+        .period(ripcord_resilience::BudgetPeriod::Month);
+    let replicas: Vec<SharedBudget<Arc<Vendor>>> = states(&server)
+        .await
+        .into_iter()
+        .map(|s| shared_budget(vendor.clone(), s, config.clone()).unwrap())
+        .collect();
+    let acme = Context::new().with_tenant("acme");
+    let mut ok = 0;
+    let mut refused = Vec::new();
+    for _ in 0..3 {
+        for r in &replicas {
+            match r.chat(&req(), &acme).await {
+                Ok(_) => ok += 1,
+                Err(e) => refused.push(e),
+            }
+        }
+    }
+    assert_eq!(ok, 5, "the month's budget was spent more than once");
+    let now = ripcord_resilience::system_wall_clock()();
+    let until = ripcord_resilience::BudgetPeriod::Month.until_next(now);
+    for e in &refused {
+        assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
+        let after = e.retry_after().unwrap();
+        // Until the 1st of next month, 00:00 UTC (the replica's clock against this one).
+        assert!(
+            after <= until + Duration::from_secs(5) && after + Duration::from_secs(5) >= until,
+            "retry after {after:?}, the month turns in {until:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_tpm_limit_charges_reported_tokens_across_replicas() {
     let Some(server) = start().await else {
         return;

@@ -229,13 +229,6 @@ pub(super) fn budgeted(
 ) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
     let window = Duration::from_secs(b.window_s);
     #[cfg(feature = "redis")]
-    if let (Some(_), Some(period)) = (shared, b.period) {
-        return Err(config_error(format!(
-            "[budget] period = {period:?} keeps its accounts in this process; under [state] \
-             backend = \"redis\" use a sliding window (window_s) for now"
-        )));
-    }
-    #[cfg(feature = "redis")]
     if let Some((state, replicas)) = shared {
         let mut c = SharedBudgetConfig::default()
             .tokens_per_window(b.tokens_per_window)
@@ -248,6 +241,9 @@ pub(super) fn budgeted(
         }
         if let Some(a) = account {
             c = c.account(a);
+        }
+        if let Some(p) = b.period {
+            c = c.period(p);
         }
         let budget = shared_budget(model, state.clone(), c)?;
         let view = budget.view();

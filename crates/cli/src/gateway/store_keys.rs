@@ -8,8 +8,8 @@
 //! unreachable the directory keeps the keys it last read (and says so once); nothing can change
 //! them meanwhile, since every change goes through the database.
 //!
-//! Each gateway build ([`StoreKeys`], one per [`GatewayState`](super::GatewayState)) turns the
-//! directory's keys into accepted [`Key`]s with their routes, limits and budget, the first time
+//! Each gateway build (`StoreKeys`, one per [`GatewayState`](super::GatewayState)) turns the
+//! directory's keys into accepted keys with their routes, limits and budget, the first time
 //! a request needs them after a change; a key whose row did not change keeps its limiter.
 
 use std::collections::HashMap;

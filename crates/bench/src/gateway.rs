@@ -111,6 +111,47 @@ pub(crate) fn spawn_ledger(
     spawn_with(binary, upstream, dir, None, name, &tail)
 }
 
+/// The two ledger gateways of the bench: one on a fresh SQLite file under `dir`, and one on
+/// the Postgres `RIPCORD_BENCH_POSTGRES_URL` names (`cargo xtask bench` starts one), or a note
+/// in `notes` saying why that row is skipped.
+pub(crate) fn spawn_ledgers(
+    binary: &Path,
+    upstream: &str,
+    dir: &Path,
+    notes: &mut Vec<String>,
+) -> Result<(Gateway, Option<Gateway>), String> {
+    let db = dir.join("ledger.db");
+    let _ = std::fs::remove_file(&db);
+    eprintln!("ripcord-bench: starting serve with its ledger on SQLite");
+    let sqlite = spawn_ledger(
+        binary,
+        upstream,
+        dir,
+        "gateway-ledger-sqlite",
+        &format!("sqlite://{}", db.display()),
+    )?;
+    let postgres = match std::env::var("RIPCORD_BENCH_POSTGRES_URL") {
+        Ok(url) => {
+            eprintln!("ripcord-bench: starting serve with its ledger on Postgres");
+            Some(spawn_ledger(
+                binary,
+                upstream,
+                dir,
+                "gateway-ledger-postgres",
+                &url,
+            )?)
+        }
+        Err(_) => {
+            notes.push(
+                "row gateway_ledger_postgres skipped: RIPCORD_BENCH_POSTGRES_URL is not set (cargo xtask bench starts a Postgres)"
+                    .to_owned(),
+            );
+            None
+        }
+    };
+    Ok((sqlite, postgres))
+}
+
 fn spawn_with(
     binary: &Path,
     upstream: &str,

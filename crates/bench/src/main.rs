@@ -287,35 +287,8 @@ fn bench(args: &Args) -> Result<(), String> {
         None => (None, None),
         Some(_) => {
             let bin = gateway::find_binary(args.ripcord.as_deref())?;
-            let db = out_dir.join("ledger.db");
-            let _ = std::fs::remove_file(&db);
-            eprintln!("ripcord-bench: starting serve with its ledger on SQLite");
-            let sqlite = gateway::spawn_ledger(
-                &bin,
-                &upstream.urls.ok,
-                &out_dir,
-                "gateway-ledger-sqlite",
-                &format!("sqlite://{}", db.display()),
-            )?;
-            let postgres = match std::env::var("RIPCORD_BENCH_POSTGRES_URL") {
-                Ok(url) => {
-                    eprintln!("ripcord-bench: starting serve with its ledger on Postgres");
-                    Some(gateway::spawn_ledger(
-                        &bin,
-                        &upstream.urls.ok,
-                        &out_dir,
-                        "gateway-ledger-postgres",
-                        &url,
-                    )?)
-                }
-                Err(_) => {
-                    ledger_notes.push(
-                        "row gateway_ledger_postgres skipped: RIPCORD_BENCH_POSTGRES_URL is not set (cargo xtask bench starts a Postgres)"
-                            .to_owned(),
-                    );
-                    None
-                }
-            };
+            let (sqlite, postgres) =
+                gateway::spawn_ledgers(&bin, &upstream.urls.ok, &out_dir, &mut ledger_notes)?;
             (Some(sqlite), postgres)
         }
     };
@@ -330,30 +303,17 @@ fn bench(args: &Args) -> Result<(), String> {
         name: "upstream",
         pid: upstream.pid(),
     }];
-    if let Some(g) = &gateway {
-        meters.push(Meter {
-            name: "gateway",
-            pid: g.pid(),
-        });
-    }
-    if let Some(p) = &proxy {
-        meters.push(Meter {
-            name: "proxy",
-            pid: p.pid(),
-        });
-    }
-    if let Some(g) = &ledger_sqlite {
-        meters.push(Meter {
-            name: "gateway_ledger_sqlite",
-            pid: g.pid(),
-        });
-    }
-    if let Some(g) = &ledger_postgres {
-        meters.push(Meter {
-            name: "gateway_ledger_postgres",
-            pid: g.pid(),
-        });
-    }
+    let others = [
+        ("gateway", gateway.as_ref().map(gateway::Gateway::pid)),
+        ("proxy", proxy.as_ref().map(bare_proxy::BareProxy::pid)),
+        ("gateway_ledger_sqlite", ledger_sqlite.as_ref().map(gateway::Gateway::pid)),
+        ("gateway_ledger_postgres", ledger_postgres.as_ref().map(gateway::Gateway::pid)),
+    ];
+    meters.extend(
+        others
+            .into_iter()
+            .filter_map(|(name, pid)| Some(Meter { name, pid: pid? })),
+    );
     let targets = rows::Targets {
         ok: upstream.urls.ok.clone(),
         down: upstream.urls.down.clone(),

@@ -12,7 +12,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod cmd;
+
 use clap::{Parser, Subcommand};
+use cmd::ledger::{Stored, charge_key_spend, charge_spent, start_ledger};
+use cmd::signals::{bind_listener, reload_on_hangup, shutdown_signal};
+use cmd::spend::spend;
 use ripcord_cli::chat::{self, ChatArgs};
 use ripcord_cli::config::{self, ProcessEnv};
 use ripcord_cli::{build, gateway};
@@ -143,7 +148,7 @@ fn main() -> ExitCode {
     runtime.block_on(run(cli))
 }
 
-fn load(path: Option<&std::path::Path>) -> Result<config::Config, ExitCode> {
+pub(crate) fn load(path: Option<&std::path::Path>) -> Result<config::Config, ExitCode> {
     match config::load(path, &ProcessEnv) {
         Ok(c) => {
             for n in &c.notes {
@@ -582,206 +587,6 @@ async fn announce_state(cfg: &config::Config, built: &build::Built) {
 /// How a running gateway rebuilds itself from its config file: read and validate it in full,
 /// rebuild the links keeping every unchanged provider's (with its breaker, limiter, health and
 /// cache state), and make the new gateway state. The listen addresses stay as they were.
-/// `ripcord spend`: the report on stdout; a bad question or a config without `[store]` is
-/// exit code 2, an unreachable database 1.
-async fn spend(
-    config: Option<&std::path::Path>,
-    question: &ripcord_cli::spend_report::SpendQuestion,
-    format: &str,
-) -> ExitCode {
-    use secrecy::ExposeSecret;
-    use std::io::Write;
-    let cfg = match load(config) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let Some(settings) = &cfg.store else {
-        eprintln!("ripcord: the config has no [store], so there is no ledger to read");
-        return ExitCode::from(2);
-    };
-    if format != "json" && format != "csv" {
-        eprintln!("ripcord: --format {format:?} is not json or csv");
-        return ExitCode::from(2);
-    }
-    let (filter, group_by, name) = match question.parse() {
-        Ok(q) => q,
-        Err(b) => {
-            eprintln!("ripcord: --{}: {}", b.param.replace('_', "-"), b.message);
-            return ExitCode::from(2);
-        }
-    };
-    let url = settings.url.expose_secret();
-    let store = match ripcord_store::Store::connect(url, &ripcord_store::StoreOptions::default())
-        .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            let cause = std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
-            eprintln!("ripcord: [store]: {e}{cause}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let report = match ripcord_cli::spend_report::ask(&store, filter, group_by, name).await {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("ripcord: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let body = if format == "csv" {
-        report.csv()
-    } else {
-        serde_json::to_vec_pretty(&report.json())
-            .map(|mut v| {
-                v.push(b'\n');
-                v
-            })
-            .map_err(|e| e.to_string())
-    };
-    let written = body.and_then(|b| {
-        std::io::stdout()
-            .lock()
-            .write_all(&b)
-            .map_err(|e| e.to_string())
-    });
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ripcord: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Charges the budget accounts with what the ledger holds for their window, so a restart
-/// (even a `kill -9`, within the ledger's flush bound) loses no spend. A database that does not
-/// answer is reported, and the gateway starts with empty accounts.
-async fn charge_spent(
-    store: &ripcord_store::Store,
-    accounts: &ripcord_cli::build::budget_accounts::BudgetAccounts,
-    budget: &config::TenantBudget,
-) {
-    let (from, what) = budget_from(Some(budget));
-    match store.tokens_by_tenant_since(from).await {
-        Ok(spent) => match accounts.charge_spent(&spent) {
-            Some(n) => eprintln!(
-                "ripcord: budget accounts charged {n} token(s) the ledger holds for {what}"
-            ),
-            None => eprintln!(
-                "ripcord: budget accounts are on Redis, which keeps them across restarts; the ledger is not replayed into them"
-            ),
-        },
-        Err(e) => eprintln!(
-            "ripcord: could not read the ledger's spend for the budget window, starting with empty accounts: {e}"
-        ),
-    }
-}
-
-/// Where a budget's window (or period) began, and how to say it: `[budget]`'s, or the default
-/// window without one.
-fn budget_from(budget: Option<&config::TenantBudget>) -> (i64, String) {
-    let now = ripcord_resilience::system_wall_clock()();
-    let window_s = budget.map_or(
-        ripcord_resilience::BudgetPolicy::default()
-            .window()
-            .as_secs(),
-        |b| b.window_s,
-    );
-    match budget.and_then(|b| b.period) {
-        Some(p) => (p.start_of(now), format!("this {p:?}").to_lowercase()),
-        None => (
-            now.saturating_sub(i64::try_from(window_s.saturating_mul(1000)).unwrap_or(i64::MAX)),
-            format!("the last {window_s} s"),
-        ),
-    }
-}
-
-/// Charges the store keys' own budgets with what the ledger holds for each key in the window.
-async fn charge_key_spend(
-    store: &ripcord_store::Store,
-    accounts: &Arc<dyn ripcord_resilience::BudgetStore>,
-    budget: Option<&config::TenantBudget>,
-) {
-    let (from, what) = budget_from(budget);
-    match store.tokens_by_key_since(from).await {
-        Ok(spent) => {
-            let mut n = 0;
-            for (id, tokens) in spent.iter().filter(|(id, _)| id.starts_with("key_")) {
-                let account = gateway::store_keys::budget_account(id);
-                if matches!(
-                    accounts.try_reserve(&account, u64::MAX, *tokens),
-                    ripcord_resilience::BudgetAdmit::Held(_)
-                ) {
-                    n += tokens;
-                }
-            }
-            eprintln!(
-                "ripcord: store keys' budgets charged {n} token(s) the ledger holds for {what}"
-            );
-        }
-        Err(e) => eprintln!(
-            "ripcord: could not read the ledger's spend per key, starting the keys' budgets empty: {e}"
-        ),
-    }
-}
-
-/// What `[store]` gives a running gateway: the ledger, its database, and the keys kept there
-/// (`keys = true`).
-type Stored = (
-    ripcord_store::Ledger,
-    ripcord_store::Store,
-    Option<gateway::store_keys::KeyDirectory>,
-);
-
-/// Connects `[store]`'s database (migrating it), starts the ledger's writer and, with
-/// `keys = true`, reads the keys kept there.
-async fn start_ledger(
-    s: &config::StoreSettings,
-) -> Result<
-    (
-        ripcord_store::Ledger,
-        ripcord_store::Store,
-        ripcord_store::LedgerTask,
-        Option<gateway::store_keys::KeyDirectory>,
-    ),
-    String,
-> {
-    use secrecy::ExposeSecret;
-    let url = s.url.expose_secret();
-    let store = ripcord_store::Store::connect(url, &ripcord_store::StoreOptions::default())
-        .await
-        .map_err(|e| {
-            let cause = std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
-            format!("{e}{cause}")
-        })?;
-    let mut options = ripcord_store::LedgerOptions::new(s.spool.clone());
-    options.flush_interval = s.flush_interval;
-    options.spool_max_bytes = s.spool_max_bytes;
-    let (ledger, task) = ripcord_store::Ledger::start(store.clone(), options)
-        .await
-        .map_err(|e| e.to_string())?;
-    eprintln!(
-        "ripcord: ledger on {} (spool {})",
-        ripcord_store::redact(url),
-        s.spool.display()
-    );
-    let directory = match s.keys_poll {
-        None => None,
-        Some(every) => {
-            let d = gateway::store_keys::KeyDirectory::start(store.clone(), every)
-                .await
-                .map_err(|e| format!("could not read the store's keys: {e}"))?;
-            eprintln!(
-                "ripcord: {} key(s) in the store, read again every {} ms",
-                d.len(),
-                every.as_millis()
-            );
-            Some(d)
-        }
-    };
-    Ok((ledger, store, task, directory))
-}
-
 fn rebuilder(
     path: Option<PathBuf>,
     built: build::Built,
@@ -829,63 +634,4 @@ fn rebuilder(
         *previous = next;
         Ok((state, summary))
     })
-}
-
-/// Reloads the config on every `SIGHUP`; a refused config is reported and the running one
-/// keeps serving.
-async fn reload_on_hangup(live: Arc<gateway::live::Live>) -> std::io::Result<()> {
-    #[cfg(unix)]
-    if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        while hup.recv().await.is_some() {
-            let l = Arc::clone(&live);
-            match tokio::task::spawn_blocking(move || l.reload()).await {
-                Ok(Ok(summary)) => eprintln!("ripcord: reloaded ({summary})"),
-                Ok(Err(why)) => {
-                    eprintln!("ripcord: reload refused, the running config keeps serving: {why}");
-                }
-                Err(e) => eprintln!("ripcord: reload failed: {e}"),
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = live;
-    std::future::pending().await
-}
-
-/// Binds the gateway's listener with `backlog` (what `TcpListener::bind` does, with the
-/// backlog configurable: std's is 128 on Linux).
-fn bind_listener(
-    addr: std::net::SocketAddr,
-    backlog: u32,
-) -> std::io::Result<tokio::net::TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    #[cfg(unix)]
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(backlog)
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
 }

@@ -16,7 +16,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Result};
 use secrecy::SecretString;
 

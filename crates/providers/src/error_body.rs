@@ -21,7 +21,7 @@
 
 use std::time::SystemTime;
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::{Error, ErrorKind, StatusCode};
 use serde_json::Value;
 

@@ -121,7 +121,7 @@ impl ModelInfo {
 #[cfg_attr(not(feature = "openai"), allow(dead_code))]
 /// True when a base URL points at this machine (Ollama, vLLM on localhost): such a link is
 /// `Locality::Local` and may receive local-only requests.
-pub(crate) fn is_loopback(url: &reqwest::Url) -> bool {
+pub(crate) fn is_loopback(url: &url::Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -156,7 +156,7 @@ mod tests {
             ("http://gpu-box.lan:8000/v1", false),
             ("https://api.openai.com/v1", false),
         ] {
-            assert_eq!(is_loopback(&reqwest::Url::parse(u).unwrap()), local, "{u}");
+            assert_eq!(is_loopback(&url::Url::parse(u).unwrap()), local, "{u}");
         }
     }
 }

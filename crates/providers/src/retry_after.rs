@@ -16,7 +16,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use ::http::header::{HeaderMap, RETRY_AFTER};
 
 /// The longest wait we ever report (one day).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
@@ -27,7 +27,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use reqwest::header::{HeaderMap, HeaderValue};
+/// use http::header::{HeaderMap, HeaderValue};
 /// use ripcord_providers::retry_after::from_headers;
 ///
 /// let mut h = HeaderMap::new();
@@ -212,7 +212,7 @@ fn cap(d: Duration) -> Duration {
 mod tests {
     use std::time::UNIX_EPOCH;
 
-    use reqwest::header::HeaderValue;
+    use ::http::header::HeaderValue;
 
     use super::*;
 

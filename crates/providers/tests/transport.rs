@@ -187,6 +187,7 @@ async fn finished_streams_reuse_the_pooled_connection() {
 
 /// A reqwest client passed in (proxies, extra roots) serves every path the default one does:
 /// answers, streams, a truncated body and a refused connection, classified the same way.
+#[cfg(feature = "reqwest")]
 #[tokio::test]
 async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
     use ripcord_chaos::{Behavior, Script};

@@ -79,13 +79,13 @@ pub fn shared_budget<M: ChatModel>(
     state: RedisState,
     config: SharedBudgetConfig,
 ) -> Result<Budget<M>> {
-    let layer = config.layer()?;
+    let policy = config.policy()?;
     let scope = config
         .scope
         .clone()
         .unwrap_or_else(|| inner.id().name.to_string());
     let store = RedisBudgetStore::new(&scope, state, &config)?;
-    Ok(Budget::with_store(inner, layer, store))
+    Ok(Budget::with_store(inner, policy, store))
 }
 
 /// The settings of a shared budget ([`shared_budget`]).
@@ -197,7 +197,7 @@ impl SharedBudgetConfig {
     }
 
     /// The policy's settings: each tenant's whole limit (shared by every replica).
-    pub fn layer(&self) -> Result<BudgetPolicy> {
+    pub fn policy(&self) -> Result<BudgetPolicy> {
         self.validate()?;
         let mut b = BudgetPolicy::builder()
             .tokens_per_window(self.default_limit)
@@ -390,6 +390,6 @@ mod tests {
             .replicas(3);
         assert_eq!(c.limit_for("free"), 90);
         assert_eq!(c.limit_for("acme"), 900);
-        assert_eq!(c.layer().unwrap().limit_for("free"), 90);
+        assert_eq!(c.policy().unwrap().limit_for("free"), 90);
     }
 }

@@ -41,11 +41,11 @@ struct Replica {
 impl Replica {
     async fn new(model: ScriptedModel, redis: Option<&Server>) -> Replica {
         let config = config();
-        let layer = config.layer().unwrap();
+        let policy = config.policy().unwrap();
         let model = Arc::new(model);
         match redis {
             None => Replica {
-                breaker: Breaker::new(model, layer),
+                breaker: Breaker::new(model, policy),
                 store: None,
             },
             Some(server) => {
@@ -53,11 +53,11 @@ impl Replica {
                     &model.id().name,
                     connect(server).await,
                     &config,
-                    &layer,
+                    &policy,
                 )
                 .unwrap();
                 Replica {
-                    breaker: Breaker::with_store(model, layer, store.clone()),
+                    breaker: Breaker::with_store(model, policy, store.clone()),
                     store: Some(store),
                 }
             }
@@ -257,7 +257,7 @@ async fn a_longest_spell_below_the_first_is_refused_naming_it() {
             base: Duration::from_secs(10),
             max: Duration::from_secs(5),
         })
-        .layer()
+        .policy()
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidRequest);
     assert!(e.message().contains("shared_breaker.open"), "{e}");

@@ -94,20 +94,20 @@ async fn subject(
 ) -> Subject {
     let log = Arc::new(Log::default());
     let config = config.listener(log.clone());
-    let layer = config.layer().unwrap();
+    let policy = config.policy().unwrap();
     let model = Arc::new(model);
     match redis {
         None => Subject {
-            breaker: Breaker::new(model, layer),
+            breaker: Breaker::new(model, policy),
             store: None,
             log,
         },
         Some(server) => {
             let store =
-                RedisBreakerStore::new(&model.id().name, connect(server).await, &config, &layer)
+                RedisBreakerStore::new(&model.id().name, connect(server).await, &config, &policy)
                     .unwrap();
             Subject {
-                breaker: Breaker::with_store(model, layer, store.clone()),
+                breaker: Breaker::with_store(model, policy, store.clone()),
                 store: Some(store),
                 log,
             }

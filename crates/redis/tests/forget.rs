@@ -20,15 +20,15 @@ async fn tripped(server: &Server, link: &str) -> Breaker<Arc<ScriptedModel>> {
     let config = SharedBreakerConfig::default()
         .consecutive_failures(1)
         .open_for(Duration::from_secs(3600));
-    let layer = config.layer().unwrap();
+    let policy = config.policy().unwrap();
     let model = Arc::new(
         ScriptedModel::new(link)
             .fail(ErrorKind::ServerError)
             .reply("ok"),
     );
     let store =
-        RedisBreakerStore::new(&model.id().name, connect(server).await, &config, &layer).unwrap();
-    let b = Breaker::with_store(model, layer, store.clone());
+        RedisBreakerStore::new(&model.id().name, connect(server).await, &config, &policy).unwrap();
+    let b = Breaker::with_store(model, policy, store.clone());
     let _ = b.chat(&ChatRequest::user("hi"), &Context::new()).await;
     assert!(store.sync().await);
     assert_eq!(b.handle().state(), BreakerState::Open, "{link}");
@@ -51,11 +51,11 @@ async fn forgetting_a_link_resets_its_shared_state_and_no_other_links() {
     // A new replica's breaker on "primary" starts closed; "backup" is still open for all.
     let fresh = |link: &str| {
         let config = SharedBreakerConfig::default();
-        let layer = config.layer().unwrap();
+        let policy = config.policy().unwrap();
         let model = Arc::new(ScriptedModel::new(link).reply("ok"));
         let store =
-            RedisBreakerStore::new(&model.id().name, state.clone(), &config, &layer).unwrap();
-        Breaker::with_store(model, layer, store)
+            RedisBreakerStore::new(&model.id().name, state.clone(), &config, &policy).unwrap();
+        Breaker::with_store(model, policy, store)
     };
     let primary = fresh("primary");
     let r = primary

@@ -1,6 +1,6 @@
 //! One rate limiter and one budget, two stores each: the same policy tests against the
 //! in-process stores and against the Redis stores (a REAL `redis-server` child on loopback).
-//! Settings come from the shared configs, whose `layer()` is the policy both runs use.
+//! Settings come from the shared configs, whose `policy()` is the policy both runs use.
 //!
 //! These run on real time (Redis keeps time by its own clock) with short limits; a Redis
 //! store's settlements are sent in the background, so each step waits for them (`sync`)
@@ -59,10 +59,10 @@ struct Limited {
 impl Limited {
     async fn new(vendor: ScriptedModel, redis: Option<&Server>, c: SharedRateLimitConfig) -> Self {
         let vendor = Arc::new(vendor);
-        let layer = c.layer().unwrap();
+        let policy = c.policy().unwrap();
         match redis {
             None => Limited {
-                model: RateLimit::new(vendor.clone(), layer),
+                model: RateLimit::new(vendor.clone(), policy),
                 vendor,
                 store: None,
             },
@@ -70,7 +70,7 @@ impl Limited {
                 let store =
                     RedisLimitStore::new(&vendor.id().name, connect(server).await, &c).unwrap();
                 Limited {
-                    model: RateLimit::with_store(vendor.clone(), layer, store.clone()),
+                    model: RateLimit::with_store(vendor.clone(), policy, store.clone()),
                     vendor,
                     store: Some(store),
                 }
@@ -228,10 +228,10 @@ struct Budgeted {
 impl Budgeted {
     async fn new(vendor: ScriptedModel, redis: Option<&Server>, c: SharedBudgetConfig) -> Self {
         let vendor = Arc::new(vendor);
-        let layer = c.layer().unwrap();
+        let policy = c.policy().unwrap();
         match redis {
             None => Budgeted {
-                model: Budget::new(vendor.clone(), layer),
+                model: Budget::new(vendor.clone(), policy),
                 vendor,
                 store: None,
             },
@@ -239,7 +239,7 @@ impl Budgeted {
                 let store =
                     RedisBudgetStore::new(&vendor.id().name, connect(server).await, &c).unwrap();
                 Budgeted {
-                    model: Budget::with_store(vendor.clone(), layer, store.clone()),
+                    model: Budget::with_store(vendor.clone(), policy, store.clone()),
                     vendor,
                     store: Some(store),
                 }
@@ -397,16 +397,16 @@ async fn suite_both_forward_bounds_itself_and_the_budget_forwards_the_inner_refu
         let budget = SharedBudgetConfig::default();
         let (limited, budgeted, store) = match redis.as_deref() {
             None => (
-                RateLimit::new(link, rl.layer().unwrap()),
-                Budget::new(tripped_link(), budget.layer().unwrap()),
+                RateLimit::new(link, rl.policy().unwrap()),
+                Budget::new(tripped_link(), budget.policy().unwrap()),
                 None,
             ),
             Some(server) => {
                 let ls = RedisLimitStore::new("vendor", connect(server).await, &rl).unwrap();
                 let bs = RedisBudgetStore::new("vendor", connect(server).await, &budget).unwrap();
                 (
-                    RateLimit::with_store(link, rl.layer().unwrap(), ls),
-                    Budget::with_store(tripped_link(), budget.layer().unwrap(), bs.clone()),
+                    RateLimit::with_store(link, rl.policy().unwrap(), ls),
+                    Budget::with_store(tripped_link(), budget.policy().unwrap(), bs.clone()),
                     Some(bs),
                 )
             }

@@ -41,10 +41,10 @@ struct Replica<M> {
 
 impl<M: ChatModel> Replica<M> {
     fn new(inner: M, state: RedisState, config: SharedBreakerConfig) -> Result<Self> {
-        let layer = config.layer()?;
-        let store = RedisBreakerStore::new(&inner.id().name, state, &config, &layer)?;
+        let policy = config.policy()?;
+        let store = RedisBreakerStore::new(&inner.id().name, state, &config, &policy)?;
         Ok(Replica {
-            breaker: Breaker::with_store(inner, layer, store.clone()),
+            breaker: Breaker::with_store(inner, policy, store.clone()),
             store,
         })
     }
@@ -306,12 +306,12 @@ async fn every_key_is_namespaced_versioned_and_expires() {
     };
     let vendor = Vendor::new(Duration::ZERO);
     let s = connect(&server).await;
-    let layer = breaker_config().layer().unwrap();
+    let policy = breaker_config().policy().unwrap();
     let breaker_store =
-        RedisBreakerStore::new("vendor", s.clone(), &breaker_config(), &layer).unwrap();
+        RedisBreakerStore::new("vendor", s.clone(), &breaker_config(), &policy).unwrap();
     let stack = shared_budget(
         shared_rate_limit(
-            Breaker::with_store(vendor.clone(), layer, breaker_store.clone()),
+            Breaker::with_store(vendor.clone(), policy, breaker_store.clone()),
             s.clone(),
             SharedRateLimitConfig::default().rpm(10).tpm(1000),
         )

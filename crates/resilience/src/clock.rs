@@ -17,7 +17,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -65,7 +64,18 @@ pub(crate) fn default_clock() -> SharedClock {
     Arc::new(TokioClock)
 }
 
-/// `governor`'s view of a [`Clock`]: time elapsed since the adapter was made, as a `Duration`
+#[cfg(feature = "rate-limit")]
+pub(crate) use governor_clock::GovernorClock;
+
+#[cfg(feature = "rate-limit")]
+mod governor_clock {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::SharedClock;
+
+/// `governor`'s view of a [`Clock`](super::Clock): time elapsed since the adapter was made, as a `Duration`
 /// (governor accepts `Duration` as its instant type).
 #[derive(Debug, Clone)]
 pub(crate) struct GovernorClock {
@@ -87,9 +97,12 @@ impl governor::clock::Clock for GovernorClock {
         self.clock.now().saturating_duration_since(self.epoch)
     }
 }
+}
 
-#[cfg(test)]
+#[cfg(all(test, feature = "rate-limit"))]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use governor::clock::Clock as _;
 

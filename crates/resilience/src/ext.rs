@@ -8,7 +8,9 @@ use crate::bulkhead::{Bulkhead, BulkheadPolicy};
 use crate::cache::{Cache, CachePolicy};
 use crate::health::{Health, HealthPolicy};
 use crate::hedge::{Hedge, HedgePolicy};
+#[cfg(feature = "rate-limit")]
 use crate::rate_limit::{RateLimit, RateLimitPolicy};
+#[cfg(feature = "redact")]
 use crate::redact::{Redact, RedactPolicy};
 use crate::retry::{Retry, RetryPolicy};
 use crate::timeout::{Timeout, TimeoutPolicy};
@@ -39,38 +41,39 @@ use crate::validate::{Validate, Validator};
 /// ```
 pub trait ChatModelExt: ChatModel + Sized {
     /// Retries failed calls ([`crate::retry`]).
-    fn with_retry(self, layer: RetryPolicy) -> Retry<Self> {
-        Retry::new(self, layer)
+    fn with_retry(self, policy: RetryPolicy) -> Retry<Self> {
+        Retry::new(self, policy)
     }
 
     /// Guards the model with a circuit breaker ([`crate::breaker`]).
-    fn with_breaker(self, layer: BreakerPolicy) -> Breaker<Self> {
-        Breaker::new(self, layer)
+    fn with_breaker(self, policy: BreakerPolicy) -> Breaker<Self> {
+        Breaker::new(self, policy)
     }
 
-    /// Applies local RPM / TPM limits ([`crate::rate_limit`]).
-    fn with_rate_limit(self, layer: RateLimitPolicy) -> RateLimit<Self> {
-        RateLimit::new(self, layer)
+    /// Applies local RPM / TPM limits ([`crate::rate_limit`]; feature `rate-limit`).
+    #[cfg(feature = "rate-limit")]
+    fn with_rate_limit(self, policy: RateLimitPolicy) -> RateLimit<Self> {
+        RateLimit::new(self, policy)
     }
 
     /// Bounds calls in flight behind a priority queue ([`crate::bulkhead`]).
-    fn with_bulkhead(self, layer: BulkheadPolicy) -> Bulkhead<Self> {
-        Bulkhead::new(self, layer)
+    fn with_bulkhead(self, policy: BulkheadPolicy) -> Bulkhead<Self> {
+        Bulkhead::new(self, policy)
     }
 
     /// Charges calls to per-tenant token budgets ([`crate::budget`]).
-    fn with_budget(self, layer: BudgetPolicy) -> Budget<Self> {
-        Budget::new(self, layer)
+    fn with_budget(self, policy: BudgetPolicy) -> Budget<Self> {
+        Budget::new(self, policy)
     }
 
     /// Applies per-attempt time limits and stream guards ([`crate::timeout`]).
-    fn with_timeout(self, layer: TimeoutPolicy) -> Timeout<Self> {
-        Timeout::new(self, layer)
+    fn with_timeout(self, policy: TimeoutPolicy) -> Timeout<Self> {
+        Timeout::new(self, policy)
     }
 
     /// Races `hedge` against this model when it is slow ([`crate::hedge`]).
-    fn with_hedge<H: ChatModel>(self, hedge: H, layer: HedgePolicy) -> Hedge<Self, H> {
-        Hedge::new(self, hedge, layer)
+    fn with_hedge<H: ChatModel>(self, hedge: H, policy: HedgePolicy) -> Hedge<Self, H> {
+        Hedge::new(self, hedge, policy)
     }
 
     /// Checks every answer ([`crate::validate`]).
@@ -79,18 +82,20 @@ pub trait ChatModelExt: ChatModel + Sized {
     }
 
     /// Caches answers ([`crate::cache`]).
-    fn with_cache(self, layer: CachePolicy) -> Cache<Self> {
-        Cache::new(self, layer)
+    fn with_cache(self, policy: CachePolicy) -> Cache<Self> {
+        Cache::new(self, policy)
     }
 
     /// Tracks the model's health passively ([`crate::health`]).
-    fn with_health(self, layer: HealthPolicy) -> Health<Self> {
-        Health::new(self, layer)
+    fn with_health(self, policy: HealthPolicy) -> Health<Self> {
+        Health::new(self, policy)
     }
 
-    /// Masks personal data before a cloud link and restores it in answers ([`crate::redact`]).
-    fn with_redaction(self, layer: RedactPolicy) -> Redact<Self> {
-        Redact::new(self, layer)
+    /// Masks personal data before a cloud link and restores it in answers ([`crate::redact`];
+    /// feature `redact`).
+    #[cfg(feature = "redact")]
+    fn with_redaction(self, policy: RedactPolicy) -> Redact<Self> {
+        Redact::new(self, policy)
     }
 }
 

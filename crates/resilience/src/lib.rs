@@ -113,7 +113,9 @@ pub mod health;
 pub mod hedge;
 pub mod pool;
 pub mod probe;
+#[cfg(feature = "rate-limit")]
 pub mod rate_limit;
+#[cfg(feature = "redact")]
 pub mod redact;
 pub mod retry;
 mod stream_util;
@@ -153,10 +155,12 @@ pub use probe::{
     ProbeOutcome, ProbePolicy, ProbePolicyBuilder, Prober, ProberBuilder, ProberCounters,
     ProberStats,
 };
+#[cfg(feature = "rate-limit")]
 pub use rate_limit::{
     LimitKind, LimitStore, LocalLimitStore, RateLimit, RateLimitPolicy, RateLimitPolicyBuilder,
     RateLimitSnapshot, Take, Taken,
 };
+#[cfg(feature = "redact")]
 pub use redact::{
     PiiKind, PiiRedactor, PiiRedactorBuilder, Redact, RedactPolicy, RedactPolicyBuilder, Redaction,
     Restorer,

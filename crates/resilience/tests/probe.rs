@@ -83,7 +83,7 @@ fn breaker(open_for: Duration) -> BreakerPolicy {
 #[tokio::test(start_paused = true)]
 async fn probes_follow_the_interval_within_the_jitter_bounds() {
     let model = Recorder::new();
-    let layer = ProbePolicy::builder()
+    let policy = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.3)
         .timeout(secs(1))
@@ -92,7 +92,7 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
         .build()
         .unwrap();
     let start = Instant::now();
-    let prober = Prober::builder(model.clone(), layer).spawn();
+    let prober = Prober::builder(model.clone(), policy).spawn();
     tokio::time::sleep(secs(300)).await;
 
     let times = model.times();
@@ -126,7 +126,7 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
 #[tokio::test(start_paused = true)]
 async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
     let model = Recorder::new();
-    let layer = ProbePolicy::builder()
+    let policy = ProbePolicy::builder()
         .interval(secs(5))
         .jitter(0.0)
         .timeout(secs(1))
@@ -135,7 +135,7 @@ async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
         .build()
         .unwrap();
     let start = Instant::now();
-    let _prober = Prober::builder(model.clone(), layer).spawn();
+    let _prober = Prober::builder(model.clone(), policy).spawn();
     tokio::time::sleep(Duration::from_millis(20_500)).await;
     let expected: Vec<Instant> = (1..=4).map(|n| start + secs(5 * n)).collect();
     assert_eq!(model.times(), expected);
@@ -156,8 +156,8 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
         .unwrap();
     assert_eq!(link.snapshot().status, HealthStatus::Healthy);
 
-    let layer = every_10s(secs(1), false);
-    let prober = Prober::builder(vendor.clone(), layer.clone())
+    let policy = every_10s(secs(1), false);
+    let prober = Prober::builder(vendor.clone(), policy.clone())
         .breaker(link.get_ref().handle())
         .health(link.handle())
         .spawn();
@@ -173,8 +173,8 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
     drop(prober);
 
     // The same link with `probe_healthy` set is probed.
-    let layer = every_10s(secs(1), true);
-    let prober = Prober::builder(vendor.clone(), layer)
+    let policy = every_10s(secs(1), true);
+    let prober = Prober::builder(vendor.clone(), policy)
         .breaker(link.get_ref().handle())
         .health(link.handle())
         .spawn();
@@ -210,8 +210,8 @@ async fn an_open_link_that_answers_a_probe_goes_half_open_early() {
     let refused = link.chat(&req, &Context::new()).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
 
-    let layer = every_10s(secs(2), false);
-    let prober = Prober::builder(vendor.clone(), layer)
+    let policy = every_10s(secs(2), false);
+    let prober = Prober::builder(vendor.clone(), policy)
         .breaker(link.get_ref().handle())
         .health(link.handle())
         .spawn();
@@ -252,8 +252,8 @@ async fn a_failing_probe_leaves_the_breaker_open_and_is_recorded() {
         .build()
         .unwrap();
     let health = vendor.clone().with_health(health);
-    let layer = every_10s(secs(2), false);
-    let prober = Prober::builder(vendor.clone(), layer)
+    let policy = every_10s(secs(2), false);
+    let prober = Prober::builder(vendor.clone(), policy)
         .breaker(link.handle())
         .health(health.handle())
         .spawn();
@@ -274,8 +274,8 @@ async fn a_failing_probe_leaves_the_breaker_open_and_is_recorded() {
 async fn a_hanging_probe_is_cut_at_its_timeout_and_never_overlaps() {
     let vendor = Arc::new(ScriptedModel::new("openai").hang());
     let health = vendor.clone().with_health(HealthPolicy::default());
-    let layer = every_10s(secs(2), true);
-    let prober = Prober::builder(vendor.clone(), layer)
+    let policy = every_10s(secs(2), true);
+    let prober = Prober::builder(vendor.clone(), policy)
         .health(health.handle())
         .spawn();
     tokio::time::sleep(Duration::from_millis(12_500)).await;
@@ -294,8 +294,8 @@ async fn a_hanging_probe_is_cut_at_its_timeout_and_never_overlaps() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_prober_stops_probing() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let layer = every_10s(secs(1), true);
-    let prober = Prober::builder(vendor.clone(), layer).spawn();
+    let policy = every_10s(secs(1), true);
+    let prober = Prober::builder(vendor.clone(), policy).spawn();
     assert_eq!(prober.link(), "openai");
     tokio::time::sleep(secs(25)).await;
     assert_eq!(vendor.calls(), 2);
@@ -310,8 +310,8 @@ async fn dropping_the_prober_stops_probing() {
 #[tokio::test(start_paused = true)]
 async fn the_loop_can_be_driven_as_a_future() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let layer = every_10s(secs(1), true);
-    let (counters, run) = Prober::builder(vendor.clone(), layer).run();
+    let policy = every_10s(secs(1), true);
+    let (counters, run) = Prober::builder(vendor.clone(), policy).run();
     assert!(tokio::time::timeout(secs(35), run).await.is_err());
     assert_eq!(counters.stats().probes, 3);
     tokio::time::sleep(secs(100)).await;
@@ -355,8 +355,8 @@ async fn an_unknown_link_is_probed_until_a_probe_answers() {
     );
     let link = vendor.clone().with_health(HealthPolicy::default());
     assert_eq!(link.snapshot().status, HealthStatus::Unknown);
-    let layer = every_10s(secs(1), false);
-    let prober = Prober::builder(vendor.clone(), layer)
+    let policy = every_10s(secs(1), false);
+    let prober = Prober::builder(vendor.clone(), policy)
         .health(link.handle())
         .spawn();
     tokio::time::sleep(secs(25)).await;

@@ -87,21 +87,21 @@ pub(super) fn chain_with(
     let adapter = |url: &str, name: &str| -> Result<Arc<dyn ChatModel>, String> {
         let a = openai(url, name, Some(&client))?;
         Ok(if extras.redact {
-            let layer = RedactPolicy::builder().build().map_err(|e| e.to_string())?;
-            Arc::new(layer.layer(a))
+            let policy = RedactPolicy::builder().build().map_err(|e| e.to_string())?;
+            Arc::new(policy.wrap(a))
         } else {
             Arc::new(a)
         })
     };
     let first = adapter(first_url, "primary")?;
     let prober = if extras.probe {
-        let layer = ProbePolicy::builder()
+        let policy = ProbePolicy::builder()
             .interval(Duration::from_millis(200))
             .timeout(Duration::from_millis(100))
             .probe_healthy(true)
             .build()
             .map_err(|e| e.to_string())?;
-        Some(Prober::builder(Arc::clone(&first), layer).spawn())
+        Some(Prober::builder(Arc::clone(&first), policy).spawn())
     } else {
         None
     };

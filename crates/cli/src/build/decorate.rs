@@ -52,7 +52,7 @@ pub(super) fn decorate(
     };
     // Redaction masks what goes to cloud links (local ones pass through untouched).
     let base: Arc<dyn ChatModel> = match redact {
-        Some(layer) => Arc::new(layer.layer(Arc::clone(&traced))),
+        Some(policy) => Arc::new(policy.wrap(Arc::clone(&traced))),
         None => Arc::clone(&traced),
     };
     let mut model: Arc<dyn ChatModel> = match &hooks.around_adapter {
@@ -251,22 +251,22 @@ pub(super) fn budgeted(
     }
     #[cfg(not(feature = "redis"))]
     let _ = (shared, scope);
-    let mut layer = BudgetPolicy::builder()
+    let mut policy = BudgetPolicy::builder()
         .tokens_per_window(b.tokens_per_window)
         .window(window)
         .budget_anonymous(b.anonymous);
     for (t, n) in &b.tenants {
-        layer = layer.tenant(t.clone(), *n);
+        policy = policy.tenant(t.clone(), *n);
     }
     if let Some(a) = account {
-        layer = layer.account(a);
+        policy = policy.account(a);
     }
-    let layer = layer.build().map_err(config_error)?;
+    let policy = policy.build().map_err(config_error)?;
     let budget = match b.period {
-        None => model.with_budget(layer),
+        None => model.with_budget(policy),
         Some(period) => ripcord_resilience::Budget::with_store(
             model,
-            layer,
+            policy,
             Arc::new(ripcord_resilience::PeriodBudgetStore::new(
                 period,
                 ripcord_resilience::system_wall_clock(),

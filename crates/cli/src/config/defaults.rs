@@ -44,6 +44,9 @@ pub const BUDGET_ANONYMOUS: bool = true;
 /// `min_samples` is left out (the library has no default: see the [module docs](self)).
 pub const LOWEST_LATENCY_MIN_SAMPLES: u32 = 5;
 
+/// `[server] max_body_bytes` left out: the largest request body the gateway reads (1 MiB).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
 /// A duration in whole milliseconds, as the config spells it.
 pub(super) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

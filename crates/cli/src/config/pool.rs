@@ -1,6 +1,7 @@
 //! A pooled provider: `deployments = [{ base_url, api_key_env, region, weight, rpm, tpm }, …]`
 //! and `balance`, resolved and checked with the file, line and key of what is wrong.
 
+use super::resolve_provider::Resolved;
 use std::fmt::Write as _;
 
 use secrecy::SecretString;
@@ -80,20 +81,12 @@ impl PoolSettings {
     }
 }
 
-/// What resolving a pool gives.
-pub(super) enum Resolved {
-    /// The pool's settings (`None`: the provider is no pool).
-    Pool(Option<PoolSettings>),
-    /// A key variable is unset and keys are lenient: leave the provider out.
-    Skip,
-}
-
 /// `deployments` and `balance` of one provider.
 pub(super) fn resolve_pool(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
     lenient_keys: bool,
-) -> Result<Resolved, ConfigError> {
+) -> Result<Resolved<PoolSettings>, ConfigError> {
     let name = p.name.get_ref();
     if p.deployments.is_empty() {
         if let Some(b) = &p.balance {
@@ -103,7 +96,7 @@ pub(super) fn resolve_pool(
                 format!("provider {name:?}: `balance` needs `deployments` to balance across"),
             ));
         }
-        return Ok(Resolved::Pool(None));
+        return Ok(Resolved::Settings(None));
     }
     if p.kind == ProviderKind::LocalOnnx {
         return Err(cx.err(
@@ -266,7 +259,7 @@ pub(super) fn resolve_pool(
             ),
         ));
     }
-    Ok(Resolved::Pool(Some(PoolSettings {
+    Ok(Resolved::Settings(Some(PoolSettings {
         balance,
         deployments,
     })))

@@ -7,6 +7,7 @@
 //! (`AWS_BEARER_TOKEN_BEDROCK`, `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
 //! `AWS_SESSION_TOKEN`, the `AWS_PROFILE` or `default` profile).
 
+use super::resolve_provider::Resolved;
 use ripcord_providers::BedrockCredentials;
 use secrecy::SecretString;
 use toml::Spanned;
@@ -15,14 +16,6 @@ use super::ConfigError;
 use super::env::Ctx;
 use super::model::BedrockSettings;
 use super::raw::{ProviderConfig, ProviderKind};
-
-/// What became of a provider's Bedrock settings.
-pub(super) enum Resolved {
-    /// Not a Bedrock provider (`None`), or its settings.
-    Settings(Option<BedrockSettings>),
-    /// A credential variable is unset and keys are resolved leniently: leave the provider out.
-    Skip,
-}
 
 /// The Bedrock-only keys, with their spans, for "not a bedrock provider" errors.
 fn bedrock_keys(p: &ProviderConfig) -> [(&'static str, Option<std::ops::Range<usize>>); 5] {
@@ -114,7 +107,7 @@ pub(super) fn resolve_bedrock(
     api_key: Option<&str>,
     key_source: Option<&str>,
     lenient_keys: bool,
-) -> Result<Resolved, ConfigError> {
+) -> Result<Resolved<BedrockSettings>, ConfigError> {
     if p.kind != ProviderKind::Bedrock {
         if let Some((key, Some(span))) = bedrock_keys(p).into_iter().find(|(_, s)| s.is_some()) {
             return Err(cx.err(

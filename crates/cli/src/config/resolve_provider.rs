@@ -143,15 +143,22 @@ fn google_settings_allowed(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<(), Confi
     Ok(())
 }
 
-/// `project`, `location` and the credentials of a Vertex provider; `Ok(None)` when a
-/// variable it names is unset and keys are lenient.
+/// A provider's settings of one kind (Bedrock's, Vertex's, a pool's), or why it has none.
+pub(super) enum Resolved<T> {
+    /// The settings, or `None` when the provider is not of that kind.
+    Settings(Option<T>),
+    /// A credential variable is unset and keys are resolved leniently: leave the provider out.
+    Skip,
+}
+
+/// `project`, `location` and the credentials of a Vertex provider.
 fn resolve_vertex(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
     lenient_keys: bool,
-) -> Result<Option<Option<VertexSettings>>, ConfigError> {
+) -> Result<Resolved<VertexSettings>, ConfigError> {
     if !p.kind.is_vertex() {
-        return Ok(Some(None));
+        return Ok(Resolved::Settings(None));
     }
     let name = p.name.get_ref();
     let mut key_project = None;
@@ -165,7 +172,7 @@ fn resolve_vertex(
         }
         (Some(var), None) => match cx.env.var(var.get_ref()) {
             Some(t) => VertexCredentials::Token(secrecy::SecretString::from(t)),
-            None if lenient_keys => return Ok(None),
+            None if lenient_keys => return Ok(Resolved::Skip),
             None => {
                 return Err(cx.err(
                     Some(&var.span()),
@@ -184,7 +191,7 @@ fn resolve_vertex(
             };
             let Some(path) = path else {
                 if lenient_keys {
-                    return Ok(None);
+                    return Ok(Resolved::Skip);
                 }
                 return Err(cx.err(
                     Some(&p.name.span()),
@@ -222,7 +229,7 @@ fn resolve_vertex(
     let location = cx
         .opt(&p.location, "location")?
         .unwrap_or_else(|| ripcord_providers::google::DEFAULT_VERTEX_LOCATION.to_owned());
-    Ok(Some(Some(VertexSettings {
+    Ok(Resolved::Settings(Some(VertexSettings {
         project,
         location,
         credentials,
@@ -359,16 +366,17 @@ pub(super) fn resolve_provider(
         key_source.as_deref(),
         lenient_keys,
     )? {
-        super::resolve_bedrock::Resolved::Settings(s) => s,
-        super::resolve_bedrock::Resolved::Skip => return Ok(None),
+        Resolved::Settings(s) => s,
+        Resolved::Skip => return Ok(None),
     };
     let key_source = match &bedrock {
         Some(b) => Some(b.source.clone()),
         None => key_source,
     };
     let wire = resolve_wire(cx, p)?;
-    let Some(vertex) = resolve_vertex(cx, p, lenient_keys)? else {
-        return Ok(None);
+    let vertex = match resolve_vertex(cx, p, lenient_keys)? {
+        Resolved::Settings(s) => s,
+        Resolved::Skip => return Ok(None),
     };
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
@@ -385,8 +393,8 @@ pub(super) fn resolve_provider(
     };
     let policies = super::resolve_policies::resolve_policies(cx, p)?;
     let pool = match super::pool::resolve_pool(cx, p, lenient_keys)? {
-        super::pool::Resolved::Pool(pool) => pool,
-        super::pool::Resolved::Skip => return Ok(None),
+        Resolved::Settings(pool) => pool,
+        Resolved::Skip => return Ok(None),
     };
     let context_window = positive(&p.context_window, "context_window")?;
     let max_output_tokens = positive(&p.max_output_tokens, "max_output_tokens")?;

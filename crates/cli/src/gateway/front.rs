@@ -137,8 +137,8 @@ fn admit(
     }
     if !open_path(path) {
         match state.authenticate(&parts.headers) {
-            Some(k) => {
-                parts.extensions.insert(Authed(k));
+            Some(authed) => {
+                parts.extensions.insert(authed);
             }
             None => {
                 return Err(Box::new(refusal(

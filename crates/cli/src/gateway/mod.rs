@@ -95,6 +95,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
+use ripcord_core::chain::{DEFAULT_DEADLINE, DEFAULT_STREAM_MAX};
 use ripcord_core::{ChatModel, EmbeddingModel};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
@@ -230,9 +231,9 @@ impl GatewayState {
         GatewayState {
             model,
             embeddings: None,
-            deadline: Duration::from_secs(30),
-            stream_max: Duration::from_secs(600),
-            max_body_bytes: 1 << 20,
+            deadline: DEFAULT_DEADLINE,
+            stream_max: DEFAULT_STREAM_MAX,
+            max_body_bytes: crate::config::defaults::MAX_BODY_BYTES,
             readiness: Arc::new(|| json!({"status": "ready"})),
             models: vec![name],
             metrics: None,
@@ -322,10 +323,10 @@ impl GatewayState {
             ));
         }
         state.embeddings = built.embeddings.clone();
-        state.deadline = cfg.default_route().map_or(Duration::from_secs(30), |r| {
+        state.deadline = cfg.default_route().map_or(DEFAULT_DEADLINE, |r| {
             Duration::from_millis(r.spec.deadline_ms)
         });
-        state.stream_max = cfg.default_route().map_or(Duration::from_secs(600), |r| {
+        state.stream_max = cfg.default_route().map_or(DEFAULT_STREAM_MAX, |r| {
             Duration::from_millis(r.spec.stream_max_ms)
         });
         state.max_body_bytes = cfg.max_body_bytes;
@@ -394,12 +395,12 @@ impl GatewayState {
         !self.keys.is_empty() || self.store_keys.is_some()
     }
 
-    /// The key the request carries (`Some(None)` on a keyless gateway), or `None` when it
-    /// carries no accepted key. The key is read from `Authorization: Bearer` or, for
+    /// Who the request is (its key, or [`Authed`]`(None)` on a keyless gateway), or `None` when
+    /// it carries no accepted key. The key is read from `Authorization: Bearer` or, for
     /// Anthropic's SDKs, `x-api-key`; the config's keys are compared first, then the store's.
-    fn authenticate(&self, headers: &HeaderMap) -> Option<Option<Arc<Key>>> {
+    fn authenticate(&self, headers: &HeaderMap) -> Option<front::Authed> {
         if !self.keyed() {
-            return Some(None);
+            return Some(front::Authed(None));
         }
         // `Authorization: Bearer` (OpenAI clients), else `x-api-key` (Anthropic clients).
         let token = match headers.get(header::AUTHORIZATION) {
@@ -422,12 +423,12 @@ impl GatewayState {
             }
         }
         if let Some(k) = found {
-            return Some(Some(Arc::clone(k)));
+            return Some(front::Authed(Some(Arc::clone(k))));
         }
         self.store_keys
             .as_ref()?
             .find(&digest, &self.routes)
-            .map(Some)
+            .map(|k| front::Authed(Some(k)))
     }
 
     /// The caller the front door authenticated.

@@ -12,7 +12,7 @@
 //! region wording, and a type real permission errors never use (`permission_error`) — which
 //! the [`hook`] classifies as `RegionBlocked`.
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::{Error, ErrorKind};
 
 use crate::error_body::{self, ErrorBody};
@@ -37,7 +37,7 @@ pub(crate) fn from_body(status: Option<u16>, body: &ErrorBody) -> Error {
 mod tests {
     use std::time::Duration;
 
-    use reqwest::header::HeaderValue;
+    use ::http::header::HeaderValue;
     use ripcord_core::ErrorKind;
 
     use super::*;

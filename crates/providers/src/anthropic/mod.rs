@@ -18,7 +18,7 @@ pub mod wire;
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,

@@ -28,7 +28,7 @@
 
 use std::time::SystemTime;
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::{Error, ErrorKind, StatusCode};
 use serde_json::Value;
 
@@ -178,7 +178,7 @@ pub(crate) fn from_exception(
 
 #[cfg(test)]
 mod tests {
-    use reqwest::header::HeaderValue;
+    use ::http::header::HeaderValue;
 
     use super::*;
 

@@ -25,7 +25,7 @@ mod stream;
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,

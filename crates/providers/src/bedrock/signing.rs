@@ -15,7 +15,7 @@ use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::{Error, ErrorKind, Result};
 use secrecy::ExposeSecret;
 
@@ -114,7 +114,7 @@ impl SigV4 {
                 ))
             })?;
             // The signature and the session token never show in logs.
-            if h.sensitive() || name == reqwest::header::AUTHORIZATION {
+            if h.sensitive() || name == ::http::header::AUTHORIZATION {
                 value.set_sensitive(true);
             }
             out.push((name, value));

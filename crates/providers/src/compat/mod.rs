@@ -60,7 +60,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Price, Result};
 use secrecy::SecretString;
 
@@ -256,7 +256,7 @@ impl Preset {
     }
 
     /// The capabilities of `model` at `url`.
-    fn capabilities(&self, model: &str, url: &reqwest::Url) -> Capabilities {
+    fn capabilities(&self, model: &str, url: &url::Url) -> Capabilities {
         let row = ModelInfo::lookup(self.models, &self.default_model, model);
         let prefill = self.prefill != AssistantPrefill::None;
         if self.local_on_loopback && is_loopback(url) {

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqwest::header::{HeaderMap, HeaderValue};
+use ::http::header::{HeaderMap, HeaderValue};
 use ripcord_core::{Context, Error, ErrorKind, Result, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};

@@ -12,7 +12,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use ::http::header::{AUTHORIZATION, HeaderMap};
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId,

@@ -33,7 +33,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::{Error, ErrorKind, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
@@ -147,7 +147,7 @@ impl Bearer {
             Bearer::Fixed => Ok(None),
             #[cfg(feature = "vertex")]
             Bearer::Token(t) => Ok(Some((
-                reqwest::header::AUTHORIZATION,
+                ::http::header::AUTHORIZATION,
                 t.authorization(_ctx).await?,
             ))),
         }

@@ -179,7 +179,7 @@ impl VertexConfig {
         publisher: &str,
         method: &str,
         what: &str,
-    ) -> Result<reqwest::Url> {
+    ) -> Result<url::Url> {
         for (field, value) in [
             ("project", &self.project),
             ("location", &self.location),

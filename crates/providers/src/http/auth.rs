@@ -1,7 +1,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::{HeaderName, HeaderValue};
+use ::http::header::{HeaderName, HeaderValue};
 use ripcord_core::{Error, ErrorKind, Result};
 use secrecy::{ExposeSecret, SecretString};
 

@@ -3,8 +3,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
-use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use ::http::StatusCode;
+use ::http::header::{CONTENT_TYPE, HeaderMap};
 use ripcord_core::{Context, Error, ErrorKind, Fault, Result};
 
 use super::{Limit, Stage, Timeouts, guard, transport_error};
@@ -18,6 +18,7 @@ pub(crate) struct Response {
 
 pub(super) enum ResponseBody {
     Hyper(hyper::body::Incoming),
+    #[cfg(feature = "reqwest")]
     Reqwest(reqwest::Response),
 }
 
@@ -45,6 +46,7 @@ impl Response {
                     },
                 }
             },
+            #[cfg(feature = "reqwest")]
             ResponseBody::Reqwest(resp) => resp.chunk().await.map_err(TransportError::Reqwest),
         }
     }
@@ -52,6 +54,7 @@ impl Response {
     /// The rest of the body as a stream of pieces.
     pub(crate) fn into_stream(self) -> BodyStream {
         match self.body {
+            #[cfg(feature = "reqwest")]
             ResponseBody::Reqwest(resp) => Box::pin(
                 resp.bytes_stream()
                     .map(|r| r.map_err(TransportError::Reqwest)),
@@ -75,6 +78,7 @@ pub(crate) enum TransportError {
     /// Reading the body (hyper).
     Body(hyper::Error),
     /// Anything, through reqwest.
+    #[cfg(feature = "reqwest")]
     Reqwest(reqwest::Error),
 }
 

@@ -8,7 +8,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use ripcord_core::{Error, ErrorKind, Result};
 
-use super::{chain, env};
+#[cfg(feature = "reqwest")]
+use super::chain;
+use super::env;
 
 /// A pooled HTTP client (hyper-util with rustls), cheap to clone: clones share one connection
 /// pool.
@@ -37,6 +39,7 @@ pub(super) type Hyper = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>,
 #[derive(Clone)]
 pub(super) enum Engine {
     Hyper(Box<Hyper>),
+    #[cfg(feature = "reqwest")]
     Reqwest(reqwest::Client),
 }
 
@@ -44,6 +47,7 @@ impl fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let engine = match self.engine {
             Engine::Hyper(_) => "hyper",
+            #[cfg(feature = "reqwest")]
             Engine::Reqwest(_) => "reqwest",
         };
         f.debug_struct("HttpClient")
@@ -53,7 +57,8 @@ impl fmt::Debug for HttpClient {
     }
 }
 
-/// The proxy variables reqwest reads; when one is set, [`HttpClient::new`] uses reqwest.
+/// The proxy variables reqwest reads; when one is set, [`HttpClient::new`] uses reqwest (or,
+/// built without the `reqwest` feature, refuses: hyper-util's client has no proxy support).
 const PROXY_VARS: [&str; 6] = [
     "HTTPS_PROXY",
     "https_proxy",
@@ -75,14 +80,16 @@ impl HttpClient {
     ///
     /// When a proxy is configured in the environment (`HTTPS_PROXY`, `HTTP_PROXY`,
     /// `ALL_PROXY`, upper or lower case), the client is reqwest's, which honours it (and
-    /// `NO_PROXY`).
+    /// `NO_PROXY`) — with the crate's `reqwest` feature; without it, a proxy in the
+    /// environment is refused rather than bypassed.
     ///
     /// # Errors
     ///
-    /// `Network` when the TLS backend cannot be initialised.
+    /// `Network` when the TLS backend cannot be initialised, or when a proxy is configured and
+    /// the crate was built without its `reqwest` feature.
     pub fn new(connect_timeout: Duration) -> Result<HttpClient> {
         if proxy_configured(env) {
-            return HttpClient::reqwest_with(connect_timeout);
+            return HttpClient::proxied(connect_timeout);
         }
         let mut tcp = HttpConnector::new();
         tcp.set_nodelay(true);
@@ -113,8 +120,26 @@ impl HttpClient {
         })
     }
 
+    /// A proxy is configured, and this build has no client that can use one.
+    #[cfg(not(feature = "reqwest"))]
+    fn proxied(_connect_timeout: Duration) -> Result<HttpClient> {
+        let var = PROXY_VARS
+            .iter()
+            .find(|v| env(v).is_some())
+            .unwrap_or(&PROXY_VARS[0]);
+        Err(Error::new(
+            ErrorKind::Network,
+            format!(
+                "{var} names a proxy, but ripcord-providers was built without its `reqwest` \
+                 feature, the only client here that goes through proxies: enable the feature, \
+                 or unset {var} to connect directly"
+            ),
+        ))
+    }
+
     /// The same settings on reqwest, which honours proxies from the environment.
-    fn reqwest_with(connect_timeout: Duration) -> Result<HttpClient> {
+    #[cfg(feature = "reqwest")]
+    fn proxied(connect_timeout: Duration) -> Result<HttpClient> {
         let client = reqwest::Client::builder()
             .use_rustls_tls()
             .connect_timeout(connect_timeout)
@@ -135,8 +160,10 @@ impl HttpClient {
         })
     }
 
-    /// Wraps a reqwest client you configured yourself (proxies, extra roots, …). Its own
+    /// Wraps a reqwest client you configured yourself (proxies, extra roots, …; feature
+    /// `reqwest`). Its own
     /// connect timeout applies; ripcord's [`Timeouts::connect`](super::Timeouts::connect) does not.
+    #[cfg(feature = "reqwest")]
     pub fn from_reqwest(client: reqwest::Client) -> HttpClient {
         HttpClient {
             engine: Engine::Reqwest(client),
@@ -144,7 +171,9 @@ impl HttpClient {
         }
     }
 
-    /// The reqwest client underneath, when there is one (see [`HttpClient::new`]).
+    /// The reqwest client underneath, when there is one (see [`HttpClient::new`]; feature
+    /// `reqwest`).
+    #[cfg(feature = "reqwest")]
     pub fn reqwest(&self) -> Option<&reqwest::Client> {
         match &self.engine {
             Engine::Reqwest(c) => Some(c),
@@ -165,13 +194,27 @@ mod tests {
                 |v| (v == var).then(|| "http://proxy:3128".to_owned())
             ));
         }
-        let c = HttpClient::new(Duration::from_secs(1)).unwrap();
         if !proxy_configured(env) {
+            let c = HttpClient::new(Duration::from_secs(1)).unwrap();
+            assert!(format!("{c:?}").contains("hyper"), "{c:?}");
+            #[cfg(feature = "reqwest")]
             assert!(c.reqwest().is_none(), "{c:?}");
-            assert!(format!("{c:?}").contains("hyper"));
         }
-        let r = HttpClient::from_reqwest(reqwest::Client::new());
-        assert!(r.reqwest().is_some());
-        assert!(format!("{r:?}").contains("reqwest"));
+        #[cfg(feature = "reqwest")]
+        {
+            let r = HttpClient::from_reqwest(reqwest::Client::new());
+            assert!(r.reqwest().is_some());
+            assert!(format!("{r:?}").contains("reqwest"));
+        }
+    }
+
+    #[cfg(not(feature = "reqwest"))]
+    #[test]
+    fn without_reqwest_a_proxy_is_refused_by_name() {
+        // The environment is the process's: only judge the refusal when a proxy is set there.
+        if proxy_configured(env) {
+            let e = HttpClient::new(Duration::from_secs(1)).unwrap_err();
+            assert!(e.to_string().contains("`reqwest` feature"), "{e}");
+        }
     }
 }

@@ -24,6 +24,7 @@ pub(crate) fn transport_error(e: TransportError, stage: Stage) -> Error {
             TransportError::Body(e) => {
                 out_of_local_resources(why, &chain(&e), stage).with_source(e)
             }
+            #[cfg(feature = "reqwest")]
             TransportError::Reqwest(e) => {
                 let e = e.without_url();
                 out_of_local_resources(why, &chain(&e), stage).with_source(e)
@@ -53,6 +54,7 @@ pub(crate) fn transport_error(e: TransportError, stage: Stage) -> Error {
             };
             err.with_source(e)
         }
+        #[cfg(feature = "reqwest")]
         TransportError::Reqwest(e) => {
             let e = e.without_url();
             let detail = chain(&e);
@@ -84,6 +86,7 @@ fn local_exhaustion(e: &TransportError) -> Option<&'static str> {
     let e: &(dyn std::error::Error + 'static) = match e {
         TransportError::Send(e) => e,
         TransportError::Body(e) => e,
+        #[cfg(feature = "reqwest")]
         TransportError::Reqwest(e) => e,
     };
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);

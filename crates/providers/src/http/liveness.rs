@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::async_trait;
 use ripcord_core::{Context, Error, Liveness, Result};
 

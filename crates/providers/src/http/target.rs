@@ -4,9 +4,9 @@ use ripcord_core::{Error, ErrorKind, Result};
 ///
 /// The base URL must be `http` or `https` and must not carry credentials (keys go in headers,
 /// where they are redacted; a URL ends up in logs and error messages).
-pub(crate) fn endpoint(base: &str, path: &str, what: &str) -> Result<reqwest::Url> {
+pub(crate) fn endpoint(base: &str, path: &str, what: &str) -> Result<url::Url> {
     let joined = format!("{}{path}", base.trim().trim_end_matches('/'));
-    let url = reqwest::Url::parse(&joined).map_err(|e| {
+    let url = url::Url::parse(&joined).map_err(|e| {
         Error::new(
             ErrorKind::InvalidRequest,
             format!("{what}: invalid base URL {base:?}: {e}"),
@@ -39,13 +39,13 @@ pub(crate) fn env(name: &str) -> Option<String> {
 /// built rather than on every call.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
-    pub(super) url: reqwest::Url,
+    pub(super) url: url::Url,
     pub(super) uri: http::Uri,
 }
 
 impl Target {
     /// Checks that the URL is also a valid request URI.
-    pub(crate) fn new(url: reqwest::Url, what: &str) -> Result<Target> {
+    pub(crate) fn new(url: url::Url, what: &str) -> Result<Target> {
         let uri = url.as_str().parse::<http::Uri>().map_err(|e| {
             Error::new(
                 ErrorKind::InvalidRequest,
@@ -60,9 +60,9 @@ impl Target {
 }
 
 impl std::ops::Deref for Target {
-    type Target = reqwest::Url;
+    type Target = url::Url;
 
-    fn deref(&self) -> &reqwest::Url {
+    fn deref(&self) -> &url::Url {
         &self.url
     }
 }

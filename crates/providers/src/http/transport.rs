@@ -1,6 +1,6 @@
 use bytes::Bytes;
 use http_body_util::Full;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use ripcord_core::{Context, Error, ErrorKind, Result, TimeoutPhase};
 use tokio::time::Instant;
 
@@ -271,6 +271,7 @@ impl Transport {
                     body: ResponseBody::Hyper(body),
                 }
             }
+            #[cfg(feature = "reqwest")]
             Engine::Reqwest(client) => {
                 let req = client
                     .request(method, target.url.clone())

@@ -5,7 +5,7 @@
 //! 403 is a region block, `context_length_exceeded` on a 400 is a context overflow, …). Each
 //! OpenAI-compatible preset passes its own [`ErrorHook`] for the codes only it uses.
 
-use reqwest::header::HeaderMap;
+use ::http::header::HeaderMap;
 use ripcord_core::Error;
 
 use crate::error_body::{self, ErrorBody, ErrorHook};
@@ -29,7 +29,7 @@ pub(crate) fn from_body(status: Option<u16>, body: &ErrorBody, hook: Option<Erro
 mod tests {
     use std::time::Duration;
 
-    use reqwest::header::HeaderValue;
+    use ::http::header::HeaderValue;
     use ripcord_core::{ErrorKind, StatusCode};
 
     use super::*;

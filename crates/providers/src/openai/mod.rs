@@ -21,7 +21,7 @@ mod stream;
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
@@ -140,7 +140,7 @@ impl fmt::Debug for OpenAi {
     }
 }
 
-fn region_of(url: &reqwest::Url) -> Option<&'static str> {
+fn region_of(url: &url::Url) -> Option<&'static str> {
     match url.host_str() {
         Some("api.openai.com") => Some("us"),
         Some(h) if h.starts_with("eu.") && h.ends_with("openai.com") => Some("eu"),
@@ -357,13 +357,13 @@ impl OpenAi {
 
     /// The chat endpoint.
     #[cfg(all(test, feature = "azure"))]
-    pub(crate) fn chat_url(&self) -> &reqwest::Url {
+    pub(crate) fn chat_url(&self) -> &url::Url {
         &self.engine.chat_url
     }
 
     /// The Responses endpoint, when the link calls it.
     #[cfg(all(test, feature = "azure"))]
-    pub(crate) fn responses_url(&self) -> Option<&reqwest::Url> {
+    pub(crate) fn responses_url(&self) -> Option<&url::Url> {
         self.engine.responses_url.as_deref()
     }
 

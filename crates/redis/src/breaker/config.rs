@@ -127,7 +127,7 @@ impl SharedBreakerConfig {
     /// # Errors
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn layer(&self) -> Result<BreakerPolicy> {
+    pub fn policy(&self) -> Result<BreakerPolicy> {
         self.validate()?;
         let mut b = BreakerPolicy::builder()
             .consecutive_failures(self.consecutive_failures)
@@ -186,9 +186,9 @@ pub fn shared_breaker<M: ChatModel>(
     state: RedisState,
     config: SharedBreakerConfig,
 ) -> Result<Breaker<M>> {
-    let layer = config.layer()?;
-    let store = RedisBreakerStore::new(&inner.id().name, state, &config, &layer)?;
-    Ok(Breaker::with_store(inner, layer, store))
+    let policy = config.policy()?;
+    let store = RedisBreakerStore::new(&inner.id().name, state, &config, &policy)?;
+    Ok(Breaker::with_store(inner, policy, store))
 }
 
 /// A shared breaker: the resilience crate's breaker over the Redis store.

@@ -308,7 +308,7 @@ pub struct RedisBreakerStore {
 const QUEUE: usize = 4096;
 
 impl RedisBreakerStore {
-    /// A store for `link` on `state`, with `config`'s lease and `layer`'s settings (the cached
+    /// A store for `link` on `state`, with `config`'s lease and `policy`'s settings (the cached
     /// view is `layer.local_store(link)`).
     ///
     /// # Errors
@@ -318,14 +318,14 @@ impl RedisBreakerStore {
         link: &str,
         state: RedisState,
         config: &SharedBreakerConfig,
-        layer: &BreakerPolicy,
+        policy: &BreakerPolicy,
     ) -> Result<Arc<Self>> {
         config.validate()?;
         let (first, longest) = config.spells();
         let (tx, rx) = mpsc::channel(QUEUE);
         Ok(Arc::new(RedisBreakerStore {
             inner: Arc::new(Inner {
-                view: layer.local_store(link),
+                view: policy.local_store(link),
                 state,
                 scripts: Scripts::new(),
                 keys: [
@@ -736,10 +736,10 @@ mod tests {
     #[test]
     fn the_layer_carries_the_kind_actions() {
         let c = SharedBreakerConfig::default().kind(ErrorKind::RateLimited, KindAction::Ignore);
-        let layer = c.layer().unwrap();
-        assert_eq!(layer.action(ErrorKind::RateLimited), KindAction::Ignore);
-        assert_eq!(layer.action(ErrorKind::ServerError), KindAction::Count);
-        assert_eq!(layer.action(ErrorKind::InvalidRequest), KindAction::Ignore);
+        let policy = c.policy().unwrap();
+        assert_eq!(policy.action(ErrorKind::RateLimited), KindAction::Ignore);
+        assert_eq!(policy.action(ErrorKind::ServerError), KindAction::Count);
+        assert_eq!(policy.action(ErrorKind::InvalidRequest), KindAction::Ignore);
     }
 
     #[test]

@@ -69,9 +69,9 @@ pub fn shared_rate_limit<M: ChatModel>(
     state: RedisState,
     config: SharedRateLimitConfig,
 ) -> Result<RateLimit<M>> {
-    let layer = config.layer()?;
+    let policy = config.policy()?;
     let store = RedisLimitStore::new(&inner.id().name, state, &config)?;
-    Ok(RateLimit::with_store(inner, layer, store))
+    Ok(RateLimit::with_store(inner, policy, store))
 }
 
 /// The settings of a shared rate limit ([`shared_rate_limit`]): the policy's own settings
@@ -100,7 +100,7 @@ impl Default for SharedRateLimitConfig {
 
 impl SharedRateLimitConfig {
     /// Changes the policy's settings (`RateLimitPolicyBuilder`): rates are across all replicas.
-    pub fn policy(
+    pub fn with_policy(
         mut self,
         f: impl FnOnce(RateLimitPolicyBuilder) -> RateLimitPolicyBuilder,
     ) -> Self {
@@ -110,38 +110,38 @@ impl SharedRateLimitConfig {
 
     /// Requests per minute across all replicas (`RateLimitPolicyBuilder::rpm`).
     pub fn rpm(self, n: u32) -> Self {
-        self.policy(|b| b.rpm(n))
+        self.with_policy(|b| b.rpm(n))
     }
 
     /// Requests that may go at once (`RateLimitPolicyBuilder::rpm_burst`).
     pub fn rpm_burst(self, n: u32) -> Self {
-        self.policy(|b| b.rpm_burst(n))
+        self.with_policy(|b| b.rpm_burst(n))
     }
 
     /// Tokens per minute across all replicas (`RateLimitPolicyBuilder::tpm`).
     pub fn tpm(self, n: u32) -> Self {
-        self.policy(|b| b.tpm(n))
+        self.with_policy(|b| b.tpm(n))
     }
 
     /// Tokens that may go at once (`RateLimitPolicyBuilder::tpm_burst`).
     pub fn tpm_burst(self, n: u32) -> Self {
-        self.policy(|b| b.tpm_burst(n))
+        self.with_policy(|b| b.tpm_burst(n))
     }
 
     /// The longest a call waits for capacity (`RateLimitPolicyBuilder::max_wait`).
     pub fn max_wait(self, d: Duration) -> Self {
-        self.policy(|b| b.max_wait(d))
+        self.with_policy(|b| b.max_wait(d))
     }
 
     /// The longest a vendor 429 pauses the link for every replica (default 5 minutes; zero
     /// turns pausing off).
     pub fn max_pause(self, d: Duration) -> Self {
-        self.policy(|b| b.max_pause(d).pause_on_429(!d.is_zero()))
+        self.with_policy(|b| b.max_pause(d).pause_on_429(!d.is_zero()))
     }
 
     /// The pause after a vendor 429 that names no retry-after (`RateLimitPolicyBuilder::default_pause`).
     pub fn default_pause(self, d: Duration) -> Self {
-        self.policy(|b| b.default_pause(d))
+        self.with_policy(|b| b.default_pause(d))
     }
 
     /// How many replicas share the limit (default 1): while Redis is unreachable each replica
@@ -178,8 +178,8 @@ impl SharedRateLimitConfig {
     /// # Errors
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
-    pub fn layer(&self) -> Result<RateLimitPolicy> {
-        let layer = self.policy.clone().build().map_err(Error::from)?;
+    pub fn policy(&self) -> Result<RateLimitPolicy> {
+        let policy = self.policy.clone().build().map_err(Error::from)?;
         let bad = |s, r| Err(config_error("shared_rate_limit", s, r));
         if self.lease_block == Some(0) {
             return bad("lease_block", "must be at least 1");
@@ -187,20 +187,20 @@ impl SharedRateLimitConfig {
         if self.replicas == 0 {
             return bad("replicas", "must be at least 1");
         }
-        Ok(layer)
+        Ok(policy)
     }
 
     /// (request cells, tokens) per lease.
-    fn blocks(&self, layer: &RateLimitPolicy) -> (u64, u64) {
+    fn blocks(&self, policy: &RateLimitPolicy) -> (u64, u64) {
         let share = |burst: Option<u32>| {
             u64::from(burst.unwrap_or(0)) / (16 * u64::from(self.replicas.max(1)))
         };
         let requests = self
             .lease_block
-            .unwrap_or_else(|| share(layer.rpm_burst()).clamp(1, 64))
+            .unwrap_or_else(|| share(policy.rpm_burst()).clamp(1, 64))
             .max(1);
         let tokens = if requests > 1 {
-            share(layer.tpm_burst())
+            share(policy.tpm_burst())
         } else {
             0
         };
@@ -250,36 +250,36 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_naming_the_setting() {
-        let e = SharedRateLimitConfig::default().rpm(0).layer().unwrap_err();
+        let e = SharedRateLimitConfig::default().rpm(0).policy().unwrap_err();
         assert!(e.message().contains("rate_limit.rpm"), "{e}");
         let e = SharedRateLimitConfig::default()
             .replicas(0)
-            .layer()
+            .policy()
             .unwrap_err();
         assert!(e.message().contains("shared_rate_limit.replicas"), "{e}");
         let e = SharedRateLimitConfig::default()
             .lease_block(0)
-            .layer()
+            .policy()
             .unwrap_err();
         assert!(e.message().contains("lease_block"), "{e}");
     }
 
     #[test]
     fn the_policy_gets_the_whole_limit_and_each_replica_falls_back_to_its_share() {
-        let layer = SharedRateLimitConfig::default()
+        let policy = SharedRateLimitConfig::default()
             .rpm(90)
             .tpm(3)
-            .layer()
+            .policy()
             .unwrap();
-        assert_eq!(layer.rpm(), Some(90));
-        let local = layer.share(3);
+        assert_eq!(policy.rpm(), Some(90));
+        let local = policy.share(3);
         assert_eq!(local.rpm(), Some(30));
         assert_eq!(local.tpm(), Some(1));
     }
 
     #[test]
     fn lease_blocks_scale_with_the_burst_and_stay_off_for_small_limits() {
-        let blocks = |c: SharedRateLimitConfig| c.blocks(&c.layer().unwrap());
+        let blocks = |c: SharedRateLimitConfig| c.blocks(&c.policy().unwrap());
         assert_eq!(
             blocks(SharedRateLimitConfig::default().rpm(10).replicas(3)),
             (1, 0)

@@ -138,14 +138,14 @@ impl RedisLimitStore {
     ///
     /// `InvalidRequest` naming the setting when the config cannot work.
     pub fn new(link: &str, state: RedisState, config: &SharedRateLimitConfig) -> Result<Arc<Self>> {
-        let layer = config.layer()?;
+        let policy = config.policy()?;
         Ok(Arc::new(RedisLimitStore {
             inner: Arc::new(Inner {
-                local: LocalLimitStore::new(&layer.share(config.replicas)),
+                local: LocalLimitStore::new(&policy.share(config.replicas)),
                 state,
-                rpm: cell(layer.rpm(), layer.rpm_burst()),
-                tpm: cell(layer.tpm(), layer.tpm_burst()),
-                blocks: config.blocks(&layer),
+                rpm: cell(policy.rpm(), policy.rpm_burst()),
+                tpm: cell(policy.tpm(), policy.tpm_burst()),
+                blocks: config.blocks(&policy),
                 lease_ttl: config.lease_ttl,
                 settle_every: config.settle_every,
                 keys: [

@@ -47,9 +47,9 @@
 //!
 //! All calls into `failsafe` happen under one `std` mutex that is never held across an await.
 
-mod layer;
-mod listener;
 mod policy;
+mod listener;
+mod trip;
 mod state;
 mod store;
 mod watch;
@@ -64,12 +64,12 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-pub use layer::{
+pub use policy::{
     BreakerPolicy, BreakerPolicyBuilder, DEFAULT_BACKGROUND_PROBE,
     DEFAULT_BACKGROUND_PROBE_TIMEOUT, DEFAULT_OPEN_BASE, DEFAULT_OPEN_MAX,
 };
 pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
-pub use policy::{KindAction, OpenBackoff, OpenBackoffIter};
+pub use trip::{KindAction, OpenBackoff, OpenBackoffIter};
 pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket};
 
 use crate::error::tag;
@@ -100,7 +100,7 @@ use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_
 #[derive(Debug)]
 pub struct Breaker<M> {
     inner: M,
-    layer: Arc<BreakerPolicy>,
+    policy: Arc<BreakerPolicy>,
     core: Arc<dyn BreakerStore>,
     watcher: Watcher,
 }
@@ -116,13 +116,13 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn new(layer: &BreakerPolicy, check: Option<Arc<dyn Liveness>>) -> Self {
+    fn new(policy: &BreakerPolicy, check: Option<Arc<dyn Liveness>>) -> Self {
         Watcher {
             watch: Arc::new(watch::Watch::default()),
             hints: Arc::new(watch::Hints::default()),
             check,
-            every: layer.background_probe(),
-            timeout: layer.background_probe_timeout(),
+            every: policy.background_probe(),
+            timeout: policy.background_probe_timeout(),
         }
     }
 
@@ -205,19 +205,19 @@ impl BreakerHandle {
 
 impl<M: ChatModel> Breaker<M> {
     /// Wraps `inner` with a fresh breaker.
-    pub fn new(inner: M, layer: BreakerPolicy) -> Self {
-        let store = layer.local_store(inner.id().name.clone());
-        Breaker::with_store(inner, layer, Arc::new(store))
+    pub fn new(inner: M, policy: BreakerPolicy) -> Self {
+        let store = policy.local_store(inner.id().name.clone());
+        Breaker::with_store(inner, policy, Arc::new(store))
     }
 
     /// Wraps `inner` with a breaker whose state lives in `store` (a shared store from
     /// `ripcord-redis`, say). The layer's settings still decide what counts, how streams are
     /// judged and how long a probe may take; the store decides admissions and transitions.
-    pub fn with_store(inner: M, layer: BreakerPolicy, store: Arc<dyn BreakerStore>) -> Self {
-        let watcher = Watcher::new(&layer, inner.liveness());
+    pub fn with_store(inner: M, policy: BreakerPolicy, store: Arc<dyn BreakerStore>) -> Self {
+        let watcher = Watcher::new(&policy, inner.liveness());
         Breaker {
             inner,
-            layer: Arc::new(layer),
+            policy: Arc::new(policy),
             core: store,
             watcher,
         }
@@ -278,7 +278,7 @@ impl<M: ChatModel> Breaker<M> {
     fn limit(&self, admission: &Admission, ctx: &Context) -> Option<(Instant, Cut)> {
         let deadline = ctx.deadline();
         if admission.is_probe() {
-            let probe_end = Instant::now() + self.layer.probe_timeout();
+            let probe_end = Instant::now() + self.policy.probe_timeout();
             match deadline {
                 Some(d) if d <= probe_end => Some((d, Cut::Deadline)),
                 _ => Some((probe_end, Cut::ProbeTimeout)),
@@ -340,7 +340,7 @@ impl Cut {
 /// ([`Error::fault_in`]) counts; a deadline cut of an attempt with a useful budget counts as a
 /// timeout of the link.
 fn classify(
-    layer: &BreakerPolicy,
+    policy: &BreakerPolicy,
     e: &Error,
     ctx: &Context,
     budget: Option<Duration>,
@@ -353,7 +353,7 @@ fn classify(
         ErrorKind::DeadlineExceeded => ErrorKind::Timeout,
         k => k,
     };
-    match layer.action(kind) {
+    match policy.action(kind) {
         KindAction::Ignore => Outcome::Ignore,
         action => Outcome::Failure { kind, action },
     }
@@ -368,7 +368,7 @@ fn classify(
 struct BreakerObserver {
     core: Arc<dyn BreakerStore>,
     watcher: Watcher,
-    layer: Arc<BreakerPolicy>,
+    policy: Arc<BreakerPolicy>,
     admission: Option<Admission>,
     ctx: Context,
     budget: Option<Duration>,
@@ -391,7 +391,7 @@ impl StreamObserver for BreakerObserver {
         };
         let outcome = match end {
             End::Finished => Outcome::Success,
-            End::Failed(e) => classify(&self.layer, e, &self.ctx, self.budget, self.after_content),
+            End::Failed(e) => classify(&self.policy, e, &self.ctx, self.budget, self.after_content),
             End::Dropped => Outcome::Ignore,
         };
         self.watcher.record(&self.core, admission, outcome);
@@ -420,7 +420,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
         let result = self.guarded(ctx, limit, self.inner.chat(req, ctx)).await;
         let outcome = match &result {
             Ok(_) => Outcome::Success,
-            Err(e) => classify(&self.layer, e, ctx, budget, false),
+            Err(e) => classify(&self.policy, e, ctx, budget, false),
         };
         self.watcher.record(&self.core, admission, outcome);
         result.map_err(|e| tag(e, self.inner.id()))
@@ -433,7 +433,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
         let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
         match opened {
             Err(e) => {
-                let outcome = classify(&self.layer, &e, ctx, budget, false);
+                let outcome = classify(&self.policy, &e, ctx, budget, false);
                 self.watcher.record(&self.core, admission, outcome);
                 Err(tag(e, self.inner.id()))
             }
@@ -453,7 +453,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
                     BreakerObserver {
                         core: self.core.clone(),
                         watcher: self.watcher.clone(),
-                        layer: self.layer.clone(),
+                        policy: self.policy.clone(),
                         admission: Some(admission),
                         ctx: ctx.clone(),
                         budget,

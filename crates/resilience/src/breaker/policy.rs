@@ -1,214 +1,433 @@
-//! What trips the breaker, for how long, and which failures count.
+//! [`BreakerPolicy`]: the breaker's settings, and the constructor of [`Breaker`] wrappers.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use failsafe::FailurePolicy;
-use ripcord_core::ErrorKind;
+use ripcord_core::{ChatModel, ErrorKind};
 
-use crate::clock::SharedClock;
-use crate::window::Window;
+use super::Breaker;
+use super::listener::BreakerListener;
+use super::trip::{FailureRate, KindAction, OpenBackoff, default_action};
+use super::state::{Core, CoreSettings};
+use super::store::LocalStore;
+use crate::clock::{SharedClock, default_clock};
+use crate::error::ConfigError;
 
-/// How long the breaker stays open after a trip.
+/// The first open spell of a default breaker.
+pub const DEFAULT_OPEN_BASE: Duration = Duration::from_secs(5);
+
+/// The longest open spell of a default breaker (reached after four re-trips in a row).
+pub const DEFAULT_OPEN_MAX: Duration = Duration::from_secs(60);
+
+/// How often an open default breaker runs its link's liveness check.
+pub const DEFAULT_BACKGROUND_PROBE: Duration = Duration::from_secs(5);
+
+/// The longest one background liveness check may take.
+pub const DEFAULT_BACKGROUND_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RateSettings {
+    threshold: f64,
+    window: Duration,
+    min_calls: u32,
+}
+
+/// The circuit breaker's settings.
 ///
-/// Unlike `failsafe`'s backoffs (whole seconds, at least 1 s), these may be
-/// sub-second. The sequence restarts after the breaker closes again.
+/// Defaults ([`BreakerPolicy::default`]): trips after 5 consecutive failures; the first open
+/// spell is [`DEFAULT_OPEN_BASE`] (5 s) and each re-trip without a close in between doubles it,
+/// up to [`DEFAULT_OPEN_MAX`] (60 s), back to 5 s after a close; while open, the link's cheap
+/// liveness check ([`ChatModel::liveness`], e.g. listing models) runs every
+/// [`DEFAULT_BACKGROUND_PROBE`] (5 s) and an answer re-admits the link (half-open) without
+/// waiting for the spell to end; admits 1 probe at a time in half-open (each probe bounded by
+/// 30 s), closes after 1 successful probe; `Auth` failures trip at once for 5 minutes;
+/// caller-side kinds (content filtered, invalid request, context length, local refusals,
+/// cancellation) never count. Why these numbers: `docs/breakers.md`.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use ripcord_resilience::OpenBackoff;
-/// let b = OpenBackoff::Exponential { base: Duration::from_millis(250), max: Duration::from_secs(1) };
-/// let first: Vec<_> = b.iter().take(4).collect();
-/// assert_eq!(first, [250, 500, 1000, 1000].map(Duration::from_millis));
+/// use ripcord_core::ErrorKind;
+/// use ripcord_resilience::{BreakerPolicy, KindAction, OpenBackoff};
+/// let layer = BreakerPolicy::builder()
+///     .consecutive_failures(3)
+///     .failure_rate(0.5, Duration::from_secs(30), 20)
+///     .open(OpenBackoff::Exponential { base: Duration::from_millis(500), max: Duration::from_secs(30) })
+///     .success_threshold(2)
+///     .kind(ErrorKind::QuotaExhausted, KindAction::TripFor(Duration::from_secs(600)))
+///     .build()?;
+/// # let _ = policy;
+/// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OpenBackoff {
-    /// The same duration after every trip.
-    Constant(Duration),
-    /// `base`, then doubling on every re-trip without a close in between, up to `max`.
-    Exponential {
-        /// The first open duration.
-        base: Duration,
-        /// The longest open duration.
-        max: Duration,
-    },
-}
-
-impl OpenBackoff {
-    /// The open durations of consecutive trips.
-    pub fn iter(&self) -> OpenBackoffIter {
-        OpenBackoffIter {
-            spec: *self,
-            trip: 0,
-        }
-    }
-
-    pub(crate) fn first(&self) -> Duration {
-        match *self {
-            OpenBackoff::Constant(d) => d,
-            OpenBackoff::Exponential { base, max } => base.min(max),
-        }
-    }
-}
-
-/// The iterator of [`OpenBackoff::iter`]; `failsafe`'s failure policies draw from it.
 #[derive(Debug, Clone)]
-pub struct OpenBackoffIter {
-    spec: OpenBackoff,
-    trip: u32,
-}
-
-impl Iterator for OpenBackoffIter {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let d = match self.spec {
-            OpenBackoff::Constant(d) => d,
-            OpenBackoff::Exponential { base, max } => {
-                let factor = 1u32 << self.trip.min(31);
-                base.checked_mul(factor).unwrap_or(max).min(max)
-            }
-        };
-        self.trip = self.trip.saturating_add(1);
-        Some(d)
-    }
-}
-
-/// What a failure of one kind does to the breaker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KindAction {
-    /// Not counted: it says nothing about the link's health.
-    Ignore,
-    /// Counted by the trip policy.
-    Count,
-    /// Counted, and trips the breaker at once for at least this long.
-    TripFor(Duration),
-}
-
-/// The default action for a kind: kinds that are not the vendor's fault
-/// ([`ErrorKind::fault`]) are ignored, and so is a vendor `RateLimited` (the vendor is healthy
-/// and said when to come back: the rate limiter pauses the link for that long instead);
-/// `Auth` and `ModelNotFound` trip at once for 5 minutes (a rejected key or a missing model
-/// will not heal in seconds); the rest count.
-pub(crate) fn default_action(kind: ErrorKind) -> KindAction {
-    if kind.fault() != ripcord_core::Fault::Vendor || kind == ErrorKind::RateLimited {
-        KindAction::Ignore
-    } else if matches!(kind, ErrorKind::Auth | ErrorKind::ModelNotFound) {
-        KindAction::TripFor(Duration::from_secs(300))
-    } else {
-        KindAction::Count
-    }
-}
-
-/// A failure-rate policy over a sliding window, read through the crate's clock.
-///
-/// `failsafe` has its own success-rate policy, but it reads `std::time::Instant` (so tests on
-/// paused time cannot drive its window), works in whole seconds and smooths with an EWMA. This
-/// one implements `failsafe::FailurePolicy`, so `failsafe`'s state machine drives it like its
-/// own policies.
-#[derive(Debug)]
-pub(crate) struct FailureRate {
-    threshold: f64,
-    min_calls: u32,
+pub struct BreakerPolicy {
+    consecutive: Option<u32>,
+    rate: Option<RateSettings>,
+    open: OpenBackoff,
+    success_threshold: u32,
+    max_probes: usize,
+    probe_timeout: Duration,
+    half_open_retry_hint: Duration,
+    history: usize,
+    kinds: BTreeMap<ErrorKind, KindAction>,
+    listener: Arc<dyn BreakerListener>,
     clock: SharedClock,
-    window: Window,
-    backoff: OpenBackoffIter,
-    fresh: OpenBackoffIter,
+    background_probe: Option<Duration>,
+    background_probe_timeout: Duration,
 }
 
-const CALLS: usize = 0;
-const FAILURES: usize = 1;
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        BreakerPolicy {
+            consecutive: Some(5),
+            rate: None,
+            open: OpenBackoff::Exponential {
+                base: DEFAULT_OPEN_BASE,
+                max: DEFAULT_OPEN_MAX,
+            },
+            background_probe: Some(DEFAULT_BACKGROUND_PROBE),
+            background_probe_timeout: DEFAULT_BACKGROUND_PROBE_TIMEOUT,
+            success_threshold: 1,
+            max_probes: 1,
+            probe_timeout: Duration::from_secs(30),
+            half_open_retry_hint: Duration::from_secs(1),
+            history: 32,
+            kinds: BTreeMap::new(),
+            listener: Arc::new(()),
+            clock: default_clock(),
+        }
+    }
+}
 
-impl FailureRate {
-    pub(crate) fn new(
-        threshold: f64,
-        window: Duration,
-        min_calls: u32,
-        backoff: OpenBackoff,
-        clock: SharedClock,
-    ) -> Self {
-        let w = Window::new(clock.now(), window, 10);
-        FailureRate {
+impl BreakerPolicy {
+    /// A builder starting from the defaults.
+    pub fn builder() -> BreakerPolicyBuilder {
+        BreakerPolicyBuilder {
+            policy: BreakerPolicy::default(),
+            consecutive_set: false,
+        }
+    }
+
+    /// Wraps a model; every wrapper gets its own breaker state.
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Breaker<M> {
+        Breaker::new(model, self.clone())
+    }
+
+    /// Consecutive failed calls that trip the breaker (`None` when only a failure rate trips
+    /// it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ripcord_resilience::{BreakerPolicy, OpenBackoff};
+    /// let d = BreakerPolicy::default();
+    /// assert_eq!(d.consecutive_failures(), Some(5));
+    /// assert_eq!(
+    ///     d.open(),
+    ///     OpenBackoff::Exponential { base: Duration::from_secs(5), max: Duration::from_secs(60) }
+    /// );
+    /// assert_eq!(d.background_probe(), Some(Duration::from_secs(5)));
+    /// assert_eq!(d.max_probes(), 1);
+    /// ```
+    pub fn consecutive_failures(&self) -> Option<u32> {
+        self.consecutive
+    }
+
+    /// How long the breaker stays open after each trip.
+    pub fn open(&self) -> OpenBackoff {
+        self.open
+    }
+
+    /// Probes admitted at once in half-open.
+    pub fn max_probes(&self) -> usize {
+        self.max_probes
+    }
+
+    /// Successful probes needed to close from half-open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ripcord_resilience::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().success_threshold(), 1);
+    /// ```
+    pub fn success_threshold(&self) -> u32 {
+        self.success_threshold
+    }
+
+    /// The failure-rate rule, when one is set: (threshold, window, least calls in the window).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ripcord_resilience::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().failure_rate(), None);
+    /// let b = BreakerPolicy::builder().failure_rate(0.5, Duration::from_secs(10), 4).build()?;
+    /// assert_eq!(b.failure_rate(), Some((0.5, Duration::from_secs(10), 4)));
+    /// # Ok::<(), ripcord_resilience::ConfigError>(())
+    /// ```
+    pub fn failure_rate(&self) -> Option<(f64, Duration, u32)> {
+        self.rate.map(|r| (r.threshold, r.window, r.min_calls))
+    }
+
+    /// How often an open breaker runs its link's liveness check (`None`: never).
+    pub fn background_probe(&self) -> Option<Duration> {
+        self.background_probe
+    }
+
+    /// The longest one background liveness check may take.
+    pub fn background_probe_timeout(&self) -> Duration {
+        self.background_probe_timeout
+    }
+
+    /// What a failure of `kind` does.
+    pub fn action(&self, kind: ErrorKind) -> KindAction {
+        self.kinds
+            .get(&kind)
+            .copied()
+            .unwrap_or_else(|| default_action(kind))
+    }
+
+    pub(crate) fn probe_timeout(&self) -> Duration {
+        self.probe_timeout
+    }
+
+    /// A fresh in-process store for `link` with these settings (what [`BreakerPolicy::layer`]
+    /// uses; a shared store keeps one as its cached view and local fallback).
+    pub fn local_store(&self, link: impl Into<Arc<str>>) -> LocalStore {
+        LocalStore::new(self.core(link.into()))
+    }
+
+    pub(crate) fn core(&self, link: Arc<str>) -> Core {
+        let policy: Box<dyn FailurePolicy + Send> = match (self.consecutive, self.rate) {
+            (Some(n), None) => Box::new(failsafe::failure_policy::consecutive_failures(
+                n,
+                self.open.iter(),
+            )),
+            (None, Some(r)) => Box::new(FailureRate::new(
+                r.threshold,
+                r.window,
+                r.min_calls,
+                self.open,
+                self.clock.clone(),
+            )),
+            (Some(n), Some(r)) => Box::new(
+                failsafe::failure_policy::consecutive_failures(n, self.open.iter()).or_else(
+                    FailureRate::new(
+                        r.threshold,
+                        r.window,
+                        r.min_calls,
+                        self.open,
+                        self.clock.clone(),
+                    ),
+                ),
+            ),
+            // `build` rejects this; a default breaker counts consecutive failures.
+            (None, None) => Box::new(failsafe::failure_policy::consecutive_failures(
+                5,
+                self.open.iter(),
+            )),
+        };
+        Core::new(
+            link,
+            policy,
+            CoreSettings {
+                success_threshold: self.success_threshold,
+                max_probes: self.max_probes,
+                half_open_retry_hint: self.half_open_retry_hint,
+                history: self.history,
+                first_delay: self.open.first(),
+            },
+            self.clock.clone(),
+            self.listener.clone(),
+        )
+    }
+}
+
+/// Builds a [`BreakerPolicy`]; validation happens in [`BreakerPolicyBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct BreakerPolicyBuilder {
+    policy: BreakerPolicy,
+    consecutive_set: bool,
+}
+
+impl BreakerPolicyBuilder {
+    /// Trips after `n` consecutive counted failures (default 5). With
+    /// [`BreakerPolicyBuilder::failure_rate`] as well, either one trips.
+    pub fn consecutive_failures(mut self, n: u32) -> Self {
+        self.policy.consecutive = Some(n);
+        self.consecutive_set = true;
+        self
+    }
+
+    /// Trips when at least `threshold` (0 < t ≤ 1) of the calls in the last `window` failed,
+    /// once the window holds at least `min_calls` calls. Alone, it replaces the default
+    /// consecutive-failure rule.
+    pub fn failure_rate(mut self, threshold: f64, window: Duration, min_calls: u32) -> Self {
+        self.policy.rate = Some(RateSettings {
             threshold,
+            window,
             min_calls,
-            clock,
-            window: w,
-            backoff: backoff.iter(),
-            fresh: backoff.iter(),
+        });
+        if !self.consecutive_set {
+            self.policy.consecutive = None;
         }
-    }
-}
-
-impl FailurePolicy for FailureRate {
-    fn record_success(&mut self) {
-        self.window.add(self.clock.now(), CALLS, 1);
+        self
     }
 
-    fn mark_dead_on_failure(&mut self) -> Option<Duration> {
-        let now = self.clock.now();
-        self.window.add(now, CALLS, 1);
-        self.window.add(now, FAILURES, 1);
-        let calls = self.window.sum(now, CALLS);
-        let failures = self.window.sum(now, FAILURES);
-        if calls >= i64::from(self.min_calls)
-            && calls > 0
-            && failures as f64 / calls as f64 >= self.threshold
-        {
-            self.backoff.next()
-        } else {
-            None
+    /// How long the breaker stays open after each trip (default: 5 s, doubling on every
+    /// re-trip without a close in between, up to 60 s).
+    pub fn open(mut self, backoff: OpenBackoff) -> Self {
+        self.policy.open = backoff;
+        self
+    }
+
+    /// Shorthand for a constant open duration.
+    pub fn open_for(self, d: Duration) -> Self {
+        self.open(OpenBackoff::Constant(d))
+    }
+
+    /// While the breaker is open, run the link's cheap liveness check
+    /// ([`ChatModel::liveness`]) every `every`; an answer moves the breaker to half-open at
+    /// once, so the next call tests the link without waiting out the open spell. `None` turns
+    /// it off; links without a liveness check are never probed this way. Default 5 s.
+    ///
+    /// The check runs on a task the breaker owns: it starts when the breaker opens, ends when
+    /// the breaker leaves open, and is aborted when the breaker is dropped.
+    pub fn background_probe(mut self, every: Option<Duration>) -> Self {
+        self.policy.background_probe = every;
+        self
+    }
+
+    /// The longest one background liveness check may take (default 3 s).
+    pub fn background_probe_timeout(mut self, d: Duration) -> Self {
+        self.policy.background_probe_timeout = d;
+        self
+    }
+
+    /// Successful probes needed to close from half-open (default 1).
+    pub fn success_threshold(mut self, n: u32) -> Self {
+        self.policy.success_threshold = n;
+        self
+    }
+
+    /// Probes admitted at once in half-open (default 1).
+    pub fn max_probes(mut self, n: usize) -> Self {
+        self.policy.max_probes = n;
+        self
+    }
+
+    /// The longest a probe may take before it counts as failed and releases its permit, even
+    /// without a deadline in the context (default 30 s).
+    pub fn probe_timeout(mut self, d: Duration) -> Self {
+        self.policy.probe_timeout = d;
+        self
+    }
+
+    /// The retry-after given to callers refused in half-open while probes run (default 1 s).
+    pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
+        self.policy.half_open_retry_hint = d;
+        self
+    }
+
+    /// Transitions kept in the history (default 32).
+    pub fn history(mut self, n: usize) -> Self {
+        self.policy.history = n;
+        self
+    }
+
+    /// Overrides what failures of `kind` do.
+    pub fn kind(mut self, kind: ErrorKind, action: KindAction) -> Self {
+        self.policy.kinds.insert(kind, action);
+        self
+    }
+
+    /// Hears transitions and refusals (default: none).
+    pub fn listener(mut self, listener: Arc<dyn BreakerListener>) -> Self {
+        self.policy.listener = listener;
+        self
+    }
+
+    /// Uses this clock (default [`crate::TokioClock`]).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.policy.clock = clock;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a zero failure count, a rate outside (0, 1], a zero window, a zero
+    /// open duration, an exponential max below its base, zero probes, a zero success
+    /// threshold, a zero probe timeout, or a zero background-probe interval or timeout.
+    pub fn build(self) -> Result<BreakerPolicy, ConfigError> {
+        let l = self.policy;
+        let err = |setting, reason: String| ConfigError::new("breaker", setting, reason);
+        if l.consecutive == Some(0) {
+            return Err(err("consecutive_failures", "must be at least 1".into()));
         }
-    }
-
-    fn revived(&mut self) {
-        self.window.reset();
-        self.backoff = self.fresh.clone();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::default_clock;
-
-    #[tokio::test(start_paused = true)]
-    async fn failure_rate_trips_on_rate_not_count() {
-        let mut p = FailureRate::new(
-            0.5,
-            Duration::from_secs(10),
-            4,
-            OpenBackoff::Constant(Duration::from_millis(300)),
-            default_clock(),
-        );
-        p.record_success();
-        p.record_success();
-        assert_eq!(p.mark_dead_on_failure(), None); // 1/3, below min_calls
-        assert_eq!(p.mark_dead_on_failure(), Some(Duration::from_millis(300))); // 2/4
-        p.revived();
-        assert_eq!(p.mark_dead_on_failure(), None); // 1/1 but below min_calls
-        tokio::time::advance(Duration::from_secs(11)).await;
-        p.record_success();
-        p.record_success();
-        p.record_success();
-        assert_eq!(p.mark_dead_on_failure(), None); // old failure expired: 1/4 < 0.5
-    }
-
-    #[test]
-    fn default_actions_follow_the_kind() {
-        assert_eq!(
-            default_action(ErrorKind::InvalidRequest),
-            KindAction::Ignore
-        );
-        assert_eq!(
-            default_action(ErrorKind::ContentFiltered),
-            KindAction::Ignore
-        );
-        assert_eq!(default_action(ErrorKind::ServerError), KindAction::Count);
-        assert!(
-            matches!(default_action(ErrorKind::Auth), KindAction::TripFor(d) if d >= Duration::from_secs(60))
-        );
+        if let Some(r) = l.rate {
+            if !(r.threshold > 0.0 && r.threshold <= 1.0) {
+                return Err(err(
+                    "failure_rate.threshold",
+                    format!("must be in (0, 1], got {}", r.threshold),
+                ));
+            }
+            if r.window.is_zero() {
+                return Err(err(
+                    "failure_rate.window",
+                    "must be greater than zero".into(),
+                ));
+            }
+        }
+        if l.consecutive.is_none() && l.rate.is_none() {
+            return Err(err(
+                "policy",
+                "set consecutive_failures or failure_rate".into(),
+            ));
+        }
+        match l.open {
+            OpenBackoff::Constant(d) if d.is_zero() => {
+                return Err(err(
+                    "open",
+                    "the open duration must be greater than zero".into(),
+                ));
+            }
+            OpenBackoff::Exponential { base, max } if base.is_zero() || max < base => {
+                return Err(err(
+                    "open",
+                    format!("exponential needs 0 < base <= max, got base {base:?}, max {max:?}"),
+                ));
+            }
+            _ => {}
+        }
+        if l.success_threshold == 0 {
+            return Err(err("success_threshold", "must be at least 1".into()));
+        }
+        if l.max_probes == 0 {
+            return Err(err("max_probes", "must be at least 1".into()));
+        }
+        if l.probe_timeout.is_zero() {
+            return Err(err("probe_timeout", "must be greater than zero".into()));
+        }
+        if l.background_probe.is_some_and(|d| d.is_zero()) {
+            return Err(err(
+                "background_probe",
+                "the interval must be greater than zero (None turns it off)".into(),
+            ));
+        }
+        if l.background_probe_timeout.is_zero() {
+            return Err(err(
+                "background_probe_timeout",
+                "must be greater than zero".into(),
+            ));
+        }
+        Ok(l)
     }
 }

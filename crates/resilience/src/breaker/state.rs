@@ -39,7 +39,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
-use super::policy::KindAction;
+use super::trip::KindAction;
 use super::store::Outcome;
 use crate::clock::SharedClock;
 

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use ripcord_core::ErrorKind;
 
 use super::listener::{BreakerSnapshot, BreakerState};
-use super::policy::KindAction;
+use super::trip::KindAction;
 use super::state::{self, Core};
 
 /// The outcome of one logical call, as the breaker policy judged it.

@@ -20,7 +20,7 @@
 //! The in-process store is deliberately not a `governor` bucket: a budget must be refundable and exact over its
 //! window, which `governor` cannot do (it has no refunds), so it uses the crate's bucketed window.
 
-mod layer;
+mod policy;
 mod period;
 mod store;
 
@@ -33,7 +33,7 @@ use ripcord_core::{
     StreamEvent, Usage, tokens,
 };
 
-pub use layer::{BudgetPolicy, BudgetPolicyBuilder};
+pub use policy::{BudgetPolicy, BudgetPolicyBuilder};
 pub use period::{BudgetPeriod, PeriodBudgetStore, WallClock, system_wall_clock};
 pub use store::{
     BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, DEFAULT_MAX_ACCOUNTS, LocalBudgetStore,
@@ -69,7 +69,7 @@ const ANONYMOUS: &str = "<anonymous>";
 #[derive(Debug)]
 pub struct Budget<M> {
     inner: M,
-    layer: BudgetPolicy,
+    policy: BudgetPolicy,
     accounts: Arc<Accounts>,
 }
 
@@ -87,21 +87,21 @@ impl Accounts {
 
 impl<M: ChatModel> Budget<M> {
     /// Wraps `inner` with fresh accounts in this process.
-    pub fn new(inner: M, layer: BudgetPolicy) -> Self {
-        let store = Arc::new(LocalBudgetStore::new(layer.window, layer.clock.clone()));
-        Budget::with_store(inner, layer, store)
+    pub fn new(inner: M, policy: BudgetPolicy) -> Self {
+        let store = Arc::new(LocalBudgetStore::new(policy.window, policy.clock.clone()));
+        Budget::with_store(inner, policy, store)
     }
 
     /// Wraps `inner` with accounts kept in `store` (a shared store from `ripcord-redis`, say).
-    /// `layer` decides the policy: who is charged, their limits, and what a call costs.
-    pub fn with_store(inner: M, layer: BudgetPolicy, store: Arc<dyn BudgetStore>) -> Self {
+    /// `policy` decides the policy: who is charged, their limits, and what a call costs.
+    pub fn with_store(inner: M, policy: BudgetPolicy, store: Arc<dyn BudgetStore>) -> Self {
         let accounts = Arc::new(Accounts {
             store,
             refused: AtomicU64::new(0),
         });
         Budget {
             inner,
-            layer,
+            policy,
             accounts,
         }
     }
@@ -129,7 +129,7 @@ impl<M: ChatModel> Budget<M> {
 
     /// Tokens a tenant may still use in the current window.
     pub fn remaining(&self, tenant: &str) -> u64 {
-        self.layer
+        self.policy
             .limit_for(tenant)
             .saturating_sub(self.used(tenant))
     }
@@ -143,17 +143,17 @@ impl<M: ChatModel> Budget<M> {
     /// at scrape time).
     pub fn view(&self) -> BudgetView {
         BudgetView {
-            layer: self.layer.clone(),
+            policy: self.policy.clone(),
             store: Arc::clone(&self.accounts.store),
         }
     }
 
     /// Reserves the request's tokens; returns the hold and the prompt estimate.
     async fn reserve(&self, req: &ChatRequest, ctx: &Context) -> Result<Option<(BudgetHold, u64)>> {
-        let tenant = match (&self.layer.account, ctx.tenant()) {
+        let tenant = match (&self.policy.account, ctx.tenant()) {
             (Some(a), _) => &**a,
             (None, Some(t)) => t,
-            (None, None) if self.layer.budget_anonymous => ANONYMOUS,
+            (None, None) if self.policy.budget_anonymous => ANONYMOUS,
             (None, None) => return Ok(None),
         };
         let output = req
@@ -161,7 +161,7 @@ impl<M: ChatModel> Budget<M> {
             .unwrap_or(self.inner.capabilities().max_output_tokens);
         let prompt = u64::from(tokens::estimate_request(req));
         let need = prompt + u64::from(output);
-        let limit = self.layer.limit_for(tenant);
+        let limit = self.policy.limit_for(tenant);
         if need > limit {
             return Err(self.refuse(
                 tenant,
@@ -233,14 +233,14 @@ impl<M: ChatModel> Budget<M> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct BudgetView {
-    layer: BudgetPolicy,
+    policy: BudgetPolicy,
     store: Arc<dyn BudgetStore>,
 }
 
 impl BudgetView {
     /// The token limit per window for a tenant.
     pub fn limit_for(&self, tenant: &str) -> u64 {
-        self.layer.limit_for(tenant)
+        self.policy.limit_for(tenant)
     }
 
     /// Tokens a tenant used (or has reserved) in the current window.
@@ -270,7 +270,7 @@ impl BudgetView {
     /// The tenant calls without one are charged to (`<anonymous>`), when they are budgeted
     /// ([`BudgetPolicyBuilder::budget_anonymous`]).
     pub fn anonymous(&self) -> Option<&'static str> {
-        self.layer.budget_anonymous.then_some(ANONYMOUS)
+        self.policy.budget_anonymous.then_some(ANONYMOUS)
     }
 }
 

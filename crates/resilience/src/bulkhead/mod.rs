@@ -17,7 +17,7 @@
 //!
 //! Per-tenant token budgets live beside it, in [`crate::budget`].
 
-mod layer;
+mod policy;
 mod queue;
 
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use serde::Serialize;
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use layer::{BulkheadPolicy, BulkheadPolicyBuilder, DEFAULT_MAX_QUEUE_WAIT};
+pub use policy::{BulkheadPolicy, BulkheadPolicyBuilder, DEFAULT_MAX_QUEUE_WAIT};
 use queue::{Entry, Pool, Refused, Slot};
 
 use crate::error::tag;
@@ -56,7 +56,7 @@ use crate::error::tag;
 #[derive(Debug)]
 pub struct Bulkhead<M> {
     inner: M,
-    layer: BulkheadPolicy,
+    policy: BulkheadPolicy,
     pool: Arc<Pool>,
 }
 
@@ -76,9 +76,9 @@ pub struct BulkheadSnapshot {
 
 impl<M: ChatModel> Bulkhead<M> {
     /// Wraps `inner` with a fresh bulkhead.
-    pub fn new(inner: M, layer: BulkheadPolicy) -> Self {
-        let pool = Arc::new(Pool::new(layer.max_in_flight, layer.max_queue));
-        Bulkhead { inner, layer, pool }
+    pub fn new(inner: M, policy: BulkheadPolicy) -> Self {
+        let pool = Arc::new(Pool::new(policy.max_in_flight, policy.max_queue));
+        Bulkhead { inner, policy, pool }
     }
 
     /// The wrapped model.
@@ -101,7 +101,7 @@ impl<M: ChatModel> Bulkhead<M> {
         BulkheadSnapshot {
             in_flight: self.pool.in_flight(),
             queued: self.pool.queued(),
-            max_in_flight: self.layer.max_in_flight,
+            max_in_flight: self.policy.max_in_flight,
             rejected: self.pool.rejected.load(Ordering::Relaxed),
         }
     }
@@ -133,14 +133,14 @@ impl<M: ChatModel> Bulkhead<M> {
             let keep = ctx.min_attempt().unwrap_or(Duration::ZERO);
             d.checked_sub(keep).unwrap_or(now).max(now)
         });
-        let max_wait = self.layer.max_queue_wait.map(|d| now + d);
+        let max_wait = self.policy.max_queue_wait.map(|d| now + d);
         let limit = match (by_deadline, max_wait) {
             (Some(d), Some(w)) => Some(d.min(w)),
             (d, w) => d.or(w),
         };
         if let Some(at) = limit {
             let allowance = at.saturating_duration_since(now);
-            let expected = self.pool.expected_wait(self.layer.max_in_flight);
+            let expected = self.pool.expected_wait(self.policy.max_in_flight);
             if allowance.is_zero() || expected.is_some_and(|w| w > allowance) {
                 drop(waiter);
                 self.pool.rejected.fetch_add(1, Ordering::Relaxed);

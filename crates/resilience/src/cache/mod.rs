@@ -9,7 +9,7 @@
 //!
 //! Streams are served from the cache as a replay, and stored when they finish normally.
 
-mod layer;
+mod policy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-pub use layer::{CachePolicy, CachePolicyBuilder};
+pub use policy::{CachePolicy, CachePolicyBuilder};
 
 use crate::stream_util::{End, Observed, StreamObserver};
 
@@ -49,7 +49,7 @@ use crate::stream_util::{End, Observed, StreamObserver};
 #[derive(Debug)]
 pub struct Cache<M> {
     inner: M,
-    layer: CachePolicy,
+    policy: CachePolicy,
     store: Arc<Store>,
 }
 
@@ -208,10 +208,10 @@ fn cacheable(resp: &ChatResponse) -> bool {
 
 impl<M: ChatModel> Cache<M> {
     /// Wraps `inner` with an empty cache.
-    pub fn new(inner: M, layer: CachePolicy) -> Self {
+    pub fn new(inner: M, policy: CachePolicy) -> Self {
         let store = Arc::new(Store {
-            ttl: layer.ttl,
-            capacity: layer.capacity,
+            ttl: policy.ttl,
+            capacity: policy.capacity,
             inner: Mutex::new(Inner::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -219,7 +219,7 @@ impl<M: ChatModel> Cache<M> {
         });
         Cache {
             inner,
-            layer,
+            policy,
             store,
         }
     }
@@ -257,7 +257,7 @@ impl<M: ChatModel> Cache<M> {
     }
 
     fn key(&self, req: &ChatRequest, ctx: &Context) -> Option<Arc<str>> {
-        let tenant = if self.layer.per_tenant {
+        let tenant = if self.policy.per_tenant {
             ctx.tenant()
         } else {
             None
@@ -266,7 +266,7 @@ impl<M: ChatModel> Cache<M> {
     }
 
     fn hit(&self, key: &str) -> Option<ChatResponse> {
-        let mut resp = self.store.get(key, self.layer.clock.now())?;
+        let mut resp = self.store.get(key, self.policy.clock.now())?;
         // Nothing was attempted for this answer.
         resp.provenance.attempts.clear();
         tracing::debug!(ripcord.link = %self.inner.id().name, message = ripcord_core::telemetry::event::CACHE_HIT);
@@ -326,7 +326,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Cache<M> {
         if let Some(key) = key
             && cacheable(&resp)
         {
-            self.store.put(key, resp.clone(), self.layer.clock.now());
+            self.store.put(key, resp.clone(), self.policy.clock.now());
         }
         Ok(resp)
     }
@@ -341,7 +341,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Cache<M> {
             s,
             CacheObserver {
                 store: self.store.clone(),
-                clock: self.layer.clock.clone(),
+                clock: self.policy.clock.clone(),
                 key,
                 collector: stream::Collector::new(),
             },

@@ -13,7 +13,7 @@
 //! error-rate averages (those describe what callers experienced); they only decide the status of
 //! a link that has seen no traffic yet.
 
-mod layer;
+mod policy;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,7 +26,7 @@ use serde::Serialize;
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use layer::{HealthPolicy, HealthPolicyBuilder};
+pub use policy::{HealthPolicy, HealthPolicyBuilder};
 
 use crate::breaker::{BreakerHandle, BreakerSnapshot, BreakerState};
 use crate::stream_util::{End, Observed, StreamObserver};
@@ -118,7 +118,7 @@ struct Averages {
 #[derive(Debug)]
 struct State {
     link: Arc<str>,
-    layer: HealthPolicy,
+    policy: HealthPolicy,
     averages: Mutex<Averages>,
     calls: AtomicU64,
     successes: AtomicU64,
@@ -145,7 +145,7 @@ impl State {
     /// for a failure that is not, which counts as a call but not as a failure).
     fn record(&self, outcome: std::result::Result<std::time::Duration, Option<ErrorKind>>) {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let a = self.layer.alpha;
+        let a = self.policy.alpha;
         let Ok(mut avg) = self.averages.lock() else {
             return;
         };
@@ -170,16 +170,16 @@ impl State {
             Ok(a) => (a.latency_ms, a.error_rate, a.last_error),
             Err(_) => (None, 0.0, None),
         };
-        let breaker = self.layer.breaker.as_ref().map(BreakerHandle::snapshot);
+        let breaker = self.policy.breaker.as_ref().map(BreakerHandle::snapshot);
         let calls = self.calls.load(Ordering::Relaxed);
         let probe = self.probe.lock().ok().and_then(|p| *p);
         let status = match breaker.as_ref().map(|b| b.state) {
             Some(BreakerState::Open) => HealthStatus::Unhealthy,
-            _ if error_rate >= self.layer.unhealthy_error_rate && calls > 0 => {
+            _ if error_rate >= self.policy.unhealthy_error_rate && calls > 0 => {
                 HealthStatus::Unhealthy
             }
             Some(BreakerState::HalfOpen) => HealthStatus::Degraded,
-            _ if error_rate >= self.layer.degraded_error_rate && calls > 0 => {
+            _ if error_rate >= self.policy.degraded_error_rate && calls > 0 => {
                 HealthStatus::Degraded
             }
             // No traffic yet: the last probe, if any, is all we know.
@@ -270,10 +270,10 @@ impl HealthHandle {
 
 impl<M: ChatModel> Health<M> {
     /// Wraps `inner` with a fresh tracker.
-    pub fn new(inner: M, layer: HealthPolicy) -> Self {
+    pub fn new(inner: M, policy: HealthPolicy) -> Self {
         let state = Arc::new(State {
             link: inner.id().name.clone(),
-            layer,
+            policy,
             averages: Mutex::new(Averages::default()),
             calls: AtomicU64::new(0),
             successes: AtomicU64::new(0),

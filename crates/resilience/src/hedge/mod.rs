@@ -25,7 +25,7 @@
 //! Hedges spend extra calls; at most [`HedgePolicyBuilder::max_extra_percent`](crate::HedgePolicyBuilder::max_extra_percent)
 //! of the primary's calls (10% by default). Past the budget a slow primary runs alone.
 
-mod layer;
+mod policy;
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -39,7 +39,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-pub use layer::{HedgeDelay, HedgePolicy, HedgePolicyBuilder};
+pub use policy::{HedgeDelay, HedgePolicy, HedgePolicyBuilder};
 
 use crate::error::tag;
 use crate::stream_util::open_to_first_content;
@@ -69,7 +69,7 @@ const SAMPLES: usize = 128;
 pub struct Hedge<P, H> {
     primary: P,
     hedge: H,
-    layer: HedgePolicy,
+    policy: HedgePolicy,
     samples: Mutex<VecDeque<Duration>>,
     calls: AtomicU64,
     started: AtomicU64,
@@ -84,11 +84,11 @@ enum Won<T> {
 
 impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
     /// Races `hedge` against `primary` by the layer's rules.
-    pub fn new(primary: P, hedge: H, layer: HedgePolicy) -> Self {
+    pub fn new(primary: P, hedge: H, policy: HedgePolicy) -> Self {
         Hedge {
             primary,
             hedge,
-            layer,
+            policy,
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES)),
             calls: AtomicU64::new(0),
             started: AtomicU64::new(0),
@@ -128,7 +128,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
 
     /// The current hedge delay.
     pub fn current_delay(&self) -> Duration {
-        match self.layer.delay {
+        match self.policy.delay {
             HedgeDelay::Fixed(d) => d,
             HedgeDelay::P95 {
                 initial,
@@ -189,7 +189,7 @@ impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
             () = tokio::time::sleep(delay) => {}
         }
         // The budget: hedges started (this one included) stay within the allowed share.
-        let allowed = 1 + calls.saturating_mul(u64::from(self.layer.max_extra_percent)) / 100;
+        let allowed = 1 + calls.saturating_mul(u64::from(self.policy.max_extra_percent)) / 100;
         if self.started.load(Ordering::Relaxed) >= allowed {
             tracing::debug!(ripcord.link = %self.primary.id().name, message = ripcord_core::telemetry::event::HEDGE_BUDGET_SPENT);
             let r = primary.await;

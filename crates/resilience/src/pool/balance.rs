@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::layer::Balance;
+use super::policy::Balance;
 
 /// The `k`-th (from 0, in ascending order) slot index in `set` (`k` < its size).
 pub(crate) fn nth(mut set: u64, k: usize) -> usize {

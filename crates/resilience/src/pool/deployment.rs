@@ -9,7 +9,7 @@ use ripcord_core::{ChatModel, ErrorKind};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::layer::{Ejection, PoolPolicy};
+use super::policy::{Ejection, PoolPolicy};
 
 /// A deployment of the pool's model: a region, a key, an account — any endpoint serving the
 /// same model, behind its own [`ChatModel`] (usually an adapter wrapped in its own breaker and
@@ -244,6 +244,27 @@ pub(crate) struct Health {
     pub(crate) failures: u64,
 }
 
+/// When a deployment takes calls again ([`Health::blocked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// It does now.
+    No,
+    /// It returns by itself at this instant.
+    Until(Instant),
+    /// Only a probe or an operator can bring it back.
+    UntilBroughtBack,
+}
+
+impl Blocked {
+    /// The instant it returns by itself, if it is blocked until one.
+    pub(crate) fn until(self) -> Option<Instant> {
+        match self {
+            Blocked::Until(at) => Some(at),
+            Blocked::No | Blocked::UntilBroughtBack => None,
+        }
+    }
+}
+
 impl Health {
     pub(crate) fn new(policy: &PoolPolicy, now: Instant) -> Self {
         Health {
@@ -269,22 +290,22 @@ impl Health {
         }
     }
 
-    /// When it takes calls again: `None` when it does now, `Some(None)` when only a probe or an
-    /// operator can bring it back, `Some(Some(at))` when it returns by itself at `at`.
-    pub(crate) fn blocked_until(&self, now: Instant) -> Option<Option<Instant>> {
+    /// When it takes calls again.
+    pub(crate) fn blocked(&self, now: Instant) -> Blocked {
         if self.out.is_some() {
             return match self.recheck_at {
                 // Its trial call is due: it may take one.
-                Some(at) if at <= now => None,
-                other => Some(other),
+                Some(at) if at <= now => Blocked::No,
+                Some(at) => Blocked::Until(at),
+                None => Blocked::UntilBroughtBack,
             };
         }
-        let until = [self.cooldown_until, self.ejected_until]
+        [self.cooldown_until, self.ejected_until]
             .into_iter()
             .flatten()
             .filter(|&t| t > now)
-            .max();
-        until.map(Some)
+            .max()
+            .map_or(Blocked::No, Blocked::Until)
     }
 
     pub(crate) fn state(&self, now: Instant) -> DeploymentState {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::deployment::{DeploymentSnapshot, DeploymentState};
-use super::layer::Balance;
+use super::policy::Balance;
 use super::store::Spread;
 
 /// A cheap handle on a pool: its snapshot, reinstatement and probes (the CLI's status pages
@@ -60,8 +60,8 @@ impl PoolHandle {
             .map(|slot| {
                 let h = slot.health();
                 let left = h
-                    .blocked_until(now)
-                    .flatten()
+                    .blocked(now)
+                    .until()
                     .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
                 DeploymentSnapshot {
                     name: slot.spec.name.clone(),

@@ -41,7 +41,7 @@
 mod balance;
 mod deployment;
 mod handle;
-mod layer;
+mod policy;
 mod observer;
 mod store;
 
@@ -61,12 +61,12 @@ use tokio::time::Instant;
 
 pub use deployment::{Deployment, DeploymentSnapshot, DeploymentState};
 pub use handle::{PoolHandle, PoolSnapshot};
-pub use layer::{Balance, Ejection, PoolPolicy, PoolPolicyBuilder, UnknownBalance};
+pub use policy::{Balance, Ejection, PoolPolicy, PoolPolicyBuilder, UnknownBalance};
 pub use store::{LocalPoolStore, PoolBlock, PoolStore, SharedBlocks};
 
 use crate::error::ConfigError;
 use crate::stream_util::{Observed, bounded_by, open_to_first_content};
-use deployment::{Health, InFlight, Slot};
+use deployment::{Blocked, Health, InFlight, Slot};
 use observer::PoolObserver;
 use store::Spread;
 
@@ -285,7 +285,7 @@ impl Shared {
                 continue;
             }
             let h = slot.health();
-            if h.blocked_until(now).is_none() {
+            if h.blocked(now) == Blocked::No {
                 set |= bit(i);
                 if h.out.is_some() {
                     trial |= bit(i);
@@ -301,7 +301,7 @@ impl Shared {
             .iter()
             .enumerate()
             .filter(|(i, _)| exclude & bit(*i) == 0)
-            .filter_map(|(_, s)| s.health().blocked_until(now).flatten())
+            .filter_map(|(_, s)| s.health().blocked(now).until())
             .min()
     }
 
@@ -662,7 +662,7 @@ impl ChatModel for Pool {
         if shared
             .slots
             .iter()
-            .any(|s| s.health().blocked_until(now).is_none())
+            .any(|s| s.health().blocked(now) == Blocked::No)
         {
             return None;
         }

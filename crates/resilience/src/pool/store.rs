@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use ripcord_core::ErrorKind;
 
 use super::Shared;
-use super::layer::Ejection;
+use super::policy::Ejection;
 
 /// A block one replica puts on a deployment, for every replica to honour.
 #[derive(Debug, Clone, Copy, PartialEq)]

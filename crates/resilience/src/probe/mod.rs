@@ -33,7 +33,7 @@
 //! the chain is dropped. No task is ever detached. [`ProberBuilder::run`] is the same loop as a future
 //! for callers who drive it themselves (in a `JoinSet`, or under `select!`).
 
-mod layer;
+mod policy;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +43,7 @@ use ripcord_core::{ChatModel, Context, Error, ErrorKind};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use layer::{ProbePolicy, ProbePolicyBuilder};
+pub use policy::{ProbePolicy, ProbePolicyBuilder};
 
 use crate::breaker::{BreakerHandle, BreakerState};
 use crate::health::{HealthHandle, HealthStatus};
@@ -113,7 +113,7 @@ impl Counters {
 #[derive(Debug)]
 struct Probe<M> {
     model: M,
-    layer: ProbePolicy,
+    policy: ProbePolicy,
     breaker: Option<BreakerHandle>,
     health: Option<HealthHandle>,
     counters: Arc<Counters>,
@@ -136,18 +136,18 @@ impl<M: ChatModel> Probe<M> {
     }
 
     fn next_delay(&self) -> Duration {
-        jittered(self.layer.interval, self.layer.jitter, &*self.layer.rng)
+        jittered(self.policy.interval, self.policy.jitter, &*self.policy.rng)
     }
 
     async fn probe_once(&self) -> ProbeOutcome {
         let started = Instant::now();
-        let limit = started + self.layer.timeout;
+        let limit = started + self.policy.timeout;
         let ctx = Context::new()
             .with_deadline(limit)
             .with_intent("ripcord.probe");
         let outcome = match tokio::time::timeout_at(
             limit,
-            self.model.chat(&self.layer.request, &ctx),
+            self.model.chat(&self.policy.request, &ctx),
         )
         .await
         {
@@ -197,7 +197,7 @@ impl<M: ChatModel> Probe<M> {
     async fn run(self) {
         loop {
             tokio::time::sleep(self.next_delay()).await;
-            if !self.layer.probe_healthy && self.closed_and_healthy() {
+            if !self.policy.probe_healthy && self.closed_and_healthy() {
                 self.counters.skipped.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(ripcord.link = %self.model.id().name, message = ripcord_core::telemetry::event::PROBE_SKIPPED);
                 continue;
@@ -312,11 +312,11 @@ impl ProberCounters {
 impl Prober {
     /// Starts setting up a prober of `model` (give it the undecorated link, see the
     /// [module docs](crate::probe)).
-    pub fn builder<M: ChatModel + 'static>(model: M, layer: ProbePolicy) -> ProberBuilder<M> {
+    pub fn builder<M: ChatModel + 'static>(model: M, policy: ProbePolicy) -> ProberBuilder<M> {
         ProberBuilder {
             probe: Probe {
                 model,
-                layer,
+                policy,
                 breaker: None,
                 health: None,
                 counters: Arc::new(Counters::default()),

@@ -45,7 +45,7 @@
 //! waits are tokio sleeps. Neither `governor`'s own clock nor its `futures-timer` sleeps are used,
 //! so paused-time tests drive the limiter.
 
-mod layer;
+mod policy;
 mod store;
 
 use std::sync::Arc;
@@ -60,7 +60,7 @@ use ripcord_core::{
 };
 use serde::Serialize;
 
-pub use layer::{DEFAULT_429_PAUSE, RateLimitPolicy, RateLimitPolicyBuilder};
+pub use policy::{DEFAULT_429_PAUSE, RateLimitPolicy, RateLimitPolicyBuilder};
 pub use store::{LimitKind, LimitStore, LocalLimitStore, Take, Taken};
 
 use crate::clock::SharedClock;
@@ -91,7 +91,7 @@ use crate::window::Window;
 #[derive(Debug)]
 pub struct RateLimit<M> {
     inner: M,
-    layer: RateLimitPolicy,
+    policy: RateLimitPolicy,
     state: Arc<LimitState>,
 }
 
@@ -173,26 +173,26 @@ impl LimitState {
 
 impl<M: ChatModel> RateLimit<M> {
     /// Wraps `inner` with fresh buckets in this process.
-    pub fn new(inner: M, layer: RateLimitPolicy) -> Self {
-        let store = Arc::new(LocalLimitStore::new(&layer));
-        RateLimit::with_store(inner, layer, store)
+    pub fn new(inner: M, policy: RateLimitPolicy) -> Self {
+        let store = Arc::new(LocalLimitStore::new(&policy));
+        RateLimit::with_store(inner, policy, store)
     }
 
     /// Wraps `inner` with a limiter whose buckets live in `store` (a shared store from
-    /// `ripcord-redis`, say). `layer` decides the policy: what a call reserves, how long it may
+    /// `ripcord-redis`, say). `policy` decides the policy: what a call reserves, how long it may
     /// wait, what pauses the link and what a call is charged.
-    pub fn with_store(inner: M, layer: RateLimitPolicy, store: Arc<dyn LimitStore>) -> Self {
+    pub fn with_store(inner: M, policy: RateLimitPolicy, store: Arc<dyn LimitStore>) -> Self {
         let state = Arc::new(LimitState {
-            clock: layer.clock.clone(),
+            clock: policy.clock.clone(),
             store,
-            tpm: layer.tpm.is_some(),
+            tpm: policy.tpm.is_some(),
             refused: AtomicU64::new(0),
-            used: Mutex::new(Window::new(layer.clock.now(), Duration::from_secs(60), 12)),
+            used: Mutex::new(Window::new(policy.clock.now(), Duration::from_secs(60), 12)),
             line: tokio::sync::Mutex::new(()),
         });
         RateLimit {
             inner,
-            layer,
+            policy,
             state,
         }
     }
@@ -217,8 +217,8 @@ impl<M: ChatModel> RateLimit<M> {
         let s = &self.state;
         let tokens_last_minute = s.used.lock().map(|w| w.sum(s.clock.now(), 0)).unwrap_or(0);
         RateLimitSnapshot {
-            rpm: self.layer.rpm(),
-            tpm: self.layer.tpm(),
+            rpm: self.policy.rpm(),
+            tpm: self.policy.tpm(),
             paused_remaining_ms: s.store.paused_for().map(|d| d.as_secs_f64() * 1000.0),
             tokens_last_minute,
             balance: s.store.balance(),
@@ -262,7 +262,7 @@ impl<M: ChatModel> RateLimit<M> {
     /// The instant a wait for capacity must end by: `max_wait` from `start`, and early enough to
     /// leave the call its least useful budget before the deadline.
     fn wait_limit(&self, ctx: &Context, start: tokio::time::Instant) -> tokio::time::Instant {
-        let own = start + self.layer.max_wait;
+        let own = start + self.policy.max_wait;
         match ctx.deadline() {
             Some(d) => {
                 let keep = ctx.min_attempt().unwrap_or(Duration::ZERO);
@@ -348,17 +348,17 @@ impl<M: ChatModel> RateLimit<M> {
 
     /// After a failure: a vendor 429 pauses the link.
     fn on_error(&self, e: &Error) {
-        pause_after(&self.state, &self.layer, self.inner.id(), e);
+        pause_after(&self.state, &self.policy, self.inner.id(), e);
     }
 }
 
 /// A vendor 429 pauses the link: for its retry-after, or the default pause when it names none.
-fn pause_after(state: &LimitState, layer: &RateLimitPolicy, id: &ModelId, e: &Error) {
-    if layer.pause_on_429 && e.kind() == ErrorKind::RateLimited {
+fn pause_after(state: &LimitState, policy: &RateLimitPolicy, id: &ModelId, e: &Error) {
+    if policy.pause_on_429 && e.kind() == ErrorKind::RateLimited {
         let d = e
             .retry_after()
-            .unwrap_or(layer.default_pause)
-            .min(layer.max_pause);
+            .unwrap_or(policy.default_pause)
+            .min(policy.max_pause);
         tracing::info!(ripcord.link = %id.name, pause_ms = d.as_millis() as u64, message = ripcord_core::telemetry::event::RATE_LIMIT_PAUSED);
         state.store.pause(d);
     }
@@ -367,7 +367,7 @@ fn pause_after(state: &LimitState, layer: &RateLimitPolicy, id: &ModelId, e: &Er
 /// Settles a stream's reservation when it ends.
 struct LimitObserver {
     state: Arc<LimitState>,
-    layer: RateLimitPolicy,
+    policy: RateLimitPolicy,
     id: ModelId,
     reservation: Reservation,
     usage: Option<Usage>,
@@ -396,7 +396,7 @@ impl StreamObserver for LimitObserver {
         let r = self.reservation;
         let used = match end {
             End::Failed(e) => {
-                pause_after(&self.state, &self.layer, &self.id, e);
+                pause_after(&self.state, &self.policy, &self.id, e);
                 if self.content || self.usage.is_some() {
                     r.used(self.usage.as_ref(), self.generated)
                 } else {
@@ -450,7 +450,7 @@ impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
                 stream,
                 LimitObserver {
                     state: self.state.clone(),
-                    layer: self.layer.clone(),
+                    policy: self.policy.clone(),
                     id: self.inner.id().clone(),
                     reservation,
                     usage: None,

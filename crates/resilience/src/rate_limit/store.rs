@@ -126,9 +126,9 @@ pub struct LocalLimitStore {
 }
 
 impl LocalLimitStore {
-    /// Fresh buckets with `layer`'s rates and clock.
-    pub fn new(layer: &RateLimitPolicy) -> Self {
-        let gclock = GovernorClock::new(layer.clock.clone());
+    /// Fresh buckets with `policy`'s rates and clock.
+    pub fn new(policy: &RateLimitPolicy) -> Self {
+        let gclock = GovernorClock::new(policy.clock.clone());
         let make = |rate: Option<NonZeroU32>, burst: Option<NonZeroU32>| {
             rate.map(|r| {
                 let q = Quota::per_minute(r).allow_burst(burst.unwrap_or(r));
@@ -136,11 +136,11 @@ impl LocalLimitStore {
             })
         };
         LocalLimitStore {
-            rpm: make(layer.rpm, layer.rpm_burst),
-            tpm: make(layer.tpm, layer.tpm_burst),
-            tpm_burst: layer
+            rpm: make(policy.rpm, policy.rpm_burst),
+            tpm: make(policy.tpm, policy.tpm_burst),
+            tpm_burst: policy
                 .tpm_burst
-                .or(layer.tpm)
+                .or(policy.tpm)
                 .map_or(u32::MAX, NonZeroU32::get),
             gclock,
             paused_until: AtomicU64::new(0),

@@ -214,7 +214,7 @@ impl Restorer {
 ///     .custom("EMPLOYEE_ID", r"(?-u:\b)EMP-\d{6}(?-u:\b)")
 ///     .restore(true)
 ///     .build()?;
-/// # let _ = layer;
+/// # let _ = policy;
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -240,7 +240,7 @@ impl RedactPolicy {
     }
 
     /// Wraps a model.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Redact<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Redact<M> {
         Redact::new(model, self.clone())
     }
 
@@ -303,13 +303,13 @@ impl RedactPolicyBuilder {
 #[derive(Debug)]
 pub struct Redact<M> {
     inner: M,
-    layer: RedactPolicy,
+    policy: RedactPolicy,
 }
 
 impl<M: ChatModel> Redact<M> {
     /// Wraps `inner`.
-    pub fn new(inner: M, layer: RedactPolicy) -> Self {
-        Redact { inner, layer }
+    pub fn new(inner: M, policy: RedactPolicy) -> Self {
+        Redact { inner, policy }
     }
 
     /// The wrapped model.
@@ -333,7 +333,7 @@ impl<M: ChatModel> Redact<M> {
         if self.inner.capabilities().locality.is_local() {
             return None;
         }
-        let r = &self.layer.redactor;
+        let r = &self.policy.redactor;
         let any = req.messages.iter().any(|m| {
             m.content.iter().any(|p| match p {
                 ContentPart::Text { text } => !r.find(text).is_empty(),
@@ -387,7 +387,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Redact<M> {
             return self.inner.chat(req, ctx).await;
         };
         let mut resp = self.inner.chat(&masked, ctx).await?;
-        if self.layer.restore {
+        if self.policy.restore {
             resp.content = map.restore(&resp.content);
             for c in &mut resp.tool_calls {
                 c.arguments = map.restore(&c.arguments);
@@ -401,7 +401,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Redact<M> {
             return self.inner.stream(req, ctx).await;
         };
         let stream = self.inner.stream(&masked, ctx).await?;
-        if !self.layer.restore {
+        if !self.policy.restore {
             return Ok(stream);
         }
         let map = Arc::new(map);

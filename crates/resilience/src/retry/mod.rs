@@ -32,7 +32,7 @@
 
 mod backoff;
 mod budget;
-mod layer;
+mod policy;
 mod retry_on;
 
 use std::time::Duration;
@@ -48,7 +48,7 @@ pub(crate) use backoff::uniform;
 pub use backoff::{Backoff, Jitter, RandomSource, SplitMix64};
 use budget::BudgetState;
 pub use budget::RetryBudget;
-pub use layer::{RetryPolicy, RetryPolicyBuilder};
+pub use policy::{RetryPolicy, RetryPolicyBuilder};
 pub use retry_on::{RetryClass, RetryOn};
 
 use crate::error::tag;

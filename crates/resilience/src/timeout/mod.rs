@@ -13,7 +13,7 @@
 //! breaker, so each attempt gets its own limit and the breaker records a timeout as a failure
 //! rather than losing it when an outer timer drops the call.
 
-mod layer;
+mod policy;
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-pub use layer::{TimeoutPolicy, TimeoutPolicyBuilder};
+pub use policy::{TimeoutPolicy, TimeoutPolicyBuilder};
 
 use crate::error::tag;
 use crate::stream_util::{Guarded, Limits, stream_bound_passed};
@@ -48,13 +48,13 @@ use crate::stream_util::{Guarded, Limits, stream_bound_passed};
 #[derive(Debug)]
 pub struct Timeout<M> {
     inner: M,
-    layer: TimeoutPolicy,
+    policy: TimeoutPolicy,
 }
 
 impl<M: ChatModel> Timeout<M> {
     /// Wraps `inner` with the limits.
-    pub fn new(inner: M, layer: TimeoutPolicy) -> Self {
-        Timeout { inner, layer }
+    pub fn new(inner: M, policy: TimeoutPolicy) -> Self {
+        Timeout { inner, policy }
     }
 
     /// The wrapped model.
@@ -74,7 +74,7 @@ impl<M: ChatModel> Timeout<M> {
 
     /// The end of the attempt and why: the attempt limit or the deadline, whichever comes first.
     fn total(&self, start: Instant, ctx: &Context) -> Option<(Instant, Cut)> {
-        let own = self.layer.attempt.map(|d| (start + d, Cut::Attempt(d)));
+        let own = self.policy.attempt.map(|d| (start + d, Cut::Attempt(d)));
         match (own, ctx.deadline()) {
             (Some((at, cut)), Some(d)) if at < d => Some((at, cut)),
             (_, Some(d)) => Some((d, Cut::Deadline)),
@@ -83,7 +83,7 @@ impl<M: ChatModel> Timeout<M> {
     }
 
     fn first_token(&self, start: Instant) -> Option<(Instant, Cut)> {
-        self.layer
+        self.policy
             .first_token
             .map(|d| (start + d, Cut::FirstToken(d)))
     }
@@ -164,7 +164,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Timeout<M> {
             stream: ctx
                 .stream_deadline()
                 .map(|at| (at, tag(stream_bound_passed(), id))),
-            idle: self.layer.idle.map(|d| {
+            idle: self.policy.idle.map(|d| {
                 (
                     d,
                     tag(

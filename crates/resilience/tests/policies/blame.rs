@@ -672,7 +672,7 @@ async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker(
 #[tokio::test(start_paused = true)]
 async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
     use ripcord_resilience::{HedgeDelay, HedgePolicy};
-    let layer = HedgePolicy::builder()
+    let policy = HedgePolicy::builder()
         .delay(HedgeDelay::P95 {
             initial: ms(100),
             min_samples: 1,
@@ -684,7 +684,7 @@ async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
         .reply_after("slow", secs(5))
         .with_hedge(
             ScriptedModel::new("backup").reply_after("fast", ms(10)),
-            layer,
+            policy,
         );
     let r = chat_ok(&hedged).await;
     assert_eq!(r.served_by(), "backup");
@@ -696,7 +696,7 @@ async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
 #[tokio::test(start_paused = true)]
 async fn hedges_stay_within_their_budget_of_extra_calls() {
     use ripcord_resilience::{HedgeDelay, HedgePolicy};
-    let layer = HedgePolicy::builder()
+    let policy = HedgePolicy::builder()
         .delay(HedgeDelay::Fixed(ms(100)))
         .max_extra_percent(10)
         .build()
@@ -705,7 +705,7 @@ async fn hedges_stay_within_their_budget_of_extra_calls() {
         .reply_after("slow", secs(1))
         .with_hedge(
             ScriptedModel::new("backup").reply_after("fast", ms(10)),
-            layer,
+            policy,
         );
     for _ in 0..20 {
         chat_ok(&hedged).await;

@@ -15,7 +15,7 @@ use crate::support::{
     cancel_after, chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all,
 };
 
-fn layer(failures: u32, open: u64) -> BreakerPolicy {
+fn policy(failures: u32, open: u64) -> BreakerPolicy {
     BreakerPolicy::builder()
         .consecutive_failures(failures)
         .open_for(ms(open))
@@ -27,7 +27,7 @@ fn layer(failures: u32, open: u64) -> BreakerPolicy {
 async fn trips_after_consecutive_failures_and_refuses_without_calling() {
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
-        .with_breaker(layer(3, 250));
+        .with_breaker(policy(3, 250));
     for _ in 0..3 {
         assert_eq!(chat_err(&m).await.kind(), ErrorKind::ServerError);
     }
@@ -51,7 +51,7 @@ async fn fifty_concurrent_callers_in_half_open_put_exactly_one_probe_on_the_wire
         scripted("a")
             .fail(ErrorKind::ServerError)
             .reply_after("recovered", secs(1))
-            .with_breaker(layer(1, 100)),
+            .with_breaker(policy(1, 100)),
     );
     assert!(m.chat(&req(), &Context::new()).await.is_err());
     assert_eq!(m.snapshot().state, BreakerState::Open);
@@ -121,7 +121,7 @@ async fn breaker_counts_one_failure_per_logical_call_after_retries() {
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
         .with_retry(retry)
-        .with_breaker(layer(2, 1000));
+        .with_breaker(policy(2, 1000));
     let first = chat_err(&m).await;
     assert_eq!(first.attempts().len(), 3);
     let snap = m.snapshot();
@@ -243,7 +243,7 @@ async fn kind_overrides_apply() {
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing() {
-    let m = Arc::new(scripted("a").hang().with_breaker(layer(1, 1000)));
+    let m = Arc::new(scripted("a").hang().with_breaker(policy(1, 1000)));
     // The caller cancels: nothing is recorded.
     assert_eq!(cancel_after(&m, ms(500)).await, ErrorKind::Cancelled);
     // Dropping the call's future records nothing either.
@@ -276,7 +276,7 @@ async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the
             .hang()
             .bounding_itself()
             .with_retry(RetryPolicy::default())
-            .with_breaker(layer(1, 1000)),
+            .with_breaker(policy(1, 1000)),
     );
     assert!(m.bounds_itself(), "retry and breaker pass the claim on");
 
@@ -378,7 +378,7 @@ async fn a_stream_counts_once_when_it_ends() {
         .stream_items(truncated.clone())
         .stream_items(truncated)
         .stream_items(text_stream(&["fine"], ms(1)))
-        .with_breaker(layer(2, 100));
+        .with_breaker(policy(2, 100));
     for _ in 0..2 {
         let items = stream_all(&m).await;
         assert_eq!(last_err_kind(&items), ErrorKind::InvalidResponse);
@@ -405,7 +405,7 @@ async fn a_stream_counts_once_when_it_ends() {
 async fn reset_closes_by_hand() {
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
-        .with_breaker(layer(1, 60_000));
+        .with_breaker(policy(1, 60_000));
     let _ = m.chat(&req(), &Context::new()).await;
     assert_eq!(m.handle().state(), BreakerState::Open);
     m.handle().reset();
@@ -491,7 +491,7 @@ async fn a_success_between_failures_resets_the_consecutive_count() {
         .reply("ok")
         .fail(ErrorKind::ServerError)
         .fail(ErrorKind::ServerError)
-        .with_breaker(layer(2, 100));
+        .with_breaker(policy(2, 100));
     let mut states = Vec::new();
     for _ in 0..7 {
         let _ = m.chat(&req(), &Context::new()).await;

@@ -110,7 +110,7 @@ async fn a_full_queue_refuses_at_once_with_a_hint() {
 
 #[tokio::test(start_paused = true)]
 async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
-    let layer = BulkheadPolicy::builder()
+    let policy = BulkheadPolicy::builder()
         .max_in_flight(1)
         .max_queue(10)
         .max_queue_wait(secs(3))
@@ -119,7 +119,7 @@ async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
     let m = Arc::new(
         scripted("a")
             .reply_after("ok", secs(10))
-            .with_bulkhead(layer),
+            .with_bulkhead(policy),
     );
     let busy = {
         let m = m.clone();

@@ -50,7 +50,7 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn layer() -> impl Strategy<Value = Layer> {
+fn policy() -> impl Strategy<Value = Layer> {
     prop::sample::select(vec![
         Layer::Retry,
         Layer::Breaker,
@@ -159,7 +159,7 @@ proptest! {
     fn no_composed_stack_returns_after_the_deadline(
         steps in prop::collection::vec(step(), 1..6),
         hedge_steps in prop::collection::vec(step(), 1..3),
-        layers in prop::collection::vec(layer(), 0..7),
+        layers in prop::collection::vec(policy(), 0..7),
         deadlines_ms in prop::collection::vec(1u64..6_000, 1..4),
         stream in any::<bool>(),
     ) {

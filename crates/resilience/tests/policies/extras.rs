@@ -88,7 +88,7 @@ async fn a_failing_side_waits_for_the_other() {
 
 #[tokio::test(start_paused = true)]
 async fn the_p95_delay_follows_the_primarys_latency() {
-    let layer = HedgePolicy::builder()
+    let policy = HedgePolicy::builder()
         .delay(HedgeDelay::P95 {
             initial: secs(2),
             min_samples: 5,
@@ -97,7 +97,7 @@ async fn the_p95_delay_follows_the_primarys_latency() {
         .unwrap();
     let m = scripted("primary")
         .reply_after("ok", ms(120))
-        .with_hedge(scripted("backup"), layer);
+        .with_hedge(scripted("backup"), policy);
     assert_eq!(m.current_delay(), secs(2));
     for _ in 0..5 {
         chat_ok(&m).await;
@@ -239,12 +239,12 @@ async fn health_tracks_latency_errors_and_the_breaker() {
                 .build()
                 .unwrap(),
         );
-    let layer = HealthPolicy::builder()
+    let policy = HealthPolicy::builder()
         .alpha(0.5)
         .breaker(guarded.handle())
         .build()
         .unwrap();
-    let m = guarded.with_health(layer);
+    let m = guarded.with_health(policy);
     assert_eq!(m.snapshot().status, HealthStatus::Unknown);
     chat_ok(&m).await;
     chat_ok(&m).await;

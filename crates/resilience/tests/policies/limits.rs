@@ -46,12 +46,12 @@ async fn rpm_refuses_without_calling_when_the_deadline_is_too_short() {
 
 #[tokio::test(start_paused = true)]
 async fn max_wait_bounds_waiting_without_a_deadline() {
-    let layer = RateLimitPolicy::builder()
+    let policy = RateLimitPolicy::builder()
         .rpm(1)
         .max_wait(secs(5))
         .build()
         .unwrap();
-    let m = scripted("a").with_rate_limit(layer);
+    let m = scripted("a").with_rate_limit(policy);
     chat_ok(&m).await;
     let err = chat_err(&m).await;
     assert_eq!(err.kind(), ErrorKind::LocalRateLimited);

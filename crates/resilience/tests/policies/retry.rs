@@ -180,14 +180,14 @@ async fn cancellation_stops_a_backoff_sleep() {
 #[tokio::test(start_paused = true)]
 async fn seeded_jitter_is_reproducible_and_full_jitter_stays_under_the_ceiling() {
     async fn elapsed(seed: u64) -> std::time::Duration {
-        let layer = RetryPolicy::builder()
+        let policy = RetryPolicy::builder()
             .max_attempts(4)
             .base_delay(secs(1))
             .seed(seed)
             .no_budget()
             .build()
             .unwrap();
-        let m = scripted("a").fail(ErrorKind::ServerError).with_retry(layer);
+        let m = scripted("a").fail(ErrorKind::ServerError).with_retry(policy);
         let start = Instant::now();
         let _ = m.chat(&req(), &Context::new()).await;
         start.elapsed()
@@ -200,7 +200,7 @@ async fn seeded_jitter_is_reproducible_and_full_jitter_stays_under_the_ceiling()
 
 #[tokio::test(start_paused = true)]
 async fn the_retry_budget_caps_retries_across_calls() {
-    let layer = RetryPolicy::builder()
+    let policy = RetryPolicy::builder()
         .max_attempts(3)
         .base_delay(ms(10))
         .budget(RetryBudget {
@@ -210,7 +210,7 @@ async fn the_retry_budget_caps_retries_across_calls() {
         })
         .build()
         .unwrap();
-    let m = scripted("a").fail(ErrorKind::ServerError).with_retry(layer);
+    let m = scripted("a").fail(ErrorKind::ServerError).with_retry(policy);
     assert_eq!(chat_err(&m).await.attempts().len(), 3);
     assert_eq!(chat_err(&m).await.attempts().len(), 1);
     tokio::time::sleep(secs(11)).await;
@@ -334,14 +334,14 @@ fn defaults_are_what_production_wants() {
 async fn a_rate_limit_without_retry_after_never_waits_less_than_half_the_base_delay() {
     // Full jitter from 0: over many seeds some draw lands near zero without the floor.
     for seed in 0..64 {
-        let layer = RetryPolicy::builder()
+        let policy = RetryPolicy::builder()
             .max_attempts(3)
             .base_delay(secs(1))
             .seed(seed)
             .no_budget()
             .build()
             .unwrap();
-        let m = scripted("a").fail(ErrorKind::RateLimited).with_retry(layer);
+        let m = scripted("a").fail(ErrorKind::RateLimited).with_retry(policy);
         let start = Instant::now();
         let err = chat_err(&m).await;
         assert_eq!(
@@ -369,7 +369,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
         assert_eq!((err.timeout_phase(), m.get_ref().calls()), (Some(phase), 1));
         // Opting in retries it.
         let on = RetryOn::parse(["silent"]).unwrap();
-        let layer = RetryPolicy::builder()
+        let policy = RetryPolicy::builder()
             .max_attempts(3)
             .base_delay(ms(100))
             .jitter(Jitter::None)
@@ -379,7 +379,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
         let m = scripted("a")
             .fail_with(silent(), secs(30))
             .reply("late")
-            .with_retry(layer);
+            .with_retry(policy);
         assert_eq!(chat_ok(&m).await.text(), "late");
         assert_eq!(m.get_ref().calls(), 2);
     }
@@ -394,7 +394,7 @@ async fn a_silent_link_falls_through_at_once_unless_retry_on_says_otherwise() {
 #[tokio::test(start_paused = true)]
 async fn retry_on_can_retry_overloaded_and_stop_retrying_rate_limits() {
     let on = RetryOn::parse(["overloaded"]).unwrap();
-    let layer = |on| {
+    let policy = |on| {
         RetryPolicy::builder()
             .max_attempts(3)
             .base_delay(ms(10))
@@ -405,12 +405,12 @@ async fn retry_on_can_retry_overloaded_and_stop_retrying_rate_limits() {
     let m = scripted("a")
         .fail(ErrorKind::Overloaded)
         .reply("ok")
-        .with_retry(layer(on));
+        .with_retry(policy(on));
     assert_eq!(chat_ok(&m).await.text(), "ok");
     let m = scripted("a")
         .fail(ErrorKind::RateLimited)
         .reply("ok")
-        .with_retry(layer(on));
+        .with_retry(policy(on));
     let err = chat_err(&m).await;
     assert_eq!(
         (err.kind(), m.get_ref().calls()),

@@ -57,13 +57,13 @@ impl BudgetPolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> BudgetPolicyBuilder {
         BudgetPolicyBuilder {
-            layer: BudgetPolicy::default(),
+            policy: BudgetPolicy::default(),
             per_tenant: HashMap::new(),
         }
     }
 
     /// Wraps a model; every wrapper keeps its own accounts.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Budget<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Budget<M> {
         Budget::new(model, self.clone())
     }
 
@@ -84,20 +84,20 @@ impl BudgetPolicy {
 /// Builds a [`BudgetPolicy`]; validation happens in [`BudgetPolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct BudgetPolicyBuilder {
-    layer: BudgetPolicy,
+    policy: BudgetPolicy,
     per_tenant: HashMap<String, u64>,
 }
 
 impl BudgetPolicyBuilder {
     /// Tokens each tenant may use per window (default 1,000,000).
     pub fn tokens_per_window(mut self, n: u64) -> Self {
-        self.layer.default_limit = n;
+        self.policy.default_limit = n;
         self
     }
 
     /// The window (default one hour).
     pub fn window(mut self, d: Duration) -> Self {
-        self.layer.window = d;
+        self.policy.window = d;
         self
     }
 
@@ -109,7 +109,7 @@ impl BudgetPolicyBuilder {
 
     /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
     pub fn budget_anonymous(mut self, yes: bool) -> Self {
-        self.layer.budget_anonymous = yes;
+        self.policy.budget_anonymous = yes;
         self
     }
 
@@ -135,13 +135,13 @@ impl BudgetPolicyBuilder {
     /// # }
     /// ```
     pub fn account(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.layer.account = Some(name.into());
+        self.policy.account = Some(name.into());
         self
     }
 
     /// Uses this clock (default [`crate::TokioClock`]).
     pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.layer.clock = clock;
+        self.policy.clock = clock;
         self
     }
 
@@ -151,7 +151,7 @@ impl BudgetPolicyBuilder {
     ///
     /// [`ConfigError`] for a zero window.
     pub fn build(self) -> Result<BudgetPolicy, ConfigError> {
-        let mut l = self.layer;
+        let mut l = self.policy;
         if l.window.is_zero() {
             return Err(ConfigError::new(
                 "budget",

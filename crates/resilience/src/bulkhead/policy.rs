@@ -50,12 +50,12 @@ impl BulkheadPolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> BulkheadPolicyBuilder {
         BulkheadPolicyBuilder {
-            layer: BulkheadPolicy::default(),
+            policy: BulkheadPolicy::default(),
         }
     }
 
     /// Wraps a model; every wrapper gets its own slots.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Bulkhead<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Bulkhead<M> {
         Bulkhead::new(model, self.clone())
     }
 
@@ -68,32 +68,32 @@ impl BulkheadPolicy {
 /// Builds a [`BulkheadPolicy`]; validation happens in [`BulkheadPolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct BulkheadPolicyBuilder {
-    layer: BulkheadPolicy,
+    policy: BulkheadPolicy,
 }
 
 impl BulkheadPolicyBuilder {
     /// Calls in flight at once (default 32).
     pub fn max_in_flight(mut self, n: usize) -> Self {
-        self.layer.max_in_flight = n;
+        self.policy.max_in_flight = n;
         self
     }
 
     /// Calls waiting at once (default 256; 0 refuses whenever all slots are taken).
     pub fn max_queue(mut self, n: usize) -> Self {
-        self.layer.max_queue = n;
+        self.policy.max_queue = n;
         self
     }
 
     /// The longest a call waits in the queue before `BudgetExhausted` (default
     /// [`DEFAULT_MAX_QUEUE_WAIT`], 1 s).
     pub fn max_queue_wait(mut self, d: Duration) -> Self {
-        self.layer.max_queue_wait = Some(d);
+        self.policy.max_queue_wait = Some(d);
         self
     }
 
     /// Lets a queued call wait as long as its deadline allows (no queue-wait bound).
     pub fn no_queue_wait_limit(mut self) -> Self {
-        self.layer.max_queue_wait = None;
+        self.policy.max_queue_wait = None;
         self
     }
 
@@ -103,20 +103,20 @@ impl BulkheadPolicyBuilder {
     ///
     /// [`ConfigError`] for zero calls in flight or a zero queue wait.
     pub fn build(self) -> Result<BulkheadPolicy, ConfigError> {
-        if self.layer.max_in_flight == 0 {
+        if self.policy.max_in_flight == 0 {
             return Err(ConfigError::new(
                 "bulkhead",
                 "max_in_flight",
                 "must be at least 1",
             ));
         }
-        if self.layer.max_queue_wait.is_some_and(|d| d.is_zero()) {
+        if self.policy.max_queue_wait.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError::new(
                 "bulkhead",
                 "max_queue_wait",
                 "must be greater than zero (use max_queue(0) to never queue)",
             ));
         }
-        Ok(self.layer)
+        Ok(self.policy)
     }
 }

@@ -60,7 +60,7 @@ impl RateLimitPolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> RateLimitPolicyBuilder {
         RateLimitPolicyBuilder {
-            layer: RateLimitPolicy::default(),
+            policy: RateLimitPolicy::default(),
             rpm: None,
             rpm_burst: None,
             tpm: None,
@@ -69,7 +69,7 @@ impl RateLimitPolicy {
     }
 
     /// Wraps a model; every wrapper gets its own buckets.
-    pub fn layer<M: ChatModel>(&self, model: M) -> RateLimit<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> RateLimit<M> {
         RateLimit::new(model, self.clone())
     }
 
@@ -113,7 +113,7 @@ impl RateLimitPolicy {
 /// Builds a [`RateLimitPolicy`]; validation happens in [`RateLimitPolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct RateLimitPolicyBuilder {
-    layer: RateLimitPolicy,
+    policy: RateLimitPolicy,
     rpm: Option<u32>,
     rpm_burst: Option<u32>,
     tpm: Option<u32>,
@@ -149,32 +149,32 @@ impl RateLimitPolicyBuilder {
 
     /// The longest a call waits for capacity (default 10 s); the deadline applies too.
     pub fn max_wait(mut self, d: Duration) -> Self {
-        self.layer.max_wait = d;
+        self.policy.max_wait = d;
         self
     }
 
     /// Whether a vendor 429 with retry-after pauses the link (default true).
     pub fn pause_on_429(mut self, yes: bool) -> Self {
-        self.layer.pause_on_429 = yes;
+        self.policy.pause_on_429 = yes;
         self
     }
 
     /// The pause after a vendor 429 that names no retry-after (default
     /// [`DEFAULT_429_PAUSE`], 1 s): the link is paused locally rather than hit again at once.
     pub fn default_pause(mut self, d: Duration) -> Self {
-        self.layer.default_pause = d;
+        self.policy.default_pause = d;
         self
     }
 
     /// The longest pause a vendor's retry-after can cause (default 5 minutes).
     pub fn max_pause(mut self, d: Duration) -> Self {
-        self.layer.max_pause = d;
+        self.policy.max_pause = d;
         self
     }
 
     /// Uses this clock (default [`crate::TokioClock`]).
     pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.layer.clock = clock;
+        self.policy.clock = clock;
         self
     }
 
@@ -184,7 +184,7 @@ impl RateLimitPolicyBuilder {
     ///
     /// [`ConfigError`] for a zero rate or burst, or a burst without its rate.
     pub fn build(self) -> Result<RateLimitPolicy, ConfigError> {
-        let mut l = self.layer;
+        let mut l = self.policy;
         let nz =
             |v: Option<u32>, setting: &'static str| -> Result<Option<NonZeroU32>, ConfigError> {
                 match v {

@@ -46,12 +46,12 @@ impl CachePolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> CachePolicyBuilder {
         CachePolicyBuilder {
-            layer: CachePolicy::default(),
+            policy: CachePolicy::default(),
         }
     }
 
     /// Wraps a model; every wrapper gets its own store.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Cache<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Cache<M> {
         Cache::new(model, self.clone())
     }
 
@@ -81,32 +81,32 @@ impl CachePolicy {
 /// Builds a [`CachePolicy`]; validation happens in [`CachePolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct CachePolicyBuilder {
-    layer: CachePolicy,
+    policy: CachePolicy,
 }
 
 impl CachePolicyBuilder {
     /// How long an entry lives (default 5 minutes).
     pub fn ttl(mut self, d: Duration) -> Self {
-        self.layer.ttl = d;
+        self.policy.ttl = d;
         self
     }
 
     /// The most entries kept (default 1024).
     pub fn capacity(mut self, n: usize) -> Self {
-        self.layer.capacity = n;
+        self.policy.capacity = n;
         self
     }
 
     /// Whether the tenant is part of the key (default true). Turn it off only when answers
     /// never depend on who asks.
     pub fn per_tenant(mut self, yes: bool) -> Self {
-        self.layer.per_tenant = yes;
+        self.policy.per_tenant = yes;
         self
     }
 
     /// Uses this clock (default [`crate::TokioClock`]).
     pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.layer.clock = clock;
+        self.policy.clock = clock;
         self
     }
 
@@ -116,16 +116,16 @@ impl CachePolicyBuilder {
     ///
     /// [`ConfigError`] for a zero TTL or a zero capacity.
     pub fn build(self) -> Result<CachePolicy, ConfigError> {
-        if self.layer.ttl.is_zero() {
+        if self.policy.ttl.is_zero() {
             return Err(ConfigError::new(
                 "cache",
                 "ttl",
                 "must be greater than zero",
             ));
         }
-        if self.layer.capacity == 0 {
+        if self.policy.capacity == 0 {
             return Err(ConfigError::new("cache", "capacity", "must be at least 1"));
         }
-        Ok(self.layer)
+        Ok(self.policy)
     }
 }

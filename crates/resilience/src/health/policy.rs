@@ -45,12 +45,12 @@ impl HealthPolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> HealthPolicyBuilder {
         HealthPolicyBuilder {
-            layer: HealthPolicy::default(),
+            policy: HealthPolicy::default(),
         }
     }
 
     /// Wraps a model; every wrapper gets its own tracker.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Health<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Health<M> {
         Health::new(model, self.clone())
     }
 }
@@ -58,31 +58,31 @@ impl HealthPolicy {
 /// Builds a [`HealthPolicy`]; validation happens in [`HealthPolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct HealthPolicyBuilder {
-    layer: HealthPolicy,
+    policy: HealthPolicy,
 }
 
 impl HealthPolicyBuilder {
     /// The weight of the newest sample in the moving averages, in (0, 1] (default 0.2).
     pub fn alpha(mut self, a: f64) -> Self {
-        self.layer.alpha = a;
+        self.policy.alpha = a;
         self
     }
 
     /// The error rate from which the link reads as degraded (default 0.2).
     pub fn degraded_error_rate(mut self, r: f64) -> Self {
-        self.layer.degraded_error_rate = r;
+        self.policy.degraded_error_rate = r;
         self
     }
 
     /// The error rate from which the link reads as unhealthy (default 0.5).
     pub fn unhealthy_error_rate(mut self, r: f64) -> Self {
-        self.layer.unhealthy_error_rate = r;
+        self.policy.unhealthy_error_rate = r;
         self
     }
 
     /// Includes this breaker's state in the snapshots.
     pub fn breaker(mut self, handle: BreakerHandle) -> Self {
-        self.layer.breaker = Some(handle);
+        self.policy.breaker = Some(handle);
         self
     }
 
@@ -92,7 +92,7 @@ impl HealthPolicyBuilder {
     ///
     /// [`ConfigError`] for an alpha outside (0, 1] or thresholds outside [0, 1] or out of order.
     pub fn build(self) -> Result<HealthPolicy, ConfigError> {
-        let l = self.layer;
+        let l = self.policy;
         if !(l.alpha > 0.0 && l.alpha <= 1.0) {
             return Err(ConfigError::new(
                 "health",

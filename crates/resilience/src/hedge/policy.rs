@@ -59,12 +59,12 @@ impl HedgePolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> HedgePolicyBuilder {
         HedgePolicyBuilder {
-            layer: HedgePolicy::default(),
+            policy: HedgePolicy::default(),
         }
     }
 
     /// Wraps a primary and the model to race against it.
-    pub fn layer<P: ChatModel, H: ChatModel>(&self, primary: P, hedge: H) -> Hedge<P, H> {
+    pub fn wrap<P: ChatModel, H: ChatModel>(&self, primary: P, hedge: H) -> Hedge<P, H> {
         Hedge::new(primary, hedge, *self)
     }
 
@@ -89,13 +89,13 @@ impl HedgePolicy {
 /// Builds a [`HedgePolicy`]; validation happens in [`HedgePolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct HedgePolicyBuilder {
-    layer: HedgePolicy,
+    policy: HedgePolicy,
 }
 
 impl HedgePolicyBuilder {
     /// When the hedge starts.
     pub fn delay(mut self, d: HedgeDelay) -> Self {
-        self.layer.delay = d;
+        self.policy.delay = d;
         self
     }
 
@@ -104,7 +104,7 @@ impl HedgePolicyBuilder {
     /// every slow call. A vendor in trouble is slow for everyone, and hedging every call to it
     /// would double the load on the hedge just when it is needed most.
     pub fn max_extra_percent(mut self, pct: u32) -> Self {
-        self.layer.max_extra_percent = pct;
+        self.policy.max_extra_percent = pct;
         self
     }
 
@@ -114,20 +114,20 @@ impl HedgePolicyBuilder {
     ///
     /// [`ConfigError`] for a p95 delay needing zero samples, or a budget over 100%.
     pub fn build(self) -> Result<HedgePolicy, ConfigError> {
-        if let HedgeDelay::P95 { min_samples: 0, .. } = self.layer.delay {
+        if let HedgeDelay::P95 { min_samples: 0, .. } = self.policy.delay {
             return Err(ConfigError::new(
                 "hedge",
                 "delay.min_samples",
                 "must be at least 1",
             ));
         }
-        if self.layer.max_extra_percent > 100 {
+        if self.policy.max_extra_percent > 100 {
             return Err(ConfigError::new(
                 "hedge",
                 "max_extra_percent",
                 "must be 0 to 100",
             ));
         }
-        Ok(self.layer)
+        Ok(self.policy)
     }
 }

@@ -67,13 +67,13 @@ impl RetryPolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> RetryPolicyBuilder {
         RetryPolicyBuilder {
-            layer: RetryPolicy::default(),
+            policy: RetryPolicy::default(),
             max_attempts: 3,
         }
     }
 
     /// Wraps a model.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Retry<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Retry<M> {
         Retry::new(model, self.clone())
     }
 
@@ -110,7 +110,7 @@ impl RetryPolicy {
 /// Builds a [`RetryPolicy`]; validation happens in [`RetryPolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct RetryPolicyBuilder {
-    layer: RetryPolicy,
+    policy: RetryPolicy,
     max_attempts: u32,
 }
 
@@ -137,63 +137,63 @@ impl RetryPolicyBuilder {
 
     /// The first backoff delay before jitter (default 1 s).
     pub fn base_delay(mut self, d: Duration) -> Self {
-        self.layer.backoff.base = d;
+        self.policy.backoff.base = d;
         self
     }
 
     /// The largest backoff delay (default 20 s).
     pub fn max_delay(mut self, d: Duration) -> Self {
-        self.layer.backoff.cap = d;
+        self.policy.backoff.cap = d;
         self
     }
 
     /// The jitter (default [`Jitter::Full`]).
     pub fn jitter(mut self, j: Jitter) -> Self {
-        self.layer.backoff.jitter = j;
+        self.policy.backoff.jitter = j;
         self
     }
 
     /// A vendor's retry-after longer than this is not waited for: the call gives up at once so
     /// the chain falls back (default 60 s). The call's deadline applies too.
     pub fn max_retry_after(mut self, d: Duration) -> Self {
-        self.layer.max_retry_after = d;
+        self.policy.max_retry_after = d;
         self
     }
 
     /// The failure classes retried on the same link (default [`RetryOn::default`]: not a
     /// silent link, not an overloaded one).
     pub fn retry_on(mut self, on: RetryOn) -> Self {
-        self.layer.retry_on = on;
+        self.policy.retry_on = on;
         self
     }
 
     /// The retry budget (default [`RetryBudget::default`]).
     pub fn budget(mut self, b: RetryBudget) -> Self {
-        self.layer.budget = Some(b);
+        self.policy.budget = Some(b);
         self
     }
 
     /// No retry budget: only the attempt count limits retries.
     pub fn no_budget(mut self) -> Self {
-        self.layer.budget = None;
+        self.policy.budget = None;
         self
     }
 
     /// Seeds the jitter with a fixed seed (reproducible tests).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.layer.rng = Arc::new(SplitMix64::seeded(seed));
+        self.policy.rng = Arc::new(SplitMix64::seeded(seed));
         self
     }
 
     /// Uses this random source for jitter.
     pub fn rng(mut self, rng: Arc<dyn RandomSource>) -> Self {
-        self.layer.rng = rng;
+        self.policy.rng = rng;
         self
     }
 
     /// Uses this clock for the retry budget's window (default [`crate::TokioClock`]).
     pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.layer.clock = clock;
+        self.policy.clock = clock;
         self
     }
 
@@ -204,32 +204,32 @@ impl RetryPolicyBuilder {
     /// [`ConfigError`] for zero attempts, a zero base delay, a cap below the base, or a budget
     /// with a negative / non-finite ratio or a zero window.
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
-        let mut layer = self.layer;
-        layer.max_attempts = NonZeroU32::new(self.max_attempts).ok_or_else(|| {
+        let mut policy = self.policy;
+        policy.max_attempts = NonZeroU32::new(self.max_attempts).ok_or_else(|| {
             ConfigError::new(
                 "retry",
                 "max_attempts",
                 "must be at least 1 (the first attempt)",
             )
         })?;
-        if layer.backoff.base.is_zero() {
+        if policy.backoff.base.is_zero() {
             return Err(ConfigError::new(
                 "retry",
                 "base_delay",
                 "must be greater than zero",
             ));
         }
-        if layer.backoff.cap < layer.backoff.base {
+        if policy.backoff.cap < policy.backoff.base {
             return Err(ConfigError::new(
                 "retry",
                 "max_delay",
                 format!(
                     "must be at least base_delay ({:?}), got {:?}",
-                    layer.backoff.base, layer.backoff.cap
+                    policy.backoff.base, policy.backoff.cap
                 ),
             ));
         }
-        if let Some(b) = layer.budget {
+        if let Some(b) = policy.budget {
             if !b.ratio.is_finite() || b.ratio < 0.0 {
                 return Err(ConfigError::new(
                     "retry",
@@ -245,6 +245,6 @@ impl RetryPolicyBuilder {
                 ));
             }
         }
-        Ok(layer)
+        Ok(policy)
     }
 }

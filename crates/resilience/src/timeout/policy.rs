@@ -47,12 +47,12 @@ impl TimeoutPolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> TimeoutPolicyBuilder {
         TimeoutPolicyBuilder {
-            layer: TimeoutPolicy::default(),
+            policy: TimeoutPolicy::default(),
         }
     }
 
     /// Wraps a model.
-    pub fn layer<M: ChatModel>(&self, model: M) -> Timeout<M> {
+    pub fn wrap<M: ChatModel>(&self, model: M) -> Timeout<M> {
         Timeout::new(model, *self)
     }
 
@@ -75,43 +75,43 @@ impl TimeoutPolicy {
 /// Builds a [`TimeoutPolicy`]; validation happens in [`TimeoutPolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct TimeoutPolicyBuilder {
-    layer: TimeoutPolicy,
+    policy: TimeoutPolicy,
 }
 
 impl TimeoutPolicyBuilder {
     /// The whole attempt, a stream's end included (default 60 s).
     pub fn attempt(mut self, d: Duration) -> Self {
-        self.layer.attempt = Some(d);
+        self.policy.attempt = Some(d);
         self
     }
 
     /// No limit on the whole attempt (the deadline still applies).
     pub fn no_attempt_limit(mut self) -> Self {
-        self.layer.attempt = None;
+        self.policy.attempt = None;
         self
     }
 
     /// Until a stream's first content event, counted from the start of the call (default 20 s).
     pub fn first_token(mut self, d: Duration) -> Self {
-        self.layer.first_token = Some(d);
+        self.policy.first_token = Some(d);
         self
     }
 
     /// No first-token limit.
     pub fn no_first_token_limit(mut self) -> Self {
-        self.layer.first_token = None;
+        self.policy.first_token = None;
         self
     }
 
     /// The longest gap between two stream events after the first content (default 20 s).
     pub fn idle(mut self, d: Duration) -> Self {
-        self.layer.idle = Some(d);
+        self.policy.idle = Some(d);
         self
     }
 
     /// No idle limit.
     pub fn no_idle_limit(mut self) -> Self {
-        self.layer.idle = None;
+        self.policy.idle = None;
         self
     }
 
@@ -121,7 +121,7 @@ impl TimeoutPolicyBuilder {
     ///
     /// [`ConfigError`] for a zero limit.
     pub fn build(self) -> Result<TimeoutPolicy, ConfigError> {
-        let l = self.layer;
+        let l = self.policy;
         for (name, v) in [
             ("attempt", l.attempt),
             ("first_token", l.first_token),

@@ -25,7 +25,7 @@ use crate::retry::{RandomSource, SplitMix64};
 ///     .timeout(Duration::from_secs(2))
 ///     .request(ChatRequest::user("Reply with OK.").with_max_tokens(2))
 ///     .build()?;
-/// # let _ = layer;
+/// # let _ = policy;
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ impl ProbePolicy {
     /// A builder starting from the defaults.
     pub fn builder() -> ProbePolicyBuilder {
         ProbePolicyBuilder {
-            layer: ProbePolicy::default(),
+            policy: ProbePolicy::default(),
         }
     }
 }
@@ -63,45 +63,45 @@ impl ProbePolicy {
 /// Builds a [`ProbePolicy`]; validation happens in [`ProbePolicyBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct ProbePolicyBuilder {
-    layer: ProbePolicy,
+    policy: ProbePolicy,
 }
 
 impl ProbePolicyBuilder {
     /// The mean time between probes (default 30 s).
     pub fn interval(mut self, d: Duration) -> Self {
-        self.layer.interval = d;
+        self.policy.interval = d;
         self
     }
 
     /// Each wait is `interval` moved uniformly by up to ± `fraction` × `interval`, `fraction`
     /// in [0, 1) (default 0.2).
     pub fn jitter(mut self, fraction: f64) -> Self {
-        self.layer.jitter = fraction;
+        self.policy.jitter = fraction;
         self
     }
 
     /// The longest one probe may take; it counts as a timeout after that (default 5 s).
     pub fn timeout(mut self, d: Duration) -> Self {
-        self.layer.timeout = d;
+        self.policy.timeout = d;
         self
     }
 
     /// The probe request (default `"ping"` with `max_tokens = 1`). Keep it cheap.
     pub fn request(mut self, req: ChatRequest) -> Self {
-        self.layer.request = req;
+        self.policy.request = req;
         self
     }
 
     /// Probes links whose breaker is closed and whose health is fine too (default `false`:
     /// such links are skipped, their real traffic says enough).
     pub fn probe_healthy(mut self, yes: bool) -> Self {
-        self.layer.probe_healthy = yes;
+        self.policy.probe_healthy = yes;
         self
     }
 
     /// A fixed seed for the jitter (tests, reproducible runs).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.layer.rng = Arc::new(SplitMix64::seeded(seed));
+        self.policy.rng = Arc::new(SplitMix64::seeded(seed));
         self
     }
 
@@ -113,7 +113,7 @@ impl ProbePolicyBuilder {
     /// shorter than the shortest jittered interval (probes would overlap their own schedule),
     /// or a request without messages.
     pub fn build(self) -> Result<ProbePolicy, ConfigError> {
-        let l = self.layer;
+        let l = self.policy;
         let err = |setting, reason: String| ConfigError::new("probe", setting, reason);
         if l.interval.is_zero() {
             return Err(err("interval", "must be greater than zero".into()));

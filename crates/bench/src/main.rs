@@ -306,8 +306,14 @@ fn bench(args: &Args) -> Result<(), String> {
     let others = [
         ("gateway", gateway.as_ref().map(gateway::Gateway::pid)),
         ("proxy", proxy.as_ref().map(bare_proxy::BareProxy::pid)),
-        ("gateway_ledger_sqlite", ledger_sqlite.as_ref().map(gateway::Gateway::pid)),
-        ("gateway_ledger_postgres", ledger_postgres.as_ref().map(gateway::Gateway::pid)),
+        (
+            "gateway_ledger_sqlite",
+            ledger_sqlite.as_ref().map(gateway::Gateway::pid),
+        ),
+        (
+            "gateway_ledger_postgres",
+            ledger_postgres.as_ref().map(gateway::Gateway::pid),
+        ),
     ];
     meters.extend(
         others

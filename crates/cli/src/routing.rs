@@ -204,7 +204,7 @@ impl ripcord_core::Decorator for KeyScope {
     }
 
     /// Deliberately not forwarded: the key's name, not the vendor's.
-    fn id(&self) -> &ModelId {
+    fn decorated_id(&self) -> &ModelId {
         &self.id
     }
 }
@@ -239,15 +239,15 @@ impl ripcord_core::Decorator for Pinned {
         &*self.inner
     }
 
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, ctx: &Context) -> Option<Error> {
         self.inner.refusal(&self.ctx(ctx))
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.inner.chat(req, &self.ctx(ctx)).await
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         self.inner.stream(req, &self.ctx(ctx)).await
     }
 }

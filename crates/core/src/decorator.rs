@@ -26,9 +26,12 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 /// that does not override them costs no second box per call; an `async fn` override under
 /// `#[async_trait]` costs the one box any `ChatModel` method costs.
 ///
-/// Implement it by path (`impl ripcord_core::Decorator for …`) or in a module that calls no
-/// model methods on concrete decorators: with both traits in scope, `retry.chat(…)` on a
-/// concrete decorator names two methods and the compiler asks which one.
+/// Its methods are `decorated_*`, never a [`ChatModel`] method's name, so both traits can be
+/// imported together and `retry.chat(…)` on a concrete decorator names one method (the
+/// `ChatModel`'s, which the blanket impl routes here).
+///
+/// Overriding an `async fn` needs `#[async_trait]` on the `impl` block, as for `ChatModel`:
+/// without it the compiler reports a lifetime mismatch against the trait's boxed future.
 ///
 /// # Deliberate exceptions
 ///
@@ -54,18 +57,18 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 /// # Examples
 ///
 /// ```
-/// use ripcord_core::{ChatModel, ChatRequest, ChatResponse, Context, Result, async_trait};
+/// use ripcord_core::{ChatModel, ChatRequest, ChatResponse, Context, Decorator, Result, async_trait};
 ///
 /// #[derive(Debug)]
 /// struct Shouting<M>(M);
 ///
 /// #[async_trait]
-/// impl<M: ChatModel> ripcord_core::Decorator for Shouting<M> {
+/// impl<M: ChatModel> Decorator for Shouting<M> {
 ///     type Inner = M;
 ///     fn inner(&self) -> &M {
 ///         &self.0
 ///     }
-///     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+///     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
 ///         let mut r = self.0.chat(req, ctx).await?;
 ///         r.content = r.content.to_uppercase();
 ///         Ok(r)
@@ -76,8 +79,8 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 /// use ripcord_core::testing::ScriptedModel;
 /// let m = Shouting(ScriptedModel::new("m").reply("hi"));
 /// // `id`, `capabilities`, `stream`, `bounds_itself` and `refusal` come from the inner model.
-/// assert_eq!(ChatModel::id(&m).name.as_ref(), "m");
-/// let r = ChatModel::chat(&m, &ChatRequest::user("x"), &Context::new()).await.unwrap();
+/// assert_eq!(m.id().name.as_ref(), "m");
+/// let r = m.chat(&ChatRequest::user("x"), &Context::new()).await.unwrap();
 /// assert_eq!(r.text(), "HI");
 /// # }
 /// ```
@@ -90,18 +93,18 @@ pub trait Decorator: Send + Sync + fmt::Debug {
     fn inner(&self) -> &Self::Inner;
 
     /// As [`ChatModel::id`]; forwards by default.
-    fn id(&self) -> &ModelId {
+    fn decorated_id(&self) -> &ModelId {
         ChatModel::id(self.inner())
     }
 
     /// As [`ChatModel::capabilities`]; forwards by default.
-    fn capabilities(&self) -> &Capabilities {
+    fn decorated_capabilities(&self) -> &Capabilities {
         ChatModel::capabilities(self.inner())
     }
 
     /// As [`ChatModel::chat`]; forwards by default (the inner model's own future, unboxed
     /// again).
-    fn chat<'a, 'b, 'c, 'async_trait>(
+    fn decorated_chat<'a, 'b, 'c, 'async_trait>(
         &'a self,
         req: &'b ChatRequest,
         ctx: &'c Context,
@@ -117,7 +120,7 @@ pub trait Decorator: Send + Sync + fmt::Debug {
 
     /// As [`ChatModel::stream`]; forwards by default (the inner model's own future, unboxed
     /// again).
-    fn stream<'a, 'b, 'c, 'async_trait>(
+    fn decorated_stream<'a, 'b, 'c, 'async_trait>(
         &'a self,
         req: &'b ChatRequest,
         ctx: &'c Context,
@@ -133,30 +136,30 @@ pub trait Decorator: Send + Sync + fmt::Debug {
 
     /// As [`ChatModel::bounds_itself`]; forwards by default. Correct for a decorator whose
     /// every added wait is itself bounded by the context (or that adds none).
-    fn bounds_itself(&self) -> bool {
+    fn decorated_bounds_itself(&self) -> bool {
         ChatModel::bounds_itself(self.inner())
     }
 
     /// As [`ChatModel::refusal`]; forwards by default. Correct for a decorator that could not
     /// turn the inner model's refusal into another outcome and books nothing per call; see
     /// the exceptions above.
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, ctx: &Context) -> Option<Error> {
         ChatModel::refusal(self.inner(), ctx)
     }
 
     /// As [`ChatModel::liveness`]; forwards by default (the check goes to the vendor itself,
     /// past every policy: it spends no tokens and no caller's limits).
-    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+    fn decorated_liveness(&self) -> Option<Arc<dyn Liveness>> {
         ChatModel::liveness(self.inner())
     }
 }
 
 impl<D: Decorator> ChatModel for D {
     fn id(&self) -> &ModelId {
-        Decorator::id(self)
+        Decorator::decorated_id(self)
     }
     fn capabilities(&self) -> &Capabilities {
-        Decorator::capabilities(self)
+        Decorator::decorated_capabilities(self)
     }
     fn chat<'a, 'b, 'c, 'async_trait>(
         &'a self,
@@ -169,7 +172,7 @@ impl<D: Decorator> ChatModel for D {
         'c: 'async_trait,
         Self: 'async_trait,
     {
-        Decorator::chat(self, req, ctx)
+        Decorator::decorated_chat(self, req, ctx)
     }
     fn stream<'a, 'b, 'c, 'async_trait>(
         &'a self,
@@ -182,16 +185,16 @@ impl<D: Decorator> ChatModel for D {
         'c: 'async_trait,
         Self: 'async_trait,
     {
-        Decorator::stream(self, req, ctx)
+        Decorator::decorated_stream(self, req, ctx)
     }
     fn bounds_itself(&self) -> bool {
-        Decorator::bounds_itself(self)
+        Decorator::decorated_bounds_itself(self)
     }
     fn refusal(&self, ctx: &Context) -> Option<Error> {
-        Decorator::refusal(self, ctx)
+        Decorator::decorated_refusal(self, ctx)
     }
     fn liveness(&self) -> Option<Arc<dyn Liveness>> {
-        Decorator::liveness(self)
+        Decorator::decorated_liveness(self)
     }
 }
 

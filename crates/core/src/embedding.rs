@@ -64,7 +64,7 @@ impl std::error::Error for EmbeddingBuildError {}
 /// # use ripcord_core::*;
 /// # #[derive(Debug)] struct E(ModelId);
 /// # #[async_trait] impl EmbeddingModel for E {
-/// #   fn id(&self) -> &ModelId { &self.0 }
+/// #   fn embedding_id(&self) -> &ModelId { &self.0 }
 /// #   async fn embed(&self, r: &EmbeddingRequest, _: &Context) -> Result<EmbeddingResponse> {
 /// #     Ok(EmbeddingResponse::new(vec![vec![0.0; 3]; r.inputs.len()], "m")) } }
 /// let mixed = EmbeddingChain::builder()
@@ -113,13 +113,13 @@ impl EmbeddingChainBuilder {
     /// No links, or links serving different models.
     pub fn build(self) -> std::result::Result<EmbeddingChain, EmbeddingBuildError> {
         let first = self.links.first().ok_or(EmbeddingBuildError::NoLinks)?;
-        let model = first.id().model.clone();
+        let model = first.embedding_id().model.clone();
         for l in &self.links[1..] {
-            if l.id().model != model {
+            if l.embedding_id().model != model {
                 return Err(EmbeddingBuildError::MixedModels {
                     expected: model.to_string(),
-                    link: l.id().name.to_string(),
-                    found: l.id().model.to_string(),
+                    link: l.embedding_id().name.to_string(),
+                    found: l.embedding_id().model.to_string(),
                 });
             }
         }
@@ -140,7 +140,7 @@ impl EmbeddingChain {
 
 #[async_trait]
 impl EmbeddingModel for EmbeddingChain {
-    fn id(&self) -> &ModelId {
+    fn embedding_id(&self) -> &ModelId {
         &self.id
     }
 
@@ -152,6 +152,7 @@ impl EmbeddingModel for EmbeddingChain {
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         let ctx = ctx.clone().with_deadline(Instant::now() + self.deadline);
         let mut errors = Vec::new();
+        let mut attempts = Vec::new();
         for link in self.links.iter() {
             if let Err(e) = ctx.check() {
                 if e.kind() == ErrorKind::Cancelled {
@@ -163,19 +164,38 @@ impl EmbeddingModel for EmbeddingChain {
             let started = Instant::now();
             match ctx.run(link.embed(req, &ctx)).await {
                 Ok(mut resp) => {
-                    resp.served_by = Some(link.id().name.clone());
+                    let id = link.embedding_id();
+                    resp.served_by = Some(id.name.clone());
+                    if resp.attempts.is_empty() {
+                        resp.attempts.push(Attempt::success(
+                            id.name.clone(),
+                            id.model.clone(),
+                            started.elapsed(),
+                        ));
+                    }
+                    attempts.append(&mut resp.attempts);
+                    resp.attempts = attempts;
                     return Ok(resp);
                 }
                 Err(e) => {
-                    let id = link.id();
+                    let id = link.embedding_id();
                     let e = if e.provider().is_none() {
                         e.with_provider(id.name.clone(), id.model.clone())
                     } else {
                         e
                     };
-                    let attempt =
-                        Attempt::failure(id.name.clone(), id.model.clone(), &e, started.elapsed());
-                    let e = e.with_attempts(vec![attempt]);
+                    let own = if e.attempts().is_empty() {
+                        vec![Attempt::failure(
+                            id.name.clone(),
+                            id.model.clone(),
+                            &e,
+                            started.elapsed(),
+                        )]
+                    } else {
+                        e.attempts().to_vec()
+                    };
+                    attempts.extend(own.iter().cloned());
+                    let e = e.with_attempts(own);
                     if e.disposition() == Disposition::FailFast {
                         return Err(e);
                     }

@@ -252,6 +252,11 @@ pub struct EmbeddingResponse {
     /// The link that served them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_by: Option<Arc<str>>,
+    /// Every attempt it took, in order, the serving one last — filled by the policies and
+    /// chains that try more than once ([`crate::EmbeddingChain`], a retry); empty from a bare
+    /// adapter.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<crate::response::Attempt>,
 }
 
 impl EmbeddingResponse {
@@ -262,6 +267,7 @@ impl EmbeddingResponse {
             model: model.into(),
             usage: Usage::default(),
             served_by: None,
+            attempts: Vec::new(),
         }
     }
 }
@@ -273,7 +279,7 @@ impl EmbeddingResponse {
 #[async_trait]
 pub trait EmbeddingModel: Send + Sync + fmt::Debug {
     /// The link's name and model.
-    fn id(&self) -> &ModelId;
+    fn embedding_id(&self) -> &ModelId;
 
     /// Embeds the inputs.
     ///
@@ -291,8 +297,8 @@ pub trait EmbeddingModel: Send + Sync + fmt::Debug {
 
 #[async_trait]
 impl<M: EmbeddingModel + ?Sized> EmbeddingModel for Arc<M> {
-    fn id(&self) -> &ModelId {
-        (**self).id()
+    fn embedding_id(&self) -> &ModelId {
+        (**self).embedding_id()
     }
     fn accepts_tokens(&self) -> bool {
         (**self).accepts_tokens()

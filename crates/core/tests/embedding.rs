@@ -14,7 +14,7 @@ struct Endpoint {
 
 #[async_trait]
 impl EmbeddingModel for Endpoint {
-    fn id(&self) -> &ModelId {
+    fn embedding_id(&self) -> &ModelId {
         &self.id
     }
     async fn embed(&self, req: &EmbeddingRequest, _: &Context) -> Result<EmbeddingResponse> {

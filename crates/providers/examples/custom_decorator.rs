@@ -37,7 +37,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Timed<M> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let started = Instant::now();
         let result = self.inner.chat(req, ctx).await;
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;

@@ -241,7 +241,8 @@ async fn the_shared_tpm_limit_charges_reported_tokens_across_replicas() {
     let mut replicas = Vec::new();
     for s in states(&server).await {
         let store = RedisLimitStore::new("vendor", s, &config).unwrap();
-        let limited = RateLimit::with_store(vendor.clone(), config.policy().unwrap(), store.clone());
+        let limited =
+            RateLimit::with_store(vendor.clone(), config.policy().unwrap(), store.clone());
         replicas.push((limited, store));
     }
     let ctx = || Context::new().with_timeout(Duration::from_millis(200));
@@ -342,7 +343,8 @@ async fn settlements_ride_with_the_next_ask_and_the_rest_lands_within_settle_eve
     let mut replicas = Vec::new();
     for s in states(&server).await.into_iter().take(2) {
         let store = RedisLimitStore::new("vendor", s, &config).unwrap();
-        let limited = RateLimit::with_store(vendor.clone(), config.policy().unwrap(), store.clone());
+        let limited =
+            RateLimit::with_store(vendor.clone(), config.policy().unwrap(), store.clone());
         replicas.push((limited, store));
     }
     let big = || req().with_max_tokens(1_000);

@@ -75,28 +75,28 @@ mod governor_clock {
 
     use super::SharedClock;
 
-/// `governor`'s view of a [`Clock`](super::Clock): time elapsed since the adapter was made, as a `Duration`
-/// (governor accepts `Duration` as its instant type).
-#[derive(Debug, Clone)]
-pub(crate) struct GovernorClock {
-    clock: SharedClock,
-    epoch: Instant,
-}
-
-impl GovernorClock {
-    pub(crate) fn new(clock: SharedClock) -> Self {
-        let epoch = clock.now();
-        GovernorClock { clock, epoch }
+    /// `governor`'s view of a [`Clock`](super::Clock): time elapsed since the adapter was made, as a `Duration`
+    /// (governor accepts `Duration` as its instant type).
+    #[derive(Debug, Clone)]
+    pub(crate) struct GovernorClock {
+        clock: SharedClock,
+        epoch: Instant,
     }
-}
 
-impl governor::clock::Clock for GovernorClock {
-    type Instant = Duration;
-
-    fn now(&self) -> Duration {
-        self.clock.now().saturating_duration_since(self.epoch)
+    impl GovernorClock {
+        pub(crate) fn new(clock: SharedClock) -> Self {
+            let epoch = clock.now();
+            GovernorClock { clock, epoch }
+        }
     }
-}
+
+    impl governor::clock::Clock for GovernorClock {
+        type Instant = Duration;
+
+        fn now(&self) -> Duration {
+            self.clock.now().saturating_duration_since(self.epoch)
+        }
+    }
 }
 
 #[cfg(all(test, feature = "rate-limit"))]

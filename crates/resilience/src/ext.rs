@@ -1,6 +1,6 @@
 //! [`ChatModelExt`]: wrap any `ChatModel` in a policy with one method call.
 
-use ripcord_core::ChatModel;
+use ripcord_core::{ChatModel, EmbeddingModel};
 
 use crate::breaker::{Breaker, BreakerPolicy};
 use crate::budget::{Budget, BudgetPolicy};
@@ -100,3 +100,44 @@ pub trait ChatModelExt: ChatModel + Sized {
 }
 
 impl<M: ChatModel> ChatModelExt for M {}
+
+/// Policy constructors for every [`EmbeddingModel`]: retry and a circuit breaker, with every
+/// attempt recorded in [`EmbeddingResponse::attempts`](ripcord_core::EmbeddingResponse::attempts).
+///
+/// The names differ from [`ChatModelExt`]'s, so an adapter that is both a chat and an embedding
+/// model (OpenAI, Gemini) takes either with both traits imported.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ripcord_core::{Context, EmbeddingModel, EmbeddingRequest, EmbeddingChain};
+/// use ripcord_resilience::{BreakerPolicy, EmbeddingModelExt, RetryPolicy};
+/// # use ripcord_core::{async_trait, EmbeddingResponse, ModelId, Result};
+/// # #[derive(Debug)] struct Endpoint(ModelId);
+/// # #[async_trait] impl EmbeddingModel for Endpoint {
+/// #   fn embedding_id(&self) -> &ModelId { &self.0 }
+/// #   async fn embed(&self, r: &EmbeddingRequest, _: &Context) -> Result<EmbeddingResponse> {
+/// #     Ok(EmbeddingResponse::new(vec![vec![0.0; 3]; r.inputs.len()], "m")) } }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<()> {
+/// let link = Endpoint(ModelId::new("us", "text-embedding-3-small"))
+///     .with_embedding_retry(RetryPolicy::default())
+///     .with_embedding_breaker(BreakerPolicy::default());
+/// let chain = EmbeddingChain::builder().link(link).build().unwrap();
+/// let resp = chain.embed(&EmbeddingRequest::new(vec!["hello".into()]), &Context::new()).await?;
+/// assert_eq!(resp.attempts.len(), 1);
+/// # Ok(()) }
+/// ```
+pub trait EmbeddingModelExt: EmbeddingModel + Sized {
+    /// Retries failed calls ([`crate::retry`]); attempts are recorded on the response.
+    fn with_embedding_retry(self, policy: RetryPolicy) -> Retry<Self> {
+        Retry::new(self, policy)
+    }
+
+    /// Guards the model with a circuit breaker ([`crate::breaker`]).
+    fn with_embedding_breaker(self, policy: BreakerPolicy) -> Breaker<Self> {
+        Breaker::for_embeddings(self, policy)
+    }
+}
+
+impl<M: EmbeddingModel> EmbeddingModelExt for M {}

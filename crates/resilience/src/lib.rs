@@ -140,7 +140,7 @@ pub use bulkhead::{Bulkhead, BulkheadPolicy, BulkheadPolicyBuilder, BulkheadSnap
 pub use cache::{Cache, CachePolicy, CachePolicyBuilder, CacheStats};
 pub use clock::{Clock, SharedClock, TokioClock};
 pub use error::ConfigError;
-pub use ext::ChatModelExt;
+pub use ext::{ChatModelExt, EmbeddingModelExt};
 pub use health::{
     Health, HealthHandle, HealthPolicy, HealthPolicyBuilder, HealthSnapshot, HealthStatus,
     ProbeSummary,

@@ -223,7 +223,7 @@ impl ripcord_core::Decorator for Capped {
     fn inner(&self) -> &Arc<dyn ChatModel> {
         &self.inner
     }
-    fn capabilities(&self) -> &Capabilities {
+    fn decorated_capabilities(&self) -> &Capabilities {
         &self.caps
     }
 }
@@ -317,7 +317,16 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
     })
 }
 
-/// One embedding adapter per provider, all serving `model`, in an [`EmbeddingChain`].
+/// `link` retried under the provider's `[providers.retry]`, as its chat link is.
+fn retried(p: &Provider, link: Arc<dyn EmbeddingModel>) -> Result<Arc<dyn EmbeddingModel>> {
+    Ok(match super::decorate::retry_policy(p)? {
+        Some(policy) => Arc::new(ripcord_resilience::Retry::new(link, policy)),
+        None => link,
+    })
+}
+
+/// One embedding adapter per provider, all serving `model`, in an [`EmbeddingChain`], each
+/// retried as the provider's chat link is.
 pub(super) fn embedding_chain(
     providers: &[Provider],
     model: &str,
@@ -329,14 +338,14 @@ pub(super) fn embedding_chain(
         let client = &clients.of(p)?;
         if p.kind == ProviderKind::Gemini {
             let link: Arc<dyn EmbeddingModel> = Arc::new(gemini(p, model, client)?);
-            b = b.link_arc(link);
+            b = b.link_arc(retried(p, link)?);
             continue;
         }
         if p.kind == ProviderKind::Vertex {
             // Vertex's text-embedding models answer on `:predict`, not `generateContent`.
             let g = Gemini::vertex(vertex_config_for(p, model, client)?)?.named(p.name.clone());
             let link: Arc<dyn EmbeddingModel> = Arc::new(g);
-            b = b.link_arc(link);
+            b = b.link_arc(retried(p, link)?);
             continue;
         }
         let Some(family) = OpenAiFamily::build(p, model, client)? else {
@@ -346,8 +355,7 @@ pub(super) fn embedding_chain(
                 p.kind.as_str()
             )));
         };
-        let link = family.embeddings();
-        b = b.link_arc(link);
+        b = b.link_arc(retried(p, family.embeddings())?);
     }
     Ok(Arc::new(b.build().map_err(config_error)?))
 }

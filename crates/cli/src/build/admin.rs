@@ -187,18 +187,18 @@ impl ripcord_core::Decorator for Switchable {
 
     /// A switched-off link is refused before the chain calls it (so it is skipped as an open
     /// breaker is); otherwise the inner link answers.
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, ctx: &Context) -> Option<Error> {
         self.switched_off().or_else(|| self.inner.refusal(ctx))
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         match self.switched_off() {
             Some(e) => Err(e),
             None => self.inner.chat(req, ctx).await,
         }
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         match self.switched_off() {
             Some(e) => Err(e),
             None => self.inner.stream(req, ctx).await,

@@ -64,24 +64,7 @@ pub(super) fn decorate(
     }
     // Inside the retry and the breaker: a rejected answer is retried, counted, then falls over.
     model = super::policies::validated(&p.policies, model);
-    // A local link without `[providers.retry]` already resolved to one attempt (see
-    // `config::defaults`).
-    // A pool makes its own attempts, each to another deployment first.
-    let attempts = if p.pool.is_some() {
-        1
-    } else {
-        p.retry.max_attempts
-    };
-    if attempts > 1 {
-        let retry = RetryPolicy::builder()
-            .retry_on(p.retry.retry_on)
-            .max_attempts(attempts)
-            .base_delay(Duration::from_millis(p.retry.base_delay_ms))
-            .max_delay(Duration::from_millis(
-                p.retry.max_delay_ms.max(p.retry.base_delay_ms),
-            ))
-            .build()
-            .map_err(config_error)?;
+    if let Some(retry) = retry_policy(p)? {
         model = Arc::new(model.with_retry(retry));
     }
     if let Some(bh) = &p.bulkhead {
@@ -107,20 +90,20 @@ pub(super) fn decorate(
     // The same spells for the in-process breaker and the shared one: the first `open_ms`,
     // doubling on every re-trip without a close, up to `open_max_ms`.
     let spells = open_spells(p);
-    let breaker_layer = BreakerPolicy::builder()
+    let breaker_policy = BreakerPolicy::builder()
         .consecutive_failures(p.breaker.failure_threshold)
         .open(spells)
         .background_probe(p.breaker.background_probe_ms.map(Duration::from_millis))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
-    let mut breaker_layer = super::policies::breaker_rules(&p.policies, breaker_layer);
+    let mut breaker_policy = super::policies::breaker_rules(&p.policies, breaker_policy);
     #[cfg(feature = "redis")]
     if shared.is_some() {
-        breaker_layer = breaker_layer.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
+        breaker_policy = breaker_policy.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
     }
     if let Some(l) = &hooks.breaker_listener {
-        breaker_layer = breaker_layer.listener(Arc::clone(l));
+        breaker_policy = breaker_policy.listener(Arc::clone(l));
     }
-    let breaker_layer = breaker_layer.build().map_err(config_error)?;
+    let breaker_policy = breaker_policy.build().map_err(config_error)?;
     // The same breaker either way; on shared state its store is Redis, so `/readyz`, the
     // listener and the active prober see the shared breaker.
     #[cfg(feature = "redis")]
@@ -131,29 +114,29 @@ pub(super) fn decorate(
                 .open(spells)
                 .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
             let link = model.id().name.clone();
-            let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_layer)?;
-            ripcord_resilience::Breaker::with_store(model, breaker_layer, store)
+            let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_policy)?;
+            ripcord_resilience::Breaker::with_store(model, breaker_policy, store)
         }
-        None => model.with_breaker(breaker_layer),
+        None => model.with_breaker(breaker_policy),
     };
     #[cfg(not(feature = "redis"))]
     let breaker = {
         let _ = shared;
-        model.with_breaker(breaker_layer)
+        model.with_breaker(breaker_policy)
     };
-    let health_layer = HealthPolicy::builder()
+    let health_policy = HealthPolicy::builder()
         .breaker(breaker.handle())
         .build()
         .map_err(config_error)?;
     let breaker_handle = breaker.handle();
-    let health = breaker.with_health(health_layer);
+    let health = breaker.with_health(health_policy);
     let handle = health.handle();
     // Probes go to the undecorated adapter, so they reach the vendor while the breaker
     // refuses callers, and never count in callers' latency.
     let prober = match &p.probe {
         None => None,
         Some(cfg) => Some(
-            Prober::builder(traced, probe_layer(cfg)?)
+            Prober::builder(traced, probe_policy(cfg)?)
                 .breaker(breaker_handle.clone())
                 .health(handle.clone())
                 .spawn(),
@@ -166,6 +149,30 @@ pub(super) fn decorate(
 
 /// The provider's open spells: `open_ms` first, doubling on every re-trip without a close in
 /// between up to `open_max_ms` (a constant spell when the two are equal).
+/// `[providers.retry]` as a policy, or `None` when the link makes one attempt: a local link
+/// without the section already resolved to one (see `config::defaults`), and a pool makes its
+/// own attempts, each to another deployment first.
+pub(super) fn retry_policy(p: &Provider) -> Result<Option<RetryPolicy>> {
+    let attempts = if p.pool.is_some() {
+        1
+    } else {
+        p.retry.max_attempts
+    };
+    if attempts <= 1 {
+        return Ok(None);
+    }
+    RetryPolicy::builder()
+        .retry_on(p.retry.retry_on)
+        .max_attempts(attempts)
+        .base_delay(Duration::from_millis(p.retry.base_delay_ms))
+        .max_delay(Duration::from_millis(
+            p.retry.max_delay_ms.max(p.retry.base_delay_ms),
+        ))
+        .build()
+        .map(Some)
+        .map_err(config_error)
+}
+
 pub(super) fn open_spells(p: &Provider) -> OpenBackoff {
     let first = Duration::from_millis(p.breaker.open_ms);
     let longest = Duration::from_millis(p.breaker.open_max_ms.max(p.breaker.open_ms));
@@ -277,7 +284,7 @@ pub(super) fn budgeted(
     Ok((Arc::new(budget), view))
 }
 
-fn probe_layer(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
+fn probe_policy(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
     let mut b = ProbePolicy::builder().probe_healthy(cfg.probe_healthy);
     if let Some(ms) = cfg.interval_ms {
         b = b.interval(Duration::from_millis(ms));

@@ -27,7 +27,7 @@ impl ripcord_core::Decorator for WithFacts {
     fn inner(&self) -> &Arc<dyn ChatModel> {
         &self.inner
     }
-    fn capabilities(&self) -> &Capabilities {
+    fn decorated_capabilities(&self) -> &Capabilities {
         &self.caps
     }
 }

@@ -168,7 +168,10 @@ pub(super) fn resolve(
         any_model,
         listen: cx.opt(&raw.server.listen, "server.listen")?,
         gateway_keys,
-        max_body_bytes: raw.server.max_body_bytes.unwrap_or(super::defaults::MAX_BODY_BYTES),
+        max_body_bytes: raw
+            .server
+            .max_body_bytes
+            .unwrap_or(super::defaults::MAX_BODY_BYTES),
         server: resolve_server(cx, &raw.server)?,
         notes,
     })

@@ -636,7 +636,7 @@ impl ripcord_core::Decorator for Recorded {
         &*self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let route = route_of(ctx);
         let r = self.inner.chat(req, ctx).await;
         match &r {
@@ -649,7 +649,7 @@ impl ripcord_core::Decorator for Recorded {
         r
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let route = route_of(ctx);
         let s = match self.inner.stream(req, ctx).await {
             Ok(s) => s,

@@ -105,11 +105,11 @@ impl<M: ChatModel> crate::Decorator for TracedModel<M> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         traced_chat(self.span(false), req, self.inner.chat(req, ctx)).await
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         traced_stream(self.span(true), req, self.inner.stream(req, ctx)).await
     }
 }

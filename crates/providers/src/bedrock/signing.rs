@@ -11,11 +11,11 @@
 use std::fmt;
 use std::time::SystemTime;
 
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::{Error, ErrorKind, Result};
 use secrecy::ExposeSecret;
 

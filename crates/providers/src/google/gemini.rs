@@ -503,7 +503,7 @@ impl ChatModel for Gemini {
 
 #[async_trait]
 impl EmbeddingModel for Gemini {
-    fn id(&self) -> &ModelId {
+    fn embedding_id(&self) -> &ModelId {
         &self.id
     }
 

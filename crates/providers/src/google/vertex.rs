@@ -174,12 +174,7 @@ impl VertexConfig {
     }
 
     /// The URL of `{model}:{method}` of `publisher`, checked.
-    pub(crate) fn model_url(
-        &self,
-        publisher: &str,
-        method: &str,
-        what: &str,
-    ) -> Result<url::Url> {
+    pub(crate) fn model_url(&self, publisher: &str, method: &str, what: &str) -> Result<url::Url> {
         for (field, value) in [
             ("project", &self.project),
             ("location", &self.location),

@@ -1,10 +1,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use ::http::StatusCode;
+use ::http::header::{CONTENT_TYPE, HeaderMap};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
-use ::http::StatusCode;
-use ::http::header::{CONTENT_TYPE, HeaderMap};
 use ripcord_core::{Context, Error, ErrorKind, Fault, Result};
 
 use super::{Limit, Stage, Timeouts, guard, transport_error};

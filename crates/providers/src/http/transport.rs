@@ -1,6 +1,6 @@
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use bytes::Bytes;
 use http_body_util::Full;
-use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use ripcord_core::{Context, Error, ErrorKind, Result, TimeoutPhase};
 use tokio::time::Instant;
 

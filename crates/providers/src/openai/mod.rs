@@ -44,8 +44,8 @@ pub(crate) type BoxFuture<'a, T> =
 macro_rules! embeddings_through_inner {
     ($wrapper:ty) => {
         impl ripcord_core::EmbeddingModel for $wrapper {
-            fn id(&self) -> &ripcord_core::ModelId {
-                ripcord_core::EmbeddingModel::id(&self.inner)
+            fn embedding_id(&self) -> &ripcord_core::ModelId {
+                ripcord_core::EmbeddingModel::embedding_id(&self.inner)
             }
 
             fn accepts_tokens(&self) -> bool {
@@ -604,7 +604,7 @@ impl ChatModel for OpenAi {
 
 #[async_trait]
 impl EmbeddingModel for OpenAi {
-    fn id(&self) -> &ModelId {
+    fn embedding_id(&self) -> &ModelId {
         &self.id
     }
 

@@ -250,7 +250,10 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_naming_the_setting() {
-        let e = SharedRateLimitConfig::default().rpm(0).policy().unwrap_err();
+        let e = SharedRateLimitConfig::default()
+            .rpm(0)
+            .policy()
+            .unwrap_err();
         assert!(e.message().contains("rate_limit.rpm"), "{e}");
         let e = SharedRateLimitConfig::default()
             .replicas(0)

@@ -47,11 +47,11 @@
 //!
 //! All calls into `failsafe` happen under one `std` mutex that is never held across an await.
 
-mod policy;
 mod listener;
-mod trip;
+mod policy;
 mod state;
 mod store;
+mod trip;
 mod watch;
 
 use std::sync::Arc;
@@ -59,18 +59,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Liveness,
-    Result, TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel, EmbeddingRequest,
+    EmbeddingResponse, Error, ErrorKind, Fault, Liveness, ModelId, Result, TimeoutPhase,
 };
 use tokio::time::Instant;
 
+pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
 pub use policy::{
     BreakerPolicy, BreakerPolicyBuilder, DEFAULT_BACKGROUND_PROBE,
     DEFAULT_BACKGROUND_PROBE_TIMEOUT, DEFAULT_OPEN_BASE, DEFAULT_OPEN_MAX,
 };
-pub use listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
-pub use trip::{KindAction, OpenBackoff, OpenBackoffIter};
 pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket};
+pub use trip::{KindAction, OpenBackoff, OpenBackoffIter};
 
 use crate::error::tag;
 use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_bound_passed};
@@ -211,10 +211,31 @@ impl<M: ChatModel> Breaker<M> {
     }
 
     /// Wraps `inner` with a breaker whose state lives in `store` (a shared store from
-    /// `ripcord-redis`, say). The layer's settings still decide what counts, how streams are
+    /// `ripcord-redis`, say). The policy's settings still decide what counts, how streams are
     /// judged and how long a probe may take; the store decides admissions and transitions.
     pub fn with_store(inner: M, policy: BreakerPolicy, store: Arc<dyn BreakerStore>) -> Self {
-        let watcher = Watcher::new(&policy, inner.liveness());
+        let check = inner.liveness();
+        Breaker::assemble(inner, policy, store, check)
+    }
+}
+
+impl<M: EmbeddingModel> Breaker<M> {
+    /// Wraps an embedding model with a fresh breaker: the same admissions, counting and
+    /// half-open probes as a chat link's (an embedding call is judged when it returns).
+    pub fn for_embeddings(inner: M, policy: BreakerPolicy) -> Self {
+        let store = policy.local_store(inner.embedding_id().name.clone());
+        Breaker::assemble(inner, policy, Arc::new(store), None)
+    }
+}
+
+impl<M> Breaker<M> {
+    fn assemble(
+        inner: M,
+        policy: BreakerPolicy,
+        store: Arc<dyn BreakerStore>,
+        check: Option<Arc<dyn Liveness>>,
+    ) -> Self {
+        let watcher = Watcher::new(&policy, check);
         Breaker {
             inner,
             policy: Arc::new(policy),
@@ -250,7 +271,7 @@ impl<M: ChatModel> Breaker<M> {
         self.core.snapshot()
     }
 
-    fn refusal_error(&self, after: Duration) -> Error {
+    fn refusal_error(&self, id: &ModelId, after: Duration) -> Error {
         self.watcher.wake(&self.core);
         tag(
             // A static message: this is the skip path, paid on every call while the breaker
@@ -260,18 +281,18 @@ impl<M: ChatModel> Breaker<M> {
                 "circuit breaker open; the link is refused until its cooldown ends (retry_after)",
             )
             .with_retry_after(after),
-            self.inner.id(),
+            id,
         )
     }
 
-    async fn admit(&self, ctx: &Context) -> Result<Admission> {
-        ctx.check().map_err(|e| tag(e, self.inner.id()))?;
+    async fn admit(&self, id: &ModelId, ctx: &Context) -> Result<Admission> {
+        ctx.check().map_err(|e| tag(e, id))?;
         let admitted = match self.core.try_admit() {
             StoreAdmit::Admitted(a) => Ok(a),
             StoreAdmit::Refused(after) => Err(after),
             StoreAdmit::Ask => self.core.admit().await,
         };
-        admitted.map_err(|after| self.refusal_error(after))
+        admitted.map_err(|after| self.refusal_error(id, after))
     }
 
     /// The instant the guarded call must end by, and why.
@@ -288,8 +309,10 @@ impl<M: ChatModel> Breaker<M> {
         }
     }
 
+    /// `bounds_itself`: the inner model races the context itself.
     async fn guarded<T>(
         &self,
+        bounds_itself: bool,
         ctx: &Context,
         limit: Option<(Instant, Cut)>,
         fut: impl std::future::Future<Output = Result<T>>,
@@ -298,7 +321,7 @@ impl<M: ChatModel> Breaker<M> {
         // timeout still ends the call inside this breaker, which records it. Only
         // a probe's own, shorter limit needs a timer here.
         let limit = match limit {
-            Some((_, Cut::Deadline)) if self.inner.bounds_itself() => return fut.await,
+            Some((_, Cut::Deadline)) if bounds_itself => return fut.await,
             other => other,
         };
         let bounded = async {
@@ -409,15 +432,20 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
 
     /// While open (or half-open with every probe out): the refusal `chat` would return,
     /// counted and reported to the listener as a rejected call.
-    fn refusal(&self, _ctx: &Context) -> Option<Error> {
-        self.core.refusal().map(|after| self.refusal_error(after))
+    fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
+        self.core
+            .refusal()
+            .map(|after| self.refusal_error(self.inner.id(), after))
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let admission = self.admit(ctx).await?;
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let admission = self.admit(self.inner.id(), ctx).await?;
         let budget = ctx.remaining();
         let limit = self.limit(&admission, ctx);
-        let result = self.guarded(ctx, limit, self.inner.chat(req, ctx)).await;
+        let bounds = self.inner.bounds_itself();
+        let result = self
+            .guarded(bounds, ctx, limit, self.inner.chat(req, ctx))
+            .await;
         let outcome = match &result {
             Ok(_) => Outcome::Success,
             Err(e) => classify(&self.policy, e, ctx, budget, false),
@@ -426,11 +454,14 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
         result.map_err(|e| tag(e, self.inner.id()))
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let admission = self.admit(ctx).await?;
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let admission = self.admit(self.inner.id(), ctx).await?;
         let budget = ctx.remaining();
         let limit = self.limit(&admission, ctx);
-        let opened = self.guarded(ctx, limit, self.inner.stream(req, ctx)).await;
+        let bounds = self.inner.bounds_itself();
+        let opened = self
+            .guarded(bounds, ctx, limit, self.inner.stream(req, ctx))
+            .await;
         match opened {
             Err(e) => {
                 let outcome = classify(&self.policy, &e, ctx, budget, false);
@@ -462,5 +493,34 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
                 ))
             }
         }
+    }
+}
+
+/// An embedding model behind the breaker ([`Breaker::for_embeddings`]): refused at once while
+/// open, each call's outcome counted as a chat call's is.
+#[async_trait]
+impl<M: EmbeddingModel> EmbeddingModel for Breaker<M> {
+    fn embedding_id(&self) -> &ModelId {
+        self.inner.embedding_id()
+    }
+
+    fn accepts_tokens(&self) -> bool {
+        self.inner.accepts_tokens()
+    }
+
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
+        let id = self.inner.embedding_id();
+        let admission = self.admit(id, ctx).await?;
+        let budget = ctx.remaining();
+        let limit = self.limit(&admission, ctx);
+        let result = self
+            .guarded(false, ctx, limit, self.inner.embed(req, ctx))
+            .await;
+        let outcome = match &result {
+            Ok(_) => Outcome::Success,
+            Err(e) => classify(&self.policy, e, ctx, budget, false),
+        };
+        self.watcher.record(&self.core, admission, outcome);
+        result.map_err(|e| tag(e, id))
     }
 }

@@ -9,9 +9,9 @@ use ripcord_core::{ChatModel, ErrorKind};
 
 use super::Breaker;
 use super::listener::BreakerListener;
-use super::trip::{FailureRate, KindAction, OpenBackoff, default_action};
 use super::state::{Core, CoreSettings};
 use super::store::LocalStore;
+use super::trip::{FailureRate, KindAction, OpenBackoff, default_action};
 use crate::clock::{SharedClock, default_clock};
 use crate::error::ConfigError;
 

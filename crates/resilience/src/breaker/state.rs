@@ -39,8 +39,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::listener::{BreakerListener, BreakerSnapshot, BreakerState, Transition};
-use super::trip::KindAction;
 use super::store::Outcome;
+use super::trip::KindAction;
 use crate::clock::SharedClock;
 
 const ON_OPEN: u8 = 0b001;

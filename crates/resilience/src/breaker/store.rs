@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use ripcord_core::ErrorKind;
 
 use super::listener::{BreakerSnapshot, BreakerState};
-use super::trip::KindAction;
 use super::state::{self, Core};
+use super::trip::KindAction;
 
 /// The outcome of one logical call, as the breaker policy judged it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

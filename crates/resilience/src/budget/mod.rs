@@ -20,8 +20,8 @@
 //! The in-process store is deliberately not a `governor` bucket: a budget must be refundable and exact over its
 //! window, which `governor` cannot do (it has no refunds), so it uses the crate's bucketed window.
 
-mod policy;
 mod period;
+mod policy;
 mod store;
 
 use std::sync::Arc;
@@ -33,8 +33,8 @@ use ripcord_core::{
     StreamEvent, Usage, tokens,
 };
 
-pub use policy::{BudgetPolicy, BudgetPolicyBuilder};
 pub use period::{BudgetPeriod, PeriodBudgetStore, WallClock, system_wall_clock};
+pub use policy::{BudgetPolicy, BudgetPolicyBuilder};
 pub use store::{
     BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, DEFAULT_MAX_ACCOUNTS, LocalBudgetStore,
 };
@@ -344,7 +344,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Budget<M> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let hold = self.reserve(req, ctx).await?;
         let result = self.inner.chat(req, ctx).await;
         if let Some((hold, prompt)) = &hold {
@@ -361,7 +361,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Budget<M> {
         result
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let hold = self.reserve(req, ctx).await?;
         let stream = match self.inner.stream(req, ctx).await {
             Ok(s) => s,

@@ -78,7 +78,11 @@ impl<M: ChatModel> Bulkhead<M> {
     /// Wraps `inner` with a fresh bulkhead.
     pub fn new(inner: M, policy: BulkheadPolicy) -> Self {
         let pool = Arc::new(Pool::new(policy.max_in_flight, policy.max_queue));
-        Bulkhead { inner, policy, pool }
+        Bulkhead {
+            inner,
+            policy,
+            pool,
+        }
     }
 
     /// The wrapped model.
@@ -180,12 +184,12 @@ impl<M: ChatModel> ripcord_core::Decorator for Bulkhead<M> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let _slot = self.enter(ctx).await?;
         self.inner.chat(req, ctx).await
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let slot = self.enter(ctx).await?;
         let stream = self.inner.stream(req, ctx).await?;
         // The slot is held until the stream ends or is dropped.

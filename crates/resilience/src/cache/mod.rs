@@ -313,11 +313,11 @@ impl<M: ChatModel> ripcord_core::Decorator for Cache<M> {
 
     /// Deliberately `None`: a hit can serve a request the inner model would refuse, and the
     /// refusal hook does not see the request to look it up.
-    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
         None
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let key = self.key(req, ctx);
         if let Some(resp) = key.as_deref().and_then(|k| self.hit(k)) {
             return Ok(resp);
@@ -331,7 +331,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Cache<M> {
         Ok(resp)
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let key = self.key(req, ctx);
         if let Some(resp) = key.as_deref().and_then(|k| self.hit(k)) {
             return Ok(stream::from_response(resp));

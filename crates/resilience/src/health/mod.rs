@@ -358,13 +358,13 @@ impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
     }
 
     /// As the inner model, recorded as a failed call.
-    fn refusal(&self, ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, ctx: &Context) -> Option<Error> {
         let e = self.inner.refusal(ctx)?;
         self.state.record(Err(charged(&e, ctx, None, false)));
         Some(e)
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let started = Instant::now();
         let budget = ctx.remaining();
         let result = self.inner.chat(req, ctx).await;
@@ -375,7 +375,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
         result
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let started = Instant::now();
         let budget = ctx.remaining();
         match self.inner.stream(req, ctx).await {

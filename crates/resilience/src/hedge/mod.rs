@@ -309,16 +309,16 @@ impl<P: ChatModel, H: ChatModel> ripcord_core::Decorator for Hedge<P, H> {
     }
 
     /// Deliberately `None`: the hedge model may serve while the primary refuses.
-    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
         None
     }
 
     /// When both sides do: the race adds only the hedge delay, which ends with the primary.
-    fn bounds_itself(&self) -> bool {
+    fn decorated_bounds_itself(&self) -> bool {
         self.primary.bounds_itself() && self.hedge.bounds_itself()
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let start = Instant::now();
         let (won, others) = self
             .race(ctx, self.primary.chat(req, ctx), || {
@@ -348,7 +348,7 @@ impl<P: ChatModel, H: ChatModel> ripcord_core::Decorator for Hedge<P, H> {
         }
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let start = Instant::now();
         let primary = async { open_to_first_content(self.primary.stream(req, ctx).await?).await };
         let (won, others) = self

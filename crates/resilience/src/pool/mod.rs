@@ -41,8 +41,8 @@
 mod balance;
 mod deployment;
 mod handle;
-mod policy;
 mod observer;
+mod policy;
 mod store;
 
 use std::future::Future;

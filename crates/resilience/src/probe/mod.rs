@@ -145,17 +145,14 @@ impl<M: ChatModel> Probe<M> {
         let ctx = Context::new()
             .with_deadline(limit)
             .with_intent("ripcord.probe");
-        let outcome = match tokio::time::timeout_at(
-            limit,
-            self.model.chat(&self.policy.request, &ctx),
-        )
-        .await
-        {
-            Ok(Ok(_)) => ProbeOutcome::Ok,
-            Ok(Err(e)) if is_timeout(&e) => ProbeOutcome::TimedOut,
-            Ok(Err(e)) => ProbeOutcome::Failed(e.kind()),
-            Err(_) => ProbeOutcome::TimedOut,
-        };
+        let outcome =
+            match tokio::time::timeout_at(limit, self.model.chat(&self.policy.request, &ctx)).await
+            {
+                Ok(Ok(_)) => ProbeOutcome::Ok,
+                Ok(Err(e)) if is_timeout(&e) => ProbeOutcome::TimedOut,
+                Ok(Err(e)) => ProbeOutcome::Failed(e.kind()),
+                Err(_) => ProbeOutcome::TimedOut,
+            };
         let latency = started.elapsed();
         self.report(&outcome, latency);
         outcome

@@ -422,11 +422,11 @@ impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
         &self.inner
     }
 
-    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
         None
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.chat(req, ctx).await {
             Ok(resp) => {
@@ -443,7 +443,7 @@ impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
         }
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.stream(req, ctx).await {
             Ok(stream) => Ok(Observed::boxed(

@@ -382,7 +382,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Redact<M> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let Some((masked, map)) = self.mask(req) else {
             return self.inner.chat(req, ctx).await;
         };
@@ -396,7 +396,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Redact<M> {
         Ok(resp)
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let Some((masked, map)) = self.mask(req) else {
             return self.inner.stream(req, ctx).await;
         };

@@ -39,8 +39,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_core::{
-    Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition, Error,
-    ErrorKind, Provenance, Result, StreamEvent,
+    Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition,
+    EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, ModelId, Provenance,
+    Result, StreamEvent,
 };
 use tokio::time::Instant;
 
@@ -87,8 +88,8 @@ enum Next {
     Wait(Duration),
 }
 
-impl<M: ChatModel> Retry<M> {
-    /// Wraps `inner` with the retry policy.
+impl<M> Retry<M> {
+    /// Wraps `inner` (a [`ChatModel`], an [`EmbeddingModel`], or both) with the retry policy.
     pub fn new(inner: M, policy: RetryPolicy) -> Self {
         let budget = policy.budget_state();
         Retry {
@@ -119,8 +120,14 @@ impl<M: ChatModel> Retry<M> {
     }
 
     /// Decides, after failed attempt number `n`, whether and how long to wait before the next.
-    fn next(&self, n: u32, e: &Error, ctx: &Context, previous: &mut Duration) -> Next {
-        let id = self.inner.id();
+    fn next(
+        &self,
+        id: &ModelId,
+        n: u32,
+        e: &Error,
+        ctx: &Context,
+        previous: &mut Duration,
+    ) -> Next {
         if !self.policy.retry_on.retries(e) {
             if e.disposition() != Disposition::Fallback && RetryClass::of(e).is_some() {
                 tracing::debug!(ripcord.link = %id.name, error.type = e.kind().as_str(), message = ripcord_core::telemetry::event::RETRY_CLASS_NOT_RETRIED);
@@ -184,9 +191,8 @@ impl<M: ChatModel> Retry<M> {
         Next::Wait(delay)
     }
 
-    fn record_failure(&self, attempts: &mut Vec<Attempt>, e: &Error, latency: Duration) {
+    fn record_failure(id: &ModelId, attempts: &mut Vec<Attempt>, e: &Error, latency: Duration) {
         if e.attempts().is_empty() {
-            let id = self.inner.id();
             attempts.push(Attempt::failure(
                 id.name.clone(),
                 id.model.clone(),
@@ -200,8 +206,12 @@ impl<M: ChatModel> Retry<M> {
 
     /// Runs attempts of `once` until one succeeds or the policy stops; returns the value and
     /// the failed attempts before it, or the last error carrying every attempt.
+    /// `id` names the inner model in errors and attempts; `bounds_itself` says whether it races
+    /// the context itself.
     async fn run<T, F, Fut>(
         &self,
+        id: &ModelId,
+        bounds_itself: bool,
         ctx: &Context,
         mut once: F,
     ) -> Result<(T, Vec<Attempt>, Duration)>
@@ -227,7 +237,7 @@ impl<M: ChatModel> Retry<M> {
             }
             let started = Instant::now();
             // An inner model that bounds itself needs no second timer here.
-            let outcome = if self.inner.bounds_itself() {
+            let outcome = if bounds_itself {
                 once().await
             } else {
                 ctx.run(once()).await
@@ -235,9 +245,9 @@ impl<M: ChatModel> Retry<M> {
             match outcome {
                 Ok(v) => return Ok((v, attempts, started.elapsed())),
                 Err(e) => {
-                    let e = tag(e, self.inner.id());
-                    self.record_failure(&mut attempts, &e, started.elapsed());
-                    match self.next(n, &e, ctx, &mut previous) {
+                    let e = tag(e, id);
+                    Self::record_failure(id, &mut attempts, &e, started.elapsed());
+                    match self.next(id, n, &e, ctx, &mut previous) {
                         Next::Stop => return Err(e.with_attempts(attempts)),
                         Next::Wait(d) => {
                             if let Err(stop) = ctx.sleep(d).await {
@@ -266,7 +276,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
     }
 
     /// Deliberately `None`: a later attempt may succeed where this one would be refused.
-    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+    fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
         None
     }
 
@@ -275,12 +285,16 @@ impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
     /// the stream it returns. So no outer timer needs to drop a retry mid-way — which would
     /// lose the attempts it made: a `DeadlineExceeded` from a retry carries every attempt of
     /// the link it cut.
-    fn bounds_itself(&self) -> bool {
+    fn decorated_bounds_itself(&self) -> bool {
         true
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let (mut resp, mut attempts, latency) = self.run(ctx, || self.inner.chat(req, ctx)).await?;
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let (mut resp, mut attempts, latency) = self
+            .run(self.inner.id(), self.inner.bounds_itself(), ctx, || {
+                self.inner.chat(req, ctx)
+            })
+            .await?;
         if resp.provenance.attempts.is_empty() {
             let id = self.inner.id();
             attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
@@ -294,9 +308,9 @@ impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
         Ok(resp)
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let (stream, mut attempts, latency) = self
-            .run(ctx, || async {
+            .run(self.inner.id(), self.inner.bounds_itself(), ctx, || async {
                 open_to_first_content(self.inner.stream(req, ctx).await?).await
             })
             .await?;
@@ -318,5 +332,32 @@ impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
             provenance: Box::new(provenance),
         })]);
         Ok(Box::pin(futures::StreamExt::chain(head, stream)))
+    }
+}
+
+/// Retries an embedding model's calls under the same policy, with every attempt in
+/// [`EmbeddingResponse::attempts`] (and a failure's in [`Error::attempts`]).
+#[async_trait]
+impl<M: EmbeddingModel> EmbeddingModel for Retry<M> {
+    fn embedding_id(&self) -> &ModelId {
+        self.inner.embedding_id()
+    }
+
+    fn accepts_tokens(&self) -> bool {
+        self.inner.accepts_tokens()
+    }
+
+    async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
+        let id = self.inner.embedding_id();
+        let (mut resp, mut attempts, latency) = self
+            .run(id, false, ctx, || self.inner.embed(req, ctx))
+            .await?;
+        if resp.attempts.is_empty() {
+            attempts.push(Attempt::success(id.name.clone(), id.model.clone(), latency));
+        } else {
+            attempts.append(&mut resp.attempts);
+        }
+        resp.attempts = attempts;
+        Ok(resp)
     }
 }

@@ -141,14 +141,14 @@ impl<M: ChatModel> ripcord_core::Decorator for Timeout<M> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let start = Instant::now();
         bounded(self.total(start, ctx), self.inner.chat(req, ctx))
             .await
             .map_err(|e| tag(e, self.inner.id()))
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let start = Instant::now();
         let total = self.total(start, ctx);
         let first = self.first_token(start);

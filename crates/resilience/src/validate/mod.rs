@@ -189,7 +189,7 @@ impl<M: ChatModel, V: Validator> ripcord_core::Decorator for Validate<M, V> {
         &self.inner
     }
 
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let resp = self.inner.chat(req, ctx).await?;
         match self.validator.validate(req, &resp) {
             Ok(()) => Ok(resp),
@@ -197,7 +197,7 @@ impl<M: ChatModel, V: Validator> ripcord_core::Decorator for Validate<M, V> {
         }
     }
 
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let stream = self.inner.stream(req, ctx).await?;
         Ok(Observed::boxed(
             stream,

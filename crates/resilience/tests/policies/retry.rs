@@ -187,7 +187,9 @@ async fn seeded_jitter_is_reproducible_and_full_jitter_stays_under_the_ceiling()
             .no_budget()
             .build()
             .unwrap();
-        let m = scripted("a").fail(ErrorKind::ServerError).with_retry(policy);
+        let m = scripted("a")
+            .fail(ErrorKind::ServerError)
+            .with_retry(policy);
         let start = Instant::now();
         let _ = m.chat(&req(), &Context::new()).await;
         start.elapsed()
@@ -210,7 +212,9 @@ async fn the_retry_budget_caps_retries_across_calls() {
         })
         .build()
         .unwrap();
-    let m = scripted("a").fail(ErrorKind::ServerError).with_retry(policy);
+    let m = scripted("a")
+        .fail(ErrorKind::ServerError)
+        .with_retry(policy);
     assert_eq!(chat_err(&m).await.attempts().len(), 3);
     assert_eq!(chat_err(&m).await.attempts().len(), 1);
     tokio::time::sleep(secs(11)).await;
@@ -341,7 +345,9 @@ async fn a_rate_limit_without_retry_after_never_waits_less_than_half_the_base_de
             .no_budget()
             .build()
             .unwrap();
-        let m = scripted("a").fail(ErrorKind::RateLimited).with_retry(policy);
+        let m = scripted("a")
+            .fail(ErrorKind::RateLimited)
+            .with_retry(policy);
         let start = Instant::now();
         let err = chat_err(&m).await;
         assert_eq!(

@@ -67,6 +67,40 @@ fn a_good_config_resolves_with_interpolation_and_redacts_keys() {
     assert!(shown.contains("[redacted]"));
 }
 
+/// A vendor the binary was built without is refused naming the feature that adds it, not taken
+/// for a typo (`cargo xtask features` runs this in a build without Bedrock).
+#[cfg(not(feature = "bedrock"))]
+#[test]
+fn a_vendor_left_out_of_the_build_is_refused_naming_its_feature() {
+    let text = GOOD
+        .replace(
+            "kind = \"openai\"",
+            "kind = \"bedrock\"\nregion = \"us-east-1\"",
+        )
+        .replace("api_key_env = \"OPENAI_API_KEY\"\n", "");
+    let e = parse_err(&text, &[("SUPPORT_HINT", "x")]);
+    assert_eq!(e.key.as_deref(), Some("kind"), "{e}");
+    assert!(
+        e.message.contains("kind `bedrock` is not in this build")
+            && e.message.contains("the `bedrock` feature"),
+        "{e}"
+    );
+}
+
+/// Every vendor of the registry is a kind the config accepts by its registry name.
+#[test]
+fn every_registered_vendor_is_a_config_kind() {
+    for v in config::Vendor::ALL {
+        let kind: config::ProviderKind =
+            serde::Deserialize::deserialize(serde::de::value::StrDeserializer::<
+                serde::de::value::Error,
+            >::new(v.name()))
+            .unwrap();
+        assert_eq!(kind, config::ProviderKind::Vendor(v));
+        assert_eq!(kind.as_str(), v.name());
+    }
+}
+
 #[test]
 fn unknown_kind_names_the_line_and_key() {
     let text = GOOD.replace("kind = \"openai\"", "kind = \"gpt\"");

@@ -281,6 +281,7 @@ async fn numbers_that_do_not_fit_are_refused_with_a_400_naming_the_field_on_ever
 }
 
 /// `/readyz`'s view of Redis, as `state.degraded`.
+#[cfg(feature = "redis")]
 async fn redis_degraded(client: &reqwest::Client, url: &str) -> bool {
     let v: Value = client
         .get(format!("{url}/readyz"))
@@ -296,6 +297,7 @@ async fn redis_degraded(client: &reqwest::Client, url: &str) -> bool {
 }
 
 /// Polls `/readyz` (no chat call) until Redis shows `degraded == want`; how long it took.
+#[cfg(feature = "redis")]
 async fn until_degraded_is(client: &reqwest::Client, url: &str, want: bool) -> Duration {
     let start = Instant::now();
     while redis_degraded(client, url).await != want {

@@ -93,6 +93,7 @@ pub mod sse;
 mod stated_limit;
 #[cfg(feature = "status-page")]
 pub mod status_page;
+pub mod vendor;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
@@ -137,3 +138,4 @@ pub use openai::{
     AssistantPrefill, MaxTokensField, OPENAI_BASE_URL, OpenAi, OpenAiConfig, OpenAiWire,
 };
 pub use stated_limit::stated_context_limit;
+pub use vendor::{UnknownVendor, Vendor};

@@ -3,6 +3,7 @@
 //! `ripcord-cli` exactly as `ripcord chat` and `ripcord serve` build it — health → breaker →
 //! retry → rate limit → adapter — with observers hooked in.
 
+use ripcord_cli::config::Vendor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -238,7 +239,7 @@ impl Template {
             config
                 .chain
                 .iter()
-                .filter(|p| p.kind == ProviderKind::Bedrock)
+                .filter(|p| p.kind == ProviderKind::Vendor(Vendor::Bedrock))
                 .map(|p| {
                     (
                         p.name.clone(),
@@ -345,7 +346,10 @@ impl Template {
 
 /// Vertex AI's kinds: their links get tokens from the rig's fake token endpoint.
 fn is_vertex(kind: ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Vertex | ProviderKind::VertexAnthropic)
+    matches!(
+        kind,
+        ProviderKind::Vendor(Vendor::Vertex) | ProviderKind::Vendor(Vendor::VertexAnthropic)
+    )
 }
 
 /// How scenarios, fakes and records name one deployment of a pooled link.
@@ -357,9 +361,13 @@ pub(crate) fn deployment_key(link: &str, deployment: &str) -> String {
 fn wire_of(kind: ProviderKind) -> Option<Wire> {
     match kind {
         ProviderKind::LocalOnnx => None,
-        ProviderKind::Anthropic | ProviderKind::VertexAnthropic => Some(Wire::Anthropic),
-        ProviderKind::Gemini | ProviderKind::Vertex => Some(Wire::Gemini),
-        ProviderKind::Bedrock => Some(Wire::Bedrock),
+        ProviderKind::Vendor(Vendor::Anthropic) | ProviderKind::Vendor(Vendor::VertexAnthropic) => {
+            Some(Wire::Anthropic)
+        }
+        ProviderKind::Vendor(Vendor::Gemini) | ProviderKind::Vendor(Vendor::Vertex) => {
+            Some(Wire::Gemini)
+        }
+        ProviderKind::Vendor(Vendor::Bedrock) => Some(Wire::Bedrock),
         _ => Some(Wire::OpenAi),
     }
 }
@@ -369,13 +377,15 @@ fn base_url(kind: ProviderKind, fake: &FakeVendor) -> String {
     match kind {
         // Anthropic appends `/v1/messages`; Azure `/openai/deployments/…`.
         // Bedrock appends `/model/{id}/converse`.
-        ProviderKind::Anthropic | ProviderKind::AzureOpenai | ProviderKind::Bedrock => {
-            fake.base_url()
-        }
+        ProviderKind::Vendor(Vendor::Anthropic)
+        | ProviderKind::Vendor(Vendor::AzureOpenAi)
+        | ProviderKind::Vendor(Vendor::Bedrock) => fake.base_url(),
         // Gemini appends `/models/{m}:…` to AI Studio's versioned base; Vertex appends
         // `/projects/…` to its versioned host.
-        ProviderKind::Gemini => format!("{}/v1beta", fake.base_url()),
-        ProviderKind::Vertex | ProviderKind::VertexAnthropic => format!("{}/v1", fake.base_url()),
+        ProviderKind::Vendor(Vendor::Gemini) => format!("{}/v1beta", fake.base_url()),
+        ProviderKind::Vendor(Vendor::Vertex) | ProviderKind::Vendor(Vendor::VertexAnthropic) => {
+            format!("{}/v1", fake.base_url())
+        }
         // OpenAI and the OpenAI-compatible presets append `/chat/completions`.
         _ => format!("{}/v1", fake.base_url()),
     }

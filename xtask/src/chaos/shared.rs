@@ -34,6 +34,7 @@
 //! the `CI` variable set it installs Debian's `redis-server` package first (as `cargo xtask
 //! test` does), and a server that still cannot start is a failure.
 
+use ripcord_cli::config::Vendor;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -254,7 +255,7 @@ pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, St
         .map_or(1000, |p| p.breaker.open_ms);
     let mut fakes = BTreeMap::new();
     for p in &mut config.chain {
-        let wire = if p.kind == ripcord_cli::config::ProviderKind::Anthropic {
+        let wire = if p.kind == ripcord_cli::config::ProviderKind::Vendor(Vendor::Anthropic) {
             Wire::Anthropic
         } else {
             Wire::OpenAi

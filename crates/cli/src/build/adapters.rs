@@ -1,21 +1,28 @@
 //! The vendor adapters, undecorated: one per provider kind, for chat and for embeddings.
 
+use ripcord_providers::Vendor;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ripcord_core::{Capabilities, ChatModel, EmbeddingChain, EmbeddingModel, Result};
-use ripcord_providers::google::{
-    Gemini, GeminiConfig, GoogleCredentials, Thinking, VertexAnthropic, VertexConfig,
-};
+#[cfg(feature = "vertex-anthropic")]
+use ripcord_providers::google::VertexAnthropic;
+#[cfg(feature = "gemini")]
+use ripcord_providers::google::{Gemini, GeminiConfig, Thinking};
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
+use ripcord_providers::google::{GoogleCredentials, VertexConfig};
 use ripcord_providers::{
-    Anthropic, AnthropicConfig, AzureConfig, AzureOpenAi, HttpClient, OpenAi, OpenAiConfig,
-    Timeouts, compat,
+    Anthropic, AnthropicConfig, HttpClient, OpenAi, OpenAiConfig, Timeouts, compat,
 };
+#[cfg(feature = "azure")]
+use ripcord_providers::{AzureConfig, AzureOpenAi};
 use secrecy::SecretString;
 
 use super::config_error;
-use crate::config::{Provider, ProviderKind, VertexCredentials};
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
+use crate::config::VertexCredentials;
+use crate::config::{Provider, ProviderKind};
 
 fn timeouts(p: &Provider) -> Timeouts {
     let mut t = Timeouts::default();
@@ -75,28 +82,13 @@ pub(super) fn model_name(p: &Provider) -> String {
 
 /// The preset of an OpenAI-compatible kind.
 fn preset_of(kind: ProviderKind) -> Option<compat::Preset> {
-    Some(match kind {
-        ProviderKind::Deepseek => compat::deepseek(),
-        ProviderKind::Zhipu => compat::zhipu(),
-        ProviderKind::Qwen => compat::qwen(),
-        ProviderKind::Moonshot => compat::moonshot(),
-        ProviderKind::Qianfan => compat::qianfan(),
-        ProviderKind::Ollama => compat::ollama(),
-        ProviderKind::Vllm => compat::vllm(),
-        ProviderKind::Mistral => compat::mistral(),
-        ProviderKind::Groq => compat::groq(),
-        ProviderKind::Xai => compat::xai(),
-        ProviderKind::Openrouter => compat::openrouter(),
-        ProviderKind::Together => compat::together(),
-        ProviderKind::Fireworks => compat::fireworks(),
-        ProviderKind::Cerebras => compat::cerebras(),
-        _ => return None,
-    })
+    kind.vendor().and_then(compat::preset)
 }
 
 /// An adapter of the OpenAI wire family: each serves both chat and embeddings.
 enum OpenAiFamily {
     OpenAi(OpenAi),
+    #[cfg(feature = "azure")]
     Azure(AzureOpenAi),
     Compatible(compat::OpenAiCompatible),
 }
@@ -105,7 +97,8 @@ impl OpenAiFamily {
     /// Builds the adapter for `p` asking for `model`; `None` for kinds outside the family.
     fn build(p: &Provider, model: &str, client: &HttpClient) -> Result<Option<Self>> {
         let t = timeouts(p);
-        if p.kind == ProviderKind::AzureOpenai {
+        #[cfg(feature = "azure")]
+        if p.kind == ProviderKind::Vendor(Vendor::AzureOpenAi) {
             let mut c = AzureConfig::new(
                 p.base_url.clone().unwrap_or_default(),
                 p.deployment.clone().unwrap_or_default(),
@@ -137,7 +130,7 @@ impl OpenAiFamily {
             c = c.with_base_url(u.clone());
         }
         Ok(match (p.kind, preset_of(p.kind)) {
-            (ProviderKind::Openai, _) => Some(OpenAiFamily::OpenAi(
+            (ProviderKind::Vendor(Vendor::OpenAi), _) => Some(OpenAiFamily::OpenAi(
                 OpenAi::new(c.with_wire(p.wire))?.named(p.name.clone()),
             )),
             (_, Some(preset)) => Some(OpenAiFamily::Compatible(
@@ -150,6 +143,7 @@ impl OpenAiFamily {
     fn chat(self) -> Arc<dyn ChatModel> {
         match self {
             OpenAiFamily::OpenAi(m) => Arc::new(m),
+            #[cfg(feature = "azure")]
             OpenAiFamily::Azure(m) => Arc::new(m),
             OpenAiFamily::Compatible(m) => Arc::new(m),
         }
@@ -158,6 +152,7 @@ impl OpenAiFamily {
     fn embeddings(self) -> Arc<dyn EmbeddingModel> {
         match self {
             OpenAiFamily::OpenAi(m) => Arc::new(m),
+            #[cfg(feature = "azure")]
             OpenAiFamily::Azure(m) => Arc::new(m),
             OpenAiFamily::Compatible(m) => Arc::new(m),
         }
@@ -165,6 +160,7 @@ impl OpenAiFamily {
 }
 
 /// Gemini on AI Studio for `p`, asking for `model`.
+#[cfg(feature = "gemini")]
 fn gemini(p: &Provider, model: &str, client: &HttpClient) -> Result<Gemini> {
     let mut c = GeminiConfig::new(model, key(p))
         .with_name(p.name.clone())
@@ -180,11 +176,13 @@ fn gemini(p: &Provider, model: &str, client: &HttpClient) -> Result<Gemini> {
 }
 
 /// The Vertex configuration of `p`.
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
 fn vertex_config(p: &Provider, client: &HttpClient) -> Result<VertexConfig> {
     vertex_config_for(p, &model_name(p), client)
 }
 
 /// The Vertex configuration of `p`, asking for `model` (an embedding model for `[embeddings]`).
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
 fn vertex_config_for(p: &Provider, model: &str, client: &HttpClient) -> Result<VertexConfig> {
     let Some(v) = &p.vertex else {
         return Err(config_error(format!(
@@ -204,6 +202,8 @@ fn vertex_config_for(p: &Provider, model: &str, client: &HttpClient) -> Result<V
     if let Some(u) = &p.base_url {
         c = c.with_base_url(u.clone());
     }
+    // Only Gemini models think on a budget (the config refuses the key on other kinds).
+    #[cfg(feature = "gemini")]
     if let Some(b) = p.thinking_budget {
         c = c.with_thinking(Thinking::budget(b));
     }
@@ -253,7 +253,7 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
         return Ok(m.chat());
     }
     Ok(match p.kind {
-        ProviderKind::Anthropic => {
+        ProviderKind::Vendor(Vendor::Anthropic) => {
             let mut c = AnthropicConfig::new(model_name(p), key(p))
                 .with_name(p.name.clone())
                 .with_timeouts(timeouts(p))
@@ -263,7 +263,8 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
             }
             Arc::new(Anthropic::new(c)?.named(p.name.clone()))
         }
-        ProviderKind::Bedrock => {
+        #[cfg(feature = "bedrock")]
+        ProviderKind::Vendor(Vendor::Bedrock) => {
             let Some(b) = &p.bedrock else {
                 return Err(config_error(format!(
                     "provider {:?}: bedrock settings were not resolved",
@@ -280,11 +281,14 @@ fn uncapped(p: &Provider, client: &HttpClient) -> Result<Arc<dyn ChatModel>> {
             }
             Arc::new(ripcord_providers::Bedrock::new(c)?.named(p.name.clone()))
         }
-        ProviderKind::Gemini => Arc::new(gemini(p, &model_name(p), client)?),
-        ProviderKind::Vertex => {
+        #[cfg(feature = "gemini")]
+        ProviderKind::Vendor(Vendor::Gemini) => Arc::new(gemini(p, &model_name(p), client)?),
+        #[cfg(feature = "vertex")]
+        ProviderKind::Vendor(Vendor::Vertex) => {
             Arc::new(Gemini::vertex(vertex_config(p, client)?)?.named(p.name.clone()))
         }
-        ProviderKind::VertexAnthropic => {
+        #[cfg(feature = "vertex-anthropic")]
+        ProviderKind::Vendor(Vendor::VertexAnthropic) => {
             Arc::new(VertexAnthropic::new(vertex_config(p, client)?)?.named(p.name.clone()))
         }
         ProviderKind::LocalOnnx => {
@@ -336,12 +340,14 @@ pub(super) fn embedding_chain(
     let mut b = EmbeddingChain::builder().deadline(Duration::from_millis(deadline_ms));
     for p in providers {
         let client = &clients.of(p)?;
-        if p.kind == ProviderKind::Gemini {
+        #[cfg(feature = "gemini")]
+        if p.kind == ProviderKind::Vendor(Vendor::Gemini) {
             let link: Arc<dyn EmbeddingModel> = Arc::new(gemini(p, model, client)?);
             b = b.link_arc(retried(p, link)?);
             continue;
         }
-        if p.kind == ProviderKind::Vertex {
+        #[cfg(feature = "vertex")]
+        if p.kind == ProviderKind::Vendor(Vendor::Vertex) {
             // Vertex's text-embedding models answer on `:predict`, not `generateContent`.
             let g = Gemini::vertex(vertex_config_for(p, model, client)?)?.named(p.name.clone());
             let link: Arc<dyn EmbeddingModel> = Arc::new(g);

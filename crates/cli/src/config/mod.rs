@@ -115,6 +115,8 @@ pub use resolve_policies::{
 pub use resolve_store::{
     DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_SPOOL_MAX_BYTES, StoreConfig, StoreSettings,
 };
+/// The vendors a provider's `kind` can name (`ripcord-providers`' registry).
+pub use ripcord_providers::Vendor;
 pub use route_table::RouteConfig;
 
 use env::Ctx;

@@ -240,6 +240,7 @@ pub struct BedrockSettings {
     /// The AWS region.
     pub region: String,
     /// The credentials (secrets redacted in `Debug`).
+    #[cfg(feature = "bedrock")]
     pub credentials: ripcord_providers::BedrockCredentials,
     /// Where they came from (`env AWS_ACCESS_KEY_ID`, `profile prod in …`), never the secret.
     pub source: String,
@@ -260,6 +261,7 @@ impl Provider {
         }
         if let Some(b) = &self.bedrock {
             s.push_str(&format!(" region={}", b.region));
+            #[cfg(feature = "bedrock")]
             if let Some(id) = b.credentials.access_key_id() {
                 s.push_str(&format!(" access_key_id={id}"));
             }

@@ -2,6 +2,7 @@
 //! and `balance`, resolved and checked with the file, line and key of what is wrong.
 
 use super::resolve_provider::Resolved;
+use ripcord_providers::Vendor;
 use std::fmt::Write as _;
 
 use secrecy::SecretString;
@@ -183,7 +184,7 @@ pub(super) fn resolve_pool(
             None => Ok(None),
         };
         let deployment = cx.opt(&d.deployment, &at("deployment"))?;
-        if deployment.is_some() && p.kind != ProviderKind::AzureOpenai {
+        if deployment.is_some() && p.kind != ProviderKind::Vendor(Vendor::AzureOpenAi) {
             let span = span_of(d.deployment.as_ref().map(Spanned::span));
             return Err(cx.err(
                 Some(&span),
@@ -194,7 +195,7 @@ pub(super) fn resolve_pool(
                 ),
             ));
         }
-        if p.kind == ProviderKind::AzureOpenai
+        if p.kind == ProviderKind::Vendor(Vendor::AzureOpenAi)
             && ((base_url.is_none() && p.base_url.is_none())
                 || (deployment.is_none() && p.deployment.is_none()))
         {

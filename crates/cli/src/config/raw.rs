@@ -3,106 +3,74 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use ripcord_providers::Vendor;
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::route_table::RouteConfig;
 
-/// The kinds of provider a config can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The kinds of provider a config can name: a vendor of `ripcord-providers` (its registry,
+/// [`Vendor`], holds the names), or the local model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
-    /// OpenAI Chat Completions.
-    Openai,
-    /// Anthropic Messages.
-    Anthropic,
-    /// Azure OpenAI.
-    AzureOpenai,
-    /// DeepSeek.
-    Deepseek,
-    /// Zhipu GLM.
-    Zhipu,
-    /// Qwen on DashScope (compatible mode).
-    Qwen,
-    /// Moonshot / Kimi.
-    Moonshot,
-    /// Baidu Qianfan v2.
-    Qianfan,
-    /// Ollama's OpenAI-compatible endpoint.
-    Ollama,
-    /// vLLM's OpenAI-compatible server.
-    Vllm,
+    /// A vendor's API.
+    Vendor(Vendor),
     /// The local Llama on ONNX Runtime.
     LocalOnnx,
-    /// Gemini on Google AI Studio (`x-goog-api-key`).
-    Gemini,
-    /// Gemini on Vertex AI (service-account key or access token).
-    Vertex,
-    /// Claude on Vertex AI (`rawPredict`, Anthropic's wire).
-    VertexAnthropic,
-    /// AWS Bedrock (Converse / ConverseStream, SigV4 or a Bedrock API key).
-    Bedrock,
-    /// Mistral AI.
-    Mistral,
-    /// Groq.
-    Groq,
-    /// xAI (Grok).
-    Xai,
-    /// OpenRouter.
-    Openrouter,
-    /// Together AI.
-    Together,
-    /// Fireworks AI.
-    Fireworks,
-    /// Cerebras.
-    Cerebras,
+}
+
+/// The config spelling of [`ProviderKind::LocalOnnx`].
+const LOCAL_ONNX: &str = "local-onnx";
+
+impl<'de> Deserialize<'de> for ProviderKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == LOCAL_ONNX {
+            return Ok(ProviderKind::LocalOnnx);
+        }
+        Vendor::from_name(&name)
+            .map(ProviderKind::Vendor)
+            .ok_or_else(|| {
+                const KINDS: [&str; Vendor::NAMES.len() + 1] = {
+                    let mut all = [LOCAL_ONNX; Vendor::NAMES.len() + 1];
+                    let mut i = 0;
+                    while i < Vendor::NAMES.len() {
+                        all[i] = Vendor::NAMES[i];
+                        i += 1;
+                    }
+                    all
+                };
+                serde::de::Error::unknown_variant(&name, &KINDS)
+            })
+    }
 }
 
 impl ProviderKind {
     /// The config spelling.
     pub fn as_str(self) -> &'static str {
         match self {
-            ProviderKind::Openai => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::AzureOpenai => "azure-openai",
-            ProviderKind::Deepseek => "deepseek",
-            ProviderKind::Zhipu => "zhipu",
-            ProviderKind::Qwen => "qwen",
-            ProviderKind::Moonshot => "moonshot",
-            ProviderKind::Qianfan => "qianfan",
-            ProviderKind::Ollama => "ollama",
-            ProviderKind::Vllm => "vllm",
-            ProviderKind::LocalOnnx => "local-onnx",
-            ProviderKind::Gemini => "gemini",
-            ProviderKind::Vertex => "vertex",
-            ProviderKind::VertexAnthropic => "vertex-anthropic",
-            ProviderKind::Bedrock => "bedrock",
-            ProviderKind::Mistral => "mistral",
-            ProviderKind::Groq => "groq",
-            ProviderKind::Xai => "xai",
-            ProviderKind::Openrouter => "openrouter",
-            ProviderKind::Together => "together",
-            ProviderKind::Fireworks => "fireworks",
-            ProviderKind::Cerebras => "cerebras",
+            ProviderKind::Vendor(v) => v.name(),
+            ProviderKind::LocalOnnx => LOCAL_ONNX,
         }
     }
 
-    /// True for kinds that work without an API key (Bedrock signs with AWS credentials; its
-    /// `api_key` is an optional Bedrock API key. Vertex authenticates with Google credentials
-    /// instead: see [`ProviderKind::is_vertex`]).
+    /// The vendor, when it is one.
+    pub fn vendor(self) -> Option<Vendor> {
+        match self {
+            ProviderKind::Vendor(v) => Some(v),
+            ProviderKind::LocalOnnx => None,
+        }
+    }
+
+    /// True for kinds that work without an API key (see [`Vendor::key_optional`]; the local
+    /// model needs none).
     pub fn key_optional(self) -> bool {
-        matches!(
-            self,
-            ProviderKind::Ollama
-                | ProviderKind::Vllm
-                | ProviderKind::LocalOnnx
-                | ProviderKind::Bedrock
-        ) || self.is_vertex()
+        self.vendor().is_none_or(Vendor::key_optional)
     }
 
     /// True for the Vertex AI kinds (`project`, `location`, `credentials_file` / `token_env`).
     pub fn is_vertex(self) -> bool {
-        matches!(self, ProviderKind::Vertex | ProviderKind::VertexAnthropic)
+        self.vendor().is_some_and(Vendor::is_vertex)
     }
 }
 

@@ -1,5 +1,6 @@
 //! From the file as written to the resolved [`Config`]: providers, `[chain]` and `[[routes]]`.
 
+use ripcord_providers::Vendor;
 use std::collections::BTreeMap;
 
 use super::ConfigError;
@@ -88,10 +89,10 @@ pub(super) fn resolve(
                 };
                 if matches!(
                     p.kind,
-                    ProviderKind::Anthropic
+                    ProviderKind::Vendor(Vendor::Anthropic)
                         | ProviderKind::LocalOnnx
-                        | ProviderKind::VertexAnthropic
-                        | ProviderKind::Bedrock
+                        | ProviderKind::Vendor(Vendor::VertexAnthropic)
+                        | ProviderKind::Vendor(Vendor::Bedrock)
                 ) {
                     return Err(cx.err(
                         Some(&name.span()),

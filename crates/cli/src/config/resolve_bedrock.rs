@@ -7,10 +7,14 @@
 //! (`AWS_BEARER_TOKEN_BEDROCK`, `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
 //! `AWS_SESSION_TOKEN`, the `AWS_PROFILE` or `default` profile).
 
-use super::resolve_provider::Resolved;
+#[cfg(feature = "bedrock")]
 use ripcord_providers::BedrockCredentials;
+use ripcord_providers::Vendor;
+#[cfg(feature = "bedrock")]
 use secrecy::SecretString;
 use toml::Spanned;
+
+use super::resolve_provider::Resolved;
 
 use super::ConfigError;
 use super::env::Ctx;
@@ -38,6 +42,7 @@ fn bedrock_keys(p: &ProviderConfig) -> [(&'static str, Option<std::ops::Range<us
 }
 
 /// A region from the file, the environment, or the model's ARN.
+#[cfg(feature = "bedrock")]
 fn region(cx: &Ctx<'_>, p: &ProviderConfig, model: Option<&str>) -> Result<String, ConfigError> {
     // The file's `region`, else the region an ARN model id names (requests for it must go
     // there), else the environment's default.
@@ -80,6 +85,7 @@ fn region(cx: &Ctx<'_>, p: &ProviderConfig, model: Option<&str>) -> Result<Strin
 }
 
 /// The variable `var` names, or an error (or a lenient skip) naming it.
+#[cfg(feature = "bedrock")]
 fn var(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
@@ -108,7 +114,7 @@ pub(super) fn resolve_bedrock(
     key_source: Option<&str>,
     lenient_keys: bool,
 ) -> Result<Resolved<BedrockSettings>, ConfigError> {
-    if p.kind != ProviderKind::Bedrock {
+    if p.kind != ProviderKind::Vendor(Vendor::Bedrock) {
         if let Some((key, Some(span))) = bedrock_keys(p).into_iter().find(|(_, s)| s.is_some()) {
             return Err(cx.err(
                 Some(&span),
@@ -122,6 +128,25 @@ pub(super) fn resolve_bedrock(
         }
         return Ok(Resolved::Settings(None));
     }
+    #[cfg(not(feature = "bedrock"))]
+    {
+        let _ = (model, api_key, key_source, lenient_keys);
+        Err(super::resolve_provider::not_built(cx, p, Vendor::Bedrock))
+    }
+    #[cfg(feature = "bedrock")]
+    signing(cx, p, model, api_key, key_source, lenient_keys)
+}
+
+/// A bedrock provider's region and credentials.
+#[cfg(feature = "bedrock")]
+fn signing(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+    model: Option<&str>,
+    api_key: Option<&str>,
+    key_source: Option<&str>,
+    lenient_keys: bool,
+) -> Result<Resolved<BedrockSettings>, ConfigError> {
     let region = region(cx, p, model)?;
     let env = |name: &str| cx.env.var(name);
     let mut source = None;

@@ -1,12 +1,15 @@
 //! Resolution of one `[[providers]]` entry.
 
+use ripcord_providers::Vendor;
 use std::path::PathBuf;
 
 use toml::Spanned;
 
 use super::defaults;
 use super::env::Ctx;
-use super::model::{BreakerSettings, Provider, RetrySettings, VertexCredentials, VertexSettings};
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
+use super::model::VertexCredentials;
+use super::model::{BreakerSettings, Provider, RetrySettings, VertexSettings};
 use super::raw::{ProviderConfig, ProviderKind};
 use super::{ConfigError, default_model_dir};
 
@@ -108,7 +111,10 @@ fn google_settings_allowed(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<(), Confi
         }
     }
     if let Some(t) = &p.thinking_budget
-        && !matches!(p.kind, ProviderKind::Gemini | ProviderKind::Vertex)
+        && !matches!(
+            p.kind,
+            ProviderKind::Vendor(Vendor::Gemini) | ProviderKind::Vendor(Vendor::Vertex)
+        )
     {
         return Err(cx.err(
             Some(&t.span()),
@@ -151,7 +157,37 @@ pub(super) enum Resolved<T> {
     Skip,
 }
 
+/// A provider whose vendor this build of ripcord left out, naming the feature that adds it.
+pub(super) fn not_built(cx: &Ctx<'_>, p: &ProviderConfig, v: Vendor) -> ConfigError {
+    cx.err(
+        Some(&p.name.span()),
+        "kind",
+        format!(
+            "provider {:?}: kind `{v}` is not in this build of ripcord (it was built without \
+             the `{}` feature; `cargo install ripcord-cli --features {}`, or the default \
+             features, include it)",
+            p.name.get_ref(),
+            v.feature(),
+            v.feature()
+        ),
+    )
+}
+
 /// `project`, `location` and the credentials of a Vertex provider.
+#[cfg(not(any(feature = "vertex", feature = "vertex-anthropic")))]
+fn resolve_vertex(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+    _lenient_keys: bool,
+) -> Result<Resolved<VertexSettings>, ConfigError> {
+    match p.kind.vendor() {
+        Some(v) if v.is_vertex() => Err(not_built(cx, p, v)),
+        _ => Ok(Resolved::Settings(None)),
+    }
+}
+
+/// `project`, `location` and the credentials of a Vertex provider.
+#[cfg(any(feature = "vertex", feature = "vertex-anthropic"))]
 fn resolve_vertex(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
@@ -245,7 +281,10 @@ fn resolve_wire(
     let Some(w) = &p.wire else {
         return Ok(OpenAiWire::ChatCompletions);
     };
-    if !matches!(p.kind, ProviderKind::Openai | ProviderKind::AzureOpenai) {
+    if !matches!(
+        p.kind,
+        ProviderKind::Vendor(Vendor::OpenAi) | ProviderKind::Vendor(Vendor::AzureOpenAi)
+    ) {
         return Err(cx.err(
             Some(&w.span()),
             "wire",
@@ -273,9 +312,15 @@ pub(super) fn resolve_provider(
     lenient_keys: bool,
 ) -> Result<Option<Provider>, ConfigError> {
     let kind = p.kind;
+    if let Some(v) = kind.vendor().filter(|v| !v.is_built()) {
+        return Err(not_built(cx, p, v));
+    }
     google_settings_allowed(cx, p)?;
     let model = cx.opt(&p.model, "model")?;
-    if model.is_none() && kind != ProviderKind::LocalOnnx && kind != ProviderKind::AzureOpenai {
+    if model.is_none()
+        && kind != ProviderKind::LocalOnnx
+        && kind != ProviderKind::Vendor(Vendor::AzureOpenAi)
+    {
         return Err(cx.err(
             Some(&p.name.span()),
             "model",
@@ -320,7 +365,7 @@ pub(super) fn resolve_provider(
         }
     };
     // A pool's deployments may each bring their own (checked in `pool`).
-    if kind == ProviderKind::AzureOpenai
+    if kind == ProviderKind::Vendor(Vendor::AzureOpenAi)
         && p.deployments.is_empty()
         && (p.deployment.is_none() || p.base_url.is_none())
     {
@@ -330,7 +375,7 @@ pub(super) fn resolve_provider(
             "azure-openai needs `base_url` (the resource endpoint) and `deployment`",
         ));
     }
-    if kind == ProviderKind::Vllm && p.base_url.is_none() {
+    if kind == ProviderKind::Vendor(Vendor::Vllm) && p.base_url.is_none() {
         return Err(cx.err(
             Some(&p.name.span()),
             "base_url",

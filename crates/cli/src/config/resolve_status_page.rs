@@ -13,6 +13,7 @@
 //! Nothing is polled unless the section is written: the presets only spare typing the URL of
 //! the vendors whose page is known, they never switch polling on.
 
+use ripcord_providers::Vendor;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -98,10 +99,12 @@ pub struct StatusPageSettings {
 /// The status page a kind's vendor publishes, for `url = "preset"`.
 pub fn preset_url(kind: ProviderKind) -> Option<&'static str> {
     match kind {
-        ProviderKind::Openai | ProviderKind::AzureOpenai => {
+        ProviderKind::Vendor(Vendor::OpenAi) | ProviderKind::Vendor(Vendor::AzureOpenAi) => {
             Some("https://status.openai.com/api/v2/summary.json")
         }
-        ProviderKind::Anthropic => Some("https://status.anthropic.com/api/v2/summary.json"),
+        ProviderKind::Vendor(Vendor::Anthropic) => {
+            Some("https://status.anthropic.com/api/v2/summary.json")
+        }
         _ => None,
     }
 }

@@ -462,6 +462,42 @@ impl ripcord_core::Decorator for OpenAiCompatible {
 crate::openai::embeddings_through_inner!(OpenAiCompatible);
 
 /// Test helper: the kind a preset's hook + the shared rules give a status and body.
+/// The preset of an OpenAI-compatible [`Vendor`](crate::Vendor), when this build has it
+/// (`None` for the other vendors and for presets whose feature is off).
+pub fn preset(vendor: crate::Vendor) -> Option<Preset> {
+    match vendor {
+        #[cfg(feature = "deepseek")]
+        crate::Vendor::DeepSeek => Some(deepseek()),
+        #[cfg(feature = "zhipu")]
+        crate::Vendor::Zhipu => Some(zhipu()),
+        #[cfg(feature = "qwen")]
+        crate::Vendor::Qwen => Some(qwen()),
+        #[cfg(feature = "moonshot")]
+        crate::Vendor::Moonshot => Some(moonshot()),
+        #[cfg(feature = "qianfan")]
+        crate::Vendor::Qianfan => Some(qianfan()),
+        #[cfg(feature = "ollama")]
+        crate::Vendor::Ollama => Some(ollama()),
+        #[cfg(feature = "vllm")]
+        crate::Vendor::Vllm => Some(vllm()),
+        #[cfg(feature = "mistral")]
+        crate::Vendor::Mistral => Some(mistral()),
+        #[cfg(feature = "groq")]
+        crate::Vendor::Groq => Some(groq()),
+        #[cfg(feature = "xai")]
+        crate::Vendor::Xai => Some(xai()),
+        #[cfg(feature = "openrouter")]
+        crate::Vendor::OpenRouter => Some(openrouter()),
+        #[cfg(feature = "together")]
+        crate::Vendor::Together => Some(together()),
+        #[cfg(feature = "fireworks")]
+        crate::Vendor::Fireworks => Some(fireworks()),
+        #[cfg(feature = "cerebras")]
+        crate::Vendor::Cerebras => Some(cerebras()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
     crate::error_body::http_error(
@@ -477,6 +513,19 @@ pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
 mod tests {
     use super::*;
     use ripcord_core::ChatModel;
+
+    #[test]
+    fn every_built_compatible_vendor_has_its_preset_under_its_own_name() {
+        for v in crate::Vendor::ALL {
+            match preset(v) {
+                Some(p) => {
+                    assert!(v.is_openai_compatible() && v.is_built(), "{v}");
+                    assert_eq!(p.vendor, v.name());
+                }
+                None => assert!(!v.is_openai_compatible() || !v.is_built(), "{v}: no preset"),
+            }
+        }
+    }
 
     #[test]
     fn custom_preset_rules() {

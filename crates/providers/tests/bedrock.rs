@@ -432,3 +432,22 @@ async fn config_errors_name_what_is_wrong() {
     .unwrap_err();
     assert!(e.message().contains("http or https"), "{e}");
 }
+
+/// A custom header reaches Bedrock and is signed with the rest: the fake, which checks the
+/// SigV4 signature over the signed headers, still accepts the call.
+#[tokio::test]
+async fn custom_headers_reach_bedrock_inside_the_signature() {
+    let fake = bedrock_fake().await;
+    let m =
+        Bedrock::new(bedrock_cfg(&fake, BEDROCK_MODEL).with_header("x-team", "search")).unwrap();
+    m.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    let sent = fake.requests().pop().unwrap();
+    assert_eq!(sent.header("x-team"), Some("search"));
+    let signed = sent.header("authorization").unwrap_or_default();
+    assert!(
+        signed.contains("x-team"),
+        "x-team is not among the signed headers: {signed}"
+    );
+}

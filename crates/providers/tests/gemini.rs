@@ -405,3 +405,28 @@ async fn embeddings_one_and_many() {
     assert_eq!(e.kind(), ErrorKind::RateLimited);
     assert_error_clean(&e);
 }
+
+/// A custom header (a gateway key behind Helicone or Portkey) reaches Gemini, stays out of
+/// `Debug`, and one ripcord sets itself is refused by name when the adapter is built.
+#[tokio::test]
+async fn custom_headers_reach_gemini_and_stay_secret() {
+    const SECRET: &str = "Bearer pk-helicone-gemini";
+    let fake = gemini_fake().await;
+    let cfg = GeminiConfig::new("gemini-2.5-flash", KEY)
+        .with_base_url(format!("{}/v1beta", fake.base_url()))
+        .with_timeouts(timeouts())
+        .with_header("Helicone-Auth", SECRET);
+    assert!(!format!("{cfg:?}").contains("pk-helicone"), "{cfg:?}");
+    let g = Gemini::new(cfg).unwrap();
+    assert!(!format!("{g:?}").contains("pk-helicone"), "{g:?}");
+    g.chat(&ChatRequest::user("hi"), &Context::new())
+        .await
+        .unwrap();
+    assert_eq!(fake.requests()[0].header("helicone-auth"), Some(SECRET));
+    let e = Gemini::new(
+        GeminiConfig::new("gemini-2.5-flash", KEY).with_header("x-goog-api-key", "other"),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{e}");
+    assert!(e.to_string().contains("x-goog-api-key"), "{e}");
+}

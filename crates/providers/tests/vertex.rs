@@ -369,3 +369,18 @@ async fn vertex_embeddings_go_to_predict_with_a_minted_token() {
     assert_eq!(e.kind(), ErrorKind::InvalidRequest);
     assert_eq!(fake.hits(), hits);
 }
+
+/// A custom header reaches Vertex beside the minted bearer token, which it may not replace.
+#[tokio::test]
+async fn custom_headers_reach_vertex() {
+    let fake = gemini_fake().await;
+    let g = Gemini::vertex(vertex_cfg(&fake, "gemini-2.5-pro").with_header("x-team", "search"))
+        .unwrap();
+    g.chat(&ChatRequest::user("Hi"), &Context::new())
+        .await
+        .unwrap();
+    assert_eq!(fake.requests()[0].header("x-team"), Some("search"));
+    let e = Gemini::vertex(vertex_cfg(&fake, "gemini-2.5-pro").with_header("Authorization", "x"))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{e}");
+}

@@ -25,7 +25,6 @@ mod stream;
 use std::fmt;
 use std::sync::Arc;
 
-use ::http::header::HeaderMap;
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
@@ -140,6 +139,7 @@ pub struct BedrockConfig {
     guardrail: Option<Guardrail>,
     prompt_cache: bool,
     additional_fields: Option<serde_json::Map<String, serde_json::Value>>,
+    headers: Vec<(String, secrecy::SecretString)>,
 }
 
 impl fmt::Debug for BedrockConfig {
@@ -183,6 +183,7 @@ impl BedrockConfig {
             guardrail: None,
             prompt_cache: false,
             additional_fields: None,
+            headers: Vec::new(),
         }
     }
 
@@ -253,6 +254,19 @@ impl BedrockConfig {
     /// Uses this (shared) HTTP client.
     pub fn with_client(mut self, client: HttpClient) -> Self {
         self.client = Some(client);
+        self
+    }
+
+    /// Adds a header sent with every request of this adapter: a gateway's own key behind
+    /// Helicone or Portkey, an organization header. The value is kept secret (never in logs or
+    /// `Debug`); a name or value that cannot be a header, or a header ripcord sets itself, is
+    /// refused when the adapter is built. Call it again for more headers.
+    pub fn with_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<secrecy::SecretString>,
+    ) -> Self {
+        self.headers.push((name.into(), value.into()));
         self
     }
 
@@ -416,7 +430,9 @@ impl Bedrock {
             ),
             keys => (Auth::none(), signing::SigV4::new(keys, &region)?),
         };
-        let mut transport = Transport::new(cfg.client, auth, HeaderMap::new(), cfg.timeouts, what)?
+        // Added before signing, so SigV4 signs them with the rest.
+        let headers = http::custom_headers(&cfg.headers, what)?;
+        let mut transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?
             .with_stream_accept("application/vnd.amazon.eventstream");
         if let Some(s) = signer {
             transport = transport.with_signer(Arc::new(s));

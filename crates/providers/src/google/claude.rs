@@ -95,7 +95,7 @@ impl VertexAnthropic {
         let transport = Transport::new(
             cfg.client.clone(),
             Auth::none(),
-            HeaderMap::new(),
+            http::custom_headers(&cfg.headers, what)?,
             cfg.timeouts,
             what,
         )?;

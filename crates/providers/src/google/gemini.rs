@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use ::http::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
@@ -45,6 +45,7 @@ pub struct GeminiConfig {
     client: Option<HttpClient>,
     capabilities: Option<Capabilities>,
     thinking: Option<Thinking>,
+    headers: Vec<(String, SecretString)>,
 }
 
 impl fmt::Debug for GeminiConfig {
@@ -72,6 +73,7 @@ impl GeminiConfig {
             client: None,
             capabilities: None,
             thinking: None,
+            headers: Vec::new(),
         }
     }
 
@@ -121,6 +123,15 @@ impl GeminiConfig {
     /// Overrides the capabilities from the model table.
     pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
         self.capabilities = Some(caps);
+        self
+    }
+
+    /// Adds a header sent with every request of this adapter: a gateway's own key behind
+    /// Helicone or Portkey, an organization header. The value is kept secret (never in logs or
+    /// `Debug`); a name or value that cannot be a header, or a header ripcord sets itself, is
+    /// refused when the adapter is built. Call it again for more headers.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
+        self.headers.push((name.into(), value.into()));
         self
     }
 
@@ -248,7 +259,8 @@ impl Gemini {
             batch: target(base, &format!("/models/{m}:batchEmbedContents"), what)?,
         };
         let auth = Auth::header("x-goog-api-key", cfg.api_key, what)?;
-        let transport = Transport::new(cfg.client, auth, HeaderMap::new(), cfg.timeouts, what)?;
+        let headers = http::custom_headers(&cfg.headers, what)?;
+        let transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?;
         let caps = caps_of(&cfg.model, Locality::cloud("google"), cfg.capabilities);
         Ok(Gemini {
             id: ModelId::new(cfg.name.unwrap_or_else(|| "gemini".to_owned()), cfg.model),
@@ -304,7 +316,7 @@ impl Gemini {
         let transport = Transport::new(
             cfg.client.clone(),
             Auth::none(),
-            HeaderMap::new(),
+            http::custom_headers(&cfg.headers, what)?,
             cfg.timeouts,
             what,
         )?;

@@ -41,6 +41,7 @@ pub struct VertexConfig {
     pub(crate) timeouts: Timeouts,
     pub(crate) client: Option<HttpClient>,
     pub(crate) capabilities: Option<Capabilities>,
+    pub(crate) headers: Vec<(String, secrecy::SecretString)>,
     #[cfg(feature = "vertex")]
     pub(crate) thinking: Option<super::Thinking>,
     #[cfg(feature = "vertex")]
@@ -79,6 +80,7 @@ impl VertexConfig {
             timeouts: Timeouts::default(),
             client: None,
             capabilities: None,
+            headers: Vec::new(),
             #[cfg(feature = "vertex")]
             thinking: None,
             #[cfg(feature = "vertex")]
@@ -129,6 +131,19 @@ impl VertexConfig {
     /// Uses this (shared) HTTP client (also for the token exchange).
     pub fn with_client(mut self, client: HttpClient) -> Self {
         self.client = Some(client);
+        self
+    }
+
+    /// Adds a header sent with every request of this adapter: a gateway's own key behind
+    /// Helicone or Portkey, an organization header. The value is kept secret (never in logs or
+    /// `Debug`); a name or value that cannot be a header, or a header ripcord sets itself, is
+    /// refused when the adapter is built. Call it again for more headers.
+    pub fn with_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<secrecy::SecretString>,
+    ) -> Self {
+        self.headers.push((name.into(), value.into()));
         self
     }
 

@@ -3,7 +3,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ::http::StatusCode;
 use ::http::header::{CONTENT_TYPE, HeaderMap};
 use bytes::{Bytes, BytesMut};
-use futures::{Stream, StreamExt};
+use futures::Stream;
+#[cfg(feature = "reqwest")]
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use ripcord_core::{Context, Error, ErrorKind, Fault, Result};
 

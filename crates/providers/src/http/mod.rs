@@ -48,14 +48,16 @@ pub(crate) use auth::Auth;
 pub(crate) use body::{BodyStream, Response, TransportError, is_json, read_body};
 pub use body::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use client::HttpClient;
-pub(crate) use errors::{Stage, chain, excerpt, transport_error};
+#[cfg(feature = "reqwest")]
+pub(crate) use errors::chain;
+pub(crate) use errors::{Stage, excerpt, transport_error};
 pub use limits::{
     DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
     DEFAULT_STREAM_IDLE, Timeouts,
 };
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
 pub(crate) use liveness::ListModels;
-pub(crate) use target::{Target, add_custom_headers, endpoint, env};
+pub(crate) use target::{Target, add_custom_headers, custom_headers, endpoint, env};
 #[cfg(feature = "bedrock")]
 pub(crate) use transport::Sign;
 pub(crate) use transport::Transport;

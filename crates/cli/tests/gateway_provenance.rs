@@ -2,28 +2,24 @@
 //! attempts `ripcord chat --json` lists, in `x-ripcord-attempts`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use ripcord_cli::gateway::{self, GatewayState};
+use ripcord_cli::gateway::GatewayState;
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{Chain, ChatModel, Error, ErrorKind, StatusCode};
 use serde_json::json;
 use tokio::sync::oneshot;
 
 async fn start(model: Arc<dyn ChatModel>) -> (String, oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
     // These tests read the attempts by link and model: the detail `expose_errors` shows
     // (off, they are `link1`, `link2`, …).
     let mut state = GatewayState::new(model);
     state.server.expose_errors = true;
-    tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
-        let _ = rx.await;
-    }));
-    (format!("http://{addr}"), tx)
+    let g = support::start_gateway(state).await;
+    (g.url, g.stop)
 }
 
 fn failing_first(name: &str, kind: ErrorKind, status: u16) -> ScriptedModel {

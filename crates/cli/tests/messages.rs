@@ -4,13 +4,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_chaos::{FakeVendor, Reply, Wire};
 use ripcord_cli::config::GatewayKey;
-use ripcord_cli::gateway::{self, GatewayRoute, GatewayState};
+use ripcord_cli::gateway::{GatewayRoute, GatewayState};
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{Chain, ChatModel, Error, ErrorKind, FinishReason, StreamEvent, Usage};
 use ripcord_providers::{Anthropic, AnthropicConfig};
@@ -20,13 +19,8 @@ use support::Fetch;
 use tokio::sync::oneshot;
 
 async fn start(state: GatewayState) -> (String, oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
-        let _ = rx.await;
-    }));
-    (format!("http://{addr}"), tx)
+    let g = support::start_gateway(state).await;
+    (g.url, g.stop)
 }
 
 fn chain(links: Vec<ScriptedModel>) -> Arc<dyn ChatModel> {

@@ -5,10 +5,11 @@
 //! adapter — and each side must end up with what the other started from.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail the test by panicking
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::{Arc, Mutex};
 
-use ripcord_cli::gateway::{self, GatewayState};
+use ripcord_cli::gateway::GatewayState;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, Context, FinishReason, ImageSource,
     Message, ModelId, ResponseFormat, Result, ToolCall, ToolChoice, ToolSpec, Usage, async_trait,
@@ -104,21 +105,16 @@ async fn start() -> Running {
         reply: reply(),
         seen: Mutex::new(Vec::new()),
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
     let state = GatewayState::new(Arc::clone(&model) as Arc<dyn ChatModel>);
-    tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
-        let _ = rx.await;
-    }));
+    let g = support::start_gateway(state).await;
     let adapter = OpenAi::new(
-        OpenAiConfig::new("ripcord", "gateway-key-1234").with_base_url(format!("http://{addr}/v1")),
+        OpenAiConfig::new("ripcord", "gateway-key-1234").with_base_url(format!("{}/v1", g.url)),
     )
     .unwrap();
     Running {
         adapter,
         model,
-        _stop: tx,
+        _stop: g.stop,
     }
 }
 

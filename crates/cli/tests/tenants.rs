@@ -38,16 +38,11 @@ async fn start(text: &str) -> Gw {
     let cfg = config::parse("tenants.toml", text, &env).unwrap();
     let built = build::build(&cfg).unwrap();
     let state = GatewayState::from_built(&cfg, &built);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(gateway::serve(listener, Arc::new(state), async move {
-        let _ = rx.await;
-    }));
+    let g = support::start_gateway(state).await;
     Gw {
-        url: format!("http://{addr}"),
+        url: g.url,
         client: reqwest::Client::new(),
-        _stop: tx,
+        _stop: g.stop,
     }
 }
 

@@ -262,6 +262,15 @@ fn item_stream(items: Vec<(Duration, StreamItem)>) -> ChatStream {
     })
 }
 
+/// Reads a stream to its end: every item, errors included, in order.
+pub async fn drain(mut stream: ChatStream) -> Vec<Result<StreamEvent>> {
+    let mut items = Vec::new();
+    while let Some(item) = stream.next().await {
+        items.push(item);
+    }
+    items
+}
+
 /// A well-formed stream of `chunks` of text, each after `gap`, with usage and finish.
 pub fn text_stream(chunks: &[&str], gap: Duration) -> Vec<(Duration, StreamItem)> {
     let mut v: Vec<(Duration, StreamItem)> = chunks

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
+use ripcord_core::testing::{ScriptedModel, StreamItem, drain, text_stream};
 use ripcord_core::{
-    Chain, ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, FinishReason,
-    StreamEvent, StreamPolicy, stream,
+    Chain, ChatModel, ChatRequest, Context, Error, ErrorKind, FinishReason, StreamEvent,
+    StreamPolicy, stream,
 };
 use tokio::time::Instant;
 
@@ -18,14 +18,6 @@ use support::{collect_ok, ms};
 
 fn ask() -> ChatRequest {
     ChatRequest::user("Tell me a story")
-}
-
-async fn drain(mut s: ChatStream) -> Vec<Result<StreamEvent, Error>> {
-    let mut out = Vec::new();
-    while let Some(ev) = s.next().await {
-        out.push(ev);
-    }
-    out
 }
 
 fn texts(events: &[Result<StreamEvent, Error>]) -> String {

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use common::{Vendor, on_replicas, req, states};
 use ripcord_core::{ChatModel, Context, Error, ErrorKind};
-use ripcord_redis::server::RedisServer as Server;
 use ripcord_redis::{
     RedisLimitStore, SharedBudget, SharedBudgetConfig, SharedRateLimit, SharedRateLimitConfig,
     shared_budget, shared_rate_limit,
@@ -25,15 +24,9 @@ use ripcord_resilience::RateLimit;
 // ---- Several replicas on one Redis --------------------------------------------------------
 
 /// A real `redis-server` on loopback, or a loud skip without the binary (an error under CI).
-async fn start() -> Option<Server> {
-    Server::start_or_skip("the shared limiter and budget tests")
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leased_blocks_never_overshoot_the_shared_rpm() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -73,7 +66,7 @@ async fn leased_blocks_never_overshoot_the_shared_rpm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_rpm_limit_holds_across_replicas() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -110,7 +103,7 @@ async fn the_shared_rpm_limit_holds_across_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -141,7 +134,7 @@ async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_budget_is_spent_once_not_three_times() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -191,7 +184,7 @@ async fn a_tenant_budget_is_spent_once_not_three_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monthly_budget_is_shared_and_refuses_until_the_month_turns() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -231,7 +224,7 @@ async fn a_monthly_budget_is_shared_and_refuses_until_the_month_turns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_tpm_limit_charges_reported_tokens_across_replicas() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -260,7 +253,7 @@ async fn the_shared_tpm_limit_charges_reported_tokens_across_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Arc::new(
@@ -329,7 +322,7 @@ async fn a_vendor_429_seen_by_one_replica_pauses_the_link_for_all() {
 /// cell ends charged what the vendor reported, not what the calls reserved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settlements_ride_with_the_next_ask_and_the_rest_lands_within_settle_every() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);

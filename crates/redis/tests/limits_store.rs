@@ -485,19 +485,13 @@ async fn after_another_replicas_429_a_leased_replica_spends_at_most_its_lease() 
 }
 
 /// A real `redis-server` on loopback, or a loud skip without the binary (an error under CI).
-async fn start() -> Option<Server> {
-    Server::start_or_skip("the shared limiter and budget tests")
-        .await
-        .unwrap()
-}
-
 /// The worst case of the 429 bound: a block asked for ahead is granted just before another
 /// replica's vendor says 429. The leased replica spends what is left of its current block
 /// and that next block — at most `lease_block + lease_block / 4` calls — and then sees the
 /// pause at its next Redis ask (`docs/shared-state.md`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_ahead_granted_before_another_replicas_429_is_spent_within_the_bound() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared limiter and budget tests").await else {
         return;
     };
     let block = 8u64;

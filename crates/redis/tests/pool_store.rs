@@ -13,17 +13,10 @@ use std::time::{Duration, Instant};
 
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind};
-use ripcord_redis::server::RedisServer as Server;
 use ripcord_redis::{RedisPoolStore, RedisState, SharedPoolConfig, StateOptions};
 use ripcord_resilience::{
     Balance, Deployment, DeploymentState, Ejection, Pool, PoolBlock, PoolPolicy, PoolStore,
 };
-
-async fn start() -> Option<Server> {
-    Server::start_or_skip("the shared pool store tests")
-        .await
-        .unwrap()
-}
 
 fn replica(state: &RedisState, east: Arc<ScriptedModel>, west: Arc<ScriptedModel>) -> Pool {
     let policy = PoolPolicy::builder()
@@ -55,7 +48,7 @@ fn ok(text: &str) -> Arc<ScriptedModel> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_seen_by_one_replica_keeps_the_other_off_until_it_ends() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared pool store tests").await else {
         return;
     };
     let (sa, sb) = (
@@ -114,7 +107,7 @@ async fn a_retry_after_seen_by_one_replica_keeps_the_other_off_until_it_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ejections_grow_across_replicas_and_an_outage_is_lifted_for_all() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared pool store tests").await else {
         return;
     };
     let state = common::connect(&server).await;

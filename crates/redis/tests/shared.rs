@@ -24,12 +24,6 @@ use ripcord_resilience::Breaker;
 
 /// This file's tests: a real `redis-server` on loopback, or a loud skip without the binary
 /// (an error under CI).
-async fn start() -> Option<Server> {
-    Server::start_or_skip("the shared-state tests")
-        .await
-        .unwrap()
-}
-
 /// One replica's shared breaker whose every call refreshes the cached view before and waits
 /// for its outcome to reach Redis after: these tests pin the shared semantics; the staleness
 /// bound of unsynced views is pinned in `tests/breaker_store.rs`.
@@ -66,7 +60,7 @@ fn breaker_config() -> SharedBreakerConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_crosses() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared-state tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::from_secs(1));
@@ -140,7 +134,7 @@ async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_probe_reopens_for_all_and_a_dead_probers_permit_expires() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared-state tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -219,7 +213,7 @@ async fn a_failed_probe_reopens_for_all_and_a_dead_probers_permit_expires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconnect() {
-    let Some(mut server) = start().await else {
+    let Some(mut server) = common::start("the shared-state tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -301,7 +295,7 @@ async fn redis_killed_mid_test_replicas_keep_answering_on_local_state_and_reconn
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_is_namespaced_versioned_and_expires() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared-state tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -380,7 +374,7 @@ async fn connecting_to_nothing_fails_with_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_on_any_replica_resets_the_shared_failure_count() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared-state tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);
@@ -434,7 +428,7 @@ async fn a_success_on_any_replica_resets_the_shared_failure_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_url_never_shows_in_errors_or_debug() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared-state tests").await else {
         return;
     };
     let url = format!("redis://:hunter2-secret@127.0.0.1:{}", server.port());
@@ -449,7 +443,7 @@ async fn a_password_in_the_url_never_shows_in_errors_or_debug() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_redis_never_holds_a_call_longer_than_the_op_timeout() {
-    let Some(server) = start().await else {
+    let Some(server) = common::start("the shared-state tests").await else {
         return;
     };
     let vendor = Vendor::new(Duration::ZERO);

@@ -11,6 +11,37 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+/// A gateway served in this process on an ephemeral loopback port: stopped when `stop` is
+/// sent or dropped.
+pub(crate) struct InProcess {
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) url: String,
+    /// Sending (or dropping) it stops the gateway.
+    pub(crate) stop: tokio::sync::oneshot::Sender<()>,
+    /// The serving task, which ends once the gateway has stopped.
+    pub(crate) task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Serves `state` in this process on an ephemeral loopback port (every in-process gateway
+/// test starts its gateway here).
+pub(crate) async fn start_gateway(state: ripcord_cli::gateway::GatewayState) -> InProcess {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(ripcord_cli::gateway::serve(
+        listener,
+        std::sync::Arc::new(state),
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    InProcess {
+        url: format!("http://{addr}"),
+        stop,
+        task,
+    }
+}
+
 /// The `ripcord` binary built for these tests, with no vendor keys in its environment.
 pub(crate) fn ripcord() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ripcord"));

@@ -498,7 +498,26 @@ pub fn preset(vendor: crate::Vendor) -> Option<Preset> {
     }
 }
 
-#[cfg(test)]
+/// The kind a preset gives an answer (the presets' own tests).
+#[cfg(all(
+    test,
+    any(
+        feature = "deepseek",
+        feature = "zhipu",
+        feature = "qwen",
+        feature = "moonshot",
+        feature = "qianfan",
+        feature = "ollama",
+        feature = "vllm",
+        feature = "mistral",
+        feature = "groq",
+        feature = "xai",
+        feature = "openrouter",
+        feature = "together",
+        feature = "fireworks",
+        feature = "cerebras",
+    )
+))]
 pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
     crate::error_body::http_error(
         status,

@@ -40,11 +40,24 @@ mod body;
 mod client;
 mod errors;
 mod limits;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 mod liveness;
 mod target;
 mod transport;
 
 pub(crate) use auth::Auth;
+#[cfg_attr(
+    not(any(
+        feature = "openai",
+        feature = "anthropic",
+        feature = "gemini",
+        feature = "bedrock"
+    )),
+    expect(
+        unused_imports,
+        reason = "only the vendor adapters read bodies; this build has none"
+    )
+)]
 pub(crate) use body::{BodyStream, Response, TransportError, is_json, read_body};
 pub use body::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use client::HttpClient;
@@ -55,9 +68,50 @@ pub use limits::{
     DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
     DEFAULT_STREAM_IDLE, Timeouts,
 };
+#[cfg_attr(
+    not(any(
+        feature = "openai",
+        feature = "anthropic",
+        feature = "gemini",
+        feature = "bedrock"
+    )),
+    expect(
+        unused_imports,
+        reason = "only the vendor adapters stream; this build has none"
+    )
+)]
 pub(crate) use limits::{Limit, guard, guard_until, precheck};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use liveness::ListModels;
-pub(crate) use target::{Target, add_custom_headers, custom_headers, endpoint, env};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) use target::add_custom_headers;
+#[cfg(any(feature = "gemini", feature = "vertex-anthropic", feature = "bedrock"))]
+pub(crate) use target::custom_headers;
+#[cfg_attr(
+    not(any(
+        feature = "openai",
+        feature = "anthropic",
+        feature = "gemini",
+        feature = "bedrock"
+    )),
+    expect(
+        unused_imports,
+        reason = "only the vendor adapters have endpoints; this build has none"
+    )
+)]
+pub(crate) use target::{Target, endpoint, env};
 #[cfg(feature = "bedrock")]
 pub(crate) use transport::Sign;
+#[cfg_attr(
+    not(any(
+        feature = "openai",
+        feature = "anthropic",
+        feature = "gemini",
+        feature = "bedrock"
+    )),
+    expect(
+        unused_imports,
+        reason = "only the vendor adapters send requests; this build has none"
+    )
+)]
 pub(crate) use transport::Transport;

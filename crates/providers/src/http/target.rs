@@ -81,6 +81,7 @@ const OWN_HEADERS: &[&str] = &[
 ];
 
 /// An adapter's custom headers as a header map (see [`add_custom_headers`]).
+#[cfg(any(feature = "gemini", feature = "vertex-anthropic", feature = "bedrock"))]
 pub(crate) fn custom_headers(
     custom: &[(String, secrecy::SecretString)],
     what: &str,

@@ -195,6 +195,7 @@ impl Transport {
     /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
     /// success status is the answer (its body is not read); any other status is classified by
     /// `classify` like a chat error, and a transport failure like any other.
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
     pub(crate) async fn check(
         &self,
         ctx: &Context,

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_core::{ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent};
 use ripcord_providers::Timeouts;
@@ -105,14 +104,15 @@ pub(crate) fn vertex_anthropic(fake: &FakeVendor) -> ripcord_providers::google::
 }
 
 /// Reads a stream to its end: every event, and the error that ended it, if any.
-pub(crate) async fn drain(mut s: ChatStream) -> (Vec<StreamEvent>, Option<Error>) {
+pub(crate) async fn drain(s: ChatStream) -> (Vec<StreamEvent>, Option<Error>) {
     let mut events = Vec::new();
-    while let Some(item) = s.next().await {
+    let mut items = ripcord_core::testing::drain(s).await.into_iter();
+    for item in items.by_ref() {
         match item {
             Ok(ev) => events.push(ev),
             Err(e) => {
                 // Nothing may follow an error.
-                assert!(s.next().await.is_none(), "events after an error");
+                assert!(items.next().is_none(), "events after an error");
                 return (events, Some(e));
             }
         }

@@ -1,8 +1,10 @@
 //! What the Redis test crates share: a connection with a generous op timeout, running one case
 //! against the local store and then against a fresh `redis-server`, and the one counting vendor
 //! that several replicas call.
-// Each test crate that includes this module uses a part of it.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test crate that includes this module uses a part of it"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,6 +30,11 @@ pub(crate) async fn connect(server: &Server) -> RedisState {
         .unwrap()
 }
 
+/// A fresh `redis-server` for `what` (skipped loudly without one, an error under `CI`).
+pub(crate) async fn start(what: &str) -> Option<Server> {
+    Server::start_or_skip(what).await.unwrap()
+}
+
 /// Runs `case` on the local store, then on a fresh Redis (skipped loudly without
 /// `redis-server`, an error under `CI`).
 pub(crate) async fn both<F, Fut>(case: F)
@@ -36,10 +43,7 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     case(None).await;
-    let Some(server) = Server::start_or_skip("the shared policy suite")
-        .await
-        .unwrap()
-    else {
+    let Some(server) = start("the shared policy suite").await else {
         return;
     };
     case(Some(Arc::new(server))).await;

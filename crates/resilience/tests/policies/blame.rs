@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use ripcord_core::testing::{ScriptedModel, StreamItem};
+use ripcord_core::testing::{ScriptedModel, StreamItem, drain};
 use ripcord_core::{
     Chain, ChatModel, ChatStream, Context, Error, ErrorKind, Fault, FinishReason, SkipReason,
     StreamEvent, TimeoutPhase, Usage,
@@ -47,14 +47,6 @@ fn trip_on_first() -> BreakerPolicy {
 
 fn idle(d: std::time::Duration) -> TimeoutPolicy {
     TimeoutPolicy::builder().idle(d).build().unwrap()
-}
-
-async fn drain(mut s: ChatStream) -> Vec<Result<StreamEvent, Error>> {
-    let mut out = Vec::new();
-    while let Some(ev) = s.next().await {
-        out.push(ev);
-    }
-    out
 }
 
 fn text_len(events: &[Result<StreamEvent, Error>]) -> usize {

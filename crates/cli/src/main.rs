@@ -566,9 +566,8 @@ async fn announce_state(cfg: &config::Config, built: &build::Built) {
     let config::StateBackend::Redis(settings) = &cfg.state else {
         return;
     };
-    #[cfg(feature = "redis")]
-    if let Some(state) = &built.redis {
-        if state.ready().await {
+    if let Some(ready) = built.state_ready().await {
+        if ready {
             eprintln!(
                 "ripcord: shared state on Redis at {} ({} replica(s))",
                 settings.redacted_url, settings.replicas
@@ -580,8 +579,6 @@ async fn announce_state(cfg: &config::Config, built: &build::Built) {
             );
         }
     }
-    #[cfg(not(feature = "redis"))]
-    let _ = (settings, built);
 }
 
 /// How a running gateway rebuilds itself from its config file: read and validate it in full,

@@ -226,7 +226,7 @@ pub(crate) async fn run_scenario(
     let rig = rig(t, scenario, &rec, cache, s.duration, s.seed, perturb).await?;
     // A config with its state on Redis: the scenario starts from empty shared state, not
     // from what the previous scenario's breakers and limits left there.
-    if let Some(state) = &rig.built.redis {
+    if let Some(state) = rig.built.redis() {
         for name in t.names() {
             if state.forget_link(name).await.is_none() {
                 return Err(format!(

@@ -291,7 +291,7 @@ pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, St
         };
         let built = build_with(&config, &hooks)
             .map_err(|e| format!("{NAME}: the chain cannot be built: {e}"))?;
-        let Some(state) = built.redis.clone() else {
+        let Some(state) = built.redis().cloned() else {
             return Err(format!(
                 "{NAME}: the chain was built without its Redis state"
             ));

@@ -6,18 +6,14 @@ use std::time::Duration;
 
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
-    BreakerPolicy, BudgetPolicy, BudgetView, BulkheadPolicy, ChatModelExt, HealthHandle,
-    HealthPolicy, OpenBackoff, ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
+    BreakerPolicy, BulkheadPolicy, ChatModelExt, HealthHandle, HealthPolicy, OpenBackoff,
+    ProbePolicy, Prober, RedactPolicy, RetryPolicy,
 };
 
-use super::{BuildHooks, Shared, config_error};
+use super::state::{Limits, LocalState, StateStore};
+use super::{BuildHooks, config_error};
 use crate::config::{GatewayKey, Provider, ProviderKind, TenantBudget};
 use crate::routing::KeyScope;
-#[cfg(feature = "redis")]
-use ripcord_redis::{
-    RedisBreakerStore, SharedBreakerConfig, SharedBudgetConfig, SharedRateLimitConfig,
-    shared_budget, shared_rate_limit,
-};
 
 /// A decorated link, its health handle, its active prober and its breaker's handle.
 pub(super) type Decorated = (
@@ -34,12 +30,12 @@ pub(super) fn decorate(
     base: Arc<dyn ChatModel>,
     hooks: &BuildHooks,
     redact: Option<&RedactPolicy>,
-    shared: Shared<'_>,
+    state: &dyn StateStore,
     deadline_ms: u64,
 ) -> Result<Decorated> {
     let local = p.kind == ProviderKind::LocalOnnx;
     // An in-process model is each replica's own: its breaker and limits stay local.
-    let shared = if local { None } else { shared };
+    let state: &dyn StateStore = if local { &LocalState } else { state };
     // One attempt span per wire attempt, inside retry: the HTTP adapters record their own;
     // the in-process model gets the tracing wrapper.
     let traced: Arc<dyn ChatModel> = if local {
@@ -60,7 +56,13 @@ pub(super) fn decorate(
         None => base,
     };
     if let Some(rl) = &p.rate_limit {
-        model = rate_limited(model, rl, shared)?;
+        let limits = Limits {
+            rpm: rl.rpm,
+            tpm: rl.tpm,
+            pause_429: rl.pause_429_ms.map(Duration::from_millis),
+            refuse_at_once: false,
+        };
+        model = state.rate_limited(model, &limits)?;
     }
     // Inside the retry and the breaker: a rejected answer is retried, counted, then falls over.
     model = super::policies::validated(&p.policies, model);
@@ -82,11 +84,6 @@ pub(super) fn decorate(
     if let Some(w) = &hooks.inside_breaker {
         model = w(&p.name, model);
     }
-    // One probe permit across all replicas on shared state, so `half_open_probes` applies
-    // to local breakers only; a shared probe is bounded by the call's deadline, and its
-    // permit expires with it.
-    #[cfg(not(feature = "redis"))]
-    let _ = deadline_ms;
     // The same spells for the in-process breaker and the shared one: the first `open_ms`,
     // doubling on every re-trip without a close, up to `open_max_ms`.
     let spells = open_spells(p);
@@ -96,34 +93,12 @@ pub(super) fn decorate(
         .background_probe(p.breaker.background_probe_ms.map(Duration::from_millis))
         .max_probes(p.breaker.half_open_probes.max(1) as usize);
     let mut breaker_policy = super::policies::breaker_rules(&p.policies, breaker_policy);
-    #[cfg(feature = "redis")]
-    if shared.is_some() {
-        breaker_policy = breaker_policy.probe_timeout(Duration::from_millis(deadline_ms.max(1)));
-    }
     if let Some(l) = &hooks.breaker_listener {
         breaker_policy = breaker_policy.listener(Arc::clone(l));
     }
-    let breaker_policy = breaker_policy.build().map_err(config_error)?;
-    // The same breaker either way; on shared state its store is Redis, so `/readyz`, the
-    // listener and the active prober see the shared breaker.
-    #[cfg(feature = "redis")]
-    let breaker = match shared {
-        Some((state, _)) => {
-            let config = SharedBreakerConfig::default()
-                .consecutive_failures(p.breaker.failure_threshold)
-                .open(spells)
-                .probe_timeout(Duration::from_millis(deadline_ms.max(1)));
-            let link = model.id().name.clone();
-            let store = RedisBreakerStore::new(&link, state.clone(), &config, &breaker_policy)?;
-            ripcord_resilience::Breaker::with_store(model, breaker_policy, store)
-        }
-        None => model.with_breaker(breaker_policy),
-    };
-    #[cfg(not(feature = "redis"))]
-    let breaker = {
-        let _ = shared;
-        model.with_breaker(breaker_policy)
-    };
+    // The same breaker on either store, so `/readyz`, the listener and the active prober see
+    // the one that decides.
+    let breaker = state.breaker(model, breaker_policy, Duration::from_millis(deadline_ms))?;
     let health_policy = HealthPolicy::builder()
         .breaker(breaker.handle())
         .build()
@@ -147,8 +122,6 @@ pub(super) fn decorate(
     Ok((link, handle, prober, breaker_handle))
 }
 
-/// The provider's open spells: `open_ms` first, doubling on every re-trip without a close in
-/// between up to `open_max_ms` (a constant spell when the two are equal).
 /// `[providers.retry]` as a policy, or `None` when the link makes one attempt: a local link
 /// without the section already resolved to one (see `config::defaults`), and a pool makes its
 /// own attempts, each to another deployment first.
@@ -173,6 +146,8 @@ pub(super) fn retry_policy(p: &Provider) -> Result<Option<RetryPolicy>> {
         .map_err(config_error)
 }
 
+/// The provider's open spells: `open_ms` first, doubling on every re-trip without a close in
+/// between up to `open_max_ms` (a constant spell when the two are equal).
 pub(super) fn open_spells(p: &Provider) -> OpenBackoff {
     let first = Duration::from_millis(p.breaker.open_ms);
     let longest = Duration::from_millis(p.breaker.open_max_ms.max(p.breaker.open_ms));
@@ -186,104 +161,6 @@ pub(super) fn open_spells(p: &Provider) -> OpenBackoff {
     }
 }
 
-/// The provider's `[providers.rate_limit]` around `model`: shared through Redis when the state
-/// is, else local to this process.
-fn rate_limited(
-    model: Arc<dyn ChatModel>,
-    rl: &crate::config::RateLimitConfig,
-    shared: Shared<'_>,
-) -> Result<Arc<dyn ChatModel>> {
-    #[cfg(feature = "redis")]
-    if let Some((state, replicas)) = shared {
-        let mut c = SharedRateLimitConfig::default().replicas(replicas);
-        if let Some(ms) = rl.pause_429_ms {
-            c = c.default_pause(Duration::from_millis(ms));
-        }
-        if let Some(rpm) = rl.rpm {
-            c = c.rpm(rpm);
-        }
-        if let Some(tpm) = rl.tpm {
-            c = c.tpm(tpm);
-        }
-        return Ok(Arc::new(shared_rate_limit(model, state.clone(), c)?));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = shared;
-    let mut b = RateLimitPolicy::builder();
-    if let Some(ms) = rl.pause_429_ms {
-        b = b.default_pause(Duration::from_millis(ms));
-    }
-    if let Some(rpm) = rl.rpm {
-        b = b.rpm(rpm);
-    }
-    if let Some(tpm) = rl.tpm {
-        b = b.tpm(tpm);
-    }
-    Ok(Arc::new(
-        model.with_rate_limit(b.build().map_err(config_error)?),
-    ))
-}
-
-/// `model` inside `[budget]`: charged once per call whichever link serves it, shared through
-/// Redis (one account per tenant for every replica, under `scope`) when the state is; with a
-/// view of its accounts (for `/metrics`).
-pub(super) fn budgeted(
-    model: Arc<dyn ChatModel>,
-    b: &TenantBudget,
-    scope: &str,
-    account: Option<&str>,
-    shared: Shared<'_>,
-) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
-    let window = Duration::from_secs(b.window_s);
-    #[cfg(feature = "redis")]
-    if let Some((state, replicas)) = shared {
-        let mut c = SharedBudgetConfig::default()
-            .tokens_per_window(b.tokens_per_window)
-            .window(window)
-            .budget_anonymous(b.anonymous)
-            .scope(scope)
-            .replicas(replicas);
-        for (t, n) in &b.tenants {
-            c = c.tenant(t.clone(), *n);
-        }
-        if let Some(a) = account {
-            c = c.account(a);
-        }
-        if let Some(p) = b.period {
-            c = c.period(p);
-        }
-        let budget = shared_budget(model, state.clone(), c)?;
-        let view = budget.view();
-        return Ok((Arc::new(budget), view));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = (shared, scope);
-    let mut policy = BudgetPolicy::builder()
-        .tokens_per_window(b.tokens_per_window)
-        .window(window)
-        .budget_anonymous(b.anonymous);
-    for (t, n) in &b.tenants {
-        policy = policy.tenant(t.clone(), *n);
-    }
-    if let Some(a) = account {
-        policy = policy.account(a);
-    }
-    let policy = policy.build().map_err(config_error)?;
-    let budget = match b.period {
-        None => model.with_budget(policy),
-        Some(period) => ripcord_resilience::Budget::with_store(
-            model,
-            policy,
-            Arc::new(ripcord_resilience::PeriodBudgetStore::new(
-                period,
-                ripcord_resilience::system_wall_clock(),
-            )),
-        ),
-    };
-    let view = budget.view();
-    Ok((Arc::new(budget), view))
-}
-
 fn probe_policy(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
     let mut b = ProbePolicy::builder().probe_healthy(cfg.probe_healthy);
     if let Some(ms) = cfg.interval_ms {
@@ -295,8 +172,6 @@ fn probe_policy(cfg: &crate::config::ProbeConfig) -> Result<ProbePolicy> {
     b.build().map_err(config_error)
 }
 
-/// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the
-/// client gets its 429 before any vendor is called; shared through Redis when the state is.
 /// A store key's model: its own budget of `budget_tokens` per `window_s` (charged to the
 /// account `key:<id>`, inside the tenants' budget), under its `rpm`/`tpm` limits; `None` for a
 /// key without any.
@@ -305,15 +180,15 @@ pub(super) fn store_key_limited(
     budget_tokens: Option<u64>,
     (window_s, period): (u64, Option<ripcord_resilience::BudgetPeriod>),
     model: &Arc<dyn ChatModel>,
-    shared: Shared<'_>,
+    state: &dyn StateStore,
     accounts: &Arc<dyn ripcord_resilience::BudgetStore>,
 ) -> Result<Option<Arc<dyn ChatModel>>> {
     let Some(tokens) = budget_tokens else {
-        return key_limited(key, model, shared);
+        return key_limited(key, model, state);
     };
     let id = key.source.strip_prefix("store ").unwrap_or(&key.source);
     let account = crate::gateway::store_keys::budget_account(id);
-    let budgeted: Arc<dyn ChatModel> = if shared.is_none() {
+    let budgeted: Arc<dyn ChatModel> = if !state.is_shared() {
         // In this process: one store for every store key's account, which outlives a key's
         // change (its limiter is rebuilt, not what it spent) and is charged from the ledger at
         // start.
@@ -337,49 +212,32 @@ pub(super) fn store_key_limited(
             tenants: Vec::new(),
             anonymous: true,
         };
-        budgeted(Arc::clone(model), &b, &account, Some(&account), shared)?.0
+        state
+            .budgeted(Arc::clone(model), &b, &account, Some(&account))?
+            .0
     };
-    Ok(Some(match key_limited(key, &budgeted, shared)? {
+    Ok(Some(match key_limited(key, &budgeted, state)? {
         Some(limited) => limited,
         None => Arc::new(KeyScope::new(&key.label(), budgeted)),
     }))
 }
 
+/// A key's own `rpm`/`tpm` around the gateway's model, refusing at once (never waiting) so the
+/// client gets its 429 before any vendor is called; kept where the state is.
 pub(super) fn key_limited(
     key: &GatewayKey,
     model: &Arc<dyn ChatModel>,
-    shared: Shared<'_>,
+    state: &dyn StateStore,
 ) -> Result<Option<Arc<dyn ChatModel>>> {
     if key.rpm.is_none() && key.tpm.is_none() {
         return Ok(None);
     }
-    let scoped = KeyScope::new(&key.label(), Arc::clone(model));
-    #[cfg(feature = "redis")]
-    if let Some((state, replicas)) = shared {
-        let mut c = SharedRateLimitConfig::default()
-            .replicas(replicas)
-            .max_wait(Duration::ZERO)
-            .max_pause(Duration::ZERO);
-        if let Some(rpm) = key.rpm {
-            c = c.rpm(rpm);
-        }
-        if let Some(tpm) = key.tpm {
-            c = c.tpm(tpm);
-        }
-        return Ok(Some(Arc::new(shared_rate_limit(scoped, state.clone(), c)?)));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = shared;
-    let mut b = RateLimitPolicy::builder()
-        .max_wait(Duration::ZERO)
-        .pause_on_429(false);
-    if let Some(rpm) = key.rpm {
-        b = b.rpm(rpm);
-    }
-    if let Some(tpm) = key.tpm {
-        b = b.tpm(tpm);
-    }
-    Ok(Some(Arc::new(
-        scoped.with_rate_limit(b.build().map_err(config_error)?),
-    )))
+    let scoped: Arc<dyn ChatModel> = Arc::new(KeyScope::new(&key.label(), Arc::clone(model)));
+    let limits = Limits {
+        rpm: key.rpm,
+        tpm: key.tpm,
+        pause_429: None,
+        refuse_at_once: true,
+    };
+    state.rate_limited(scoped, &limits).map(Some)
 }

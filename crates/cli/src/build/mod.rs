@@ -39,10 +39,8 @@ use ripcord_resilience::{
 };
 use serde_json::{Value, json};
 
-use crate::config::{Config, GatewayKey, ProviderKind, Route, StateBackend};
+use crate::config::{Config, GatewayKey, ProviderKind, Route};
 use crate::routing::{self, RouteSwitch, SubTenants};
-#[cfg(feature = "redis")]
-use ripcord_redis::{RedisState, StateOptions};
 
 mod adapters;
 pub mod admin;
@@ -51,10 +49,13 @@ mod decorate;
 mod policies;
 mod pool;
 pub mod reuse;
+mod state;
+#[cfg(feature = "redis")]
+mod state_redis;
 pub mod status_watch;
 
 use adapters::{Clients, adapter, embedding_chain, model_name};
-use decorate::{budgeted, decorate, key_limited};
+use decorate::{decorate, key_limited};
 
 /// A link that cannot be built (e.g. the local model's files are missing): every call fails
 /// with the build error, so the chain moves on and the provenance says why.
@@ -140,9 +141,8 @@ pub struct Built {
     pub vendor_watches: Arc<Vec<Arc<status_watch::VendorWatch>>>,
     /// The tenants' budget accounts `/metrics` shows, when `[budget]` is configured.
     pub budget_accounts: Option<Arc<budget_accounts::BudgetAccounts>>,
-    /// The shared state on Redis, when `[state] backend = "redis"`.
-    #[cfg(feature = "redis")]
-    pub redis: Option<RedisState>,
+    /// Where the policies keep their state (`[state]`).
+    state: Arc<dyn state::StateStore>,
 }
 
 impl Built {
@@ -211,16 +211,19 @@ impl Built {
 
     /// Where the links' breaker and rate-limit state lives, and whether Redis is reachable.
     pub fn state_report(&self) -> Value {
-        #[cfg(feature = "redis")]
-        if let Some(r) = &self.redis {
-            return json!({
-                "backend": "redis",
-                "degraded": r.is_degraded(),
-                "degradations": r.degradations(),
-                "local_calls": r.local_calls(),
-            });
-        }
-        json!({"backend": "local"})
+        self.state.report()
+    }
+
+    /// Whether the shared state answers (waiting for its first connection); `None` when the
+    /// state is this process's.
+    pub async fn state_ready(&self) -> Option<bool> {
+        self.state.ready().await
+    }
+
+    /// The Redis state underneath, under `[state] backend = "redis"`.
+    #[cfg(feature = "redis")]
+    pub fn redis(&self) -> Option<&ripcord_redis::RedisState> {
+        self.state.redis()
     }
 }
 
@@ -250,34 +253,6 @@ impl std::fmt::Debug for BuildHooks {
             .field("around_adapter", &self.around_adapter.is_some())
             .field("inside_breaker", &self.inside_breaker.is_some())
             .finish()
-    }
-}
-
-/// The shared state the links are built on: `None` for local state.
-#[cfg(feature = "redis")]
-type Shared<'a> = Option<(&'a RedisState, u32)>;
-#[cfg(not(feature = "redis"))]
-type Shared<'a> = Option<(&'a std::convert::Infallible, u32)>;
-
-/// Opens (lazily: no I/O) the shared state `[state]` asks for.
-#[cfg(feature = "redis")]
-fn open_state(config: &Config) -> Result<Option<RedisState>> {
-    use secrecy::ExposeSecret;
-    match &config.state {
-        StateBackend::Local => Ok(None),
-        StateBackend::Redis(r) => {
-            let options = StateOptions {
-                op_timeout: Duration::from_millis(r.op_timeout_ms),
-                connect_timeout: Duration::from_millis(r.connect_timeout_ms),
-                retry_interval: Duration::from_millis(r.retry_interval_ms),
-            };
-            // StateError never repeats the URL, so the password cannot leak through it.
-            let state = RedisState::open(r.url.expose_secret(), options)
-                .map_err(|e| config_error(format!("[state] {}: {e}", r.redacted_url)))?;
-            // `/readyz` follows Redis going and coming back without a call to find out.
-            let _ = state.spawn_reprobe();
-            Ok(Some(state))
-        }
     }
 }
 
@@ -325,24 +300,8 @@ pub fn rebuild_with(config: &Config, hooks: &BuildHooks, previous: &Built) -> Re
 
 fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) -> Result<Built> {
     let clients = Clients::default();
-    #[cfg(feature = "redis")]
-    let redis = open_state(config)?;
-    #[cfg(feature = "redis")]
-    let replicas = match &config.state {
-        StateBackend::Redis(r) => r.replicas,
-        StateBackend::Local => 1,
-    };
-    #[cfg(feature = "redis")]
-    let shared: Shared<'_> = redis.as_ref().map(|r| (r, replicas));
-    #[cfg(not(feature = "redis"))]
-    let shared: Shared<'_> = match &config.state {
-        StateBackend::Local => None,
-        StateBackend::Redis(_) => {
-            return Err(config_error(
-                "[state] backend = \"redis\" needs ripcord built with the `redis` feature",
-            ));
-        }
-    };
+    let state = state::open(config)?;
+    let shared = &*state;
     let mut health = Vec::new();
     let mut pools = Vec::new();
     let mut notes = Vec::new();
@@ -452,7 +411,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             // Sub-tenants (named by keys with `sub_tenants = true`) pay into their own account
             // inside their tenant's; other calls skip that inner account.
             let (inner, sub_view) = if config.gateway_keys.iter().any(|k| k.sub_tenants) {
-                let (sub, view) = budgeted(Arc::clone(&switch), budget, "sub", None, shared)?;
+                let (sub, view) = shared.budgeted(Arc::clone(&switch), budget, "sub", None)?;
                 (
                     Arc::new(SubTenants::new(sub, switch)) as Arc<dyn ChatModel>,
                     Some(view),
@@ -460,7 +419,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             } else {
                 (switch, None)
             };
-            let (model, view) = budgeted(inner, budget, "chain", None, shared)?;
+            let (model, view) = shared.budgeted(inner, budget, "chain", None)?;
             let accounts = budget_accounts::BudgetAccounts::new(config, view, sub_view);
             (model, Some(Arc::new(accounts)))
         }
@@ -497,14 +456,9 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         let model = Arc::clone(&model);
         let window = key_window;
         let accounts = Arc::clone(&key_budgets);
-        #[cfg(feature = "redis")]
-        let owned = (redis.clone(), replicas);
+        let state = Arc::clone(&state);
         crate::gateway::store_keys::KeyLimiter::new(move |k: &GatewayKey, budget: Option<u64>| {
-            #[cfg(feature = "redis")]
-            let shared: Shared<'_> = owned.0.as_ref().map(|r| (r, owned.1));
-            #[cfg(not(feature = "redis"))]
-            let shared: Shared<'_> = None;
-            decorate::store_key_limited(k, budget, window, &model, shared, &accounts)
+            decorate::store_key_limited(k, budget, window, &model, &*state, &accounts)
                 .map_err(|e| e.to_string())
         })
     };
@@ -540,8 +494,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
         vendor_watches: Arc::new(vendor_watches),
         budget_accounts,
         kept,
-        #[cfg(feature = "redis")]
-        redis,
+        state,
     })
 }
 

@@ -10,7 +10,8 @@ use ripcord_resilience::{
 };
 
 use super::adapters::{Clients, adapter};
-use super::{Shared, config_error};
+use super::config_error;
+use super::state::StateStore;
 use crate::config::{PoolSettings, Provider};
 
 /// The pool of `p`'s deployments, undecorated at the link level (the caller adds the link's
@@ -22,7 +23,7 @@ pub(super) fn pooled(
     p: &Provider,
     pool: &PoolSettings,
     clients: &Clients,
-    shared: Shared<'_>,
+    state: &dyn StateStore,
 ) -> Result<(Arc<dyn ChatModel>, PoolHandle)> {
     let mut deployments = Vec::with_capacity(pool.deployments.len());
     for d in &pool.deployments {
@@ -78,17 +79,7 @@ pub(super) fn pooled(
         .build()
         .map_err(config_error)?;
     let pool = Pool::new(p.name.clone(), deployments, policy).map_err(config_error)?;
-    #[cfg(feature = "redis")]
-    let pool = match shared {
-        Some((state, _)) => pool.with_store(ripcord_redis::RedisPoolStore::new(
-            &p.name,
-            state.clone(),
-            ripcord_redis::SharedPoolConfig::default(),
-        )),
-        None => pool,
-    };
-    #[cfg(not(feature = "redis"))]
-    let _ = shared;
+    let pool = state.pool(pool, &p.name);
     let handle = pool.handle();
     Ok((Arc::new(pool), handle))
 }

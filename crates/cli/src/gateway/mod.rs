@@ -311,7 +311,7 @@ impl GatewayState {
         let mut state = GatewayState::new(recorded(&built.model));
         state.status = Some(Arc::clone(&board));
         #[cfg(feature = "redis")]
-        if let Some(redis) = &built.redis {
+        if let Some(redis) = built.redis() {
             // Stored responses go to Redis too, so any replica continues any conversation.
             let shared: Arc<dyn responses_store::SharedDocuments> = Arc::new(
                 ripcord_redis::RedisDocuments::new(redis.clone(), "responses"),

@@ -606,6 +606,14 @@ fn rebuilder(
         let next =
             build::rebuild(&cfg, &previous).map_err(|e| format!("cannot build the chain: {e}"))?;
         let kept = next.reused_from(&previous);
+        // The rebuilt chain's budget accounts start empty: charge them with what the ledger
+        // holds for their window, as at start, so a reload loses no spend either. (Reloads run
+        // on a blocking thread, where waiting for the database is allowed.)
+        if let (Some((_, store, _)), Some(budget), Some(accounts)) =
+            (&ledger, &cfg.budget, &next.budget_accounts)
+        {
+            tokio::runtime::Handle::current().block_on(charge_spent(store, accounts, budget));
+        }
         // Last, as the only step that may still refuse: the alert webhook and the budget
         // gauges follow the new config.
         let telemetry = ripcord_cli::otlp::follow_reload(&alerts, &export, &cfg, &next)?;

@@ -373,6 +373,44 @@ async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
     assert_eq!(ask_for(&client, &s, 16).await.0, 200);
 }
 
+/// A reload (`SIGHUP`) builds the budget accounts afresh; they are charged from the ledger as at
+/// start, so the request the remaining budget cannot hold is refused after the reload as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_reload_loses_no_spend() {
+    let dir = temp_dir("budget-reload");
+    let url = sqlite_url(&dir);
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("\n[budget]\ntokens_per_window = 400\n");
+    std::fs::write(&cfg, text).unwrap();
+    let client = reqwest::Client::new();
+    let store = Store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut s = serve(&cfg);
+    let mut n = 0;
+    while store.tokens_since(Some("acme"), 0).await.unwrap() < 250 {
+        assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+        n += 1;
+        until_calls(&store, n, FLUSH_BOUND).await;
+    }
+    assert_eq!(ask_for(&client, &s, 200).await.0, 429);
+    let ok = std::process::Command::new("kill")
+        .args(["-HUP", &s.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let line = s.line_starting("ripcord: reload", Duration::from_secs(20));
+    assert!(line.starts_with("ripcord: reloaded"), "{line}");
+    let (status, body) = ask_for(&client, &s, 200).await;
+    assert_eq!(status, 429, "the reload forgot the spend: {body}");
+    assert!(body.contains("budget_exhausted"), "{body}");
+    assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+    sigterm(&mut s).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_restart_loses_no_spend() {
     let dir = temp_dir("budget");

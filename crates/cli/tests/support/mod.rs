@@ -88,6 +88,22 @@ pub(crate) struct Served {
     pub(crate) log: std::sync::mpsc::Receiver<String>,
 }
 
+impl Served {
+    /// The first line of its log that starts with `prefix`, waiting at most `within` for each
+    /// line.
+    pub(crate) fn line_starting(&self, prefix: &str, within: std::time::Duration) -> String {
+        loop {
+            let line = self
+                .log
+                .recv_timeout(within)
+                .unwrap_or_else(|_| panic!("no log line starting with {prefix:?}"));
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();

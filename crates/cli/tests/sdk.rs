@@ -75,6 +75,66 @@ async fn openai_sdk_through_a_primary_outage() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An embedding link is retried under its provider's `[providers.retry]` before the chain
+/// falls back: a 500 then an answer is served by the same provider, on its second attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_embedding_link_is_retried_before_it_falls_back() {
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Sequence(vec![
+        Behavior::Error(VendorError::ServerError),
+        Behavior::Ok,
+    ]));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("ripcord-emb-retry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ripcord.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[chain]
+order = ["primary", "backup"]
+
+[embeddings]
+providers = ["primary", "backup"]
+model = "text-embedding-3-small"
+
+[[providers]]
+name = "primary"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-a"
+[providers.retry]
+max_attempts = 2
+base_delay_ms = 10
+
+[[providers]]
+name = "backup"
+kind = "openai"
+model = "gpt-4o"
+base_url = "{}/v1"
+api_key = "sk-b"
+"#,
+            primary.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let served = support::serve(&config);
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/embeddings", served.url))
+        .json(&serde_json::json!({"model": "text-embedding-3-small", "input": ["alpha"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-ripcord-served-by"], "primary");
+    assert_eq!(primary.requests().len(), 2, "the 500 was not retried");
+    assert!(backup.requests().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn embeddings_fall_back_across_endpoints_of_one_model() {
     let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();

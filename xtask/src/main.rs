@@ -26,6 +26,7 @@ mod features;
 mod install;
 mod joins;
 mod postgres_server;
+mod readme_names;
 mod redis_server;
 mod setup_model;
 mod test;

@@ -197,7 +197,7 @@ impl BreakerPolicy {
         self.probe_timeout
     }
 
-    /// A fresh in-process store for `link` with these settings (what [`BreakerPolicy::layer`]
+    /// A fresh in-process store for `link` with these settings (what [`BreakerPolicy::wrap`]
     /// uses; a shared store keeps one as its cached view and local fallback).
     pub fn local_store(&self, link: impl Into<Arc<str>>) -> LocalStore {
         LocalStore::new(self.core(link.into()))

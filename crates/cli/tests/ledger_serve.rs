@@ -328,49 +328,72 @@ async fn ask_for(client: &reqwest::Client, s: &support::Served, max_tokens: u32)
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
-/// A tenant's budget survives a `kill -9`: what it spent before (in the ledger within the
-/// flush bound) is charged again at the next start, so the request its remaining budget cannot
-/// hold is refused after the restart as before it.
-async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
+/// A gateway with `[budget] tokens_per_window = 400` (and `budget`) whose tenant has spent at
+/// least 250 of them, every call in the ledger, so the request a fresh budget would hold (about
+/// 200 tokens) is refused.
+struct Spent {
+    _vendor: FakeVendor,
+    cfg: PathBuf,
+    client: reqwest::Client,
+    served: support::Served,
+    spent: u64,
+}
+
+async fn spend_most_of_a_budget(url: &str, dir: &Dir, budget: &str) -> Spent {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
+    let cfg = config(&dir.0, &vendor, url, FLUSH_MS);
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str(&format!("\n[budget]\ntokens_per_window = 400\n{budget}\n"));
     std::fs::write(&cfg, text).unwrap();
     let client = reqwest::Client::new();
-    let store = Store::connect(&url, &StoreOptions::default())
-        .await
-        .unwrap();
-    let mut s = serve(&cfg);
-    // Spend at least 250 of the 400 tokens.
+    let store = Store::connect(url, &StoreOptions::default()).await.unwrap();
+    let served = serve(&cfg);
     let mut spent = 0;
     let mut n = 0;
     while spent < 250 {
-        assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+        assert_eq!(ask_for(&client, &served, 16).await.0, 200);
         n += 1;
         until_calls(&store, n, FLUSH_BOUND).await;
         spent = store.tokens_since(Some("acme"), 0).await.unwrap();
     }
-    // About 200 tokens fit a fresh budget of 400, not what is left of this one.
-    let (status, body) = ask_for(&client, &s, 200).await;
+    let (status, body) = ask_for(&client, &served, 200).await;
     assert_eq!(status, 429, "{body}");
     assert!(body.contains("budget_exhausted"), "{body}");
+    Spent {
+        _vendor: vendor,
+        cfg,
+        client,
+        served,
+        spent,
+    }
+}
+
+/// After a restart or a reload, `s` still refuses what the spent budget cannot hold, and serves
+/// what it can.
+async fn still_charged(client: &reqwest::Client, s: &support::Served, spent: u64) {
+    let (status, body) = ask_for(client, s, 200).await;
+    assert_eq!(
+        status, 429,
+        "the {spent} tokens spent are no longer charged: {body}"
+    );
+    assert!(body.contains("budget_exhausted"), "{body}");
+    assert_eq!(ask_for(client, s, 16).await.0, 200);
+}
+
+/// A tenant's budget survives a `kill -9`: what it spent before (in the ledger within the
+/// flush bound) is charged again at the next start, so the request its remaining budget cannot
+/// hold is refused after the restart as before it.
+async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
+    let mut b = spend_most_of_a_budget(&url, &dir, budget).await;
     let ok = std::process::Command::new("kill")
-        .args(["-KILL", &s.child.id().to_string()])
+        .args(["-KILL", &b.served.child.id().to_string()])
         .status()
         .unwrap()
         .success();
     assert!(ok);
-    let _ = s.child.wait();
-    let s = serve(&cfg);
-    let (status, body) = ask_for(&client, &s, 200).await;
-    assert_eq!(
-        status, 429,
-        "after the restart the {spent} tokens spent are still charged: {body}"
-    );
-    assert!(body.contains("budget_exhausted"), "{body}");
-    // What is left still serves.
-    assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+    let _ = b.served.child.wait();
+    let s = serve(&b.cfg);
+    still_charged(&b.client, &s, b.spent).await;
 }
 
 /// A reload (`SIGHUP`) builds the budget accounts afresh; they are charged from the ledger as at
@@ -378,37 +401,19 @@ async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_reload_loses_no_spend() {
     let dir = temp_dir("budget-reload");
-    let url = sqlite_url(&dir);
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let cfg = config(&dir.0, &vendor, &url, FLUSH_MS);
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str("\n[budget]\ntokens_per_window = 400\n");
-    std::fs::write(&cfg, text).unwrap();
-    let client = reqwest::Client::new();
-    let store = Store::connect(&url, &StoreOptions::default())
-        .await
-        .unwrap();
-    let mut s = serve(&cfg);
-    let mut n = 0;
-    while store.tokens_since(Some("acme"), 0).await.unwrap() < 250 {
-        assert_eq!(ask_for(&client, &s, 16).await.0, 200);
-        n += 1;
-        until_calls(&store, n, FLUSH_BOUND).await;
-    }
-    assert_eq!(ask_for(&client, &s, 200).await.0, 429);
+    let mut b = spend_most_of_a_budget(&sqlite_url(&dir), &dir, "window_s = 3600").await;
     let ok = std::process::Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
+        .args(["-HUP", &b.served.child.id().to_string()])
         .status()
         .unwrap()
         .success();
     assert!(ok);
-    let line = s.line_starting("ripcord: reload", Duration::from_secs(20));
+    let line = b
+        .served
+        .line_starting("ripcord: reload", Duration::from_secs(20));
     assert!(line.starts_with("ripcord: reloaded"), "{line}");
-    let (status, body) = ask_for(&client, &s, 200).await;
-    assert_eq!(status, 429, "the reload forgot the spend: {body}");
-    assert!(body.contains("budget_exhausted"), "{body}");
-    assert_eq!(ask_for(&client, &s, 16).await.0, 200);
-    sigterm(&mut s).await;
+    still_charged(&b.client, &b.served, b.spent).await;
+    sigterm(&mut b.served).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

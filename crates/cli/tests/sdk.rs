@@ -75,17 +75,15 @@ async fn openai_sdk_through_a_primary_outage() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// An embedding link is retried under its provider's `[providers.retry]` before the chain
-/// falls back: a 500 then an answer is served by the same provider, on its second attempt.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_embedding_link_is_retried_before_it_falls_back() {
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Sequence(vec![
-        Behavior::Error(VendorError::ServerError),
-        Behavior::Ok,
-    ]));
-    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-emb-retry-{}", std::process::id()));
+/// A config whose `[embeddings]` go to `primary`, then `backup` (both OpenAI fakes), with
+/// `primary_extra` after primary's entry; its folder (`ripcord-<name>-<pid>`) and path.
+fn embeddings_config(
+    name: &str,
+    primary: &FakeVendor,
+    backup: &FakeVendor,
+    primary_extra: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ripcord-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("ripcord.toml");
     std::fs::write(
@@ -105,10 +103,7 @@ kind = "openai"
 model = "gpt-4o"
 base_url = "{}/v1"
 api_key = "sk-a"
-[providers.retry]
-max_attempts = 2
-base_delay_ms = 10
-
+{primary_extra}
 [[providers]]
 name = "backup"
 kind = "openai"
@@ -121,6 +116,25 @@ api_key = "sk-b"
         ),
     )
     .unwrap();
+    (dir, config)
+}
+
+/// An embedding link is retried under its provider's `[providers.retry]` before the chain
+/// falls back: a 500 then an answer is served by the same provider, on its second attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_embedding_link_is_retried_before_it_falls_back() {
+    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    primary.set_script(Script::Sequence(vec![
+        Behavior::Error(VendorError::ServerError),
+        Behavior::Ok,
+    ]));
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let (dir, config) = embeddings_config(
+        "emb-retry",
+        &primary,
+        &backup,
+        "[providers.retry]\nmax_attempts = 2\nbase_delay_ms = 10\n",
+    );
     let served = support::serve(&config);
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/embeddings", served.url))
@@ -140,39 +154,7 @@ async fn embeddings_fall_back_across_endpoints_of_one_model() {
     let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
     primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-emb-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary", "backup"]
-
-[embeddings]
-providers = ["primary", "backup"]
-model = "text-embedding-3-small"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-a"
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-b"
-"#,
-            primary.base_url(),
-            backup.base_url()
-        ),
-    )
-    .unwrap();
+    let (dir, config) = embeddings_config("emb", &primary, &backup, "");
     let served = support::serve(&config);
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/embeddings", served.url))

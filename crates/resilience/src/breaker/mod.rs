@@ -85,8 +85,8 @@ use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_
 /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
 /// use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// let layer = BreakerPolicy::builder().consecutive_failures(2).open_for(Duration::from_millis(500)).build().unwrap();
-/// let model = ScriptedModel::new("primary").fail(ErrorKind::ServerError).with_breaker(layer);
+/// let policy = BreakerPolicy::builder().consecutive_failures(2).open_for(Duration::from_millis(500)).build().unwrap();
+/// let model = ScriptedModel::new("primary").fail(ErrorKind::ServerError).with_breaker(policy);
 /// let req = ChatRequest::user("hi");
 /// for _ in 0..2 {
 ///     assert_eq!(model.chat(&req, &Context::new()).await.unwrap_err().kind(), ErrorKind::ServerError);

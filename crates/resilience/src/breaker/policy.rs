@@ -52,7 +52,7 @@ struct RateSettings {
 /// use std::time::Duration;
 /// use ripcord_core::ErrorKind;
 /// use ripcord_resilience::{BreakerPolicy, KindAction, OpenBackoff};
-/// let layer = BreakerPolicy::builder()
+/// let policy = BreakerPolicy::builder()
 ///     .consecutive_failures(3)
 ///     .failure_rate(0.5, Duration::from_secs(30), 20)
 ///     .open(OpenBackoff::Exponential { base: Duration::from_millis(500), max: Duration::from_secs(30) })

@@ -20,13 +20,13 @@ use crate::error::ConfigError;
 /// ```
 /// use std::time::Duration;
 /// use ripcord_resilience::BudgetPolicy;
-/// let layer = BudgetPolicy::builder()
+/// let policy = BudgetPolicy::builder()
 ///     .tokens_per_window(200_000)
 ///     .window(Duration::from_secs(24 * 3600))
 ///     .tenant("free-tier", 20_000)
 ///     .build()?;
-/// assert_eq!(layer.limit_for("free-tier"), 20_000);
-/// assert_eq!(layer.limit_for("acme"), 200_000);
+/// assert_eq!(policy.limit_for("free-tier"), 20_000);
+/// assert_eq!(policy.limit_for("acme"), 200_000);
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -21,12 +21,12 @@ pub const DEFAULT_MAX_QUEUE_WAIT: Duration = Duration::from_secs(1);
 /// ```
 /// use std::time::Duration;
 /// use ripcord_resilience::BulkheadPolicy;
-/// let layer = BulkheadPolicy::builder()
+/// let policy = BulkheadPolicy::builder()
 ///     .max_in_flight(4)
 ///     .max_queue(100)
 ///     .max_queue_wait(Duration::from_secs(2))
 ///     .build()?;
-/// assert_eq!(layer.max_in_flight(), 4);
+/// assert_eq!(policy.max_in_flight(), 4);
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]

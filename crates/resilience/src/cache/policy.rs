@@ -19,8 +19,8 @@ use crate::error::ConfigError;
 /// ```
 /// use std::time::Duration;
 /// use ripcord_resilience::CachePolicy;
-/// let layer = CachePolicy::builder().ttl(Duration::from_secs(60)).capacity(10_000).build()?;
-/// assert_eq!(layer.capacity(), 10_000);
+/// let policy = CachePolicy::builder().ttl(Duration::from_secs(60)).capacity(10_000).build()?;
+/// assert_eq!(policy.capacity(), 10_000);
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -17,8 +17,8 @@ use crate::error::ConfigError;
 /// use ripcord_core::testing::ScriptedModel;
 /// use ripcord_resilience::{BreakerPolicy, ChatModelExt, HealthPolicy};
 /// let guarded = ScriptedModel::new("primary").with_breaker(BreakerPolicy::default());
-/// let layer = HealthPolicy::builder().alpha(0.1).breaker(guarded.handle()).build()?;
-/// let model = guarded.with_health(layer);
+/// let policy = HealthPolicy::builder().alpha(0.1).breaker(guarded.handle()).build()?;
+/// let model = guarded.with_health(policy);
 /// assert!(model.snapshot().breaker.is_some());
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```

@@ -58,8 +58,8 @@ const SAMPLES: usize = 128;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let slow = ScriptedModel::new("primary").reply_after("slow", Duration::from_secs(5));
 /// let fast = ScriptedModel::new("backup").reply_after("fast", Duration::from_millis(100));
-/// let layer = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(500))).build().unwrap();
-/// let hedged = slow.with_hedge(fast, layer);
+/// let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(500))).build().unwrap();
+/// let hedged = slow.with_hedge(fast, policy);
 /// let resp = hedged.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
 /// assert_eq!(resp.text(), "fast");
 /// assert_eq!(resp.served_by(), "backup");
@@ -83,7 +83,7 @@ enum Won<T> {
 }
 
 impl<P: ChatModel, H: ChatModel> Hedge<P, H> {
-    /// Races `hedge` against `primary` by the layer's rules.
+    /// Races `hedge` against `primary` by the policy's rules.
     pub fn new(primary: P, hedge: H, policy: HedgePolicy) -> Self {
         Hedge {
             primary,

@@ -237,8 +237,8 @@ pub(crate) fn jittered(interval: Duration, jitter: f64, rng: &dyn RandomSource) 
 /// assert!(link.chat(&ChatRequest::user("hi"), &Context::new()).await.is_err());
 /// assert_eq!(link.snapshot().state, BreakerState::Open);
 ///
-/// let layer = ProbePolicy::builder().interval(Duration::from_secs(10)).jitter(0.0).build()?;
-/// let prober = Prober::builder(vendor, layer).breaker(link.handle()).spawn();
+/// let policy = ProbePolicy::builder().interval(Duration::from_secs(10)).jitter(0.0).build()?;
+/// let prober = Prober::builder(vendor, policy).breaker(link.handle()).spawn();
 /// tokio::time::sleep(Duration::from_secs(11)).await;
 /// // Half-open after 10 s instead of 300 s: the next call tests the link.
 /// assert_eq!(link.snapshot().state, BreakerState::HalfOpen);

@@ -19,7 +19,7 @@ use crate::retry::{RandomSource, SplitMix64};
 /// use std::time::Duration;
 /// use ripcord_core::ChatRequest;
 /// use ripcord_resilience::ProbePolicy;
-/// let layer = ProbePolicy::builder()
+/// let policy = ProbePolicy::builder()
 ///     .interval(Duration::from_secs(15))
 ///     .jitter(0.1)
 ///     .timeout(Duration::from_secs(2))

@@ -20,8 +20,8 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use ripcord_resilience::RateLimitPolicy;
-/// let layer = RateLimitPolicy::builder().rpm(500).tpm(90_000).build()?;
-/// assert_eq!(layer.rpm(), Some(500));
+/// let policy = RateLimitPolicy::builder().rpm(500).tpm(90_000).build()?;
+/// assert_eq!(policy.rpm(), Some(500));
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -209,7 +209,7 @@ impl Restorer {
 ///
 /// ```
 /// use ripcord_resilience::{PiiKind, RedactPolicy};
-/// let layer = RedactPolicy::builder()
+/// let policy = RedactPolicy::builder()
 ///     .kinds([PiiKind::Email, PiiKind::Phone, PiiKind::CnResidentId])
 ///     .custom("EMPLOYEE_ID", r"(?-u:\b)EMP-\d{6}(?-u:\b)")
 ///     .restore(true)

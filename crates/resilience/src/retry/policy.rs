@@ -24,14 +24,14 @@ use crate::error::ConfigError;
 /// ```
 /// use std::time::Duration;
 /// use ripcord_resilience::{Jitter, RetryPolicy};
-/// let layer = RetryPolicy::builder()
+/// let policy = RetryPolicy::builder()
 ///     .max_attempts(4)
 ///     .base_delay(Duration::from_millis(200))
 ///     .max_delay(Duration::from_secs(5))
 ///     .jitter(Jitter::Decorrelated)
 ///     .seed(7)
 ///     .build()?;
-/// assert_eq!(layer.max_attempts(), 4);
+/// assert_eq!(policy.max_attempts(), 4);
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]

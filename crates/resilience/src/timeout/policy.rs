@@ -18,12 +18,12 @@ use crate::error::ConfigError;
 /// ```
 /// use std::time::Duration;
 /// use ripcord_resilience::TimeoutPolicy;
-/// let layer = TimeoutPolicy::builder()
+/// let policy = TimeoutPolicy::builder()
 ///     .attempt(Duration::from_secs(30))
 ///     .first_token(Duration::from_secs(5))
 ///     .idle(Duration::from_secs(10))
 ///     .build()?;
-/// assert_eq!(layer.first_token_limit(), Some(Duration::from_secs(5)));
+/// assert_eq!(policy.first_token_limit(), Some(Duration::from_secs(5)));
 /// # Ok::<(), ripcord_resilience::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -606,11 +606,15 @@ fn rebuilder(
         let next =
             build::rebuild(&cfg, &previous).map_err(|e| format!("cannot build the chain: {e}"))?;
         let kept = next.reused_from(&previous);
-        // The rebuilt chain's budget accounts start empty: charge them with what the ledger
-        // holds for their window, as at start, so a reload loses no spend either. (Reloads run
-        // on a blocking thread, where waiting for the database is allowed.)
-        if let (Some((_, store, _)), Some(budget), Some(accounts)) =
-            (&ledger, &cfg.budget, &next.budget_accounts)
+        // A rebuild keeps the budget accounts while their window stays the same; accounts built
+        // afresh (a changed window) are charged with what the ledger holds for it, as at start.
+        // (Reloads run on a blocking thread, where waiting for the database is allowed.)
+        let kept_accounts = match (&next.budget_accounts, &previous.budget_accounts) {
+            (Some(n), Some(p)) => n.same_accounts(p),
+            _ => false,
+        };
+        if let (Some((_, store, _)), Some(budget), Some(accounts), false) =
+            (&ledger, &cfg.budget, &next.budget_accounts, kept_accounts)
         {
             tokio::runtime::Handle::current().block_on(charge_spent(store, accounts, budget));
         }

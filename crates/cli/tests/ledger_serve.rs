@@ -396,22 +396,63 @@ async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
     still_charged(&b.client, &s, b.spent).await;
 }
 
-/// A reload (`SIGHUP`) builds the budget accounts afresh; they are charged from the ledger as at
-/// start, so the request the remaining budget cannot hold is refused after the reload as before.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_reload_loses_no_spend() {
-    let dir = temp_dir("budget-reload");
-    let mut b = spend_most_of_a_budget(&sqlite_url(&dir), &dir, "window_s = 3600").await;
+/// Sends `SIGHUP` and waits for the reload's line, which must say it reloaded.
+fn reload(s: &support::Served) {
     let ok = std::process::Command::new("kill")
-        .args(["-HUP", &b.served.child.id().to_string()])
+        .args(["-HUP", &s.child.id().to_string()])
         .status()
         .unwrap()
         .success();
     assert!(ok);
-    let line = b
-        .served
-        .line_starting("ripcord: reload", Duration::from_secs(20));
+    let line = s.line_starting("ripcord: reload", Duration::from_secs(20));
     assert!(line.starts_with("ripcord: reloaded"), "{line}");
+}
+
+/// A reload (`SIGHUP`) that changes the budget's window builds the accounts afresh; they are
+/// charged from the ledger as at start, so the request the remaining budget cannot hold is
+/// refused after the reload as before. (With the window unchanged the accounts are kept.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_reload_loses_no_spend() {
+    let dir = temp_dir("budget-reload");
+    let mut b = spend_most_of_a_budget(&sqlite_url(&dir), &dir, "window_s = 3600").await;
+    let text = std::fs::read_to_string(&b.cfg).unwrap();
+    std::fs::write(&b.cfg, text.replace("window_s = 3600", "window_s = 7200")).unwrap();
+    reload(&b.served);
+    still_charged(&b.client, &b.served, b.spent).await;
+    sigterm(&mut b.served).await;
+}
+
+/// Without `[store]` there is no ledger to replay: a reload keeps the in-process accounts
+/// themselves, so what a tenant spent before it still counts after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_without_a_store_keeps_the_spend() {
+    let dir = temp_dir("budget-reload-local");
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let cfg = config(&dir.0, &vendor, "unused", FLUSH_MS);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text[..text.find("\n[store]").unwrap()].to_owned();
+    std::fs::write(&cfg, text + "\n[budget]\ntokens_per_window = 400\n").unwrap();
+    let client = reqwest::Client::new();
+    let mut s = serve(&cfg);
+    // Spend until a request of about 200 tokens no longer fits.
+    let mut calls = 0;
+    while ask_for(&client, &s, 200).await.0 == 200 {
+        assert_eq!(ask_for(&client, &s, 16).await.0, 200);
+        calls += 1;
+        assert!(calls < 40, "the budget never ran low");
+    }
+    reload(&s);
+    still_charged(&client, &s, 0).await;
+    sigterm(&mut s).await;
+}
+
+/// A reload with the window unchanged keeps the accounts as they are: the ledger is not
+/// replayed into them on top (which would charge the spend twice and refuse what is left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_reload_keeps_the_accounts_and_charges_nothing_twice() {
+    let dir = temp_dir("budget-reload-unused");
+    let mut b = spend_most_of_a_budget(&sqlite_url(&dir), &dir, "window_s = 3600").await;
+    reload(&b.served);
     still_charged(&b.client, &b.served, b.spent).await;
     sigterm(&mut b.served).await;
 }

@@ -8,7 +8,9 @@
 //! `[budget.tenants]` gives it a limit of its own: clients can name tens of thousands of them,
 //! and a series each would make every scrape, and Prometheus, pay for that cardinality.
 
-use ripcord_resilience::BudgetView;
+use std::sync::Arc;
+
+use ripcord_resilience::{BudgetPeriod, BudgetStore, BudgetView};
 use ripcord_telemetry::budget_gauges::{BudgetReading, BudgetSource};
 
 use crate::config::Config;
@@ -20,7 +22,12 @@ pub struct BudgetAccounts {
     tenants: (BudgetView, Vec<String>),
     /// The sub-tenant accounts (when a key has `sub_tenants`), and the configured ones to read.
     subs: Option<(BudgetView, Vec<String>)>,
+    /// The window (seconds) and period the accounts count over.
+    window: (u64, Option<BudgetPeriod>),
 }
+
+/// The previous build's account stores a rebuild keeps: the tenants', and the sub-tenants'.
+pub(super) type Kept = (Arc<dyn BudgetStore>, Option<Arc<dyn BudgetStore>>);
 
 impl BudgetAccounts {
     /// The accounts of `config`'s `[budget]` over its wrappers' views (`sub`: the sub-tenant
@@ -57,7 +64,28 @@ impl BudgetAccounts {
         BudgetAccounts {
             tenants: (tenants, names),
             subs,
+            window: config
+                .budget
+                .as_ref()
+                .map_or((0, None), |b| (b.window_s, b.period)),
         }
+    }
+
+    /// The stores a rebuild over `budget` keeps, so a reload loses no spend: these accounts'
+    /// own when they count over the same window or period (a changed window starts afresh;
+    /// limits may change, what was spent stays).
+    pub(super) fn kept_for(&self, budget: &crate::config::TenantBudget) -> Option<Kept> {
+        (self.window == (budget.window_s, budget.period)).then(|| {
+            (
+                self.tenants.0.store(),
+                self.subs.as_ref().map(|(v, _)| v.store()),
+            )
+        })
+    }
+
+    /// True when `other` reads the same tenant accounts (a rebuild kept them).
+    pub fn same_accounts(&self, other: &BudgetAccounts) -> bool {
+        self.tenants.0.same_accounts(&other.tenants.0)
     }
 }
 

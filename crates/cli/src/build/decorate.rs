@@ -213,7 +213,7 @@ pub(super) fn store_key_limited(
             anonymous: true,
         };
         state
-            .budgeted(Arc::clone(model), &b, &account, Some(&account))?
+            .budgeted(Arc::clone(model), &b, &account, Some(&account), None)?
             .0
     };
     Ok(Some(match key_limited(key, &budgeted, state)? {

@@ -408,10 +408,19 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
     let (model, budget_accounts) = match &config.budget {
         None => (switch, None),
         Some(budget) => {
+            // A reload keeps what every account spent while the window stays the same.
+            let kept = previous
+                .and_then(|p| p.budget_accounts.as_ref())
+                .and_then(|a| a.kept_for(budget));
+            let (keep, keep_subs) = match kept {
+                Some((tenants, subs)) => (Some(tenants), subs),
+                None => (None, None),
+            };
             // Sub-tenants (named by keys with `sub_tenants = true`) pay into their own account
             // inside their tenant's; other calls skip that inner account.
             let (inner, sub_view) = if config.gateway_keys.iter().any(|k| k.sub_tenants) {
-                let (sub, view) = shared.budgeted(Arc::clone(&switch), budget, "sub", None)?;
+                let (sub, view) =
+                    shared.budgeted(Arc::clone(&switch), budget, "sub", None, keep_subs)?;
                 (
                     Arc::new(SubTenants::new(sub, switch)) as Arc<dyn ChatModel>,
                     Some(view),
@@ -419,7 +428,7 @@ fn build_reusing(config: &Config, hooks: &BuildHooks, previous: Option<&Built>) 
             } else {
                 (switch, None)
             };
-            let (model, view) = shared.budgeted(inner, budget, "chain", None)?;
+            let (model, view) = shared.budgeted(inner, budget, "chain", None, keep)?;
             let accounts = budget_accounts::BudgetAccounts::new(config, view, sub_view);
             (model, Some(Arc::new(accounts)))
         }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
-    Breaker, BreakerPolicyBuilder, BudgetPolicy, BudgetView, ChatModelExt, Pool, RateLimitPolicy,
+    Breaker, BreakerPolicyBuilder, BudgetPolicy, BudgetStore, BudgetView, ChatModelExt, Pool,
+    RateLimitPolicy,
 };
 use serde_json::{Value, json};
 
@@ -70,13 +71,15 @@ pub(super) trait StateStore: Send + Sync + std::fmt::Debug {
     ) -> Result<Arc<dyn ChatModel>>;
 
     /// `model` inside the budget `b` (accounts under `scope`, every call charged to `account`
-    /// when one is named), with a view of its accounts.
+    /// when one is named), with a view of its accounts; `keep`: the accounts of the build this
+    /// one replaces, kept when this store holds them itself.
     fn budgeted(
         &self,
         model: Arc<dyn ChatModel>,
         b: &TenantBudget,
         scope: &str,
         account: Option<&str>,
+        keep: Option<Arc<dyn BudgetStore>>,
     ) -> Result<(Arc<dyn ChatModel>, BudgetView)>;
 
     /// A pool with its deployments' state kept here.
@@ -128,6 +131,7 @@ impl StateStore for LocalState {
         b: &TenantBudget,
         _scope: &str,
         account: Option<&str>,
+        keep: Option<Arc<dyn BudgetStore>>,
     ) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
         let mut policy = BudgetPolicy::builder()
             .tokens_per_window(b.tokens_per_window)
@@ -140,9 +144,10 @@ impl StateStore for LocalState {
             policy = policy.account(a);
         }
         let policy = policy.build().map_err(config_error)?;
-        let budget = match b.period {
-            None => model.with_budget(policy),
-            Some(period) => ripcord_resilience::Budget::with_store(
+        let budget = match (keep, b.period) {
+            (Some(store), _) => ripcord_resilience::Budget::with_store(model, policy, store),
+            (None, None) => model.with_budget(policy),
+            (None, Some(period)) => ripcord_resilience::Budget::with_store(
                 model,
                 policy,
                 Arc::new(ripcord_resilience::PeriodBudgetStore::new(

@@ -94,13 +94,15 @@ impl StateStore for RedisStore {
         Ok(Arc::new(shared_rate_limit(model, self.state.clone(), c)?))
     }
 
-    /// One account per tenant for every replica, under `scope`.
+    /// One account per tenant for every replica, under `scope`; the accounts live in Redis,
+    /// so a rebuild finds them there (`_keep` is the in-process fallback's, left to start anew).
     fn budgeted(
         &self,
         model: Arc<dyn ChatModel>,
         b: &TenantBudget,
         scope: &str,
         account: Option<&str>,
+        _keep: Option<Arc<dyn ripcord_resilience::BudgetStore>>,
     ) -> Result<(Arc<dyn ChatModel>, BudgetView)> {
         let mut c = SharedBudgetConfig::default()
             .tokens_per_window(b.tokens_per_window)

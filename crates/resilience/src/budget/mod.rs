@@ -238,6 +238,17 @@ pub struct BudgetView {
 }
 
 impl BudgetView {
+    /// The store the accounts live in: hand it to the next build's [`Budget::with_store`] to
+    /// keep what every account spent (a reload with the same window).
+    pub fn store(&self) -> Arc<dyn BudgetStore> {
+        Arc::clone(&self.store)
+    }
+
+    /// True when both views read the same accounts.
+    pub fn same_accounts(&self, other: &BudgetView) -> bool {
+        Arc::ptr_eq(&self.store, &other.store)
+    }
+
     /// The token limit per window for a tenant.
     pub fn limit_for(&self, tenant: &str) -> u64 {
         self.policy.limit_for(tenant)

@@ -46,6 +46,7 @@ mod target;
 mod transport;
 
 pub(crate) use auth::Auth;
+// What only the vendor adapters use: a build with none of them has no caller.
 #[cfg_attr(
     not(any(
         feature = "openai",
@@ -55,10 +56,15 @@ pub(crate) use auth::Auth;
     )),
     expect(
         unused_imports,
-        reason = "only the vendor adapters read bodies; this build has none"
+        reason = "only the vendor adapters use these; this build has none"
     )
 )]
-pub(crate) use body::{BodyStream, Response, TransportError, is_json, read_body};
+pub(crate) use self::{
+    body::{BodyStream, Response, TransportError, is_json, read_body},
+    limits::{Limit, guard, guard_until, precheck},
+    target::{Target, endpoint, env},
+    transport::Transport,
+};
 pub use body::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use client::HttpClient;
 #[cfg(feature = "reqwest")]
@@ -68,50 +74,11 @@ pub use limits::{
     DEFAULT_FIRST_TOKEN, DEFAULT_MAX_SKIPPED_EVENTS, DEFAULT_STREAM_FIRST_TOKEN,
     DEFAULT_STREAM_IDLE, Timeouts,
 };
-#[cfg_attr(
-    not(any(
-        feature = "openai",
-        feature = "anthropic",
-        feature = "gemini",
-        feature = "bedrock"
-    )),
-    expect(
-        unused_imports,
-        reason = "only the vendor adapters stream; this build has none"
-    )
-)]
-pub(crate) use limits::{Limit, guard, guard_until, precheck};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use liveness::ListModels;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use target::add_custom_headers;
 #[cfg(any(feature = "gemini", feature = "vertex-anthropic", feature = "bedrock"))]
 pub(crate) use target::custom_headers;
-#[cfg_attr(
-    not(any(
-        feature = "openai",
-        feature = "anthropic",
-        feature = "gemini",
-        feature = "bedrock"
-    )),
-    expect(
-        unused_imports,
-        reason = "only the vendor adapters have endpoints; this build has none"
-    )
-)]
-pub(crate) use target::{Target, endpoint, env};
 #[cfg(feature = "bedrock")]
 pub(crate) use transport::Sign;
-#[cfg_attr(
-    not(any(
-        feature = "openai",
-        feature = "anthropic",
-        feature = "gemini",
-        feature = "bedrock"
-    )),
-    expect(
-        unused_imports,
-        reason = "only the vendor adapters send requests; this build has none"
-    )
-)]
-pub(crate) use transport::Transport;

@@ -80,11 +80,6 @@ pub(super) fn model_name(p: &Provider) -> String {
     p.model.clone().unwrap_or_default()
 }
 
-/// The preset of an OpenAI-compatible kind.
-fn preset_of(kind: ProviderKind) -> Option<compat::Preset> {
-    kind.vendor().and_then(compat::preset)
-}
-
 /// An adapter of the OpenAI wire family: each serves both chat and embeddings.
 enum OpenAiFamily {
     OpenAi(OpenAi),
@@ -129,7 +124,8 @@ impl OpenAiFamily {
         if let Some(u) = &p.base_url {
             c = c.with_base_url(u.clone());
         }
-        Ok(match (p.kind, preset_of(p.kind)) {
+        // An OpenAI-compatible kind has its preset in the vendor registry.
+        Ok(match (p.kind, p.kind.vendor().and_then(compat::preset)) {
             (ProviderKind::Vendor(Vendor::OpenAi), _) => Some(OpenAiFamily::OpenAi(
                 OpenAi::new(c.with_wire(p.wire))?.named(p.name.clone()),
             )),

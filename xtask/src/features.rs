@@ -18,8 +18,14 @@
 //! build, warns, or fails a test.
 //!
 //! `--check` only type-checks each set (`cargo check --all-targets`), for a quicker look.
+//!
+//! Disk: each set links its own copy of every test binary (tens of megabytes each, about a
+//! gigabyte per set with incremental state), which filled CI's disk fourteen sets in. So the sets
+//! build without incremental compilation (each is built once), and the test executables a set
+//! linked are deleted once it has passed; the libraries stay for the sets after it.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// One crate built with one set of features.
@@ -90,6 +96,31 @@ fn sets(providers_manifest: &str) -> Result<Vec<Set>, String> {
     Ok(sets)
 }
 
+/// Where cargo puts the dev profile's binaries: `$CARGO_TARGET_DIR/debug/deps`, else
+/// `target/debug/deps` under the workspace root.
+fn deps_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("debug")
+        .join("deps")
+}
+
+/// The executable files directly in `dir` (test binaries and bins; libraries are not executable).
+fn executables(dir: &Path) -> HashSet<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return HashSet::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 /// The crates that warned, from cargo's `warning: `crate` (…) generated N warnings` lines.
 fn warned(stderr: &str) -> Vec<&str> {
     stderr
@@ -116,11 +147,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
     let sets = sets(&manifest)?;
 
+    let deps = deps_dir(root);
     let started = Instant::now();
     for set in &sets {
         let t = Instant::now();
+        let before = executables(&deps);
         let mut cmd = crate::cargo::cargo();
-        cmd.current_dir(root);
+        cmd.current_dir(root).env("CARGO_INCREMENTAL", "0");
         if check_only {
             cmd.args(["check", "-p", set.krate, "--all-targets"]);
         } else {
@@ -147,6 +180,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 "{name} builds with warnings ({}):\n{stderr}",
                 warnings.join("; ")
             ));
+        }
+        for linked in executables(&deps).difference(&before) {
+            std::fs::remove_file(linked)
+                .map_err(|e| format!("{name}: cannot remove {}: {e}", linked.display()))?;
         }
         let what = if check_only {
             "checked".to_owned()
@@ -189,6 +226,24 @@ mod tests {
         assert_eq!(sets[0].features, None);
         assert!(sets.iter().any(|s| s.krate == "ripcord-cli"));
         assert!(sets.iter().any(|s| s.features.as_deref() == Some("redact")));
+    }
+
+    #[test]
+    fn only_executable_files_are_listed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("xtask-features-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("libx.rlib"), b"").unwrap();
+        std::fs::write(dir.join("t-123"), b"").unwrap();
+        std::fs::set_permissions(dir.join("t-123"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let found = executables(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found, HashSet::from([dir.join("t-123")]));
+        assert!(
+            executables(&dir).is_empty(),
+            "a missing folder lists nothing"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@
 pub(crate) mod abuse;
 mod capture;
 mod chain;
+mod embeddings;
 mod invariants;
 mod observe;
 mod record;
@@ -128,6 +129,8 @@ pub(crate) struct RunResult {
     pub(crate) vendor: Option<vendor_status::VendorRun>,
     /// The gateway-under-abuse scenario, when it was run (a `ripcord serve` child).
     pub(crate) abuse: Option<abuse::AbuseRun>,
+    /// The embeddings-outage scenario, when it was run (its own embedding chain).
+    pub(crate) embeddings: Option<embeddings::EmbeddingsRun>,
 }
 
 impl RunResult {
@@ -140,6 +143,10 @@ impl RunResult {
                 .as_ref()
                 .is_none_or(vendor_status::VendorRun::passed)
             && self.abuse.as_ref().is_none_or(abuse::AbuseRun::passed)
+            && self
+                .embeddings
+                .as_ref()
+                .is_none_or(embeddings::EmbeddingsRun::passed)
     }
 }
 
@@ -291,6 +298,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             abuse::NAME
         ));
     }
+    // The embeddings scenario builds its own embedding chain: the same rules.
+    let asked_embeddings = a.only.iter().any(|n| n == embeddings::NAME);
+    if asked_embeddings && (a.config.is_some() || a.routes) {
+        return Err(format!(
+            "--only {}: it builds an embedding chain of its own, not with --config or --routes",
+            embeddings::NAME
+        ));
+    }
     // The Bedrock scenario names its own chain's providers: asked for alone, it gets that chain.
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
         a.bedrock = true;
@@ -305,9 +320,19 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let run_shared = own_chains && (a.only.is_empty() || asked_shared);
     let run_vendor = own_chains && (a.only.is_empty() || asked_vendor);
     let run_abuse = own_chains && (a.only.is_empty() || asked_abuse);
-    a.only
-        .retain(|n| n != shared::NAME && n != vendor_status::NAME && n != abuse::NAME);
-    let selected = if (asked_shared || asked_vendor || asked_abuse) && a.only.is_empty() {
+    let run_embeddings = own_chains && (a.only.is_empty() || asked_embeddings);
+    let asked_own = asked_shared || asked_vendor || asked_abuse || asked_embeddings;
+    let run_own = run_shared || run_vendor || run_abuse || run_embeddings;
+    a.only.retain(|n| {
+        ![
+            shared::NAME,
+            vendor_status::NAME,
+            abuse::NAME,
+            embeddings::NAME,
+        ]
+        .contains(&n.as_str())
+    });
+    let selected = if asked_own && a.only.is_empty() {
         Vec::new()
     } else {
         scenarios(&a)?
@@ -340,9 +365,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 scenario::BUILT_IN
             );
         }
+        if run_embeddings {
+            println!(
+                "{:<20} {} [{}]",
+                embeddings::NAME,
+                embeddings::DESCRIPTION,
+                scenario::BUILT_IN
+            );
+        }
         return Ok(());
     }
-    if selected.is_empty() && !run_shared && !run_vendor && !run_abuse {
+    if selected.is_empty() && !run_own {
         return Err("no scenario to run".to_owned());
     }
     let template = match &a.config {
@@ -369,7 +402,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let selected = fits;
-    if selected.is_empty() && !run_shared && !run_vendor && !run_abuse {
+    if selected.is_empty() && !run_own {
         return Err("no scenario fits this chain".to_owned());
     }
     let out_dir = a.out.clone().unwrap_or_else(|| {
@@ -399,6 +432,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             (
                 run_abuse,
                 format!(" + {} (a ripcord serve child)", abuse::NAME)
+            ),
+            (
+                run_embeddings,
+                format!(" + {} (an embedding chain)", embeddings::NAME)
             ),
         ]
         .into_iter()
@@ -490,6 +527,18 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     } else {
         None
     };
+    let embeddings_run = if run_embeddings {
+        let r = runtime.block_on(embeddings::run(&embeddings::EmbeddingsSettings {
+            users: s.users.clamp(2, 4),
+            duration: s.duration,
+            deadline: s.deadline,
+            seed: s.seed,
+        }))?;
+        println!("{}", embeddings::terminal_block(&r));
+        Some(r)
+    } else {
+        None
+    };
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.
     runtime.shutdown_timeout(Duration::from_secs(10));
     // Its own runtime (several threads) and its own child process.
@@ -512,6 +561,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         shared: shared_run,
         vendor: vendor_run,
         abuse: abuse_run,
+        embeddings: embeddings_run,
     };
     let paths = report::write(&result, &out_dir, &sink)?;
     println!("{}", report::terminal::summary(&result));
@@ -537,6 +587,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         println!(
             "{}: {}",
             abuse::NAME,
+            if r.passed() { "PASS" } else { "FAIL" }
+        );
+    }
+    if let Some(r) = &result.embeddings {
+        println!(
+            "{}: {}",
+            embeddings::NAME,
             if r.passed() { "PASS" } else { "FAIL" }
         );
     }
@@ -582,12 +639,19 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .map(|c| format!("{}: {}", vendor_status::NAME, c.id)),
         );
     }
-    if let Some(r) = &result.abuse {
+    for (name, checks) in [
+        (abuse::NAME, result.abuse.as_ref().map(|r| &r.checks)),
+        (
+            embeddings::NAME,
+            result.embeddings.as_ref().map(|r| &r.checks),
+        ),
+    ] {
         failed.extend(
-            r.checks
-                .iter()
+            checks
+                .into_iter()
+                .flatten()
                 .filter(|c| !c.passed)
-                .map(|c| format!("{}: {}", abuse::NAME, c.id)),
+                .map(|c| format!("{name}: {}", c.id)),
         );
     }
     if failed.is_empty() && paths.leaks.is_empty() {

@@ -541,61 +541,52 @@ fn recovered(logs: &[Arc<ReplicaLog>], last: &[Option<Instant>], outage_end: Ins
 /// The scenario's block in the terminal report.
 /// The scenario's section of the HTML report: who answered each replica, and the checks.
 pub(crate) fn html_section(r: &SharedRun) -> String {
-    use super::report::html::{checks_table, esc};
-    let (class, verdict) = match (&r.skipped, r.passed()) {
-        (Some(_), _) => ("fail", "SKIPPED"),
-        (None, true) => ("pass", "PASS"),
-        (None, false) => ("fail", "FAIL"),
-    };
-    let mut out = format!(
-        r#"<section id="{NAME}"><h2>{NAME} <span class="badge {class}">{verdict}</span></h2><p>{}</p>"#,
-        esc(DESCRIPTION)
-    );
+    use super::report::html::{esc, side_section, verdict};
+    let wall = format!("{:.1} s", r.wall.as_secs_f64());
     if let Some(why) = &r.skipped {
-        out.push_str(&format!("<p>Not run: {}</p></section>", esc(why)));
-        return out;
+        let body = format!("<p>Not run: {}</p>", esc(why));
+        return side_section(NAME, DESCRIPTION, "SKIPPED", &body, &[], &wall);
     }
-    out.push_str(r#"<table><tr><th class="l">replica</th><th class="l">served by</th></tr>"#);
+    let mut body =
+        String::from(r#"<table><tr><th class="l">replica</th><th class="l">served by</th></tr>"#);
     for (i, m) in r.served.iter().enumerate() {
         let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        out.push_str(&format!(
+        body.push_str(&format!(
             r#"<tr><td class="l">{i}</td><td class="l">{}</td></tr>"#,
             esc(&parts.join(" · "))
         ));
     }
-    out.push_str("</table>");
-    out.push_str(&checks_table("check", &r.checks));
-    out.push_str(&format!(
-        r#"<p class="muted">{:.1} s</p></section>"#,
-        r.wall.as_secs_f64()
-    ));
-    out
+    body.push_str("</table>");
+    side_section(
+        NAME,
+        DESCRIPTION,
+        verdict(r.passed()),
+        &body,
+        &r.checks,
+        &wall,
+    )
 }
 
 pub(crate) fn terminal_block(r: &SharedRun) -> String {
-    let mut out = format!("── {NAME} ── {DESCRIPTION}\n");
     if let Some(why) = &r.skipped {
-        out.push_str(&format!("  SKIPPED: {why}\n"));
-        return out;
+        return format!("── {NAME} ── {DESCRIPTION}\n  SKIPPED: {why}\n");
     }
-    for (i, m) in r.served.iter().enumerate() {
-        let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        out.push_str(&format!("  replica {i}: {}\n", parts.join(", ")));
-    }
-    for c in &r.checks {
-        out.push_str(&format!(
-            "  {} {:<12} {} — {}\n",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.id,
-            c.title,
-            c.detail
-        ));
-        for o in &c.offenders {
-            out.push_str(&format!("       {o}\n"));
-        }
-    }
-    out.push_str(&format!("  ({:.1} s)\n", r.wall.as_secs_f64()));
-    out
+    let figures: Vec<String> = r
+        .served
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            format!("replica {i}: {}", parts.join(", "))
+        })
+        .collect();
+    super::report::terminal::side_block(
+        NAME,
+        DESCRIPTION,
+        &figures,
+        &r.checks,
+        &format!("{:.1} s", r.wall.as_secs_f64()),
+    )
 }
 
 #[cfg(test)]

@@ -544,54 +544,26 @@ fn slow_line(f: &Figures) -> String {
 
 /// The scenario's block in the terminal report.
 pub(crate) fn terminal_block(r: &AbuseRun) -> String {
-    let mut out = format!("── {NAME} ── {DESCRIPTION}\n");
-    for l in figure_lines(&r.figures) {
-        out.push_str(&format!("  {l}\n"));
-    }
-    for c in &r.checks {
-        out.push_str(&format!(
-            "  {} {:<18} {} — {}\n",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.id,
-            c.title,
-            c.detail
-        ));
-        for o in &c.offenders {
-            out.push_str(&format!("       {o}\n"));
-        }
-        if c.offender_count > c.offenders.len() {
-            out.push_str(&format!(
-                "       … and {} more\n",
-                c.offender_count - c.offenders.len()
-            ));
-        }
-    }
-    out.push_str(&format!("  ({:.1} s)\n", r.wall.as_secs_f64()));
-    out
+    super::report::terminal::side_block(
+        NAME,
+        DESCRIPTION,
+        &figure_lines(&r.figures),
+        &r.checks,
+        &format!("{:.1} s", r.wall.as_secs_f64()),
+    )
 }
 
 /// The scenario's section of the HTML report.
 pub(crate) fn html_section(r: &AbuseRun) -> String {
-    use super::report::html::{checks_table, esc};
-    let (class, verdict) = if r.passed() {
-        ("pass", "PASS")
-    } else {
-        ("fail", "FAIL")
-    };
-    let mut out = format!(
-        r#"<section id="{NAME}"><h2>{NAME} <span class="badge {class}">{verdict}</span></h2><p>{}</p><ul>"#,
-        esc(DESCRIPTION)
-    );
-    for l in figure_lines(&r.figures) {
-        out.push_str(&format!("<li>{}</li>", esc(&l)));
-    }
-    out.push_str("</ul>");
-    out.push_str(&checks_table("check", &r.checks));
-    out.push_str(&format!(
-        r#"<p class="muted">{:.1} s</p></section>"#,
-        r.wall.as_secs_f64()
-    ));
-    out
+    use super::report::html::{figure_list, side_section, verdict};
+    side_section(
+        NAME,
+        DESCRIPTION,
+        verdict(r.passed()),
+        &figure_list(&figure_lines(&r.figures)),
+        &r.checks,
+        &format!("{:.1} s", r.wall.as_secs_f64()),
+    )
 }
 
 /// The scenario in the JSON report.

@@ -335,6 +335,42 @@ fn timeline(r: &ScenarioRun, s: &Settings) -> String {
     )
 }
 
+/// The section of a scenario that runs on its own (its own chains or process): a heading with
+/// its verdict (`PASS`, `FAIL`, `SKIPPED`), its description, `body` (HTML already escaped), its
+/// checks and a footer line.
+pub(crate) fn side_section(
+    name: &str,
+    description: &str,
+    verdict: &str,
+    body: &str,
+    checks: &[Check],
+    footer: &str,
+) -> String {
+    let class = if verdict == "PASS" { "pass" } else { "fail" };
+    let mut out = format!(
+        r#"<section id="{name}"><h2>{name} <span class="badge {class}">{verdict}</span></h2><p>{}</p>{body}"#,
+        esc(description)
+    );
+    out.push_str(&checks_table("check", checks));
+    let _ = write!(out, r#"<p class="muted">{}</p></section>"#, esc(footer));
+    out
+}
+
+/// Figures as an HTML list.
+pub(crate) fn figure_list(figures: &[String]) -> String {
+    let mut out = String::from("<ul>");
+    for l in figures {
+        let _ = write!(out, "<li>{}</li>", esc(l));
+    }
+    out.push_str("</ul>");
+    out
+}
+
+/// `PASS` or `FAIL`.
+pub(crate) fn verdict(passed: bool) -> &'static str {
+    if passed { "PASS" } else { "FAIL" }
+}
+
 pub(crate) fn checks_table(title: &str, checks: &[Check]) -> String {
     let mut out = format!(
         r#"<table><tr><th class="l">{}</th><th class="l">verdict</th><th class="l">what was checked</th></tr>"#,
@@ -527,6 +563,9 @@ pub(crate) fn page(result: &RunResult) -> String {
     if let Some(r) = &result.vendor {
         out.push_str(&super::super::vendor_status::html_section(r));
     }
+    if let Some(r) = &result.embeddings {
+        out.push_str(&super::super::embeddings::html_section(r));
+    }
     if let Some(r) = &result.abuse {
         out.push_str(&super::super::abuse::html_section(r));
     }
@@ -685,6 +724,7 @@ mod tests {
             shared: None,
             vendor: None,
             abuse: None,
+            embeddings: None,
         }
     }
 

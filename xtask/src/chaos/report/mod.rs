@@ -80,6 +80,8 @@ struct RunReport<'a> {
     vendor_status: Option<super::vendor_status::VendorReport<'a>>,
     /// The gateway-under-abuse scenario (a `ripcord serve` child), when it was run.
     abuse: Option<super::abuse::AbuseReport<'a>>,
+    /// The embeddings-outage scenario (its own embedding chain), when it was run.
+    embeddings: Option<super::embeddings::EmbeddingsReport<'a>>,
 }
 
 /// The phases of a scenario with their offsets in this run.
@@ -169,6 +171,10 @@ pub(crate) fn json(result: &RunResult) -> Result<String, String> {
         }),
         vendor_status: result.vendor.as_ref().map(super::vendor_status::report),
         abuse: result.abuse.as_ref().map(super::abuse::json_report),
+        embeddings: result
+            .embeddings
+            .as_ref()
+            .map(super::embeddings::json_report),
     };
     serde_json::to_string_pretty(&report).map_err(|e| format!("cannot render the JSON report: {e}"))
 }

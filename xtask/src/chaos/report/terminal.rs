@@ -122,16 +122,7 @@ pub(crate) fn scenario_block(r: &ScenarioRun, n: usize, total: usize) -> String 
             c.detail
         );
         if !c.passed {
-            for o in &c.offenders {
-                let _ = writeln!(out, "        ✗ {o}");
-            }
-            if c.offender_count > c.offenders.len() {
-                let _ = writeln!(
-                    out,
-                    "        … and {} more",
-                    c.offender_count - c.offenders.len()
-                );
-            }
+            offender_lines(&mut out, "        ", c);
         }
     }
     out
@@ -211,4 +202,48 @@ pub(crate) fn summary(result: &RunResult) -> String {
         result.wall.as_secs_f64()
     );
     out
+}
+
+/// The terminal block of a scenario that runs on its own (its own chains or process): a
+/// heading, its figures, each check with its offenders, and a footer (its bounds, its wall time)
+/// in parentheses.
+pub(crate) fn side_block(
+    name: &str,
+    description: &str,
+    figures: &[String],
+    checks: &[Check],
+    footer: &str,
+) -> String {
+    let mut out = format!("── {name} ── {description}\n");
+    for l in figures {
+        let _ = writeln!(out, "  {l}");
+    }
+    let width = checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
+    for c in checks {
+        let _ = writeln!(
+            out,
+            "  {} {:<width$} {} — {}",
+            if c.passed { "PASS" } else { "FAIL" },
+            c.id,
+            c.title,
+            c.detail
+        );
+        offender_lines(&mut out, "       ", c);
+    }
+    let _ = writeln!(out, "  ({footer})");
+    out
+}
+
+/// A check's listed offenders, one a line, and how many more there were.
+fn offender_lines(out: &mut String, indent: &str, c: &Check) {
+    for o in &c.offenders {
+        let _ = writeln!(out, "{indent}✗ {o}");
+    }
+    if c.offender_count > c.offenders.len() {
+        let _ = writeln!(
+            out,
+            "{indent}… and {} more",
+            c.offender_count - c.offenders.len()
+        );
+    }
 }

@@ -178,72 +178,49 @@ fn run_line(r: &VariantRec) -> String {
 
 /// The scenario's block in the terminal report.
 pub(crate) fn terminal_block(r: &VendorRun) -> String {
-    let mut out = format!("── {NAME} ── {DESCRIPTION}\n");
-    for v in &r.runs {
-        let _ = writeln!(out, "  {}", run_line(v));
-    }
-    for c in &r.checks {
-        let _ = writeln!(
-            out,
-            "  {} {:<27} {} — {}",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.id,
-            c.title,
-            c.detail
-        );
-        for o in &c.offenders {
-            let _ = writeln!(out, "       ✗ {o}");
-        }
-        if c.offender_count > c.offenders.len() {
-            let _ = writeln!(
-                out,
-                "       … and {} more",
-                c.offender_count - c.offenders.len()
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "  (bounds: react {:.0} ms, in-flight edge {:.0} ms; {:.1} s)",
-        r.bounds.react_ms(),
-        r.bounds.in_flight_ms(),
-        r.wall.as_secs_f64()
-    );
-    out
+    let figures: Vec<String> = r.runs.iter().map(run_line).collect();
+    super::report::terminal::side_block(
+        NAME,
+        DESCRIPTION,
+        &figures,
+        &r.checks,
+        &format!(
+            "bounds: react {:.0} ms, in-flight edge {:.0} ms; {:.1} s",
+            r.bounds.react_ms(),
+            r.bounds.in_flight_ms(),
+            r.wall.as_secs_f64()
+        ),
+    )
 }
 
 /// The scenario's section of the HTML report: each run in a line, and the checks.
 pub(crate) fn html_section(r: &VendorRun) -> String {
-    use super::report::html::{checks_table, esc};
-    let (class, verdict) = if r.passed() {
-        ("pass", "PASS")
-    } else {
-        ("fail", "FAIL")
-    };
-    let mut out = format!(
-        r#"<section id="{NAME}"><h2>{NAME} <span class="badge {class}">{verdict}</span></h2><p>{}</p>"#,
-        esc(DESCRIPTION)
-    );
-    out.push_str(r#"<table><tr><th class="l">run</th><th class="l">what happened</th></tr>"#);
+    use super::report::html::{esc, side_section, verdict};
+    let mut body =
+        String::from(r#"<table><tr><th class="l">run</th><th class="l">what happened</th></tr>"#);
     for v in &r.runs {
         let _ = write!(
-            out,
+            body,
             r#"<tr><td class="l">{}</td><td class="l">{}</td></tr>"#,
             esc(v.variant.name()),
             esc(&run_line(v))
         );
     }
-    out.push_str("</table>");
-    out.push_str(&checks_table("check", &r.checks));
-    let _ = write!(
-        out,
-        r#"<p class="muted">poll interval {} ms · react within {:.0} ms · in-flight edge {:.0} ms · {:.1} s</p></section>"#,
-        INTERVAL.as_millis(),
-        r.bounds.react_ms(),
-        r.bounds.in_flight_ms(),
-        r.wall.as_secs_f64()
-    );
-    out
+    body.push_str("</table>");
+    side_section(
+        NAME,
+        DESCRIPTION,
+        verdict(r.passed()),
+        &body,
+        &r.checks,
+        &format!(
+            "poll interval {} ms · react within {:.0} ms · in-flight edge {:.0} ms · {:.1} s",
+            INTERVAL.as_millis(),
+            r.bounds.react_ms(),
+            r.bounds.in_flight_ms(),
+            r.wall.as_secs_f64()
+        ),
+    )
 }
 
 /// The scenario in the JSON report.
@@ -313,6 +290,7 @@ mod tests {
             wall: Duration::from_secs(5),
             shared: None,
             abuse: None,
+            embeddings: None,
             vendor: Some(VendorRun {
                 runs: Vec::new(),
                 checks: vec![check],

@@ -394,23 +394,33 @@ impl OpenAi {
         }
     }
 
+    /// Sends a Chat Completions request (streamed or not), a vendor error status classified.
+    async fn send_chat(
+        &self,
+        req: &ChatRequest,
+        ctx: &Context,
+        stream: bool,
+    ) -> Result<(http::Response, tokio::time::Instant)> {
+        let e = &self.engine;
+        let body = request::chat_body(&self.id.model, req, &e.dialect, stream)?;
+        let hook = e.dialect.hook;
+        e.transport
+            .send(
+                ctx,
+                self.chat_target(req),
+                body,
+                stream,
+                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
+            )
+            .await
+    }
+
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let e = &self.engine;
         if let Some(url) = &e.responses_url {
             return self.responses_chat(url, req, ctx).await;
         }
-        let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
-        let hook = e.dialect.hook;
-        let (mut resp, started) = e
-            .transport
-            .send(
-                ctx,
-                self.chat_target(req),
-                body,
-                false,
-                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
-            )
-            .await?;
+        let (mut resp, started) = self.send_chat(req, ctx, false).await?;
         let raw = e.transport.body(ctx, started, &mut resp).await?;
         let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
         r.provenance = Provenance::served(
@@ -426,18 +436,7 @@ impl OpenAi {
         if let Some(url) = &e.responses_url {
             return self.responses_stream(url, req, ctx).await;
         }
-        let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
-        let hook = e.dialect.hook;
-        let (mut resp, started) = e
-            .transport
-            .send(
-                ctx,
-                self.chat_target(req),
-                body,
-                true,
-                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
-            )
-            .await?;
+        let (mut resp, started) = self.send_chat(req, ctx, true).await?;
         if http::is_json(&resp) {
             // An error object with status 200, or a server that ignored `stream: true` and sent
             // the whole answer: classify the first, replay the second as a stream.

@@ -58,6 +58,12 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--int8", action="store_true")
     p.add_argument("--blocks", type=int, nargs="*", default=[], help="fused block-quantized variants (8, 4)")
+    p.add_argument(
+        "--accuracy",
+        type=int,
+        default=None,
+        help="MatMulNBits accuracy_level of the fused variants (default 4: int8 activations; 1: fp32, exact but ~15x slower)",
+    )
     p.set_defaults(func=cmd_convert)
     p = sub.add_parser("tiny")
     p.add_argument("--gguf", required=True)

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 # Bump when the exported graph or side files change: it is part of the setup stamp.
-CONVERTER_VERSION = 4
+CONVERTER_VERSION = 5
 
 
 def out(obj) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .common import log, out
-from .gguf_source import gguf_field, random_weights, read_gguf_config, read_gguf_weights
+from .gguf_source import gguf_field, random_weights, read_gguf_blocks, read_gguf_config, read_gguf_weights
 from .graph import build_fused_model, build_model
 
 
@@ -180,6 +180,14 @@ def cmd_convert(args) -> None:
     cfg = read_gguf_config(reader)
     log(f"converter: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, vocab {cfg['vocab_size']}")
     w = read_gguf_weights(reader, cfg)
+    blocks = read_gguf_blocks(reader, cfg)
+    exact = [b.source for lb in blocks["layers"] for b in lb.values() if b is not None]
+    total = sum(len(lb) for lb in blocks["layers"])
+    log(
+        f"converter: {len(exact)} of {total} layer weights taken exactly from the GGUF's blocks"
+        + (f" ({', '.join(sorted(set(exact)))})" if exact else "")
+        + ("; the rest re-quantized" if len(exact) < total else "")
+    )
     t_read = time.time() - t0
     tied = "lm_head" not in w
     write_side_files(reader, cfg, out_dir, tied)
@@ -189,7 +197,7 @@ def cmd_convert(args) -> None:
         quantize_int8(cfg, w, out_dir / "model.int8.onnx", out_dir)
     t_int8 = time.time() - t0
     for bits in args.blocks:
-        save_model(build_fused_model(cfg, w, bits), out_dir / f"model.q{bits}.onnx")
+        save_model(build_fused_model(cfg, w, bits, blocks, args.accuracy), out_dir / f"model.q{bits}.onnx")
     out(
         {
             "converted": str(out_dir),

@@ -111,3 +111,140 @@ def random_weights(cfg, seed: int) -> dict:
             }
         )
     return w
+
+
+# --------------------------------------------------------------------------------------------
+# the GGUF's own blocks, for the fused graph's exact weights
+# --------------------------------------------------------------------------------------------
+#
+# llama.cpp's 4- and 8-bit blocks hold 32 weights of one row each, along the input dimension:
+#
+#   Q4_0  d (fp16), 16 bytes of nibbles          w = d * (q - 8)
+#   Q4_1  d (fp16), m (fp16), 16 bytes of nibbles w = d * q + m
+#   Q8_0  d (fp16), 32 int8                       w = d * q
+#
+# (nibbles: byte j holds element j in its low half and element j + 16 in its high half). ONNX
+# Runtime's MatMulNBits computes with w = scale * (q - zero_point) per block of 32, the zero point
+# a small integer: Q4_0 and Q8_0 are exactly that. Q4_1's minimum is not a multiple of d, so the
+# fused graph keeps it apart: x @ w.T = MatMulNBits(x, q, d, zero point 0) + blocksum(x) @ m.T,
+# where blocksum(x) sums x over each block of 32 inputs. Either way the graph computes with the
+# GGUF's own weights: nothing is re-quantized.
+
+
+class Blocks:
+    """A weight [N, K] as blocks of 32 along K: levels q (uint8 [N, K]), zero points and scales
+    (per block, [N, K/32]) and, for Q4_1, the blocks' minimums: w = scale * (q - zp) + minimum."""
+
+    BLOCK = 32
+
+    def __init__(self, q, zp, scale, minimum, levels: int, source: str):
+        self.q, self.zp, self.scale, self.minimum = q, zp, scale, minimum
+        self.levels, self.source = levels, source
+
+    @property
+    def shape(self):
+        return self.q.shape
+
+    def dequantize(self):
+        import numpy as np
+
+        n, k = self.q.shape
+        kb = k // self.BLOCK
+        q = self.q.reshape(n, kb, self.BLOCK).astype(np.float32) - self.zp[..., None].astype(np.float32)
+        w = q * self.scale[..., None]
+        if self.minimum is not None:
+            w = w + self.minimum[..., None]
+        return w.reshape(n, k).astype(np.float32)
+
+    def map_rows(self, f):
+        """The same weight with its rows rearranged by f (applied to every per-row array)."""
+        m = None if self.minimum is None else f(self.minimum)
+        return Blocks(f(self.q), f(self.zp), f(self.scale), m, self.levels, self.source)
+
+    @staticmethod
+    def concat(parts):
+        """Row-wise concatenation (QKV, gate and up): one weight of all the rows."""
+        import numpy as np
+
+        levels = {p.levels for p in parts}
+        if len(levels) != 1:
+            return None
+        mins = None
+        if any(p.minimum is not None for p in parts):
+            mins = np.concatenate([p.minimum if p.minimum is not None else np.zeros_like(p.scale) for p in parts])
+        return Blocks(
+            np.concatenate([p.q for p in parts]),
+            np.concatenate([p.zp for p in parts]),
+            np.concatenate([p.scale for p in parts]),
+            mins,
+            levels.pop(),
+            "+".join(sorted({p.source for p in parts})),
+        )
+
+
+def blocks_of(tensor):
+    """The tensor's own blocks, or None for a type MatMulNBits cannot hold exactly (F32, F16,
+    K-quants: those are dequantized and re-quantized, as before)."""
+    import numpy as np
+    from gguf import GGMLQuantizationType as T
+
+    kind = tensor.tensor_type
+    layout = {T.Q4_0: (18, 2), T.Q4_1: (20, 4), T.Q8_0: (34, 2)}.get(kind)
+    if layout is None:
+        return None
+    size, head = layout
+    data = np.asarray(tensor.data, dtype=np.uint8)
+    n = data.shape[0]
+    b = data.reshape(n, -1, size)
+    kb = b.shape[1]
+    d = np.ascontiguousarray(b[..., 0:2]).view(np.float16)[..., 0].astype(np.float32)
+    if kind == T.Q8_0:
+        q = (np.ascontiguousarray(b[..., 2:]).view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        zp = np.full((n, kb), 128, dtype=np.uint8)
+        return Blocks(q.reshape(n, kb * 32), zp, d, None, 256, kind.name)
+    qs = b[..., head:]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.uint8)
+    if kind == T.Q4_0:
+        zp = np.full((n, kb), 8, dtype=np.uint8)
+        return Blocks(q.reshape(n, kb * 32), zp, d, None, 16, kind.name)
+    m = np.ascontiguousarray(b[..., 2:4]).view(np.float16)[..., 0].astype(np.float32)
+    return Blocks(q.reshape(n, kb * 32), np.zeros((n, kb), dtype=np.uint8), d, m, 16, kind.name)
+
+
+def read_gguf_blocks(reader, cfg) -> dict:
+    """Per weight of read_gguf_weights, its Blocks (None where the type has no exact form), each
+    checked against the GGUF library's own dequantization."""
+    import numpy as np
+    from gguf.quants import dequantize
+
+    tensors = {t.name: t for t in reader.tensors}
+
+    def get(name, rope_heads=None):
+        t = tensors[name]
+        blk = blocks_of(t)
+        if blk is None:
+            return None
+        want = dequantize(t.data, t.tensor_type).astype(np.float32)
+        if not np.array_equal(blk.dequantize(), want):
+            sys.exit(f"GGUF tensor {name} ({t.tensor_type.name}): its blocks do not decode to the GGUF library's values")
+        if rope_heads is not None:
+            blk = blk.map_rows(lambda a: unpermute_rope_rows(a, rope_heads))
+        return blk
+
+    out = {"embed": get("token_embd.weight"), "layers": []}
+    if "output.weight" in tensors:
+        out["lm_head"] = get("output.weight")
+    for i in range(cfg["num_hidden_layers"]):
+        b = f"blk.{i}."
+        out["layers"].append(
+            {
+                "wq": get(b + "attn_q.weight", cfg["num_attention_heads"]),
+                "wk": get(b + "attn_k.weight", cfg["num_key_value_heads"]),
+                "wv": get(b + "attn_v.weight"),
+                "wo": get(b + "attn_output.weight"),
+                "w_gate": get(b + "ffn_gate.weight"),
+                "w_up": get(b + "ffn_up.weight"),
+                "w_down": get(b + "ffn_down.weight"),
+            }
+        )
+    return out

@@ -237,21 +237,43 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 #
 # Prefill computes the LM head for the last position only (the only one generation reads).
 #
-# What was measured on SmolLM2-135M (20 prompts x 16 greedy tokens against the fp32 model, and
-# the Paris check; see the crate README):
-#   - 8 bits, blocks of 16: 14/20 prompts identical, Paris. Blocks of 32: 9/20 and the Paris
-#     answer lost ("L'Etoile, ..."); blocks of 64: 8/20. Smaller blocks also mean finer int8
-#     activation blocks, which is where most of the error comes from.
-#   - 4 bits, blocks of 32: 1/20 identical (15/20 first tokens), Paris. fp32 activations
-#     (accuracy_level 1) do not help (0/20): the error is in re-quantizing the GGUF's Q4_1 blocks
-#     with an integer zero point. A float zero point would keep Q4_1 exact, but ONNX Runtime's
-#     fast kernels need uint8 zero points (the float path decoded ~10x slower).
+# Exact weights. A weight the GGUF holds as Q4_0, Q4_1 or Q8_0 is not re-quantized: its own
+# levels and scales go into MatMulNBits (see gguf_source.Blocks; Q4_1's minimums through the
+# block sums), so the graph computes with exactly the GGUF's weights. Other types (F16, K-quants)
+# are dequantized and quantized as below. A block of 32 may be split in blocks of 16 with the same
+# scale and zero point (still exact): the kernels quantize the activations per block, so smaller
+# blocks lose less there, at some speed.
+#
+# What was measured on SmolLM2-135M's Q4_1 GGUF (20 prompts x 16 greedy tokens against an fp32
+# model of the same dequantized weights, stored in fp32; the Paris check; ONNX Runtime's Python
+# API, 1 thread, decode tokens/s of one noisy run each):
+#
+#   | weights                                   | identical | Paris | decode |
+#   | ----------------------------------------- | --------- | ----- | ------ |
+#   | model.onnx (fp16 storage)                 | 18/20     | yes   |        |
+#   | re-quantized 8-bit blocks of 16 (old q8)  | 14/20     | yes   | ~43    |
+#   | re-quantized 4-bit blocks of 32 (old q4)  |  1/20     | yes   | ~61    |
+#   | exact, fp32 activations (accuracy 1)      | 20/20     | yes   |   3    |
+#   | exact, layers 16, head 16 (q8 and q4)     | 12/20     | yes   | ~45    |
+#   | exact, layers 16, head 32                 | 10/20     | yes   | ~45    |
+#   | exact, layers 32, head 16 (q4)            |  8/20     | yes   | ~55    |
+#   | exact, layers 32, head 32                 |  9/20     | no    | ~57    |
+#
+# So the weights are lossless (fp32 activations reproduce the fp32 model on every prompt), and
+# what differs on the fast path is the int8 activations (accuracy_level 4), which llama.cpp's
+# kernels quantize too (Q8 blocks of 32); ONNX Runtime's fp32-activation kernels decode ~15x
+# slower on this CPU. Blocks of 32 everywhere lose the Paris answer ("L'Etoile, ..."), as
+# re-quantized 8-bit blocks of 32 did before.
 
 FUSED_FORMAT = "ripcord-fused-v1"
 # Weight block size per bit width (see above).
 BLOCKS = {8: 16, 4: 32}
 # accuracy_level 4: int8 activations, integer dot products. Levels 0/1 are ~20x slower for 8 bits.
 ACCURACY = 4
+# The block size of weights taken exactly from the GGUF's blocks of 32, per bit width (the 8-bit
+# head of either: EXACT_HEAD_BLOCK); see above.
+EXACT_BLOCKS = {8: 16, 4: 32}
+EXACT_HEAD_BLOCK = 16
 
 
 def quant_blocks(w, bits: int, block: int):
@@ -287,13 +309,65 @@ def quant_blocks(w, bits: int, block: int):
     return np.ascontiguousarray(blob), s.astype(np.float32), zp
 
 
-def build_fused_model(cfg: dict, w: dict, bits: int):
-    """The fused decoder graph (see above); bits is 8 or 4."""
+def pack_blocks(blk, bits: int, block: int):
+    """A Blocks weight as MatMulNBits inputs in blocks of `block` (the GGUF's 32, or a divisor of
+    it: each block split in parts with the same scale and zero point, still exact): (B uint8
+    [N, kb, blob], scales f32 [N, kb], zero points packed as the operator reads them, or None
+    where every block has the default)."""
+    import numpy as np
+
+    n, k = blk.q.shape
+    parts = blk.BLOCK // block
+    kb = k // block
+    q = blk.q.reshape(n, kb, block)
+    zp = np.repeat(blk.zp, parts, axis=1)
+    scale = np.repeat(blk.scale, parts, axis=1)
+    if bits == 4:
+        blob = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+        default = 8
+        if kb % 2:
+            zp = np.concatenate([zp, np.full((n, 1), default, dtype=np.uint8)], axis=1)
+        packed = (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        blob, default, packed = q, 128, zp
+    zp_in = None if np.all(blk.zp == default) else np.ascontiguousarray(packed)
+    return np.ascontiguousarray(blob), np.ascontiguousarray(scale.astype(np.float32)), zp_in
+
+
+def exact_matmul(g, x, name: str, blk, bits: int, block: int, accuracy: int, sums: dict) -> str:
+    """x @ w.T with the weight's own blocks: MatMulNBits over its levels, scales and zero points,
+    plus, for blocks with a minimum (Q4_1), blocksum(x) @ minimums.T. `x` is [batch, seq, K];
+    `sums` caches each input's block sums (several weights read the same input)."""
+    import numpy as np
+
+    n, k = blk.shape
+    blob, scales, zp = pack_blocks(blk, bits, block)
+    ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]
+    if zp is not None:
+        ins.append(g.const(name + ".zero_points", zp))
+    y = g.op("MatMulNBits", ins, name.split(".")[-1], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy)
+    if blk.minimum is None or not np.any(blk.minimum):
+        return y
+    if x not in sums:
+        shape = g.const(g.name("c_blocks"), np.array([0, 0, k // blk.BLOCK, blk.BLOCK], dtype=np.int64))
+        axis = g.const(g.name("c_axis"), np.array([-1], dtype=np.int64))
+        sums[x] = g.op("ReduceSum", [g.op("Reshape", [x, shape], "blocked"), axis], "block_sums", keepdims=0)
+    mins = g.const(name + ".block_minimums", np.ascontiguousarray(blk.minimum.T.astype(np.float32)))
+    return g.op("Add", [y, g.op("MatMul", [sums[x], mins], "min_term")], "with_min")
+
+
+def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | None = None, exact_block: int | None = None, head_block: int | None = None):
+    """The fused decoder graph (see above); bits is 8 or 4. With `blocks` (read_gguf_blocks), a
+    weight the GGUF holds in Q4_0, Q4_1 or Q8_0 blocks computes with exactly those blocks; any
+    other is quantized from `w`."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper
 
     block = BLOCKS[bits]
+    accuracy = ACCURACY if accuracy is None else accuracy
+    exact_block = EXACT_BLOCKS[bits] if exact_block is None else exact_block
+    exact_head = EXACT_HEAD_BLOCK if head_block is None else head_block
     d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     hd, h, kvh = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     n_layers = cfg["num_hidden_layers"]
@@ -309,14 +383,25 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, v])]
     add_kv_cache_io(inputs, outputs, n_layers, kvh, hd, "max_sequence_length", "max_sequence_length")
 
-    def qmatmul(x, name, wt):
-        """x @ wt.T for a weight wt of shape [N, K]."""
+    sums = {}
+
+    def qmatmul(x, name, wt, blk=None):
+        """x @ wt.T for a weight wt of shape [N, K]; with blk, exactly with the GGUF's blocks."""
+        if blk is not None:
+            nbits = 8 if blk.levels == 256 else bits
+            return exact_matmul(g, x, name, blk, nbits, exact_block, accuracy, sums)
         n, k = wt.shape
         blob, scales, zp = quant_blocks(wt, bits, block)
         ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]
         if zp is not None:
             ins.append(g.const(name + ".zero_points", zp))
-        return g.op("MatMulNBits", ins, name.split(".")[-1], domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=ACCURACY)
+        return g.op("MatMulNBits", ins, name.split(".")[-1], domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy)
+
+    exact = blocks or {"layers": [{} for _ in w["layers"]]}
+
+    def exact_concat(lb, *keys):
+        parts = [lb.get(key) for key in keys]
+        return None if any(p is None for p in parts) else type(parts[0]).concat(parts)
 
     i64 = lambda *xs: np.array(xs, dtype=np.int64)  # noqa: E731
     g.const("c_one_i", np.array(1, dtype=np.int64))
@@ -329,10 +414,26 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
     g.const("c_cos", np.cos(angles).astype(np.float32))
     g.const("c_sin", np.sin(angles).astype(np.float32))
 
-    # The embedding table stays fp16 (only the gathered rows are widened).
-    g.const("model.embed_tokens.weight.fp16", np.ascontiguousarray(w["embed"].astype(np.float16)))
-    hidden = g.op("Gather", ["model.embed_tokens.weight.fp16", "input_ids"], "embeds16", axis=0)
-    hidden = g.op("Cast", [hidden], "embeds", to=TensorProto.FLOAT)
+    embed_blocks = exact.get("embed")
+    tied_q8 = embed_blocks is not None and embed_blocks.levels == 256 and "lm_head" not in w
+    if tied_q8:
+        # A tied Q8_0 embedding: one table of the GGUF's int8 levels (stored + 128) serves the
+        # embedding lookup (the gathered rows decoded exactly) and the 8-bit head.
+        blob, scales, _ = pack_blocks(embed_blocks, 8, exact_head)
+        g.const("lm_head.qweight", blob)
+        g.const("lm_head.scales", scales)
+        g.const("c_128", np.array(128.0, dtype=np.float32))
+        g.const("c_last_axis", i64(-1))
+        rows = g.op("Cast", [g.op("Gather", ["lm_head.qweight", "input_ids"], "embed_q", axis=0)], "embed_levels", to=TensorProto.FLOAT)
+        row_scales = g.op("Unsqueeze", [g.op("Gather", ["lm_head.scales", "input_ids"], "embed_s", axis=0), "c_last_axis"], "embed_scales")
+        hidden = g.op("Mul", [g.op("Sub", [rows, "c_128"], "embed_centred"), row_scales], "embed_blocks")
+        g.const("c_embed_shape", i64(0, 0, d))
+        hidden = g.op("Reshape", [hidden, "c_embed_shape"], "embeds")
+    else:
+        # The embedding table stays fp16 (only the gathered rows are widened).
+        g.const("model.embed_tokens.weight.fp16", np.ascontiguousarray(w["embed"].astype(np.float16)))
+        hidden = g.op("Gather", ["model.embed_tokens.weight.fp16", "input_ids"], "embeds16", axis=0)
+        hidden = g.op("Cast", [hidden], "embeds", to=TensorProto.FLOAT)
 
     # The KV length from the mask: seqlens_k = valid tokens - 1, total = the mask's length.
     mask_sum = g.op("ReduceSum", ["attention_mask", "c_axis_1"], "mask_sum", keepdims=0)
@@ -343,6 +444,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
     residual = None
     attn_out = None
     for i, lw in enumerate(w["layers"]):
+        lb = exact["layers"][i]
         p = f"model.layers.{i}."
         g.const(p + "input_layernorm.weight", lw["attn_norm"].astype(np.float32))
         if residual is None:
@@ -357,7 +459,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
                 epsilon=eps,
             )
         wqkv = np.concatenate([lw["wq"], lw["wk"], lw["wv"]], axis=0)
-        qkv = qmatmul(x, p + "self_attn.qkv_proj", wqkv)
+        qkv = qmatmul(x, p + "self_attn.qkv_proj", wqkv, exact_concat(lb, "wq", "wk", "wv"))
         attn = g.op(
             "GroupQueryAttention",
             [qkv, "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total, "c_cos", "c_sin"],
@@ -368,7 +470,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
             do_rotary=1,
             rotary_interleaved=0,
         )[0]
-        o = qmatmul(attn, p + "self_attn.o_proj", lw["wo"])
+        o = qmatmul(attn, p + "self_attn.o_proj", lw["wo"], lb.get("wo"))
         g.const(p + "post_attention_layernorm.weight", lw["ffn_norm"].astype(np.float32))
         x, _, _, residual = g.op(
             "SkipSimplifiedLayerNormalization",
@@ -378,10 +480,10 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
             epsilon=eps,
         )
         wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0)
-        gu = qmatmul(x, p + "mlp.gate_up_proj", wgu)
+        gu = qmatmul(x, p + "mlp.gate_up_proj", wgu, exact_concat(lb, "w_gate", "w_up"))
         gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
         act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
-        attn_out = qmatmul(act, p + "mlp.down_proj", lw["w_down"])
+        attn_out = qmatmul(act, p + "mlp.down_proj", lw["w_down"], lb.get("w_down"))
 
     g.const("model.norm.weight", w["norm"].astype(np.float32))
     # Only the last position's logits are used: slice before the final norm and the head.
@@ -396,10 +498,14 @@ def build_fused_model(cfg: dict, w: dict, bits: int):
     )
     # The head is 8-bit in both variants: it decides every token, and llama.cpp keeps SmolLM2's
     # tied embedding as Q8_0 too (which 8-bit blocks of 32 reproduce exactly).
-    head_block = min(block, BLOCKS[8]) if bits == 8 else 32
-    blob, scales, _ = quant_blocks(w.get("lm_head", w["embed"]), 8, head_block)
-    ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
-    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=ACCURACY)
+    if tied_q8:
+        ins = [normed, "lm_head.qweight", "lm_head.scales"]
+        head_block = exact_head
+    else:
+        head_block = min(block, BLOCKS[8]) if bits == 8 else 32
+        blob, scales, _ = quant_blocks(w.get("lm_head", w["embed"]), 8, head_block)
+        ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
+    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=accuracy)
 
     graph = helper.make_graph(g.nodes, "ripcord_llama_decoder_fused", inputs, outputs, g.inits)
     model = helper.make_model(

@@ -16,14 +16,96 @@ import onnx
 
 from support import CACHE, GGUF, TINY_DIR, run_tool
 
-from modeltool.gguf_source import random_weights, unpermute_rope_rows
-from modeltool.graph import quant_blocks
+from modeltool.gguf_source import Blocks, blocks_of, random_weights, unpermute_rope_rows
+from modeltool.graph import GraphBuilder, exact_matmul, quant_blocks
 
 
 def llama_cpp_permute(w, n_head: int):
     """llama.cpp's `permute` (convert_hf_to_gguf.py), which the converter must undo."""
     rows = w.shape[0]
     return w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+class FakeTensor:
+    """What blocks_of reads of a GGUF tensor: its raw rows and its type."""
+
+    def __init__(self, data, tensor_type):
+        self.data, self.tensor_type = data, tensor_type
+
+
+def gguf_blocks(w, kind):
+    """w quantized by the gguf library into `kind` blocks, and those blocks read back."""
+    from gguf.quants import quantize
+
+    raw = quantize(w, kind)
+    return raw, blocks_of(FakeTensor(raw, kind))
+
+
+class ExactBlocks(unittest.TestCase):
+    """The GGUF's own blocks, taken into the fused graph without re-quantizing."""
+
+    KINDS = ("Q4_0", "Q4_1", "Q8_0")
+
+    def test_blocks_decode_to_the_gguf_library_s_values(self):
+        from gguf import GGMLQuantizationType as T
+        from gguf.quants import dequantize
+
+        rng = np.random.default_rng(3)
+        w = rng.standard_normal((6, 96)).astype(np.float32)
+        for name in self.KINDS:
+            kind = T[name]
+            raw, blk = gguf_blocks(w, kind)
+            self.assertEqual(blk.shape, (6, 96), name)
+            np.testing.assert_array_equal(blk.dequantize(), dequantize(raw, kind), err_msg=name)
+            self.assertEqual(blk.levels, 256 if name == "Q8_0" else 16)
+            self.assertEqual(blk.minimum is not None, name == "Q4_1")
+        self.assertIsNone(blocks_of(FakeTensor(w, T.F32)), "F32 has no blocks to keep")
+
+    def test_rows_rearranged_and_concatenated_keep_the_weights(self):
+        from gguf import GGMLQuantizationType as T
+
+        rng = np.random.default_rng(4)
+        a, b = (rng.standard_normal((8, 64)).astype(np.float32) for _ in range(2))
+        _, qa = gguf_blocks(a, T.Q4_1)
+        _, qb = gguf_blocks(b, T.Q4_0)
+        both = Blocks.concat([qa, qb])
+        np.testing.assert_array_equal(both.dequantize(), np.concatenate([qa.dequantize(), qb.dequantize()]))
+        flipped = qa.map_rows(lambda x: x[::-1])
+        np.testing.assert_array_equal(flipped.dequantize(), qa.dequantize()[::-1])
+        _, q8 = gguf_blocks(a, T.Q8_0)
+        self.assertIsNone(Blocks.concat([qa, q8]), "4- and 8-bit levels do not share one weight")
+
+    def test_matmulnbits_computes_with_exactly_the_blocks(self):
+        """x @ w.T through MatMulNBits (fp32 activations) equals numpy's with the GGUF's own
+        weights, for every type, 4 and 8 bits, blocks of 32 and split in 16."""
+        import onnxruntime as ort
+        from gguf import GGMLQuantizationType as T
+        from gguf.quants import dequantize
+        from onnx import TensorProto, helper
+
+        rng = np.random.default_rng(5)
+        k, n = 96, 10
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        x = rng.standard_normal((1, 3, k)).astype(np.float32)
+        for name in self.KINDS:
+            raw, blk = gguf_blocks(w, T[name])
+            want = x @ dequantize(raw, T[name]).T
+            for bits in ((8,) if blk.levels == 256 else (4, 8)):
+                for block in (32, 16):
+                    g = GraphBuilder("fp32")
+                    y = exact_matmul(g, "x", "w", blk, bits, block, 1, {})
+                    graph = helper.make_graph(
+                        g.nodes,
+                        "t",
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, k])],
+                        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)],
+                        g.inits,
+                    )
+                    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+                    model.ir_version = 8
+                    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+                    got = sess.run(None, {"x": x})[0]
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=f"{name}, {bits} bits, blocks of {block}")
 
 
 class Pieces(unittest.TestCase):

@@ -541,22 +541,22 @@ fn recovered(logs: &[Arc<ReplicaLog>], last: &[Option<Instant>], outage_end: Ins
 /// The scenario's block in the terminal report.
 /// The scenario's section of the HTML report: who answered each replica, and the checks.
 pub(crate) fn html_section(r: &SharedRun) -> String {
-    use super::report::html::{esc, side_section, verdict};
+    use super::report::html::{esc, side_section, two_column_table, verdict};
     let wall = format!("{:.1} s", r.wall.as_secs_f64());
     if let Some(why) = &r.skipped {
         let body = format!("<p>Not run: {}</p>", esc(why));
         return side_section(NAME, DESCRIPTION, "SKIPPED", &body, &[], &wall);
     }
-    let mut body =
-        String::from(r#"<table><tr><th class="l">replica</th><th class="l">served by</th></tr>"#);
-    for (i, m) in r.served.iter().enumerate() {
-        let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        body.push_str(&format!(
-            r#"<tr><td class="l">{i}</td><td class="l">{}</td></tr>"#,
-            esc(&parts.join(" · "))
-        ));
-    }
-    body.push_str("</table>");
+    let rows: Vec<(String, String)> = r
+        .served
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            (i.to_string(), parts.join(" · "))
+        })
+        .collect();
+    let body = two_column_table("replica", "served by", &rows);
     side_section(
         NAME,
         DESCRIPTION,

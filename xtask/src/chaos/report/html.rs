@@ -356,6 +356,25 @@ pub(crate) fn side_section(
     out
 }
 
+/// A table of two text columns (headings and cells escaped here).
+pub(crate) fn two_column_table(left: &str, right: &str, rows: &[(String, String)]) -> String {
+    let mut out = format!(
+        r#"<table><tr><th class="l">{}</th><th class="l">{}</th></tr>"#,
+        esc(left),
+        esc(right)
+    );
+    for (l, r) in rows {
+        let _ = write!(
+            out,
+            r#"<tr><td class="l">{}</td><td class="l">{}</td></tr>"#,
+            esc(l),
+            esc(r)
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
 /// Figures as an HTML list.
 pub(crate) fn figure_list(figures: &[String]) -> String {
     let mut out = String::from("<ul>");

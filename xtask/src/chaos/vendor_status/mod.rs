@@ -50,7 +50,6 @@ mod checks;
 mod drive;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -195,18 +194,13 @@ pub(crate) fn terminal_block(r: &VendorRun) -> String {
 
 /// The scenario's section of the HTML report: each run in a line, and the checks.
 pub(crate) fn html_section(r: &VendorRun) -> String {
-    use super::report::html::{esc, side_section, verdict};
-    let mut body =
-        String::from(r#"<table><tr><th class="l">run</th><th class="l">what happened</th></tr>"#);
-    for v in &r.runs {
-        let _ = write!(
-            body,
-            r#"<tr><td class="l">{}</td><td class="l">{}</td></tr>"#,
-            esc(v.variant.name()),
-            esc(&run_line(v))
-        );
-    }
-    body.push_str("</table>");
+    use super::report::html::{side_section, two_column_table, verdict};
+    let rows: Vec<(String, String)> = r
+        .runs
+        .iter()
+        .map(|v| (v.variant.name().to_owned(), run_line(v)))
+        .collect();
+    let body = two_column_table("run", "what happened", &rows);
     side_section(
         NAME,
         DESCRIPTION,

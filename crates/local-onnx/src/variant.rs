@@ -9,15 +9,16 @@
 //! | variant | file | weights | identical of 20 | same first token | Paris |
 //! | --- | --- | --- | --- | --- | --- |
 //! | `fp32` | `model.onnx` | fp16 storage, fp32 compute | (reference) | (reference) | yes |
-//! | `q8` | `model.q8.onnx` | the GGUF's blocks exactly, as 8-bit blocks of 16 | 11 | 20 | yes |
-//! | `q4` | `model.q4.onnx` | the GGUF's blocks exactly, as 4-bit blocks of 32, 8-bit head in 16 | 6 | 19 | yes |
+//! | `q8` | `model.q8.onnx` | re-quantized: symmetric 8-bit blocks of 16 | 14 | 20 | yes |
+//! | `q4` | `model.q4.onnx` | the GGUF's own 4-bit blocks of 32 (exact), 8-bit head in blocks of 16 | 6 | 19 | yes |
 //!
 //! For comparison, the dynamic int8 file the converter used to ship (`--int8`) agreed on 1 of 20
 //! prompts (15 first tokens) while reading more bytes per token than `q8`; it no longer ships.
-//! Both fused variants compute with exactly the GGUF's weights (nothing re-quantized; with fp32
-//! activations they agree with an fp32 model of those weights on 20 of 20); what they differ in
-//! is how finely the kernels quantize the activations (per block of 16 or 32). Before the weights
-//! were exact, re-quantized from the dequantized ones, `q8` agreed on 14 and `q4` on 1.
+//! `q4` computes with exactly the GGUF's weights (nothing re-quantized; built with fp32
+//! activations it agrees with an fp32 model of those weights on 20 of 20 — on the fast path the
+//! kernels quantize the activations to int8, which is what it still differs in); re-quantized,
+//! as it was before, it agreed on 1. `q8` re-quantizes: for a Q4_1 source its exact form was
+//! slower and no closer (11 of 20).
 //! `q8` is the default: the closest to fp32 at a fraction of the bytes read per token. `q4` is
 //! the fastest and smallest, and its answers drift from fp32 after a few tokens.
 

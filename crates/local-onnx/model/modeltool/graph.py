@@ -254,10 +254,16 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 #   | re-quantized 8-bit blocks of 16 (old q8)  | 14/20     | yes   | ~43    |
 #   | re-quantized 4-bit blocks of 32 (old q4)  |  1/20     | yes   | ~61    |
 #   | exact, fp32 activations (accuracy 1)      | 20/20     | yes   |   3    |
-#   | exact, layers 16, head 16 (q8 and q4)     | 12/20     | yes   | ~45    |
+#   | exact, layers 16, head 16                 | 12/20     | yes   | ~45    |
 #   | exact, layers 16, head 32                 | 10/20     | yes   | ~45    |
 #   | exact, layers 32, head 16 (q4)            |  8/20     | yes   | ~55    |
 #   | exact, layers 32, head 32                 |  9/20     | no    | ~57    |
+#
+# (Rust runtime, `cargo xtask bench --anchors`, 1 thread, against model.onnx: the old q4 1/20 at
+# 71.9 tok/s, the exact q4 6/20 at 61.3, the old q8 14/20 at 48.5, exact q8 in blocks of 16
+# 11/20 at 34.9; llama.cpp 51.0.) So q4 takes the GGUF's blocks (layers 32, head 16) and q8 keeps
+# re-quantizing in symmetric blocks of 16: for a Q4_1 source its exact form (zero points and
+# block minimums on every weight) was both slower and no closer to fp32.
 #
 # So the weights are lossless (fp32 activations reproduce the fp32 model on every prompt), and
 # what differs on the fast path is the int8 activations (accuracy_level 4), which llama.cpp's
@@ -273,6 +279,8 @@ ACCURACY = 4
 # The block size of weights taken exactly from the GGUF's blocks of 32, per bit width (the 8-bit
 # head of either: EXACT_HEAD_BLOCK); see above.
 EXACT_BLOCKS = {8: 16, 4: 32}
+# The variants the converter builds from the GGUF's own blocks (see above).
+EXACT_VARIANTS = (4,)
 EXACT_HEAD_BLOCK = 16
 
 

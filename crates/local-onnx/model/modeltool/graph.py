@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from .common import CONVERTER_VERSION
+from .gguf_source import Blocks
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,7 +410,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
 
     def exact_concat(lb, *keys):
         parts = [lb.get(key) for key in keys]
-        return None if any(p is None for p in parts) else type(parts[0]).concat(parts)
+        return None if any(p is None for p in parts) else Blocks.concat(parts)
 
     i64 = lambda *xs: np.array(xs, dtype=np.int64)  # noqa: E731
     g.const("c_one_i", np.array(1, dtype=np.int64))

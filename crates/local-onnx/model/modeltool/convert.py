@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .common import log, out
-from .gguf_source import gguf_field, random_weights, read_gguf_blocks, read_gguf_config, read_gguf_weights
+from .gguf_source import gguf_field, open_gguf, random_weights, read_gguf_blocks, read_gguf_config, read_gguf_weights
 from .graph import EXACT_VARIANTS, build_fused_model, build_model
 
 
@@ -24,32 +24,114 @@ CHATML_TEMPLATE = (
 )
 
 
+#: llama.cpp's pre-tokenizer names (tokenizer.ggml.pre) and the splitting regex of each, as
+#: the models' own tokenizer.json files have them (byte-level BPE).
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+DIGITS_THEN_GPT2 = ("smollm", "starcoder", "refact")
+GPT2 = ("default", "gpt2")
+SPLIT_REGEX = {"llama-bpe": LLAMA3_SPLIT, "llama3": LLAMA3_SPLIT, "smaug-bpe": LLAMA3_SPLIT}
+
+
 def build_tokenizer(reader):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    """The GGUF's own tokenizer as a `tokenizers` Tokenizer: byte-level BPE ('gpt2': SmolLM,
+    Llama 3) with its pre-tokenizer, or SentencePiece BPE ('llama': Llama 2, TinyLlama) with
+    merges rebuilt from the pieces' scores and byte fallback."""
+    from tokenizers import AddedToken
 
     model_kind = gguf_field(reader, "tokenizer.ggml.model")
-    if model_kind != "gpt2":
-        sys.exit(f"unsupported GGUF tokenizer model {model_kind!r}: only byte-level BPE ('gpt2') is supported")
-    pre = gguf_field(reader, "tokenizer.ggml.pre", "default")
     tokens = list(gguf_field(reader, "tokenizer.ggml.tokens"))
-    types = list(gguf_field(reader, "tokenizer.ggml.token_type"))
+    types = list(gguf_field(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
+    if model_kind == "gpt2":
+        tok = byte_level_bpe(reader, tokens)
+    elif model_kind == "llama":
+        tok = sentencepiece_bpe(reader, tokens, types)
+    else:
+        sys.exit(
+            f"cannot convert {reader.source_path}: its tokenizer is {model_kind!r}; the converter builds"
+            " byte-level BPE ('gpt2') and SentencePiece BPE ('llama') tokenizers"
+        )
+    # token_type 3 = control tokens (<|im_start|>, <|eot_id|>, <s>, ...); 4 = user-defined ones.
+    specials = [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty in (3, 4)]
+    tok.add_special_tokens(specials)
+    return tok, tokens
+
+
+def byte_level_bpe(reader, tokens):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    pre = gguf_field(reader, "tokenizer.ggml.pre", "default")
     merges = [tuple(m.split(" ", 1)) for m in gguf_field(reader, "tokenizer.ggml.merges")]
     vocab = {t: i for i, t in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
-    if pre in ("smollm", "starcoder", "refact"):
+    if pre in DIGITS_THEN_GPT2:
         # llama.cpp's 'smollm' pre-tokenizer: every digit on its own, then the GPT-2 regex.
         tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    elif pre in ("default", "gpt2"):
+    elif pre in GPT2:
         tok.pre_tokenizer = byte_level
+    elif pre in SPLIT_REGEX:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(SPLIT_REGEX[pre]), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+            ]
+        )
     else:
-        sys.exit(f"unsupported GGUF pre-tokenizer {pre!r}")
+        known = ", ".join(repr(p) for p in (*DIGITS_THEN_GPT2, *GPT2, *SPLIT_REGEX))
+        sys.exit(f"cannot convert {reader.source_path}: its pre-tokenizer is {pre!r}; the converter knows {known}")
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    # token_type 3 = control tokens (<|im_start|>, <|im_end|>, <|endoftext|>, ...).
-    specials = [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3]
-    tok.add_special_tokens(specials)
-    return tok, tokens
+    return tok
+
+
+def sentencepiece_merges(tokens, scores):
+    """BPE merges equivalent to SentencePiece's score-ordered merging: every split of a piece
+    into two pieces of the vocabulary is a merge, ranked by the merged piece's score (higher
+    first), as transformers builds them for GGUF and SentencePiece models."""
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for piece, score in zip(tokens, scores):
+        local = [(piece[:k], piece[k:], score) for k in range(1, len(piece)) if piece[:k] in vocab and piece[k:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        merges.extend(local)
+    merges.sort(key=lambda m: m[2], reverse=True)
+    return [(left, right) for left, right, _ in merges]
+
+
+def sentencepiece_bpe(reader, tokens, types):
+    from tokenizers import Tokenizer, decoders, models, normalizers
+
+    scores = list(gguf_field(reader, "tokenizer.ggml.scores", []))
+    if len(scores) != len(tokens):
+        sys.exit(f"cannot convert {reader.source_path}: a SentencePiece tokenizer needs one score per token (tokenizer.ggml.scores)")
+    unk = gguf_field(reader, "tokenizer.ggml.unknown_token_id")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    # Byte tokens (type 6, "<0x41>") are SentencePiece's fallback for text outside the pieces.
+    mergeable = [t if ty != 6 else "" for t, ty in zip(tokens, types)]
+    tok = Tokenizer(
+        models.BPE(
+            vocab=vocab,
+            merges=sentencepiece_merges(mergeable, scores),
+            unk_token=tokens[int(unk)] if unk is not None else None,
+            fuse_unk=True,
+            byte_fallback=True,
+        )
+    )
+    prefix = bool(gguf_field(reader, "tokenizer.ggml.add_space_prefix", True))
+    steps = [normalizers.Prepend("\u2581")] if prefix else []
+    tok.normalizer = normalizers.Sequence([*steps, normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace("\u2581", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            *([decoders.Strip(content=" ", left=1, right=0)] if prefix else []),
+        ]
+    )
+    return tok
 
 
 def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
@@ -60,10 +142,23 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
     pad = int(gguf_field(reader, "tokenizer.ggml.padding_token_id", eos))
     unk = gguf_field(reader, "tokenizer.ggml.unknown_token_id")
     template = gguf_field(reader, "tokenizer.chat_template", CHATML_TEMPLATE)
+    add_bos = bool(gguf_field(reader, "tokenizer.ggml.add_bos_token", False))
+    if add_bos and "bos_token" not in template:
+        # The runtime encodes the rendered prompt without adding special tokens (the templates of
+        # Llama 3 and SmolLM write their own); a model that wants BOS but whose template does not
+        # write it (TinyLlama's) gets it here, as `transformers` would add it when encoding.
+        template = "{{ bos_token }}" + template
+    # Llama 3's instruct models end a turn with <|eot_id|>, which llama.cpp keeps apart from EOS.
+    eos_ids = [eos] + [
+        int(t)
+        for t in (gguf_field(reader, "tokenizer.ggml.eot_token_id"), gguf_field(reader, "tokenizer.ggml.eom_token_id"))
+        if t is not None and int(t) != eos
+    ]
     config = {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        **cfg,
+        # RoPE's GGUF factors are baked into the graph; config.json keeps Hugging Face's keys.
+        **{k: v for k, v in cfg.items() if k not in ("rope_freq_factors", "rope_linear_factor")},
         "hidden_act": "silu",
         "tie_word_embeddings": tied,
         "bos_token_id": bos,
@@ -73,11 +168,15 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
     }
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out_dir / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad}, indent=2) + "\n"
+        json.dumps(
+            {"bos_token_id": bos, "eos_token_id": eos_ids[0] if len(eos_ids) == 1 else eos_ids, "pad_token_id": pad},
+            indent=2,
+        )
+        + "\n"
     )
     tcfg = {
-        "tokenizer_class": "GPT2Tokenizer",
-        "add_bos_token": bool(gguf_field(reader, "tokenizer.ggml.add_bos_token", False)),
+        "tokenizer_class": "GPT2Tokenizer" if gguf_field(reader, "tokenizer.ggml.model") == "gpt2" else "LlamaTokenizerFast",
+        "add_bos_token": add_bos,
         "bos_token": tokens[bos],
         "eos_token": tokens[eos],
         "pad_token": tokens[pad],
@@ -171,13 +270,11 @@ def retie_head(model, hidden: int, vocab: int) -> None:
 
 
 def cmd_convert(args) -> None:
-    from gguf import GGUFReader
-
     t0 = time.time()
+    reader = open_gguf(args.gguf)
+    cfg = read_gguf_config(reader)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    reader = GGUFReader(args.gguf)
-    cfg = read_gguf_config(reader)
     log(f"converter: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, vocab {cfg['vocab_size']}")
     w = read_gguf_weights(reader, cfg)
     blocks = read_gguf_blocks(reader, cfg)
@@ -214,11 +311,9 @@ def cmd_convert(args) -> None:
 
 
 def cmd_tiny(args) -> None:
-    from gguf import GGUFReader
-
+    reader = open_gguf(args.gguf)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    reader = GGUFReader(args.gguf)
     real = read_gguf_config(reader)
     cfg = {
         "hidden_size": 64,

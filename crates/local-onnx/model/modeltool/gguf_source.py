@@ -17,29 +17,113 @@ def gguf_field(reader, key, default=None):
     return f.contents()
 
 
+#: The architectures the converter builds a graph for, and what each covers.
+SUPPORTED_ARCHITECTURES = {"llama": "Llama 2 and 3.x, SmolLM, TinyLlama and other Llama-architecture models"}
+
+#: The tensors of a Llama GGUF the graph uses (per layer `blk.N.` + these); any other is refused,
+#: so a variant with parts the graph lacks (biases, extra norms) is never converted silently wrong.
+LAYER_TENSORS = (
+    "attn_norm.weight",
+    "attn_q.weight",
+    "attn_k.weight",
+    "attn_v.weight",
+    "attn_output.weight",
+    "ffn_norm.weight",
+    "ffn_gate.weight",
+    "ffn_up.weight",
+    "ffn_down.weight",
+)
+MODEL_TENSORS = ("token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight")
+
+
+def refuse(reader, what: str):
+    """Stops the converter with a sentence naming the GGUF file and what it cannot convert."""
+    sys.exit(f"cannot convert {getattr(reader, 'source_path', 'the GGUF')}: {what}")
+
+
+def open_gguf(path):
+    """A GGUFReader of `path`, or a sentence naming the file and why it cannot be read."""
+    from pathlib import Path
+
+    from gguf import GGUFReader
+
+    if not Path(path).is_file():
+        sys.exit(f"cannot convert {path}: no such file")
+    try:
+        reader = GGUFReader(path)
+    except (ValueError, OSError) as e:
+        sys.exit(f"cannot convert {path}: not a readable GGUF file ({e})")
+    reader.source_path = str(path)
+    return reader
+
+
 def read_gguf_config(reader) -> dict:
     arch = gguf_field(reader, "general.architecture")
-    if arch != "llama":
-        sys.exit(f"unsupported GGUF architecture {arch!r}: only 'llama' is supported")
-    p = "llama."
-    n_head = int(gguf_field(reader, p + "attention.head_count"))
-    hidden = int(gguf_field(reader, p + "embedding_length"))
+    if arch not in SUPPORTED_ARCHITECTURES:
+        known = "; ".join(f"{a!r} ({what})" for a, what in SUPPORTED_ARCHITECTURES.items())
+        refuse(reader, f"its architecture is {arch!r}; the converter builds {known}")
+    p = arch + "."
+
+    def need(key):
+        v = gguf_field(reader, p + key)
+        if v is None:
+            refuse(reader, f"its metadata has no {p + key}")
+        return v
+
+    n_head = int(need("attention.head_count"))
+    hidden = int(need("embedding_length"))
     tokens = gguf_field(reader, "tokenizer.ggml.tokens")
+    if tokens is None:
+        refuse(reader, "its metadata has no tokenizer (tokenizer.ggml.tokens)")
     cfg = {
         "hidden_size": hidden,
-        "intermediate_size": int(gguf_field(reader, p + "feed_forward_length")),
-        "num_hidden_layers": int(gguf_field(reader, p + "block_count")),
+        "intermediate_size": int(need("feed_forward_length")),
+        "num_hidden_layers": int(need("block_count")),
         "num_attention_heads": n_head,
         "num_key_value_heads": int(gguf_field(reader, p + "attention.head_count_kv", n_head)),
         "head_dim": int(gguf_field(reader, p + "rope.dimension_count", hidden // n_head)),
-        "max_position_embeddings": int(gguf_field(reader, p + "context_length")),
-        "rms_norm_eps": float(gguf_field(reader, p + "attention.layer_norm_rms_epsilon")),
+        "max_position_embeddings": int(need("context_length")),
+        "rms_norm_eps": float(need("attention.layer_norm_rms_epsilon")),
         "rope_theta": float(gguf_field(reader, p + "rope.freq_base", 10000.0)),
         "vocab_size": int(gguf_field(reader, p + "vocab_size", len(tokens))),
     }
     if cfg["head_dim"] * n_head != hidden:
-        sys.exit(f"head_dim {cfg['head_dim']} x heads {n_head} != hidden {hidden}: unsupported")
+        refuse(reader, f"head_dim {cfg['head_dim']} x heads {n_head} != hidden {hidden} (partial rotary)")
+    key_length = gguf_field(reader, p + "attention.key_length")
+    if key_length is not None and int(key_length) != cfg["head_dim"]:
+        refuse(reader, f"its keys are {key_length} wide but RoPE turns {cfg['head_dim']} (partial rotary)")
+    scaling = gguf_field(reader, p + "rope.scaling.type", "none")
+    if scaling == "linear":
+        cfg["rope_linear_factor"] = float(need("rope.scaling.factor"))
+    elif scaling != "none":
+        refuse(reader, f"its RoPE scaling is {scaling!r}; the converter handles none and 'linear'")
+    tensors = {t.name: t for t in reader.tensors}
+    if "rope_freqs.weight" in tensors:
+        # Llama 3.1/3.2's frequency factors (llama.cpp divides each RoPE frequency by its factor).
+        import numpy as np
+
+        factors = np.asarray(tensors["rope_freqs.weight"].data, dtype=np.float32).reshape(-1)
+        if factors.shape[0] != cfg["head_dim"] // 2:
+            refuse(reader, f"rope_freqs.weight has {factors.shape[0]} factors for head_dim {cfg['head_dim']}")
+        cfg["rope_freq_factors"] = [float(f) for f in factors]
+    layer_names = {f"blk.{i}.{n}" for i in range(cfg["num_hidden_layers"]) for n in LAYER_TENSORS}
+    unknown = sorted(set(tensors) - layer_names - set(MODEL_TENSORS))
+    if unknown:
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        refuse(reader, f"tensor {', '.join(unknown[:3])}{more} is not part of the {arch} graph the converter builds")
     return cfg
+
+
+def rope_inv_freq(cfg):
+    """RoPE's inverse frequencies (float64, head_dim/2): theta^(-2i/d), divided by Llama 3's
+    per-frequency factors and by a linear scaling factor when the GGUF has them."""
+    import numpy as np
+
+    hd = cfg["head_dim"]
+    inv = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    if "rope_freq_factors" in cfg:
+        inv = inv / np.asarray(cfg["rope_freq_factors"], dtype=np.float64)
+    return inv / cfg.get("rope_linear_factor", 1.0)
 
 
 def unpermute_rope_rows(w, n_head: int):
@@ -58,8 +142,11 @@ def read_gguf_weights(reader, cfg) -> dict:
     def get(name):
         t = tensors.get(name)
         if t is None:
-            sys.exit(f"GGUF has no tensor {name}")
-        arr = dequantize(t.data, t.tensor_type)
+            refuse(reader, f"it has no tensor {name}")
+        try:
+            arr = dequantize(t.data, t.tensor_type)
+        except (NotImplementedError, ValueError, KeyError) as e:
+            refuse(reader, f"tensor {name} is of type {t.tensor_type.name}, which the gguf library cannot decode ({e})")
         return np.ascontiguousarray(arr, dtype=np.float32)
 
     w = {"embed": get("token_embd.weight"), "norm": get("output_norm.weight"), "layers": []}

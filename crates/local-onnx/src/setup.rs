@@ -20,6 +20,16 @@
 //!
 //! `force` redoes everything. Only `python3` (3.9+, or `$PYTHON`) with `venv` and pip's access
 //! to PyPI are needed.
+//!
+//! [`setup_own_model`] (`ripcord setup-model --gguf PATH [--out DIR] [--expect TEXT]`) does
+//! steps 1, 2 and 4–6 for a GGUF of one's own: any Llama-architecture model (SmolLM, Llama 2
+//! and 3.x including Llama 3's `rope_freqs` factors, TinyLlama) whose tokenizer is byte-level
+//! BPE (`smollm`, `gpt2`, `llama-bpe` pre-tokenizers) or SentencePiece with byte fallback. The
+//! tokenizer, special tokens and chat template come from the GGUF's own metadata. The model is
+//! verified on the plain prompt "The capital of France is" (its continuation must contain
+//! `--expect`, when given), and its stamp lives in the model folder. What it cannot express —
+//! another architecture (e.g. `gemma3`, `qwen2`), a tensor the graph lacks (e.g. a QKV bias),
+//! an unknown tensor type or pre-tokenizer — is refused naming it, and no folder is left.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -23,6 +23,7 @@ mod check_deps;
 mod debian_tools;
 mod examples;
 mod features;
+mod gemma_gguf;
 mod install;
 mod joins;
 mod postgres_server;

@@ -2,7 +2,8 @@
 //!
 //! This is the README's test command and what `.ci/run` calls. Steps:
 //! 1. `check-deps`: the crate graph's floors (as ARCHITECTURE.md states them) and bans;
-//! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `<cache>` = `$RIPCORD_CACHE`, else `~/.cache/ripcord`);
+//! 2. `setup-model`: ONNX Runtime's library and the local models (cached under `<cache>` = `$RIPCORD_CACHE`, else `~/.cache/ripcord`),
+//!    and the Gemma 3 270M GGUF the converter's second architecture is tested on (`gemma_gguf`);
 //! 3. the client libraries the tests drive ripcord with, pinned: Python packages (the official
 //!    `openai` and `anthropic` SDKs, `openai-agents`) in the project venv `<cache>/venv`, and npm
 //!    packages (the Vercel AI SDK) under `<cache>/node-sdks`, and the higher-level Python client
@@ -204,6 +205,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let prepared = Instant::now();
     crate::check_deps::run(&[])?;
     crate::setup_model::run(&[])?;
+    crate::gemma_gguf::ensure(&cache)?;
     ensure_python_packages(&cache)?;
     ensure_client_python_packages(&cache)?;
     ensure_node_packages(&cache)?;

@@ -90,9 +90,9 @@ enum Command {
     /// (`$RIPCORD_CACHE`, else `$XDG_CACHE_HOME/ripcord`, else `~/.cache/ripcord`). Needs
     /// `python3` with `venv`; a second run checks the files and redoes only what changed.
     ///
-    /// With `--gguf PATH`: convert a Llama-architecture GGUF of your own (SmolLM, Llama 2 and
-    /// 3.x, TinyLlama) into a model folder for a `kind = "local-onnx"` provider's `model_dir`, with the
-    /// tokenizer and chat template from the GGUF's metadata.
+    /// With `--gguf PATH`: convert a GGUF of your own (Llama architecture: SmolLM, Llama 2 and
+    /// 3.x, TinyLlama; or Gemma 3) into a model folder for a `kind = "local-onnx"` provider's
+    /// `model_dir`, with the tokenizer and chat template from the GGUF's metadata.
     SetupModel {
         /// Redo every step, even those whose outputs are in place.
         #[arg(long)]
@@ -103,7 +103,7 @@ enum Command {
         /// Where the converted model goes (default `<cache>/models/<the GGUF's name>`).
         #[arg(long, value_name = "DIR", requires = "gguf")]
         out: Option<PathBuf>,
-        /// Text the model's greedy continuation of "The capital of France is" must contain.
+        /// Text the model's greedy answer to "Q: What is the capital of France?\nA:" must contain.
         #[arg(long, value_name = "TEXT", requires = "gguf")]
         expect: Option<String>,
     },

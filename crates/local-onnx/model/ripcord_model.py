@@ -88,6 +88,7 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--min-identical", type=int, default=None)
+    p.add_argument("--plain", action="store_true", help="the prompts without SmolLM2's chat template (a model of your own)")
     p.set_defaults(func=cmd_agree)
     p = sub.add_parser("bench")
     p.add_argument("--model", required=True)

@@ -122,6 +122,12 @@ def chat_prompt(text: str) -> str:
     )
 
 
+def wants_bos(d: Path) -> bool:
+    """The model folder's tokenizer_config.json asks for BOS in front of a prompt."""
+    tcfg_path = d / "tokenizer_config.json"
+    return tcfg_path.is_file() and bool(json.loads(tcfg_path.read_text()).get("add_bos_token"))
+
+
 def cmd_verify(args) -> None:
     import numpy as np
     from tokenizers import Tokenizer
@@ -136,8 +142,7 @@ def cmd_verify(args) -> None:
     roundtrip = tok.decode(ids, skip_special_tokens=False)
     if roundtrip != prompt:
         sys.exit(f"tokenizer round trip failed: {roundtrip!r} != {prompt!r}")
-    tcfg_path = d / "tokenizer_config.json"
-    if args.plain and tcfg_path.is_file() and json.loads(tcfg_path.read_text()).get("add_bos_token"):
+    if args.plain and wants_bos(d):
         ids = [int(config["bos_token_id"])] + ids
     report = {"dir": str(d), "prompt_tokens": len(ids)}
     for name in args.models:
@@ -187,7 +192,10 @@ def cmd_agree(args) -> None:
     config = json.loads((d / "config.json").read_text())
     tok = Tokenizer.from_file(str(d / "tokenizer.json"))
     eos = {int(config["eos_token_id"])}
-    prompts = [tok.encode(chat_prompt(p), add_special_tokens=False).ids for p in AGREEMENT_PROMPTS]
+    # --plain: each prompt as it is, after BOS when the model wants one (a model of one's own);
+    # else in SmolLM2's chat format.
+    bos = [int(config["bos_token_id"])] if args.plain and wants_bos(d) else []
+    prompts = [bos + tok.encode(p if args.plain else chat_prompt(p), add_special_tokens=False).ids for p in AGREEMENT_PROMPTS]
 
     def run(name):
         dec = decoder_for(str(d / name), config, args.threads)

@@ -279,6 +279,10 @@ class OwnGguf(unittest.TestCase):
         # The GGUF has a template here; a Gemma GGUF without one gets Gemma's (see below).
         tcfg = json.loads((self.out / "tokenizer_config.json").read_text())
         self.assertEqual(tcfg["tokenizer_class"], "GemmaTokenizerFast")
+        # The agreement check runs on a model of one's own with plain prompts.
+        agree = run_tool("agree", "--dir", str(self.out), "--plain", "--tokens", "4", "--models", "model.q8.onnx")
+        self.assertEqual(agree["prompts"], 20, agree)
+        self.assertIn("model.q8.onnx", agree["variants"])
 
     def test_a_gemma_3_graph_computes_what_the_reference_computes(self):
         """Both graphs against a numpy transcription of transformers' Gemma3 decoder layer

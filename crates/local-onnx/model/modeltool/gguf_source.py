@@ -274,17 +274,28 @@ def random_weights(cfg, seed: int) -> dict:
 # fused graph keeps it apart: x @ w.T = MatMulNBits(x, q, d, zero point 0) + blocksum(x) @ m.T,
 # where blocksum(x) sums x over each block of 32 inputs. Either way the graph computes with the
 # GGUF's own weights: nothing is re-quantized.
+#
+# Three more types have an exact form (what Q4_K_M files such as Gemma 3 270M's mix):
+#
+#   Q5_0  d, 5-bit q per block of 32                w = d * (q - 16)        8-bit levels, zp 16
+#   Q4_K  super-blocks of 256: d, dmin, a 6-bit scale and minimum per sub-block of 32
+#                                                  w = d*sc * q - dmin*m   like Q4_1
+#   Q6_K  super-blocks of 256: d, an int8 scale per sub-block of 16, 6-bit q
+#                                                  w = d*sc * (q - 32)     8-bit levels, blocks of 16
+#
+# Their bit layouts are not decoded here: the gguf library decodes a copy of the blocks whose
+# scale fields are set so that each weight equals its level (d = 1, minimums 0), which gives q;
+# the scales are the blocks' own fields (Q4_K's through the library's get_scale_min).
 
 
 class Blocks:
-    """A weight [N, K] as blocks of 32 along K: levels q (uint8 [N, K]), zero points and scales
-    (per block, [N, K/32]) and, for Q4_1, the blocks' minimums: w = scale * (q - zp) + minimum."""
+    """A weight [N, K] as blocks of `block` (32, or 16 for Q6_K) along K: levels q (uint8
+    [N, K]), zero points and scales (per block, [N, K/block]) and, for Q4_1 and Q4_K, the
+    blocks' minimums: w = scale * (q - zp) + minimum."""
 
-    BLOCK = 32
-
-    def __init__(self, q, zp, scale, minimum, levels: int, source: str):
+    def __init__(self, q, zp, scale, minimum, levels: int, source: str, block: int = 32):
         self.q, self.zp, self.scale, self.minimum = q, zp, scale, minimum
-        self.levels, self.source = levels, source
+        self.levels, self.source, self.BLOCK = levels, source, block
 
     @property
     def shape(self):
@@ -304,7 +315,7 @@ class Blocks:
     def map_rows(self, f):
         """The same weight with its rows rearranged by f (applied to every per-row array)."""
         m = None if self.minimum is None else f(self.minimum)
-        return Blocks(f(self.q), f(self.zp), f(self.scale), m, self.levels, self.source)
+        return Blocks(f(self.q), f(self.zp), f(self.scale), m, self.levels, self.source, self.BLOCK)
 
     @staticmethod
     def concat(parts):
@@ -312,7 +323,8 @@ class Blocks:
         import numpy as np
 
         levels = {p.levels for p in parts}
-        if len(levels) != 1:
+        block = {p.BLOCK for p in parts}
+        if len(levels) != 1 or len(block) != 1:
             return None
         mins = None
         if any(p.minimum is not None for p in parts):
@@ -324,19 +336,92 @@ class Blocks:
             mins,
             levels.pop(),
             "+".join(sorted({p.source for p in parts})),
+            block.pop(),
         )
+
+
+def levels_by_library(raw, kind, patch):
+    """The level of every weight of `raw` (uint8 [N, blocks * size]), as the gguf library
+    decodes a copy whose scale fields `patch(blocks)` set so that each weight is its level."""
+    import numpy as np
+    from gguf.constants import GGML_QUANT_SIZES
+    from gguf.quants import dequantize
+
+    copy = np.array(raw, dtype=np.uint8, copy=True)
+    n = copy.shape[0]
+    _, size = GGML_QUANT_SIZES[kind]
+    patch(copy.reshape(n, -1, size))
+    return np.rint(dequantize(copy, kind)).astype(np.int16)
+
+
+def _f16(b):
+    import numpy as np
+
+    return np.ascontiguousarray(b).view(np.float16)[..., 0].astype(np.float32)
+
+
+def k_blocks_of(tensor):
+    """Q5_0, Q4_K and Q6_K as Blocks (see above), or None for another type."""
+    import numpy as np
+    from gguf import GGMLQuantizationType as T
+    from gguf.quants import Q4_K
+
+    kind = tensor.tensor_type
+    if kind not in (T.Q5_0, T.Q4_K, T.Q6_K):
+        return None
+    raw = np.asarray(tensor.data, dtype=np.uint8)
+    n = raw.shape[0]
+    one = np.array([1.0], dtype=np.float16).view(np.uint8)
+    if kind == T.Q5_0:
+        b = raw.reshape(n, -1, 22)
+
+        def unit(c):
+            c[..., 0:2] = one
+
+        q = (levels_by_library(raw, kind, unit) + 16).astype(np.uint8)
+        kb = b.shape[1]
+        return Blocks(q, np.full((n, kb), 16, dtype=np.uint8), _f16(b[..., 0:2]), None, 256, kind.name)
+    if kind == T.Q4_K:
+        b = raw.reshape(n, -1, 144)
+
+        def unit(c):
+            c[..., 0:2] = one
+            c[..., 2:4] = 0
+            # Every sub-block's 6-bit scale 1 and minimum 0 (get_scale_min's packing).
+            c[..., 4:16] = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1], dtype=np.uint8)
+
+        q = levels_by_library(raw, kind, unit).astype(np.uint8)
+        nb = b.shape[1]
+        sc, m = Q4_K.get_scale_min(np.ascontiguousarray(b[..., 4:16]).reshape(n * nb, 12))
+        d = _f16(b[..., 0:2]).reshape(n, nb, 1)
+        dmin = _f16(b[..., 2:4]).reshape(n, nb, 1)
+        scale = (d * sc.reshape(n, nb, 8).astype(np.float32)).reshape(n, nb * 8)
+        minimum = -(dmin * m.reshape(n, nb, 8).astype(np.float32)).reshape(n, nb * 8)
+        return Blocks(q, np.zeros((n, nb * 8), dtype=np.uint8), scale, minimum, 16, kind.name)
+    b = raw.reshape(n, -1, 210)
+
+    def unit(c):
+        c[..., 192:208] = 1
+        c[..., 208:210] = one
+
+    q = (levels_by_library(raw, kind, unit) + 32).astype(np.uint8)
+    nb = b.shape[1]
+    d = _f16(b[..., 208:210]).reshape(n, nb, 1)
+    sc = np.ascontiguousarray(b[..., 192:208]).view(np.int8).astype(np.float32)
+    scale = (d * sc).reshape(n, nb * 16)
+    return Blocks(q, np.full((n, nb * 16), 32, dtype=np.uint8), scale, None, 256, kind.name, block=16)
 
 
 def blocks_of(tensor):
     """The tensor's own blocks, or None for a type MatMulNBits cannot hold exactly (F32, F16,
-    K-quants: those are dequantized and re-quantized, as before)."""
+    Q5_1, Q5_K, Q2_K, Q3_K, ...: those are dequantized and re-quantized)."""
     import numpy as np
     from gguf import GGMLQuantizationType as T
 
     kind = tensor.tensor_type
     layout = {T.Q4_0: (18, 2), T.Q4_1: (20, 4), T.Q8_0: (34, 2)}.get(kind)
     if layout is None:
-        return None
+        return k_blocks_of(tensor)
     size, head = layout
     data = np.asarray(tensor.data, dtype=np.uint8)
     n = data.shape[0]

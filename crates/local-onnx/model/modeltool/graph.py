@@ -288,10 +288,11 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 #
 # Prefill computes the LM head for the last position only (the only one generation reads).
 #
-# Exact weights. A weight the GGUF holds as Q4_0, Q4_1 or Q8_0 is not re-quantized: its own
-# levels and scales go into MatMulNBits (see gguf_source.Blocks; Q4_1's minimums through the
-# block sums), so the graph computes with exactly the GGUF's weights. Other types (F16, K-quants)
-# are dequantized and quantized as below. A block of 32 may be split in blocks of 16 with the same
+# Exact weights. A weight the GGUF holds as Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K is not
+# re-quantized: its own levels and scales go into MatMulNBits (see gguf_source.Blocks; Q4_1's and
+# Q4_K's minimums through the block sums; Q5_0 and Q6_K as 8-bit levels with zero points 16 and
+# 32, Q6_K in its blocks of 16), so the graph computes with exactly the GGUF's weights. Other
+# types (F16, Q5_1, Q5_K, Q2_K, Q3_K) are dequantized and quantized as below. A block of 32 may be split in blocks of 16 with the same
 # scale and zero point (still exact): the kernels quantize the activations per block, so smaller
 # blocks lose less there, at some speed.
 #
@@ -376,6 +377,8 @@ def pack_blocks(blk, bits: int, block: int):
     import numpy as np
 
     n, k = blk.q.shape
+    if blk.BLOCK % block:
+        sys.exit(f"blocks of {blk.BLOCK} ({blk.source}) cannot be split in blocks of {block}")
     parts = blk.BLOCK // block
     kb = k // block
     q = blk.q.reshape(n, kb, block)
@@ -417,7 +420,7 @@ def exact_matmul(g, x, name: str, blk, bits: int, block: int, accuracy: int, sum
 
 def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | None = None, exact_block: int | None = None, head_block: int | None = None):
     """The fused decoder graph (see above); bits is 8 or 4. With `blocks` (read_gguf_blocks), a
-    weight the GGUF holds in Q4_0, Q4_1 or Q8_0 blocks computes with exactly those blocks; any
+    weight the GGUF holds in Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K blocks computes with exactly those blocks; any
     other is quantized from `w`."""
     import numpy as np
     import onnx
@@ -449,7 +452,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         """x @ wt.T for a weight wt of shape [N, K]; with blk, exactly with the GGUF's blocks."""
         if blk is not None:
             nbits = 8 if blk.levels == 256 else bits
-            return exact_matmul(g, x, name, blk, nbits, exact_block, accuracy, sums)
+            return exact_matmul(g, x, name, blk, nbits, min(exact_block, blk.BLOCK), accuracy, sums)
         n, k = wt.shape
         blob, scales, zp = quant_blocks(wt, bits, block)
         ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]

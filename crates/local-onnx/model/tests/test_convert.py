@@ -33,33 +33,55 @@ class FakeTensor:
         self.data, self.tensor_type = data, tensor_type
 
 
+#: Where each super-block type keeps its fp16 scales (the gguf library quantizes none of them).
+K_SCALE_FIELDS = {"Q4_K": (0, 2), "Q6_K": (208,)}
+
+
 def gguf_blocks(w, kind):
-    """w quantized by the gguf library into `kind` blocks, and those blocks read back."""
+    """w quantized by the gguf library into `kind` blocks, and those blocks read back. Q4_K
+    and Q6_K, which the library only decodes, get random blocks of w's shape instead, their
+    fp16 scales set to small normal numbers (random bytes may be NaN)."""
+    from gguf.constants import GGML_QUANT_SIZES
     from gguf.quants import quantize
 
-    raw = quantize(w, kind)
+    if kind.name in K_SCALE_FIELDS:
+        rng = np.random.default_rng(11)
+        block, size = GGML_QUANT_SIZES[kind]
+        n, k = w.shape
+        raw = rng.integers(0, 256, size=(n, k // block, size), dtype=np.uint8)
+        for at in K_SCALE_FIELDS[kind.name]:
+            raw[..., at : at + 2] = rng.uniform(0.001, 0.02, size=(n, k // block, 1)).astype(np.float16).view(np.uint8)
+        raw = raw.reshape(n, -1)
+    else:
+        raw = quantize(w, kind)
     return raw, blocks_of(FakeTensor(raw, kind))
 
 
 class ExactBlocks(unittest.TestCase):
     """The GGUF's own blocks, taken into the fused graph without re-quantizing."""
 
-    KINDS = ("Q4_0", "Q4_1", "Q8_0")
+    KINDS = ("Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K")
+    #: 8-bit levels (a 4-bit MatMulNBits cannot hold them), and blocks with a minimum.
+    EIGHT_BIT = ("Q8_0", "Q5_0", "Q6_K")
+    MINIMUM = ("Q4_1", "Q4_K")
 
     def test_blocks_decode_to_the_gguf_library_s_values(self):
         from gguf import GGMLQuantizationType as T
         from gguf.quants import dequantize
 
         rng = np.random.default_rng(3)
-        w = rng.standard_normal((6, 96)).astype(np.float32)
+        w = rng.standard_normal((6, 512)).astype(np.float32)
         for name in self.KINDS:
             kind = T[name]
             raw, blk = gguf_blocks(w, kind)
-            self.assertEqual(blk.shape, (6, 96), name)
+            self.assertEqual(blk.shape, (6, 512), name)
             np.testing.assert_array_equal(blk.dequantize(), dequantize(raw, kind), err_msg=name)
-            self.assertEqual(blk.levels, 256 if name == "Q8_0" else 16)
-            self.assertEqual(blk.minimum is not None, name == "Q4_1")
+            self.assertEqual(blk.levels, 256 if name in self.EIGHT_BIT else 16)
+            self.assertEqual(blk.minimum is not None, name in self.MINIMUM)
+            self.assertEqual(blk.BLOCK, 16 if name == "Q6_K" else 32)
         self.assertIsNone(blocks_of(FakeTensor(w, T.F32)), "F32 has no blocks to keep")
+        raw = np.zeros((6, 512 // 256 * 176), dtype=np.uint8)
+        self.assertIsNone(blocks_of(FakeTensor(raw, T.Q5_K)), "Q5_K has no exact form")
 
     def test_rows_rearranged_and_concatenated_keep_the_weights(self):
         from gguf import GGMLQuantizationType as T
@@ -74,6 +96,13 @@ class ExactBlocks(unittest.TestCase):
         np.testing.assert_array_equal(flipped.dequantize(), qa.dequantize()[::-1])
         _, q8 = gguf_blocks(a, T.Q8_0)
         self.assertIsNone(Blocks.concat([qa, q8]), "4- and 8-bit levels do not share one weight")
+        # Q5_0 and Q8_0 (Gemma's Q/K and V) share 8-bit levels, each block its zero point.
+        c, d_ = (rng.standard_normal((8, 256)).astype(np.float32) for _ in range(2))
+        _, q5 = gguf_blocks(c, T.Q5_0)
+        _, q8 = gguf_blocks(d_, T.Q8_0)
+        np.testing.assert_array_equal(Blocks.concat([q5, q8]).dequantize(), np.concatenate([q5.dequantize(), q8.dequantize()]))
+        _, q6 = gguf_blocks(d_, T.Q6_K)
+        self.assertIsNone(Blocks.concat([q5, q6]), "blocks of 32 and 16 do not share one weight")
 
     def test_matmulnbits_computes_with_exactly_the_blocks(self):
         """x @ w.T through MatMulNBits (fp32 activations) equals numpy's with the GGUF's own
@@ -84,14 +113,14 @@ class ExactBlocks(unittest.TestCase):
         from onnx import TensorProto, helper
 
         rng = np.random.default_rng(5)
-        k, n = 96, 10
+        k, n = 256, 10
         w = rng.standard_normal((n, k)).astype(np.float32)
         x = rng.standard_normal((1, 3, k)).astype(np.float32)
         for name in self.KINDS:
             raw, blk = gguf_blocks(w, T[name])
             want = x @ dequantize(raw, T[name]).T
             for bits in ((8,) if blk.levels == 256 else (4, 8)):
-                for block in (32, 16):
+                for block in (32, 16) if blk.BLOCK == 32 else (16,):
                     g = GraphBuilder("fp32")
                     y = exact_matmul(g, "x", "w", blk, bits, block, 1, {})
                     graph = helper.make_graph(

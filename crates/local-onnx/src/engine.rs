@@ -255,6 +255,11 @@ impl KvCache {
         self.len
     }
 
+    /// Tokens a shared-layout cache can hold (0 for the growing layout).
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Empties a shared-layout cache for the next answer, keeping its buffers (their old
     /// contents are overwritten as the new answer grows). False when the cache cannot be reused
     /// (a growing cache, or one dropped by a failed step).

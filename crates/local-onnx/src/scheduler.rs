@@ -4,7 +4,10 @@
 //! Answers join and leave between steps. Each running answer holds a KV slot (a row of
 //! [`BatchKv`]); the slots grow in powers of two up to `max_batch` when an answer needs one and
 //! shrink (compacting the rows) when at most half are used, so a step never computes many more
-//! rows than there are answers. A new answer's prompt is prefilled alone, in chunks of
+//! rows than there are answers. A slot holds what the longest admitted answer can reach (its
+//! prompt and `max_tokens`, in powers of two from [`MIN_SLOT_TOKENS`]), not the whole context
+//! window: sized to the window (8,192 tokens for SmolLM2), growing the batch to 8 slots
+//! allocated 1.5 GB and stalled every running answer for seconds. A new answer's prompt is prefilled alone, in chunks of
 //! [`PREFILL_CHUNK`] tokens, one chunk between two batch steps, so a long prompt delays the
 //! running answers by one chunk per token instead of stalling them; when the prompt is in, its
 //! keys and values are copied into a free slot.
@@ -33,6 +36,9 @@ use crate::generate::{Control, Decoding, Job, Next};
 
 /// Prompt tokens prefilled per run between two batch steps.
 pub(crate) const PREFILL_CHUNK: usize = 64;
+
+/// The fewest tokens a KV slot (and the prefill's staging cache) is sized for.
+pub(crate) const MIN_SLOT_TOKENS: usize = 256;
 
 /// How long the thread waits for a new answer while every running answer's reader is behind
 /// (the readers drain on other threads; there is nothing to compute until one does).
@@ -66,7 +72,7 @@ impl Scheduler {
         capacity: usize,
         span: tracing::Span,
     ) -> Result<Scheduler> {
-        let staging = decoder.empty_cache(capacity)?;
+        let staging = decoder.empty_cache(MIN_SLOT_TOKENS.min(capacity + 1))?;
         let (submit, requests) = std_mpsc::channel();
         let run_options =
             RunOptions::new().map_err(|e| runtime(format!("cannot create run options: {e}")))?;
@@ -383,27 +389,45 @@ impl State {
         }
     }
 
-    /// A free slot, growing the batch when none is free and it may grow.
-    fn free_slot(&mut self) -> Result<Option<usize>> {
+    /// The tokens a slot (or staging cache) for `tokens` tokens is sized for: a power of two
+    /// from [`MIN_SLOT_TOKENS`], at most the window (and one more, for the step past the end).
+    fn slot_tokens(&self, tokens: usize) -> usize {
+        tokens
+            .next_power_of_two()
+            .max(MIN_SLOT_TOKENS)
+            .min(self.capacity + 1)
+    }
+
+    /// A free slot of at least `need` tokens, growing the batch (more rows, longer rows) when
+    /// none is free or the slots are too short.
+    fn free_slot(&mut self, need: usize) -> Result<Option<usize>> {
         let used: Vec<usize> = self.running.iter().filter_map(|s| s.row).collect();
-        if let Some(kv) = &self.kv
-            && let Some(r) = (0..kv.rows()).find(|r| !used.contains(r))
+        let (rows, capacity) = self
+            .kv
+            .as_ref()
+            .map_or((0, 0), |kv| (kv.rows(), kv.capacity()));
+        let free = (0..rows).find(|r| !used.contains(r));
+        if let Some(r) = free
+            && capacity >= need
         {
             return Ok(Some(r));
         }
-        let rows = self.kv.as_ref().map_or(0, BatchKv::rows);
-        if rows >= self.max_batch {
+        let new_rows = if free.is_some() {
+            rows
+        } else if rows >= self.max_batch {
             return Ok(None);
-        }
-        let new_rows = (rows + 1).next_power_of_two().min(self.max_batch);
-        self.resize(new_rows)?;
+        } else {
+            (rows + 1).next_power_of_two().min(self.max_batch)
+        };
+        self.resize(new_rows, capacity.max(self.slot_tokens(need)))?;
         let used: Vec<usize> = self.running.iter().filter_map(|s| s.row).collect();
         Ok((0..new_rows).find(|r| !used.contains(r)))
     }
 
-    /// Moves every slotted answer into a new batch of `rows` slots (rows 0, 1, … in order).
-    fn resize(&mut self, rows: usize) -> Result<()> {
-        let mut new = self.decoder.batch_kv(rows, self.capacity + 1)?;
+    /// Moves every slotted answer into a new batch of `rows` slots of `capacity` tokens (rows
+    /// 0, 1, … in order).
+    fn resize(&mut self, rows: usize, capacity: usize) -> Result<()> {
+        let mut new = self.decoder.batch_kv(rows, capacity)?;
         let mut to = 0;
         for seq in &mut self.running {
             let Some(from) = seq.row else { continue };
@@ -429,8 +453,9 @@ impl State {
             return;
         }
         let want = busy.max(1).next_power_of_two().min(self.max_batch);
+        let capacity = self.kv.as_ref().map_or(0, BatchKv::capacity);
         if want * 2 <= rows
-            && let Err(e) = self.resize(want)
+            && let Err(e) = self.resize(want, capacity)
         {
             tracing::warn!(error = %e, "cannot compact the batch KV slots; keeping them");
         }
@@ -454,9 +479,11 @@ impl State {
             seq.send(Err(e));
             return true;
         }
+        // The staging cache holds the prompt; a longer prompt than it can hold gets a new one.
+        let prompt_tokens = self.slot_tokens(seq.job.prompt.len() + 1);
         let reusable = match self.staging.take() {
             Some(mut c) => {
-                if seq.fed > 0 || c.reset() {
+                if seq.fed > 0 || (c.capacity() >= prompt_tokens && c.reset()) {
                     Some(c)
                 } else {
                     None
@@ -466,7 +493,7 @@ impl State {
         };
         let mut staging = match reusable {
             Some(c) => c,
-            None => match self.decoder.empty_cache(self.capacity) {
+            None => match self.decoder.empty_cache(prompt_tokens) {
                 Ok(c) => c,
                 Err(e) => {
                     seq.send(Err(e));
@@ -518,7 +545,9 @@ impl State {
                 Ok(())
             }
             Next::Feed(id) => {
-                let Some(row) = self.free_slot()? else {
+                // Room for the prompt, every token the answer may add, and the step past it.
+                let need = self.slot_tokens(seq.job.prompt.len() + seq.job.max_new_tokens + 1);
+                let Some(row) = self.free_slot(need)? else {
                     return Err(runtime("no free KV slot for an admitted answer"));
                 };
                 if let Some(kv) = self.kv.as_mut() {

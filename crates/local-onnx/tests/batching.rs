@@ -100,6 +100,55 @@ async fn batched_answers_are_the_answers_each_gets_alone() {
     }
 }
 
+/// Slots are sized for the answers, not the window: a running answer's slot holds its prompt
+/// and `max_tokens`; an answer that needs a longer one grows every slot (copying the running
+/// answers' keys and values across), and both answers are still what each gets alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_longer_answer_joining_grows_the_slots_and_keeps_the_running_answer() {
+    for variant in [Variant::Q8, Variant::Q4] {
+        let Some(solo) = model(1, variant) else {
+            return;
+        };
+        let batched = model(4, variant).unwrap();
+        let ctx = Context::new();
+        // Short: fits the smallest slot (256 tokens). Long: a prompt of ~400 tokens, so its
+        // slot needs 512.
+        let short = ChatRequest::user(Q).with_max_tokens(60);
+        let long = ChatRequest::user(format!(
+            "{} {Q}",
+            "Tell me about rivers, bridges and old towns. ".repeat(36)
+        ))
+        .with_max_tokens(20);
+        let short_alone = solo.chat(&short, &ctx).await.unwrap();
+        let long_alone = solo.chat(&long, &ctx).await.unwrap();
+        assert!(
+            long_alone.usage.input_tokens > 256,
+            "the long prompt must need a bigger slot: {:?}",
+            long_alone.usage
+        );
+
+        let mut running = batched.stream(&short, &ctx).await.unwrap();
+        let mut short_text = String::new();
+        // The short answer is in its slot and decoding before the long one arrives.
+        while short_text.is_empty() {
+            if let StreamEvent::TextDelta { text } = running.next().await.unwrap().unwrap() {
+                short_text.push_str(&text);
+            }
+        }
+        let (long_batched, rest) = tokio::join!(batched.chat(&long, &ctx), text(running));
+        short_text.push_str(&rest);
+        assert_eq!(
+            short_text, short_alone.content,
+            "{variant}: the running answer"
+        );
+        same(
+            &long_alone,
+            &long_batched.unwrap(),
+            &format!("{variant}: the answer that grew the slots"),
+        );
+    }
+}
+
 async fn text(mut s: ChatStream) -> String {
     let mut out = String::new();
     while let Some(ev) = s.next().await {

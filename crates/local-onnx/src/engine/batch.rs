@@ -49,6 +49,11 @@ impl BatchKv {
         self.rows
     }
 
+    /// Tokens each row can hold.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Valid tokens in `row`.
     pub(crate) fn len(&self, row: usize) -> usize {
         self.lens.get(row).copied().unwrap_or(0)

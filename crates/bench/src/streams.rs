@@ -149,6 +149,10 @@ async fn start_server(
     let port = free_port()?;
     // Each slot gets 1024 tokens of context (the server divides -c among its slots).
     let ctx = 1024 * n;
+    // The server's own log, beside the binary, so that a failed request can be explained.
+    let log_path = server_log(bin, n);
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("llama-server: cannot create {}: {e}", log_path.display()))?;
     let child = Command::new(bin)
         .arg("-m")
         .arg(gguf)
@@ -157,7 +161,7 @@ async fn start_server(
         .args(["--parallel", &n.to_string(), "-c", &ctx.to_string()])
         .args(["--cont-batching", "--no-webui"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .map_err(|e| format!("llama-server: cannot start {}: {e}", bin.display()))?;
     let mut server = Server { child, port };
@@ -177,6 +181,11 @@ async fn start_server(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Where the `--parallel n` server's stderr goes.
+fn server_log(bin: &Path, n: usize) -> std::path::PathBuf {
+    bin.with_file_name(format!("llama-server-parallel-{n}.log"))
 }
 
 /// The `content` of one `data: {...}` line of llama-server's `/completion` stream (`None` for
@@ -239,8 +248,11 @@ pub(crate) async fn llama_server(
     n: usize,
     tokens: u32,
 ) -> Result<StreamsRow, String> {
+    // No idle connection is reused: one run failed with "error sending request" on the first
+    // request after the health check (the server's stderr was not kept then; it is now).
     let client = reqwest::Client::builder()
         .no_proxy()
+        .pool_max_idle_per_host(0)
         .build()
         .map_err(|e| format!("llama-server client: {e}"))?;
     let server = start_server(bin, gguf, threads, n, &client).await?;
@@ -248,9 +260,16 @@ pub(crate) async fn llama_server(
     let prompt = format!(
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\n{PROMPT}<|im_end|>\n<|im_start|>assistant\n"
     );
-    server_stream(&client, server.port, &prompt, 4).await?;
+    let with_log = |e: String| format!("{e} (its log: {})", server_log(bin, n).display());
+    server_stream(&client, server.port, &prompt, 4)
+        .await
+        .map_err(with_log)?;
     let runs = (0..n).map(|_| server_stream(&client, server.port, &prompt, tokens));
-    let streams: Vec<Arrivals> = join_all(runs).await.into_iter().collect::<Result<_, _>>()?;
+    let streams: Vec<Arrivals> = join_all(runs)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(with_log)?;
     let (decode_tokens, aggregate_tok_s, p50_itl_ms) =
         summarize(&streams).ok_or("llama-server: no decoded tokens")?;
     Ok(StreamsRow {

@@ -136,16 +136,7 @@ pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<Setu
         || {
             let tmp = models.join(format!(".{SMOLLM2_DIR}.tmp"));
             let t0 = Instant::now();
-            let report = tools.script(&[
-                "convert",
-                "--gguf",
-                &s(&gguf),
-                "--out",
-                &s(&tmp),
-                "--blocks",
-                "8",
-                "4",
-            ])?;
+            let report = convert(&tools, &gguf, &tmp)?;
             say(&format!(
                 "setup-model: smollm2: converted in {:.1} s: {}",
                 t0.elapsed().as_secs_f64(),
@@ -335,17 +326,7 @@ pub fn setup_own_model(
             let leaf = dir.file_name().map(|n| n.to_string_lossy().into_owned());
             let tmp = parent.join(format!(".{}.tmp", leaf.as_deref().unwrap_or("model")));
             let t0 = Instant::now();
-            let report = tools.script(&[
-                "convert",
-                "--gguf",
-                &s(&gguf),
-                "--out",
-                &s(&tmp),
-                "--blocks",
-                "8",
-                "4",
-            ]);
-            let report = report.inspect_err(|_| {
+            let report = convert(&tools, &gguf, &tmp).inspect_err(|_| {
                 let _ = fs::remove_dir_all(&tmp);
             })?;
             say(&format!(
@@ -469,6 +450,20 @@ fn tool_inputs(tools: &Tools, sources: &[PathBuf]) -> Result<String, String> {
             .join("+"),
         REQUIREMENTS.join(",")
     ))
+}
+
+/// The converter on `gguf` into `out`: the fp32 model and the fused 8- and 4-bit variants.
+fn convert(tools: &Tools<'_>, gguf: &Path, out: &Path) -> Result<String, String> {
+    tools.script(&[
+        "convert",
+        "--gguf",
+        &s(gguf),
+        "--out",
+        &s(out),
+        "--blocks",
+        "8",
+        "4",
+    ])
 }
 
 fn s(p: &Path) -> String {

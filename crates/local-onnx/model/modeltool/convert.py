@@ -404,23 +404,26 @@ def cmd_convert(args) -> None:
     )
 
 
+#: The tiny test model's shapes (its vocabulary is the GGUF's).
+TINY_CONFIG = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+}
+
+
 def cmd_tiny(args) -> None:
     reader = open_gguf(args.gguf)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     real = read_gguf_config(reader)
-    cfg = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "max_position_embeddings": 512,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0,
-        "vocab_size": real["vocab_size"],
-    }
+    cfg = dict(TINY_CONFIG, vocab_size=real["vocab_size"])
     w = random_weights(cfg, args.seed)
     write_side_files(reader, cfg, out_dir, tied=True)
     # fp32 storage: the tiny model is small anyway, and exact weights make it a sharper test.

@@ -18,20 +18,8 @@ from onnx import numpy_helper
 
 from support import GGUF, run_tool
 
-from modeltool.convert import GEMMA3_TEMPLATE, PLAIN_TEMPLATE
+from modeltool.convert import GEMMA3_TEMPLATE, PLAIN_TEMPLATE, TINY_CONFIG as TINY
 from modeltool.gguf_source import random_weights
-
-TINY = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0,
-}
 
 
 def smollm2_tokenizer():

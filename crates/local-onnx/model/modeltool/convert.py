@@ -301,7 +301,6 @@ def quantize_int8(cfg: dict, w: dict, out_path: Path, work_dir: Path) -> None:
     source model uses a separate MatMul head that is swapped back here).
     """
     import onnx
-    from onnx import helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     import logging

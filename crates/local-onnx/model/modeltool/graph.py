@@ -423,7 +423,6 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
     weight the GGUF holds in Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K blocks computes with exactly those blocks; any
     other is quantized from `w`."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper
 
     block = BLOCKS[bits]

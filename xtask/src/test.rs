@@ -182,20 +182,25 @@ fn pip_install_missing(python: &Path, packages: &[(&str, &str)]) -> Result<(), S
         return Ok(());
     }
     run_cmd(
-        Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(
-                packages
-                    .iter()
-                    .map(|(name, version)| format!("{name}=={version}")),
-            ),
+        pip_install(python).args(
+            packages
+                .iter()
+                .map(|(name, version)| format!("{name}=={version}")),
+        ),
     )
+}
+
+/// `python -m pip install --quiet --disable-pip-version-check`, for the caller to add to.
+pub(crate) fn pip_install(python: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    cmd
 }
 
 /// Runs the task. Extra arguments are passed to `cargo test`.

@@ -17,7 +17,19 @@ fn tempdir(tag: &str) -> PathBuf {
     d
 }
 
-/// `ripcord setup-model --gguf GGUF --out MODEL --expect Paris`, then `ripcord chat --json
+/// `ripcord setup-model --gguf GGUF --out MODEL --expect Paris`.
+fn setup_model(gguf: &Path, model: &Path) -> std::process::Output {
+    support::ripcord()
+        .args(["setup-model", "--gguf"])
+        .arg(gguf)
+        .arg("--out")
+        .arg(model)
+        .args(["--expect", "Paris"])
+        .output()
+        .unwrap()
+}
+
+/// [`setup_model`], then `ripcord chat --json
 /// QUESTION` over a chain of that one local-onnx link (its config written as CONFIG); returns
 /// setup-model's stdout and the answer's JSON.
 fn convert_and_ask(
@@ -26,14 +38,7 @@ fn convert_and_ask(
     config: &Path,
     question: &str,
 ) -> (String, serde_json::Value) {
-    let out = support::ripcord()
-        .args(["setup-model", "--gguf"])
-        .arg(gguf)
-        .arg("--out")
-        .arg(model)
-        .args(["--expect", "Paris"])
-        .output()
-        .unwrap();
+    let out = setup_model(gguf, model);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -93,14 +98,7 @@ fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
     assert!(v["content"].as_str().unwrap().contains("Paris"), "{v}");
 
     // A second run with the same arguments finds every output in place and converts nothing.
-    let again = support::ripcord()
-        .args(["setup-model", "--gguf"])
-        .arg(&gguf)
-        .arg("--out")
-        .arg(&model)
-        .args(["--expect", "Paris"])
-        .output()
-        .unwrap();
+    let again = setup_model(&gguf, &model);
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(again.status.success(), "{stdout}");
     assert!(stdout.contains("own: reused"), "{stdout}");

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .common import log, out
-from .gguf_source import gguf_field, open_gguf, random_weights, read_gguf_blocks, read_gguf_config, read_gguf_weights
+from .gguf_source import architecture, gguf_field, open_gguf, random_weights, read_gguf_blocks, read_gguf_config, read_gguf_weights
 from .graph import EXACT_VARIANTS, build_fused_model, build_model
 
 
@@ -96,14 +96,23 @@ def chat_template(reader, arch: dict) -> str:
     return PLAIN_TEMPLATE
 
 
-#: Per architecture: config.json's names, the tokenizer class, the template a GGUF without one
-#: gets, and the token that ends a chat turn when the GGUF names no eot_token_id.
+#: Per architecture: config.json's names, the tokenizer class of its SentencePiece tokenizer
+#: (a byte-level BPE one is GPT2Tokenizer), the template a GGUF without one gets, and the token
+#: that ends a chat turn when the GGUF names no eot_token_id.
 ARCHITECTURE_FILES = {
-    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "template": None, "end_of_turn": None},
+    "llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "tokenizer_class": "LlamaTokenizerFast",
+        "template": None,
+        "end_of_turn": None,
+    },
     "gemma3": {
         "architectures": ["Gemma3ForCausalLM"],
         "model_type": "gemma3_text",
         "hidden_act": "gelu_pytorch_tanh",
+        "tokenizer_class": "GemmaTokenizerFast",
         "template": GEMMA3_TEMPLATE,
         "end_of_turn": "<end_of_turn>",
     },
@@ -228,7 +237,7 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
     eos = int(gguf_field(reader, "tokenizer.ggml.eos_token_id", 2))
     pad = int(gguf_field(reader, "tokenizer.ggml.padding_token_id", eos))
     unk = gguf_field(reader, "tokenizer.ggml.unknown_token_id")
-    arch = ARCHITECTURE_FILES[cfg.get("architecture", "llama")]
+    arch = ARCHITECTURE_FILES[architecture(cfg)]
     template = chat_template(reader, arch)
     add_bos = bool(gguf_field(reader, "tokenizer.ggml.add_bos_token", False))
     if add_bos and "bos_token" not in template:
@@ -267,9 +276,7 @@ def write_side_files(reader, cfg: dict, out_dir: Path, tied: bool) -> None:
         + "\n"
     )
     tcfg = {
-        "tokenizer_class": "GPT2Tokenizer"
-        if gguf_field(reader, "tokenizer.ggml.model") == "gpt2"
-        else ("GemmaTokenizerFast" if cfg.get("architecture") == "gemma3" else "LlamaTokenizerFast"),
+        "tokenizer_class": "GPT2Tokenizer" if gguf_field(reader, "tokenizer.ggml.model") == "gpt2" else arch["tokenizer_class"],
         "add_bos_token": add_bos,
         "bos_token": tokens[bos],
         "eos_token": tokens[eos],

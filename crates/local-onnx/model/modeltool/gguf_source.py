@@ -148,8 +148,13 @@ def read_gguf_config(reader) -> dict:
     return cfg
 
 
+def architecture(cfg) -> str:
+    """The GGUF's `general.architecture` (the tiny test model's config names none: llama)."""
+    return cfg.get("architecture", "llama")
+
+
 def is_gemma3(cfg) -> bool:
-    return cfg.get("architecture") == "gemma3"
+    return architecture(cfg) == "gemma3"
 
 
 def is_local_layer(cfg, i: int) -> bool:
@@ -355,6 +360,7 @@ def levels_by_library(raw, kind, patch):
 
 
 def _f16(b):
+    """A block field of two bytes (the last axis) as the fp16 number it holds, widened."""
     import numpy as np
 
     return np.ascontiguousarray(b).view(np.float16)[..., 0].astype(np.float32)
@@ -364,6 +370,7 @@ def k_blocks_of(tensor):
     """Q5_0, Q4_K and Q6_K as Blocks (see above), or None for another type."""
     import numpy as np
     from gguf import GGMLQuantizationType as T
+    from gguf.constants import GGML_QUANT_SIZES
     from gguf.quants import Q4_K
 
     kind = tensor.tensor_type
@@ -371,18 +378,17 @@ def k_blocks_of(tensor):
         return None
     raw = np.asarray(tensor.data, dtype=np.uint8)
     n = raw.shape[0]
+    b = raw.reshape(n, -1, GGML_QUANT_SIZES[kind][1])
+    nb = b.shape[1]
     one = np.array([1.0], dtype=np.float16).view(np.uint8)
     if kind == T.Q5_0:
-        b = raw.reshape(n, -1, 22)
 
         def unit(c):
             c[..., 0:2] = one
 
         q = (levels_by_library(raw, kind, unit) + 16).astype(np.uint8)
-        kb = b.shape[1]
-        return Blocks(q, np.full((n, kb), 16, dtype=np.uint8), _f16(b[..., 0:2]), None, 256, kind.name)
+        return Blocks(q, np.full((n, nb), 16, dtype=np.uint8), _f16(b[..., 0:2]), None, 256, kind.name)
     if kind == T.Q4_K:
-        b = raw.reshape(n, -1, 144)
 
         def unit(c):
             c[..., 0:2] = one
@@ -391,21 +397,18 @@ def k_blocks_of(tensor):
             c[..., 4:16] = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1], dtype=np.uint8)
 
         q = levels_by_library(raw, kind, unit).astype(np.uint8)
-        nb = b.shape[1]
         sc, m = Q4_K.get_scale_min(np.ascontiguousarray(b[..., 4:16]).reshape(n * nb, 12))
         d = _f16(b[..., 0:2]).reshape(n, nb, 1)
         dmin = _f16(b[..., 2:4]).reshape(n, nb, 1)
         scale = (d * sc.reshape(n, nb, 8).astype(np.float32)).reshape(n, nb * 8)
         minimum = -(dmin * m.reshape(n, nb, 8).astype(np.float32)).reshape(n, nb * 8)
         return Blocks(q, np.zeros((n, nb * 8), dtype=np.uint8), scale, minimum, 16, kind.name)
-    b = raw.reshape(n, -1, 210)
 
     def unit(c):
         c[..., 192:208] = 1
         c[..., 208:210] = one
 
     q = (levels_by_library(raw, kind, unit) + 32).astype(np.uint8)
-    nb = b.shape[1]
     d = _f16(b[..., 208:210]).reshape(n, nb, 1)
     sc = np.ascontiguousarray(b[..., 192:208]).view(np.int8).astype(np.float32)
     scale = (d * sc).reshape(n, nb * 16)
@@ -427,7 +430,7 @@ def blocks_of(tensor):
     n = data.shape[0]
     b = data.reshape(n, -1, size)
     kb = b.shape[1]
-    d = np.ascontiguousarray(b[..., 0:2]).view(np.float16)[..., 0].astype(np.float32)
+    d = _f16(b[..., 0:2])
     if kind == T.Q8_0:
         q = (np.ascontiguousarray(b[..., 2:]).view(np.int8).astype(np.int16) + 128).astype(np.uint8)
         zp = np.full((n, kb), 128, dtype=np.uint8)
@@ -437,7 +440,7 @@ def blocks_of(tensor):
     if kind == T.Q4_0:
         zp = np.full((n, kb), 8, dtype=np.uint8)
         return Blocks(q.reshape(n, kb * 32), zp, d, None, 16, kind.name)
-    m = np.ascontiguousarray(b[..., 2:4]).view(np.float16)[..., 0].astype(np.float32)
+    m = _f16(b[..., 2:4])
     return Blocks(q.reshape(n, kb * 32), np.zeros((n, kb), dtype=np.uint8), d, m, 16, kind.name)
 
 

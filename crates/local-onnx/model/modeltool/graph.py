@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .common import CONVERTER_VERSION
-from .gguf_source import Blocks, is_gemma3, is_local_layer, rope_inv_freq
+from .gguf_source import Blocks, architecture, is_gemma3, is_local_layer, rope_inv_freq
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,6 +64,13 @@ def add_kv_cache_io(inputs: list, outputs: list, n_layers: int, kvh: int, hd: in
             outputs.append(
                 helper.make_tensor_value_info(f"present.{i}.{kind}", TensorProto.FLOAT, ["batch_size", kvh, present, hd])
             )
+
+
+def ffn_norm_name(cfg, p: str) -> str:
+    """The initializer name of layer `p`'s norm before the feed-forward block: transformers'
+    post_attention_layernorm for Llama, pre_feedforward_layernorm for Gemma (whose
+    post_attention_layernorm normalizes the attention output)."""
+    return p + ("pre_feedforward_layernorm.weight" if is_gemma3(cfg) else "post_attention_layernorm.weight")
 
 
 def gelu_tanh(g, x):
@@ -130,7 +137,11 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
     g.const("c_split_qkv", i64(h * hd, kvh * hd, kvh * hd))
     g.const("c_split_ff", i64(f, f))
     g.const("c_tile_groups", i64(1, 1, groups, 1))
-    g.const("c_inv_freq", rope_inv_freq(cfg).astype(np.float32))
+    # RoPE's inverse frequencies for each kind of layer the model has (Gemma: local and global).
+    layer_kinds = sorted({is_local_layer(cfg, i) for i in range(n_layers)})
+    inv_freq = {local: "c_inv_freq_local" if local else "c_inv_freq" for local in layer_kinds}
+    for local in layer_kinds:
+        g.const(inv_freq[local], rope_inv_freq(cfg, local=local).astype(np.float32))
 
     def rms_norm(x, weight_name, weight):
         g.const(weight_name, weight.astype(np.float32))
@@ -159,10 +170,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
         sin = g.op("Unsqueeze", [g.op("Sin", [emb], "sin"), "c_axis_1"], "sin_u")
         return cos, sin
 
-    rope = {False: rope_tables("c_inv_freq")}
-    if gemma:
-        g.const("c_inv_freq_local", rope_inv_freq(cfg, local=True).astype(np.float32))
-        rope[True] = rope_tables("c_inv_freq_local")
+    rope = {local: rope_tables(inv_freq[local]) for local in layer_kinds}
 
     # Attention mask [B, 1, groups*S, T]: causal by index (query i sits at T - S + i) and padding.
     ids_shape = g.op("Shape", ["input_ids"], "ids_shape")
@@ -229,9 +237,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
             attn = rms_norm(attn, p + "post_attention_layernorm.weight", lw["post_attn_norm"])
         hidden = g.op("Add", [hidden, attn], "resid1")
 
-        # (Gemma names this norm pre_feedforward_layernorm; its post_attention_layernorm is above.)
-        ffn_norm_name = p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight")
-        x = rms_norm(hidden, ffn_norm_name, lw["ffn_norm"])
+        x = rms_norm(hidden, ffn_norm_name(cfg, p), lw["ffn_norm"])
         wgu = np.concatenate([lw["w_gate"], lw["w_up"]], axis=0).T
         gu = g.op("MatMul", [x, g.weight(p + "mlp.gate_up_proj.weight", wgu)], "gate_up")
         gate, up = g.op("Split", [gu, "c_split_ff"], outputs=[g.name("gate"), g.name("up")], axis=-1)
@@ -253,7 +259,7 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
         lshape = g.op("Concat", [ids_shape, "c_vocab"], "logits_shape", axis=0)
         g.op("Reshape", [logits2, lshape], outputs=["logits"])
 
-    graph = helper.make_graph(g.nodes, f"ripcord_{cfg.get('architecture', 'llama')}_decoder", inputs, outputs, g.inits)
+    graph = helper.make_graph(g.nodes, f"ripcord_{architecture(cfg)}_decoder", inputs, outputs, g.inits)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", 17)],
@@ -292,9 +298,9 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 # re-quantized: its own levels and scales go into MatMulNBits (see gguf_source.Blocks; Q4_1's and
 # Q4_K's minimums through the block sums; Q5_0 and Q6_K as 8-bit levels with zero points 16 and
 # 32, Q6_K in its blocks of 16), so the graph computes with exactly the GGUF's weights. Other
-# types (F16, Q5_1, Q5_K, Q2_K, Q3_K) are dequantized and quantized as below. A block of 32 may be split in blocks of 16 with the same
-# scale and zero point (still exact): the kernels quantize the activations per block, so smaller
-# blocks lose less there, at some speed.
+# types (F16, Q5_1, Q5_K, Q2_K, Q3_K) are dequantized and quantized as below. A block of 32 may
+# be split in blocks of 16 with the same scale and zero point (still exact): the kernels quantize
+# the activations per block, so smaller blocks lose less there, at some speed.
 #
 # What was measured on SmolLM2-135M's Q4_1 GGUF (20 prompts x 16 greedy tokens against an fp32
 # model of the same dequantized weights, stored in fp32; the Paris check; ONNX Runtime's Python
@@ -420,8 +426,8 @@ def exact_matmul(g, x, name: str, blk, bits: int, block: int, accuracy: int, sum
 
 def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | None = None, exact_block: int | None = None, head_block: int | None = None):
     """The fused decoder graph (see above); bits is 8 or 4. With `blocks` (read_gguf_blocks), a
-    weight the GGUF holds in Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K blocks computes with exactly those blocks; any
-    other is quantized from `w`."""
+    weight the GGUF holds in Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K blocks computes with exactly
+    those blocks; any other is quantized from `w`."""
     import numpy as np
     from onnx import TensorProto, helper
 
@@ -538,6 +544,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
             )
         wqkv = np.concatenate([lw["wq"], lw["wk"], lw["wv"]], axis=0)
         qkv = qmatmul(x, p + "self_attn.qkv_proj", wqkv, exact_concat(lb, "wq", "wk", "wv"))
+        local = is_local_layer(cfg, i)
         qkv_in = [qkv, "", ""]
         gemma_attrs = {}
         if gemma:
@@ -548,11 +555,11 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
             k = norm(g.op("Reshape", [k, "c_shape_kv"], "k4"), p + "self_attn.k_norm.weight", lw["k_norm"])
             qkv_in = [g.op("Reshape", [q, "c_shape_q_flat"], "q_flat"), g.op("Reshape", [k, "c_shape_kv_flat"], "k_flat"), v_]
             gemma_attrs["scale"] = float(1.0 / np.sqrt(cfg["query_pre_attn_scalar"]))
-            if is_local_layer(cfg, i):
+            if local:
                 # The kernel keeps local_window_size keys, the query's own included (measured
                 # against an explicit mask), as transformers and llama.cpp do: i - j < window.
                 gemma_attrs["local_window_size"] = cfg["sliding_window"]
-        suffix = "_local" if is_local_layer(cfg, i) else ""
+        suffix = "_local" if local else ""
         attn = g.op(
             "GroupQueryAttention",
             [*qkv_in, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total, "c_cos" + suffix, "c_sin" + suffix],
@@ -567,11 +574,10 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         o = qmatmul(attn, p + "self_attn.o_proj", lw["wo"], lb.get("wo"))
         if gemma:
             o = norm(o, p + "post_attention_layernorm.weight", lw["post_attn_norm"])
-        ffn_norm_name = p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight")
-        g.const(ffn_norm_name, lw["ffn_norm"].astype(np.float32))
+        g.const(ffn_norm_name(cfg, p), lw["ffn_norm"].astype(np.float32))
         x, _, _, residual = g.op(
             "SkipSimplifiedLayerNormalization",
-            [o, residual, ffn_norm_name],
+            [o, residual, ffn_norm_name(cfg, p)],
             outputs=[g.name("ln"), "", "", g.name("resid")],
             domain=ms,
             epsilon=eps,
@@ -610,7 +616,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
     g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=accuracy)
 
-    graph = helper.make_graph(g.nodes, f"ripcord_{cfg.get('architecture', 'llama')}_decoder_fused", inputs, outputs, g.inits)
+    graph = helper.make_graph(g.nodes, f"ripcord_{architecture(cfg)}_decoder_fused", inputs, outputs, g.inits)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)],

@@ -129,6 +129,10 @@ pub use http::{
 };
 pub use http::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use models::ModelInfo;
+/// OpenAI's Chat Completions API (`/v1/chat/completions`) as serde types, shared by the
+/// gateway's `/v1/chat/completions` door and the OpenAI adapter.
+#[cfg(feature = "openai")]
+pub use openai::chat_wire as openai_chat_wire;
 /// OpenAI's Responses API (`/v1/responses`) as serde types, shared by the gateway's
 /// `/v1/responses` door and the Responses upstream.
 #[cfg(feature = "openai")]

@@ -16,7 +16,8 @@ use super::pipeline::{
     Answer, Call, Dialect, Encoder, ReasoningPiece, ToolPiece, record, sse_event,
 };
 use super::reply::parse_body;
-use super::wire::{self, ChunkWriter, Delta, WireRequest};
+use super::wire::{self, ChunkWriter, WireRequest, delta};
+use ripcord_providers::openai_chat_wire as oa;
 
 /// The Chat Completions door.
 pub(super) struct ChatCompletions(WireRequest);
@@ -41,8 +42,8 @@ impl Dialect for ChatCompletions {
     }
 
     async fn translate(self, _call: &Call<'_>) -> Result<(ChatRequest, bool), GatewayError> {
-        let include_usage = self.0.include_usage();
-        Ok((self.0.into_chat_request()?, include_usage))
+        let include_usage = wire::include_usage(&self.0);
+        Ok((wire::into_chat_request(self.0)?, include_usage))
     }
 
     fn answer_id(n: u64) -> String {
@@ -74,7 +75,7 @@ impl Dialect for ChatCompletions {
 #[derive(serde::Serialize)]
 struct Recorded<'a> {
     #[serde(flatten)]
-    chunk: wire::Chunk<'a>,
+    chunk: oa::ChatCompletionChunk<'a>,
     ripcord: &'a Value,
 }
 
@@ -86,16 +87,16 @@ pub(super) struct Chunks {
 
 impl Encoder for Chunks {
     fn open(&mut self, out: &mut Vec<Bytes>) {
-        out.push(sse_event(None, &self.writer.chunk(Delta::opening(), None)));
+        out.push(sse_event(None, &self.writer.chunk(delta::opening(), None)));
     }
 
     fn text(&mut self, text: &str, out: &mut Vec<Bytes>) {
-        out.push(sse_event(None, &self.writer.chunk(Delta::text(text), None)));
+        out.push(sse_event(None, &self.writer.chunk(delta::text(text), None)));
     }
 
     fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
-        let delta = Delta::tool_call(p.index, p.id, p.name, p.arguments);
-        out.push(sse_event(None, &self.writer.chunk(delta, None)));
+        let piece = delta::tool_call(p.index, p.id, p.name, p.arguments);
+        out.push(sse_event(None, &self.writer.chunk(piece, None)));
     }
 
     fn reasoning(&mut self, piece: ReasoningPiece<'_>, out: &mut Vec<Bytes>) {
@@ -105,7 +106,7 @@ impl Encoder for Chunks {
         {
             out.push(sse_event(
                 None,
-                &self.writer.chunk(Delta::reasoning(text), None),
+                &self.writer.chunk(delta::reasoning(text), None),
             ));
         }
     }
@@ -117,7 +118,9 @@ impl Encoder for Chunks {
         record: Option<&Value>,
         out: &mut Vec<Bytes>,
     ) {
-        let finish = self.writer.chunk(Delta::default(), Some(reason.as_str()));
+        let finish = self
+            .writer
+            .chunk(oa::Delta::default(), Some(reason.as_str()));
         match record {
             None => out.push(sse_event(None, &finish)),
             Some(r) => out.push(sse_event(

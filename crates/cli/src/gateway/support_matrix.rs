@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::errors::Shape;
 use super::messages_wire;
 use super::reply::parse_body;
-use super::wire::WireRequest;
+use super::wire::{self, WireRequest};
 
 /// What a door does with a field.
 #[derive(Debug, Clone, Copy)]
@@ -278,7 +278,7 @@ fn table() -> String {
 fn parse(door: &str, body: &Value) -> Result<ChatRequest, super::errors::GatewayError> {
     let bytes = body.to_string();
     match door {
-        "chat" => parse_body::<WireRequest>(bytes.as_bytes())?.into_chat_request(),
+        "chat" => wire::into_chat_request(parse_body::<WireRequest>(bytes.as_bytes())?),
         _ => messages_wire::parse_request(bytes.as_bytes())?.into_chat_request(true),
     }
 }

@@ -9,6 +9,7 @@
 //! (the [`MaxTokensField`], whether `json_schema` is understood) and the vendor's own error
 //! codes — a [`Dialect`] — never in code paths.
 
+pub mod chat_wire;
 mod config;
 pub(crate) mod error_map;
 pub(crate) mod models;

@@ -1,333 +1,108 @@
 //! The Chat Completions and Embeddings request bodies, borrowed from the [`ChatRequest`].
 //!
-//! The wire structs hold references into the caller's request, so building a body copies
-//! nothing but what the wire format forces (a `data:` URL is streamed straight into the JSON
-//! writer), and the body is serialised exactly once per call.
+//! The chat body is the shared [`chat_wire`](super::chat_wire) request built with
+//! `Cow::Borrowed` references into the caller's request, so building it copies nothing but
+//! what the wire format forces (several text parts joined into one string; a `data:` URL is
+//! streamed straight into the JSON writer), and the body is serialised exactly once per call.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use ripcord_core::{
     ChatRequest, ContentPart, EmbeddingRequest, Error, ErrorKind, FileSource, ImageSource, Message,
     ResponseFormat, Result, Role, ToolCall, ToolChoice, ToolSpec,
 };
-use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
+use super::chat_wire as wire;
 use super::{AssistantPrefill, Dialect, MaxTokensField};
 
-#[derive(Serialize)]
-struct ChatBody<'a> {
-    model: &'a str,
-    messages: Vec<WireMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<WireToolChoice<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_format: Option<WireFormat<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_completion_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    stop: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    presence_penalty: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    frequency_penalty: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parallel_tool_calls: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_effort: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-    /// vLLM: the final (assistant) message stays open and the model writes on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    continue_final_message: Option<bool>,
-    /// vLLM: no new assistant turn after the final message (it cannot go with the above).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    add_generation_prompt: Option<bool>,
+/// An image or file as the `url` / `file_data` OpenAI takes: the URL itself, or a `data:` URL
+/// written straight into the JSON (no intermediate copy of the base64 payload).
+fn image_url(image: &ImageSource) -> wire::Url<'_> {
+    match image {
+        ImageSource::Url { url } => wire::Url::Plain(Cow::Borrowed(url)),
+        ImageSource::Base64 { media_type, data } => data_url(media_type, data),
+        _ => wire::Url::Plain(Cow::Borrowed("")),
+    }
 }
 
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
+fn data_url<'a>(media_type: &'a str, data: &'a str) -> wire::Url<'a> {
+    wire::Url::Data {
+        media_type: Cow::Borrowed(media_type),
+        data: Cow::Borrowed(data),
+    }
 }
 
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'static str,
-    content: WireContent<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<WireToolCall<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
-    /// DeepSeek: this final assistant message is the start of the answer to write on from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    prefix: Option<bool>,
+/// One content part on the wire; `None` for a part the wire has no form for.
+fn part(p: &ContentPart) -> Option<wire::ContentPart<'_>> {
+    Some(match p {
+        ContentPart::Text { text } => wire::ContentPart::Text {
+            text: Cow::Borrowed(text),
+        },
+        ContentPart::Image { image, detail } => wire::ContentPart::ImageUrl {
+            image_url: wire::ImageUrl {
+                url: image_url(image),
+                detail: detail.as_deref().map(Cow::Borrowed),
+            },
+        },
+        ContentPart::File { file, filename } => {
+            let (file_data, file_id) = match file {
+                FileSource::Base64 { media_type, data } => (Some(data_url(media_type, data)), None),
+                FileSource::Id { id } => (None, Some(Cow::Borrowed(id.as_str()))),
+                _ => (None, None),
+            };
+            wire::ContentPart::File {
+                file: wire::FileRef {
+                    file_data,
+                    file_id,
+                    filename: filename.as_deref().map(Cow::Borrowed),
+                },
+            }
+        }
+        ContentPart::Audio { data, format } => wire::ContentPart::InputAudio {
+            input_audio: wire::InputAudio {
+                data: Cow::Borrowed(data),
+                format: Cow::Borrowed(format),
+            },
+        },
+        _ => return None,
+    })
 }
 
 /// Message content: a plain string when the message is text only (every compatible server
 /// accepts that), the array-of-parts form only when it carries images, `null` for an assistant
 /// turn that only called tools.
-enum WireContent<'a> {
-    Null,
-    Text(Cow<'a, str>),
-    Parts(&'a [ContentPart]),
-}
-
-impl Serialize for WireContent<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self {
-            WireContent::Null => s.serialize_none(),
-            WireContent::Text(t) => s.serialize_str(t),
-            WireContent::Parts(parts) => {
-                let mut seq = s.serialize_seq(None)?;
-                for p in parts.iter() {
-                    match p {
-                        ContentPart::Text { text } => {
-                            seq.serialize_element(&TextPart { kind: "text", text })?
-                        }
-                        ContentPart::Image { image, detail } => {
-                            seq.serialize_element(&ImagePart {
-                                kind: "image_url",
-                                image_url: ImageUrl {
-                                    url: ImageUrlValue(image),
-                                    detail: detail.as_deref(),
-                                },
-                            })?
-                        }
-                        ContentPart::File { file, filename } => {
-                            let (file_data, file_id) = match file {
-                                FileSource::Base64 { media_type, data } => {
-                                    (Some(DataUrl { media_type, data }), None)
-                                }
-                                FileSource::Id { id } => (None, Some(id.as_str())),
-                                _ => (None, None),
-                            };
-                            seq.serialize_element(&FilePart {
-                                kind: "file",
-                                file: FileBody {
-                                    file_data: file_data.map(DataUrlValue),
-                                    file_id,
-                                    filename: filename.as_deref(),
-                                },
-                            })?
-                        }
-                        ContentPart::Audio { data, format } => {
-                            seq.serialize_element(&AudioPart {
-                                kind: "input_audio",
-                                input_audio: AudioBody { data, format },
-                            })?
-                        }
-                        _ => {}
-                    }
-                }
-                seq.end()
-            }
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct TextPart<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
-}
-
-#[derive(Serialize)]
-struct ImagePart<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    image_url: ImageUrl<'a>,
-}
-
-#[derive(Serialize)]
-struct ImageUrl<'a> {
-    url: ImageUrlValue<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    detail: Option<&'a str>,
-}
-
-/// An image as the `url` OpenAI takes: the URL itself, or a `data:` URL written straight into
-/// the JSON (no intermediate copy of the base64 payload).
-struct ImageUrlValue<'a>(&'a ImageSource);
-
-impl Serialize for ImageUrlValue<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self.0 {
-            ImageSource::Url { url } => s.serialize_str(url),
-            ImageSource::Base64 { media_type, data } => {
-                s.collect_str(&DataUrl { media_type, data })
-            }
-            _ => s.serialize_str(""),
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct FilePart<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    file: FileBody<'a>,
-}
-
-#[derive(Serialize)]
-struct FileBody<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file_data: Option<DataUrlValue<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    filename: Option<&'a str>,
-}
-
-/// A `data:` URL written straight into the JSON.
-struct DataUrlValue<'a>(DataUrl<'a>);
-
-impl Serialize for DataUrlValue<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
-    }
-}
-
-#[derive(Serialize)]
-struct AudioPart<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    input_audio: AudioBody<'a>,
-}
-
-#[derive(Serialize)]
-struct AudioBody<'a> {
-    data: &'a str,
-    format: &'a str,
-}
-
-struct DataUrl<'a> {
-    media_type: &'a str,
-    data: &'a str,
-}
-
-impl fmt::Display for DataUrl<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "data:{};base64,{}", self.media_type, self.data)
-    }
-}
-
-#[derive(Serialize)]
-struct WireToolCall<'a> {
-    id: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: WireFunctionCall<'a>,
-}
-
-#[derive(Serialize)]
-struct WireFunctionCall<'a> {
-    name: &'a str,
-    arguments: &'a str,
-}
-
-#[derive(Serialize)]
-struct WireTool<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: WireFunction<'a>,
-}
-
-#[derive(Serialize)]
-struct WireFunction<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    parameters: &'a serde_json::Value,
-}
-
-enum WireToolChoice<'a> {
-    Mode(&'static str),
-    Function(&'a str),
-}
-
-impl Serialize for WireToolChoice<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self {
-            WireToolChoice::Mode(m) => s.serialize_str(m),
-            WireToolChoice::Function(name) => {
-                let mut map = s.serialize_map(Some(2))?;
-                map.serialize_entry("type", "function")?;
-                map.serialize_entry("function", &NameOnly { name })?;
-                map.end()
-            }
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct NameOnly<'a> {
-    name: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireFormat<'a> {
-    JsonObject,
-    JsonSchema { json_schema: JsonSchemaSpec<'a> },
-}
-
-#[derive(Serialize)]
-struct JsonSchemaSpec<'a> {
-    name: &'a str,
-    schema: &'a serde_json::Value,
-    strict: bool,
-}
-
-fn role(r: Role) -> &'static str {
-    r.as_str()
-}
-
-fn content(m: &Message) -> WireContent<'_> {
+fn content(m: &Message) -> Option<wire::MessageContent<'_>> {
     if m.has_non_text() {
-        return WireContent::Parts(&m.content);
+        return Some(wire::MessageContent::Parts(
+            m.content.iter().filter_map(part).collect(),
+        ));
     }
     let mut texts = m.content.iter().filter_map(|p| match p {
         ContentPart::Text { text } => Some(text.as_str()),
         _ => None,
     });
-    match (texts.next(), texts.next()) {
-        (None, _) if m.role == Role::Assistant && !m.tool_calls.is_empty() => WireContent::Null,
-        (None, _) => WireContent::Text(Cow::Borrowed("")),
-        (Some(one), None) => WireContent::Text(Cow::Borrowed(one)),
-        (Some(_), Some(_)) => WireContent::Text(Cow::Owned(m.text())),
-    }
+    let text = match (texts.next(), texts.next()) {
+        (None, _) if m.role == Role::Assistant && !m.tool_calls.is_empty() => return None,
+        (None, _) => Cow::Borrowed(""),
+        (Some(one), None) => Cow::Borrowed(one),
+        (Some(_), Some(_)) => Cow::Owned(m.text()),
+    };
+    Some(wire::MessageContent::Text(text))
 }
 
 /// One message on the Chat Completions wire. An assistant message's reasoning
 /// ([`Message::reasoning`]) is left out on purpose: OpenAI takes none in history, and DeepSeek
 /// documents a 400 for `reasoning_content` in the input messages; reasoning of Anthropic's
 /// (signed) means nothing to another vendor.
-fn message(m: &Message) -> WireMessage<'_> {
-    WireMessage {
-        role: role(m.role),
+fn message(m: &Message) -> wire::Message<'_> {
+    wire::Message {
+        role: Some(Cow::Borrowed(m.role.as_str())),
         content: content(m),
-        name: m.name.as_deref(),
+        name: m.name.as_deref().map(Cow::Borrowed),
         tool_calls: m.tool_calls.iter().map(tool_call).collect(),
-        tool_call_id: m.tool_call_id.as_deref(),
-        prefix: None,
+        tool_call_id: m.tool_call_id.as_deref().map(Cow::Borrowed),
+        ..Default::default()
     }
 }
 
@@ -341,38 +116,41 @@ pub(crate) fn prefills(req: &ChatRequest, dialect: &Dialect) -> bool {
             .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
 }
 
-fn tool_call(c: &ToolCall) -> WireToolCall<'_> {
-    WireToolCall {
-        id: &c.id,
-        kind: "function",
-        function: WireFunctionCall {
-            name: &c.name,
-            arguments: if c.arguments.is_empty() {
+fn tool_call(c: &ToolCall) -> wire::ToolCall<'_> {
+    wire::ToolCall {
+        id: Some(Cow::Borrowed(&c.id)),
+        kind: Some(Cow::Borrowed("function")),
+        function: wire::FunctionCall {
+            name: Some(Cow::Borrowed(&c.name)),
+            arguments: wire::Arguments::Text(Cow::Borrowed(if c.arguments.is_empty() {
                 "{}"
             } else {
                 &c.arguments
-            },
+            })),
         },
     }
 }
 
-fn tool(t: &ToolSpec) -> WireTool<'_> {
-    WireTool {
-        kind: "function",
-        function: WireFunction {
-            name: &t.name,
-            description: t.description.as_deref(),
-            parameters: &t.parameters,
+fn tool(t: &ToolSpec) -> wire::Tool<'_> {
+    wire::Tool {
+        kind: Some(Cow::Borrowed("function")),
+        function: wire::FunctionDef {
+            name: Cow::Borrowed(&t.name),
+            description: t.description.as_deref().map(Cow::Borrowed),
+            parameters: Some(Cow::Borrowed(&t.parameters)),
         },
     }
 }
 
-fn tool_choice(c: &ToolChoice) -> Option<WireToolChoice<'_>> {
+fn tool_choice(c: &ToolChoice) -> Option<wire::ToolChoice<'_>> {
+    let mode = |m: &'static str| wire::ToolChoice::Mode(Cow::Borrowed(m));
     Some(match c {
-        ToolChoice::Auto => WireToolChoice::Mode("auto"),
-        ToolChoice::None => WireToolChoice::Mode("none"),
-        ToolChoice::Required => WireToolChoice::Mode("required"),
-        ToolChoice::Tool { name } => WireToolChoice::Function(name),
+        ToolChoice::Auto => mode("auto"),
+        ToolChoice::None => mode("none"),
+        ToolChoice::Required => mode("required"),
+        ToolChoice::Tool { name } => {
+            wire::ToolChoice::Function(wire::NamedToolChoice::function(name.as_str()))
+        }
         _ => return None,
     })
 }
@@ -400,36 +178,33 @@ pub(crate) fn chat_body(
     let mut extra_system: Option<String> = None;
     let response_format = match &req.response_format {
         ResponseFormat::Text => None,
-        ResponseFormat::Json => Some(WireFormat::JsonObject),
+        ResponseFormat::Json => Some(wire::ResponseFormat::JsonObject),
         ResponseFormat::JsonSchema {
             name,
             schema,
             strict,
         } => {
             if dialect.json_schema {
-                Some(WireFormat::JsonSchema {
-                    json_schema: JsonSchemaSpec {
-                        name,
-                        schema,
-                        strict: *strict,
+                Some(wire::ResponseFormat::JsonSchema {
+                    json_schema: wire::JsonSchema {
+                        name: Cow::Borrowed(name),
+                        schema: Some(Cow::Borrowed(schema)),
+                        strict: Some(*strict),
                     },
                 })
             } else {
                 extra_system = Some(schema_instruction(schema));
-                Some(WireFormat::JsonObject)
+                Some(wire::ResponseFormat::JsonObject)
             }
         }
         _ => None,
     };
     let mut messages = Vec::with_capacity(req.messages.len() + usize::from(extra_system.is_some()));
     if let Some(text) = &extra_system {
-        messages.push(WireMessage {
-            role: "system",
-            content: WireContent::Text(Cow::Borrowed(text)),
-            name: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            prefix: None,
+        messages.push(wire::Message {
+            role: Some(Cow::Borrowed("system")),
+            content: Some(wire::MessageContent::Text(Cow::Borrowed(text))),
+            ..Default::default()
         });
     }
     messages.extend(req.messages.iter().map(message));
@@ -442,8 +217,8 @@ pub(crate) fn chat_body(
         MaxTokensField::MaxTokens => (req.max_tokens, None),
         MaxTokensField::MaxCompletionTokens => (None, req.max_tokens),
     };
-    let body = ChatBody {
-        model,
+    let body = wire::ChatCompletionRequest {
+        model: Some(Cow::Borrowed(model)),
         messages,
         tools: req.tools.iter().map(tool).collect(),
         tool_choice: req.tool_choice.as_ref().and_then(tool_choice),
@@ -452,21 +227,24 @@ pub(crate) fn chat_body(
         top_p: req.top_p,
         max_tokens,
         max_completion_tokens,
-        stop: &req.stop,
+        stop: (!req.stop.is_empty()).then_some(wire::Stop::Many(Cow::Borrowed(&req.stop))),
         seed: req.seed,
         presence_penalty: req.presence_penalty,
         frequency_penalty: req.frequency_penalty,
         // OpenAI refuses the flag on a request without tools.
         parallel_tool_calls: req.parallel_tool_calls.filter(|_| !req.tools.is_empty()),
         // A thinking budget (Anthropic's way) is sent as the effort of its band.
-        reasoning_effort: req.reasoning.map(|r| r.effort_or_from_budget().as_str()),
-        user: req.user.as_deref(),
+        reasoning_effort: req
+            .reasoning
+            .map(|r| Cow::Borrowed(r.effort_or_from_budget().as_str())),
+        user: req.user.as_deref().map(Cow::Borrowed),
         stream,
-        stream_options: (stream && dialect.stream_usage).then_some(StreamOptions {
+        stream_options: (stream && dialect.stream_usage).then_some(wire::StreamOptions {
             include_usage: true,
         }),
         continue_final_message: continues.then_some(true),
         add_generation_prompt: continues.then_some(false),
+        ..Default::default()
     };
     // Sized once for the text plus the JSON around it, instead of growing from 128 bytes.
     let text: usize = req

@@ -5,170 +5,31 @@ use ripcord_core::{
     ToolCall, Usage,
 };
 use serde::Deserialize;
+use std::borrow::Cow;
 
 use crate::error_body::{ErrorBody, ErrorHook};
 
+use super::chat_wire as wire;
 use super::error_map;
-
-/// Message content as vendors send it: a string, or (some compatible servers) an array of
-/// text parts.
-///
-/// Deserialised by hand rather than as a `#[serde(untagged)]` enum: untagged enums buffer
-/// every value into an intermediate tree and copy the string out again, on every response
-/// and every stream chunk (it showed in the benchmark's profile).
-pub(crate) enum WireText {
-    Text(String),
-    Parts(Vec<WirePart>),
-}
-
-impl<'de> Deserialize<'de> for WireText {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct TextVisitor;
-
-        impl<'de> serde::de::Visitor<'de> for TextVisitor {
-            type Value = WireText;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string or an array of text parts")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<WireText, E> {
-                Ok(WireText::Text(v.to_owned()))
-            }
-
-            fn visit_string<E: serde::de::Error>(
-                self,
-                v: String,
-            ) -> std::result::Result<WireText, E> {
-                Ok(WireText::Text(v))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> std::result::Result<WireText, A::Error> {
-                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(p) = seq.next_element::<WirePart>()? {
-                    parts.push(p);
-                }
-                Ok(WireText::Parts(parts))
-            }
-        }
-
-        d.deserialize_any(TextVisitor)
-    }
-}
-
-#[derive(Deserialize)]
-pub(crate) struct WirePart {
-    #[serde(default)]
-    text: Option<String>,
-}
-
-impl WireText {
-    pub(crate) fn into_string(self) -> String {
-        match self {
-            WireText::Text(s) => s,
-            WireText::Parts(p) => p.into_iter().filter_map(|p| p.text).collect(),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Completion {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    choices: Vec<Choice>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    message: Option<RespMessage>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RespMessage {
-    #[serde(default)]
-    content: Option<WireText>,
-    #[serde(default)]
-    tool_calls: Option<Vec<RespToolCall>>,
-    #[serde(default)]
-    refusal: Option<String>,
-    /// The reasoning as DeepSeek, Qwen (DashScope), vLLM and Ollama send it.
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    /// The reasoning as OpenRouter (and newer vLLM) send it.
-    #[serde(default)]
-    reasoning: Option<String>,
-}
 
 /// The reasoning of a message or a delta: `reasoning_content`, else `reasoning` (a vendor that
 /// sends both sends the same text twice), empty ones ignored.
 pub(crate) fn reasoning_of(
-    reasoning_content: Option<String>,
-    reasoning: Option<String>,
+    reasoning_content: Option<Cow<'_, str>>,
+    reasoning: Option<Cow<'_, str>>,
 ) -> Option<String> {
     reasoning_content
         .filter(|r| !r.is_empty())
         .or(reasoning.filter(|r| !r.is_empty()))
+        .map(Cow::into_owned)
 }
 
-#[derive(Deserialize)]
-struct RespToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    function: RespFunction,
-}
-
-#[derive(Deserialize)]
-struct RespFunction {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<serde_json::Value>,
-}
-
-/// Token counts as OpenAI (and DeepSeek's cache fields) report them.
-#[derive(Deserialize, Default, Clone, Copy)]
-pub(crate) struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default)]
-    prompt_cache_hit_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-pub(crate) struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-}
-
-impl WireUsage {
-    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
-        let cached = self
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .or(self.prompt_cache_hit_tokens)
-            .unwrap_or(0);
-        Usage::new(
-            self.prompt_tokens.unwrap_or(0),
-            self.completion_tokens.unwrap_or(0),
-        )
-        .with_cached_input(cached)
+/// Token counts as OpenAI (and DeepSeek's cache fields) report them, priced.
+pub(crate) fn to_usage(u: Option<wire::Usage>, price: Option<&Price>) -> Usage {
+    let u = u.unwrap_or_default();
+    Usage::new(u.prompt_tokens, u.completion_tokens)
+        .with_cached_input(u.cached_tokens())
         .priced(price)
-    }
 }
 
 /// Maps an OpenAI-family finish reason (Zhipu's `sensitive` included).
@@ -182,29 +43,21 @@ pub(crate) fn finish_reason(s: &str) -> FinishReason {
     }
 }
 
-/// Tool arguments as text: vendors send a JSON string; a few send the object itself.
-pub(crate) fn arguments_text(v: Option<serde_json::Value>) -> String {
-    match v {
-        None | Some(serde_json::Value::Null) => String::new(),
-        Some(serde_json::Value::String(s)) => s,
-        Some(other) => other.to_string(),
-    }
-}
-
 /// Parses a 200 chat body. An error object in it is classified like an HTTP error.
 pub(crate) fn parse_chat(
     body: &[u8],
     hook: Option<ErrorHook>,
     price: Option<&Price>,
 ) -> Result<ChatResponse> {
-    let c: Completion = serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
-        Some(b) => error_map::from_body(None, &b, hook),
-        None => Error::new(
-            ErrorKind::InvalidResponse,
-            format!("the chat response is not valid JSON: {e}"),
-        )
-        .with_source(e),
-    })?;
+    let c: wire::ChatCompletion<'static> =
+        serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
+            Some(b) => error_map::from_body(None, &b, hook),
+            None => Error::new(
+                ErrorKind::InvalidResponse,
+                format!("the chat response is not valid JSON: {e}"),
+            )
+            .with_source(e),
+        })?;
     if let Some(err) = &c.error {
         let b = serde_json::json!({ "error": err });
         let b =
@@ -228,7 +81,10 @@ pub(crate) fn parse_chat(
             "the chat response's first choice has no message",
         ));
     };
-    let mut content = msg.content.map(WireText::into_string).unwrap_or_default();
+    let mut content = msg
+        .content
+        .map(wire::MessageContent::into_text)
+        .unwrap_or_default();
     let reasoning: Vec<ReasoningBlock> = reasoning_of(msg.reasoning_content, msg.reasoning)
         .map(ReasoningBlock::thinking)
         .into_iter()
@@ -241,32 +97,31 @@ pub(crate) fn parse_chat(
     if content.is_empty()
         && let Some(r) = msg.refusal.filter(|r| !r.is_empty())
     {
-        content = r;
+        content = r.into_owned();
         finish = FinishReason::ContentFilter;
     }
     let tool_calls: Vec<ToolCall> = msg
         .tool_calls
-        .unwrap_or_default()
         .into_iter()
         .enumerate()
         .map(|(i, t)| {
             ToolCall::new(
-                t.id.unwrap_or_else(|| format!("call_{i}")),
-                t.function.name.unwrap_or_default(),
-                arguments_text(t.function.arguments),
+                t.id.map_or_else(|| format!("call_{i}"), Cow::into_owned),
+                t.function.name.map(Cow::into_owned).unwrap_or_default(),
+                t.function.arguments.into_text(),
             )
         })
         .collect();
     if finish == FinishReason::ContentFilter && content.is_empty() && tool_calls.is_empty() {
         return Err(crate::driver::refused_without_content());
     }
-    let usage = c.usage.unwrap_or_default().to_usage(price);
+    let usage = to_usage(c.usage, price);
     Ok(ChatResponse::new(content)
         .with_tool_calls(tool_calls)
         .with_reasoning(reasoning)
         .with_finish_reason(finish)
         .with_usage(usage)
-        .with_model(c.model.unwrap_or_default()))
+        .with_model(c.model.map(Cow::into_owned).unwrap_or_default()))
 }
 
 #[derive(Deserialize)]
@@ -276,7 +131,7 @@ struct Embeddings {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
-    usage: Option<WireUsage>,
+    usage: Option<wire::Usage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
 }
@@ -329,7 +184,7 @@ pub(crate) fn parse_embeddings(
     }
     let vectors: Vec<Vec<f32>> = slots.into_iter().flatten().collect();
     let mut resp = EmbeddingResponse::new(vectors, r.model.unwrap_or_default());
-    resp.usage = r.usage.unwrap_or_default().to_usage(None);
+    resp.usage = to_usage(r.usage, None);
     Ok(resp)
 }
 
@@ -340,7 +195,8 @@ mod tests {
     #[test]
     fn content_is_a_string_or_text_parts() {
         let text = |json: &str| {
-            serde_json::from_str::<Option<WireText>>(json).map(|t| t.map(WireText::into_string))
+            serde_json::from_str::<Option<wire::MessageContent>>(json)
+                .map(|t| t.map(wire::MessageContent::into_text))
         };
         assert_eq!(text(r#""Hello""#).unwrap().as_deref(), Some("Hello"));
         assert_eq!(
@@ -356,7 +212,7 @@ mod tests {
         assert_eq!(text("null").unwrap(), None);
         assert_eq!(text("[]").unwrap().as_deref(), Some(""));
         let e = text("42").unwrap_err().to_string();
-        assert!(e.contains("a string or an array of text parts"), "{e}");
+        assert!(e.contains("a string or an array of parts"), "{e}");
     }
 
     #[test]

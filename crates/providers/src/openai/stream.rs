@@ -9,71 +9,16 @@
 
 use std::collections::VecDeque;
 
-use ripcord_core::{Error, FinishReason, Price, Result, StreamEvent};
-use serde::Deserialize;
+use std::borrow::Cow;
 
+use ripcord_core::{Error, FinishReason, Price, Result, StreamEvent};
+
+use super::chat_wire as wire;
 use super::error_map;
-use super::response::{WireText, WireUsage, arguments_text, finish_reason};
+use super::response::{finish_reason, reasoning_of, to_usage};
 use crate::driver::{Decoder, Step, malformed};
 use crate::error_body::{ErrorBody, ErrorHook};
 use crate::sse::SseEvent;
-
-#[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    choices: Vec<ChunkChoice>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct ChunkChoice {
-    #[serde(default)]
-    delta: Option<Delta>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-    /// Moonshot reports usage inside the last choice.
-    #[serde(default)]
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<WireText>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ToolDelta>>,
-    #[serde(default)]
-    refusal: Option<String>,
-    /// DeepSeek's, Qwen's, vLLM's and Ollama's reasoning piece.
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    /// OpenRouter's reasoning piece.
-    #[serde(default)]
-    reasoning: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ToolDelta {
-    #[serde(default)]
-    index: Option<u32>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<FunctionDelta>,
-}
-
-#[derive(Deserialize)]
-struct FunctionDelta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<serde_json::Value>,
-}
 
 /// Decodes an OpenAI-family chat stream.
 pub(crate) struct OpenAiDecoder {
@@ -120,7 +65,7 @@ impl Decoder for OpenAiDecoder {
             // Keep-alives and vendor extras ("event: ping") carry no answer.
             return Ok(Step::More);
         }
-        let chunk: Chunk = match serde_json::from_str(data) {
+        let chunk: wire::ChatCompletionChunk<'static> = match serde_json::from_str(data) {
             Ok(c) => c,
             Err(e) => return Ok(malformed(format!("malformed stream chunk: {e}"), e)),
         };
@@ -136,48 +81,47 @@ impl Decoder for OpenAiDecoder {
             return Err(error_map::from_body(None, &b, self.hook));
         }
         if let Some(m) = chunk.model.filter(|m| !m.is_empty()) {
-            self.model = Some(m);
+            self.model = Some(m.into_owned());
         }
         for choice in chunk.choices {
-            if let Some(delta) = choice.delta {
-                if let Some(text) =
-                    super::response::reasoning_of(delta.reasoning_content, delta.reasoning)
-                {
-                    out.push_back(StreamEvent::ReasoningDelta { text });
+            let delta = choice.delta;
+            if let Some(text) = reasoning_of(delta.reasoning_content, delta.reasoning) {
+                out.push_back(StreamEvent::ReasoningDelta { text });
+            }
+            if let Some(text) = delta
+                .content
+                .map(wire::MessageContent::into_text)
+                .filter(|t| !t.is_empty())
+            {
+                out.push_back(StreamEvent::TextDelta { text });
+            }
+            if let Some(r) = delta.refusal.filter(|r| !r.is_empty()) {
+                out.push_back(StreamEvent::TextDelta {
+                    text: r.into_owned(),
+                });
+                self.finish = Some(FinishReason::ContentFilter);
+            }
+            for (pos, call) in delta.tool_calls.into_iter().enumerate() {
+                let index = call.index.unwrap_or(u32::try_from(pos).unwrap_or(u32::MAX));
+                if index > ripcord_core::stream::MAX_TOOL_INDEX {
+                    return Err(ripcord_core::stream::index_out_of_bounds(
+                        "tool-call",
+                        u64::from(index),
+                    ));
                 }
-                if let Some(text) = delta
-                    .content
-                    .map(WireText::into_string)
-                    .filter(|t| !t.is_empty())
-                {
-                    out.push_back(StreamEvent::TextDelta { text });
-                }
-                if let Some(r) = delta.refusal.filter(|r| !r.is_empty()) {
-                    out.push_back(StreamEvent::TextDelta { text: r });
-                    self.finish = Some(FinishReason::ContentFilter);
-                }
-                for (pos, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                    let index = call.index.unwrap_or(u32::try_from(pos).unwrap_or(u32::MAX));
-                    if index > ripcord_core::stream::MAX_TOOL_INDEX {
-                        return Err(ripcord_core::stream::index_out_of_bounds(
-                            "tool-call",
-                            u64::from(index),
-                        ));
-                    }
-                    let (name, arguments) = match call.function {
-                        Some(f) => (
-                            f.name.filter(|n| !n.is_empty()),
-                            arguments_text(f.arguments),
-                        ),
-                        None => (None, String::new()),
-                    };
-                    out.push_back(StreamEvent::ToolCallDelta {
-                        index,
-                        id: call.id.filter(|i| !i.is_empty()),
-                        name,
-                        arguments,
-                    });
-                }
+                let (name, arguments) = match call.function {
+                    Some(f) => (
+                        f.name.filter(|n| !n.is_empty()).map(Cow::into_owned),
+                        f.arguments.into_text(),
+                    ),
+                    None => (None, String::new()),
+                };
+                out.push_back(StreamEvent::ToolCallDelta {
+                    index,
+                    id: call.id.filter(|i| !i.is_empty()).map(Cow::into_owned),
+                    name,
+                    arguments,
+                });
             }
             if let Some(r) = choice.finish_reason.as_deref().filter(|r| !r.is_empty())
                 && self.finish != Some(FinishReason::ContentFilter)
@@ -186,13 +130,13 @@ impl Decoder for OpenAiDecoder {
             }
             if let Some(u) = choice.usage {
                 out.push_back(StreamEvent::Usage {
-                    usage: u.to_usage(self.price.as_ref()),
+                    usage: to_usage(Some(u), self.price.as_ref()),
                 });
             }
         }
         if let Some(u) = chunk.usage {
             out.push_back(StreamEvent::Usage {
-                usage: u.to_usage(self.price.as_ref()),
+                usage: to_usage(Some(u), self.price.as_ref()),
             });
         }
         Ok(Step::More)

@@ -7,7 +7,25 @@
 //! in USD per million tokens at the time of writing — override with `with_capabilities` when
 //! you have a contract price.
 
-use ripcord_core::{Capabilities, Locality, Price};
+use ripcord_core::{Capabilities, Locality, Price, Usage};
+
+/// Usage from a vendor that counts cache reads and writes apart from the other input tokens
+/// (Anthropic, Bedrock): ripcord's input counts every prompt token, cached ones included, and
+/// the cache reads are kept as the cached part.
+#[cfg(any(feature = "anthropic", feature = "bedrock"))]
+pub(crate) fn usage_with_cache(
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+    price: Option<&Price>,
+) -> Usage {
+    let read = cache_read.unwrap_or(0);
+    let input = input.unwrap_or(0) + read + cache_write.unwrap_or(0);
+    Usage::new(input, output.unwrap_or(0))
+        .with_cached_input(read)
+        .priced(price)
+}
 
 /// One row of a capability table.
 ///

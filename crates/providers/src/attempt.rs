@@ -159,12 +159,22 @@ impl<'a> Answer<'a> {
 ///
 /// [`ChatModel`]: ripcord_core::ChatModel
 pub(crate) trait Adapter: Send + Sync {
-    /// The span of one attempt (see [`span`]).
-    fn span(&self, stream: bool) -> tracing::Span;
+    /// The link's `gen_ai.provider.name`, its id, the endpoint its spans name (as
+    /// `server.address`) and its transport.
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport);
 
-    /// A failed call's error, named after the link and scrubbed of its secrets (see
+    /// The span of one attempt (see [`span`]).
+    fn span(&self, stream: bool) -> tracing::Span {
+        let (provider, id, url, _) = self.parts();
+        span(provider, id, stream, url)
+    }
+
+    /// A failed call's error, named after the link and scrubbed of its key (see
     /// [`Labels::finish`]).
-    fn finish(&self, e: Error) -> Error;
+    fn finish(&self, e: Error) -> Error {
+        let (_, id, _, transport) = self.parts();
+        Labels::of(id, transport).finish(e)
+    }
 
     /// One chat call; its error is finished by the caller.
     fn chat_inner(

@@ -7,7 +7,7 @@
 //! in USD per million tokens at the time of writing — override with `with_capabilities` when
 //! you have a contract price.
 
-use ripcord_core::{Capabilities, Locality, Price, Usage};
+use ripcord_core::{Capabilities, Locality, Price};
 
 /// Usage from a vendor that counts cache reads and writes apart from the other input tokens
 /// (Anthropic, Bedrock): ripcord's input counts every prompt token, cached ones included, and
@@ -19,10 +19,10 @@ pub(crate) fn usage_with_cache(
     cache_read: Option<u64>,
     cache_write: Option<u64>,
     price: Option<&Price>,
-) -> Usage {
+) -> ripcord_core::Usage {
     let read = cache_read.unwrap_or(0);
     let input = input.unwrap_or(0) + read + cache_write.unwrap_or(0);
-    Usage::new(input, output.unwrap_or(0))
+    ripcord_core::Usage::new(input, output.unwrap_or(0))
         .with_cached_input(read)
         .priced(price)
 }

@@ -29,8 +29,7 @@ use secrecy::SecretString;
 pub use request::DEFAULT_MAX_TOKENS;
 
 use crate::attempt::{self, Adapter, Answer};
-use crate::driver::Labels;
-use crate::http::{self, Auth, Settings, Timeouts, Transport};
+use crate::http::{self, Auth, Settings, Target, Timeouts, Transport};
 use crate::models::ModelInfo;
 use crate::sse::SseParser;
 
@@ -208,12 +207,9 @@ impl Anthropic {
 }
 
 impl Adapter for Anthropic {
-    fn span(&self, stream: bool) -> tracing::Span {
-        attempt::span(telemetry::provider::ANTHROPIC, &self.id, stream, &self.url)
-    }
-
-    fn finish(&self, e: Error) -> Error {
-        Labels::of(&self.id, &self.transport).finish(e)
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport) {
+        let provider = telemetry::provider::ANTHROPIC;
+        (provider, &self.id, &self.url, &self.transport)
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

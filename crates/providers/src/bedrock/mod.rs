@@ -441,13 +441,9 @@ impl Bedrock {
 }
 
 impl Adapter for Bedrock {
-    fn span(&self, stream: bool) -> tracing::Span {
-        attempt::span(
-            telemetry::provider::AWS_BEDROCK,
-            &self.id,
-            stream,
-            &self.converse,
-        )
+    fn parts(&self) -> (&'static str, &ModelId, &http::Target, &Transport) {
+        let provider = telemetry::provider::AWS_BEDROCK;
+        (provider, &self.id, &self.converse, &self.transport)
     }
 
     /// Labels the error and removes any credential a vendor text might echo.

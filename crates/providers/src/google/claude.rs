@@ -22,7 +22,6 @@ use super::error_map::GoogleError;
 use super::{GCP_VERTEX_AI, VertexConfig};
 use crate::anthropic::{error_map as anthropic_errors, models, request, response, stream};
 use crate::attempt::{self, Adapter, Answer};
-use crate::driver::Labels;
 use crate::http::{self, Target, Timeouts, Transport};
 use crate::models::ModelInfo;
 use crate::sse::SseParser;
@@ -143,12 +142,9 @@ impl VertexAnthropic {
 }
 
 impl Adapter for VertexAnthropic {
-    fn span(&self, stream: bool) -> tracing::Span {
-        attempt::span(GCP_VERTEX_AI, &self.id, stream, &self.inner.predict)
-    }
-
-    fn finish(&self, e: Error) -> Error {
-        Labels::of(&self.id, &self.inner.transport).finish(e)
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport) {
+        let i = &self.inner;
+        (GCP_VERTEX_AI, &self.id, &i.predict, &i.transport)
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

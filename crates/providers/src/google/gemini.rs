@@ -14,7 +14,6 @@ use secrecy::SecretString;
 use super::request::{self, Thinking};
 use super::{GCP_GEMINI, embed, error_map, models, response, stream};
 use crate::attempt::{self, Adapter, Answer};
-use crate::driver::Labels;
 use crate::http::{self, Auth, Settings, Target, Timeouts, Transport};
 use crate::models::ModelInfo;
 use crate::sse::SseParser;
@@ -339,13 +338,9 @@ impl Gemini {
 }
 
 impl Adapter for Gemini {
-    fn span(&self, stream: bool) -> tracing::Span {
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport) {
         let e = &self.engine;
-        attempt::span(e.provider, &self.id, stream, &e.generate)
-    }
-
-    fn finish(&self, e: Error) -> Error {
-        Labels::of(&self.id, &self.engine.transport).finish(e)
+        (e.provider, &self.id, &e.generate, &e.transport)
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

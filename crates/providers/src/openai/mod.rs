@@ -29,7 +29,6 @@ use ripcord_core::{
 };
 
 use crate::attempt::{self, Adapter, Answer};
-use crate::driver::Labels;
 use crate::http::{self, Auth, Timeouts, Transport};
 use crate::models::ModelInfo;
 use crate::sse::SseParser;
@@ -400,14 +399,9 @@ impl OpenAi {
 }
 
 impl Adapter for OpenAi {
-    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
-    fn span(&self, stream: bool) -> tracing::Span {
+    fn parts(&self) -> (&'static str, &ModelId, &http::Target, &Transport) {
         let e = &self.engine;
-        attempt::span(e.provider, &self.id, stream, &e.chat_url)
-    }
-
-    fn finish(&self, e: Error) -> Error {
-        Labels::of(&self.id, &self.engine.transport).finish(e)
+        (e.provider, &self.id, &e.chat_url, &e.transport)
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {

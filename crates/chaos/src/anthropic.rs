@@ -176,6 +176,35 @@ struct Bare {
     kind: &'static str,
 }
 
+/// Appends the `content_block_start` of `block` at `index`.
+fn block_start(f: &mut Frames, index: usize, block: Block<'_>, is_content: bool) {
+    let start = BlockStart {
+        kind: "content_block_start",
+        index,
+        content_block: block,
+    };
+    f.push(Some("content_block_start"), &start, is_content);
+}
+
+/// Appends a `content_block_delta` of the block at `index`.
+fn block_delta(f: &mut Frames, index: usize, delta: Delta<'_>, is_content: bool) {
+    let delta = BlockDelta {
+        kind: "content_block_delta",
+        index,
+        delta,
+    };
+    f.push(Some("content_block_delta"), &delta, is_content);
+}
+
+/// Appends the `content_block_stop` of the block at `index`.
+fn block_stop(f: &mut Frames, index: usize) {
+    let stop = BlockStop {
+        kind: "content_block_stop",
+        index,
+    };
+    f.push(Some("content_block_stop"), &stop, false);
+}
+
 /// The SSE events of a streamed message.
 pub(crate) fn stream_frames(ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frames {
     let mut f = Frames::new(broken);
@@ -201,104 +230,73 @@ pub(crate) fn stream_frames(ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frames
     let ping = Bare { kind: "ping" };
     let mut index = 0;
     if let Some(thinking) = &reply.reasoning {
-        let block = BlockStart {
-            kind: "content_block_start",
+        block_start(
+            &mut f,
             index,
-            content_block: Block::Thinking {
+            Block::Thinking {
                 thinking: "",
                 signature: String::new(),
             },
-        };
-        f.push(Some("content_block_start"), &block, false);
+            false,
+        );
         for piece in split_even(thinking, reply.chunks) {
-            let delta = BlockDelta {
-                kind: "content_block_delta",
+            block_delta(
+                &mut f,
                 index,
-                delta: Delta::ThinkingDelta { thinking: piece },
-            };
-            f.push(Some("content_block_delta"), &delta, true);
+                Delta::ThinkingDelta { thinking: piece },
+                true,
+            );
         }
-        let delta = BlockDelta {
-            kind: "content_block_delta",
+        block_delta(
+            &mut f,
             index,
-            delta: Delta::SignatureDelta {
+            Delta::SignatureDelta {
                 signature: signature_for(thinking),
             },
-        };
-        f.push(Some("content_block_delta"), &delta, false);
-        let stop = BlockStop {
-            kind: "content_block_stop",
-            index,
-        };
-        f.push(Some("content_block_stop"), &stop, false);
+            false,
+        );
+        block_stop(&mut f, index);
         index += 1;
     }
     if let Some(data) = &reply.redacted_reasoning {
-        let block = BlockStart {
-            kind: "content_block_start",
-            index,
-            content_block: Block::RedactedThinking { data },
-        };
-        f.push(Some("content_block_start"), &block, true);
-        let stop = BlockStop {
-            kind: "content_block_stop",
-            index,
-        };
-        f.push(Some("content_block_stop"), &stop, false);
+        block_start(&mut f, index, Block::RedactedThinking { data }, true);
+        block_stop(&mut f, index);
         index += 1;
     }
     if reply.text.is_empty() {
         f.push(Some("ping"), &ping, false);
     } else {
-        let block = BlockStart {
-            kind: "content_block_start",
-            index,
-            content_block: Block::Text { text: "" },
-        };
-        f.push(Some("content_block_start"), &block, false);
+        block_start(&mut f, index, Block::Text { text: "" }, false);
         f.push(Some("ping"), &ping, false);
         for piece in reply.text_pieces() {
-            let delta = BlockDelta {
-                kind: "content_block_delta",
-                index,
-                delta: Delta::TextDelta { text: piece },
-            };
-            f.push(Some("content_block_delta"), &delta, true);
+            block_delta(&mut f, index, Delta::TextDelta { text: piece }, true);
         }
-        let stop = BlockStop {
-            kind: "content_block_stop",
-            index,
-        };
-        f.push(Some("content_block_stop"), &stop, false);
+        block_stop(&mut f, index);
         index += 1;
     }
     for (id, name, arguments) in &reply.tool_calls {
         // The block start names the tool: it is the first tool-call delta, so it counts as content.
-        let block = BlockStart {
-            kind: "content_block_start",
+        block_start(
+            &mut f,
             index,
-            content_block: Block::ToolUse {
+            Block::ToolUse {
                 id,
                 name,
                 input: Value::Object(serde_json::Map::new()),
             },
-        };
-        f.push(Some("content_block_start"), &block, true);
+            true,
+        );
         for piece in split_even(arguments, reply.chunks) {
-            let delta = BlockDelta {
-                kind: "content_block_delta",
+            block_delta(
+                &mut f,
                 index,
-                delta: Delta::InputJsonDelta {
+                Delta::InputJsonDelta {
                     partial_json: piece,
                 },
-            };
-            f.push(Some("content_block_delta"), &delta, true);
+                true,
+            );
         }
-        let stop = BlockStop {
-            kind: "content_block_stop",
-            index,
-        };
-        f.push(Some("content_block_stop"), &stop, false);
+        block_stop(&mut f, index);
         index += 1;
     }
     f.start_tail();
@@ -416,11 +414,7 @@ mod tests {
 
     #[test]
     fn stream_frames_have_blocks_in_order() {
-        let ctx = Ctx {
-            id: "msg_1",
-            model: "claude",
-            created: 0,
-        };
+        let ctx = Ctx::new("msg_1", "claude", 0);
         let reply = Reply::text("abcd")
             .with_chunks(2)
             .with_tool_call("toolu_1", "f", "{\"a\":1}");
@@ -454,11 +448,7 @@ mod tests {
 
     #[test]
     fn reasoning_opens_the_message_signed_in_json_and_stream() {
-        let ctx = Ctx {
-            id: "msg_1",
-            model: "claude",
-            created: 0,
-        };
+        let ctx = Ctx::new("msg_1", "claude", 0);
         let reply = Reply::text("4")
             .with_chunks(2)
             .with_reasoning("2+2")
@@ -523,11 +513,7 @@ mod tests {
 
     #[test]
     fn message_body_parses_tool_input() {
-        let ctx = Ctx {
-            id: "msg_1",
-            model: "claude",
-            created: 0,
-        };
+        let ctx = Ctx::new("msg_1", "claude", 0);
         let reply = Reply::text("").with_tool_call("toolu_1", "f", "{\"a\":1}");
         let v: Value = serde_json::from_slice(&message(ctx, &reply)).unwrap_or_default();
         assert_eq!(v["content"][0]["input"]["a"], 1);

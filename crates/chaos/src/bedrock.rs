@@ -644,11 +644,7 @@ mod tests {
 
     #[test]
     fn stream_frames_are_real_event_stream_messages() {
-        let ctx = Ctx {
-            id: "x",
-            model: "m",
-            created: 0,
-        };
+        let ctx = Ctx::new("x", "m", 0);
         let reply = Reply::text("abcd")
             .with_chunks(2)
             .with_tool_call("t1", "f", "{\"a\":1}");

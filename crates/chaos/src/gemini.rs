@@ -431,11 +431,7 @@ mod tests {
             Some(("gemini-2.5-pro", "generateContent"))
         );
         assert_eq!(model_and_method("/v1beta/models"), None);
-        let ctx = Ctx {
-            id: "r1",
-            model: "gemini-2.5-flash",
-            created: 0,
-        };
+        let ctx = Ctx::new("r1", "gemini-2.5-flash", 0);
         let reply = Reply::text("abcd")
             .with_chunks(2)
             .with_tool_call("c", "f", "{\"a\":1}");

@@ -21,19 +21,17 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::poll_fn;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::http::{Conn, Framing, write_head};
+use crate::http::{Conn, Framing, accept_loop, write_head};
 
 /// The throwaway test key's private half (PKCS#8 PEM): signs assertions the fake accepts.
 pub const TEST_PRIVATE_KEY_PEM: &str = include_str!("../fixtures/google_test_key.pem");
@@ -247,7 +245,7 @@ impl GoogleTokenServer {
             registry: TokenRegistry::default(),
             url: format!("http://{addr}/token"),
         });
-        let accept = tokio::spawn(accept_loop(Arc::clone(&shared)));
+        let accept = tokio::spawn(accept_loop(Arc::clone(&shared), |s| &s.listener, serve));
         Ok(GoogleTokenServer {
             shared,
             addr,
@@ -319,26 +317,6 @@ fn ensure_crypto_provider() {
     use jsonwebtoken::crypto::CryptoProvider;
     if CryptoProvider::try_get_default().is_none() {
         let _ = jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default();
-    }
-}
-
-async fn accept_loop(shared: Arc<Shared>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = poll_fn(|cx| match lock(&shared.listener).as_ref() {
-            Some(l) => l.poll_accept(cx).map(Some),
-            None => Poll::Ready(None),
-        })
-        .await;
-        match accepted {
-            None => return,
-            Some(Ok((stream, _))) => {
-                let _ = stream.set_nodelay(true);
-                while connections.try_join_next().is_some() {}
-                connections.spawn(serve(Arc::clone(&shared), stream));
-            }
-            Some(Err(_)) => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
     }
 }
 

@@ -7,12 +7,55 @@
 //! are kept alive unless the client says `Connection: close` (or speaks HTTP/1.0 without
 //! `keep-alive`).
 
+use std::future::{Future, poll_fn};
 use std::io::Write as _;
 use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+/// Accepts connections on the listener `listener` finds in `shared` until it is taken (`None`:
+/// the fake was dropped and its port closed), and serves each with `serve` in a task of this
+/// loop's own [`JoinSet`], so aborting the loop aborts every connection. Nagle is off: with
+/// delayed ACKs it would add ~40 ms to every small keep-alive response. An accept error (out of
+/// file descriptors, a connection aborted before accept) backs off a moment instead of spinning,
+/// then the loop keeps serving.
+pub(crate) async fn accept_loop<S, Fut>(
+    shared: Arc<S>,
+    listener: fn(&S) -> &Mutex<Option<TcpListener>>,
+    serve: impl Fn(Arc<S>, TcpStream) -> Fut,
+) where
+    S: Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = poll_fn(|cx| {
+            let guard = listener(&shared)
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(l) => l.poll_accept(cx).map(Some),
+                None => Poll::Ready(None),
+            }
+        })
+        .await;
+        match accepted {
+            None => return,
+            Some(Ok((stream, _peer))) => {
+                let _ = stream.set_nodelay(true);
+                while connections.try_join_next().is_some() {}
+                connections.spawn(serve(Arc::clone(&shared), stream));
+            }
+            Some(Err(_)) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
 
 /// Largest request head accepted.
 const MAX_HEAD: usize = 64 * 1024;

@@ -23,6 +23,14 @@ pub(crate) struct Ctx<'a> {
     pub(crate) created: u64,
 }
 
+#[cfg(test)]
+impl<'a> Ctx<'a> {
+    /// A context for the fakes' own tests.
+    pub(crate) const fn new(id: &'a str, model: &'a str, created: u64) -> Self {
+        Ctx { id, model, created }
+    }
+}
+
 const FINGERPRINT: &str = "fp_ripcord_fake";
 
 #[derive(Serialize)]
@@ -568,11 +576,7 @@ mod tests {
 
     #[test]
     fn stream_frames_order_and_usage_flag() {
-        let ctx = Ctx {
-            id: "chatcmpl-1",
-            model: "m",
-            created: 1,
-        };
+        let ctx = Ctx::new("chatcmpl-1", "m", 1);
         let reply = Reply::text("abcd")
             .with_chunks(2)
             .with_tool_call("call_1", "f", "{\"a\":1}");
@@ -596,11 +600,7 @@ mod tests {
 
     #[test]
     fn reasoning_goes_as_reasoning_content_in_json_and_before_the_text_in_streams() {
-        let ctx = Ctx {
-            id: "chatcmpl-1",
-            model: "deepseek-reasoner",
-            created: 1,
-        };
+        let ctx = Ctx::new("chatcmpl-1", "deepseek-reasoner", 1);
         let reply = Reply::text("9.8").with_chunks(2).with_reasoning("compare");
         let v: Value = serde_json::from_slice(&completion(ctx, &reply)).unwrap_or_default();
         assert_eq!(v["choices"][0]["message"]["reasoning_content"], "compare");

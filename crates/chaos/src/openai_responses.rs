@@ -295,11 +295,7 @@ mod tests {
 
     #[test]
     fn a_stream_is_the_documented_event_sequence() {
-        let ctx = Ctx {
-            id: "resp_1",
-            model: "gpt-5",
-            created: 1,
-        };
+        let ctx = Ctx::new("resp_1", "gpt-5", 1);
         let reply = Reply::text("abcd")
             .with_chunks(2)
             .with_tool_call("call_1", "f", "{\"a\":1}");
@@ -350,11 +346,7 @@ mod tests {
             ),
             (Some("error"), Some("insufficient_quota"), Some(3))
         );
-        let ctx = Ctx {
-            id: "resp_2",
-            model: "m",
-            created: 1,
-        };
+        let ctx = Ctx::new("resp_2", "m", 1);
         let f: Value =
             serde_json::from_slice(&failed_event(ctx, &VendorError::ServerError, 5)).unwrap();
         assert_eq!(f["response"]["status"], "failed");

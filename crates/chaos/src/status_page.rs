@@ -31,18 +31,15 @@
 //! # Ok(()) }
 //! ```
 
-use std::future::poll_fn;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::Poll;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
-use crate::http::{Conn, Framing, write_head};
+use crate::http::{Conn, Framing, accept_loop, write_head};
 
 /// How the page answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +139,7 @@ impl FakeStatusPage {
             }),
             hits: AtomicU64::new(0),
         });
-        let accept = tokio::spawn(accept_loop(Arc::clone(&shared)));
+        let accept = tokio::spawn(accept_loop(Arc::clone(&shared), |s| &s.listener, serve));
         Ok(FakeStatusPage {
             shared,
             addr,
@@ -241,26 +238,6 @@ impl FakeStatusPage {
     /// Requests received (every connection reset by [`PageMode::Unreachable`] counts too).
     pub fn hits(&self) -> u64 {
         self.shared.hits.load(Ordering::SeqCst)
-    }
-}
-
-async fn accept_loop(shared: Arc<Shared>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = poll_fn(|cx| match lock(&shared.listener).as_ref() {
-            Some(l) => l.poll_accept(cx).map(Some),
-            None => Poll::Ready(None),
-        })
-        .await;
-        match accepted {
-            None => return,
-            Some(Ok((stream, _))) => {
-                let _ = stream.set_nodelay(true);
-                while connections.try_join_next().is_some() {}
-                connections.spawn(serve(Arc::clone(&shared), stream));
-            }
-            Some(Err(_)) => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
     }
 }
 

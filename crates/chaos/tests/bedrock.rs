@@ -71,6 +71,24 @@ const BASE_HEADERS: [(&str, &str); 2] = [
     ("accept", "application/json"),
 ];
 
+/// `headers` and the SigV4 headers of [`body`] to `url`, signed now with the test keys.
+fn signed_now(url: &str, headers: &[(&str, &str)]) -> Vec<(String, String)> {
+    let sig = signed(
+        url,
+        headers,
+        &body(),
+        TEST_ACCESS_KEY_ID,
+        None,
+        SystemTime::now(),
+    );
+    let mut all: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    all.extend(sig);
+    all
+}
+
 async fn send(url: &str, headers: &[(String, String)], body: Vec<u8>) -> reqwest::Response {
     let mut req = reqwest::Client::new().post(url).body(body);
     for (n, v) in headers {
@@ -261,19 +279,7 @@ async fn converse_stream_frames_carry_valid_checksums_in_order() {
         ("content-type", "application/json"),
         ("accept", "application/vnd.amazon.eventstream"),
     ];
-    let sig = signed(
-        &url,
-        &headers,
-        &body(),
-        TEST_ACCESS_KEY_ID,
-        None,
-        SystemTime::now(),
-    );
-    let mut all: Vec<(String, String)> = headers
-        .iter()
-        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-        .collect();
-    all.extend(sig);
+    let all = signed_now(&url, &headers);
     let resp = send(&url, &all, body()).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
@@ -307,19 +313,7 @@ async fn converse_stream_frames_carry_valid_checksums_in_order() {
         after_chunks: 1,
         error: VendorError::RateLimited { retry_after: None },
     }));
-    let sig = signed(
-        &url,
-        &headers,
-        &body(),
-        TEST_ACCESS_KEY_ID,
-        None,
-        SystemTime::now(),
-    );
-    let mut all: Vec<(String, String)> = headers
-        .iter()
-        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-        .collect();
-    all.extend(sig);
+    let all = signed_now(&url, &headers);
     let f = frames(&send(&url, &all, body()).await.bytes().await.unwrap());
     let last = f.last().unwrap();
     assert_eq!(

@@ -304,28 +304,25 @@ async fn scripted_faults_carry_googles_envelope() {
     // Mid-stream: an in-band error object after the first chunk, and a stream cut before its
     // finishing chunk.
     let stream_path = format!("{STUDIO}:streamGenerateContent?alt=sse");
+    // One stream call: its raw text and its chunks.
+    let stream_chunks = async || {
+        let resp = post(&fake, &stream_path, &generate_body()).await;
+        let text = resp.text().await.unwrap();
+        let chunks: Vec<Value> = parse_sse(&text).iter().map(|e| e.json()).collect();
+        (text, chunks)
+    };
     fake.set_script(Script::Always(Behavior::InBandError {
         after_chunks: 1,
         error: VendorError::Overloaded,
     }));
-    let text = post(&fake, &stream_path, &generate_body())
-        .await
-        .text()
-        .await
-        .unwrap();
-    let chunks: Vec<Value> = parse_sse(&text).iter().map(|e| e.json()).collect();
+    let (text, chunks) = stream_chunks().await;
     assert_eq!(chunks.len(), 2, "{text}");
     assert!(chunks[0]["candidates"][0]["content"]["parts"][0]["text"].is_string());
     assert_eq!(chunks[1]["error"]["status"], "UNAVAILABLE", "{text}");
     fake.set_script(Script::Always(Behavior::TruncatedStream {
         after_chunks: 2,
     }));
-    let text = post(&fake, &stream_path, &generate_body())
-        .await
-        .text()
-        .await
-        .unwrap();
-    let chunks: Vec<Value> = parse_sse(&text).iter().map(|e| e.json()).collect();
+    let (text, chunks) = stream_chunks().await;
     assert_eq!(chunks.len(), 2, "{text}");
     assert!(
         chunks

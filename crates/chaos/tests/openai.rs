@@ -201,16 +201,14 @@ async fn embeddings_models_and_azure_paths() {
             .json(&body)
             .send()
     };
+    // A successful `/v1/embeddings` call's JSON.
+    let emb_json = async |body: Value| -> Value {
+        let resp = emb(body, "/v1/embeddings").await.unwrap();
+        resp.json().await.unwrap()
+    };
 
-    let v: Value = emb(
-        json!({"model": "text-embedding-3-small", "input": ["a b c", "a b c", "x"]}),
-        "/v1/embeddings",
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let v = emb_json(json!({"model": "text-embedding-3-small", "input": ["a b c", "a b c", "x"]}))
+        .await;
     assert_eq!(v["object"], "list");
     assert_eq!(v["model"], "text-embedding-3-small");
     let data = v["data"].as_array().unwrap();
@@ -226,27 +224,11 @@ async fn embeddings_models_and_azure_paths() {
     assert_ne!(data[0]["embedding"], data[2]["embedding"]);
     assert_eq!(v["usage"]["prompt_tokens"], 3 + 3 + 1);
 
-    let v: Value = emb(
-        json!({"model": "m", "input": "hello", "dimensions": 3}),
-        "/v1/embeddings",
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let v = emb_json(json!({"model": "m", "input": "hello", "dimensions": 3})).await;
     assert_eq!(v["data"][0]["embedding"].as_array().unwrap().len(), 3);
 
     // base64: little-endian f32s, 4 bytes each -> 8 dims = 32 bytes = 44 base64 chars.
-    let v: Value = emb(
-        json!({"model": "m", "input": "hello", "encoding_format": "base64"}),
-        "/v1/embeddings",
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let v = emb_json(json!({"model": "m", "input": "hello", "encoding_format": "base64"})).await;
     assert_eq!(v["data"][0]["embedding"].as_str().unwrap().len(), 44);
 
     let bad = emb(

@@ -14,13 +14,12 @@
 //! REST tab; <https://learn.microsoft.com/azure/ai-foundry/openai/api-version-lifecycle>).
 
 use std::fmt;
-use std::sync::Arc;
 
 use ::http::header::HeaderMap;
-use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Result};
+use ripcord_core::{Error, ErrorKind, Locality, Result};
 use secrecy::SecretString;
 
-use crate::http::{self, Auth, HttpClient, Timeouts};
+use crate::http::{self, Auth, Settings};
 use crate::models::ModelInfo;
 use crate::openai::{Dialect, MaxTokensField, OpenAi, OpenAiConfig, OpenAiWire, Setup, models};
 
@@ -39,34 +38,17 @@ pub const AZURE_API_VERSION: &str = "2024-10-21";
 /// assert!(!format!("{azure:?}").contains("az-key-123"));
 /// # Ok::<(), ripcord_core::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AzureConfig {
     endpoint: String,
     deployment: String,
     api_version: String,
     api_key: SecretString,
     model: Option<String>,
-    name: Option<String>,
     region: Option<String>,
-    timeouts: Timeouts,
-    client: Option<HttpClient>,
-    capabilities: Option<Capabilities>,
     max_tokens_field: MaxTokensField,
     wire: OpenAiWire,
-}
-
-impl fmt::Debug for AzureConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AzureConfig")
-            .field("endpoint", &self.endpoint)
-            .field("deployment", &self.deployment)
-            .field("api_version", &self.api_version)
-            .field("api_key", &"[redacted]")
-            .field("model", &self.model)
-            .field("name", &self.name)
-            .field("timeouts", &self.timeouts)
-            .finish_non_exhaustive()
-    }
+    http: Settings,
 }
 
 impl AzureConfig {
@@ -82,13 +64,10 @@ impl AzureConfig {
             api_version: AZURE_API_VERSION.to_owned(),
             api_key: api_key.into(),
             model: None,
-            name: None,
             region: None,
-            timeouts: Timeouts::default(),
-            client: None,
-            capabilities: None,
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             wire: OpenAiWire::ChatCompletions,
+            http: Settings::default(),
         }
     }
 
@@ -127,33 +106,9 @@ impl AzureConfig {
         self
     }
 
-    /// Sets the link name (default `azure`).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
     /// Sets the Azure region of the resource (e.g. `eu`, `swedencentral`) for locality rules.
     pub fn with_region(mut self, region: impl Into<String>) -> Self {
         self.region = Some(region.into());
-        self
-    }
-
-    /// Sets the time limits.
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// Uses this (shared) HTTP client.
-    pub fn with_client(mut self, client: HttpClient) -> Self {
-        self.client = Some(client);
-        self
-    }
-
-    /// Overrides the capabilities.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.capabilities = Some(caps);
         self
     }
 
@@ -171,6 +126,8 @@ impl AzureConfig {
         self
     }
 }
+
+http::settings_setters!(AzureConfig, name: "`azure`");
 
 /// An Azure OpenAI deployment.
 ///
@@ -272,10 +229,9 @@ impl AzureOpenAi {
             ModelInfo::lookup(models::TABLE, &models::DEFAULT, &table_model).capabilities(locality);
         let mut dialect = Dialect::openai();
         dialect.max_tokens = cfg.max_tokens_field;
-        let mut oc = OpenAiConfig::keyless(deployment).with_timeouts(cfg.timeouts);
-        oc.name = Some(cfg.name.unwrap_or_else(|| "azure".to_owned()));
-        oc.client = cfg.client;
-        oc.capabilities = cfg.capabilities;
+        // The link name defaults to the vendor, `azure`; the endpoint is the base URL.
+        let mut oc = OpenAiConfig::keyless(deployment);
+        oc.http = cfg.http;
         let inner = OpenAi::assemble(
             Setup {
                 vendor: "azure",
@@ -297,32 +253,9 @@ impl AzureOpenAi {
         };
         Ok(AzureOpenAi { inner })
     }
-
-    /// Renames the link.
-    pub fn named(self, name: impl Into<Arc<str>>) -> Self {
-        AzureOpenAi {
-            inner: self.inner.named(name),
-        }
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(self, caps: Capabilities) -> Self {
-        AzureOpenAi {
-            inner: self.inner.with_capabilities(caps),
-        }
-    }
-
-    /// Replaces the time limits; see [`OpenAi::with_timeouts`].
-    ///
-    /// # Errors
-    ///
-    /// As [`OpenAi::with_timeouts`].
-    pub fn with_timeouts(self, timeouts: Timeouts) -> Result<Self> {
-        Ok(AzureOpenAi {
-            inner: self.inner.with_timeouts(timeouts)?,
-        })
-    }
 }
+
+crate::openai::setters_through_inner!(AzureOpenAi);
 
 /// Everything forwards to the [`OpenAi`] engine inside: this type differs only in how it is
 /// built.

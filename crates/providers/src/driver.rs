@@ -187,28 +187,8 @@ struct Driver<P, D> {
     labels: Labels,
 }
 
-/// Wraps a successful streaming (SSE) response. `started` is when the request was sent.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
-pub(crate) fn drive<D: Decoder>(
-    resp: http::Response,
-    decoder: D,
-    ctx: &Context,
-    timeouts: Timeouts,
-    started: Instant,
-    labels: Labels,
-) -> ChatStream {
-    drive_framed(
-        resp,
-        SseParser::new(),
-        decoder,
-        ctx,
-        timeouts,
-        started,
-        labels,
-    )
-}
-
-/// Wraps a successful streaming response cut into frames by `parser`.
+/// Wraps a successful streaming response cut into frames by `parser` (an [`SseParser`] for
+/// most vendors). `started` is when the request was sent.
 pub(crate) fn drive_framed<P: Framer, D: Decoder<P::Frame>>(
     resp: http::Response,
     parser: P,

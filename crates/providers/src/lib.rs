@@ -84,6 +84,13 @@
     feature = "gemini",
     feature = "bedrock"
 ))]
+mod attempt;
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "bedrock"
+))]
 mod driver;
 pub mod error_body;
 mod http;

@@ -9,6 +9,24 @@
 
 use ripcord_core::{Capabilities, Locality, Price};
 
+/// Usage from a vendor that counts cache reads and writes apart from the other input tokens
+/// (Anthropic, Bedrock): ripcord's input counts every prompt token, cached ones included, and
+/// the cache reads are kept as the cached part.
+#[cfg(any(feature = "anthropic", feature = "bedrock"))]
+pub(crate) fn usage_with_cache(
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+    price: Option<&Price>,
+) -> ripcord_core::Usage {
+    let read = cache_read.unwrap_or(0);
+    let input = input.unwrap_or(0) + read + cache_write.unwrap_or(0);
+    ripcord_core::Usage::new(input, output.unwrap_or(0))
+        .with_cached_input(read)
+        .priced(price)
+}
+
 /// One row of a capability table.
 ///
 /// # Examples

@@ -8,9 +8,9 @@ use std::time::Duration;
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ImageSource, Message, ResponseFormat,
-    StatusCode, StreamEvent, TimeoutPhase, ToolCall, ToolChoice, ToolSpec, stream,
+    StatusCode, StreamEvent, ToolCall, ToolChoice, ToolSpec, stream,
 };
-use ripcord_providers::{Anthropic, Timeouts};
+use ripcord_providers::Anthropic;
 use serde_json::json;
 use support::*;
 
@@ -185,33 +185,7 @@ async fn every_http_error_row_is_classified() {
 async fn in_band_error_events_are_classified() {
     let fake = anthropic_fake().await;
     let m = anthropic(&fake);
-    for ve in VendorError::ALL {
-        for after in [0, 2] {
-            fake.set_script(Script::Always(Behavior::InBandError {
-                after_chunks: after,
-                error: ve.clone(),
-            }));
-            let e = match m.stream(&ChatRequest::user("hi"), &Context::new()).await {
-                Ok(s) => {
-                    let (events, err) = drain(s).await;
-                    assert_eq!(
-                        text_of(&events).is_empty(),
-                        after == 0,
-                        "{ve:?} after {after}"
-                    );
-                    err.expect("the stream ends with the error")
-                }
-                Err(e) => e,
-            };
-            assert_eq!(
-                e.kind(),
-                ve.expected_kind(),
-                "in-band after {after}: {ve:?}: {e}"
-            );
-        }
-        let e = chat_err(&m, &ChatRequest::user("hi")).await;
-        assert_eq!(e.kind(), ve.expected_kind(), "200 body {ve:?}: {e}");
-    }
+    assert_in_band_errors(&fake, &m, |_, _, _| {}).await;
 }
 
 #[tokio::test]
@@ -220,73 +194,27 @@ async fn truncation_malformed_json_and_resets() {
     let m = anthropic(&fake);
     assert_truncated_stream(&fake, &m, "message_stop").await;
 
-    fake.set_script(Script::Always(Behavior::MalformedJson));
-    assert_eq!(
-        chat_err(&m, &ChatRequest::user("hi")).await.kind(),
-        ErrorKind::InvalidResponse
-    );
     // One unparseable event in a healthy stream is skipped; the answer completes.
-    let events = stream_ok(&m, &ChatRequest::user("hi")).await;
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, StreamEvent::Finish { .. }))
-    );
-
-    fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
-    let (_, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(err.expect("reset").kind(), ErrorKind::Network);
+    assert_malformed_json(&fake, &m).await;
+    assert_reset_mid_stream(&fake, &m).await;
 }
 
 #[tokio::test]
 async fn timeouts_by_phase() {
     let fake = anthropic_fake().await;
     // Limits changed after construction apply to the next call.
-    let m = anthropic(&fake)
-        .with_timeouts(
-            Timeouts::default()
-                .with_first_token(Duration::from_millis(300))
-                .with_stream_idle(Duration::from_millis(300)),
-        )
-        .unwrap();
-    // Silent: no response byte at all.
-    fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
-
-    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 1 }));
-    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
-    assert!(!text_of(&events).is_empty());
-    assert_eq!(
-        err.expect("stall").timeout_phase(),
-        Some(TimeoutPhase::StreamIdle)
-    );
-
-    // The preamble (message_start, ping) is not a first token.
-    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 0 }));
-    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
-    assert!(events.is_empty(), "{events:?}");
-    assert_eq!(
-        err.expect("stall").timeout_phase(),
-        Some(TimeoutPhase::FirstToken)
-    );
+    let m = anthropic(&fake).with_timeouts(short_phases()).unwrap();
+    assert_phase_timeouts(&fake, &m).await;
 }
 
 #[tokio::test]
 async fn keys_never_show_in_debug_or_errors() {
     let fake = anthropic_fake().await;
-    let cfg = anthropic_cfg(&fake, "claude-sonnet-4-5");
-    assert_no_key("config Debug", &format!("{cfg:?}"));
-    let m = Anthropic::new(cfg).unwrap();
-    assert_no_key("provider Debug", &format!("{m:?}"));
-    fake.set_script(Script::Always(Behavior::Status {
-        status: 401,
-        body: format!(r#"{{"type":"error","error":{{"type":"authentication_error","message":"invalid x-api-key {KEY}"}}}}"#),
-        headers: vec![],
-    }));
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::Auth);
-    assert_error_clean(&e);
+    let m = build_keeping_the_key(anthropic_cfg(&fake, "claude-sonnet-4-5"), Anthropic::new);
+    let body = format!(
+        r#"{{"type":"error","error":{{"type":"authentication_error","message":"invalid x-api-key {KEY}"}}}}"#
+    );
+    assert_status_error_clean(&fake, &m, (401, body, vec![]), ErrorKind::Auth).await;
 }
 
 /// A base URL in either convention — the host alone (Anthropic's SDKs) or `…/v1` (OpenAI's) —

@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use ripcord_chaos::bedrock::{
     EXPIRED_SESSION_TOKEN, TEST_ACCESS_KEY_ID, TEST_API_KEY, TEST_SECRET_ACCESS_KEY,
     TEST_SESSION_TOKEN, TEST_TEMP_ACCESS_KEY_ID,
@@ -15,9 +13,9 @@ use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorErro
 use ripcord_core::stream::Collector;
 use ripcord_core::{
     ChatModel, ChatRequest, Context, ErrorKind, FinishReason, Message, StatusCode, StreamEvent,
-    TimeoutPhase, ToolCall, ToolSpec,
+    ToolCall, ToolSpec,
 };
-use ripcord_providers::{Bedrock, BedrockConfig, BedrockCredentials, CredentialSource, Timeouts};
+use ripcord_providers::{Bedrock, BedrockConfig, BedrockCredentials, CredentialSource};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::*;
@@ -191,27 +189,15 @@ async fn truncation_corruption_and_resets() {
     let m = bedrock(&fake);
     assert_truncated_stream(&fake, &m, "messageStop").await;
 
-    fake.set_script(Script::Always(Behavior::MalformedJson));
-    assert_eq!(
-        chat_err(&m, &ChatRequest::user("hi")).await.kind(),
-        ErrorKind::InvalidResponse
-    );
     // One event with broken JSON inside a valid frame is skipped; the answer completes.
-    let events = stream_ok(&m, &ChatRequest::user("hi")).await;
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, StreamEvent::Finish { .. }))
-    );
+    assert_malformed_json(&fake, &m).await;
 
     // Without metadata (usage) after messageStop the answer is still complete.
     fake.set_script(Script::Always(Behavior::StopWithoutDone));
     let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(text_of(&events), "Hello! How can I help you today?");
 
-    fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
-    let (_, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(err.expect("reset").kind(), ErrorKind::Network);
+    assert_reset_mid_stream(&fake, &m).await;
 
     // A frame whose checksum is wrong: an invalid response, not a short answer.
     let mut frame = ripcord_chaos_frame();
@@ -242,33 +228,9 @@ fn ripcord_chaos_frame() -> Vec<u8> {
 #[tokio::test]
 async fn timeouts_by_phase() {
     let fake = bedrock_fake().await;
-    let m = bedrock(&fake)
-        .with_timeouts(
-            Timeouts::default()
-                .with_first_token(Duration::from_millis(300))
-                .with_stream_idle(Duration::from_millis(300)),
-        )
-        .unwrap();
-    fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
-    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 1 }));
-    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
-    assert!(!text_of(&events).is_empty());
-    assert_eq!(
-        err.expect("stall").timeout_phase(),
-        Some(TimeoutPhase::StreamIdle)
-    );
-    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 0 }));
-    let (events, err) = drain_stream(&m, &ChatRequest::user("hi")).await;
-    assert!(
-        events.is_empty(),
-        "messageStart is not a first token: {events:?}"
-    );
-    assert_eq!(
-        err.expect("stall").timeout_phase(),
-        Some(TimeoutPhase::FirstToken)
-    );
+    // Limits changed after construction apply to the next call.
+    let m = bedrock(&fake).with_timeouts(short_phases()).unwrap();
+    assert_phase_timeouts(&fake, &m).await;
 }
 
 fn with_creds(fake: &FakeVendor, creds: BedrockCredentials) -> Bedrock {

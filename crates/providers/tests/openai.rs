@@ -278,46 +278,15 @@ async fn rate_limit_waits_come_from_the_headers() {
 async fn in_band_errors_are_classified_like_http_errors() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    for ve in VendorError::ALL {
-        for after in [0, 2] {
-            fake.set_script(Script::Always(Behavior::InBandError {
-                after_chunks: after,
-                error: ve.clone(),
-            }));
-            let s = m.stream(&ChatRequest::user("hi"), &Context::new()).await;
-            let e = match s {
-                Ok(s) => {
-                    let (events, err) = drain(s).await;
-                    if after == 0 {
-                        assert!(
-                            text_of(&events).is_empty(),
-                            "{ve:?}: content before a first-event error"
-                        );
-                    } else {
-                        assert!(
-                            !text_of(&events).is_empty(),
-                            "{ve:?}: content before the error is delivered"
-                        );
-                    }
-                    assert!(
-                        !events
-                            .iter()
-                            .any(|e| matches!(e, StreamEvent::Finish { .. }))
-                    );
-                    err.expect("the stream ends with the error")
-                }
-                Err(e) => e,
-            };
-            assert_eq!(
-                e.kind(),
-                ve.expected_kind(),
-                "in-band after {after}: {ve:?}: {e}"
-            );
-            assert_eq!(e.provider(), Some("openai"));
-        }
-        let e = chat_err(&m, &ChatRequest::user("hi")).await;
-        assert_eq!(e.kind(), ve.expected_kind(), "200 body {ve:?}: {e}");
-    }
+    assert_in_band_errors(&fake, &m, |_, events, e| {
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, StreamEvent::Finish { .. }))
+        );
+        assert_eq!(e.provider(), Some("openai"));
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -338,21 +307,8 @@ async fn truncated_streams_and_bodies_are_errors_not_short_answers() {
 async fn malformed_json_is_an_invalid_response() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    fake.set_script(Script::Always(Behavior::MalformedJson));
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::InvalidResponse);
-    let s = m
-        .stream(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
     // One unparseable chunk in a healthy stream is skipped; the answer completes.
-    let (events, err) = drain(s).await;
-    assert!(err.is_none(), "{err:?}");
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, StreamEvent::Finish { .. }))
-    );
+    assert_malformed_json(&fake, &m).await;
 }
 
 #[tokio::test]
@@ -482,28 +438,16 @@ async fn embeddings_round_trip() {
 #[tokio::test]
 async fn keys_never_show_in_debug_or_errors() {
     let fake = openai_fake().await;
-    let cfg = openai_cfg(&fake, "gpt-4o");
-    assert_no_key("config Debug", &format!("{cfg:?}"));
-    let m = OpenAi::new(cfg).unwrap();
-    assert_no_key("provider Debug", &format!("{m:?}"));
+    let m = build_keeping_the_key(openai_cfg(&fake, "gpt-4o"), OpenAi::new);
     // A vendor (or proxy) that echoes the key back in its error message.
-    fake.set_script(Script::Always(Behavior::Status {
-        status: 401,
-        body: format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#),
-        headers: vec![("content-type".into(), "application/json".into())],
-    }));
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::Auth);
+    let body = format!(
+        r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+    );
+    let json = vec![("content-type".into(), "application/json".into())];
+    let e = assert_status_error_clean(&fake, &m, (401, body, json), ErrorKind::Auth).await;
     assert!(e.message().contains("[redacted]"), "{e}");
-    assert_error_clean(&e);
-    fake.set_script(Script::Always(Behavior::Status {
-        status: 502,
-        body: format!("<html>upstream rejected Authorization: Bearer {KEY}</html>"),
-        headers: vec![],
-    }));
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::ServerError);
-    assert_error_clean(&e);
+    let body = format!("<html>upstream rejected Authorization: Bearer {KEY}</html>");
+    assert_status_error_clean(&fake, &m, (502, body, vec![]), ErrorKind::ServerError).await;
 }
 
 #[tokio::test]

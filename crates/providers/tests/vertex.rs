@@ -30,6 +30,26 @@ fn service_account(tokens: &GoogleTokenServer) -> GoogleCredentials {
     )
 }
 
+/// A token server whose tokens live `life`, and `fake` made to accept only the tokens it
+/// minted.
+async fn token_guarded(
+    fake: ripcord_chaos::FakeVendor,
+    life: Duration,
+) -> (GoogleTokenServer, ripcord_chaos::FakeVendor) {
+    let tokens = GoogleTokenServer::start(life).await.unwrap();
+    fake.require_tokens(tokens.registry());
+    (tokens, fake)
+}
+
+/// `model` on the fake, authorised by the token server's service account.
+fn vertex_sa(
+    fake: &ripcord_chaos::FakeVendor,
+    tokens: &GoogleTokenServer,
+    model: &str,
+) -> VertexConfig {
+    vertex_with(fake, service_account(tokens), model)
+}
+
 fn vertex_with(
     fake: &ripcord_chaos::FakeVendor,
     creds: GoogleCredentials,
@@ -42,17 +62,8 @@ fn vertex_with(
 
 #[tokio::test]
 async fn gemini_on_vertex_with_a_service_account() {
-    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let fake = gemini_fake().await;
-    fake.require_tokens(tokens.registry());
-    let g = Gemini::vertex(vertex_with(
-        &fake,
-        service_account(&tokens),
-        "gemini-2.5-pro",
-    ))
-    .unwrap();
+    let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(3600)).await;
+    let g = Gemini::vertex(vertex_sa(&fake, &tokens, "gemini-2.5-pro")).unwrap();
     assert!(!format!("{g:?}").contains(key_fragment()));
     let r = g
         .chat(&ChatRequest::user("Hi"), &Context::new())
@@ -89,17 +100,8 @@ async fn gemini_on_vertex_with_a_service_account() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_calls_share_one_token_exchange() {
-    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let fake = gemini_fake().await;
-    fake.require_tokens(tokens.registry());
-    let g = Gemini::vertex(vertex_with(
-        &fake,
-        service_account(&tokens),
-        "gemini-2.5-flash",
-    ))
-    .unwrap();
+    let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(3600)).await;
+    let g = Gemini::vertex(vertex_sa(&fake, &tokens, "gemini-2.5-flash")).unwrap();
     let calls = (0..50).map(|_| {
         let g = g.clone();
         async move { g.chat(&ChatRequest::user("Hi"), &Context::new()).await }
@@ -116,17 +118,8 @@ async fn fifty_concurrent_calls_share_one_token_exchange() {
 
 #[tokio::test]
 async fn an_expired_token_is_refreshed_and_a_fresh_one_is_not() {
-    let tokens = GoogleTokenServer::start(Duration::from_secs(1))
-        .await
-        .unwrap();
-    let fake = gemini_fake().await;
-    fake.require_tokens(tokens.registry());
-    let g = Gemini::vertex(vertex_with(
-        &fake,
-        service_account(&tokens),
-        "gemini-2.5-flash",
-    ))
-    .unwrap();
+    let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(1)).await;
+    let g = Gemini::vertex(vertex_sa(&fake, &tokens, "gemini-2.5-flash")).unwrap();
     g.chat(&ChatRequest::user("1"), &Context::new())
         .await
         .unwrap();
@@ -151,11 +144,7 @@ async fn an_expired_token_is_refreshed_and_a_fresh_one_is_not() {
 
 #[tokio::test]
 async fn a_bad_signature_is_refused_at_the_token_endpoint_as_auth() {
-    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let fake = gemini_fake().await;
-    fake.require_tokens(tokens.registry());
+    let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(3600)).await;
     let wrong =
         ServiceAccountKey::from_json(&tokens.key_file_json_with(WRONG_PRIVATE_KEY_PEM)).unwrap();
     let g = Gemini::vertex(vertex_with(
@@ -194,7 +183,7 @@ async fn a_failed_exchange_is_network_or_timeout_and_a_valid_token_survives_it()
         .unwrap();
     let fake = gemini_fake().await;
     let short = timeouts().with_first_token(Duration::from_millis(300));
-    let cfg = vertex_with(&fake, service_account(&tokens), "gemini-2.5-flash").with_timeouts(short);
+    let cfg = vertex_sa(&fake, &tokens, "gemini-2.5-flash").with_timeouts(short);
     let g = Gemini::vertex(cfg).unwrap();
     tokens.set_behavior(TokenBehavior::Reset);
     assert_eq!(
@@ -226,11 +215,7 @@ async fn a_failed_exchange_is_network_or_timeout_and_a_valid_token_survives_it()
 
 #[tokio::test]
 async fn a_token_vertex_refuses_is_auth() {
-    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let fake = gemini_fake().await;
-    fake.require_tokens(tokens.registry());
+    let (_tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(3600)).await;
     let g = vertex(&fake); // a fixed bearer token the registry never minted
     let e = chat_err(&g, &ChatRequest::user("Hi")).await;
     assert_eq!(e.kind(), ErrorKind::Auth);
@@ -251,17 +236,8 @@ async fn vertex_errors_are_classified() {
 
 #[tokio::test]
 async fn claude_on_vertex_json_and_stream_with_a_service_account() {
-    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let fake = anthropic_fake().await;
-    fake.require_tokens(tokens.registry());
-    let c = VertexAnthropic::new(vertex_with(
-        &fake,
-        service_account(&tokens),
-        "claude-sonnet-4-5@20250929",
-    ))
-    .unwrap();
+    let (tokens, fake) = token_guarded(anthropic_fake().await, Duration::from_secs(3600)).await;
+    let c = VertexAnthropic::new(vertex_sa(&fake, &tokens, "claude-sonnet-4-5@20250929")).unwrap();
     let r = c
         .chat(&ChatRequest::user("Hi"), &Context::new())
         .await
@@ -308,13 +284,8 @@ async fn claude_on_vertex_keeps_the_anthropic_classification() {
 #[tokio::test]
 async fn vertex_embeddings_go_to_predict_with_a_minted_token() {
     use ripcord_core::{EmbeddingModel, EmbeddingRequest};
-    let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let fake = gemini_fake().await;
-    fake.require_tokens(tokens.registry());
-    let cfg = vertex_with(&fake, service_account(&tokens), "text-embedding-005")
-        .with_task_type("RETRIEVAL_DOCUMENT");
+    let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(3600)).await;
+    let cfg = vertex_sa(&fake, &tokens, "text-embedding-005").with_task_type("RETRIEVAL_DOCUMENT");
     let g = Gemini::vertex(cfg).unwrap().named("vertex-embed");
     let mut req = EmbeddingRequest::new(vec!["blue sky".into(), "green grass here".into()]);
     req.dimensions = Some(16);

@@ -11,20 +11,17 @@
 //! `Drop` can take it out synchronously.
 
 use std::fmt;
-use std::future::poll_fn;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::Poll;
-use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::Wire;
 use crate::google_token::TokenRegistry;
-use crate::http::{Conn, Framing, ReadError, write_head};
+use crate::http::{Conn, Framing, ReadError, accept_loop, write_head};
 use crate::record::RecordedRequest;
 use crate::reply::Reply;
 use crate::script::{Plan, Script};
@@ -217,7 +214,14 @@ impl FakeVendor {
             abandoned: AtomicUsize::new(0),
             tokens: Mutex::new(None),
         });
-        let accept = tokio::spawn(accept_loop(Arc::clone(&shared)));
+        let accept = tokio::spawn(accept_loop(
+            Arc::clone(&shared),
+            |s| &s.listener,
+            |shared: Arc<Shared>, stream| {
+                let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+                serve(shared, stream, id)
+            },
+        ));
         Ok(FakeVendor {
             shared,
             addr,
@@ -305,32 +309,6 @@ impl Drop for FakeVendor {
         drop(lock(&self.shared.listener).take());
         // Dropping the accept task drops its JoinSet, which aborts every connection task.
         self.accept.abort();
-    }
-}
-
-async fn accept_loop(shared: Arc<Shared>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = poll_fn(|cx| match lock(&shared.listener).as_ref() {
-            Some(listener) => listener.poll_accept(cx).map(Some),
-            None => Poll::Ready(None),
-        })
-        .await;
-        match accepted {
-            None => return,
-            Some(Ok((stream, _peer))) => {
-                // Nagle + delayed ACK would add ~40 ms to every small keep-alive response.
-                let _ = stream.set_nodelay(true);
-                while connections.try_join_next().is_some() {}
-                let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-                connections.spawn(serve(Arc::clone(&shared), stream, id));
-            }
-            Some(Err(_)) => {
-                // Out of file descriptors or a connection aborted before accept: back off a
-                // moment instead of spinning, then keep serving.
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
     }
 }
 

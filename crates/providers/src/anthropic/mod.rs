@@ -21,16 +21,17 @@ use std::sync::Arc;
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    Locality, ModelId, Provenance, Result, async_trait,
+    Capabilities, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Locality,
+    ModelId, Result,
 };
 use secrecy::SecretString;
 
 pub use request::DEFAULT_MAX_TOKENS;
 
-use crate::driver::{self, Labels};
-use crate::http::{self, Auth, HttpClient, Timeouts, Transport};
+use crate::attempt::{self, Adapter, Answer};
+use crate::http::{self, Auth, Settings, Target, Timeouts, Transport};
 use crate::models::ModelInfo;
+use crate::sse::SseParser;
 
 /// The default Anthropic base URL; requests go to `{base}/v1/messages`.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -48,38 +49,12 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// assert!(!format!("{claude:?}").contains("sk-ant-test"));
 /// # Ok::<(), ripcord_core::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AnthropicConfig {
     model: String,
     api_key: SecretString,
-    base_url: Option<String>,
-    name: Option<String>,
     version: Option<String>,
-    timeouts: Timeouts,
-    client: Option<HttpClient>,
-    capabilities: Option<Capabilities>,
-    headers: Vec<(String, SecretString)>,
-}
-
-impl fmt::Debug for AnthropicConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("model", &self.model)
-            .field("api_key", &"[redacted]")
-            .field("base_url", &self.base_url)
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .field("timeouts", &self.timeouts)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(n, _)| n.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
-    }
+    http: Settings,
 }
 
 impl AnthropicConfig {
@@ -88,13 +63,8 @@ impl AnthropicConfig {
         AnthropicConfig {
             model: model.into(),
             api_key: api_key.into(),
-            base_url: None,
-            name: None,
             version: None,
-            timeouts: Timeouts::default(),
-            client: None,
-            capabilities: None,
-            headers: Vec::new(),
+            http: Settings::default(),
         }
     }
 
@@ -108,31 +78,8 @@ impl AnthropicConfig {
             Error::new(ErrorKind::Auth, "anthropic: ANTHROPIC_API_KEY is not set")
         })?;
         let mut c = AnthropicConfig::new(model, key);
-        c.base_url = http::env("ANTHROPIC_BASE_URL");
+        c.http.base_url = http::env("ANTHROPIC_BASE_URL");
         Ok(c)
-    }
-
-    /// Sets the base URL (default [`ANTHROPIC_BASE_URL`]): the host alone, as Anthropic's SDKs
-    /// take it, or with a trailing `/v1` (the OpenAI convention) — both reach `{host}/v1/messages`.
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = Some(url.into());
-        self
-    }
-
-    /// Adds a header sent with every request of this adapter: a gateway's own key behind
-    /// Helicone or Portkey (`Helicone-Auth`, `x-portkey-api-key`), a beta flag
-    /// (`anthropic-beta`). The value is kept secret (never in logs or `Debug`); a name or value
-    /// that cannot be a header, or a header ripcord sets itself (`x-api-key`,
-    /// `anthropic-version`, …), is refused when the adapter is built. Call it again for more.
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// Sets the link name (default `anthropic`).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
     }
 
     /// Sets the `anthropic-version` header (default [`ANTHROPIC_VERSION`]).
@@ -140,25 +87,15 @@ impl AnthropicConfig {
         self.version = Some(version.into());
         self
     }
-
-    /// Sets the time limits.
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// Uses this (shared) HTTP client.
-    pub fn with_client(mut self, client: HttpClient) -> Self {
-        self.client = Some(client);
-        self
-    }
-
-    /// Overrides the capabilities from the model table.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.capabilities = Some(caps);
-        self
-    }
 }
+
+http::settings_setters!(
+    AnthropicConfig,
+    name: "`anthropic`",
+    base_url: "Sets the base URL (default [`ANTHROPIC_BASE_URL`]): the host alone, as \
+        Anthropic's SDKs take it, or with a trailing `/v1` (the OpenAI convention) — both \
+        reach `{host}/v1/messages`."
+);
 
 /// A Claude model through the Messages API.
 ///
@@ -201,7 +138,7 @@ impl Anthropic {
     /// base URL, version or zero timeouts; `Network` when the TLS backend cannot start.
     pub fn new(cfg: AnthropicConfig) -> Result<Anthropic> {
         let what = "anthropic";
-        let base = cfg.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
+        let base = cfg.http.base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
         // Anthropic's SDKs take the host alone, OpenAI's take `…/v1`: both are accepted, so a
         // base URL copied from either convention never becomes `/v1/v1/messages`.
         let base = base.trim().trim_end_matches('/');
@@ -218,22 +155,22 @@ impl Anthropic {
             )
         })?;
         headers.insert(HeaderName::from_static("anthropic-version"), version);
-        http::add_custom_headers(&mut headers, &cfg.headers, what)?;
-        let transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?;
+        http::add_custom_headers(&mut headers, &cfg.http.headers, what)?;
+        let transport = Transport::new(cfg.http.client, auth, headers, cfg.http.timeouts, what)?;
         let locality = if url.host_str() == Some("api.anthropic.com") {
             Locality::cloud_in("anthropic", "us")
         } else {
             Locality::cloud("anthropic")
         };
         // A final assistant message is continued as the answer's start (assistant prefill).
-        let caps = cfg.capabilities.unwrap_or_else(|| {
+        let caps = cfg.http.capabilities.unwrap_or_else(|| {
             ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model)
                 .capabilities(locality)
                 .with_assistant_prefill(true)
         });
         Ok(Anthropic {
             id: ModelId::new(
-                cfg.name.unwrap_or_else(|| "anthropic".to_owned()),
+                cfg.http.name.unwrap_or_else(|| "anthropic".to_owned()),
                 cfg.model,
             ),
             caps,
@@ -252,18 +189,6 @@ impl Anthropic {
         Anthropic::new(AnthropicConfig::from_env(model)?)
     }
 
-    /// Renames the link.
-    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.id.name = name.into();
-        self
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.caps = caps;
-        self
-    }
-
     /// Replaces the time limits (a client the provider built itself is rebuilt when the
     /// connect limit changes; a shared client keeps its own).
     ///
@@ -279,89 +204,42 @@ impl Anthropic {
     pub fn timeouts(&self) -> &Timeouts {
         &self.transport.timeouts
     }
+}
 
-    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
-    fn attempt_span(&self, stream: bool) -> tracing::Span {
-        telemetry::attempt_span(
-            telemetry::operation::CHAT,
-            telemetry::provider::ANTHROPIC,
-            &self.id,
-            stream,
-            self.url.host_str(),
-            telemetry::SpanKind::Client,
-        )
-    }
-
-    fn labels(&self) -> Labels {
-        Labels {
-            name: self.id.name.clone(),
-            model: self.id.model.clone(),
-            auth: self.transport.auth.clone(),
-        }
+impl Adapter for Anthropic {
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport) {
+        let provider = telemetry::provider::ANTHROPIC;
+        (provider, &self.id, &self.url, &self.transport)
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let (body, json) =
             request::messages_body(&self.id.model, req, self.caps.max_output_tokens, false)?;
-        let (mut resp, started) = self
+        let sent = self
             .transport
             .send(ctx, &self.url, body, false, error_map::from_response)
             .await?;
-        let raw = self.transport.body(ctx, started, &mut resp).await?;
-        let mut r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
-        r.provenance = Provenance::served(
-            self.id.name.clone(),
-            self.id.model.clone(),
-            started.elapsed(),
-        );
-        Ok(r)
+        let price = self.caps.price.as_ref();
+        Answer::new(&self.transport, ctx, &self.id, sent)
+            .whole(|raw| response::parse_message(raw, json, price))
+            .await
     }
 
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let (body, json) =
             request::messages_body(&self.id.model, req, self.caps.max_output_tokens, true)?;
-        let (mut resp, started) = self
+        let sent = self
             .transport
             .send(ctx, &self.url, body, true, error_map::from_response)
             .await?;
-        if http::is_json(&resp) {
-            // An error object with status 200, or a proxy that answered the whole message at
-            // once: classify the first, replay the second as a stream.
-            let raw = self.transport.body(ctx, started, &mut resp).await?;
-            let mut r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
-            r.provenance = Provenance::served(
-                self.id.name.clone(),
-                self.id.model.clone(),
-                started.elapsed(),
-            );
-            return Ok(ripcord_core::stream::from_response(r));
-        }
-        let decoder = stream::AnthropicDecoder::new(json, self.caps.price);
-        Ok(driver::drive(
-            resp,
-            decoder,
-            ctx,
-            self.transport.timeouts,
-            started,
-            self.labels(),
-        ))
-    }
-}
-
-#[async_trait]
-impl ChatModel for Anthropic {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-
-    /// Every wait on the network runs under the phase limits, the context's deadline and its
-    /// cancellation (`http::guard`), so a stack of decorators needs no timer of its own.
-    fn bounds_itself(&self) -> bool {
-        true
+        let price = self.caps.price;
+        Answer::new(&self.transport, ctx, &self.id, sent)
+            .stream(
+                |raw| response::parse_message(raw, json, price.as_ref()),
+                SseParser::new(),
+                stream::AnthropicDecoder::new(json, price),
+            )
+            .await
     }
 
     /// `GET {base}/v1/models` (spends no tokens), for an open breaker's background probe.
@@ -372,27 +250,9 @@ impl ChatModel for Anthropic {
             Box::new(error_map::from_response),
         )))
     }
-
-    /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a
-    /// link composed by hand has one span per attempt without a [`telemetry::TracedModel`].
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let call = async {
-            self.chat_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_chat(self.attempt_span(false), req, call).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let call = async {
-            self.stream_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_stream(self.attempt_span(true), req, call).await
-    }
 }
+
+attempt::link_impls!(Anthropic);
 
 #[cfg(test)]
 mod tests {

@@ -27,15 +27,16 @@ use std::sync::Arc;
 
 use ripcord_core::telemetry;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    Locality, ModelId, Provenance, Result, async_trait,
+    Capabilities, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Locality,
+    ModelId, Result,
 };
 use secrecy::ExposeSecret;
 
 pub use credentials::{BEDROCK_API_KEY_ENV, BedrockCredentials, CredentialSource};
 
-use crate::driver::{self, Labels};
-use crate::http::{self, Auth, HttpClient, Timeouts, Transport};
+use crate::attempt::{self, Adapter, Answer};
+use crate::driver::Labels;
+use crate::http::{self, Auth, Settings, Timeouts, Transport};
 use crate::models::ModelInfo;
 use credentials::Secret;
 use request::BodyOptions;
@@ -124,39 +125,17 @@ impl Guardrail {
 /// assert!(!format!("{claude:?}").contains("wJalr"));
 /// # Ok::<(), ripcord_core::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct BedrockConfig {
     model: String,
     region: Option<String>,
     credentials: Option<BedrockCredentials>,
     profile: Option<String>,
-    base_url: Option<String>,
-    name: Option<String>,
-    timeouts: Timeouts,
-    client: Option<HttpClient>,
-    capabilities: Option<Capabilities>,
     thinking: Option<Thinking>,
     guardrail: Option<Guardrail>,
     prompt_cache: bool,
     additional_fields: Option<serde_json::Map<String, serde_json::Value>>,
-    headers: Vec<(String, secrecy::SecretString)>,
-}
-
-impl fmt::Debug for BedrockConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BedrockConfig")
-            .field("model", &self.model)
-            .field("region", &self.region)
-            .field("credentials", &self.credentials)
-            .field("profile", &self.profile)
-            .field("base_url", &self.base_url)
-            .field("name", &self.name)
-            .field("timeouts", &self.timeouts)
-            .field("thinking", &self.thinking)
-            .field("guardrail", &self.guardrail)
-            .field("prompt_cache", &self.prompt_cache)
-            .finish_non_exhaustive()
-    }
+    http: Settings,
 }
 
 impl BedrockConfig {
@@ -174,16 +153,11 @@ impl BedrockConfig {
             region: None,
             credentials: None,
             profile: None,
-            base_url: None,
-            name: None,
-            timeouts: Timeouts::default(),
-            client: None,
-            capabilities: None,
             thinking: None,
             guardrail: None,
             prompt_cache: false,
             additional_fields: None,
-            headers: Vec::new(),
+            http: Settings::default(),
         }
     }
 
@@ -208,7 +182,8 @@ impl BedrockConfig {
             .map(str::to_owned)
             .or_else(|| get("AWS_REGION"))
             .or_else(|| get("AWS_DEFAULT_REGION"));
-        c.base_url = get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME").or_else(|| get("AWS_ENDPOINT_URL"));
+        c.http.base_url =
+            get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME").or_else(|| get("AWS_ENDPOINT_URL"));
         c.credentials = BedrockCredentials::from_env_with(env, None).ok();
         c
     }
@@ -229,50 +204,6 @@ impl BedrockConfig {
     /// credentials were set explicitly).
     pub fn with_profile(mut self, profile: impl Into<String>) -> Self {
         self.profile = Some(profile.into());
-        self
-    }
-
-    /// Sets the base URL (default `https://bedrock-runtime.{region}.amazonaws.com`): a VPC
-    /// endpoint, a proxy, a test server.
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = Some(url.into());
-        self
-    }
-
-    /// Sets the link name (default `bedrock`).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Sets the time limits.
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// Uses this (shared) HTTP client.
-    pub fn with_client(mut self, client: HttpClient) -> Self {
-        self.client = Some(client);
-        self
-    }
-
-    /// Adds a header sent with every request of this adapter: a gateway's own key behind
-    /// Helicone or Portkey, an organization header. The value is kept secret (never in logs or
-    /// `Debug`); a name or value that cannot be a header, or a header ripcord sets itself, is
-    /// refused when the adapter is built. Call it again for more headers.
-    pub fn with_header(
-        mut self,
-        name: impl Into<String>,
-        value: impl Into<secrecy::SecretString>,
-    ) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// Overrides the capabilities from the model table.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.capabilities = Some(caps);
         self
     }
 
@@ -303,6 +234,13 @@ impl BedrockConfig {
         self
     }
 }
+
+http::settings_setters!(
+    BedrockConfig,
+    name: "`bedrock`",
+    base_url: "Sets the base URL (default `https://bedrock-runtime.{region}.amazonaws.com`): a \
+        VPC endpoint, a proxy, a test server."
+);
 
 /// A model on AWS Bedrock through the Converse API.
 ///
@@ -405,6 +343,7 @@ impl Bedrock {
         };
         check_region(&region)?;
         let base = cfg
+            .http
             .base_url
             .unwrap_or_else(|| format!("https://bedrock-runtime.{region}.amazonaws.com"));
         let segment = path_segment(&model);
@@ -431,14 +370,15 @@ impl Bedrock {
             keys => (Auth::none(), signing::SigV4::new(keys, &region)?),
         };
         // Added before signing, so SigV4 signs them with the rest.
-        let headers = http::custom_headers(&cfg.headers, what)?;
-        let mut transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?
-            .with_stream_accept("application/vnd.amazon.eventstream");
+        let headers = http::custom_headers(&cfg.http.headers, what)?;
+        let mut transport =
+            Transport::new(cfg.http.client, auth, headers, cfg.http.timeouts, what)?
+                .with_stream_accept("application/vnd.amazon.eventstream");
         if let Some(s) = signer {
             transport = transport.with_signer(Arc::new(s));
         }
         let locality = Locality::cloud_in("aws-bedrock", region.clone());
-        let caps = cfg.capabilities.unwrap_or_else(|| {
+        let caps = cfg.http.capabilities.unwrap_or_else(|| {
             ModelInfo::lookup(
                 models::TABLE,
                 &models::DEFAULT,
@@ -447,7 +387,7 @@ impl Bedrock {
             .capabilities(locality)
         });
         Ok(Bedrock {
-            id: ModelId::new(cfg.name.unwrap_or_else(|| "bedrock".to_owned()), model),
+            id: ModelId::new(cfg.http.name.unwrap_or_else(|| "bedrock".to_owned()), model),
             caps,
             region: region.into(),
             converse: Arc::new(converse),
@@ -461,18 +401,6 @@ impl Bedrock {
             }),
             scrub: Arc::new(credentials.secret),
         })
-    }
-
-    /// Renames the link.
-    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.id.name = name.into();
-        self
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.caps = caps;
-        self
     }
 
     /// Replaces the time limits (a client the provider built itself is rebuilt when the
@@ -496,37 +424,6 @@ impl Bedrock {
         &self.transport.timeouts
     }
 
-    fn attempt_span(&self, stream: bool) -> tracing::Span {
-        telemetry::attempt_span(
-            telemetry::operation::CHAT,
-            telemetry::provider::AWS_BEDROCK,
-            &self.id,
-            stream,
-            self.converse.host_str(),
-            telemetry::SpanKind::Client,
-        )
-    }
-
-    fn labels(&self) -> Labels {
-        Labels {
-            name: self.id.name.clone(),
-            model: self.id.model.clone(),
-            auth: self.transport.auth.clone(),
-        }
-    }
-
-    /// Labels the error and removes any credential a vendor text might echo.
-    fn finish(&self, e: Error) -> Error {
-        let mut e = self.labels().finish(e);
-        for secret in self.scrub.exposed() {
-            if secret.len() >= 4 && e.message().contains(secret) {
-                let m = e.message().replace(secret, "[redacted]");
-                e = e.with_message(m);
-            }
-        }
-        e
-    }
-
     fn body(&self, req: &ChatRequest, stream: bool) -> Result<(Vec<u8>, request::JsonMode)> {
         let o = &self.options;
         request::converse_body(
@@ -541,90 +438,58 @@ impl Bedrock {
             },
         )
     }
+}
+
+impl Adapter for Bedrock {
+    fn parts(&self) -> (&'static str, &ModelId, &http::Target, &Transport) {
+        let provider = telemetry::provider::AWS_BEDROCK;
+        (provider, &self.id, &self.converse, &self.transport)
+    }
+
+    /// Labels the error and removes any credential a vendor text might echo.
+    fn finish(&self, e: Error) -> Error {
+        let mut e = Labels::of(&self.id, &self.transport).finish(e);
+        for secret in self.scrub.exposed() {
+            if secret.len() >= 4 && e.message().contains(secret) {
+                let m = e.message().replace(secret, "[redacted]");
+                e = e.with_message(m);
+            }
+        }
+        e
+    }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let (body, json) = self.body(req, false)?;
-        let (mut resp, started) = self
+        let sent = self
             .transport
             .send(ctx, &self.converse, body, false, error_map::from_response)
             .await?;
-        let raw = self.transport.body(ctx, started, &mut resp).await?;
-        let mut r = response::parse_converse(&raw, json, &self.id.model, self.caps.price.as_ref())?;
-        r.provenance = Provenance::served(
-            self.id.name.clone(),
-            self.id.model.clone(),
-            started.elapsed(),
-        );
-        Ok(r)
+        let price = self.caps.price.as_ref();
+        Answer::new(&self.transport, ctx, &self.id, sent)
+            .whole(|raw| response::parse_converse(raw, json, &self.id.model, price))
+            .await
     }
 
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let (body, json) = self.body(req, true)?;
-        let (mut resp, started) = self
+        let target = &self.converse_stream;
+        let sent = self
             .transport
-            .send(
-                ctx,
-                &self.converse_stream,
-                body,
-                true,
-                error_map::from_response,
-            )
+            .send(ctx, target, body, true, error_map::from_response)
             .await?;
-        if http::is_json(&resp) {
-            // A proxy that answered the whole message at once: replay it as a stream.
-            let raw = self.transport.body(ctx, started, &mut resp).await?;
-            let mut r =
-                response::parse_converse(&raw, json, &self.id.model, self.caps.price.as_ref())?;
-            r.provenance = Provenance::served(
-                self.id.name.clone(),
-                self.id.model.clone(),
-                started.elapsed(),
-            );
-            return Ok(ripcord_core::stream::from_response(r));
-        }
-        let decoder = stream::BedrockDecoder::new(json, self.caps.price, self.id.model.to_string());
-        Ok(driver::drive_framed(
-            resp,
-            stream::EventStreamFramer::new(),
-            decoder,
-            ctx,
-            self.transport.timeouts,
-            started,
-            self.labels(),
-        ))
+        let price = self.caps.price;
+        // A proxy may answer the whole message at once: it is replayed as a stream.
+        Answer::new(&self.transport, ctx, &self.id, sent)
+            .stream(
+                |raw| response::parse_converse(raw, json, &self.id.model, price.as_ref()),
+                stream::EventStreamFramer::new(),
+                stream::BedrockDecoder::new(json, price, self.id.model.to_string()),
+            )
+            .await
     }
 }
 
-#[async_trait]
-impl ChatModel for Bedrock {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-
-    /// Every wait on the network runs under the phase limits, the context's deadline and its
-    /// cancellation, so a stack of decorators needs no timer of its own.
-    fn bounds_itself(&self) -> bool {
-        true
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let call = async { self.chat_inner(req, ctx).await.map_err(|e| self.finish(e)) };
-        telemetry::traced_chat(self.attempt_span(false), req, call).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let call = async {
-            self.stream_inner(req, ctx)
-                .await
-                .map_err(|e| self.finish(e))
-        };
-        telemetry::traced_stream(self.attempt_span(true), req, call).await
-    }
-}
+attempt::link_impls!(Bedrock);
 
 #[cfg(test)]
 mod tests {

@@ -73,27 +73,24 @@ struct RespToolUse {
 
 /// Bedrock's token counts: `inputTokens` excludes cache reads and writes (as Anthropic's).
 #[derive(Deserialize, Default, Clone, Copy, Debug)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct WireUsage {
-    #[serde(default)]
     pub(crate) input_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) output_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) cache_write_input_tokens: Option<u64>,
 }
 
 impl WireUsage {
     /// Our usage counts every prompt token (cache reads and writes included) as input.
     pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
-        let read = self.cache_read_input_tokens.unwrap_or(0);
-        let input =
-            self.input_tokens.unwrap_or(0) + read + self.cache_write_input_tokens.unwrap_or(0);
-        Usage::new(input, self.output_tokens.unwrap_or(0))
-            .with_cached_input(read)
-            .priced(price)
+        crate::models::usage_with_cache(
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_input_tokens,
+            self.cache_write_input_tokens,
+            price,
+        )
     }
 }
 

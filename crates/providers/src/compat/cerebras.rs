@@ -53,7 +53,7 @@ pub fn cerebras() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn cerebras_error_rows() {
@@ -63,25 +63,25 @@ mod tests {
                 r#"{{"message":"{m}","type":"too_many_requests_error","param":"quota","code":"token_quota_exceeded"}}"#
             )
         };
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body("Tokens per minute limit exceeded - too many tokens processed.")
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body("Tokens per day limit exceeded - too many tokens processed.")
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(&p, 402, r#"{"message":"Payment required"}"#),
-            ErrorKind::QuotaExhausted
+        assert_kinds(
+            &p,
+            &[
+                (
+                    429,
+                    &body("Tokens per minute limit exceeded - too many tokens processed."),
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    429,
+                    &body("Tokens per day limit exceeded - too many tokens processed."),
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    402,
+                    r#"{"message":"Payment required"}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+            ],
         );
     }
 }

@@ -59,7 +59,7 @@ pub fn deepseek() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn deepseek_error_rows() {
@@ -69,40 +69,31 @@ mod tests {
                 r#"{{"error":{{"message":"{m}","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}}}"#
             )
         };
-        assert_eq!(
-            kind_for(&p, 402, &body("Insufficient Balance")),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                422,
-                &body("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]")
-            ),
-            ErrorKind::InvalidRequest
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "This model's maximum context length is 131072 tokens. However, you requested 140000 tokens"
-                )
-            ),
-            ErrorKind::ContextLengthExceeded
-        );
-        assert_eq!(
-            kind_for(&p, 429, &body("Rate Limit Reached")),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(&p, 503, &body("Server Overloaded")),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(kind_for(&p, 500, ""), ErrorKind::ServerError);
-        assert_eq!(
-            kind_for(&p, 401, &body("Authentication Fails")),
-            ErrorKind::Auth
+        assert_kinds(
+            &p,
+            &[
+                (
+                    402,
+                    &body("Insufficient Balance"),
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    422,
+                    &body("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"),
+                    ErrorKind::InvalidRequest,
+                ),
+                (
+                    400,
+                    &body(
+                        "This model's maximum context length is 131072 tokens. However, you requested 140000 tokens",
+                    ),
+                    ErrorKind::ContextLengthExceeded,
+                ),
+                (429, &body("Rate Limit Reached"), ErrorKind::RateLimited),
+                (503, &body("Server Overloaded"), ErrorKind::Overloaded),
+                (500, "", ErrorKind::ServerError),
+                (401, &body("Authentication Fails"), ErrorKind::Auth),
+            ],
         );
     }
 }

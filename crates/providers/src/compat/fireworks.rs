@@ -63,34 +63,30 @@ pub fn fireworks() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn fireworks_error_rows() {
         let p = fireworks();
-        assert_eq!(
-            kind_for(
-                &p,
-                412,
-                r#"{"error":{"object":"error","type":"invalid_request_error","message":"Account is suspended"}}"#
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                403,
-                r#"{"error":{"object":"error","type":"invalid_request_error","message":"Forbidden"}}"#
-            ),
-            ErrorKind::Auth
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                r#"{"error":"Too Many Requests","message":"You have exceeded your usage limits. Please try again later or contact Fireworks to explore dedicated capacity."}"#
-            ),
-            ErrorKind::RateLimited
+        assert_kinds(
+            &p,
+            &[
+                (
+                    412,
+                    r#"{"error":{"object":"error","type":"invalid_request_error","message":"Account is suspended"}}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    403,
+                    r#"{"error":{"object":"error","type":"invalid_request_error","message":"Forbidden"}}"#,
+                    ErrorKind::Auth,
+                ),
+                (
+                    429,
+                    r#"{"error":"Too Many Requests","message":"You have exceeded your usage limits. Please try again later or contact Fireworks to explore dedicated capacity."}"#,
+                    ErrorKind::RateLimited,
+                ),
+            ],
         );
     }
 }

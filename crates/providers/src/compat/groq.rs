@@ -54,20 +54,22 @@ pub fn groq() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn groq_error_rows() {
         let p = groq();
         let body = r#"{"error":{"message":"Flex tier capacity exceeded. This is a transient error, please try again later.","type":"invalid_request_error","code":"capacity_exceeded"}}"#;
-        assert_eq!(kind_for(&p, 498, body), ErrorKind::Overloaded);
-        assert_eq!(
-            kind_for(
-                &p,
-                401,
-                r#"{"error":{"message":"Invalid API Key","type":"invalid_request_error","code":"invalid_api_key"}}"#
-            ),
-            ErrorKind::Auth
+        assert_kinds(
+            &p,
+            &[
+                (498, body, ErrorKind::Overloaded),
+                (
+                    401,
+                    r#"{"error":{"message":"Invalid API Key","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+                    ErrorKind::Auth,
+                ),
+            ],
         );
     }
 }

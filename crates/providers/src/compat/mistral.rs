@@ -55,27 +55,27 @@ pub fn mistral() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn mistral_error_rows() {
         let p = mistral();
         assert!(!p.stream_usage);
-        assert_eq!(
-            kind_for(&p, 429, r#"{"message":"Requests rate limit exceeded"}"#),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                r#"{"object":"error","message":"Rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}"#
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(&p, 401, r#"{"detail":"Unauthorized"}"#),
-            ErrorKind::Auth
+        assert_kinds(
+            &p,
+            &[
+                (
+                    429,
+                    r#"{"message":"Requests rate limit exceeded"}"#,
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    429,
+                    r#"{"object":"error","message":"Rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}"#,
+                    ErrorKind::RateLimited,
+                ),
+                (401, r#"{"detail":"Unauthorized"}"#, ErrorKind::Auth),
+            ],
         );
     }
 }

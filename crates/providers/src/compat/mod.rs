@@ -58,7 +58,6 @@ mod zhipu;
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 
 use ::http::header::HeaderMap;
 use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Price, Result};
@@ -94,7 +93,7 @@ pub use xai::xai;
 pub use zhipu::zhipu;
 
 use crate::error_body::ErrorHook;
-use crate::http::{self, Auth, Timeouts};
+use crate::http::{self, Auth};
 use crate::models::{ModelInfo, is_loopback};
 use crate::openai::{AssistantPrefill, Dialect, MaxTokensField, OpenAi, OpenAiConfig, Setup};
 
@@ -331,7 +330,7 @@ impl OpenAiCompatible {
                 format!("{}: {var} is not set", preset.vendor),
             ));
         }
-        cfg.base_url = preset.base_url_env.and_then(http::env);
+        cfg.http.base_url = preset.base_url_env.and_then(http::env);
         OpenAiCompatible::from_config(preset, cfg)
     }
 
@@ -344,7 +343,7 @@ impl OpenAiCompatible {
     /// or it is invalid, or for zero timeouts.
     pub fn from_config(preset: Preset, cfg: OpenAiConfig) -> Result<Self> {
         let vendor = preset.vendor;
-        let base: String = match (&cfg.base_url, &preset.base_url) {
+        let base: String = match (&cfg.http.base_url, &preset.base_url) {
             (Some(b), _) => b.clone(),
             (None, Some(b)) => b.to_string(),
             (None, None) => {
@@ -422,32 +421,9 @@ impl OpenAiCompatible {
         };
         Ok(OpenAiCompatible { inner })
     }
-
-    /// Renames the link.
-    pub fn named(self, name: impl Into<Arc<str>>) -> Self {
-        OpenAiCompatible {
-            inner: self.inner.named(name),
-        }
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(self, caps: Capabilities) -> Self {
-        OpenAiCompatible {
-            inner: self.inner.with_capabilities(caps),
-        }
-    }
-
-    /// Replaces the time limits; see [`OpenAi::with_timeouts`].
-    ///
-    /// # Errors
-    ///
-    /// As [`OpenAi::with_timeouts`].
-    pub fn with_timeouts(self, timeouts: Timeouts) -> Result<Self> {
-        Ok(OpenAiCompatible {
-            inner: self.inner.with_timeouts(timeouts)?,
-        })
-    }
 }
+
+crate::openai::setters_through_inner!(OpenAiCompatible);
 
 /// Everything forwards to the [`OpenAi`] engine inside: this type differs only in how it is
 /// built.
@@ -526,6 +502,33 @@ pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
         preset.error_hook,
     )
     .kind()
+}
+
+/// Asserts the kind each `(status, body, kind)` row gets from the preset's hook and the shared
+/// rules (the presets' own tables).
+#[cfg(all(
+    test,
+    any(
+        feature = "deepseek",
+        feature = "zhipu",
+        feature = "qwen",
+        feature = "moonshot",
+        feature = "qianfan",
+        feature = "ollama",
+        feature = "vllm",
+        feature = "mistral",
+        feature = "groq",
+        feature = "xai",
+        feature = "openrouter",
+        feature = "together",
+        feature = "fireworks",
+        feature = "cerebras",
+    )
+))]
+pub(crate) fn assert_kinds(preset: &Preset, rows: &[(u16, &str, ErrorKind)]) {
+    for &(status, body, kind) in rows {
+        assert_eq!(kind_for(preset, status, body), kind, "{status} {body}");
+    }
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub fn moonshot() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     fn body(t: &str, msg: &str) -> String {
         format!(r#"{{"error":{{"type":"{t}","message":"{msg}"}}}}"#)
@@ -102,101 +102,79 @@ mod tests {
     #[test]
     fn moonshot_error_types() {
         let p = moonshot();
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body(
-                    "exceeded_current_quota_error",
-                    "Your account is suspended, please check your plan and billing details"
-                )
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body(
-                    "engine_overloaded_error",
-                    "The engine is currently overloaded, please try again later"
-                )
-            ),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body(
-                    "rate_limit_reached_error",
-                    "Your account reached max request: 3, please try again after 1 seconds"
-                )
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "content_filter",
-                    "The request was rejected because it was considered high risk"
-                )
-            ),
-            ErrorKind::ContentFiltered
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "invalid_request_error",
-                    "Invalid request: Your request exceeded model token limit: 8192"
-                )
-            ),
-            ErrorKind::ContextLengthExceeded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "invalid_request_error",
-                    "Invalid request: temperature must be in [0, 1]"
-                )
-            ),
-            ErrorKind::InvalidRequest
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                401,
-                &body("invalid_authentication_error", "Invalid Authentication")
-            ),
-            ErrorKind::Auth
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                404,
-                &body(
-                    "resource_not_found_error",
-                    "Not found the model moonshot-x or Permission denied"
-                )
-            ),
-            ErrorKind::ModelNotFound
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                403,
-                &body(
-                    "permission_denied_error",
-                    "The API you are accessing is not open"
-                )
-            ),
-            ErrorKind::PermissionDenied
+        assert_kinds(
+            &p,
+            &[
+                (
+                    429,
+                    &body(
+                        "exceeded_current_quota_error",
+                        "Your account is suspended, please check your plan and billing details",
+                    ),
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    429,
+                    &body(
+                        "engine_overloaded_error",
+                        "The engine is currently overloaded, please try again later",
+                    ),
+                    ErrorKind::Overloaded,
+                ),
+                (
+                    429,
+                    &body(
+                        "rate_limit_reached_error",
+                        "Your account reached max request: 3, please try again after 1 seconds",
+                    ),
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    400,
+                    &body(
+                        "content_filter",
+                        "The request was rejected because it was considered high risk",
+                    ),
+                    ErrorKind::ContentFiltered,
+                ),
+                (
+                    400,
+                    &body(
+                        "invalid_request_error",
+                        "Invalid request: Your request exceeded model token limit: 8192",
+                    ),
+                    ErrorKind::ContextLengthExceeded,
+                ),
+                (
+                    400,
+                    &body(
+                        "invalid_request_error",
+                        "Invalid request: temperature must be in [0, 1]",
+                    ),
+                    ErrorKind::InvalidRequest,
+                ),
+                (
+                    401,
+                    &body("invalid_authentication_error", "Invalid Authentication"),
+                    ErrorKind::Auth,
+                ),
+                (
+                    404,
+                    &body(
+                        "resource_not_found_error",
+                        "Not found the model moonshot-x or Permission denied",
+                    ),
+                    ErrorKind::ModelNotFound,
+                ),
+                (
+                    403,
+                    &body(
+                        "permission_denied_error",
+                        "The API you are accessing is not open",
+                    ),
+                    ErrorKind::PermissionDenied,
+                ),
+            ],
         );
     }
 }

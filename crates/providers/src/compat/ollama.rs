@@ -43,7 +43,7 @@ pub fn ollama() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn ollama_messages() {
@@ -53,33 +53,30 @@ mod tests {
                 r#"{{"error":{{"message":"{m}","type":"api_error","param":null,"code":null}}}}"#
             )
         };
-        assert_eq!(
-            kind_for(
-                &p,
-                404,
-                &body("model \\\"llama9\\\" not found, try pulling it first")
-            ),
-            ErrorKind::ModelNotFound
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                500,
-                &body("model requires more system memory (12 GiB) than is available (4 GiB)")
-            ),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                503,
-                r#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#
-            ),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(
-            kind_for(&p, 500, &body("llama runner process has terminated")),
-            ErrorKind::ServerError
+        assert_kinds(
+            &p,
+            &[
+                (
+                    404,
+                    &body("model \\\"llama9\\\" not found, try pulling it first"),
+                    ErrorKind::ModelNotFound,
+                ),
+                (
+                    500,
+                    &body("model requires more system memory (12 GiB) than is available (4 GiB)"),
+                    ErrorKind::Overloaded,
+                ),
+                (
+                    503,
+                    r#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#,
+                    ErrorKind::Overloaded,
+                ),
+                (
+                    500,
+                    &body("llama runner process has terminated"),
+                    ErrorKind::ServerError,
+                ),
+            ],
         );
     }
 }

@@ -46,50 +46,40 @@ pub fn openrouter() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn openrouter_error_rows() {
         let p = openrouter();
-        assert_eq!(
-            kind_for(
-                &p,
-                403,
-                r#"{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged","metadata":{"reasons":["harassment"],"flagged_input":"…","provider_name":"OpenAI","model_slug":"openai/gpt-4o"}}}"#
-            ),
-            ErrorKind::ContentFiltered
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                402,
-                r#"{"error":{"code":402,"message":"Insufficient credits. Add more using https://openrouter.ai/credits"}}"#
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                503,
-                r#"{"error":{"code":503,"message":"No allowed providers are available for the selected model."}}"#
-            ),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                r#"{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day","code":429}}"#
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                r#"{"error":{"message":"Rate limit exceeded: free-models-per-min.","code":429}}"#
-            ),
-            ErrorKind::RateLimited
+        assert_kinds(
+            &p,
+            &[
+                (
+                    403,
+                    r#"{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged","metadata":{"reasons":["harassment"],"flagged_input":"…","provider_name":"OpenAI","model_slug":"openai/gpt-4o"}}}"#,
+                    ErrorKind::ContentFiltered,
+                ),
+                (
+                    402,
+                    r#"{"error":{"code":402,"message":"Insufficient credits. Add more using https://openrouter.ai/credits"}}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    503,
+                    r#"{"error":{"code":503,"message":"No allowed providers are available for the selected model."}}"#,
+                    ErrorKind::Overloaded,
+                ),
+                (
+                    429,
+                    r#"{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day","code":429}}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    429,
+                    r#"{"error":{"message":"Rate limit exceeded: free-models-per-min.","code":429}}"#,
+                    ErrorKind::RateLimited,
+                ),
+            ],
         );
     }
 }

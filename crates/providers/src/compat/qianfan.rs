@@ -73,7 +73,7 @@ pub fn qianfan() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     fn body(t: &str, code: &str, msg: &str) -> String {
         format!(r#"{{"error":{{"code":"{code}","message":"{msg}","type":"{t}"}},"id":"as-1"}}"#)
@@ -82,77 +82,61 @@ mod tests {
     #[test]
     fn qianfan_codes() {
         let p = qianfan();
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "invalid_request_error",
-                    "tokens_too_long",
-                    "Prompt tokens too long"
-                )
-            ),
-            ErrorKind::ContextLengthExceeded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body(
-                    "rate_limit_exceeded",
-                    "rpm_rate_limit_exceeded",
-                    "Rate limit reached for RPM"
-                )
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "unsafe_request",
-                    "prompt_unsafe",
-                    "the content of prompt field is unsafe"
-                )
-            ),
-            ErrorKind::ContentFiltered
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                401,
-                &body(
-                    "invalid_request_error",
-                    "invalid_model",
-                    "No permission to use the model"
-                )
-            ),
-            ErrorKind::ModelNotFound
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body("invalid_request_error", "invalid_model", "model is empty")
-            ),
-            ErrorKind::InvalidRequest
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                200,
-                r#"{"error_code":336501,"error_msg":"Rate limit reached for RPM"}"#
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                r#"{"error_code":17,"error_msg":"Open api daily request limit reached"}"#
-            ),
-            ErrorKind::QuotaExhausted
+        assert_kinds(
+            &p,
+            &[
+                (
+                    400,
+                    &body(
+                        "invalid_request_error",
+                        "tokens_too_long",
+                        "Prompt tokens too long",
+                    ),
+                    ErrorKind::ContextLengthExceeded,
+                ),
+                (
+                    429,
+                    &body(
+                        "rate_limit_exceeded",
+                        "rpm_rate_limit_exceeded",
+                        "Rate limit reached for RPM",
+                    ),
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    400,
+                    &body(
+                        "unsafe_request",
+                        "prompt_unsafe",
+                        "the content of prompt field is unsafe",
+                    ),
+                    ErrorKind::ContentFiltered,
+                ),
+                (
+                    401,
+                    &body(
+                        "invalid_request_error",
+                        "invalid_model",
+                        "No permission to use the model",
+                    ),
+                    ErrorKind::ModelNotFound,
+                ),
+                (
+                    400,
+                    &body("invalid_request_error", "invalid_model", "model is empty"),
+                    ErrorKind::InvalidRequest,
+                ),
+                (
+                    200,
+                    r#"{"error_code":336501,"error_msg":"Rate limit reached for RPM"}"#,
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    400,
+                    r#"{"error_code":17,"error_msg":"Open api daily request limit reached"}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+            ],
         );
     }
 }

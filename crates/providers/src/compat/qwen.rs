@@ -99,7 +99,7 @@ pub fn qwen() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     fn body(code: &str, msg: &str) -> String {
         format!(
@@ -110,89 +110,67 @@ mod tests {
     #[test]
     fn dashscope_codes() {
         let p = qwen();
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "Arrearage",
-                    "Access denied, please make sure your account is in good standing."
-                )
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "data_inspection_failed",
-                    "Input data may contain inappropriate content."
-                )
-            ),
-            ErrorKind::ContentFiltered
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body(
-                    "Throttling.RateQuota",
-                    "Requests rate limit exceeded, please try again later."
-                )
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                &body("limit_requests", "You exceeded your current requests list.")
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                403,
-                &body("AllocationQuota.FreeTierOnly", "free tier exhausted")
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                401,
-                &body("invalid_api_key", "Incorrect API key provided.")
-            ),
-            ErrorKind::Auth
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                404,
-                &body("model_not_found", "The model `qwen-x` does not exist")
-            ),
-            ErrorKind::ModelNotFound
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                &body(
-                    "InvalidParameter",
-                    "Range of input length should be [1, 30720]"
-                )
-            ),
-            ErrorKind::ContextLengthExceeded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                500,
-                &body("InternalError.Algo", "An internal error has occured")
-            ),
-            ErrorKind::ServerError
+        assert_kinds(
+            &p,
+            &[
+                (
+                    400,
+                    &body(
+                        "Arrearage",
+                        "Access denied, please make sure your account is in good standing.",
+                    ),
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    400,
+                    &body(
+                        "data_inspection_failed",
+                        "Input data may contain inappropriate content.",
+                    ),
+                    ErrorKind::ContentFiltered,
+                ),
+                (
+                    429,
+                    &body(
+                        "Throttling.RateQuota",
+                        "Requests rate limit exceeded, please try again later.",
+                    ),
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    429,
+                    &body("limit_requests", "You exceeded your current requests list."),
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    403,
+                    &body("AllocationQuota.FreeTierOnly", "free tier exhausted"),
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    401,
+                    &body("invalid_api_key", "Incorrect API key provided."),
+                    ErrorKind::Auth,
+                ),
+                (
+                    404,
+                    &body("model_not_found", "The model `qwen-x` does not exist"),
+                    ErrorKind::ModelNotFound,
+                ),
+                (
+                    400,
+                    &body(
+                        "InvalidParameter",
+                        "Range of input length should be [1, 30720]",
+                    ),
+                    ErrorKind::ContextLengthExceeded,
+                ),
+                (
+                    500,
+                    &body("InternalError.Algo", "An internal error has occured"),
+                    ErrorKind::ServerError,
+                ),
+            ],
         );
     }
 }

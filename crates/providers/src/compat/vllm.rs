@@ -45,7 +45,7 @@ pub fn vllm() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::{OpenAiCompatible, kind_for};
+    use crate::compat::{OpenAiCompatible, assert_kinds};
 
     #[test]
     fn vllm_needs_a_base_url_and_maps_its_errors() {
@@ -57,29 +57,25 @@ mod tests {
             "{e}"
         );
         let p = vllm();
-        assert_eq!(
-            kind_for(
-                &p,
-                404,
-                r#"{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}"#
-            ),
-            ErrorKind::ModelNotFound
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens","type":"BadRequestError","param":null,"code":400}"#
-            ),
-            ErrorKind::ContextLengthExceeded
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                r#"{"object":"error","message":"bad top_p","type":"BadRequestError","param":null,"code":400}"#
-            ),
-            ErrorKind::InvalidRequest
+        assert_kinds(
+            &p,
+            &[
+                (
+                    404,
+                    r#"{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}"#,
+                    ErrorKind::ModelNotFound,
+                ),
+                (
+                    400,
+                    r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens","type":"BadRequestError","param":null,"code":400}"#,
+                    ErrorKind::ContextLengthExceeded,
+                ),
+                (
+                    400,
+                    r#"{"object":"error","message":"bad top_p","type":"BadRequestError","param":null,"code":400}"#,
+                    ErrorKind::InvalidRequest,
+                ),
+            ],
         );
     }
 }

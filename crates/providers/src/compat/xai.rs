@@ -57,51 +57,46 @@ pub fn xai() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::assert_kinds;
 
     #[test]
     fn xai_error_rows() {
         let p = xai();
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                r#"{"code":"Client specified an invalid argument","error":"Incorrect API key provided: xa***yz. You can obtain an API key from https://console.x.ai."}"#
-            ),
-            ErrorKind::Auth
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                403,
-                r#"{"code":"The caller does not have permission to execute the specified operation","error":"You have run out of credits or need a Grok subscription."}"#
-            ),
-            ErrorKind::QuotaExhausted
+        assert_kinds(
+            &p,
+            &[
+                (
+                    400,
+                    r#"{"code":"Client specified an invalid argument","error":"Incorrect API key provided: xa***yz. You can obtain an API key from https://console.x.ai."}"#,
+                    ErrorKind::Auth,
+                ),
+                (
+                    403,
+                    r#"{"code":"The caller does not have permission to execute the specified operation","error":"You have run out of credits or need a Grok subscription."}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+            ],
         );
         // Spent credits arrive as a 429 too: no wait brings them back.
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                r#"{"code":"Some resource has been exhausted","error":"Your team 16f2151a has either used all available credits or reached its monthly spending limit. To continue making API requests, please purchase more credits or raise your spending limit."}"#
-            ),
-            ErrorKind::QuotaExhausted
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                429,
-                r#"{"code":"Some resource has been exhausted","error":"Too many tokens for team e9fe19cb and model grok-4-0709. Your team's rate limit is — Tokens per Minute (actual/limit): 65605/16000."}"#
-            ),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            kind_for(
-                &p,
-                400,
-                r#"{"code":"Client specified an invalid argument","error":"temperature must be <= 2"}"#
-            ),
-            ErrorKind::InvalidRequest
+        assert_kinds(
+            &p,
+            &[
+                (
+                    429,
+                    r#"{"code":"Some resource has been exhausted","error":"Your team 16f2151a has either used all available credits or reached its monthly spending limit. To continue making API requests, please purchase more credits or raise your spending limit."}"#,
+                    ErrorKind::QuotaExhausted,
+                ),
+                (
+                    429,
+                    r#"{"code":"Some resource has been exhausted","error":"Too many tokens for team e9fe19cb and model grok-4-0709. Your team's rate limit is — Tokens per Minute (actual/limit): 65605/16000."}"#,
+                    ErrorKind::RateLimited,
+                ),
+                (
+                    400,
+                    r#"{"code":"Client specified an invalid argument","error":"temperature must be <= 2"}"#,
+                    ErrorKind::InvalidRequest,
+                ),
+            ],
         );
     }
 }

@@ -13,19 +13,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use ::http::header::{AUTHORIZATION, HeaderMap};
-use ripcord_core::telemetry;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId,
-    Provenance, Result, async_trait,
+    Capabilities, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId, Result,
 };
 
 use super::auth::TokenSource;
 use super::error_map::GoogleError;
 use super::{GCP_VERTEX_AI, VertexConfig};
 use crate::anthropic::{error_map as anthropic_errors, models, request, response, stream};
-use crate::driver::{self, Labels};
-use crate::http::{self, Auth, Target, Timeouts, Transport};
+use crate::attempt::{self, Adapter, Answer};
+use crate::http::{self, Target, Timeouts, Transport};
 use crate::models::ModelInfo;
+use crate::sse::SseParser;
 
 /// The `anthropic_version` Vertex AI expects in the body.
 pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
@@ -86,27 +85,17 @@ impl VertexAnthropic {
         let what = "vertex-anthropic";
         let predict = Target::new(cfg.model_url("anthropic", "rawPredict", what)?, what)?;
         let stream = Target::new(cfg.model_url("anthropic", "streamRawPredict", what)?, what)?;
-        let tokens = TokenSource::new(
-            cfg.credentials.clone(),
-            cfg.client.clone(),
-            cfg.timeouts,
-            what,
-        )?;
-        let transport = Transport::new(
-            cfg.client.clone(),
-            Auth::none(),
-            http::custom_headers(&cfg.headers, what)?,
-            cfg.timeouts,
-            what,
-        )?;
+        let (tokens, transport) = cfg.token_transport(what)?;
         // Vertex names versions `claude-sonnet-4-5@20250929`; the table is keyed by prefix.
-        let caps = cfg.capabilities.clone().unwrap_or_else(|| {
+        let caps = cfg.http.capabilities.clone().unwrap_or_else(|| {
             ModelInfo::lookup(models::TABLE, &models::DEFAULT, &cfg.model)
                 .capabilities(cfg.locality())
         });
         Ok(VertexAnthropic {
             id: ModelId::new(
-                cfg.name.unwrap_or_else(|| "vertex-anthropic".to_owned()),
+                cfg.http
+                    .name
+                    .unwrap_or_else(|| "vertex-anthropic".to_owned()),
                 cfg.model,
             ),
             caps,
@@ -119,40 +108,9 @@ impl VertexAnthropic {
         })
     }
 
-    /// Renames the link.
-    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.id.name = name.into();
-        self
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.caps = caps;
-        self
-    }
-
     /// The time limits.
     pub fn timeouts(&self) -> &Timeouts {
         &self.inner.transport.timeouts
-    }
-
-    fn attempt_span(&self, stream: bool) -> tracing::Span {
-        telemetry::attempt_span(
-            telemetry::operation::CHAT,
-            GCP_VERTEX_AI,
-            &self.id,
-            stream,
-            self.inner.predict.host_str(),
-            telemetry::SpanKind::Client,
-        )
-    }
-
-    fn labels(&self) -> Labels {
-        Labels {
-            name: self.id.name.clone(),
-            model: self.id.model.clone(),
-            auth: self.inner.transport.auth.clone(),
-        }
     }
 
     fn body(&self, req: &ChatRequest, stream: bool) -> Result<(Vec<u8>, request::JsonMode)> {
@@ -166,98 +124,53 @@ impl VertexAnthropic {
         )
     }
 
-    fn served(&self, mut r: ChatResponse, started: tokio::time::Instant) -> ChatResponse {
-        r.provenance = Provenance::served(
-            self.id.name.clone(),
-            self.id.model.clone(),
-            started.elapsed(),
-        );
-        r
+    /// Sends `body` to `target` with a fresh access token, a failure classified.
+    async fn send(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        body: Vec<u8>,
+        stream: bool,
+    ) -> Result<(http::Response, tokio::time::Instant)> {
+        let i = &self.inner;
+        let token = i.tokens.authorization(ctx).await?;
+        let auth = Some((AUTHORIZATION, token));
+        i.transport
+            .send_with(ctx, target, body, stream, auth, classify)
+            .await
+    }
+}
+
+impl Adapter for VertexAnthropic {
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport) {
+        let i = &self.inner;
+        (GCP_VERTEX_AI, &self.id, &i.predict, &i.transport)
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let i = &self.inner;
         let (body, json) = self.body(req, false)?;
-        let token = i.tokens.authorization(ctx).await?;
-        let (mut resp, started) = i
-            .transport
-            .send_with(
-                ctx,
-                &i.predict,
-                body,
-                false,
-                Some((AUTHORIZATION, token)),
-                classify,
-            )
-            .await?;
-        let raw = i.transport.body(ctx, started, &mut resp).await?;
-        let r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
-        Ok(self.served(r, started))
+        let sent = self.send(ctx, &self.inner.predict, body, false).await?;
+        let price = self.caps.price.as_ref();
+        Answer::new(&self.inner.transport, ctx, &self.id, sent)
+            .whole(|raw| response::parse_message(raw, json, price))
+            .await
     }
 
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let i = &self.inner;
         let (body, json) = self.body(req, true)?;
-        let token = i.tokens.authorization(ctx).await?;
-        let (mut resp, started) = i
-            .transport
-            .send_with(
-                ctx,
-                &i.stream,
-                body,
-                true,
-                Some((AUTHORIZATION, token)),
-                classify,
+        let sent = self.send(ctx, &self.inner.stream, body, true).await?;
+        let price = self.caps.price;
+        Answer::new(&self.inner.transport, ctx, &self.id, sent)
+            .stream(
+                |raw| response::parse_message(raw, json, price.as_ref()),
+                SseParser::new(),
+                stream::AnthropicDecoder::new(json, price),
             )
-            .await?;
-        if http::is_json(&resp) {
-            let raw = i.transport.body(ctx, started, &mut resp).await?;
-            let r = response::parse_message(&raw, json, self.caps.price.as_ref())?;
-            return Ok(ripcord_core::stream::from_response(self.served(r, started)));
-        }
-        Ok(driver::drive(
-            resp,
-            stream::AnthropicDecoder::new(json, self.caps.price),
-            ctx,
-            i.transport.timeouts,
-            started,
-            self.labels(),
-        ))
+            .await
     }
 }
 
-#[async_trait]
-impl ChatModel for VertexAnthropic {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-
-    fn bounds_itself(&self) -> bool {
-        true
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let call = async {
-            self.chat_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_chat(self.attempt_span(false), req, call).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let call = async {
-            self.stream_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_stream(self.attempt_span(true), req, call).await
-    }
-}
+attempt::link_impls!(VertexAnthropic);
 
 #[cfg(test)]
 mod tests {

@@ -5,19 +5,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use ::http::header::{HeaderName, HeaderValue};
-use ripcord_core::telemetry;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
-    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Provenance, Result,
-    async_trait,
+    Capabilities, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel, EmbeddingRequest,
+    EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Result, async_trait,
 };
 use secrecy::SecretString;
 
 use super::request::{self, Thinking};
 use super::{GCP_GEMINI, embed, error_map, models, response, stream};
-use crate::driver::{self, Labels};
-use crate::http::{self, Auth, HttpClient, Target, Timeouts, Transport};
+use crate::attempt::{self, Adapter, Answer};
+use crate::http::{self, Auth, Settings, Target, Timeouts, Transport};
 use crate::models::ModelInfo;
+use crate::sse::SseParser;
 
 /// The default Gemini API (AI Studio) base URL; requests go to `{base}/models/{model}:…`.
 pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
@@ -35,30 +34,12 @@ pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1b
 /// assert!(!format!("{g:?}").contains("AIza-test-key"));
 /// # Ok::<(), ripcord_core::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct GeminiConfig {
     model: String,
     api_key: SecretString,
-    base_url: Option<String>,
-    name: Option<String>,
-    timeouts: Timeouts,
-    client: Option<HttpClient>,
-    capabilities: Option<Capabilities>,
     thinking: Option<Thinking>,
-    headers: Vec<(String, SecretString)>,
-}
-
-impl fmt::Debug for GeminiConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GeminiConfig")
-            .field("model", &self.model)
-            .field("api_key", &"[redacted]")
-            .field("base_url", &self.base_url)
-            .field("name", &self.name)
-            .field("timeouts", &self.timeouts)
-            .field("thinking", &self.thinking)
-            .finish_non_exhaustive()
-    }
+    http: Settings,
 }
 
 impl GeminiConfig {
@@ -67,13 +48,8 @@ impl GeminiConfig {
         GeminiConfig {
             model: model.into(),
             api_key: api_key.into(),
-            base_url: None,
-            name: None,
-            timeouts: Timeouts::default(),
-            client: None,
-            capabilities: None,
             thinking: None,
-            headers: Vec::new(),
+            http: Settings::default(),
         }
     }
 
@@ -92,47 +68,8 @@ impl GeminiConfig {
                 )
             })?;
         let mut c = GeminiConfig::new(model, key);
-        c.base_url = http::env("GEMINI_BASE_URL");
+        c.http.base_url = http::env("GEMINI_BASE_URL");
         Ok(c)
-    }
-
-    /// Sets the base URL (default [`GEMINI_BASE_URL`], API version included).
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = Some(url.into());
-        self
-    }
-
-    /// Sets the link name (default `gemini`).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Sets the time limits.
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// Uses this (shared) HTTP client.
-    pub fn with_client(mut self, client: HttpClient) -> Self {
-        self.client = Some(client);
-        self
-    }
-
-    /// Overrides the capabilities from the model table.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.capabilities = Some(caps);
-        self
-    }
-
-    /// Adds a header sent with every request of this adapter: a gateway's own key behind
-    /// Helicone or Portkey, an organization header. The value is kept secret (never in logs or
-    /// `Debug`); a name or value that cannot be a header, or a header ripcord sets itself, is
-    /// refused when the adapter is built. Call it again for more headers.
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
     }
 
     /// Sends these thinking settings with every request.
@@ -141,6 +78,12 @@ impl GeminiConfig {
         self
     }
 }
+
+http::settings_setters!(
+    GeminiConfig,
+    name: "`gemini`",
+    base_url: "Sets the base URL (default [`GEMINI_BASE_URL`], API version included)."
+);
 
 /// How a request is authorised beyond the transport's fixed headers.
 #[derive(Clone, Debug)]
@@ -179,6 +122,7 @@ enum Embed {
     },
 }
 
+#[derive(Clone)]
 struct Engine {
     /// `gcp.gemini` or `gcp.vertex_ai`, for the attempt spans.
     provider: &'static str,
@@ -246,7 +190,7 @@ impl Gemini {
     pub fn new(cfg: GeminiConfig) -> Result<Gemini> {
         let what = "gemini";
         super::check_segment(&cfg.model, "model", what)?;
-        let base = cfg.base_url.as_deref().unwrap_or(GEMINI_BASE_URL);
+        let base = cfg.http.base_url.as_deref().unwrap_or(GEMINI_BASE_URL);
         let m = &cfg.model;
         let generate = target(base, &format!("/models/{m}:generateContent"), what)?;
         let stream = target(
@@ -259,11 +203,14 @@ impl Gemini {
             batch: target(base, &format!("/models/{m}:batchEmbedContents"), what)?,
         };
         let auth = Auth::header("x-goog-api-key", cfg.api_key, what)?;
-        let headers = http::custom_headers(&cfg.headers, what)?;
-        let transport = Transport::new(cfg.client, auth, headers, cfg.timeouts, what)?;
-        let caps = caps_of(&cfg.model, Locality::cloud("google"), cfg.capabilities);
+        let headers = http::custom_headers(&cfg.http.headers, what)?;
+        let transport = Transport::new(cfg.http.client, auth, headers, cfg.http.timeouts, what)?;
+        let caps = caps_of(&cfg.model, Locality::cloud("google"), cfg.http.capabilities);
         Ok(Gemini {
-            id: ModelId::new(cfg.name.unwrap_or_else(|| "gemini".to_owned()), cfg.model),
+            id: ModelId::new(
+                cfg.http.name.unwrap_or_else(|| "gemini".to_owned()),
+                cfg.model,
+            ),
             caps,
             engine: Arc::new(Engine {
                 provider: GCP_GEMINI,
@@ -307,22 +254,13 @@ impl Gemini {
             predict: Target::new(cfg.model_url("google", "predict", what)?, what)?,
             task_type: cfg.task_type.clone(),
         };
-        let tokens = super::auth::TokenSource::new(
-            cfg.credentials.clone(),
-            cfg.client.clone(),
-            cfg.timeouts,
-            what,
-        )?;
-        let transport = Transport::new(
-            cfg.client.clone(),
-            Auth::none(),
-            http::custom_headers(&cfg.headers, what)?,
-            cfg.timeouts,
-            what,
-        )?;
-        let caps = caps_of(&cfg.model, cfg.locality(), cfg.capabilities.clone());
+        let (tokens, transport) = cfg.token_transport(what)?;
+        let caps = caps_of(&cfg.model, cfg.locality(), cfg.http.capabilities.clone());
         Ok(Gemini {
-            id: ModelId::new(cfg.name.unwrap_or_else(|| "vertex".to_owned()), cfg.model),
+            id: ModelId::new(
+                cfg.http.name.unwrap_or_else(|| "vertex".to_owned()),
+                cfg.model,
+            ),
             caps,
             engine: Arc::new(Engine {
                 provider: super::GCP_VERTEX_AI,
@@ -336,18 +274,6 @@ impl Gemini {
         })
     }
 
-    /// Renames the link.
-    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.id.name = name.into();
-        self
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.caps = caps;
-        self
-    }
-
     /// Replaces the time limits of the model calls (a client the provider built itself is
     /// rebuilt when the connect limit changes; a shared client keeps its own). A Vertex token
     /// exchange keeps the limits the provider was built with.
@@ -356,16 +282,8 @@ impl Gemini {
     ///
     /// `InvalidRequest` for zero limits; `Network` when a new client cannot be built.
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Result<Self> {
-        let e = &self.engine;
-        self.engine = Arc::new(Engine {
-            provider: e.provider,
-            generate: e.generate.clone(),
-            stream: e.stream.clone(),
-            embed: e.embed.clone(),
-            transport: e.transport.with_timeouts(timeouts, "gemini")?,
-            bearer: e.bearer.clone(),
-            thinking: e.thinking.clone(),
-        });
+        let e = Arc::make_mut(&mut self.engine);
+        e.transport = e.transport.with_timeouts(timeouts, "gemini")?;
         Ok(self)
     }
 
@@ -374,76 +292,21 @@ impl Gemini {
         &self.engine.transport.timeouts
     }
 
-    fn attempt_span(&self, stream: bool) -> tracing::Span {
-        telemetry::attempt_span(
-            telemetry::operation::CHAT,
-            self.engine.provider,
-            &self.id,
-            stream,
-            self.engine.generate.host_str(),
-            telemetry::SpanKind::Client,
-        )
-    }
-
-    fn labels(&self) -> Labels {
-        Labels {
-            name: self.id.name.clone(),
-            model: self.id.model.clone(),
-            auth: self.engine.transport.auth.clone(),
-        }
-    }
-
-    fn served(&self, mut r: ChatResponse, started: tokio::time::Instant) -> ChatResponse {
-        r.provenance = Provenance::served(
-            self.id.name.clone(),
-            self.id.model.clone(),
-            started.elapsed(),
-        );
-        r
-    }
-
-    async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    /// Sends `body` to `url` with the bearer's header, a failure classified.
+    async fn send<'a>(
+        &'a self,
+        ctx: &'a Context,
+        url: &Target,
+        body: Vec<u8>,
+        stream: bool,
+    ) -> Result<Answer<'a>> {
         let e = &self.engine;
-        let body = request::generate_body(req, e.thinking.as_ref())?;
         let extra = e.bearer.header(ctx).await?;
-        let (mut resp, started) = e
+        let sent = e
             .transport
-            .send_with(
-                ctx,
-                &e.generate,
-                body,
-                false,
-                extra,
-                error_map::from_response,
-            )
+            .send_with(ctx, url, body, stream, extra, error_map::from_response)
             .await?;
-        let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let r = response::parse_generate(&raw, self.caps.price.as_ref())?;
-        Ok(self.served(r, started))
-    }
-
-    async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let e = &self.engine;
-        let body = request::generate_body(req, e.thinking.as_ref())?;
-        let extra = e.bearer.header(ctx).await?;
-        let (mut resp, started) = e
-            .transport
-            .send_with(ctx, &e.stream, body, true, extra, error_map::from_response)
-            .await?;
-        if http::is_json(&resp) {
-            // An error object with status 200, or a server that answered in one piece.
-            let raw = e.transport.body(ctx, started, &mut resp).await?;
-            let r = response::parse_generate(&raw, self.caps.price.as_ref())?;
-            return Ok(ripcord_core::stream::from_response(self.served(r, started)));
-        }
-        Ok(driver::drive(
-            resp,
-            stream::GeminiDecoder::new(self.caps.price),
-            ctx,
-            e.transport.timeouts,
-            started,
-            self.labels(),
-        ))
+        Ok(Answer::new(&e.transport, ctx, &self.id, sent))
     }
 
     async fn embed_inner(
@@ -462,56 +325,50 @@ impl Gemini {
                 (predict, embed::vertex_body(req, task_type.as_deref())?)
             }
         };
-        let extra = e.bearer.header(ctx).await?;
-        let (mut resp, started) = e
-            .transport
-            .send_with(ctx, url, body, false, extra, error_map::from_response)
-            .await?;
-        let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let mut r = match &e.embed {
-            Embed::Studio { .. } => embed::parse(&raw, req.inputs.len(), &self.id.model)?,
-            #[cfg(feature = "vertex")]
-            Embed::Vertex { .. } => embed::vertex_parse(&raw, req.inputs.len(), &self.id.model)?,
-        };
-        r.served_by = Some(self.id.name.clone());
-        Ok(r)
+        let (n, model) = (req.inputs.len(), &self.id.model);
+        let answer = self.send(ctx, url, body, false).await?;
+        answer
+            .embeddings(|raw| match &e.embed {
+                Embed::Studio { .. } => embed::parse(raw, n, model),
+                #[cfg(feature = "vertex")]
+                Embed::Vertex { .. } => embed::vertex_parse(raw, n, model),
+            })
+            .await
     }
 }
 
-#[async_trait]
-impl ChatModel for Gemini {
-    fn id(&self) -> &ModelId {
-        &self.id
+impl Adapter for Gemini {
+    fn parts(&self) -> (&'static str, &ModelId, &Target, &Transport) {
+        let e = &self.engine;
+        (e.provider, &self.id, &e.generate, &e.transport)
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let e = &self.engine;
+        let body = request::generate_body(req, e.thinking.as_ref())?;
+        let price = self.caps.price.as_ref();
+        self.send(ctx, &e.generate, body, false)
+            .await?
+            .whole(|raw| response::parse_generate(raw, price))
+            .await
     }
 
-    /// Every wait on the network runs under the phase limits, the context's deadline and its
-    /// cancellation, the token exchange included.
-    fn bounds_itself(&self) -> bool {
-        true
-    }
-
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let call = async {
-            self.chat_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_chat(self.attempt_span(false), req, call).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let call = async {
-            self.stream_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_stream(self.attempt_span(true), req, call).await
+    async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let e = &self.engine;
+        let body = request::generate_body(req, e.thinking.as_ref())?;
+        let price = self.caps.price;
+        self.send(ctx, &e.stream, body, true)
+            .await?
+            .stream(
+                |raw| response::parse_generate(raw, price.as_ref()),
+                SseParser::new(),
+                stream::GeminiDecoder::new(price),
+            )
+            .await
     }
 }
+
+attempt::link_impls!(Gemini);
 
 #[async_trait]
 impl EmbeddingModel for Gemini {
@@ -520,9 +377,7 @@ impl EmbeddingModel for Gemini {
     }
 
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
-        self.embed_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        self.embed_inner(req, ctx).await.map_err(|e| self.finish(e))
     }
 }
 

@@ -7,13 +7,11 @@
 //! `aiplatform.googleapis.com` for the `global` location. The base URL (host and API version)
 //! can be overridden — a private endpoint, a proxy, a fake on loopback.
 
-use std::fmt;
+use ripcord_core::{Error, ErrorKind, Locality, Result};
 
-use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Result};
-
-use super::auth::GoogleCredentials;
+use super::auth::{GoogleCredentials, TokenSource};
 use super::check_segment;
-use crate::http::{self, HttpClient, Timeouts};
+use crate::http::{self, Auth, Settings, Transport};
 
 /// The location used when none is configured.
 pub const DEFAULT_VERTEX_LOCATION: &str = "us-central1";
@@ -30,36 +28,17 @@ pub const DEFAULT_VERTEX_LOCATION: &str = "us-central1";
 /// assert_eq!(global.base_url(), "https://aiplatform.googleapis.com/v1");
 /// assert!(!format!("{cfg:?}").contains("ya29"));
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct VertexConfig {
     pub(crate) model: String,
     pub(crate) project: String,
     pub(crate) location: String,
     pub(crate) credentials: GoogleCredentials,
-    pub(crate) base_url: Option<String>,
-    pub(crate) name: Option<String>,
-    pub(crate) timeouts: Timeouts,
-    pub(crate) client: Option<HttpClient>,
-    pub(crate) capabilities: Option<Capabilities>,
-    pub(crate) headers: Vec<(String, secrecy::SecretString)>,
+    pub(crate) http: Settings,
     #[cfg(feature = "vertex")]
     pub(crate) thinking: Option<super::Thinking>,
     #[cfg(feature = "vertex")]
     pub(crate) task_type: Option<String>,
-}
-
-impl fmt::Debug for VertexConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("VertexConfig")
-            .field("model", &self.model)
-            .field("project", &self.project)
-            .field("location", &self.location)
-            .field("credentials", &self.credentials)
-            .field("base_url", &self.base_url)
-            .field("name", &self.name)
-            .field("timeouts", &self.timeouts)
-            .finish_non_exhaustive()
-    }
 }
 
 impl VertexConfig {
@@ -75,12 +54,7 @@ impl VertexConfig {
             project: project.into(),
             location: location.into(),
             credentials,
-            base_url: None,
-            name: None,
-            timeouts: Timeouts::default(),
-            client: None,
-            capabilities: None,
-            headers: Vec::new(),
+            http: Settings::default(),
             #[cfg(feature = "vertex")]
             thinking: None,
             #[cfg(feature = "vertex")]
@@ -110,49 +84,6 @@ impl VertexConfig {
         Ok(VertexConfig::new(model, project, location, creds))
     }
 
-    /// Overrides the base URL (host and API version, e.g. `https://host/v1`).
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = Some(url.into());
-        self
-    }
-
-    /// Sets the link name (default `vertex` / `vertex-anthropic`).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Sets the time limits (also those of the token exchange).
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// Uses this (shared) HTTP client (also for the token exchange).
-    pub fn with_client(mut self, client: HttpClient) -> Self {
-        self.client = Some(client);
-        self
-    }
-
-    /// Adds a header sent with every request of this adapter: a gateway's own key behind
-    /// Helicone or Portkey, an organization header. The value is kept secret (never in logs or
-    /// `Debug`); a name or value that cannot be a header, or a header ripcord sets itself, is
-    /// refused when the adapter is built. Call it again for more headers.
-    pub fn with_header(
-        mut self,
-        name: impl Into<String>,
-        value: impl Into<secrecy::SecretString>,
-    ) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// Overrides the capabilities from the model table.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.capabilities = Some(caps);
-        self
-    }
-
     /// Gemini's thinking settings (Claude on Vertex ignores them).
     #[cfg(feature = "vertex")]
     pub fn with_thinking(mut self, thinking: super::Thinking) -> Self {
@@ -170,9 +101,21 @@ impl VertexConfig {
         self
     }
 
+    /// The token source and the transport of a provider built from this configuration: both
+    /// use the configured client and time limits (the token exchange included), the transport
+    /// carries the custom headers and no fixed auth (each call adds a fresh access token).
+    pub(crate) fn token_transport(&self, what: &str) -> Result<(TokenSource, Transport)> {
+        let h = &self.http;
+        let tokens =
+            TokenSource::new(self.credentials.clone(), h.client.clone(), h.timeouts, what)?;
+        let headers = http::custom_headers(&h.headers, what)?;
+        let transport = Transport::new(h.client.clone(), Auth::none(), headers, h.timeouts, what)?;
+        Ok((tokens, transport))
+    }
+
     /// The base URL requests go to: the override, else the location's host with `/v1`.
     pub fn base_url(&self) -> String {
-        match &self.base_url {
+        match &self.http.base_url {
             Some(u) => u.clone(),
             None if self.location == "global" => "https://aiplatform.googleapis.com/v1".to_owned(),
             None => format!("https://{}-aiplatform.googleapis.com/v1", self.location),
@@ -204,6 +147,13 @@ impl VertexConfig {
         http::endpoint(&self.base_url(), &path, what)
     }
 }
+
+http::settings_setters!(
+    VertexConfig,
+    name: "`vertex` / `vertex-anthropic`",
+    base_url: "Overrides the base URL (host and API version, e.g. `https://host/v1`); the token \
+        exchange and the calls use the configured client and time limits alike."
+);
 
 #[cfg(test)]
 mod tests {

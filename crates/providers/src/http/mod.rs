@@ -42,10 +42,12 @@ mod errors;
 mod limits;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod liveness;
+mod settings;
 mod target;
 mod transport;
 
 pub(crate) use auth::Auth;
+pub(crate) use settings::{Settings, settings_setters};
 // What only the vendor adapters use: a build with none of them has no caller.
 #[cfg_attr(
     not(any(

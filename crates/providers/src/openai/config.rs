@@ -1,15 +1,13 @@
 //! What an OpenAI-wire link is configured with: URLs, auth, the request-field dialect and the
 //! vendor's own error codes.
 
-use std::fmt;
-
-use ripcord_core::{Capabilities, Error, ErrorKind, Result};
+use ripcord_core::{Error, ErrorKind, Result};
 use secrecy::SecretString;
 
 #[cfg(doc)]
 use super::OpenAi;
 use crate::error_body::ErrorHook;
-use crate::http::{self, HttpClient, Timeouts};
+use crate::http::{self, Settings};
 
 /// The default OpenAI base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -114,42 +112,15 @@ impl Dialect {
 /// assert!(!format!("{model:?}").contains("sk-test"));
 /// # Ok::<(), ripcord_core::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiConfig {
     pub(crate) model: String,
     pub(crate) api_key: Option<SecretString>,
-    pub(crate) base_url: Option<String>,
-    pub(crate) name: Option<String>,
     pub(crate) organization: Option<String>,
     pub(crate) project: Option<String>,
-    pub(crate) timeouts: Timeouts,
-    pub(crate) client: Option<HttpClient>,
-    pub(crate) capabilities: Option<Capabilities>,
     pub(crate) max_tokens_field: Option<MaxTokensField>,
     pub(crate) wire: OpenAiWire,
-    pub(crate) headers: Vec<(String, SecretString)>,
-}
-
-impl fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .field("base_url", &self.base_url)
-            .field("name", &self.name)
-            .field("organization", &self.organization)
-            .field("project", &self.project)
-            .field("timeouts", &self.timeouts)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(n, _)| n.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
-    }
+    pub(crate) http: Settings,
 }
 
 impl OpenAiConfig {
@@ -166,27 +137,12 @@ impl OpenAiConfig {
         OpenAiConfig {
             model: model.into(),
             api_key: None,
-            base_url: None,
-            name: None,
             organization: None,
             project: None,
-            timeouts: Timeouts::default(),
-            client: None,
-            capabilities: None,
             max_tokens_field: None,
             wire: OpenAiWire::ChatCompletions,
-            headers: Vec::new(),
+            http: Settings::default(),
         }
-    }
-
-    /// Adds a header sent with every request of this adapter: a gateway's own key behind
-    /// Helicone or Portkey (`Helicone-Auth`, `x-portkey-api-key`), an organization header. The
-    /// value is kept secret (never in logs or `Debug`); a name or value that cannot be a header,
-    /// or a header ripcord sets itself (the auth header, `content-type`, …), is refused when the
-    /// adapter is built. Call it again for more headers.
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
     }
 
     /// Reads `OPENAI_API_KEY` (required), and `OPENAI_BASE_URL`, `OPENAI_ORG_ID`,
@@ -199,7 +155,7 @@ impl OpenAiConfig {
         let key = http::env("OPENAI_API_KEY")
             .ok_or_else(|| Error::new(ErrorKind::Auth, "openai: OPENAI_API_KEY is not set"))?;
         let mut c = OpenAiConfig::new(model, key);
-        c.base_url = http::env("OPENAI_BASE_URL");
+        c.http.base_url = http::env("OPENAI_BASE_URL");
         c.organization = http::env("OPENAI_ORG_ID");
         c.project = http::env("OPENAI_PROJECT_ID");
         Ok(c)
@@ -208,19 +164,6 @@ impl OpenAiConfig {
     /// Sets the API key.
     pub fn with_api_key(mut self, key: impl Into<SecretString>) -> Self {
         self.api_key = Some(key.into());
-        self
-    }
-
-    /// Sets the base URL (default [`OPENAI_BASE_URL`]); requests go to `{base}/chat/completions`
-    /// and `{base}/embeddings`.
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = Some(url.into());
-        self
-    }
-
-    /// Sets the link name (default: the vendor name).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
         self
     }
 
@@ -233,24 +176,6 @@ impl OpenAiConfig {
     /// Sends `OpenAI-Project`.
     pub fn with_project(mut self, project: impl Into<String>) -> Self {
         self.project = Some(project.into());
-        self
-    }
-
-    /// Sets the time limits (the connect limit applies when the provider builds its client).
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// Uses this (shared) HTTP client.
-    pub fn with_client(mut self, client: HttpClient) -> Self {
-        self.client = Some(client);
-        self
-    }
-
-    /// Overrides the capabilities from the model table.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.capabilities = Some(caps);
         self
     }
 
@@ -267,3 +192,10 @@ impl OpenAiConfig {
         self
     }
 }
+
+http::settings_setters!(
+    OpenAiConfig,
+    name: "`openai`, a preset's vendor name",
+    base_url: "Sets the base URL (default [`OPENAI_BASE_URL`]); requests go to \
+        `{base}/chat/completions` and `{base}/embeddings`."
+);

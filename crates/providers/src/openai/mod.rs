@@ -25,14 +25,14 @@ use std::sync::Arc;
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel,
-    EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Provenance, Result,
-    async_trait,
+    Capabilities, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel, EmbeddingRequest,
+    EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Result, async_trait,
 };
 
-use crate::driver::{self, Labels};
+use crate::attempt::{self, Adapter, Answer};
 use crate::http::{self, Auth, Timeouts, Transport};
 use crate::models::ModelInfo;
+use crate::sse::SseParser;
 
 /// The boxed future `async_trait` methods return (for the engine's wrappers that hand it on).
 pub(crate) type BoxFuture<'a, T> =
@@ -74,10 +74,46 @@ macro_rules! embeddings_through_inner {
 }
 pub(crate) use embeddings_through_inner;
 
+/// `named`, `with_capabilities` and `with_timeouts` for a wrapper whose `inner` field is an
+/// [`OpenAi`] engine (Azure, the OpenAI-compatible presets): each rebuilds the wrapper around
+/// the engine's own result.
+macro_rules! setters_through_inner {
+    ($wrapper:ident) => {
+        impl $wrapper {
+            /// Renames the link.
+            pub fn named(self, name: impl Into<std::sync::Arc<str>>) -> Self {
+                $wrapper {
+                    inner: self.inner.named(name),
+                }
+            }
+
+            /// Replaces the capabilities.
+            pub fn with_capabilities(self, caps: ripcord_core::Capabilities) -> Self {
+                $wrapper {
+                    inner: self.inner.with_capabilities(caps),
+                }
+            }
+
+            /// Replaces the time limits; see [`OpenAi::with_timeouts`](crate::OpenAi::with_timeouts).
+            ///
+            /// # Errors
+            ///
+            /// As [`OpenAi::with_timeouts`](crate::OpenAi::with_timeouts).
+            pub fn with_timeouts(self, timeouts: crate::Timeouts) -> ripcord_core::Result<Self> {
+                Ok($wrapper {
+                    inner: self.inner.with_timeouts(timeouts)?,
+                })
+            }
+        }
+    };
+}
+pub(crate) use setters_through_inner;
+
 pub(crate) use config::Dialect;
 pub use config::{AssistantPrefill, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig, OpenAiWire};
 
 /// The engine shared by OpenAI, Azure and the compatible presets.
+#[derive(Clone)]
 pub(crate) struct Engine {
     pub(crate) vendor: &'static str,
     /// The `gen_ai.provider.name` of the attempt spans (the vendor name when it has none).
@@ -159,6 +195,7 @@ impl OpenAi {
     pub fn new(cfg: OpenAiConfig) -> Result<OpenAi> {
         let what = "openai";
         let base = cfg
+            .http
             .base_url
             .clone()
             .unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
@@ -188,7 +225,7 @@ impl OpenAi {
                 headers.insert(HeaderName::from_static(name), v);
             }
         }
-        http::add_custom_headers(&mut headers, &cfg.headers, what)?;
+        http::add_custom_headers(&mut headers, &cfg.http.headers, what)?;
         let locality = match region_of(&chat_url) {
             Some(r) => Locality::cloud_in("openai", r),
             None => Locality::cloud("openai"),
@@ -237,16 +274,16 @@ impl OpenAi {
     /// Builds the provider from a setup and the user's configuration.
     pub(crate) fn assemble(setup: Setup, cfg: OpenAiConfig) -> Result<OpenAi> {
         let transport = Transport::new(
-            cfg.client,
+            cfg.http.client,
             setup.auth,
             setup.headers,
-            cfg.timeouts,
+            cfg.http.timeouts,
             setup.vendor,
         )?;
-        let name = cfg.name.unwrap_or_else(|| setup.vendor.to_owned());
+        let name = cfg.http.name.unwrap_or_else(|| setup.vendor.to_owned());
         Ok(OpenAi {
             id: ModelId::new(name, cfg.model),
-            caps: cfg.capabilities.unwrap_or(setup.caps),
+            caps: cfg.http.capabilities.unwrap_or(setup.caps),
             engine: Arc::new(Engine {
                 vendor: setup.vendor,
                 provider: telemetry::provider_name(setup.vendor).unwrap_or(setup.vendor),
@@ -264,36 +301,14 @@ impl OpenAi {
     /// Sends chat and stream calls to this Responses endpoint (the engine is rebuilt once, at
     /// construction).
     pub(crate) fn with_responses_url(mut self, url: http::Target) -> Self {
-        let e = &self.engine;
-        self.engine = Arc::new(Engine {
-            vendor: e.vendor,
-            provider: e.provider,
-            chat_url: e.chat_url.clone(),
-            embeddings_url: e.embeddings_url.clone(),
-            models_url: e.models_url.clone(),
-            transport: e.transport.clone(),
-            dialect: e.dialect,
-            responses_url: Some(url),
-            prefill_url: e.prefill_url.clone(),
-        });
+        Arc::make_mut(&mut self.engine).responses_url = Some(url);
         self
     }
 
     /// Sends requests that continue a final assistant message to `url` (the engine is rebuilt
     /// once, at construction).
     pub(crate) fn with_prefill_url(mut self, url: http::Target) -> Self {
-        let e = &self.engine;
-        self.engine = Arc::new(Engine {
-            vendor: e.vendor,
-            provider: e.provider,
-            chat_url: e.chat_url.clone(),
-            embeddings_url: e.embeddings_url.clone(),
-            models_url: e.models_url.clone(),
-            transport: e.transport.clone(),
-            dialect: e.dialect,
-            responses_url: e.responses_url.clone(),
-            prefill_url: Some(url),
-        });
+        Arc::make_mut(&mut self.engine).prefill_url = Some(url);
         self
     }
 
@@ -316,18 +331,6 @@ impl OpenAi {
         }
     }
 
-    /// Renames the link (the name the chain, provenance and metrics use).
-    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.id.name = name.into();
-        self
-    }
-
-    /// Replaces the capabilities.
-    pub fn with_capabilities(mut self, caps: Capabilities) -> Self {
-        self.caps = caps;
-        self
-    }
-
     /// Replaces the time limits (a client the provider built itself is rebuilt when the
     /// connect limit changes; a shared client keeps its own).
     ///
@@ -335,19 +338,8 @@ impl OpenAi {
     ///
     /// `InvalidRequest` for zero limits; `Network` when a new client cannot be built.
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Result<Self> {
-        let e = &self.engine;
-        let transport = e.transport.with_timeouts(timeouts, e.vendor)?;
-        self.engine = Arc::new(Engine {
-            vendor: e.vendor,
-            provider: e.provider,
-            chat_url: e.chat_url.clone(),
-            embeddings_url: e.embeddings_url.clone(),
-            models_url: e.models_url.clone(),
-            transport,
-            dialect: e.dialect,
-            responses_url: e.responses_url.clone(),
-            prefill_url: e.prefill_url.clone(),
-        });
+        let e = Arc::make_mut(&mut self.engine);
+        e.transport = e.transport.with_timeouts(timeouts, e.vendor)?;
         Ok(self)
     }
 
@@ -374,155 +366,23 @@ impl OpenAi {
         self.engine.provider
     }
 
-    /// The span of one attempt: CLIENT kind, the vendor's host as `server.address`.
-    fn attempt_span(&self, stream: bool) -> tracing::Span {
-        let e = &self.engine;
-        telemetry::attempt_span(
-            telemetry::operation::CHAT,
-            e.provider,
-            &self.id,
-            stream,
-            e.chat_url.host_str(),
-            telemetry::SpanKind::Client,
-        )
-    }
-
-    fn labels(&self) -> Labels {
-        Labels {
-            name: self.id.name.clone(),
-            model: self.id.model.clone(),
-            auth: self.engine.transport.auth.clone(),
-        }
-    }
-
-    /// Sends a Chat Completions request (streamed or not), a vendor error status classified.
-    async fn send_chat(
-        &self,
-        req: &ChatRequest,
-        ctx: &Context,
+    /// Sends `body` to `url`, a vendor error status classified with the dialect's hook.
+    async fn send<'a>(
+        &'a self,
+        ctx: &'a Context,
+        url: &http::Target,
+        body: Vec<u8>,
         stream: bool,
-    ) -> Result<(http::Response, tokio::time::Instant)> {
+    ) -> Result<Answer<'a>> {
         let e = &self.engine;
-        let body = request::chat_body(&self.id.model, req, &e.dialect, stream)?;
         let hook = e.dialect.hook;
-        e.transport
-            .send(
-                ctx,
-                self.chat_target(req),
-                body,
-                stream,
-                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
-            )
-            .await
-    }
-
-    async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let e = &self.engine;
-        if let Some(url) = &e.responses_url {
-            return self.responses_chat(url, req, ctx).await;
-        }
-        let (mut resp, started) = self.send_chat(req, ctx, false).await?;
-        let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
-        r.provenance = Provenance::served(
-            self.id.name.clone(),
-            self.id.model.clone(),
-            started.elapsed(),
-        );
-        Ok(r)
-    }
-
-    async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let e = &self.engine;
-        if let Some(url) = &e.responses_url {
-            return self.responses_stream(url, req, ctx).await;
-        }
-        let (mut resp, started) = self.send_chat(req, ctx, true).await?;
-        if http::is_json(&resp) {
-            // An error object with status 200, or a server that ignored `stream: true` and sent
-            // the whole answer: classify the first, replay the second as a stream.
-            let raw = e.transport.body(ctx, started, &mut resp).await?;
-            let mut r = response::parse_chat(&raw, e.dialect.hook, self.caps.price.as_ref())?;
-            r.provenance = Provenance::served(
-                self.id.name.clone(),
-                self.id.model.clone(),
-                started.elapsed(),
-            );
-            return Ok(ripcord_core::stream::from_response(r));
-        }
-        let decoder = stream::OpenAiDecoder::new(e.dialect.hook, self.caps.price);
-        Ok(driver::drive(
-            resp,
-            decoder,
-            ctx,
-            e.transport.timeouts,
-            started,
-            self.labels(),
-        ))
-    }
-
-    /// A chat call on the Responses API.
-    async fn responses_chat(
-        &self,
-        url: &http::Target,
-        req: &ChatRequest,
-        ctx: &Context,
-    ) -> Result<ChatResponse> {
-        let e = &self.engine;
-        let body = responses::body(&self.id.model, req, false)?;
-        let hook = e.dialect.hook;
-        let (mut resp, started) = e
+        let sent = e
             .transport
-            .send(ctx, url, body, false, |status, headers, raw| {
+            .send(ctx, url, body, stream, |status, headers, raw| {
                 error_map::from_response(status, headers, raw, hook)
             })
             .await?;
-        let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let mut r = responses::parse(&raw, hook, self.caps.price.as_ref())?;
-        r.provenance = Provenance::served(
-            self.id.name.clone(),
-            self.id.model.clone(),
-            started.elapsed(),
-        );
-        Ok(r)
-    }
-
-    /// A stream on the Responses API.
-    async fn responses_stream(
-        &self,
-        url: &http::Target,
-        req: &ChatRequest,
-        ctx: &Context,
-    ) -> Result<ChatStream> {
-        let e = &self.engine;
-        let body = responses::body(&self.id.model, req, true)?;
-        let hook = e.dialect.hook;
-        let (mut resp, started) = e
-            .transport
-            .send(ctx, url, body, true, |status, headers, raw| {
-                error_map::from_response(status, headers, raw, hook)
-            })
-            .await?;
-        if http::is_json(&resp) {
-            // An error object with status 200, or a server that ignored `stream: true`.
-            let raw = e.transport.body(ctx, started, &mut resp).await?;
-            let mut r = responses::parse(&raw, hook, self.caps.price.as_ref())?;
-            r.provenance = Provenance::served(
-                self.id.name.clone(),
-                self.id.model.clone(),
-                started.elapsed(),
-            );
-            return Ok(ripcord_core::stream::from_response(r));
-        }
-        let decoder = responses::ResponsesDecoder::new(hook, self.caps.price);
-        Ok(driver::drive(
-            resp,
-            decoder,
-            ctx,
-            e.transport.timeouts,
-            started,
-            self.labels(),
-        ))
+        Ok(Answer::new(&e.transport, ctx, &self.id, sent))
     }
 
     async fn embed_inner(
@@ -532,38 +392,59 @@ impl OpenAi {
     ) -> Result<EmbeddingResponse> {
         let e = &self.engine;
         let body = request::embedding_body(&self.id.model, req)?;
-        let hook = e.dialect.hook;
-        let (mut resp, started) = e
-            .transport
-            .send(
-                ctx,
-                &e.embeddings_url,
-                body,
-                false,
-                |status, headers, raw| error_map::from_response(status, headers, raw, hook),
-            )
-            .await?;
-        let raw = e.transport.body(ctx, started, &mut resp).await?;
-        let mut r = response::parse_embeddings(&raw, req.len(), e.dialect.hook)?;
-        r.served_by = Some(self.id.name.clone());
-        Ok(r)
+        self.send(ctx, &e.embeddings_url, body, false)
+            .await?
+            .embeddings(|raw| response::parse_embeddings(raw, req.len(), e.dialect.hook))
+            .await
     }
 }
 
-#[async_trait]
-impl ChatModel for OpenAi {
-    fn id(&self) -> &ModelId {
-        &self.id
+impl Adapter for OpenAi {
+    fn parts(&self) -> (&'static str, &ModelId, &http::Target, &Transport) {
+        let e = &self.engine;
+        (e.provider, &self.id, &e.chat_url, &e.transport)
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let e = &self.engine;
+        let (hook, price) = (e.dialect.hook, self.caps.price.as_ref());
+        if let Some(url) = &e.responses_url {
+            let body = responses::body(&self.id.model, req, false)?;
+            let answer = self.send(ctx, url, body, false).await?;
+            return answer.whole(|raw| responses::parse(raw, hook, price)).await;
+        }
+        let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
+        let answer = self.send(ctx, self.chat_target(req), body, false).await?;
+        answer
+            .whole(|raw| response::parse_chat(raw, hook, price))
+            .await
     }
 
-    /// Every wait on the network runs under the phase limits, the context's deadline and its
-    /// cancellation (`http::guard`), so a stack of decorators needs no timer of its own.
-    fn bounds_itself(&self) -> bool {
-        true
+    /// A stream; a JSON body (an error object with status 200, or a server that ignored
+    /// `stream: true` and sent the whole answer) is classified or replayed as a stream.
+    async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+        let e = &self.engine;
+        let (hook, price) = (e.dialect.hook, self.caps.price);
+        if let Some(url) = &e.responses_url {
+            let body = responses::body(&self.id.model, req, true)?;
+            let answer = self.send(ctx, url, body, true).await?;
+            return answer
+                .stream(
+                    |raw| responses::parse(raw, hook, price.as_ref()),
+                    SseParser::new(),
+                    responses::ResponsesDecoder::new(hook, price),
+                )
+                .await;
+        }
+        let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
+        let answer = self.send(ctx, self.chat_target(req), body, true).await?;
+        answer
+            .stream(
+                |raw| response::parse_chat(raw, hook, price.as_ref()),
+                SseParser::new(),
+                stream::OpenAiDecoder::new(hook, price),
+            )
+            .await
     }
 
     /// `GET {base}/models` (spends no tokens), for an open breaker's background probe.
@@ -579,28 +460,9 @@ impl ChatModel for OpenAi {
             }),
         )))
     }
-
-    /// Each call is one attempt span (see [`telemetry::attempt_span`]), recorded here, so a
-    /// link composed by hand (`OpenAi` inside a retry decorator) has one span per attempt
-    /// without a [`telemetry::TracedModel`] around it.
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let call = async {
-            self.chat_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_chat(self.attempt_span(false), req, call).await
-    }
-
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let call = async {
-            self.stream_inner(req, ctx)
-                .await
-                .map_err(|e| self.labels().finish(e))
-        };
-        telemetry::traced_stream(self.attempt_span(true), req, call).await
-    }
 }
+
+attempt::link_impls!(OpenAi);
 
 #[async_trait]
 impl EmbeddingModel for OpenAi {
@@ -609,9 +471,7 @@ impl EmbeddingModel for OpenAi {
     }
 
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
-        self.embed_inner(req, ctx)
-            .await
-            .map_err(|e| self.labels().finish(e))
+        self.embed_inner(req, ctx).await.map_err(|e| self.finish(e))
     }
 
     /// OpenAI's `/embeddings` takes `input` as token arrays too.

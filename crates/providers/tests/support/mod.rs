@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
-use ripcord_core::{ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent};
+use ripcord_core::{
+    ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent, TimeoutPhase,
+};
 use ripcord_providers::Timeouts;
 #[cfg(feature = "anthropic")]
 use ripcord_providers::{Anthropic, AnthropicConfig};
@@ -172,6 +174,45 @@ pub(crate) async fn check_error_rows(
     }
 }
 
+/// Scripts every error row of the table in band — as the first event and after two chunks —
+/// and then in a 200 JSON body, and checks each is classified as its HTTP twin. Text arrives
+/// only when the error follows content; `also` checks what one adapter adds, given the row,
+/// the events before the error (none when the stream failed before it began) and the error.
+pub(crate) async fn assert_in_band_errors(
+    fake: &FakeVendor,
+    m: &impl ChatModel,
+    also: impl Fn(&VendorError, &[StreamEvent], &Error),
+) {
+    for ve in VendorError::ALL {
+        for after in [0, 2] {
+            fake.set_script(Script::Always(Behavior::InBandError {
+                after_chunks: after,
+                error: ve.clone(),
+            }));
+            let (events, e) = match m.stream(&ChatRequest::user("hi"), &Context::new()).await {
+                Ok(s) => {
+                    let (events, err) = drain(s).await;
+                    assert_eq!(
+                        text_of(&events).is_empty(),
+                        after == 0,
+                        "{ve:?} after {after}: content only before a later error"
+                    );
+                    (events, err.expect("the stream ends with the error"))
+                }
+                Err(e) => (Vec::new(), e),
+            };
+            assert_eq!(
+                e.kind(),
+                ve.expected_kind(),
+                "in-band after {after}: {ve:?}: {e}"
+            );
+            also(&ve, &events, &e);
+        }
+        let e = chat_err(m, &ChatRequest::user("hi")).await;
+        assert_eq!(e.kind(), ve.expected_kind(), "200 body {ve:?}: {e}");
+    }
+}
+
 /// Scripts a stream cut after two chunks: its text arrives, then a network error after the
 /// vendor had the request, whose message names `word`.
 pub(crate) async fn assert_truncated_stream(fake: &FakeVendor, m: &impl ChatModel, word: &str) {
@@ -184,6 +225,67 @@ pub(crate) async fn assert_truncated_stream(fake: &FakeVendor, m: &impl ChatMode
     assert_eq!(e.kind(), ErrorKind::Network);
     assert!(e.request_delivered(), "{e:?}");
     assert!(e.message().contains(word), "{e}");
+}
+
+/// Scripts a 200 whose JSON is broken on `fake`: `chat` of `m` fails with `InvalidResponse`,
+/// while a stream with one unparseable event skips it and still completes.
+pub(crate) async fn assert_malformed_json(fake: &FakeVendor, m: &impl ChatModel) {
+    fake.set_script(Script::Always(Behavior::MalformedJson));
+    assert_eq!(
+        chat_err(m, &ChatRequest::user("hi")).await.kind(),
+        ErrorKind::InvalidResponse
+    );
+    let events = stream_ok(m, &ChatRequest::user("hi")).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Finish { .. }))
+    );
+}
+
+/// Scripts a connection reset after one chunk on `fake`: the stream of `m` ends with a
+/// `Network` error.
+pub(crate) async fn assert_reset_mid_stream(fake: &FakeVendor, m: &impl ChatModel) {
+    fake.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
+    let (_, err) = drain_stream(m, &ChatRequest::user("hi")).await;
+    assert_eq!(err.expect("reset").kind(), ErrorKind::Network);
+}
+
+/// The limits of the phase tests: 300 ms to the first token and between events.
+pub(crate) fn short_phases() -> Timeouts {
+    Timeouts::default()
+        .with_first_token(Duration::from_millis(300))
+        .with_stream_idle(Duration::from_millis(300))
+}
+
+/// Scripts three silences on `fake` and checks that `m` (with [`short_phases`]) names each
+/// one's phase: no response byte at all is `FirstByte`; a stall after one chunk is `StreamIdle`,
+/// after that chunk's text; a stall before any content is `FirstToken` with no event (the
+/// vendor's preamble — Anthropic's `message_start` and `ping`, Bedrock's `messageStart` — is not
+/// a first token).
+pub(crate) async fn assert_phase_timeouts(fake: &FakeVendor, m: &impl ChatModel) {
+    fake.set_script(Script::Always(Behavior::HangBeforeHeaders));
+    let e = chat_err(m, &ChatRequest::user("hi")).await;
+    assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstByte), "{e}");
+
+    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 1 }));
+    let (events, err) = drain_stream(m, &ChatRequest::user("hi")).await;
+    assert!(!text_of(&events).is_empty());
+    assert_eq!(
+        err.expect("stall").timeout_phase(),
+        Some(TimeoutPhase::StreamIdle)
+    );
+
+    fake.set_script(Script::Always(Behavior::StallMidStream { after_chunks: 0 }));
+    let (events, err) = drain_stream(m, &ChatRequest::user("hi")).await;
+    assert!(
+        events.is_empty(),
+        "the preamble is not a first token: {events:?}"
+    );
+    assert_eq!(
+        err.expect("stall").timeout_phase(),
+        Some(TimeoutPhase::FirstToken)
+    );
 }
 
 /// The text of the text deltas.
@@ -200,6 +302,37 @@ pub(crate) fn text_of(events: &[StreamEvent]) -> String {
 /// Asserts no text anywhere contains the key.
 pub(crate) fn assert_no_key(what: &str, text: &str) {
     assert!(!text.contains(KEY), "{what} leaks the API key: {text}");
+}
+
+/// Builds a provider from `cfg` with `build`; neither the configuration's `Debug` nor the
+/// provider's shows the key.
+pub(crate) fn build_keeping_the_key<C: std::fmt::Debug, M: std::fmt::Debug>(
+    cfg: C,
+    build: impl FnOnce(C) -> ripcord_core::Result<M>,
+) -> M {
+    assert_no_key("config Debug", &format!("{cfg:?}"));
+    let m = build(cfg).unwrap();
+    assert_no_key("provider Debug", &format!("{m:?}"));
+    m
+}
+
+/// Scripts an answer with `status`, `body` and `headers` on `fake` (a vendor or proxy that
+/// echoes the key): `chat` of `m` fails with `kind`, and the error never shows the key.
+pub(crate) async fn assert_status_error_clean(
+    fake: &FakeVendor,
+    m: &impl ChatModel,
+    (status, body, headers): (u16, String, Vec<(String, String)>),
+    kind: ErrorKind,
+) -> Error {
+    fake.set_script(Script::Always(Behavior::Status {
+        status,
+        body,
+        headers,
+    }));
+    let e = chat_err(m, &ChatRequest::user("hi")).await;
+    assert_eq!(e.kind(), kind);
+    assert_error_clean(&e);
+    e
 }
 
 /// Asserts an error's Display and Debug never contain the key.

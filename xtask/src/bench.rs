@@ -4,32 +4,17 @@
 //! `cargo run --release -p ripcord-bench -- <args>`, which prints the table and writes
 //! `target/bench/bench.json`. See `crates/bench` for the method.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// The workspace root (the parent of `xtask/`).
-fn workspace_root() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.parent().map(PathBuf::from).unwrap_or(here)
-}
-
+/// Runs a command to completion; says so on stderr (stdout carries the benchmark's table).
 fn run_cmd(cmd: &mut Command) -> Result<(), String> {
-    let shown = format!("{cmd:?}");
-    eprintln!("xtask: running {shown}");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("could not start {shown}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed with {status}"))
-    }
+    crate::test::run_cmd_announced(cmd, &mut std::io::stderr())
 }
 
 /// Runs the task; arguments go to the benchmark (`--quick`, `--json PATH`, `--no-gateway`,
 /// `--no-local`, `--ripcord PATH`, `--local-threads N`, `--only gateway`).
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let root = workspace_root();
+    let root = crate::test::workspace_root();
     let gateway = !args
         .iter()
         .any(|a| a == "--no-gateway" || a == "--local-only");

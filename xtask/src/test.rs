@@ -116,10 +116,18 @@ pub(crate) fn cache_root() -> PathBuf {
     ripcord_local_onnx::default_cache_dir()
 }
 
-/// Runs a command to completion, failing with its name when it fails.
+/// Runs a command to completion, failing with its name when it fails; says so on stdout.
 pub(crate) fn run_cmd(cmd: &mut Command) -> Result<(), String> {
+    run_cmd_announced(cmd, &mut std::io::stdout())
+}
+
+/// Runs a command to completion, failing with its name when it fails; says so on `to`.
+pub(crate) fn run_cmd_announced(
+    cmd: &mut Command,
+    to: &mut dyn std::io::Write,
+) -> Result<(), String> {
     let shown = format!("{cmd:?}");
-    println!("xtask: running {shown}");
+    let _ = writeln!(to, "xtask: running {shown}");
     let status = cmd
         .status()
         .map_err(|e| format!("could not start {shown}: {e}"))?;

@@ -9,43 +9,23 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
+use ripcord_core::testing::FnModel;
 use ripcord_core::{
     Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId,
-    Result, Usage,
+    Usage,
 };
 
 /// An instant model: answers, or fails with a fixed kind.
-#[derive(Debug)]
-struct Instant {
-    id: ModelId,
-    caps: Capabilities,
-    fail: Option<ErrorKind>,
-}
-
-#[async_trait]
-impl ChatModel for Instant {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
-        match self.fail {
+fn model(name: &str, fail: Option<ErrorKind>) -> Arc<dyn ChatModel> {
+    Arc::new(FnModel::new(
+        ModelId::new(name, "m"),
+        Capabilities::new(128_000, 4096),
+        move |_: &ChatRequest, _: &Context| match fail {
             None => Ok(ChatResponse::new("ok").with_usage(Usage::new(10, 1))),
             Some(kind) => Err(Error::new(kind, "instant failure")),
-        }
-    }
-}
-
-fn model(name: &str, fail: Option<ErrorKind>) -> Arc<dyn ChatModel> {
-    Arc::new(Instant {
-        id: ModelId::new(name, "m"),
-        caps: Capabilities::new(128_000, 4096),
-        fail,
-    })
+        },
+    ))
 }
 
 fn chain(links: Vec<Arc<dyn ChatModel>>) -> Chain {

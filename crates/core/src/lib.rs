@@ -35,7 +35,8 @@
 //! ## Feature flags
 //!
 //! - `testing`: `testing::ScriptedModel`, an in-memory model that plays a script of outcomes,
-//!   for tests of this and other ripcord crates. Off by default.
+//!   and `testing::FnModel`, one that answers with a function, for tests of this and other
+//!   ripcord crates. Off by default.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 

@@ -1,7 +1,8 @@
 //! Scripted in-memory models for tests (feature `testing`).
 //!
 //! A [`ScriptedModel`] plays a script of outcomes, one per call, and repeats the last step when
-//! the script runs out. Delays use tokio's clock, so tests run on paused time.
+//! the script runs out. A [`FnModel`] answers with a function of the request. Delays use
+//! tokio's clock, so tests run on paused time.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -260,6 +261,88 @@ fn item_stream(items: Vec<(Duration, StreamItem)>) -> ChatStream {
             }
         }
     })
+}
+
+/// A model whose answer is a plain function of the request and the context, given after an
+/// optional delay: for fakes whose only behaviour is what they answer (a counter, a recorder,
+/// a fixed reply), so they need not each write the [`ChatModel`] impl out.
+///
+/// `stream` is the trait's default (the answer replayed as one stream); `bounds_itself`,
+/// `refusal` and `liveness` are the trait's defaults too.
+///
+/// # Examples
+///
+/// ```
+/// use ripcord_core::testing::FnModel;
+/// use ripcord_core::{Capabilities, ChatModel, ChatRequest, ChatResponse, Context, ModelId};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let m = FnModel::new(
+///     ModelId::new("echo", "echo-1"),
+///     Capabilities::new(8192, 512),
+///     |req: &ChatRequest, _ctx: &Context| Ok(ChatResponse::new(req.messages[0].text())),
+/// );
+/// let r = m.chat(&ChatRequest::user("hi"), &Context::new()).await.unwrap();
+/// assert_eq!(r.text(), "hi");
+/// # }
+/// ```
+pub struct FnModel<F> {
+    id: ModelId,
+    caps: Capabilities,
+    delay: Duration,
+    answer: F,
+}
+
+impl<F> FnModel<F>
+where
+    F: Fn(&ChatRequest, &Context) -> Result<ChatResponse> + Send + Sync,
+{
+    /// A model `id` with `caps` that answers every call with `answer` at once.
+    pub fn new(id: ModelId, caps: Capabilities, answer: F) -> Self {
+        FnModel {
+            id,
+            caps,
+            delay: Duration::ZERO,
+            answer,
+        }
+    }
+
+    /// Makes every call take `delay` (on tokio's clock) after `answer` has run: what the
+    /// function records, it records when the call starts.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+impl<F> std::fmt::Debug for FnModel<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnModel")
+            .field("id", &self.id)
+            .field("delay", &self.delay)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<F> ChatModel for FnModel<F>
+where
+    F: Fn(&ChatRequest, &Context) -> Result<ChatResponse> + Send + Sync,
+{
+    fn id(&self) -> &ModelId {
+        &self.id
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+        let answer = (self.answer)(req, ctx);
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        answer
+    }
 }
 
 /// Reads a stream to its end: every item, errors included, in order.

@@ -14,38 +14,18 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, Context, ModelId, Result, Usage,
-};
+use ripcord_core::testing::FnModel;
+use ripcord_core::{Capabilities, ChatModel, ChatRequest, ChatResponse, Context, ModelId, Usage};
 use ripcord_resilience::*;
 
 /// An instant model.
-#[derive(Debug)]
-struct Instant {
-    id: ModelId,
-    caps: Capabilities,
-}
-
-#[async_trait]
-impl ChatModel for Instant {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
-        Ok(ChatResponse::new("ok").with_usage(Usage::new(10, 1)))
-    }
-}
-
-fn bare() -> Instant {
-    Instant {
-        id: ModelId::new("bench", "instant"),
-        caps: Capabilities::new(128_000, 4096),
-    }
+fn bare() -> impl ChatModel {
+    FnModel::new(
+        ModelId::new("bench", "instant"),
+        Capabilities::new(128_000, 4096),
+        |_: &ChatRequest, _: &Context| Ok(ChatResponse::new("ok").with_usage(Usage::new(10, 1))),
+    )
 }
 
 fn roomy_limits() -> RateLimitPolicy {

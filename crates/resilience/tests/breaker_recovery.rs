@@ -245,18 +245,12 @@ async fn a_model_list_that_answers_while_chat_fails_is_trusted_less_and_less() {
     }
     #[derive(Debug)]
     struct ChatDown(Chat);
-    #[async_trait]
-    impl ChatModel for ChatDown {
-        fn id(&self) -> &ModelId {
-            self.0.id()
+    impl ripcord_core::Decorator for ChatDown {
+        type Inner = Chat;
+        fn inner(&self) -> &Chat {
+            &self.0
         }
-        fn capabilities(&self) -> &Capabilities {
-            self.0.capabilities()
-        }
-        async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-            self.0.chat(req, ctx).await
-        }
-        fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+        fn decorated_liveness(&self) -> Option<Arc<dyn Liveness>> {
             Some(Arc::new(Up))
         }
     }

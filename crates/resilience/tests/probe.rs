@@ -6,51 +6,35 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use ripcord_core::testing::ScriptedModel;
+use ripcord_core::testing::{FnModel, ScriptedModel};
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, Context, ErrorKind, ModelId, Result,
+    Capabilities, ChatModel, ChatRequest, ChatResponse, Context, ErrorKind, ModelId,
 };
 use ripcord_resilience::*;
 use tokio::time::Instant;
 
+/// What each call of [`recorder`] was: when, the request, and its deadline.
+type Calls = Arc<Mutex<Vec<(Instant, ChatRequest, Option<Instant>)>>>;
+
 /// An instant model that records when it was called and with what.
-#[derive(Debug)]
-struct Recorder {
-    id: ModelId,
-    caps: Capabilities,
-    calls: Mutex<Vec<(Instant, ChatRequest, Option<Instant>)>>,
+fn recorder() -> (Arc<impl ChatModel>, Calls) {
+    let calls = Calls::default();
+    let log = Arc::clone(&calls);
+    let model = FnModel::new(
+        ModelId::new("rec", "rec-model"),
+        Capabilities::new(8192, 512),
+        move |req: &ChatRequest, ctx: &Context| {
+            log.lock()
+                .unwrap()
+                .push((Instant::now(), req.clone(), ctx.deadline()));
+            Ok(ChatResponse::new("pong"))
+        },
+    );
+    (Arc::new(model), calls)
 }
 
-impl Recorder {
-    fn new() -> Arc<Self> {
-        Arc::new(Recorder {
-            id: ModelId::new("rec", "rec-model"),
-            caps: Capabilities::new(8192, 512),
-            calls: Mutex::new(Vec::new()),
-        })
-    }
-
-    fn times(&self) -> Vec<Instant> {
-        self.calls.lock().unwrap().iter().map(|c| c.0).collect()
-    }
-}
-
-#[async_trait]
-impl ChatModel for Recorder {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((Instant::now(), req.clone(), ctx.deadline()));
-        Ok(ChatResponse::new("pong"))
-    }
+fn times(calls: &Calls) -> Vec<Instant> {
+    calls.lock().unwrap().iter().map(|c| c.0).collect()
 }
 
 fn secs(n: u64) -> Duration {
@@ -82,7 +66,7 @@ fn breaker(open_for: Duration) -> BreakerPolicy {
 
 #[tokio::test(start_paused = true)]
 async fn probes_follow_the_interval_within_the_jitter_bounds() {
-    let model = Recorder::new();
+    let (model, calls) = recorder();
     let policy = ProbePolicy::builder()
         .interval(secs(10))
         .jitter(0.3)
@@ -95,7 +79,7 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
     let prober = Prober::builder(model.clone(), policy).spawn();
     tokio::time::sleep(secs(300)).await;
 
-    let times = model.times();
+    let times = times(&calls);
     assert!(times.len() >= 300 / 13, "only {} probes", times.len());
     assert!(times.len() <= 300 / 7 + 1, "{} probes", times.len());
     let mut prev = start;
@@ -116,7 +100,7 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
     assert_eq!(prober.stats().ok, times.len() as u64);
 
     // The configured cheap request, under the probe timeout as its deadline.
-    let calls = model.calls.lock().unwrap();
+    let calls = calls.lock().unwrap();
     let (at, req, deadline) = &calls[0];
     assert_eq!(req.max_tokens, Some(1));
     assert_eq!(req.messages[0].text(), "ping");
@@ -125,7 +109,7 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
 
 #[tokio::test(start_paused = true)]
 async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
-    let model = Recorder::new();
+    let (model, calls) = recorder();
     let policy = ProbePolicy::builder()
         .interval(secs(5))
         .jitter(0.0)
@@ -138,9 +122,9 @@ async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
     let _prober = Prober::builder(model.clone(), policy).spawn();
     tokio::time::sleep(Duration::from_millis(20_500)).await;
     let expected: Vec<Instant> = (1..=4).map(|n| start + secs(5 * n)).collect();
-    assert_eq!(model.times(), expected);
+    assert_eq!(times(&calls), expected);
     assert_eq!(
-        model.calls.lock().unwrap()[0].1.messages[0].text(),
+        calls.lock().unwrap()[0].1.messages[0].text(),
         "Reply with OK."
     );
 }

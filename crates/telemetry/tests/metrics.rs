@@ -223,14 +223,12 @@ struct RetriesOnce {
 }
 
 #[ripcord_core::async_trait]
-impl ChatModel for RetriesOnce {
-    fn id(&self) -> &ripcord_core::ModelId {
-        self.inner.id()
+impl ripcord_core::Decorator for RetriesOnce {
+    type Inner = ScriptedModel;
+    fn inner(&self) -> &ScriptedModel {
+        &self.inner
     }
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-    async fn chat(
+    async fn decorated_chat(
         &self,
         req: &ChatRequest,
         ctx: &Context,

@@ -41,6 +41,44 @@ pub(crate) fn fake_key(name: &str, seed: u64) -> String {
     )
 }
 
+/// The built-in chains (besides the two-route one): their configs are in [`configs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Builtin {
+    /// The built-in chain ([`BUILTIN`]).
+    Chaos,
+    /// `claude-three-ways` ([`BEDROCK_CHAIN`]).
+    Bedrock,
+    /// `claude-via-vertex` ([`VERTEX_CHAIN`]).
+    Vertex,
+    /// `regions` ([`REGIONS_CHAIN`]).
+    Regions,
+}
+
+/// The environment of a built-in config: the fake Vertex token and Bedrock test keys, and a
+/// fake key for `RIPCORD_CHAOS_<NAME>_KEY`.
+fn builtin_env(name: &str, seed: u64) -> Option<String> {
+    match name {
+        "RIPCORD_CHAOS_VERTEX_TOKEN" => Some(VERTEX_PLACEHOLDER_TOKEN.to_owned()),
+        "RIPCORD_CHAOS_BEDROCK_ACCESS_KEY_ID" => {
+            Some(ripcord_chaos::bedrock::TEST_ACCESS_KEY_ID.to_owned())
+        }
+        "RIPCORD_CHAOS_BEDROCK_SECRET_ACCESS_KEY" => {
+            Some(ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY.to_owned())
+        }
+        _ => name
+            .strip_prefix("RIPCORD_CHAOS_")
+            .and_then(|n| n.strip_suffix("_KEY"))
+            .map(|n| fake_key(n, seed)),
+    }
+}
+
+/// Parses the built-in config `text` (`file` in its errors) in [`builtin_env`].
+fn parse_builtin(file: &str, text: &str, seed: u64, source: &str) -> Result<Template, String> {
+    let env = |name: &str| builtin_env(name, seed);
+    let config = ripcord_cli::config::parse(file, text, &env).map_err(|e| e.to_string())?;
+    Template::new(config, source)
+}
+
 /// The environment of a user's config: the process environment, and a fake key for any
 /// unset `*_KEY` variable (the fake servers accept any key).
 struct ChaosEnv {
@@ -74,95 +112,50 @@ impl Template {
         with_local: bool,
         seed: u64,
     ) -> Result<Template, String> {
-        let text = BUILTIN
-            .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
-            .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
-            + if with_local { BUILTIN_LOCAL } else { "" };
-        let env = |name: &str| {
-            name.strip_prefix("RIPCORD_CHAOS_")
-                .and_then(|n| n.strip_suffix("_KEY"))
-                .map(|n| fake_key(n, seed))
-        };
-        let config = ripcord_cli::config::parse("<built-in chaos chain>", &text, &env)
-            .map_err(|e| e.to_string())?;
-        Template::new(
-            config,
-            "built-in: primary (OpenAI wire) → backup (Anthropic wire) → local Llama → static reply",
-        )
+        Template::builtin_chain(Builtin::Chaos, deadline, with_local, seed)
     }
 
-    /// The `claude-three-ways` chain (see [`BEDROCK_CHAIN`]), with or without the local model.
-    pub(crate) fn builtin_bedrock(
+    /// One of the built-in chains, with (`with_local`) or without the local model (`regions`
+    /// never has it).
+    pub(crate) fn builtin_chain(
+        chain: Builtin,
         deadline: Duration,
         with_local: bool,
         seed: u64,
     ) -> Result<Template, String> {
-        let text = BEDROCK_CHAIN
+        let (file, table, links, source) = match chain {
+            Builtin::Chaos => (
+                "<built-in chaos chain>",
+                BUILTIN,
+                "",
+                "built-in: primary (OpenAI wire) → backup (Anthropic wire) → local Llama → static reply",
+            ),
+            Builtin::Bedrock => (
+                "<built-in bedrock chain>",
+                BEDROCK_CHAIN,
+                VERTEX_LINK,
+                "built-in: claude (Anthropic wire) → claude-bedrock (Bedrock wire, SigV4) → claude-vertex (Vertex AI, OAuth) → local Llama → static reply",
+            ),
+            Builtin::Vertex => (
+                "<built-in vertex chain>",
+                VERTEX_CHAIN,
+                VERTEX_LINK,
+                "built-in: claude (Anthropic wire) → claude-vertex (Vertex AI, service-account tokens) → local Llama → static reply",
+            ),
+            Builtin::Regions => (
+                "<built-in regions chain>",
+                REGIONS_CHAIN,
+                "",
+                "built-in: regions (a pool of three OpenAI-wire deployments: east, west, north) → backup (Anthropic wire) → static reply",
+            ),
+        };
+        let with_local = with_local && chain != Builtin::Regions;
+        let text = table
             .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
             .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
-            + VERTEX_LINK
+            + links
             + if with_local { BUILTIN_LOCAL } else { "" };
-        let env = |name: &str| match name {
-            "RIPCORD_CHAOS_VERTEX_TOKEN" => Some(VERTEX_PLACEHOLDER_TOKEN.to_owned()),
-            "RIPCORD_CHAOS_BEDROCK_ACCESS_KEY_ID" => {
-                Some(ripcord_chaos::bedrock::TEST_ACCESS_KEY_ID.to_owned())
-            }
-            "RIPCORD_CHAOS_BEDROCK_SECRET_ACCESS_KEY" => {
-                Some(ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY.to_owned())
-            }
-            _ => name
-                .strip_prefix("RIPCORD_CHAOS_")
-                .and_then(|n| n.strip_suffix("_KEY"))
-                .map(|n| fake_key(n, seed)),
-        };
-        let config = ripcord_cli::config::parse("<built-in bedrock chain>", &text, &env)
-            .map_err(|e| e.to_string())?;
-        Template::new(
-            config,
-            "built-in: claude (Anthropic wire) → claude-bedrock (Bedrock wire, SigV4) → claude-vertex (Vertex AI, OAuth) → local Llama → static reply",
-        )
-    }
-
-    /// The `claude-via-vertex` chain (see [`VERTEX_CHAIN`]), with or without the local model.
-    pub(crate) fn builtin_vertex(
-        deadline: Duration,
-        with_local: bool,
-        seed: u64,
-    ) -> Result<Template, String> {
-        let text = VERTEX_CHAIN
-            .replace("@DEADLINE_MS@", &deadline.as_millis().to_string())
-            .replace("@LOCAL_ORDER@", if with_local { ", \"local\"" } else { "" })
-            + VERTEX_LINK
-            + if with_local { BUILTIN_LOCAL } else { "" };
-        let env = |name: &str| match name {
-            "RIPCORD_CHAOS_VERTEX_TOKEN" => Some(VERTEX_PLACEHOLDER_TOKEN.to_owned()),
-            _ => name
-                .strip_prefix("RIPCORD_CHAOS_")
-                .and_then(|n| n.strip_suffix("_KEY"))
-                .map(|n| fake_key(n, seed)),
-        };
-        let config = ripcord_cli::config::parse("<built-in vertex chain>", &text, &env)
-            .map_err(|e| e.to_string())?;
-        Template::new(
-            config,
-            "built-in: claude (Anthropic wire) → claude-vertex (Vertex AI, service-account tokens) → local Llama → static reply",
-        )
-    }
-
-    /// The `regions` chain (see [`REGIONS_CHAIN`]): a pool of three deployments, then backup.
-    pub(crate) fn builtin_regions(deadline: Duration, seed: u64) -> Result<Template, String> {
-        let text = REGIONS_CHAIN.replace("@DEADLINE_MS@", &deadline.as_millis().to_string());
-        let env = |name: &str| {
-            name.strip_prefix("RIPCORD_CHAOS_")
-                .and_then(|n| n.strip_suffix("_KEY"))
-                .map(|n| fake_key(n, seed))
-        };
-        let config = ripcord_cli::config::parse("<built-in regions chain>", &text, &env)
-            .map_err(|e| e.to_string())?;
-        Template::new(
-            config,
-            "built-in: regions (a pool of three OpenAI-wire deployments: east, west, north) → backup (Anthropic wire) → static reply",
-        )
+        parse_builtin(file, &text, seed, source)
     }
 
     /// The built-in providers (without the local model) behind two routes that share
@@ -184,15 +177,10 @@ impl Template {
             ms = deadline.as_millis()
         );
         let text = BUILTIN.replacen(&chain_table, &routes, 1);
-        let env = |name: &str| {
-            name.strip_prefix("RIPCORD_CHAOS_")
-                .and_then(|n| n.strip_suffix("_KEY"))
-                .map(|n| fake_key(n, seed))
-        };
-        let config = ripcord_cli::config::parse("<built-in chaos routes>", &text, &env)
-            .map_err(|e| e.to_string())?;
-        Template::new(
-            config,
+        parse_builtin(
+            "<built-in chaos routes>",
+            &text,
+            seed,
             "built-in, two routes sharing primary: chat = primary → backup → static, draft = primary → static",
         )
     }
@@ -779,7 +767,7 @@ mod tests {
 
     #[test]
     fn regions_chain_names_its_deployments_and_only_it_fits_regions() {
-        let t = Template::builtin_regions(Duration::from_millis(2500), 7).unwrap();
+        let t = Template::builtin_chain(Builtin::Regions, Duration::from_millis(2500), false, 7).unwrap();
         assert_eq!(t.names(), ["regions", "backup"]);
         assert_eq!(
             t.deployment_names(),

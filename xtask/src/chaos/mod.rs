@@ -45,7 +45,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use capture::{KeyScanLayer, KeySink};
-use chain::{LocalCache, Template};
+use chain::{Builtin, LocalCache, Template};
 use run::{ScenarioRun, Settings};
 use scenario::Scenario;
 
@@ -381,9 +381,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let template = match &a.config {
         Some(path) => Template::file(path, s.seed)?,
         None if a.routes => Template::builtin_two_routes(s.deadline, s.seed)?,
-        None if a.bedrock => Template::builtin_bedrock(s.deadline, true, s.seed)?,
-        None if a.vertex => Template::builtin_vertex(s.deadline, true, s.seed)?,
-        None if regions => Template::builtin_regions(s.deadline, s.seed)?,
+        None if a.bedrock => Template::builtin_chain(Builtin::Bedrock, s.deadline, true, s.seed)?,
+        None if a.vertex => Template::builtin_chain(Builtin::Vertex, s.deadline, true, s.seed)?,
+        None if regions => Template::builtin_chain(Builtin::Regions, s.deadline, false, s.seed)?,
         // Only the scenarios that build chains of their own: the local model is not needed.
         None if selected.is_empty() => Template::builtin(s.deadline, false, s.seed)?,
         None => Template::builtin(s.deadline, true, s.seed)?,

@@ -89,6 +89,64 @@ pub(crate) struct RequestRec {
     pub(crate) spliced: Option<String>,
 }
 
+/// Records for the tests of the checks, the statistics and the reports.
+#[cfg(test)]
+impl RequestRec {
+    /// Request `id` of user 0, retry-safe and not streamed, from `start_ms` to `end_ms` under a
+    /// 1 s deadline, ended with `outcome` after `attempts`.
+    pub(crate) fn sample(
+        id: &str,
+        start_ms: f64,
+        end_ms: Option<f64>,
+        outcome: Outcome,
+        attempts: Vec<AttemptRec>,
+    ) -> RequestRec {
+        RequestRec {
+            id: id.to_owned(),
+            user: 0,
+            streamed: false,
+            retry_safe: true,
+            start_ms,
+            first_content_ms: None,
+            end_ms,
+            deadline_ms: 1000.0,
+            outcome,
+            attempts,
+            spliced: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl AttemptRec {
+    /// One successful attempt at each of `providers`, each taking `latency_ms`.
+    pub(crate) fn answered(providers: &[&str], latency_ms: f64) -> Vec<AttemptRec> {
+        providers
+            .iter()
+            .map(|p| AttemptRec {
+                provider: (*p).to_owned(),
+                error_kind: None,
+                latency_ms,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+impl LinkInfo {
+    /// An OpenAI-wire link with `permits` half-open permits, open for `open_ms`, tripping after
+    /// three failures.
+    pub(crate) fn sample(name: &str, permits: usize, open_ms: u64) -> LinkInfo {
+        LinkInfo {
+            name: name.to_owned(),
+            kind: "openai".to_owned(),
+            permits,
+            open_ms,
+            failure_threshold: 3,
+        }
+    }
+}
+
 impl RequestRec {
     /// Time from start to end, if it ended.
     pub(crate) fn latency_ms(&self) -> Option<f64> {

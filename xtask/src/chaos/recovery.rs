@@ -183,39 +183,21 @@ mod tests {
     use super::*;
 
     fn link(name: &str) -> LinkInfo {
-        LinkInfo {
-            name: name.to_owned(),
-            kind: "openai".to_owned(),
-            permits: 1,
-            open_ms: 250,
-            failure_threshold: 3,
-        }
+        LinkInfo::sample(name, 1, 250)
     }
 
     fn served(id: &str, by: &str, tried: &[&str]) -> RequestRec {
-        RequestRec {
-            id: id.to_owned(),
-            user: 0,
-            streamed: false,
-            retry_safe: true,
-            start_ms: 0.0,
-            first_content_ms: None,
-            end_ms: Some(10.0),
-            deadline_ms: 1000.0,
-            outcome: Outcome::Answered {
-                served_by: by.to_owned(),
-                static_reply: false,
-            },
-            attempts: tried
-                .iter()
-                .map(|p| AttemptRec {
-                    provider: (*p).to_owned(),
-                    error_kind: None,
-                    latency_ms: 1.0,
-                })
-                .collect(),
-            spliced: None,
-        }
+        let outcome = Outcome::Answered {
+            served_by: by.to_owned(),
+            static_reply: false,
+        };
+        RequestRec::sample(
+            id,
+            0.0,
+            Some(10.0),
+            outcome,
+            AttemptRec::answered(tried, 1.0),
+        )
     }
 
     fn records() -> Records {

@@ -381,26 +381,8 @@ mod tests {
     use super::*;
 
     fn req(id: &str, start_ms: f64, tried: &[&str], outcome: Outcome) -> RequestRec {
-        RequestRec {
-            id: id.to_owned(),
-            user: 0,
-            streamed: false,
-            retry_safe: true,
-            start_ms,
-            first_content_ms: None,
-            end_ms: Some(start_ms + 50.0),
-            deadline_ms: 1000.0,
-            outcome,
-            attempts: tried
-                .iter()
-                .map(|p| AttemptRec {
-                    provider: (*p).to_owned(),
-                    error_kind: None,
-                    latency_ms: 1.0,
-                })
-                .collect(),
-            spliced: None,
-        }
+        let attempts = AttemptRec::answered(tried, 1.0);
+        RequestRec::sample(id, start_ms, Some(start_ms + 50.0), outcome, attempts)
     }
 
     fn by(who: &str) -> Outcome {

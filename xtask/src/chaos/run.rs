@@ -47,6 +47,24 @@ pub(crate) struct Settings {
     pub(crate) progress: bool,
 }
 
+#[cfg(test)]
+impl Settings {
+    /// The settings of the report tests: two users for `duration`, 1 s deadlines, seed 1.
+    pub(crate) fn sample(duration: Duration) -> Settings {
+        Settings {
+            users: 2,
+            duration,
+            deadline: Duration::from_secs(1),
+            seed: 1,
+            stream_share: 0.5,
+            max_tokens: 8,
+            tolerance: Duration::from_millis(150),
+            join_margin: Duration::from_secs(1),
+            progress: false,
+        }
+    }
+}
+
 /// Prompts of the request mix.
 const PROMPTS: &[&str] = &[
     "Why is the sky blue?",
@@ -72,6 +90,11 @@ pub(crate) struct ScenarioRun {
 }
 
 impl ScenarioRun {
+    /// Every invariant, then every expectation.
+    pub(crate) fn checks(&self) -> Vec<&Check> {
+        self.invariants.iter().chain(&self.expectations).collect()
+    }
+
     /// True when every invariant and expectation passed.
     pub(crate) fn passed(&self) -> bool {
         self.invariants
@@ -366,12 +389,28 @@ mod tests {
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::super::capture::KeyScanLayer;
+    use super::super::chain::Builtin;
     use super::super::scenario::{STATIC, builtins};
     use super::*;
 
     /// A naive retry that retries every failure — what the invariants must catch.
     #[derive(Debug)]
     struct NaiveRetry(Arc<dyn ChatModel>);
+
+    /// Makes `call` up to three times, until it succeeds.
+    async fn thrice<T, F>(call: impl Fn() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let mut last = call().await;
+        for _ in 0..2 {
+            if last.is_ok() {
+                break;
+            }
+            last = call().await;
+        }
+        last
+    }
 
     #[async_trait]
     impl ChatModel for NaiveRetry {
@@ -382,24 +421,10 @@ mod tests {
             self.0.capabilities()
         }
         async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-            let mut last = self.0.chat(req, ctx).await;
-            for _ in 0..2 {
-                if last.is_ok() {
-                    break;
-                }
-                last = self.0.chat(req, ctx).await;
-            }
-            last
+            thrice(|| self.0.chat(req, ctx)).await
         }
         async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-            let mut last = self.0.stream(req, ctx).await;
-            for _ in 0..2 {
-                if last.is_ok() {
-                    break;
-                }
-                last = self.0.stream(req, ctx).await;
-            }
-            last
+            thrice(|| self.0.stream(req, ctx)).await
         }
     }
 
@@ -417,23 +442,57 @@ mod tests {
         }
     }
 
-    async fn quota_run(perturb: Option<Wrap>) -> ScenarioRun {
-        let s = settings();
-        let t = Template::builtin(s.deadline, false, s.seed).unwrap();
+    /// The built-in scenario `name`.
+    fn builtin(name: &str) -> Scenario {
+        builtins().into_iter().find(|sc| sc.name == name).unwrap()
+    }
+
+    /// `quota-exhausted`, out of quota from the start, so every request meets it.
+    fn quota_from_the_start() -> Scenario {
+        let mut quota = builtin("quota-exhausted");
+        quota.phases[0].at = super::super::scenario::At::Fraction(0.0);
+        quota
+    }
+
+    /// A scan for `t`'s keys in every event of this thread while the guard lives.
+    fn key_scan(t: &Template) -> (Arc<KeySink>, tracing::subscriber::DefaultGuard) {
         let sink = KeySink::new(t.keys.clone());
         let subscriber = tracing_subscriber::registry()
             .with(KeyScanLayer::new(&sink).with_filter(LevelFilter::DEBUG));
-        let _guard = tracing::subscriber::set_default(subscriber);
-        let mut quota = builtins()
-            .into_iter()
-            .find(|sc| sc.name == "quota-exhausted")
-            .unwrap();
-        // Out of quota from the start, so every request meets it.
-        quota.phases[0].at = super::super::scenario::At::Fraction(0.0);
+        let guard = tracing::subscriber::set_default(subscriber);
+        (sink, guard)
+    }
+
+    /// Whether `who` answered any request of `run`.
+    fn served(run: &ScenarioRun, who: &str) -> bool {
+        run.summary
+            .served_by
+            .iter()
+            .any(|s| s.who == who && s.count > 0)
+    }
+
+    fn assert_every_invariant_holds(run: &ScenarioRun) {
+        for c in &run.invariants {
+            assert!(c.passed, "{c:?}");
+        }
+    }
+
+    async fn quota_run(perturb: Option<Wrap>) -> ScenarioRun {
+        let s = settings();
+        let t = Template::builtin(s.deadline, false, s.seed).unwrap();
+        let (sink, _guard) = key_scan(&t);
         let cache = Arc::new(LocalCache::default());
-        run_scenario(&quota, "test", &t, &s, &cache, Some(&sink), perturb)
-            .await
-            .unwrap()
+        run_scenario(
+            &quota_from_the_start(),
+            "test",
+            &t,
+            &s,
+            &cache,
+            Some(&sink),
+            perturb,
+        )
+        .await
+        .unwrap()
     }
 
     fn by_id<'a>(run: &'a ScenarioRun, id: &str) -> &'a Check {
@@ -446,9 +505,7 @@ mod tests {
     #[tokio::test]
     async fn the_real_chain_keeps_every_invariant_when_quota_runs_out() {
         let run = quota_run(None).await;
-        for c in &run.invariants {
-            assert!(c.passed, "{c:?}");
-        }
+        assert_every_invariant_holds(&run);
         let r = &run.records;
         assert!(r.requests.len() >= 6, "{} requests", r.requests.len());
         assert!(r.requests.iter().any(|q| q.streamed) && r.requests.iter().any(|q| !q.streamed));
@@ -458,12 +515,7 @@ mod tests {
                 .iter()
                 .any(|w| w.error_kind() == Some(ripcord_core::ErrorKind::QuotaExhausted))
         );
-        assert!(
-            run.summary
-                .served_by
-                .iter()
-                .any(|s| s.who == "backup" && s.count > 0)
-        );
+        assert!(served(&run, "backup"));
         // The breaker saw the quota failures and opened; the key scan saw the traffic.
         assert!(
             run.summary.breakers[0].trips >= 1,
@@ -485,29 +537,16 @@ mod tests {
         let s = settings();
         let t = Template::builtin_two_routes(s.deadline, s.seed).unwrap();
         assert_eq!(t.config.routes.len(), 2);
-        let mut quota = builtins()
-            .into_iter()
-            .find(|sc| sc.name == "quota-exhausted")
-            .unwrap();
-        quota.phases[0].at = super::super::scenario::At::Fraction(0.0);
         let cache = Arc::new(LocalCache::default());
-        let run = run_scenario(&quota, "test", &t, &s, &cache, None, None)
+        let run = run_scenario(&quota_from_the_start(), "test", &t, &s, &cache, None, None)
             .await
             .unwrap();
-        for c in &run.invariants {
-            assert!(c.passed, "{c:?}");
-        }
+        assert_every_invariant_holds(&run);
         let r = &run.records;
         assert!(r.requests.len() >= 6, "{} requests", r.requests.len());
         // "chat" fell back to backup, "draft" (primary only) to its static reply.
-        let served = |who: &str| {
-            run.summary
-                .served_by
-                .iter()
-                .any(|s| s.who == who && s.count > 0)
-        };
         assert!(
-            served("backup") && served(STATIC),
+            served(&run, "backup") && served(&run, STATIC),
             "{:?}",
             run.summary.served_by
         );
@@ -533,38 +572,28 @@ mod tests {
     #[tokio::test]
     async fn claude_three_ways_keeps_every_invariant_over_a_signing_bedrock() {
         let s = settings();
-        let t = Template::builtin_bedrock(s.deadline, false, s.seed).unwrap();
+        let t = Template::builtin_chain(Builtin::Bedrock, s.deadline, false, s.seed).unwrap();
         assert_eq!(t.names(), ["claude", "claude-bedrock", "claude-vertex"]);
         assert!(
             t.keys.iter().any(|(n, k)| n == "claude-bedrock"
                 && k == ripcord_chaos::bedrock::TEST_SECRET_ACCESS_KEY),
             "the key scan looks for the Bedrock secret"
         );
-        let sink = KeySink::new(t.keys.clone());
-        let subscriber = tracing_subscriber::registry()
-            .with(KeyScanLayer::new(&sink).with_filter(LevelFilter::DEBUG));
-        let _guard = tracing::subscriber::set_default(subscriber);
-        let sc = builtins()
-            .into_iter()
-            .find(|sc| sc.name == super::super::scenario::CLAUDE_THREE_WAYS)
-            .unwrap();
+        let (sink, _guard) = key_scan(&t);
+        let sc = builtin(super::super::scenario::CLAUDE_THREE_WAYS);
         assert!(t.check(&sc).is_ok(), "the scenario fits the Bedrock chain");
         let cache = Arc::new(LocalCache::default());
         let run = run_scenario(&sc, "test", &t, &s, &cache, Some(&sink), None)
             .await
             .unwrap();
-        for c in &run.invariants {
-            assert!(c.passed, "{c:?}");
-        }
-        let served = |who: &str| {
-            run.summary
-                .served_by
-                .iter()
-                .any(|s| s.who == who && s.count > 0)
-        };
-        assert!(served("claude-bedrock"), "{:?}", run.summary.served_by);
-        assert!(served("claude-vertex"), "{:?}", run.summary.served_by);
-        assert!(!served("claude"), "{:?}", run.summary.served_by);
+        assert_every_invariant_holds(&run);
+        assert!(
+            served(&run, "claude-bedrock"),
+            "{:?}",
+            run.summary.served_by
+        );
+        assert!(served(&run, "claude-vertex"), "{:?}", run.summary.served_by);
+        assert!(!served(&run, "claude"), "{:?}", run.summary.served_by);
         let r = &run.records;
         // Bedrock's throttling reached the chain as a rate limit, after it had answered.
         assert!(r.wires.iter().any(|w| w.link == "claude-bedrock"

@@ -305,17 +305,9 @@ mod tests {
 
     fn req(id: &str, latency: f64, outcome: Outcome, attempts: Vec<AttemptRec>) -> RequestRec {
         RequestRec {
-            id: id.into(),
-            retry_safe: true,
-            first_content_ms: None,
-            user: 0,
             streamed: id.ends_with('s'),
-            start_ms: 100.0,
-            end_ms: Some(100.0 + latency),
             deadline_ms: 3000.0,
-            outcome,
-            attempts,
-            spliced: None,
+            ..RequestRec::sample(id, 100.0, Some(100.0 + latency), outcome, attempts)
         }
     }
 
@@ -351,13 +343,7 @@ mod tests {
         let r = Records {
             links: ["primary", "backup"]
                 .iter()
-                .map(|n| LinkInfo {
-                    name: (*n).into(),
-                    kind: "openai".into(),
-                    permits: 1,
-                    open_ms: 1000,
-                    failure_threshold: 3,
-                })
+                .map(|n| LinkInfo::sample(n, 1, 1000))
                 .collect(),
             requests: vec![
                 req("a", 10.0, served("primary"), vec![attempt("primary", None)]),

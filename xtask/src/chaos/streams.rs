@@ -36,20 +36,6 @@ pub(crate) fn check_streams(r: &Records, scenario: &Scenario) -> Vec<Check> {
     ]
 }
 
-fn check(id: &str, title: &str, detail: String, offenders: Vec<String>) -> Check {
-    let offender_count = offenders.len();
-    let mut offenders = offenders;
-    offenders.truncate(20);
-    Check {
-        id: id.to_owned(),
-        title: title.to_owned(),
-        passed: offender_count == 0,
-        detail,
-        offenders,
-        offender_count,
-    }
-}
-
 /// No client received text from two models in one answer.
 pub(crate) fn no_splice(r: &Records) -> Check {
     let streamed = r.requests.iter().filter(|q| q.streamed).count();
@@ -62,7 +48,7 @@ pub(crate) fn no_splice(r: &Records) -> Check {
                 .map(|links| format!("{}: text from {links} in one answer", q.id))
         })
         .collect();
-    check(
+    Check::new(
         "no-splice",
         "no answer carries text from two models",
         format!("{streamed} streamed requests"),
@@ -145,7 +131,7 @@ pub(crate) fn stop_reason_completes(r: &Records, scenario: &Scenario) -> Check {
             _ => {}
         }
     }
-    check(
+    Check::new(
         "stop-reason-completes",
         "every stream that carried a stop reason ends successfully",
         format!("{judged} vendor calls answered without a terminator or with an unparseable event"),
@@ -182,7 +168,7 @@ pub(crate) fn silent_not_resent(r: &Records, scenario: &Scenario) -> Check {
             }
         }
     }
-    check(
+    Check::new(
         "silent-not-resent",
         "no attempt is re-sent to a silent link",
         format!("{silent_timeouts} calls timed out on a silent link"),

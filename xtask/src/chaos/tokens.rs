@@ -205,7 +205,7 @@ mod run_tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use super::super::chain::{LocalCache, Template};
+    use super::super::chain::{Builtin, LocalCache, Template};
     use super::super::run::{Settings, run_scenario};
     use super::super::scenario::{CLAUDE_VIA_VERTEX, builtins};
 
@@ -224,7 +224,7 @@ mod run_tests {
             join_margin: Duration::from_secs(5),
             progress: false,
         };
-        let t = Template::builtin_vertex(s.deadline, false, s.seed).unwrap();
+        let t = Template::builtin_chain(Builtin::Vertex, s.deadline, false, s.seed).unwrap();
         assert_eq!(t.names(), ["claude", "claude-vertex"]);
         let mut sc = builtins()
             .into_iter()

@@ -9,8 +9,8 @@ use futures::StreamExt;
 use ripcord_core::alert::AlertGate;
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{
-    Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error,
-    ErrorKind, ModelId, Result, StreamEvent,
+    Chain, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Result,
+    StreamEvent,
 };
 use tokio::time::Instant;
 
@@ -43,18 +43,16 @@ impl Timed {
 }
 
 #[async_trait]
-impl ChatModel for Timed {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
+impl ripcord_core::Decorator for Timed {
+    type Inner = ScriptedModel;
+    fn inner(&self) -> &ScriptedModel {
+        &self.inner
     }
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.log.lock().unwrap().push(Instant::now());
         self.inner.chat(req, ctx).await
     }
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         self.log.lock().unwrap().push(Instant::now());
         self.inner.stream(req, ctx).await
     }

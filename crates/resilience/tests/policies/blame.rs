@@ -4,12 +4,15 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use ripcord_core::testing::{ScriptedModel, StreamItem, drain};
+use ripcord_core::testing::{FnModel, ScriptedModel, StreamItem, drain};
 use ripcord_core::{
     Chain, ChatModel, ChatStream, Context, Error, ErrorKind, Fault, FinishReason, SkipReason,
     StreamEvent, TimeoutPhase, Usage,
 };
-use ripcord_resilience::{BreakerPolicy, BreakerState, ChatModelExt, HealthPolicy, TimeoutPolicy};
+use ripcord_resilience::{
+    Breaker, BreakerHandle, BreakerPolicy, BreakerState, ChatModelExt, Health, HealthHandle,
+    HealthPolicy, Timeout, TimeoutPolicy,
+};
 use tokio::time::Instant;
 
 use crate::support::{chat_err, chat_ok, last_err_kind, ms, req, secs};
@@ -56,19 +59,33 @@ fn text_len(events: &[Result<StreamEvent, Error>]) -> usize {
         .count()
 }
 
+/// A 40 s stream of one event a second (its model bounding itself or not) behind an idle
+/// limit of 5 s, a breaker that trips on the first failure, and health; with the handles of
+/// the breaker and the health record.
+fn forty_second_stream(
+    bounds_itself: bool,
+) -> (
+    Health<Breaker<Timeout<ScriptedModel>>>,
+    BreakerHandle,
+    HealthHandle,
+) {
+    let mut model = ScriptedModel::new("a").stream_items(one_per_second(40));
+    if bounds_itself {
+        model = model.bounding_itself();
+    }
+    let breaker = model
+        .with_timeout(idle(secs(5)))
+        .with_breaker(trip_on_first());
+    let bh = breaker.handle();
+    let health = breaker.with_health(HealthPolicy::default());
+    let hh = health.handle();
+    (health, bh, hh)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stream_of_40_s_under_a_15_s_deadline_completes_and_counts_as_a_success() {
     for bounds_itself in [false, true] {
-        let mut model = ScriptedModel::new("a").stream_items(one_per_second(40));
-        if bounds_itself {
-            model = model.bounding_itself();
-        }
-        let breaker = model
-            .with_timeout(idle(secs(5)))
-            .with_breaker(trip_on_first());
-        let bh = breaker.handle();
-        let health = breaker.with_health(HealthPolicy::default());
-        let hh = health.handle();
+        let (health, bh, hh) = forty_second_stream(bounds_itself);
         let chain = Chain::builder()
             .link(health)
             .deadline(secs(15))
@@ -92,16 +109,7 @@ async fn a_stream_of_40_s_under_a_15_s_deadline_completes_and_counts_as_a_succes
 #[tokio::test(start_paused = true)]
 async fn a_stream_cut_by_the_callers_own_deadline_is_not_the_links_failure() {
     for bounds_itself in [false, true] {
-        let mut model = ScriptedModel::new("a").stream_items(one_per_second(40));
-        if bounds_itself {
-            model = model.bounding_itself();
-        }
-        let breaker = model
-            .with_timeout(idle(secs(5)))
-            .with_breaker(trip_on_first());
-        let bh = breaker.handle();
-        let health = breaker.with_health(HealthPolicy::default());
-        let hh = health.handle();
+        let (health, bh, hh) = forty_second_stream(bounds_itself);
         let chain = Chain::builder().link(health).build().unwrap();
         let ctx = Context::new().with_timeout(secs(20));
         let events = drain(chain.stream(&req(), &ctx).await.unwrap()).await;
@@ -166,7 +174,7 @@ async fn a_link_reached_with_less_than_min_attempt_is_skipped_with_reason_deadli
     let slow = ScriptedModel::new("slow")
         .fail_with(Error::new(ErrorKind::ServerError, "boom"), ms(14_600));
     let next = Arc::new(ScriptedModel::new("next"));
-    let breaker = NextLink(next.clone()).with_breaker(trip_on_first());
+    let breaker = Arc::clone(&next).with_breaker(trip_on_first());
     let bh = breaker.handle();
     let chain = Chain::builder()
         .link(slow)
@@ -388,27 +396,6 @@ async fn the_stream_bound_fires_even_when_the_inner_stream_is_always_ready() {
     );
 }
 
-/// A link that forwards to a shared scripted model (so the test can count its calls).
-#[derive(Debug)]
-struct NextLink(Arc<ScriptedModel>);
-
-#[ripcord_core::async_trait]
-impl ChatModel for NextLink {
-    fn id(&self) -> &ripcord_core::ModelId {
-        self.0.id()
-    }
-    fn capabilities(&self) -> &ripcord_core::Capabilities {
-        self.0.capabilities()
-    }
-    async fn chat(
-        &self,
-        req: &ripcord_core::ChatRequest,
-        ctx: &Context,
-    ) -> ripcord_core::Result<ripcord_core::ChatResponse> {
-        self.0.chat(req, ctx).await
-    }
-}
-
 fn one_slot(wait: std::time::Duration) -> ripcord_resilience::BulkheadPolicy {
     ripcord_resilience::BulkheadPolicy::builder()
         .max_in_flight(1)
@@ -542,7 +529,7 @@ async fn a_chain_never_falls_back_with_a_request_that_is_not_retry_safe_after_an
     let b = Arc::new(ScriptedModel::new("b"));
     let chain = Chain::builder()
         .link(ScriptedModel::new("a").fail_with(status(ErrorKind::ServerError, 504), ms(10)))
-        .link(NextLink(b.clone()))
+        .link(Arc::clone(&b))
         .static_reply("unavailable")
         .build()
         .unwrap();
@@ -558,7 +545,7 @@ async fn a_chain_never_falls_back_with_a_request_that_is_not_retry_safe_after_an
     // And a failure the vendor cannot have processed falls back even when not retry-safe.
     let chain = Chain::builder()
         .link(ScriptedModel::new("a").fail(ErrorKind::Overloaded))
-        .link(NextLink(b.clone()))
+        .link(Arc::clone(&b))
         .build()
         .unwrap();
     let r = chain
@@ -582,7 +569,7 @@ async fn a_stream_restart_never_resends_a_request_that_is_not_retry_safe() {
     let b = Arc::new(ScriptedModel::new("b"));
     let chain = Chain::builder()
         .link(a())
-        .link(NextLink(b.clone()))
+        .link(Arc::clone(&b))
         .stream_policy(ripcord_core::StreamPolicy::Restart)
         .build()
         .unwrap();
@@ -618,7 +605,7 @@ async fn a_context_length_failure_falls_to_the_next_link_whose_window_is_larger(
     let small = Arc::new(windowed("small", 4_000));
     let chain = Chain::builder()
         .link(windowed("mid", 8_000).fail(ErrorKind::ContextLengthExceeded))
-        .link(NextLink(small.clone()))
+        .link(Arc::clone(&small))
         .link(windowed("large", 128_000).reply("fits"))
         .build()
         .unwrap();
@@ -707,32 +694,6 @@ async fn hedges_stay_within_their_budget_of_extra_calls() {
     assert_eq!(hedged.hedge_ref().calls(), 3);
 }
 
-/// A model with a small window that records how many messages each request had.
-#[derive(Debug)]
-struct SmallWindow {
-    id: ripcord_core::ModelId,
-    caps: ripcord_core::Capabilities,
-    seen: std::sync::Mutex<Vec<usize>>,
-}
-
-#[ripcord_core::async_trait]
-impl ChatModel for SmallWindow {
-    fn id(&self) -> &ripcord_core::ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &ripcord_core::Capabilities {
-        &self.caps
-    }
-    async fn chat(
-        &self,
-        req: &ripcord_core::ChatRequest,
-        _ctx: &Context,
-    ) -> ripcord_core::Result<ripcord_core::ChatResponse> {
-        self.seen.lock().unwrap().push(req.messages.len());
-        Ok(ripcord_core::ChatResponse::new("short answer"))
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn trim_oldest_drops_old_turns_to_fit_the_window_and_says_so() {
     use ripcord_core::{ChatRequest, Message, chain::Trim};
@@ -749,32 +710,38 @@ async fn trim_oldest_drops_old_turns_to_fit_the_window_and_says_so() {
     }
     messages.push(Message::user("So, in one word?"));
     let long = ChatRequest::new(messages).with_max_tokens(100);
+    // A model with a small window that records how many messages each request had.
     let small = |trim: Trim| {
-        let m = Arc::new(SmallWindow {
-            id: ripcord_core::ModelId::new("small", "small-1"),
-            caps: ripcord_core::Capabilities::new(1_000, 200),
-            seen: std::sync::Mutex::new(Vec::new()),
-        });
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let m = FnModel::new(
+            ripcord_core::ModelId::new("small", "small-1"),
+            ripcord_core::Capabilities::new(1_000, 200),
+            move |req: &ChatRequest, _: &Context| {
+                log.lock().unwrap().push(req.messages.len());
+                Ok(ripcord_core::ChatResponse::new("short answer"))
+            },
+        );
         let chain = Chain::builder()
-            .link_arc(m.clone())
+            .link(m)
             .static_reply("too long")
             .trim(trim)
             .build()
             .unwrap();
-        (m, chain)
+        (seen, chain)
     };
     // Without trimming the link is skipped.
-    let (m, chain) = small(Trim::None);
+    let (seen, chain) = small(Trim::None);
     let r = chain.chat(&long, &Context::new()).await.unwrap();
     assert!(r.provenance.static_reply);
-    assert!(m.seen.lock().unwrap().is_empty());
+    assert!(seen.lock().unwrap().is_empty());
     // With it, the link gets the system message, the latest turns and the question.
-    let (m, chain) = small(Trim::Oldest);
+    let (seen, chain) = small(Trim::Oldest);
     let r = chain.chat(&long, &Context::new()).await.unwrap();
     assert_eq!(r.served_by(), "small");
     let n = r.provenance.trimmed_messages as usize;
     assert!(n > 0 && n.is_multiple_of(2), "{n}");
-    assert_eq!(m.seen.lock().unwrap().as_slice(), [long.messages.len() - n]);
+    assert_eq!(seen.lock().unwrap().as_slice(), [long.messages.len() - n]);
     // Streams the same.
     let events = drain(chain.stream(&long, &Context::new()).await.unwrap()).await;
     let last = events.iter().rev().find_map(|e| match e {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ErrorKind, ModelId,
-    Result, StreamEvent, Usage, async_trait,
+    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Decorator, ErrorKind,
+    ModelId, Result, StreamEvent, Usage, async_trait,
 };
 
 /// A model that keeps the trait's contract about deadlines: it stops at the context's deadline
@@ -15,17 +15,15 @@ use ripcord_core::{
 pub(crate) struct Honest<M>(pub M);
 
 #[async_trait]
-impl<M: ChatModel> ChatModel for Honest<M> {
-    fn id(&self) -> &ModelId {
-        self.0.id()
+impl<M: ChatModel> Decorator for Honest<M> {
+    type Inner = M;
+    fn inner(&self) -> &M {
+        &self.0
     }
-    fn capabilities(&self) -> &Capabilities {
-        self.0.capabilities()
-    }
-    async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
+    async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         ctx.run(self.0.chat(req, ctx)).await
     }
-    async fn stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
+    async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         ctx.run(self.0.stream(req, ctx)).await
     }
 }

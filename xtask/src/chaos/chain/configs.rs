@@ -16,14 +16,10 @@ macro_rules! chain_table {
     };
 }
 
-/// The retry, breaker and timeout tables every cloud link of the built-in chains shares.
-macro_rules! link_policies {
+/// The breaker and timeout tables every cloud link of the built-in chains shares.
+macro_rules! breaker_and_timeouts {
     () => {
-        r#"[providers.retry]
-max_attempts = 3
-base_delay_ms = 50
-max_delay_ms = 400
-[providers.breaker]
+        r#"[providers.breaker]
 failure_threshold = 3
 open_ms = 1000
 half_open_probes = 1
@@ -32,6 +28,36 @@ connect_ms = 500
 first_token_ms = 1000
 idle_ms = 500
 "#
+    };
+}
+
+/// The retry, breaker and timeout tables every cloud link of the built-in chains shares (the
+/// pooled `regions` link has no retry table: the pool retries on another deployment).
+macro_rules! link_policies {
+    () => {
+        concat!(
+            r#"[providers.retry]
+max_attempts = 3
+base_delay_ms = 50
+max_delay_ms = 400
+"#,
+            breaker_and_timeouts!()
+        )
+    };
+}
+
+/// A cloud link on Anthropic's wire, named `$name`, its key in `$key`.
+macro_rules! anthropic_link {
+    ($name:literal, $key:literal) => {
+        concat!(
+            "\n[[providers]]\nname = \"",
+            $name,
+            "\"\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+             base_url = \"http://127.0.0.1:9\"\napi_key = \"${",
+            $key,
+            "}\"\n",
+            link_policies!()
+        )
     };
 }
 
@@ -48,15 +74,7 @@ base_url = "http://127.0.0.1:9/v1"
 api_key = "${RIPCORD_CHAOS_PRIMARY_KEY}"
 "#,
     link_policies!(),
-    r#"
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "http://127.0.0.1:9"
-api_key = "${RIPCORD_CHAOS_BACKUP_KEY}"
-"#,
-    link_policies!(),
+    anthropic_link!("backup", "RIPCORD_CHAOS_BACKUP_KEY"),
 );
 
 pub(super) const BUILTIN_LOCAL: &str = r#"
@@ -75,15 +93,7 @@ half_open_probes = 1
 /// built-in chain.
 pub(super) const BEDROCK_CHAIN: &str = concat!(
     chain_table!(r#"["claude", "claude-bedrock", "claude-vertex"@LOCAL_ORDER@]"#),
-    r#"
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "http://127.0.0.1:9"
-api_key = "${RIPCORD_CHAOS_CLAUDE_KEY}"
-"#,
-    link_policies!(),
+    anthropic_link!("claude", "RIPCORD_CHAOS_CLAUDE_KEY"),
     r#"
 [[providers]]
 name = "claude-bedrock"
@@ -118,15 +128,7 @@ token_env = "RIPCORD_CHAOS_VERTEX_TOKEN"
 /// ([`VERTEX_LINK`]), the real local Llama and a static reply.
 pub(super) const VERTEX_CHAIN: &str = concat!(
     chain_table!(r#"["claude", "claude-vertex"@LOCAL_ORDER@]"#),
-    r#"
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "http://127.0.0.1:9"
-api_key = "${RIPCORD_CHAOS_CLAUDE_KEY}"
-"#,
-    link_policies!(),
+    anthropic_link!("claude", "RIPCORD_CHAOS_CLAUDE_KEY"),
 );
 
 /// What the config's Vertex token variable holds until the rig swaps in a key file.
@@ -149,21 +151,7 @@ deployments = [
   { name = "west", region = "us-west", base_url = "http://127.0.0.1:9/v1" },
   { name = "north", region = "eu-north", base_url = "http://127.0.0.1:9/v1" },
 ]
-[providers.breaker]
-failure_threshold = 3
-open_ms = 1000
-half_open_probes = 1
-[providers.timeouts]
-connect_ms = 500
-first_token_ms = 1000
-idle_ms = 500
-
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "http://127.0.0.1:9"
-api_key = "${RIPCORD_CHAOS_BACKUP_KEY}"
 "#,
-    link_policies!(),
+    breaker_and_timeouts!(),
+    anthropic_link!("backup", "RIPCORD_CHAOS_BACKUP_KEY"),
 );

@@ -263,36 +263,21 @@ mod tests {
     }
 
     fn link(name: &str) -> LinkInfo {
-        LinkInfo {
-            name: name.to_owned(),
-            kind: "openai".to_owned(),
-            permits: 1,
-            open_ms: 1000,
-            failure_threshold: 3,
-        }
+        LinkInfo::sample(name, 1, 1000)
     }
 
     fn answered(id: &str, by: &str) -> RequestRec {
-        RequestRec {
-            id: id.to_owned(),
-            user: 0,
-            streamed: false,
-            retry_safe: true,
-            start_ms: 0.0,
-            first_content_ms: None,
-            end_ms: Some(10.0),
-            deadline_ms: 1000.0,
-            outcome: Outcome::Answered {
-                served_by: by.to_owned(),
-                static_reply: false,
-            },
-            attempts: vec![AttemptRec {
-                provider: by.to_owned(),
-                error_kind: None,
-                latency_ms: 10.0,
-            }],
-            spliced: None,
-        }
+        let outcome = Outcome::Answered {
+            served_by: by.to_owned(),
+            static_reply: false,
+        };
+        RequestRec::sample(
+            id,
+            0.0,
+            Some(10.0),
+            outcome,
+            AttemptRec::answered(&[by], 10.0),
+        )
     }
 
     fn pool_records() -> Records {

@@ -5,29 +5,11 @@ use super::super::scenario::{Expect, MaxTrips, STATIC};
 use super::*;
 
 fn link(name: &str, permits: usize) -> LinkInfo {
-    LinkInfo {
-        name: name.to_owned(),
-        kind: "openai".to_owned(),
-        permits,
-        open_ms: 1000,
-        failure_threshold: 3,
-    }
+    LinkInfo::sample(name, permits, 1000)
 }
 
 fn req(id: &str, start: f64, end: Option<f64>, outcome: Outcome) -> RequestRec {
-    RequestRec {
-        id: id.to_owned(),
-        retry_safe: true,
-        first_content_ms: None,
-        user: 0,
-        streamed: false,
-        start_ms: start,
-        end_ms: end,
-        deadline_ms: 1000.0,
-        outcome,
-        attempts: Vec::new(),
-        spliced: None,
-    }
+    RequestRec::sample(id, start, end, outcome, Vec::new())
 }
 
 fn ok(by: &str) -> Outcome {

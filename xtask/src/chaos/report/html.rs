@@ -18,7 +18,7 @@ use super::super::record::{Outcome, State};
 use super::super::run::{ScenarioRun, Settings};
 use super::super::scenario::{Fault, STATIC};
 use super::super::stats::bands;
-use super::terminal::ms;
+use super::terminal::{ms, percentiles};
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 130.0;
@@ -460,17 +460,15 @@ pub(crate) fn section(r: &ScenarioRun, s: &Settings, index: usize) -> String {
         r#"<p class="muted">Script: {}</p>"#,
         esc(&phases.join(" · "))
     );
+    let [p50, p95, p99] = percentiles(&sm.latency_ms);
     let _ = write!(
         out,
-        r#"<table><tr><th>requests</th><th>streamed</th><th>success</th><th>static</th><th>errors</th><th>p50</th><th>p95</th><th>p99</th><th>retries/call</th><th>attempts/call</th></tr><tr><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.1}%</td><td>{:.1}%</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td></tr></table>"#,
+        r#"<table><tr><th>requests</th><th>streamed</th><th>success</th><th>static</th><th>errors</th><th>p50</th><th>p95</th><th>p99</th><th>retries/call</th><th>attempts/call</th></tr><tr><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.1}%</td><td>{:.1}%</td><td>{p50}</td><td>{p95}</td><td>{p99}</td><td>{:.2}</td><td>{:.2}</td></tr></table>"#,
         sm.requests,
         sm.streamed,
         sm.success_pct,
         sm.static_pct,
         sm.error_pct,
-        ms(sm.latency_ms.p50),
-        ms(sm.latency_ms.p95),
-        ms(sm.latency_ms.p99),
         sm.retries_per_call,
         sm.attempts_per_call
     );
@@ -550,22 +548,20 @@ pub(crate) fn page(result: &RunResult) -> String {
     );
     for r in &result.runs {
         let sm = &r.summary;
-        let all: Vec<&Check> = r.invariants.iter().chain(&r.expectations).collect();
+        let all = r.checks();
         let ok = all.iter().filter(|c| c.passed).count();
+        let [p50, p95, p99] = percentiles(&sm.latency_ms);
+        let class = if ok == all.len() { "pass" } else { "fail" };
         let _ = write!(
             out,
-            r##"<tr><td><a href="#{}">{}</a></td><td>{}</td><td>{:.1}%</td><td>{:.1}%</td><td>{:.1}%</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td class="{}">{ok}/{}</td></tr>"##,
+            r##"<tr><td><a href="#{}">{}</a></td><td>{}</td><td>{:.1}%</td><td>{:.1}%</td><td>{:.1}%</td><td>{p50}</td><td>{p95}</td><td>{p99}</td><td>{:.2}</td><td class="{class}">{ok}/{}</td></tr>"##,
             anchor(&r.scenario.name),
             esc(&r.scenario.name),
             sm.requests,
             sm.success_pct,
             sm.static_pct,
             sm.error_pct,
-            ms(sm.latency_ms.p50),
-            ms(sm.latency_ms.p95),
-            ms(sm.latency_ms.p99),
             sm.retries_per_call,
-            if ok == all.len() { "pass" } else { "fail" },
             all.len()
         );
     }
@@ -640,17 +636,7 @@ mod tests {
     }
 
     fn result() -> RunResult {
-        let settings = Settings {
-            users: 2,
-            duration: Duration::from_secs(3),
-            deadline: Duration::from_millis(1000),
-            seed: 1,
-            stream_share: 0.5,
-            max_tokens: 8,
-            tolerance: Duration::from_millis(150),
-            join_margin: Duration::from_secs(1),
-            progress: false,
-        };
+        let settings = Settings::sample(Duration::from_secs(3));
         let scenario = builtins()
             .into_iter()
             .find(|s| s.name == "primary-outage")
@@ -658,13 +644,7 @@ mod tests {
         let mut records = Records {
             links: ["primary", "backup"]
                 .iter()
-                .map(|n| LinkInfo {
-                    name: (*n).to_owned(),
-                    kind: "openai".into(),
-                    permits: 1,
-                    open_ms: 1000,
-                    failure_threshold: 3,
-                })
+                .map(|n| LinkInfo::sample(n, 1, 1000))
                 .collect(),
             run_ms: 3000.0,
             joined: true,
@@ -694,17 +674,14 @@ mod tests {
                 )
             };
             records.requests.push(RequestRec {
-                id: format!("u0-{i}"),
-                retry_safe: true,
-                first_content_ms: None,
-                user: 0,
                 streamed: i % 2 == 0,
-                start_ms: start,
-                end_ms: Some(start + 40.0 + f64::from(i)),
-                deadline_ms: 1000.0,
-                outcome,
-                attempts,
-                spliced: None,
+                ..RequestRec::sample(
+                    &format!("u0-{i}"),
+                    start,
+                    Some(start + 40.0 + f64::from(i)),
+                    outcome,
+                    attempts,
+                )
             });
         }
         records.transitions.push(TransitionRec {

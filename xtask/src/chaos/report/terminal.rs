@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::super::RunResult;
 use super::super::invariants::Check;
 use super::super::run::ScenarioRun;
+use super::super::stats::Latency;
 
 /// `61ms`, `1.24s`.
 pub(crate) fn ms(v: f64) -> String {
@@ -13,6 +14,11 @@ pub(crate) fn ms(v: f64) -> String {
     } else {
         format!("{:.2}s", v / 1000.0)
     }
+}
+
+/// The p50, p95 and p99 latencies as the reports show them.
+pub(crate) fn percentiles(l: &Latency) -> [String; 3] {
+    [ms(l.p50), ms(l.p95), ms(l.p99)]
 }
 
 fn verdict(c: &Check) -> &'static str {
@@ -33,17 +39,11 @@ pub(crate) fn scenario_block(r: &ScenarioRun, n: usize, total: usize) -> String 
         "   {:>8} {:>8} {:>7} {:>7} {:>8} {:>8} {:>8} {:>12}",
         "requests", "success", "static", "errors", "p50", "p95", "p99", "retries/call"
     );
+    let [p50, p95, p99] = percentiles(&s.latency_ms);
     let _ = writeln!(
         out,
-        "   {:>8} {:>7.1}% {:>6.1}% {:>6.1}% {:>8} {:>8} {:>8} {:>12.2}",
-        s.requests,
-        s.success_pct,
-        s.static_pct,
-        s.error_pct,
-        ms(s.latency_ms.p50),
-        ms(s.latency_ms.p95),
-        ms(s.latency_ms.p99),
-        s.retries_per_call
+        "   {:>8} {:>7.1}% {:>6.1}% {:>6.1}% {p50:>8} {p95:>8} {p99:>8} {:>12.2}",
+        s.requests, s.success_pct, s.static_pct, s.error_pct, s.retries_per_call
     );
     let served: Vec<String> = s
         .served_by
@@ -152,24 +152,22 @@ pub(crate) fn summary(result: &RunResult) -> String {
     let (mut checks, mut passed) = (0, 0);
     for r in &result.runs {
         let s = &r.summary;
-        let all: Vec<&Check> = r.invariants.iter().chain(&r.expectations).collect();
+        let all = r.checks();
         let ok = all.iter().filter(|c| c.passed).count();
         checks += all.len();
         passed += ok;
+        let [p50, p95, p99] = percentiles(&s.latency_ms);
+        let mark = if ok == all.len() { "PASS" } else { "FAIL" };
         let _ = writeln!(
             out,
-            "{:<width$} {:>8} {:>7.1}% {:>6.1}% {:>6.1}% {:>7} {:>7} {:>7} {:>8.2}  {ok}/{} {}",
+            "{:<width$} {:>8} {:>7.1}% {:>6.1}% {:>6.1}% {p50:>7} {p95:>7} {p99:>7} {:>8.2}  {ok}/{} {mark}",
             r.scenario.name,
             s.requests,
             s.success_pct,
             s.static_pct,
             s.error_pct,
-            ms(s.latency_ms.p50),
-            ms(s.latency_ms.p95),
-            ms(s.latency_ms.p99),
             s.retries_per_call,
             all.len(),
-            if ok == all.len() { "PASS" } else { "FAIL" },
         );
     }
     let mut scenarios = result.runs.len();

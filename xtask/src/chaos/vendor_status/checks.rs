@@ -206,6 +206,37 @@ fn of(recs: &[VariantRec], v: Variant) -> Option<&VariantRec> {
     recs.iter().find(|r| r.variant == v)
 }
 
+/// The run of `v`, or the failed check `id` that says it is missing.
+fn run_of<'a>(
+    recs: &'a [VariantRec],
+    v: Variant,
+    id: &str,
+    title: &str,
+) -> Result<&'a VariantRec, Check> {
+    of(recs, v).ok_or_else(|| {
+        Check::new(id, title, format!("no {} run", v.name()), Vec::new())
+            .failed(format!("the {} run is missing", v.name()))
+    })
+}
+
+/// The run of `v` and when ripcord acted on its declared outage (the first sample that showed
+/// the effect, the last that still did), or the failed check `id`: the run is missing, or
+/// the outage was `never` acted on.
+fn acted_window<'a>(
+    recs: &'a [VariantRec],
+    v: Variant,
+    id: &str,
+    title: &str,
+    never: &str,
+) -> Result<(&'a VariantRec, f64, f64), Check> {
+    let r = run_of(recs, v, id, title)?;
+    match r.effect_window() {
+        Some(Window { on, still_on, .. }) => Ok((r, on, still_on)),
+        None => Err(Check::new(id, title, never.to_owned(), Vec::new())
+            .failed("the declared outage was not acted on".to_owned())),
+    }
+}
+
 fn ms(v: f64) -> String {
     format!("{v:.0} ms")
 }
@@ -283,21 +314,15 @@ pub(crate) fn acted_within_poll(recs: &[VariantRec], b: Bounds) -> Check {
 pub(crate) fn no_call_to_opened(recs: &[VariantRec], b: Bounds) -> Check {
     let id = "no-call-to-opened";
     let title = "open: no call reaches primary while its declared outage holds it open";
-    let Some(r) = of(recs, Variant::Open) else {
-        return Check::new(id, title, "no open run".to_owned(), Vec::new())
-            .failed("the open run is missing".to_owned());
-    };
-    let Some(Window {
-        on, still_on: off, ..
-    }) = r.effect_window()
-    else {
-        return Check::new(
-            id,
-            title,
-            "primary was never held open".to_owned(),
-            Vec::new(),
-        )
-        .failed("the declared outage was not acted on".to_owned());
+    let (r, on, off) = match acted_window(
+        recs,
+        Variant::Open,
+        id,
+        title,
+        "primary was never held open",
+    ) {
+        Ok(w) => w,
+        Err(failed) => return failed,
     };
     let mut offenders = Vec::new();
     for at in r.primary_calls_ms.iter().filter(|t| **t > on && **t < off) {
@@ -354,21 +379,15 @@ pub(crate) fn no_call_to_opened(recs: &[VariantRec], b: Bounds) -> Check {
 pub(crate) fn demoted_order(recs: &[VariantRec], b: Bounds) -> Check {
     let id = "demoted-order";
     let title = "demote: backup answers first while primary's outage is declared; primary still serves when backup fails";
-    let Some(r) = of(recs, Variant::Demote) else {
-        return Check::new(id, title, "no demote run".to_owned(), Vec::new())
-            .failed("the demote run is missing".to_owned());
-    };
-    let Some(Window {
-        on, still_on: off, ..
-    }) = r.effect_window()
-    else {
-        return Check::new(
-            id,
-            title,
-            "primary was never demoted".to_owned(),
-            Vec::new(),
-        )
-        .failed("the declared outage was not acted on".to_owned());
+    let (r, on, off) = match acted_window(
+        recs,
+        Variant::Demote,
+        id,
+        title,
+        "primary was never demoted",
+    ) {
+        Ok(w) => w,
+        Err(failed) => return failed,
     };
     let mut offenders = Vec::new();
     let during: Vec<&ReqRec> = r.started_in(on, off).collect();
@@ -510,9 +529,9 @@ pub(crate) fn order_restored(recs: &[VariantRec], b: Bounds) -> Check {
 pub(crate) fn unreachable_changes_nothing(recs: &[VariantRec]) -> Check {
     let id = "unreachable-changes-nothing";
     let title = "a status page that cannot be read (reset, hang, garbage) changes nothing, and each failure is counted";
-    let Some(r) = of(recs, Variant::Unreachable) else {
-        return Check::new(id, title, "no unreachable run".to_owned(), Vec::new())
-            .failed("the unreachable run is missing".to_owned());
+    let r = match run_of(recs, Variant::Unreachable, id, title) {
+        Ok(r) => r,
+        Err(failed) => return failed,
     };
     let mut offenders: Vec<String> = r.notes.clone();
     for v in r

@@ -255,17 +255,7 @@ mod tests {
     use super::*;
 
     fn result(passed: bool) -> RunResult {
-        let settings = Settings {
-            users: 2,
-            duration: Duration::from_secs(1),
-            deadline: Duration::from_secs(1),
-            seed: 1,
-            stream_share: 0.5,
-            max_tokens: 8,
-            tolerance: Duration::from_millis(150),
-            join_margin: Duration::from_secs(1),
-            progress: false,
-        };
+        let settings = Settings::sample(Duration::from_secs(1));
         let check = Check {
             passed,
             ..Check::new(

@@ -424,7 +424,43 @@ def exact_matmul(g, x, name: str, blk, bits: int, block: int, accuracy: int, sum
     return g.op("Add", [y, g.op("MatMul", [sums[x], mins], "min_term")], "with_min")
 
 
-def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | None = None, exact_block: int | None = None, head_block: int | None = None):
+#: The fused graph's weights by role: a projection's name ends in one, the head is "lm_head".
+ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
+
+
+def role(name: str) -> str:
+    """The role of a weight named `model.layers.{i}.{block}.{role}`."""
+    return name.split(".")[-1]
+
+
+def accuracy_levels(accuracy=None) -> dict:
+    """MatMulNBits' accuracy_level per role: `accuracy` None (ACCURACY everywhere), one level for
+    every weight, or a mapping of roles (missing ones keep ACCURACY)."""
+    if accuracy is None:
+        return {r: ACCURACY for r in ROLES}
+    if isinstance(accuracy, int):
+        return {r: accuracy for r in ROLES}
+    unknown = set(accuracy) - set(ROLES)
+    if unknown:
+        sys.exit(f"unknown weight roles {sorted(unknown)}; the roles are {', '.join(ROLES)}")
+    return {r: accuracy.get(r, ACCURACY) for r in ROLES}
+
+
+def parse_accuracy(items) -> dict | None:
+    """`convert --accuracy`'s words in order: LEVEL sets every role, ROLE=LEVEL one role (so
+    `1 lm_head=4` is fp32 activations everywhere but the head)."""
+    if not items:
+        return None
+    levels = {}
+    for item in items:
+        target, _, level = item.rpartition("=")
+        if not level.isdigit() or (target and target not in ROLES):
+            sys.exit(f"--accuracy {item!r}: expected LEVEL or ROLE=LEVEL with a role of {', '.join(ROLES)}")
+        levels.update({r: int(level) for r in ([target] if target else ROLES)})
+    return levels
+
+
+def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | dict | None = None, exact_block: int | None = None, head_block: int | None = None):
     """The fused decoder graph (see above); bits is 8 or 4. With `blocks` (read_gguf_blocks), a
     weight the GGUF holds in Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K blocks computes with exactly
     those blocks; any other is quantized from `w`."""
@@ -432,7 +468,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
     from onnx import TensorProto, helper
 
     block = BLOCKS[bits]
-    accuracy = ACCURACY if accuracy is None else accuracy
+    levels = accuracy_levels(accuracy)
     exact_block = EXACT_BLOCKS[bits] if exact_block is None else exact_block
     exact_head = EXACT_HEAD_BLOCK if head_block is None else head_block
     d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
@@ -457,13 +493,13 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         """x @ wt.T for a weight wt of shape [N, K]; with blk, exactly with the GGUF's blocks."""
         if blk is not None:
             nbits = 8 if blk.levels == 256 else bits
-            return exact_matmul(g, x, name, blk, nbits, min(exact_block, blk.BLOCK), accuracy, sums)
+            return exact_matmul(g, x, name, blk, nbits, min(exact_block, blk.BLOCK), levels[role(name)], sums)
         n, k = wt.shape
         blob, scales, zp = quant_blocks(wt, bits, block)
         ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]
         if zp is not None:
             ins.append(g.const(name + ".zero_points", zp))
-        return g.op("MatMulNBits", ins, name.split(".")[-1], domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy)
+        return g.op("MatMulNBits", ins, role(name), domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=levels[role(name)])
 
     exact = blocks or {"layers": [{} for _ in w["layers"]]}
 
@@ -614,7 +650,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         head_block = min(block, BLOCKS[8]) if bits == 8 else 32
         blob, scales, _ = quant_blocks(w.get("lm_head", w["embed"]), 8, head_block)
         ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
-    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=accuracy)
+    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=levels["lm_head"])
 
     graph = helper.make_graph(g.nodes, f"ripcord_{architecture(cfg)}_decoder_fused", inputs, outputs, g.inits)
     model = helper.make_model(

@@ -329,10 +329,45 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 # slower on this CPU. Blocks of 32 everywhere lose the Paris answer ("L'Etoile, ..."), as
 # re-quantized 8-bit blocks of 32 did before.
 
+# Per-role accuracy levels (`convert --accuracy LEVEL ROLE=LEVEL ...`; issue 39 asks for 18/20),
+# measured in one session against the fp32-storage model (prefix: mean common prefix, at most
+# 14.55 as some answers end early; decode: tokens/s of process CPU time, Python API, 1 thread,
+# best of 3 interleaved rounds on a loaded machine; * one round of 16 tokens):
+#
+#   | q4: exact layers (blocks of 32), Q8_0 head (16)  | identical | prefix | Paris | decode |
+#   | ------------------------------------------------ | --------- | ------ | ----- | ------ |
+#   | every weight at 4 (shipped)                       |  7/20     |  9.85  | yes   | 60.0   |
+#   | every weight at 1                                 | 20/20     | 14.55  | yes   |  2.5*  |
+#   | head at 1, layers at 4                            |  7/20     |  9.90  | yes   |  2.7*  |
+#   | layers at 1, head at 4                            | 16/20     | 13.30  | no    | 24.7   |
+#   | layers at 1, head at 4 in blocks of 32            | 15/20     | 12.10  | no    |        |
+#   | layers at 0, 2 or 3, head at 4 (fp32 kernels too) | 16/20     | 13.30  | no    |        |
+#   | qkv_proj at 1                                     |  8/20     |  9.70  | yes   | 46.1   |
+#   | o_proj at 1                                       |  8/20     |  9.70  | no    | 50.8   |
+#   | gate_up_proj at 1                                 |  9/20     | 10.15  | yes   | 34.8   |
+#   | down_proj at 1                                    |  7/20     |  9.85  | yes   | 42.8   |
+#   | qkv_proj and o_proj at 1                          | 10/20     | 11.05  | yes   |        |
+#   | o_proj and down_proj at 1                         | 10/20     | 11.60  | yes   | 37.7   |
+#   | q8: re-quantized 8-bit blocks of 16, all at 4     | 12/20     | 11.60  | yes   | 49.1   |
+#   | q8, o_proj and down_proj at 1                     | 13/20     | 10.90  | yes   |  6.5*  |
+#   | q8, layers at 1, head at 4                        | 15/20     | 11.80  | yes   |  2.0*  |
+#   | q8, every weight at 1                             | 15/20     | 12.30  | yes   |  1.1*  |
+#
+# Levels 0-3 are all ONNX Runtime's fp32-activation kernels here (AVX2, no VNNI). For 8-bit
+# weights there is none: the weight is dequantized on every call, so an 8-bit head at level 1
+# alone costs 20x (the old "3 tokens/s"). The 4-bit fp32 kernels are ~4x the int8 ones per weight
+# (one MatMulNBits 576 x 3072 at M = 1: ~1.0-1.5 ms against ~0.25-0.4 ms). And every role adds
+# to the drift: only fp32 activations everywhere with an exact head reach 18/20. So no mix ships.
+# Also tried, outside the converter: every MatMulNBits at level 4 computing W.[xq; x - xq] as one
+# batched call (xq: x on the kernel's int8 grid of the same blocks, built in the graph; the two
+# rows added), which makes the activations ~14-bit: 20/20 and Paris, but 0.71x q4's decode here
+# and, in the Rust bench (one quick round at load 5), 0.80x decode and 0.70x prefill; over the
+# layers only 15/20 without Paris. Both miss the speed target (q4 >= llama.cpp, 1.07x today).
+
 FUSED_FORMAT = "ripcord-fused-v1"
 # Weight block size per bit width (see above).
 BLOCKS = {8: 16, 4: 32}
-# accuracy_level 4: int8 activations, integer dot products. Levels 0/1 are ~20x slower for 8 bits.
+# accuracy_level 4: int8 activations, integer dot products (lower levels: see the table above).
 ACCURACY = 4
 # The block size of weights taken exactly from the GGUF's blocks of 32, per bit width (the 8-bit
 # head of either: EXACT_HEAD_BLOCK); see above.

@@ -60,9 +60,11 @@ def main() -> None:
     p.add_argument("--blocks", type=int, nargs="*", default=[], help="fused block-quantized variants (8, 4)")
     p.add_argument(
         "--accuracy",
-        type=int,
+        nargs="+",
         default=None,
-        help="MatMulNBits accuracy_level of the fused variants (default 4: int8 activations; 1: fp32, exact but ~15x slower)",
+        metavar="LEVEL|ROLE=LEVEL",
+        help="MatMulNBits accuracy_level of the fused variants, for every weight or per role (qkv_proj, o_proj,"
+        " gate_up_proj, down_proj, lm_head); default 4: int8 activations; 1: fp32, exact but slower (see graph.py)",
     )
     p.set_defaults(func=cmd_convert)
     p = sub.add_parser("tiny")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .common import log, out
 from .gguf_source import architecture, gguf_field, open_gguf, random_weights, read_gguf_blocks, read_gguf_config, read_gguf_weights
-from .graph import EXACT_VARIANTS, build_fused_model, build_model
+from .graph import EXACT_VARIANTS, build_fused_model, build_model, parse_accuracy
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,6 +371,7 @@ def retie_head(model, hidden: int, vocab: int) -> None:
 
 def cmd_convert(args) -> None:
     t0 = time.time()
+    accuracy = parse_accuracy(args.accuracy)
     reader = open_gguf(args.gguf)
     cfg = read_gguf_config(reader)
     out_dir = Path(args.out)
@@ -397,7 +398,7 @@ def cmd_convert(args) -> None:
         # q4 computes with the GGUF's own blocks; q8 re-quantizes in symmetric 8-bit blocks of
         # 16, which measured closer to fp32 and faster than the exact blocks (graph.py).
         exact = blocks if bits in EXACT_VARIANTS else None
-        save_model(build_fused_model(cfg, w, bits, exact, args.accuracy), out_dir / f"model.q{bits}.onnx")
+        save_model(build_fused_model(cfg, w, bits, exact, accuracy), out_dir / f"model.q{bits}.onnx")
     out(
         {
             "converted": str(out_dir),

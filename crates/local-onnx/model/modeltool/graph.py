@@ -329,10 +329,45 @@ def build_model(cfg: dict, w: dict, storage: str, head: str):
 # slower on this CPU. Blocks of 32 everywhere lose the Paris answer ("L'Etoile, ..."), as
 # re-quantized 8-bit blocks of 32 did before.
 
+# Per-role accuracy levels (`convert --accuracy LEVEL ROLE=LEVEL ...`; issue 39 asks for 18/20),
+# measured in one session against the fp32-storage model (prefix: mean common prefix, at most
+# 14.55 as some answers end early; decode: tokens/s of process CPU time, Python API, 1 thread,
+# best of 3 interleaved rounds on a loaded machine; * one round of 16 tokens):
+#
+#   | q4: exact layers (blocks of 32), Q8_0 head (16)  | identical | prefix | Paris | decode |
+#   | ------------------------------------------------ | --------- | ------ | ----- | ------ |
+#   | every weight at 4 (shipped)                       |  7/20     |  9.85  | yes   | 60.0   |
+#   | every weight at 1                                 | 20/20     | 14.55  | yes   |  2.5*  |
+#   | head at 1, layers at 4                            |  7/20     |  9.90  | yes   |  2.7*  |
+#   | layers at 1, head at 4                            | 16/20     | 13.30  | no    | 24.7   |
+#   | layers at 1, head at 4 in blocks of 32            | 15/20     | 12.10  | no    |        |
+#   | layers at 0, 2 or 3, head at 4 (fp32 kernels too) | 16/20     | 13.30  | no    |        |
+#   | qkv_proj at 1                                     |  8/20     |  9.70  | yes   | 46.1   |
+#   | o_proj at 1                                       |  8/20     |  9.70  | no    | 50.8   |
+#   | gate_up_proj at 1                                 |  9/20     | 10.15  | yes   | 34.8   |
+#   | down_proj at 1                                    |  7/20     |  9.85  | yes   | 42.8   |
+#   | qkv_proj and o_proj at 1                          | 10/20     | 11.05  | yes   |        |
+#   | o_proj and down_proj at 1                         | 10/20     | 11.60  | yes   | 37.7   |
+#   | q8: re-quantized 8-bit blocks of 16, all at 4     | 12/20     | 11.60  | yes   | 49.1   |
+#   | q8, o_proj and down_proj at 1                     | 13/20     | 10.90  | yes   |  6.5*  |
+#   | q8, layers at 1, head at 4                        | 15/20     | 11.80  | yes   |  2.0*  |
+#   | q8, every weight at 1                             | 15/20     | 12.30  | yes   |  1.1*  |
+#
+# Levels 0-3 are all ONNX Runtime's fp32-activation kernels here (AVX2, no VNNI). For 8-bit
+# weights there is none: the weight is dequantized on every call, so an 8-bit head at level 1
+# alone costs 20x (the old "3 tokens/s"). The 4-bit fp32 kernels are ~4x the int8 ones per weight
+# (one MatMulNBits 576 x 3072 at M = 1: ~1.0-1.5 ms against ~0.25-0.4 ms). And every role adds
+# to the drift: only fp32 activations everywhere with an exact head reach 18/20. So no mix ships.
+# Also tried, outside the converter: every MatMulNBits at level 4 computing W.[xq; x - xq] as one
+# batched call (xq: x on the kernel's int8 grid of the same blocks, built in the graph; the two
+# rows added), which makes the activations ~14-bit: 20/20 and Paris, but 0.71x q4's decode here
+# and, in the Rust bench (one quick round at load 5), 0.80x decode and 0.70x prefill; over the
+# layers only 15/20 without Paris. Both miss the speed target (q4 >= llama.cpp, 1.07x today).
+
 FUSED_FORMAT = "ripcord-fused-v1"
 # Weight block size per bit width (see above).
 BLOCKS = {8: 16, 4: 32}
-# accuracy_level 4: int8 activations, integer dot products. Levels 0/1 are ~20x slower for 8 bits.
+# accuracy_level 4: int8 activations, integer dot products (lower levels: see the table above).
 ACCURACY = 4
 # The block size of weights taken exactly from the GGUF's blocks of 32, per bit width (the 8-bit
 # head of either: EXACT_HEAD_BLOCK); see above.
@@ -424,7 +459,43 @@ def exact_matmul(g, x, name: str, blk, bits: int, block: int, accuracy: int, sum
     return g.op("Add", [y, g.op("MatMul", [sums[x], mins], "min_term")], "with_min")
 
 
-def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | None = None, exact_block: int | None = None, head_block: int | None = None):
+#: The fused graph's weights by role: a projection's name ends in one, the head is "lm_head".
+ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
+
+
+def role(name: str) -> str:
+    """The role of a weight named `model.layers.{i}.{block}.{role}`."""
+    return name.split(".")[-1]
+
+
+def accuracy_levels(accuracy=None) -> dict:
+    """MatMulNBits' accuracy_level per role: `accuracy` None (ACCURACY everywhere), one level for
+    every weight, or a mapping of roles (missing ones keep ACCURACY)."""
+    if accuracy is None:
+        return {r: ACCURACY for r in ROLES}
+    if isinstance(accuracy, int):
+        return {r: accuracy for r in ROLES}
+    unknown = set(accuracy) - set(ROLES)
+    if unknown:
+        sys.exit(f"unknown weight roles {sorted(unknown)}; the roles are {', '.join(ROLES)}")
+    return {r: accuracy.get(r, ACCURACY) for r in ROLES}
+
+
+def parse_accuracy(items) -> dict | None:
+    """`convert --accuracy`'s words in order: LEVEL sets every role, ROLE=LEVEL one role (so
+    `1 lm_head=4` is fp32 activations everywhere but the head)."""
+    if not items:
+        return None
+    levels = {}
+    for item in items:
+        target, _, level = item.rpartition("=")
+        if not level.isdigit() or (target and target not in ROLES):
+            sys.exit(f"--accuracy {item!r}: expected LEVEL or ROLE=LEVEL with a role of {', '.join(ROLES)}")
+        levels.update({r: int(level) for r in ([target] if target else ROLES)})
+    return levels
+
+
+def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None, accuracy: int | dict | None = None, exact_block: int | None = None, head_block: int | None = None):
     """The fused decoder graph (see above); bits is 8 or 4. With `blocks` (read_gguf_blocks), a
     weight the GGUF holds in Q4_0, Q4_1, Q8_0, Q5_0, Q4_K or Q6_K blocks computes with exactly
     those blocks; any other is quantized from `w`."""
@@ -432,7 +503,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
     from onnx import TensorProto, helper
 
     block = BLOCKS[bits]
-    accuracy = ACCURACY if accuracy is None else accuracy
+    levels = accuracy_levels(accuracy)
     exact_block = EXACT_BLOCKS[bits] if exact_block is None else exact_block
     exact_head = EXACT_HEAD_BLOCK if head_block is None else head_block
     d, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
@@ -457,13 +528,13 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         """x @ wt.T for a weight wt of shape [N, K]; with blk, exactly with the GGUF's blocks."""
         if blk is not None:
             nbits = 8 if blk.levels == 256 else bits
-            return exact_matmul(g, x, name, blk, nbits, min(exact_block, blk.BLOCK), accuracy, sums)
+            return exact_matmul(g, x, name, blk, nbits, min(exact_block, blk.BLOCK), levels[role(name)], sums)
         n, k = wt.shape
         blob, scales, zp = quant_blocks(wt, bits, block)
         ins = [x, g.const(name + ".qweight", blob), g.const(name + ".scales", scales)]
         if zp is not None:
             ins.append(g.const(name + ".zero_points", zp))
-        return g.op("MatMulNBits", ins, name.split(".")[-1], domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy)
+        return g.op("MatMulNBits", ins, role(name), domain=ms, K=k, N=n, bits=bits, block_size=block, accuracy_level=levels[role(name)])
 
     exact = blocks or {"layers": [{} for _ in w["layers"]]}
 
@@ -614,7 +685,7 @@ def build_fused_model(cfg: dict, w: dict, bits: int, blocks: dict | None = None,
         head_block = min(block, BLOCKS[8]) if bits == 8 else 32
         blob, scales, _ = quant_blocks(w.get("lm_head", w["embed"]), 8, head_block)
         ins = [normed, g.const("lm_head.qweight", blob), g.const("lm_head.scales", scales)]
-    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=accuracy)
+    g.op("MatMulNBits", ins, outputs=["logits"], domain=ms, K=d, N=v, bits=8, block_size=head_block, accuracy_level=levels["lm_head"])
 
     graph = helper.make_graph(g.nodes, f"ripcord_{architecture(cfg)}_decoder_fused", inputs, outputs, g.inits)
     model = helper.make_model(

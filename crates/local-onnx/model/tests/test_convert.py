@@ -17,7 +17,8 @@ import onnx
 from support import CACHE, GGUF, TINY_DIR, run_tool
 
 from modeltool.gguf_source import Blocks, blocks_of, random_weights, unpermute_rope_rows
-from modeltool.graph import GraphBuilder, exact_matmul, quant_blocks
+from modeltool.convert import TINY_CONFIG
+from modeltool.graph import ACCURACY, ROLES, GraphBuilder, accuracy_levels, build_fused_model, exact_matmul, parse_accuracy, quant_blocks
 
 
 def llama_cpp_permute(w, n_head: int):
@@ -193,6 +194,35 @@ class Pieces(unittest.TestCase):
         with self.assertRaises(SystemExit) as e:
             quant_blocks(np.zeros((1, 16), dtype=np.float32), 3, 16)
         self.assertIn("unsupported bit width 3", str(e.exception))
+
+    def test_accuracy_words_set_every_role_or_one_role_in_order(self):
+        self.assertIsNone(parse_accuracy(None))
+        self.assertEqual(accuracy_levels(None), {r: ACCURACY for r in ROLES})
+        self.assertEqual(accuracy_levels(1), {r: 1 for r in ROLES})
+        levels = parse_accuracy(["1", "lm_head=4"])
+        self.assertEqual(levels, {"qkv_proj": 1, "o_proj": 1, "gate_up_proj": 1, "down_proj": 1, "lm_head": 4})
+        self.assertEqual(accuracy_levels({"down_proj": 1}), dict({r: ACCURACY for r in ROLES}, down_proj=1))
+        for bad in ("k_proj=1", "fast", "lm_head="):
+            with self.assertRaises(SystemExit) as e:
+                parse_accuracy([bad])
+            self.assertIn(repr(bad), str(e.exception))
+        with self.assertRaises(SystemExit) as e:
+            accuracy_levels({"k_proj": 1})
+        self.assertIn("k_proj", str(e.exception))
+
+    def test_each_role_gets_its_accuracy_level_in_the_fused_graph(self):
+        cfg = dict(TINY_CONFIG, vocab_size=256)
+        w = random_weights(cfg, 9)
+        m = build_fused_model(cfg, w, 4, accuracy=parse_accuracy(["1", "lm_head=4", "o_proj=0"]))
+        want = {"qkv_proj": 1, "o_proj": 0, "gate_up_proj": 1, "down_proj": 1, "logits": 4}
+        seen = set()
+        for n in m.graph.node:
+            if n.op_type == "MatMulNBits":
+                kind = n.output[0].rstrip("0123456789").rstrip("_")
+                level = next(a.i for a in n.attribute if a.name == "accuracy_level")
+                self.assertEqual(level, want[kind], n.output[0])
+                seen.add(kind)
+        self.assertEqual(seen, set(want))
 
     def test_a_block_size_that_does_not_divide_the_row_is_refused(self):
         with self.assertRaises(SystemExit) as e:

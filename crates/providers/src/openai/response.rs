@@ -43,26 +43,39 @@ pub(crate) fn finish_reason(s: &str) -> FinishReason {
     }
 }
 
+/// Reads a 200 body as `T`; one that does not read but is an error body (a vendor's error
+/// sent with a 200) is classified like an HTTP error. `what` names the body in the error.
+fn read_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+    hook: Option<ErrorHook>,
+) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
+        Some(b) => error_map::from_body(None, &b, hook),
+        None => Error::new(
+            ErrorKind::InvalidResponse,
+            format!("the {what} response is not valid JSON: {e}"),
+        )
+        .with_source(e),
+    })
+}
+
+/// The error of an `error` object in a 200 body, classified like an HTTP error.
+fn in_band(err: &serde_json::Value, hook: Option<ErrorHook>) -> Error {
+    let b = serde_json::json!({ "error": err });
+    let b = ErrorBody::from_value(&b).unwrap_or_else(|| ErrorBody::with_message(err.to_string()));
+    error_map::from_body(None, &b, hook)
+}
+
 /// Parses a 200 chat body. An error object in it is classified like an HTTP error.
 pub(crate) fn parse_chat(
     body: &[u8],
     hook: Option<ErrorHook>,
     price: Option<&Price>,
 ) -> Result<ChatResponse> {
-    let c: wire::ChatCompletion<'static> =
-        serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
-            Some(b) => error_map::from_body(None, &b, hook),
-            None => Error::new(
-                ErrorKind::InvalidResponse,
-                format!("the chat response is not valid JSON: {e}"),
-            )
-            .with_source(e),
-        })?;
+    let c: wire::ChatCompletion<'static> = read_body(body, "chat", hook)?;
     if let Some(err) = &c.error {
-        let b = serde_json::json!({ "error": err });
-        let b =
-            ErrorBody::from_value(&b).unwrap_or_else(|| ErrorBody::with_message(err.to_string()));
-        return Err(error_map::from_body(None, &b, hook));
+        return Err(in_band(err, hook));
     }
     let Some(choice) = c.choices.into_iter().next() else {
         // A 200 that is an error without an `error` key: Baidu's `error_code`/`error_msg`,
@@ -149,19 +162,9 @@ pub(crate) fn parse_embeddings(
     inputs: usize,
     hook: Option<ErrorHook>,
 ) -> Result<EmbeddingResponse> {
-    let r: Embeddings = serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
-        Some(b) => error_map::from_body(None, &b, hook),
-        None => Error::new(
-            ErrorKind::InvalidResponse,
-            format!("the embeddings response is not valid JSON: {e}"),
-        )
-        .with_source(e),
-    })?;
+    let r: Embeddings = read_body(body, "embeddings", hook)?;
     if let Some(err) = &r.error {
-        let b = serde_json::json!({ "error": err });
-        let b =
-            ErrorBody::from_value(&b).unwrap_or_else(|| ErrorBody::with_message(err.to_string()));
-        return Err(error_map::from_body(None, &b, hook));
+        return Err(in_band(err, hook));
     }
     if r.data.len() != inputs {
         return Err(Error::new(

@@ -414,6 +414,12 @@ impl Builder {
         };
         self.f.push_raw(&event(name, &data), is_content);
     }
+
+    /// Closes the content block at `index`.
+    fn block_stop(&mut self, index: usize) {
+        let stop = json!({ "contentBlockIndex": index });
+        self.push("contentBlockStop", &stop, false);
+    }
 }
 
 /// The event-stream messages of a streamed answer, one chunk each.
@@ -433,11 +439,7 @@ pub(crate) fn stream_frames(_ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frame
             let d = json!({ "contentBlockIndex": index, "delta": { "text": piece }, "p": "abcd" });
             b.push("contentBlockDelta", &d, true);
         }
-        b.push(
-            "contentBlockStop",
-            &json!({ "contentBlockIndex": index }),
-            false,
-        );
+        b.block_stop(index);
         index += 1;
     }
     for (id, name, arguments) in &reply.tool_calls {
@@ -451,11 +453,7 @@ pub(crate) fn stream_frames(_ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frame
                 json!({ "contentBlockIndex": index, "delta": { "toolUse": { "input": piece } } });
             b.push("contentBlockDelta", &d, true);
         }
-        b.push(
-            "contentBlockStop",
-            &json!({ "contentBlockIndex": index }),
-            false,
-        );
+        b.block_stop(index);
         index += 1;
     }
     b.f.start_tail();

@@ -15,7 +15,7 @@ use ripcord_chaos::google_token::{
 };
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 use serde_json::{Value, json};
-use support::{client, parse_sse};
+use support::{client, get_json, parse_sse};
 
 const STUDIO: &str = "/v1beta/models/gemini-2.5-flash";
 const VERTEX: &str =
@@ -118,14 +118,7 @@ async fn studio_and_vertex_paths_answer_generate_content() {
     );
 
     // The model list, and what is not on the wire.
-    let models: Value = client()
-        .get(format!("{}/v1beta/models", fake.base_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models = get_json(&fake, "/v1beta/models").await;
     assert_eq!(models["models"][0]["name"], "models/gemini-2.5-flash");
     let resp = post(&fake, "/v1/chat/completions", &generate_body()).await;
     let (status, canonical, message, _) = google_error(resp).await;

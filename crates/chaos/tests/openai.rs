@@ -271,14 +271,7 @@ async fn embeddings_models_and_azure_paths() {
     assert_eq!(last.query("api-version"), Some("2024-10-21"));
     assert_eq!(last.header("api-key"), Some("azure-key"));
 
-    let models: Value = c
-        .get(format!("{}/v1/models", fake.base_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models = get_json(&fake, "/v1/models").await;
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["object"], "model");
     assert_eq!(fake.hits(), 6, "5 embeddings + 1 chat; models is not a hit");

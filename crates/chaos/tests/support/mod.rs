@@ -22,6 +22,16 @@ pub(crate) fn client_with_timeout(timeout: Duration) -> reqwest::Client {
         .expect("client")
 }
 
+/// `GET {base}{path}` on the fake with the default client, as JSON.
+pub(crate) async fn get_json(fake: &FakeVendor, path: &str) -> Value {
+    let resp = client()
+        .get(format!("{}{path}", fake.base_url()))
+        .send()
+        .await
+        .unwrap();
+    resp.json().await.unwrap()
+}
+
 /// A fake of `wire` that behaves as `behavior` on every request.
 pub(crate) async fn fake_always(wire: Wire, behavior: Behavior) -> FakeVendor {
     let fake = FakeVendor::start(wire).await.expect("fake vendor");

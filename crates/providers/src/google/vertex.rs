@@ -18,6 +18,9 @@ pub const DEFAULT_VERTEX_LOCATION: &str = "us-central1";
 
 /// Configuration of a Vertex AI provider (Gemini or Claude on Vertex).
 ///
+/// The time limits and the HTTP client (`with_timeouts`, `with_client`) serve the token
+/// exchange as well as the model calls.
+///
 /// # Examples
 ///
 /// ```
@@ -151,8 +154,7 @@ impl VertexConfig {
 http::settings_setters!(
     VertexConfig,
     name: "`vertex` / `vertex-anthropic`",
-    base_url: "Overrides the base URL (host and API version, e.g. `https://host/v1`); the token \
-        exchange and the calls use the configured client and time limits alike."
+    base_url: "Overrides the base URL (host and API version, e.g. `https://host/v1`)."
 );
 
 #[cfg(test)]

@@ -94,7 +94,10 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// Waits until `pg_isready` says the server accepts connections, or it exits, or time is up.
-#[allow(clippy::disallowed_methods)] // a synchronous tool: a short pause between probes is what it needs
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a synchronous tool: a short pause between probes is what it needs"
+)]
 fn wait_ready(child: &mut Child, bin: &Path, port: u16) -> Result<(), String> {
     let started = Instant::now();
     loop {

@@ -136,7 +136,7 @@ struct BlockDelta<'a> {
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[allow(clippy::enum_variant_names)] // the wire's own names
+#[expect(clippy::enum_variant_names, reason = "the wire's own names")]
 enum Delta<'a> {
     TextDelta { text: &'a str },
     InputJsonDelta { partial_json: &'a str },

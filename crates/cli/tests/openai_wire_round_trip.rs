@@ -1,5 +1,6 @@
-//! The OpenAI wire is written twice: the adapter (`ripcord-providers`, client side) and the
-//! gateway (server side). This pins that the two stay in step: the OpenAI adapter talks to the
+//! The OpenAI wire's types are one set (`ripcord_providers::openai_chat_wire`), but two sides
+//! translate ripcord's types through them: the adapter (`ripcord-providers`, client side) and
+//! the gateway (server side). This pins that the two stay in step: the OpenAI adapter talks to the
 //! gateway over loopback, so a request the adapter writes is read back by the gateway, and the
 //! answer the gateway writes (as one JSON body and as stream chunks) is read back by the
 //! adapter — and each side must end up with what the other started from.

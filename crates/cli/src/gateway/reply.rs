@@ -150,7 +150,7 @@ where
 {
     match <Option<f64> as serde::Deserialize>::deserialize(d)? {
         None => Ok(None),
-        #[allow(clippy::cast_possible_truncation)] // in range: checked just before
+        // In range: checked just before.
         Some(x) if x.is_finite() && x.abs() <= f64::from(f32::MAX) => Ok(Some(x as f32)),
         Some(x) => Err(serde::de::Error::custom(format!(
             "{x:e} is out of range: expected a finite number no larger than {:e} in size",

@@ -65,21 +65,14 @@ pub use stream::{ChatCompletionChunk, ChunkChoice, Delta, ToolCallDelta};
 mod de {
     use serde::{Deserialize, Deserializer};
 
-    /// `null` (or a missing field, with `#[serde(default)]`) is the type's default.
-    pub(super) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: Default + Deserialize<'de>,
-    {
-        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-    }
+    pub(super) use crate::openai::wire_de::null_default;
 
     /// An optional sampling number as `f32`, refusing one that is not a finite `f32` (serde
     /// would make `1e39` infinity, which JSON then writes as `null`).
     pub(super) fn finite_f32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
         match Option::<f64>::deserialize(d)? {
             None => Ok(None),
-            #[allow(clippy::cast_possible_truncation)] // in range: checked just before
+            // In range: checked just before.
             Some(x) if x.is_finite() && x.abs() <= f64::from(f32::MAX) => Ok(Some(x as f32)),
             Some(x) => Err(serde::de::Error::custom(format!(
                 "{x:e} is out of range: expected a finite number no larger than {:e} in size",
@@ -94,7 +87,7 @@ mod de {
             None => 0,
             Some(n) => match n.as_u64() {
                 Some(n) => n,
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // saturates
+                // Saturates: a negative or fractional time becomes whole seconds from 0.
                 None => n.as_f64().map_or(0, |f| f.max(0.0) as u64),
             },
         })

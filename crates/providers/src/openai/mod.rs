@@ -18,6 +18,7 @@ pub(crate) mod response;
 mod responses;
 pub mod responses_wire;
 mod stream;
+mod wire_de;
 
 use std::fmt;
 use std::sync::Arc;

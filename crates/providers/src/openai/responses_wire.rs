@@ -64,14 +64,7 @@ mod de {
     use serde::{Deserialize, Deserializer};
     use serde_json::value::RawValue;
 
-    /// `null` (or a missing field, with `#[serde(default)]`) is the type's default.
-    pub(super) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: Default + Deserialize<'de>,
-    {
-        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-    }
+    pub(super) use crate::openai::wire_de::null_default;
 
     /// `null` (or a missing field, with `#[serde(default = "yes")]`) is `true`.
     pub(super) fn null_true<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {

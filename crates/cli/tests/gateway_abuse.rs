@@ -106,8 +106,10 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
-    assert_eq!(probe(&client, &served.url, "/healthz").await, 200);
-    assert_eq!(probe(&client, &served.url, "/readyz").await, 200);
+    let health = probe(&client, &served.url, "/healthz").await;
+    assert_eq!(health.status(), 200);
+    let ready = probe(&client, &served.url, "/readyz").await;
+    assert_eq!(ready.status(), 200);
     let r = chat(&client, &served.url).await;
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"));
@@ -193,7 +195,8 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     );
     // The client's kept-alive connection takes the one slot (its probe reaches no vendor).
     let client = reqwest::Client::new();
-    assert_eq!(probe(&client, &served.url, "/healthz").await, 200);
+    let h = probe(&client, &served.url, "/healthz").await;
+    assert_eq!(h.status(), 200);
     let to = addr(&served.url);
     let mut silent = Vec::new();
     // From 200 addresses: one address alone may not hold more than a few of them.
@@ -206,11 +209,8 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
     assert_eq!(vendor.hits(), 0);
-    assert_eq!(
-        probe(&client, &served.url, "/readyz").await,
-        200,
-        "readiness unchanged"
-    );
+    let ready = probe(&client, &served.url, "/readyz").await;
+    assert_eq!(ready.status(), 200, "readiness unchanged");
     let log = wait_for_line(&served, "call failed", Duration::from_secs(5));
     assert!(log.contains("ran out of file descriptors"), "{log}");
     // The sockets go: the very next calls reach the vendor — its breaker (threshold 1) never
@@ -264,7 +264,8 @@ async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other(
     let healthy = serve("emfile-redis-b", &text);
     let client = reqwest::Client::new();
     assert_eq!(chat(&client, &healthy.url).await.status(), 200);
-    assert_eq!(probe(&client, &starved.url, "/healthz").await, 200);
+    let h = probe(&client, &starved.url, "/healthz").await;
+    assert_eq!(h.status(), 200);
     let mut silent = Vec::new();
     for i in 1..=200 {
         silent.push(

@@ -598,7 +598,8 @@ async fn one_vendor_answer_larger_than_the_buffered_bytes_bound_is_shed_locally_
     }));
     let pid = served.child.id();
     let client = reqwest::Client::new();
-    assert_eq!(probe(&client, &served.url, "/healthz").await, 200);
+    let warm = probe(&client, &served.url, "/healthz").await;
+    assert_eq!(warm.status(), 200);
     let before = rss_kib(pid);
     for i in 1..=2 {
         let r = chat(&client, &served.url).await;
@@ -632,7 +633,8 @@ async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally
     let (vendor, served) = big_answers("big-many", 8 * MIB).await;
     let pid = served.child.id();
     let client = reqwest::Client::new();
-    assert_eq!(probe(&client, &served.url, "/healthz").await, 200);
+    let warm = probe(&client, &served.url, "/healthz").await;
+    assert_eq!(warm.status(), 200);
     let before = rss_kib(pid);
     // One 8 MiB answer fits the bound and is served whole.
     let r = chat(&client, &served.url).await;

@@ -82,15 +82,10 @@ pub(crate) async fn chat(client: &reqwest::Client, url: &str) -> reqwest::Respon
         .unwrap()
 }
 
-/// The status of `GET <url><path>` (`/healthz`, `/readyz`) on `client`.
-pub(crate) async fn probe(client: &reqwest::Client, url: &str, path: &str) -> u16 {
-    client
-        .get(format!("{url}{path}"))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+/// `GET <url><path>` (`/healthz`, `/readyz`) on `client`. The caller holds the answer as long
+/// as its connection must stay taken (its body unread).
+pub(crate) async fn probe(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Response {
+    client.get(format!("{url}{path}")).send().await.unwrap()
 }
 
 /// A TCP connection to `to` from the loopback address `from` (the whole of 127.0.0.0/8 is

@@ -18,11 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::extract::State;
-use axum::routing::post;
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
-use serde_json::{Value, json};
+use support::Received;
 
 /// The part of the webhook URL a Slack-style webhook treats as its credential.
 const SECRET_PATH: &str = "T0000/B0000/s3cr3t-webhook-path";
@@ -34,53 +31,15 @@ fn tempdir(what: &str) -> PathBuf {
     dir
 }
 
-/// Every body the receiver got, in order.
-#[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<Value>>>);
-
-impl Received {
-    /// Every alert of every body (an Alertmanager body is an array).
-    fn alerts(&self) -> Vec<Value> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .flat_map(|b| b.as_array().cloned().unwrap_or_default())
-            .collect()
-    }
-}
-
 /// A webhook receiver on loopback answering 200; its base URL.
 async fn receiver() -> (String, Received) {
-    let got = Received::default();
-    let app = axum::Router::new()
-        .route(
-            &format!("/hook/{SECRET_PATH}"),
-            post(
-                |State(got): State<Received>, Json(body): Json<Value>| async move {
-                    got.0.lock().unwrap().push(body);
-                    "ok"
-                },
-            ),
-        )
-        .with_state(got.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), got)
+    support::webhook(SECRET_PATH).await
 }
 
 /// Two routes over three fake vendors: `main` (primary → backup → a static reply) and
 /// `marker` (one link, no static reply), with `alerts` appended.
 fn config(dir: &Path, vendors: &[&FakeVendor; 3], alerts: &str) -> PathBuf {
-    let provider = |name: &str, v: &FakeVendor| {
-        format!(
-            "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\n\
-             base_url = \"{}/v1\"\napi_key = \"sk-test\"\n[providers.retry]\nmax_attempts = 1\n\
-             [providers.breaker]\nfailure_threshold = 2\nopen_ms = 600000\nbackground_probe_ms = 0\n\n",
-            v.base_url()
-        )
-    };
+    let provider = |name: &str, v: &FakeVendor| support::tripping_link(name, &v.base_url());
     let text = format!(
         "[[routes]]\nname = \"main\"\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\n\
          static_reply = \"busy\"\n\n[[routes]]\nname = \"marker\"\norder = [\"third\"]\n\
@@ -92,19 +51,6 @@ fn config(dir: &Path, vendors: &[&FakeVendor; 3], alerts: &str) -> PathBuf {
     let path = dir.join("ripcord.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// One call to `route`; its status.
-async fn call(client: &reqwest::Client, url: &str, route: &str) -> u16 {
-    let resp = client
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&json!({"model": route, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    resp.bytes().await.unwrap();
-    status
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, for at most `limit`.
@@ -141,20 +87,23 @@ async fn a_thousand_call_outage_sends_one_alert_per_condition() {
         &alerts,
     ));
     let client = reqwest::Client::new();
-    assert_eq!(call(&client, &served.url, "main").await, 200);
+    assert_eq!(support::call_route(&client, &served.url, "main").await, 200);
 
     // The outage: the primary fails with 5xx, the backup's quota is gone. Both breakers open
     // after two failures each; every call gets the static reply.
     vendors[0].set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
     vendors[1].set_script(Script::Always(Behavior::Error(VendorError::QuotaExhausted)));
     for _ in 0..1000 {
-        assert_eq!(call(&client, &served.url, "main").await, 200);
+        assert_eq!(support::call_route(&client, &served.url, "main").await, 200);
     }
     // Last, distinct conditions (an auth failure on a route without a static reply: its alert
     // kind, its breaker, every link failed): the alerts are sent in order, so once those three
     // arrive, every alert the outage queued has been delivered.
     vendors[2].set_script(Script::Always(Behavior::Error(VendorError::Auth)));
-    assert_ne!(call(&client, &served.url, "marker").await, 200);
+    assert_ne!(
+        support::call_route(&client, &served.url, "marker").await,
+        200
+    );
     poll(Duration::from_secs(20), "the marker's alerts", || {
         let alerts = got.alerts();
         let marker = alerts
@@ -263,7 +212,7 @@ async fn outage_p50(vendors: &[FakeVendor; 3], alerts: &str, what: &str, n: usiz
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        assert_eq!(call(&client, &served.url, "main").await, 200);
+        assert_eq!(support::call_route(&client, &served.url, "main").await, 200);
         times.push(t.elapsed());
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -373,11 +322,7 @@ fn a_bad_alerts_table_is_refused_by_file_and_key_and_check_config_hides_the_path
         ),
     )
     .unwrap();
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = support::check_config(&path, &[]);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

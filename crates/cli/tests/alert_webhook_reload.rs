@@ -13,70 +13,43 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::extract::State;
-use axum::routing::post;
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
-use serde_json::{Value, json};
+use support::Received;
 
 /// The part of the webhook URL a Slack-style webhook treats as its credential.
 const SECRET_PATH: &str = "T0000/B0000/s3cr3t-webhook-path";
 
 /// Every alert a receiver got, as (alertname, link or route) pairs, in order.
-#[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<(String, String)>>>);
+fn pairs(got: &Received) -> Vec<(String, String)> {
+    got.alerts()
+        .iter()
+        .map(|a| {
+            let l = &a["labels"];
+            let scope = l["ripcord_link"].as_str().or(l["ripcord_chain"].as_str());
+            (
+                l["alertname"].as_str().unwrap_or("?").to_owned(),
+                scope.unwrap_or("?").to_owned(),
+            )
+        })
+        .collect()
+}
 
-impl Received {
-    fn all(&self) -> Vec<(String, String)> {
-        self.0.lock().unwrap().clone()
-    }
-
-    fn has(&self, name: &str, scope: &str) -> bool {
-        self.all().iter().any(|(n, s)| n == name && s == scope)
-    }
+fn has(got: &Received, name: &str, scope: &str) -> bool {
+    pairs(got).iter().any(|(n, s)| n == name && s == scope)
 }
 
 /// A webhook receiver on loopback answering 200; its webhook URL (with the secret path).
 async fn receiver() -> (String, Received) {
-    let got = Received::default();
-    let app = axum::Router::new()
-        .route(
-            &format!("/hook/{SECRET_PATH}"),
-            post(
-                |State(got): State<Received>, Json(body): Json<Value>| async move {
-                    for a in body.as_array().cloned().unwrap_or_default() {
-                        let l = &a["labels"];
-                        let scope = l["ripcord_link"].as_str().or(l["ripcord_chain"].as_str());
-                        got.0.lock().unwrap().push((
-                            l["alertname"].as_str().unwrap_or("?").to_owned(),
-                            scope.unwrap_or("?").to_owned(),
-                        ));
-                    }
-                    "ok"
-                },
-            ),
-        )
-        .with_state(got.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/hook/{SECRET_PATH}"), got)
+    let (base, got) = support::webhook(SECRET_PATH).await;
+    (format!("{base}/hook/{SECRET_PATH}"), got)
 }
 
 /// Two routes without a static reply, `main` over `primary` and `other` over `second`, with
 /// `[alerts]` to `webhook` (none for `None`).
 fn write_config(path: &Path, vendors: [&FakeVendor; 2], webhook: Option<&str>) {
-    let provider = |name: &str, v: &FakeVendor| {
-        format!(
-            "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\n\
-             base_url = \"{}/v1\"\napi_key = \"sk-test\"\n[providers.retry]\nmax_attempts = 1\n\
-             [providers.breaker]\nfailure_threshold = 2\nopen_ms = 600000\nbackground_probe_ms = 0\n\n",
-            v.base_url()
-        )
-    };
+    let provider = |name: &str, v: &FakeVendor| support::tripping_link(name, &v.base_url());
     let alerts = webhook.map_or(String::new(), |url| {
         format!(
             "[alerts]\nwebhook_url = \"{url}\"\nmin_interval_ms = 20\ndedupe_ms = 600000\n\
@@ -90,19 +63,6 @@ fn write_config(path: &Path, vendors: [&FakeVendor; 2], webhook: Option<&str>) {
         provider("second", vendors[1]),
     );
     std::fs::write(path, text).unwrap();
-}
-
-/// One call to `route`; its status.
-async fn call(client: &reqwest::Client, url: &str, route: &str) -> u16 {
-    let resp = client
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&json!({"model": route, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    resp.bytes().await.unwrap();
-    status
 }
 
 /// Polls `f` every 50 ms until it holds, for at most 20 s.
@@ -164,15 +124,15 @@ async fn a_reload_moves_the_alerts_to_the_new_webhook_and_removing_alerts_stops_
     let mut log = Vec::new();
 
     // The outage on `main` (an auth failure opens the breaker at once): receiver 1 is told.
-    assert_ne!(call(&client, &served.url, "main").await, 200);
+    assert_ne!(support::call_route(&client, &served.url, "main").await, 200);
     until("receiver 1 told of main's outage", || {
-        got1.has("RipcordAlertKindError", "primary")
-            && got1.has("RipcordBreakerOpen", "primary")
-            && got1.has("RipcordEveryLinkFailed", "main")
+        has(&got1, "RipcordAlertKindError", "primary")
+            && has(&got1, "RipcordBreakerOpen", "primary")
+            && has(&got1, "RipcordEveryLinkFailed", "main")
     })
     .await;
-    let told1 = got1.all().len();
-    assert_eq!(told1, 3, "{:?}", got1.all());
+    let told1 = pairs(&got1).len();
+    assert_eq!(told1, 3, "{:?}", pairs(&got1));
 
     // Reload to receiver 2. The outage goes on; the next alert goes to receiver 2 (which has
     // heard nothing of it yet), not to receiver 1.
@@ -186,16 +146,16 @@ async fn a_reload_moves_the_alerts_to_the_new_webhook_and_removing_alerts_stops_
             && line.contains(host1),
         "{line}"
     );
-    assert_ne!(call(&client, &served.url, "main").await, 200);
+    assert_ne!(support::call_route(&client, &served.url, "main").await, 200);
     until("receiver 2 told of main's outage", || {
-        got2.has("RipcordEveryLinkFailed", "main")
+        has(&got2, "RipcordEveryLinkFailed", "main")
     })
     .await;
     assert_eq!(
-        got1.all().len(),
+        pairs(&got1).len(),
         told1,
         "receiver 1 was told after the reload: {:?}",
-        got1.all()
+        pairs(&got1)
     );
 
     // Remove `[alerts]`: a new outage (on `other`) is sent nowhere.
@@ -205,7 +165,10 @@ async fn a_reload_moves_the_alerts_to_the_new_webhook_and_removing_alerts_stops_
         line.starts_with("ripcord: reloaded") && line.contains("alerts: no longer sent"),
         "{line}"
     );
-    assert_ne!(call(&client, &served.url, "other").await, 200);
+    assert_ne!(
+        support::call_route(&client, &served.url, "other").await,
+        200
+    );
     // Add `[alerts]` back (to receiver 1): only what happens after this reload is told. The
     // outage on `other` goes on (its breaker is open, so only "every link failed" recurs);
     // once receiver 1 has that, anything queued for receiver 2 before the reload would have
@@ -216,13 +179,16 @@ async fn a_reload_moves_the_alerts_to_the_new_webhook_and_removing_alerts_stops_
         line.contains(&format!("alerts: now sent to the webhook at {host1}")),
         "{line}"
     );
-    assert_ne!(call(&client, &served.url, "other").await, 200);
+    assert_ne!(
+        support::call_route(&client, &served.url, "other").await,
+        200
+    );
     until("receiver 1 told of other's outage", || {
-        got1.has("RipcordEveryLinkFailed", "other")
+        has(&got1, "RipcordEveryLinkFailed", "other")
     })
     .await;
     let after_removal = |got: &Received| {
-        got.all()
+        pairs(got)
             .into_iter()
             .filter(|(_, s)| s == "other" || s == "second")
             .collect::<Vec<_>>()

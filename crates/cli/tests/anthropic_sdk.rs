@@ -53,13 +53,33 @@ out["count_tokens"] = count.input_tokens
 print(json.dumps(out))
 "#;
 
+/// The links `claude` (Anthropic, one attempt, key `claude_key`) and `backup` (OpenAI-wire
+/// `gpt-4o`, key `backup_key`).
+fn claude_then_gpt(
+    claude: &FakeVendor,
+    backup: &FakeVendor,
+    claude_key: &str,
+    backup_key: &str,
+) -> String {
+    format!(
+        "{}{}{}",
+        support::anthropic_link(
+            "claude",
+            "claude-sonnet-4-5",
+            &claude.base_url(),
+            claude_key
+        ),
+        support::ONE_ATTEMPT,
+        support::openai_link("backup", "gpt-4o", &backup.base_url(), backup_key),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn anthropic_sdk_through_a_claude_outage() {
     let Some(python) = support::python() else {
         return;
     };
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let hello = Reply::text("Hello from the backup!").with_chunks(3);
     backup.set_script(Script::Sequence(vec![
@@ -73,43 +93,28 @@ async fn anthropic_sdk_through_a_claude_outage() {
                 .with_chunks(3),
         ),
     ]));
-    let dir = std::env::temp_dir().join(format!("ripcord-anthropic-sdk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let dir = support::temp_dir("anthropic-sdk");
+    let config = support::write_config(
+        &dir,
+        &format!(
             r#"
 [[routes]]
 name = "claude-sonnet-4-5"
 order = ["claude", "backup"]
 deadline_ms = 10000
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-upstream-key"
-[providers.retry]
-max_attempts = 1
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-backup-upstream-key"
-
+{}
 [[server.keys]]
 tenant = "acme"
 key_env = "SDK_ACME_KEY"
 "#,
-            claude.base_url(),
-            backup.base_url()
+            claude_then_gpt(
+                &claude,
+                &backup,
+                "sk-ant-upstream-key",
+                "sk-backup-upstream-key"
+            )
         ),
-    )
-    .unwrap();
+    );
     let key = "sk-acme-gateway-0123456789";
     let served = support::serve_with_env(&config, &[("SDK_ACME_KEY", key)]);
     let url = served.url.clone();
@@ -211,29 +216,20 @@ async fn anthropic_sdk_sees_a_failure_after_commit_as_an_error() {
     let Some(python) = support::python() else {
         return;
     };
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     backup.set_script(Script::Always(Behavior::InBandError {
         after_chunks: 2,
         error: VendorError::ServerError,
     }));
-    let dir = std::env::temp_dir().join(format!("ripcord-anthropic-mid-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[chain]\norder = [\"claude\", \"backup\"]\ndeadline_ms = 10000\n\n\
-             [[providers]]\nname = \"claude\"\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
-             base_url = \"{}\"\napi_key = \"sk-ant-a\"\n[providers.retry]\nmax_attempts = 1\n\n\
-             [[providers]]\nname = \"backup\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\n\
-             base_url = \"{}/v1\"\napi_key = \"sk-b\"\n",
-            claude.base_url(),
-            backup.base_url()
+    let dir = support::temp_dir("anthropic-mid");
+    let config = support::write_config(
+        &dir,
+        &format!(
+            "[chain]\norder = [\"claude\", \"backup\"]\ndeadline_ms = 10000\n{}",
+            claude_then_gpt(&claude, &backup, "sk-ant-a", "sk-b")
         ),
-    )
-    .unwrap();
+    );
     let served = support::serve(&config);
     let url = served.url.clone();
     let v = support::python_json(python, MIDSTREAM_SCRIPT, vec![url]).await;

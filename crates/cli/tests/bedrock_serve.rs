@@ -19,30 +19,23 @@ use serde_json::{Value, json};
 
 const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 
-fn write_config(
-    dir: &std::path::Path,
+/// `ripcord serve` of the route `claude-sonnet-4-5`: the Anthropic link `claude` (one attempt),
+/// then `claude-bedrock` signing with the test keys, its config in the temp dir `name`.
+fn serve(
+    name: &str,
     claude: &FakeVendor,
     bedrock: &FakeVendor,
-) -> std::path::PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
-        format!(
+) -> (std::path::PathBuf, support::Served) {
+    let dir = support::temp_dir(name);
+    let config = support::write_config(
+        &dir,
+        &format!(
             r#"
 [[routes]]
 name = "claude-sonnet-4-5"
 order = ["claude", "claude-bedrock"]
 deadline_ms = 10000
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-upstream-key"
-[providers.retry]
-max_attempts = 1
-
+{}{}
 [[providers]]
 name = "claude-bedrock"
 kind = "bedrock"
@@ -52,12 +45,24 @@ base_url = "{}"
 access_key_id_env = "TEST_BEDROCK_ACCESS_KEY_ID"
 secret_access_key_env = "TEST_BEDROCK_SECRET_ACCESS_KEY"
 "#,
-            claude.base_url(),
+            support::anthropic_link(
+                "claude",
+                "claude-sonnet-4-5",
+                &claude.base_url(),
+                "sk-ant-upstream-key"
+            ),
+            support::ONE_ATTEMPT,
             bedrock.base_url()
         ),
-    )
-    .unwrap();
-    path
+    );
+    let served = support::serve_with_env(
+        &config,
+        &[
+            ("TEST_BEDROCK_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID),
+            ("TEST_BEDROCK_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY),
+        ],
+    );
+    (dir, served)
 }
 
 fn tools_request(stream: bool) -> Value {
@@ -79,44 +84,16 @@ async fn post(url: &str, body: &Value) -> reqwest::Response {
         .unwrap()
 }
 
-/// `(event name, data)` of every SSE event in a body.
-fn events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            let name = e
-                .lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .unwrap_or_default();
-            let data = e
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .unwrap_or("null");
-            (name.to_owned(), serde_json::from_str(data).unwrap())
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_messages_client_falls_from_anthropic_to_claude_on_bedrock() {
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
     let bedrock = FakeVendor::start(Wire::Bedrock).await.unwrap();
     let answer = Reply::text("Let me check the weather.")
         .with_chunks(3)
         .with_tool_call("tooluse_oslo1", "get_weather", r#"{"city":"Oslo"}"#)
         .with_usage(42, 18);
     bedrock.set_script(Script::Always(Behavior::Reply(answer)));
-    let dir = std::env::temp_dir().join(format!("ripcord-bedrock-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = write_config(&dir, &claude, &bedrock);
-    let served = support::serve_with_env(
-        &config,
-        &[
-            ("TEST_BEDROCK_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID),
-            ("TEST_BEDROCK_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY),
-        ],
-    );
+    let (dir, served) = serve("bedrock-serve", &claude, &bedrock);
 
     // JSON: the tool call comes back as a Claude tool_use block.
     let resp = post(&served.url, &tools_request(false)).await;
@@ -196,7 +173,7 @@ async fn a_messages_client_falls_from_anthropic_to_claude_on_bedrock() {
     let resp = post(&served.url, &tools_request(true)).await;
     assert_eq!(resp.status(), 200);
     let text = resp.text().await.unwrap();
-    let evs = events(&text);
+    let evs = support::sse_events(&text);
     let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.first(), Some(&"message_start"), "{text}");
     assert_eq!(names.last(), Some(&"message_stop"), "{text}");
@@ -275,8 +252,7 @@ model = "arn:aws:bedrock:ap-northeast-1:123456789012:inference-profile/apac.anth
 api_key = "ABSK-literal-key-in-config"
 "#
     );
-    let dir = std::env::temp_dir().join(format!("ripcord-bedrock-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir("bedrock-config");
     let creds = dir.join("credentials");
     std::fs::write(
         &creds,
@@ -377,8 +353,7 @@ async fn the_anthropic_sdk_gets_tool_use_from_claude_on_bedrock() {
     let Some(python) = support::python() else {
         return;
     };
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
     let bedrock = FakeVendor::start(Wire::Bedrock).await.unwrap();
     bedrock.set_script(Script::Always(Behavior::Reply(
         Reply::text("Checking.").with_chunks(2).with_tool_call(
@@ -387,16 +362,7 @@ async fn the_anthropic_sdk_gets_tool_use_from_claude_on_bedrock() {
             r#"{"city":"Oslo"}"#,
         ),
     )));
-    let dir = std::env::temp_dir().join(format!("ripcord-bedrock-sdk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = write_config(&dir, &claude, &bedrock);
-    let served = support::serve_with_env(
-        &config,
-        &[
-            ("TEST_BEDROCK_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID),
-            ("TEST_BEDROCK_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY),
-        ],
-    );
+    let (dir, served) = serve("bedrock-sdk", &claude, &bedrock);
     let v = support::python_json(python, SDK_SCRIPT, vec![served.url.clone()]).await;
     println!("{v:#}");
     assert_eq!(

@@ -16,18 +16,7 @@ fn check_config_prints_the_resolved_chain_with_keys_redacted() {
         "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key_env = \"RIPCORD_TEST_KEY\"\n",
     )
     .unwrap();
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .env("RIPCORD_TEST_KEY", "sk-very-secret-value")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = support::check_config_ok(&path, &[("RIPCORD_TEST_KEY", "sk-very-secret-value")]);
     assert!(
         stdout.contains("1. primary (openai) model=gpt-4o"),
         "{stdout}"
@@ -44,11 +33,7 @@ fn check_config_errors_name_file_line_and_key() {
     let dir = tempdir("bad");
     let path = dir.join("bad.toml");
     std::fs::write(&path, "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"gpt\"\nmodel = \"x\"\n").unwrap();
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = support::check_config(&path, &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let expected = format!(
@@ -163,17 +148,9 @@ fn chat_route_picks_a_route_and_check_config_prints_every_route() {
         stderr.contains("--route \"cheap\": no such route (routes: smart, gpt-4o, fast)"),
         "{stderr}"
     );
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .env("RIPCORD_TEST_ACME_KEY", "acme-key-0123456789abcdef")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = support::check_config_ok(
+        &path,
+        &[("RIPCORD_TEST_ACME_KEY", "acme-key-0123456789abcdef")],
     );
     for line in [
         "route \"smart\" (aliases: gpt-4o) (deadline 3000 ms):",
@@ -186,12 +163,7 @@ fn chat_route_picks_a_route_and_check_config_prints_every_route() {
     }
     assert!(!stdout.contains("acme-key-0123456789abcdef"));
     // A short key stops the gateway at start, with the reason.
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .env("RIPCORD_TEST_ACME_KEY", "short")
-        .output()
-        .unwrap();
+    let out = support::check_config(&path, &[("RIPCORD_TEST_ACME_KEY", "short")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("gateway keys need at least 16"),
@@ -219,18 +191,7 @@ fn check_config_shows_the_redis_state_without_its_password() {
          [state]\nbackend = \"redis\"\nurl = \"redis://:${RIPCORD_TEST_REDIS_PW}@127.0.0.1:6379\"\nreplicas = 2\n",
     )
     .unwrap();
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .env("RIPCORD_TEST_REDIS_PW", "pw-very-secret")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = support::check_config_ok(&path, &[("RIPCORD_TEST_REDIS_PW", "pw-very-secret")]);
     assert!(
         stdout.contains(
             "state: redis redis://[redacted]@127.0.0.1:6379 (op timeout 50 ms, 2 replica(s))"

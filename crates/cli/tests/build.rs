@@ -2,9 +2,11 @@
 //! health probes, as configured in TOML.
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail the test by panicking
 
+mod support;
+
 use std::time::Duration;
 
-use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
+use ripcord_chaos::{FakeVendor, Reply, Wire};
 use ripcord_cli::{build, config};
 use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
 
@@ -14,15 +16,11 @@ fn no_env(_: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redaction_masks_personal_data_before_the_cloud_and_restores_it() {
-    let vendor = FakeVendor::start_with(
+    let vendor = support::fake(
         Wire::OpenAi,
-        FakeOptions {
-            reply: Reply::text("I will write to [EMAIL_1] about card [BANK_CARD_1]."),
-            ..FakeOptions::default()
-        },
+        Reply::text("I will write to [EMAIL_1] about card [BANK_CARD_1]."),
     )
-    .await
-    .unwrap();
+    .await;
     let text = format!(
         "[chain]\norder = [\"cloud\"]\n[redaction]\nrestore = true\ncustom = [{{ label = \"EMPLOYEE\", pattern = 'EMP-\\d{{6}}' }}]\n\
          [[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n",
@@ -164,11 +162,7 @@ fn strategy_mistakes_name_the_line_and_key() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_redis_backed_chain_builds_and_answers_while_redis_is_down() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let text = format!(
         "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
          [providers.rate_limit]\nrpm = 600\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n",
@@ -200,15 +194,14 @@ async fn a_redis_backed_chain_builds_and_answers_while_redis_is_down() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_shared_breaker_s_open_spell_grows_as_configured() {
-    use ripcord_chaos::{Behavior, Script, VendorError};
+    use ripcord_chaos::VendorError;
     let Some(redis) = ripcord_redis::server::RedisServer::start_or_skip("the shared spell test")
         .await
         .unwrap()
     else {
         return;
     };
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    vendor.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let vendor = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;
     let text = format!(
         "[chain]\norder = [\"vendor\"]\n[[providers]]\nname = \"vendor\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
          [providers.retry]\nmax_attempts = 1\n\

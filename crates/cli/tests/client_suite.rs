@@ -314,10 +314,16 @@ done(null, { error: 'not a feature of this library' });
 "#;
 
 fn config(dir: &std::path::Path, primary: &str, backup: &str) -> PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
+    let link = |name: &str, model: &str, url: &str| {
         format!(
+            "{}{}[providers.breaker]\nfailure_threshold = 1000\nbackground_probe_ms = 0\n",
+            support::openai_link(name, model, url, "sk-test"),
+            support::ONE_ATTEMPT
+        )
+    };
+    support::write_config(
+        dir,
+        &format!(
             r#"
 [[routes]]
 name = "ripcord"
@@ -328,35 +334,11 @@ deadline_ms = 10000
 [embeddings]
 providers = ["primary"]
 model = "text-embedding-3-small"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{primary}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 1000
-background_probe_ms = 0
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o-mini"
-base_url = "{backup}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 1000
-background_probe_ms = 0
-"#
+{}{}"#,
+            link("primary", "gpt-4o", primary),
+            link("backup", "gpt-4o-mini", backup),
         ),
     )
-    .unwrap();
-    path
 }
 
 /// Scripts the fakes for `feature` as `client` will call them.
@@ -581,8 +563,7 @@ async fn every_client_library_through_the_gateway() {
     };
     let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-suite-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir("suite");
     let cfg = config(&dir, &primary.base_url(), &backup.base_url());
     let served = support::serve(&cfg);
     // The higher-level libraries live in their own venv, so that their dependencies cannot

@@ -10,12 +10,11 @@ mod support;
 
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
 use serde_json::{Value, json};
+use support::post_full as post;
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripcord-clients-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+/// A link's breaker that stays closed through a test, without the background probe.
+const BREAKER_STAYS_CLOSED: &str =
+    "[providers.breaker]\nfailure_threshold = 100\nbackground_probe_ms = 0\n";
 
 /// An OpenAI-wire `primary` (`gpt-4o`) then an OpenAI-wire `backup` (`gpt-4o-mini`), one attempt
 /// each, breakers that stay closed through the test; `extra` goes under `[chain]`.
@@ -25,62 +24,36 @@ fn chain_config(
     backup: &str,
     extra: &str,
 ) -> std::path::PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
+    let link = |name: &str, model: &str, url: &str| {
         format!(
-            r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 5000
-{extra}
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{primary}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 100
-background_probe_ms = 0
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o-mini"
-base_url = "{backup}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 100
-background_probe_ms = 0
-"#
+            "{}{}{BREAKER_STAYS_CLOSED}",
+            support::openai_link(name, model, url, "sk-test"),
+            support::ONE_ATTEMPT
+        )
+    };
+    support::write_config(
+        dir,
+        &format!(
+            "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\n{extra}\n{}{}",
+            link("primary", "gpt-4o", primary),
+            link("backup", "gpt-4o-mini", backup),
         ),
     )
-    .unwrap();
-    path
 }
 
-async fn post(url: &str, body: Value) -> (u16, reqwest::header::HeaderMap, String) {
-    let resp = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    (status, headers, resp.text().await.unwrap())
+/// `[embeddings]` over the link `primary` (OpenAI-wire `gpt-4o` at `vendor`, upstream key
+/// `sk-a`), with that link's section.
+fn embeddings_of_primary(vendor: &str) -> String {
+    format!(
+        "\n[embeddings]\nproviders = [\"primary\"]\nmodel = \"text-embedding-3-small\"\n{}",
+        support::openai_link("primary", "gpt-4o", vendor, "sk-a")
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_explicit_null_is_an_absent_field_on_every_door() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = temp_dir("null");
+    let dir = support::temp_dir("clients-null");
     let config = chain_config(&dir, &vendor.base_url(), &vendor.base_url(), "");
     let served = support::serve(&config);
     // Chat Completions: every optional field null, and the history an SDK's `model_dump()`
@@ -173,7 +146,7 @@ async fn openai_sdk_history_from_model_dump_is_accepted() {
         Behavior::Reply(Reply::text("It is -3C in Oslo.")),
         Behavior::Reply(Reply::text("You are welcome.")),
     ]));
-    let dir = temp_dir("history");
+    let dir = support::temp_dir("clients-history");
     let config = chain_config(&dir, &vendor.base_url(), &vendor.base_url(), "");
     let served = support::serve(&config);
     let v = support::python_json(python, HISTORY_SCRIPT, vec![served.url.clone()]).await;
@@ -209,30 +182,14 @@ fn error_of(body: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn parse_errors_name_the_field_by_its_path_and_carry_the_request_id() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = temp_dir("parse");
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary"]
-
-[embeddings]
-providers = ["primary"]
-model = "text-embedding-3-small"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-a"
-"#,
-            vendor.base_url()
+    let dir = support::temp_dir("clients-parse");
+    let config = support::write_config(
+        &dir,
+        &format!(
+            "[chain]\norder = [\"primary\"]\n{}",
+            embeddings_of_primary(&vendor.base_url())
         ),
-    )
-    .unwrap();
+    );
     let served = support::serve(&config);
     let chat = format!("{}/v1/chat/completions", served.url);
     let cases = [
@@ -353,11 +310,9 @@ async fn an_exhausted_chain_is_called_once_under_the_sdks_default_retries() {
     let Some(python) = support::python() else {
         return;
     };
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
-    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    backup.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
-    let dir = temp_dir("retries");
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;
+    let backup = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
+    let dir = support::temp_dir("clients-retries");
     let config = chain_config(&dir, &primary.base_url(), &backup.base_url(), "");
     let served = support::serve(&config);
     // The SDKs keep their default retries (2 each): a call the gateway says not to retry is
@@ -379,9 +334,8 @@ async fn a_failed_chain_says_when_a_link_is_readmitted() {
     primary.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
         retry_after: Some(std::time::Duration::from_secs(30)),
     })));
-    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    backup.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
-    let dir = temp_dir("readmit");
+    let backup = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;
+    let dir = support::temp_dir("clients-readmit");
     let config = chain_config(&dir, &primary.base_url(), &backup.base_url(), "");
     let served = support::serve(&config);
     let (status, headers, text) = post(
@@ -396,81 +350,70 @@ async fn a_failed_chain_says_when_a_link_is_readmitted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The `model` a stream's `data:` line names, if it names one.
+type StreamModel = fn(&str) -> Option<String>;
+
+/// The `model` of a chat stream's `data:` line (every chunk names it).
+fn chat_chunk_model(line: &str) -> Option<String> {
+    if line == "[DONE]" {
+        return None;
+    }
+    let v: Value = serde_json::from_str(line).unwrap();
+    Some(v["model"].as_str().unwrap().to_owned())
+}
+
+/// The `model` of a Messages stream's `data:` line (named by `message_start`).
+fn messages_event_model(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).unwrap();
+    (v["type"] == "message_start").then(|| v["message"]["model"].as_str().unwrap().to_owned())
+}
+
+/// The `model` of a Responses stream's `data:` line (where it carries the response).
+fn responses_event_model(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).unwrap();
+    v.pointer("/response/model")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 /// The `model` of every shape an answer takes: Chat Completions JSON and stream, Messages JSON
 /// and stream, Responses JSON and stream.
 async fn models_of_every_door(url: &str) -> Vec<(String, String)> {
     let hi = json!([{"role": "user", "content": "hi"}]);
+    let doors: [(&str, &str, Value, StreamModel); 3] = [
+        (
+            "chat",
+            "/v1/chat/completions",
+            json!({"model": "ripcord", "messages": hi}),
+            chat_chunk_model,
+        ),
+        (
+            "messages",
+            "/v1/messages",
+            json!({"model": "ripcord", "max_tokens": 32, "messages": hi}),
+            messages_event_model,
+        ),
+        (
+            "responses",
+            "/v1/responses",
+            json!({"model": "ripcord", "input": "hi", "store": false}),
+            responses_event_model,
+        ),
+    ];
     let mut out = Vec::new();
-    let (s, _, body) = post(
-        &format!("{url}/v1/chat/completions"),
-        json!({"model": "ripcord", "messages": hi}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    out.push(("chat".to_owned(), v["model"].as_str().unwrap().to_owned()));
-    let (s, _, body) = post(
-        &format!("{url}/v1/chat/completions"),
-        json!({"model": "ripcord", "messages": hi, "stream": true}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        if line != "[DONE]" {
-            let v: Value = serde_json::from_str(line).unwrap();
-            out.push((
-                "chat stream".to_owned(),
-                v["model"].as_str().unwrap().to_owned(),
-            ));
-        }
-    }
-    let (s, _, body) = post(
-        &format!("{url}/v1/messages"),
-        json!({"model": "ripcord", "max_tokens": 32, "messages": hi}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    out.push((
-        "messages".to_owned(),
-        v["model"].as_str().unwrap().to_owned(),
-    ));
-    let (s, _, body) = post(
-        &format!("{url}/v1/messages"),
-        json!({"model": "ripcord", "max_tokens": 32, "messages": hi, "stream": true}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        let v: Value = serde_json::from_str(line).unwrap();
-        if v["type"] == "message_start" {
-            out.push((
-                "messages stream".to_owned(),
-                v["message"]["model"].as_str().unwrap().to_owned(),
-            ));
-        }
-    }
-    let (s, _, body) = post(
-        &format!("{url}/v1/responses"),
-        json!({"model": "ripcord", "input": "hi", "store": false}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    out.push((
-        "responses".to_owned(),
-        v["model"].as_str().unwrap().to_owned(),
-    ));
-    let (s, _, body) = post(
-        &format!("{url}/v1/responses"),
-        json!({"model": "ripcord", "input": "hi", "store": false, "stream": true}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    for line in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        let v: Value = serde_json::from_str(line).unwrap();
-        if let Some(m) = v.pointer("/response/model").and_then(Value::as_str) {
-            out.push(("responses stream".to_owned(), m.to_owned()));
+    for (door, path, body, stream_model) in doors {
+        let mut streamed = body.clone();
+        let (s, _, text) = post(&format!("{url}{path}"), body).await;
+        assert_eq!(s, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        out.push((door.to_owned(), v["model"].as_str().unwrap().to_owned()));
+        streamed["stream"] = json!(true);
+        let (s, _, text) = post(&format!("{url}{path}"), streamed).await;
+        assert_eq!(s, 200, "{text}");
+        for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            if let Some(model) = stream_model(line) {
+                out.push((format!("{door} stream"), model));
+            }
         }
     }
     out
@@ -478,14 +421,13 @@ async fn models_of_every_door(url: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_model_follows_one_rule_in_json_and_streams_on_every_door() {
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     // The vendor names a dated snapshot; the answer names the link's model either way.
     backup.set_script(Script::Always(Behavior::Reply(
         Reply::text("Hello from the backup").with_model("gpt-4o-mini-2024-07-18"),
     )));
-    let dir = temp_dir("model");
+    let dir = support::temp_dir("clients-model");
     let config = chain_config(
         &dir,
         &primary.base_url(),

@@ -5,11 +5,9 @@ mod support;
 
 use std::sync::Arc;
 
-use ripcord_cli::config::GatewayKey;
 use ripcord_cli::gateway::{self, GatewayState};
 use ripcord_core::testing::{ScriptedModel, text_stream};
 use ripcord_core::{Chain, ChatModel, ErrorKind};
-use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::Fetch;
 use tokio::sync::oneshot;
@@ -18,6 +16,18 @@ struct Running {
     url: String,
     _stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// `POST /v1/chat/completions` with `body`.
+    async fn chat(&self, body: &Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", self.url))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
 }
 
 async fn start(state: GatewayState) -> Running {
@@ -54,12 +64,7 @@ async fn chat_completion_json_with_provenance_headers() {
         ScriptedModel::new("backup").reply("Hi there!"),
     ])))
     .await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", g.url))
-        .json(&body(false))
-        .send()
-        .await
-        .unwrap();
+    let resp = g.chat(&body(false)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["x-ripcord-served-by"], "backup");
     assert_eq!(resp.headers()["x-ripcord-degraded"], "true");
@@ -79,12 +84,7 @@ async fn streaming_sends_openai_chunks_usage_and_done() {
         )),
     ])))
     .await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", g.url))
-        .json(&body(true))
-        .send()
-        .await
-        .unwrap();
+    let resp = g.chat(&body(true)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     assert_eq!(resp.headers()["x-ripcord-served-by"], "primary");
@@ -120,12 +120,7 @@ async fn fail_fast_errors_use_openai_error_shapes() {
         ScriptedModel::new("primary").fail(ErrorKind::ContentFiltered),
     ])))
     .await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", g.url))
-        .json(&body(false))
-        .send()
-        .await
-        .unwrap();
+    let resp = g.chat(&body(false)).await;
     assert_eq!(resp.status(), 400);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["error"]["code"], "content_filtered");
@@ -167,57 +162,32 @@ async fn malformed_requests_are_400_naming_the_problem() {
 #[tokio::test]
 async fn gateway_keys_are_required_when_configured() {
     let mut state = GatewayState::new(chain(vec![ScriptedModel::new("primary")]));
-    state.add_key(&key("gw-key-1-0123456789", Some("acme")), None);
+    state.add_key(
+        &support::gateway_key("gw-key-1-0123456789", Some("acme")),
+        None,
+    );
     let g = start(state).await;
     let c = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", g.url);
-    assert_eq!(
-        c.post(&url)
-            .json(&body(false))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    assert_eq!(
-        c.post(&url)
-            .bearer_auth("wrong")
-            .json(&body(false))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    assert_eq!(
-        c.post(&url)
-            .bearer_auth("gw-key-1-0123456789")
-            .json(&body(false))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    // The scheme is case-insensitive; a key's prefix, a longer key or another scheme is not it.
+    // No key, a wrong one, the key; the scheme is case-insensitive; a key's prefix, a longer
+    // key or another scheme is not it.
     for (auth, status) in [
-        ("bearer gw-key-1-0123456789", 200),
-        ("BEARER gw-key-1-0123456789", 200),
-        ("Bearer gw-key-1-012345678", 401),
-        ("Bearer gw-key-1-01234567890", 401),
-        ("Basic gw-key-1-0123456789", 401),
-        ("gw-key-1-0123456789", 401),
+        (None, 401),
+        (Some("Bearer wrong"), 401),
+        (Some("Bearer gw-key-1-0123456789"), 200),
+        (Some("bearer gw-key-1-0123456789"), 200),
+        (Some("BEARER gw-key-1-0123456789"), 200),
+        (Some("Bearer gw-key-1-012345678"), 401),
+        (Some("Bearer gw-key-1-01234567890"), 401),
+        (Some("Basic gw-key-1-0123456789"), 401),
+        (Some("gw-key-1-0123456789"), 401),
     ] {
-        let got = c
-            .post(&url)
-            .header("authorization", auth)
-            .json(&body(false))
-            .send()
-            .await
-            .unwrap()
-            .status();
-        assert_eq!(got, status, "{auth}");
+        let mut req = c.post(&url).json(&body(false));
+        if let Some(auth) = auth {
+            req = req.header("authorization", auth);
+        }
+        let got = req.send().await.unwrap().status();
+        assert_eq!(got, status, "{auth:?}");
     }
     let debug = format!(
         "{:?}",
@@ -226,31 +196,13 @@ async fn gateway_keys_are_required_when_configured() {
     assert!(!debug.contains("gw-key-1"));
 }
 
-fn key(secret: &str, tenant: Option<&str>) -> GatewayKey {
-    GatewayKey {
-        tenant: tenant.map(str::to_owned),
-        source: "env TEST_KEY".to_owned(),
-        secret: SecretString::from(secret.to_owned()),
-        routes: None,
-        sub_tenants: false,
-        rpm: None,
-        tpm: None,
-        controls: Default::default(),
-    }
-}
-
 #[tokio::test]
 async fn oversized_bodies_are_rejected() {
     let mut state = GatewayState::new(chain(vec![ScriptedModel::new("primary")]));
     state.max_body_bytes = 1024;
     let g = start(state).await;
     let big = json!({"messages": [{"role": "user", "content": "x".repeat(4096)}]});
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", g.url))
-        .json(&big)
-        .send()
-        .await
-        .unwrap();
+    let resp = g.chat(&big).await;
     assert_eq!(resp.status(), 413);
 }
 

@@ -7,6 +7,7 @@ mod abuse_support;
 mod support;
 
 use abuse_support::*;
+use support::Fetch;
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -24,13 +25,7 @@ use tokio::net::{TcpSocket, TcpStream};
 async fn thirteen_hundred_silent_sockets_reopened_for_40_s_do_not_stop_an_authenticated_client_from_being_served_within_1_s()
  {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "silent",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("silent", &vendor, "");
     let to = addr(&served.url);
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(AtomicUsize::new(0));
@@ -91,13 +86,7 @@ async fn thirteen_hundred_silent_sockets_reopened_for_40_s_do_not_stop_an_authen
 #[tokio::test(flavor = "multi_thread")]
 async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_retry_after() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "cap",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nmax_connections = 4\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("cap", &vendor, "max_connections = 4\n");
     let to = addr(&served.url);
     // Four kept-alive connections take the four slots (one after the other: a quarter of the
     // slots may be waiting for a first request at once).
@@ -117,17 +106,9 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
-    let health = client
-        .get(format!("{}/healthz", served.url))
-        .send()
-        .await
-        .unwrap();
+    let health = probe(&client, &served.url, "/healthz").await;
     assert_eq!(health.status(), 200);
-    let ready = client
-        .get(format!("{}/readyz", served.url))
-        .send()
-        .await
-        .unwrap();
+    let ready = probe(&client, &served.url, "/readyz").await;
     assert_eq!(ready.status(), 200);
     let r = chat(&client, &served.url).await;
     assert_eq!(r.status(), 503);
@@ -159,12 +140,10 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
 async fn one_address_holds_at_most_its_cap_and_a_silent_socket_is_closed_after_the_first_byte_timeout()
  {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
+    let served = serve_keyed(
         "per-ip",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nmax_connections_per_ip = 3\nfirst_byte_timeout_ms = 400\n",
-            provider(&vendor)
-        ),
+        &vendor,
+        "max_connections_per_ip = 3\nfirst_byte_timeout_ms = 400\n",
     );
     let to = addr(&served.url);
     let mut socks = Vec::new();
@@ -216,11 +195,7 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     );
     // The client's kept-alive connection takes the one slot (its probe reaches no vendor).
     let client = reqwest::Client::new();
-    let h = client
-        .get(format!("{}/healthz", served.url))
-        .send()
-        .await
-        .unwrap();
+    let h = probe(&client, &served.url, "/healthz").await;
     assert_eq!(h.status(), 200);
     let to = addr(&served.url);
     let mut silent = Vec::new();
@@ -234,11 +209,7 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
     assert_eq!(vendor.hits(), 0);
-    let ready = client
-        .get(format!("{}/readyz", served.url))
-        .send()
-        .await
-        .unwrap();
+    let ready = probe(&client, &served.url, "/readyz").await;
     assert_eq!(ready.status(), 200, "readiness unchanged");
     let log = wait_for_line(&served, "call failed", Duration::from_secs(5));
     assert!(log.contains("ran out of file descriptors"), "{log}");
@@ -265,12 +236,8 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     assert_eq!(vendor.hits(), 1);
     let ready: Value = client
         .get(format!("{}/readyz", served.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     assert_eq!(ready["status"], "ready", "{ready}");
 }
 
@@ -297,11 +264,7 @@ async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other(
     let healthy = serve("emfile-redis-b", &text);
     let client = reqwest::Client::new();
     assert_eq!(chat(&client, &healthy.url).await.status(), 200);
-    let h = client
-        .get(format!("{}/healthz", starved.url))
-        .send()
-        .await
-        .unwrap();
+    let h = probe(&client, &starved.url, "/healthz").await;
     assert_eq!(h.status(), 200);
     let mut silent = Vec::new();
     for i in 1..=200 {
@@ -403,12 +366,8 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
     assert_eq!(r.status(), 200);
     let ready: Value = client
         .get(format!("{}/readyz", served.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     assert_eq!(ready["status"], "ready", "{ready}");
     eprintln!(
         "{ok} served, {shed} shed, {} closed at once",
@@ -427,12 +386,10 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_after_the_write_timeout
     vendor.set_script(Script::Always(Behavior::Reply(
         Reply::text(text).with_chunks(4000),
     )));
-    let served = serve(
+    let served = serve_keyed(
         "slow-reader",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nmax_concurrency = 1\nmax_queue = 0\nwrite_timeout_ms = 1000\n",
-            provider(&vendor)
-        ),
+        &vendor,
+        "max_concurrency = 1\nmax_queue = 0\nwrite_timeout_ms = 1000\n",
     );
     let to = addr(&served.url);
     let sock = TcpSocket::new_v4().unwrap();
@@ -571,13 +528,7 @@ async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "half-close",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("half-close", &vendor, "");
     for _ in 0..5 {
         let mut s = TcpStream::connect(addr(&served.url)).await.unwrap();
         let body = chat_body().to_string();
@@ -608,17 +559,11 @@ async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_metrics_address_refuses_a_host_name_a_rebinding_page_would_send() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _served = serve(
+    let port = support::free_port();
+    let _served = serve_keyed(
         "metrics-host",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nmetrics_listen = \"127.0.0.1:{port}\"\n",
-            provider(&vendor)
-        ),
+        &vendor,
+        &format!("metrics_listen = \"127.0.0.1:{port}\"\n"),
     );
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/metrics");
@@ -636,13 +581,7 @@ async fn the_metrics_address_refuses_a_host_name_a_rebinding_page_would_send() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_status_page_forbids_framing_and_foreign_content() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "status-csp",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("status-csp", &vendor, "");
     let r = reqwest::Client::new()
         .get(format!("{}/status", served.url))
         .bearer_auth(GW_KEY)
@@ -662,13 +601,7 @@ async fn the_status_page_forbids_framing_and_foreign_content() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connection_refused_for_its_key_is_closed_after_the_401() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "401-close",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("401-close", &vendor, "");
     let mut s = TcpStream::connect(addr(&served.url)).await.unwrap();
     s.write_all(
         b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer wrong-key-000000000000000000000\r\n\r\n",

@@ -8,6 +8,7 @@ mod abuse_support;
 mod support;
 
 use abuse_support::*;
+use support::Fetch;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::{Value, json};
@@ -202,13 +203,7 @@ async fn with_expose_errors_on_attempts_and_stream_error_events_name_links_and_m
 #[tokio::test(flavor = "multi_thread")]
 async fn numbers_that_do_not_fit_are_refused_with_a_400_naming_the_field_on_every_door() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "numbers",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("numbers", &vendor, "");
     let client = reqwest::Client::new();
     let msg = json!([{"role": "user", "content": "hi"}]);
     let cases = [
@@ -283,14 +278,7 @@ async fn numbers_that_do_not_fit_are_refused_with_a_400_naming_the_field_on_ever
 /// `/readyz`'s view of Redis, as `state.degraded`.
 #[cfg(feature = "redis")]
 async fn redis_degraded(client: &reqwest::Client, url: &str) -> bool {
-    let v: Value = client
-        .get(format!("{url}/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = client.get(format!("{url}/readyz")).json_body().await;
     v["state"]["degraded"]
         .as_bool()
         .unwrap_or_else(|| panic!("no state.degraded in {v}"))
@@ -346,12 +334,8 @@ async fn after_redis_returns_readyz_reports_ready_again_without_waiting_for_a_ca
     assert_eq!(vendor.hits(), 1);
     let ready: Value = client
         .get(format!("{}/readyz", served.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     assert_eq!(ready["status"], "ready", "{ready}");
 }
 
@@ -385,13 +369,7 @@ async fn raw_answer(to: std::net::SocketAddr, raw: &[u8]) -> (String, Value) {
 #[tokio::test(flavor = "multi_thread")]
 async fn hypers_own_431_414_and_bad_request_line_answers_carry_a_json_error_body() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "hyper-json",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("hyper-json", &vendor, "");
     let to = addr(&served.url);
     let big_header = format!(
         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: {}\r\n\r\n",
@@ -508,13 +486,7 @@ async fn streams_cut_at_the_end_of_the_sigterm_grace_period_end_with_each_doors_
     )
     .await
     .unwrap();
-    let served = serve(
-        "sigterm-cut",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nshutdown_grace_ms = 500\n",
-            provider(&vendor)
-        ),
-    );
+    let served = serve_keyed("sigterm-cut", &vendor, "shutdown_grace_ms = 500\n");
     let msgs = json!([{"role": "user", "content": "hi"}]);
     let chat = open_stream(
         &served.url,
@@ -626,11 +598,7 @@ async fn one_vendor_answer_larger_than_the_buffered_bytes_bound_is_shed_locally_
     }));
     let pid = served.child.id();
     let client = reqwest::Client::new();
-    let warm = client
-        .get(format!("{}/healthz", served.url))
-        .send()
-        .await
-        .unwrap();
+    let warm = probe(&client, &served.url, "/healthz").await;
     assert_eq!(warm.status(), 200);
     let before = rss_kib(pid);
     for i in 1..=2 {
@@ -665,11 +633,7 @@ async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally
     let (vendor, served) = big_answers("big-many", 8 * MIB).await;
     let pid = served.child.id();
     let client = reqwest::Client::new();
-    let warm = client
-        .get(format!("{}/healthz", served.url))
-        .send()
-        .await
-        .unwrap();
+    let warm = probe(&client, &served.url, "/healthz").await;
     assert_eq!(warm.status(), 200);
     let before = rss_kib(pid);
     // One 8 MiB answer fits the bound and is served whole.
@@ -748,12 +712,8 @@ async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally
     }
     let ready: Value = client
         .get(format!("{}/readyz", served.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     assert_eq!(ready["status"], "ready", "{ready}");
     // Memory, loosely: a small multiple of one answer (gathered, parsed, written out), not a
     // copy per call beyond the bound.

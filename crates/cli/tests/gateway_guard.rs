@@ -22,8 +22,7 @@ fn provider(name: &str, model: &str, vendor: &FakeVendor) -> String {
 
 /// Writes `text` as a config file and starts `ripcord serve` on it.
 fn serve(tag: &str, text: &str, env: &[(&str, &str)]) -> support::Served {
-    let dir = std::env::temp_dir().join(format!("ripcord-guard-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir(&format!("guard-{tag}"));
     let path = dir.join("gateway.toml");
     std::fs::write(&path, text).unwrap();
     support::serve_with_env(&path, env)
@@ -240,8 +239,7 @@ async fn a_keyless_gateway_refuses_hosts_that_are_not_loopback() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_show_a_fallback_and_the_attempts_error_kind() {
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "metrics",
@@ -367,10 +365,8 @@ fn failing_gateway(tag: &str, a: &FakeVendor, b: &FakeVendor, extra: &str) -> su
 }
 
 async fn failing_vendors() -> (FakeVendor, FakeVendor) {
-    let a = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    a.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
-    let b = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    b.set_script(Script::Always(Behavior::Error(VendorError::QuotaExhausted)));
+    let a = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;
+    let b = support::fake_failing(Wire::OpenAi, VendorError::QuotaExhausted).await;
     (a, b)
 }
 

@@ -34,10 +34,8 @@ struct Vendors {
 }
 
 async fn vendors(gemini_reply: Reply, vertex_reply: Reply) -> Vendors {
-    let openai = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    openai.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
-    let anthropic = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    anthropic.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let openai = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
+    let anthropic = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
     let gemini = FakeVendor::start(Wire::Gemini).await.unwrap();
     gemini.set_script(Script::Always(Behavior::Reply(gemini_reply)));
     // Claude on Vertex speaks Anthropic's wire on Vertex's paths, behind OAuth tokens.
@@ -56,16 +54,20 @@ async fn vendors(gemini_reply: Reply, vertex_reply: Reply) -> Vendors {
     }
 }
 
+/// A primary's `link` section, trying once.
+fn primary_link(link: String) -> String {
+    link + support::ONE_ATTEMPT
+}
+
 /// Writes the key file and `ripcord.toml` under `dir`: route `gpt-4o` (OpenAI → Gemini) and
 /// route `claude-sonnet-4-5` (Anthropic → Claude on Vertex); each primary tries once.
 fn write_config(dir: &Path, v: &Vendors) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let key = dir.join("service-account.json");
     std::fs::write(&key, v.tokens.key_file_json()).unwrap();
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
-        format!(
+    support::write_config(
+        dir,
+        &format!(
             r#"
 [[routes]]
 name = "gpt-4o"
@@ -77,31 +79,14 @@ name = "claude-sonnet-4-5"
 order = ["anthropic", "claude-vertex"]
 deadline_ms = 10000
 
-[[providers]]
-name = "openai"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{openai}/v1"
-api_key = "sk-openai-upstream-key"
-[providers.retry]
-max_attempts = 1
-
+{}
 [[providers]]
 name = "gemini"
 kind = "gemini"
 model = "{GEMINI_MODEL}"
 base_url = "{gemini}/v1beta"
 api_key_env = "TEST_GEMINI_API_KEY"
-
-[[providers]]
-name = "anthropic"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{anthropic}"
-api_key = "sk-ant-upstream-key"
-[providers.retry]
-max_attempts = 1
-
+{}
 [[providers]]
 name = "claude-vertex"
 kind = "vertex-anthropic"
@@ -110,15 +95,23 @@ location = "us-east5"
 base_url = "{vertex}/v1"
 credentials_file = "{key}"
 "#,
-            openai = v.openai.base_url(),
+            primary_link(support::openai_link(
+                "openai",
+                "gpt-4o",
+                &v.openai.base_url(),
+                "sk-openai-upstream-key"
+            )),
+            primary_link(support::anthropic_link(
+                "anthropic",
+                "claude-sonnet-4-5",
+                &v.anthropic.base_url(),
+                "sk-ant-upstream-key"
+            )),
             gemini = v.gemini.base_url(),
-            anthropic = v.anthropic.base_url(),
             vertex = v.vertex.base_url(),
             key = key.display(),
         ),
     )
-    .unwrap();
-    path
 }
 
 const GEMINI_KEY: &str = "AIza-test-gemini-upstream-key";
@@ -142,13 +135,6 @@ fn sse_data(body: &str) -> Vec<Value> {
         .collect()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "ripcord-google-serve-{}-{name}",
-        std::process::id()
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_completions_fall_to_gemini_and_messages_to_claude_on_vertex() {
     let v = vendors(
@@ -160,7 +146,7 @@ async fn chat_completions_fall_to_gemini_and_messages_to_claude_on_vertex() {
             .with_usage(13, 6),
     )
     .await;
-    let dir = temp_dir("http");
+    let dir = support::temp_dir("google-serve-http");
     let config = write_config(&dir, &v);
     let served = serve(&config);
     let client = reqwest::Client::new();
@@ -360,7 +346,7 @@ async fn the_openai_and_anthropic_sdks_get_answers_from_google() {
         Reply::text("From Claude on Vertex.").with_chunks(2),
     )
     .await;
-    let dir = temp_dir("sdk");
+    let dir = support::temp_dir("google-serve-sdk");
     let config = write_config(&dir, &v);
     let served = serve(&config);
     let out = support::python_json(python, SDK_SCRIPT, vec![served.url.clone()]).await;
@@ -397,21 +383,18 @@ async fn the_openai_and_anthropic_sdks_get_answers_from_google() {
 /// (`kind = "vertex"` in `[embeddings]`, `:predict` with a minted token).
 #[tokio::test(flavor = "multi_thread")]
 async fn embeddings_fall_from_openai_to_vertex_predict() {
-    let openai = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    openai.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let openai = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
     let vertex = FakeVendor::start(Wire::Gemini).await.unwrap();
     let tokens = GoogleTokenServer::start(Duration::from_secs(3600))
         .await
         .unwrap();
     vertex.require_tokens(tokens.registry());
-    let dir = temp_dir("embeddings");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir("google-serve-embeddings");
     let key = dir.join("service-account.json");
     std::fs::write(&key, tokens.key_file_json()).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let config = support::write_config(
+        &dir,
+        &format!(
             r#"
 [chain]
 order = ["openai", "vertex"]
@@ -419,14 +402,7 @@ order = ["openai", "vertex"]
 [embeddings]
 providers = ["openai", "vertex"]
 model = "text-embedding-005"
-
-[[providers]]
-name = "openai"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-openai-upstream-key"
-
+{}
 [[providers]]
 name = "vertex"
 kind = "vertex"
@@ -435,12 +411,16 @@ location = "europe-west4"
 base_url = "{}/v1"
 credentials_file = "{}"
 "#,
-            openai.base_url(),
+            support::openai_link(
+                "openai",
+                "gpt-4o",
+                &openai.base_url(),
+                "sk-openai-upstream-key"
+            ),
             vertex.base_url(),
             key.display()
         ),
-    )
-    .unwrap();
+    );
     let served = serve(&config);
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/embeddings", served.url))

@@ -476,17 +476,7 @@ fn check_config_shows_every_policy_with_the_librarys_defaults() {
         ),
     );
     let path = write_config(&dir, &text);
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = support::check_config_ok(&path, &[]);
     let cache = ripcord_resilience::CachePolicy::default();
     assert!(
         stdout.contains(&format!(
@@ -522,11 +512,7 @@ fn check_config_shows_every_policy_with_the_librarys_defaults() {
             )
         ),
     );
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = support::check_config(&bad, &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("key `hedge.with`"), "{stderr}");
@@ -538,13 +524,13 @@ fn check_config_shows_every_policy_with_the_librarys_defaults() {
             provider("primary", "gpt-4o", "http://127.0.0.1:9", "")
         ),
     );
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&shared)
-        .env("ACME_KEY", "the-same-key-0123456789")
-        .env("ADMIN_KEY", "the-same-key-0123456789")
-        .output()
-        .unwrap();
+    let out = support::check_config(
+        &shared,
+        &[
+            ("ACME_KEY", "the-same-key-0123456789"),
+            ("ADMIN_KEY", "the-same-key-0123456789"),
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("key `server.admin.key_env`"), "{stderr}");

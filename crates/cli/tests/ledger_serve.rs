@@ -21,11 +21,12 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use support::Fetch;
 
 use ripcord_chaos::{FakeVendor, Wire};
 use ripcord_store::{GroupBy, SpendFilter, Store, StoreOptions};
 use serde_json::json;
-use store_support::{Dir, postgres_db, temp_dir};
+use store_support::{Dir, postgres_db, store_config, temp_dir};
 
 const FLUSH_MS: u64 = 100;
 /// The documented bound: one flush interval plus one write (generous for a loaded CI box).
@@ -33,35 +34,13 @@ const FLUSH_BOUND: Duration = Duration::from_millis(FLUSH_MS + 1900);
 
 fn config(dir: &Path, vendor: &FakeVendor, url: &str, flush_ms: u64) -> PathBuf {
     let path = dir.join("ripcord.toml");
-    let text = format!(
-        r#"
-[chain]
-order = ["vendor"]
-deadline_ms = 5000
-
-[[providers]]
-name = "vendor"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{base}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-
-[[server.keys]]
-tenant = "acme"
-key_env = "RIPCORD_TEST_LEDGER_KEY"
-
-[server.admin]
-key_env = "RIPCORD_TEST_LEDGER_ADMIN"
-
-[store]
-url = "{url}"
-spool = "{spool}"
-flush_interval_ms = {flush_ms}
-"#,
-        base = vendor.base_url(),
-        spool = dir.join("spool.jsonl").display(),
+    let text = store_config(
+        &vendor.base_url(),
+        "LEDGER",
+        url,
+        &dir.join("spool.jsonl"),
+        flush_ms,
+        "",
     );
     std::fs::write(&path, text).unwrap();
     path
@@ -176,12 +155,8 @@ async fn kill_nine_loses_nothing_older_than_the_bound(url: String, dir: Dir) {
     let v: serde_json::Value = client
         .get(url_of("tenant=acme&group_by=model&from=1970-01-01"))
         .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     assert_eq!(v["groups"][0]["group"], "gpt-4o", "{v}");
     assert_eq!(v["groups"][0]["calls"], 25, "{v}");
     let csv = client

@@ -13,7 +13,6 @@ use ripcord_cli::gateway::{GatewayRoute, GatewayState};
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{Chain, ChatModel, Error, ErrorKind, FinishReason, StreamEvent, Usage};
 use ripcord_providers::{Anthropic, AnthropicConfig};
-use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::Fetch;
 use tokio::sync::oneshot;
@@ -44,24 +43,6 @@ async fn post(url: &str, path: &str, body: &Value) -> reqwest::Response {
         .unwrap()
 }
 
-/// `(event name, data)` of every SSE event in a body.
-fn events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            let name = e
-                .lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .unwrap_or_default();
-            let data = e
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .unwrap_or("null");
-            (name.to_owned(), serde_json::from_str(data).unwrap())
-        })
-        .collect()
-}
-
 fn names(evs: &[(String, Value)]) -> Vec<&str> {
     evs.iter().map(|(n, _)| n.as_str()).collect()
 }
@@ -86,23 +67,18 @@ async fn bad_input_gets_anthropic_errors_naming_the_field() {
         ScriptedModel::new("m").reply("never"),
     ])))
     .await;
+    // A 400 in Anthropic's shape for `body` at `path`; its message.
+    let invalid = |path: &'static str, body: &Value| {
+        let (url, body) = (url.clone(), body.clone());
+        async move { expect_error(post(&url, path, &body).await, 400, "invalid_request_error").await }
+    };
     let mut no_max = hi(false);
     no_max.as_object_mut().unwrap().remove("max_tokens");
-    let m = expect_error(
-        post(&url, "/v1/messages", &no_max).await,
-        400,
-        "invalid_request_error",
-    )
-    .await;
+    let m = invalid("/v1/messages", &no_max).await;
     assert_eq!(m, "max_tokens: Field required");
     let mut block = hi(false);
     block["messages"][0]["content"] = json!([{"type": "text", "text": "a"}, {"type": "audio"}]);
-    let m = expect_error(
-        post(&url, "/v1/messages", &block).await,
-        400,
-        "invalid_request_error",
-    )
-    .await;
+    let m = invalid("/v1/messages", &block).await;
     assert!(
         m.starts_with("messages[0].content[1].type: unknown variant `audio`"),
         "{m}"
@@ -118,20 +94,10 @@ async fn bad_input_gets_anthropic_errors_naming_the_field() {
     assert!(m.starts_with("the request body is not valid JSON"), "{m}");
     let mut tools = hi(false);
     tools["tools"] = json!([{"name": "f"}]);
-    let m = expect_error(
-        post(&url, "/v1/messages", &tools).await,
-        400,
-        "invalid_request_error",
-    )
-    .await;
+    let m = invalid("/v1/messages", &tools).await;
     assert_eq!(m, "tools[0].input_schema: Field required");
     // count_tokens does not need max_tokens but refuses the same bad blocks.
-    let m = expect_error(
-        post(&url, "/v1/messages/count_tokens", &block).await,
-        400,
-        "invalid_request_error",
-    )
-    .await;
+    let m = invalid("/v1/messages/count_tokens", &block).await;
     assert!(m.starts_with("messages[0].content[1].type"), "{m}");
 }
 
@@ -139,16 +105,7 @@ async fn bad_input_gets_anthropic_errors_naming_the_field() {
 async fn keys_are_read_from_x_api_key_or_bearer() {
     let mut state = GatewayState::new(chain(vec![ScriptedModel::new("m").reply("Hi!")]));
     state.add_key(
-        &GatewayKey {
-            tenant: Some("acme".to_owned()),
-            source: "env TEST_KEY".to_owned(),
-            secret: SecretString::from("sk-gw-0123456789".to_owned()),
-            routes: None,
-            sub_tenants: false,
-            rpm: None,
-            tpm: None,
-            controls: Default::default(),
-        },
+        &support::gateway_key("sk-gw-0123456789", Some("acme")),
         None,
     );
     let (url, _stop) = start(state).await;
@@ -188,28 +145,13 @@ async fn routes_are_refused_in_anthropic_shape() {
     }]);
     state.add_key(
         &GatewayKey {
-            tenant: Some("globex".to_owned()),
-            source: "env TEST_KEY".to_owned(),
-            secret: SecretString::from("sk-globex-0123456789".to_owned()),
             routes: Some(Vec::new()),
-            sub_tenants: false,
-            rpm: None,
-            tpm: None,
-            controls: Default::default(),
+            ..support::gateway_key("sk-globex-0123456789", Some("globex"))
         },
         None,
     );
     state.add_key(
-        &GatewayKey {
-            tenant: Some("acme".to_owned()),
-            source: "env TEST_KEY".to_owned(),
-            secret: SecretString::from("sk-acme-0123456789".to_owned()),
-            routes: None,
-            sub_tenants: false,
-            rpm: None,
-            tpm: None,
-            controls: Default::default(),
-        },
+        &support::gateway_key("sk-acme-0123456789", Some("acme")),
         None,
     );
     let (url, _stop) = start(state).await;
@@ -334,7 +276,7 @@ async fn a_stream_is_anthropics_event_sequence_with_tool_blocks_and_usage() {
         resp.headers()["x-ripcord-requested-model"],
         "claude-sonnet-4-5"
     );
-    let evs = events(&resp.text().await.unwrap());
+    let evs = support::sse_events(&resp.text().await.unwrap());
     assert_eq!(
         names(&evs),
         [
@@ -385,7 +327,7 @@ async fn a_failure_after_commit_ends_with_an_anthropic_error_event() {
     let resp = post(&url, "/v1/messages", &hi(true)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["x-ripcord-served-by"], "backup");
-    let evs = events(&resp.text().await.unwrap());
+    let evs = support::sse_events(&resp.text().await.unwrap());
     assert_eq!(
         names(&evs),
         [
@@ -410,7 +352,7 @@ async fn a_failure_after_commit_ends_with_an_anthropic_error_event() {
             .stream_items(vec![(ms, StreamItem::Event(StreamEvent::text("Hel")))]),
     ])))
     .await;
-    let evs = events(
+    let evs = support::sse_events(
         &post(&url, "/v1/messages", &hi(true))
             .await
             .text()
@@ -425,7 +367,7 @@ async fn a_failure_after_commit_ends_with_an_anthropic_error_event() {
         ScriptedModel::new("only").stream_items(text_stream(&["Hel", "lo"], ms)),
     ])))
     .await;
-    let evs = events(
+    let evs = support::sse_events(
         &post(&url, "/v1/messages", &hi(true))
             .await
             .text()
@@ -527,7 +469,7 @@ async fn messages_round_trip_through_the_anthropic_adapter() {
     // Streams: the same events, block for block.
     let mut streamed = sent.clone();
     streamed["stream"] = json!(true);
-    let ours = events(
+    let ours = support::sse_events(
         &post(&url, "/v1/messages", &streamed)
             .await
             .text()
@@ -535,7 +477,7 @@ async fn messages_round_trip_through_the_anthropic_adapter() {
             .unwrap(),
     );
     assert_eq!(fake.requests()[2].json().unwrap(), streamed);
-    let theirs = events(
+    let theirs = support::sse_events(
         &reqwest::Client::new()
             .post(format!("{}/v1/messages", fake.base_url()))
             .json(&streamed)

@@ -21,8 +21,7 @@ use ripcord_chaos::{FakeVendor, Wire, otlp};
 
 /// A one-link config on the fake vendor, with a link name to find in the receiver's log.
 fn config(tag: &str, fake: &FakeVendor, link: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripcord-otlp-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir(&format!("otlp-{tag}"));
     let path = dir.join("chain.toml");
     std::fs::write(
         &path,

@@ -3,6 +3,8 @@
 //! vendors on loopback, one down and one throttled with `Retry-After`.
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail the test by panicking
 
+mod support;
+
 use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
@@ -144,8 +146,7 @@ fn bad_pool_settings_name_the_file_line_and_key() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pool_serves_from_the_healthy_deployment_and_keeps_off_the_throttled_one() {
-    let down = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    down.set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
+    let down = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;
     let throttled = FakeVendor::start(Wire::OpenAi).await.unwrap();
     throttled.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
         retry_after: Some(Duration::from_secs(30)),

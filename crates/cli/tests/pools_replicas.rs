@@ -9,6 +9,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
+use support::Fetch;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_redis::server::RedisServer;
@@ -28,12 +29,7 @@ async fn ask(client: &reqwest::Client, replica: &support::Served) -> (u16, Strin
         .await
         .unwrap();
     let status = resp.status().as_u16();
-    let served = resp
-        .headers()
-        .get("x-ripcord-served-by")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let served = support::served_by(&resp);
     (status, served)
 }
 
@@ -51,12 +47,10 @@ async fn a_retry_after_on_replica_a_keeps_replica_b_off_the_deployment_until_it_
         retry_after: Some(wait),
     })));
     let west = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-pools-replicas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let dir = support::temp_dir("pools-replicas");
+    let config = support::write_config(
+        &dir,
+        &format!(
             r#"
 [chain]
 order = ["gpt"]
@@ -84,8 +78,7 @@ replicas = 2
             west = west.base_url(),
             redis = redis.url(),
         ),
-    )
-    .unwrap();
+    );
     let a = support::serve(&config);
     let b = support::serve(&config);
     let client = reqwest::Client::new();
@@ -121,14 +114,7 @@ replicas = 2
 
     // B's /metrics shows each deployment of the pool link: east cooling down (state 1) with
     // time left, west answering; labelled by link and deployment name, never a key.
-    let text = client
-        .get(format!("{}/metrics", b.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = client.get(format!("{}/metrics", b.url)).text_body().await;
     let sample = |series: &str, dep: &str, extra: &str| -> f64 {
         let head = format!("{series}{{ripcord_link=\"gpt\",ripcord_deployment=\"{dep}\"{extra}}} ");
         text.lines()

@@ -8,23 +8,7 @@ mod support;
 
 use ripcord_chaos::{FakeVendor, Wire};
 use serde_json::{Value, json};
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripcord-reasoning-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-async fn post(url: &str, body: Value) -> (u16, String) {
-    let resp = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.text().await.unwrap())
-}
+use support::post;
 
 fn error_message(body: &str) -> String {
     let v: Value = serde_json::from_str(body).unwrap();
@@ -36,43 +20,36 @@ fn error_message(body: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
-    let gpt = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    let dir = temp_dir("seed");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &gpt.base_url(),
-        &claude.base_url(),
+    let t = support::TwoRoutes::serve(
+        "reasoning-seed",
+        FakeVendor::start(Wire::OpenAi).await.unwrap(),
+        FakeVendor::start(Wire::Anthropic).await.unwrap(),
         "gpt-4o",
-    ));
-    let chat = format!("{}/v1/chat/completions", served.url);
+    );
+    let chat = t.url("/v1/chat/completions");
     let hi = json!([{"role": "user", "content": "hi"}]);
     let (s, body) = post(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
     assert_eq!(s, 200, "{body}");
-    assert_eq!(gpt.requests().last().unwrap().json().unwrap()["seed"], 7);
+    assert_eq!(t.gpt.requests().last().unwrap().json().unwrap()["seed"], 7);
     let (s, body) = post(&chat, json!({"model": "claude", "messages": hi, "seed": 7})).await;
     assert_eq!(s, 400, "{body}");
     assert!(error_message(&body).starts_with("seed: "), "{body}");
     assert_eq!(
-        claude.hits(),
+        t.claude.hits(),
         0,
         "Claude was not called with a seed it would ignore"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_refused_there() {
-    let gpt = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    let dir = temp_dir("parts");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &gpt.base_url(),
-        &claude.base_url(),
+    let t = support::TwoRoutes::serve(
+        "reasoning-parts",
+        FakeVendor::start(Wire::OpenAi).await.unwrap(),
+        FakeVendor::start(Wire::Anthropic).await.unwrap(),
         "gpt-4o",
-    ));
-    let chat = format!("{}/v1/chat/completions", served.url);
+    );
+    let chat = t.url("/v1/chat/completions");
     let pdf = json!({"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQ=", "filename": "a.pdf"}});
     let audio =
         json!({"type": "input_audio", "input_audio": {"data": "UklGRiQ=", "format": "wav"}});
@@ -87,7 +64,7 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = gpt.requests().last().unwrap().json().unwrap();
+    let sent = t.gpt.requests().last().unwrap().json().unwrap();
     let content = &sent["messages"][0]["content"];
     assert_eq!(content[1], pdf, "{sent}");
     assert_eq!(content[2], audio, "{sent}");
@@ -98,14 +75,14 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = claude.requests().last().unwrap().json().unwrap();
+    let sent = t.claude.requests().last().unwrap().json().unwrap();
     assert_eq!(
         sent["messages"][0]["content"][1],
         json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQ="}}),
         "{sent}"
     );
     // Audio, another file type and a file id are refused for Claude, naming the part.
-    let hits = claude.hits();
+    let hits = t.claude.hits();
     let text_file = json!({"type": "file", "file": {"file_data": "data:text/csv;base64,YSxi"}});
     let by_id = json!({"type": "file", "file": {"file_id": "file-abc"}});
     for part in [audio, text_file, by_id] {
@@ -120,7 +97,7 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
             "{body}"
         );
     }
-    assert_eq!(claude.hits(), hits, "refused before Claude was called");
+    assert_eq!(t.claude.hits(), hits, "refused before Claude was called");
     // A malformed part is a 400 at the door naming its field.
     let (s, body) = post(
         &chat,
@@ -135,21 +112,17 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
         body.contains("messages[0].content[0].file.file_data"),
         "{body}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_elsewhere() {
-    let gpt = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    let dir = temp_dir("tools");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &gpt.base_url(),
-        &claude.base_url(),
+    let t = support::TwoRoutes::serve(
+        "reasoning-tools",
+        FakeVendor::start(Wire::OpenAi).await.unwrap(),
+        FakeVendor::start(Wire::Anthropic).await.unwrap(),
         "gpt-4o",
-    ));
-    let messages = format!("{}/v1/messages", served.url);
+    );
+    let messages = t.url("/v1/messages");
     let tools = json!([
         {"type": "bash_20250124", "name": "bash"},
         {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
@@ -161,7 +134,7 @@ async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_els
     };
     let (s, text) = post(&messages, body("claude")).await;
     assert_eq!(s, 200, "{text}");
-    let sent = claude.requests().last().unwrap().json().unwrap();
+    let sent = t.claude.requests().last().unwrap().json().unwrap();
     assert_eq!(
         sent["tools"][0],
         json!({"type": "bash_20250124", "name": "bash"}),
@@ -183,7 +156,7 @@ async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_els
     assert!(message.starts_with("tools[0]: "), "{text}");
     assert!(message.contains("bash_20250124"), "{text}");
     assert_eq!(
-        gpt.hits(),
+        t.gpt.hits(),
         0,
         "the OpenAI link was not called with a tool it cannot run"
     );
@@ -196,5 +169,4 @@ async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_els
     )
     .await;
     assert_eq!(s, 400, "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

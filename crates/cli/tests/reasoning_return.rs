@@ -8,60 +8,36 @@
 
 mod support;
 
-use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire, signature_for};
+use ripcord_chaos::{Reply, Wire, signature_for};
 use serde_json::{Value, json};
+use support::post;
 
 const CLAUDE_THINKING: &str = "The user wants 2+2. That is 4.";
 const DEEPSEEK_THINKING: &str = "Compare 9.11 and 9.8 digit by digit.";
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "ripcord-reasoning-ret-{name}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-struct Fakes {
-    gpt: FakeVendor,
-    claude: FakeVendor,
-}
-
-async fn fakes() -> Fakes {
-    let gpt = FakeVendor::start_with(
+/// `ripcord serve` of two routes over a reasoning DeepSeek (`gpt`) and a thinking Claude.
+async fn start(name: &str) -> support::TwoRoutes {
+    let gpt = support::fake(
         Wire::OpenAi,
-        FakeOptions::default().with_reply(
-            Reply::text("9.8 is larger.")
-                .with_chunks(3)
-                .with_reasoning(DEEPSEEK_THINKING),
-        ),
+        Reply::text("9.8 is larger.")
+            .with_chunks(3)
+            .with_reasoning(DEEPSEEK_THINKING),
     )
-    .await
-    .unwrap();
-    let claude = FakeVendor::start_with(
+    .await;
+    let claude = support::fake(
         Wire::Anthropic,
-        FakeOptions::default().with_reply(
-            Reply::text("4")
-                .with_chunks(3)
-                .with_reasoning(CLAUDE_THINKING)
-                .with_redacted_reasoning("EmwKAhgBEgy3va3pzix/LafPsn4a"),
-        ),
+        Reply::text("4")
+            .with_chunks(3)
+            .with_reasoning(CLAUDE_THINKING)
+            .with_redacted_reasoning("EmwKAhgBEgy3va3pzix/LafPsn4a"),
     )
-    .await
-    .unwrap();
-    Fakes { gpt, claude }
-}
-
-async fn post(url: &str, body: Value) -> (u16, String) {
-    let resp = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.text().await.unwrap())
+    .await;
+    support::TwoRoutes::serve(
+        &format!("reasoning-ret-{name}"),
+        gpt,
+        claude,
+        "deepseek-reasoner",
+    )
 }
 
 /// The `data:` payloads of an SSE body, with their `event:` names (`""` when none).
@@ -87,15 +63,8 @@ fn ask(model: &str, stream: bool) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_events() {
-    let f = fakes().await;
-    let dir = temp_dir("messages");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &f.gpt.base_url(),
-        &f.claude.base_url(),
-        "deepseek-reasoner",
-    ));
-    let url = format!("{}/v1/messages", served.url);
+    let f = start("messages").await;
+    let url = f.url("/v1/messages");
     let (s, body) = post(&url, ask("claude", false)).await;
     assert_eq!(s, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
@@ -176,20 +145,12 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
         json!({"type": "thinking", "thinking": DEEPSEEK_THINKING, "signature": ""}),
         "{body}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forged_one_is_refused() {
-    let f = fakes().await;
-    let dir = temp_dir("history");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &f.gpt.base_url(),
-        &f.claude.base_url(),
-        "deepseek-reasoner",
-    ));
-    let url = format!("{}/v1/messages", served.url);
+    let f = start("history").await;
+    let url = f.url("/v1/messages");
     let (s, body) = post(&url, ask("claude", false)).await;
     assert_eq!(s, 200, "{body}");
     let first: Value = serde_json::from_str(&body).unwrap();
@@ -233,20 +194,12 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
         json!({"role": "assistant", "content": "4"}),
         "{sent}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
-    let f = fakes().await;
-    let dir = temp_dir("chat");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &f.gpt.base_url(),
-        &f.claude.base_url(),
-        "deepseek-reasoner",
-    ));
-    let url = format!("{}/v1/chat/completions", served.url);
+    let f = start("chat").await;
+    let url = f.url("/v1/chat/completions");
     for (model, thinking, answer) in [
         ("gpt", DEEPSEEK_THINKING, "9.8 is larger."),
         ("claude", CLAUDE_THINKING, "4"),
@@ -315,20 +268,12 @@ async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
         json!([{"type": "text", "text": "a"}]),
         "{sent}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn responses_door_returns_reasoning_items_in_json_and_summary_events_in_streams() {
-    let f = fakes().await;
-    let dir = temp_dir("responses");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &f.gpt.base_url(),
-        &f.claude.base_url(),
-        "deepseek-reasoner",
-    ));
-    let url = format!("{}/v1/responses", served.url);
+    let f = start("responses").await;
+    let url = f.url("/v1/responses");
     let body = |stream: bool| json!({"model": "claude", "input": "What is 2+2?", "stream": stream});
     let (s, text) = post(&url, body(false)).await;
     assert_eq!(s, 200, "{text}");
@@ -377,7 +322,6 @@ async fn responses_door_returns_reasoning_items_in_json_and_summary_events_in_st
         .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
         .collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const SDK_SCRIPT: &str = r#"
@@ -422,18 +366,11 @@ async fn the_anthropic_and_openai_sdks_read_the_reasoning() {
     let Some(python) = support::python() else {
         return;
     };
-    let f = fakes().await;
-    let dir = temp_dir("sdk");
-    let served = support::serve(&support::two_routes(
-        &dir,
-        &f.gpt.base_url(),
-        &f.claude.base_url(),
-        "deepseek-reasoner",
-    ));
+    let f = start("sdk").await;
     let v = support::python_json(
         python,
         SDK_SCRIPT,
-        vec![served.url.clone(), "sk-unused".to_owned()],
+        vec![f.served.url.clone(), "sk-unused".to_owned()],
     )
     .await;
     println!("{v:#}");
@@ -459,5 +396,4 @@ async fn the_anthropic_and_openai_sdks_read_the_reasoning() {
     assert_eq!(v["chat"]["reasoning_content"], DEEPSEEK_THINKING, "{v}");
     assert_eq!(v["chat"]["content"], "9.8 is larger.", "{v}");
     assert_eq!(v["chat_stream"], DEEPSEEK_THINKING, "{v}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

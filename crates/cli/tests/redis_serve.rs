@@ -41,9 +41,7 @@ fn config_file(
     deadline_ms: u64,
     extra: &str,
 ) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("ripcord-redis-serve-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir(&format!("redis-serve-{test}"));
     let path = dir.join("ripcord.toml");
     let text = format!(
         r#"
@@ -131,12 +129,7 @@ async fn ask_as(
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
-    let served = resp
-        .headers()
-        .get("x-ripcord-served-by")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let served = support::served_by(&resp);
     (status, served)
 }
 

@@ -8,30 +8,21 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Wire};
+use ripcord_chaos::{FakeVendor, Reply, Wire};
 use serde_json::{Value, json};
 
 const ACME_KEY: &str = "acme-gateway-key-0123456789";
 const GLOBEX_KEY: &str = "globex-gateway-key-0123456789";
 
 fn config(dir: &Path, vendor: &FakeVendor, extra: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
-        format!(
+    support::write_config(
+        dir,
+        &format!(
             r#"
 [chain]
 order = ["vendor"]
 deadline_ms = 10000
-
-[[providers]]
-name = "vendor"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-test"
-
+{}
 [[server.keys]]
 tenant = "acme"
 key_env = "RIPCORD_TEST_ACME_KEY"
@@ -40,11 +31,9 @@ tenant = "globex"
 key_env = "RIPCORD_TEST_GLOBEX_KEY"
 {extra}
 "#,
-            vendor.base_url()
+            support::openai_link("vendor", "gpt-4o", &vendor.base_url(), "sk-test")
         ),
     )
-    .unwrap();
-    path
 }
 
 fn serve(config: &Path) -> support::Served {
@@ -79,15 +68,7 @@ async fn get(url: &str, path: &str, key: &str) -> (u16, Value) {
 }
 
 async fn vendor() -> FakeVendor {
-    FakeVendor::start_with(
-        Wire::OpenAi,
-        FakeOptions {
-            reply: Reply::text("Rayleigh scattering."),
-            ..FakeOptions::default()
-        },
-    )
-    .await
-    .unwrap()
+    support::fake(Wire::OpenAi, Reply::text("Rayleigh scattering.")).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

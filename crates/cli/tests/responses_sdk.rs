@@ -15,8 +15,7 @@ use serde_json::Value;
 
 /// A primary that answers 503 and an Anthropic backup answering `replies` in turn.
 async fn vendors(replies: Vec<Reply>) -> (FakeVendor, FakeVendor) {
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
     let backup = FakeVendor::start_with(Wire::Anthropic, FakeOptions::default())
         .await
         .unwrap();

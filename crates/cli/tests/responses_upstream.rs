@@ -7,6 +7,7 @@
 mod support;
 
 use std::path::PathBuf;
+use support::Fetch;
 
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
 use serde_json::{Value, json};
@@ -93,15 +94,7 @@ async fn a_chat_completions_client_is_answered_through_the_responses_upstream() 
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     assert_eq!(v["usage"]["prompt_tokens"], 21);
 
-    let sse = client
-        .post(&url)
-        .json(&chat_body(true))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let sse = client.post(&url).json(&chat_body(true)).text_body().await;
     let text: String = sse
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
@@ -192,11 +185,7 @@ fn wire_is_checked_where_it_is_written() {
             ),
         )
         .unwrap();
-        let out = support::ripcord()
-            .arg("check-config")
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = support::check_config(&path, &[]);
         assert_eq!(out.status.code(), Some(2), "{kind}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -212,11 +201,7 @@ fn wire_is_checked_where_it_is_written() {
         "[chain]\norder = [\"p\"]\n[[providers]]\nname = \"p\"\nkind = \"openai\"\nmodel = \"o3-pro\"\napi_key = \"k\"\nwire = \"responses\"\n",
     )
     .unwrap();
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = support::check_config(&path, &[]);
     assert!(
         out.status.success(),
         "{}",

@@ -5,7 +5,7 @@
 
 mod support;
 
-use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
 
 const SDK_SCRIPT: &str = r#"
 import json, sys
@@ -36,18 +36,13 @@ async fn openai_sdk_through_a_primary_outage() {
     let Some(python) = support::python() else {
         return;
     };
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
-    let backup = FakeVendor::start_with(
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
+    let backup = support::fake(
         Wire::Anthropic,
-        FakeOptions {
-            reply: Reply::text("Hello from the backup!").with_chunks(3),
-            ..FakeOptions::default()
-        },
+        Reply::text("Hello from the backup!").with_chunks(3),
     )
-    .await
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-sdk-{}", std::process::id()));
+    .await;
+    let dir = support::temp_dir("sdk");
     let config = support::openai_then_anthropic(&dir, &primary.base_url(), &backup.base_url());
     let served = support::serve(&config);
     let url = served.url.clone();
@@ -83,39 +78,16 @@ fn embeddings_config(
     backup: &FakeVendor,
     primary_extra: &str,
 ) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ripcord-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary", "backup"]
-
-[embeddings]
-providers = ["primary", "backup"]
-model = "text-embedding-3-small"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-a"
-{primary_extra}
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-b"
-"#,
-            primary.base_url(),
-            backup.base_url()
+    let dir = support::temp_dir(name);
+    let config = support::write_config(
+        &dir,
+        &format!(
+            "[chain]\norder = [\"primary\", \"backup\"]\n\n[embeddings]\n\
+             providers = [\"primary\", \"backup\"]\nmodel = \"text-embedding-3-small\"\n{}{primary_extra}{}",
+            support::openai_link("primary", "gpt-4o", &primary.base_url(), "sk-a"),
+            support::openai_link("backup", "gpt-4o", &backup.base_url(), "sk-b"),
         ),
-    )
-    .unwrap();
+    );
     (dir, config)
 }
 
@@ -151,8 +123,7 @@ async fn an_embedding_link_is_retried_before_it_falls_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn embeddings_fall_back_across_endpoints_of_one_model() {
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let (dir, config) = embeddings_config("emb", &primary, &backup, "");
     let served = support::serve(&config);
@@ -177,25 +148,17 @@ async fn embeddings_fall_back_across_endpoints_of_one_model() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn probe_formats_finds_the_link_that_wraps_json_in_prose() {
-    let primary = FakeVendor::start_with(
+    let primary = support::fake(
         Wire::OpenAi,
-        FakeOptions {
-            reply: Reply::text(r#"{"id": 42, "status": "shipped"}"#),
-            ..FakeOptions::default()
-        },
+        Reply::text(r#"{"id": 42, "status": "shipped"}"#),
     )
-    .await
-    .unwrap();
-    let backup = FakeVendor::start_with(
+    .await;
+    let backup = support::fake(
         Wire::Anthropic,
-        FakeOptions {
-            reply: Reply::text(r#"Sure! Here is the order: {"id": 42, "status": "shipped"}"#),
-            ..FakeOptions::default()
-        },
+        Reply::text(r#"Sure! Here is the order: {"id": 42, "status": "shipped"}"#),
     )
-    .await
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-probe-{}", std::process::id()));
+    .await;
+    let dir = support::temp_dir("probe");
     let cases = dir.join("cases");
     std::fs::create_dir_all(&cases).unwrap();
     std::fs::write(
@@ -208,16 +171,14 @@ async fn probe_formats_finds_the_link_that_wraps_json_in_prose() {
         "prompt = \"Order status?\"\n[expect]\nregex = '.*shipped.*'\n",
     )
     .unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[chain]\norder = [\"primary\", \"backup\"]\n\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-a\"\n\n[[providers]]\nname = \"backup\"\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\napi_key = \"sk-b\"\n",
-            primary.base_url(),
-            backup.base_url()
+    let config = support::write_config(
+        &dir,
+        &format!(
+            "[chain]\norder = [\"primary\", \"backup\"]\n{}{}",
+            support::openai_link("primary", "gpt-4o", &primary.base_url(), "sk-a"),
+            support::anthropic_link("backup", "claude-sonnet-4-5", &backup.base_url(), "sk-b"),
         ),
-    )
-    .unwrap();
+    );
     let out = tokio::task::spawn_blocking(move || {
         support::ripcord()
             .arg("probe-formats")
@@ -305,32 +266,13 @@ async fn openai_sdk_against_two_routes_and_two_tenant_keys() {
     let Some(python) = support::python() else {
         return;
     };
-    let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    primary.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
-    let backup = FakeVendor::start_with(
-        Wire::Anthropic,
-        FakeOptions {
-            reply: Reply::text("Hello from the backup!"),
-            ..FakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let quick = FakeVendor::start_with(
-        Wire::OpenAi,
-        FakeOptions {
-            reply: Reply::text("Quick hello!"),
-            ..FakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-sdk-routes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let primary = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
+    let backup = support::fake(Wire::Anthropic, Reply::text("Hello from the backup!")).await;
+    let quick = support::fake(Wire::OpenAi, Reply::text("Quick hello!")).await;
+    let dir = support::temp_dir("sdk-routes");
+    let config = support::write_config(
+        &dir,
+        &format!(
             r#"
 [[routes]]
 name = "smart"
@@ -341,30 +283,7 @@ deadline_ms = 10000
 [[routes]]
 name = "fast"
 order = ["quick"]
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-primary-upstream-key"
-[providers.retry]
-max_attempts = 1
-
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-backup-upstream-key"
-
-[[providers]]
-name = "quick"
-kind = "openai"
-model = "gpt-4o-mini"
-base_url = "{}/v1"
-api_key = "sk-quick-upstream-key"
-
+{}{}
 [[server.keys]]
 tenant = "acme"
 key_env = "SDK_ACME_KEY"
@@ -377,12 +296,15 @@ routes = ["fast"]
 [budget]
 tokens_per_window = 90
 "#,
-            primary.base_url(),
-            backup.base_url(),
-            quick.base_url()
+            support::openai_then_anthropic_links(&primary.base_url(), &backup.base_url()),
+            support::openai_link(
+                "quick",
+                "gpt-4o-mini",
+                &quick.base_url(),
+                "sk-quick-upstream-key"
+            ),
         ),
-    )
-    .unwrap();
+    );
     let acme_key = "sk-acme-gateway-0123456789";
     let globex_key = "sk-globex-gateway-0123456789";
     let served = support::serve_with_env(

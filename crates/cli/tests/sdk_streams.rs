@@ -8,7 +8,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, Wire};
 
 const SDK_SCRIPT: &str = r#"
 import json, sys
@@ -55,25 +55,8 @@ expose_errors = {expose}   # the full reason reaches the client (hidden by defau
 order = ["primary", "backup"]
 deadline_ms = 10000
 stream_holdback_ms = {holdback_ms}
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-primary-upstream-key"
-[providers.retry]
-max_attempts = 1
-
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-backup-upstream-key"
-"#,
-            primary.base_url(),
-            backup.base_url(),
+{}"#,
+            support::openai_then_anthropic_links(&primary.base_url(), &backup.base_url()),
         ),
     )
     .unwrap();
@@ -91,27 +74,18 @@ async fn openai_sdk_sees_only_the_backup_after_a_cut_in_the_holdback_and_the_rea
     let Some(python) = support::python() else {
         return;
     };
-    let primary = FakeVendor::start_with(
+    let primary = support::fake(
         Wire::OpenAi,
-        FakeOptions {
-            reply: Reply::text("Primary half that must never show").with_chunks(4),
-            ..FakeOptions::default()
-        },
+        Reply::text("Primary half that must never show").with_chunks(4),
     )
-    .await
-    .unwrap();
+    .await;
     primary.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 1 }));
-    let backup = FakeVendor::start_with(
+    let backup = support::fake(
         Wire::Anthropic,
-        FakeOptions {
-            reply: Reply::text("Hello from the backup!").with_chunks(3),
-            ..FakeOptions::default()
-        },
+        Reply::text("Hello from the backup!").with_chunks(3),
     )
-    .await
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!("ripcord-sdk-streams-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    .await;
+    let dir = support::temp_dir("sdk-streams");
 
     // The cut comes right after the first chunk: inside a 2 s hold-back.
     let v = run_sdk(

@@ -27,8 +27,7 @@ const KEY: &str = "status-page-gateway-key-0123456789";
 /// Two OpenAI-wire links and a static reply; the primary's breaker trips after 2 failures and
 /// stays open for 10 minutes. `extra` is appended (e.g. gateway keys).
 fn config_file(test: &str, primary: &FakeVendor, backup: &FakeVendor, extra: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripcord-status-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir(&format!("status-{test}"));
     support::two_link_config(&dir, &primary.base_url(), &backup.base_url(), extra)
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use ripcord_chaos::{FakeVendor, Wire};
 use serde_json::{Value, json};
-use store_support::{Dir, postgres_db, temp_dir};
+use store_support::{Dir, postgres_db, store_config, temp_dir};
 
 const POLL_MS: u64 = 200;
 /// The stated bound (one poll plus a query), with room for a loaded CI machine.
@@ -31,37 +31,13 @@ const ADMIN: &str = "admin-keys-key-0123456789abcdef";
 
 fn config(dir: &Path, vendor: &FakeVendor, url: &str, replica: &str) -> PathBuf {
     let path = dir.join(format!("ripcord-{replica}.toml"));
-    let text = format!(
-        r#"
-[chain]
-order = ["vendor"]
-deadline_ms = 5000
-
-[[providers]]
-name = "vendor"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{base}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-
-[[server.keys]]
-tenant = "acme"
-key_env = "RIPCORD_TEST_KEYS_KEY"
-
-[server.admin]
-key_env = "RIPCORD_TEST_KEYS_ADMIN"
-
-[store]
-url = "{url}"
-spool = "{spool}"
-flush_interval_ms = 100
-keys = true
-keys_poll_ms = {POLL_MS}
-"#,
-        base = vendor.base_url(),
-        spool = dir.join(format!("spool-{replica}.jsonl")).display(),
+    let text = store_config(
+        &vendor.base_url(),
+        "KEYS",
+        url,
+        &dir.join(format!("spool-{replica}.jsonl")),
+        100,
+        &format!("keys = true\nkeys_poll_ms = {POLL_MS}\n"),
     );
     std::fs::write(&path, text).unwrap();
     path

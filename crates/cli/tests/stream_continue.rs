@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, Wire};
 
 const SDK_SCRIPT: &str = r#"
 import json, sys, time
@@ -50,25 +50,8 @@ fn config(dir: &Path, primary: &FakeVendor, backup: &FakeVendor) -> PathBuf {
 order = ["primary", "backup"]
 deadline_ms = 10000
 stream_policy = "continue"   # no hold-back: the primary's tokens go out as they come
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-primary-upstream-key"
-[providers.retry]
-max_attempts = 1
-
-[[providers]]
-name = "backup"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-backup-upstream-key"
-"#,
-            primary.base_url(),
-            backup.base_url(),
+{}"#,
+            support::openai_then_anthropic_links(&primary.base_url(), &backup.base_url()),
         ),
     )
     .unwrap();
@@ -86,33 +69,24 @@ async fn a_stream_cut_after_40_tokens_reaches_the_sdk_as_one_answer_ending_in_st
         return;
     };
     let words = primary_words();
-    let primary = FakeVendor::start_with(
+    let primary = support::fake(
         Wire::OpenAi,
-        FakeOptions {
-            reply: Reply::text(words.concat()).with_chunks(words.len()),
-            ..FakeOptions::default()
-        },
+        Reply::text(words.concat()).with_chunks(words.len()),
     )
-    .await
-    .unwrap();
+    .await;
     // 40 deltas, then the response ends cleanly without a finish reason or [DONE].
     primary.set_script(Script::Always(Behavior::TruncatedStream {
         after_chunks: 40,
     }));
-    let backup = FakeVendor::start_with(
+    let backup = support::fake(
         Wire::Anthropic,
-        FakeOptions {
-            reply: Reply::text("and they lived happily ever after.").with_chunks(4),
-            ..FakeOptions::default()
-        },
+        Reply::text("and they lived happily ever after.").with_chunks(4),
     )
-    .await
-    .unwrap();
+    .await;
     // The backup is slow to start: a client that waited for it would see its first token late.
     let backup_first = Duration::from_millis(700);
     backup.set_script(Script::Always(Behavior::SlowFirstToken(backup_first)));
-    let dir = std::env::temp_dir().join(format!("ripcord-continue-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir("continue");
     let served = support::serve(&config(&dir, &primary, &backup));
     let v = support::python_json(python, SDK_SCRIPT, vec![served.url.clone()]).await;
 

@@ -30,9 +30,7 @@ fn config(tag: &str, primary: &FakeVendor, backup: Option<&FakeVendor>) -> PathB
     if let Some(b) = backup {
         toml.push_str(&link("backup", b));
     }
-    let dir =
-        std::env::temp_dir().join(format!("ripcord-stream-prov-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::temp_dir(&format!("stream-prov-{tag}"));
     let path = dir.join("chain.toml");
     std::fs::write(&path, toml).unwrap();
     path

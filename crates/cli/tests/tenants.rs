@@ -9,7 +9,7 @@ mod support;
 use std::sync::Arc;
 
 use reqwest::header::HeaderMap;
-use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use ripcord_chaos::{FakeVendor, VendorError, Wire};
 use ripcord_cli::build;
 use ripcord_cli::config;
 use ripcord_cli::gateway::{self, GatewayState};
@@ -340,8 +340,7 @@ async fn a_keys_tpm_refuses_once_its_tokens_are_spent() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_shared_providers_breaker_tripped_through_one_route_protects_the_other() {
-    let shared = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    shared.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let shared = support::fake_failing(Wire::OpenAi, VendorError::Overloaded).await;
     let backup_a = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let backup_b = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let gw = start(&format!(
@@ -465,7 +464,7 @@ async fn budget_gauges_show_configured_accounts_at_scrape_time_and_a_tenant_only
             .client
             .get(format!("{}/metrics", gw.url))
             .bearer_auth(key);
-        async move { req.send().await.unwrap().text().await.unwrap() }
+        async move { req.text_body().await }
     };
     // Configured accounts only: acme, app, and the sub-tenant [budget.tenants] names; a
     // sub-tenant a client names is charged but never becomes a series.

@@ -10,6 +10,7 @@ mod knobs_support;
 mod support;
 
 use std::time::{Duration, Instant};
+use support::Fetch;
 
 use knobs_support::*;
 use ripcord_chaos::Script;
@@ -35,12 +36,8 @@ async fn vendor(url: &str) -> Value {
     let body: Value = reqwest::Client::new()
         .get(format!("{url}/status"))
         .header("accept", "application/json")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_body()
+        .await;
     body["vendor_status"]
         .as_array()
         .and_then(|a| a.iter().find(|v| v["provider"] == "primary").cloned())
@@ -63,23 +60,35 @@ async fn until(url: &str, within: Duration, what: &str, done: impl Fn(&Value) ->
     }
 }
 
-/// Within one poll interval, with room for the poll itself and a loaded machine.
-fn one_poll() -> Duration {
-    Duration::from_millis(INTERVAL_MS) + Duration::from_millis(1_300)
+/// The two fakes, the status page and `ripcord serve` of [`config`] over them.
+struct Setup {
+    primary: ripcord_chaos::FakeVendor,
+    backup: ripcord_chaos::FakeVendor,
+    page: FakeStatusPage,
+    dir: std::path::PathBuf,
+    served: support::Served,
 }
 
-#[tokio::test]
-async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
+/// A status page listing `components`, read at `url_of` in `format`; fakes answering "from
+/// primary" and "from backup"; and the gateway (config in the temp dir `name`, polling with
+/// `policy`) once its first poll has seen the page operational.
+async fn start(
+    components: &[&str],
+    name: &str,
+    url_of: fn(&FakeStatusPage) -> String,
+    format: &str,
+    policy: &str,
+) -> Setup {
     let primary = fake("from primary", Script::default()).await;
     let backup = fake("from backup", Script::default()).await;
-    let page = FakeStatusPage::start(&["API", "ChatGPT"]).await.unwrap();
-    let dir = tempdir("vendor-demote");
+    let page = FakeStatusPage::start(components).await.unwrap();
+    let dir = tempdir(name);
     let text = config(
         &primary.base_url(),
         &backup.base_url(),
-        &page.summary_url(),
-        "statuspage",
-        "demote",
+        &url_of(&page),
+        format,
+        policy,
     );
     let served = support::serve(&write_config(&dir, &text));
     until(
@@ -89,23 +98,60 @@ async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
         |v| v["declared"]["status"] == "operational",
     )
     .await;
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
+    Setup {
+        primary,
+        backup,
+        page,
+        dir,
+        served,
+    }
+}
+
+/// `GET /metrics` of the gateway at `url`.
+async fn metrics_text(url: &str) -> String {
+    reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Within one poll interval, with room for the poll itself and a loaded machine.
+fn one_poll() -> Duration {
+    Duration::from_millis(INTERVAL_MS) + Duration::from_millis(1_300)
+}
+
+#[tokio::test]
+async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
+    let t = start(
+        &["API", "ChatGPT"],
+        "vendor-demote",
+        FakeStatusPage::summary_url,
+        "statuspage",
+        "demote",
+    )
+    .await;
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
 
     // An outage of another component is not the provider's.
-    page.set_component("ChatGPT", "major_outage");
-    page.open_incident("ChatGPT is down", "critical", &["ChatGPT"]);
+    t.page.set_component("ChatGPT", "major_outage");
+    t.page
+        .open_incident("ChatGPT is down", "critical", &["ChatGPT"]);
     tokio::time::sleep(Duration::from_millis(3 * INTERVAL_MS)).await;
-    assert_eq!(vendor(&served.url).await["ripcord"]["effect"], "in place");
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
+    assert_eq!(vendor(&t.served.url).await["ripcord"]["effect"], "in place");
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
 
-    page.set_component("API", "major_outage");
-    let incident = page.open_incident("Elevated error rates on the API", "major", &["API"]);
-    let took = until(&served.url, one_poll(), "the demotion", |v| {
+    t.page.set_component("API", "major_outage");
+    let incident = t
+        .page
+        .open_incident("Elevated error rates on the API", "major", &["API"]);
+    let took = until(&t.served.url, one_poll(), "the demotion", |v| {
         v["ripcord"]["effect"] == "demoted"
     })
     .await;
     eprintln!("demoted {took:?} after the incident opened (interval {INTERVAL_MS} ms)");
-    let v = vendor(&served.url).await;
+    let v = vendor(&t.served.url).await;
     assert_eq!(v["declared"]["status"], "major_outage", "{v}");
     assert_eq!(v["declared"]["component"], "API", "{v}");
     assert_eq!(
@@ -116,23 +162,18 @@ async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
         v["ripcord"]["breaker"], "closed",
         "ripcord's own view stays its own: {v}"
     );
-    let before = chats(&primary);
+    let before = chats(&t.primary);
     for _ in 0..5 {
-        assert_eq!(content(&ask(&served.url, &[]).await), "from backup");
+        assert_eq!(content(&ask(&t.served.url, &[]).await), "from backup");
     }
     assert_eq!(
-        chats(&primary),
+        chats(&t.primary),
         before,
         "a demoted link was tried before the backup"
     );
 
     // The declared state is a metric too.
-    let metrics = reqwest::get(format!("{}/metrics", served.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&t.served.url).await;
     let line = metrics
         .lines()
         .find(|l| l.starts_with("ripcord_vendor_status{") && l.contains("ripcord_link=\"primary\""))
@@ -142,112 +183,94 @@ async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
     assert_eq!(value, 3.0, "{line}");
 
     // The demoted link still serves when the backup fails.
-    backup.set_script(Script::Always(ripcord_chaos::Behavior::Error(
-        ripcord_chaos::VendorError::ServerError,
-    )));
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
-    backup.set_script(Script::default());
+    t.backup
+        .set_script(Script::Always(ripcord_chaos::Behavior::Error(
+            ripcord_chaos::VendorError::ServerError,
+        )));
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
+    t.backup.set_script(Script::default());
 
-    page.set_component("API", "operational");
-    assert!(page.resolve_incident(&incident));
-    until(&served.url, one_poll(), "the restoration", |v| {
+    t.page.set_component("API", "operational");
+    assert!(t.page.resolve_incident(&incident));
+    until(&t.served.url, one_poll(), "the restoration", |v| {
         v["ripcord"]["effect"] == "in place"
     })
     .await;
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
-    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
+    let _ = std::fs::remove_dir_all(&t.dir);
 }
 
 #[tokio::test]
 async fn open_sends_no_call_to_the_link_until_the_incident_resolves() {
-    let primary = fake("from primary", Script::default()).await;
-    let backup = fake("from backup", Script::default()).await;
-    let page = FakeStatusPage::start(&["API"]).await.unwrap();
-    let dir = tempdir("vendor-open");
     // Read from the RSS feed: an unresolved entry naming "API" is a major outage.
-    let text = config(
-        &primary.base_url(),
-        &backup.base_url(),
-        &page.rss_url(),
+    let t = start(
+        &["API"],
+        "vendor-open",
+        FakeStatusPage::rss_url,
         "rss",
         "open",
-    );
-    let served = support::serve(&write_config(&dir, &text));
-    until(
-        &served.url,
-        Duration::from_secs(10),
-        "the first poll",
-        |v| v["declared"]["status"] == "operational",
     )
     .await;
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
-    let incident = page.open_incident("Elevated errors on the API", "major", &["API"]);
-    until(&served.url, one_poll(), "holding the link open", |v| {
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
+    let incident = t
+        .page
+        .open_incident("Elevated errors on the API", "major", &["API"]);
+    until(&t.served.url, one_poll(), "holding the link open", |v| {
         v["ripcord"]["effect"] == "held open"
     })
     .await;
-    let before = chats(&primary);
+    let before = chats(&t.primary);
     for _ in 0..10 {
-        assert_eq!(content(&ask(&served.url, &[]).await), "from backup");
+        assert_eq!(content(&ask(&t.served.url, &[]).await), "from backup");
     }
     // Even with the backup failing, nothing reaches the held link: the static reply answers.
-    backup.set_script(Script::Always(ripcord_chaos::Behavior::Error(
-        ripcord_chaos::VendorError::ServerError,
-    )));
-    let a = ask(&served.url, &[]).await;
+    t.backup
+        .set_script(Script::Always(ripcord_chaos::Behavior::Error(
+            ripcord_chaos::VendorError::ServerError,
+        )));
+    let a = ask(&t.served.url, &[]).await;
     assert_eq!(content(&a), "busy", "{}", a.body);
-    backup.set_script(Script::default());
-    assert_eq!(chats(&primary), before, "a call reached a link held open");
-    let v = vendor(&served.url).await;
+    t.backup.set_script(Script::default());
+    assert_eq!(chats(&t.primary), before, "a call reached a link held open");
+    let v = vendor(&t.served.url).await;
     assert_eq!(
         v["declared"]["incident"], "Elevated errors on the API",
         "{v}"
     );
 
-    page.resolve_incident(&incident);
+    t.page.resolve_incident(&incident);
     until(
-        &served.url,
+        &t.served.url,
         one_poll(),
         "the link taking calls again",
         |v| v["ripcord"]["effect"] == "in place",
     )
     .await;
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
-    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
+    let _ = std::fs::remove_dir_all(&t.dir);
 }
 
 #[tokio::test]
 async fn a_page_that_cannot_be_read_changes_nothing() {
-    let primary = fake("from primary", Script::default()).await;
-    let backup = fake("from backup", Script::default()).await;
-    let page = FakeStatusPage::start(&["API"]).await.unwrap();
-    let dir = tempdir("vendor-unreachable");
-    let text = config(
-        &primary.base_url(),
-        &backup.base_url(),
-        &page.summary_url(),
+    let t = start(
+        &["API"],
+        "vendor-unreachable",
+        FakeStatusPage::summary_url,
         "statuspage",
         "open",
-    );
-    let served = support::serve(&write_config(&dir, &text));
-    until(
-        &served.url,
-        Duration::from_secs(10),
-        "the first poll",
-        |v| v["declared"]["status"] == "operational",
     )
     .await;
 
     // Healthy, then unreachable: the provider keeps serving.
-    page.set_mode(PageMode::Unreachable);
+    t.page.set_mode(PageMode::Unreachable);
     until(
-        &served.url,
+        &t.served.url,
         Duration::from_secs(5),
         "two failed polls",
         |v| v["declared"]["failures"].as_u64() >= Some(2),
     )
     .await;
-    let v = vendor(&served.url).await;
+    let v = vendor(&t.served.url).await;
     assert!(
         v["declared"]["last_error"]
             .as_str()
@@ -255,13 +278,13 @@ async fn a_page_that_cannot_be_read_changes_nothing() {
         "{v}"
     );
     assert_eq!(v["declared"]["status"], "operational", "{v}");
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
 
     // Declared down, then the page breaks in each way: the link stays held, nothing resets it.
-    page.set_mode(PageMode::Serve);
-    page.set_component("API", "major_outage");
+    t.page.set_mode(PageMode::Serve);
+    t.page.set_component("API", "major_outage");
     until(
-        &served.url,
+        &t.served.url,
         Duration::from_secs(8),
         "holding the link open",
         |v| v["ripcord"]["effect"] == "held open",
@@ -272,24 +295,19 @@ async fn a_page_that_cannot_be_read_changes_nothing() {
         (PageMode::Status(503), "HTTP 503"),
         (PageMode::Hang, "did not answer within"),
     ] {
-        page.set_mode(mode);
-        until(&served.url, Duration::from_secs(8), says, |v| {
+        t.page.set_mode(mode);
+        until(&t.served.url, Duration::from_secs(8), says, |v| {
             v["declared"]["last_error"]
                 .as_str()
                 .is_some_and(|e| e.contains(says))
         })
         .await;
-        let v = vendor(&served.url).await;
+        let v = vendor(&t.served.url).await;
         assert_eq!(v["ripcord"]["effect"], "held open", "{says}: {v}");
         assert_eq!(v["declared"]["status"], "major_outage", "{says}: {v}");
-        assert_eq!(content(&ask(&served.url, &[]).await), "from backup");
+        assert_eq!(content(&ask(&t.served.url, &[]).await), "from backup");
     }
-    let metrics = reqwest::get(format!("{}/metrics", served.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&t.served.url).await;
     assert!(
         metrics
             .lines()
@@ -298,17 +316,17 @@ async fn a_page_that_cannot_be_read_changes_nothing() {
         "{metrics}"
     );
     // Readable again and all clear: restored.
-    page.set_mode(PageMode::Serve);
-    page.all_clear();
+    t.page.set_mode(PageMode::Serve);
+    t.page.all_clear();
     until(
-        &served.url,
+        &t.served.url,
         Duration::from_secs(8),
         "the restoration",
         |v| v["ripcord"]["effect"] == "in place",
     )
     .await;
-    assert_eq!(content(&ask(&served.url, &[]).await), "from primary");
-    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
+    let _ = std::fs::remove_dir_all(&t.dir);
 }
 
 /// Parses a config of one OpenAI (or `kind`) provider with `status` as its status page section.

@@ -219,14 +219,16 @@ pub(super) fn resolve_pool(
             tpm: positive(&d.tpm, "tpm")?,
         });
     }
+    // Where a balance that the deployments cannot serve is written (or the provider's name).
+    let balance_span = || {
+        p.balance
+            .as_ref()
+            .map_or_else(|| p.name.span(), Spanned::span)
+    };
     if balance == ripcord_resilience::Balance::Weighted && deployments.iter().all(|d| d.weight == 0)
     {
-        let span = p
-            .balance
-            .as_ref()
-            .map_or_else(|| p.name.span(), Spanned::span);
         return Err(cx.err(
-            Some(&span),
+            Some(&balance_span()),
             "balance",
             format!("provider {name:?}: every deployment weighs 0; give one a weight"),
         ));
@@ -236,12 +238,8 @@ pub(super) fn resolve_pool(
             .iter()
             .find(|d| d.rpm.is_none() && d.tpm.is_none())
     {
-        let span = p
-            .balance
-            .as_ref()
-            .map_or_else(|| p.name.span(), Spanned::span);
         return Err(cx.err(
-            Some(&span),
+            Some(&balance_span()),
             "balance",
             format!(
                 "provider {name:?}: balance = \"usage\" divides each deployment's use by its quota; deployment {:?} states neither `rpm` nor `tpm`",

@@ -106,13 +106,23 @@ fn var(
     }
 }
 
+/// What a Bedrock link's region and credentials take from the provider's common settings.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KeyInputs<'a> {
+    /// The model (an ARN names its region).
+    pub(super) model: Option<&'a str>,
+    /// The value of `api_key` / `api_key_env`: a Bedrock API key.
+    pub(super) api_key: Option<&'a str>,
+    /// Where that key came from.
+    pub(super) key_source: Option<&'a str>,
+    /// A missing credential skips the provider instead of failing the config.
+    pub(super) lenient_keys: bool,
+}
+
 pub(super) fn resolve_bedrock(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
-    model: Option<&str>,
-    api_key: Option<&str>,
-    key_source: Option<&str>,
-    lenient_keys: bool,
+    keys: KeyInputs<'_>,
 ) -> Result<Resolved<BedrockSettings>, ConfigError> {
     if p.kind != ProviderKind::Vendor(Vendor::Bedrock) {
         if let Some((key, Some(span))) = bedrock_keys(p).into_iter().find(|(_, s)| s.is_some()) {
@@ -130,11 +140,11 @@ pub(super) fn resolve_bedrock(
     }
     #[cfg(not(feature = "bedrock"))]
     {
-        let _ = (model, api_key, key_source, lenient_keys);
+        let _ = keys;
         Err(super::resolve_provider::not_built(cx, p, Vendor::Bedrock))
     }
     #[cfg(feature = "bedrock")]
-    signing(cx, p, model, api_key, key_source, lenient_keys)
+    signing(cx, p, keys)
 }
 
 /// A bedrock provider's region and credentials.
@@ -142,11 +152,14 @@ pub(super) fn resolve_bedrock(
 fn signing(
     cx: &Ctx<'_>,
     p: &ProviderConfig,
-    model: Option<&str>,
-    api_key: Option<&str>,
-    key_source: Option<&str>,
-    lenient_keys: bool,
+    keys: KeyInputs<'_>,
 ) -> Result<Resolved<BedrockSettings>, ConfigError> {
+    let KeyInputs {
+        model,
+        api_key,
+        key_source,
+        lenient_keys,
+    } = keys;
     let region = region(cx, p, model)?;
     let env = |name: &str| cx.env.var(name);
     let mut source = None;

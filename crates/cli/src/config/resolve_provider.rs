@@ -403,14 +403,13 @@ pub(super) fn resolve_provider(
         max_batch,
         device,
     } = local_settings(cx, p)?;
-    let bedrock = match super::resolve_bedrock::resolve_bedrock(
-        cx,
-        p,
-        model.as_deref(),
-        api_key.as_deref(),
-        key_source.as_deref(),
+    let keys = super::resolve_bedrock::KeyInputs {
+        model: model.as_deref(),
+        api_key: api_key.as_deref(),
+        key_source: key_source.as_deref(),
         lenient_keys,
-    )? {
+    };
+    let bedrock = match super::resolve_bedrock::resolve_bedrock(cx, p, keys)? {
         Resolved::Settings(s) => s,
         Resolved::Skip => return Ok(None),
     };

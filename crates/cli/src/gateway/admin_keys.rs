@@ -110,60 +110,43 @@ async fn refreshed(state: &GatewayState) {
     }
 }
 
-fn answer(r: Result<Response, GatewayError>) -> Response {
-    r.unwrap_or_else(IntoResponse::into_response)
-}
-
 async fn create(
     State(state): State<Arc<GatewayState>>,
     headers: HeaderMap,
     bytes: Bytes,
-) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let settings: KeySettings = body(&bytes)?;
-            check_routes(&state, &settings)
-                .map_err(|m| GatewayError::new(400, "invalid_request", m))?;
-            let (key, secret) = store
-                .create_key(&settings, ACTOR)
-                .await
-                .map_err(store_error)?;
-            refreshed(&state).await;
-            let mut v = key.to_json(now_ms());
-            v["secret"] = json!(secret.expose());
-            Ok((StatusCode::CREATED, axum::Json(v)).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let settings: KeySettings = body(&bytes)?;
+    check_routes(&state, &settings).map_err(|m| GatewayError::new(400, "invalid_request", m))?;
+    let (key, secret) = store
+        .create_key(&settings, ACTOR)
+        .await
+        .map_err(store_error)?;
+    refreshed(&state).await;
+    let mut v = key.to_json(now_ms());
+    v["secret"] = json!(secret.expose());
+    Ok((StatusCode::CREATED, axum::Json(v)).into_response())
 }
 
-async fn list(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let keys = store.keys().await.map_err(store_error)?;
-            let now = now_ms();
-            let data: Vec<_> = keys.iter().map(|k| k.to_json(now)).collect();
-            Ok(axum::Json(json!({ "data": data })).into_response())
-        }
-        .await,
-    )
+async fn list(
+    State(state): State<Arc<GatewayState>>,
+    headers: HeaderMap,
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let keys = store.keys().await.map_err(store_error)?;
+    let now = now_ms();
+    let data: Vec<_> = keys.iter().map(|k| k.to_json(now)).collect();
+    Ok(axum::Json(json!({ "data": data })).into_response())
 }
 
 async fn one(
     State(state): State<Arc<GatewayState>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let key = store.key(&id).await.map_err(store_error)?;
-            Ok(axum::Json(key.to_json(now_ms())).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let key = store.key(&id).await.map_err(store_error)?;
+    Ok(axum::Json(key.to_json(now_ms())).into_response())
 }
 
 async fn change(
@@ -171,20 +154,15 @@ async fn change(
     headers: HeaderMap,
     Path(id): Path<String>,
     bytes: Bytes,
-) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let change: KeyChange = body(&bytes)?;
-            let key = store
-                .change_key(&id, &change, ACTOR, |s| check_routes(&state, s))
-                .await
-                .map_err(store_error)?;
-            refreshed(&state).await;
-            Ok(axum::Json(key.to_json(now_ms())).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let change: KeyChange = body(&bytes)?;
+    let key = store
+        .change_key(&id, &change, ACTOR, |s| check_routes(&state, s))
+        .await
+        .map_err(store_error)?;
+    refreshed(&state).await;
+    Ok(axum::Json(key.to_json(now_ms())).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -198,39 +176,29 @@ async fn rotate(
     headers: HeaderMap,
     Path(id): Path<String>,
     bytes: Bytes,
-) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let r: Rotation = body(&bytes)?;
-            let grace = r.grace_s.map_or(DEFAULT_GRACE, Duration::from_secs);
-            let (key, secret) = store
-                .rotate_key(&id, grace, ACTOR)
-                .await
-                .map_err(store_error)?;
-            refreshed(&state).await;
-            let mut v = key.to_json(now_ms());
-            v["secret"] = json!(secret.expose());
-            Ok(axum::Json(v).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let r: Rotation = body(&bytes)?;
+    let grace = r.grace_s.map_or(DEFAULT_GRACE, Duration::from_secs);
+    let (key, secret) = store
+        .rotate_key(&id, grace, ACTOR)
+        .await
+        .map_err(store_error)?;
+    refreshed(&state).await;
+    let mut v = key.to_json(now_ms());
+    v["secret"] = json!(secret.expose());
+    Ok(axum::Json(v).into_response())
 }
 
 async fn revoke(
     State(state): State<Arc<GatewayState>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let key = store.revoke_key(&id, ACTOR).await.map_err(store_error)?;
-            refreshed(&state).await;
-            Ok(axum::Json(key.to_json(now_ms())).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let key = store.revoke_key(&id, ACTOR).await.map_err(store_error)?;
+    refreshed(&state).await;
+    Ok(axum::Json(key.to_json(now_ms())).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -242,14 +210,9 @@ async fn audit(
     State(state): State<Arc<GatewayState>>,
     headers: HeaderMap,
     Query(q): Query<AuditQuery>,
-) -> Response {
-    answer(
-        async {
-            let store = store_of(&state, &headers)?;
-            let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
-            let entries = store.audit(limit).await.map_err(store_error)?;
-            Ok(axum::Json(json!({ "data": entries })).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, GatewayError> {
+    let store = store_of(&state, &headers)?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let entries = store.audit(limit).await.map_err(store_error)?;
+    Ok(axum::Json(json!({ "data": entries })).into_response())
 }

@@ -63,6 +63,9 @@ fn family(
     }
 }
 
+/// A gauge's value for a deployment, when its snapshot has one.
+type Gauge = fn(&Value) -> Option<f64>;
+
 fn num(d: &Value, key: &str) -> Option<f64> {
     d.get(key).and_then(Value::as_f64)
 }
@@ -72,55 +75,39 @@ pub(super) fn append(out: &mut String, pools: &Value) {
     let Some(pools) = pools.as_array().filter(|p| !p.is_empty()) else {
         return;
     };
-    family(
-        out,
-        pools,
-        "ripcord_pool_deployment_state",
-        "gauge",
-        "Where a deployment of a pool link stands: 0 available, 1 cooling down, 2 ejected, 3 out of service.",
-        |d| {
-            d.get("state")
-                .and_then(Value::as_str)
-                .and_then(state_code)
-                .map(|c| (None, f64::from(c)))
-                .into_iter()
-                .collect()
-        },
-    );
-    family(
-        out,
-        pools,
-        "ripcord_pool_deployment_in_flight",
-        "gauge",
-        "Calls in flight on a deployment of a pool link.",
-        |d| num(d, "in_flight").map(|v| (None, v)).into_iter().collect(),
-    );
-    family(
-        out,
-        pools,
-        "ripcord_pool_deployment_latency_ewma_seconds",
-        "gauge",
-        "A deployment's peak-EWMA latency estimate (absent before its first answer).",
-        |d| {
-            num(d, "latency_ewma_ms")
-                .map(|v| (None, v / 1000.0))
-                .into_iter()
-                .collect()
-        },
-    );
-    family(
-        out,
-        pools,
-        "ripcord_pool_deployment_cooldown_seconds",
-        "gauge",
-        "Time left of a deployment's cooldown or ejection (0 when none).",
-        |d| {
-            num(d, "cooldown_left_ms")
-                .map(|v| (None, v / 1000.0))
-                .into_iter()
-                .collect()
-        },
-    );
+    // The gauges: one value per deployment, absent where the snapshot has none.
+    let gauges: [(&str, &str, Gauge); 4] = [
+        (
+            "ripcord_pool_deployment_state",
+            "Where a deployment of a pool link stands: 0 available, 1 cooling down, 2 ejected, 3 out of service.",
+            |d| {
+                d.get("state")
+                    .and_then(Value::as_str)
+                    .and_then(state_code)
+                    .map(f64::from)
+            },
+        ),
+        (
+            "ripcord_pool_deployment_in_flight",
+            "Calls in flight on a deployment of a pool link.",
+            |d| num(d, "in_flight"),
+        ),
+        (
+            "ripcord_pool_deployment_latency_ewma_seconds",
+            "A deployment's peak-EWMA latency estimate (absent before its first answer).",
+            |d| num(d, "latency_ewma_ms").map(|v| v / 1000.0),
+        ),
+        (
+            "ripcord_pool_deployment_cooldown_seconds",
+            "Time left of a deployment's cooldown or ejection (0 when none).",
+            |d| num(d, "cooldown_left_ms").map(|v| v / 1000.0),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        family(out, pools, name, "gauge", help, |d| {
+            value(d).map(|v| (None, v)).into_iter().collect()
+        });
+    }
     family(
         out,
         pools,

@@ -28,7 +28,7 @@ use ripcord_core::{
     Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
     Provenance, Result, StreamEvent,
 };
-use ripcord_resilience::{BreakerState, HealthHandle, HealthStatus};
+use ripcord_resilience::{BreakerState, HealthHandle, HealthSnapshot, HealthStatus};
 use tokio::time::Instant;
 
 use crate::build::Built;
@@ -112,6 +112,24 @@ impl StatusBoard {
         }
     }
 
+    /// The health of every provider a caller limited to the routes `may_use` admits (by
+    /// index) may see: those the routes use (every provider when it may use every route).
+    fn snapshots_for(&self, may_use: &dyn Fn(usize) -> bool) -> Vec<HealthSnapshot> {
+        let every_route = (0..self.routes.len()).all(may_use);
+        let shown_links: Vec<&str> = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| may_use(*i))
+            .flat_map(|(_, r)| r.links.iter().map(String::as_str))
+            .collect();
+        self.links
+            .iter()
+            .map(HealthHandle::snapshot)
+            .filter(|s| every_route || shown_links.contains(&&*s.link))
+            .collect()
+    }
+
     /// The page's data as JSON (`GET /status` with `Accept: application/json`): each
     /// provider's health and breaker, and what its vendor's status page declares.
     pub fn to_json(&self) -> serde_json::Value {
@@ -121,20 +139,7 @@ impl StatusBoard {
     /// [`StatusBoard::to_json`] as a key limited to some routes sees it: only the providers
     /// those routes use.
     pub fn to_json_for(&self, may_use: &dyn Fn(usize) -> bool) -> serde_json::Value {
-        let every_route = (0..self.routes.len()).all(may_use);
-        let shown_links: Vec<&str> = self
-            .routes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| may_use(*i))
-            .flat_map(|(_, r)| r.links.iter().map(String::as_str))
-            .collect();
-        let snaps: Vec<_> = self
-            .links
-            .iter()
-            .map(HealthHandle::snapshot)
-            .filter(|s| every_route || shown_links.contains(&&*s.link))
-            .collect();
+        let snaps = self.snapshots_for(may_use);
         serde_json::json!({
             "providers": snaps
                 .iter()
@@ -262,20 +267,7 @@ impl StatusBoard {
     pub fn render_for(&self, may_use: &dyn Fn(usize) -> bool) -> String {
         let now = Instant::now();
         let wall = SystemTime::now();
-        let every_route = (0..self.routes.len()).all(may_use);
-        let shown_links: Vec<&str> = self
-            .routes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| may_use(*i))
-            .flat_map(|(_, r)| r.links.iter().map(String::as_str))
-            .collect();
-        let snaps: Vec<_> = self
-            .links
-            .iter()
-            .map(HealthHandle::snapshot)
-            .filter(|s| every_route || shown_links.contains(&&*s.link))
-            .collect();
+        let snaps = self.snapshots_for(may_use);
         let (calls, fallbacks) = {
             let r = self.recent();
             let calls: Vec<CallRecord> = r

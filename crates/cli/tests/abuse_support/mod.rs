@@ -39,6 +39,18 @@ pub(crate) fn serve(tag: &str, text: &str) -> support::Served {
     support::serve_with_env(&config(tag, text), &[("GW_KEYS", GW_KEY)])
 }
 
+/// `ripcord serve` of one [`provider`] link over `vendor`, with the gateway key and the
+/// `server` lines (each ending in `\n`) under `[server]`.
+pub(crate) fn serve_keyed(tag: &str, vendor: &FakeVendor, server: &str) -> support::Served {
+    serve(
+        tag,
+        &format!(
+            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n{server}",
+            provider(vendor)
+        ),
+    )
+}
+
 /// `ripcord serve` under `prlimit --nofile=N:N` (soft and hard: the gateway cannot raise it).
 pub(crate) fn serve_with_nofile(tag: &str, text: &str, nofile: u64) -> support::Served {
     let mut cmd = std::process::Command::new("prlimit");
@@ -68,6 +80,12 @@ pub(crate) async fn chat(client: &reqwest::Client, url: &str) -> reqwest::Respon
         .send()
         .await
         .unwrap()
+}
+
+/// `GET <url><path>` (`/healthz`, `/readyz`) on `client`. The caller holds the answer as long
+/// as its connection must stay taken (its body unread).
+pub(crate) async fn probe(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Response {
+    client.get(format!("{url}{path}")).send().await.unwrap()
 }
 
 /// A TCP connection to `to` from the loopback address `from` (the whole of 127.0.0.0/8 is

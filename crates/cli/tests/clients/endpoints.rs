@@ -5,10 +5,9 @@
 use super::*;
 
 fn embeddings_config(dir: &std::path::Path, vendor: &str) -> std::path::PathBuf {
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
+    support::write_config(
+        dir,
+        &format!(
             r#"
 [[routes]]
 name = "ripcord"
@@ -17,27 +16,15 @@ order = ["primary"]
 [[routes]]
 name = "private"
 order = ["primary"]
-
-[embeddings]
-providers = ["primary"]
-model = "text-embedding-3-small"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{vendor}/v1"
-api_key = "sk-a"
-
+{}
 [[server.keys]]
 tenant = "acme"
 key_env = "CLIENTS_ACME_KEY"
 routes = ["ripcord"]
-"#
+"#,
+            embeddings_of_primary(vendor)
         ),
     )
-    .unwrap();
-    config
 }
 
 const EMBED_SCRIPT: &str = r#"
@@ -75,7 +62,7 @@ async fn embeddings_in_base64_and_tokens_and_models_retrieve_through_the_sdks() 
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = temp_dir("embed");
+    let dir = support::temp_dir("clients-embed");
     let config = embeddings_config(&dir, &vendor.base_url());
     let key = "sk-acme-clients-0123456789";
     let served = support::serve_with_env(&config, &[("CLIENTS_ACME_KEY", key)]);
@@ -130,47 +117,25 @@ async fn embeddings_in_base64_and_tokens_and_models_retrieve_through_the_sdks() 
 async fn max_tokens_is_lowered_to_each_links_known_cap_and_the_attempt_says_so() {
     // A Claude client asks for 64000 (the AI SDK's Anthropic default); Claude is down and the
     // backup is GPT-4o, which writes at most 16384.
-    let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    claude.set_script(Script::Always(Behavior::Error(VendorError::Overloaded)));
+    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
     let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = temp_dir("clamp");
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["claude", "gpt"]
-deadline_ms = 5000
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 100
-background_probe_ms = 0
-
-[[providers]]
-name = "gpt"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-test"
-
-# The attempts are read by link and model.
-[server]
-expose_errors = true
-"#,
-            claude.base_url(),
-            backup.base_url()
+    let dir = support::temp_dir("clients-clamp");
+    let config = support::write_config(
+        &dir,
+        &format!(
+            "[chain]\norder = [\"claude\", \"gpt\"]\ndeadline_ms = 5000\n{}{}{}{}\n\
+             # The attempts are read by link and model.\n[server]\nexpose_errors = true\n",
+            support::anthropic_link(
+                "claude",
+                "claude-sonnet-4-5",
+                &claude.base_url(),
+                "sk-ant-test"
+            ),
+            support::ONE_ATTEMPT,
+            BREAKER_STAYS_CLOSED,
+            support::openai_link("gpt", "gpt-4o", &backup.base_url(), "sk-test"),
         ),
-    )
-    .unwrap();
+    );
     let served = support::serve(&config);
     for stream in [false, true] {
         let resp = reqwest::Client::new()
@@ -227,32 +192,14 @@ expose_errors = true
 }
 
 fn cors_config(dir: &std::path::Path, vendor: &str, cors: &str) -> std::path::PathBuf {
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary"]
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{vendor}/v1"
-api_key = "sk-a"
-
-[server]
-{cors}
-
-[[server.keys]]
-tenant = "acme"
-key_env = "CLIENTS_CORS_KEY"
-"#
+    support::write_config(
+        dir,
+        &format!(
+            "[chain]\norder = [\"primary\"]\n{}\n[server]\n{cors}\n\n\
+             [[server.keys]]\ntenant = \"acme\"\nkey_env = \"CLIENTS_CORS_KEY\"\n",
+            support::openai_link("primary", "gpt-4o", vendor, "sk-a")
         ),
     )
-    .unwrap();
-    config
 }
 
 async fn preflight(url: &str, origin: &str) -> reqwest::Response {
@@ -275,7 +222,7 @@ async fn preflight(url: &str, origin: &str) -> reqwest::Response {
 #[tokio::test(flavor = "multi_thread")]
 async fn cors_answers_an_allowed_origins_preflight_before_authentication() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let dir = temp_dir("cors");
+    let dir = support::temp_dir("clients-cors");
     let key = "sk-acme-cors-0123456789abcdef";
     // Off by default: a preflight is refused like any request without a key.
     let config = cors_config(&dir, &vendor.base_url(), "");
@@ -347,12 +294,7 @@ async fn cors_answers_an_allowed_origins_preflight_before_authentication() {
         &vendor.base_url(),
         r#"cors_origins = ["https://app.example.com/path"]"#,
     );
-    let out = support::ripcord()
-        .arg("check-config")
-        .arg(&config)
-        .env("CLIENTS_CORS_KEY", key)
-        .output()
-        .unwrap();
+    let out = support::check_config(&config, &[("CLIENTS_CORS_KEY", key)]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server.cors_origins[0]"), "{err}");
@@ -363,39 +305,14 @@ async fn cors_answers_an_allowed_origins_preflight_before_authentication() {
 async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let claude = FakeVendor::start(Wire::Anthropic).await.unwrap();
-    let dir = temp_dir("params");
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[[routes]]
-name = "ripcord"
-order = ["gpt"]
-
-[[routes]]
-name = "claude"
-order = ["claude"]
-
-[[providers]]
-name = "gpt"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{}/v1"
-api_key = "sk-test"
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{}"
-api_key = "sk-ant-test"
-"#,
-            vendor.base_url(),
-            claude.base_url()
-        ),
-    )
-    .unwrap();
+    let dir = support::temp_dir("clients-params");
+    let config = support::two_routes_named(
+        &dir,
+        "ripcord",
+        &vendor.base_url(),
+        &claude.base_url(),
+        "gpt-4o",
+    );
     let served = support::serve(&config);
     let chat = format!("{}/v1/chat/completions", served.url);
     let hi = json!([{"role": "user", "content": "hi"}]);
@@ -414,17 +331,25 @@ api_key = "sk-ant-test"
     assert_eq!(sent["frequency_penalty"], -0.5, "{sent}");
     assert_eq!(sent["seed"], 7, "{sent}");
     // Mapped: Anthropic's `disable_parallel_tool_use` is OpenAI's `parallel_tool_calls: false`,
-    // both ways.
-    let (s, _, body) = post(
-        &format!("{}/v1/messages", served.url),
-        json!({"model": "ripcord", "max_tokens": 32, "messages": hi,
-            "tools": [{"name": "weather", "input_schema": {"type": "object"}}],
-            "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    let sent = vendor.requests().last().unwrap().json().unwrap();
-    assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
+    // both ways; the Responses door forwards its `parallel_tool_calls` the same way.
+    for (url, body) in [
+        (
+            format!("{}/v1/messages", served.url),
+            json!({"model": "ripcord", "max_tokens": 32, "messages": hi,
+                "tools": [{"name": "weather", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}}),
+        ),
+        (
+            format!("{}/v1/responses", served.url),
+            json!({"model": "ripcord", "input": "hi", "store": false, "parallel_tool_calls": false,
+                "tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]}),
+        ),
+    ] {
+        let (s, _, body) = post(&url, body).await;
+        assert_eq!(s, 200, "{body}");
+        let sent = vendor.requests().last().unwrap().json().unwrap();
+        assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
+    }
     let (s, _, body) = post(
         &chat,
         json!({"model": "claude", "messages": hi, "tools": tools, "parallel_tool_calls": false}),
@@ -437,16 +362,6 @@ api_key = "sk-ant-test"
         json!({"type": "auto", "disable_parallel_tool_use": true}),
         "{sent}"
     );
-    // The Responses door forwards its `parallel_tool_calls` the same way.
-    let (s, _, body) = post(
-        &format!("{}/v1/responses", served.url),
-        json!({"model": "ripcord", "input": "hi", "store": false, "parallel_tool_calls": false,
-            "tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]}),
-    )
-    .await;
-    assert_eq!(s, 200, "{body}");
-    let sent = vendor.requests().last().unwrap().json().unwrap();
-    assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
     // Mapped: the deprecated `function_call` / `role: "function"` turn is a tool call and
     // its result.
     let (s, _, body) = post(
@@ -512,16 +427,32 @@ api_key = "sk-ant-test"
     );
     // Reasoning: an effort goes to OpenAI as it is and to Claude as a thinking budget; a
     // thinking budget goes to OpenAI as the effort of its band.
-    let (s, _, text) = post(
-        &chat,
-        json!({"model": "ripcord", "messages": hi, "reasoning_effort": "high"}),
-    )
-    .await;
-    assert_eq!(s, 200, "{text}");
-    assert_eq!(
-        vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
-        "high"
-    );
+    let to_openai = [
+        (
+            chat.clone(),
+            json!({"model": "ripcord", "messages": hi, "reasoning_effort": "high"}),
+            "high",
+        ),
+        (
+            format!("{}/v1/messages", served.url),
+            json!({"model": "ripcord", "max_tokens": 4096, "messages": hi,
+                "thinking": {"type": "enabled", "budget_tokens": 3000}}),
+            "medium",
+        ),
+        (
+            format!("{}/v1/responses", served.url),
+            json!({"model": "ripcord", "input": "hi", "store": false, "reasoning": {"effort": "minimal"}}),
+            "minimal",
+        ),
+    ];
+    for (url, body, effort) in to_openai {
+        let (s, _, text) = post(&url, body).await;
+        assert_eq!(s, 200, "{text}");
+        assert_eq!(
+            vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
+            effort
+        );
+    }
     let (s, _, text) = post(
         &chat,
         json!({"model": "claude", "messages": hi, "reasoning_effort": "low", "max_tokens": 4000}),
@@ -533,27 +464,6 @@ api_key = "sk-ant-test"
         sent["thinking"],
         json!({"type": "enabled", "budget_tokens": 2048}),
         "{sent}"
-    );
-    let (s, _, text) = post(
-        &format!("{}/v1/messages", served.url),
-        json!({"model": "ripcord", "max_tokens": 4096, "messages": hi,
-            "thinking": {"type": "enabled", "budget_tokens": 3000}}),
-    )
-    .await;
-    assert_eq!(s, 200, "{text}");
-    assert_eq!(
-        vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
-        "medium"
-    );
-    let (s, _, text) = post(
-        &format!("{}/v1/responses", served.url),
-        json!({"model": "ripcord", "input": "hi", "store": false, "reasoning": {"effort": "minimal"}}),
-    )
-    .await;
-    assert_eq!(s, 200, "{text}");
-    assert_eq!(
-        vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
-        "minimal"
     );
     let (s, _, text) = post(
         &chat,
@@ -578,7 +488,7 @@ async fn messages_structured_output_goes_the_response_format_way() {
     vendor.set_script(Script::Always(Behavior::Reply(Reply::text(
         r#"{"city":"Oslo"}"#,
     ))));
-    let dir = temp_dir("structured");
+    let dir = support::temp_dir("clients-structured");
     let config = chain_config(&dir, &vendor.base_url(), &vendor.base_url(), "");
     let served = support::serve(&config);
     let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],

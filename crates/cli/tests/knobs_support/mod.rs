@@ -7,17 +7,10 @@ use ripcord_chaos::{FakeOptions, FakeVendor, Reply, Script, Wire};
 use serde_json::{Value, json};
 
 pub(crate) fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ripcord-knobs-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::support::temp_dir(&format!("knobs-{name}"))
 }
 
-/// Writes `text` as `dir/ripcord.toml`.
-pub(crate) fn write_config(dir: &std::path::Path, text: &str) -> PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
+pub(crate) use crate::support::write_config;
 
 /// An OpenAI-wire fake answering `text`, on the script `script`.
 pub(crate) async fn fake(text: &str, script: Script) -> FakeVendor {

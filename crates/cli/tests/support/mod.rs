@@ -42,6 +42,28 @@ pub(crate) async fn start_gateway(state: ripcord_cli::gateway::GatewayState) -> 
     }
 }
 
+/// A gateway key `secret` of `tenant` (from `env TEST_KEY`) with no limits or controls.
+pub(crate) fn gateway_key(secret: &str, tenant: Option<&str>) -> ripcord_cli::config::GatewayKey {
+    ripcord_cli::config::GatewayKey {
+        tenant: tenant.map(str::to_owned),
+        source: "env TEST_KEY".to_owned(),
+        secret: secrecy::SecretString::from(secret.to_owned()),
+        routes: None,
+        sub_tenants: false,
+        rpm: None,
+        tpm: None,
+        controls: Default::default(),
+    }
+}
+
+/// A loopback port that was free a moment ago (for a listener the gateway opens itself).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
 /// The `ripcord` binary built for these tests, with no vendor keys in its environment.
 pub(crate) fn ripcord() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ripcord"));
@@ -49,6 +71,27 @@ pub(crate) fn ripcord() -> Command {
         c.env_remove(var);
     }
     c
+}
+
+/// Runs `ripcord check-config <path>` with `env` and returns its output.
+pub(crate) fn check_config(path: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    ripcord()
+        .arg("check-config")
+        .arg(path)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// [`check_config`] that must succeed (else the test fails with its stderr): its stdout.
+pub(crate) fn check_config_ok(path: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let out = check_config(path, env);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The cache folder `cargo xtask setup-model` fills.
@@ -163,19 +206,21 @@ pub(crate) async fn python_json(
     script: &'static str,
     args: Vec<String>,
 ) -> serde_json::Value {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg("-c")
-            .arg(script)
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let mut cmd = Command::new(python);
+    cmd.arg("-c").arg(script).args(args);
+    script_json("Python", cmd).await
+}
+
+/// Runs `cmd` off the async runtime and parses what it prints as JSON; a script that fails
+/// fails the test with its stderr (`what` names its language).
+async fn script_json(what: &str, mut cmd: Command) -> serde_json::Value {
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         out.status.success(),
-        "Python script failed: {}",
+        "{what} script failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
@@ -192,38 +237,14 @@ pub(crate) fn two_link_config(
     backup: &str,
     extra: &str,
 ) -> PathBuf {
-    let path = dir.join("ripcord.toml");
-    let text = format!(
-        r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 5000
-static_reply = "busy"
-
-[[providers]]
-name = "primary"
-kind = "openai"
-model = "gpt-4o"
-base_url = "{primary}/v1"
-api_key = "sk-test"
-[providers.retry]
-max_attempts = 1
-[providers.breaker]
-failure_threshold = 2
-open_ms = 600000
-background_probe_ms = 0
-
-[[providers]]
-name = "backup"
-kind = "openai"
-model = "gpt-4o-mini"
-base_url = "{backup}/v1"
-api_key = "sk-test"
-{extra}
-"#
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+    write_config(
+        dir,
+        &format!(
+            "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\nstatic_reply = \"busy\"\n{}{}{extra}\n",
+            tripping_link("primary", primary),
+            openai_link("backup", "gpt-4o-mini", backup, "sk-test"),
+        ),
+    )
 }
 
 /// Sends a request and reads its whole body, failing the test on any error on the way.
@@ -251,16 +272,20 @@ pub(crate) fn openai_then_anthropic(
     primary_url: &str,
     backup_url: &str,
 ) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let config = dir.join("ripcord.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[chain]
-order = ["primary", "backup"]
-deadline_ms = 10000
+    write_config(
+        dir,
+        &format!(
+            "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 10000\n{}",
+            openai_then_anthropic_links(primary_url, backup_url)
+        ),
+    )
+}
 
+/// The two links of [`openai_then_anthropic`] as `[[providers]]` sections, for a config that
+/// puts its own chain or routes before them.
+pub(crate) fn openai_then_anthropic_links(primary_url: &str, backup_url: &str) -> String {
+    format!(
+        r#"
 [[providers]]
 name = "primary"
 kind = "openai"
@@ -277,10 +302,155 @@ model = "claude-sonnet-4-5"
 base_url = "{backup_url}"
 api_key = "sk-ant-backup-upstream-key"
 "#
-        ),
     )
-    .unwrap();
-    config
+}
+
+/// One `[[providers]]` section: the link `name` of `kind` serving `model` at `base_url`, with
+/// the upstream key `api_key`.
+pub(crate) fn link(name: &str, kind: &str, model: &str, base_url: &str, api_key: &str) -> String {
+    format!(
+        "\n[[providers]]\nname = \"{name}\"\nkind = \"{kind}\"\nmodel = \"{model}\"\n\
+         base_url = \"{base_url}\"\napi_key = \"{api_key}\"\n"
+    )
+}
+
+/// [`link`] of kind `openai` at the fake (or server) `url`, whose API is under `/v1`.
+pub(crate) fn openai_link(name: &str, model: &str, url: &str, api_key: &str) -> String {
+    link(name, "openai", model, &format!("{url}/v1"), api_key)
+}
+
+/// [`link`] of kind `anthropic` at the fake (or server) `url`.
+pub(crate) fn anthropic_link(name: &str, model: &str, url: &str, api_key: &str) -> String {
+    link(name, "anthropic", model, url, api_key)
+}
+
+/// The lines after a `[[providers]]` section that make its link try once.
+pub(crate) const ONE_ATTEMPT: &str = "[providers.retry]\nmax_attempts = 1\n";
+
+/// A fresh, empty directory `ripcord-<name>-<pid>` under the system temp dir.
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ripcord-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `text` as `dir/ripcord.toml` (creating `dir`) and returns its path.
+pub(crate) fn write_config(dir: &std::path::Path, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("ripcord.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A fake vendor speaking `wire` that answers `reply`.
+pub(crate) async fn fake(
+    wire: ripcord_chaos::Wire,
+    reply: ripcord_chaos::Reply,
+) -> ripcord_chaos::FakeVendor {
+    ripcord_chaos::FakeVendor::start_with(
+        wire,
+        ripcord_chaos::FakeOptions::default().with_reply(reply),
+    )
+    .await
+    .unwrap()
+}
+
+/// A fake vendor speaking `wire` that fails every call with `error`.
+pub(crate) async fn fake_failing(
+    wire: ripcord_chaos::Wire,
+    error: ripcord_chaos::VendorError,
+) -> ripcord_chaos::FakeVendor {
+    let vendor = ripcord_chaos::FakeVendor::start(wire).await.unwrap();
+    vendor.set_script(ripcord_chaos::Script::Always(
+        ripcord_chaos::Behavior::Error(error),
+    ));
+    vendor
+}
+
+/// `POST url` with `body` as JSON: the status, the headers and the body text.
+pub(crate) async fn post_full(
+    url: &str,
+    body: serde_json::Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.text().await.unwrap())
+}
+
+/// `POST url` with `body` as JSON: the status and the body text.
+pub(crate) async fn post(url: &str, body: serde_json::Value) -> (u16, String) {
+    let (status, _, text) = post_full(url, body).await;
+    (status, text)
+}
+
+/// `(event name, data)` of every SSE event in a body (`""` with no name, `null` with no data).
+pub(crate) fn sse_events(body: &str) -> Vec<(String, serde_json::Value)> {
+    body.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or_default();
+            let data = e
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or("null");
+            (name.to_owned(), serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+/// `ripcord serve` of [`two_routes`] over the fakes `gpt` and `claude`, its config in a temp
+/// dir that is removed on drop.
+pub(crate) struct TwoRoutes {
+    pub(crate) gpt: ripcord_chaos::FakeVendor,
+    pub(crate) claude: ripcord_chaos::FakeVendor,
+    pub(crate) dir: PathBuf,
+    pub(crate) served: Served,
+}
+
+impl TwoRoutes {
+    /// Serves the route `gpt` (the fake `gpt`, as `gpt_model`) and the route `claude` from a
+    /// config in the temp dir `name`.
+    pub(crate) fn serve(
+        name: &str,
+        gpt: ripcord_chaos::FakeVendor,
+        claude: ripcord_chaos::FakeVendor,
+        gpt_model: &str,
+    ) -> Self {
+        let dir = temp_dir(name);
+        let served = serve(&two_routes(
+            &dir,
+            &gpt.base_url(),
+            &claude.base_url(),
+            gpt_model,
+        ));
+        Self {
+            gpt,
+            claude,
+            dir,
+            served,
+        }
+    }
+
+    /// The gateway's URL of `path`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.served.url)
+    }
+}
+
+impl Drop for TwoRoutes {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Runs a Node.js `script` (an ES module written to `dir`, where its packages are installed)
@@ -293,22 +463,9 @@ pub(crate) async fn node_json(
 ) -> serde_json::Value {
     let file = dir.join(format!("ripcord-test-{}.mjs", std::process::id()));
     std::fs::write(&file, script).unwrap();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(&file)
-            .args(args)
-            .current_dir(&dir)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "Node.js script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut cmd = Command::new("node");
+    cmd.arg(&file).args(args).current_dir(&dir);
+    script_json("Node.js", cmd).await
 }
 
 /// A config with two routes of one link each: `gpt` (an OpenAI-wire link of `gpt_model` at
@@ -319,35 +476,97 @@ pub(crate) fn two_routes(
     anthropic: &str,
     gpt_model: &str,
 ) -> PathBuf {
-    let path = dir.join("ripcord.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[[routes]]
-name = "gpt"
-order = ["gpt"]
+    two_routes_named(dir, "gpt", openai, anthropic, gpt_model)
+}
 
-[[routes]]
-name = "claude"
-order = ["claude"]
-
-[[providers]]
-name = "gpt"
-kind = "openai"
-model = "{gpt_model}"
-base_url = "{openai}/v1"
-api_key = "sk-test"
-
-[[providers]]
-name = "claude"
-kind = "anthropic"
-model = "claude-sonnet-4-5"
-base_url = "{anthropic}"
-api_key = "sk-ant-test"
-"#
+/// [`two_routes`] with the OpenAI-wire link's route named `gpt_route`.
+pub(crate) fn two_routes_named(
+    dir: &std::path::Path,
+    gpt_route: &str,
+    openai: &str,
+    anthropic: &str,
+    gpt_model: &str,
+) -> PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[[routes]]\nname = \"{gpt_route}\"\norder = [\"gpt\"]\n\n\
+             [[routes]]\nname = \"claude\"\norder = [\"claude\"]\n{}{}",
+            openai_link("gpt", gpt_model, openai, "sk-test"),
+            anthropic_link("claude", "claude-sonnet-4-5", anthropic, "sk-ant-test"),
         ),
     )
-    .unwrap();
-    path
+}
+
+/// An OpenAI-wire link `name` (`gpt-4o`, key `sk-test`) at the fake `url` that tries once and
+/// whose breaker trips after 2 failures and stays open for 10 minutes, without the background
+/// model-list probe (which would re-admit it as soon as the fake's `/models` answers).
+pub(crate) fn tripping_link(name: &str, url: &str) -> String {
+    format!(
+        "{}{ONE_ATTEMPT}[providers.breaker]\nfailure_threshold = 2\nopen_ms = 600000\n\
+         background_probe_ms = 0\n",
+        openai_link(name, "gpt-4o", url, "sk-test")
+    )
+}
+
+/// Every JSON body a [`webhook`] receiver got, in order.
+#[derive(Clone, Default)]
+pub(crate) struct Received(std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>);
+
+impl Received {
+    /// Every alert of every body (an Alertmanager body is an array).
+    pub(crate) fn alerts(&self) -> Vec<serde_json::Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|b| b.as_array().cloned().unwrap_or_default())
+            .collect()
+    }
+}
+
+/// A webhook receiver on loopback answering 200 to `POST /hook/<path>`: its base URL, and what
+/// it got.
+pub(crate) async fn webhook(path: &str) -> (String, Received) {
+    use axum::extract::State;
+    let got = Received::default();
+    let app =
+        axum::Router::new()
+            .route(
+                &format!("/hook/{path}"),
+                axum::routing::post(
+                    |State(got): State<Received>,
+                     axum::Json(body): axum::Json<serde_json::Value>| async move {
+                        got.0.lock().unwrap().push(body);
+                        "ok"
+                    },
+                ),
+            )
+            .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), got)
+}
+
+/// One chat call to `route` at the gateway `url`; its status (the body read and dropped).
+pub(crate) async fn call_route(client: &reqwest::Client, url: &str, route: &str) -> u16 {
+    let resp = client
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&serde_json::json!({"model": route, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    resp.bytes().await.unwrap();
+    status
+}
+
+/// Who served an answer: its `x-ripcord-served-by` header (`""` when absent).
+pub(crate) fn served_by(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("x-ripcord-served-by")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
 }

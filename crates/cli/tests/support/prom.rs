@@ -9,7 +9,6 @@
     clippy::print_stderr
 )]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -38,18 +37,10 @@ pub(crate) fn tool(name: &str) -> Option<PathBuf> {
 }
 
 pub(crate) fn tempdir(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripcord-prom-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    crate::support::temp_dir(&format!("prom-{what}"))
 }
 
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
+pub(crate) use crate::support::free_port;
 
 /// A Prometheus child on loopback, killed on drop.
 pub(crate) struct Prometheus {

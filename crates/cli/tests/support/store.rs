@@ -3,7 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::print_stderr)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A temp directory removed on drop.
 pub(crate) struct Dir(pub(crate) PathBuf);
@@ -12,6 +12,42 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A config of one OpenAI-wire link `vendor` (one attempt) with the gateway key
+/// `RIPCORD_TEST_<env>_KEY` (tenant `acme`), the admin key `RIPCORD_TEST_<env>_ADMIN`, and a
+/// `[store]` at `url` spooling to `spool`, flushing every `flush_ms`; `store_extra` ends the
+/// `[store]` section.
+pub(crate) fn store_config(
+    vendor: &str,
+    env: &str,
+    url: &str,
+    spool: &Path,
+    flush_ms: u64,
+    store_extra: &str,
+) -> String {
+    format!(
+        r#"
+[chain]
+order = ["vendor"]
+deadline_ms = 5000
+{}{}
+[[server.keys]]
+tenant = "acme"
+key_env = "RIPCORD_TEST_{env}_KEY"
+
+[server.admin]
+key_env = "RIPCORD_TEST_{env}_ADMIN"
+
+[store]
+url = "{url}"
+spool = "{}"
+flush_interval_ms = {flush_ms}
+{store_extra}"#,
+        crate::support::openai_link("vendor", "gpt-4o", vendor, "sk-test"),
+        crate::support::ONE_ATTEMPT,
+        spool.display(),
+    )
 }
 
 pub(crate) fn temp_dir(test: &str) -> Dir {

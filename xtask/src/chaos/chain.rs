@@ -767,7 +767,8 @@ mod tests {
 
     #[test]
     fn regions_chain_names_its_deployments_and_only_it_fits_regions() {
-        let t = Template::builtin_chain(Builtin::Regions, Duration::from_millis(2500), false, 7).unwrap();
+        let t = Template::builtin_chain(Builtin::Regions, Duration::from_millis(2500), false, 7)
+            .unwrap();
         assert_eq!(t.names(), ["regions", "backup"]);
         assert_eq!(
             t.deployment_names(),

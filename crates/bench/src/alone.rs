@@ -11,19 +11,8 @@ use crate::{
 pub(crate) fn paired(args: &Args) -> Result<(), String> {
     let load_start = load_average();
     let upstream = upstream::Upstream::spawn()?;
-    let targets = rows::Targets {
-        ok: upstream.urls.ok.clone(),
-        down: upstream.urls.down.clone(),
-        gateway: None,
-        proxy: None,
-        ledger_sqlite: None,
-        ledger_postgres: None,
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("runtime: {e}"))?;
+    let targets = rows::Targets::upstream(&upstream.urls);
+    let rt = crate::runtime()?;
     let p = rt.block_on(async {
         let wire = rows::capture_adapter_wire().await?;
         let (rows, _) = rows::build(&targets, &wire, 0).await?;
@@ -73,18 +62,11 @@ pub(crate) fn profile(args: &Args) -> Result<(), String> {
         None
     };
     let targets = rows::Targets {
-        ok: upstream.urls.ok.clone(),
-        down: upstream.urls.down.clone(),
         gateway: gateway.as_ref().map(|g| g.url.clone()),
         proxy: proxy.as_ref().map(|p| p.url.clone()),
-        ledger_sqlite: None,
-        ledger_postgres: None,
+        ..rows::Targets::upstream(&upstream.urls)
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("runtime: {e}"))?;
+    let rt = crate::runtime()?;
     let result = rt.block_on(async {
         if key == "skip_cost" {
             let s = tokio::spawn(skipcost::measure(args.calls, 11))

@@ -131,20 +131,7 @@ pub(crate) fn llama_bench(cache: &Path) -> Result<PathBuf, String> {
             ]),
         "cmake configure (llama.cpp, CPU only)",
     )?;
-    let jobs = std::thread::available_parallelism().map_or(1, usize::from);
-    run(
-        Command::new(&cmake)
-            .arg("--build")
-            .arg(&build)
-            .args(["--target", "llama-bench", "-j"])
-            .arg(jobs.to_string()),
-        "cmake --build --target llama-bench",
-    )?;
-    if bin.is_file() {
-        Ok(bin)
-    } else {
-        Err(format!("the build left no {}", bin.display()))
-    }
+    build_target(&cmake, &build, "llama-bench", bin)
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,14 +201,19 @@ pub(crate) fn llama_server(cache: &Path) -> Result<PathBuf, String> {
             .args(["-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TOOLS=ON"]),
         "cmake configure (llama.cpp server)",
     )?;
+    build_target(&cmake, &build, "llama-server", bin)
+}
+
+/// Builds llama.cpp's `target` in `build` with every core, and checks it left `bin`.
+fn build_target(cmake: &Path, build: &Path, target: &str, bin: PathBuf) -> Result<PathBuf, String> {
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
     run(
-        Command::new(&cmake)
+        Command::new(cmake)
             .arg("--build")
-            .arg(&build)
-            .args(["--target", "llama-server", "-j"])
+            .arg(build)
+            .args(["--target", target, "-j"])
             .arg(jobs.to_string()),
-        "cmake --build --target llama-server",
+        &format!("cmake --build --target {target}"),
     )?;
     if bin.is_file() {
         Ok(bin)

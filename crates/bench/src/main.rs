@@ -141,6 +141,15 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| here.to_path_buf(), Path::to_path_buf)
 }
 
+/// The runtime a measurement runs on: two workers, the client's and the server's.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))
+}
+
 fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -200,23 +209,17 @@ fn plan(quick: bool) -> Plan {
 
 fn command_line(args: &Args) -> String {
     let mut c = String::from("cargo xtask bench");
-    if args.quick {
-        c.push_str(" --quick");
-    }
-    if args.no_gateway {
-        c.push_str(" --no-gateway");
-    }
-    if args.no_local {
-        c.push_str(" --no-local");
-    }
-    if args.local_only {
-        c.push_str(" --local-only");
-    }
-    if args.paired {
-        c.push_str(" --paired");
-    }
-    if args.anchors {
-        c.push_str(" --anchors");
+    for (on, flag) in [
+        (args.quick, " --quick"),
+        (args.no_gateway, " --no-gateway"),
+        (args.no_local, " --no-local"),
+        (args.local_only, " --local-only"),
+        (args.paired, " --paired"),
+        (args.anchors, " --anchors"),
+    ] {
+        if on {
+            c.push_str(flag);
+        }
     }
     if !args.only.is_empty() {
         c.push_str(&format!(" --only {}", args.only.join(",")));
@@ -328,11 +331,7 @@ fn bench(args: &Args) -> Result<(), String> {
         ledger_sqlite: ledger_sqlite.as_ref().map(|g| g.url.clone()),
         ledger_postgres: ledger_postgres.as_ref().map(|g| g.url.clone()),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("runtime: {e}"))?;
+    let rt = runtime()?;
     let (skip_calls, skip_rounds) = if args.quick {
         (20_000, 11)
     } else {

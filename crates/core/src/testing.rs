@@ -5,8 +5,8 @@
 //! tokio's clock, so tests run on paused time.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +15,7 @@ use futures::StreamExt;
 use crate::capabilities::{Capabilities, Locality};
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::{ChatModel, ModelId};
+use crate::model::{ChatModel, Liveness, ModelId};
 use crate::request::ChatRequest;
 use crate::response::{ChatResponse, FinishReason, Usage};
 use crate::stream::{ChatStream, StreamEvent};
@@ -208,6 +208,12 @@ impl ScriptedModel {
         }
     }
 
+    /// A scripted failure: `error`, tagged with this model, after `delay`.
+    async fn fail_after(&self, error: Error, delay: Duration) -> Error {
+        tokio::time::sleep(delay).await;
+        self.tag(error)
+    }
+
     fn enter(&self) -> InFlight<'_> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
@@ -234,20 +240,20 @@ impl ScriptedModel {
                     .with_model(self.id.model.to_string())
                     .with_usage(Usage::new(u64::from(input), 1).priced(self.caps.price.as_ref())))
             }
-            Step::Fail { error, delay } => {
-                tokio::time::sleep(delay).await;
-                Err(self.tag(error))
-            }
-            Step::Hang => {
-                std::future::pending::<()>().await;
-                Err(Error::cancelled())
-            }
+            Step::Fail { error, delay } => Err(self.fail_after(error, delay).await),
+            Step::Hang => Err(hang().await),
             Step::Stream(items) => crate::stream::collect(item_stream(items))
                 .await
                 .map_err(|e| self.tag(e))
                 .and_then(|r| ctx.check().map(|()| r)),
         }
     }
+}
+
+/// A call that never answers: the error is for the type only, as the future never ends.
+async fn hang() -> Error {
+    std::future::pending::<()>().await;
+    Error::cancelled()
 }
 
 fn item_stream(items: Vec<(Duration, StreamItem)>) -> ChatStream {
@@ -267,8 +273,8 @@ fn item_stream(items: Vec<(Duration, StreamItem)>) -> ChatStream {
 /// optional delay: for fakes whose only behaviour is what they answer (a counter, a recorder,
 /// a fixed reply), so they need not each write the [`ChatModel`] impl out.
 ///
-/// `stream` is the trait's default (the answer replayed as one stream); `bounds_itself`,
-/// `refusal` and `liveness` are the trait's defaults too.
+/// `stream` is the trait's default (the answer replayed as one stream); `bounds_itself` and
+/// `refusal` are the trait's defaults too, and `liveness` is the trait's unless given.
 ///
 /// # Examples
 ///
@@ -289,6 +295,7 @@ pub struct FnModel<F> {
     id: ModelId,
     caps: Capabilities,
     delay: Duration,
+    liveness: Option<Arc<dyn Liveness>>,
     answer: F,
 }
 
@@ -302,8 +309,15 @@ where
             id,
             caps,
             delay: Duration::ZERO,
+            liveness: None,
             answer,
         }
+    }
+
+    /// Gives the model this liveness check ([`ChatModel::liveness`]).
+    pub fn with_liveness(mut self, liveness: Arc<dyn Liveness>) -> Self {
+        self.liveness = Some(liveness);
+        self
     }
 
     /// Makes every call take `delay` (on tokio's clock) after `answer` has run: what the
@@ -342,6 +356,10 @@ where
             tokio::time::sleep(self.delay).await;
         }
         answer
+    }
+
+    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
+        self.liveness.clone()
     }
 }
 
@@ -460,14 +478,8 @@ impl ScriptedModel {
                 tokio::time::sleep(delay).await;
                 Ok(item_stream(text_stream(&[text.as_str()], Duration::ZERO)))
             }
-            Step::Fail { error, delay } => {
-                tokio::time::sleep(delay).await;
-                Err(self.tag(error))
-            }
-            Step::Hang => {
-                std::future::pending::<()>().await;
-                Err(Error::cancelled())
-            }
+            Step::Fail { error, delay } => Err(self.fail_after(error, delay).await),
+            Step::Hang => Err(hang().await),
             Step::Stream(items) => Ok(item_stream(items)),
         }
     }

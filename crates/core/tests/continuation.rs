@@ -75,6 +75,20 @@ fn last_provenance(events: &[(Duration, Result<StreamEvent, Error>)]) -> Provena
         .unwrap()
 }
 
+/// Every event of one stream of `ask()` through `chain`, timed from its opening.
+async fn events_of(chain: &Chain) -> Vec<(Duration, Result<StreamEvent, Error>)> {
+    let s = chain.stream(&ask(), &Context::new()).await.unwrap();
+    drain(s, Instant::now()).await
+}
+
+/// [`events_of`] the [`continuing`] chain of `a` and `b`.
+async fn continued(
+    a: &Arc<ScriptedModel>,
+    b: &Arc<ScriptedModel>,
+) -> Vec<(Duration, Result<StreamEvent, Error>)> {
+    events_of(&continuing(a, b)).await
+}
+
 fn continuing(a: &Arc<ScriptedModel>, b: &Arc<ScriptedModel>) -> Chain {
     chain_of(&[a, b])
         .stream_policy(StreamPolicy::Continue)
@@ -190,14 +204,7 @@ async fn a_prefill_link_continues_its_own_message_and_a_refused_prefill_falls_to
     let b = arc(ScriptedModel::new("b")
         .with_caps(prefill.clone())
         .stream_items(text_stream(&["more."], ms(5))));
-    let events = drain(
-        continuing(&a, &b)
-            .stream(&ask(), &Context::new())
-            .await
-            .unwrap(),
-        Instant::now(),
-    )
-    .await;
+    let events = continued(&a, &b).await;
     assert_eq!(text(&events), format!("{delivered}more."));
     let asked = b.requests().pop().unwrap();
     let last = asked.messages.last().unwrap();
@@ -215,14 +222,7 @@ async fn a_prefill_link_continues_its_own_message_and_a_refused_prefill_falls_to
         .with_caps(prefill)
         .fail(ErrorKind::InvalidRequest)
         .stream_items(text_stream(&["more."], ms(5))));
-    let events = drain(
-        continuing(&a, &b)
-            .stream(&ask(), &Context::new())
-            .await
-            .unwrap(),
-        Instant::now(),
-    )
-    .await;
+    let events = continued(&a, &b).await;
     assert_eq!(text(&events), format!("{delivered}more."));
     assert_eq!(b.calls(), 2);
     assert_eq!(
@@ -254,14 +254,7 @@ async fn a_continuation_that_repeats_the_end_of_the_delivered_text_is_trimmed() 
         ],
         ms(5),
     )));
-    let events = drain(
-        continuing(&a, &b)
-            .stream(&ask(), &Context::new())
-            .await
-            .unwrap(),
-        Instant::now(),
-    )
-    .await;
+    let events = continued(&a, &b).await;
     assert_eq!(
         text(&events),
         "The sky is blue because air scatters short wavelengths more than long ones."
@@ -320,11 +313,7 @@ async fn with_no_link_left_the_stream_ends_with_its_error_not_a_static_reply() {
         .static_reply("busy")
         .build()
         .unwrap();
-    let events = drain(
-        chain.stream(&ask(), &Context::new()).await.unwrap(),
-        Instant::now(),
-    )
-    .await;
+    let events = events_of(&chain).await;
     let (_, last) = events.last().unwrap();
     assert_eq!(
         last.as_ref().unwrap_err().kind(),
@@ -348,11 +337,7 @@ async fn a_continuation_long_after_the_deadline_gets_a_fresh_budget() {
         .deadline(Duration::from_secs(2))
         .build()
         .unwrap();
-    let events = drain(
-        chain.stream(&ask(), &Context::new()).await.unwrap(),
-        Instant::now(),
-    )
-    .await;
+    let events = events_of(&chain).await;
     assert_eq!(text(&events), "long answer.", "{events:?}");
     let _ = Usage::default();
 }

@@ -8,9 +8,19 @@ use std::sync::Arc;
 
 use ripcord_core::chain::{Demotion, Strategy};
 use ripcord_core::testing::ScriptedModel;
-use ripcord_core::{Chain, ChatModel, Context, ErrorKind};
+use ripcord_core::{Chain, ChainBuilder, ChatModel, Context, ErrorKind};
 
 use support::{arc, ask};
+
+/// A chain of `a`, demoted (its switch already set), then `b`.
+fn demoted_a_then_b(a: &Arc<ScriptedModel>, b: &Arc<ScriptedModel>) -> ChainBuilder {
+    let d = Demotion::default();
+    d.set(true);
+    Chain::builder()
+        .link_arc(Arc::clone(a) as Arc<dyn ChatModel>)
+        .demotion(d)
+        .link_arc(Arc::clone(b) as Arc<dyn ChatModel>)
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_demoted_link_is_tried_after_the_others_until_restored() {
@@ -51,12 +61,7 @@ async fn a_demoted_link_is_tried_after_the_others_until_restored() {
 async fn a_demoted_link_still_serves_when_the_links_before_it_fail() {
     let a = arc(ScriptedModel::new("a").reply("from a"));
     let b = arc(ScriptedModel::new("b").fail(ErrorKind::ServerError));
-    let d = Demotion::default();
-    d.set(true);
-    let chain = Chain::builder()
-        .link_arc(Arc::clone(&a) as Arc<dyn ChatModel>)
-        .demotion(d)
-        .link_arc(Arc::clone(&b) as Arc<dyn ChatModel>)
+    let chain = demoted_a_then_b(&a, &b)
         .static_reply("busy")
         .build()
         .unwrap();
@@ -73,12 +78,7 @@ async fn a_demoted_link_still_serves_when_the_links_before_it_fail() {
 async fn demotion_applies_over_another_strategy() {
     let a = arc(ScriptedModel::new("a").reply("from a"));
     let b = arc(ScriptedModel::new("b").reply("from b"));
-    let d = Demotion::default();
-    d.set(true);
-    let chain = Chain::builder()
-        .link_arc(Arc::clone(&a) as Arc<dyn ChatModel>)
-        .demotion(d)
-        .link_arc(Arc::clone(&b) as Arc<dyn ChatModel>)
+    let chain = demoted_a_then_b(&a, &b)
         .strategy(Strategy::weighted([("a", 1), ("b", 0)]))
         .build()
         .unwrap();

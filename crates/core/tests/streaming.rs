@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use ripcord_core::testing::{ScriptedModel, StreamItem, drain, text_stream};
 use ripcord_core::{
-    Chain, ChatModel, ChatRequest, Context, Error, ErrorKind, FinishReason, StreamEvent,
-    StreamPolicy, stream,
+    Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, FinishReason,
+    StreamEvent, StreamPolicy, stream,
 };
 use tokio::time::Instant;
 
@@ -265,22 +265,21 @@ async fn a_stalled_stream_of_a_link_that_bounds_itself_ends_with_its_own_timeout
     assert_eq!(e.fault(), ripcord_core::Fault::Caller);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_slow_first_token_of_a_link_that_bounds_itself_still_falls_back_in_time() {
-    let a = Arc::new(
-        ScriptedModel::new("a")
-            .stream_items(vec![(ms(0), StreamItem::Stall)])
-            .bounding_itself(),
-    );
-    let b = Arc::new(
-        ScriptedModel::new("b")
-            .stream_items(text_stream(&["quick"], ms(10)))
-            .bounding_itself(),
-    );
+/// Link `a` stalls before its first token, link `b` streams "quick"; 4 s of a 10 s deadline
+/// are reserved for `b`: the answer is b's, 6.01 s in. Both bound themselves, or neither.
+#[allow(clippy::unwrap_used)] // a test helper: a failure fails the test
+async fn stalled_then_quick(bounding: bool) -> ChatResponse {
+    let a = ScriptedModel::new("a").stream_items(vec![(ms(0), StreamItem::Stall)]);
+    let b = ScriptedModel::new("b").stream_items(text_stream(&["quick"], ms(10)));
+    let (a, b) = if bounding {
+        (a.bounding_itself(), b.bounding_itself())
+    } else {
+        (a, b)
+    };
     let chain = Chain::builder()
-        .link_arc(a)
+        .link_arc(Arc::new(a))
         .reserve(Duration::from_secs(4))
-        .link_arc(b)
+        .link_arc(Arc::new(b))
         .deadline(Duration::from_secs(10))
         .build()
         .unwrap();
@@ -288,6 +287,12 @@ async fn a_slow_first_token_of_a_link_that_bounds_itself_still_falls_back_in_tim
     let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "quick");
     assert_eq!(t0.elapsed(), Duration::from_millis(6_010));
+    r
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_token_of_a_link_that_bounds_itself_still_falls_back_in_time() {
+    let r = stalled_then_quick(true).await;
     assert_eq!(
         r.provenance.attempts[0].error_kind,
         Some(ErrorKind::Timeout),
@@ -297,19 +302,7 @@ async fn a_slow_first_token_of_a_link_that_bounds_itself_still_falls_back_in_tim
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![(ms(0), StreamItem::Stall)]));
-    let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["quick"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .reserve(Duration::from_secs(4))
-        .link_arc(b)
-        .deadline(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let t0 = Instant::now();
-    let r = collect_ok(&chain, &ask()).await;
-    assert_eq!(r.text(), "quick");
-    assert_eq!(t0.elapsed(), Duration::from_millis(6_010));
+    stalled_then_quick(false).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -324,6 +324,42 @@ impl Decoder {
         &self.spec
     }
 
+    /// One buffer per layer's past, `rows` x `capacity` tokens, each bound as that layer's
+    /// past input and its present output, so the graph writes the cache in place. `size`
+    /// names the allocation and `bind` the binding in errors.
+    fn bound_kv(
+        &self,
+        rows: usize,
+        capacity: usize,
+        size: &str,
+        bind: &str,
+    ) -> Result<(Vec<Tensor<f32>>, IoBinding), Error> {
+        let shape = [rows, self.spec.kv_heads, capacity, self.spec.head_dim];
+        let allocator = self.session.allocator();
+        let mut buffers = Vec::with_capacity(self.spec.past.len());
+        for _ in 0..self.spec.past.len() {
+            buffers.push(Tensor::<f32>::new(allocator, shape).map_err(|e| {
+                out_of_memory(format!("cannot allocate a KV cache of {size}: {e}"))
+            })?);
+        }
+        let mut binding = self.session.create_binding().map_err(ort_err(bind))?;
+        for ((input, output), buffer) in self
+            .spec
+            .past
+            .iter()
+            .zip(&self.spec.present)
+            .zip(buffers.iter_mut())
+        {
+            binding
+                .bind_input(input.as_str(), &*buffer)
+                .map_err(ort_err(bind))?;
+            binding
+                .bind_output(output.as_str(), &mut *buffer)
+                .map_err(ort_err(bind))?;
+        }
+        Ok((buffers, binding))
+    }
+
     /// An empty cache for an answer of at most `capacity` tokens (prompt included).
     ///
     /// The growing layout starts with zero-length pasts and ignores `capacity`; the shared
@@ -334,34 +370,12 @@ impl Decoder {
             if capacity == 0 {
                 return Err(runtime("a KV cache needs room for at least one token"));
             }
-            let allocator = self.session.allocator();
-            let shape = [1usize, self.spec.kv_heads, capacity, self.spec.head_dim];
-            let mut shared = Vec::with_capacity(self.spec.past.len());
-            for _ in 0..self.spec.past.len() {
-                shared.push(Tensor::<f32>::new(allocator, shape).map_err(|e| {
-                    out_of_memory(format!(
-                        "cannot allocate a KV cache of {capacity} tokens: {e}"
-                    ))
-                })?);
-            }
-            let mut binding = self
-                .session
-                .create_binding()
-                .map_err(ort_err("cannot bind the KV cache"))?;
-            for ((input, output), buffer) in self
-                .spec
-                .past
-                .iter()
-                .zip(&self.spec.present)
-                .zip(shared.iter_mut())
-            {
-                binding
-                    .bind_input(input.as_str(), &*buffer)
-                    .map_err(ort_err("cannot bind the KV cache"))?;
-                binding
-                    .bind_output(output.as_str(), &mut *buffer)
-                    .map_err(ort_err("cannot bind the KV cache"))?;
-            }
+            let (shared, binding) = self.bound_kv(
+                1,
+                capacity,
+                &format!("{capacity} tokens"),
+                "cannot bind the KV cache",
+            )?;
             return Ok(KvCache {
                 values: Vec::new(),
                 shared,
@@ -567,7 +581,7 @@ fn last_logits(value: Option<&DynValue>, s: usize) -> Result<Vec<f32>, Error> {
 mod tests {
     use super::*;
     use crate::config::ModelFiles;
-    use crate::test_support::tiny_dir_or_skip;
+    use crate::test_support::{ONE_CPU_THREAD, tiny_dir_or_skip};
 
     fn load_tiny() -> Option<(Decoder, ModelConfig)> {
         crate::test_support::load_tiny().map(|(d, c, _)| (d, c))
@@ -727,16 +741,7 @@ mod tests {
         let env = crate::runtime::environment(&crate::default_ort_dylib()).unwrap();
         let mut config = ModelConfig::read(&files).unwrap();
         config.kv_heads = 3;
-        let e = Decoder::load(
-            &env,
-            &files.model,
-            &config,
-            SessionOptions {
-                intra_threads: 1,
-                device: crate::Device::Cpu,
-            },
-        )
-        .unwrap_err();
+        let e = Decoder::load(&env, &files.model, &config, ONE_CPU_THREAD).unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::ModelNotFound);
         assert!(
             e.message()
@@ -746,16 +751,7 @@ mod tests {
         assert!(e.message().contains("past_key_values.0.key"), "{e}");
         config.kv_heads = 2;
         config.layers = 30;
-        let e = Decoder::load(
-            &env,
-            &files.model,
-            &config,
-            SessionOptions {
-                intra_threads: 1,
-                device: crate::Device::Cpu,
-            },
-        )
-        .unwrap_err();
+        let e = Decoder::load(&env, &files.model, &config, ONE_CPU_THREAD).unwrap_err();
         assert!(e.message().contains("num_hidden_layers = 30"), "{e}");
     }
 }

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+#[path = "../tests/common/skip.rs"]
+mod skip;
+
 /// The tiny model's folder, or `None` after a loud SKIPPED line when it is missing outside CI.
 ///
 /// # Panics
@@ -10,25 +13,15 @@ use std::path::PathBuf;
 /// `cargo xtask setup-model` first.
 pub(crate) fn tiny_dir_or_skip() -> Option<PathBuf> {
     let dir = crate::tiny_model_dir();
-    let lib = crate::default_ort_dylib();
-    if dir.join("model.onnx").is_file() && lib.is_file() {
-        return Some(dir);
-    }
-    let msg = format!(
-        "the tiny test model ({}) or ONNX Runtime ({}) is missing: run `cargo xtask setup-model`",
-        dir.display(),
-        lib.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    // Straight to the stderr handle: libtest captures `eprintln!` of passing tests.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("SKIPPED: {msg}\n").as_bytes(),
-    );
-    None
+    let what = format!("the tiny test model ({})", dir.display());
+    skip::unless_missing(dir, &crate::default_ort_dylib(), &what)
 }
+
+/// How the tests load a model: one thread on the CPU.
+pub(crate) const ONE_CPU_THREAD: crate::engine::SessionOptions = crate::engine::SessionOptions {
+    intra_threads: 1,
+    device: crate::Device::Cpu,
+};
 
 /// The tiny model's decoder (one thread), config and tokenizer, or `None` when skipped.
 pub(crate) fn load_tiny() -> Option<(
@@ -50,22 +43,13 @@ pub(crate) fn load_tiny_file(
     use std::path::Path;
 
     use crate::config::{ModelConfig, ModelFiles};
-    use crate::engine::{Decoder, SessionOptions};
+    use crate::engine::Decoder;
 
     let dir = tiny_dir_or_skip()?;
     let files = ModelFiles::locate(&dir, Path::new(file)).unwrap();
     let config = ModelConfig::read(&files).unwrap();
     let env = crate::runtime::environment(&crate::default_ort_dylib()).unwrap();
-    let dec = Decoder::load(
-        &env,
-        &files.model,
-        &config,
-        SessionOptions {
-            intra_threads: 1,
-            device: crate::Device::Cpu,
-        },
-    )
-    .unwrap();
+    let dec = Decoder::load(&env, &files.model, &config, ONE_CPU_THREAD).unwrap();
     let tok = tokenizers::Tokenizer::from_file(&files.tokenizer).unwrap();
     Some((dec, config, tok))
 }

@@ -14,7 +14,7 @@ use ripcord_core::{
 };
 use ripcord_local_onnx::{LocalLlama, Variant};
 
-const Q: &str = "What is the capital of France?";
+use common::Q;
 
 fn model(max_batch: usize, variant: Variant) -> Option<LocalLlama> {
     let dir = common::tiny()?;
@@ -249,20 +249,9 @@ async fn max_batch_bounds_the_answers_and_is_refused_where_it_cannot_work() {
     assert!(h1.next().await.unwrap().unwrap().is_content());
     assert!(h2.next().await.unwrap().unwrap().is_content());
     // Both places are taken: a third call waits (here: until its deadline).
-    let waiting = Context::new().with_timeout(Duration::from_millis(300));
-    let e = two
-        .chat(&ChatRequest::user(Q).with_max_tokens(2), &waiting)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+    common::assert_waits_out_its_deadline(&two).await;
     drop(h1);
-    let r = tokio::time::timeout(
-        Duration::from_secs(60),
-        two.chat(&ChatRequest::user(Q).with_max_tokens(2), &Context::new()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let r = common::chat_within_a_minute(&two, 2).await;
     assert_eq!(r.usage.output_tokens, 2);
     drop(h2);
 

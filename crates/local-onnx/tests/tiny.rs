@@ -14,7 +14,7 @@ use ripcord_core::{
 };
 use ripcord_local_onnx::{LocalLlama, Variant};
 
-const Q: &str = "What is the capital of France?";
+use common::Q;
 
 fn tiny_model() -> Option<LocalLlama> {
     let dir = common::tiny()?;
@@ -195,13 +195,7 @@ async fn cancelling_mid_stream_ends_it_and_frees_the_session() {
     assert_eq!(last.unwrap_err().kind(), ErrorKind::Cancelled);
     assert!(after.len() < 40, "{} events after cancel", after.len());
     // One session: the next call gets it.
-    let r = tokio::time::timeout(
-        Duration::from_secs(60),
-        m.chat(&ChatRequest::user(Q).with_max_tokens(4), &Context::new()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let r = common::chat_within_a_minute(&m, 4).await;
     assert_eq!(r.usage.output_tokens, 4);
 }
 
@@ -214,13 +208,7 @@ async fn dropping_the_stream_stops_generation_and_frees_the_session() {
         .unwrap();
     assert!(s.next().await.unwrap().unwrap().is_content());
     drop(s);
-    let r = tokio::time::timeout(
-        Duration::from_secs(60),
-        m.chat(&ChatRequest::user(Q).with_max_tokens(4), &Context::new()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let r = common::chat_within_a_minute(&m, 4).await;
     assert_eq!(r.usage.output_tokens, 4);
 }
 
@@ -250,12 +238,7 @@ async fn concurrent_answers_are_bounded_by_max_sessions() {
         .unwrap();
     let mut held = one.stream(&req, &Context::new()).await.unwrap();
     assert!(held.next().await.unwrap().unwrap().is_content());
-    let waiting = Context::new().with_timeout(Duration::from_millis(300));
-    let e = one
-        .chat(&ChatRequest::user(Q).with_max_tokens(2), &waiting)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+    common::assert_waits_out_its_deadline(&one).await;
     drop(held);
     one.chat(&ChatRequest::user(Q).with_max_tokens(2), &Context::new())
         .await
@@ -269,13 +252,7 @@ async fn concurrent_answers_are_bounded_by_max_sessions() {
         .unwrap();
     let mut held = two.stream(&req, &Context::new()).await.unwrap();
     assert!(held.next().await.unwrap().unwrap().is_content());
-    let r = tokio::time::timeout(
-        Duration::from_secs(60),
-        two.chat(&ChatRequest::user(Q).with_max_tokens(2), &Context::new()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let r = common::chat_within_a_minute(&two, 2).await;
     assert_eq!(r.usage.output_tokens, 2);
     drop(held);
 }

@@ -132,6 +132,11 @@ fn truncated_stream() -> Vec<(Duration, StreamItem)> {
     vec![(Duration::ZERO, StreamItem::Event(StreamEvent::text("par")))]
 }
 
+/// A scripted model `name` whose first `n` calls fail with `kind`.
+fn failing_first(name: &str, kind: ErrorKind, n: usize) -> ScriptedModel {
+    (0..n).fold(ScriptedModel::new(name), |m, _| m.fail(kind))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_counted_failures_trip_and_an_open_breaker_refuses_with_a_wait_hint() {
     both(|redis| async move {
@@ -184,10 +189,7 @@ async fn suite_a_stream_failing_after_its_first_delta_or_truncated_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_caller_errors_never_count_and_a_success_resets_the_count() {
     both(|redis| async move {
-        let model = ScriptedModel::new("caller")
-            .fail(ErrorKind::InvalidRequest)
-            .fail(ErrorKind::InvalidRequest)
-            .fail(ErrorKind::InvalidRequest)
+        let model = failing_first("caller", ErrorKind::InvalidRequest, 3)
             .fail(ErrorKind::ServerError)
             .fail(ErrorKind::ServerError)
             .reply("ok")
@@ -212,10 +214,7 @@ async fn suite_caller_errors_never_count_and_a_success_resets_the_count() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_a_half_open_stream_probe_is_judged_at_first_content_and_closes() {
     both(|redis| async move {
-        let model = ScriptedModel::new("probe")
-            .fail(ErrorKind::ServerError)
-            .fail(ErrorKind::ServerError)
-            .fail(ErrorKind::ServerError)
+        let model = failing_first("probe", ErrorKind::ServerError, 3)
             .stream_items(text_stream(&["a", "b"], Duration::ZERO));
         let s = subject(model, redis.as_deref(), config()).await;
         for _ in 0..3 {

@@ -132,6 +132,36 @@ async fn a_caller_waits_for_a_shared_cell_when_its_deadline_allows() {
     assert_eq!(vendor.hits(), 2);
 }
 
+/// Three replicas of one shared budget of `config` in front of `vendor`.
+async fn budget_replicas(
+    server: &ripcord_redis::server::RedisServer,
+    vendor: &Arc<Vendor>,
+    config: &SharedBudgetConfig,
+) -> Vec<SharedBudget<Arc<Vendor>>> {
+    states(server)
+        .await
+        .into_iter()
+        .map(|s| shared_budget(vendor.clone(), s, config.clone()).unwrap())
+        .collect()
+}
+
+/// Three rounds of a call of tenant `acme` on every replica: the calls answered and the
+/// refusals.
+async fn three_rounds_of_acme(replicas: &[SharedBudget<Arc<Vendor>>]) -> (usize, Vec<Error>) {
+    let acme = Context::new().with_tenant("acme");
+    let mut ok = 0;
+    let mut refused = Vec::new();
+    for _ in 0..3 {
+        for r in replicas {
+            match r.chat(&req(), &acme).await {
+                Ok(_) => ok += 1,
+                Err(e) => refused.push(e),
+            }
+        }
+    }
+    (ok, refused)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_budget_is_spent_once_not_three_times() {
     let Some(server) = common::start("the shared limiter and budget tests").await else {
@@ -142,26 +172,12 @@ async fn a_tenant_budget_is_spent_once_not_three_times() {
     let config = SharedBudgetConfig::default()
         .tokens_per_window(150)
         .window(Duration::from_secs(600));
-    let replicas: Vec<SharedBudget<Arc<Vendor>>> = states(&server)
-        .await
-        .into_iter()
-        .map(|s| shared_budget(vendor.clone(), s, config.clone()).unwrap())
-        .collect();
-    let acme = Context::new().with_tenant("acme");
-    let mut ok = 0;
-    let mut refused = Vec::new();
-    for round in 0..3 {
-        for r in &replicas {
-            match r.chat(&req(), &acme).await {
-                Ok(_) => ok += 1,
-                Err(e) => refused.push((round, e)),
-            }
-        }
-    }
+    let replicas = budget_replicas(&server, &vendor, &config).await;
+    let (ok, refused) = three_rounds_of_acme(&replicas).await;
     assert_eq!(ok, 5, "the tenant's budget was spent more than once");
     assert_eq!(vendor.hits(), 5);
     assert_eq!(refused.len(), 4);
-    for (_, e) in &refused {
+    for e in &refused {
         assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e}");
         assert!(e.retry_after().unwrap() <= Duration::from_secs(600));
     }
@@ -192,22 +208,8 @@ async fn a_monthly_budget_is_shared_and_refuses_until_the_month_turns() {
     let config = SharedBudgetConfig::default()
         .tokens_per_window(150)
         .period(ripcord_resilience::BudgetPeriod::Month);
-    let replicas: Vec<SharedBudget<Arc<Vendor>>> = states(&server)
-        .await
-        .into_iter()
-        .map(|s| shared_budget(vendor.clone(), s, config.clone()).unwrap())
-        .collect();
-    let acme = Context::new().with_tenant("acme");
-    let mut ok = 0;
-    let mut refused = Vec::new();
-    for _ in 0..3 {
-        for r in &replicas {
-            match r.chat(&req(), &acme).await {
-                Ok(_) => ok += 1,
-                Err(e) => refused.push(e),
-            }
-        }
-    }
+    let replicas = budget_replicas(&server, &vendor, &config).await;
+    let (ok, refused) = three_rounds_of_acme(&replicas).await;
     assert_eq!(ok, 5, "the month's budget was spent more than once");
     let now = ripcord_resilience::system_wall_clock()();
     let until = ripcord_resilience::BudgetPeriod::Month.until_next(now);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ripcord_core::testing::FnModel;
 use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, Liveness,
     ModelId, Result, async_trait,
@@ -21,14 +22,6 @@ struct Vendor {
     up: AtomicBool,
     chats: AtomicUsize,
     checks: AtomicUsize,
-}
-
-#[derive(Debug)]
-struct Chat {
-    id: ModelId,
-    caps: Capabilities,
-    vendor: Arc<Vendor>,
-    liveness: bool,
 }
 
 #[derive(Debug)]
@@ -46,35 +39,27 @@ impl Liveness for ListModels {
     }
 }
 
-#[async_trait]
-impl ChatModel for Chat {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
-        self.vendor.chats.fetch_add(1, Ordering::SeqCst);
-        if self.vendor.up.load(Ordering::SeqCst) {
-            Ok(ChatResponse::new("pong"))
-        } else {
-            Err(Error::new(ErrorKind::ServerError, "500"))
-        }
-    }
-    fn liveness(&self) -> Option<Arc<dyn Liveness>> {
-        self.liveness
-            .then(|| Arc::new(ListModels(Arc::clone(&self.vendor))) as Arc<dyn Liveness>)
-    }
-}
-
-fn vendor(liveness: bool) -> (Arc<Vendor>, Chat) {
+/// The vendor, and its chat endpoint: it answers while the vendor is up. With `liveness`, its
+/// model list is the liveness check.
+fn vendor(liveness: bool) -> (Arc<Vendor>, impl ChatModel) {
     let v = Arc::new(Vendor::default());
-    let chat = Chat {
-        id: ModelId::new("primary", "m"),
-        caps: Capabilities::new(8_192, 1_024),
-        vendor: Arc::clone(&v),
-        liveness,
+    let chats = Arc::clone(&v);
+    let chat = FnModel::new(
+        ModelId::new("primary", "m"),
+        Capabilities::new(8_192, 1_024),
+        move |_: &ChatRequest, _: &Context| {
+            chats.chats.fetch_add(1, Ordering::SeqCst);
+            if chats.up.load(Ordering::SeqCst) {
+                Ok(ChatResponse::new("pong"))
+            } else {
+                Err(Error::new(ErrorKind::ServerError, "500"))
+            }
+        },
+    );
+    let chat = if liveness {
+        chat.with_liveness(Arc::new(ListModels(Arc::clone(&v))))
+    } else {
+        chat
     };
     (v, chat)
 }
@@ -244,10 +229,10 @@ async fn a_model_list_that_answers_while_chat_fails_is_trusted_less_and_less() {
         }
     }
     #[derive(Debug)]
-    struct ChatDown(Chat);
-    impl ripcord_core::Decorator for ChatDown {
-        type Inner = Chat;
-        fn inner(&self) -> &Chat {
+    struct ChatDown<M>(M);
+    impl<M: ChatModel> ripcord_core::Decorator for ChatDown<M> {
+        type Inner = M;
+        fn inner(&self) -> &M {
             &self.0
         }
         fn decorated_liveness(&self) -> Option<Arc<dyn Liveness>> {

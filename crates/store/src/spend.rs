@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
 use crate::db::Store;
 use crate::error::StoreError;
@@ -72,6 +73,12 @@ pub struct SpendGroup {
     pub tokens_cached: i64,
     /// Estimated cost in USD (calls without a price count 0).
     pub cost_usd: f64,
+}
+
+/// The token sum `t` of a spend row (a negative sum, which cannot happen, reads as 0).
+fn tokens(r: &AnyRow) -> Result<u64, StoreError> {
+    let t: i64 = r.try_get("t").map_err(StoreError::Query)?;
+    Ok(u64::try_from(t).unwrap_or(0))
 }
 
 impl Store {
@@ -206,22 +213,20 @@ impl Store {
         &self,
         from_ms: i64,
     ) -> Result<Vec<(Option<String>, Option<String>, u64)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT tenant, sub_tenant, \
-             CAST(COALESCE(SUM(tokens_in + tokens_out), 0) AS BIGINT) AS t \
-             FROM ledger_calls WHERE at_ms >= $1 GROUP BY tenant, sub_tenant",
-        )
-        .bind(from_ms)
-        .fetch_all(self.pool())
-        .await
-        .map_err(StoreError::Query)?;
+        let rows = self
+            .rows_since(
+                "SELECT tenant, sub_tenant, \
+                 CAST(COALESCE(SUM(tokens_in + tokens_out), 0) AS BIGINT) AS t \
+                 FROM ledger_calls WHERE at_ms >= $1 GROUP BY tenant, sub_tenant",
+                from_ms,
+            )
+            .await?;
         rows.iter()
             .map(|r| {
-                let t: i64 = r.try_get("t").map_err(StoreError::Query)?;
                 Ok((
                     r.try_get("tenant").map_err(StoreError::Query)?,
                     r.try_get("sub_tenant").map_err(StoreError::Query)?,
-                    u64::try_from(t).unwrap_or(0),
+                    tokens(r)?,
                 ))
             })
             .collect()
@@ -237,23 +242,25 @@ impl Store {
         &self,
         from_ms: i64,
     ) -> Result<Vec<(String, u64)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT key_id, CAST(COALESCE(SUM(tokens_in + tokens_out), 0) AS BIGINT) AS t \
-             FROM ledger_calls WHERE at_ms >= $1 AND key_id IS NOT NULL GROUP BY key_id",
-        )
-        .bind(from_ms)
-        .fetch_all(self.pool())
-        .await
-        .map_err(StoreError::Query)?;
+        let rows = self
+            .rows_since(
+                "SELECT key_id, CAST(COALESCE(SUM(tokens_in + tokens_out), 0) AS BIGINT) AS t \
+                 FROM ledger_calls WHERE at_ms >= $1 AND key_id IS NOT NULL GROUP BY key_id",
+                from_ms,
+            )
+            .await?;
         rows.iter()
-            .map(|r| {
-                let t: i64 = r.try_get("t").map_err(StoreError::Query)?;
-                Ok((
-                    r.try_get("key_id").map_err(StoreError::Query)?,
-                    u64::try_from(t).unwrap_or(0),
-                ))
-            })
+            .map(|r| Ok((r.try_get("key_id").map_err(StoreError::Query)?, tokens(r)?)))
             .collect()
+    }
+
+    /// The rows of `sql`, a query whose one parameter is `from_ms`.
+    async fn rows_since(&self, sql: &str, from_ms: i64) -> Result<Vec<AnyRow>, StoreError> {
+        sqlx::query(sql)
+            .bind(from_ms)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::Query)
     }
 
     /// Rows in `ledger_calls` and `ledger_attempts` (for tests and checks).

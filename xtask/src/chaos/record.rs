@@ -118,6 +118,17 @@ impl RequestRec {
 }
 
 #[cfg(test)]
+impl Outcome {
+    /// Answered by link `by` (not the static reply).
+    pub(crate) fn by(by: &str) -> Outcome {
+        Outcome::Answered {
+            served_by: by.to_owned(),
+            static_reply: false,
+        }
+    }
+}
+
+#[cfg(test)]
 impl AttemptRec {
     /// One successful attempt at each of `providers`, each taking `latency_ms`.
     pub(crate) fn answered(providers: &[&str], latency_ms: f64) -> Vec<AttemptRec> {

@@ -187,17 +187,8 @@ mod tests {
     }
 
     fn served(id: &str, by: &str, tried: &[&str]) -> RequestRec {
-        let outcome = Outcome::Answered {
-            served_by: by.to_owned(),
-            static_reply: false,
-        };
-        RequestRec::sample(
-            id,
-            0.0,
-            Some(10.0),
-            outcome,
-            AttemptRec::answered(tried, 1.0),
-        )
+        let attempts = AttemptRec::answered(tried, 1.0);
+        RequestRec::sample(id, 0.0, Some(10.0), Outcome::by(by), attempts)
     }
 
     fn records() -> Records {

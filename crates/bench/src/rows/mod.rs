@@ -143,6 +143,20 @@ pub(crate) struct Targets {
     pub(crate) ledger_postgres: Option<String>,
 }
 
+impl Targets {
+    /// The upstream's two ends, and nothing else running.
+    pub(crate) fn upstream(urls: &crate::upstream::Urls) -> Targets {
+        Targets {
+            ok: urls.ok.clone(),
+            down: urls.down.clone(),
+            gateway: None,
+            proxy: None,
+            ledger_sqlite: None,
+            ledger_postgres: None,
+        }
+    }
+}
+
 fn socket_addr(base: &str) -> Result<std::net::SocketAddr, String> {
     base.trim_start_matches("http://")
         .trim_end_matches('/')

@@ -53,10 +53,7 @@ pub(super) async fn redis_chain(
     ok_url: &str,
     redis: &RedisServer,
 ) -> Result<(Chain, RedisState), String> {
-    let state = RedisState::connect_with(&redis.url(), state_options())
-        .await
-        .map_err(|e| e.to_string())?;
-    let client = http_client()?;
+    let (state, client) = connect(redis).await?;
     // GCRA intervals are whole microseconds: 60 M per minute is the largest limit that still
     // runs both cells (a larger one reads as "no limit" and skips the script's writes).
     let limits = SharedRateLimitConfig::default()
@@ -83,16 +80,21 @@ pub(super) async fn redis_failover(
     ok_url: &str,
     redis: &RedisServer,
 ) -> Result<(Chain, RedisState), String> {
-    let state = RedisState::connect_with(&redis.url(), state_options())
-        .await
-        .map_err(|e| e.to_string())?;
-    let client = http_client()?;
+    let (state, client) = connect(redis).await?;
     let inner = openai(down_url, "primary", Some(&client))?
         .with_retry(RetryPolicy::default())
         .with_bulkhead(bulkhead()?);
     let config = SharedBreakerConfig::default().consecutive_failures(u32::MAX);
     let primary = shared_breaker(inner, state.clone(), config).map_err(|e| e.to_string())?;
     Ok((behind(primary, ok_url, &client)?, state))
+}
+
+/// A connection to `redis` for a row's shared state, and the row's HTTP client.
+async fn connect(redis: &RedisServer) -> Result<(RedisState, HttpClient), String> {
+    let state = RedisState::connect_with(&redis.url(), state_options())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((state, http_client()?))
 }
 
 /// A Redis row's chain: `primary` (link 1, its state on Redis), then the two local links every

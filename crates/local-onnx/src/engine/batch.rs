@@ -18,7 +18,7 @@ use ort::value::Tensor;
 use ripcord_core::Error;
 
 use super::{Decoder, KvCache, ort_err, static_dim};
-use crate::error::{out_of_memory, runtime};
+use crate::error::runtime;
 
 /// The slots of a batch (see the module docs).
 #[derive(Debug)]
@@ -173,34 +173,12 @@ impl Decoder {
         if rows == 0 || capacity == 0 {
             return Err(runtime("a batch needs at least one row of one token"));
         }
-        let shape = [rows, self.spec.kv_heads, capacity, self.spec.head_dim];
-        let allocator = self.session.allocator();
-        let mut buffers = Vec::with_capacity(self.spec.past.len());
-        for _ in 0..self.spec.past.len() {
-            buffers.push(Tensor::<f32>::new(allocator, shape).map_err(|e| {
-                out_of_memory(format!(
-                    "cannot allocate a KV cache of {rows} slots x {capacity} tokens: {e}"
-                ))
-            })?);
-        }
-        let mut binding = self
-            .session
-            .create_binding()
-            .map_err(ort_err("cannot bind the batch KV cache"))?;
-        for ((input, output), buffer) in self
-            .spec
-            .past
-            .iter()
-            .zip(&self.spec.present)
-            .zip(buffers.iter_mut())
-        {
-            binding
-                .bind_input(input.as_str(), &*buffer)
-                .map_err(ort_err("cannot bind the batch KV cache"))?;
-            binding
-                .bind_output(output.as_str(), &mut *buffer)
-                .map_err(ort_err("cannot bind the batch KV cache"))?;
-        }
+        let (buffers, binding) = self.bound_kv(
+            rows,
+            capacity,
+            &format!("{rows} slots x {capacity} tokens"),
+            "cannot bind the batch KV cache",
+        )?;
         Ok(BatchKv {
             buffers,
             binding: Some(binding),

@@ -5,28 +5,39 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ripcord_core::{ChatModel, ChatRequest, ChatResponse, Context, ErrorKind};
+use ripcord_local_onnx::LocalLlama;
+
+mod skip;
+
+/// The question the tests ask.
+pub(crate) const Q: &str = "What is the capital of France?";
+
+/// A call for `tokens` tokens of answer to [`Q`] that must be answered within a minute (the
+/// place a held stream took is free again, or another is).
+pub(crate) async fn chat_within_a_minute(m: &LocalLlama, tokens: u32) -> ChatResponse {
+    let req = ChatRequest::user(Q).with_max_tokens(tokens);
+    tokio::time::timeout(Duration::from_secs(60), m.chat(&req, &Context::new()))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// A short call under a 300 ms deadline, which waits for a busy place until the deadline.
+pub(crate) async fn assert_waits_out_its_deadline(m: &LocalLlama) {
+    let waiting = Context::new().with_timeout(Duration::from_millis(300));
+    let req = ChatRequest::user(Q).with_max_tokens(2);
+    let e = m.chat(&req, &waiting).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+}
 
 /// `dir` when it holds `model.onnx` and ONNX Runtime is installed; else `None` after a loud
 /// SKIPPED line — or a panic when `CI` is set (CI must run `cargo xtask setup-model` first).
 pub(crate) fn model_or_skip(dir: PathBuf) -> Option<PathBuf> {
-    let lib = ripcord_local_onnx::default_ort_dylib();
-    if dir.join("model.onnx").is_file() && lib.is_file() {
-        return Some(dir);
-    }
-    let msg = format!(
-        "the model in {} or ONNX Runtime ({}) is missing: run `cargo xtask setup-model`",
-        dir.display(),
-        lib.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    // Straight to the stderr handle: libtest captures `eprintln!` of passing tests.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("SKIPPED: {msg}\n").as_bytes(),
-    );
-    None
+    let what = format!("the model in {}", dir.display());
+    skip::unless_missing(dir, &ripcord_local_onnx::default_ort_dylib(), &what)
 }
 
 /// The tiny random-weight model, or `None` (see [`model_or_skip`]).

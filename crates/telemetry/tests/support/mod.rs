@@ -112,34 +112,25 @@ pub(crate) struct Point {
 /// The points of one metric's data, its values read as `f64` by `num` (counts of u64 and i64
 /// instruments in tests are far below 2^53, so the conversion is exact).
 fn points_of<T: Copy>(data: &MetricData<T>, num: impl Fn(T) -> f64) -> Vec<Point> {
-    let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| -> BTreeMap<String, String> {
-        it.map(|kv| (kv.key.as_str().to_owned(), value_str(&kv.value)))
-            .collect()
+    let point = |it: &mut dyn Iterator<Item = &KeyValue>, value: f64, sum: f64| Point {
+        attrs: it
+            .map(|kv| (kv.key.as_str().to_owned(), value_str(&kv.value)))
+            .collect(),
+        value,
+        sum,
     };
     match data {
         MetricData::Sum(s) => s
             .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: num(p.value()),
-                sum: num(p.value()),
-            })
+            .map(|p| point(&mut p.attributes(), num(p.value()), num(p.value())))
             .collect(),
         MetricData::Gauge(g) => g
             .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: num(p.value()),
-                sum: num(p.value()),
-            })
+            .map(|p| point(&mut p.attributes(), num(p.value()), num(p.value())))
             .collect(),
         MetricData::Histogram(h) => h
             .data_points()
-            .map(|p| Point {
-                attrs: attrs(&mut p.attributes()),
-                value: p.count() as f64,
-                sum: num(p.sum()),
-            })
+            .map(|p| point(&mut p.attributes(), p.count() as f64, num(p.sum())))
             .collect(),
         MetricData::ExponentialHistogram(_) => Vec::new(),
     }

@@ -267,17 +267,8 @@ mod tests {
     }
 
     fn answered(id: &str, by: &str) -> RequestRec {
-        let outcome = Outcome::Answered {
-            served_by: by.to_owned(),
-            static_reply: false,
-        };
-        RequestRec::sample(
-            id,
-            0.0,
-            Some(10.0),
-            outcome,
-            AttemptRec::answered(&[by], 10.0),
-        )
+        let attempts = AttemptRec::answered(&[by], 10.0);
+        RequestRec::sample(id, 0.0, Some(10.0), Outcome::by(by), attempts)
     }
 
     fn pool_records() -> Records {

@@ -157,14 +157,25 @@ async fn suite_re_trips_double_the_spell_up_to_the_cap_and_a_close_starts_again(
 async fn keys(server: &Server) -> (Option<u64>, i64, i64) {
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    redis::Script::new(
-        "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}",
+    // The streak's TTL is taken at the instant the open state's is read: two PTTLs read one
+    // after the other may be a millisecond apart (Redis 7.0's clock moves inside a script),
+    // so the streak's is derived from both keys' absolute expiry times (PEXPIRETIME).
+    let (streak, streak_at, open_at, open_ttl): (Option<u64>, i64, i64, i64) = redis::Script::new(
+        "return {redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]), \
+         redis.call('PEXPIRETIME', KEYS[2]), redis.call('PTTL', KEYS[2])}",
     )
     .key("ripcord:v1:{vendor}:breaker:streak")
     .key("ripcord:v1:{vendor}:breaker:open")
     .invoke_async(&mut con)
     .await
-    .unwrap()
+    .unwrap();
+    // -1 (no expiry) and -2 (no key) are kept as they are.
+    let streak_ttl = if streak_at < 0 || open_at < 0 {
+        streak_at
+    } else {
+        open_ttl - (open_at - streak_at)
+    };
+    (streak, streak_ttl, open_ttl)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,7 +136,7 @@ struct Engine {
 
 /// A Gemini model on Google AI Studio or (with [`Gemini::vertex`]) on Vertex AI.
 ///
-/// Implements [`ChatModel`] (JSON and streamed) and [`EmbeddingModel`]: on AI Studio
+/// Implements [`ChatModel`](ripcord_core::ChatModel) (JSON and streamed) and [`EmbeddingModel`]: on AI Studio
 /// `embedContent` for one input and `batchEmbedContents` for several, on Vertex AI the
 /// text-embedding `:predict` endpoint (the configured model must then be an embedding model).
 ///

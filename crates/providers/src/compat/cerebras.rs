@@ -53,7 +53,7 @@ pub fn cerebras() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     #[test]
     fn cerebras_error_rows() {

@@ -59,7 +59,7 @@ pub fn deepseek() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     #[test]
     fn deepseek_error_rows() {

@@ -63,7 +63,7 @@ pub fn fireworks() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     #[test]
     fn fireworks_error_rows() {

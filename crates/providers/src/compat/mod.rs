@@ -474,7 +474,7 @@ pub fn preset(vendor: crate::Vendor) -> Option<Preset> {
     }
 }
 
-/// The kind a preset gives an answer (the presets' own tests).
+/// The presets' error tables, checked by their own tests.
 #[cfg(all(
     test,
     any(
@@ -494,40 +494,29 @@ pub fn preset(vendor: crate::Vendor) -> Option<Preset> {
         feature = "cerebras",
     )
 ))]
-pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
-    crate::error_body::http_error(
-        status,
-        &HeaderMap::new(),
-        body.as_bytes(),
-        preset.error_hook,
-    )
-    .kind()
-}
+pub(crate) mod preset_table {
+    use ::http::header::HeaderMap;
+    use ripcord_core::ErrorKind;
 
-/// Asserts the kind each `(status, body, kind)` row gets from the preset's hook and the shared
-/// rules (the presets' own tables).
-#[cfg(all(
-    test,
-    any(
-        feature = "deepseek",
-        feature = "zhipu",
-        feature = "qwen",
-        feature = "moonshot",
-        feature = "qianfan",
-        feature = "ollama",
-        feature = "vllm",
-        feature = "mistral",
-        feature = "groq",
-        feature = "xai",
-        feature = "openrouter",
-        feature = "together",
-        feature = "fireworks",
-        feature = "cerebras",
-    )
-))]
-pub(crate) fn assert_kinds(preset: &Preset, rows: &[(u16, &str, ErrorKind)]) {
-    for &(status, body, kind) in rows {
-        assert_eq!(kind_for(preset, status, body), kind, "{status} {body}");
+    use super::Preset;
+
+    /// The kind a preset gives an answer.
+    pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
+        crate::error_body::http_error(
+            status,
+            &HeaderMap::new(),
+            body.as_bytes(),
+            preset.error_hook,
+        )
+        .kind()
+    }
+
+    /// Asserts the kind each `(status, body, kind)` row gets from the preset's hook and the
+    /// shared rules.
+    pub(crate) fn assert_kinds(preset: &Preset, rows: &[(u16, &str, ErrorKind)]) {
+        for &(status, body, kind) in rows {
+            assert_eq!(kind_for(preset, status, body), kind, "{status} {body}");
+        }
     }
 }
 

@@ -93,7 +93,7 @@ pub fn moonshot() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     fn body(t: &str, msg: &str) -> String {
         format!(r#"{{"error":{{"type":"{t}","message":"{msg}"}}}}"#)

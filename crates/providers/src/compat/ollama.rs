@@ -43,7 +43,7 @@ pub fn ollama() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     #[test]
     fn ollama_messages() {

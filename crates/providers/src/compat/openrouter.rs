@@ -46,7 +46,7 @@ pub fn openrouter() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     #[test]
     fn openrouter_error_rows() {

@@ -73,7 +73,7 @@ pub fn qianfan() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     fn body(t: &str, code: &str, msg: &str) -> String {
         format!(r#"{{"error":{{"code":"{code}","message":"{msg}","type":"{t}"}},"id":"as-1"}}"#)

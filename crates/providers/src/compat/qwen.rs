@@ -99,7 +99,7 @@ pub fn qwen() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     fn body(code: &str, msg: &str) -> String {
         format!(

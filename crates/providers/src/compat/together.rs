@@ -57,7 +57,7 @@ pub fn together() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::assert_kinds;
+    use crate::compat::preset_table::assert_kinds;
 
     #[test]
     fn together_error_rows() {

@@ -45,7 +45,7 @@ pub fn vllm() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::{OpenAiCompatible, assert_kinds};
+    use crate::compat::{OpenAiCompatible, preset_table::assert_kinds};
 
     #[test]
     fn vllm_needs_a_base_url_and_maps_its_errors() {

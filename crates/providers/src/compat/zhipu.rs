@@ -80,7 +80,7 @@ pub fn zhipu() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::kind_for;
+    use crate::compat::preset_table::kind_for;
 
     fn body(code: &str, msg: &str) -> String {
         format!(r#"{{"error":{{"code":"{code}","message":"{msg}"}}}}"#)

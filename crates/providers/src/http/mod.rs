@@ -42,11 +42,24 @@ mod errors;
 mod limits;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod liveness;
+// Every adapter configuration embeds it; a build with no adapter has none.
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "bedrock"
+))]
 mod settings;
 mod target;
 mod transport;
 
 pub(crate) use auth::Auth;
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "bedrock"
+))]
 pub(crate) use settings::{Settings, settings_setters};
 // What only the vendor adapters use: a build with none of them has no caller.
 #[cfg_attr(

@@ -15,8 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ripcord_core::telemetry;
 use ripcord_core::{
-    ChatRequest, ChatResponse, ChatStream, Context, EmbeddingResponse, Error, Liveness, ModelId,
-    Provenance, Result,
+    ChatRequest, ChatResponse, ChatStream, Context, Error, Liveness, ModelId, Provenance, Result,
 };
 use tokio::time::Instant;
 
@@ -115,10 +114,11 @@ impl<'a> Answer<'a> {
     /// # Errors
     ///
     /// Those of [`Answer::bytes`], or `parse`'s error.
+    #[cfg(any(feature = "openai", feature = "gemini"))]
     pub(crate) async fn embeddings(
         mut self,
-        parse: impl FnOnce(&[u8]) -> Result<EmbeddingResponse>,
-    ) -> Result<EmbeddingResponse> {
+        parse: impl FnOnce(&[u8]) -> Result<ripcord_core::EmbeddingResponse>,
+    ) -> Result<ripcord_core::EmbeddingResponse> {
         let raw = self.bytes().await?;
         let mut r = parse(&raw)?;
         r.served_by = Some(self.id.name.clone());

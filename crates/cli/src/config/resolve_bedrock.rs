@@ -108,6 +108,13 @@ fn var(
 
 /// What a Bedrock link's region and credentials take from the provider's common settings.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(feature = "bedrock"),
+    expect(
+        dead_code,
+        reason = "only a build with Bedrock reads them; without it the provider is refused by name"
+    )
+)]
 pub(super) struct KeyInputs<'a> {
     /// The model (an ARN names its region).
     pub(super) model: Option<&'a str>,

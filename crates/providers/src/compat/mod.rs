@@ -501,7 +501,7 @@ pub(crate) mod preset_table {
     use super::Preset;
 
     /// The kind a preset gives an answer.
-    pub(crate) fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
+    fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
         crate::error_body::http_error(
             status,
             &HeaderMap::new(),

@@ -80,7 +80,7 @@ pub fn zhipu() -> Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::preset_table::kind_for;
+    use crate::compat::preset_table::assert_kinds;
 
     fn body(code: &str, msg: &str) -> String {
         format!(r#"{{"error":{{"code":"{code}","message":"{msg}"}}}}"#)
@@ -103,14 +103,15 @@ mod tests {
             (500, "1234", ErrorKind::ServerError),
             (429, "1112", ErrorKind::PermissionDenied),
         ];
-        for (status, code, kind) in rows {
-            assert_eq!(kind_for(&p, *status, &body(code, "msg")), *kind, "{code}");
-        }
         // Unknown codes fall back to the shared rules.
-        assert_eq!(
-            kind_for(&p, 429, &body("9999", "x")),
-            ErrorKind::RateLimited
-        );
+        let rows: Vec<(u16, String, ErrorKind)> = rows
+            .iter()
+            .map(|&(status, code, kind)| (status, body(code, "msg"), kind))
+            .chain([(429, body("9999", "x"), ErrorKind::RateLimited)])
+            .collect();
+        let rows: Vec<(u16, &str, ErrorKind)> =
+            rows.iter().map(|(s, b, k)| (*s, b.as_str(), *k)).collect();
+        assert_kinds(&p, &rows);
         // The business code is kept on the error.
         let e = crate::error_body::http_error(
             429,

@@ -254,6 +254,21 @@ fn install_tracing(
     }
 }
 
+/// Runs one of the scenarios with chains of their own when it is `wanted`, and prints its
+/// block.
+fn own_scenario<R>(
+    wanted: bool,
+    run: impl FnOnce() -> Result<R, String>,
+    block: fn(&R) -> String,
+) -> Result<Option<R>, String> {
+    if !wanted {
+        return Ok(None);
+    }
+    let r = run()?;
+    println!("{}", block(&r));
+    Ok(Some(r))
+}
+
 /// Runs the task.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let a = match Args::try_parse_from(
@@ -270,41 +285,43 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     };
     let s = settings(&a)?;
-    // The shared-state scenario runs its own replicas of the built-in chain: not with a
-    // user's config or the two-route chain, and only when asked for by name or when every
-    // scenario runs.
+    // The scenarios that build chains of their own (the shared-state one its replicas of the
+    // built-in chain, the vendor-status one chains with a fake status page each, the abuse one
+    // its own `ripcord serve` child, the embeddings one an embedding chain) run only when asked
+    // for by name or when every scenario runs, and never with a user's config or the two-route
+    // chain.
     let mut a = a;
-    let asked_shared = a.only.iter().any(|n| n == shared::NAME);
-    if asked_shared && (a.config.is_some() || a.routes) {
-        return Err(format!(
-            "--only {}: it runs replicas of the built-in chain, not with --config or --routes",
-            shared::NAME
-        ));
-    }
-    // The vendor-status scenario builds chains of its own (each with a fake status page): the
-    // same rules.
-    let asked_vendor = a.only.iter().any(|n| n == vendor_status::NAME);
-    if asked_vendor && (a.config.is_some() || a.routes) {
-        return Err(format!(
-            "--only {}: it runs chains of its own, not with --config or --routes",
-            vendor_status::NAME
-        ));
-    }
-    // The abuse scenario runs its own `ripcord serve` child with its own config.
-    let asked_abuse = a.only.iter().any(|n| n == abuse::NAME);
-    if asked_abuse && (a.config.is_some() || a.routes) {
-        return Err(format!(
-            "--only {}: it runs its own ripcord serve, not with --config or --routes",
-            abuse::NAME
-        ));
-    }
-    // The embeddings scenario builds its own embedding chain: the same rules.
-    let asked_embeddings = a.only.iter().any(|n| n == embeddings::NAME);
-    if asked_embeddings && (a.config.is_some() || a.routes) {
-        return Err(format!(
-            "--only {}: it builds an embedding chain of its own, not with --config or --routes",
-            embeddings::NAME
-        ));
+    let asked = |name: &str| a.only.iter().any(|n| n == name);
+    let [asked_shared, asked_vendor, asked_abuse, asked_embeddings] = [
+        shared::NAME,
+        vendor_status::NAME,
+        abuse::NAME,
+        embeddings::NAME,
+    ]
+    .map(asked);
+    for (name, asked, what) in [
+        (
+            shared::NAME,
+            asked_shared,
+            "it runs replicas of the built-in chain",
+        ),
+        (
+            vendor_status::NAME,
+            asked_vendor,
+            "it runs chains of its own",
+        ),
+        (abuse::NAME, asked_abuse, "it runs its own ripcord serve"),
+        (
+            embeddings::NAME,
+            asked_embeddings,
+            "it builds an embedding chain of its own",
+        ),
+    ] {
+        if asked && (a.config.is_some() || a.routes) {
+            return Err(format!(
+                "--only {name}: {what}, not with --config or --routes"
+            ));
+        }
     }
     // The Bedrock scenario names its own chain's providers: asked for alone, it gets that chain.
     if a.config.is_none() && !a.routes && a.only == [scenario::CLAUDE_THREE_WAYS] {
@@ -497,60 +514,60 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         runs.push(r);
     }
     drop(cache);
-    let shared_run = if run_shared {
-        let users_per_replica = s.users.div_ceil(2).max(2);
-        let r = runtime.block_on(shared::run(&shared::SharedSettings {
-            replicas: 3,
-            users_per_replica,
-            duration: s.duration,
-            deadline: s.deadline,
-            seed: s.seed,
-            tolerance: s.tolerance,
-        }))?;
-        println!("{}", shared::terminal_block(&r));
-        Some(r)
-    } else {
-        None
-    };
-    let vendor_run = if run_vendor {
-        // Its own key scan starts here (what came before was judged by its own scenario).
-        let _ = sink.take();
-        let mut r = runtime.block_on(vendor_status::run(&vendor_status::VendorSettings {
-            users: s.users.clamp(2, 4),
-            deadline: s.deadline,
-            seed: s.seed,
-            tolerance: s.tolerance,
-        }))?;
-        vendor_status::add_key_scan(&mut r, &sink);
-        println!("{}", vendor_status::terminal_block(&r));
-        Some(r)
-    } else {
-        None
-    };
-    let embeddings_run = if run_embeddings {
-        let r = runtime.block_on(embeddings::run(&embeddings::EmbeddingsSettings {
-            users: s.users.clamp(2, 4),
-            duration: s.duration,
-            deadline: s.deadline,
-            seed: s.seed,
-        }))?;
-        println!("{}", embeddings::terminal_block(&r));
-        Some(r)
-    } else {
-        None
-    };
+    let shared_run = own_scenario(
+        run_shared,
+        || {
+            runtime.block_on(shared::run(&shared::SharedSettings {
+                replicas: 3,
+                users_per_replica: s.users.div_ceil(2).max(2),
+                duration: s.duration,
+                deadline: s.deadline,
+                seed: s.seed,
+                tolerance: s.tolerance,
+            }))
+        },
+        shared::terminal_block,
+    )?;
+    let vendor_run = own_scenario(
+        run_vendor,
+        || {
+            // Its own key scan starts here (what came before was judged by its own scenario).
+            let _ = sink.take();
+            let mut r = runtime.block_on(vendor_status::run(&vendor_status::VendorSettings {
+                users: s.users.clamp(2, 4),
+                deadline: s.deadline,
+                seed: s.seed,
+                tolerance: s.tolerance,
+            }))?;
+            vendor_status::add_key_scan(&mut r, &sink);
+            Ok(r)
+        },
+        vendor_status::terminal_block,
+    )?;
+    let embeddings_run = own_scenario(
+        run_embeddings,
+        || {
+            runtime.block_on(embeddings::run(&embeddings::EmbeddingsSettings {
+                users: s.users.clamp(2, 4),
+                duration: s.duration,
+                deadline: s.deadline,
+                seed: s.seed,
+            }))
+        },
+        embeddings::terminal_block,
+    )?;
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.
     runtime.shutdown_timeout(Duration::from_secs(10));
     // Its own runtime (several threads) and its own child process.
-    let abuse_run = if run_abuse {
-        let r = abuse::run(&abuse::AbuseSettings {
-            duration: abuse::DURATION,
-        })?;
-        println!("{}", abuse::terminal_block(&r));
-        Some(r)
-    } else {
-        None
-    };
+    let abuse_run = own_scenario(
+        run_abuse,
+        || {
+            abuse::run(&abuse::AbuseSettings {
+                duration: abuse::DURATION,
+            })
+        },
+        abuse::terminal_block,
+    )?;
     let result = RunResult {
         runs,
         template,
@@ -623,23 +640,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 .map(move |c| format!("{}: {}", r.scenario.name, c.id))
         })
         .collect();
-    if let Some(r) = &result.shared {
-        failed.extend(
-            r.checks
-                .iter()
-                .filter(|c| !c.passed)
-                .map(|c| format!("{}: {}", shared::NAME, c.id)),
-        );
-    }
-    if let Some(r) = &result.vendor {
-        failed.extend(
-            r.checks
-                .iter()
-                .filter(|c| !c.passed)
-                .map(|c| format!("{}: {}", vendor_status::NAME, c.id)),
-        );
-    }
     for (name, checks) in [
+        (shared::NAME, result.shared.as_ref().map(|r| &r.checks)),
+        (
+            vendor_status::NAME,
+            result.vendor.as_ref().map(|r| &r.checks),
+        ),
         (abuse::NAME, result.abuse.as_ref().map(|r| &r.checks)),
         (
             embeddings::NAME,

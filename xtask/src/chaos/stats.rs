@@ -44,6 +44,20 @@ pub(crate) struct BreakerSummary {
     pub(crate) refused: u64,
 }
 
+impl BreakerSummary {
+    /// Its transitions, trips, time open (in seconds, after `unit_gap`) and refusals, for the
+    /// reports.
+    pub(crate) fn counts(&self, unit_gap: &str) -> String {
+        format!(
+            "{} transitions, {} trips, open {:.1}{unit_gap}s, refused {}",
+            self.transitions,
+            self.trips,
+            self.open_ms / 1000.0,
+            self.refused
+        )
+    }
+}
+
 /// A stretch of time a breaker spent open or half-open.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Band {

@@ -132,25 +132,19 @@ fn timeline(r: &ScenarioRun, s: &Settings) -> String {
         ("breaker open", "#7a1010"),
         ("half-open", "#f0a020"),
     ];
-    let mut lx = LEFT;
-    for (name, c) in legend.iter().map(|(n, c)| (n.as_str(), *c)) {
-        let _ = write!(
-            svg,
-            r#"<rect x="{lx:.1}" y="4" width="10" height="10" fill="{c}"/><text x="{:.1}" y="13">{}</text>"#,
-            lx + 14.0,
-            esc(name)
-        );
-        lx += 24.0 + 6.5 * name.chars().count() as f64;
-    }
-    let mut lx = LEFT;
-    for (name, c) in rows {
-        let _ = write!(
-            svg,
-            r#"<rect x="{lx:.1}" y="20" width="10" height="10" fill="{c}"/><text x="{:.1}" y="29">{}</text>"#,
-            lx + 14.0,
-            esc(name)
-        );
-        lx += 24.0 + 6.5 * name.chars().count() as f64;
+    let legend: Vec<(&str, &str)> = legend.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    for (y, items) in [(4, legend.as_slice()), (20, rows.as_slice())] {
+        let mut lx = LEFT;
+        for (name, c) in items {
+            let _ = write!(
+                svg,
+                r#"<rect x="{lx:.1}" y="{y}" width="10" height="10" fill="{c}"/><text x="{:.1}" y="{}">{}</text>"#,
+                lx + 14.0,
+                y + 9,
+                esc(name)
+            );
+            lx += 24.0 + 6.5 * name.chars().count() as f64;
+        }
     }
 
     // Who served, per second.
@@ -485,16 +479,7 @@ pub(crate) fn section(r: &ScenarioRun, s: &Settings, index: usize) -> String {
     let breakers: Vec<String> = sm
         .breakers
         .iter()
-        .map(|b| {
-            format!(
-                "{}: {} transitions, {} trips, open {:.1} s, refused {}",
-                b.link,
-                b.transitions,
-                b.trips,
-                b.open_ms / 1000.0,
-                b.refused
-            )
-        })
+        .map(|b| format!("{}: {}", b.link, b.counts(" ")))
         .collect();
     let _ = write!(
         out,

@@ -80,14 +80,7 @@ pub(crate) fn scenario_block(r: &ScenarioRun, n: usize, total: usize) -> String 
             if b.transitions == 0 {
                 format!("{} closed throughout", b.link)
             } else {
-                format!(
-                    "{} {} transitions, {} trips, open {:.1}s, refused {}",
-                    b.link,
-                    b.transitions,
-                    b.trips,
-                    b.open_ms / 1000.0,
-                    b.refused
-                )
+                format!("{} {}", b.link, b.counts(""))
             }
         })
         .collect();

@@ -353,6 +353,20 @@ impl Records {
         }
     }
 
+    /// The vendor calls observed per request id, each request's in the order they started.
+    pub(crate) fn wires_by_request(&self) -> BTreeMap<&str, Vec<&CallRec>> {
+        let mut by_request: BTreeMap<&str, Vec<&CallRec>> = BTreeMap::new();
+        for w in &self.wires {
+            if let Some(id) = &w.request {
+                by_request.entry(id.as_str()).or_default().push(w);
+            }
+        }
+        for wires in by_request.values_mut() {
+            wires.sort_by_key(|w| w.start_seq);
+        }
+        by_request
+    }
+
     /// The link's settings, by name.
     pub(crate) fn link(&self, name: &str) -> Option<&LinkInfo> {
         self.links.iter().find(|l| l.name == name)

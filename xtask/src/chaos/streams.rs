@@ -142,16 +142,9 @@ pub(crate) fn stop_reason_completes(r: &Records, scenario: &Scenario) -> Check {
 /// No attempt was re-sent to a silent link within one request.
 pub(crate) fn silent_not_resent(r: &Records, scenario: &Scenario) -> Check {
     let windows = all_windows(r, scenario);
-    let mut by_request: BTreeMap<&str, Vec<&CallRec>> = BTreeMap::new();
-    for w in &r.wires {
-        if let Some(id) = &w.request {
-            by_request.entry(id.as_str()).or_default().push(w);
-        }
-    }
     let mut silent_timeouts = 0usize;
     let mut offenders = Vec::new();
-    for (id, mut wires) in by_request {
-        wires.sort_by_key(|w| w.start_seq);
+    for (id, wires) in r.wires_by_request() {
         for (i, w) in wires.iter().enumerate() {
             let silent = faults_at(&windows, w).is_some_and(|f| f == [Fault::Silent]);
             if !silent || w.error_kind() != Some(ErrorKind::Timeout) {
@@ -207,30 +200,13 @@ mod tests {
             run_ms: 2000.0,
             ..Records::default()
         };
+        let timeout = CallEnd::Failed(ErrorKind::Timeout);
         r.wires = vec![
             // Silent, then again on the same link: re-sent.
-            wire(
-                "a",
-                "primary",
-                1,
-                300.0,
-                CallEnd::Failed(ErrorKind::Timeout),
-            ),
-            wire(
-                "a",
-                "primary",
-                3,
-                600.0,
-                CallEnd::Failed(ErrorKind::Timeout),
-            ),
+            wire("a", "primary", 1, 300.0, timeout),
+            wire("a", "primary", 3, 600.0, timeout),
             // Silent, then the next link: fine.
-            wire(
-                "b",
-                "primary",
-                5,
-                300.0,
-                CallEnd::Failed(ErrorKind::Timeout),
-            ),
+            wire("b", "primary", 5, 300.0, timeout),
             wire("b", "backup", 7, 400.0, CallEnd::Ok),
             // A stop-reason stream that failed.
             wire(

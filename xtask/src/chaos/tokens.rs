@@ -159,27 +159,23 @@ mod tests {
 
     #[test]
     fn no_refresh_too_many_tokens_and_refused_exchanges_fail() {
-        let once = TokenRec {
-            exchanges: 1,
-            minted: 1,
+        let with = |exchanges, minted| TokenRec {
+            exchanges,
+            minted,
             ..healthy()
         };
-        let c = &check_tokens(&records(once, &[None]))[0];
-        assert!(!c.passed);
-        assert!(c.offenders[0].contains("no refresh happened"), "{c:?}");
-        let per_call = TokenRec {
-            exchanges: 40,
-            minted: 40,
-            ..healthy()
-        };
-        let c = &check_tokens(&records(per_call, &[None]))[0];
-        assert!(!c.passed);
-        assert!(c.offenders[0].contains("not reused"), "{c:?}");
-        let refused = TokenRec {
-            exchanges: 6,
-            ..healthy()
-        };
-        assert!(!check_tokens(&records(refused, &[None]))[0].passed);
+        let cases = [
+            ("no refresh", with(1, 1), Some("no refresh happened")),
+            ("a token per call", with(40, 40), Some("not reused")),
+            ("refused exchanges", with(6, healthy().minted), None),
+        ];
+        for (case, rec, says) in cases {
+            let c = &check_tokens(&records(rec, &[None]))[0];
+            assert!(!c.passed, "{case}: {c:?}");
+            if let Some(says) = says {
+                assert!(c.offenders[0].contains(says), "{case}: {c:?}");
+            }
+        }
     }
 
     #[test]

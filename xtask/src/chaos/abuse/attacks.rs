@@ -68,6 +68,19 @@ pub(crate) fn chat_body(model: &str, stream: bool) -> String {
     .to_string()
 }
 
+/// A keyed chat call's bytes: `POST /v1/chat/completions` for `model` with `key` as its bearer
+/// token, closing the connection after it.
+fn chat_request(key: &str, model: &str, stream: bool) -> Vec<u8> {
+    let auth = format!("Bearer {key}");
+    request(
+        "POST",
+        "/v1/chat/completions",
+        &[("Authorization", auth.as_str())],
+        Some(&chat_body(model, stream)),
+        true,
+    )
+}
+
 /// A response head as read.
 #[derive(Debug)]
 pub(crate) struct Head {
@@ -311,14 +324,7 @@ pub(crate) async fn slow_reader(
         return seen;
     };
     let me = s.local_addr().ok();
-    let auth = format!("Bearer {key}");
-    let req = request(
-        "POST",
-        "/v1/chat/completions",
-        &[("Authorization", auth.as_str())],
-        Some(&chat_body("long", true)),
-        true,
-    );
+    let req = chat_request(&key, "long", true);
     if s.write_all(&req).await.is_err() {
         f.record(Who::SlowReader, Outcome::Closed, t);
         return seen;
@@ -415,14 +421,7 @@ pub(crate) async fn burst_one(f: Arc<Field>, from: Ipv4Addr, key: Arc<str>) {
         let mut s = connect_from(from, f.to, None)
             .await
             .map_err(|e| NoAnswer::Failed(format!("connect: {e}")))?;
-        let auth = format!("Bearer {key}");
-        let req = request(
-            "POST",
-            "/v1/chat/completions",
-            &[("Authorization", auth.as_str())],
-            Some(&chat_body("chat", false)),
-            true,
-        );
+        let req = chat_request(&key, "chat", false);
         // A connection closed at once may refuse the write: that is a closed connection too.
         if s.write_all(&req).await.is_err() {
             return Err(NoAnswer::Closed);

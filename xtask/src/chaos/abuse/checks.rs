@@ -269,13 +269,12 @@ pub(crate) fn memory_bounded(
     bound_mib: u64,
 ) -> Check {
     let Some(hwm) = hwm_kib else {
-        return Check::new(
+        return Check::unmet(
             "memory-bounded",
             "the gateway's peak RSS (VmHWM) stays under its bound",
             "VmHWM could not be read".to_owned(),
-            Vec::new(),
-        )
-        .failed("no measurement".to_owned());
+            "no measurement".to_owned(),
+        );
     };
     let mib = hwm as f64 / 1024.0;
     let offenders = if hwm > bound_mib * 1024 {

@@ -69,6 +69,11 @@ impl Check {
         }
     }
 
+    /// A check that could not judge anything (no offenders to list): failed because `why`.
+    pub(crate) fn unmet(id: &str, title: &str, detail: String, why: String) -> Check {
+        Check::new(id, title, detail, Vec::new()).failed(why)
+    }
+
     pub(crate) fn failed(mut self, why: String) -> Check {
         self.passed = false;
         self.detail = format!("{}; {why}", self.detail);
@@ -109,19 +114,13 @@ fn ambiguous(w: &CallRec) -> bool {
 
 /// (7) No re-send of a request marked not retry-safe after an ambiguous failure.
 pub(crate) fn no_resend(r: &Records) -> Check {
-    let mut by_request: BTreeMap<&str, Vec<&CallRec>> = BTreeMap::new();
-    for w in &r.wires {
-        if let Some(id) = &w.request {
-            by_request.entry(id.as_str()).or_default().push(w);
-        }
-    }
+    let by_request = r.wires_by_request();
     let mut offenders = Vec::new();
     let mut unsafe_requests = 0usize;
     let mut ambiguous_ends = 0usize;
     for q in r.requests.iter().filter(|q| !q.retry_safe) {
         unsafe_requests += 1;
-        let mut wires = by_request.get(q.id.as_str()).cloned().unwrap_or_default();
-        wires.sort_by_key(|w| w.start_seq);
+        let wires = by_request.get(q.id.as_str()).cloned().unwrap_or_default();
         if let Some(pos) = wires.iter().position(|w| ambiguous(w)) {
             ambiguous_ends += 1;
             let first = wires[pos];
@@ -239,17 +238,11 @@ fn repeated_after_verdict<'a>(
 
 /// (2) No retry of a fail-fast or never-retry kind.
 pub(crate) fn never_retry(r: &Records) -> Check {
-    let mut by_request: BTreeMap<&str, Vec<&CallRec>> = BTreeMap::new();
-    for w in &r.wires {
-        if let Some(id) = &w.request {
-            by_request.entry(id.as_str()).or_default().push(w);
-        }
-    }
+    let by_request = r.wires_by_request();
     let mut offenders = Vec::new();
     let mut verdicts = 0usize;
     for q in &r.requests {
-        let mut wires = by_request.get(q.id.as_str()).cloned().unwrap_or_default();
-        wires.sort_by_key(|w| w.start_seq);
+        let wires = by_request.get(q.id.as_str()).cloned().unwrap_or_default();
         verdicts += wires
             .iter()
             .filter(|w| w.error_kind().is_some_and(|k| NEVER_RETRY.contains(&k)))

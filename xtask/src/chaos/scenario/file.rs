@@ -1,7 +1,7 @@
 //! The scenario file: TOML with errors that name the file, the line and the key.
 
 use std::fmt;
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -65,14 +65,11 @@ struct ScenarioRaw {
     phase: Vec<Spanned<PhaseRaw>>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct ExpectRaw {
-    #[serde(default)]
     must_serve: Vec<Spanned<String>>,
-    #[serde(default)]
     max_trips: Option<Spanned<i64>>,
-    #[serde(default)]
     min_answered_pct: Option<Spanned<Num>>,
 }
 
@@ -118,6 +115,27 @@ impl Cx<'_> {
             line: Some(self.line_of(span)),
             key: Some(key),
             message: message.into(),
+        }
+    }
+
+    /// `v`'s number, or the error at `key` that it lies outside `range` (`what` says what a
+    /// number in it is: "a probability", "a percentage").
+    fn within(
+        &self,
+        v: &Spanned<Num>,
+        range: RangeInclusive<f64>,
+        key: String,
+        what: &str,
+    ) -> Result<f64, ScenarioError> {
+        let x = v.get_ref().get();
+        if range.contains(&x) {
+            Ok(x)
+        } else {
+            Err(self.err(
+                &v.span(),
+                key,
+                format!("{what} in [{}, {}], got {x}", range.start(), range.end()),
+            ))
         }
     }
 }
@@ -266,17 +284,7 @@ pub(crate) fn parse(
             };
             let prob = match &p.p {
                 None => 1.0,
-                Some(v) => {
-                    let x = v.get_ref().get();
-                    if !(0.0..=1.0).contains(&x) {
-                        return Err(cx.err(
-                            &v.span(),
-                            key("p"),
-                            format!("a probability in [0, 1], got {x}"),
-                        ));
-                    }
-                    x
-                }
+                Some(v) => cx.within(v, 0.0..=1.0, key("p"), "a probability")?,
             };
             for (f, k, span) in [
                 (fault, "fault", p.fault.span()),
@@ -333,15 +341,12 @@ pub(crate) fn parse(
                 expect.max_trips = Some(MaxTrips::Fixed(n));
             }
             if let Some(pct) = &e.min_answered_pct {
-                let v = pct.get_ref().get();
-                if !(0.0..=100.0).contains(&v) {
-                    return Err(cx.err(
-                        &pct.span(),
-                        at("expect.min_answered_pct"),
-                        format!("a percentage in [0, 100], got {v}"),
-                    ));
-                }
-                expect.min_answered_pct = Some(v);
+                expect.min_answered_pct = Some(cx.within(
+                    pct,
+                    0.0..=100.0,
+                    at("expect.min_answered_pct"),
+                    "a percentage",
+                )?);
             }
         }
         out.push(Scenario {

@@ -214,8 +214,12 @@ fn run_of<'a>(
     title: &str,
 ) -> Result<&'a VariantRec, Check> {
     of(recs, v).ok_or_else(|| {
-        Check::new(id, title, format!("no {} run", v.name()), Vec::new())
-            .failed(format!("the {} run is missing", v.name()))
+        Check::unmet(
+            id,
+            title,
+            format!("no {} run", v.name()),
+            format!("the {} run is missing", v.name()),
+        )
     })
 }
 
@@ -232,8 +236,12 @@ fn acted_window<'a>(
     let r = run_of(recs, v, id, title)?;
     match r.effect_window() {
         Some(Window { on, still_on, .. }) => Ok((r, on, still_on)),
-        None => Err(Check::new(id, title, never.to_owned(), Vec::new())
-            .failed("the declared outage was not acted on".to_owned())),
+        None => Err(Check::unmet(
+            id,
+            title,
+            never.to_owned(),
+            "the declared outage was not acted on".to_owned(),
+        )),
     }
 }
 

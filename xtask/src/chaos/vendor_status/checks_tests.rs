@@ -140,6 +140,13 @@ fn run_of(recs: &mut [VariantRec], v: Variant) -> &mut VariantRec {
     recs.iter_mut().find(|r| r.variant == v).unwrap()
 }
 
+/// Every run's record, `v`'s with `change` made to it.
+fn all_with<T>(v: Variant, change: impl FnOnce(&mut VariantRec) -> T) -> Vec<VariantRec> {
+    let mut recs = all();
+    change(run_of(&mut recs, v));
+    recs
+}
+
 #[test]
 fn a_run_that_keeps_every_rule_passes_every_check() {
     let checks = check_all(&all(), B);
@@ -198,14 +205,12 @@ fn a_call_or_a_request_reaching_the_held_link_fails_no_call_to_opened() {
         ]
     );
     // A request that only arrives past the in-flight edge is not forgiven either.
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open)
-        .primary_hits_ms
-        .push(1100.0 + B.in_flight_ms() + 1.0);
+    let recs = all_with(Variant::Open, |r| {
+        r.primary_hits_ms.push(1100.0 + B.in_flight_ms() + 1.0)
+    });
     assert_eq!(no_call_to_opened(&recs, B).offender_count, 1);
     // Never held open at all.
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open).view.truncate(1);
+    let recs = all_with(Variant::Open, |r| r.view.truncate(1));
     let c = no_call_to_opened(&recs, B);
     assert!(!c.passed && c.detail.contains("not acted on"), "{c:?}");
 }
@@ -221,10 +226,9 @@ fn primary_first_while_demoted_or_not_there_as_fallback_fails_demoted_order() {
         ["the request started at 1500 ms tried primary first (primary) while it was demoted"]
     );
     // Passed over because backup's breaker was open: not a demotion failure.
-    let mut recs = all();
-    run_of(&mut recs, Variant::Demote)
-        .requests
-        .push(req(1500.0, &[PRIMARY], &[BACKUP], PRIMARY));
+    let recs = all_with(Variant::Demote, |r| {
+        r.requests.push(req(1500.0, &[PRIMARY], &[BACKUP], PRIMARY))
+    });
     assert!(demoted_order(&recs, B).passed);
     // The demoted link gone instead of behind: backup's failures end in the static reply.
     let mut recs = all();
@@ -251,8 +255,7 @@ fn primary_first_while_demoted_or_not_there_as_fallback_fails_demoted_order() {
 
 #[test]
 fn a_late_restoration_or_another_link_first_after_it_fails_order_restored() {
-    let mut recs = all();
-    run_of(&mut recs, Variant::Demote).view[2].at_ms = 3500.0;
+    let recs = all_with(Variant::Demote, |r| r.view[2].at_ms = 3500.0);
     let c = order_restored(&recs, B);
     assert_eq!(
         c.offenders,
@@ -260,10 +263,9 @@ fn a_late_restoration_or_another_link_first_after_it_fails_order_restored() {
             "demote: primary was restored 500 ms after the resolution, more than one poll interval + tolerance (360 ms)"
         ]
     );
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open)
-        .requests
-        .push(req(3600.0, &[BACKUP], &[PRIMARY], BACKUP));
+    let recs = all_with(Variant::Open, |r| {
+        r.requests.push(req(3600.0, &[BACKUP], &[PRIMARY], BACKUP))
+    });
     let c = order_restored(&recs, B);
     assert_eq!(
         c.offenders,
@@ -272,8 +274,7 @@ fn a_late_restoration_or_another_link_first_after_it_fails_order_restored() {
         ]
     );
     // Never restored.
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open).view.pop();
+    let recs = all_with(Variant::Open, |r| r.view.pop());
     let c = order_restored(&recs, B);
     assert!(
         c.offenders[0].starts_with("open: ripcord did not restore primary"),
@@ -283,8 +284,7 @@ fn a_late_restoration_or_another_link_first_after_it_fails_order_restored() {
 
 #[test]
 fn acting_late_early_or_with_the_wrong_switch_fails_acted_within_poll() {
-    let mut recs = all();
-    run_of(&mut recs, Variant::Demote).view[1].at_ms = 1400.0;
+    let recs = all_with(Variant::Demote, |r| r.view[1].at_ms = 1400.0);
     let c = acted_within_poll(&recs, B);
     assert_eq!(
         c.offenders,
@@ -292,19 +292,14 @@ fn acting_late_early_or_with_the_wrong_switch_fails_acted_within_poll() {
             "demote: ripcord acted 400 ms after the declaration, more than one poll interval + tolerance (360 ms)"
         ]
     );
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open).view[1].at_ms = 900.0;
+    let recs = all_with(Variant::Open, |r| r.view[1].at_ms = 900.0);
     assert!(acted_within_poll(&recs, B).offenders[0].contains("before the page declared"));
-    let mut recs = all();
-    run_of(&mut recs, Variant::Demote).view[1].held_open = true;
+    let recs = all_with(Variant::Demote, |r| r.view[1].held_open = true);
     assert!(
         acted_within_poll(&recs, B).offenders[0]
             .contains("the other policy's switch was set at 1100 ms")
     );
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open)
-        .notes
-        .push("a wait ran out".to_owned());
+    let recs = all_with(Variant::Open, |r| r.notes.push("a wait ran out".to_owned()));
     assert_eq!(
         acted_within_poll(&recs, B).offenders,
         ["open: a wait ran out"]
@@ -354,13 +349,10 @@ fn an_unreadable_page_that_moves_the_link_or_goes_uncounted_fails() {
 
 #[test]
 fn an_error_in_any_run_fails_answered() {
-    let mut recs = all();
-    run_of(&mut recs, Variant::Open).requests.push(req(
-        1700.0,
-        &[BACKUP],
-        &[PRIMARY],
-        "error: upstream_5xx",
-    ));
+    let mut recs = all_with(Variant::Open, |r| {
+        r.requests
+            .push(req(1700.0, &[BACKUP], &[PRIMARY], "error: upstream_5xx"))
+    });
     let c = answered(&recs);
     assert_eq!(
         c.offenders,

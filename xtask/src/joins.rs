@@ -48,12 +48,7 @@ struct CutAfter {
 
 #[async_trait]
 impl ChatModel for CutAfter {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
+    model_identity!(own);
     async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
         Err(Error::new(
             ErrorKind::InvalidRequest,

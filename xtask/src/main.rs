@@ -16,6 +16,29 @@
     reason = "a task runner reports on stdout and stderr"
 )]
 
+/// The `id` and `capabilities` of a `ChatModel` wrapper: its `inner` model's (`inner`), or its
+/// own `id` and `caps` fields (`own`).
+macro_rules! model_identity {
+    (inner) => {
+        fn id(&self) -> &ripcord_core::ModelId {
+            self.inner.id()
+        }
+
+        fn capabilities(&self) -> &ripcord_core::Capabilities {
+            self.inner.capabilities()
+        }
+    };
+    (own) => {
+        fn id(&self) -> &ripcord_core::ModelId {
+            &self.id
+        }
+
+        fn capabilities(&self) -> &ripcord_core::Capabilities {
+            &self.caps
+        }
+    };
+}
+
 mod bench;
 mod cargo;
 mod chaos;

@@ -25,7 +25,7 @@ use super::scenario::{
     CONTINUED_ANSWER, Fault, LONG_STREAM_CHUNKS, Phase, Scenario, hash_str, mix,
 };
 
-mod configs;
+pub(super) mod configs;
 
 use configs::{
     BEDROCK_CHAIN, BUILTIN, BUILTIN_LOCAL, REGIONS_CHAIN, VERTEX_CHAIN, VERTEX_LINK,

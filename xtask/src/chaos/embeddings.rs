@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::chain::fake_key;
 use super::invariants::Check;
+use super::run::Settings;
 
 /// The scenario's name (for `--only`).
 pub(crate) const NAME: &str = "embeddings_outage";
@@ -43,15 +44,6 @@ const PRIMARY: &str = "primary";
 const BACKUP: &str = "backup";
 /// `primary`'s `[providers.retry] max_attempts`.
 const MAX_ATTEMPTS: usize = 3;
-
-/// How the scenario is run.
-#[derive(Debug, Clone)]
-pub(crate) struct EmbeddingsSettings {
-    pub(crate) users: usize,
-    pub(crate) duration: Duration,
-    pub(crate) deadline: Duration,
-    pub(crate) seed: u64,
-}
 
 /// One attempt as the answer recorded it.
 #[derive(Debug, Clone, Serialize)]
@@ -240,8 +232,9 @@ fn received(fake: &FakeVendor) -> BTreeMap<String, usize> {
     out
 }
 
-/// Runs the scenario on the caller's runtime, then its checks.
-pub(crate) async fn run(s: &EmbeddingsSettings) -> Result<EmbeddingsRun, String> {
+/// Runs the scenario on the caller's runtime (with the run's duration, deadline and seed, and
+/// [`Settings::side_users`] users), then its checks.
+pub(crate) async fn run(s: &Settings) -> Result<EmbeddingsRun, String> {
     let started = Instant::now();
     let start = |what: &'static str| async move {
         FakeVendor::start_with(Wire::OpenAi, FakeOptions::default())
@@ -267,7 +260,7 @@ pub(crate) async fn run(s: &EmbeddingsSettings) -> Result<EmbeddingsRun, String>
 
     let t0 = Instant::now();
     primary.set_script_since(timeline(s.duration), t0);
-    let users: Vec<_> = (0..s.users)
+    let users: Vec<_> = (0..s.side_users())
         .map(|u| {
             let chain = chain.clone();
             let s = s.clone();
@@ -287,7 +280,7 @@ pub(crate) async fn run(s: &EmbeddingsSettings) -> Result<EmbeddingsRun, String>
         (BACKUP.to_owned(), received(&backup)),
     ]
     .into();
-    let checks = checks(&requests, &received, s.users);
+    let checks = checks(&requests, &received, s.side_users());
     Ok(EmbeddingsRun {
         requests,
         received,
@@ -300,7 +293,7 @@ pub(crate) async fn run(s: &EmbeddingsSettings) -> Result<EmbeddingsRun, String>
 async fn user(
     u: usize,
     chain: std::sync::Arc<dyn EmbeddingModel>,
-    s: &EmbeddingsSettings,
+    s: &Settings,
     t0: Instant,
 ) -> Vec<EmbedRec> {
     let mut out = Vec::new();

@@ -516,16 +516,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     drop(cache);
     let shared_run = own_scenario(
         run_shared,
-        || {
-            runtime.block_on(shared::run(&shared::SharedSettings {
-                replicas: 3,
-                users_per_replica: s.users.div_ceil(2).max(2),
-                duration: s.duration,
-                deadline: s.deadline,
-                seed: s.seed,
-                tolerance: s.tolerance,
-            }))
-        },
+        || runtime.block_on(shared::run(&s)),
         shared::terminal_block,
     )?;
     let vendor_run = own_scenario(
@@ -533,12 +524,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         || {
             // Its own key scan starts here (what came before was judged by its own scenario).
             let _ = sink.take();
-            let mut r = runtime.block_on(vendor_status::run(&vendor_status::VendorSettings {
-                users: s.users.clamp(2, 4),
-                deadline: s.deadline,
-                seed: s.seed,
-                tolerance: s.tolerance,
-            }))?;
+            let mut r = runtime.block_on(vendor_status::run(&s))?;
             vendor_status::add_key_scan(&mut r, &sink);
             Ok(r)
         },
@@ -546,14 +532,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     )?;
     let embeddings_run = own_scenario(
         run_embeddings,
-        || {
-            runtime.block_on(embeddings::run(&embeddings::EmbeddingsSettings {
-                users: s.users.clamp(2, 4),
-                duration: s.duration,
-                deadline: s.deadline,
-                seed: s.seed,
-            }))
-        },
+        || runtime.block_on(embeddings::run(&s)),
         embeddings::terminal_block,
     )?;
     // A local generation cut by a deadline stops at its next token; don't wait on it forever.

@@ -21,9 +21,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::Stream;
+use ripcord_cli::build::Wrap;
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind,
-    ModelId, Result, StreamEvent,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Result,
+    StreamEvent,
 };
 use ripcord_resilience::{BreakerListener, BreakerState, Transition};
 use tokio::time::Instant;
@@ -322,15 +323,22 @@ impl Observed {
     }
 }
 
+/// A build hook that wraps the link named `link` with `wrap` and leaves every other link as it
+/// is.
+pub(crate) fn wrap_only(
+    link: &'static str,
+    wrap: impl Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel> + Send + Sync + 'static,
+) -> Wrap {
+    Arc::new(
+        move |name: &str, model: Arc<dyn ChatModel>| {
+            if name == link { wrap(model) } else { model }
+        },
+    )
+}
+
 #[async_trait]
 impl ChatModel for Observed {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
+    model_identity!(inner);
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let mut guard = self
@@ -434,13 +442,7 @@ impl LocalSwitch {
 
 #[async_trait]
 impl ChatModel for LocalSwitch {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
+    model_identity!(inner);
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.check()?;

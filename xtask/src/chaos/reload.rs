@@ -56,12 +56,7 @@ impl Swap {
 
 #[async_trait]
 impl ChatModel for Swap {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
+    model_identity!(own);
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.load().chat(req, ctx).await
     }
@@ -393,6 +388,20 @@ mod tests {
     }
 
     /// A reload at 1000 ms that put backup first, rotated its key and kept primary open.
+    /// [`records`] with `q` added.
+    fn with_request(q: RequestRec) -> Records {
+        let mut r = records();
+        r.requests.push(q);
+        r
+    }
+
+    /// The check `id` on `r`, which must have failed.
+    fn failing(r: &Records, id: &str) -> Check {
+        let c = check(&check_reload(r), id).clone();
+        assert!(!c.passed, "{c:?}");
+        c
+    }
+
     fn records() -> Records {
         Records {
             requests: vec![
@@ -446,8 +455,7 @@ mod tests {
 
     #[test]
     fn a_failed_request_or_a_refused_reload_fails_no_failures() {
-        let mut r = records();
-        r.requests.push(req(
+        let r = with_request(req(
             "lost",
             1200.0,
             &["backup"],
@@ -455,8 +463,7 @@ mod tests {
                 kind: ripcord_core::ErrorKind::Timeout,
             },
         ));
-        let c = check(&check_reload(&r), "reload-no-failures").clone();
-        assert!(!c.passed);
+        let c = failing(&r, "reload-no-failures");
         assert!(c.offenders[0].starts_with("lost: failed"), "{c:?}");
         let mut r = records();
         if let Some(rl) = &mut r.reload {
@@ -471,8 +478,7 @@ mod tests {
         if let Some(rl) = &mut r.reload {
             rl.breakers[0].2 = Some("closed".into());
         }
-        let c = check(&check_reload(&r), "reload-keeps-state").clone();
-        assert!(!c.passed);
+        let c = failing(&r, "reload-keeps-state");
         assert!(
             c.offenders[0].contains("open before the swap and closed after"),
             "{c:?}"
@@ -488,15 +494,13 @@ mod tests {
 
     #[test]
     fn the_old_order_or_the_old_key_after_the_swap_fails_new_order() {
-        let mut r = records();
-        r.requests.push(req(
+        let r = with_request(req(
             "old-order",
             1600.0,
             &["primary", "backup"],
             by("backup"),
         ));
-        let c = check(&check_reload(&r), "reload-new-order").clone();
-        assert!(!c.passed);
+        let c = failing(&r, "reload-new-order");
         assert!(c.offenders[0].contains("started on primary"), "{c:?}");
         let mut r = records();
         if let Some(rl) = &mut r.reload {

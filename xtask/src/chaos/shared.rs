@@ -43,17 +43,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Script, VendorError, Wire};
-use ripcord_cli::build::{BuildHooks, Wrap, build_with};
+use ripcord_cli::build::{BuildHooks, build_with};
 use ripcord_cli::config::{RedisSettings, StateBackend};
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ModelId, Result,
-};
+use ripcord_core::{ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Result};
 use ripcord_redis::server::{RedisServer, StartError};
 use ripcord_resilience::{BreakerListener, BreakerState, Transition};
 use tokio::time::Instant;
 
 use super::chain::Template;
 use super::invariants::Check;
+use super::observe::wrap_only;
+use super::run::Settings;
 use super::scenario::{Rng, mix};
 
 /// The scenario's name (for `--only`).
@@ -67,16 +67,12 @@ const LINK: &str = "primary";
 const LEASE_CALLS: usize = 32;
 const LEASE_TTL: Duration = Duration::from_millis(100);
 
-/// How the scenario is run.
-#[derive(Debug, Clone)]
-pub(crate) struct SharedSettings {
-    pub(crate) replicas: usize,
-    pub(crate) users_per_replica: usize,
-    pub(crate) duration: Duration,
-    pub(crate) deadline: Duration,
-    pub(crate) seed: u64,
-    /// Lateness forgiven to the time checks (scheduling on a loaded machine).
-    pub(crate) tolerance: Duration,
+/// Replicas of the chain, each with its own users.
+const REPLICAS: usize = 3;
+
+/// Users per replica: half the run's, at least two.
+fn users_per_replica(s: &Settings) -> usize {
+    s.users.div_ceil(2).max(2)
 }
 
 /// What the scenario produced.
@@ -147,13 +143,7 @@ impl Admitted {
 
 #[async_trait]
 impl ChatModel for Admitted {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
+    model_identity!(inner);
 
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let i = self.start();
@@ -197,7 +187,7 @@ fn flush(port: u16) -> std::result::Result<(), String> {
 }
 
 /// Runs the scenario on the caller's runtime.
-pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, String> {
+pub(crate) async fn run(s: &Settings) -> std::result::Result<SharedRun, String> {
     let wall = std::time::Instant::now();
     if std::env::var_os("CI").is_some() {
         // CI runs as root on a fresh machine: install Debian's package, as `xtask test` does.
@@ -232,7 +222,7 @@ pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, St
         op_timeout_ms: 500,
         connect_timeout_ms: 2000,
         retry_interval_ms: 1000,
-        replicas: u32::try_from(s.replicas).unwrap_or(u32::MAX),
+        replicas: u32::try_from(REPLICAS).unwrap_or(u32::MAX),
     });
     // The shared limiter on `primary` (see the module docs): large enough never to refuse,
     // with leases (RPM) and settlements (TPM) both on.
@@ -269,20 +259,16 @@ pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, St
         });
         fakes.insert(p.name.clone(), fake);
     }
-    let mut replicas = Vec::with_capacity(s.replicas);
-    let mut states = Vec::with_capacity(s.replicas);
-    for _ in 0..s.replicas {
+    let mut replicas = Vec::with_capacity(REPLICAS);
+    let mut states = Vec::with_capacity(REPLICAS);
+    for _ in 0..REPLICAS {
         let log = Arc::new(ReplicaLog::default());
         let wrap_log = Arc::clone(&log);
-        let inside_breaker: Wrap = Arc::new(move |name: &str, model: Arc<dyn ChatModel>| {
-            if name == LINK {
-                Arc::new(Admitted {
-                    inner: model,
-                    log: Arc::clone(&wrap_log),
-                }) as Arc<dyn ChatModel>
-            } else {
-                model
-            }
+        let inside_breaker = wrap_only(LINK, move |model| {
+            Arc::new(Admitted {
+                inner: model,
+                log: Arc::clone(&wrap_log),
+            })
         });
         let hooks = BuildHooks {
             breaker_listener: Some(Arc::clone(&log) as Arc<dyn BreakerListener>),
@@ -319,11 +305,12 @@ pub(crate) async fn run(s: &SharedSettings) -> std::result::Result<SharedRun, St
         fake.set_script_since(script, start);
     }
     let served: Vec<Mutex<BTreeMap<String, usize>>> =
-        (0..s.replicas).map(|_| Mutex::default()).collect();
+        (0..REPLICAS).map(|_| Mutex::default()).collect();
     let failures: Mutex<Vec<String>> = Mutex::default();
     let last_primary: Vec<Mutex<Option<Instant>>> =
-        (0..s.replicas).map(|_| Mutex::default()).collect();
-    let users = (0..s.replicas).flat_map(|r| (0..s.users_per_replica).map(move |u| (r, u)));
+        (0..REPLICAS).map(|_| Mutex::default()).collect();
+    let per_replica = users_per_replica(s);
+    let users = (0..REPLICAS).flat_map(|r| (0..per_replica).map(move |u| (r, u)));
     futures::future::join_all(users.map(|(r, u)| {
         let chain = Arc::clone(&replicas[r].0.model);
         let served = &served[r];
@@ -424,13 +411,12 @@ fn trip_spread(logs: &[Arc<ReplicaLog>], open_for: Duration, tolerance: Duration
     };
     let opened: Vec<Option<Instant>> = logs.iter().map(|l| first_open(l)).collect();
     let Some(t0) = opened.iter().flatten().min().copied() else {
-        return Check::new(
+        return Check::unmet(
             "trip-spread",
             "a trip on one replica reaches every replica within the lease bound",
             "no replica's breaker opened during the outage".to_owned(),
-            Vec::new(),
-        )
-        .failed("the outage did not trip the shared breaker".to_owned());
+            "the outage did not trip the shared breaker".to_owned(),
+        );
     };
     let lease_end = t0 + LEASE_TTL + tolerance;
     let quiet_end = t0 + open_for.saturating_sub(tolerance);
@@ -671,13 +657,10 @@ mod tests {
     /// `CI` is set).
     #[tokio::test(flavor = "current_thread")]
     async fn three_replicas_see_one_trip_within_the_bound() {
-        let r = run(&SharedSettings {
-            replicas: 3,
-            users_per_replica: 2,
-            duration: Duration::from_secs(4),
+        let r = run(&Settings {
             deadline: Duration::from_secs(3),
             seed: 7,
-            tolerance: Duration::from_millis(150),
+            ..Settings::sample(Duration::from_secs(4))
         })
         .await
         .unwrap();

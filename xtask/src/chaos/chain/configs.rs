@@ -41,10 +41,12 @@ max_attempts = 3
 base_delay_ms = 50
 max_delay_ms = 400
 "#,
-            breaker_and_timeouts!()
+            $crate::chaos::chain::configs::breaker_and_timeouts!()
         )
     };
 }
+
+pub(in crate::chaos) use {breaker_and_timeouts, link_policies};
 
 /// A cloud link on Anthropic's wire, named `$name`, its key in `$key`.
 macro_rules! anthropic_link {

@@ -9,15 +9,16 @@ use async_trait::async_trait;
 use ripcord_chaos::status_page::{FakeStatusPage, PageMode};
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Script, VendorError, Wire};
 use ripcord_cli::build::status_watch::VendorWatch;
-use ripcord_cli::build::{BuildHooks, Built, Wrap, build_with};
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, ModelId, Result,
-};
+use ripcord_cli::build::{BuildHooks, Built, build_with};
+use ripcord_core::{ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Result};
 
+use super::super::chain::configs::link_policies;
 use super::super::chain::fake_key;
+use super::super::observe::wrap_only;
+use super::super::run::Settings;
 use super::super::scenario::{Rng, STATIC, hash_str, mix};
 use super::checks::{BACKUP, ModeRec, PRIMARY, ReqRec, Variant, VariantRec, ViewRec};
-use super::{INTERVAL, SAMPLE, TIMEOUT, VendorSettings};
+use super::{INTERVAL, SAMPLE, TIMEOUT};
 
 /// Traffic before the declaration (and after the restoration).
 const HEALTHY: Duration = Duration::from_millis(600);
@@ -40,7 +41,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// request that B fails shows A's place behind it in its attempts.
 fn config_text(variant: Variant, a: &str, b: &str, page: &str, deadline: Duration) -> String {
     format!(
-        r#"
+        concat!(
+            r#"
 [chain]
 order = ["{PRIMARY}", "{BACKUP}"]
 deadline_ms = {deadline}
@@ -53,19 +55,9 @@ kind = "openai"
 model = "gpt-4o"
 base_url = "{a}/v1"
 api_key = "${{RIPCORD_CHAOS_PRIMARY_KEY}}"
-[providers.retry]
-max_attempts = 3
-base_delay_ms = 50
-max_delay_ms = 400
-[providers.breaker]
-failure_threshold = 3
-open_ms = 1000
-half_open_probes = 1
-[providers.timeouts]
-connect_ms = 500
-first_token_ms = 1000
-idle_ms = 500
-[providers.status_page]
+"#,
+            link_policies!(),
+            r#"[providers.status_page]
 url = "{page}"
 components = ["API"]
 format = "statuspage"
@@ -88,7 +80,13 @@ open_ms = 1000
 connect_ms = 500
 first_token_ms = 1000
 idle_ms = 500
-"#,
+"#
+        ),
+        PRIMARY = PRIMARY,
+        BACKUP = BACKUP,
+        a = a,
+        b = b,
+        page = page,
         deadline = deadline.as_millis(),
         interval = INTERVAL.as_millis(),
         timeout = TIMEOUT.as_millis(),
@@ -105,12 +103,7 @@ struct CallLog {
 
 #[async_trait]
 impl ChatModel for CallLog {
-    fn id(&self) -> &ModelId {
-        self.inner.id()
-    }
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
-    }
+    model_identity!(inner);
     async fn chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         lock(&self.calls).push(Instant::now());
         self.inner.chat(req, ctx).await
@@ -130,7 +123,7 @@ struct Run<'a> {
     stop: AtomicBool,
     built: &'a Built,
     watch: &'a VendorWatch,
-    s: &'a VendorSettings,
+    s: &'a Settings,
     requests: Mutex<Vec<ReqRec>>,
     view: Mutex<Vec<ViewRec>>,
 }
@@ -359,7 +352,7 @@ async fn unreadable(run: &Run<'_>, page: &FakeStatusPage, t: &mut Timeline) {
 /// Runs `variant` on the caller's runtime (the poller is spawned on it).
 pub(super) async fn drive(
     variant: Variant,
-    s: &VendorSettings,
+    s: &Settings,
 ) -> std::result::Result<VariantRec, String> {
     let name = variant.name();
     let primary = FakeVendor::start_with(Wire::OpenAi, FakeOptions::default())
@@ -393,15 +386,11 @@ pub(super) async fn drive(
         .map_err(|e| format!("{name}: {e}"))?;
     let calls: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let log = Arc::clone(&calls);
-    let around_adapter: Wrap = Arc::new(move |link: &str, model: Arc<dyn ChatModel>| {
-        if link == PRIMARY {
-            Arc::new(CallLog {
-                inner: model,
-                calls: Arc::clone(&log),
-            }) as Arc<dyn ChatModel>
-        } else {
-            model
-        }
+    let around_adapter = wrap_only(PRIMARY, move |model| {
+        Arc::new(CallLog {
+            inner: model,
+            calls: Arc::clone(&log),
+        })
     });
     let hooks = BuildHooks {
         around_adapter: Some(around_adapter),
@@ -432,7 +421,7 @@ pub(super) async fn drive(
         }
         run.stop.store(true, Ordering::SeqCst);
     };
-    let users = futures::future::join_all((0..s.users).map(|u| user(u, &run)));
+    let users = futures::future::join_all((0..s.side_users()).map(|u| user(u, &run)));
     futures::future::join3(timeline, users, observe(&run)).await;
     let run_ms = run.now_ms();
     let primary_hits_ms = primary

@@ -56,6 +56,7 @@ use serde::Serialize;
 
 use super::capture::KeySink;
 use super::invariants::Check;
+use super::run::Settings;
 use checks::{Bounds, PRIMARY, Variant, VariantRec};
 
 /// The scenario's name (for `--only`).
@@ -70,25 +71,13 @@ pub(crate) const TIMEOUT: Duration = Duration::from_millis(150);
 /// How often the observer samples ripcord's view.
 pub(crate) const SAMPLE: Duration = Duration::from_millis(10);
 
-/// How the scenario is run.
-#[derive(Debug, Clone)]
-pub(crate) struct VendorSettings {
-    /// Users per run.
-    pub(crate) users: usize,
-    /// Each request's deadline.
-    pub(crate) deadline: Duration,
-    pub(crate) seed: u64,
-    /// Lateness forgiven to the time checks (scheduling on a loaded machine).
-    pub(crate) tolerance: Duration,
-}
-
-impl VendorSettings {
-    fn bounds(&self) -> Bounds {
-        Bounds {
-            interval_ms: INTERVAL.as_secs_f64() * 1000.0,
-            sample_ms: SAMPLE.as_secs_f64() * 1000.0,
-            tolerance_ms: self.tolerance.as_secs_f64() * 1000.0,
-        }
+/// The bounds the checks allow: the poll interval, the observer's sample and the run's
+/// tolerance.
+fn bounds(s: &Settings) -> Bounds {
+    Bounds {
+        interval_ms: INTERVAL.as_secs_f64() * 1000.0,
+        sample_ms: SAMPLE.as_secs_f64() * 1000.0,
+        tolerance_ms: s.tolerance.as_secs_f64() * 1000.0,
     }
 }
 
@@ -109,7 +98,7 @@ impl VendorRun {
 }
 
 /// Runs the three runs side by side on the caller's runtime, then the checks.
-pub(crate) async fn run(s: &VendorSettings) -> Result<VendorRun, String> {
+pub(crate) async fn run(s: &Settings) -> Result<VendorRun, String> {
     let wall = std::time::Instant::now();
     let (demote, open, unreachable) = futures::future::join3(
         drive::drive(Variant::Demote, s),
@@ -118,7 +107,7 @@ pub(crate) async fn run(s: &VendorSettings) -> Result<VendorRun, String> {
     )
     .await;
     let runs = vec![demote?, open?, unreachable?];
-    let bounds = s.bounds();
+    let bounds = bounds(s);
     Ok(VendorRun {
         checks: checks::check_all(&runs, bounds),
         runs,
@@ -251,7 +240,6 @@ mod tests {
     use super::super::RunResult;
     use super::super::chain::Template;
     use super::super::report;
-    use super::super::run::Settings;
     use super::*;
 
     fn result(passed: bool) -> RunResult {
@@ -278,13 +266,7 @@ mod tests {
             vendor: Some(VendorRun {
                 runs: Vec::new(),
                 checks: vec![check],
-                bounds: VendorSettings {
-                    users: 2,
-                    deadline: Duration::from_secs(1),
-                    seed: 1,
-                    tolerance: Duration::from_millis(150),
-                }
-                .bounds(),
+                bounds: bounds(&Settings::sample(Duration::from_secs(1))),
                 wall: Duration::from_secs(4),
             }),
         }
@@ -324,11 +306,11 @@ mod tests {
     /// The scenario itself, for real: three chains on loopback, every check passing.
     #[tokio::test(flavor = "current_thread")]
     async fn the_declared_outage_is_acted_on_and_an_unreadable_page_changes_nothing() {
-        let r = run(&VendorSettings {
+        let r = run(&Settings {
             users: 3,
             deadline: Duration::from_secs(3),
             seed: 7,
-            tolerance: Duration::from_millis(150),
+            ..Settings::sample(Duration::from_secs(1))
         })
         .await
         .unwrap();

@@ -54,6 +54,7 @@ mod readme_names;
 mod redis_server;
 mod setup_model;
 mod test;
+mod test_server;
 
 use std::process::ExitCode;
 

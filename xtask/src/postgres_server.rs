@@ -10,48 +10,13 @@
 //! Postgres refuses to run as root: when xtask is root, the cluster's directory is given to
 //! the `nobody` user and `initdb` and `postgres` run through `runuser -u nobody`.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::test_server::{TestServer, first_of_three, free_port};
+
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A running Postgres: its URL, the process to stop and the directory to remove.
-#[derive(Debug)]
-pub(crate) struct PostgresInfo {
-    /// `postgres://postgres@127.0.0.1:PORT/postgres`.
-    pub(crate) url: String,
-    child: Option<Child>,
-    dir: PathBuf,
-}
-
-impl PostgresInfo {
-    /// The environment variables that tell the tests about the server.
-    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
-        vec![("RIPCORD_TEST_POSTGRES_URL", self.url.clone())]
-    }
-
-    /// Stops the server (kills the process it started, reaps it, removes its directory).
-    pub(crate) fn stop(mut self) -> Result<(), String> {
-        self.stop_inner()
-    }
-
-    fn stop_inner(&mut self) -> Result<(), String> {
-        if self.child.is_none() {
-            return Ok(());
-        }
-        let stopped = ripcord_chaos::process::stop_child(&mut self.child, "postgres");
-        let _ = std::fs::remove_dir_all(&self.dir);
-        stopped
-    }
-}
-
-impl Drop for PostgresInfo {
-    fn drop(&mut self) {
-        let _ = self.stop_inner();
-    }
-}
 
 /// The newest `/usr/lib/postgresql/<version>/bin` holding `initdb` and `postgres`.
 fn bin_dir() -> Option<PathBuf> {
@@ -86,13 +51,6 @@ fn command(program: &Path, root: bool) -> Command {
     }
 }
 
-fn free_port() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free loopback port: {e}"))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
-}
-
 /// Waits until `pg_isready` says the server accepts connections, or it exits, or time is up.
 #[expect(
     clippy::disallowed_methods,
@@ -120,7 +78,7 @@ fn wait_ready(child: &mut Child, bin: &Path, port: u16) -> Result<(), String> {
     }
 }
 
-fn start(bin: &Path) -> Result<PostgresInfo, String> {
+fn start(bin: &Path) -> Result<TestServer, String> {
     let root = is_root();
     let n = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -184,17 +142,19 @@ fn start(bin: &Path) -> Result<PostgresInfo, String> {
         let _ = std::fs::remove_dir_all(&dir);
         return Err(e);
     }
-    Ok(PostgresInfo {
-        url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
-        child: Some(child),
-        dir,
-    })
+    Ok(TestServer::new(
+        "postgres",
+        "RIPCORD_TEST_POSTGRES_URL",
+        format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        child,
+        Some(dir),
+    ))
 }
 
 /// Installs Debian's `postgresql` when missing, starts a throwaway cluster on a free loopback
 /// port and waits until it accepts connections. Retries with a new port when another process
 /// took the first one in between.
-pub(crate) fn ensure_postgres() -> Result<PostgresInfo, String> {
+pub(crate) fn ensure_postgres() -> Result<TestServer, String> {
     let bin = match bin_dir() {
         Some(b) => b,
         None => {
@@ -204,12 +164,5 @@ pub(crate) fn ensure_postgres() -> Result<PostgresInfo, String> {
             )?
         }
     };
-    let mut last = String::new();
-    for _ in 0..3 {
-        match start(&bin) {
-            Ok(info) => return Ok(info),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
+    first_of_three(|| start(&bin))
 }

@@ -5,41 +5,13 @@
 //! until it answers PING, and hands back the URL for the tests (`RIPCORD_REDIS_URL`).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::test_server::{TestServer, first_of_three, free_port};
+
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// A running redis-server: its URL, and the process to stop.
-#[derive(Debug)]
-pub(crate) struct RedisInfo {
-    /// `redis://127.0.0.1:PORT`.
-    pub(crate) url: String,
-    child: Option<Child>,
-}
-
-impl RedisInfo {
-    /// The environment variables that tell the tests about the server.
-    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
-        vec![("RIPCORD_REDIS_URL", self.url.clone())]
-    }
-
-    /// Stops the server (kills the process it started and reaps it).
-    pub(crate) fn stop(mut self) -> Result<(), String> {
-        self.stop_inner()
-    }
-
-    fn stop_inner(&mut self) -> Result<(), String> {
-        ripcord_chaos::process::stop_child(&mut self.child, "redis-server")
-    }
-}
-
-impl Drop for RedisInfo {
-    fn drop(&mut self) {
-        let _ = self.stop_inner();
-    }
-}
 
 fn installed() -> bool {
     Command::new("redis-server")
@@ -74,13 +46,6 @@ fn install() -> Result<(), String> {
     } else {
         Err("apt-get installed redis-server, but `redis-server --version` fails".to_owned())
     }
-}
-
-fn free_port() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free loopback port: {e}"))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
 }
 
 fn pings(port: u16) -> bool {
@@ -118,7 +83,7 @@ fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
     }
 }
 
-fn start() -> Result<RedisInfo, String> {
+fn start() -> Result<TestServer, String> {
     let port = free_port()?;
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -133,10 +98,13 @@ fn start() -> Result<RedisInfo, String> {
         let _ = child.wait();
         return Err(e);
     }
-    Ok(RedisInfo {
-        url: format!("redis://127.0.0.1:{port}"),
-        child: Some(child),
-    })
+    Ok(TestServer::new(
+        "redis-server",
+        "RIPCORD_REDIS_URL",
+        format!("redis://127.0.0.1:{port}"),
+        child,
+        None,
+    ))
 }
 
 /// Installs redis-server when missing (the chaos run's shared-state scenario, under CI).
@@ -146,16 +114,9 @@ pub(crate) fn ensure_installed() -> Result<(), String> {
 
 /// Installs redis-server when missing, starts it on a free loopback port and waits for PING.
 /// Retries with a new port when another process took the first one in between.
-pub(crate) fn ensure_redis() -> Result<RedisInfo, String> {
+pub(crate) fn ensure_redis() -> Result<TestServer, String> {
     if !installed() {
         install()?;
     }
-    let mut last = String::new();
-    for _ in 0..3 {
-        match start() {
-            Ok(info) => return Ok(info),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
+    first_of_three(start)
 }

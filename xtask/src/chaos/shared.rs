@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Script, VendorError, Wire};
-use ripcord_cli::build::{BuildHooks, build_with};
+use ripcord_cli::build::{BuildHooks, Wrap, build_with};
 use ripcord_cli::config::{RedisSettings, StateBackend};
 use ripcord_core::{ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Result};
 use ripcord_redis::server::{RedisServer, StartError};
@@ -129,6 +129,17 @@ struct Admitted {
 }
 
 impl Admitted {
+    /// The build hook that wraps `primary` in one, logging to `log`.
+    fn hook(log: &Arc<ReplicaLog>) -> Wrap {
+        let log = Arc::clone(log);
+        wrap_only(LINK, move |inner| {
+            Arc::new(Admitted {
+                inner,
+                log: Arc::clone(&log),
+            })
+        })
+    }
+
     fn start(&self) -> usize {
         let probe = !self.log.view_closed();
         let mut calls = lock(&self.log.calls);
@@ -263,13 +274,7 @@ pub(crate) async fn run(s: &Settings) -> std::result::Result<SharedRun, String> 
     let mut states = Vec::with_capacity(REPLICAS);
     for _ in 0..REPLICAS {
         let log = Arc::new(ReplicaLog::default());
-        let wrap_log = Arc::clone(&log);
-        let inside_breaker = wrap_only(LINK, move |model| {
-            Arc::new(Admitted {
-                inner: model,
-                log: Arc::clone(&wrap_log),
-            })
-        });
+        let inside_breaker = Admitted::hook(&log);
         let hooks = BuildHooks {
             breaker_listener: Some(Arc::clone(&log) as Arc<dyn BreakerListener>),
             around_adapter: None,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use ripcord_chaos::status_page::{FakeStatusPage, PageMode};
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Script, VendorError, Wire};
 use ripcord_cli::build::status_watch::VendorWatch;
-use ripcord_cli::build::{BuildHooks, Built, build_with};
+use ripcord_cli::build::{BuildHooks, Built, Wrap, build_with};
 use ripcord_core::{ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Result};
 
 use super::super::chain::configs::link_policies;
@@ -99,6 +99,19 @@ idle_ms = 500
 struct CallLog {
     inner: Arc<dyn ChatModel>,
     calls: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl CallLog {
+    /// The build hook that wraps A's adapter in one, logging to `calls`.
+    fn hook(calls: &Arc<Mutex<Vec<Instant>>>) -> Wrap {
+        let calls = Arc::clone(calls);
+        wrap_only(PRIMARY, move |inner| {
+            Arc::new(CallLog {
+                inner,
+                calls: Arc::clone(&calls),
+            })
+        })
+    }
 }
 
 #[async_trait]
@@ -385,13 +398,7 @@ pub(super) async fn drive(
     let config = ripcord_cli::config::parse("<vendor-declares-outage chain>", &text, &env)
         .map_err(|e| format!("{name}: {e}"))?;
     let calls: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let log = Arc::clone(&calls);
-    let around_adapter = wrap_only(PRIMARY, move |model| {
-        Arc::new(CallLog {
-            inner: model,
-            calls: Arc::clone(&log),
-        })
-    });
+    let around_adapter = CallLog::hook(&calls);
     let hooks = BuildHooks {
         around_adapter: Some(around_adapter),
         ..BuildHooks::default()

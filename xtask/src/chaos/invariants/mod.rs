@@ -81,6 +81,14 @@ impl Check {
     }
 }
 
+#[cfg(test)]
+impl Check {
+    /// Asserts that the detail line ends with `tail`, showing the line when it does not.
+    pub(crate) fn assert_detail_ends_with(&self, tail: &str) {
+        assert!(self.detail.ends_with(tail), "{}", self.detail);
+    }
+}
+
 /// The seven invariants, in order, then the checks of pooled links (when the chain has one).
 pub(crate) fn check_all(r: &Records, tolerance_ms: f64) -> Vec<Check> {
     let mut checks = vec![

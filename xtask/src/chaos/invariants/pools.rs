@@ -346,11 +346,7 @@ mod tests {
             .extend([900.0, 910.0, 920.0]);
         let c = spread(&r);
         assert!(c.passed, "{c:?}");
-        assert!(
-            c.detail.ends_with("down all run: regions/north 1"),
-            "{}",
-            c.detail
-        );
+        c.assert_detail_ends_with("down all run: regions/north 1");
     }
 
     #[test]

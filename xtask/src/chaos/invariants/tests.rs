@@ -323,11 +323,7 @@ fn answered_flags_lost_unfinished_and_late_users() {
     r.join_limit_ms = 9000.0;
     let c = answered(&r);
     assert!(!c.passed);
-    assert!(
-        c.detail.ends_with("still busy 9.0 s after the start"),
-        "{}",
-        c.detail
-    );
+    c.assert_detail_ends_with("still busy 9.0 s after the start");
 }
 
 #[test]

@@ -532,7 +532,7 @@ fn recovered(logs: &[Arc<ReplicaLog>], last: &[Option<Instant>], outage_end: Ins
 /// The scenario's block in the terminal report.
 /// The scenario's section of the HTML report: who answered each replica, and the checks.
 pub(crate) fn html_section(r: &SharedRun) -> String {
-    use super::report::html::{esc, side_section, two_column_table, verdict};
+    use super::report::html::{esc, side_section, table_section};
     let wall = format!("{:.1} s", r.wall.as_secs_f64());
     if let Some(why) = &r.skipped {
         let body = format!("<p>Not run: {}</p>", esc(why));
@@ -547,12 +547,12 @@ pub(crate) fn html_section(r: &SharedRun) -> String {
             (i.to_string(), parts.join(" · "))
         })
         .collect();
-    let body = two_column_table("replica", "served by", &rows);
-    side_section(
+    table_section(
         NAME,
         DESCRIPTION,
-        verdict(r.passed()),
-        &body,
+        r.passed(),
+        ("replica", "served by"),
+        &rows,
         &r.checks,
         &wall,
     )

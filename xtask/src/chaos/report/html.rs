@@ -351,6 +351,20 @@ pub(crate) fn side_section(
 }
 
 /// A table of two text columns (headings and cells escaped here).
+/// A side scenario's section whose body is a two-column table: `heads` over `rows`.
+pub(crate) fn table_section(
+    name: &str,
+    description: &str,
+    passed: bool,
+    heads: (&str, &str),
+    rows: &[(String, String)],
+    checks: &[Check],
+    footer: &str,
+) -> String {
+    let body = two_column_table(heads.0, heads.1, rows);
+    side_section(name, description, verdict(passed), &body, checks, footer)
+}
+
 pub(crate) fn two_column_table(left: &str, right: &str, rows: &[(String, String)]) -> String {
     let mut out = format!(
         r#"<table><tr><th class="l">{}</th><th class="l">{}</th></tr>"#,

@@ -183,18 +183,18 @@ pub(crate) fn terminal_block(r: &VendorRun) -> String {
 
 /// The scenario's section of the HTML report: each run in a line, and the checks.
 pub(crate) fn html_section(r: &VendorRun) -> String {
-    use super::report::html::{side_section, two_column_table, verdict};
+    use super::report::html::table_section;
     let rows: Vec<(String, String)> = r
         .runs
         .iter()
         .map(|v| (v.variant.name().to_owned(), run_line(v)))
         .collect();
-    let body = two_column_table("run", "what happened", &rows);
-    side_section(
+    table_section(
         NAME,
         DESCRIPTION,
-        verdict(r.passed()),
-        &body,
+        r.passed(),
+        ("run", "what happened"),
+        &rows,
         &r.checks,
         &format!(
             "poll interval {} ms · react within {:.0} ms · in-flight edge {:.0} ms · {:.1} s",

@@ -38,9 +38,9 @@ macro_rules! setters {
 macro_rules! policy_builder {
     ($builder:ident => $policy:ident) => {
         #[doc = concat!(
-                    "Builds a [`", stringify!($policy), "`]; validation happens in [`",
-                    stringify!($builder), "::build`]."
-                )]
+                            "Builds a [`", stringify!($policy), "`]; validation happens in [`",
+                            stringify!($builder), "::build`]."
+                        )]
         #[derive(Debug, Clone)]
         pub struct $builder {
             policy: $policy,
@@ -53,6 +53,20 @@ macro_rules! policy_builder {
                     policy: $policy::default(),
                 }
             }
+        }
+    };
+}
+
+/// Writes the part every [`Decorator`](ripcord_core::Decorator) impl of this crate has alike,
+/// inside the impl: `inner_model!(inner: M)` says the wrapped model is the field `inner`, of
+/// type `M` (`type Inner = M;` and `fn inner(&self) -> &M { &self.inner }`). The hooks a
+/// policy overrides follow it, written out.
+macro_rules! inner_model {
+    ($field:ident: $inner:ty) => {
+        type Inner = $inner;
+
+        fn inner(&self) -> &$inner {
+            &self.$field
         }
     };
 }

@@ -423,12 +423,8 @@ impl StreamObserver for BreakerObserver {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: a refusal returns at once.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: a refusal returns at once.
+    inner_model!(inner: M);
 
     /// While open (or half-open with every probe out): the refusal `chat` would return,
     /// counted and reported to the listener as a rejected call.

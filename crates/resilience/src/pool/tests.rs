@@ -44,10 +44,7 @@ impl Timed {
 
 #[async_trait]
 impl ripcord_core::Decorator for Timed {
-    type Inner = ScriptedModel;
-    fn inner(&self) -> &ScriptedModel {
-        &self.inner
-    }
+    inner_model!(inner: ScriptedModel);
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.log.lock().unwrap().push(Instant::now());
         self.inner.chat(req, ctx).await

@@ -15,7 +15,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{chat_err, chat_ok, last_err_kind, ms, req, secs};
+use crate::support::{breaker, chat_err, chat_ok, chat_within, last_err_kind, ms, req, secs};
 
 /// `n` text events one second apart, then usage and finish.
 fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
@@ -41,11 +41,7 @@ fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
 }
 
 fn trip_on_first() -> BreakerPolicy {
-    BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(secs(30))
-        .build()
-        .unwrap()
+    breaker(1, secs(30))
 }
 
 fn idle(d: std::time::Duration) -> TimeoutPolicy {
@@ -254,13 +250,7 @@ async fn a_half_open_stream_probe_is_judged_at_first_content_and_frees_its_permi
     let model = ScriptedModel::new("a")
         .fail(ErrorKind::ServerError)
         .stream_items(one_per_second(20));
-    let breaker = model.with_breaker(
-        BreakerPolicy::builder()
-            .consecutive_failures(1)
-            .open_for(secs(1))
-            .build()
-            .unwrap(),
-    );
+    let breaker = model.with_breaker(breaker(1, secs(1)));
     chat_err(&breaker).await;
     assert_eq!(breaker.snapshot().state, BreakerState::Open);
     tokio::time::sleep(secs(1)).await;
@@ -291,13 +281,7 @@ async fn a_half_open_stream_probe_that_fails_before_content_reopens() {
             ms(10),
             StreamItem::Error(Error::new(ErrorKind::Overloaded, "in-band overload")),
         )]);
-    let breaker = model.with_breaker(
-        BreakerPolicy::builder()
-            .consecutive_failures(1)
-            .open_for(secs(1))
-            .build()
-            .unwrap(),
-    );
+    let breaker = model.with_breaker(breaker(1, secs(1)));
     chat_err(&breaker).await;
     tokio::time::sleep(secs(1)).await;
     let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
@@ -420,10 +404,7 @@ async fn a_bulkhead_whose_queue_wait_would_pass_the_deadline_refuses_at_once() {
     };
     tokio::time::sleep(ms(1)).await;
     let t0 = Instant::now();
-    let e = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let e = chat_within(&m, secs(2)).await.unwrap_err();
     assert_eq!(t0.elapsed(), ms(0), "refused at once, not at the deadline");
     assert_eq!(
         (e.kind(), e.fault()),
@@ -622,13 +603,7 @@ async fn a_context_length_failure_falls_to_the_next_link_whose_window_is_larger(
 
 #[tokio::test(start_paused = true)]
 async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker() {
-    let five = || {
-        BreakerPolicy::builder()
-            .consecutive_failures(5)
-            .open_for(secs(1))
-            .build()
-            .unwrap()
-    };
+    let five = || breaker(5, secs(1));
     let m = ScriptedModel::new("a")
         .fail(ErrorKind::ModelNotFound)
         .with_breaker(five());

@@ -6,7 +6,7 @@ use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, Priority};
 use ripcord_resilience::{BulkheadPolicy, ChatModelExt};
 use tokio::time::Instant;
 
-use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs};
+use crate::support::{Recorder, chat_err, chat_ok, chat_within, ms, req, scripted, secs};
 
 fn bulkhead(in_flight: usize, queue: usize) -> BulkheadPolicy {
     BulkheadPolicy::builder()
@@ -128,10 +128,7 @@ async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
     tokio::time::sleep(ms(1)).await;
 
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(2)).await.unwrap_err();
     // A wait that ran out at the deadline is the bulkhead's own refusal, never a
     // `DeadlineExceeded` a breaker could take for a slow vendor.
     assert_eq!(

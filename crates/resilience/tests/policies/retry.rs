@@ -11,7 +11,8 @@ use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryOn, RetryPolicy
 use tokio::time::Instant;
 
 use crate::support::{
-    attempt_kinds, chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all,
+    attempt_kinds, chat_err, chat_ok, chat_within, last_err_kind, ms, req, scripted, secs,
+    stream_all,
 };
 
 fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
@@ -81,9 +82,7 @@ async fn honours_the_vendors_retry_after() {
         .reply("ok")
         .with_retry(fixed(3, 100));
     let start = Instant::now();
-    m.chat(&req(), &Context::new().with_timeout(secs(10)))
-        .await
-        .unwrap();
+    chat_within(&m, secs(10)).await.unwrap();
     assert_eq!(start.elapsed(), secs(3));
 }
 
@@ -95,10 +94,7 @@ async fn retry_after_beyond_the_deadline_returns_at_once_without_sleeping() {
         .reply("ok")
         .with_retry(RetryPolicy::default());
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(2)).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(0), "no fake time passed: nothing slept");
     assert_eq!(err.kind(), ErrorKind::RateLimited);
     assert_eq!(err.retry_after(), Some(secs(5)));
@@ -111,10 +107,7 @@ async fn backoff_beyond_the_deadline_returns_at_once_too() {
         .fail(ErrorKind::ServerError)
         .with_retry(fixed(3, 1000));
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(ms(500)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, ms(500)).await.unwrap_err();
     assert_eq!(
         (start.elapsed(), err.kind()),
         (ms(0), ErrorKind::ServerError)
@@ -317,10 +310,7 @@ async fn attempts_share_one_deadline_instead_of_adding_up() {
         )
         .with_retry(RetryPolicy::default());
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(2)).await.unwrap_err();
     assert_eq!(start.elapsed(), secs(2));
     assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
     assert_eq!(m.get_ref().get_ref().calls(), 1);

@@ -1,12 +1,13 @@
 //! Circuit breaker: half-open permits, one outcome per call, timeouts inside, sub-second and fresh open durations.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
 use ripcord_core::{ChatModel, Context, Error, ErrorKind, StreamEvent};
 use ripcord_resilience::{
-    BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, KindAction, OpenBackoff,
+    Breaker, BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, KindAction, OpenBackoff,
     RetryPolicy, Transition,
 };
 use tokio::time::Instant;
@@ -218,6 +219,20 @@ async fn kind_overrides_apply() {
     assert_eq!(m.snapshot().state, BreakerState::Open);
 }
 
+/// Calls `m`, whose link hangs, with 2 s to go: the call ends at the deadline, and the breaker
+/// records the link's timeout and opens. Returns the call's error.
+async fn cut_at_the_deadline<M: ChatModel>(m: &Breaker<M>) -> Error {
+    let start = Instant::now();
+    let err = chat_within(m, secs(2)).await.unwrap_err();
+    assert_eq!(start.elapsed(), secs(2));
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.state, snap.failures, snap.last_failure),
+        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
+    );
+    err
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing() {
     let m = Arc::new(scripted("a").hang().with_breaker(breaker(1, ms(1000))));
@@ -230,15 +245,8 @@ async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing
     assert_eq!((snap.state, snap.failures), (BreakerState::Closed, 0));
 
     // The deadline passes while the link hangs: that is the link's failure.
-    let start = Instant::now();
-    let err = chat_within(&m, secs(2)).await.unwrap_err();
-    assert_eq!(start.elapsed(), secs(2));
+    let err = cut_at_the_deadline(&m).await;
     assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
-    let snap = m.snapshot();
-    assert_eq!(
-        (snap.state, snap.failures, snap.last_failure),
-        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
-    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -257,26 +265,25 @@ async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the
     assert_eq!(cancel_after(&m, ms(500)).await, ErrorKind::Cancelled);
     assert_eq!(m.snapshot().failures, 0);
 
-    let start = Instant::now();
-    let err = chat_within(&m, secs(2)).await.unwrap_err();
-    assert_eq!(start.elapsed(), secs(2));
+    let err = cut_at_the_deadline(&m).await;
     // The model's own error, not a layer's: it says which limit ran out.
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
     assert_eq!(err.timeout_phase(), Some(ripcord_core::TimeoutPhase::Total));
-    let snap = m.snapshot();
-    assert_eq!(
-        (snap.state, snap.failures, snap.last_failure),
-        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
-    );
+}
+
+/// A breaker that trips when half the calls of `window` fail, once there are `min_calls`, and
+/// stays open for `open`.
+fn half_failing(min_calls: u32, window: Duration, open: Duration) -> BreakerPolicy {
+    BreakerPolicy::builder()
+        .failure_rate(0.5, window, min_calls)
+        .open_for(open)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
 async fn failure_rate_policy_trips_on_the_rate() {
-    let breaker = BreakerPolicy::builder()
-        .failure_rate(0.5, secs(10), 4)
-        .open_for(ms(500))
-        .build()
-        .unwrap();
+    let breaker = half_failing(4, secs(10), ms(500));
     let m = scripted("a")
         .reply("ok")
         .fail(ErrorKind::ServerError)
@@ -470,11 +477,7 @@ async fn a_success_between_failures_resets_the_consecutive_count() {
 #[tokio::test(start_paused = true)]
 async fn with_a_failure_rate_every_success_counts_in_the_window() {
     // Rate policy: 50 % of at least 4 calls. Three successes then three failures is 50 %.
-    let breaker = BreakerPolicy::builder()
-        .failure_rate(0.5, secs(30), 4)
-        .open_for(ms(100))
-        .build()
-        .unwrap();
+    let breaker = half_failing(4, secs(30), ms(100));
     let m = scripted("a")
         .reply("ok")
         .reply("ok")

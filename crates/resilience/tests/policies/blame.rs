@@ -15,7 +15,9 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{breaker, chat_err, chat_ok, chat_within, last_err_kind, ms, req, secs};
+use crate::support::{
+    breaker, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req, secs, stream_all,
+};
 
 /// `n` text events one second apart, then usage and finish.
 fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
@@ -88,7 +90,7 @@ async fn a_stream_of_40_s_under_a_15_s_deadline_completes_and_counts_as_a_succes
             .build()
             .unwrap();
         let t0 = Instant::now();
-        let events = drain(chain.stream(&req(), &Context::new()).await.unwrap()).await;
+        let events = stream_all(&chain).await;
         assert_eq!(t0.elapsed(), secs(40));
         assert_eq!(text_len(&events), 40, "bounds_itself = {bounds_itself}");
         assert!(events.iter().all(Result::is_ok), "{events:?}");
@@ -130,7 +132,7 @@ async fn a_consumer_that_stops_reading_is_not_taken_for_a_silent_vendor() {
         .with_timeout(idle(secs(2)))
         .with_breaker(trip_on_first());
     let bh = breaker.handle();
-    let mut s = breaker.stream(&req(), &Context::new()).await.unwrap();
+    let mut s = open_stream(&breaker).await;
     let mut got = 0;
     while let Some(ev) = s.next().await {
         ev.unwrap();
@@ -155,7 +157,7 @@ async fn a_silent_vendor_after_first_content_still_fails_on_its_idle_limit() {
         .with_timeout(idle(secs(2)))
         .with_breaker(trip_on_first());
     let bh = breaker.handle();
-    let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
+    let events = stream_all(&breaker).await;
     let e = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::StreamIdle));
     assert_eq!(
@@ -254,7 +256,7 @@ async fn a_half_open_stream_probe_is_judged_at_first_content_and_frees_its_permi
     chat_err(&breaker).await;
     assert_eq!(breaker.snapshot().state, BreakerState::Open);
     tokio::time::sleep(secs(1)).await;
-    let mut probe = breaker.stream(&req(), &Context::new()).await.unwrap();
+    let mut probe = open_stream(&breaker).await;
     // Before first content the probe holds the only permit.
     assert!(breaker.refusal(&Context::new()).is_some());
     let first = probe.next().await.unwrap().unwrap();
@@ -284,7 +286,7 @@ async fn a_half_open_stream_probe_that_fails_before_content_reopens() {
     let breaker = model.with_breaker(breaker(1, secs(1)));
     chat_err(&breaker).await;
     tokio::time::sleep(secs(1)).await;
-    let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
+    let events = stream_all(&breaker).await;
     assert!(events.last().unwrap().is_err());
     assert_eq!(breaker.snapshot().state, BreakerState::Open);
 }
@@ -344,7 +346,7 @@ async fn first_content_limit_fires_even_when_the_inner_stream_is_always_ready() 
             .build()
             .unwrap(),
     );
-    let mut s = m.stream(&req(), &Context::new()).await.unwrap();
+    let mut s = open_stream(&m).await;
     let mut n = 0;
     let err = loop {
         match s.next().await.unwrap() {
@@ -569,7 +571,7 @@ async fn a_stream_restart_never_resends_a_request_that_is_not_retry_safe() {
     );
     assert_eq!(b.calls(), 0);
     // A retry-safe one restarts on b.
-    let events = drain(chain.stream(&req(), &Context::new()).await.unwrap()).await;
+    let events = stream_all(&chain).await;
     assert!(
         events
             .iter()

@@ -13,8 +13,8 @@ use ripcord_resilience::{
 use tokio::time::Instant;
 
 use crate::support::{
-    breaker, cancel_after, chat_err, chat_ok, chat_within, last_err_kind, ms, req, scripted, secs,
-    stream_all, tripping,
+    breaker, cancel_after, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req,
+    scripted, secs, stream_all, tripping,
 };
 
 #[tokio::test(start_paused = true)]
@@ -366,12 +366,12 @@ async fn a_stream_counts_once_when_it_ends() {
         "a truncated stream is a failure"
     );
     tokio::time::sleep(ms(100)).await;
-    let s = m.stream(&req(), &Context::new()).await.unwrap();
+    let s = open_stream(&m).await;
     let resp = ripcord_core::stream::collect(s).await.unwrap();
     assert_eq!(resp.text(), "fine");
     assert_eq!(m.snapshot().state, BreakerState::Closed);
     // A stream the consumer drops records nothing.
-    let mut s = m.stream(&req(), &Context::new()).await.unwrap();
+    let mut s = open_stream(&m).await;
     let _ = s.next().await;
     drop(s);
     assert_eq!(m.snapshot().failures, 2);

@@ -12,8 +12,8 @@ use ripcord_resilience::{ChatModelExt, Jitter, Retry, RetryBudget, RetryOn, Retr
 use tokio::time::Instant;
 
 use crate::support::{
-    attempt_kinds, chat_err, chat_ok, chat_within, last_err_kind, ms, req, scripted, secs,
-    stream_all,
+    attempt_kinds, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req, scripted,
+    secs, stream_all,
 };
 
 fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
@@ -233,13 +233,7 @@ async fn a_stream_is_retried_until_its_first_content() {
         .stream_items(early_429)
         .stream_items(text_stream(&["Hel", "lo"], ms(5)))
         .with_retry(fixed(3, 10));
-    let events: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .map(|e| e.unwrap())
-        .collect()
-        .await;
+    let events: Vec<_> = open_stream(&m).await.map(|e| e.unwrap()).collect().await;
     let StreamEvent::Provenance { provenance } = &events[0] else {
         panic!("retries announce their attempts first: {events:?}")
     };

@@ -109,9 +109,14 @@ pub(crate) fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// The stream `m` opens for `req()` on a fresh context.
+pub(crate) async fn open_stream(m: &impl ChatModel) -> ChatStream {
+    m.stream(&req(), &Context::new()).await.unwrap()
+}
+
 /// Every item of one stream of `req()` on a fresh context: the setup the stream tests share.
 pub(crate) async fn stream_all(m: &impl ChatModel) -> Vec<Result<StreamEvent>> {
-    futures::StreamExt::collect(m.stream(&req(), &Context::new()).await.unwrap()).await
+    futures::StreamExt::collect(open_stream(m).await).await
 }
 
 /// The kind of the error that ends a stream's items.

@@ -67,6 +67,14 @@ fn ok(name: &str) -> Arc<Timed> {
     Timed::new(ScriptedModel::new("pool").reply(name))
 }
 
+/// A deployment that fails with each of `kinds` in turn, then answers `reply`.
+fn failing(kinds: &[ErrorKind], reply: &str) -> Arc<Timed> {
+    let script = kinds
+        .iter()
+        .fold(ScriptedModel::new("pool"), |m, kind| m.fail(*kind));
+    Timed::new(script.reply(reply))
+}
+
 fn policy(strategy: Balance) -> PoolPolicyBuilder {
     PoolPolicy::builder()
         .strategy(strategy)
@@ -249,11 +257,7 @@ async fn a_cooldown_past_the_deadline_ends_the_call_at_once_with_the_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_goes_to_another_deployment_first() {
-    let a = Timed::new(
-        ScriptedModel::new("pool")
-            .fail(ErrorKind::ServerError)
-            .reply("a"),
-    );
+    let a = failing(&[ErrorKind::ServerError], "a");
     let b = ok("b");
     // a outweighs b a hundredfold: only the retry rule sends the second attempt to b.
     let pool = pooled(
@@ -280,11 +284,7 @@ async fn a_retry_goes_to_another_deployment_first() {
 
 #[tokio::test(start_paused = true)]
 async fn the_same_deployment_is_retried_only_when_no_other_can_serve() {
-    let a = Timed::new(
-        ScriptedModel::new("pool")
-            .fail(ErrorKind::ServerError)
-            .reply("a"),
-    );
+    let a = failing(&[ErrorKind::ServerError], "a");
     let b = Timed::new(ScriptedModel::new("pool").fail(ErrorKind::QuotaExhausted));
     let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
@@ -331,12 +331,7 @@ async fn quota_auth_and_region_take_a_deployment_out_until_reinstated() {
 
 #[tokio::test(start_paused = true)]
 async fn an_out_of_service_deployment_gets_one_trial_call_per_period() {
-    let a = Timed::new(
-        ScriptedModel::new("pool")
-            .fail(ErrorKind::QuotaExhausted)
-            .fail(ErrorKind::QuotaExhausted)
-            .reply("a"),
-    );
+    let a = failing(&[ErrorKind::QuotaExhausted; 2], "a");
     let b = ok("b");
     let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],

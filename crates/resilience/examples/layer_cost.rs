@@ -65,6 +65,24 @@ fn model(name: &str) -> YieldOnce {
     }
 }
 
+/// Limits far above what the run reaches: the cost of checking them, never a wait.
+fn limits() -> RateLimitPolicy {
+    RateLimitPolicy::builder()
+        .rpm(1_000_000_000)
+        .tpm(4_000_000_000)
+        .build()
+        .expect("limits")
+}
+
+/// A bulkhead wide enough that no call queues.
+fn bulkhead() -> BulkheadPolicy {
+    BulkheadPolicy::builder()
+        .max_in_flight(256)
+        .max_queue(1024)
+        .build()
+        .expect("bulkhead")
+}
+
 fn link(name: &str) -> Arc<dyn ChatModel> {
     let breaker = if name == "down" {
         BreakerPolicy::builder()
@@ -77,21 +95,9 @@ fn link(name: &str) -> Arc<dyn ChatModel> {
     };
     Arc::new(
         model(name)
-            .with_rate_limit(
-                RateLimitPolicy::builder()
-                    .rpm(1_000_000_000)
-                    .tpm(4_000_000_000)
-                    .build()
-                    .expect("limits"),
-            )
+            .with_rate_limit(limits())
             .with_retry(RetryPolicy::default())
-            .with_bulkhead(
-                BulkheadPolicy::builder()
-                    .max_in_flight(256)
-                    .max_queue(1024)
-                    .build()
-                    .expect("bulkhead"),
-            )
+            .with_bulkhead(bulkhead())
             .with_breaker(breaker),
     )
 }
@@ -118,20 +124,8 @@ fn pool(name: &str) -> Arc<dyn ChatModel> {
     Arc::new(
         Pool::new(name, deployments, policy)
             .expect("pool")
-            .with_rate_limit(
-                RateLimitPolicy::builder()
-                    .rpm(1_000_000_000)
-                    .tpm(4_000_000_000)
-                    .build()
-                    .expect("limits"),
-            )
-            .with_bulkhead(
-                BulkheadPolicy::builder()
-                    .max_in_flight(256)
-                    .max_queue(1024)
-                    .build()
-                    .expect("bulkhead"),
-            )
+            .with_rate_limit(limits())
+            .with_bulkhead(bulkhead())
             .with_breaker(BreakerPolicy::default()),
     )
 }
@@ -152,24 +146,8 @@ fn main() {
         "chain1" => chain(vec![Arc::new(model("a"))]),
         "retry" => Arc::new(model("a").with_retry(RetryPolicy::default())),
         "breaker" => Arc::new(model("a").with_breaker(BreakerPolicy::default())),
-        "rate_limit" => Arc::new(
-            model("a").with_rate_limit(
-                RateLimitPolicy::builder()
-                    .rpm(1_000_000_000)
-                    .tpm(4_000_000_000)
-                    .build()
-                    .expect("limits"),
-            ),
-        ),
-        "bulkhead" => Arc::new(
-            model("a").with_bulkhead(
-                BulkheadPolicy::builder()
-                    .max_in_flight(256)
-                    .max_queue(1024)
-                    .build()
-                    .expect("bulkhead"),
-            ),
-        ),
+        "rate_limit" => Arc::new(model("a").with_rate_limit(limits())),
+        "bulkhead" => Arc::new(model("a").with_bulkhead(bulkhead())),
         "link" => link("a"),
         "chain3" => chain(vec![link("a"), link("b"), link("c")]),
         "link1" => chain(vec![link("b")]),

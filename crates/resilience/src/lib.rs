@@ -102,6 +102,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+#[macro_use]
+mod macros;
+
 pub mod breaker;
 pub mod budget;
 pub mod bulkhead;

@@ -3,6 +3,7 @@
 //! - [`open_to_first_content`]: an attempt at a stream is not over until its first content
 //!   event (or its finish) arrives: errors before it are the attempt's errors, so
 //!   retry, hedging and fallback can still act on them.
+//! - [`led_by`]: a stream with its provenance ahead of it.
 //! - [`Observed`]: a stream adapter that tells an observer how the stream ended — finished,
 //!   failed (including a truncated stream, which it turns into an `InvalidResponse` error,
 //!   never a short answer) or dropped by the consumer — exactly once. Breakers, limiters, budgets and
@@ -15,7 +16,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use ripcord_core::{ChatStream, Error, ErrorKind, Fault, Result, StreamEvent};
+use ripcord_core::{ChatStream, Error, ErrorKind, Fault, Provenance, Result, StreamEvent};
 use tokio::time::{Instant, Sleep};
 
 /// The error of a stream that ended without its finish event.
@@ -24,6 +25,15 @@ pub(crate) fn truncated() -> Error {
         ErrorKind::InvalidResponse,
         "stream truncated: it ended without its finish event",
     )
+}
+
+/// `stream`, told first what served it: one `Provenance` event ahead of its own — how retries,
+/// hedges and pools report the attempts behind a stream.
+pub(crate) fn led_by(provenance: Provenance, stream: ChatStream) -> ChatStream {
+    let head = futures::stream::iter([Ok(StreamEvent::Provenance {
+        provenance: Box::new(provenance),
+    })]);
+    Box::pin(head.chain(stream))
 }
 
 /// Pulls events until the first content event or the finish, and returns a stream that replays

@@ -78,63 +78,48 @@ struct Row {
     refusal: Hook,
 }
 
+impl Row {
+    /// A decorator that forwards both hooks: the rule, from which the other rows are exceptions.
+    fn forwarding(name: &'static str, wrap: fn(Hooked) -> Box<dyn ChatModel>) -> Row {
+        Row {
+            name,
+            wrap,
+            bounds: Hook::Forwards,
+            refusal: Hook::Forwards,
+        }
+    }
+
+    /// A decorator that forwards `bounds_itself` but never refuses ahead of a call.
+    fn never_refusing(name: &'static str, wrap: fn(Hooked) -> Box<dyn ChatModel>) -> Row {
+        Row {
+            refusal: Hook::Always(false),
+            ..Row::forwarding(name, wrap)
+        }
+    }
+}
+
 fn rows() -> Vec<Row> {
     vec![
-        Row {
-            name: "Arc",
-            wrap: |m| Box::new(Arc::new(m)),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "Box",
-            wrap: |m| Box::new(Box::new(m)),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "TracedModel",
-            wrap: |m| Box::new(TracedModel::new(m, "test")),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "Timeout",
-            wrap: |m| Box::new(m.with_timeout(TimeoutPolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "Bulkhead",
-            wrap: |m| Box::new(m.with_bulkhead(BulkheadPolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "Health",
-            wrap: |m| Box::new(m.with_health(HealthPolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "Validate",
-            wrap: |m| Box::new(m.with_validation(JsonValidator)),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
-        Row {
-            name: "Redact",
-            wrap: |m| Box::new(m.with_redaction(RedactPolicy::builder().build().unwrap())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
+        Row::forwarding("Arc", |m| Box::new(Arc::new(m))),
+        Row::forwarding("Box", |m| Box::new(Box::new(m))),
+        Row::forwarding("TracedModel", |m| Box::new(TracedModel::new(m, "test"))),
+        Row::forwarding("Timeout", |m| {
+            Box::new(m.with_timeout(TimeoutPolicy::default()))
+        }),
+        Row::forwarding("Bulkhead", |m| {
+            Box::new(m.with_bulkhead(BulkheadPolicy::default()))
+        }),
+        Row::forwarding("Health", |m| {
+            Box::new(m.with_health(HealthPolicy::default()))
+        }),
+        Row::forwarding("Validate", |m| Box::new(m.with_validation(JsonValidator))),
+        Row::forwarding("Redact", |m| {
+            Box::new(m.with_redaction(RedactPolicy::builder().build().unwrap()))
+        }),
         // A closed breaker answers for its own state only.
-        Row {
-            name: "Breaker",
-            wrap: |m| Box::new(m.with_breaker(BreakerPolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Always(false),
-        },
+        Row::never_refusing("Breaker", |m| {
+            Box::new(m.with_breaker(BreakerPolicy::default()))
+        }),
         // Retry races every wait against the context itself; a later attempt may succeed.
         Row {
             name: "Retry",
@@ -143,36 +128,20 @@ fn rows() -> Vec<Row> {
             refusal: Hook::Always(false),
         },
         // A budget check adds no wait, and a refused call would be settled at zero.
-        Row {
-            name: "Budget",
-            wrap: |m| Box::new(m.with_budget(BudgetPolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Forwards,
-        },
+        Row::forwarding("Budget", |m| {
+            Box::new(m.with_budget(BudgetPolicy::default()))
+        }),
         // Its wait for capacity could outlast an inner breaker's open spell.
-        Row {
-            name: "RateLimit",
-            wrap: |m| Box::new(m.with_rate_limit(RateLimitPolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Always(false),
-        },
+        Row::never_refusing("RateLimit", |m| {
+            Box::new(m.with_rate_limit(RateLimitPolicy::default()))
+        }),
         // A hit can serve what the inner model would refuse.
-        Row {
-            name: "Cache",
-            wrap: |m| Box::new(m.with_cache(CachePolicy::default())),
-            bounds: Hook::Forwards,
-            refusal: Hook::Always(false),
-        },
+        Row::never_refusing("Cache", |m| Box::new(m.with_cache(CachePolicy::default()))),
         // Both sides answer alike here; the hedge model may serve while the primary refuses.
-        Row {
-            name: "Hedge",
-            wrap: |m| {
-                let (bounds, refuses) = (m.bounds, m.refuses);
-                Box::new(m.with_hedge(Hooked::new(bounds, refuses), HedgePolicy::default()))
-            },
-            bounds: Hook::Forwards,
-            refusal: Hook::Always(false),
-        },
+        Row::never_refusing("Hedge", |m| {
+            let (bounds, refuses) = (m.bounds, m.refuses);
+            Box::new(m.with_hedge(Hooked::new(bounds, refuses), HedgePolicy::default()))
+        }),
     ]
 }
 

@@ -41,6 +41,16 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// Probes every `interval` moved by up to ± `jitter`, each allowed 1 s, healthy links too; to be
+/// set further.
+fn probing(interval: Duration, jitter: f64) -> ProbePolicyBuilder {
+    ProbePolicy::builder()
+        .interval(interval)
+        .jitter(jitter)
+        .timeout(secs(1))
+        .probe_healthy(true)
+}
+
 /// Probes every 10 s without jitter, each allowed `timeout`; with `probe_healthy`, healthy links
 /// are probed too.
 fn every_10s(timeout: Duration, probe_healthy: bool) -> ProbePolicy {
@@ -64,17 +74,29 @@ fn breaker(open_for: Duration) -> BreakerPolicy {
         .unwrap()
 }
 
+/// A link to `vendor`: a breaker open for `open_for` after one failure, inside health that
+/// reads the breaker.
+fn guarded(vendor: &Arc<ScriptedModel>, open_for: Duration) -> Link {
+    let link = vendor.clone().with_breaker(breaker(open_for));
+    let breaker = link.handle();
+    link.with_health(HealthPolicy::builder().breaker(breaker).build().unwrap())
+}
+
+/// The link [`guarded`] builds.
+type Link = Health<Breaker<Arc<ScriptedModel>>>;
+
+/// Probes `vendor` under `policy`, reporting to `link`'s breaker and health.
+fn probing_link(vendor: &Arc<ScriptedModel>, link: &Link, policy: ProbePolicy) -> Prober {
+    Prober::builder(vendor.clone(), policy)
+        .breaker(link.get_ref().handle())
+        .health(link.handle())
+        .spawn()
+}
+
 #[tokio::test(start_paused = true)]
 async fn probes_follow_the_interval_within_the_jitter_bounds() {
     let (model, calls) = recorder();
-    let policy = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.3)
-        .timeout(secs(1))
-        .probe_healthy(true)
-        .seed(42)
-        .build()
-        .unwrap();
+    let policy = probing(secs(10), 0.3).seed(42).build().unwrap();
     let start = Instant::now();
     let prober = Prober::builder(model.clone(), policy).spawn();
     tokio::time::sleep(secs(300)).await;
@@ -110,12 +132,8 @@ async fn probes_follow_the_interval_within_the_jitter_bounds() {
 #[tokio::test(start_paused = true)]
 async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
     let (model, calls) = recorder();
-    let policy = ProbePolicy::builder()
-        .interval(secs(5))
-        .jitter(0.0)
-        .timeout(secs(1))
+    let policy = probing(secs(5), 0.0)
         .request(ChatRequest::user("Reply with OK.").with_max_tokens(2))
-        .probe_healthy(true)
         .build()
         .unwrap();
     let start = Instant::now();
@@ -132,19 +150,14 @@ async fn zero_jitter_probes_on_the_dot_with_a_custom_request() {
 #[tokio::test(start_paused = true)]
 async fn closed_and_healthy_links_are_not_probed_unless_configured() {
     let vendor = Arc::new(ScriptedModel::new("openai"));
-    let link = vendor.clone().with_breaker(breaker(secs(300)));
-    let health = link.handle();
-    let link = link.with_health(HealthPolicy::builder().breaker(health).build().unwrap());
+    let link = guarded(&vendor, secs(300));
     link.chat(&ChatRequest::user("hi"), &Context::new())
         .await
         .unwrap();
     assert_eq!(link.snapshot().status, HealthStatus::Healthy);
 
     let policy = every_10s(secs(1), false);
-    let prober = Prober::builder(vendor.clone(), policy.clone())
-        .breaker(link.get_ref().handle())
-        .health(link.handle())
-        .spawn();
+    let prober = probing_link(&vendor, &link, policy.clone());
     tokio::time::sleep(secs(105)).await;
     assert_eq!(
         vendor.calls(),
@@ -158,10 +171,7 @@ async fn closed_and_healthy_links_are_not_probed_unless_configured() {
 
     // The same link with `probe_healthy` set is probed.
     let policy = every_10s(secs(1), true);
-    let prober = Prober::builder(vendor.clone(), policy)
-        .breaker(link.get_ref().handle())
-        .health(link.handle())
-        .spawn();
+    let prober = probing_link(&vendor, &link, policy);
     tokio::time::sleep(secs(35)).await;
     assert_eq!(prober.stats().probes, 3);
     assert_eq!(vendor.calls(), 4);
@@ -183,11 +193,7 @@ async fn an_open_link_that_answers_a_probe_goes_half_open_early() {
             .fail(ErrorKind::ServerError)
             .reply("pong"),
     );
-    let guarded = vendor.clone().with_breaker(breaker(secs(600)));
-    let link = {
-        let h = guarded.handle();
-        guarded.with_health(HealthPolicy::builder().breaker(h).build().unwrap())
-    };
+    let link = guarded(&vendor, secs(600));
     let req = ChatRequest::user("hi");
     assert!(link.chat(&req, &Context::new()).await.is_err());
     assert_eq!(link.get_ref().snapshot().state, BreakerState::Open);
@@ -195,10 +201,7 @@ async fn an_open_link_that_answers_a_probe_goes_half_open_early() {
     assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
 
     let policy = every_10s(secs(2), false);
-    let prober = Prober::builder(vendor.clone(), policy)
-        .breaker(link.get_ref().handle())
-        .health(link.handle())
-        .spawn();
+    let prober = probing_link(&vendor, &link, policy);
     tokio::time::sleep(secs(11)).await;
     let breaker_now = link.get_ref().snapshot();
     assert_eq!(breaker_now.state, BreakerState::HalfOpen);
@@ -304,27 +307,25 @@ async fn the_loop_can_be_driven_as_a_future() {
 
 #[test]
 fn bad_settings_are_refused_with_the_setting_named() {
-    let e = ProbePolicy::builder()
-        .interval(Duration::ZERO)
-        .build()
-        .unwrap_err();
-    assert_eq!((e.policy(), e.setting()), ("probe", "interval"));
-    let e = ProbePolicy::builder().jitter(1.0).build().unwrap_err();
-    assert_eq!(e.setting(), "jitter");
-    let e = ProbePolicy::builder().jitter(f64::NAN).build().unwrap_err();
-    assert_eq!(e.setting(), "jitter");
-    let e = ProbePolicy::builder()
-        .interval(secs(10))
-        .jitter(0.5)
-        .timeout(secs(6))
-        .build()
-        .unwrap_err();
-    assert_eq!(e.setting(), "timeout");
-    let e = ProbePolicy::builder()
-        .request(ChatRequest::new(Vec::new()))
-        .build()
-        .unwrap_err();
-    assert_eq!(e.setting(), "request");
+    let b = ProbePolicy::builder;
+    for (case, built, setting) in [
+        ("zero interval", b().interval(Duration::ZERO), "interval"),
+        ("jitter of 1", b().jitter(1.0), "jitter"),
+        ("NaN jitter", b().jitter(f64::NAN), "jitter"),
+        (
+            "timeout over the shortest gap",
+            b().interval(secs(10)).jitter(0.5).timeout(secs(6)),
+            "timeout",
+        ),
+        (
+            "no messages",
+            b().request(ChatRequest::new(Vec::new())),
+            "request",
+        ),
+    ] {
+        let e = built.build().unwrap_err();
+        assert_eq!((e.policy(), e.setting()), ("probe", setting), "{case}");
+    }
     assert!(ProbePolicy::builder().build().is_ok());
 }
 

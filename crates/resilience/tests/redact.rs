@@ -72,6 +72,32 @@ fn masked(text: &str) -> String {
     redactor().redact(text, &mut Redaction::new())
 }
 
+/// The default redaction, restoring placeholders in answers or not.
+fn redaction(restore: bool) -> RedactPolicy {
+    RedactPolicy::builder().restore(restore).build().unwrap()
+}
+
+/// An [`Echo`] on `locality` streaming `chunk` characters at a time, and a link that masks
+/// for it with [`redaction`]`(restore)`.
+fn redacted(locality: Locality, chunk: usize, restore: bool) -> (Arc<Echo>, Redact<Arc<Echo>>) {
+    let echo = Arc::new(Echo::new(locality, chunk));
+    (echo.clone(), echo.with_redaction(redaction(restore)))
+}
+
+/// The answer of `link` to `text` on a fresh context.
+async fn ask(link: &impl ChatModel, text: &str) -> ChatResponse {
+    link.chat(&ChatRequest::user(text), &Context::new())
+        .await
+        .unwrap()
+}
+
+/// The stream `link` opens for `text` on a fresh context.
+async fn open(link: &impl ChatModel, text: &str) -> ChatStream {
+    link.stream(&ChatRequest::user(text), &Context::new())
+        .await
+        .unwrap()
+}
+
 const ZH: &str = "您好，我是王芳，手机13812345678，也可以打+86 139 1234 5678或座机010-12345678。\
 身份证号110101199003074514，我先生的是11010519491231002X。\
 工资卡6222 0212 3456 7890 128，邮箱wang.fang@example.com.cn，服务器192.168.1.10和2001:db8::8a2e:370:7334。";
@@ -194,27 +220,20 @@ fn custom_patterns_claim_first_and_bad_ones_are_refused() {
         ),
         "工号[EMPLOYEE_ID_1]，车牌[PLATE_1]，电话[PHONE_1]"
     );
-    let e = PiiRedactor::builder()
-        .custom("ID", r"(")
-        .build()
-        .unwrap_err();
-    assert_eq!((e.policy(), e.setting()), ("redact", "custom"));
-    assert!(e.reason().contains("ID"), "{e}");
-    let e = PiiRedactor::builder()
-        .custom("lower", r"x")
-        .build()
-        .unwrap_err();
-    assert!(e.reason().contains("[A-Z]"), "{e}");
-    let e = PiiRedactor::builder()
-        .custom("EMAIL", r"x")
-        .build()
-        .unwrap_err();
-    assert!(e.reason().contains("built-in"), "{e}");
-    let e = PiiRedactor::builder()
-        .custom("ANY", r"x*")
-        .build()
-        .unwrap_err();
-    assert!(e.reason().contains("empty"), "{e}");
+    // (label, pattern, what the refusal names)
+    for (label, pattern, names) in [
+        ("ID", r"(", "ID"),
+        ("lower", r"x", "[A-Z]"),
+        ("EMAIL", r"x", "built-in"),
+        ("ANY", r"x*", "empty"),
+    ] {
+        let e = PiiRedactor::builder()
+            .custom(label, pattern)
+            .build()
+            .unwrap_err();
+        assert_eq!((e.policy(), e.setting()), ("redact", "custom"), "{label}");
+        assert!(e.reason().contains(names), "{label}: {e}");
+    }
 }
 
 #[test]
@@ -231,49 +250,28 @@ fn kinds_can_be_narrowed() {
 
 #[tokio::test]
 async fn cloud_links_see_placeholders_and_callers_get_the_originals() {
-    let echo = Arc::new(Echo::new(Locality::cloud("openai"), 4));
-    let link = echo
-        .clone()
-        .with_redaction(RedactPolicy::builder().build().unwrap());
-    let reply = link
-        .chat(&ChatRequest::user(ZH), &Context::new())
-        .await
-        .unwrap();
+    let (echo, link) = redacted(Locality::cloud("openai"), 4, true);
+    let reply = ask(&link, ZH).await;
     assert!(!echo.seen_text().contains("13812345678"));
     assert!(echo.seen_text().contains("[PHONE_1]"));
     assert_eq!(reply.text(), ZH);
 
     // Without restoring, the caller sees what the vendor saw.
-    let link = echo
-        .clone()
-        .with_redaction(RedactPolicy::builder().restore(false).build().unwrap());
-    let reply = link
-        .chat(&ChatRequest::user(ZH), &Context::new())
-        .await
-        .unwrap();
-    assert_eq!(reply.text(), masked(ZH));
+    let link = echo.clone().with_redaction(redaction(false));
+    assert_eq!(ask(&link, ZH).await.text(), masked(ZH));
 }
 
 #[tokio::test]
 async fn local_links_see_the_original_text() {
-    let echo = Arc::new(Echo::new(Locality::Local, 4));
-    let link = echo
-        .clone()
-        .with_redaction(RedactPolicy::builder().restore(false).build().unwrap());
-    let reply = link
-        .chat(&ChatRequest::user(ZH), &Context::new())
-        .await
-        .unwrap();
+    let (echo, link) = redacted(Locality::Local, 4, false);
+    let reply = ask(&link, ZH).await;
     assert_eq!(echo.seen_text(), ZH);
     assert_eq!(reply.text(), ZH);
 }
 
 #[tokio::test]
 async fn every_message_and_tool_argument_is_masked_and_tool_calls_restored() {
-    let echo = Arc::new(Echo::new(Locality::cloud_in("deepseek", "cn"), 4));
-    let link = echo
-        .clone()
-        .with_redaction(RedactPolicy::builder().build().unwrap());
+    let (echo, link) = redacted(Locality::cloud_in("deepseek", "cn"), 4, true);
     let req = ChatRequest::new(vec![
         Message::system("The user's email is zhao.lei@example.com."),
         Message::user("Send my payslip to zhao.lei@example.com and text 13812345678."),
@@ -302,15 +300,9 @@ async fn every_message_and_tool_argument_is_masked_and_tool_calls_restored() {
 
 #[tokio::test]
 async fn requests_without_personal_data_pass_unchanged() {
-    let echo = Arc::new(Echo::new(Locality::cloud("openai"), 4));
-    let link = echo
-        .clone()
-        .with_redaction(RedactPolicy::builder().build().unwrap());
+    let (echo, link) = redacted(Locality::cloud("openai"), 4, true);
     let text = "Why is the sky blue? Version 1.2.3.4567, order 2024031512345678.";
-    let reply = link
-        .chat(&ChatRequest::user(text), &Context::new())
-        .await
-        .unwrap();
+    let reply = ask(&link, text).await;
     assert_eq!(echo.seen_text(), text);
     assert_eq!(reply.text(), text);
 }
@@ -318,15 +310,8 @@ async fn requests_without_personal_data_pass_unchanged() {
 #[tokio::test]
 async fn streams_restore_placeholders_split_across_deltas() {
     for chunk in [1, 2, 3, 5, 7, 64] {
-        let echo = Arc::new(Echo::new(Locality::cloud("openai"), chunk));
-        let link = echo
-            .clone()
-            .with_redaction(RedactPolicy::builder().build().unwrap());
-        let s = link
-            .stream(&ChatRequest::user(ZH), &Context::new())
-            .await
-            .unwrap();
-        let events: Vec<StreamEvent> = s.map(|e| e.unwrap()).collect().await;
+        let (echo, link) = redacted(Locality::cloud("openai"), chunk, true);
+        let events: Vec<StreamEvent> = open(&link, ZH).await.map(|e| e.unwrap()).collect().await;
         let mut text = String::new();
         for ev in &events {
             if let StreamEvent::TextDelta { text: t } = ev {
@@ -346,17 +331,8 @@ async fn streams_restore_placeholders_split_across_deltas() {
 
 #[tokio::test]
 async fn a_stream_collects_to_the_restored_answer() {
-    let echo = Arc::new(Echo::new(Locality::cloud("openai"), 3));
-    let link = echo
-        .clone()
-        .with_redaction(RedactPolicy::builder().build().unwrap());
-    let s = link
-        .stream(
-            &ChatRequest::user("写信给 li.lei@example.cn [注意] 结尾["),
-            &Context::new(),
-        )
-        .await
-        .unwrap();
+    let (_, link) = redacted(Locality::cloud("openai"), 3, true);
+    let s = open(&link, "写信给 li.lei@example.cn [注意] 结尾[").await;
     let reply = stream::collect(s).await.unwrap();
     assert_eq!(reply.text(), "写信给 li.lei@example.cn [注意] 结尾[");
 }
@@ -407,12 +383,12 @@ async fn a_restarted_stream_drops_held_text() {
         }
     }
     let link = Restarting(Capabilities::new(8192, 512), ModelId::new("r", "r-1"))
-        .with_redaction(RedactPolicy::builder().build().unwrap());
-    let s = link
-        .stream(&ChatRequest::user("to x.y@example.org"), &Context::new())
+        .with_redaction(redaction(true));
+    let events: Vec<StreamEvent> = open(&link, "to x.y@example.org")
         .await
-        .unwrap();
-    let events: Vec<StreamEvent> = s.map(|e| e.unwrap()).collect().await;
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
     assert_eq!(events[0], StreamEvent::text("Mail "));
     assert!(matches!(events[1], StreamEvent::Restarted { .. }));
     assert_eq!(events[2], StreamEvent::text("Mail x.y@example.org."));

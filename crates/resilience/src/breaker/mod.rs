@@ -338,6 +338,31 @@ impl<M> Breaker<M> {
             r = bounded => r,
         }
     }
+
+    /// A call that is over when its future is (a chat or an embedding; not a stream, which is
+    /// judged as it is read): admitted, started with `start` only then, bounded by
+    /// `guarded`, its outcome recorded and its error tagged with `id`.
+    async fn whole_call<T, F>(
+        &self,
+        id: &ModelId,
+        bounds_itself: bool,
+        ctx: &Context,
+        start: impl FnOnce() -> F,
+    ) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let admission = self.admit(id, ctx).await?;
+        let budget = ctx.remaining();
+        let limit = self.limit(&admission, ctx);
+        let result = self.guarded(bounds_itself, ctx, limit, start()).await;
+        let outcome = match &result {
+            Ok(_) => Outcome::Success,
+            Err(e) => classify(&self.policy, e, ctx, budget, false),
+        };
+        self.watcher.record(&self.core, admission, outcome);
+        result.map_err(|e| tag(e, id))
+    }
 }
 
 /// Which limit cut a guarded call; the error is built only when one does.
@@ -423,12 +448,8 @@ impl StreamObserver for BreakerObserver {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: a refusal returns at once.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: a refusal returns at once.
+    inner_model!(inner: M);
 
     /// While open (or half-open with every probe out): the refusal `chat` would return,
     /// counted and reported to the listener as a rejected call.
@@ -439,19 +460,9 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
     }
 
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let admission = self.admit(self.inner.id(), ctx).await?;
-        let budget = ctx.remaining();
-        let limit = self.limit(&admission, ctx);
         let bounds = self.inner.bounds_itself();
-        let result = self
-            .guarded(bounds, ctx, limit, self.inner.chat(req, ctx))
-            .await;
-        let outcome = match &result {
-            Ok(_) => Outcome::Success,
-            Err(e) => classify(&self.policy, e, ctx, budget, false),
-        };
-        self.watcher.record(&self.core, admission, outcome);
-        result.map_err(|e| tag(e, self.inner.id()))
+        self.whole_call(self.inner.id(), bounds, ctx, || self.inner.chat(req, ctx))
+            .await
     }
 
     async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
@@ -510,17 +521,7 @@ impl<M: EmbeddingModel> EmbeddingModel for Breaker<M> {
 
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         let id = self.inner.embedding_id();
-        let admission = self.admit(id, ctx).await?;
-        let budget = ctx.remaining();
-        let limit = self.limit(&admission, ctx);
-        let result = self
-            .guarded(false, ctx, limit, self.inner.embed(req, ctx))
-            .await;
-        let outcome = match &result {
-            Ok(_) => Outcome::Success,
-            Err(e) => classify(&self.policy, e, ctx, budget, false),
-        };
-        self.watcher.record(&self.core, admission, outcome);
-        result.map_err(|e| tag(e, id))
+        self.whole_call(id, false, ctx, || self.inner.embed(req, ctx))
+            .await
     }
 }

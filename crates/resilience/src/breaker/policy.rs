@@ -280,11 +280,10 @@ impl BreakerPolicyBuilder {
         self
     }
 
-    /// How long the breaker stays open after each trip (default: 5 s, doubling on every
-    /// re-trip without a close in between, up to 60 s).
-    pub fn open(mut self, backoff: OpenBackoff) -> Self {
-        self.policy.open = backoff;
-        self
+    setters! {
+        /// How long the breaker stays open after each trip (default: 5 s, doubling on every
+        /// re-trip without a close in between, up to 60 s).
+        open(backoff: OpenBackoff) => policy.open = backoff;
     }
 
     /// Shorthand for a constant open duration.
@@ -292,53 +291,34 @@ impl BreakerPolicyBuilder {
         self.open(OpenBackoff::Constant(d))
     }
 
-    /// While the breaker is open, run the link's cheap liveness check
-    /// ([`ChatModel::liveness`]) every `every`; an answer moves the breaker to half-open at
-    /// once, so the next call tests the link without waiting out the open spell. `None` turns
-    /// it off; links without a liveness check are never probed this way. Default 5 s.
-    ///
-    /// The check runs on a task the breaker owns: it starts when the breaker opens, ends when
-    /// the breaker leaves open, and is aborted when the breaker is dropped.
-    pub fn background_probe(mut self, every: Option<Duration>) -> Self {
-        self.policy.background_probe = every;
-        self
-    }
+    setters! {
+        /// While the breaker is open, run the link's cheap liveness check
+        /// ([`ChatModel::liveness`]) every `every`; an answer moves the breaker to half-open at
+        /// once, so the next call tests the link without waiting out the open spell. `None` turns
+        /// it off; links without a liveness check are never probed this way. Default 5 s.
+        ///
+        /// The check runs on a task the breaker owns: it starts when the breaker opens, ends when
+        /// the breaker leaves open, and is aborted when the breaker is dropped.
+        background_probe(every: Option<Duration>) => policy.background_probe = every;
 
-    /// The longest one background liveness check may take (default 3 s).
-    pub fn background_probe_timeout(mut self, d: Duration) -> Self {
-        self.policy.background_probe_timeout = d;
-        self
-    }
+        /// The longest one background liveness check may take (default 3 s).
+        background_probe_timeout(d: Duration) => policy.background_probe_timeout = d;
 
-    /// Successful probes needed to close from half-open (default 1).
-    pub fn success_threshold(mut self, n: u32) -> Self {
-        self.policy.success_threshold = n;
-        self
-    }
+        /// Successful probes needed to close from half-open (default 1).
+        success_threshold(n: u32) => policy.success_threshold = n;
 
-    /// Probes admitted at once in half-open (default 1).
-    pub fn max_probes(mut self, n: usize) -> Self {
-        self.policy.max_probes = n;
-        self
-    }
+        /// Probes admitted at once in half-open (default 1).
+        max_probes(n: usize) => policy.max_probes = n;
 
-    /// The longest a probe may take before it counts as failed and releases its permit, even
-    /// without a deadline in the context (default 30 s).
-    pub fn probe_timeout(mut self, d: Duration) -> Self {
-        self.policy.probe_timeout = d;
-        self
-    }
+        /// The longest a probe may take before it counts as failed and releases its permit, even
+        /// without a deadline in the context (default 30 s).
+        probe_timeout(d: Duration) => policy.probe_timeout = d;
 
-    /// The retry-after given to callers refused in half-open while probes run (default 1 s).
-    pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
-        self.policy.half_open_retry_hint = d;
-        self
-    }
+        /// The retry-after given to callers refused in half-open while probes run (default 1 s).
+        half_open_retry_hint(d: Duration) => policy.half_open_retry_hint = d;
 
-    /// Transitions kept in the history (default 32).
-    pub fn history(mut self, n: usize) -> Self {
-        self.policy.history = n;
-        self
+        /// Transitions kept in the history (default 32).
+        history(n: usize) => policy.history = n;
     }
 
     /// Overrides what failures of `kind` do.
@@ -347,16 +327,12 @@ impl BreakerPolicyBuilder {
         self
     }
 
-    /// Hears transitions and refusals (default: none).
-    pub fn listener(mut self, listener: Arc<dyn BreakerListener>) -> Self {
-        self.policy.listener = listener;
-        self
-    }
+    setters! {
+        /// Hears transitions and refusals (default: none).
+        listener(listener: Arc<dyn BreakerListener>) => policy.listener = listener;
 
-    /// Uses this clock (default [`crate::TokioClock`]).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.policy.clock = clock;
-        self
+        /// Uses this clock (default [`crate::TokioClock`]).
+        clock(clock: SharedClock) => policy.clock = clock;
     }
 
     /// Validates the settings.

@@ -349,11 +349,7 @@ impl StreamObserver for BudgetObserver {
 // outcome.
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Budget<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    inner_model!(inner: M);
 
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let hold = self.reserve(req, ctx).await?;

@@ -89,16 +89,12 @@ pub struct BudgetPolicyBuilder {
 }
 
 impl BudgetPolicyBuilder {
-    /// Tokens each tenant may use per window (default 1,000,000).
-    pub fn tokens_per_window(mut self, n: u64) -> Self {
-        self.policy.default_limit = n;
-        self
-    }
+    setters! {
+        /// Tokens each tenant may use per window (default 1,000,000).
+        tokens_per_window(n: u64) => policy.default_limit = n;
 
-    /// The window (default one hour).
-    pub fn window(mut self, d: Duration) -> Self {
-        self.policy.window = d;
-        self
+        /// The window (default one hour).
+        window(d: Duration) => policy.window = d;
     }
 
     /// A different limit for one tenant.
@@ -107,42 +103,35 @@ impl BudgetPolicyBuilder {
         self
     }
 
-    /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
-    pub fn budget_anonymous(mut self, yes: bool) -> Self {
-        self.policy.budget_anonymous = yes;
-        self
-    }
+    setters! {
+        /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
+        budget_anonymous(yes: bool) => policy.budget_anonymous = yes;
 
-    /// Charges every call to the one account `name`, whatever the call's tenant (a budget of
-    /// its own for one gateway key, say, inside the tenants' budget). Default: each call's
-    /// tenant.
-    ///
-    /// ```
-    /// use ripcord_core::testing::ScriptedModel;
-    /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
-    /// use ripcord_resilience::{BudgetPolicy, ChatModelExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let key = ScriptedModel::new("primary")
-    ///     .with_budget(BudgetPolicy::builder().tokens_per_window(100).account("key:a").build().unwrap());
-    /// let req = ChatRequest::user("hi").with_max_tokens(40);
-    /// key.chat(&req, &Context::new().with_tenant("acme")).await.unwrap();
-    /// key.chat(&req, &Context::new()).await.unwrap();     // no tenant: charged all the same
-    /// assert!(key.used("key:a") > 0);
-    /// assert_eq!(key.used("acme"), 0);
-    /// let big = ChatRequest::user("hi").with_max_tokens(95);
-    /// let err = key.chat(&big, &Context::new().with_tenant("globex")).await.unwrap_err();
-    /// assert_eq!(err.kind(), ErrorKind::BudgetExhausted);
-    /// # }
-    /// ```
-    pub fn account(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.policy.account = Some(name.into());
-        self
-    }
+        /// Charges every call to the one account `name`, whatever the call's tenant (a budget of
+        /// its own for one gateway key, say, inside the tenants' budget). Default: each call's
+        /// tenant.
+        ///
+        /// ```
+        /// use ripcord_core::testing::ScriptedModel;
+        /// use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
+        /// use ripcord_resilience::{BudgetPolicy, ChatModelExt};
+        /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+        /// let policy = BudgetPolicy::builder().tokens_per_window(100).account("key:a");
+        /// let key = ScriptedModel::new("primary").with_budget(policy.build().unwrap());
+        /// let req = ChatRequest::user("hi").with_max_tokens(40);
+        /// key.chat(&req, &Context::new().with_tenant("acme")).await.unwrap();
+        /// key.chat(&req, &Context::new()).await.unwrap();     // no tenant: charged all the same
+        /// assert!(key.used("key:a") > 0);
+        /// assert_eq!(key.used("acme"), 0);
+        /// let big = ChatRequest::user("hi").with_max_tokens(95);
+        /// let err = key.chat(&big, &Context::new().with_tenant("globex")).await.unwrap_err();
+        /// assert_eq!(err.kind(), ErrorKind::BudgetExhausted);
+        /// # }
+        /// ```
+        account(name: impl Into<Arc<str>>) => policy.account = Some(name.into());
 
-    /// Uses this clock (default [`crate::TokioClock`]).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.policy.clock = clock;
-        self
+        /// Uses this clock (default [`crate::TokioClock`]).
+        clock(clock: SharedClock) => policy.clock = clock;
     }
 
     /// Validates the settings.

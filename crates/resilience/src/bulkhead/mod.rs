@@ -177,12 +177,8 @@ impl<M: ChatModel> Bulkhead<M> {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Bulkhead<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: its queue wait ends at the deadline or on cancellation.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: its queue wait ends at the deadline or on cancellation.
+    inner_model!(inner: M);
 
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let _slot = self.enter(ctx).await?;

@@ -47,13 +47,6 @@ impl Default for BulkheadPolicy {
 }
 
 impl BulkheadPolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> BulkheadPolicyBuilder {
-        BulkheadPolicyBuilder {
-            policy: BulkheadPolicy::default(),
-        }
-    }
-
     /// Wraps a model; every wrapper gets its own slots.
     pub fn wrap<M: ChatModel>(&self, model: M) -> Bulkhead<M> {
         Bulkhead::new(model, self.clone())
@@ -65,36 +58,22 @@ impl BulkheadPolicy {
     }
 }
 
-/// Builds a [`BulkheadPolicy`]; validation happens in [`BulkheadPolicyBuilder::build`].
-#[derive(Debug, Clone)]
-pub struct BulkheadPolicyBuilder {
-    policy: BulkheadPolicy,
-}
+policy_builder!(BulkheadPolicyBuilder => BulkheadPolicy);
 
 impl BulkheadPolicyBuilder {
-    /// Calls in flight at once (default 32).
-    pub fn max_in_flight(mut self, n: usize) -> Self {
-        self.policy.max_in_flight = n;
-        self
-    }
+    setters! {
+        /// Calls in flight at once (default 32).
+        max_in_flight(n: usize) => policy.max_in_flight = n;
 
-    /// Calls waiting at once (default 256; 0 refuses whenever all slots are taken).
-    pub fn max_queue(mut self, n: usize) -> Self {
-        self.policy.max_queue = n;
-        self
-    }
+        /// Calls waiting at once (default 256; 0 refuses whenever all slots are taken).
+        max_queue(n: usize) => policy.max_queue = n;
 
-    /// The longest a call waits in the queue before `BudgetExhausted` (default
-    /// [`DEFAULT_MAX_QUEUE_WAIT`], 1 s).
-    pub fn max_queue_wait(mut self, d: Duration) -> Self {
-        self.policy.max_queue_wait = Some(d);
-        self
-    }
+        /// The longest a call waits in the queue before `BudgetExhausted` (default
+        /// [`DEFAULT_MAX_QUEUE_WAIT`], 1 s).
+        max_queue_wait(d: Duration) => policy.max_queue_wait = Some(d);
 
-    /// Lets a queued call wait as long as its deadline allows (no queue-wait bound).
-    pub fn no_queue_wait_limit(mut self) -> Self {
-        self.policy.max_queue_wait = None;
-        self
+        /// Lets a queued call wait as long as its deadline allows (no queue-wait bound).
+        no_queue_wait_limit() => policy.max_queue_wait = None;
     }
 
     /// Validates the settings.

@@ -304,12 +304,8 @@ impl StreamObserver for CacheObserver {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Cache<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: a cache hit returns at once.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: a cache hit returns at once.
+    inner_model!(inner: M);
 
     /// Deliberately `None`: a hit can serve a request the inner model would refuse, and the
     /// refusal hook does not see the request to look it up.

@@ -43,13 +43,6 @@ impl Default for CachePolicy {
 }
 
 impl CachePolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> CachePolicyBuilder {
-        CachePolicyBuilder {
-            policy: CachePolicy::default(),
-        }
-    }
-
     /// Wraps a model; every wrapper gets its own store.
     pub fn wrap<M: ChatModel>(&self, model: M) -> Cache<M> {
         Cache::new(model, self.clone())
@@ -78,36 +71,22 @@ impl CachePolicy {
     }
 }
 
-/// Builds a [`CachePolicy`]; validation happens in [`CachePolicyBuilder::build`].
-#[derive(Debug, Clone)]
-pub struct CachePolicyBuilder {
-    policy: CachePolicy,
-}
+policy_builder!(CachePolicyBuilder => CachePolicy);
 
 impl CachePolicyBuilder {
-    /// How long an entry lives (default 5 minutes).
-    pub fn ttl(mut self, d: Duration) -> Self {
-        self.policy.ttl = d;
-        self
-    }
+    setters! {
+        /// How long an entry lives (default 5 minutes).
+        ttl(d: Duration) => policy.ttl = d;
 
-    /// The most entries kept (default 1024).
-    pub fn capacity(mut self, n: usize) -> Self {
-        self.policy.capacity = n;
-        self
-    }
+        /// The most entries kept (default 1024).
+        capacity(n: usize) => policy.capacity = n;
 
-    /// Whether the tenant is part of the key (default true). Turn it off only when answers
-    /// never depend on who asks.
-    pub fn per_tenant(mut self, yes: bool) -> Self {
-        self.policy.per_tenant = yes;
-        self
-    }
+        /// Whether the tenant is part of the key (default true). Turn it off only when answers
+        /// never depend on who asks.
+        per_tenant(yes: bool) => policy.per_tenant = yes;
 
-    /// Uses this clock (default [`crate::TokioClock`]).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.policy.clock = clock;
-        self
+        /// Uses this clock (default [`crate::TokioClock`]).
+        clock(clock: SharedClock) => policy.clock = clock;
     }
 
     /// Validates the settings.

@@ -350,12 +350,8 @@ impl StreamObserver for HealthObserver {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: recording adds no wait.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: recording adds no wait.
+    inner_model!(inner: M);
 
     /// As the inner model, recorded as a failed call.
     fn decorated_refusal(&self, ctx: &Context) -> Option<Error> {

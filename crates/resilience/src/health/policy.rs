@@ -42,48 +42,27 @@ impl Default for HealthPolicy {
 }
 
 impl HealthPolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> HealthPolicyBuilder {
-        HealthPolicyBuilder {
-            policy: HealthPolicy::default(),
-        }
-    }
-
     /// Wraps a model; every wrapper gets its own tracker.
     pub fn wrap<M: ChatModel>(&self, model: M) -> Health<M> {
         Health::new(model, self.clone())
     }
 }
 
-/// Builds a [`HealthPolicy`]; validation happens in [`HealthPolicyBuilder::build`].
-#[derive(Debug, Clone)]
-pub struct HealthPolicyBuilder {
-    policy: HealthPolicy,
-}
+policy_builder!(HealthPolicyBuilder => HealthPolicy);
 
 impl HealthPolicyBuilder {
-    /// The weight of the newest sample in the moving averages, in (0, 1] (default 0.2).
-    pub fn alpha(mut self, a: f64) -> Self {
-        self.policy.alpha = a;
-        self
-    }
+    setters! {
+        /// The weight of the newest sample in the moving averages, in (0, 1] (default 0.2).
+        alpha(a: f64) => policy.alpha = a;
 
-    /// The error rate from which the link reads as degraded (default 0.2).
-    pub fn degraded_error_rate(mut self, r: f64) -> Self {
-        self.policy.degraded_error_rate = r;
-        self
-    }
+        /// The error rate from which the link reads as degraded (default 0.2).
+        degraded_error_rate(r: f64) => policy.degraded_error_rate = r;
 
-    /// The error rate from which the link reads as unhealthy (default 0.5).
-    pub fn unhealthy_error_rate(mut self, r: f64) -> Self {
-        self.policy.unhealthy_error_rate = r;
-        self
-    }
+        /// The error rate from which the link reads as unhealthy (default 0.5).
+        unhealthy_error_rate(r: f64) => policy.unhealthy_error_rate = r;
 
-    /// Includes this breaker's state in the snapshots.
-    pub fn breaker(mut self, handle: BreakerHandle) -> Self {
-        self.policy.breaker = Some(handle);
-        self
+        /// Includes this breaker's state in the snapshots.
+        breaker(handle: BreakerHandle) => policy.breaker = Some(handle);
     }
 
     /// Validates the settings.

@@ -35,7 +35,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ripcord_core::{
     Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ModelId, Provenance,
-    Result, StreamEvent,
+    Result,
 };
 use tokio::time::Instant;
 
@@ -302,11 +302,7 @@ fn with_attempts(e: Error, mut before: Vec<Attempt>, id: &ModelId, latency: Dura
 
 #[async_trait]
 impl<P: ChatModel, H: ChatModel> ripcord_core::Decorator for Hedge<P, H> {
-    type Inner = P;
-
-    fn inner(&self) -> &P {
-        &self.primary
-    }
+    inner_model!(primary: P);
 
     /// Deliberately `None`: the hedge model may serve while the primary refuses.
     fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
@@ -365,9 +361,6 @@ impl<P: ChatModel, H: ChatModel> ripcord_core::Decorator for Hedge<P, H> {
             return Ok(stream);
         }
         let prov = self.provenance(Provenance::default(), hedge_won, others, start.elapsed());
-        let head = futures::stream::iter([Ok(StreamEvent::Provenance {
-            provenance: Box::new(prov),
-        })]);
-        Ok(Box::pin(futures::StreamExt::chain(head, stream)))
+        Ok(crate::stream_util::led_by(prov, stream))
     }
 }

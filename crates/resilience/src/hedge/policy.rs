@@ -56,13 +56,6 @@ impl Default for HedgePolicy {
 }
 
 impl HedgePolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> HedgePolicyBuilder {
-        HedgePolicyBuilder {
-            policy: HedgePolicy::default(),
-        }
-    }
-
     /// Wraps a primary and the model to race against it.
     pub fn wrap<P: ChatModel, H: ChatModel>(&self, primary: P, hedge: H) -> Hedge<P, H> {
         Hedge::new(primary, hedge, *self)
@@ -86,26 +79,18 @@ impl HedgePolicy {
     }
 }
 
-/// Builds a [`HedgePolicy`]; validation happens in [`HedgePolicyBuilder::build`].
-#[derive(Debug, Clone)]
-pub struct HedgePolicyBuilder {
-    policy: HedgePolicy,
-}
+policy_builder!(HedgePolicyBuilder => HedgePolicy);
 
 impl HedgePolicyBuilder {
-    /// When the hedge starts.
-    pub fn delay(mut self, d: HedgeDelay) -> Self {
-        self.policy.delay = d;
-        self
-    }
+    setters! {
+        /// When the hedge starts.
+        delay(d: HedgeDelay) => policy.delay = d;
 
-    /// The hedge budget: hedges may add at most this percentage of extra calls over the
-    /// primary's calls (plus one, so the first slow call can be hedged). Default 10; 100 hedges
-    /// every slow call. A vendor in trouble is slow for everyone, and hedging every call to it
-    /// would double the load on the hedge just when it is needed most.
-    pub fn max_extra_percent(mut self, pct: u32) -> Self {
-        self.policy.max_extra_percent = pct;
-        self
+        /// The hedge budget: hedges may add at most this percentage of extra calls over the
+        /// primary's calls (plus one, so the first slow call can be hedged). Default 10; 100 hedges
+        /// every slow call. A vendor in trouble is slow for everyone, and hedging every call to it
+        /// would double the load on the hedge just when it is needed most.
+        max_extra_percent(pct: u32) => policy.max_extra_percent = pct;
     }
 
     /// Validates the settings.

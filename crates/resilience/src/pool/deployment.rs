@@ -52,29 +52,19 @@ impl Deployment {
         }
     }
 
-    /// The region it runs in (shown on status pages).
-    pub fn region(mut self, region: impl Into<Arc<str>>) -> Self {
-        self.region = Some(region.into());
-        self
-    }
+    setters! {
+        /// The region it runs in (shown on status pages).
+        region(region: impl Into<Arc<str>>) => region = Some(region.into());
 
-    /// Its weight for the `weighted` strategy (default 1; 0 takes it out of weighted draws
-    /// while others can serve).
-    pub fn weight(mut self, weight: u32) -> Self {
-        self.weight = weight;
-        self
-    }
+        /// Its weight for the `weighted` strategy (default 1; 0 takes it out of weighted draws
+        /// while others can serve).
+        weight(weight: u32) => weight = weight;
 
-    /// Its requests-per-minute quota, for the `usage` strategy.
-    pub fn rpm(mut self, rpm: u32) -> Self {
-        self.rpm = Some(rpm);
-        self
-    }
+        /// Its requests-per-minute quota, for the `usage` strategy.
+        rpm(rpm: u32) => rpm = Some(rpm);
 
-    /// Its tokens-per-minute quota, for the `usage` strategy.
-    pub fn tpm(mut self, tpm: u32) -> Self {
-        self.tpm = Some(tpm);
-        self
+        /// Its tokens-per-minute quota, for the `usage` strategy.
+        tpm(tpm: u32) => tpm = Some(tpm);
     }
 
     /// The deployment's name.

@@ -55,7 +55,7 @@ use ripcord_core::alert::AlertGate;
 use ripcord_core::telemetry::event;
 use ripcord_core::{
     Attempt, Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition,
-    Error, ErrorKind, ModelId, Provenance, Result, StreamEvent,
+    Error, ErrorKind, ModelId, Provenance, Result,
 };
 use tokio::time::Instant;
 
@@ -739,10 +739,7 @@ impl ChatModel for Pool {
         let mut provenance = Provenance::default();
         provenance.served_by = Some(shared.link.clone());
         provenance.attempts = attempts;
-        let head = futures::stream::iter([Ok(StreamEvent::Provenance {
-            provenance: Box::new(provenance),
-        })]);
-        Ok(Box::pin(futures::StreamExt::chain(head, stream)))
+        Ok(crate::stream_util::led_by(provenance, stream))
     }
 }
 

@@ -157,28 +157,18 @@ impl Default for Ejection {
 }
 
 impl Ejection {
-    /// The same settings with another failure threshold.
-    pub fn with_failure_threshold(mut self, share: f64) -> Self {
-        self.failure_threshold = share;
-        self
-    }
+    setters! {
+        /// The same settings with another failure threshold.
+        with_failure_threshold(share: f64) => failure_threshold = share;
 
-    /// The same settings with another floor of never-ejected deployments.
-    pub fn with_min_healthy(mut self, n: u32) -> Self {
-        self.min_healthy = n;
-        self
-    }
+        /// The same settings with another floor of never-ejected deployments.
+        with_min_healthy(n: u32) => min_healthy = n;
 
-    /// The same settings with another minimum of calls per window.
-    pub fn with_min_requests(mut self, n: u32) -> Self {
-        self.min_requests = n;
-        self
-    }
+        /// The same settings with another minimum of calls per window.
+        with_min_requests(n: u32) => min_requests = n;
 
-    /// The same settings with another window.
-    pub fn with_interval(mut self, interval: Duration) -> Self {
-        self.interval = interval;
-        self
+        /// The same settings with another window.
+        with_interval(interval: Duration) => interval = interval;
     }
 
     /// The same settings with other ejection lengths.
@@ -308,10 +298,9 @@ pub struct PoolPolicyBuilder {
 }
 
 impl PoolPolicyBuilder {
-    /// The balancing strategy (default `p2c_peak_ewma`).
-    pub fn strategy(mut self, strategy: Balance) -> Self {
-        self.policy.strategy = strategy;
-        self
+    setters! {
+        /// The balancing strategy (default `p2c_peak_ewma`).
+        strategy(strategy: Balance) => policy.strategy = strategy;
     }
 
     /// Wire attempts per call across all deployments (default: the number of deployments, at
@@ -322,56 +311,34 @@ impl PoolPolicyBuilder {
         self
     }
 
-    /// How long a 429 that names no wait cools its deployment down (default 1 s).
-    pub fn default_cooldown(mut self, d: Duration) -> Self {
-        self.policy.default_cooldown = d;
-        self
-    }
+    setters! {
+        /// How long a 429 that names no wait cools its deployment down (default 1 s).
+        default_cooldown(d: Duration) => policy.default_cooldown = d;
 
-    /// The peak-EWMA decay time (default 10 s).
-    pub fn ewma_decay(mut self, d: Duration) -> Self {
-        self.policy.ewma_decay = d;
-        self
-    }
+        /// The peak-EWMA decay time (default 10 s).
+        ewma_decay(d: Duration) => policy.ewma_decay = d;
 
-    /// The latency assumed for a deployment never measured (default 100 ms).
-    pub fn default_rtt(mut self, d: Duration) -> Self {
-        self.policy.default_rtt = d;
-        self
-    }
+        /// The latency assumed for a deployment never measured (default 100 ms).
+        default_rtt(d: Duration) => policy.default_rtt = d;
 
-    /// Outlier ejection settings.
-    pub fn ejection(mut self, e: Ejection) -> Self {
-        self.policy.ejection = Some(e);
-        self
-    }
+        /// Outlier ejection settings.
+        ejection(e: Ejection) => policy.ejection = Some(e);
 
-    /// How long a deployment taken out of service (quota, auth, region, model) waits before
-    /// one trial call may reach it again (default 5 min; `None`: only
-    /// [`PoolHandle::reinstate`](super::PoolHandle::reinstate) or
-    /// [`PoolHandle::probe`](super::PoolHandle::probe) bring it back). An answer reinstates it;
-    /// the same failure takes it out for another period.
-    pub fn out_of_service_recheck(mut self, every: Option<Duration>) -> Self {
-        self.policy.out_recheck = every;
-        self
-    }
+        /// How long a deployment taken out of service (quota, auth, region, model) waits before
+        /// one trial call may reach it again (default 5 min; `None`: only
+        /// [`PoolHandle::reinstate`](super::PoolHandle::reinstate) or
+        /// [`PoolHandle::probe`](super::PoolHandle::probe) bring it back). An answer reinstates it;
+        /// the same failure takes it out for another period.
+        out_of_service_recheck(every: Option<Duration>) => policy.out_recheck = every;
 
-    /// Turns outlier ejection off.
-    pub fn no_ejection(mut self) -> Self {
-        self.policy.ejection = None;
-        self
-    }
+        /// Turns outlier ejection off.
+        no_ejection() => policy.ejection = None;
 
-    /// The clock (tests pass a fake one; the default follows tokio's).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.policy.clock = clock;
-        self
-    }
+        /// The clock (tests pass a fake one; the default follows tokio's).
+        clock(clock: SharedClock) => policy.clock = clock;
 
-    /// The random source of the p2c and weighted draws (tests pass a seeded one).
-    pub fn rng(mut self, rng: Arc<dyn RandomSource>) -> Self {
-        self.policy.rng = rng;
-        self
+        /// The random source of the p2c and weighted draws (tests pass a seeded one).
+        rng(rng: Arc<dyn RandomSource>) => policy.rng = rng;
     }
 
     /// Validates the settings.

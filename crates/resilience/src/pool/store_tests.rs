@@ -204,6 +204,15 @@ async fn an_outage_is_shared_and_an_operator_lifts_it_everywhere() {
     );
 }
 
+/// Tells the store that `pool` ejected its first deployment (east) under `ej`.
+async fn spread_ejection(pool: &Pool, ej: &Ejection) {
+    let spread = Spread {
+        eject: Some(*ej),
+        ..Spread::default()
+    };
+    pool.shared.spread(0, spread).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn ejections_grow_with_the_count_across_replicas() {
     let store = Arc::new(Fake::default());
@@ -212,25 +221,9 @@ async fn ejections_grow_with_the_count_across_replicas() {
     let a = replica(&store, ScriptedModel::new("az"), ScriptedModel::new("az"));
     let b = replica(&store, ScriptedModel::new("az"), ScriptedModel::new("az"));
     // Replica A ejected east once before; now B ejects it: the second in a row, 60 s.
-    a.shared
-        .spread(
-            0,
-            Spread {
-                eject: Some(ej),
-                ..Spread::default()
-            },
-        )
-        .await;
+    spread_ejection(&a, &ej).await;
     b.shared.slots[0].health().eject(Instant::now(), &ej);
-    b.shared
-        .spread(
-            0,
-            Spread {
-                eject: Some(ej),
-                ..Spread::default()
-            },
-        )
-        .await;
+    spread_ejection(&b, &ej).await;
     let snap = b.snapshot();
     assert_eq!(snap.deployments[0].state, DeploymentState::Ejected);
     assert!(snap.deployments[0].cooldown_left_ms >= 59_000, "{snap:?}");

@@ -44,10 +44,7 @@ impl Timed {
 
 #[async_trait]
 impl ripcord_core::Decorator for Timed {
-    type Inner = ScriptedModel;
-    fn inner(&self) -> &ScriptedModel {
-        &self.inner
-    }
+    inner_model!(inner: ScriptedModel);
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         self.log.lock().unwrap().push(Instant::now());
         self.inner.chat(req, ctx).await
@@ -70,10 +67,23 @@ fn ok(name: &str) -> Arc<Timed> {
     Timed::new(ScriptedModel::new("pool").reply(name))
 }
 
+/// A deployment that fails with each of `kinds` in turn, then answers `reply`.
+fn failing(kinds: &[ErrorKind], reply: &str) -> Arc<Timed> {
+    let script = kinds
+        .iter()
+        .fold(ScriptedModel::new("pool"), |m, kind| m.fail(*kind));
+    Timed::new(script.reply(reply))
+}
+
 fn policy(strategy: Balance) -> PoolPolicyBuilder {
     PoolPolicy::builder()
         .strategy(strategy)
         .rng(Arc::new(SplitMix64::seeded(7)))
+}
+
+/// A pool named "pool" over `deployments`, with the policy `policy` builds.
+fn pooled(deployments: Vec<Deployment>, policy: PoolPolicyBuilder) -> Pool {
+    Pool::new("pool", deployments, policy.build().unwrap()).unwrap()
 }
 
 fn throttled(after: Duration) -> Error {
@@ -96,12 +106,10 @@ fn count(served: &[String], name: &str) -> usize {
 #[tokio::test(start_paused = true)]
 async fn round_robin_takes_each_deployment_in_turn() {
     let (a, b, c) = (ok("a"), ok("b"), ok("c"));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b), dep("c", &c)],
-        policy(Balance::RoundRobin).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin),
+    );
     let served = serve_n(&pool, 6).await;
     assert_eq!(served, ["a", "b", "c", "a", "b", "c"]);
 }
@@ -109,12 +117,10 @@ async fn round_robin_takes_each_deployment_in_turn() {
 #[tokio::test(start_paused = true)]
 async fn weighted_draws_in_proportion_to_the_weights() {
     let (a, b) = (ok("a"), ok("b"));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a).weight(3), dep("b", &b).weight(1)],
-        policy(Balance::Weighted).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::Weighted),
+    );
     let served = serve_n(&pool, 400).await;
     let share = count(&served, "a") as f64 / 400.0;
     assert!((0.68..=0.82).contains(&share), "a's share {share}");
@@ -125,12 +131,10 @@ async fn least_in_flight_spreads_concurrent_calls() {
     let slow =
         |n: &str| Timed::new(ScriptedModel::new("pool").reply_after(n, Duration::from_secs(1)));
     let (a, b, c) = (slow("a"), slow("b"), slow("c"));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b), dep("c", &c)],
-        policy(Balance::LeastInFlight).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::LeastInFlight),
+    );
     let (req, ctx) = (ask(), Context::new());
     let calls = (0..3).map(|_| pool.chat(&req, &ctx));
     let replies = futures::future::join_all(calls).await;
@@ -144,12 +148,10 @@ async fn least_in_flight_spreads_concurrent_calls() {
 async fn p2c_peak_ewma_sends_most_calls_to_the_fast_deployment() {
     let a = Timed::new(ScriptedModel::new("pool").reply_after("a", Duration::from_millis(800)));
     let b = Timed::new(ScriptedModel::new("pool").reply_after("b", Duration::from_millis(20)));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::P2cPeakEwma).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::P2cPeakEwma),
+    );
     let served = serve_n(&pool, 50).await;
     assert!(count(&served, "b") >= 45, "{served:?}");
     let snap = pool.snapshot();
@@ -180,12 +182,10 @@ async fn peak_ewma_believes_a_spike_at_once_and_recovers_gradually() {
 #[tokio::test(start_paused = true)]
 async fn usage_sends_calls_in_proportion_to_each_quota() {
     let (a, b) = (ok("a"), ok("b"));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a).rpm(100), dep("b", &b).rpm(300)],
-        policy(Balance::Usage).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::Usage),
+    );
     let served = serve_n(&pool, 40).await;
     assert_eq!(count(&served, "a"), 10, "{served:?}");
     assert_eq!(count(&served, "b"), 30);
@@ -203,12 +203,10 @@ async fn a_cooled_deployment_gets_no_call_before_its_retry_after() {
             .fail_with(throttled(Duration::from_secs(5)), Duration::ZERO)
             .reply("b"),
     );
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin),
+    );
     let t0 = Instant::now();
     let r = pool
         .chat(
@@ -242,12 +240,7 @@ async fn a_cooldown_past_the_deadline_ends_the_call_at_once_with_the_wait() {
     let a = Timed::new(
         ScriptedModel::new("pool").fail_with(throttled(Duration::from_secs(30)), Duration::ZERO),
     );
-    let pool = Pool::new(
-        "pool",
-        vec![dep("a", &a)],
-        policy(Balance::RoundRobin).build().unwrap(),
-    )
-    .unwrap();
+    let pool = pooled(vec![dep("a", &a)], policy(Balance::RoundRobin));
     let t0 = Instant::now();
     let ctx = Context::new().with_timeout(Duration::from_secs(5));
     let e = pool.chat(&ask(), &ctx).await.unwrap_err();
@@ -264,19 +257,13 @@ async fn a_cooldown_past_the_deadline_ends_the_call_at_once_with_the_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_goes_to_another_deployment_first() {
-    let a = Timed::new(
-        ScriptedModel::new("pool")
-            .fail(ErrorKind::ServerError)
-            .reply("a"),
-    );
+    let a = failing(&[ErrorKind::ServerError], "a");
     let b = ok("b");
     // a outweighs b a hundredfold: only the retry rule sends the second attempt to b.
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a).weight(1000), dep("b", &b).weight(1)],
-        policy(Balance::Weighted).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::Weighted),
+    );
     let r = pool.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.provenance.deployment(), Some("b"));
     let kinds: Vec<_> = r
@@ -297,18 +284,12 @@ async fn a_retry_goes_to_another_deployment_first() {
 
 #[tokio::test(start_paused = true)]
 async fn the_same_deployment_is_retried_only_when_no_other_can_serve() {
-    let a = Timed::new(
-        ScriptedModel::new("pool")
-            .fail(ErrorKind::ServerError)
-            .reply("a"),
-    );
+    let a = failing(&[ErrorKind::ServerError], "a");
     let b = Timed::new(ScriptedModel::new("pool").fail(ErrorKind::QuotaExhausted));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin).build().unwrap(),
+        policy(Balance::RoundRobin),
     )
-    .unwrap()
     .with_alert_gate(Arc::new(AlertGate::default()));
     let r = pool.chat(&ask(), &Context::new()).await.unwrap();
     assert_eq!(r.provenance.deployment(), Some("a"));
@@ -325,15 +306,10 @@ async fn quota_auth_and_region_take_a_deployment_out_until_reinstated() {
         let a = Timed::new(ScriptedModel::new("pool").fail(kind).reply("a"));
         let b = ok("b");
         let gate = Arc::new(AlertGate::default());
-        let pool = Pool::new(
-            "pool",
+        let pool = pooled(
             vec![dep("a", &a), dep("b", &b)],
-            policy(Balance::RoundRobin)
-                .out_of_service_recheck(None)
-                .build()
-                .unwrap(),
+            policy(Balance::RoundRobin).out_of_service_recheck(None),
         )
-        .unwrap()
         .with_alert_gate(Arc::clone(&gate));
         let served = serve_n(&pool, 5).await;
         assert!(served.iter().all(|s| s == "b"), "{kind:?}: {served:?}");
@@ -355,22 +331,12 @@ async fn quota_auth_and_region_take_a_deployment_out_until_reinstated() {
 
 #[tokio::test(start_paused = true)]
 async fn an_out_of_service_deployment_gets_one_trial_call_per_period() {
-    let a = Timed::new(
-        ScriptedModel::new("pool")
-            .fail(ErrorKind::QuotaExhausted)
-            .fail(ErrorKind::QuotaExhausted)
-            .reply("a"),
-    );
+    let a = failing(&[ErrorKind::QuotaExhausted; 2], "a");
     let b = ok("b");
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin)
-            .out_of_service_recheck(Some(Duration::from_secs(60)))
-            .build()
-            .unwrap(),
+        policy(Balance::RoundRobin).out_of_service_recheck(Some(Duration::from_secs(60))),
     )
-    .unwrap()
     .with_alert_gate(Arc::new(AlertGate::default()));
     let t0 = Instant::now();
     serve_n(&pool, 1).await;
@@ -402,12 +368,10 @@ async fn a_request_fault_is_not_shopped_around_the_deployments() {
     ] {
         let a = Timed::new(ScriptedModel::new("pool").fail(kind));
         let b = ok("b");
-        let pool = Pool::new(
-            "pool",
+        let pool = pooled(
             vec![dep("a", &a), dep("b", &b)],
-            policy(Balance::RoundRobin).build().unwrap(),
-        )
-        .unwrap();
+            policy(Balance::RoundRobin),
+        );
         let e = pool.chat(&ask(), &Context::new()).await.unwrap_err();
         assert_eq!(e.kind(), kind);
         assert_eq!(b.calls(), 0, "{kind:?}");
@@ -422,12 +386,10 @@ async fn a_request_not_retry_safe_is_not_resent_after_an_ambiguous_failure() {
         Duration::ZERO,
     ));
     let b = ok("b");
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin),
+    );
     let ctx = Context::new().with_retry_safe(false);
     assert!(pool.chat(&ask(), &ctx).await.is_err());
     assert_eq!(b.calls(), 0);
@@ -445,12 +407,10 @@ async fn an_open_breaker_on_one_deployment_passes_it_over_without_a_call() {
             .unwrap(),
     );
     let b = ok("b");
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![Deployment::new("a", guarded), dep("b", &b)],
-        policy(Balance::RoundRobin).no_ejection().build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin).no_ejection(),
+    );
     let served = serve_n(&pool, 6).await;
     assert!(served.iter().all(|s| s == "b"));
     assert_eq!(
@@ -464,12 +424,10 @@ async fn an_open_breaker_on_one_deployment_passes_it_over_without_a_call() {
 async fn every_deployment_failing_returns_every_attempt_and_the_chain_falls_back() {
     let a = Timed::new(ScriptedModel::new("pool").fail(ErrorKind::ServerError));
     let b = Timed::new(ScriptedModel::new("pool").fail(ErrorKind::Overloaded));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin).max_attempts(2).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin).max_attempts(2),
+    );
     let chain = Chain::builder()
         .link(pool)
         .link(ScriptedModel::new("backup").reply("backup"))
@@ -498,12 +456,10 @@ async fn in_a_chain_the_pool_is_one_link_naming_its_deployment() {
     let a = Timed::new(ScriptedModel::new("pool").fail(ErrorKind::ServerError));
     let b = ok("b");
     let backup = Arc::new(ScriptedModel::new("backup").reply("backup"));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin),
+    );
     let chain = Chain::builder()
         .link(pool)
         .link(Arc::clone(&backup))
@@ -526,12 +482,10 @@ async fn a_stream_retries_another_deployment_before_first_content() {
         ScriptedModel::new("pool")
             .stream_items(text_stream(&["he", "llo"], Duration::from_millis(5))),
     );
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin).build().unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin),
+    );
     let mut s = pool.stream(&ask(), &Context::new()).await.unwrap();
     assert_eq!(
         pool.snapshot().deployments[1].in_flight,
@@ -582,15 +536,10 @@ fn ejection() -> Ejection {
 async fn a_deployment_failing_forty_percent_is_ejected_for_growing_intervals() {
     let a = Timed::new(flaky(400));
     let b = ok("b");
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin)
-            .ejection(ejection())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin).ejection(ejection()),
+    );
     // Round robin: a gets every other first attempt until its tenth call ejects it.
     while pool.snapshot().deployments[0].state != DeploymentState::Ejected {
         pool.chat(&ask(), &Context::new()).await.unwrap();
@@ -620,15 +569,10 @@ async fn a_deployment_failing_forty_percent_is_ejected_for_growing_intervals() {
 #[tokio::test(start_paused = true)]
 async fn the_floor_of_healthy_deployments_is_never_ejected() {
     let (a, b) = (Timed::new(flaky(400)), Timed::new(flaky(400)));
-    let pool = Pool::new(
-        "pool",
+    let pool = pooled(
         vec![dep("a", &a), dep("b", &b)],
-        policy(Balance::RoundRobin)
-            .ejection(ejection().with_min_healthy(1))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+        policy(Balance::RoundRobin).ejection(ejection().with_min_healthy(1)),
+    );
     for _ in 0..40 {
         let _ = pool.chat(&ask(), &Context::new()).await;
     }

@@ -259,16 +259,12 @@ pub struct ProberBuilder<M> {
 }
 
 impl<M: ChatModel + 'static> ProberBuilder<M> {
-    /// Feeds probe answers to this breaker (an open breaker moves to half-open early).
-    pub fn breaker(mut self, handle: BreakerHandle) -> Self {
-        self.probe.breaker = Some(handle);
-        self
-    }
+    setters! {
+        /// Feeds probe answers to this breaker (an open breaker moves to half-open early).
+        breaker(handle: BreakerHandle) => probe.breaker = Some(handle);
 
-    /// Records probe results in this link's health snapshots.
-    pub fn health(mut self, handle: HealthHandle) -> Self {
-        self.probe.health = Some(handle);
-        self
+        /// Records probe results in this link's health snapshots.
+        health(handle: HealthHandle) => probe.health = Some(handle);
     }
 
     /// Starts probing on a tokio task (call inside a tokio runtime).

@@ -51,58 +51,29 @@ impl Default for ProbePolicy {
     }
 }
 
-impl ProbePolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> ProbePolicyBuilder {
-        ProbePolicyBuilder {
-            policy: ProbePolicy::default(),
-        }
-    }
-}
-
-/// Builds a [`ProbePolicy`]; validation happens in [`ProbePolicyBuilder::build`].
-#[derive(Debug, Clone)]
-pub struct ProbePolicyBuilder {
-    policy: ProbePolicy,
-}
+policy_builder!(ProbePolicyBuilder => ProbePolicy);
 
 impl ProbePolicyBuilder {
-    /// The mean time between probes (default 30 s).
-    pub fn interval(mut self, d: Duration) -> Self {
-        self.policy.interval = d;
-        self
-    }
+    setters! {
+        /// The mean time between probes (default 30 s).
+        interval(d: Duration) => policy.interval = d;
 
-    /// Each wait is `interval` moved uniformly by up to ± `fraction` × `interval`, `fraction`
-    /// in [0, 1) (default 0.2).
-    pub fn jitter(mut self, fraction: f64) -> Self {
-        self.policy.jitter = fraction;
-        self
-    }
+        /// Each wait is `interval` moved uniformly by up to ± `fraction` × `interval`, `fraction`
+        /// in [0, 1) (default 0.2).
+        jitter(fraction: f64) => policy.jitter = fraction;
 
-    /// The longest one probe may take; it counts as a timeout after that (default 5 s).
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.policy.timeout = d;
-        self
-    }
+        /// The longest one probe may take; it counts as a timeout after that (default 5 s).
+        timeout(d: Duration) => policy.timeout = d;
 
-    /// The probe request (default `"ping"` with `max_tokens = 1`). Keep it cheap.
-    pub fn request(mut self, req: ChatRequest) -> Self {
-        self.policy.request = req;
-        self
-    }
+        /// The probe request (default `"ping"` with `max_tokens = 1`). Keep it cheap.
+        request(req: ChatRequest) => policy.request = req;
 
-    /// Probes links whose breaker is closed and whose health is fine too (default `false`:
-    /// such links are skipped, their real traffic says enough).
-    pub fn probe_healthy(mut self, yes: bool) -> Self {
-        self.policy.probe_healthy = yes;
-        self
-    }
+        /// Probes links whose breaker is closed and whose health is fine too (default `false`:
+        /// such links are skipped, their real traffic says enough).
+        probe_healthy(yes: bool) => policy.probe_healthy = yes;
 
-    /// A fixed seed for the jitter (tests, reproducible runs).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.policy.rng = Arc::new(SplitMix64::seeded(seed));
-        self
+        /// A fixed seed for the jitter (tests, reproducible runs).
+        seed(seed: u64) => policy.rng = Arc::new(SplitMix64::seeded(seed));
     }
 
     /// Validates the settings.

@@ -416,11 +416,7 @@ impl StreamObserver for LimitObserver {
 // outlast an inner breaker's open spell, so the inner refusal may not be this call's outcome.
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    inner_model!(inner: M);
 
     fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
         None

@@ -121,61 +121,36 @@ pub struct RateLimitPolicyBuilder {
 }
 
 impl RateLimitPolicyBuilder {
-    /// Requests per minute. The burst defaults to the same number.
-    pub fn rpm(mut self, n: u32) -> Self {
-        self.rpm = Some(n);
-        self
-    }
+    setters! {
+        /// Requests per minute. The burst defaults to the same number.
+        rpm(n: u32) => rpm = Some(n);
 
-    /// Requests allowed at once after a quiet spell (default: the RPM).
-    pub fn rpm_burst(mut self, n: u32) -> Self {
-        self.rpm_burst = Some(n);
-        self
-    }
+        /// Requests allowed at once after a quiet spell (default: the RPM).
+        rpm_burst(n: u32) => rpm_burst = Some(n);
 
-    /// Tokens per minute (prompt estimate plus `max_tokens` reserved before each call,
-    /// reconciled with the reported usage after it). The burst defaults to the same number.
-    pub fn tpm(mut self, n: u32) -> Self {
-        self.tpm = Some(n);
-        self
-    }
+        /// Tokens per minute (prompt estimate plus `max_tokens` reserved before each call,
+        /// reconciled with the reported usage after it). The burst defaults to the same number.
+        tpm(n: u32) => tpm = Some(n);
 
-    /// Tokens allowed at once (default: the TPM). A request reserving more than the burst takes
-    /// the whole bucket, so set it at least as large as your largest request.
-    pub fn tpm_burst(mut self, n: u32) -> Self {
-        self.tpm_burst = Some(n);
-        self
-    }
+        /// Tokens allowed at once (default: the TPM). A request reserving more than the burst takes
+        /// the whole bucket, so set it at least as large as your largest request.
+        tpm_burst(n: u32) => tpm_burst = Some(n);
 
-    /// The longest a call waits for capacity (default 10 s); the deadline applies too.
-    pub fn max_wait(mut self, d: Duration) -> Self {
-        self.policy.max_wait = d;
-        self
-    }
+        /// The longest a call waits for capacity (default 10 s); the deadline applies too.
+        max_wait(d: Duration) => policy.max_wait = d;
 
-    /// Whether a vendor 429 with retry-after pauses the link (default true).
-    pub fn pause_on_429(mut self, yes: bool) -> Self {
-        self.policy.pause_on_429 = yes;
-        self
-    }
+        /// Whether a vendor 429 with retry-after pauses the link (default true).
+        pause_on_429(yes: bool) => policy.pause_on_429 = yes;
 
-    /// The pause after a vendor 429 that names no retry-after (default
-    /// [`DEFAULT_429_PAUSE`], 1 s): the link is paused locally rather than hit again at once.
-    pub fn default_pause(mut self, d: Duration) -> Self {
-        self.policy.default_pause = d;
-        self
-    }
+        /// The pause after a vendor 429 that names no retry-after (default
+        /// [`DEFAULT_429_PAUSE`], 1 s): the link is paused locally rather than hit again at once.
+        default_pause(d: Duration) => policy.default_pause = d;
 
-    /// The longest pause a vendor's retry-after can cause (default 5 minutes).
-    pub fn max_pause(mut self, d: Duration) -> Self {
-        self.policy.max_pause = d;
-        self
-    }
+        /// The longest pause a vendor's retry-after can cause (default 5 minutes).
+        max_pause(d: Duration) => policy.max_pause = d;
 
-    /// Uses this clock (default [`crate::TokioClock`]).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.policy.clock = clock;
-        self
+        /// Uses this clock (default [`crate::TokioClock`]).
+        clock(clock: SharedClock) => policy.clock = clock;
     }
 
     /// Validates the settings.

@@ -375,12 +375,8 @@ impl<M: ChatModel> Redact<M> {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Redact<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: masking adds no wait.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: masking adds no wait.
+    inner_model!(inner: M);
 
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let Some((masked, map)) = self.mask(req) else {

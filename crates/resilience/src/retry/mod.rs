@@ -41,7 +41,7 @@ use async_trait::async_trait;
 use ripcord_core::{
     Attempt, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Disposition,
     EmbeddingModel, EmbeddingRequest, EmbeddingResponse, Error, ErrorKind, ModelId, Provenance,
-    Result, StreamEvent,
+    Result,
 };
 use tokio::time::Instant;
 
@@ -269,11 +269,7 @@ impl<M> Retry<M> {
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    inner_model!(inner: M);
 
     /// Deliberately `None`: a later attempt may succeed where this one would be refused.
     fn decorated_refusal(&self, _ctx: &Context) -> Option<Error> {
@@ -328,10 +324,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
         let mut provenance = Provenance::default();
         provenance.served_by = Some(id.name.clone());
         provenance.attempts = attempts;
-        let head = futures::stream::iter([Ok(StreamEvent::Provenance {
-            provenance: Box::new(provenance),
-        })]);
-        Ok(Box::pin(futures::StreamExt::chain(head, stream)))
+        Ok(crate::stream_util::led_by(provenance, stream))
     }
 }
 

@@ -115,86 +115,55 @@ pub struct RetryPolicyBuilder {
 }
 
 impl RetryPolicyBuilder {
-    /// Attempts per call, the first included (default 3; 1 disables retries).
-    ///
-    /// Only the classes of [`RetryPolicyBuilder::retry_on`] are retried on the same link; by
-    /// default `rate_limited` (429), `server_error` (500, 502, 504), `timeout`, `network` and
-    /// `invalid_response`. An `overloaded` answer — 503, Anthropic's 529 — is **not** retried by
-    /// default, where vendor SDKs retry it: a chain falls to its next link at once instead. On a
-    /// link with no fallback, add it:
-    ///
-    /// ```
-    /// use ripcord_resilience::{RetryClass, RetryOn, RetryPolicy};
-    /// let on = RetryOn::default().with(RetryClass::Overloaded);
-    /// let policy = RetryPolicy::builder().max_attempts(3).retry_on(on).build()?;
-    /// assert!(policy.retry_on().contains(RetryClass::Overloaded));
-    /// # Ok::<(), ripcord_resilience::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n;
-        self
-    }
+    setters! {
+        /// Attempts per call, the first included (default 3; 1 disables retries).
+        ///
+        /// Only the classes of [`RetryPolicyBuilder::retry_on`] are retried on the same link; by
+        /// default `rate_limited` (429), `server_error` (500, 502, 504), `timeout`, `network` and
+        /// `invalid_response`. An `overloaded` answer — 503, Anthropic's 529 — is **not** retried by
+        /// default, where vendor SDKs retry it: a chain falls to its next link at once instead. On a
+        /// link with no fallback, add it:
+        ///
+        /// ```
+        /// use ripcord_resilience::{RetryClass, RetryOn, RetryPolicy};
+        /// let on = RetryOn::default().with(RetryClass::Overloaded);
+        /// let policy = RetryPolicy::builder().max_attempts(3).retry_on(on).build()?;
+        /// assert!(policy.retry_on().contains(RetryClass::Overloaded));
+        /// # Ok::<(), ripcord_resilience::ConfigError>(())
+        /// ```
+        max_attempts(n: u32) => max_attempts = n;
 
-    /// The first backoff delay before jitter (default 1 s).
-    pub fn base_delay(mut self, d: Duration) -> Self {
-        self.policy.backoff.base = d;
-        self
-    }
+        /// The first backoff delay before jitter (default 1 s).
+        base_delay(d: Duration) => policy.backoff.base = d;
 
-    /// The largest backoff delay (default 20 s).
-    pub fn max_delay(mut self, d: Duration) -> Self {
-        self.policy.backoff.cap = d;
-        self
-    }
+        /// The largest backoff delay (default 20 s).
+        max_delay(d: Duration) => policy.backoff.cap = d;
 
-    /// The jitter (default [`Jitter::Full`]).
-    pub fn jitter(mut self, j: Jitter) -> Self {
-        self.policy.backoff.jitter = j;
-        self
-    }
+        /// The jitter (default [`Jitter::Full`]).
+        jitter(j: Jitter) => policy.backoff.jitter = j;
 
-    /// A vendor's retry-after longer than this is not waited for: the call gives up at once so
-    /// the chain falls back (default 60 s). The call's deadline applies too.
-    pub fn max_retry_after(mut self, d: Duration) -> Self {
-        self.policy.max_retry_after = d;
-        self
-    }
+        /// A vendor's retry-after longer than this is not waited for: the call gives up at once so
+        /// the chain falls back (default 60 s). The call's deadline applies too.
+        max_retry_after(d: Duration) => policy.max_retry_after = d;
 
-    /// The failure classes retried on the same link (default [`RetryOn::default`]: not a
-    /// silent link, not an overloaded one).
-    pub fn retry_on(mut self, on: RetryOn) -> Self {
-        self.policy.retry_on = on;
-        self
-    }
+        /// The failure classes retried on the same link (default [`RetryOn::default`]: not a
+        /// silent link, not an overloaded one).
+        retry_on(on: RetryOn) => policy.retry_on = on;
 
-    /// The retry budget (default [`RetryBudget::default`]).
-    pub fn budget(mut self, b: RetryBudget) -> Self {
-        self.policy.budget = Some(b);
-        self
-    }
+        /// The retry budget (default [`RetryBudget::default`]).
+        budget(b: RetryBudget) => policy.budget = Some(b);
 
-    /// No retry budget: only the attempt count limits retries.
-    pub fn no_budget(mut self) -> Self {
-        self.policy.budget = None;
-        self
-    }
+        /// No retry budget: only the attempt count limits retries.
+        no_budget() => policy.budget = None;
 
-    /// Seeds the jitter with a fixed seed (reproducible tests).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.policy.rng = Arc::new(SplitMix64::seeded(seed));
-        self
-    }
+        /// Seeds the jitter with a fixed seed (reproducible tests).
+        seed(seed: u64) => policy.rng = Arc::new(SplitMix64::seeded(seed));
 
-    /// Uses this random source for jitter.
-    pub fn rng(mut self, rng: Arc<dyn RandomSource>) -> Self {
-        self.policy.rng = rng;
-        self
-    }
+        /// Uses this random source for jitter.
+        rng(rng: Arc<dyn RandomSource>) => policy.rng = rng;
 
-    /// Uses this clock for the retry budget's window (default [`crate::TokioClock`]).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.policy.clock = clock;
-        self
+        /// Uses this clock for the retry budget's window (default [`crate::TokioClock`]).
+        clock(clock: SharedClock) => policy.clock = clock;
     }
 
     /// Validates the settings.

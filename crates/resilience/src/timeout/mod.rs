@@ -134,12 +134,9 @@ fn earliest(a: Option<(Instant, Cut)>, b: Option<(Instant, Cut)>) -> Option<(Ins
 
 #[async_trait]
 impl<M: ChatModel> ripcord_core::Decorator for Timeout<M> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: it cuts at its own limits and the deadline, but relies on the inner model for cancellation.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: it cuts at its own limits and the deadline, but
+    // relies on the inner model for cancellation.
+    inner_model!(inner: M);
 
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let start = Instant::now();

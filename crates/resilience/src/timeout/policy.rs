@@ -44,13 +44,6 @@ impl Default for TimeoutPolicy {
 }
 
 impl TimeoutPolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> TimeoutPolicyBuilder {
-        TimeoutPolicyBuilder {
-            policy: TimeoutPolicy::default(),
-        }
-    }
-
     /// Wraps a model.
     pub fn wrap<M: ChatModel>(&self, model: M) -> Timeout<M> {
         Timeout::new(model, *self)
@@ -72,47 +65,27 @@ impl TimeoutPolicy {
     }
 }
 
-/// Builds a [`TimeoutPolicy`]; validation happens in [`TimeoutPolicyBuilder::build`].
-#[derive(Debug, Clone)]
-pub struct TimeoutPolicyBuilder {
-    policy: TimeoutPolicy,
-}
+policy_builder!(TimeoutPolicyBuilder => TimeoutPolicy);
 
 impl TimeoutPolicyBuilder {
-    /// The whole attempt, a stream's end included (default 60 s).
-    pub fn attempt(mut self, d: Duration) -> Self {
-        self.policy.attempt = Some(d);
-        self
-    }
+    setters! {
+        /// The whole attempt, a stream's end included (default 60 s).
+        attempt(d: Duration) => policy.attempt = Some(d);
 
-    /// No limit on the whole attempt (the deadline still applies).
-    pub fn no_attempt_limit(mut self) -> Self {
-        self.policy.attempt = None;
-        self
-    }
+        /// No limit on the whole attempt (the deadline still applies).
+        no_attempt_limit() => policy.attempt = None;
 
-    /// Until a stream's first content event, counted from the start of the call (default 20 s).
-    pub fn first_token(mut self, d: Duration) -> Self {
-        self.policy.first_token = Some(d);
-        self
-    }
+        /// Until a stream's first content event, counted from the start of the call (default 20 s).
+        first_token(d: Duration) => policy.first_token = Some(d);
 
-    /// No first-token limit.
-    pub fn no_first_token_limit(mut self) -> Self {
-        self.policy.first_token = None;
-        self
-    }
+        /// No first-token limit.
+        no_first_token_limit() => policy.first_token = None;
 
-    /// The longest gap between two stream events after the first content (default 20 s).
-    pub fn idle(mut self, d: Duration) -> Self {
-        self.policy.idle = Some(d);
-        self
-    }
+        /// The longest gap between two stream events after the first content (default 20 s).
+        idle(d: Duration) => policy.idle = Some(d);
 
-    /// No idle limit.
-    pub fn no_idle_limit(mut self) -> Self {
-        self.policy.idle = None;
-        self
+        /// No idle limit.
+        no_idle_limit() => policy.idle = None;
     }
 
     /// Validates the settings.

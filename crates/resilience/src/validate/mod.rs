@@ -182,12 +182,8 @@ impl<V: Validator> StreamObserver for ValidateObserver<V> {
 
 #[async_trait]
 impl<M: ChatModel, V: Validator> ripcord_core::Decorator for Validate<M, V> {
-    type Inner = M;
-
-    /// `bounds_itself` forwards to this model: validation adds no wait.
-    fn inner(&self) -> &M {
-        &self.inner
-    }
+    // `bounds_itself` forwards to this model: validation adds no wait.
+    inner_model!(inner: M);
 
     async fn decorated_chat(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
         let resp = self.inner.chat(req, ctx).await?;

@@ -15,7 +15,9 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{chat_err, chat_ok, last_err_kind, ms, req, secs};
+use crate::support::{
+    breaker, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req, secs, stream_all,
+};
 
 /// `n` text events one second apart, then usage and finish.
 fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
@@ -41,11 +43,7 @@ fn one_per_second(n: usize) -> Vec<(std::time::Duration, StreamItem)> {
 }
 
 fn trip_on_first() -> BreakerPolicy {
-    BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(secs(30))
-        .build()
-        .unwrap()
+    breaker(1, secs(30))
 }
 
 fn idle(d: std::time::Duration) -> TimeoutPolicy {
@@ -92,7 +90,7 @@ async fn a_stream_of_40_s_under_a_15_s_deadline_completes_and_counts_as_a_succes
             .build()
             .unwrap();
         let t0 = Instant::now();
-        let events = drain(chain.stream(&req(), &Context::new()).await.unwrap()).await;
+        let events = stream_all(&chain).await;
         assert_eq!(t0.elapsed(), secs(40));
         assert_eq!(text_len(&events), 40, "bounds_itself = {bounds_itself}");
         assert!(events.iter().all(Result::is_ok), "{events:?}");
@@ -134,7 +132,7 @@ async fn a_consumer_that_stops_reading_is_not_taken_for_a_silent_vendor() {
         .with_timeout(idle(secs(2)))
         .with_breaker(trip_on_first());
     let bh = breaker.handle();
-    let mut s = breaker.stream(&req(), &Context::new()).await.unwrap();
+    let mut s = open_stream(&breaker).await;
     let mut got = 0;
     while let Some(ev) = s.next().await {
         ev.unwrap();
@@ -159,7 +157,7 @@ async fn a_silent_vendor_after_first_content_still_fails_on_its_idle_limit() {
         .with_timeout(idle(secs(2)))
         .with_breaker(trip_on_first());
     let bh = breaker.handle();
-    let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
+    let events = stream_all(&breaker).await;
     let e = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(e.timeout_phase(), Some(TimeoutPhase::StreamIdle));
     assert_eq!(
@@ -254,17 +252,11 @@ async fn a_half_open_stream_probe_is_judged_at_first_content_and_frees_its_permi
     let model = ScriptedModel::new("a")
         .fail(ErrorKind::ServerError)
         .stream_items(one_per_second(20));
-    let breaker = model.with_breaker(
-        BreakerPolicy::builder()
-            .consecutive_failures(1)
-            .open_for(secs(1))
-            .build()
-            .unwrap(),
-    );
+    let breaker = model.with_breaker(breaker(1, secs(1)));
     chat_err(&breaker).await;
     assert_eq!(breaker.snapshot().state, BreakerState::Open);
     tokio::time::sleep(secs(1)).await;
-    let mut probe = breaker.stream(&req(), &Context::new()).await.unwrap();
+    let mut probe = open_stream(&breaker).await;
     // Before first content the probe holds the only permit.
     assert!(breaker.refusal(&Context::new()).is_some());
     let first = probe.next().await.unwrap().unwrap();
@@ -291,16 +283,10 @@ async fn a_half_open_stream_probe_that_fails_before_content_reopens() {
             ms(10),
             StreamItem::Error(Error::new(ErrorKind::Overloaded, "in-band overload")),
         )]);
-    let breaker = model.with_breaker(
-        BreakerPolicy::builder()
-            .consecutive_failures(1)
-            .open_for(secs(1))
-            .build()
-            .unwrap(),
-    );
+    let breaker = model.with_breaker(breaker(1, secs(1)));
     chat_err(&breaker).await;
     tokio::time::sleep(secs(1)).await;
-    let events = drain(breaker.stream(&req(), &Context::new()).await.unwrap()).await;
+    let events = stream_all(&breaker).await;
     assert!(events.last().unwrap().is_err());
     assert_eq!(breaker.snapshot().state, BreakerState::Open);
 }
@@ -360,7 +346,7 @@ async fn first_content_limit_fires_even_when_the_inner_stream_is_always_ready() 
             .build()
             .unwrap(),
     );
-    let mut s = m.stream(&req(), &Context::new()).await.unwrap();
+    let mut s = open_stream(&m).await;
     let mut n = 0;
     let err = loop {
         match s.next().await.unwrap() {
@@ -420,10 +406,7 @@ async fn a_bulkhead_whose_queue_wait_would_pass_the_deadline_refuses_at_once() {
     };
     tokio::time::sleep(ms(1)).await;
     let t0 = Instant::now();
-    let e = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let e = chat_within(&m, secs(2)).await.unwrap_err();
     assert_eq!(t0.elapsed(), ms(0), "refused at once, not at the deadline");
     assert_eq!(
         (e.kind(), e.fault()),
@@ -588,7 +571,7 @@ async fn a_stream_restart_never_resends_a_request_that_is_not_retry_safe() {
     );
     assert_eq!(b.calls(), 0);
     // A retry-safe one restarts on b.
-    let events = drain(chain.stream(&req(), &Context::new()).await.unwrap()).await;
+    let events = stream_all(&chain).await;
     assert!(
         events
             .iter()
@@ -622,13 +605,7 @@ async fn a_context_length_failure_falls_to_the_next_link_whose_window_is_larger(
 
 #[tokio::test(start_paused = true)]
 async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker() {
-    let five = || {
-        BreakerPolicy::builder()
-            .consecutive_failures(5)
-            .open_for(secs(1))
-            .build()
-            .unwrap()
-    };
+    let five = || breaker(5, secs(1));
     let m = ScriptedModel::new("a")
         .fail(ErrorKind::ModelNotFound)
         .with_breaker(five());

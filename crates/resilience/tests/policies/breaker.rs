@@ -1,33 +1,27 @@
 //! Circuit breaker: half-open permits, one outcome per call, timeouts inside, sub-second and fresh open durations.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use ripcord_core::testing::{StreamItem, text_stream};
 use ripcord_core::{ChatModel, Context, Error, ErrorKind, StreamEvent};
 use ripcord_resilience::{
-    BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, KindAction, OpenBackoff,
+    Breaker, BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, KindAction, OpenBackoff,
     RetryPolicy, Transition,
 };
 use tokio::time::Instant;
 
 use crate::support::{
-    cancel_after, chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all,
+    breaker, cancel_after, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req,
+    scripted, secs, stream_all, tripping,
 };
-
-fn policy(failures: u32, open: u64) -> BreakerPolicy {
-    BreakerPolicy::builder()
-        .consecutive_failures(failures)
-        .open_for(ms(open))
-        .build()
-        .unwrap()
-}
 
 #[tokio::test(start_paused = true)]
 async fn trips_after_consecutive_failures_and_refuses_without_calling() {
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
-        .with_breaker(policy(3, 250));
+        .with_breaker(breaker(3, ms(250)));
     for _ in 0..3 {
         assert_eq!(chat_err(&m).await.kind(), ErrorKind::ServerError);
     }
@@ -51,7 +45,7 @@ async fn fifty_concurrent_callers_in_half_open_put_exactly_one_probe_on_the_wire
         scripted("a")
             .fail(ErrorKind::ServerError)
             .reply_after("recovered", secs(1))
-            .with_breaker(policy(1, 100)),
+            .with_breaker(breaker(1, ms(100))),
     );
     assert!(m.chat(&req(), &Context::new()).await.is_err());
     assert_eq!(m.snapshot().state, BreakerState::Open);
@@ -88,12 +82,7 @@ async fn fifty_concurrent_callers_in_half_open_put_exactly_one_probe_on_the_wire
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_probe_releases_its_permit_at_probe_timeout_and_reopens() {
-    let breaker = BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(ms(100))
-        .probe_timeout(secs(2))
-        .build()
-        .unwrap();
+    let breaker = tripping(1, ms(100)).probe_timeout(secs(2)).build().unwrap();
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
         .hang()
@@ -121,7 +110,7 @@ async fn breaker_counts_one_failure_per_logical_call_after_retries() {
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
         .with_retry(retry)
-        .with_breaker(policy(2, 1000));
+        .with_breaker(breaker(2, ms(1000)));
     let first = chat_err(&m).await;
     assert_eq!(first.attempts().len(), 3);
     let snap = m.snapshot();
@@ -171,12 +160,7 @@ async fn every_re_trip_sets_a_fresh_growing_open_until() {
 
 #[tokio::test(start_paused = true)]
 async fn success_threshold_needs_that_many_probes() {
-    let breaker = BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(ms(50))
-        .success_threshold(2)
-        .build()
-        .unwrap();
+    let breaker = tripping(1, ms(50)).success_threshold(2).build().unwrap();
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
         .reply("ok")
@@ -198,13 +182,7 @@ async fn caller_side_kinds_never_count_and_auth_trips_at_once_for_longer() {
         .fail(ErrorKind::InvalidRequest)
         .fail(ErrorKind::ContentFiltered)
         .fail(ErrorKind::Auth)
-        .with_breaker(
-            BreakerPolicy::builder()
-                .consecutive_failures(2)
-                .open_for(secs(10))
-                .build()
-                .unwrap(),
-        );
+        .with_breaker(breaker(2, secs(10)));
     for _ in 0..5 {
         assert!(m.chat(&req(), &Context::new()).await.is_err());
     }
@@ -241,9 +219,23 @@ async fn kind_overrides_apply() {
     assert_eq!(m.snapshot().state, BreakerState::Open);
 }
 
+/// Calls `m`, whose link hangs, with 2 s to go: the call ends at the deadline, and the breaker
+/// records the link's timeout and opens. Returns the call's error.
+async fn cut_at_the_deadline<M: ChatModel>(m: &Breaker<M>) -> Error {
+    let start = Instant::now();
+    let err = chat_within(m, secs(2)).await.unwrap_err();
+    assert_eq!(start.elapsed(), secs(2));
+    let snap = m.snapshot();
+    assert_eq!(
+        (snap.state, snap.failures, snap.last_failure),
+        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
+    );
+    err
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing() {
-    let m = Arc::new(scripted("a").hang().with_breaker(policy(1, 1000)));
+    let m = Arc::new(scripted("a").hang().with_breaker(breaker(1, ms(1000))));
     // The caller cancels: nothing is recorded.
     assert_eq!(cancel_after(&m, ms(500)).await, ErrorKind::Cancelled);
     // Dropping the call's future records nothing either.
@@ -253,18 +245,8 @@ async fn a_timeout_inside_the_call_is_a_failure_but_cancellation_records_nothing
     assert_eq!((snap.state, snap.failures), (BreakerState::Closed, 0));
 
     // The deadline passes while the link hangs: that is the link's failure.
-    let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
-    assert_eq!(start.elapsed(), secs(2));
+    let err = cut_at_the_deadline(&m).await;
     assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
-    let snap = m.snapshot();
-    assert_eq!(
-        (snap.state, snap.failures, snap.last_failure),
-        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
-    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -276,36 +258,32 @@ async fn a_model_that_bounds_itself_is_not_raced_and_its_timeout_still_trips_the
             .hang()
             .bounding_itself()
             .with_retry(RetryPolicy::default())
-            .with_breaker(policy(1, 1000)),
+            .with_breaker(breaker(1, ms(1000))),
     );
     assert!(m.bounds_itself(), "retry and breaker pass the claim on");
 
     assert_eq!(cancel_after(&m, ms(500)).await, ErrorKind::Cancelled);
     assert_eq!(m.snapshot().failures, 0);
 
-    let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
-    assert_eq!(start.elapsed(), secs(2));
+    let err = cut_at_the_deadline(&m).await;
     // The model's own error, not a layer's: it says which limit ran out.
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
     assert_eq!(err.timeout_phase(), Some(ripcord_core::TimeoutPhase::Total));
-    let snap = m.snapshot();
-    assert_eq!(
-        (snap.state, snap.failures, snap.last_failure),
-        (BreakerState::Open, 1, Some(ErrorKind::Timeout))
-    );
+}
+
+/// A breaker that trips when half the calls of `window` fail, once there are `min_calls`, and
+/// stays open for `open`.
+fn half_failing(min_calls: u32, window: Duration, open: Duration) -> BreakerPolicy {
+    BreakerPolicy::builder()
+        .failure_rate(0.5, window, min_calls)
+        .open_for(open)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
 async fn failure_rate_policy_trips_on_the_rate() {
-    let breaker = BreakerPolicy::builder()
-        .failure_rate(0.5, secs(10), 4)
-        .open_for(ms(500))
-        .build()
-        .unwrap();
+    let breaker = half_failing(4, secs(10), ms(500));
     let m = scripted("a")
         .reply("ok")
         .fail(ErrorKind::ServerError)
@@ -336,9 +314,7 @@ impl BreakerListener for Log {
 #[tokio::test(start_paused = true)]
 async fn listener_history_and_snapshot() {
     let log = Arc::new(Log::default());
-    let breaker = BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(ms(100))
+    let breaker = tripping(1, ms(100))
         .history(2)
         .listener(log.clone())
         .build()
@@ -378,7 +354,7 @@ async fn a_stream_counts_once_when_it_ends() {
         .stream_items(truncated.clone())
         .stream_items(truncated)
         .stream_items(text_stream(&["fine"], ms(1)))
-        .with_breaker(policy(2, 100));
+        .with_breaker(breaker(2, ms(100)));
     for _ in 0..2 {
         let items = stream_all(&m).await;
         assert_eq!(last_err_kind(&items), ErrorKind::InvalidResponse);
@@ -390,12 +366,12 @@ async fn a_stream_counts_once_when_it_ends() {
         "a truncated stream is a failure"
     );
     tokio::time::sleep(ms(100)).await;
-    let s = m.stream(&req(), &Context::new()).await.unwrap();
+    let s = open_stream(&m).await;
     let resp = ripcord_core::stream::collect(s).await.unwrap();
     assert_eq!(resp.text(), "fine");
     assert_eq!(m.snapshot().state, BreakerState::Closed);
     // A stream the consumer drops records nothing.
-    let mut s = m.stream(&req(), &Context::new()).await.unwrap();
+    let mut s = open_stream(&m).await;
     let _ = s.next().await;
     drop(s);
     assert_eq!(m.snapshot().failures, 2);
@@ -405,7 +381,7 @@ async fn a_stream_counts_once_when_it_ends() {
 async fn reset_closes_by_hand() {
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
-        .with_breaker(policy(1, 60_000));
+        .with_breaker(breaker(1, ms(60_000)));
     let _ = m.chat(&req(), &Context::new()).await;
     assert_eq!(m.handle().state(), BreakerState::Open);
     m.handle().reset();
@@ -433,12 +409,7 @@ fn invalid_settings_are_named() {
 #[tokio::test(start_paused = true)]
 async fn refusal_answers_up_front_only_while_a_call_would_be_refused() {
     let log = Arc::new(Log::default());
-    let breaker = BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(ms(100))
-        .listener(log.clone())
-        .build()
-        .unwrap();
+    let breaker = tripping(1, ms(100)).listener(log.clone()).build().unwrap();
     let m = scripted("a")
         .fail(ErrorKind::ServerError)
         .reply_after("probe answered", ms(50))
@@ -491,7 +462,7 @@ async fn a_success_between_failures_resets_the_consecutive_count() {
         .reply("ok")
         .fail(ErrorKind::ServerError)
         .fail(ErrorKind::ServerError)
-        .with_breaker(policy(2, 100));
+        .with_breaker(breaker(2, ms(100)));
     let mut states = Vec::new();
     for _ in 0..7 {
         let _ = m.chat(&req(), &Context::new()).await;
@@ -506,11 +477,7 @@ async fn a_success_between_failures_resets_the_consecutive_count() {
 #[tokio::test(start_paused = true)]
 async fn with_a_failure_rate_every_success_counts_in_the_window() {
     // Rate policy: 50 % of at least 4 calls. Three successes then three failures is 50 %.
-    let breaker = BreakerPolicy::builder()
-        .failure_rate(0.5, secs(30), 4)
-        .open_for(ms(100))
-        .build()
-        .unwrap();
+    let breaker = half_failing(4, secs(30), ms(100));
     let m = scripted("a")
         .reply("ok")
         .reply("ok")

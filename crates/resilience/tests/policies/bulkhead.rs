@@ -6,7 +6,9 @@ use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, Priority};
 use ripcord_resilience::{BulkheadPolicy, ChatModelExt};
 use tokio::time::Instant;
 
-use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs};
+use crate::support::{
+    Recorder, chat_err, chat_ok, chat_within, ms, open_stream, req, scripted, secs,
+};
 
 fn bulkhead(in_flight: usize, queue: usize) -> BulkheadPolicy {
     BulkheadPolicy::builder()
@@ -128,10 +130,7 @@ async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
     tokio::time::sleep(ms(1)).await;
 
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(2)).await.unwrap_err();
     // A wait that ran out at the deadline is the bulkhead's own refusal, never a
     // `DeadlineExceeded` a breaker could take for a slow vendor.
     assert_eq!(
@@ -157,7 +156,7 @@ async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_holds_its_slot_until_it_ends() {
     let m = scripted("a").with_bulkhead(bulkhead(1, 0));
-    let s = m.stream(&req(), &Context::new()).await.unwrap();
+    let s = open_stream(&m).await;
     assert_eq!(m.snapshot().in_flight, 1);
     let err = chat_err(&m).await;
     assert_eq!(err.kind(), ErrorKind::BudgetExhausted);

@@ -9,7 +9,7 @@ use ripcord_core::{Chain, ChatModel, ChatRequest, Context, Error, ErrorKind};
 use ripcord_resilience::*;
 use tokio::time::Instant;
 
-use crate::support::{Honest, attempt_kinds, chat_ok, ms, scripted, secs};
+use crate::support::{Honest, attempt_kinds, breaker, chat_ok, ms, scripted, secs, tripping};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -93,14 +93,7 @@ fn stack(steps: &[Step], hedge_steps: &[Step], layers: &[Layer]) -> Box<dyn Chat
                 ),
             ),
             Layer::Breaker => Box::new(
-                m.with_breaker(
-                    BreakerPolicy::builder()
-                        .consecutive_failures(2)
-                        .open_for(ms(300))
-                        .probe_timeout(secs(1))
-                        .build()
-                        .unwrap(),
-                ),
+                m.with_breaker(tripping(2, ms(300)).probe_timeout(secs(1)).build().unwrap()),
             ),
             Layer::RateLimit => Box::new(
                 m.with_rate_limit(
@@ -215,13 +208,7 @@ fn with_backup(primary: Arc<dyn ChatModel>) -> Chain {
 
 #[tokio::test(start_paused = true)]
 async fn a_chain_skips_an_open_breaker_and_waits_for_re_admission_when_all_cool_down() {
-    let breaker = || {
-        BreakerPolicy::builder()
-            .consecutive_failures(1)
-            .open_for(ms(500))
-            .build()
-            .unwrap()
-    };
+    let breaker = || breaker(1, ms(500));
     let primary = Arc::new(
         scripted("primary")
             .fail(ErrorKind::ServerError)
@@ -340,11 +327,7 @@ fn layers_unwrap_to_the_inner_model() {
 
 #[tokio::test(start_paused = true)]
 async fn a_link_skipped_for_its_open_breaker_still_counts_in_its_health() {
-    let breaker = BreakerPolicy::builder()
-        .consecutive_failures(1)
-        .open_for(secs(60))
-        .build()
-        .unwrap();
+    let breaker = breaker(1, secs(60));
     let primary = Arc::new(
         scripted("primary")
             .fail(ErrorKind::ServerError)

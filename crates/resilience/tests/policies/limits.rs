@@ -6,7 +6,9 @@ use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, Usage};
 use ripcord_resilience::{BudgetPolicy, ChatModelExt, RateLimitPolicy};
 use tokio::time::Instant;
 
-use crate::support::{Recorder, chat_err, chat_ok, ms, req, scripted, secs, time_calls};
+use crate::support::{
+    Recorder, chat_err, chat_ok, chat_within, ms, req, scripted, secs, time_calls,
+};
 
 /// 60 requests a minute, no burst: one a second.
 fn one_per_second() -> RateLimitPolicy {
@@ -33,10 +35,7 @@ async fn rpm_refuses_without_calling_when_the_deadline_is_too_short() {
     let m = scripted("a").with_rate_limit(one_per_second());
     chat_ok(&m).await;
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(ms(400)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, ms(400)).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(0));
     assert_eq!(err.kind(), ErrorKind::LocalRateLimited);
     assert_eq!(err.retry_after(), Some(secs(1)));
@@ -148,18 +147,13 @@ async fn a_vendor_429_with_retry_after_pauses_the_link() {
     let snap = m.snapshot();
     assert_eq!(snap.paused_remaining_ms, Some(2000.0));
     // Refused locally while paused: the vendor is not hit again.
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(1)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(1)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LocalRateLimited);
     assert_eq!(err.retry_after(), Some(secs(2)));
     assert_eq!(m.get_ref().calls(), 1);
     // With time to spare, the call waits out the pause.
     let start = Instant::now();
-    m.chat(&req(), &Context::new().with_timeout(secs(5)))
-        .await
-        .unwrap();
+    chat_within(&m, secs(5)).await.unwrap();
     assert_eq!(start.elapsed(), secs(2));
 }
 

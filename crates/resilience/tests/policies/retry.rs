@@ -1,17 +1,19 @@
 //! Retry: within the deadline, never on quota, with jitter and retry-after.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
-use ripcord_core::testing::{StreamItem, text_stream};
+use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{
     CancellationToken, ChatModel, Context, Error, ErrorKind, StreamEvent, TimeoutPhase,
 };
-use ripcord_resilience::{ChatModelExt, Jitter, RetryBudget, RetryOn, RetryPolicy};
+use ripcord_resilience::{ChatModelExt, Jitter, Retry, RetryBudget, RetryOn, RetryPolicy};
 use tokio::time::Instant;
 
 use crate::support::{
-    attempt_kinds, chat_err, chat_ok, last_err_kind, ms, req, scripted, secs, stream_all,
+    attempt_kinds, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req, scripted,
+    secs, stream_all,
 };
 
 fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
@@ -20,6 +22,17 @@ fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
         .base_delay(ms(base_ms))
         .max_delay(secs(20))
         .jitter(Jitter::None)
+        .build()
+        .unwrap()
+}
+
+/// `attempts` attempts, full jitter from a 1 s base drawn from `seed`, no budget.
+fn jittered(attempts: u32, seed: u64) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(attempts)
+        .base_delay(secs(1))
+        .seed(seed)
+        .no_budget()
         .build()
         .unwrap()
 }
@@ -73,32 +86,28 @@ async fn fallback_and_fail_fast_kinds_are_not_retried() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn honours_the_vendors_retry_after() {
-    let limited = Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(secs(3));
-    let m = scripted("a")
+/// A link that answers a 429 asking for `after` first, then "ok", behind `policy`.
+fn slowed_down_once(after: Duration, policy: RetryPolicy) -> Retry<ScriptedModel> {
+    let limited = Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(after);
+    scripted("a")
         .fail_with(limited, ms(0))
         .reply("ok")
-        .with_retry(fixed(3, 100));
+        .with_retry(policy)
+}
+
+#[tokio::test(start_paused = true)]
+async fn honours_the_vendors_retry_after() {
+    let m = slowed_down_once(secs(3), fixed(3, 100));
     let start = Instant::now();
-    m.chat(&req(), &Context::new().with_timeout(secs(10)))
-        .await
-        .unwrap();
+    chat_within(&m, secs(10)).await.unwrap();
     assert_eq!(start.elapsed(), secs(3));
 }
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_beyond_the_deadline_returns_at_once_without_sleeping() {
-    let limited = Error::new(ErrorKind::RateLimited, "slow down").with_retry_after(secs(5));
-    let m = scripted("a")
-        .fail_with(limited, ms(0))
-        .reply("ok")
-        .with_retry(RetryPolicy::default());
+    let m = slowed_down_once(secs(5), RetryPolicy::default());
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(2)).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(0), "no fake time passed: nothing slept");
     assert_eq!(err.kind(), ErrorKind::RateLimited);
     assert_eq!(err.retry_after(), Some(secs(5)));
@@ -111,10 +120,7 @@ async fn backoff_beyond_the_deadline_returns_at_once_too() {
         .fail(ErrorKind::ServerError)
         .with_retry(fixed(3, 1000));
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(ms(500)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, ms(500)).await.unwrap_err();
     assert_eq!(
         (start.elapsed(), err.kind()),
         (ms(0), ErrorKind::ServerError)
@@ -180,13 +186,7 @@ async fn cancellation_stops_a_backoff_sleep() {
 #[tokio::test(start_paused = true)]
 async fn seeded_jitter_is_reproducible_and_full_jitter_stays_under_the_ceiling() {
     async fn elapsed(seed: u64) -> std::time::Duration {
-        let policy = RetryPolicy::builder()
-            .max_attempts(4)
-            .base_delay(secs(1))
-            .seed(seed)
-            .no_budget()
-            .build()
-            .unwrap();
+        let policy = jittered(4, seed);
         let m = scripted("a")
             .fail(ErrorKind::ServerError)
             .with_retry(policy);
@@ -233,13 +233,7 @@ async fn a_stream_is_retried_until_its_first_content() {
         .stream_items(early_429)
         .stream_items(text_stream(&["Hel", "lo"], ms(5)))
         .with_retry(fixed(3, 10));
-    let events: Vec<_> = m
-        .stream(&req(), &Context::new())
-        .await
-        .unwrap()
-        .map(|e| e.unwrap())
-        .collect()
-        .await;
+    let events: Vec<_> = open_stream(&m).await.map(|e| e.unwrap()).collect().await;
     let StreamEvent::Provenance { provenance } = &events[0] else {
         panic!("retries announce their attempts first: {events:?}")
     };
@@ -317,10 +311,7 @@ async fn attempts_share_one_deadline_instead_of_adding_up() {
         )
         .with_retry(RetryPolicy::default());
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(2)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(2)).await.unwrap_err();
     assert_eq!(start.elapsed(), secs(2));
     assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
     assert_eq!(m.get_ref().get_ref().calls(), 1);
@@ -338,13 +329,7 @@ fn defaults_are_what_production_wants() {
 async fn a_rate_limit_without_retry_after_never_waits_less_than_half_the_base_delay() {
     // Full jitter from 0: over many seeds some draw lands near zero without the floor.
     for seed in 0..64 {
-        let policy = RetryPolicy::builder()
-            .max_attempts(3)
-            .base_delay(secs(1))
-            .seed(seed)
-            .no_budget()
-            .build()
-            .unwrap();
+        let policy = jittered(3, seed);
         let m = scripted("a")
             .fail(ErrorKind::RateLimited)
             .with_retry(policy);

@@ -8,6 +8,7 @@ use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Decorator, ErrorKind,
     ModelId, Result, StreamEvent, Usage, async_trait,
 };
+use ripcord_resilience::{BreakerPolicy, BreakerPolicyBuilder};
 
 /// A model that keeps the trait's contract about deadlines: it stops at the context's deadline
 /// and on cancellation, whatever its script says.
@@ -79,6 +80,19 @@ impl ChatModel for Recorder {
     }
 }
 
+/// A breaker that trips after `failures` failures in a row and stays open for `open`, to be
+/// set further.
+pub(crate) fn tripping(failures: u32, open: Duration) -> BreakerPolicyBuilder {
+    BreakerPolicy::builder()
+        .consecutive_failures(failures)
+        .open_for(open)
+}
+
+/// A breaker that trips after `failures` failures in a row and stays open for `open`.
+pub(crate) fn breaker(failures: u32, open: Duration) -> BreakerPolicy {
+    tripping(failures, open).build().unwrap()
+}
+
 pub(crate) fn req() -> ChatRequest {
     ChatRequest::user("Why is the sky blue?")
 }
@@ -95,9 +109,14 @@ pub(crate) fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// The stream `m` opens for `req()` on a fresh context.
+pub(crate) async fn open_stream(m: &impl ChatModel) -> ChatStream {
+    m.stream(&req(), &Context::new()).await.unwrap()
+}
+
 /// Every item of one stream of `req()` on a fresh context: the setup the stream tests share.
 pub(crate) async fn stream_all(m: &impl ChatModel) -> Vec<Result<StreamEvent>> {
-    futures::StreamExt::collect(m.stream(&req(), &Context::new()).await.unwrap()).await
+    futures::StreamExt::collect(open_stream(m).await).await
 }
 
 /// The kind of the error that ends a stream's items.
@@ -108,6 +127,11 @@ pub(crate) fn last_err_kind(items: &[Result<StreamEvent>]) -> ErrorKind {
 /// The answer to `req()` on a fresh context.
 pub(crate) async fn chat_ok(m: &impl ChatModel) -> ChatResponse {
     m.chat(&req(), &Context::new()).await.unwrap()
+}
+
+/// The outcome of `req()` on a fresh context with `timeout` to go.
+pub(crate) async fn chat_within(m: &impl ChatModel, timeout: Duration) -> Result<ChatResponse> {
+    m.chat(&req(), &Context::new().with_timeout(timeout)).await
 }
 
 /// The error `req()` on a fresh context fails with.

@@ -1,11 +1,11 @@
 //! Timeouts and stream guards: first token, idle and attempt limits apart.
 
 use ripcord_core::testing::{StreamItem, text_stream};
-use ripcord_core::{ChatModel, Context, ErrorKind, StreamEvent, TimeoutPhase};
+use ripcord_core::{ErrorKind, StreamEvent, TimeoutPhase};
 use ripcord_resilience::{ChatModelExt, TimeoutPolicy};
 use tokio::time::Instant;
 
-use crate::support::{chat_err, ms, req, scripted, secs, stream_all};
+use crate::support::{chat_err, chat_within, ms, open_stream, scripted, secs, stream_all};
 
 fn limits() -> TimeoutPolicy {
     TimeoutPolicy::builder()
@@ -28,10 +28,7 @@ async fn the_attempt_limit_and_the_deadline_are_told_apart() {
     assert_eq!(err.provider(), Some("a"));
 
     let start = Instant::now();
-    let err = m
-        .chat(&req(), &Context::new().with_timeout(secs(3)))
-        .await
-        .unwrap_err();
+    let err = chat_within(&m, secs(3)).await.unwrap_err();
     assert_eq!(
         (err.kind(), start.elapsed()),
         (ErrorKind::DeadlineExceeded, secs(3))
@@ -78,7 +75,7 @@ async fn a_slow_but_steady_stream_passes_the_guards() {
                 .build()
                 .unwrap(),
         );
-    let resp = ripcord_core::stream::collect(m.stream(&req(), &Context::new()).await.unwrap())
+    let resp = ripcord_core::stream::collect(open_stream(&m).await)
         .await
         .unwrap();
     assert_eq!(resp.text().len(), 30);

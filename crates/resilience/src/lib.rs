@@ -9,7 +9,14 @@
 //! | --- | --- | --- |
 //! | [`retry`]: backoff with full jitter, retry-after, retry budget | [`Retry`] / [`RetryPolicy`] | — |
 //! | [`breaker`]: circuit breaker on `failsafe` | [`Breaker`] / [`BreakerPolicy`] | `CircuitOpen` + retry-after |
-//! | [`rate_limit`]: RPM and TPM over a [`LimitStore`] (in-process on `governor`, or shared) | [`RateLimit`] / [`RateLimitPolicy`] | `LocalRateLimited` + retry-after |
+#![cfg_attr(
+    feature = "rate-limit",
+    doc = "| [`rate_limit`]: RPM and TPM over a [`LimitStore`] (in-process on `governor`, or shared) | [`RateLimit`] / [`RateLimitPolicy`] | `LocalRateLimited` + retry-after |"
+)]
+#![cfg_attr(
+    not(feature = "rate-limit"),
+    doc = "| `rate_limit` (feature `rate-limit`): RPM and TPM over a `LimitStore` (in-process on `governor`, or shared) | `RateLimit` / `RateLimitPolicy` | `LocalRateLimited` + retry-after |"
+)]
 //! | [`bulkhead`]: calls in flight, priority queue | [`Bulkhead`] / [`BulkheadPolicy`] | `BudgetExhausted` + retry-after |
 //! | [`budget`]: per-tenant token budgets over a [`BudgetStore`] | [`Budget`] / [`BudgetPolicy`] | `BudgetExhausted` + retry-after |
 //! | [`timeout`]: attempt, first-token and idle limits | [`Timeout`] / [`TimeoutPolicy`] | `Timeout` |
@@ -19,7 +26,14 @@
 //! | [`health`]: EWMA latency, error rate, breaker state | [`Health`] / [`HealthPolicy`] | — |
 //! | [`pool`]: one link over several deployments of a model (balancing, exact cooldowns, ejection) | [`Pool`] / [`PoolPolicy`] | `LocalRateLimited` + retry-after |
 //! | [`probe`]: active health probes (opt-in) | [`Prober`] / [`ProbePolicy`] | — |
-//! | [`redact`]: mask personal data before cloud links (opt-in) | [`Redact`] / [`RedactPolicy`] | — |
+#![cfg_attr(
+    feature = "redact",
+    doc = "| [`redact`]: mask personal data before cloud links (opt-in) | [`Redact`] / [`RedactPolicy`] | — |"
+)]
+#![cfg_attr(
+    not(feature = "redact"),
+    doc = "| `redact` (feature `redact`): mask personal data before cloud links (opt-in) | `Redact` / `RedactPolicy` | — |"
+)]
 //!
 //! Refusals are made without calling the vendor and carry a `retry_after` saying when the link
 //! takes calls again: the chain skips a refusing link and, when every link is cooling down,

@@ -75,10 +75,7 @@ async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restar
     let missing = admin_post("/admin/providers/nobody/disable", admin).await;
     assert_eq!(missing.status, 404);
     assert!(
-        missing.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("primary"),
+        support::error_message(&missing.body).contains("primary"),
         "{}",
         missing.body
     );
@@ -290,14 +287,6 @@ async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
     let path = write_config(&dir, &chain("\"a\", \"b\""));
     let served = support::serve(&path);
     assert_eq!(content(&ask(&served.url, &[]).await), "from a");
-    let hup = |served: &support::Served| {
-        let ok = std::process::Command::new("kill")
-            .args(["-HUP", &served.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -HUP failed");
-    };
     // The reload's outcome is logged; wait for that line, not for time to pass.
     let outcome = |served: &support::Served| loop {
         let line = served
@@ -309,7 +298,7 @@ async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
         }
     };
     write_config(&dir, &chain("\"b\", \"a\""));
-    hup(&served);
+    served.signal("HUP");
     let line = outcome(&served);
     assert!(line.starts_with("ripcord: reloaded"), "{line}");
     assert_eq!(content(&ask(&served.url, &[]).await), "from b");
@@ -318,7 +307,7 @@ async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
         "[chain]\norder = [\"a\"]\n[[providers]]\nname = \"a\"\nkind = \"gpt\"\n",
     )
     .unwrap();
-    hup(&served);
+    served.signal("HUP");
     let line = outcome(&served);
     assert!(
         line.starts_with("ripcord: reload refused") && line.contains("key `kind`"),

@@ -7,7 +7,6 @@ mod abuse_support;
 mod support;
 
 use abuse_support::*;
-use support::Fetch;
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -116,10 +115,7 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
     assert_eq!(r.headers()["connection"], "close");
     let body: Value = r.json().await.unwrap();
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("connection limit"),
+        support::error_message(&body).contains("connection limit"),
         "{body}"
     );
     assert_eq!(vendor.hits(), 0);
@@ -234,11 +230,7 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(vendor.hits(), 1);
-    let ready: Value = client
-        .get(format!("{}/readyz", served.url))
-        .json_body()
-        .await;
-    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_ready(&client, &served.url).await;
 }
 
 /// With Redis-shared breakers, one replica running out of descriptors opens the breaker on no
@@ -247,11 +239,7 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other() {
-    let Some(redis) =
-        ripcord_redis::server::RedisServer::start_or_skip("the shared-breaker descriptor test")
-            .await
-            .unwrap()
-    else {
+    let Some(redis) = support::redis("the shared-breaker descriptor test").await else {
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
@@ -364,11 +352,7 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
     let client = reqwest::Client::new();
     let r = chat(&client, &served.url).await;
     assert_eq!(r.status(), 200);
-    let ready: Value = client
-        .get(format!("{}/readyz", served.url))
-        .json_body()
-        .await;
-    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_ready(&client, &served.url).await;
     eprintln!(
         "{ok} served, {shed} shed, {} closed at once",
         results.iter().filter(|r| r.is_none()).count()
@@ -542,11 +526,7 @@ async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
         .await
         .unwrap();
         s.shutdown().await.unwrap();
-        let mut answer = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
-            .await
-            .unwrap()
-            .unwrap();
+        let answer = support::read_to_close(&mut s, Duration::from_secs(5), "the answer").await;
         let text = String::from_utf8_lossy(&answer);
         // The FIN may arrive before the answer begins: then the gateway's probe (an interim
         // 100, which a closed socket would answer with a reset) comes first.
@@ -582,17 +562,9 @@ async fn the_metrics_address_refuses_a_host_name_a_rebinding_page_would_send() {
 async fn the_status_page_forbids_framing_and_foreign_content() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve_keyed("status-csp", &vendor, "");
-    let r = reqwest::Client::new()
-        .get(format!("{}/status", served.url))
-        .bearer_auth(GW_KEY)
-        .send()
-        .await
-        .unwrap();
+    let r = support::get_keyed(&format!("{}/status", served.url), GW_KEY).await;
     assert_eq!(r.status(), 200);
-    let csp = r.headers()["content-security-policy"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let csp = support::header(&r, "content-security-policy");
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert!(csp.contains("default-src 'none'"), "{csp}");
     assert_eq!(r.headers()["x-frame-options"], "DENY");
@@ -608,10 +580,7 @@ async fn a_connection_refused_for_its_key_is_closed_after_the_401() {
     )
     .await
     .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
-        .await
-        .expect("the connection stayed open after the 401")
-        .unwrap();
+    let answer =
+        support::read_to_close(&mut s, Duration::from_secs(5), "the close after the 401").await;
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 401"));
 }

@@ -65,11 +65,12 @@ async fn half_closed_call(url: &str, stream: bool) -> String {
     let mut s = TcpStream::connect(addr(url)).await.unwrap();
     s.write_all(&request(stream)).await.unwrap();
     s.shutdown().await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
-        .await
-        .expect("the half-closed client's answer within 10 s")
-        .unwrap();
+    let answer = support::read_to_close(
+        &mut s,
+        Duration::from_secs(10),
+        "the half-closed client's answer",
+    )
+    .await;
     String::from_utf8_lossy(&answer).into_owned()
 }
 
@@ -119,10 +120,9 @@ async fn a_client_that_half_closes_during_a_held_call_gets_the_whole_answer_plai
         got.extend_from_slice(&b[..n]);
     }
     s.shutdown().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
-        .await
-        .expect("the rest of the stream within 10 s")
-        .unwrap();
+    got.extend(
+        support::read_to_close(&mut s, Duration::from_secs(10), "the rest of the stream").await,
+    );
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("\r\n: \n\n\r\n"), "no probe comment: {text}");
     assert!(text.contains("data: [DONE]"), "{text}");

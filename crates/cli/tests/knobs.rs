@@ -220,10 +220,7 @@ async fn a_region_restricted_request_skips_links_of_other_regions() {
     let bad = ask(&served.url, &[("x-ripcord-locality", "region=eu;us")]).await;
     assert_eq!(bad.status, 400);
     assert!(
-        bad.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("x-ripcord-locality"),
+        support::error_message(&bad.body).contains("x-ripcord-locality"),
         "{}",
         bad.body
     );
@@ -295,16 +292,11 @@ order = ["primary"]
 deadline_ms = 5000
 static_reply = "The assistant is unavailable."
 intent_replies = {{ billing = "Billing help is unavailable; email billing@example.com." }}
-{}
-[[server.keys]]
-tenant = "full"
-key_env = "FULL_KEY"
-[[server.keys]]
-tenant = "narrow"
-key_env = "NARROW_KEY"
-controls = {{ allow = ["intent", "priority"], max_priority = "normal" }}
+{}{}{}controls = {{ allow = ["intent", "priority"], max_priority = "normal" }}
 "#,
         provider("primary", "gpt-4o", &primary.base_url(), ""),
+        support::tenant_key("full", "FULL_KEY"),
+        support::tenant_key("narrow", "NARROW_KEY"),
     );
     let full = "full-gateway-key-0123456789";
     let narrow = "narrow-gateway-key-0123456789";

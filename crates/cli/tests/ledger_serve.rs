@@ -93,12 +93,7 @@ async fn until_calls(store: &Store, n: i64, bound: Duration) -> Duration {
 }
 
 async fn sigterm(s: &mut support::Served) {
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    s.signal("TERM");
     let started = Instant::now();
     while s.child.try_wait().unwrap().is_none() {
         assert!(
@@ -201,12 +196,7 @@ async fn kill_nine_loses_nothing_older_than_the_bound(url: String, dir: Dir) {
         .args(["--tenant", "acme", "--group-by", "model", "--format", "csv"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = support::stdout_of("ripcord spend", &out);
     assert!(
         text.lines().nth(1).unwrap().starts_with("gpt-4o,25,0,"),
         "{text}"
@@ -360,12 +350,7 @@ async fn still_charged(client: &reqwest::Client, s: &support::Served, spent: u64
 /// hold is refused after the restart as before it.
 async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
     let mut b = spend_most_of_a_budget(&url, &dir, budget).await;
-    let ok = std::process::Command::new("kill")
-        .args(["-KILL", &b.served.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    b.served.signal("KILL");
     let _ = b.served.child.wait();
     let s = serve(&b.cfg);
     still_charged(&b.client, &s, b.spent).await;
@@ -373,12 +358,7 @@ async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
 
 /// Sends `SIGHUP` and waits for the reload's line, which must say it reloaded.
 fn reload(s: &support::Served) {
-    let ok = std::process::Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    s.signal("HUP");
     let line = s.line_starting("ripcord: reload", Duration::from_secs(20));
     assert!(line.starts_with("ripcord: reloaded"), "{line}");
 }

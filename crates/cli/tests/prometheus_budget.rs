@@ -7,19 +7,14 @@
 //!
 //! Without Prometheus the test skips loudly, unless `CI` is set, where it fails (`cargo xtask
 //! test` installs it).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used)] // test helpers fail the test by panicking
 
-#[path = "support/prom.rs"]
-mod prom;
 mod support;
 
+use support::prom;
+
 use ripcord_chaos::{FakeVendor, Wire};
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::Fetch;
 
 const ACME_KEY: &str = "rk-acme-budget-test-key-0123456789";
@@ -27,16 +22,7 @@ const GLOBEX_KEY: &str = "rk-globex-budget-test-key-0123456789";
 
 /// One call as `key`'s tenant; its status.
 async fn call(client: &reqwest::Client, url: &str, key: &str) -> u16 {
-    let resp = client
-        .post(format!("{url}/v1/chat/completions"))
-        .bearer_auth(key)
-        .json(&json!({"model": "ripcord", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    resp.bytes().await.unwrap();
-    status
+    support::call_route_with(client, url, "ripcord", Some(key), 10).await
 }
 
 /// The value of `ripcord_budget_remaining_ratio` for `tenant` in a text exposition.

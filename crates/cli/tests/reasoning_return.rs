@@ -162,7 +162,7 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
     };
     let (s, body) = post(&url, turn(first["content"].clone())).await;
     assert_eq!(s, 200, "the fake accepted its own signature: {body}");
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(
         sent["messages"][1]["content"], first["content"],
         "the assistant turn went back block for block: {sent}"
@@ -178,7 +178,7 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["error"]["type"], "invalid_request_error", "{body}");
     assert_eq!(f.claude.hits(), hits + 1, "Claude itself judged the block");
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(
         sent["messages"][1]["content"][0]["thinking"], "The user wants 2+2. That is 5.",
         "the block reached Claude as the client sent it: {sent}"
@@ -188,7 +188,7 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
     to_gpt["model"] = json!("gpt");
     let (s, body) = post(&url, to_gpt).await;
     assert_eq!(s, 200, "{body}");
-    let sent = f.gpt.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.gpt);
     assert_eq!(
         sent["messages"][1],
         json!({"role": "assistant", "content": "4"}),
@@ -255,14 +255,14 @@ async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
     };
     let (s, body) = post(&url, history("gpt")).await;
     assert_eq!(s, 200, "{body}");
-    let sent = f.gpt.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.gpt);
     assert!(
         sent["messages"][1].get("reasoning_content").is_none(),
         "{sent}"
     );
     let (s, body) = post(&url, history("claude")).await;
     assert_eq!(s, 200, "{body}");
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(
         sent["messages"][1]["content"],
         json!([{"type": "text", "text": "a"}]),
@@ -391,7 +391,7 @@ async fn the_anthropic_and_openai_sdks_read_the_reasoning() {
         v["round_trip"], "4",
         "the fake accepted the SDK's history: {v}"
     );
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(sent["messages"][1]["content"][0], signed, "{sent}");
     assert_eq!(v["chat"]["reasoning_content"], DEEPSEEK_THINKING, "{v}");
     assert_eq!(v["chat"]["content"], "9.8 is larger.", "{v}");

@@ -259,12 +259,7 @@ async fn a_key_made_on_one_replica_works_on_the_other(url: String, dir: Dir) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A tenant key does not reach the key endpoints.
-    let tenant = client
-        .get(format!("{}/admin/keys", a.url))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap();
+    let tenant = support::get_keyed(&format!("{}/admin/keys", a.url), KEY).await;
     assert_eq!(tenant.status(), 401);
 }
 

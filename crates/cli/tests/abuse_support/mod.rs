@@ -88,6 +88,13 @@ pub(crate) async fn probe(client: &reqwest::Client, url: &str, path: &str) -> re
     client.get(format!("{url}{path}")).send().await.unwrap()
 }
 
+/// `/readyz` of the gateway at `url` says `ready`.
+pub(crate) async fn assert_ready(client: &reqwest::Client, url: &str) {
+    use crate::support::Fetch;
+    let ready: Value = client.get(format!("{url}/readyz")).json_body().await;
+    assert_eq!(ready["status"], "ready", "{ready}");
+}
+
 /// A TCP connection to `to` from the loopback address `from` (the whole of 127.0.0.0/8 is
 /// loopback on Linux: a second client address without a second machine).
 pub(crate) async fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {

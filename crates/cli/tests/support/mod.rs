@@ -7,6 +7,8 @@
     clippy::print_stderr
 )]
 
+pub(crate) mod prom;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -85,10 +87,15 @@ pub(crate) fn check_config(path: &std::path::Path, env: &[(&str, &str)]) -> std:
 
 /// [`check_config`] that must succeed (else the test fails with its stderr): its stdout.
 pub(crate) fn check_config_ok(path: &std::path::Path, env: &[(&str, &str)]) -> String {
-    let out = check_config(path, env);
+    stdout_of("ripcord check-config", &check_config(path, env))
+}
+
+/// The stdout of a finished command that must have succeeded (else the test fails with `what`
+/// and its stderr).
+pub(crate) fn stdout_of(what: &str, out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
-        "{}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -144,6 +151,18 @@ impl Served {
                 return line;
             }
         }
+    }
+
+    /// Sends the signal `sig` (`HUP`, `TERM`, `KILL`) to the server with `kill`, which must
+    /// succeed.
+    pub(crate) fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
     }
 }
 
@@ -218,12 +237,7 @@ async fn script_json(what: &str, mut cmd: Command) -> serde_json::Value {
         .await
         .unwrap()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{what} script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&stdout_of(&format!("{what} script"), &out)).unwrap()
 }
 
 /// Writes `dir/ripcord.toml`: two OpenAI-wire links, `primary` then `backup` (their base URLs),
@@ -354,6 +368,43 @@ pub(crate) async fn fake(
     )
     .await
     .unwrap()
+}
+
+/// Reads `stream` until the peer closes it, within `limit` (else the test fails: `what` did not
+/// come): the bytes read.
+pub(crate) async fn read_to_close<R: tokio::io::AsyncRead + Unpin>(
+    stream: &mut R,
+    limit: std::time::Duration,
+    what: &str,
+) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    tokio::time::timeout(limit, stream.read_to_end(&mut got))
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not come within {limit:?}"))
+        .unwrap();
+    got
+}
+
+/// The JSON body of the last request `vendor` received.
+pub(crate) fn last_sent(vendor: &ripcord_chaos::FakeVendor) -> serde_json::Value {
+    vendor.requests().last().unwrap().json().unwrap()
+}
+
+/// `N` OpenAI-wire fake vendors, answering with their defaults.
+pub(crate) async fn openai_fakes<const N: usize>() -> [ripcord_chaos::FakeVendor; N] {
+    let mut fakes = Vec::with_capacity(N);
+    for _ in 0..N {
+        fakes.push(
+            ripcord_chaos::FakeVendor::start(ripcord_chaos::Wire::OpenAi)
+                .await
+                .unwrap(),
+        );
+    }
+    match fakes.try_into() {
+        Ok(fakes) => fakes,
+        Err(_) => unreachable!("{N} fakes were started"),
+    }
 }
 
 /// A fake vendor speaking `wire` that fails every call with `error`.
@@ -551,15 +602,70 @@ pub(crate) async fn webhook(path: &str) -> (String, Received) {
 
 /// One chat call to `route` at the gateway `url`; its status (the body read and dropped).
 pub(crate) async fn call_route(client: &reqwest::Client, url: &str, route: &str) -> u16 {
-    let resp = client
+    call_route_with(client, url, route, None, 5).await
+}
+
+/// [`call_route`] with the gateway key `key` (when given) and `max_tokens`.
+pub(crate) async fn call_route_with(
+    client: &reqwest::Client,
+    url: &str,
+    route: &str,
+    key: Option<&str>,
+    max_tokens: u32,
+) -> u16 {
+    let mut req = client
         .post(format!("{url}/v1/chat/completions"))
-        .json(&serde_json::json!({"model": route, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
+        .json(&serde_json::json!({"model": route, "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]}));
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
     resp.bytes().await.unwrap();
     status
+}
+
+/// The header `name` of `resp` as text (the test fails when it is absent or not text).
+pub(crate) fn header(resp: &reqwest::Response, name: &str) -> String {
+    resp.headers()[name].to_str().unwrap().to_owned()
+}
+
+/// `GET url` (no key), which must answer 200 with a `content-type` starting with
+/// `content_type`: its body.
+pub(crate) async fn get_page(url: &str, content_type: &str) -> String {
+    let resp = reqwest::get(url).await.unwrap();
+    assert_eq!(resp.status(), 200, "{url}");
+    let got = header(&resp, "content-type");
+    assert!(got.starts_with(content_type), "{url}: {got}");
+    resp.text().await.unwrap()
+}
+
+/// A Redis server for `what` (see `RedisServer::start_or_skip`), or `None` when the test is
+/// skipped.
+pub(crate) async fn redis(what: &str) -> Option<ripcord_redis::server::RedisServer> {
+    ripcord_redis::server::RedisServer::start_or_skip(what)
+        .await
+        .unwrap()
+}
+
+/// `GET url` with the bearer key `key`; the response, whatever its status.
+pub(crate) async fn get_keyed(url: &str, key: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The `error.message` of an error body (the test fails when it has none).
+pub(crate) fn error_message(body: &serde_json::Value) -> &str {
+    body["error"]["message"].as_str().unwrap()
+}
+
+/// A `[[server.keys]]` section: the gateway key of `tenant`, read from the variable `key_env`.
+pub(crate) fn tenant_key(tenant: &str, key_env: &str) -> String {
+    format!("\n[[server.keys]]\ntenant = \"{tenant}\"\nkey_env = \"{key_env}\"\n")
 }
 
 /// Who served an answer: its `x-ripcord-served-by` header (`""` when absent).

@@ -169,9 +169,7 @@ key_env = "SDK_ACME_KEY"
     assert_eq!(v["bad_block"]["status"], 400, "{v}");
     assert_eq!(v["bad_block"]["type"], "invalid_request_error", "{v}");
     assert!(
-        v["bad_block"]["message"]
-            .as_str()
-            .unwrap()
+        support::text(&v["bad_block"]["message"])
             .starts_with("messages[0].content[0].type: unknown variant `video`"),
         "{v}"
     );

@@ -411,10 +411,7 @@ async fn the_degradation_notice_reaches_every_door_json_and_streams() {
     assert_eq!(header(&m, "x-ripcord-notice"), n);
     assert_eq!(m.body["ripcord"]["notice"], n);
     assert!(
-        m.body["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .starts_with(n),
+        support::text(&m.body["content"][0]["text"]).starts_with(n),
         "{}",
         m.body
     );

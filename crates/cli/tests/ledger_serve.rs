@@ -8,12 +8,7 @@
 //! - a tenant's budget spend survives a `kill -9` (charged again from the ledger at start);
 //! - a database that refuses writes (its table taken away) does not stop serving, and every
 //!   row is there, once, after it is back.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)]
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stderr)] // test helpers fail the test by panicking
 
 #[path = "support/store.rs"]
 mod store_support;

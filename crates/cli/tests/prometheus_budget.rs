@@ -131,9 +131,7 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
     .await;
     assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
     assert!(
-        alert["annotations"]["runbook_url"]
-            .as_str()
-            .unwrap()
+        support::text(&alert["annotations"]["runbook_url"])
             .ends_with("docs/operating.md#ripcordbudgetnearexhaustion"),
         "{alert}"
     );

@@ -28,8 +28,7 @@ async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
     );
     let chat = t.url("/v1/chat/completions");
     let hi = json!([{"role": "user", "content": "hi"}]);
-    let (s, body) = post(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
-    assert_eq!(s, 200, "{body}");
+    support::post_ok(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
     assert_eq!(support::last_sent(&t.gpt)["seed"], 7);
     let (s, body) = post(&chat, json!({"model": "claude", "messages": hi, "seed": 7})).await;
     assert_eq!(s, 400, "{body}");
@@ -132,8 +131,7 @@ async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_els
         json!({"model": model, "max_tokens": 64, "tools": tools,
             "messages": [{"role": "user", "content": "List the files"}]})
     };
-    let (s, text) = post(&messages, body("claude")).await;
-    assert_eq!(s, 200, "{text}");
+    support::post_ok(&messages, body("claude")).await;
     let sent = support::last_sent(&t.claude);
     assert_eq!(
         sent["tools"][0],

@@ -8,16 +8,9 @@ fn embeddings_config(dir: &std::path::Path, vendor: &str) -> std::path::PathBuf 
     support::write_config(
         dir,
         &format!(
-            r#"
-[[routes]]
-name = "ripcord"
-order = ["primary"]
-
-[[routes]]
-name = "private"
-order = ["primary"]
-{}{}routes = ["ripcord"]
-"#,
+            "{}{}{}{}routes = [\"ripcord\"]\n",
+            support::route("ripcord", &["primary"]),
+            support::route("private", &["primary"]),
             embeddings_of_primary(vendor),
             support::tenant_key("acme", "CLIENTS_ACME_KEY"),
         ),

@@ -122,12 +122,22 @@ pub(crate) fn require(path: PathBuf, what: &str) -> Option<PathBuf> {
     None
 }
 
+/// `path` under [`cache_dir`], when present (see [`require`]).
+pub(crate) fn cached(path: &str, what: &str) -> Option<PathBuf> {
+    require(cache_dir().join(path), what)
+}
+
+/// The JSON a `ripcord chat --json` run printed, and its stderr; the run must have succeeded
+/// (else the test fails with its stderr).
+pub(crate) fn chat_json(out: &std::process::Output) -> (serde_json::Value, String) {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
 /// The project's Python (with the `openai` SDK installed by `cargo xtask test`).
 pub(crate) fn python() -> Option<PathBuf> {
-    require(
-        cache_dir().join("venv/bin/python"),
-        "the project's Python venv",
-    )
+    cached("venv/bin/python", "the project's Python venv")
 }
 
 /// A running `ripcord serve`, killed on drop.
@@ -441,6 +451,13 @@ pub(crate) async fn post(url: &str, body: serde_json::Value) -> (u16, String) {
     (status, text)
 }
 
+/// `POST url` with `body` as JSON, which must answer 200: the body text.
+pub(crate) async fn post_ok(url: &str, body: serde_json::Value) -> String {
+    let (status, text) = post(url, body).await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
 /// `(event name, data)` of every SSE event in a body (`""` with no name, `null` with no data).
 pub(crate) fn sse_events(body: &str) -> Vec<(String, serde_json::Value)> {
     body.split("\n\n")
@@ -547,6 +564,22 @@ pub(crate) fn two_routes_named(
             anthropic_link("claude", "claude-sonnet-4-5", anthropic, "sk-ant-test"),
         ),
     )
+}
+
+/// An OpenAI-wire link `name` of `model` (key `sk-test`) at the fake `url` that tries once and
+/// whose breaker opens only after `failures` failures, without the background probe: set
+/// higher than a test's calls, it stays closed through the test.
+pub(crate) fn steady_link(name: &str, model: &str, url: &str, failures: u32) -> String {
+    format!(
+        "{}{ONE_ATTEMPT}[providers.breaker]\nfailure_threshold = {failures}\nbackground_probe_ms = 0\n",
+        openai_link(name, model, url, "sk-test")
+    )
+}
+
+/// A `[[routes]]` section: the route `name` over the links `order` (lines of its own may
+/// follow).
+pub(crate) fn route(name: &str, order: &[&str]) -> String {
+    format!("\n[[routes]]\nname = \"{name}\"\norder = {order:?}\n")
 }
 
 /// An OpenAI-wire link `name` (`gpt-4o`, key `sk-test`) at the fake `url` that tries once and
@@ -660,7 +693,12 @@ pub(crate) async fn get_keyed(url: &str, key: &str) -> reqwest::Response {
 
 /// The `error.message` of an error body (the test fails when it has none).
 pub(crate) fn error_message(body: &serde_json::Value) -> &str {
-    body["error"]["message"].as_str().unwrap()
+    text(&body["error"]["message"])
+}
+
+/// The string `v` holds (the test fails when it holds none).
+pub(crate) fn text(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }
 
 /// A `[[server.keys]]` section: the gateway key of `tenant`, read from the variable `key_env`.

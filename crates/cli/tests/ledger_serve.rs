@@ -274,18 +274,7 @@ async fn an_outage_keeps_serving_and_loses_nothing(url: String, dir: Dir) {
 
 /// One call of `max_tokens` with the tenant's key: its status and body.
 async fn ask_for(client: &reqwest::Client, s: &support::Served, max_tokens: u32) -> (u16, String) {
-    let r = client
-        .post(format!("{}/v1/chat/completions", s.url))
-        .bearer_auth(KEY)
-        .json(&json!({
-            "model": "gpt-4o",
-            "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": "hi"}],
-        }))
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
+    support::call_route_with(client, &s.url, "gpt-4o", Some(KEY), max_tokens).await
 }
 
 /// A gateway with `[budget] tokens_per_window = 400` (and `budget`) whose tenant has spent at

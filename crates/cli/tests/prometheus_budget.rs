@@ -22,7 +22,9 @@ const GLOBEX_KEY: &str = "rk-globex-budget-test-key-0123456789";
 
 /// One call as `key`'s tenant; its status.
 async fn call(client: &reqwest::Client, url: &str, key: &str) -> u16 {
-    support::call_route_with(client, url, "ripcord", Some(key), 10).await
+    support::call_route_with(client, url, "ripcord", Some(key), 10)
+        .await
+        .0
 }
 
 /// The value of `ripcord_budget_remaining_ratio` for `tenant` in a text exposition.

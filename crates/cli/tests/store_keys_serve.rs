@@ -49,19 +49,9 @@ fn serve(config: &Path) -> support::Served {
 }
 
 async fn chat(client: &reqwest::Client, s: &support::Served, key: &str, max_tokens: u32) -> u16 {
-    client
-        .post(format!("{}/v1/chat/completions", s.url))
-        .bearer_auth(key)
-        .json(&json!({
-            "model": "gpt-4o",
-            "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": "hi"}],
-        }))
-        .send()
+    support::call_route_with(client, &s.url, "gpt-4o", Some(key), max_tokens)
         .await
-        .unwrap()
-        .status()
-        .as_u16()
+        .0
 }
 
 async fn admin(

@@ -635,17 +635,18 @@ pub(crate) async fn webhook(path: &str) -> (String, Received) {
 
 /// One chat call to `route` at the gateway `url`; its status (the body read and dropped).
 pub(crate) async fn call_route(client: &reqwest::Client, url: &str, route: &str) -> u16 {
-    call_route_with(client, url, route, None, 5).await
+    call_route_with(client, url, route, None, 5).await.0
 }
 
-/// [`call_route`] with the gateway key `key` (when given) and `max_tokens`.
+/// [`call_route`] with the gateway key `key` (when given) and `max_tokens`: the status and the
+/// body text.
 pub(crate) async fn call_route_with(
     client: &reqwest::Client,
     url: &str,
     route: &str,
     key: Option<&str>,
     max_tokens: u32,
-) -> u16 {
+) -> (u16, String) {
     let mut req = client
         .post(format!("{url}/v1/chat/completions"))
         .json(&serde_json::json!({"model": route, "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]}));
@@ -654,8 +655,7 @@ pub(crate) async fn call_route_with(
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
-    resp.bytes().await.unwrap();
-    status
+    (status, resp.text().await.unwrap())
 }
 
 /// The header `name` of `resp` as text (the test fails when it is absent or not text).

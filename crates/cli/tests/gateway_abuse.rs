@@ -178,9 +178,9 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     // 128 descriptors, a reserve larger than that: the silent sockets below use them all up.
     let served = serve_with_nofile(
         "emfile",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nreserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n",
-            provider(&vendor)
+        &keyed(
+            &vendor,
+            "reserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n",
         ),
         128,
     );
@@ -243,10 +243,12 @@ async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other(
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let text = format!(
-        "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nreserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\nreplicas = 2\n",
-        provider(&vendor),
-        redis.url()
+    let text = keyed(
+        &vendor,
+        &format!(
+            "reserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\nreplicas = 2\n",
+            redis.url()
+        ),
     );
     let starved = serve_with_nofile("emfile-redis-a", &text, 128);
     let healthy = serve("emfile-redis-b", &text);
@@ -293,14 +295,7 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
     vendor.set_script(Script::Always(Behavior::SlowFirstToken(
         Duration::from_millis(300),
     )));
-    let served = serve_with_nofile(
-        "burst",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-        256,
-    );
+    let served = serve_with_nofile("burst", &keyed(&vendor, ""), 256);
     let line = wait_for_line(
         &served,
         "the descriptor limit is 256",
@@ -437,13 +432,7 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_after_the_write_timeout
 async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory() {
     use std::io::{BufRead, BufReader};
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let path = config(
-        "stderr",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let path = config("stderr", &keyed(&vendor, ""));
     let mut child = support::ripcord()
         .env("GW_KEYS", GW_KEY)
         .args(["serve", "--config"])

@@ -300,10 +300,12 @@ async fn after_redis_returns_readyz_reports_ready_again_without_waiting_for_a_ca
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "reprobe",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 200\nretry_interval_ms = 300\n",
-            provider(&vendor),
-            redis.url()
+        &keyed(
+            &vendor,
+            &format!(
+                "\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 200\nretry_interval_ms = 300\n",
+                redis.url()
+            ),
         ),
     );
     let client = reqwest::Client::new();

@@ -25,13 +25,7 @@ use tokio::net::TcpStream;
 const CANCEL_BOUND: Duration = Duration::from_secs(2);
 
 fn gateway(tag: &str, vendor: &FakeVendor) -> support::Served {
-    serve(
-        tag,
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(vendor)
-        ),
-    )
+    serve_keyed(tag, vendor, "")
 }
 
 /// A raw HTTP/1.1 chat request (streamed or not), `Connection: close`.

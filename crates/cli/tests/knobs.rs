@@ -123,11 +123,7 @@ async fn a_slow_primary_is_hedged_with_the_named_provider() {
 
 #[tokio::test]
 async fn a_per_kind_override_trips_the_breaker_on_the_first_server_error() {
-    let primary = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::ServerError)),
-    )
-    .await;
+    let primary = failing("never", VendorError::ServerError).await;
     let backup = fake("from backup", Script::default()).await;
     let dir = tempdir("kinds");
     let text = format!(
@@ -280,11 +276,7 @@ failure_threshold = 100
 
 #[tokio::test]
 async fn intents_pick_their_static_reply_and_keys_limit_the_controls() {
-    let primary = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::ServerError)),
-    )
-    .await;
+    let primary = failing("never", VendorError::ServerError).await;
     let dir = tempdir("intent");
     let text = format!(
         r#"[chain]
@@ -355,11 +347,7 @@ fn events(body: &Value) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_degradation_notice_reaches_every_door_json_and_streams() {
-    let primary = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::Overloaded)),
-    )
-    .await;
+    let primary = failing("never", VendorError::Overloaded).await;
     let backup = fake("the backup's answer", Script::default()).await;
     let dir = tempdir("notice");
     let text = format!(

@@ -65,8 +65,7 @@ fn ask(model: &str, stream: bool) -> Value {
 async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_events() {
     let f = start("messages").await;
     let url = f.url("/v1/messages");
-    let body = support::post_ok(&url, ask("claude", false)).await;
-    let v: Value = serde_json::from_str(&body).unwrap();
+    let v = support::post_ok_json(&url, ask("claude", false)).await;
     assert_eq!(
         v["content"],
         json!([
@@ -74,7 +73,7 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
             {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
             {"type": "text", "text": "4"}
         ]),
-        "{body}"
+        "{v}"
     );
 
     let body = support::post_ok(&url, ask("claude", true)).await;
@@ -135,7 +134,7 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
     );
 
     // From an OpenAI-wire link, DeepSeek's reasoning is an unsigned thinking block.
-    let v: Value = serde_json::from_str(&support::post_ok(&url, ask("gpt", false)).await).unwrap();
+    let v: Value = support::post_ok_json(&url, ask("gpt", false)).await;
     assert_eq!(
         v["content"][0],
         json!({"type": "thinking", "thinking": DEEPSEEK_THINKING, "signature": ""}),
@@ -147,8 +146,7 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
 async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forged_one_is_refused() {
     let f = start("history").await;
     let url = f.url("/v1/messages");
-    let body = support::post_ok(&url, ask("claude", false)).await;
-    let first: Value = serde_json::from_str(&body).unwrap();
+    let first = support::post_ok_json(&url, ask("claude", false)).await;
     let turn = |content: Value| {
         json!({"model": "claude", "max_tokens": 2048, "messages": [
             {"role": "user", "content": "What is 2+2?"},

@@ -39,16 +39,18 @@ pub(crate) fn serve(tag: &str, text: &str) -> support::Served {
     support::serve_with_env(&config(tag, text), &[("GW_KEYS", GW_KEY)])
 }
 
-/// `ripcord serve` of one [`provider`] link over `vendor`, with the gateway key and the
-/// `server` lines (each ending in `\n`) under `[server]`.
-pub(crate) fn serve_keyed(tag: &str, vendor: &FakeVendor, server: &str) -> support::Served {
-    serve(
-        tag,
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n{server}",
-            provider(vendor)
-        ),
+/// One [`provider`] link over `vendor`, with the gateway key and the `server` lines (each
+/// ending in `\n`, other tables may follow) under `[server]`.
+pub(crate) fn keyed(vendor: &FakeVendor, server: &str) -> String {
+    format!(
+        "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n{server}",
+        provider(vendor)
     )
+}
+
+/// `ripcord serve` of [`keyed`].
+pub(crate) fn serve_keyed(tag: &str, vendor: &FakeVendor, server: &str) -> support::Served {
+    serve(tag, &keyed(vendor, server))
 }
 
 /// `ripcord serve` under `prlimit --nofile=N:N` (soft and hard: the gateway cannot raise it).

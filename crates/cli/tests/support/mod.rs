@@ -458,6 +458,11 @@ pub(crate) async fn post_ok(url: &str, body: serde_json::Value) -> String {
     text
 }
 
+/// [`post_ok`]'s body, as JSON.
+pub(crate) async fn post_ok_json(url: &str, body: serde_json::Value) -> serde_json::Value {
+    serde_json::from_str(&post_ok(url, body).await).unwrap()
+}
+
 /// `(event name, data)` of every SSE event in a body (`""` with no name, `null` with no data).
 pub(crate) fn sse_events(body: &str) -> Vec<(String, serde_json::Value)> {
     body.split("\n\n")

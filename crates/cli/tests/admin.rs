@@ -11,16 +11,17 @@ mod support;
 use std::time::Duration;
 
 use knobs_support::*;
-use ripcord_chaos::{Behavior, Script, VendorError};
+use ripcord_chaos::{Script, VendorError};
 use serde_json::json;
+
+/// `POST url path` with `auth` as the `authorization` header and an empty JSON body.
+async fn admin_post(url: &str, path: &str, auth: &str) -> Answer {
+    post(url, path, &[("authorization", auth)], json!({})).await
+}
 
 #[tokio::test]
 async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restart() {
-    let primary = fake(
-        "from primary",
-        Script::Always(Behavior::Error(VendorError::ServerError)),
-    )
-    .await;
+    let primary = failing("from primary", VendorError::ServerError).await;
     let backup = fake("from backup", Script::default()).await;
     let dir = tempdir("admin");
     let text = format!(
@@ -43,22 +44,18 @@ async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restar
     assert_eq!(content(&ask(&served.url, &as_tenant).await), "from backup");
     assert_eq!(chats(&primary), 1);
     let url = served.url.clone();
-    let admin_post = |path: &'static str, auth: &'static str| {
-        let url = url.clone();
-        async move { post(&url, path, &[("authorization", auth)], json!({})).await }
-    };
-    let refused = admin_post("/admin/breakers/primary/reset", tenant).await;
+    let refused = admin_post(&url, "/admin/breakers/primary/reset", tenant).await;
     assert_eq!(
         refused.status, 401,
         "a tenant key opened the admin endpoint"
     );
-    let reset = admin_post("/admin/breakers/primary/reset", admin).await;
+    let reset = admin_post(&url, "/admin/breakers/primary/reset", admin).await;
     assert_eq!(reset.status, 200, "{}", reset.body);
     assert_eq!(reset.body["was"], "open");
     primary.set_script(Script::default());
     assert_eq!(content(&ask(&served.url, &as_tenant).await), "from primary");
     assert_eq!(chats(&primary), 2);
-    let off = admin_post("/admin/providers/primary/disable", admin).await;
+    let off = admin_post(&url, "/admin/providers/primary/disable", admin).await;
     assert_eq!(off.status, 200, "{}", off.body);
     assert_eq!(off.body["was_enabled"], true);
     let a = ask(&served.url, &as_tenant).await;
@@ -69,16 +66,13 @@ async fn the_admin_key_resets_a_breaker_and_switches_a_provider_without_a_restar
         header(&a, "x-ripcord-attempts")
     );
     assert_eq!(chats(&primary), 2, "a disabled provider was called");
-    let on = admin_post("/admin/providers/primary/enable", admin).await;
+    let on = admin_post(&url, "/admin/providers/primary/enable", admin).await;
     assert_eq!(on.status, 200, "{}", on.body);
     assert_eq!(content(&ask(&served.url, &as_tenant).await), "from primary");
-    let missing = admin_post("/admin/providers/nobody/disable", admin).await;
+    let missing = admin_post(&url, "/admin/providers/nobody/disable", admin).await;
     assert_eq!(missing.status, 404);
     assert!(
-        missing.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("primary"),
+        support::error_message(&missing.body).contains("primary"),
         "{}",
         missing.body
     );
@@ -147,11 +141,7 @@ fn reload_config(urls: &[(&str, String)], order: &[&str], globex_env: &str) -> S
 
 #[tokio::test]
 async fn a_reload_under_load_swaps_the_order_and_a_key_and_keeps_an_open_breaker() {
-    let broken = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::ServerError)),
-    )
-    .await;
+    let broken = failing("never", VendorError::ServerError).await;
     let a = fake("from a", Script::default()).await;
     let b = fake("from b", Script::default()).await;
     let urls = [
@@ -207,13 +197,7 @@ async fn a_reload_under_load_swaps_the_order_and_a_key_and_keeps_an_open_breaker
         &dir,
         &reload_config(&urls, &["broken", "b", "a"], "GLOBEX_KEY_NEW"),
     );
-    let reload = post(
-        &served.url,
-        "/admin/reload",
-        &[("authorization", admin)],
-        json!({}),
-    )
-    .await;
+    let reload = admin_post(&served.url, "/admin/reload", admin).await;
     assert_eq!(reload.status, 200, "{}", reload.body);
     let summary = reload.body["summary"].as_str().unwrap();
     assert!(
@@ -257,13 +241,7 @@ async fn a_reload_under_load_swaps_the_order_and_a_key_and_keeps_an_open_breaker
 
     // A bad config is refused with its file, line and key; the running one keeps serving.
     std::fs::write(&path, "[chain]\norder = [\"b\"]\nbogus = 1\n").unwrap();
-    let refused = post(
-        &served.url,
-        "/admin/reload",
-        &[("authorization", admin)],
-        json!({}),
-    )
-    .await;
+    let refused = admin_post(&served.url, "/admin/reload", admin).await;
     assert_eq!(refused.status, 400, "{}", refused.body);
     let why = refused.body["error"]["message"].as_str().unwrap();
     assert!(
@@ -290,14 +268,6 @@ async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
     let path = write_config(&dir, &chain("\"a\", \"b\""));
     let served = support::serve(&path);
     assert_eq!(content(&ask(&served.url, &[]).await), "from a");
-    let hup = |served: &support::Served| {
-        let ok = std::process::Command::new("kill")
-            .args(["-HUP", &served.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -HUP failed");
-    };
     // The reload's outcome is logged; wait for that line, not for time to pass.
     let outcome = |served: &support::Served| loop {
         let line = served
@@ -309,7 +279,7 @@ async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
         }
     };
     write_config(&dir, &chain("\"b\", \"a\""));
-    hup(&served);
+    served.signal("HUP");
     let line = outcome(&served);
     assert!(line.starts_with("ripcord: reloaded"), "{line}");
     assert_eq!(content(&ask(&served.url, &[]).await), "from b");
@@ -318,7 +288,7 @@ async fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
         "[chain]\norder = [\"a\"]\n[[providers]]\nname = \"a\"\nkind = \"gpt\"\n",
     )
     .unwrap();
-    hup(&served);
+    served.signal("HUP");
     let line = outcome(&served);
     assert!(
         line.starts_with("ripcord: reload refused") && line.contains("key `kind`"),

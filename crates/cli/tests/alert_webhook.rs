@@ -4,12 +4,7 @@
 //! `POST /api/v2/alerts` shape; a webhook that never answers does not slow the calls; a bad
 //! `[alerts]` table is refused by file and key, and `check-config` shows the webhook's host,
 //! never its secret path.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used)] // test helpers fail the test by panicking
 
 mod support;
 
@@ -18,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError};
 use support::Received;
 
 /// The part of the webhook URL a Slack-style webhook treats as its credential.
@@ -70,11 +65,7 @@ async fn poll<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_call_outage_sends_one_alert_per_condition() {
-    let vendors = [
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-    ];
+    let vendors = support::openai_fakes::<3>().await;
     let (hook, got) = receiver().await;
     let dir = tempdir("outage");
     let alerts = format!(
@@ -222,11 +213,7 @@ async fn outage_p50(vendors: &[FakeVendor; 3], alerts: &str, what: &str, n: usiz
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_webhook_never_slows_the_calls() {
-    let vendors = [
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-    ];
+    let vendors = support::openai_fakes::<3>().await;
     vendors[0].set_script(Script::Always(Behavior::Error(VendorError::ServerError)));
     vendors[1].set_script(Script::Always(Behavior::Error(VendorError::Auth)));
     // A receiver that accepts connections and never answers: every POST waits its timeout.

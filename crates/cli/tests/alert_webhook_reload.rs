@@ -3,19 +3,14 @@
 //! receiver 2, the next alert goes to receiver 2 and not to 1; after a reload that removes
 //! `[alerts]`, a new outage is sent nowhere (a later reload that adds it back gets only what
 //! happens after it). The reload's summary names the webhook's host, never its secret path.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail the test by panicking
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError};
 use support::Received;
 
 /// The part of the webhook URL a Slack-style webhook treats as its credential.
@@ -80,12 +75,7 @@ async fn until(what: &str, f: impl Fn() -> bool) {
 /// Sends `SIGHUP` and returns the reload's outcome line, every line logged meanwhile kept in
 /// `log`.
 fn reload(served: &support::Served, log: &mut Vec<String>) -> String {
-    let ok = std::process::Command::new("kill")
-        .args(["-HUP", &served.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -HUP failed");
+    served.signal("HUP");
     loop {
         let line = served
             .log
@@ -107,10 +97,7 @@ fn tempdir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_moves_the_alerts_to_the_new_webhook_and_removing_alerts_stops_them() {
-    let vendors = [
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-    ];
+    let vendors = support::openai_fakes::<2>().await;
     for v in &vendors {
         v.set_script(Script::Always(Behavior::Error(VendorError::Auth)));
     }

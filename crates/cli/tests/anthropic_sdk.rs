@@ -74,15 +74,21 @@ fn claude_then_gpt(
     )
 }
 
+/// Claude down (every call overloaded), and a GPT-4o backup answering on `script`.
+async fn claude_outage(script: Script) -> (FakeVendor, FakeVendor) {
+    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
+    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    backup.set_script(script);
+    (claude, backup)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn anthropic_sdk_through_a_claude_outage() {
     let Some(python) = support::python() else {
         return;
     };
-    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
-    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let hello = Reply::text("Hello from the backup!").with_chunks(3);
-    backup.set_script(Script::Sequence(vec![
+    let (claude, backup) = claude_outage(Script::Sequence(vec![
         Behavior::Reply(hello.clone()),
         Behavior::Reply(hello),
         Behavior::Reply(Reply::text("").with_tool_call("call_w1", "weather", r#"{"city":"Oslo"}"#)),
@@ -92,27 +98,21 @@ async fn anthropic_sdk_through_a_claude_outage() {
                 .with_tool_call("call_w2", "weather", r#"{"city":"Bergen"}"#)
                 .with_chunks(3),
         ),
-    ]));
+    ]))
+    .await;
     let dir = support::temp_dir("anthropic-sdk");
     let config = support::write_config(
         &dir,
         &format!(
-            r#"
-[[routes]]
-name = "claude-sonnet-4-5"
-order = ["claude", "backup"]
-deadline_ms = 10000
-{}
-[[server.keys]]
-tenant = "acme"
-key_env = "SDK_ACME_KEY"
-"#,
+            "{}deadline_ms = 10000\n{}{}",
+            support::route("claude-sonnet-4-5", &["claude", "backup"]),
             claude_then_gpt(
                 &claude,
                 &backup,
                 "sk-ant-upstream-key",
                 "sk-backup-upstream-key"
-            )
+            ),
+            support::tenant_key("acme", "SDK_ACME_KEY"),
         ),
     );
     let key = "sk-acme-gateway-0123456789";
@@ -169,9 +169,7 @@ key_env = "SDK_ACME_KEY"
     assert_eq!(v["bad_block"]["status"], 400, "{v}");
     assert_eq!(v["bad_block"]["type"], "invalid_request_error", "{v}");
     assert!(
-        v["bad_block"]["message"]
-            .as_str()
-            .unwrap()
+        support::text(&v["bad_block"]["message"])
             .starts_with("messages[0].content[0].type: unknown variant `video`"),
         "{v}"
     );
@@ -216,12 +214,11 @@ async fn anthropic_sdk_sees_a_failure_after_commit_as_an_error() {
     let Some(python) = support::python() else {
         return;
     };
-    let claude = support::fake_failing(Wire::Anthropic, VendorError::Overloaded).await;
-    let backup = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    backup.set_script(Script::Always(Behavior::InBandError {
+    let (claude, backup) = claude_outage(Script::Always(Behavior::InBandError {
         after_chunks: 2,
         error: VendorError::ServerError,
-    }));
+    }))
+    .await;
     let dir = support::temp_dir("anthropic-mid");
     let config = support::write_config(
         &dir,

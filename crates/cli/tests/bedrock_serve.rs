@@ -3,12 +3,7 @@
 //! request with SigV4 (the fake Bedrock checks each signature), plus `kind = "bedrock"` in the
 //! config and `check-config`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stdout
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used)] // test helpers fail the test by panicking
 
 mod support;
 

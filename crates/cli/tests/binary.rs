@@ -9,13 +9,10 @@ use std::io::Write;
 
 #[test]
 fn check_config_prints_the_resolved_chain_with_keys_redacted() {
-    let dir = tempdir("check");
-    let path = dir.join("ok.toml");
-    std::fs::write(
-        &path,
+    let path = support::write_config(
+        &tempdir("check"),
         "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key_env = \"RIPCORD_TEST_KEY\"\n",
-    )
-    .unwrap();
+    );
     let stdout = support::check_config_ok(&path, &[("RIPCORD_TEST_KEY", "sk-very-secret-value")]);
     assert!(
         stdout.contains("1. primary (openai) model=gpt-4o"),
@@ -30,9 +27,10 @@ fn check_config_prints_the_resolved_chain_with_keys_redacted() {
 
 #[test]
 fn check_config_errors_name_file_line_and_key() {
-    let dir = tempdir("bad");
-    let path = dir.join("bad.toml");
-    std::fs::write(&path, "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"gpt\"\nmodel = \"x\"\n").unwrap();
+    let path = support::write_config(
+        &tempdir("bad"),
+        "[chain]\norder = [\"primary\"]\n[[providers]]\nname = \"primary\"\nkind = \"gpt\"\nmodel = \"x\"\n",
+    );
     let out = support::check_config(&path, &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -45,19 +43,14 @@ fn check_config_errors_name_file_line_and_key() {
 
 #[test]
 fn chat_json_with_no_keys_answers_from_the_local_model() {
-    let Some(_) = support::require(
-        support::cache_dir().join("models/smollm2-135m-instruct"),
-        "the SmolLM2 model",
-    ) else {
+    let Some(_) = support::cached("models/smollm2-135m-instruct", "the SmolLM2 model") else {
         return;
     };
     let out = support::ripcord()
         .args(["chat", "--json", "--max-tokens", "24", "Say hi"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, stderr) = support::chat_json(&out);
     assert_eq!(v["served_by"], "local", "{v}");
     assert!(!v["content"].as_str().unwrap().trim().is_empty(), "{v}");
     assert_eq!(v["error"], serde_json::Value::Null);
@@ -74,14 +67,11 @@ fn chat_json_with_no_keys_answers_from_the_local_model() {
 
 #[test]
 fn chat_reads_the_prompt_from_stdin_and_fails_cleanly_without_a_usable_link() {
-    let dir = tempdir("stdin");
-    let path = dir.join("dead.toml");
     // A provider on a closed port and no static reply: the chain fails, the JSON still prints.
-    std::fs::write(
-        &path,
+    let path = support::write_config(
+        &tempdir("stdin"),
         "[chain]\norder = [\"dead\"]\ndeadline_ms = 3000\n[[providers]]\nname = \"dead\"\nkind = \"vllm\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[providers.retry]\nmax_attempts = 1\n",
-    )
-    .unwrap();
+    );
     let mut child = support::ripcord()
         .args(["chat", "--json", "--config"])
         .arg(&path)
@@ -112,9 +102,7 @@ const TWO_ROUTES: &str = "[[routes]]\nname = \"smart\"\naliases = [\"gpt-4o\"]\n
 
 #[test]
 fn chat_route_picks_a_route_and_check_config_prints_every_route() {
-    let dir = tempdir("routes");
-    let path = dir.join("routes.toml");
-    std::fs::write(&path, TWO_ROUTES).unwrap();
+    let path = support::write_config(&tempdir("routes"), TWO_ROUTES);
     for (route, reply) in [
         (None, "smart is busy"),
         (Some("fast"), "fast is busy"),
@@ -173,11 +161,7 @@ fn chat_route_picks_a_route_and_check_config_prints_every_route() {
 }
 
 fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ripcord-bin-{tag}-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&d) {
-        panic!("cannot create {}: {e}", d.display());
-    }
-    d
+    support::temp_dir(&format!("bin-{tag}"))
 }
 
 #[cfg(feature = "redis")]

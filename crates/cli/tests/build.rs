@@ -195,10 +195,7 @@ async fn a_redis_backed_chain_builds_and_answers_while_redis_is_down() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_shared_breaker_s_open_spell_grows_as_configured() {
     use ripcord_chaos::VendorError;
-    let Some(redis) = ripcord_redis::server::RedisServer::start_or_skip("the shared spell test")
-        .await
-        .unwrap()
-    else {
+    let Some(redis) = support::redis("the shared spell test").await else {
         return;
     };
     let vendor = support::fake_failing(Wire::OpenAi, VendorError::ServerError).await;

@@ -314,29 +314,19 @@ done(null, { error: 'not a feature of this library' });
 "#;
 
 fn config(dir: &std::path::Path, primary: &str, backup: &str) -> PathBuf {
-    let link = |name: &str, model: &str, url: &str| {
-        format!(
-            "{}{}[providers.breaker]\nfailure_threshold = 1000\nbackground_probe_ms = 0\n",
-            support::openai_link(name, model, url, "sk-test"),
-            support::ONE_ATTEMPT
-        )
-    };
     support::write_config(
         dir,
         &format!(
-            r#"
-[[routes]]
-name = "ripcord"
-aliases = ["claude-sonnet-4-5", "gpt-4o"]
-order = ["primary", "backup"]
+            r#"{}aliases = ["claude-sonnet-4-5", "gpt-4o"]
 deadline_ms = 10000
 
 [embeddings]
 providers = ["primary"]
 model = "text-embedding-3-small"
 {}{}"#,
-            link("primary", "gpt-4o", primary),
-            link("backup", "gpt-4o-mini", backup),
+            support::route("ripcord", &["primary", "backup"]),
+            support::steady_link("primary", "gpt-4o", primary, 1000),
+            support::steady_link("backup", "gpt-4o-mini", backup, 1000),
         ),
     )
 }
@@ -568,8 +558,8 @@ async fn every_client_library_through_the_gateway() {
     let served = support::serve(&cfg);
     // The higher-level libraries live in their own venv, so that their dependencies cannot
     // replace the pinned SDKs of the project venv.
-    let libraries = support::require(
-        support::cache_dir().join("venv-clients/bin/python"),
+    let libraries = support::cached(
+        "venv-clients/bin/python",
         "the client-libraries Python venv (langchain, litellm, instructor, llama-index)",
     );
     let clients: Vec<(&str, Runtime)> = CLIENTS

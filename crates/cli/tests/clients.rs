@@ -24,19 +24,12 @@ fn chain_config(
     backup: &str,
     extra: &str,
 ) -> std::path::PathBuf {
-    let link = |name: &str, model: &str, url: &str| {
-        format!(
-            "{}{}{BREAKER_STAYS_CLOSED}",
-            support::openai_link(name, model, url, "sk-test"),
-            support::ONE_ATTEMPT
-        )
-    };
     support::write_config(
         dir,
         &format!(
             "[chain]\norder = [\"primary\", \"backup\"]\ndeadline_ms = 5000\n{extra}\n{}{}",
-            link("primary", "gpt-4o", primary),
-            link("backup", "gpt-4o-mini", backup),
+            support::steady_link("primary", "gpt-4o", primary, 100),
+            support::steady_link("backup", "gpt-4o-mini", backup, 100),
         ),
     )
 }
@@ -251,10 +244,7 @@ async fn parse_errors_name_the_field_by_its_path_and_carry_the_request_id() {
     assert_eq!(e["param"], "input", "{text}");
     let id = headers["x-request-id"].to_str().unwrap();
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("(request id: {id})")),
+        support::text(&e["message"]).ends_with(&format!("(request id: {id})")),
         "{text}"
     );
     // Not JSON at all: said so, with the position (there is no field to name).
@@ -268,10 +258,7 @@ async fn parse_errors_name_the_field_by_its_path_and_carry_the_request_id() {
     assert_eq!(resp.status(), 400);
     let text = resp.text().await.unwrap();
     assert!(
-        error_of(&text)["message"]
-            .as_str()
-            .unwrap()
-            .contains("not valid JSON"),
+        support::text(&error_of(&text)["message"]).contains("not valid JSON"),
         "{text}"
     );
     assert_eq!(vendor.hits(), 0, "no bad request reached the vendor");

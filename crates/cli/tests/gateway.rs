@@ -151,10 +151,7 @@ async fn malformed_requests_are_400_naming_the_problem() {
     assert_eq!(resp.status(), 400);
     let v: Value = resp.json().await.unwrap();
     assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("messages[0].role"),
+        support::error_message(&v).contains("messages[0].role"),
         "{v}"
     );
 }

@@ -7,7 +7,6 @@ mod abuse_support;
 mod support;
 
 use abuse_support::*;
-use support::Fetch;
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -116,10 +115,7 @@ async fn beyond_the_connection_cap_healthz_still_answers_and_calls_get_503_with_
     assert_eq!(r.headers()["connection"], "close");
     let body: Value = r.json().await.unwrap();
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("connection limit"),
+        support::error_message(&body).contains("connection limit"),
         "{body}"
     );
     assert_eq!(vendor.hits(), 0);
@@ -182,9 +178,9 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
     // 128 descriptors, a reserve larger than that: the silent sockets below use them all up.
     let served = serve_with_nofile(
         "emfile",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nreserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n",
-            provider(&vendor)
+        &keyed(
+            &vendor,
+            "reserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n",
         ),
         128,
     );
@@ -234,11 +230,7 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(vendor.hits(), 1);
-    let ready: Value = client
-        .get(format!("{}/readyz", served.url))
-        .json_body()
-        .await;
-    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_ready(&client, &served.url).await;
 }
 
 /// With Redis-shared breakers, one replica running out of descriptors opens the breaker on no
@@ -247,18 +239,16 @@ async fn out_of_descriptors_a_call_is_a_local_503_and_the_vendor_breaker_stays_c
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_descriptors_on_one_replica_opens_no_shared_breaker_on_the_other() {
-    let Some(redis) =
-        ripcord_redis::server::RedisServer::start_or_skip("the shared-breaker descriptor test")
-            .await
-            .unwrap()
-    else {
+    let Some(redis) = support::redis("the shared-breaker descriptor test").await else {
         return;
     };
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let text = format!(
-        "{}\n[server]\napi_keys_env = \"GW_KEYS\"\nreserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\nreplicas = 2\n",
-        provider(&vendor),
-        redis.url()
+    let text = keyed(
+        &vendor,
+        &format!(
+            "reserved_connections = 400\nfirst_byte_timeout_ms = 30000\nheader_timeout_ms = 30000\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 1000\nreplicas = 2\n",
+            redis.url()
+        ),
     );
     let starved = serve_with_nofile("emfile-redis-a", &text, 128);
     let healthy = serve("emfile-redis-b", &text);
@@ -305,14 +295,7 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
     vendor.set_script(Script::Always(Behavior::SlowFirstToken(
         Duration::from_millis(300),
     )));
-    let served = serve_with_nofile(
-        "burst",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-        256,
-    );
+    let served = serve_with_nofile("burst", &keyed(&vendor, ""), 256);
     let line = wait_for_line(
         &served,
         "the descriptor limit is 256",
@@ -364,11 +347,7 @@ async fn with_the_descriptor_limit_set_low_a_burst_sheds_with_503_and_no_breaker
     let client = reqwest::Client::new();
     let r = chat(&client, &served.url).await;
     assert_eq!(r.status(), 200);
-    let ready: Value = client
-        .get(format!("{}/readyz", served.url))
-        .json_body()
-        .await;
-    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_ready(&client, &served.url).await;
     eprintln!(
         "{ok} served, {shed} shed, {} closed at once",
         results.iter().filter(|r| r.is_none()).count()
@@ -453,13 +432,7 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_after_the_write_timeout
 async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory() {
     use std::io::{BufRead, BufReader};
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let path = config(
-        "stderr",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(&vendor)
-        ),
-    );
+    let path = config("stderr", &keyed(&vendor, ""));
     let mut child = support::ripcord()
         .env("GW_KEYS", GW_KEY)
         .args(["serve", "--config"])
@@ -542,11 +515,7 @@ async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
         .await
         .unwrap();
         s.shutdown().await.unwrap();
-        let mut answer = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
-            .await
-            .unwrap()
-            .unwrap();
+        let answer = support::read_to_close(&mut s, Duration::from_secs(5), "the answer").await;
         let text = String::from_utf8_lossy(&answer);
         // The FIN may arrive before the answer begins: then the gateway's probe (an interim
         // 100, which a closed socket would answer with a reset) comes first.
@@ -582,17 +551,9 @@ async fn the_metrics_address_refuses_a_host_name_a_rebinding_page_would_send() {
 async fn the_status_page_forbids_framing_and_foreign_content() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve_keyed("status-csp", &vendor, "");
-    let r = reqwest::Client::new()
-        .get(format!("{}/status", served.url))
-        .bearer_auth(GW_KEY)
-        .send()
-        .await
-        .unwrap();
+    let r = support::get_keyed(&format!("{}/status", served.url), GW_KEY).await;
     assert_eq!(r.status(), 200);
-    let csp = r.headers()["content-security-policy"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let csp = support::header(&r, "content-security-policy");
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert!(csp.contains("default-src 'none'"), "{csp}");
     assert_eq!(r.headers()["x-frame-options"], "DENY");
@@ -608,10 +569,7 @@ async fn a_connection_refused_for_its_key_is_closed_after_the_401() {
     )
     .await
     .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
-        .await
-        .expect("the connection stayed open after the 401")
-        .unwrap();
+    let answer =
+        support::read_to_close(&mut s, Duration::from_secs(5), "the close after the 401").await;
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 401"));
 }

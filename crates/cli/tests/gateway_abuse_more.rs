@@ -44,12 +44,7 @@ async fn call_route(url: &str, key: &str, model: &str) -> reqwest::Response {
 }
 
 async fn get_text(url: &str, key: &str) -> (u16, String) {
-    let r = reqwest::Client::new()
-        .get(url)
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
+    let r = support::get_keyed(url, key).await;
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
@@ -150,10 +145,7 @@ async fn expose_case(expose: bool) -> (String, String) {
     let client = reqwest::Client::new();
     let r = chat(&client, &served.url).await;
     assert_eq!(r.status(), 200);
-    let attempts = r.headers()["x-ripcord-attempts"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let attempts = support::header(&r, "x-ripcord-attempts");
     // A stream both links cut after its first content: the error is in the stream.
     a.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 2 }));
     b.set_script(Script::Always(Behavior::ResetMidStream { after_chunks: 2 }));
@@ -301,21 +293,19 @@ async fn until_degraded_is(client: &reqwest::Client, url: &str, want: bool) -> D
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn after_redis_returns_readyz_reports_ready_again_without_waiting_for_a_call() {
-    let Some(mut redis) =
-        ripcord_redis::server::RedisServer::start_or_skip("the Redis re-probe test")
-            .await
-            .unwrap()
-    else {
+    let Some(mut redis) = support::redis("the Redis re-probe test").await else {
         return;
     };
     let port = redis.port();
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "reprobe",
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 200\nretry_interval_ms = 300\n",
-            provider(&vendor),
-            redis.url()
+        &keyed(
+            &vendor,
+            &format!(
+                "\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nop_timeout_ms = 200\nretry_interval_ms = 300\n",
+                redis.url()
+            ),
         ),
     );
     let client = reqwest::Client::new();
@@ -332,11 +322,7 @@ async fn after_redis_returns_readyz_reports_ready_again_without_waiting_for_a_ca
     let took = until_degraded_is(&client, &served.url, false).await;
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert_eq!(vendor.hits(), 1);
-    let ready: Value = client
-        .get(format!("{}/readyz", served.url))
-        .json_body()
-        .await;
-    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_ready(&client, &served.url).await;
 }
 
 /// Sends `raw` on a fresh connection and reads the whole answer (the gateway closes after it).
@@ -412,16 +398,12 @@ async fn hypers_own_431_414_and_bad_request_line_answers_carry_a_json_error_body
     }
     // After a good request on a kept-alive connection, a bad one is answered in JSON too.
     {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let mut s = tokio::net::TcpStream::connect(to).await.unwrap();
         s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGARBAGE\r\n\r\n")
             .await
             .unwrap();
-        let mut answer = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
-            .await
-            .unwrap()
-            .unwrap();
+        let answer = support::read_to_close(&mut s, Duration::from_secs(5), "the answer").await;
         let text = String::from_utf8_lossy(&answer);
         let second = text
             .find("HTTP/1.1 400")
@@ -432,12 +414,7 @@ async fn hypers_own_431_414_and_bad_request_line_answers_carry_a_json_error_body
         assert_eq!(v["error"]["code"], "invalid_request");
     }
     // The router's own errors are unchanged: a 404 keeps its body and request id.
-    let r = reqwest::Client::new()
-        .get(format!("{}/nowhere", served.url))
-        .bearer_auth(GW_KEY)
-        .send()
-        .await
-        .unwrap();
+    let r = support::get_keyed(&format!("{}/nowhere", served.url), GW_KEY).await;
     assert_eq!(r.status(), 404);
     assert!(r.headers().contains_key("x-request-id"));
     let body: Value = r.json().await.unwrap();
@@ -514,11 +491,7 @@ async fn streams_cut_at_the_end_of_the_sigterm_grace_period_end_with_each_doors_
     // Let some content flow, then SIGTERM.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let term = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &served.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    served.signal("TERM");
     let mut texts = Vec::new();
     for r in readers {
         texts.push(r.await.unwrap());
@@ -605,10 +578,7 @@ async fn one_vendor_answer_larger_than_the_buffered_bytes_bound_is_shed_locally_
         let r = chat(&client, &served.url).await;
         assert_eq!(r.status(), 503, "call {i}");
         assert!(r.headers().contains_key("retry-after"), "call {i}");
-        let attempts = r.headers()["x-ripcord-attempts"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let attempts = support::header(&r, "x-ripcord-attempts");
         // The link was tried both times: the refusal is local, its breaker (threshold 1)
         // never counted it.
         assert!(
@@ -681,10 +651,7 @@ async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally
             200 => served_meanwhile += 1,
             503 => {
                 assert!(r.headers().contains_key("retry-after"));
-                let attempts = r.headers()["x-ripcord-attempts"]
-                    .to_str()
-                    .unwrap()
-                    .to_owned();
+                let attempts = support::header(&r, "x-ripcord-attempts");
                 assert!(attempts.starts_with("link1=overloaded"), "{attempts}");
                 break;
             }
@@ -703,18 +670,11 @@ async fn concurrent_large_answers_over_the_buffered_bytes_bound_are_shed_locally
         let r = chat(&client, &served.url).await;
         assert_eq!(r.status(), 503);
         assert!(r.headers().contains_key("retry-after"));
-        let attempts = r.headers()["x-ripcord-attempts"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let attempts = support::header(&r, "x-ripcord-attempts");
         assert!(attempts.starts_with("link1=overloaded"), "{attempts}");
         assert_eq!(vendor.hits(), hits + 1);
     }
-    let ready: Value = client
-        .get(format!("{}/readyz", served.url))
-        .json_body()
-        .await;
-    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_ready(&client, &served.url).await;
     // Memory, loosely: a small multiple of one answer (gathered, parsed, written out), not a
     // copy per call beyond the bound.
     eprintln!(

@@ -25,13 +25,7 @@ use tokio::net::TcpStream;
 const CANCEL_BOUND: Duration = Duration::from_secs(2);
 
 fn gateway(tag: &str, vendor: &FakeVendor) -> support::Served {
-    serve(
-        tag,
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n",
-            provider(vendor)
-        ),
-    )
+    serve_keyed(tag, vendor, "")
 }
 
 /// A raw HTTP/1.1 chat request (streamed or not), `Connection: close`.
@@ -65,12 +59,32 @@ async fn half_closed_call(url: &str, stream: bool) -> String {
     let mut s = TcpStream::connect(addr(url)).await.unwrap();
     s.write_all(&request(stream)).await.unwrap();
     s.shutdown().await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
-        .await
-        .expect("the half-closed client's answer within 10 s")
-        .unwrap();
+    let answer = support::read_to_close(
+        &mut s,
+        Duration::from_secs(10),
+        "the half-closed client's answer",
+    )
+    .await;
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Reads the answer on `s` up to its first content event (within 5 s a read); what was read.
+async fn first_content_event(s: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\"content\"") {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+            .await
+            .expect("the stream's first event within 5 s")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the gateway closed: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&b[..n]);
+    }
+    got
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,21 +122,11 @@ async fn a_client_that_half_closes_during_a_held_call_gets_the_whole_answer_plai
     }));
     let mut s = TcpStream::connect(addr(&served.url)).await.unwrap();
     s.write_all(&request(true)).await.unwrap();
-    let mut got = Vec::new();
-    let mut b = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("\"content\"") {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
-            .await
-            .expect("the first event within 5 s")
-            .unwrap();
-        assert!(n > 0);
-        got.extend_from_slice(&b[..n]);
-    }
+    let mut got = first_content_event(&mut s).await;
     s.shutdown().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
-        .await
-        .expect("the rest of the stream within 10 s")
-        .unwrap();
+    got.extend(
+        support::read_to_close(&mut s, Duration::from_secs(10), "the rest of the stream").await,
+    );
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("\r\n: \n\n\r\n"), "no probe comment: {text}");
     assert!(text.contains("data: [DONE]"), "{text}");
@@ -161,20 +165,7 @@ async fn leave_mid_call(
     .await;
     if read_first {
         // The head and the first content event have reached the client.
-        let mut got = Vec::new();
-        let mut b = [0u8; 4096];
-        while !String::from_utf8_lossy(&got).contains("\"content\"") {
-            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
-                .await
-                .expect("the stream's first event within 5 s")
-                .unwrap();
-            assert!(
-                n > 0,
-                "the gateway closed: {}",
-                String::from_utf8_lossy(&got)
-            );
-            got.extend_from_slice(&b[..n]);
-        }
+        first_content_event(&mut s).await;
     } else {
         // Held: nothing has been answered yet.
         tokio::time::sleep(Duration::from_millis(200)).await;

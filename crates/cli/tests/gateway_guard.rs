@@ -162,11 +162,12 @@ async fn the_key_is_checked_before_the_body_and_json_is_required() {
     tcp.write_all(head.as_bytes()).await.unwrap();
     // The answer closes the connection: read to its end (its head and body may come in
     // separate segments).
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut buf))
-        .await
-        .expect("no answer without the body")
-        .unwrap();
+    let buf = support::read_to_close(
+        &mut tcp,
+        Duration::from_secs(5),
+        "an answer without the body",
+    )
+    .await;
     let answer = String::from_utf8_lossy(&buf);
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     assert!(answer.contains("invalid_api_key"), "{answer}");
@@ -185,12 +186,7 @@ async fn the_key_is_checked_before_the_body_and_json_is_required() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unsupported_media_type", "{body}");
     // Unknown paths and methods answer in OpenAI's error shape too.
-    let r = reqwest::Client::new()
-        .get(format!("{}/v1/nowhere", served.url))
-        .bearer_auth(GW_KEY)
-        .send()
-        .await
-        .unwrap();
+    let r = support::get_keyed(&format!("{}/v1/nowhere", served.url), GW_KEY).await;
     assert_eq!(r.status(), 404);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
@@ -205,10 +201,7 @@ async fn the_key_is_checked_before_the_body_and_json_is_required() {
     assert_eq!(r.headers()["x-request-id"], "trace-me-42");
     let body: Value = r.json().await.unwrap();
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("trace-me-42"),
+        support::error_message(&body).contains("trace-me-42"),
         "{body}"
     );
     assert_eq!(vendor.hits(), 0);
@@ -253,17 +246,11 @@ async fn metrics_show_a_fallback_and_the_attempts_error_kind() {
     let r = chat(&served.url).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-ripcord-served-by"], "backup");
-    let r = reqwest::get(format!("{}/metrics", served.url))
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert!(
-        r.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain; version=0.0.4")
-    );
-    let text = r.text().await.unwrap();
+    let text = support::get_page(
+        &format!("{}/metrics", served.url),
+        "text/plain; version=0.0.4",
+    )
+    .await;
     let line = |needles: &[&str]| {
         text.lines()
             .find(|l| !l.starts_with('#') && needles.iter().all(|n| l.contains(n)))

@@ -5,12 +5,7 @@
 //! which verifies the RS256 signature; the fake Vertex refuses any token it did not mint) —
 //! JSON and stream, over raw HTTP and through the official `openai` / `anthropic` Python SDKs.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stdout
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used)] // test helpers fail the test by panicking
 
 mod support;
 

@@ -123,11 +123,7 @@ async fn a_slow_primary_is_hedged_with_the_named_provider() {
 
 #[tokio::test]
 async fn a_per_kind_override_trips_the_breaker_on_the_first_server_error() {
-    let primary = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::ServerError)),
-    )
-    .await;
+    let primary = failing("never", VendorError::ServerError).await;
     let backup = fake("from backup", Script::default()).await;
     let dir = tempdir("kinds");
     let text = format!(
@@ -220,10 +216,7 @@ async fn a_region_restricted_request_skips_links_of_other_regions() {
     let bad = ask(&served.url, &[("x-ripcord-locality", "region=eu;us")]).await;
     assert_eq!(bad.status, 400);
     assert!(
-        bad.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("x-ripcord-locality"),
+        support::error_message(&bad.body).contains("x-ripcord-locality"),
         "{}",
         bad.body
     );
@@ -283,11 +276,7 @@ failure_threshold = 100
 
 #[tokio::test]
 async fn intents_pick_their_static_reply_and_keys_limit_the_controls() {
-    let primary = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::ServerError)),
-    )
-    .await;
+    let primary = failing("never", VendorError::ServerError).await;
     let dir = tempdir("intent");
     let text = format!(
         r#"[chain]
@@ -295,16 +284,11 @@ order = ["primary"]
 deadline_ms = 5000
 static_reply = "The assistant is unavailable."
 intent_replies = {{ billing = "Billing help is unavailable; email billing@example.com." }}
-{}
-[[server.keys]]
-tenant = "full"
-key_env = "FULL_KEY"
-[[server.keys]]
-tenant = "narrow"
-key_env = "NARROW_KEY"
-controls = {{ allow = ["intent", "priority"], max_priority = "normal" }}
+{}{}{}controls = {{ allow = ["intent", "priority"], max_priority = "normal" }}
 "#,
         provider("primary", "gpt-4o", &primary.base_url(), ""),
+        support::tenant_key("full", "FULL_KEY"),
+        support::tenant_key("narrow", "NARROW_KEY"),
     );
     let full = "full-gateway-key-0123456789";
     let narrow = "narrow-gateway-key-0123456789";
@@ -363,11 +347,7 @@ fn events(body: &Value) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_degradation_notice_reaches_every_door_json_and_streams() {
-    let primary = fake(
-        "never",
-        Script::Always(Behavior::Error(VendorError::Overloaded)),
-    )
-    .await;
+    let primary = failing("never", VendorError::Overloaded).await;
     let backup = fake("the backup's answer", Script::default()).await;
     let dir = tempdir("notice");
     let text = format!(
@@ -419,10 +399,7 @@ async fn the_degradation_notice_reaches_every_door_json_and_streams() {
     assert_eq!(header(&m, "x-ripcord-notice"), n);
     assert_eq!(m.body["ripcord"]["notice"], n);
     assert!(
-        m.body["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .starts_with(n),
+        support::text(&m.body["content"][0]["text"]).starts_with(n),
         "{}",
         m.body
     );

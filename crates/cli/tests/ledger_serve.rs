@@ -8,12 +8,7 @@
 //! - a tenant's budget spend survives a `kill -9` (charged again from the ledger at start);
 //! - a database that refuses writes (its table taken away) does not stop serving, and every
 //!   row is there, once, after it is back.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)]
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stderr)] // test helpers fail the test by panicking
 
 #[path = "support/store.rs"]
 mod store_support;
@@ -93,12 +88,7 @@ async fn until_calls(store: &Store, n: i64, bound: Duration) -> Duration {
 }
 
 async fn sigterm(s: &mut support::Served) {
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    s.signal("TERM");
     let started = Instant::now();
     while s.child.try_wait().unwrap().is_none() {
         assert!(
@@ -201,12 +191,7 @@ async fn kill_nine_loses_nothing_older_than_the_bound(url: String, dir: Dir) {
         .args(["--tenant", "acme", "--group-by", "model", "--format", "csv"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = support::stdout_of("ripcord spend", &out);
     assert!(
         text.lines().nth(1).unwrap().starts_with("gpt-4o,25,0,"),
         "{text}"
@@ -289,18 +274,7 @@ async fn an_outage_keeps_serving_and_loses_nothing(url: String, dir: Dir) {
 
 /// One call of `max_tokens` with the tenant's key: its status and body.
 async fn ask_for(client: &reqwest::Client, s: &support::Served, max_tokens: u32) -> (u16, String) {
-    let r = client
-        .post(format!("{}/v1/chat/completions", s.url))
-        .bearer_auth(KEY)
-        .json(&json!({
-            "model": "gpt-4o",
-            "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": "hi"}],
-        }))
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
+    support::call_route_with(client, &s.url, "gpt-4o", Some(KEY), max_tokens).await
 }
 
 /// A gateway with `[budget] tokens_per_window = 400` (and `budget`) whose tenant has spent at
@@ -360,12 +334,7 @@ async fn still_charged(client: &reqwest::Client, s: &support::Served, spent: u64
 /// hold is refused after the restart as before it.
 async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
     let mut b = spend_most_of_a_budget(&url, &dir, budget).await;
-    let ok = std::process::Command::new("kill")
-        .args(["-KILL", &b.served.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    b.served.signal("KILL");
     let _ = b.served.child.wait();
     let s = serve(&b.cfg);
     still_charged(&b.client, &s, b.spent).await;
@@ -373,12 +342,7 @@ async fn a_restart_loses_no_spend(url: String, dir: Dir, budget: &str) {
 
 /// Sends `SIGHUP` and waits for the reload's line, which must say it reloaded.
 fn reload(s: &support::Served) {
-    let ok = std::process::Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    s.signal("HUP");
     let line = s.line_starting("ripcord: reload", Duration::from_secs(20));
     assert!(line.starts_with("ripcord: reloaded"), "{line}");
 }

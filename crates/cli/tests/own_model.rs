@@ -9,12 +9,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ripcord-own-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    if let Err(e) = std::fs::create_dir_all(&d) {
-        panic!("cannot create {}: {e}", d.display());
-    }
-    d
+    support::temp_dir(&format!("own-{tag}"))
 }
 
 /// `ripcord setup-model --gguf GGUF --out MODEL --expect Paris`.
@@ -72,17 +67,15 @@ fn convert_and_ask(
         .arg(question)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, _) = support::chat_json(&out);
     assert_eq!(v["served_by"], "mine", "{v}");
     (stdout, v)
 }
 
 #[test]
 fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
-    let Some(gguf) = support::require(
-        support::cache_dir().join("gguf/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    let Some(gguf) = support::cached(
+        "gguf/SmolLM2-135M-Instruct.Q4_1.gguf",
         "the SmolLM2 Q4_1 GGUF",
     ) else {
         return;
@@ -110,8 +103,8 @@ fn an_own_gguf_converts_and_answers_through_ripcord_chat() {
 /// question is asked as a completion. Its folder stays in the cache: a later run reuses it.
 #[test]
 fn a_gemma_3_gguf_converts_and_answers_through_ripcord_chat() {
-    let Some(gguf) = support::require(
-        support::cache_dir().join("gguf/gemma-3-270m-q4_k_m.gguf"),
+    let Some(gguf) = support::cached(
+        "gguf/gemma-3-270m-q4_k_m.gguf",
         "the Gemma 3 270M GGUF (cargo xtask test fetches it)",
     ) else {
         return;

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use support::Fetch;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
-use ripcord_redis::server::RedisServer;
 use serde_json::json;
 
 /// One chat completion on `replica`; `(status, the deployment that served)`.
@@ -35,10 +34,7 @@ async fn ask(client: &reqwest::Client, replica: &support::Served) -> (u16, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_on_replica_a_keeps_replica_b_off_the_deployment_until_it_ends() {
-    let Some(redis) = RedisServer::start_or_skip("the two-replica pool test")
-        .await
-        .unwrap()
-    else {
+    let Some(redis) = support::redis("the two-replica pool test").await else {
         return;
     };
     let east = FakeVendor::start(Wire::OpenAi).await.unwrap();

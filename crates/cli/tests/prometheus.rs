@@ -12,15 +12,8 @@
 //!
 //! Without Prometheus the tests skip loudly, unless `CI` is set, where they fail (`cargo xtask
 //! test` installs it).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail the test by panicking
 
-#[path = "support/prom.rs"]
-mod prom;
 mod support;
 
 use std::collections::BTreeSet;
@@ -28,12 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use prom::{
-    ROOT, firing_alert, firing_alert_with, poll, rules_file, start_prometheus, tempdir, tool,
-};
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::{Value, json};
 use support::Fetch;
+use support::prom::{
+    self, ROOT, firing_alert, firing_alert_with, poll, rules_file, start_prometheus, tempdir, tool,
+};
 
 fn dashboard_file() -> PathBuf {
     Path::new(ROOT).join("deploy/grafana/ripcord.json")
@@ -163,10 +156,7 @@ async fn ask(client: &reqwest::Client, url: &str, stream: bool) -> String {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let served = resp.headers()["x-ripcord-served-by"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let served = support::served_by(&resp);
     resp.bytes().await.unwrap();
     served
 }

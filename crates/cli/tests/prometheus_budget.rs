@@ -7,19 +7,14 @@
 //!
 //! Without Prometheus the test skips loudly, unless `CI` is set, where it fails (`cargo xtask
 //! test` installs it).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)] // test helpers fail the test by panicking
+#![allow(clippy::unwrap_used)] // test helpers fail the test by panicking
 
-#[path = "support/prom.rs"]
-mod prom;
 mod support;
 
+use support::prom;
+
 use ripcord_chaos::{FakeVendor, Wire};
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::Fetch;
 
 const ACME_KEY: &str = "rk-acme-budget-test-key-0123456789";
@@ -27,16 +22,9 @@ const GLOBEX_KEY: &str = "rk-globex-budget-test-key-0123456789";
 
 /// One call as `key`'s tenant; its status.
 async fn call(client: &reqwest::Client, url: &str, key: &str) -> u16 {
-    let resp = client
-        .post(format!("{url}/v1/chat/completions"))
-        .bearer_auth(key)
-        .json(&json!({"model": "ripcord", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
+    support::call_route_with(client, url, "ripcord", Some(key), 10)
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    resp.bytes().await.unwrap();
-    status
+        .0
 }
 
 /// The value of `ripcord_budget_remaining_ratio` for `tenant` in a text exposition.
@@ -145,9 +133,7 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
     .await;
     assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
     assert!(
-        alert["annotations"]["runbook_url"]
-            .as_str()
-            .unwrap()
+        support::text(&alert["annotations"]["runbook_url"])
             .ends_with("docs/operating.md#ripcordbudgetnearexhaustion"),
         "{alert}"
     );

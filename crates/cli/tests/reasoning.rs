@@ -28,9 +28,8 @@ async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
     );
     let chat = t.url("/v1/chat/completions");
     let hi = json!([{"role": "user", "content": "hi"}]);
-    let (s, body) = post(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
-    assert_eq!(s, 200, "{body}");
-    assert_eq!(t.gpt.requests().last().unwrap().json().unwrap()["seed"], 7);
+    support::post_ok(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
+    assert_eq!(support::last_sent(&t.gpt)["seed"], 7);
     let (s, body) = post(&chat, json!({"model": "claude", "messages": hi, "seed": 7})).await;
     assert_eq!(s, 400, "{body}");
     assert!(error_message(&body).starts_with("seed: "), "{body}");
@@ -64,7 +63,7 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = t.gpt.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&t.gpt);
     let content = &sent["messages"][0]["content"];
     assert_eq!(content[1], pdf, "{sent}");
     assert_eq!(content[2], audio, "{sent}");
@@ -75,7 +74,7 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = t.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&t.claude);
     assert_eq!(
         sent["messages"][0]["content"][1],
         json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQ="}}),
@@ -132,9 +131,8 @@ async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_els
         json!({"model": model, "max_tokens": 64, "tools": tools,
             "messages": [{"role": "user", "content": "List the files"}]})
     };
-    let (s, text) = post(&messages, body("claude")).await;
-    assert_eq!(s, 200, "{text}");
-    let sent = t.claude.requests().last().unwrap().json().unwrap();
+    support::post_ok(&messages, body("claude")).await;
+    let sent = support::last_sent(&t.claude);
     assert_eq!(
         sent["tools"][0],
         json!({"type": "bash_20250124", "name": "bash"}),

@@ -65,9 +65,7 @@ fn ask(model: &str, stream: bool) -> Value {
 async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_events() {
     let f = start("messages").await;
     let url = f.url("/v1/messages");
-    let (s, body) = post(&url, ask("claude", false)).await;
-    assert_eq!(s, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
+    let v = support::post_ok_json(&url, ask("claude", false)).await;
     assert_eq!(
         v["content"],
         json!([
@@ -75,11 +73,10 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
             {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
             {"type": "text", "text": "4"}
         ]),
-        "{body}"
+        "{v}"
     );
 
-    let (s, body) = post(&url, ask("claude", true)).await;
-    assert_eq!(s, 200, "{body}");
+    let body = support::post_ok(&url, ask("claude", true)).await;
     let events = sse(&body);
     for (name, data) in &events {
         assert_eq!(
@@ -137,9 +134,7 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
     );
 
     // From an OpenAI-wire link, DeepSeek's reasoning is an unsigned thinking block.
-    let (s, body) = post(&url, ask("gpt", false)).await;
-    assert_eq!(s, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
+    let v: Value = support::post_ok_json(&url, ask("gpt", false)).await;
     assert_eq!(
         v["content"][0],
         json!({"type": "thinking", "thinking": DEEPSEEK_THINKING, "signature": ""}),
@@ -151,9 +146,7 @@ async fn messages_door_returns_signed_thinking_in_json_and_in_anthropics_stream_
 async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forged_one_is_refused() {
     let f = start("history").await;
     let url = f.url("/v1/messages");
-    let (s, body) = post(&url, ask("claude", false)).await;
-    assert_eq!(s, 200, "{body}");
-    let first: Value = serde_json::from_str(&body).unwrap();
+    let first = support::post_ok_json(&url, ask("claude", false)).await;
     let turn = |content: Value| {
         json!({"model": "claude", "max_tokens": 2048, "messages": [
             {"role": "user", "content": "What is 2+2?"},
@@ -162,7 +155,7 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
     };
     let (s, body) = post(&url, turn(first["content"].clone())).await;
     assert_eq!(s, 200, "the fake accepted its own signature: {body}");
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(
         sent["messages"][1]["content"], first["content"],
         "the assistant turn went back block for block: {sent}"
@@ -178,7 +171,7 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["error"]["type"], "invalid_request_error", "{body}");
     assert_eq!(f.claude.hits(), hits + 1, "Claude itself judged the block");
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(
         sent["messages"][1]["content"][0]["thinking"], "The user wants 2+2. That is 5.",
         "the block reached Claude as the client sent it: {sent}"
@@ -186,9 +179,8 @@ async fn a_thinking_block_sent_back_in_history_reaches_claude_intact_and_a_forge
     // The same history to an OpenAI-wire link: the reasoning is left out on purpose.
     let mut to_gpt = turn(first["content"].clone());
     to_gpt["model"] = json!("gpt");
-    let (s, body) = post(&url, to_gpt).await;
-    assert_eq!(s, 200, "{body}");
-    let sent = f.gpt.requests().last().unwrap().json().unwrap();
+    support::post_ok(&url, to_gpt).await;
+    let sent = support::last_sent(&f.gpt);
     assert_eq!(
         sent["messages"][1],
         json!({"role": "assistant", "content": "4"}),
@@ -204,15 +196,13 @@ async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
         ("gpt", DEEPSEEK_THINKING, "9.8 is larger."),
         ("claude", CLAUDE_THINKING, "4"),
     ] {
-        let (s, body) = post(&url, ask(model, false)).await;
-        assert_eq!(s, 200, "{body}");
+        let body = support::post_ok(&url, ask(model, false)).await;
         let v: Value = serde_json::from_str(&body).unwrap();
         let m = &v["choices"][0]["message"];
         assert_eq!(m["reasoning_content"], thinking, "{body}");
         assert_eq!(m["content"], answer, "{body}");
 
-        let (s, body) = post(&url, ask(model, true)).await;
-        assert_eq!(s, 200, "{body}");
+        let body = support::post_ok(&url, ask(model, true)).await;
         let events = sse(&body);
         let deltas: Vec<&Value> = events
             .iter()
@@ -253,16 +243,14 @@ async fn chat_door_returns_reasoning_content_on_the_message_and_in_deltas() {
             {"role": "assistant", "content": "a", "reasoning_content": "thought", "tool_calls": null},
             {"role": "user", "content": "more"}]})
     };
-    let (s, body) = post(&url, history("gpt")).await;
-    assert_eq!(s, 200, "{body}");
-    let sent = f.gpt.requests().last().unwrap().json().unwrap();
+    support::post_ok(&url, history("gpt")).await;
+    let sent = support::last_sent(&f.gpt);
     assert!(
         sent["messages"][1].get("reasoning_content").is_none(),
         "{sent}"
     );
-    let (s, body) = post(&url, history("claude")).await;
-    assert_eq!(s, 200, "{body}");
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    support::post_ok(&url, history("claude")).await;
+    let sent = support::last_sent(&f.claude);
     assert_eq!(
         sent["messages"][1]["content"],
         json!([{"type": "text", "text": "a"}]),
@@ -275,8 +263,7 @@ async fn responses_door_returns_reasoning_items_in_json_and_summary_events_in_st
     let f = start("responses").await;
     let url = f.url("/v1/responses");
     let body = |stream: bool| json!({"model": "claude", "input": "What is 2+2?", "stream": stream});
-    let (s, text) = post(&url, body(false)).await;
-    assert_eq!(s, 200, "{text}");
+    let text = support::post_ok(&url, body(false)).await;
     let v: Value = serde_json::from_str(&text).unwrap();
     let item = &v["output"][0];
     assert_eq!(item["type"], "reasoning", "{text}");
@@ -292,8 +279,7 @@ async fn responses_door_returns_reasoning_items_in_json_and_summary_events_in_st
         "no place for redacted data: {text}"
     );
 
-    let (s, text) = post(&url, body(true)).await;
-    assert_eq!(s, 200, "{text}");
+    let text = support::post_ok(&url, body(true)).await;
     let events = sse(&text);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
@@ -391,7 +377,7 @@ async fn the_anthropic_and_openai_sdks_read_the_reasoning() {
         v["round_trip"], "4",
         "the fake accepted the SDK's history: {v}"
     );
-    let sent = f.claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&f.claude);
     assert_eq!(sent["messages"][1]["content"][0], signed, "{sent}");
     assert_eq!(v["chat"]["reasoning_content"], DEEPSEEK_THINKING, "{v}");
     assert_eq!(v["chat"]["content"], "9.8 is larger.", "{v}");

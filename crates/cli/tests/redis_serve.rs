@@ -21,9 +21,7 @@ use support::Fetch;
 /// This file's tests: a real `redis-server` on loopback, or a loud skip without the binary
 /// (an error under CI).
 async fn start_redis() -> Option<RedisServer> {
-    RedisServer::start_or_skip("the three-replica gateway tests")
-        .await
-        .unwrap()
+    support::redis("the three-replica gateway tests").await
 }
 
 fn free_port() -> u16 {

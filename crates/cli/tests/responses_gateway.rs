@@ -22,16 +22,11 @@ fn config(dir: &Path, vendor: &FakeVendor, extra: &str) -> PathBuf {
 [chain]
 order = ["vendor"]
 deadline_ms = 10000
-{}
-[[server.keys]]
-tenant = "acme"
-key_env = "RIPCORD_TEST_ACME_KEY"
-[[server.keys]]
-tenant = "globex"
-key_env = "RIPCORD_TEST_GLOBEX_KEY"
-{extra}
+{}{}{}{extra}
 "#,
-            support::openai_link("vendor", "gpt-4o", &vendor.base_url(), "sk-test")
+            support::openai_link("vendor", "gpt-4o", &vendor.base_url(), "sk-test"),
+            support::tenant_key("acme", "RIPCORD_TEST_ACME_KEY"),
+            support::tenant_key("globex", "RIPCORD_TEST_GLOBEX_KEY"),
         ),
     )
 }
@@ -58,12 +53,7 @@ async fn post(url: &str, key: &str, body: &Value) -> (u16, Value) {
 }
 
 async fn get(url: &str, path: &str, key: &str) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .get(format!("{url}{path}"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
+    let r = support::get_keyed(&format!("{url}{path}"), key).await;
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
@@ -226,11 +216,7 @@ async fn a_stored_response_belongs_to_the_tenant_that_made_it() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_replica_continues_a_conversation_through_redis() {
-    let Some(redis) =
-        ripcord_redis::server::RedisServer::start_or_skip("the shared response store")
-            .await
-            .unwrap()
-    else {
+    let Some(redis) = support::redis("the shared response store").await else {
         return;
     };
     let v = vendor().await;
@@ -259,7 +245,7 @@ async fn a_second_replica_continues_a_conversation_through_redis() {
     )
     .await;
     assert_eq!(status, 200, "{next}");
-    let msgs = v.requests().last().unwrap().json().unwrap()["messages"].clone();
+    let msgs = support::last_sent(&v)["messages"].clone();
     assert_eq!(msgs.as_array().unwrap().len(), 3, "{msgs}");
     // Still the tenant's own on the other replica.
     let (status, _) = get(&b.url, &format!("/v1/responses/{id}"), GLOBEX_KEY).await;

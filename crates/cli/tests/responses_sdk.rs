@@ -266,8 +266,8 @@ console.log(JSON.stringify(out));
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_vercel_ai_sdk_default_provider_generates_and_streams_with_a_tool() {
-    let Some(node_modules) = support::require(
-        support::cache_dir().join("node-sdks/node_modules/ai"),
+    let Some(node_modules) = support::cached(
+        "node-sdks/node_modules/ai",
         "the Vercel AI SDK (npm `ai`, installed by cargo xtask test)",
     ) else {
         return;

@@ -66,6 +66,16 @@ fn chat_body(stream: bool) -> Value {
     })
 }
 
+/// One chat call at `url` (the gateway's Chat Completions door).
+async fn ask(client: &reqwest::Client, url: &str, stream: bool) -> reqwest::Response {
+    client
+        .post(url)
+        .json(&chat_body(stream))
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_chat_completions_client_is_answered_through_the_responses_upstream() {
     let primary = FakeVendor::start(Wire::OpenAi).await.unwrap();
@@ -77,14 +87,9 @@ async fn a_chat_completions_client_is_answered_through_the_responses_upstream() 
     let client = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", served.url);
 
-    let resp = client
-        .post(&url)
-        .json(&chat_body(false))
-        .send()
-        .await
-        .unwrap();
+    let resp = ask(&client, &url, false).await;
     assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["x-ripcord-served-by"], "primary");
+    assert_eq!(support::served_by(&resp), "primary");
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(
@@ -136,22 +141,10 @@ async fn a_failed_response_falls_back_to_the_backup() {
     let client = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", served.url);
     for stream in [false, true] {
-        let resp = client
-            .post(&url)
-            .json(&chat_body(stream))
-            .send()
-            .await
-            .unwrap();
+        let resp = ask(&client, &url, stream).await;
         assert_eq!(resp.status(), 200, "stream={stream}");
-        assert_eq!(
-            resp.headers()["x-ripcord-served-by"],
-            "backup",
-            "stream={stream}"
-        );
-        let attempts = resp.headers()["x-ripcord-attempts"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        assert_eq!(support::served_by(&resp), "backup", "stream={stream}");
+        let attempts = support::header(&resp, "x-ripcord-attempts");
         assert!(attempts.contains("primary"), "{attempts}");
         assert!(attempts.contains("server_error"), "{attempts}");
         let body = resp.text().await.unwrap();
@@ -201,11 +194,5 @@ fn wire_is_checked_where_it_is_written() {
         "[chain]\norder = [\"p\"]\n[[providers]]\nname = \"p\"\nkind = \"openai\"\nmodel = \"o3-pro\"\napi_key = \"k\"\nwire = \"responses\"\n",
     )
     .unwrap();
-    let out = support::check_config(&path, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("wire=responses"));
+    assert!(support::check_config_ok(&path, &[]).contains("wire=responses"));
 }

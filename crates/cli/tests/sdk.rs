@@ -283,15 +283,7 @@ deadline_ms = 10000
 [[routes]]
 name = "fast"
 order = ["quick"]
-{}{}
-[[server.keys]]
-tenant = "acme"
-key_env = "SDK_ACME_KEY"
-
-[[server.keys]]
-tenant = "globex"
-key_env = "SDK_GLOBEX_KEY"
-routes = ["fast"]
+{}{}{}{}routes = ["fast"]
 
 [budget]
 tokens_per_window = 90
@@ -303,6 +295,8 @@ tokens_per_window = 90
                 &quick.base_url(),
                 "sk-quick-upstream-key"
             ),
+            support::tenant_key("acme", "SDK_ACME_KEY"),
+            support::tenant_key("globex", "SDK_GLOBEX_KEY"),
         ),
     );
     let acme_key = "sk-acme-gateway-0123456789";

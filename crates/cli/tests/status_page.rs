@@ -44,10 +44,7 @@ async fn ask(client: &reqwest::Client, url: &str, key: Option<&str>) -> String {
     }
     let resp = req.send().await.unwrap();
     assert_eq!(resp.status(), 200);
-    resp.headers()["x-ripcord-served-by"]
-        .to_str()
-        .unwrap()
-        .to_owned()
+    support::served_by(&resp)
 }
 
 /// Starts the vendors (primary down) and a gateway, and drives the outage: the first two calls
@@ -78,17 +75,7 @@ async fn outage(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_the_open_breaker_the_shares_and_the_fallbacks() {
     let (served, _vendors) = outage("http", "", &[]).await;
-    let resp = reqwest::get(format!("{}/status", served.url))
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/html")
-    );
-    let html = resp.text().await.unwrap();
+    let html = support::get_page(&format!("{}/status", served.url), "text/html").await;
     // No external assets and no scripts.
     for banned in ["<script", "src=", "href=\"http", "@import", "url("] {
         assert!(!html.contains(banned), "the page uses {banned}: {html}");
@@ -230,12 +217,7 @@ async fn run_chromium(bin: &PathBuf, args: &[String]) -> String {
         .expect("chromium did not finish within 60 s")
         .unwrap();
     let _ = std::fs::remove_dir_all(&profile);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::stdout_of("chromium", &out)
 }
 
 fn tempdir(what: &str) -> PathBuf {

@@ -5,12 +5,7 @@
 //! stops working everywhere within the same bound once revoked; the config file's key keeps
 //! working beside them, and every admin action is in the audit table; a key's own budget
 //! survives a change to its limits and a `kill -9`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)]
+#![allow(clippy::unwrap_used, clippy::print_stderr)] // test helpers fail the test by panicking
 
 #[path = "support/store.rs"]
 mod store_support;
@@ -54,19 +49,9 @@ fn serve(config: &Path) -> support::Served {
 }
 
 async fn chat(client: &reqwest::Client, s: &support::Served, key: &str, max_tokens: u32) -> u16 {
-    client
-        .post(format!("{}/v1/chat/completions", s.url))
-        .bearer_auth(key)
-        .json(&json!({
-            "model": "gpt-4o",
-            "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": "hi"}],
-        }))
-        .send()
+    support::call_route_with(client, &s.url, "gpt-4o", Some(key), max_tokens)
         .await
-        .unwrap()
-        .status()
-        .as_u16()
+        .0
 }
 
 async fn admin(
@@ -259,12 +244,7 @@ async fn a_key_made_on_one_replica_works_on_the_other(url: String, dir: Dir) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A tenant key does not reach the key endpoints.
-    let tenant = client
-        .get(format!("{}/admin/keys", a.url))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap();
+    let tenant = support::get_keyed(&format!("{}/admin/keys", a.url), KEY).await;
     assert_eq!(tenant.status(), 401);
 }
 

@@ -9,7 +9,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
+use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError};
 use serde_json::Value;
 
 /// A config with `primary` (and `backup`, when given) on the fakes, one attempt each.
@@ -107,16 +107,9 @@ fn attempt(v: &Value, i: usize) -> (&str, &str, Option<&str>, Option<u64>) {
     )
 }
 
-async fn fakes() -> (FakeVendor, FakeVendor) {
-    (
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_before_content_falls_back_or_fails_with_its_attempt() {
-    let (primary, backup) = fakes().await;
+    let [primary, backup] = support::openai_fakes().await;
     // A 503 before any content: the backup serves, and the answer says so.
     primary.set_script(Script::Always(Behavior::Error(
         VendorError::EmptyServiceUnavailable,
@@ -152,7 +145,7 @@ async fn an_error_before_content_falls_back_or_fails_with_its_attempt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_event_after_content_ends_the_call_with_the_committed_attempt() {
-    let (primary, backup) = fakes().await;
+    let [primary, backup] = support::openai_fakes().await;
     primary.set_script(Script::Always(Behavior::InBandError {
         after_chunks: 2,
         error: VendorError::ServerError,
@@ -170,7 +163,7 @@ async fn an_error_event_after_content_ends_the_call_with_the_committed_attempt()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_stream_is_a_network_failure_on_record() {
-    let (primary, backup) = fakes().await;
+    let [primary, backup] = support::openai_fakes().await;
     // The backup answers the first attempt's fallback... but a truncated stream after content
     // has committed: the call fails with the cut, and says where.
     primary.set_script(Script::Always(Behavior::TruncatedStream {
@@ -179,13 +172,7 @@ async fn a_truncated_stream_is_a_network_failure_on_record() {
     let (code, v, line) = chat(config("cut", &primary, Some(&backup))).await;
     assert_eq!(code, Some(1), "{v} {line}");
     assert_eq!(v["error"]["kind"], "network", "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("truncated"),
-        "{v}"
-    );
+    assert!(support::error_message(&v).contains("truncated"), "{v}");
     assert!(!v["content"].as_str().unwrap().is_empty(), "{v}");
     failed_on_primary(&v, &line, "network");
 

@@ -186,10 +186,7 @@ async fn sub_tenants_are_charged_at_both_levels() {
     let (served, refusal) = drain(&gw, APP, "smart", Some("alice"), None).await;
     assert_eq!(served, 0);
     assert!(
-        refusal.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("app/alice"),
+        support::error_message(&refusal.body).contains("app/alice"),
         "{}",
         refusal.body
     );
@@ -211,10 +208,7 @@ async fn sub_tenants_are_charged_at_both_levels() {
     assert_eq!(a.status, 400);
     assert_eq!(a.body["error"]["code"], "invalid_sub_tenant");
     assert!(
-        a.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("x-ripcord-tenant header contains `/`"),
+        support::error_message(&a.body).contains("x-ripcord-tenant header contains `/`"),
         "{}",
         a.body
     );

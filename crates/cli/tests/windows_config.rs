@@ -100,18 +100,18 @@ async fn a_configured_window_is_judged_before_any_call() {
 #[test]
 fn window_and_spell_settings_are_checked() {
     let base = "[chain]\norder = [\"p\"]\n[[providers]]\nname = \"p\"\nkind = \"vllm\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n";
-    let e = config::parse("w.toml", &format!("{base}context_window = 0\n"), &no_env)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("context_window"), "{e}");
-    let e = config::parse(
-        "w.toml",
-        &format!("{base}[providers.breaker]\nopen_ms = 10000\nopen_max_ms = 5000\n"),
-        &no_env,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("open_max_ms"), "{e}");
+    for (bad, names) in [
+        ("context_window = 0\n", "context_window"),
+        (
+            "[providers.breaker]\nopen_ms = 10000\nopen_max_ms = 5000\n",
+            "open_max_ms",
+        ),
+    ] {
+        let e = config::parse("w.toml", &format!("{base}{bad}"), &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(names), "{bad:?}: {e}");
+    }
     let c = config::parse(
         "w.toml",
         &format!("{base}[providers.breaker]\nopen_ms = 2000\nopen_max_ms = 30000\nbackground_probe_ms = 0\n"),

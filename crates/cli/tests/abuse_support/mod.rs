@@ -39,16 +39,18 @@ pub(crate) fn serve(tag: &str, text: &str) -> support::Served {
     support::serve_with_env(&config(tag, text), &[("GW_KEYS", GW_KEY)])
 }
 
-/// `ripcord serve` of one [`provider`] link over `vendor`, with the gateway key and the
-/// `server` lines (each ending in `\n`) under `[server]`.
-pub(crate) fn serve_keyed(tag: &str, vendor: &FakeVendor, server: &str) -> support::Served {
-    serve(
-        tag,
-        &format!(
-            "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n{server}",
-            provider(vendor)
-        ),
+/// One [`provider`] link over `vendor`, with the gateway key and the `server` lines (each
+/// ending in `\n`, other tables may follow) under `[server]`.
+pub(crate) fn keyed(vendor: &FakeVendor, server: &str) -> String {
+    format!(
+        "{}\n[server]\napi_keys_env = \"GW_KEYS\"\n{server}",
+        provider(vendor)
     )
+}
+
+/// `ripcord serve` of [`keyed`].
+pub(crate) fn serve_keyed(tag: &str, vendor: &FakeVendor, server: &str) -> support::Served {
+    serve(tag, &keyed(vendor, server))
 }
 
 /// `ripcord serve` under `prlimit --nofile=N:N` (soft and hard: the gateway cannot raise it).
@@ -86,6 +88,13 @@ pub(crate) async fn chat(client: &reqwest::Client, url: &str) -> reqwest::Respon
 /// as its connection must stay taken (its body unread).
 pub(crate) async fn probe(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Response {
     client.get(format!("{url}{path}")).send().await.unwrap()
+}
+
+/// `/readyz` of the gateway at `url` says `ready`.
+pub(crate) async fn assert_ready(client: &reqwest::Client, url: &str) {
+    use crate::support::Fetch;
+    let ready: Value = client.get(format!("{url}/readyz")).json_body().await;
+    assert_eq!(ready["status"], "ready", "{ready}");
 }
 
 /// A TCP connection to `to` from the loopback address `from` (the whole of 127.0.0.0/8 is

@@ -8,21 +8,11 @@ fn embeddings_config(dir: &std::path::Path, vendor: &str) -> std::path::PathBuf 
     support::write_config(
         dir,
         &format!(
-            r#"
-[[routes]]
-name = "ripcord"
-order = ["primary"]
-
-[[routes]]
-name = "private"
-order = ["primary"]
-{}
-[[server.keys]]
-tenant = "acme"
-key_env = "CLIENTS_ACME_KEY"
-routes = ["ripcord"]
-"#,
-            embeddings_of_primary(vendor)
+            "{}{}{}{}routes = [\"ripcord\"]\n",
+            support::route("ripcord", &["primary"]),
+            support::route("private", &["primary"]),
+            embeddings_of_primary(vendor),
+            support::tenant_key("acme", "CLIENTS_ACME_KEY"),
         ),
     )
 }
@@ -148,10 +138,7 @@ async fn max_tokens_is_lowered_to_each_links_known_cap_and_the_attempt_says_so()
             .await
             .unwrap();
         assert_eq!(resp.status(), 200);
-        let attempts = resp.headers()["x-ripcord-attempts"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let attempts = support::header(&resp, "x-ripcord-attempts");
         let body = resp.text().await.unwrap();
         assert!(body.contains("Hello"), "{body}");
         // Claude's own cap is 64000: it was sent the client's value, unmarked.
@@ -184,10 +171,7 @@ async fn max_tokens_is_lowered_to_each_links_known_cap_and_the_attempt_says_so()
             .unwrap()
             .contains("max_tokens")
     );
-    assert_eq!(
-        backup.requests().last().unwrap().json().unwrap()["max_completion_tokens"],
-        100
-    );
+    assert_eq!(support::last_sent(&backup)["max_completion_tokens"], 100);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -276,12 +260,7 @@ async fn cors_answers_an_allowed_origins_preflight_before_authentication() {
         r.headers()["access-control-allow-origin"],
         "https://app.example.com"
     );
-    assert!(
-        r.headers()["access-control-expose-headers"]
-            .to_str()
-            .unwrap()
-            .contains("x-ripcord-served-by")
-    );
+    assert!(support::header(&r, "access-control-expose-headers").contains("x-ripcord-served-by"));
     assert_eq!(
         vendor.hits(),
         1,
@@ -325,7 +304,7 @@ async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = vendor.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&vendor);
     assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
     assert_eq!(sent["presence_penalty"], 0.5, "{sent}");
     assert_eq!(sent["frequency_penalty"], -0.5, "{sent}");
@@ -347,7 +326,7 @@ async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     ] {
         let (s, _, body) = post(&url, body).await;
         assert_eq!(s, 200, "{body}");
-        let sent = vendor.requests().last().unwrap().json().unwrap();
+        let sent = support::last_sent(&vendor);
         assert_eq!(sent["parallel_tool_calls"], false, "{sent}");
     }
     let (s, _, body) = post(
@@ -356,7 +335,7 @@ async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&claude);
     assert_eq!(
         sent["tool_choice"],
         json!({"type": "auto", "disable_parallel_tool_use": true}),
@@ -373,7 +352,7 @@ async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     )
     .await;
     assert_eq!(s, 200, "{body}");
-    let sent = vendor.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&vendor);
     let m = &sent["messages"];
     assert_eq!(
         m[1]["tool_calls"][0]["function"]["name"], "weather",
@@ -448,10 +427,7 @@ async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     for (url, body, effort) in to_openai {
         let (s, _, text) = post(&url, body).await;
         assert_eq!(s, 200, "{text}");
-        assert_eq!(
-            vendor.requests().last().unwrap().json().unwrap()["reasoning_effort"],
-            effort
-        );
+        assert_eq!(support::last_sent(&vendor)["reasoning_effort"], effort);
     }
     let (s, _, text) = post(
         &chat,
@@ -459,7 +435,7 @@ async fn parameters_are_forwarded_mapped_or_refused_by_name() {
     )
     .await;
     assert_eq!(s, 200, "{text}");
-    let sent = claude.requests().last().unwrap().json().unwrap();
+    let sent = support::last_sent(&claude);
     assert_eq!(
         sent["thinking"],
         json!({"type": "enabled", "budget_tokens": 2048}),
@@ -506,7 +482,7 @@ async fn messages_structured_output_goes_the_response_format_way() {
         assert_eq!(s, 200, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["content"][0]["text"], r#"{"city":"Oslo"}"#, "{text}");
-        let sent = vendor.requests().last().unwrap().json().unwrap();
+        let sent = support::last_sent(&vendor);
         assert_eq!(sent["response_format"]["type"], "json_schema", "{sent}");
         assert_eq!(
             sent["response_format"]["json_schema"]["schema"], schema,

@@ -26,6 +26,11 @@ pub(crate) async fn fake(text: &str, script: Script) -> FakeVendor {
     .unwrap()
 }
 
+/// An OpenAI-wire fake that fails every call with `error` (its reply `text` is never sent).
+pub(crate) async fn failing(text: &str, error: ripcord_chaos::VendorError) -> FakeVendor {
+    fake(text, Script::Always(ripcord_chaos::Behavior::Error(error))).await
+}
+
 /// Chat calls the fake received (not model-list probes).
 pub(crate) fn chats(f: &FakeVendor) -> usize {
     f.requests()

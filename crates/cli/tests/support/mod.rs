@@ -7,6 +7,8 @@
     clippy::print_stderr
 )]
 
+pub(crate) mod prom;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -85,10 +87,15 @@ pub(crate) fn check_config(path: &std::path::Path, env: &[(&str, &str)]) -> std:
 
 /// [`check_config`] that must succeed (else the test fails with its stderr): its stdout.
 pub(crate) fn check_config_ok(path: &std::path::Path, env: &[(&str, &str)]) -> String {
-    let out = check_config(path, env);
+    stdout_of("ripcord check-config", &check_config(path, env))
+}
+
+/// The stdout of a finished command that must have succeeded (else the test fails with `what`
+/// and its stderr).
+pub(crate) fn stdout_of(what: &str, out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
-        "{}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -115,12 +122,22 @@ pub(crate) fn require(path: PathBuf, what: &str) -> Option<PathBuf> {
     None
 }
 
+/// `path` under [`cache_dir`], when present (see [`require`]).
+pub(crate) fn cached(path: &str, what: &str) -> Option<PathBuf> {
+    require(cache_dir().join(path), what)
+}
+
+/// The JSON a `ripcord chat --json` run printed, and its stderr; the run must have succeeded
+/// (else the test fails with its stderr).
+pub(crate) fn chat_json(out: &std::process::Output) -> (serde_json::Value, String) {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
 /// The project's Python (with the `openai` SDK installed by `cargo xtask test`).
 pub(crate) fn python() -> Option<PathBuf> {
-    require(
-        cache_dir().join("venv/bin/python"),
-        "the project's Python venv",
-    )
+    cached("venv/bin/python", "the project's Python venv")
 }
 
 /// A running `ripcord serve`, killed on drop.
@@ -144,6 +161,18 @@ impl Served {
                 return line;
             }
         }
+    }
+
+    /// Sends the signal `sig` (`HUP`, `TERM`, `KILL`) to the server with `kill`, which must
+    /// succeed.
+    pub(crate) fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
     }
 }
 
@@ -218,12 +247,7 @@ async fn script_json(what: &str, mut cmd: Command) -> serde_json::Value {
         .await
         .unwrap()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{what} script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&stdout_of(&format!("{what} script"), &out)).unwrap()
 }
 
 /// Writes `dir/ripcord.toml`: two OpenAI-wire links, `primary` then `backup` (their base URLs),
@@ -356,6 +380,43 @@ pub(crate) async fn fake(
     .unwrap()
 }
 
+/// Reads `stream` until the peer closes it, within `limit` (else the test fails: `what` did not
+/// come): the bytes read.
+pub(crate) async fn read_to_close<R: tokio::io::AsyncRead + Unpin>(
+    stream: &mut R,
+    limit: std::time::Duration,
+    what: &str,
+) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    tokio::time::timeout(limit, stream.read_to_end(&mut got))
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not come within {limit:?}"))
+        .unwrap();
+    got
+}
+
+/// The JSON body of the last request `vendor` received.
+pub(crate) fn last_sent(vendor: &ripcord_chaos::FakeVendor) -> serde_json::Value {
+    vendor.requests().last().unwrap().json().unwrap()
+}
+
+/// `N` OpenAI-wire fake vendors, answering with their defaults.
+pub(crate) async fn openai_fakes<const N: usize>() -> [ripcord_chaos::FakeVendor; N] {
+    let mut fakes = Vec::with_capacity(N);
+    for _ in 0..N {
+        fakes.push(
+            ripcord_chaos::FakeVendor::start(ripcord_chaos::Wire::OpenAi)
+                .await
+                .unwrap(),
+        );
+    }
+    match fakes.try_into() {
+        Ok(fakes) => fakes,
+        Err(_) => unreachable!("{N} fakes were started"),
+    }
+}
+
 /// A fake vendor speaking `wire` that fails every call with `error`.
 pub(crate) async fn fake_failing(
     wire: ripcord_chaos::Wire,
@@ -388,6 +449,18 @@ pub(crate) async fn post_full(
 pub(crate) async fn post(url: &str, body: serde_json::Value) -> (u16, String) {
     let (status, _, text) = post_full(url, body).await;
     (status, text)
+}
+
+/// `POST url` with `body` as JSON, which must answer 200: the body text.
+pub(crate) async fn post_ok(url: &str, body: serde_json::Value) -> String {
+    let (status, text) = post(url, body).await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+/// [`post_ok`]'s body, as JSON.
+pub(crate) async fn post_ok_json(url: &str, body: serde_json::Value) -> serde_json::Value {
+    serde_json::from_str(&post_ok(url, body).await).unwrap()
 }
 
 /// `(event name, data)` of every SSE event in a body (`""` with no name, `null` with no data).
@@ -498,6 +571,22 @@ pub(crate) fn two_routes_named(
     )
 }
 
+/// An OpenAI-wire link `name` of `model` (key `sk-test`) at the fake `url` that tries once and
+/// whose breaker opens only after `failures` failures, without the background probe: set
+/// higher than a test's calls, it stays closed through the test.
+pub(crate) fn steady_link(name: &str, model: &str, url: &str, failures: u32) -> String {
+    format!(
+        "{}{ONE_ATTEMPT}[providers.breaker]\nfailure_threshold = {failures}\nbackground_probe_ms = 0\n",
+        openai_link(name, model, url, "sk-test")
+    )
+}
+
+/// A `[[routes]]` section: the route `name` over the links `order` (lines of its own may
+/// follow).
+pub(crate) fn route(name: &str, order: &[&str]) -> String {
+    format!("\n[[routes]]\nname = \"{name}\"\norder = {order:?}\n")
+}
+
 /// An OpenAI-wire link `name` (`gpt-4o`, key `sk-test`) at the fake `url` that tries once and
 /// whose breaker trips after 2 failures and stays open for 10 minutes, without the background
 /// model-list probe (which would re-admit it as soon as the fake's `/models` answers).
@@ -551,15 +640,75 @@ pub(crate) async fn webhook(path: &str) -> (String, Received) {
 
 /// One chat call to `route` at the gateway `url`; its status (the body read and dropped).
 pub(crate) async fn call_route(client: &reqwest::Client, url: &str, route: &str) -> u16 {
-    let resp = client
+    call_route_with(client, url, route, None, 5).await.0
+}
+
+/// [`call_route`] with the gateway key `key` (when given) and `max_tokens`: the status and the
+/// body text.
+pub(crate) async fn call_route_with(
+    client: &reqwest::Client,
+    url: &str,
+    route: &str,
+    key: Option<&str>,
+    max_tokens: u32,
+) -> (u16, String) {
+    let mut req = client
         .post(format!("{url}/v1/chat/completions"))
-        .json(&serde_json::json!({"model": route, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
+        .json(&serde_json::json!({"model": route, "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]}));
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap())
+}
+
+/// The header `name` of `resp` as text (the test fails when it is absent or not text).
+pub(crate) fn header(resp: &reqwest::Response, name: &str) -> String {
+    resp.headers()[name].to_str().unwrap().to_owned()
+}
+
+/// `GET url` (no key), which must answer 200 with a `content-type` starting with
+/// `content_type`: its body.
+pub(crate) async fn get_page(url: &str, content_type: &str) -> String {
+    let resp = reqwest::get(url).await.unwrap();
+    assert_eq!(resp.status(), 200, "{url}");
+    let got = header(&resp, "content-type");
+    assert!(got.starts_with(content_type), "{url}: {got}");
+    resp.text().await.unwrap()
+}
+
+/// A Redis server for `what` (see `RedisServer::start_or_skip`), or `None` when the test is
+/// skipped.
+pub(crate) async fn redis(what: &str) -> Option<ripcord_redis::server::RedisServer> {
+    ripcord_redis::server::RedisServer::start_or_skip(what)
+        .await
+        .unwrap()
+}
+
+/// `GET url` with the bearer key `key`; the response, whatever its status.
+pub(crate) async fn get_keyed(url: &str, key: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(url)
+        .bearer_auth(key)
         .send()
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    resp.bytes().await.unwrap();
-    status
+        .unwrap()
+}
+
+/// The `error.message` of an error body (the test fails when it has none).
+pub(crate) fn error_message(body: &serde_json::Value) -> &str {
+    text(&body["error"]["message"])
+}
+
+/// The string `v` holds (the test fails when it holds none).
+pub(crate) fn text(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+/// A `[[server.keys]]` section: the gateway key of `tenant`, read from the variable `key_env`.
+pub(crate) fn tenant_key(tenant: &str, key_env: &str) -> String {
+    format!("\n[[server.keys]]\ntenant = \"{tenant}\"\nkey_env = \"{key_env}\"\n")
 }
 
 /// Who served an answer: its `x-ripcord-served-by` header (`""` when absent).

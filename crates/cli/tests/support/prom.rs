@@ -1,13 +1,6 @@
 //! A real Prometheus for the operators' tests (`prometheus.rs`, `prometheus_budget.rs`): find
 //! Debian's binaries (a loud skip without them, a failure under `CI`), start one scraping
 //! loopback targets with the shipped rules' `for:` cut to seconds, and wait for an alert.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::print_stderr
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -31,11 +31,7 @@ pub(crate) fn store_config(
 [chain]
 order = ["vendor"]
 deadline_ms = 5000
-{}{}
-[[server.keys]]
-tenant = "acme"
-key_env = "RIPCORD_TEST_{env}_KEY"
-
+{}{}{}
 [server.admin]
 key_env = "RIPCORD_TEST_{env}_ADMIN"
 
@@ -46,6 +42,7 @@ flush_interval_ms = {flush_ms}
 {store_extra}"#,
         crate::support::openai_link("vendor", "gpt-4o", vendor, "sk-test"),
         crate::support::ONE_ATTEMPT,
+        crate::support::tenant_key("acme", &format!("RIPCORD_TEST_{env}_KEY")),
         spool.display(),
     )
 }

@@ -120,6 +120,26 @@ pub(crate) trait Decoder<F = SseEvent>: Send + 'static {
     }
 }
 
+/// Test support: parses `input` as SSE and feeds its events to `d` until a step other than
+/// [`Step::More`] (or the input's end); returns the queued events and the last step.
+#[cfg(test)]
+pub(crate) fn decode_sse<D: Decoder>(
+    mut d: D,
+    input: &str,
+) -> (Vec<StreamEvent>, ripcord_core::Result<Step>) {
+    let mut p = SseParser::new();
+    p.push(input.as_bytes()).unwrap();
+    let mut out = VecDeque::new();
+    let mut last = Ok(Step::More);
+    while let Some(ev) = p.next_event() {
+        last = d.event(ev, &mut out);
+        if !matches!(last, Ok(Step::More)) {
+            break;
+        }
+    }
+    (out.into_iter().collect(), last)
+}
+
 /// The error for an answer that is nothing but a policy stop (a `content_filter` or `refusal`
 /// finish without any text or tool call), or `None` for any other event.
 pub(crate) fn policy_stop(ev: &StreamEvent) -> Option<Error> {

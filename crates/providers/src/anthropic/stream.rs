@@ -317,22 +317,12 @@ mod tests {
     use ripcord_core::{FinishReason, ToolCall};
 
     use super::*;
+    use crate::driver::decode_sse;
     use crate::sse::SseParser;
     use ripcord_core::ErrorKind;
 
     fn run(input: &str, json: bool) -> (Vec<StreamEvent>, Result<Step>) {
-        let mut p = SseParser::new();
-        p.push(input.as_bytes()).unwrap();
-        let mut d = AnthropicDecoder::new(JsonMode(json), None);
-        let mut out = VecDeque::new();
-        let mut last = Ok(Step::More);
-        while let Some(ev) = p.next_event() {
-            last = d.event(ev, &mut out);
-            if !matches!(last, Ok(Step::More)) {
-                break;
-            }
-        }
-        (out.into_iter().collect(), last)
+        decode_sse(AnthropicDecoder::new(JsonMode(json), None), input)
     }
 
     const STREAM: &str = concat!(

@@ -165,22 +165,15 @@ mod tests {
     use ripcord_core::stream::Collector;
 
     use super::*;
+    use crate::driver::decode_sse;
     use crate::sse::SseParser;
     use ripcord_core::ErrorKind;
 
     fn run(input: &str) -> (Vec<StreamEvent>, Result<Step>) {
-        let mut p = SseParser::new();
-        p.push(input.as_bytes()).unwrap();
-        let mut d = OpenAiDecoder::new(None, Some(Price::per_million(1.0, 2.0)));
-        let mut out = VecDeque::new();
-        let mut last = Ok(Step::More);
-        while let Some(ev) = p.next_event() {
-            last = d.event(ev, &mut out);
-            if !matches!(last, Ok(Step::More)) {
-                break;
-            }
-        }
-        (out.into_iter().collect(), last)
+        decode_sse(
+            OpenAiDecoder::new(None, Some(Price::per_million(1.0, 2.0))),
+            input,
+        )
     }
 
     #[test]

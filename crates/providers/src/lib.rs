@@ -107,6 +107,8 @@ pub mod sse;
 mod stated_limit;
 #[cfg(feature = "status-page")]
 pub mod status_page;
+#[cfg(test)]
+mod test_support;
 pub mod vendor;
 
 #[cfg(feature = "anthropic")]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::{
-    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ImageSource, Message, ResponseFormat,
-    StatusCode, StreamEvent, ToolCall, ToolChoice, ToolSpec, stream,
+    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, Message, ResponseFormat, StatusCode,
+    StreamEvent, ToolCall, stream,
 };
 use ripcord_providers::Anthropic;
 use serde_json::json;
@@ -20,27 +20,17 @@ async fn sends_the_exact_messages_json_and_headers() {
     let m = anthropic(&fake);
     let mut req = ChatRequest::new(vec![
         Message::system("You are terse."),
-        Message::user("Describe:").with_image(ImageSource::Base64 {
-            media_type: "image/png".into(),
-            data: "iVBORw0KGgo=".into(),
-        }),
+        user_with_image("Describe:", "image/png", "iVBORw0KGgo="),
         Message::user("and check the weather."),
-        Message::assistant_tool_calls(vec![ToolCall::new(
-            "toolu_1",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )]),
+        weather_call("toolu_1", "Oslo"),
         Message::tool_result("toolu_1", "sunny"),
         Message::user("Thanks!"),
     ])
-    .with_tool(ToolSpec::new(
-        "weather",
+    .with_tool(weather_tool(
         "Weather by city",
         json!({"type":"object","properties":{"city":{"type":"string"}}}),
     ))
-    .with_tool_choice(ToolChoice::Tool {
-        name: "weather".into(),
-    })
+    .with_tool_choice(force_weather())
     // No seed: Anthropic has none, and a request with one is refused by name (unit-tested in
     // the adapter's request module).
     .with_temperature(0.5);

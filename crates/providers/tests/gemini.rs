@@ -11,7 +11,7 @@ use ripcord_chaos::{Behavior, RawEnd, RawResponse, Reply, Script, VendorError};
 use ripcord_core::stream::Collector;
 use ripcord_core::{
     ChatModel, ChatRequest, Context, EmbeddingModel, EmbeddingRequest, ErrorKind, FinishReason,
-    Message, ResponseFormat, StreamEvent, TimeoutPhase, ToolCall, ToolChoice, ToolSpec,
+    Message, ResponseFormat, StreamEvent, TimeoutPhase, ToolCall, ToolChoice,
 };
 use ripcord_providers::google::{Gemini, GeminiConfig, Thinking};
 use serde_json::json;
@@ -116,8 +116,7 @@ async fn streamed_parallel_function_calls_and_tool_config() {
     )));
     let g = gemini(&fake);
     let req = ChatRequest::user("Weather in Paris and Oslo?")
-        .with_tool(ToolSpec::new(
-            "weather",
+        .with_tool(weather_tool(
             "Current weather",
             json!({"type":"object","properties":{"city":{"type":"string"}}}),
         ))

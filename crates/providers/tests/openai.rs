@@ -10,7 +10,7 @@ use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorErro
 use ripcord_core::{
     ChatModel, ChatRequest, Context, EmbeddingModel, EmbeddingRequest, ErrorKind, FinishReason,
     ImageSource, Message, ResponseFormat, StatusCode, StreamEvent, TimeoutPhase, ToolCall,
-    ToolChoice, ToolSpec, stream,
+    ToolChoice, stream,
 };
 use ripcord_providers::{OpenAi, Timeouts};
 use serde_json::json;
@@ -24,15 +24,10 @@ fn representative() -> ChatRequest {
         }),
         Message::assistant("A blue sky."),
         Message::user("Why is it blue? Check the weather too."),
-        Message::assistant_tool_calls(vec![ToolCall::new(
-            "call_7",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )]),
+        weather_call("call_7", "Oslo"),
         Message::tool_result("call_7", "sunny"),
     ])
-    .with_tool(ToolSpec::new(
-        "weather",
+    .with_tool(weather_tool(
         "Current weather for a city",
         json!({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}),
     ))

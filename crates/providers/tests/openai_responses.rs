@@ -9,7 +9,7 @@ mod support;
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ImageSource, Message, ResponseFormat,
-    StreamEvent, ToolCall, ToolChoice, ToolSpec, stream,
+    StreamEvent, ToolCall, ToolChoice, stream,
 };
 use ripcord_providers::{AzureConfig, AzureOpenAi, OpenAi, OpenAiWire};
 use serde_json::json;
@@ -30,15 +30,10 @@ async fn sends_the_responses_body_to_v1_responses() {
             url: "https://example.invalid/sky.png".into(),
         }),
         Message::assistant("A blue sky."),
-        Message::assistant_tool_calls(vec![ToolCall::new(
-            "call_7",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )]),
+        weather_call("call_7", "Oslo"),
         Message::tool_result("call_7", "sunny"),
     ])
-    .with_tool(ToolSpec::new(
-        "weather",
+    .with_tool(weather_tool(
         "Current weather for a city",
         json!({"type":"object","properties":{"city":{"type":"string"}}}),
     ))

@@ -15,6 +15,14 @@ use ripcord_providers::{Anthropic, AnthropicConfig};
 #[cfg(feature = "openai")]
 use ripcord_providers::{OpenAi, OpenAiConfig};
 
+#[path = "../../src/test_support/requests.rs"]
+mod requests;
+#[allow(
+    unused_imports,
+    reason = "only the tests that build these requests use them"
+)]
+pub(crate) use requests::*;
+
 /// The key every test configures; no output may ever contain it.
 pub(crate) const KEY: &str = "sk-test-5f3c9a1d7e2b4c6a8f0e";
 

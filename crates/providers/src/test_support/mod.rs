@@ -10,3 +10,5 @@ pub(crate) fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     }
     h
 }
+
+pub(crate) mod requests;

@@ -119,7 +119,7 @@ impl Preset {
             region: None,
             local_on_loopback: false,
             models: &[],
-            default_model: ModelInfo::new("", 32_768, 4_096).tools().json(),
+            default_model: ModelInfo::chat("", 32_768, 4_096),
             max_tokens_field: MaxTokensField::MaxTokens,
             json_schema: false,
             stream_usage: true,

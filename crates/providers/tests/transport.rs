@@ -197,10 +197,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
     let client = HttpClient::from_reqwest(reqwest::Client::new());
     assert!(client.reqwest().is_some());
     let m = OpenAi::new(openai_cfg(&fake, "gpt-4o").with_client(client.clone())).unwrap();
-    let r = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("hi")).await;
     assert!(!r.text().is_empty());
     let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert!(!text_of(&events).is_empty());
@@ -244,9 +241,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
 async fn the_default_client_sends_the_expected_headers() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     let _ = stream_ok(&m, &ChatRequest::user("hi")).await;
     let sent = fake.requests();
     for (req, accept) in sent.iter().zip(["application/json", "text/event-stream"]) {

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_core::{
-    ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent, TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, StatusCode,
+    StreamEvent, TimeoutPhase,
 };
 use ripcord_providers::Timeouts;
 #[cfg(feature = "anthropic")]
@@ -145,6 +146,11 @@ pub(crate) async fn stream_ok(m: &impl ChatModel, req: &ChatRequest) -> Vec<Stre
     events
 }
 
+/// The answer `chat` of `req` on a fresh context gives.
+pub(crate) async fn chat_ok(m: &impl ChatModel, req: &ChatRequest) -> ChatResponse {
+    m.chat(req, &Context::new()).await.unwrap()
+}
+
 /// The error `chat` of `req` on a fresh context fails with.
 pub(crate) async fn chat_err(m: &impl ChatModel, req: &ChatRequest) -> Error {
     m.chat(req, &Context::new()).await.unwrap_err()
@@ -156,6 +162,11 @@ pub(crate) async fn stream_err(m: &impl ChatModel, req: &ChatRequest) -> Error {
         .await
         .err()
         .expect("stream error")
+}
+
+/// For [`check_error_rows`]: the error keeps the HTTP status `wire` answers the row with.
+pub(crate) fn keeps_status(wire: Wire) -> impl Fn(&VendorError, &Error) {
+    move |ve, e| assert_eq!(e.status(), Some(StatusCode(ve.status(wire))), "{ve:?}")
 }
 
 /// Scripts every error row of the table on `fake` in turn and checks the error `chat` of `m`

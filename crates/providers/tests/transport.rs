@@ -11,21 +11,30 @@ use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, StreamEvent, Time
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use support::*;
 
+/// A loopback address nothing listens on: a connect to it is refused.
+fn refusing_addr() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A call on `m` fails to connect: a clean network error.
+async fn assert_cannot_connect(m: &impl ChatModel) {
+    let e = chat_err(m, &ChatRequest::user("hi")).await;
+    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
+    assert!(e.message().contains("cannot connect"), "{e}");
+    assert_error_clean(&e);
+}
+
 #[tokio::test]
 async fn refused_connections_are_network_errors() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = refusing_addr();
     let m = OpenAi::new(
         OpenAiConfig::new("gpt-4o", KEY)
             .with_base_url(format!("http://{addr}/v1"))
             .with_timeouts(timeouts()),
     )
     .unwrap();
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
-    assert!(e.message().contains("cannot connect"), "{e}");
-    assert_error_clean(&e);
+    assert_cannot_connect(&m).await;
 }
 
 #[tokio::test]
@@ -221,19 +230,14 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert!(e.message().contains("truncated"), "{e}");
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = refusing_addr();
     let refused = OpenAi::new(
         OpenAiConfig::new("gpt-4o", KEY)
             .with_base_url(format!("http://{addr}/v1"))
             .with_client(client),
     )
     .unwrap();
-    let e = chat_err(&refused, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
-    assert!(e.message().contains("cannot connect"), "{e}");
-    assert_error_clean(&e);
+    assert_cannot_connect(&refused).await;
 }
 
 /// The default client sends what the vendor expects: content type, accept, user agent, key.

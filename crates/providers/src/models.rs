@@ -81,12 +81,9 @@ impl ModelInfo {
         }
     }
 
-    /// A text row with tool calling and JSON mode: the usual chat model.
-    pub(crate) const fn chat(
-        prefix: &'static str,
-        context_window: u32,
-        max_output_tokens: u32,
-    ) -> Self {
+    /// A text row with tool calling and JSON mode: the usual chat model
+    /// (`ModelInfo::new(..).tools().json()`).
+    pub const fn chat(prefix: &'static str, context_window: u32, max_output_tokens: u32) -> Self {
         ModelInfo::new(prefix, context_window, max_output_tokens)
             .tools()
             .json()

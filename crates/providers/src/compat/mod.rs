@@ -365,19 +365,7 @@ impl OpenAiCompatible {
     }
 }
 
-crate::openai::setters_through_inner!(OpenAiCompatible);
-
-/// Everything forwards to the [`OpenAi`] engine inside: this type differs only in how it is
-/// built.
-impl ripcord_core::Decorator for OpenAiCompatible {
-    type Inner = OpenAi;
-
-    fn inner(&self) -> &OpenAi {
-        &self.inner
-    }
-}
-
-crate::openai::embeddings_through_inner!(OpenAiCompatible);
+crate::openai::engine_wrapper!(OpenAiCompatible);
 
 /// The presets, written once: each one's feature, its module (holding the constructor of the
 /// same name) and the [`Vendor`](crate::Vendor) it is the preset of.

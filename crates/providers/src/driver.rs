@@ -143,7 +143,8 @@ pub(crate) fn decode_sse<D: Decoder>(
 /// Test support: feeds `input`'s SSE events to `d` (each must ask for more), then ends the body
 /// cleanly: the collected answer when the decoder accepts the clean end, `None` when it is a
 /// truncation.
-#[cfg(all(test, any(feature = "openai", feature = "anthropic")))]
+#[cfg(test)]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn clean_end_answer<D: Decoder>(
     mut d: D,
     input: &str,

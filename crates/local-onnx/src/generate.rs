@@ -271,7 +271,6 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::argmax;
 
     const PROMPT: &str =
         "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
@@ -306,27 +305,13 @@ mod tests {
             .collect()
     }
 
-    /// Greedy ids by hand, step by step, as the reference.
-    fn greedy_ids(dec: &mut Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
-        let opts = RunOptions::new().unwrap();
-        let mut cache = dec.empty_cache(prompt.len() + n + 1).unwrap();
-        let mut logits = dec.forward(prompt, &mut cache, &opts).unwrap();
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            let id = argmax(&logits).unwrap();
-            ids.push(id);
-            logits = dec.forward(&[id], &mut cache, &opts).unwrap();
-        }
-        ids
-    }
-
     #[test]
     fn the_loop_streams_the_greedy_answer_then_usage_then_finish() {
         let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
             return;
         };
         let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
-        let reference = greedy_ids(&mut dec, &prompt, 16);
+        let reference = crate::test_support::greedy_ids(&mut dec, &prompt, 16);
         let mut events = Vec::new();
         let out = run(
             &mut dec,
@@ -365,7 +350,7 @@ mod tests {
             return;
         };
         let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
-        let reference = greedy_ids(&mut dec, &prompt, 12);
+        let reference = crate::test_support::greedy_ids(&mut dec, &prompt, 12);
         // The first token (from the fourth on) that did not occur before it: make it the EOS.
         let k = (3..reference.len())
             .find(|&k| !reference[..k].contains(&reference[k]))

@@ -153,11 +153,6 @@ pub(crate) fn child_main(upstream: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        reason = "a test fails by panicking"
-    )]
     use super::*;
 
     #[test]

@@ -320,13 +320,7 @@ mod tests {
     }
 
     fn collect(events: &[StreamEvent]) -> String {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                StreamEvent::TextDelta { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
+        events.iter().filter_map(StreamEvent::text_delta).collect()
     }
 
     #[test]

@@ -75,7 +75,8 @@ fn emit_and_shut_down(protocol: Protocol, rt: tokio::runtime::Runtime) {
 /// Flushing and shutting down inside async code, for each transport and runtime flavour.
 #[test]
 fn shutdown_inside_either_runtime_flavour_does_not_stall() {
-    let cases: [(&str, Protocol, fn() -> tokio::runtime::Runtime); 3] = [
+    type NewRuntime = fn() -> tokio::runtime::Runtime;
+    let cases: [(&str, Protocol, NewRuntime); 3] = [
         (
             "gRPC shutdown (current-thread)",
             Protocol::Grpc,

@@ -93,6 +93,32 @@ impl BatchKv {
         Ok(())
     }
 
+    /// Copies `len` tokens of each of `sources` (one per buffer, `src_cap` tokens per row; `pick`
+    /// selects the source row's block) into row `to` of the matching buffer; `what` names the
+    /// sources in errors.
+    fn copy_in(
+        &mut self,
+        sources: &mut [Tensor<f32>],
+        what: &str,
+        to: usize,
+        (src_cap, len): (usize, usize),
+        pick: impl Fn(&[f32]) -> Result<&[f32], Error>,
+    ) -> Result<(), Error> {
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let result = buffers
+            .iter_mut()
+            .zip(sources.iter_mut())
+            .try_for_each(|(dst, s)| {
+                let (_, s) = s.try_extract_tensor_mut().map_err(ort_err(what))?;
+                let (_, d) = dst
+                    .try_extract_tensor_mut()
+                    .map_err(ort_err("the batch KV cache"))?;
+                self.copy_block(d, to, pick(s)?, src_cap, len)
+            });
+        self.buffers = buffers;
+        result
+    }
+
     /// Copies a one-row cache (a prefilled prompt) into `row`, which then holds its tokens.
     pub(crate) fn load_row(&mut self, row: usize, src: &mut KvCache) -> Result<(), Error> {
         let len = src.len;
@@ -103,21 +129,13 @@ impl BatchKv {
             )));
         }
         let src_cap = src.capacity;
-        let mut buffers = std::mem::take(&mut self.buffers);
-        let result = buffers
-            .iter_mut()
-            .zip(src.shared.iter_mut())
-            .try_for_each(|(dst, s)| {
-                let (_, s) = s
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the prompt's KV cache"))?;
-                let (_, d) = dst
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the batch KV cache"))?;
-                self.copy_block(d, row, s, src_cap, len)
-            });
-        self.buffers = buffers;
-        result?;
+        self.copy_in(
+            &mut src.shared,
+            "the prompt's KV cache",
+            row,
+            (src_cap, len),
+            |s| Ok(s),
+        )?;
         self.lens[row] = len;
         Ok(())
     }
@@ -138,24 +156,16 @@ impl BatchKv {
         }
         let block = src.kv_heads * src.capacity * src.head_dim;
         let src_cap = src.capacity;
-        let mut buffers = std::mem::take(&mut self.buffers);
-        let result = buffers
-            .iter_mut()
-            .zip(src.buffers.iter_mut())
-            .try_for_each(|(dst, s)| {
-                let (_, s) = s
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the old batch KV cache"))?;
-                let (_, d) = dst
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the batch KV cache"))?;
-                let s = s
-                    .get(from * block..(from + 1) * block)
-                    .ok_or_else(|| runtime("KV slot out of bounds"))?;
-                self.copy_block(d, to, s, src_cap, len)
-            });
-        self.buffers = buffers;
-        result?;
+        self.copy_in(
+            &mut src.buffers,
+            "the old batch KV cache",
+            to,
+            (src_cap, len),
+            |s| {
+                s.get(from * block..(from + 1) * block)
+                    .ok_or_else(|| runtime("KV slot out of bounds"))
+            },
+        )?;
         self.lens[to] = len;
         Ok(())
     }

@@ -96,6 +96,19 @@ pub(crate) fn assert_attrs(span: &SpanData, want: &[(&str, &str)]) {
     }
 }
 
+/// Asserts each `(key, value)` of `want` is `span`'s attribute, typed (`None`: absent), naming the
+/// key that differs.
+pub(crate) fn assert_values(span: &SpanData, want: &[(&str, Option<Value>)]) {
+    for (key, value) in want {
+        assert_eq!(
+            attr(span, key),
+            value.as_ref(),
+            "attribute {key} of span {}",
+            span.name
+        );
+    }
+}
+
 pub(crate) fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
     spans.iter().filter(|s| s.name == name).collect()
 }

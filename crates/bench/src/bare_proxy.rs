@@ -12,8 +12,7 @@
 //! allocates little, and the bench's in-process rows are not moved by a different allocator.
 
 use std::convert::Infallible;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::Write;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
@@ -22,13 +21,13 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::AsyncReadExt;
+
+use crate::upstream::{RoleChild, until_stdin_closes};
 
 /// The running bare proxy child; dropping it stops the child.
 #[derive(Debug)]
 pub(crate) struct BareProxy {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    child: RoleChild,
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
 }
@@ -36,43 +35,22 @@ pub(crate) struct BareProxy {
 impl BareProxy {
     /// Starts the child in front of `upstream` (a base URL) and waits for its URL.
     pub(crate) fn spawn(upstream: &str) -> Result<BareProxy, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("bare proxy: own path: {e}"))?;
-        let mut child = Command::new(exe)
-            .args(["--role", "proxy", "--upstream-url", upstream])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("bare proxy: cannot start the child process: {e}"))?;
-        let stdin = child.stdin.take();
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or("bare proxy: the child has no stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .map_err(|e| format!("bare proxy: reading the child's URL: {e}"))?;
+        let (child, line) = RoleChild::spawn(
+            "bare proxy",
+            &["--role", "proxy", "--upstream-url", upstream],
+        )?;
         let url = line.trim().to_owned();
         if !url.starts_with("http://127.0.0.1:") {
             return Err(format!(
                 "bare proxy: the child printed {line:?} instead of its URL"
             ));
         }
-        Ok(BareProxy { child, stdin, url })
+        Ok(BareProxy { child, url })
     }
 
     /// The child's process id.
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for BareProxy {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.pid()
     }
 }
 
@@ -165,18 +143,9 @@ pub(crate) fn child_main(upstream: &str) -> Result<(), String> {
                 });
             }
         };
-        let stdin_closed = async {
-            let mut stdin = tokio::io::stdin();
-            let mut buf = [0u8; 64];
-            while let Ok(n) = stdin.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
         tokio::select! {
             () = serve => {}
-            () = stdin_closed => {}
+            () = until_stdin_closes() => {}
         }
         Ok(())
     })
@@ -184,11 +153,6 @@ pub(crate) fn child_main(upstream: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        reason = "a test fails by panicking"
-    )]
     use super::*;
 
     #[test]

@@ -106,7 +106,7 @@ fn range(v: &[f64]) -> String {
 }
 
 /// The median of `v` (sorted in place); 0 for none.
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,

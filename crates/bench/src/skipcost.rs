@@ -5,49 +5,30 @@
 
 use std::time::Duration;
 
+use ripcord_core::testing::FnModel;
 use ripcord_core::{
     Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId,
-    Result, async_trait,
 };
 use ripcord_resilience::{BreakerPolicy, BreakerState};
 use serde::Serialize;
 use tokio::time::Instant;
 
+use crate::paired::median;
 use crate::rows::{decorate, request, trips_at_once};
 
 /// An in-memory link: answers at once, or fails at once with an overload.
-#[derive(Debug)]
-struct Memory {
-    id: ModelId,
-    caps: Capabilities,
-    fail: bool,
-}
-
-impl Memory {
-    fn new(name: &str, fail: bool) -> Memory {
-        Memory {
-            id: ModelId::new(name, "in-memory"),
-            caps: Capabilities::new(128_000, 4096),
-            fail,
-        }
-    }
-}
-
-#[async_trait]
-impl ChatModel for Memory {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
-        if self.fail {
-            Err(Error::new(ErrorKind::Overloaded, "overloaded"))
-        } else {
-            Ok(ChatResponse::new("Rayleigh scattering."))
-        }
-    }
+fn memory(name: &str, fail: bool) -> impl ChatModel + 'static {
+    FnModel::new(
+        ModelId::new(name, "in-memory"),
+        Capabilities::new(128_000, 4096),
+        move |_req: &ChatRequest, _ctx: &Context| {
+            if fail {
+                Err(Error::new(ErrorKind::Overloaded, "overloaded"))
+            } else {
+                Ok(ChatResponse::new("Rayleigh scattering."))
+            }
+        },
+    )
 }
 
 /// The result. Each round times both chains back to back (alternating which goes first); the
@@ -67,15 +48,6 @@ pub(crate) struct SkipCost {
     pub(crate) calls_per_round: usize,
     /// Rounds.
     pub(crate) rounds: usize,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 async fn mean_ns(
@@ -99,14 +71,14 @@ async fn mean_ns(
 
 /// Measures `rounds` alternating rounds of `calls` calls per chain.
 pub(crate) async fn measure(calls: usize, rounds: usize) -> std::result::Result<SkipCost, String> {
-    let (alone, _) = decorate(Memory::new("secondary", false), BreakerPolicy::default())?;
+    let (alone, _) = decorate(memory("secondary", false), BreakerPolicy::default())?;
     let direct = Chain::builder()
         .link_arc(alone)
         .deadline(Duration::from_secs(30))
         .build()
         .map_err(|e| e.to_string())?;
-    let (open, handle) = decorate(Memory::new("primary", true), trips_at_once()?)?;
-    let (behind, _) = decorate(Memory::new("secondary", false), BreakerPolicy::default())?;
+    let (open, handle) = decorate(memory("primary", true), trips_at_once()?)?;
+    let (behind, _) = decorate(memory("secondary", false), BreakerPolicy::default())?;
     let skipping = Chain::builder()
         .link_arc(open)
         .link_arc(behind)

@@ -45,6 +45,26 @@ pub(crate) struct StreamsRow {
 /// The arrival times of one stream's text events.
 type Arrivals = Vec<Instant>;
 
+/// The row of `engine` from the arrivals of its streams (one per stream); `who` names it in the
+/// error when nothing was decoded.
+fn row(
+    engine: String,
+    threads: usize,
+    streams: &[Arrivals],
+    who: &str,
+) -> Result<StreamsRow, String> {
+    let (decode_tokens, aggregate_tok_s, p50_itl_ms) =
+        summarize(streams).ok_or_else(|| format!("{who}: no decoded tokens"))?;
+    Ok(StreamsRow {
+        engine,
+        streams: streams.len(),
+        threads,
+        decode_tokens,
+        aggregate_tok_s,
+        p50_itl_ms,
+    })
+}
+
 /// Aggregate tokens/s and median inter-token latency (ms) of concurrent streams.
 fn summarize(streams: &[Arrivals]) -> Option<(u64, f64, f64)> {
     let first = streams.iter().filter_map(|s| s.first()).min()?;
@@ -107,16 +127,12 @@ pub(crate) async fn ripcord(
         Ok::<Arrivals, String>(arrivals)
     });
     let streams: Vec<Arrivals> = join_all(runs).await.into_iter().collect::<Result<_, _>>()?;
-    let (decode_tokens, aggregate_tok_s, p50_itl_ms) =
-        summarize(&streams).ok_or("streams: no decoded tokens")?;
-    Ok(StreamsRow {
-        engine: format!("ripcord {file} (max_batch {n})"),
-        streams: n,
+    row(
+        format!("ripcord {file} (max_batch {n})"),
         threads,
-        decode_tokens,
-        aggregate_tok_s,
-        p50_itl_ms,
-    })
+        &streams,
+        "streams",
+    )
 }
 
 /// A running `llama-server`, killed on drop.
@@ -270,16 +286,12 @@ pub(crate) async fn llama_server(
         .into_iter()
         .collect::<Result<_, _>>()
         .map_err(with_log)?;
-    let (decode_tokens, aggregate_tok_s, p50_itl_ms) =
-        summarize(&streams).ok_or("llama-server: no decoded tokens")?;
-    Ok(StreamsRow {
-        engine: format!("llama-server Q4_1 GGUF (--parallel {n})"),
-        streams: n,
+    row(
+        format!("llama-server Q4_1 GGUF (--parallel {n})"),
         threads,
-        decode_tokens,
-        aggregate_tok_s,
-        p50_itl_ms,
-    })
+        &streams,
+        "llama-server",
+    )
 }
 
 #[cfg(test)]

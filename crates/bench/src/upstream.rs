@@ -25,11 +25,71 @@ pub(crate) struct Urls {
     pub(crate) down: String,
 }
 
+/// A child process of this binary in another `--role`, which prints one line when it is ready
+/// and runs until its standard input closes; dropping this stops it.
+#[derive(Debug)]
+pub(crate) struct RoleChild {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl RoleChild {
+    /// Starts `ripcord-bench ARGS` and reads the first line it prints; `what` names the child
+    /// in errors.
+    pub(crate) fn spawn(what: &str, args: &[&str]) -> Result<(RoleChild, String), String> {
+        let exe = std::env::current_exe().map_err(|e| format!("{what}: own path: {e}"))?;
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("{what}: cannot start the child process: {e}"))?;
+        let stdin = child.stdin.take();
+        // Owned from here: a failure below drops (and so stops) the child.
+        let mut running = RoleChild { child, stdin };
+        let stdout = running
+            .child
+            .stdout
+            .take()
+            .ok_or(format!("{what}: the child has no stdout"))?;
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(|e| format!("{what}: reading the child's first line: {e}"))?;
+        Ok((running, line))
+    }
+
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RoleChild {
+    fn drop(&mut self) {
+        // Closing stdin ends the child; kill covers a child that is stuck.
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// In a role child: waits until the parent closes this process's standard input.
+pub(crate) async fn until_stdin_closes() {
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while let Ok(n) = stdin.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
 /// The running upstream child; dropping it stops the child.
 #[derive(Debug)]
 pub(crate) struct Upstream {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    child: RoleChild,
     /// Its servers.
     pub(crate) urls: Urls,
 }
@@ -37,46 +97,21 @@ pub(crate) struct Upstream {
 impl Upstream {
     /// Starts the child and waits for its URLs.
     pub(crate) fn spawn() -> Result<Upstream, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("upstream: own path: {e}"))?;
-        let mut child = Command::new(exe)
-            .args(["--role", "upstream"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("upstream: cannot start the child process: {e}"))?;
-        let stdin = child.stdin.take();
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or("upstream: the child has no stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .map_err(|e| format!("upstream: reading the child's URLs: {e}"))?;
+        let (child, line) = RoleChild::spawn("upstream", &["--role", "upstream"])?;
         let urls: Urls = serde_json::from_str(line.trim()).map_err(|e| {
             format!("upstream: the child printed {line:?} instead of its URLs: {e}")
         })?;
-        Ok(Upstream { child, stdin, urls })
+        Ok(Upstream { child, urls })
     }
 
     /// The child's process id.
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     /// The child's CPU time so far.
     pub(crate) fn cpu(&self) -> Duration {
         cpu::process_cpu(self.pid()).unwrap_or_default()
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        // Closing stdin ends the child; kill covers a child that is stuck.
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -107,13 +142,7 @@ pub(crate) fn child_main() -> Result<(), String> {
         writeln!(out, "{line}").map_err(|e| format!("upstream: stdout: {e}"))?;
         out.flush().map_err(|e| format!("upstream: stdout: {e}"))?;
         drop(out);
-        let mut stdin = tokio::io::stdin();
-        let mut buf = [0u8; 64];
-        while let Ok(n) = stdin.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
+        until_stdin_closes().await;
         drop((ok, down));
         Ok(())
     })

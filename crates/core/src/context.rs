@@ -125,10 +125,7 @@ impl Context {
 
     /// Sets an absolute deadline; an earlier existing deadline is kept.
     pub fn with_deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(match self.deadline {
-            Some(d) => d.min(deadline),
-            None => deadline,
-        });
+        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
         self
     }
 
@@ -147,10 +144,7 @@ impl Context {
     /// limit), so a long answer is not cut by a deadline meant for getting an answer at all.
     /// Without one, the deadline bounds the whole stream.
     pub fn with_stream_deadline(mut self, at: Instant) -> Self {
-        self.stream_deadline = Some(match self.stream_deadline {
-            Some(d) => d.min(at),
-            None => at,
-        });
+        self.stream_deadline = Some(self.stream_deadline.map_or(at, |d| d.min(at)));
         self
     }
 

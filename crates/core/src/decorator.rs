@@ -16,6 +16,28 @@ use crate::stream::ChatStream;
 /// The boxed future `async_trait` methods return.
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// A `chat`/`stream`-shaped method as `async_trait` expands it (the lifetimes and bounds of
+/// its boxed future), with `$body` returning that boxed future: the forwarding methods below
+/// hand the inner model's own future on instead of boxing it again.
+macro_rules! boxed_call {
+    ($(#[$attr:meta])* fn $name:ident(&$this:ident, $req:ident, $ctx:ident) -> $out:ty { $body:expr }) => {
+        $(#[$attr])*
+        fn $name<'a, 'b, 'c, 'async_trait>(
+            &'a $this,
+            $req: &'b ChatRequest,
+            $ctx: &'c Context,
+        ) -> BoxFuture<'async_trait, Result<$out>>
+        where
+            'a: 'async_trait,
+            'b: 'async_trait,
+            'c: 'async_trait,
+            Self: 'async_trait,
+        {
+            $body
+        }
+    };
+}
+
 /// A model that wraps one inner model: every [`ChatModel`] method has a default here that
 /// forwards to [`Decorator::inner`], so a decorator writes only what it changes, and a hook
 /// added to `ChatModel` later reaches every decorator through one new default below instead of
@@ -102,37 +124,21 @@ pub trait Decorator: Send + Sync + fmt::Debug {
         ChatModel::capabilities(self.inner())
     }
 
-    /// As [`ChatModel::chat`]; forwards by default (the inner model's own future, unboxed
-    /// again).
-    fn decorated_chat<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        ChatModel::chat(self.inner(), req, ctx)
-    }
+    boxed_call!(
+        /// As [`ChatModel::chat`]; forwards by default (the inner model's own future, unboxed
+        /// again).
+        fn decorated_chat(&self, req, ctx) -> ChatResponse {
+            ChatModel::chat(self.inner(), req, ctx)
+        }
+    );
 
-    /// As [`ChatModel::stream`]; forwards by default (the inner model's own future, unboxed
-    /// again).
-    fn decorated_stream<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatStream>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
-        ChatModel::stream(self.inner(), req, ctx)
-    }
+    boxed_call!(
+        /// As [`ChatModel::stream`]; forwards by default (the inner model's own future, unboxed
+        /// again).
+        fn decorated_stream(&self, req, ctx) -> ChatStream {
+            ChatModel::stream(self.inner(), req, ctx)
+        }
+    );
 
     /// As [`ChatModel::bounds_itself`]; forwards by default. Correct for a decorator whose
     /// every added wait is itself bounded by the context (or that adds none).
@@ -161,32 +167,12 @@ impl<D: Decorator> ChatModel for D {
     fn capabilities(&self) -> &Capabilities {
         Decorator::decorated_capabilities(self)
     }
-    fn chat<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
+    boxed_call!(fn chat(&self, req, ctx) -> ChatResponse {
         Decorator::decorated_chat(self, req, ctx)
-    }
-    fn stream<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatStream>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
+    });
+    boxed_call!(fn stream(&self, req, ctx) -> ChatStream {
         Decorator::decorated_stream(self, req, ctx)
-    }
+    });
     fn bounds_itself(&self) -> bool {
         Decorator::decorated_bounds_itself(self)
     }
@@ -212,32 +198,12 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     fn capabilities(&self) -> &Capabilities {
         (**self).capabilities()
     }
-    fn chat<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatResponse>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
+    boxed_call!(fn chat(&self, req, ctx) -> ChatResponse {
         (**self).chat(req, ctx)
-    }
-    fn stream<'a, 'b, 'c, 'async_trait>(
-        &'a self,
-        req: &'b ChatRequest,
-        ctx: &'c Context,
-    ) -> BoxFuture<'async_trait, Result<ChatStream>>
-    where
-        'a: 'async_trait,
-        'b: 'async_trait,
-        'c: 'async_trait,
-        Self: 'async_trait,
-    {
+    });
+    boxed_call!(fn stream(&self, req, ctx) -> ChatStream {
         (**self).stream(req, ctx)
-    }
+    });
     fn bounds_itself(&self) -> bool {
         (**self).bounds_itself()
     }

@@ -434,29 +434,23 @@ impl fmt::Debug for Error {
         let i = &self.inner;
         let mut d = f.debug_struct("Error");
         d.field("kind", &i.kind).field("message", &i.message);
-        if let Some(p) = &i.provider {
-            d.field("provider", p);
+        // The context that is set, in this order.
+        fn set<T: fmt::Debug>(v: &Option<T>) -> Option<&dyn fmt::Debug> {
+            v.as_ref().map(|v| v as &dyn fmt::Debug)
         }
-        if let Some(m) = &i.model {
-            d.field("model", m);
-        }
-        if let Some(s) = &i.status {
-            d.field("status", s);
-        }
-        if let Some(c) = &i.vendor_code {
-            d.field("vendor_code", c);
-        }
-        if let Some(r) = &i.retry_after {
-            d.field("retry_after", r);
-        }
-        if let Some(p) = &i.timeout_phase {
-            d.field("timeout_phase", p);
-        }
-        if let Some(f) = &i.fault {
-            d.field("fault", f);
-        }
-        if let Some(l) = &i.context_limit {
-            d.field("context_limit", l);
+        for (name, value) in [
+            ("provider", set(&i.provider)),
+            ("model", set(&i.model)),
+            ("status", set(&i.status)),
+            ("vendor_code", set(&i.vendor_code)),
+            ("retry_after", set(&i.retry_after)),
+            ("timeout_phase", set(&i.timeout_phase)),
+            ("fault", set(&i.fault)),
+            ("context_limit", set(&i.context_limit)),
+        ] {
+            if let Some(v) = value {
+                d.field(name, v);
+            }
         }
         if !i.skipped.is_empty() {
             d.field("skipped", &i.skipped);

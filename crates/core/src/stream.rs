@@ -101,6 +101,21 @@ impl StreamEvent {
         StreamEvent::ReasoningDelta { text: text.into() }
     }
 
+    /// The text of a [`StreamEvent::TextDelta`]; `None` for every other event.
+    ///
+    /// ```
+    /// use ripcord_core::StreamEvent;
+    /// let events = [StreamEvent::text("Hel"), StreamEvent::reasoning("hm"), StreamEvent::text("lo")];
+    /// let text: String = events.iter().filter_map(StreamEvent::text_delta).collect();
+    /// assert_eq!(text, "Hello");
+    /// ```
+    pub fn text_delta(&self) -> Option<&str> {
+        match self {
+            StreamEvent::TextDelta { text } => Some(text),
+            _ => None,
+        }
+    }
+
     /// True for events that show the caller answer content (text, reasoning or tool-call
     /// pieces).
     ///

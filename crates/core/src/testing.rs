@@ -363,6 +363,22 @@ where
     }
 }
 
+/// A conversation of `turns` question-and-answer pairs after a system prompt, each turn padded
+/// with `words` words, ending with one more user question: a prompt whose oldest turns a
+/// [`crate::chain::Trim`] can drop.
+pub fn conversation(turns: usize, words: usize) -> ChatRequest {
+    let mut messages = vec![crate::request::Message::system("Be brief.")];
+    for i in 0..turns {
+        let pad = "words ".repeat(words);
+        messages.push(crate::request::Message::user(format!("question {i} {pad}")));
+        messages.push(crate::request::Message::assistant(format!(
+            "answer {i} {pad}"
+        )));
+    }
+    messages.push(crate::request::Message::user("and now?"));
+    ChatRequest::new(messages)
+}
+
 /// Reads a stream to its end: every item, errors included, in order.
 pub async fn drain(mut stream: ChatStream) -> Vec<Result<StreamEvent>> {
     let mut items = Vec::new();

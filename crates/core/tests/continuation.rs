@@ -47,10 +47,7 @@ async fn drain(mut s: ChatStream, t0: Instant) -> Vec<(Duration, Result<StreamEv
 fn text(events: &[(Duration, Result<StreamEvent, Error>)]) -> String {
     events
         .iter()
-        .filter_map(|(_, e)| match e {
-            Ok(StreamEvent::TextDelta { text }) => Some(text.as_str()),
-            _ => None,
-        })
+        .filter_map(|(_, e)| e.as_ref().ok()?.text_delta())
         .collect()
 }
 

@@ -23,10 +23,7 @@ fn ask() -> ChatRequest {
 fn texts(events: &[Result<StreamEvent, Error>]) -> String {
     events
         .iter()
-        .filter_map(|e| match e {
-            Ok(StreamEvent::TextDelta { text }) => Some(text.as_str()),
-            _ => None,
-        })
+        .filter_map(|e| e.as_ref().ok()?.text_delta())
         .collect()
 }
 

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_core::chain::Trim;
-use ripcord_core::testing::ScriptedModel;
+use ripcord_core::testing::{ScriptedModel, conversation};
 use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ContextLimit, Error, ErrorKind, Message, SkipReason,
+    Capabilities, ChatModel, ChatRequest, ContextLimit, Error, ErrorKind, SkipReason,
 };
 
 use support::{arc, chain_of, chat_ok};
@@ -126,26 +126,10 @@ async fn a_configured_window_is_judged_and_an_unknown_one_is_tried() {
     assert_eq!(r.provenance.skipped.len(), 1);
 }
 
-fn conversation(turns: usize) -> ChatRequest {
-    let mut messages = vec![Message::system("Be brief.")];
-    for i in 0..turns {
-        messages.push(Message::user(format!(
-            "question {i} {}",
-            "words ".repeat(400)
-        )));
-        messages.push(Message::assistant(format!(
-            "answer {i} {}",
-            "words ".repeat(400)
-        )));
-    }
-    messages.push(Message::user("and now?"));
-    ChatRequest::new(messages)
-}
-
 #[tokio::test(start_paused = true)]
 async fn trim_oldest_retries_the_link_that_said_too_long_with_a_trimmed_conversation() {
     // The vendor counts more tokens than ripcord estimates: the trim must fit its count.
-    let req = conversation(10);
+    let req = conversation(10, 400);
     let estimate = ripcord_core::tokens::estimate_request(&req);
     let a = arc(unknown("a")
         .fail_with(
@@ -167,7 +151,7 @@ async fn trim_oldest_retries_the_link_that_said_too_long_with_a_trimmed_conversa
 
 #[tokio::test(start_paused = true)]
 async fn without_trim_or_without_a_stated_window_the_chain_moves_on() {
-    let req = conversation(10);
+    let req = conversation(10, 400);
     let bare = || {
         Error::new(
             ErrorKind::ContextLengthExceeded,

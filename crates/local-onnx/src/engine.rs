@@ -27,7 +27,7 @@ use std::path::Path;
 use ort::environment::Environment;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::{IoBinding, RunOptions, Session, SessionInputValue};
+use ort::session::{IoBinding, RunOptions, Session, SessionInputValue, SessionOutputs};
 use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
 use ripcord_core::Error;
 
@@ -521,39 +521,48 @@ impl Decoder {
             return Err(runtime("the KV cache has no binding"));
         };
         let input_ids: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
-        let input_ids =
-            Tensor::from_array(([1usize, s], input_ids)).map_err(ort_err("input_ids"))?;
-        binding
-            .bind_input("input_ids", &input_ids)
-            .map_err(ort_err("input_ids"))?;
-        let mask = Tensor::from_array(([1usize, total], vec![1i64; total]))
-            .map_err(ort_err("attention_mask"))?;
-        binding
-            .bind_input("attention_mask", &mask)
-            .map_err(ort_err("attention_mask"))?;
+        bind_i64(binding, "input_ids", [1, s], input_ids)?;
+        bind_i64(binding, "attention_mask", [1, total], vec![1i64; total])?;
         if self.spec.has_position_ids {
             let pos: Vec<i64> = (past..total).map(|p| p as i64).collect();
-            let pos = Tensor::from_array(([1usize, s], pos)).map_err(ort_err("position_ids"))?;
-            binding
-                .bind_input("position_ids", &pos)
-                .map_err(ort_err("position_ids"))?;
+            bind_i64(binding, "position_ids", [1, s], pos)?;
         }
-        let cpu = MemoryInfo::new(
-            AllocationDevice::CPU,
-            0,
-            AllocatorType::Device,
-            MemoryType::Default,
-        )
-        .map_err(ort_err("cannot describe CPU memory"))?;
-        binding
-            .bind_output_to_device("logits", &cpu)
-            .map_err(ort_err("cannot bind the logits"))?;
-        let outputs = self
-            .session
-            .run_binding_with_options(binding, options)
-            .map_err(ort_err("inference failed"))?;
+        let outputs = run_to_cpu_logits(&mut self.session, binding, options)?;
         last_logits(outputs.get("logits"), s)
     }
+}
+
+/// Binds `data` shaped `shape` as the `i64` input `name`.
+fn bind_i64(
+    binding: &mut IoBinding,
+    name: &str,
+    shape: [usize; 2],
+    data: Vec<i64>,
+) -> Result<(), Error> {
+    let tensor = Tensor::from_array((shape, data)).map_err(ort_err(name))?;
+    binding.bind_input(name, &tensor).map_err(ort_err(name))
+}
+
+/// Binds the `logits` output to CPU memory and runs `session` on what `binding` holds (the
+/// shared-cache step of one answer and of a batch).
+fn run_to_cpu_logits<'s>(
+    session: &'s mut Session,
+    binding: &'s mut IoBinding,
+    options: &RunOptions,
+) -> Result<SessionOutputs<'s>, Error> {
+    let cpu = MemoryInfo::new(
+        AllocationDevice::CPU,
+        0,
+        AllocatorType::Device,
+        MemoryType::Default,
+    )
+    .map_err(ort_err("cannot describe CPU memory"))?;
+    binding
+        .bind_output_to_device("logits", &cpu)
+        .map_err(ort_err("cannot bind the logits"))?;
+    session
+        .run_binding_with_options(binding, options)
+        .map_err(ort_err("inference failed"))
 }
 
 /// The last position's logits from a `[1, s, vocab]` or `[1, 1, vocab]` output (a graph may

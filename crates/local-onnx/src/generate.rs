@@ -271,7 +271,6 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::argmax;
 
     const PROMPT: &str =
         "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
@@ -285,69 +284,67 @@ mod tests {
         }
     }
 
-    fn job(prompt: Vec<u32>, max_new_tokens: usize, eos: Vec<u32>, stops: Vec<String>) -> Job {
-        Job {
-            prompt,
-            max_new_tokens,
-            sampling: SamplingParams::GREEDY,
-            stops,
-            eos,
-            model_name: "tiny-llama".into(),
+    /// The tiny model, and [`PROMPT`] in its tokens.
+    struct Tiny {
+        dec: Decoder,
+        tok: Tokenizer,
+        prompt: Vec<u32>,
+    }
+
+    impl Tiny {
+        /// `None` when the tiny model is missing (skipped).
+        fn load() -> Option<Tiny> {
+            let (dec, _, tok) = crate::test_support::load_tiny()?;
+            let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
+            Some(Tiny { dec, tok, prompt })
+        }
+
+        /// Runs the loop on the prompt for up to `max_new_tokens`, greedy, ending at `eos`.
+        fn answer(
+            &mut self,
+            max_new_tokens: usize,
+            eos: Vec<u32>,
+            control: &Control,
+            sink: &mut dyn FnMut(StreamEvent) -> bool,
+        ) -> Result<Outcome, Error> {
+            let job = Job {
+                prompt: self.prompt.clone(),
+                max_new_tokens,
+                sampling: SamplingParams::GREEDY,
+                stops: vec![],
+                eos,
+                model_name: "tiny-llama".into(),
+            };
+            run(&mut self.dec, &self.tok, &job, control, sink)
         }
     }
 
     fn collect(events: &[StreamEvent]) -> String {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                StreamEvent::TextDelta { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// Greedy ids by hand, step by step, as the reference.
-    fn greedy_ids(dec: &mut Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
-        let opts = RunOptions::new().unwrap();
-        let mut cache = dec.empty_cache(prompt.len() + n + 1).unwrap();
-        let mut logits = dec.forward(prompt, &mut cache, &opts).unwrap();
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            let id = argmax(&logits).unwrap();
-            ids.push(id);
-            logits = dec.forward(&[id], &mut cache, &opts).unwrap();
-        }
-        ids
+        events.iter().filter_map(StreamEvent::text_delta).collect()
     }
 
     #[test]
     fn the_loop_streams_the_greedy_answer_then_usage_then_finish() {
-        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+        let Some(mut t) = Tiny::load() else {
             return;
         };
-        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
-        let reference = greedy_ids(&mut dec, &prompt, 16);
+        let reference = crate::test_support::greedy_ids(&mut t.dec, &t.prompt, 16);
         let mut events = Vec::new();
-        let out = run(
-            &mut dec,
-            &tok,
-            &job(prompt.clone(), 16, vec![], vec![]),
-            &control(),
-            &mut |e| {
+        let out = t
+            .answer(16, vec![], &control(), &mut |e| {
                 events.push(e);
                 true
-            },
-        )
-        .unwrap();
+            })
+            .unwrap();
         assert_eq!(out.output_tokens, 16);
         assert_eq!(out.finish, FinishReason::Length);
         assert!(!out.abandoned);
-        assert_eq!(collect(&events), tok.decode(&reference, true).unwrap());
+        assert_eq!(collect(&events), t.tok.decode(&reference, true).unwrap());
         let n = events.len();
         assert_eq!(
             events[n - 2],
             StreamEvent::Usage {
-                usage: Usage::new(prompt.len() as u64, 16).priced(Some(&Price::FREE))
+                usage: Usage::new(t.prompt.len() as u64, 16).priced(Some(&Price::FREE))
             }
         );
         assert_eq!(
@@ -361,76 +358,61 @@ mod tests {
 
     #[test]
     fn an_end_of_sequence_token_stops_without_being_shown() {
-        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+        let Some(mut t) = Tiny::load() else {
             return;
         };
-        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
-        let reference = greedy_ids(&mut dec, &prompt, 12);
+        let reference = crate::test_support::greedy_ids(&mut t.dec, &t.prompt, 12);
         // The first token (from the fourth on) that did not occur before it: make it the EOS.
         let k = (3..reference.len())
             .find(|&k| !reference[..k].contains(&reference[k]))
             .expect("the tiny model repeats itself");
         let mut events = Vec::new();
-        let out = run(
-            &mut dec,
-            &tok,
-            &job(prompt, 12, vec![reference[k]], vec![]),
-            &control(),
-            &mut |e| {
+        let out = t
+            .answer(12, vec![reference[k]], &control(), &mut |e| {
                 events.push(e);
                 true
-            },
-        )
-        .unwrap();
+            })
+            .unwrap();
         assert_eq!(out.output_tokens, k);
         assert_eq!(out.finish, FinishReason::Stop);
-        assert_eq!(collect(&events), tok.decode(&reference[..k], true).unwrap());
+        assert_eq!(
+            collect(&events),
+            t.tok.decode(&reference[..k], true).unwrap()
+        );
     }
 
     #[test]
     fn cancellation_and_deadline_are_checked_before_work() {
-        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+        let Some(mut t) = Tiny::load() else {
             return;
         };
-        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
         let c = control();
         c.cancel.cancel();
         let mut events = 0;
-        let e = run(
-            &mut dec,
-            &tok,
-            &job(prompt.clone(), 8, vec![], vec![]),
-            &c,
-            &mut |_| {
+        let e = t
+            .answer(8, vec![], &c, &mut |_| {
                 events += 1;
                 true
-            },
-        )
-        .unwrap_err();
+            })
+            .unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::Cancelled);
         let mut c = control();
         c.deadline = Some(Instant::now());
-        let e = run(
-            &mut dec,
-            &tok,
-            &job(prompt, 8, vec![], vec![]),
-            &c,
-            &mut |_| {
+        let e = t
+            .answer(8, vec![], &c, &mut |_| {
                 events += 1;
                 true
-            },
-        )
-        .unwrap_err();
+            })
+            .unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::DeadlineExceeded);
         assert_eq!(events, 0);
     }
 
     #[test]
     fn after_the_first_text_the_stream_deadline_bounds_the_answer_not_the_deadline() {
-        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+        let Some(mut t) = Tiny::load() else {
             return;
         };
-        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
         // The deadline passes while the first text is being shown (a slow consumer step).
         let slow_first = |events: &mut usize| {
             *events += 1;
@@ -446,14 +428,9 @@ mod tests {
         c.deadline = Some(Instant::now() + std::time::Duration::from_millis(30));
         c.stream_deadline = Some(Instant::now() + std::time::Duration::from_secs(600));
         let mut events = 0;
-        let out = run(
-            &mut dec,
-            &tok,
-            &job(prompt.clone(), 8, vec![], vec![]),
-            &c,
-            &mut |_| slow_first(&mut events),
-        )
-        .unwrap();
+        let out = t
+            .answer(8, vec![], &c, &mut |_| slow_first(&mut events))
+            .unwrap();
         assert_eq!(out.output_tokens, 8, "a long answer runs past the deadline");
 
         // With the stream bound passed too, the answer is cut at the next token.
@@ -461,14 +438,9 @@ mod tests {
         c.deadline = Some(Instant::now() + std::time::Duration::from_millis(30));
         c.stream_deadline = c.deadline;
         let mut events = 0;
-        let e = run(
-            &mut dec,
-            &tok,
-            &job(prompt, 8, vec![], vec![]),
-            &c,
-            &mut |_| slow_first(&mut events),
-        )
-        .unwrap_err();
+        let e = t
+            .answer(8, vec![], &c, &mut |_| slow_first(&mut events))
+            .unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::DeadlineExceeded);
         assert!(
             events <= 1,
@@ -478,19 +450,14 @@ mod tests {
 
     #[test]
     fn cancelling_mid_answer_stops_at_the_next_token() {
-        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+        let Some(mut t) = Tiny::load() else {
             return;
         };
-        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
         let c = control();
         let cancel = c.cancel.clone();
         let mut deltas = 0;
-        let e = run(
-            &mut dec,
-            &tok,
-            &job(prompt, 400, vec![], vec![]),
-            &c,
-            &mut |e| {
+        let e = t
+            .answer(400, vec![], &c, &mut |e| {
                 if matches!(e, StreamEvent::TextDelta { .. }) {
                     deltas += 1;
                     if deltas == 3 {
@@ -498,31 +465,24 @@ mod tests {
                     }
                 }
                 true
-            },
-        )
-        .unwrap_err();
+            })
+            .unwrap_err();
         assert_eq!(e.kind(), ripcord_core::ErrorKind::Cancelled);
         assert_eq!(deltas, 3);
     }
 
     #[test]
     fn a_sink_that_stops_listening_ends_the_loop() {
-        let Some((mut dec, _, tok)) = crate::test_support::load_tiny() else {
+        let Some(mut t) = Tiny::load() else {
             return;
         };
-        let prompt = tok.encode(PROMPT, false).unwrap().get_ids().to_vec();
         let mut calls = 0;
-        let out = run(
-            &mut dec,
-            &tok,
-            &job(prompt, 400, vec![], vec![]),
-            &control(),
-            &mut |_| {
+        let out = t
+            .answer(400, vec![], &control(), &mut |_| {
                 calls += 1;
                 false
-            },
-        )
-        .unwrap();
+            })
+            .unwrap();
         assert!(out.abandoned);
         assert_eq!(calls, 1);
         assert!(out.output_tokens < 10, "{}", out.output_tokens);

@@ -53,3 +53,18 @@ pub(crate) fn load_tiny_file(
     let tok = tokenizers::Tokenizer::from_file(&files.tokenizer).unwrap();
     Some((dec, config, tok))
 }
+
+/// Greedy ids of `prompt` decoded alone through a one-row cache, step by step by hand: the
+/// reference the generation loop and the batch are compared with.
+pub(crate) fn greedy_ids(dec: &mut crate::engine::Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
+    let opts = ort::session::RunOptions::new().unwrap();
+    let mut cache = dec.empty_cache(prompt.len() + n + 1).unwrap();
+    let mut logits = dec.forward(prompt, &mut cache, &opts).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let id = crate::sampling::argmax(&logits).unwrap();
+        ids.push(id);
+        logits = dec.forward(&[id], &mut cache, &opts).unwrap();
+    }
+    ids
+}

@@ -33,10 +33,8 @@ async fn events(mut s: ChatStream) -> Vec<StreamEvent> {
 fn deltas(events: &[StreamEvent]) -> Vec<String> {
     events
         .iter()
-        .filter_map(|e| match e {
-            StreamEvent::TextDelta { text } => Some(text.clone()),
-            _ => None,
-        })
+        .filter_map(StreamEvent::text_delta)
+        .map(str::to_owned)
         .collect()
 }
 

@@ -226,7 +226,7 @@ pub(crate) async fn stream<A: Adapter>(
 /// [`telemetry::TracedModel`] around it. Every adapter bounds itself: each wait on the network
 /// runs under the phase limits, the context's deadline and its cancellation (`http::guard`,
 /// a token exchange included), so a stack of decorators needs no timer of its own. The wrappers
-/// around the OpenAI engine forward theirs with `setters_through_inner!` and `Decorator`.
+/// around the OpenAI engine forward theirs with `engine_wrapper!`.
 macro_rules! link_impls {
     ($adapter:ty) => {
         impl $adapter {

@@ -255,19 +255,7 @@ impl AzureOpenAi {
     }
 }
 
-crate::openai::setters_through_inner!(AzureOpenAi);
-
-/// Everything forwards to the [`OpenAi`] engine inside: this type differs only in how it is
-/// built.
-impl ripcord_core::Decorator for AzureOpenAi {
-    type Inner = OpenAi;
-
-    fn inner(&self) -> &OpenAi {
-        &self.inner
-    }
-}
-
-crate::openai::embeddings_through_inner!(AzureOpenAi);
+crate::openai::engine_wrapper!(AzureOpenAi);
 
 #[cfg(test)]
 mod tests {

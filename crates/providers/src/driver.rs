@@ -120,6 +120,49 @@ pub(crate) trait Decoder<F = SseEvent>: Send + 'static {
     }
 }
 
+/// Test support: parses `input` as SSE and feeds its events to `d` until a step other than
+/// [`Step::More`] (or the input's end); returns the queued events and the last step.
+#[cfg(test)]
+pub(crate) fn decode_sse<D: Decoder>(
+    mut d: D,
+    input: &str,
+) -> (Vec<StreamEvent>, ripcord_core::Result<Step>) {
+    let mut p = SseParser::new();
+    p.push(input.as_bytes()).unwrap();
+    let mut out = VecDeque::new();
+    let mut last = Ok(Step::More);
+    while let Some(ev) = p.next_event() {
+        last = d.event(ev, &mut out);
+        if !matches!(last, Ok(Step::More)) {
+            break;
+        }
+    }
+    (out.into_iter().collect(), last)
+}
+
+/// Test support: feeds `input`'s SSE events to `d` (each must ask for more), then ends the body
+/// cleanly: the collected answer when the decoder accepts the clean end, `None` when it is a
+/// truncation.
+#[cfg(test)]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) fn clean_end_answer<D: Decoder>(
+    mut d: D,
+    input: &str,
+) -> Option<ripcord_core::ChatResponse> {
+    let mut p = SseParser::new();
+    p.push(input.as_bytes()).unwrap();
+    let mut out = VecDeque::new();
+    while let Some(ev) = p.next_event() {
+        assert!(matches!(d.event(ev, &mut out), Ok(Step::More)));
+    }
+    if !d.clean_end(&mut out) {
+        return None;
+    }
+    let mut c = ripcord_core::stream::Collector::new();
+    out.into_iter().for_each(|e| c.push(e));
+    Some(c.finish().unwrap())
+}
+
 /// The error for an answer that is nothing but a policy stop (a `content_filter` or `refusal`
 /// finish without any text or tool call), or `None` for any other event.
 pub(crate) fn policy_stop(ev: &StreamEvent) -> Option<Error> {

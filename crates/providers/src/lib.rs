@@ -78,20 +78,27 @@
     allow(dead_code)
 )]
 
-#[cfg(any(
-    feature = "openai",
-    feature = "anthropic",
-    feature = "gemini",
-    feature = "bedrock"
-))]
-mod attempt;
-#[cfg(any(
-    feature = "openai",
-    feature = "anthropic",
-    feature = "gemini",
-    feature = "bedrock"
-))]
-mod driver;
+/// The one list of the vendor adapters' features (OpenAI, Anthropic, Gemini, Bedrock). Wrapped
+/// items exist only in a build with at least one of them; after `#[unused_without]`, they exist
+/// always and are expected to go unused in a build with none.
+macro_rules! with_any_adapter {
+    (#[unused_without] $($item:item)*) => {$(
+        #[cfg_attr(
+            not(any(feature = "openai", feature = "anthropic", feature = "gemini", feature = "bedrock")),
+            expect(unused_imports, reason = "only the vendor adapters use these; this build has none")
+        )]
+        $item
+    )*};
+    ($($item:item)*) => {$(
+        #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini", feature = "bedrock"))]
+        $item
+    )*};
+}
+
+with_any_adapter! {
+    mod attempt;
+    mod driver;
+}
 pub mod error_body;
 mod http;
 mod models;
@@ -100,6 +107,8 @@ pub mod sse;
 mod stated_limit;
 #[cfg(feature = "status-page")]
 pub mod status_page;
+#[cfg(test)]
+mod test_support;
 pub mod vendor;
 
 #[cfg(feature = "anthropic")]

@@ -9,6 +9,12 @@
 
 use ripcord_core::{Capabilities, Locality, Price};
 
+/// A list price per million tokens with a price for cached input (USD), as the model tables
+/// write it.
+pub(crate) const fn cached_price(input: f64, output: f64, cached: f64) -> Price {
+    Price::per_million(input, output).with_cached_input(cached)
+}
+
 /// Usage from a vendor that counts cache reads and writes apart from the other input tokens
 /// (Anthropic, Bedrock): ripcord's input counts every prompt token, cached ones included, and
 /// the cache reads are kept as the cached part.
@@ -73,6 +79,14 @@ impl ModelInfo {
             json_mode: false,
             price: None,
         }
+    }
+
+    /// A text row with tool calling and JSON mode: the usual chat model
+    /// (`ModelInfo::new(..).tools().json()`).
+    pub const fn chat(prefix: &'static str, context_window: u32, max_output_tokens: u32) -> Self {
+        ModelInfo::new(prefix, context_window, max_output_tokens)
+            .tools()
+            .json()
     }
 
     /// With tool calling.

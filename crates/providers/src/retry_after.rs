@@ -212,17 +212,8 @@ fn cap(d: Duration) -> Duration {
 mod tests {
     use std::time::UNIX_EPOCH;
 
-    use ::http::header::HeaderValue;
-
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_static(v));
-        }
-        h
-    }
+    use crate::test_support::headers;
 
     #[test]
     fn precedence_ms_then_retry_after_then_reset_headers() {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::{
-    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ImageSource, Message, ResponseFormat,
-    StatusCode, StreamEvent, ToolCall, ToolChoice, ToolSpec, stream,
+    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, Message, ResponseFormat, StreamEvent,
+    ToolCall, stream,
 };
 use ripcord_providers::Anthropic;
 use serde_json::json;
@@ -20,32 +20,22 @@ async fn sends_the_exact_messages_json_and_headers() {
     let m = anthropic(&fake);
     let mut req = ChatRequest::new(vec![
         Message::system("You are terse."),
-        Message::user("Describe:").with_image(ImageSource::Base64 {
-            media_type: "image/png".into(),
-            data: "iVBORw0KGgo=".into(),
-        }),
+        user_with_image("Describe:", "image/png", "iVBORw0KGgo="),
         Message::user("and check the weather."),
-        Message::assistant_tool_calls(vec![ToolCall::new(
-            "toolu_1",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )]),
+        weather_call("toolu_1", "Oslo"),
         Message::tool_result("toolu_1", "sunny"),
         Message::user("Thanks!"),
     ])
-    .with_tool(ToolSpec::new(
-        "weather",
+    .with_tool(weather_tool(
         "Weather by city",
         json!({"type":"object","properties":{"city":{"type":"string"}}}),
     ))
-    .with_tool_choice(ToolChoice::Tool {
-        name: "weather".into(),
-    })
+    .with_tool_choice(force_weather())
     // No seed: Anthropic has none, and a request with one is refused by name (unit-tested in
     // the adapter's request module).
     .with_temperature(0.5);
     req.user = Some("u-9".into());
-    m.chat(&req, &Context::new()).await.unwrap();
+    chat_ok(&m, &req).await;
 
     let r = &fake.requests()[0];
     assert_eq!(r.path, "/v1/messages");
@@ -91,7 +81,7 @@ async fn json_mode_round_trips_through_the_forced_tool() {
         .unwrap();
     let m = anthropic(&fake);
     let req = ChatRequest::user("The answer?").with_response_format(ResponseFormat::Json);
-    let r = m.chat(&req, &Context::new()).await.unwrap();
+    let r = chat_ok(&m, &req).await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&r.content).unwrap(),
         json!({"answer": 42})
@@ -127,10 +117,7 @@ async fn assembles_text_tool_calls_and_usage_from_json_and_stream() {
         ToolCall::new("toolu_a", "weather", r#"{"city":"Paris"}"#),
         ToolCall::new("toolu_b", "time", r#"{"tz":"CET"}"#),
     ];
-    let r = m
-        .chat(&ChatRequest::user("weather?"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("weather?")).await;
     assert_eq!(r.content, "Let me check.");
     assert_eq!(r.tool_calls, want);
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
@@ -166,14 +153,7 @@ async fn assembles_text_tool_calls_and_usage_from_json_and_stream() {
 async fn every_http_error_row_is_classified() {
     let fake = anthropic_fake().await;
     let m = anthropic(&fake);
-    check_error_rows(&fake, &m, "anthropic", true, |ve, e| {
-        assert_eq!(
-            e.status(),
-            Some(StatusCode(ve.status(Wire::Anthropic))),
-            "{ve:?}"
-        );
-    })
-    .await;
+    check_error_rows(&fake, &m, "anthropic", true, keeps_status(Wire::Anthropic)).await;
     fake.set_script(Script::Always(Behavior::Error(VendorError::RateLimited {
         retry_after: Some(Duration::from_secs(3)),
     })));
@@ -225,10 +205,7 @@ async fn base_urls_in_either_convention_reach_v1_messages() {
     for base in [fake.base_url(), format!("{}/v1", fake.base_url())] {
         let m =
             Anthropic::new(anthropic_cfg(&fake, "claude-sonnet-4-5").with_base_url(&base)).unwrap();
-        let r = m
-            .chat(&ChatRequest::user("hi"), &Context::new())
-            .await
-            .unwrap();
+        let r = chat_ok(&m, &ChatRequest::user("hi")).await;
         assert!(!r.text().is_empty(), "{base}");
     }
     let paths: Vec<String> = fake.requests().iter().map(|r| r.path.clone()).collect();

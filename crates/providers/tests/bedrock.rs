@@ -12,8 +12,8 @@ use ripcord_chaos::bedrock::{
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::stream::Collector;
 use ripcord_core::{
-    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, Message, StatusCode, StreamEvent,
-    ToolCall, ToolSpec,
+    ChatModel, ChatRequest, Context, ErrorKind, FinishReason, Message, StreamEvent, ToolCall,
+    ToolSpec,
 };
 use ripcord_providers::{Bedrock, BedrockConfig, BedrockCredentials, CredentialSource};
 use secrecy::SecretString;
@@ -37,7 +37,7 @@ fn weather_request() -> ChatRequest {
 async fn a_signed_converse_call_sends_the_exact_body_to_the_encoded_path() {
     let fake = bedrock_fake().await;
     let m = bedrock(&fake);
-    let r = m.chat(&weather_request(), &Context::new()).await.unwrap();
+    let r = chat_ok(&m, &weather_request()).await;
     assert_eq!(r.content, "Hello! How can I help you today?");
     assert_eq!(r.finish_reason, FinishReason::Stop);
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (12, 9));
@@ -93,7 +93,7 @@ async fn tool_use_in_json_and_in_the_event_stream() {
         "get_weather",
         r#"{"city":"Oslo"}"#,
     )];
-    let r = m.chat(&weather_request(), &Context::new()).await.unwrap();
+    let r = chat_ok(&m, &weather_request()).await;
     assert_eq!(r.content, "Checking.");
     assert_eq!(r.tool_calls, want);
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
@@ -127,7 +127,7 @@ async fn tool_use_in_json_and_in_the_event_stream() {
         Message::tool_result("tooluse_1", "12°C, rain"),
     ])
     .with_tool(ToolSpec::new("get_weather", "", json!({"type":"object"})));
-    m.chat(&follow_up, &Context::new()).await.unwrap();
+    chat_ok(&m, &follow_up).await;
     let v: Value = fake.requests()[2].json().unwrap();
     assert_eq!(
         v["messages"][1]["content"][0]["toolUse"],
@@ -143,14 +143,7 @@ async fn tool_use_in_json_and_in_the_event_stream() {
 async fn every_scripted_error_is_classified() {
     let fake = bedrock_fake().await;
     let m = bedrock(&fake);
-    check_error_rows(&fake, &m, "bedrock", true, |ve, e| {
-        assert_eq!(
-            e.status(),
-            Some(StatusCode(ve.status(Wire::Bedrock))),
-            "{ve:?}"
-        );
-    })
-    .await;
+    check_error_rows(&fake, &m, "bedrock", true, keeps_status(Wire::Bedrock)).await;
 }
 
 #[tokio::test]
@@ -303,7 +296,7 @@ async fn credential_sources_each_sign_requests_the_fake_accepts() {
     let env_key = |n: &str| (n == "AWS_BEARER_TOKEN_BEDROCK").then(|| TEST_API_KEY.to_owned());
     let creds = BedrockCredentials::from_env_with(&env_key, None).unwrap();
     let m = with_creds(&fake, creds);
-    m.chat(&req, &Context::new()).await.unwrap();
+    chat_ok(&m, &req).await;
     let sent = fake.requests().pop().unwrap();
     assert_eq!(
         sent.header("authorization"),
@@ -402,9 +395,7 @@ async fn custom_headers_reach_bedrock_inside_the_signature() {
     let fake = bedrock_fake().await;
     let m =
         Bedrock::new(bedrock_cfg(&fake, BEDROCK_MODEL).with_header("x-team", "search")).unwrap();
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     let sent = fake.requests().pop().unwrap();
     assert_eq!(sent.header("x-team"), Some("search"));
     let signed = sent.header("authorization").unwrap_or_default();

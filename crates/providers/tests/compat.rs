@@ -51,7 +51,7 @@ async fn deepseek_wire_and_errors() {
             schema: schema.clone(),
             strict: false,
         });
-    m.chat(&req, &Context::new()).await.unwrap();
+    chat_ok(&m, &req).await;
     let sent = &fake.requests()[0];
     assert_eq!(sent.path, "/chat/completions");
     assert_eq!(
@@ -129,9 +129,7 @@ async fn zhipu_wire_and_business_codes() {
 async fn qwen_wire_and_dashscope_codes() {
     let fake = fake().await;
     let m = with_key(compat::qwen(), &fake, "/compatible-mode/v1", "qwen-plus");
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(
         fake.requests()[0].path,
         "/compatible-mode/v1/chat/completions"
@@ -149,9 +147,7 @@ async fn qwen_wire_and_dashscope_codes() {
 async fn moonshot_wire_and_error_types() {
     let fake = fake().await;
     let m = with_key(compat::moonshot(), &fake, "/v1", "kimi-k2-0905-preview");
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(fake.requests()[0].path, "/v1/chat/completions");
     assert!(m.capabilities().tools);
     rows(&m, &fake, &[
@@ -205,10 +201,7 @@ async fn ollama_is_local_keyless_and_maps_its_messages() {
     .unwrap();
     assert_eq!(m.capabilities().locality, Locality::Local);
     assert_eq!(m.capabilities().price.map(|p| p.input_per_mtok), Some(0.0));
-    let r = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(r.usage.cost_usd, Some(0.0));
     let sent = &fake.requests()[0];
     assert_eq!(sent.header("authorization"), None);
@@ -244,18 +237,12 @@ async fn vllm_needs_a_base_url_and_takes_an_optional_key() {
         None,
     )
     .unwrap();
-    keyless
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&keyless, &ChatRequest::user("hi")).await;
     assert_eq!(fake.requests()[0].header("authorization"), None);
     assert_eq!(keyless.capabilities().locality, Locality::Local);
     let keyed =
         OpenAiCompatible::new(compat::vllm().with_base_url(&base), "m", Some(KEY.into())).unwrap();
-    keyed
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&keyed, &ChatRequest::user("hi")).await;
     assert_eq!(
         fake.requests()[1].header("authorization"),
         Some(format!("Bearer {KEY}").as_str())

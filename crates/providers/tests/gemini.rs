@@ -11,7 +11,7 @@ use ripcord_chaos::{Behavior, RawEnd, RawResponse, Reply, Script, VendorError};
 use ripcord_core::stream::Collector;
 use ripcord_core::{
     ChatModel, ChatRequest, Context, EmbeddingModel, EmbeddingRequest, ErrorKind, FinishReason,
-    Message, ResponseFormat, StreamEvent, TimeoutPhase, ToolCall, ToolChoice, ToolSpec,
+    Message, ResponseFormat, StreamEvent, TimeoutPhase, ToolCall, ToolChoice,
 };
 use ripcord_providers::google::{Gemini, GeminiConfig, Thinking};
 use serde_json::json;
@@ -55,7 +55,7 @@ async fn chat_sends_the_gemini_wire_and_reads_the_answer() {
     let req = ChatRequest::new(vec![Message::system("Be brief."), Message::user("Hi")])
         .with_max_tokens(100)
         .with_temperature(0.2);
-    let r = g.chat(&req, &Context::new()).await.unwrap();
+    let r = chat_ok(&g, &req).await;
     assert_eq!(r.content, "Hello! How can I help you today?");
     assert_eq!(r.finish_reason, FinishReason::Stop);
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (12, 9));
@@ -116,8 +116,7 @@ async fn streamed_parallel_function_calls_and_tool_config() {
     )));
     let g = gemini(&fake);
     let req = ChatRequest::user("Weather in Paris and Oslo?")
-        .with_tool(ToolSpec::new(
-            "weather",
+        .with_tool(weather_tool(
             "Current weather",
             json!({"type":"object","properties":{"city":{"type":"string"}}}),
         ))
@@ -149,7 +148,7 @@ async fn streamed_parallel_function_calls_and_tool_config() {
         Message::tool_result(calls[0].id.clone(), "18C"),
         Message::tool_result(calls[1].id.clone(), "9C"),
     ]);
-    g.chat(&next, &Context::new()).await.unwrap();
+    chat_ok(&g, &next).await;
     let body = fake.requests()[1].json().unwrap();
     assert_eq!(body["contents"][1]["role"], "model");
     assert_eq!(
@@ -201,10 +200,7 @@ async fn thinking_is_asked_for_and_kept_apart_from_the_answer() {
     fake.set_script(Script::Always(json_body(
         r#"{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},{"text":"Blue."}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":1,"thoughtsTokenCount":7}}"#,
     )));
-    let r = g
-        .chat(&ChatRequest::user("?"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&g, &ChatRequest::user("?")).await;
     assert_eq!(r.content, "Blue.");
     assert_eq!(r.usage.output_tokens, 8);
 }
@@ -222,7 +218,7 @@ async fn json_schema_and_length_stops() {
         schema: schema.clone(),
         strict: true,
     });
-    let r = g.chat(&req, &Context::new()).await.unwrap();
+    let r = chat_ok(&g, &req).await;
     assert_eq!(r.finish_reason, FinishReason::Length);
     let body = fake.requests()[0].json().unwrap();
     assert_eq!(
@@ -342,10 +338,7 @@ async fn a_thought_signature_round_trips_in_the_call_id() {
     fake.set_script(Script::Always(json_body(
         r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"lookup","args":{"q":"sky"}},"thoughtSignature":"U0lHTkFUVVJF"}],"role":"model"},"finishReason":"STOP"}]}"#,
     )));
-    let r = g
-        .chat(&ChatRequest::user("?"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&g, &ChatRequest::user("?")).await;
     let call: ToolCall = r.tool_calls[0].clone();
     fake.set_script(Script::Always(Behavior::Ok));
     let next = ChatRequest::new(vec![
@@ -353,7 +346,7 @@ async fn a_thought_signature_round_trips_in_the_call_id() {
         Message::assistant_tool_calls(vec![call.clone()]),
         Message::tool_result(call.id.clone(), r#"{"answer":"blue"}"#),
     ]);
-    g.chat(&next, &Context::new()).await.unwrap();
+    chat_ok(&g, &next).await;
     let body = fake.requests()[1].json().unwrap();
     assert_eq!(
         body["contents"][1]["parts"][0]["thoughtSignature"],
@@ -419,9 +412,7 @@ async fn custom_headers_reach_gemini_and_stay_secret() {
     assert!(!format!("{cfg:?}").contains("pk-helicone"), "{cfg:?}");
     let g = Gemini::new(cfg).unwrap();
     assert!(!format!("{g:?}").contains("pk-helicone"), "{g:?}");
-    g.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&g, &ChatRequest::user("hi")).await;
     assert_eq!(fake.requests()[0].header("helicone-auth"), Some(SECRET));
     let e = Gemini::new(
         GeminiConfig::new("gemini-2.5-flash", KEY).with_header("x-goog-api-key", "other"),

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use ripcord_chaos::{Behavior, FakeOptions, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, EmbeddingModel, EmbeddingRequest, ErrorKind, FinishReason,
-    ImageSource, Message, ResponseFormat, StatusCode, StreamEvent, TimeoutPhase, ToolCall,
-    ToolChoice, ToolSpec, stream,
+    ImageSource, Message, ResponseFormat, StreamEvent, TimeoutPhase, ToolCall, ToolChoice, stream,
 };
 use ripcord_providers::{OpenAi, Timeouts};
 use serde_json::json;
@@ -24,15 +23,10 @@ fn representative() -> ChatRequest {
         }),
         Message::assistant("A blue sky."),
         Message::user("Why is it blue? Check the weather too."),
-        Message::assistant_tool_calls(vec![ToolCall::new(
-            "call_7",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )]),
+        weather_call("call_7", "Oslo"),
         Message::tool_result("call_7", "sunny"),
     ])
-    .with_tool(ToolSpec::new(
-        "weather",
+    .with_tool(weather_tool(
         "Current weather for a city",
         json!({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}),
     ))
@@ -53,7 +47,7 @@ fn representative() -> ChatRequest {
 async fn sends_the_exact_openai_json_and_headers() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    m.chat(&representative(), &Context::new()).await.unwrap();
+    chat_ok(&m, &representative()).await;
 
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 1);
@@ -107,9 +101,7 @@ async fn organization_and_project_headers() {
             .with_project("proj-2"),
     )
     .unwrap();
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     let r = &fake.requests()[0];
     assert_eq!(r.header("openai-organization"), Some("org-1"));
     assert_eq!(r.header("openai-project"), Some("proj-2"));
@@ -125,10 +117,7 @@ async fn assembles_a_plain_response_with_usage_cost_and_provenance() {
         .await
         .unwrap();
     let m = openai(&fake).named("primary");
-    let r = m
-        .chat(&ChatRequest::user("Why is the sky blue?"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("Why is the sky blue?")).await;
     assert_eq!(r.text(), "Rayleigh scattering.");
     assert_eq!(r.finish_reason, FinishReason::Stop);
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (1_000, 500));
@@ -152,10 +141,7 @@ async fn assembles_tool_calls_from_json_and_from_a_stream() {
         ToolCall::new("call_a", "weather", r#"{"city":"Paris"}"#),
         ToolCall::new("call_b", "time", r#"{"tz":"CET"}"#),
     ];
-    let r = m
-        .chat(&ChatRequest::user("weather and time"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("weather and time")).await;
     assert_eq!(r.tool_calls, want);
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
 
@@ -231,12 +217,9 @@ async fn every_http_error_row_is_classified() {
     let fake = openai_fake().await;
     let m = openai(&fake);
     // A stream request fails the same way, before any event.
+    let keeps_status = keeps_status(Wire::OpenAi);
     check_error_rows(&fake, &m, "openai", true, |ve, e| {
-        assert_eq!(
-            e.status(),
-            Some(StatusCode(ve.status(Wire::OpenAi))),
-            "{ve:?}"
-        );
+        keeps_status(ve, e);
         assert_eq!(e.model(), Some("gpt-4o"));
     })
     .await;
@@ -460,10 +443,7 @@ async fn a_chain_falls_back_across_real_adapters() {
         .link(anthropic(&up).named("backup"))
         .build()
         .unwrap();
-    let r = chain
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&chain, &ChatRequest::user("hi")).await;
     assert_eq!(r.served_by(), "backup");
     assert!(r.degraded());
     assert_eq!(
@@ -549,17 +529,13 @@ async fn custom_headers_reach_the_vendor_and_stay_secret() {
         .with_header("x-team", "search");
     assert!(!format!("{cfg:?}").contains("pk-helicone"), "{cfg:?}");
     let m = OpenAi::new(cfg).unwrap();
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     let afake = anthropic_fake().await;
     let a = ripcord_providers::Anthropic::new(
         anthropic_cfg(&afake, "claude-sonnet-4-5").with_header("Helicone-Auth", SECRET),
     )
     .unwrap();
-    a.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&a, &ChatRequest::user("hi")).await;
     for f in [&fake, &afake] {
         let req = &f.requests()[0];
         let got = |n: &str| {

@@ -9,7 +9,7 @@ mod support;
 use ripcord_chaos::{Behavior, FakeVendor, Reply, Script, VendorError, Wire};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, ErrorKind, FinishReason, ImageSource, Message, ResponseFormat,
-    StreamEvent, ToolCall, ToolChoice, ToolSpec, stream,
+    StreamEvent, ToolCall, ToolChoice, stream,
 };
 use ripcord_providers::{AzureConfig, AzureOpenAi, OpenAi, OpenAiWire};
 use serde_json::json;
@@ -30,15 +30,10 @@ async fn sends_the_responses_body_to_v1_responses() {
             url: "https://example.invalid/sky.png".into(),
         }),
         Message::assistant("A blue sky."),
-        Message::assistant_tool_calls(vec![ToolCall::new(
-            "call_7",
-            "weather",
-            r#"{"city":"Oslo"}"#,
-        )]),
+        weather_call("call_7", "Oslo"),
         Message::tool_result("call_7", "sunny"),
     ])
-    .with_tool(ToolSpec::new(
-        "weather",
+    .with_tool(weather_tool(
         "Current weather for a city",
         json!({"type":"object","properties":{"city":{"type":"string"}}}),
     ))
@@ -51,7 +46,7 @@ async fn sends_the_responses_body_to_v1_responses() {
     .with_max_tokens(200)
     .with_temperature(0.5);
     req.user = Some("user-1".into());
-    let r = m.chat(&req, &Context::new()).await.unwrap();
+    let r = chat_ok(&m, &req).await;
     assert_eq!(r.text(), "Hello! How can I help you today?");
 
     let reqs = fake.requests();
@@ -101,10 +96,7 @@ async fn json_answers_with_tool_calls_usage_and_provenance() {
             .with_tool_call("call_2", "time", "{}")
             .with_usage(40, 7),
     )));
-    let r = m
-        .chat(&ChatRequest::user("weather?"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("weather?")).await;
     assert_eq!(r.text(), "");
     assert_eq!(
         r.tool_calls,
@@ -266,10 +258,7 @@ async fn malformed_events_resets_and_broken_json() {
     assert_eq!(err.unwrap().kind(), ErrorKind::Network);
     // A stream request answered with JSON is replayed as a stream.
     fake.set_script(Script::Always(Behavior::Ok));
-    let r = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(r.finish_reason, FinishReason::Stop);
 }
 
@@ -283,10 +272,7 @@ async fn azure_calls_the_v1_responses_path_with_the_deployment_as_model() {
             .with_wire(OpenAiWire::Responses),
     )
     .unwrap();
-    let r = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("hi")).await;
     assert_eq!(r.text(), "Hello! How can I help you today?");
     let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert!(matches!(events.last(), Some(StreamEvent::Finish { .. })));

@@ -69,16 +69,14 @@ async fn deepseek_prefills_on_its_beta_url_and_vllm_in_the_body() {
     assert_eq!(b["messages"][1]["prefix"], true);
     assert!(b["messages"][0].get("prefix").is_none());
     // Any other DeepSeek call keeps the usual endpoint and no `prefix`.
-    ds.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&ds, &ChatRequest::user("hi")).await;
     assert_eq!(fake.requests()[1].path, "/chat/completions");
     assert!(body(&fake, 1)["messages"][0].get("prefix").is_none());
 
     // vLLM: the usual endpoint, the two flags in the body.
     let vllm = link(compat::vllm(), &fake, "vllm");
     assert!(vllm.capabilities().assistant_prefill);
-    vllm.chat(&prefilled(), &Context::new()).await.unwrap();
+    chat_ok(&vllm, &prefilled()).await;
     assert_eq!(fake.requests()[2].path, "/chat/completions");
     let b = body(&fake, 2);
     assert_eq!(b["continue_final_message"], true);
@@ -88,7 +86,7 @@ async fn deepseek_prefills_on_its_beta_url_and_vllm_in_the_body() {
     // A preset without prefill (Groq) sends the conversation as it is and says so.
     let groq = link(compat::groq(), &fake, "groq");
     assert!(!groq.capabilities().assistant_prefill);
-    groq.chat(&prefilled(), &Context::new()).await.unwrap();
+    chat_ok(&groq, &prefilled()).await;
     let b = body(&fake, 3);
     assert!(b.get("continue_final_message").is_none());
     assert!(b["messages"][1].get("prefix").is_none());

@@ -11,21 +11,30 @@ use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, StreamEvent, Time
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use support::*;
 
+/// A loopback address nothing listens on: a connect to it is refused.
+fn refusing_addr() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A call on `m` fails to connect: a clean network error.
+async fn assert_cannot_connect(m: &impl ChatModel) {
+    let e = chat_err(m, &ChatRequest::user("hi")).await;
+    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
+    assert!(e.message().contains("cannot connect"), "{e}");
+    assert_error_clean(&e);
+}
+
 #[tokio::test]
 async fn refused_connections_are_network_errors() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = refusing_addr();
     let m = OpenAi::new(
         OpenAiConfig::new("gpt-4o", KEY)
             .with_base_url(format!("http://{addr}/v1"))
             .with_timeouts(timeouts()),
     )
     .unwrap();
-    let e = chat_err(&m, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
-    assert!(e.message().contains("cannot connect"), "{e}");
-    assert_error_clean(&e);
+    assert_cannot_connect(&m).await;
 }
 
 #[tokio::test]
@@ -197,10 +206,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
     let client = HttpClient::from_reqwest(reqwest::Client::new());
     assert!(client.reqwest().is_some());
     let m = OpenAi::new(openai_cfg(&fake, "gpt-4o").with_client(client.clone())).unwrap();
-    let r = m
-        .chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&m, &ChatRequest::user("hi")).await;
     assert!(!r.text().is_empty());
     let events = stream_ok(&m, &ChatRequest::user("hi")).await;
     assert!(!text_of(&events).is_empty());
@@ -224,19 +230,14 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
     assert_eq!(e.kind(), ErrorKind::Network, "{e}");
     assert!(e.message().contains("truncated"), "{e}");
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = refusing_addr();
     let refused = OpenAi::new(
         OpenAiConfig::new("gpt-4o", KEY)
             .with_base_url(format!("http://{addr}/v1"))
             .with_client(client),
     )
     .unwrap();
-    let e = chat_err(&refused, &ChatRequest::user("hi")).await;
-    assert_eq!(e.kind(), ErrorKind::Network, "{e}");
-    assert!(e.message().contains("cannot connect"), "{e}");
-    assert_error_clean(&e);
+    assert_cannot_connect(&refused).await;
 }
 
 /// The default client sends what the vendor expects: content type, accept, user agent, key.
@@ -244,9 +245,7 @@ async fn a_reqwest_client_passed_in_behaves_like_the_default_one() {
 async fn the_default_client_sends_the_expected_headers() {
     let fake = openai_fake().await;
     let m = openai(&fake);
-    m.chat(&ChatRequest::user("hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&m, &ChatRequest::user("hi")).await;
     let _ = stream_ok(&m, &ChatRequest::user("hi")).await;
     let sent = fake.requests();
     for (req, accept) in sent.iter().zip(["application/json", "text/event-stream"]) {

@@ -20,13 +20,13 @@ use ripcord_providers::{AzureConfig, AzureOpenAi, OpenAiConfig};
 use support::*;
 
 /// The adapter of a provider kind, pointed at the fake of its wire.
-fn model(
-    vendor: &str,
-    openai: &FakeVendor,
-    anthropic_fake: &FakeVendor,
-    gemini_fake: &FakeVendor,
-    bedrock_fake: &FakeVendor,
-) -> Box<dyn ChatModel> {
+fn model(vendor: &str, fakes: &Fakes) -> Box<dyn ChatModel> {
+    let Fakes {
+        openai,
+        anthropic: anthropic_fake,
+        gemini: gemini_fake,
+        bedrock: bedrock_fake,
+    } = fakes;
     let preset = |p: Preset, model: &str| -> Box<dyn ChatModel> {
         Box::new(
             OpenAiCompatible::from_config(
@@ -74,6 +74,37 @@ fn model(
         ),
         "cerebras" => preset(compat::cerebras(), "llama-3.3-70b"),
         other => panic!("no adapter for {other}"),
+    }
+}
+
+/// One fake server per wire; each row is played by the fake of its vendor's wire.
+struct Fakes {
+    openai: FakeVendor,
+    anthropic: FakeVendor,
+    gemini: FakeVendor,
+    bedrock: FakeVendor,
+}
+
+impl Fakes {
+    async fn start() -> Fakes {
+        Fakes {
+            openai: openai_fake().await,
+            anthropic: anthropic_fake().await,
+            gemini: gemini_fake().await,
+            bedrock: bedrock_fake().await,
+        }
+    }
+
+    /// Scripts the fake of the row's wire with the row, then plays it on the row's adapter.
+    async fn play(&self, row: &Row) -> Result<Error, String> {
+        let fake = match row.vendor.as_str() {
+            "anthropic" | "vertex-anthropic" => &self.anthropic,
+            "gemini" | "vertex" => &self.gemini,
+            "bedrock" => &self.bedrock,
+            _ => &self.openai,
+        };
+        fake.set_script(Script::Always(row.behavior()));
+        play(row, model(&row.vendor, self).as_ref()).await
     }
 }
 
@@ -125,22 +156,11 @@ fn check(row: &Row, e: &Error) -> Result<(), String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_wire_row_gets_its_kind_and_disposition() {
     let rows = vendor_table::rows().unwrap();
-    let openai = openai_fake().await;
-    let anthropic = anthropic_fake().await;
-    let gemini = gemini_fake().await;
-    let bedrock = bedrock_fake().await;
+    let fakes = Fakes::start().await;
     let mut failures = Vec::new();
     let mut played: BTreeMap<&str, usize> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.vendor != "local-onnx") {
-        let fake = match row.vendor.as_str() {
-            "anthropic" | "vertex-anthropic" => &anthropic,
-            "gemini" | "vertex" => &gemini,
-            "bedrock" => &bedrock,
-            _ => &openai,
-        };
-        fake.set_script(Script::Always(row.behavior()));
-        let m = model(&row.vendor, &openai, &anthropic, &gemini, &bedrock);
-        let outcome = match play(row, m.as_ref()).await {
+        let outcome = match fakes.play(row).await {
             Ok(e) => check(row, &e),
             Err(why) => Err(why),
         };
@@ -281,24 +301,13 @@ fn number_after(body: &str, needle: &str) -> Option<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_length_rows_carry_the_window_the_vendor_stated() {
     let rows = vendor_table::rows().unwrap();
-    let openai = openai_fake().await;
-    let anthropic = anthropic_fake().await;
-    let gemini = gemini_fake().await;
-    let bedrock = bedrock_fake().await;
+    let fakes = Fakes::start().await;
     let mut stated = 0;
     for row in rows
         .iter()
         .filter(|r| r.vendor != "local-onnx" && r.kind == "context_length_exceeded")
     {
-        let fake = match row.vendor.as_str() {
-            "anthropic" | "vertex-anthropic" => &anthropic,
-            "gemini" | "vertex" => &gemini,
-            "bedrock" => &bedrock,
-            _ => &openai,
-        };
-        fake.set_script(Script::Always(row.behavior()));
-        let m = model(&row.vendor, &openai, &anthropic, &gemini, &bedrock);
-        let e = play(row, m.as_ref()).await.unwrap();
+        let e = fakes.play(row).await.unwrap();
         // What the body states, read independently of the adapter's parser.
         let window = number_after(&row.body, "maximum context length is")
             .or_else(|| number_after(&row.body, "tokens >"));

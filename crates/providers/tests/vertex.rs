@@ -65,10 +65,7 @@ async fn gemini_on_vertex_with_a_service_account() {
     let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(3600)).await;
     let g = Gemini::vertex(vertex_sa(&fake, &tokens, "gemini-2.5-pro")).unwrap();
     assert!(!format!("{g:?}").contains(key_fragment()));
-    let r = g
-        .chat(&ChatRequest::user("Hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&g, &ChatRequest::user("Hi")).await;
     assert_eq!(r.content, "Hello! How can I help you today?");
     let events = stream_ok(&g, &ChatRequest::user("Hi")).await;
     assert_eq!(text_of(&events), "Hello! How can I help you today?");
@@ -120,18 +117,12 @@ async fn fifty_concurrent_calls_share_one_token_exchange() {
 async fn an_expired_token_is_refreshed_and_a_fresh_one_is_not() {
     let (tokens, fake) = token_guarded(gemini_fake().await, Duration::from_secs(1)).await;
     let g = Gemini::vertex(vertex_sa(&fake, &tokens, "gemini-2.5-flash")).unwrap();
-    g.chat(&ChatRequest::user("1"), &Context::new())
-        .await
-        .unwrap();
-    g.chat(&ChatRequest::user("2"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&g, &ChatRequest::user("1")).await;
+    chat_ok(&g, &ChatRequest::user("2")).await;
     assert_eq!(tokens.exchanges(), 1, "a fresh token is reused");
     // Past the token's life: the fake would refuse the old token, so success means a new one.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    g.chat(&ChatRequest::user("3"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&g, &ChatRequest::user("3")).await;
     assert_eq!(tokens.exchanges(), 2);
     let auth: Vec<String> = fake
         .requests()
@@ -207,9 +198,7 @@ async fn a_failed_exchange_is_network_or_timeout_and_a_valid_token_survives_it()
     );
     assert_eq!(fake.hits(), 0);
     tokens.set_behavior(TokenBehavior::Verify);
-    g.chat(&ChatRequest::user("Hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&g, &ChatRequest::user("Hi")).await;
     assert_eq!(tokens.minted(), 1);
 }
 
@@ -238,10 +227,7 @@ async fn vertex_errors_are_classified() {
 async fn claude_on_vertex_json_and_stream_with_a_service_account() {
     let (tokens, fake) = token_guarded(anthropic_fake().await, Duration::from_secs(3600)).await;
     let c = VertexAnthropic::new(vertex_sa(&fake, &tokens, "claude-sonnet-4-5@20250929")).unwrap();
-    let r = c
-        .chat(&ChatRequest::user("Hi"), &Context::new())
-        .await
-        .unwrap();
+    let r = chat_ok(&c, &ChatRequest::user("Hi")).await;
     assert_eq!(r.content, "Hello! How can I help you today?");
     assert_eq!(r.provenance.served_by.as_deref(), Some("vertex-anthropic"));
     let events = stream_ok(&c, &ChatRequest::user("Hi")).await;
@@ -347,9 +333,7 @@ async fn custom_headers_reach_vertex() {
     let fake = gemini_fake().await;
     let g = Gemini::vertex(vertex_cfg(&fake, "gemini-2.5-pro").with_header("x-team", "search"))
         .unwrap();
-    g.chat(&ChatRequest::user("Hi"), &Context::new())
-        .await
-        .unwrap();
+    chat_ok(&g, &ChatRequest::user("Hi")).await;
     assert_eq!(fake.requests()[0].header("x-team"), Some("search"));
     let e = Gemini::vertex(vertex_cfg(&fake, "gemini-2.5-pro").with_header("Authorization", "x"))
         .unwrap_err();

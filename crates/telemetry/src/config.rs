@@ -173,6 +173,31 @@ fn parse_millis(var: &str, v: &str) -> Result<Duration, TelemetryError> {
         .map_err(|_| TelemetryError::config(var, format!("expected milliseconds, got {v:?}")))
 }
 
+/// A duration setting: the one set in code, else the environment variable `var` (milliseconds),
+/// else `default`; zero is refused, naming the setting `(field, what)`.
+fn positive_duration(
+    (field, what): (&str, &str),
+    set: Option<Duration>,
+    var: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+    default: Duration,
+) -> Result<Duration, TelemetryError> {
+    let d = match set {
+        Some(d) => d,
+        None => match get(var) {
+            Some(v) => parse_millis(var, &v)?,
+            None => default,
+        },
+    };
+    if d.is_zero() {
+        return Err(TelemetryError::config(
+            field,
+            format!("{what} must be greater than zero"),
+        ));
+    }
+    Ok(d)
+}
+
 fn check_ratio(what: &str, r: f64) -> Result<f64, TelemetryError> {
     if r.is_finite() && (0.0..=1.0).contains(&r) {
         Ok(r)
@@ -304,19 +329,13 @@ impl CodeSettings {
             headers.insert(k.to_ascii_lowercase(), v.clone());
         }
 
-        let timeout = match self.timeout {
-            Some(t) => t,
-            None => match get(OTEL_EXPORTER_OTLP_TIMEOUT) {
-                Some(v) => parse_millis(OTEL_EXPORTER_OTLP_TIMEOUT, &v)?,
-                None => DEFAULT_TIMEOUT,
-            },
-        };
-        if timeout.is_zero() {
-            return Err(TelemetryError::config(
-                "timeout",
-                "the export timeout must be greater than zero",
-            ));
-        }
+        let timeout = positive_duration(
+            ("timeout", "the export timeout"),
+            self.timeout,
+            OTEL_EXPORTER_OTLP_TIMEOUT,
+            &get,
+            DEFAULT_TIMEOUT,
+        )?;
 
         let sampling = match self.sampling_ratio {
             Some(r) => Sampling::ParentRatio(check_ratio("sampling_ratio", r)?),
@@ -352,19 +371,13 @@ impl CodeSettings {
             }
         };
 
-        let metric_interval = match self.metric_interval {
-            Some(d) => d,
-            None => match get(OTEL_METRIC_EXPORT_INTERVAL) {
-                Some(v) => parse_millis(OTEL_METRIC_EXPORT_INTERVAL, &v)?,
-                None => DEFAULT_METRIC_INTERVAL,
-            },
-        };
-        if metric_interval.is_zero() {
-            return Err(TelemetryError::config(
-                "metric_interval",
-                "the metric export interval must be greater than zero",
-            ));
-        }
+        let metric_interval = positive_duration(
+            ("metric_interval", "the metric export interval"),
+            self.metric_interval,
+            OTEL_METRIC_EXPORT_INTERVAL,
+            &get,
+            DEFAULT_METRIC_INTERVAL,
+        )?;
 
         Ok(Resolved {
             disabled,

@@ -365,12 +365,6 @@ impl Visit for PlainVisitor<'_> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        reason = "a test fails by panicking"
-    )]
-
     use super::*;
     use crate::test_writer::SharedBuf;
 

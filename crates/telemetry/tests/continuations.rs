@@ -99,17 +99,13 @@ async fn continuations_are_counted_by_links_mode_and_reason_and_sit_on_the_chain
         Some("11"),
         "\"The sky is \" is 11 bytes"
     );
-    assert_eq!(
-        attr_str(span, "ripcord.continuation.mode").as_deref(),
-        Some("prefill")
-    );
-    assert_eq!(
-        attr_str(span, "ripcord.continuation.reason").as_deref(),
-        Some("stall")
-    );
-    assert_eq!(
-        attr_str(span, "ripcord.continuations").as_deref(),
-        Some("1")
+    assert_attrs(
+        span,
+        &[
+            ("ripcord.continuation.mode", "prefill"),
+            ("ripcord.continuation.reason", "stall"),
+            ("ripcord.continuations", "1"),
+        ],
     );
     let event = event_attrs(span, "ripcord.stream_continued");
     assert_eq!(event.len(), 1, "{event:?}");

@@ -50,21 +50,17 @@ async fn an_openai_adapter_inside_a_retry_records_one_attempt_span_per_attempt()
     assert!(!reply.text().is_empty());
 
     let spans = cap.spans();
-    let attempts = named(&spans, "chat gpt-4o");
-    assert_eq!(
-        attempts.len(),
-        2,
-        "{:#?}",
-        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
-    );
+    let attempts = named_n(&spans, "chat gpt-4o", 2);
     for s in &attempts {
         assert_eq!(s.span_kind, SpanKind::Client);
-        assert_eq!(
-            attr_str(s, "gen_ai.provider.name").as_deref(),
-            Some("openai")
+        assert_attrs(
+            s,
+            &[
+                ("gen_ai.provider.name", "openai"),
+                ("server.address", "127.0.0.1"),
+                ("ripcord.link", "primary"),
+            ],
         );
-        assert_eq!(attr_str(s, "server.address").as_deref(), Some("127.0.0.1"));
-        assert_eq!(attr_str(s, "ripcord.link").as_deref(), Some("primary"));
     }
     // The spans end in the order the attempts did: the failed one first.
     assert!(matches!(attempts[0].status, Status::Error { .. }));
@@ -96,21 +92,14 @@ async fn an_anthropic_stream_composed_by_hand_records_its_attempt_span_until_it_
     assert!(!reply.text().is_empty());
 
     let spans = cap.spans();
-    let attempts = named(&spans, "chat claude-sonnet-4");
-    assert_eq!(
-        attempts.len(),
-        2,
-        "{:#?}",
-        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
-    );
+    let attempts = named_n(&spans, "chat claude-sonnet-4", 2);
     for s in &attempts {
-        assert_eq!(
-            attr_str(s, "gen_ai.provider.name").as_deref(),
-            Some("anthropic")
-        );
-        assert_eq!(
-            attr_str(s, "gen_ai.request.stream").as_deref(),
-            Some("true")
+        assert_attrs(
+            s,
+            &[
+                ("gen_ai.provider.name", "anthropic"),
+                ("gen_ai.request.stream", "true"),
+            ],
         );
     }
     assert!(matches!(attempts[0].status, Status::Error { .. }));

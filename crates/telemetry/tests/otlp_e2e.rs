@@ -133,7 +133,7 @@ fn kv(line: &str) -> Option<(String, String)> {
 
 /// Parses rotel's debug output (the OpenTelemetry Collector debug exporter's "detailed" format).
 fn parse(log: &str) -> Vec<LoggedResource> {
-    #[derive(PartialEq)]
+    #[derive(PartialEq, Clone, Copy)]
     enum Section {
         None,
         Resource,
@@ -152,10 +152,6 @@ fn parse(log: &str) -> Vec<LoggedResource> {
             continue;
         }
         let Some(res) = out.last_mut() else { continue };
-        if t == "Resource attributes:" {
-            section = Section::Resource;
-            continue;
-        }
         if t.starts_with("ScopeSpans #") || t.starts_with("ScopeMetrics #") {
             section = if t.starts_with("ScopeMetrics") {
                 Section::Metrics
@@ -169,12 +165,16 @@ fn parse(log: &str) -> Vec<LoggedResource> {
             section = Section::None;
             continue;
         }
-        if t == "Attributes:" {
-            section = Section::SpanAttrs;
-            continue;
-        }
-        if t == "Events:" {
-            section = Section::Events;
+        // Lines that only open a section.
+        let headers = [
+            ("Resource attributes:", Section::Resource),
+            ("Attributes:", Section::SpanAttrs),
+            ("Events:", Section::Events),
+            ("-> Attributes::", Section::EventAttrs),
+            ("Links:", Section::None),
+        ];
+        if let Some(&(_, opened)) = headers.iter().find(|(h, _)| *h == t) {
+            section = opened;
             continue;
         }
         if t.starts_with("SpanEvent #") {
@@ -182,14 +182,6 @@ fn parse(log: &str) -> Vec<LoggedResource> {
                 s.events.push((String::new(), BTreeMap::new()));
             }
             section = Section::Events;
-            continue;
-        }
-        if t == "-> Attributes::" {
-            section = Section::EventAttrs;
-            continue;
-        }
-        if t == "Links:" {
-            section = Section::None;
             continue;
         }
         if section == Section::Metrics {

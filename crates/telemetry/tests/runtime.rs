@@ -72,31 +72,28 @@ fn emit_and_shut_down(protocol: Protocol, rt: tokio::runtime::Runtime) {
     });
 }
 
+/// Flushing and shutting down inside async code, for each transport and runtime flavour.
 #[test]
-fn grpc_shutdown_inside_a_current_thread_runtime_does_not_stall() {
-    within(
-        Duration::from_secs(60),
-        "gRPC shutdown (current-thread)",
-        || emit_and_shut_down(Protocol::Grpc, current_thread()),
-    );
-}
-
-#[test]
-fn grpc_shutdown_inside_a_multi_thread_runtime_does_not_stall() {
-    within(
-        Duration::from_secs(60),
-        "gRPC shutdown (multi-thread)",
-        || emit_and_shut_down(Protocol::Grpc, multi_thread()),
-    );
-}
-
-#[test]
-fn http_shutdown_inside_a_current_thread_runtime_does_not_stall() {
-    within(
-        Duration::from_secs(60),
-        "HTTP shutdown (current-thread)",
-        || emit_and_shut_down(Protocol::HttpProtobuf, current_thread()),
-    );
+fn shutdown_inside_either_runtime_flavour_does_not_stall() {
+    type NewRuntime = fn() -> tokio::runtime::Runtime;
+    let cases: [(&str, Protocol, NewRuntime); 3] = [
+        (
+            "gRPC shutdown (current-thread)",
+            Protocol::Grpc,
+            current_thread,
+        ),
+        ("gRPC shutdown (multi-thread)", Protocol::Grpc, multi_thread),
+        (
+            "HTTP shutdown (current-thread)",
+            Protocol::HttpProtobuf,
+            current_thread,
+        ),
+    ];
+    for (what, protocol, runtime) in cases {
+        within(Duration::from_secs(60), what, move || {
+            emit_and_shut_down(protocol, runtime())
+        });
+    }
 }
 
 #[test]

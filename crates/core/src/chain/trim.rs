@@ -62,27 +62,11 @@ pub(crate) fn oldest(req: &ChatRequest, window: u32, output: u32) -> Option<(Cha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Message;
-
-    fn convo(turns: usize) -> ChatRequest {
-        let mut messages = vec![Message::system("Be brief.")];
-        for i in 0..turns {
-            messages.push(Message::user(format!(
-                "question {i} {}",
-                "words ".repeat(50)
-            )));
-            messages.push(Message::assistant(format!(
-                "answer {i} {}",
-                "words ".repeat(50)
-            )));
-        }
-        messages.push(Message::user("and now?"));
-        ChatRequest::new(messages)
-    }
+    use crate::testing::conversation;
 
     #[test]
     fn drops_the_oldest_turns_keeps_system_and_last_and_starts_with_a_user() {
-        let req = convo(10);
+        let req = conversation(10, 50);
         let full = tokens::estimate_request(&req);
         let (trimmed, dropped) = oldest(&req, full / 2, 0).unwrap();
         assert!(tokens::estimate_request(&trimmed) <= full / 2);
@@ -101,7 +85,7 @@ mod tests {
 
     #[test]
     fn nothing_to_do_or_nothing_that_fits() {
-        let req = convo(1);
+        let req = conversation(1, 50);
         assert!(oldest(&req, 1_000_000, 0).is_none());
         assert!(oldest(&req, 5, 0).is_none());
     }

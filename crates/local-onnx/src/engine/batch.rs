@@ -12,12 +12,11 @@
 //! Prompts are not prefilled here: a prompt runs alone through a one-row [`KvCache`] (in chunks,
 //! between batch steps), then [`BatchKv::load_row`] copies its keys and values into a slot.
 
-use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{IoBinding, RunOptions};
 use ort::value::Tensor;
 use ripcord_core::Error;
 
-use super::{Decoder, KvCache, ort_err, static_dim};
+use super::{Decoder, KvCache, bind_i64, ort_err, run_to_cpu_logits, static_dim};
 use crate::error::runtime;
 
 /// The slots of a batch (see the module docs).
@@ -94,6 +93,32 @@ impl BatchKv {
         Ok(())
     }
 
+    /// Copies `len` tokens of each of `sources` (one per buffer, `src_cap` tokens per row; `pick`
+    /// selects the source row's block) into row `to` of the matching buffer; `what` names the
+    /// sources in errors.
+    fn copy_in(
+        &mut self,
+        sources: &mut [Tensor<f32>],
+        what: &str,
+        to: usize,
+        (src_cap, len): (usize, usize),
+        pick: impl Fn(&[f32]) -> Result<&[f32], Error>,
+    ) -> Result<(), Error> {
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let result = buffers
+            .iter_mut()
+            .zip(sources.iter_mut())
+            .try_for_each(|(dst, s)| {
+                let (_, s) = s.try_extract_tensor_mut().map_err(ort_err(what))?;
+                let (_, d) = dst
+                    .try_extract_tensor_mut()
+                    .map_err(ort_err("the batch KV cache"))?;
+                self.copy_block(d, to, pick(s)?, src_cap, len)
+            });
+        self.buffers = buffers;
+        result
+    }
+
     /// Copies a one-row cache (a prefilled prompt) into `row`, which then holds its tokens.
     pub(crate) fn load_row(&mut self, row: usize, src: &mut KvCache) -> Result<(), Error> {
         let len = src.len;
@@ -104,21 +129,13 @@ impl BatchKv {
             )));
         }
         let src_cap = src.capacity;
-        let mut buffers = std::mem::take(&mut self.buffers);
-        let result = buffers
-            .iter_mut()
-            .zip(src.shared.iter_mut())
-            .try_for_each(|(dst, s)| {
-                let (_, s) = s
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the prompt's KV cache"))?;
-                let (_, d) = dst
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the batch KV cache"))?;
-                self.copy_block(d, row, s, src_cap, len)
-            });
-        self.buffers = buffers;
-        result?;
+        self.copy_in(
+            &mut src.shared,
+            "the prompt's KV cache",
+            row,
+            (src_cap, len),
+            |s| Ok(s),
+        )?;
         self.lens[row] = len;
         Ok(())
     }
@@ -139,24 +156,16 @@ impl BatchKv {
         }
         let block = src.kv_heads * src.capacity * src.head_dim;
         let src_cap = src.capacity;
-        let mut buffers = std::mem::take(&mut self.buffers);
-        let result = buffers
-            .iter_mut()
-            .zip(src.buffers.iter_mut())
-            .try_for_each(|(dst, s)| {
-                let (_, s) = s
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the old batch KV cache"))?;
-                let (_, d) = dst
-                    .try_extract_tensor_mut()
-                    .map_err(ort_err("the batch KV cache"))?;
-                let s = s
-                    .get(from * block..(from + 1) * block)
-                    .ok_or_else(|| runtime("KV slot out of bounds"))?;
-                self.copy_block(d, to, s, src_cap, len)
-            });
-        self.buffers = buffers;
-        result?;
+        self.copy_in(
+            &mut src.buffers,
+            "the old batch KV cache",
+            to,
+            (src_cap, len),
+            |s| {
+                s.get(from * block..(from + 1) * block)
+                    .ok_or_else(|| runtime("KV slot out of bounds"))
+            },
+        )?;
         self.lens[to] = len;
         Ok(())
     }
@@ -256,28 +265,9 @@ impl Decoder {
         let Some(binding) = kv.binding.as_mut() else {
             return Err(runtime("the batch KV cache has no binding"));
         };
-        let ids = Tensor::from_array(([rows, 1usize], ids)).map_err(ort_err("input_ids"))?;
-        binding
-            .bind_input("input_ids", &ids)
-            .map_err(ort_err("input_ids"))?;
-        let mask = Tensor::from_array(([rows, width], mask)).map_err(ort_err("attention_mask"))?;
-        binding
-            .bind_input("attention_mask", &mask)
-            .map_err(ort_err("attention_mask"))?;
-        let cpu = MemoryInfo::new(
-            AllocationDevice::CPU,
-            0,
-            AllocatorType::Device,
-            MemoryType::Default,
-        )
-        .map_err(ort_err("cannot describe CPU memory"))?;
-        binding
-            .bind_output_to_device("logits", &cpu)
-            .map_err(ort_err("cannot bind the logits"))?;
-        let outputs = self
-            .session
-            .run_binding_with_options(binding, options)
-            .map_err(ort_err("inference failed"))?;
+        bind_i64(binding, "input_ids", [rows, 1], ids)?;
+        bind_i64(binding, "attention_mask", [rows, width], mask)?;
+        let outputs = run_to_cpu_logits(&mut self.session, binding, options)?;
         let value = outputs
             .get("logits")
             .ok_or_else(|| runtime("the model returned no logits"))?;
@@ -306,20 +296,6 @@ mod tests {
     use super::*;
     use crate::sampling::argmax;
 
-    /// Greedy ids of `prompt` decoded alone through a one-row cache.
-    fn solo(dec: &mut Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
-        let opts = RunOptions::new().unwrap();
-        let mut cache = dec.empty_cache(prompt.len() + n + 1).unwrap();
-        let mut logits = dec.forward(prompt, &mut cache, &opts).unwrap();
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            let id = argmax(&logits).unwrap();
-            ids.push(id);
-            logits = dec.forward(&[id], &mut cache, &opts).unwrap();
-        }
-        ids
-    }
-
     /// Prompts of different lengths share batch steps (with a free row, a row that holds for
     /// some steps, and a prompt prefilled in chunks) and each gets, token for token, the greedy
     /// answer it gets alone.
@@ -337,7 +313,10 @@ mod tests {
                 (0..40).map(|i| 100 + 37 * i).collect(),
             ];
             let n = 12;
-            let reference: Vec<Vec<u32>> = prompts.iter().map(|p| solo(&mut dec, p, n)).collect();
+            let reference: Vec<Vec<u32>> = prompts
+                .iter()
+                .map(|p| crate::test_support::greedy_ids(&mut dec, p, n))
+                .collect();
 
             let opts = RunOptions::new().unwrap();
             let cap = 64;
@@ -392,7 +371,7 @@ mod tests {
         };
         let prompt: Vec<u32> = vec![1, 9690, 198, 2683, 314, 260, 3575];
         let n = 8;
-        let reference = solo(&mut dec, &prompt, n);
+        let reference = crate::test_support::greedy_ids(&mut dec, &prompt, n);
         let opts = RunOptions::new().unwrap();
         let mut staging = dec.empty_cache(32).unwrap();
         let logits = dec.forward(&prompt, &mut staging, &opts).unwrap();

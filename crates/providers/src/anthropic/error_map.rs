@@ -37,17 +37,13 @@ pub(crate) fn from_body(status: Option<u16>, body: &ErrorBody) -> Error {
 mod tests {
     use std::time::Duration;
 
-    use ::http::header::HeaderValue;
     use ripcord_core::ErrorKind;
 
     use super::*;
+    use crate::test_support;
 
     fn err(status: u16, headers: &[(&'static str, &'static str)], body: &str) -> Error {
-        let mut h = HeaderMap::new();
-        for (k, v) in headers {
-            h.insert(*k, HeaderValue::from_static(v));
-        }
-        from_response(status, &h, body.as_bytes())
+        from_response(status, &test_support::headers(headers), body.as_bytes())
     }
 
     fn wire(kind: &str, message: &str) -> String {

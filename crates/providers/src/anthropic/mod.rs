@@ -213,27 +213,17 @@ impl Adapter for Anthropic {
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let (body, json) =
-            request::messages_body(&self.id.model, req, self.caps.max_output_tokens, false)?;
-        let sent = self
-            .transport
-            .send(ctx, &self.url, body, false, error_map::from_response)
-            .await?;
+        let (answer, json) = self.send(req, ctx, false).await?;
         let price = self.caps.price.as_ref();
-        Answer::new(&self.transport, ctx, &self.id, sent)
+        answer
             .whole(|raw| response::parse_message(raw, json, price))
             .await
     }
 
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let (body, json) =
-            request::messages_body(&self.id.model, req, self.caps.max_output_tokens, true)?;
-        let sent = self
-            .transport
-            .send(ctx, &self.url, body, true, error_map::from_response)
-            .await?;
+        let (answer, json) = self.send(req, ctx, true).await?;
         let price = self.caps.price;
-        Answer::new(&self.transport, ctx, &self.id, sent)
+        answer
             .stream(
                 |raw| response::parse_message(raw, json, price.as_ref()),
                 SseParser::new(),
@@ -249,6 +239,25 @@ impl Adapter for Anthropic {
             (*self.models_url).clone(),
             Box::new(error_map::from_response),
         )))
+    }
+}
+
+impl Anthropic {
+    /// Builds the Messages body of `req` and sends it: the vendor's answer (a failure
+    /// classified) and the JSON mode the body uses.
+    async fn send<'a>(
+        &'a self,
+        req: &ChatRequest,
+        ctx: &'a Context,
+        stream: bool,
+    ) -> Result<(Answer<'a>, request::JsonMode)> {
+        let (body, json) =
+            request::messages_body(&self.id.model, req, self.caps.max_output_tokens, stream)?;
+        let sent = self
+            .transport
+            .send(ctx, &self.url, body, stream, error_map::from_response)
+            .await?;
+        Ok((Answer::new(&self.transport, ctx, &self.id, sent), json))
     }
 }
 

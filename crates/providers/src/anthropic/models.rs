@@ -1,13 +1,7 @@
 //! Anthropic's models: windows, output caps and list prices (USD per million tokens; the
 //! cached price is the cache-read price).
 
-use ripcord_core::Price;
-
-use crate::models::ModelInfo;
-
-const fn p(input: f64, output: f64, cached: f64) -> Price {
-    Price::per_million(input, output).with_cached_input(cached)
-}
+use crate::models::{ModelInfo, cached_price as p};
 
 /// Claude models by name prefix. JSON mode is provided through a forced tool, so every model
 /// with tools has it.

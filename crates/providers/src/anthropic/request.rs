@@ -525,10 +525,11 @@ pub(crate) fn messages_body_for(
 
 #[cfg(test)]
 mod tests {
-    use ripcord_core::{ImageSource, Message, ToolCall, ToolSpec};
+    use ripcord_core::{Message, ToolCall, ToolSpec};
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::test_support::requests::{user_with_image, weather_call, weather_tool};
 
     fn body(req: &ChatRequest) -> (Value, JsonMode) {
         let (b, j) = messages_body("claude-sonnet-4-5", req, 64_000, false).unwrap();
@@ -539,25 +540,14 @@ mod tests {
     fn representative_request_json() {
         let mut req = ChatRequest::new(vec![
             Message::system("Be brief."),
-            Message::user("Look:").with_image(ImageSource::Base64 {
-                media_type: "image/jpeg".into(),
-                data: "/9j/4AAQ".into(),
-            }),
+            user_with_image("Look:", "image/jpeg", "/9j/4AAQ"),
             Message::user("What is the weather there?"),
-            Message::assistant_tool_calls(vec![ToolCall::new(
-                "toolu_1",
-                "weather",
-                r#"{"city":"Paris"}"#,
-            )]),
+            weather_call("toolu_1", "Paris"),
             Message::tool_result("toolu_1", "18C"),
             Message::system("Use Celsius."),
             Message::assistant("18C."),
         ])
-        .with_tool(ToolSpec::new(
-            "weather",
-            "Current weather",
-            json!({"type":"object"}),
-        ))
+        .with_tool(weather_tool("Current weather", json!({"type":"object"})))
         .with_tool_choice(ToolChoice::Required)
         .with_temperature(0.25)
         .with_stop("END");

@@ -317,22 +317,11 @@ mod tests {
     use ripcord_core::{FinishReason, ToolCall};
 
     use super::*;
-    use crate::sse::SseParser;
+    use crate::driver::{clean_end_answer, decode_sse};
     use ripcord_core::ErrorKind;
 
     fn run(input: &str, json: bool) -> (Vec<StreamEvent>, Result<Step>) {
-        let mut p = SseParser::new();
-        p.push(input.as_bytes()).unwrap();
-        let mut d = AnthropicDecoder::new(JsonMode(json), None);
-        let mut out = VecDeque::new();
-        let mut last = Ok(Step::More);
-        while let Some(ev) = p.next_event() {
-            last = d.event(ev, &mut out);
-            if !matches!(last, Ok(Step::More)) {
-                break;
-            }
-        }
-        (out.into_iter().collect(), last)
+        decode_sse(AnthropicDecoder::new(JsonMode(json), None), input)
     }
 
     const STREAM: &str = concat!(
@@ -467,28 +456,11 @@ mod tests {
     fn a_clean_end_after_the_stop_reason_completes_with_usage() {
         // Everything but `message_stop`.
         let cut = STREAM.rsplit_once("event: message_stop").unwrap().0;
-        let mut p = SseParser::new();
-        p.push(cut.as_bytes()).unwrap();
-        let mut d = AnthropicDecoder::new(JsonMode(false), None);
-        let mut out = VecDeque::new();
-        while let Some(ev) = p.next_event() {
-            assert!(matches!(d.event(ev, &mut out), Ok(Step::More)));
-        }
-        assert!(d.clean_end(&mut out));
-        let mut c = Collector::new();
-        out.into_iter().for_each(|e| c.push(e));
-        let r = c.finish().unwrap();
+        let r = clean_end_answer(AnthropicDecoder::new(JsonMode(false), None), cut).unwrap();
         assert_eq!(r.usage.output_tokens, 30);
         assert_eq!(r.finish_reason, FinishReason::ToolCalls);
         // Without the `message_delta` there is no stop reason: truncated.
         let cut = STREAM.rsplit_once("event: message_delta").unwrap().0;
-        let mut p = SseParser::new();
-        p.push(cut.as_bytes()).unwrap();
-        let mut d = AnthropicDecoder::new(JsonMode(false), None);
-        let mut out = VecDeque::new();
-        while let Some(ev) = p.next_event() {
-            let _ = d.event(ev, &mut out);
-        }
-        assert!(!d.clean_end(&mut out));
+        assert!(clean_end_answer(AnthropicDecoder::new(JsonMode(false), None), cut).is_none());
     }
 }

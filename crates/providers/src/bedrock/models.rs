@@ -10,14 +10,10 @@
 
 use ripcord_core::Price;
 
-use crate::models::ModelInfo;
+use crate::models::{ModelInfo, cached_price as c};
 
 const fn p(input: f64, output: f64) -> Price {
     Price::per_million(input, output)
-}
-
-const fn c(input: f64, output: f64, cached: f64) -> Price {
-    Price::per_million(input, output).with_cached_input(cached)
 }
 
 /// Bedrock models by foundation-model prefix.
@@ -46,10 +42,7 @@ pub(crate) const TABLE: &[ModelInfo] = &[
     ModelInfo::new("anthropic.claude-3-5-sonnet", 200_000, 8_192)
         .full()
         .price(p(3.0, 15.0)),
-    ModelInfo::new("anthropic.claude-3-5-haiku", 200_000, 8_192)
-        .tools()
-        .json()
-        .price(c(0.80, 4.0, 0.08)),
+    ModelInfo::chat("anthropic.claude-3-5-haiku", 200_000, 8_192).price(c(0.80, 4.0, 0.08)),
     ModelInfo::new("anthropic.claude-3-haiku", 200_000, 4_096)
         .full()
         .price(p(0.25, 1.25)),
@@ -62,40 +55,25 @@ pub(crate) const TABLE: &[ModelInfo] = &[
     ModelInfo::new("amazon.nova-lite", 300_000, 10_000)
         .full()
         .price(c(0.06, 0.24, 0.015)),
-    ModelInfo::new("amazon.nova-micro", 128_000, 10_000)
-        .tools()
-        .json()
-        .price(c(0.035, 0.14, 0.00875)),
+    ModelInfo::chat("amazon.nova-micro", 128_000, 10_000).price(c(0.035, 0.14, 0.00875)),
     ModelInfo::new("meta.llama4-maverick-17b-instruct", 1_000_000, 8_192)
         .full()
         .price(p(0.24, 0.97)),
     ModelInfo::new("meta.llama4-scout-17b-instruct", 3_500_000, 8_192)
         .full()
         .price(p(0.17, 0.66)),
-    ModelInfo::new("meta.llama3-3-70b-instruct", 128_000, 8_192)
-        .tools()
-        .json()
-        .price(p(0.72, 0.72)),
-    ModelInfo::new("meta.llama3-1-8b-instruct", 128_000, 8_192)
-        .tools()
-        .json()
-        .price(p(0.22, 0.22)),
-    ModelInfo::new("mistral.mistral-large-2407", 128_000, 8_192)
-        .tools()
-        .json()
-        .price(p(2.0, 6.0)),
+    ModelInfo::chat("meta.llama3-3-70b-instruct", 128_000, 8_192).price(p(0.72, 0.72)),
+    ModelInfo::chat("meta.llama3-1-8b-instruct", 128_000, 8_192).price(p(0.22, 0.22)),
+    ModelInfo::chat("mistral.mistral-large-2407", 128_000, 8_192).price(p(2.0, 6.0)),
     ModelInfo::new("mistral.pixtral-large-2502", 128_000, 8_192)
         .full()
         .price(p(2.0, 6.0)),
     ModelInfo::new("deepseek.r1", 128_000, 32_768).price(p(1.35, 5.40)),
-    ModelInfo::new("openai.gpt-oss-120b", 128_000, 32_768)
-        .tools()
-        .json()
-        .price(p(0.15, 0.60)),
+    ModelInfo::chat("openai.gpt-oss-120b", 128_000, 32_768).price(p(0.15, 0.60)),
 ];
 
 /// An unknown Bedrock model: text with tools, a modest window.
-pub(crate) const DEFAULT: ModelInfo = ModelInfo::new("", 128_000, 4_096).tools().json();
+pub(crate) const DEFAULT: ModelInfo = ModelInfo::chat("", 128_000, 4_096);
 
 /// Geography prefixes of cross-region inference profiles.
 const GEOGRAPHIES: [&str; 8] = ["us", "eu", "apac", "global", "us-gov", "jp", "au", "ca"];

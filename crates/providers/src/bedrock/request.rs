@@ -470,6 +470,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::test_support::requests::{user_with_image, weather_call, weather_tool};
 
     fn body_with(req: &ChatRequest, opts: &BodyOptions<'_>, stream: bool) -> (Value, JsonMode) {
         let (b, j) = converse_body(req, 64_000, stream, opts).unwrap();
@@ -485,25 +486,19 @@ mod tests {
         let mut req = ChatRequest::new(vec![
             Message::system("Be brief."),
             Message::system("Answer in English."),
-            Message::user("What is in this picture, and the weather?").with_image(
-                ImageSource::Base64 {
-                    media_type: "image/png".into(),
-                    data: "iVBORw0KGgo=".into(),
-                },
+            user_with_image(
+                "What is in this picture, and the weather?",
+                "image/png",
+                "iVBORw0KGgo=",
             ),
-            Message::assistant_tool_calls(vec![ToolCall::new(
-                "tooluse_1",
-                "weather",
-                r#"{"city":"Oslo"}"#,
-            )]),
+            weather_call("tooluse_1", "Oslo"),
             Message::tool_result("tooluse_1", "12°C, rain"),
             Message::user("Thanks."),
         ])
         .with_max_tokens(300)
         .with_temperature(0.2)
         .with_stop("END")
-        .with_tool(ToolSpec::new(
-            "weather",
+        .with_tool(weather_tool(
             "The weather in a city",
             json!({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}),
         ))
@@ -647,10 +642,7 @@ mod tests {
             body(&s3)["messages"][0]["content"][1],
             json!({"image":{"format":"jpeg","source":{"s3Location":{"uri":"s3://bucket/cat.JPG"}}}})
         );
-        let tiff = ChatRequest::new(vec![Message::user("x").with_image(ImageSource::Base64 {
-            media_type: "image/tiff".into(),
-            data: "AA==".into(),
-        })]);
+        let tiff = ChatRequest::new(vec![user_with_image("x", "image/tiff", "AA==")]);
         let e = converse_body(&tiff, 1000, false, &BodyOptions::default()).unwrap_err();
         assert!(e.message().contains("image/tiff"), "{e}");
         let none = ChatRequest::new(vec![Message::system("only a system prompt")]);

@@ -14,18 +14,12 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("llama-3.3-70b", 65_536, 8_192)
-        .tools()
-        .json(),
-    ModelInfo::new("llama3.1-8b", 32_768, 8_192).tools().json(),
-    ModelInfo::new("gpt-oss-120b", 131_072, 40_960)
-        .tools()
-        .json(),
-    ModelInfo::new("qwen-3-32b", 65_536, 16_382).tools().json(),
-    ModelInfo::new("qwen-3-235b", 131_072, 40_960)
-        .tools()
-        .json(),
-    ModelInfo::new("zai-glm", 131_072, 40_960).tools().json(),
+    ModelInfo::chat("llama-3.3-70b", 65_536, 8_192),
+    ModelInfo::chat("llama3.1-8b", 32_768, 8_192),
+    ModelInfo::chat("gpt-oss-120b", 131_072, 40_960),
+    ModelInfo::chat("qwen-3-32b", 65_536, 16_382),
+    ModelInfo::chat("qwen-3-235b", 131_072, 40_960),
+    ModelInfo::chat("zai-glm", 131_072, 40_960),
 ];
 
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
@@ -46,7 +40,7 @@ pub fn cerebras() -> Preset {
         .with_base_url_env("CEREBRAS_BASE_URL")
         .with_region("us")
         .with_json_schema(true)
-        .with_models(MODELS, ModelInfo::new("", 32_768, 8_192).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 32_768, 8_192))
         .with_error_hook(error_hook)
 }
 

@@ -19,9 +19,7 @@ use crate::models::ModelInfo;
 use crate::openai::AssistantPrefill;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("deepseek-chat", 131_072, 8_192)
-        .tools()
-        .json()
+    ModelInfo::chat("deepseek-chat", 131_072, 8_192)
         .price(Price::per_million(0.28, 0.42).with_cached_input(0.028)),
     ModelInfo::new("deepseek-reasoner", 131_072, 65_536)
         .json()
@@ -49,7 +47,7 @@ pub fn deepseek() -> Preset {
         .with_key_env("DEEPSEEK_API_KEY")
         .with_base_url_env("DEEPSEEK_BASE_URL")
         .with_region("cn")
-        .with_models(MODELS, ModelInfo::new("", 65_536, 8_192).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 65_536, 8_192))
         .with_error_hook(error_hook)
         .with_prefill(AssistantPrefill::Prefix {
             base_suffix: Some("/beta"),

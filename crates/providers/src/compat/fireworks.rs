@@ -16,28 +16,20 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new(
+    ModelInfo::chat(
         "accounts/fireworks/models/llama-v3p3-70b-instruct",
         131_072,
         16_384,
-    )
-    .tools()
-    .json(),
+    ),
     ModelInfo::new(
         "accounts/fireworks/models/llama4-maverick",
         1_048_576,
         16_384,
     )
     .full(),
-    ModelInfo::new("accounts/fireworks/models/deepseek-v3", 163_840, 16_384)
-        .tools()
-        .json(),
-    ModelInfo::new("accounts/fireworks/models/qwen3-235b", 131_072, 16_384)
-        .tools()
-        .json(),
-    ModelInfo::new("accounts/fireworks/models/gpt-oss-120b", 131_072, 32_768)
-        .tools()
-        .json(),
+    ModelInfo::chat("accounts/fireworks/models/deepseek-v3", 163_840, 16_384),
+    ModelInfo::chat("accounts/fireworks/models/qwen3-235b", 131_072, 16_384),
+    ModelInfo::chat("accounts/fireworks/models/gpt-oss-120b", 131_072, 32_768),
 ];
 
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
@@ -56,7 +48,7 @@ pub fn fireworks() -> Preset {
         .with_base_url_env("FIREWORKS_BASE_URL")
         .with_region("us")
         .with_json_schema(true)
-        .with_models(MODELS, ModelInfo::new("", 32_768, 4_096).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 32_768, 4_096))
         .with_error_hook(error_hook)
 }
 

@@ -13,26 +13,14 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("llama-3.3-70b-versatile", 131_072, 32_768)
-        .tools()
-        .json(),
-    ModelInfo::new("llama-3.1-8b-instant", 131_072, 131_072)
-        .tools()
-        .json(),
+    ModelInfo::chat("llama-3.3-70b-versatile", 131_072, 32_768),
+    ModelInfo::chat("llama-3.1-8b-instant", 131_072, 131_072),
     ModelInfo::new("meta-llama/llama-4-scout", 131_072, 8_192).full(),
     ModelInfo::new("meta-llama/llama-4-maverick", 131_072, 8_192).full(),
-    ModelInfo::new("openai/gpt-oss-120b", 131_072, 65_536)
-        .tools()
-        .json(),
-    ModelInfo::new("openai/gpt-oss-20b", 131_072, 65_536)
-        .tools()
-        .json(),
-    ModelInfo::new("qwen/qwen3-32b", 131_072, 40_960)
-        .tools()
-        .json(),
-    ModelInfo::new("moonshotai/kimi-k2-instruct", 131_072, 16_384)
-        .tools()
-        .json(),
+    ModelInfo::chat("openai/gpt-oss-120b", 131_072, 65_536),
+    ModelInfo::chat("openai/gpt-oss-20b", 131_072, 65_536),
+    ModelInfo::chat("qwen/qwen3-32b", 131_072, 40_960),
+    ModelInfo::chat("moonshotai/kimi-k2-instruct", 131_072, 16_384),
 ];
 
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
@@ -47,7 +35,7 @@ pub fn groq() -> Preset {
         .with_key_env("GROQ_API_KEY")
         .with_base_url_env("GROQ_BASE_URL")
         .with_region("us")
-        .with_models(MODELS, ModelInfo::new("", 131_072, 8_192).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 131_072, 8_192))
         .with_error_hook(error_hook)
 }
 

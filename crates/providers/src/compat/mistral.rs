@@ -14,20 +14,14 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("mistral-large", 131_072, 32_768)
-        .tools()
-        .json(),
+    ModelInfo::chat("mistral-large", 131_072, 32_768),
     ModelInfo::new("mistral-medium", 131_072, 32_768).full(),
     ModelInfo::new("mistral-small", 131_072, 32_768).full(),
-    ModelInfo::new("magistral-medium", 40_960, 40_960)
-        .tools()
-        .json(),
-    ModelInfo::new("codestral", 262_144, 32_768).tools().json(),
-    ModelInfo::new("devstral", 131_072, 32_768).tools().json(),
+    ModelInfo::chat("magistral-medium", 40_960, 40_960),
+    ModelInfo::chat("codestral", 262_144, 32_768),
+    ModelInfo::chat("devstral", 131_072, 32_768),
     ModelInfo::new("pixtral-large", 131_072, 32_768).full(),
-    ModelInfo::new("ministral-8b", 131_072, 32_768)
-        .tools()
-        .json(),
+    ModelInfo::chat("ministral-8b", 131_072, 32_768),
 ];
 
 fn error_hook(_status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
@@ -46,7 +40,7 @@ pub fn mistral() -> Preset {
         .with_base_url_env("MISTRAL_BASE_URL")
         .with_region("eu")
         .with_json_schema(true)
-        .with_models(MODELS, ModelInfo::new("", 32_768, 8_192).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 32_768, 8_192))
         .with_error_hook(error_hook);
     p.stream_usage = false;
     p

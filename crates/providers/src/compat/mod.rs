@@ -27,70 +27,12 @@
 //! | [`fireworks()`] | `fireworks` | `https://api.fireworks.ai/inference/v1` | `FIREWORKS_API_KEY` |
 //! | [`cerebras()`] | `cerebras` | `https://api.cerebras.ai/v1` | `CEREBRAS_API_KEY` |
 
-#[cfg(feature = "cerebras")]
-mod cerebras;
-#[cfg(feature = "deepseek")]
-mod deepseek;
-#[cfg(feature = "fireworks")]
-mod fireworks;
-#[cfg(feature = "groq")]
-mod groq;
-#[cfg(feature = "mistral")]
-mod mistral;
-#[cfg(feature = "moonshot")]
-mod moonshot;
-#[cfg(feature = "ollama")]
-mod ollama;
-#[cfg(feature = "openrouter")]
-mod openrouter;
-#[cfg(feature = "qianfan")]
-mod qianfan;
-#[cfg(feature = "qwen")]
-mod qwen;
-#[cfg(feature = "together")]
-mod together;
-#[cfg(feature = "vllm")]
-mod vllm;
-#[cfg(feature = "xai")]
-mod xai;
-#[cfg(feature = "zhipu")]
-mod zhipu;
-
 use std::borrow::Cow;
 use std::fmt;
 
 use ::http::header::HeaderMap;
 use ripcord_core::{Capabilities, Error, ErrorKind, Locality, Price, Result};
 use secrecy::SecretString;
-
-#[cfg(feature = "cerebras")]
-pub use cerebras::cerebras;
-#[cfg(feature = "deepseek")]
-pub use deepseek::deepseek;
-#[cfg(feature = "fireworks")]
-pub use fireworks::fireworks;
-#[cfg(feature = "groq")]
-pub use groq::groq;
-#[cfg(feature = "mistral")]
-pub use mistral::mistral;
-#[cfg(feature = "moonshot")]
-pub use moonshot::moonshot;
-#[cfg(feature = "ollama")]
-pub use ollama::ollama;
-#[cfg(feature = "openrouter")]
-pub use openrouter::openrouter;
-#[cfg(feature = "qianfan")]
-pub use qianfan::qianfan;
-#[cfg(feature = "qwen")]
-pub use qwen::qwen;
-#[cfg(feature = "together")]
-pub use together::together;
-#[cfg(feature = "vllm")]
-pub use vllm::vllm;
-#[cfg(feature = "xai")]
-pub use xai::xai;
-#[cfg(feature = "zhipu")]
-pub use zhipu::zhipu;
 
 use crate::error_body::ErrorHook;
 use crate::http::{self, Auth};
@@ -177,7 +119,7 @@ impl Preset {
             region: None,
             local_on_loopback: false,
             models: &[],
-            default_model: ModelInfo::new("", 32_768, 4_096).tools().json(),
+            default_model: ModelInfo::chat("", 32_768, 4_096),
             max_tokens_field: MaxTokensField::MaxTokens,
             json_schema: false,
             stream_usage: true,
@@ -423,101 +365,52 @@ impl OpenAiCompatible {
     }
 }
 
-crate::openai::setters_through_inner!(OpenAiCompatible);
+crate::openai::engine_wrapper!(OpenAiCompatible);
 
-/// Everything forwards to the [`OpenAi`] engine inside: this type differs only in how it is
-/// built.
-impl ripcord_core::Decorator for OpenAiCompatible {
-    type Inner = OpenAi;
+/// The presets, written once: each one's feature, its module (holding the constructor of the
+/// same name) and the [`Vendor`](crate::Vendor) it is the preset of.
+macro_rules! presets {
+    ($($feature:literal => $name:ident for $vendor:ident),* $(,)?) => {
+        $(
+            #[cfg(feature = $feature)]
+            mod $name;
+            #[cfg(feature = $feature)]
+            pub use $name::$name;
+        )*
 
-    fn inner(&self) -> &OpenAi {
-        &self.inner
-    }
-}
-
-crate::openai::embeddings_through_inner!(OpenAiCompatible);
-
-/// Test helper: the kind a preset's hook + the shared rules give a status and body.
-/// The preset of an OpenAI-compatible [`Vendor`](crate::Vendor), when this build has it
-/// (`None` for the other vendors and for presets whose feature is off).
-pub fn preset(vendor: crate::Vendor) -> Option<Preset> {
-    match vendor {
-        #[cfg(feature = "deepseek")]
-        crate::Vendor::DeepSeek => Some(deepseek()),
-        #[cfg(feature = "zhipu")]
-        crate::Vendor::Zhipu => Some(zhipu()),
-        #[cfg(feature = "qwen")]
-        crate::Vendor::Qwen => Some(qwen()),
-        #[cfg(feature = "moonshot")]
-        crate::Vendor::Moonshot => Some(moonshot()),
-        #[cfg(feature = "qianfan")]
-        crate::Vendor::Qianfan => Some(qianfan()),
-        #[cfg(feature = "ollama")]
-        crate::Vendor::Ollama => Some(ollama()),
-        #[cfg(feature = "vllm")]
-        crate::Vendor::Vllm => Some(vllm()),
-        #[cfg(feature = "mistral")]
-        crate::Vendor::Mistral => Some(mistral()),
-        #[cfg(feature = "groq")]
-        crate::Vendor::Groq => Some(groq()),
-        #[cfg(feature = "xai")]
-        crate::Vendor::Xai => Some(xai()),
-        #[cfg(feature = "openrouter")]
-        crate::Vendor::OpenRouter => Some(openrouter()),
-        #[cfg(feature = "together")]
-        crate::Vendor::Together => Some(together()),
-        #[cfg(feature = "fireworks")]
-        crate::Vendor::Fireworks => Some(fireworks()),
-        #[cfg(feature = "cerebras")]
-        crate::Vendor::Cerebras => Some(cerebras()),
-        _ => None,
-    }
-}
-
-/// The presets' error tables, checked by their own tests.
-#[cfg(all(
-    test,
-    any(
-        feature = "deepseek",
-        feature = "zhipu",
-        feature = "qwen",
-        feature = "moonshot",
-        feature = "qianfan",
-        feature = "ollama",
-        feature = "vllm",
-        feature = "mistral",
-        feature = "groq",
-        feature = "xai",
-        feature = "openrouter",
-        feature = "together",
-        feature = "fireworks",
-        feature = "cerebras",
-    )
-))]
-pub(crate) mod preset_table {
-    use ::http::header::HeaderMap;
-    use ripcord_core::ErrorKind;
-
-    use super::Preset;
-
-    /// The kind a preset gives an answer.
-    fn kind_for(preset: &Preset, status: u16, body: &str) -> ErrorKind {
-        crate::error_body::http_error(
-            status,
-            &HeaderMap::new(),
-            body.as_bytes(),
-            preset.error_hook,
-        )
-        .kind()
-    }
-
-    /// Asserts the kind each `(status, body, kind)` row gets from the preset's hook and the
-    /// shared rules.
-    pub(crate) fn assert_kinds(preset: &Preset, rows: &[(u16, &str, ErrorKind)]) {
-        for &(status, body, kind) in rows {
-            assert_eq!(kind_for(preset, status, body), kind, "{status} {body}");
+        /// The preset of an OpenAI-compatible [`Vendor`](crate::Vendor), when this build has it
+        /// (`None` for the other vendors and for presets whose feature is off).
+        pub fn preset(vendor: crate::Vendor) -> Option<Preset> {
+            match vendor {
+                $(
+                    #[cfg(feature = $feature)]
+                    crate::Vendor::$vendor => Some($name()),
+                )*
+                _ => None,
+            }
         }
-    }
+
+        /// The presets' error tables, checked by their own tests.
+        #[cfg(all(test, any($(feature = $feature),*)))]
+        pub(crate) mod preset_table;
+    };
+}
+
+presets! {
+    "deepseek" => deepseek for DeepSeek,
+    "zhipu" => zhipu for Zhipu,
+    "qwen" => qwen for Qwen,
+    "moonshot" => moonshot for Moonshot,
+    "qianfan" => qianfan for Qianfan,
+    "ollama" => ollama for Ollama,
+    "vllm" => vllm for Vllm,
+    "mistral" => mistral for Mistral,
+    "groq" => groq for Groq,
+    "xai" => xai for Xai,
+    "openrouter" => openrouter for OpenRouter,
+    "together" => together for Together,
+    "fireworks" => fireworks for Fireworks,
+    "cerebras" => cerebras for Cerebras,
 }
 
 #[cfg(test)]

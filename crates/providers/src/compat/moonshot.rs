@@ -17,26 +17,16 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("kimi-k2", 262_144, 32_768)
-        .tools()
-        .json()
+    ModelInfo::chat("kimi-k2", 262_144, 32_768)
         .price(Price::per_million(0.6, 2.5).with_cached_input(0.15)),
-    ModelInfo::new("kimi-k2-turbo", 262_144, 32_768)
-        .tools()
-        .json()
+    ModelInfo::chat("kimi-k2-turbo", 262_144, 32_768)
         .price(Price::per_million(1.15, 8.0).with_cached_input(0.15)),
     ModelInfo::new("kimi-latest", 131_072, 32_768).full(),
-    ModelInfo::new("moonshot-v1-8k", 8_192, 4_096)
-        .tools()
-        .json()
+    ModelInfo::chat("moonshot-v1-8k", 8_192, 4_096)
         .price(Price::per_million(0.2, 2.0)),
-    ModelInfo::new("moonshot-v1-32k", 32_768, 8_192)
-        .tools()
-        .json()
+    ModelInfo::chat("moonshot-v1-32k", 32_768, 8_192)
         .price(Price::per_million(1.0, 3.0)),
-    ModelInfo::new("moonshot-v1-128k", 131_072, 8_192)
-        .tools()
-        .json()
+    ModelInfo::chat("moonshot-v1-128k", 131_072, 8_192)
         .price(Price::per_million(2.0, 5.0)),
     ModelInfo::new("moonshot-v1-8k-vision", 8_192, 4_096)
         .full()
@@ -86,7 +76,7 @@ pub fn moonshot() -> Preset {
         .with_key_env("MOONSHOT_API_KEY")
         .with_base_url_env("MOONSHOT_BASE_URL")
         .with_region("cn")
-        .with_models(MODELS, ModelInfo::new("", 131_072, 8_192).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 131_072, 8_192))
         .with_error_hook(error_hook)
 }
 

@@ -36,7 +36,7 @@ pub fn ollama() -> Preset {
         .key_optional()
         .local_on_loopback()
         .with_json_schema(true)
-        .with_models(&[], ModelInfo::new("", 4_096, 4_096).tools().json())
+        .with_models(&[], ModelInfo::chat("", 4_096, 4_096))
         .with_error_hook(error_hook)
 }
 

@@ -39,7 +39,7 @@ pub fn openrouter() -> Preset {
         .with_key_env("OPENROUTER_API_KEY")
         .with_base_url_env("OPENROUTER_BASE_URL")
         .with_json_schema(true)
-        .with_models(&[], ModelInfo::new("", 131_072, 16_384).tools().json())
+        .with_models(&[], ModelInfo::chat("", 131_072, 16_384))
         .with_error_hook(error_hook)
 }
 

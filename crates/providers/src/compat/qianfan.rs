@@ -22,19 +22,15 @@ use crate::models::ModelInfo;
 use crate::openai::MaxTokensField;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("ernie-4.5-turbo-128k", 131_072, 12_288)
-        .tools()
-        .json()
+    ModelInfo::chat("ernie-4.5-turbo-128k", 131_072, 12_288)
         .price(Price::per_million(0.11, 0.45)),
     ModelInfo::new("ernie-4.5-turbo-vl", 131_072, 16_384).full(),
-    ModelInfo::new("ernie-x1-turbo-32k", 32_768, 16_384)
-        .tools()
-        .json()
+    ModelInfo::chat("ernie-x1-turbo-32k", 32_768, 16_384)
         .price(Price::per_million(0.14, 0.55)),
-    ModelInfo::new("ernie-4.0-8k", 8_192, 2_048).tools().json(),
+    ModelInfo::chat("ernie-4.0-8k", 8_192, 2_048),
     ModelInfo::new("ernie-speed-128k", 131_072, 4_096).price(Price::FREE),
     ModelInfo::new("ernie-lite-8k", 8_192, 2_048).price(Price::FREE),
-    ModelInfo::new("deepseek-v3", 65_536, 8_192).tools().json(),
+    ModelInfo::chat("deepseek-v3", 65_536, 8_192),
 ];
 
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
@@ -66,7 +62,7 @@ pub fn qianfan() -> Preset {
         .with_base_url_env("QIANFAN_BASE_URL")
         .with_region("cn")
         .with_max_tokens_field(MaxTokensField::MaxCompletionTokens)
-        .with_models(MODELS, ModelInfo::new("", 8_192, 2_048).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 8_192, 2_048))
         .with_error_hook(error_hook)
 }
 

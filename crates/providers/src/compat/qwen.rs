@@ -20,25 +20,15 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("qwen-max", 32_768, 8_192)
-        .tools()
-        .json()
+    ModelInfo::chat("qwen-max", 32_768, 8_192)
         .price(Price::per_million(1.6, 6.4)),
-    ModelInfo::new("qwen3-max", 262_144, 65_536)
-        .tools()
-        .json()
+    ModelInfo::chat("qwen3-max", 262_144, 65_536)
         .price(Price::per_million(1.2, 6.0)),
-    ModelInfo::new("qwen-plus", 131_072, 16_384)
-        .tools()
-        .json()
+    ModelInfo::chat("qwen-plus", 131_072, 16_384)
         .price(Price::per_million(0.4, 1.2)),
-    ModelInfo::new("qwen-turbo", 1_000_000, 16_384)
-        .tools()
-        .json()
+    ModelInfo::chat("qwen-turbo", 1_000_000, 16_384)
         .price(Price::per_million(0.05, 0.2)),
-    ModelInfo::new("qwen-flash", 1_000_000, 32_768)
-        .tools()
-        .json()
+    ModelInfo::chat("qwen-flash", 1_000_000, 32_768)
         .price(Price::per_million(0.05, 0.4)),
     ModelInfo::new("qwen-long", 10_000_000, 8_192)
         .json()
@@ -51,9 +41,7 @@ const MODELS: &[ModelInfo] = &[
         .vision()
         .json()
         .price(Price::per_million(0.21, 0.63)),
-    ModelInfo::new("qwen3-coder-plus", 1_000_000, 65_536)
-        .tools()
-        .json()
+    ModelInfo::chat("qwen3-coder-plus", 1_000_000, 65_536)
         .price(Price::per_million(1.0, 5.0)),
 ];
 
@@ -92,7 +80,7 @@ pub fn qwen() -> Preset {
         .with_key_env("DASHSCOPE_API_KEY")
         .with_base_url_env("DASHSCOPE_BASE_URL")
         .with_region("cn")
-        .with_models(MODELS, ModelInfo::new("", 131_072, 8_192).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 131_072, 8_192))
         .with_error_hook(error_hook)
 }
 

@@ -13,20 +13,12 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("meta-llama/Llama-3.3-70B-Instruct-Turbo", 131_072, 8_192)
-        .tools()
-        .json(),
+    ModelInfo::chat("meta-llama/Llama-3.3-70B-Instruct-Turbo", 131_072, 8_192),
     ModelInfo::new("meta-llama/Llama-4-Maverick", 1_048_576, 8_192).full(),
-    ModelInfo::new("deepseek-ai/DeepSeek-V3", 131_072, 8_192)
-        .tools()
-        .json(),
+    ModelInfo::chat("deepseek-ai/DeepSeek-V3", 131_072, 8_192),
     ModelInfo::new("deepseek-ai/DeepSeek-R1", 163_840, 32_768).json(),
-    ModelInfo::new("Qwen/Qwen2.5-72B-Instruct-Turbo", 32_768, 8_192)
-        .tools()
-        .json(),
-    ModelInfo::new("openai/gpt-oss-120b", 131_072, 32_768)
-        .tools()
-        .json(),
+    ModelInfo::chat("Qwen/Qwen2.5-72B-Instruct-Turbo", 32_768, 8_192),
+    ModelInfo::chat("openai/gpt-oss-120b", 131_072, 32_768),
 ];
 
 fn error_hook(status: Option<u16>, body: &ErrorBody) -> Option<ErrorKind> {
@@ -50,7 +42,7 @@ pub fn together() -> Preset {
         .with_base_url_env("TOGETHER_BASE_URL")
         .with_region("us")
         .with_json_schema(true)
-        .with_models(MODELS, ModelInfo::new("", 32_768, 4_096).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 32_768, 4_096))
         .with_error_hook(error_hook)
 }
 

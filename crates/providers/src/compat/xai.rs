@@ -17,13 +17,9 @@ use crate::models::ModelInfo;
 const MODELS: &[ModelInfo] = &[
     ModelInfo::new("grok-4-fast", 2_000_000, 30_000).full(),
     ModelInfo::new("grok-4", 256_000, 64_000).full(),
-    ModelInfo::new("grok-code-fast", 256_000, 10_000)
-        .tools()
-        .json(),
-    ModelInfo::new("grok-3-mini", 131_072, 16_384)
-        .tools()
-        .json(),
-    ModelInfo::new("grok-3", 131_072, 16_384).tools().json(),
+    ModelInfo::chat("grok-code-fast", 256_000, 10_000),
+    ModelInfo::chat("grok-3-mini", 131_072, 16_384),
+    ModelInfo::chat("grok-3", 131_072, 16_384),
     ModelInfo::new("grok-2-vision", 32_768, 8_192).full(),
 ];
 
@@ -50,7 +46,7 @@ pub fn xai() -> Preset {
         .with_base_url_env("XAI_BASE_URL")
         .with_region("us")
         .with_json_schema(true)
-        .with_models(MODELS, ModelInfo::new("", 131_072, 16_384).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 131_072, 16_384))
         .with_error_hook(error_hook)
 }
 

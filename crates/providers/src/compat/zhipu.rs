@@ -26,25 +26,17 @@ use crate::error_body::ErrorBody;
 use crate::models::ModelInfo;
 
 const MODELS: &[ModelInfo] = &[
-    ModelInfo::new("glm-4.6", 200_000, 128_000)
-        .tools()
-        .json()
+    ModelInfo::chat("glm-4.6", 200_000, 128_000)
         .price(Price::per_million(0.6, 2.2).with_cached_input(0.11)),
-    ModelInfo::new("glm-4.5", 131_072, 98_304)
-        .tools()
-        .json()
+    ModelInfo::chat("glm-4.5", 131_072, 98_304)
         .price(Price::per_million(0.6, 2.2).with_cached_input(0.11)),
-    ModelInfo::new("glm-4.5-air", 131_072, 98_304)
-        .tools()
-        .json()
+    ModelInfo::chat("glm-4.5-air", 131_072, 98_304)
         .price(Price::per_million(0.2, 1.1).with_cached_input(0.03)),
     ModelInfo::new("glm-4.5v", 65_536, 16_384)
         .full()
         .price(Price::per_million(0.6, 1.8)),
-    ModelInfo::new("glm-4-plus", 128_000, 4_095).tools().json(),
-    ModelInfo::new("glm-4-flash", 128_000, 4_095)
-        .tools()
-        .json()
+    ModelInfo::chat("glm-4-plus", 128_000, 4_095),
+    ModelInfo::chat("glm-4-flash", 128_000, 4_095)
         .price(Price::FREE),
     ModelInfo::new("glm-4v", 8_192, 1_024).vision(),
 ];
@@ -73,7 +65,7 @@ pub fn zhipu() -> Preset {
         .with_key_env("ZHIPUAI_API_KEY")
         .with_base_url_env("ZHIPUAI_BASE_URL")
         .with_region("cn")
-        .with_models(MODELS, ModelInfo::new("", 128_000, 4_096).tools().json())
+        .with_models(MODELS, ModelInfo::chat("", 128_000, 4_096))
         .with_error_hook(error_hook)
 }
 

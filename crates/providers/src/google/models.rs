@@ -6,11 +6,7 @@
 
 use ripcord_core::Price;
 
-use crate::models::ModelInfo;
-
-const fn p(input: f64, output: f64, cached: f64) -> Price {
-    Price::per_million(input, output).with_cached_input(cached)
-}
+use crate::models::{ModelInfo, cached_price as p};
 
 /// Gemini models by name prefix (the longest prefix wins: `gemini-2.5-flash-lite` is not
 /// `gemini-2.5-flash`). Every current model takes tools, images and JSON schemas.

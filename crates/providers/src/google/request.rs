@@ -553,10 +553,11 @@ pub(crate) fn generate_body(req: &ChatRequest, thinking: Option<&Thinking>) -> R
 
 #[cfg(test)]
 mod tests {
-    use ripcord_core::{ImageSource, Message, ToolCall, ToolSpec};
+    use ripcord_core::{ImageSource, Message, ToolCall};
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::test_support::requests::{force_weather, user_with_image, weather_tool};
 
     fn body(req: &ChatRequest, thinking: Option<&Thinking>) -> Value {
         serde_json::from_slice(&generate_body(req, thinking).unwrap()).unwrap()
@@ -567,10 +568,7 @@ mod tests {
         let sig_id = format!("call_7{THOUGHT_SEPARATOR}c2lnbmF0dXJl");
         let req = ChatRequest::new(vec![
             Message::system("Be brief."),
-            Message::user("Look:").with_image(ImageSource::Base64 {
-                media_type: "image/png".into(),
-                data: "iVBORw0K".into(),
-            }),
+            user_with_image("Look:", "image/png", "iVBORw0K"),
             Message::user("Weather in Paris and Oslo?"),
             Message::assistant_tool_calls(vec![
                 ToolCall::new(sig_id.clone(), "weather", r#"{"city":"Paris"}"#),
@@ -581,14 +579,11 @@ mod tests {
             Message::system("Use Celsius."),
             Message::assistant("Paris 18C, Oslo 9C."),
         ])
-        .with_tool(ToolSpec::new(
-            "weather",
+        .with_tool(weather_tool(
             "Current weather",
             json!({"type":"object","properties":{"city":{"type":"string"}}}),
         ))
-        .with_tool_choice(ToolChoice::Tool {
-            name: "weather".into(),
-        })
+        .with_tool_choice(force_weather())
         .with_temperature(0.5)
         .with_max_tokens(300)
         .with_stop("END")

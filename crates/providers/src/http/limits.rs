@@ -251,31 +251,26 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn guard_reports_the_phase_that_fired() {
         let t = Timeouts::default().with_first_token(Duration::from_secs(5));
-        let ctx = Context::new();
-        let e = guard(
-            &ctx,
+        // The error a guard over a future that never finishes ends with.
+        async fn fired(ctx: &Context, limit: Limit) -> ripcord_core::Error {
+            guard(ctx, limit, std::future::pending::<()>())
+                .await
+                .unwrap_err()
+        }
+        let e = fired(
+            &Context::new(),
             Limit::first_token(Instant::now(), &t, false),
-            std::future::pending::<()>(),
         )
-        .await
-        .unwrap_err();
+        .await;
         assert_eq!(e.timeout_phase(), Some(TimeoutPhase::FirstToken));
 
         let ctx = Context::new().with_timeout(Duration::from_secs(1));
-        let e = guard(
-            &ctx,
-            Limit::first_token(Instant::now(), &t, false),
-            std::future::pending::<()>(),
-        )
-        .await
-        .unwrap_err();
+        let e = fired(&ctx, Limit::first_token(Instant::now(), &t, false)).await;
         assert_eq!(e.timeout_phase(), Some(TimeoutPhase::Total));
 
         let ctx = Context::new();
         ctx.cancellation().cancel();
-        let e = guard(&ctx, Limit::idle(&t), std::future::pending::<()>())
-            .await
-            .unwrap_err();
+        let e = fired(&ctx, Limit::idle(&t)).await;
         assert_eq!(e.kind(), ErrorKind::Cancelled);
     }
 }

@@ -43,43 +43,26 @@ mod limits;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod liveness;
 // Every adapter configuration embeds it; a build with no adapter has none.
-#[cfg(any(
-    feature = "openai",
-    feature = "anthropic",
-    feature = "gemini",
-    feature = "bedrock"
-))]
-mod settings;
+with_any_adapter! {
+    mod settings;
+}
 mod target;
 mod transport;
 
 pub(crate) use auth::Auth;
-#[cfg(any(
-    feature = "openai",
-    feature = "anthropic",
-    feature = "gemini",
-    feature = "bedrock"
-))]
-pub(crate) use settings::{Settings, settings_setters};
+with_any_adapter! {
+    pub(crate) use settings::{Settings, settings_setters};
+}
 // What only the vendor adapters use: a build with none of them has no caller.
-#[cfg_attr(
-    not(any(
-        feature = "openai",
-        feature = "anthropic",
-        feature = "gemini",
-        feature = "bedrock"
-    )),
-    expect(
-        unused_imports,
-        reason = "only the vendor adapters use these; this build has none"
-    )
-)]
-pub(crate) use self::{
-    body::{BodyStream, Response, TransportError, is_json, read_body},
-    limits::{Limit, guard, guard_until, precheck},
-    target::{Target, endpoint, env},
-    transport::Transport,
-};
+with_any_adapter! {
+    #[unused_without]
+    pub(crate) use self::{
+        body::{BodyStream, Response, TransportError, is_json, read_body},
+        limits::{Limit, guard, guard_until, precheck},
+        target::{Target, endpoint, env},
+        transport::Transport,
+    };
+}
 pub use body::{DEFAULT_RESPONSE_BUFFER_LIMIT, response_bytes_buffered, set_response_buffer_limit};
 pub use client::HttpClient;
 #[cfg(feature = "reqwest")]

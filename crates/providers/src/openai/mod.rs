@@ -110,6 +110,29 @@ macro_rules! setters_through_inner {
 }
 pub(crate) use setters_through_inner;
 
+/// Everything a wrapper around the [`OpenAi`] engine (Azure, the OpenAI-compatible presets)
+/// forwards to its `inner` field: the setters, [`Decorator`](ripcord_core::Decorator) (chat,
+/// stream, the link's identity) and `EmbeddingModel`. Such a wrapper differs only in how it is
+/// built.
+macro_rules! engine_wrapper {
+    ($wrapper:ident) => {
+        crate::openai::setters_through_inner!($wrapper);
+
+        /// Everything forwards to the [`OpenAi`](crate::OpenAi) engine inside: this type
+        /// differs only in how it is built.
+        impl ripcord_core::Decorator for $wrapper {
+            type Inner = crate::OpenAi;
+
+            fn inner(&self) -> &crate::OpenAi {
+                &self.inner
+            }
+        }
+
+        crate::openai::embeddings_through_inner!($wrapper);
+    };
+}
+pub(crate) use engine_wrapper;
+
 pub(crate) use config::Dialect;
 pub use config::{AssistantPrefill, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig, OpenAiWire};
 

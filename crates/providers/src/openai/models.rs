@@ -2,11 +2,7 @@
 
 use ripcord_core::Price;
 
-use crate::models::ModelInfo;
-
-const fn p(input: f64, output: f64, cached: f64) -> Price {
-    Price::per_million(input, output).with_cached_input(cached)
-}
+use crate::models::{ModelInfo, cached_price as p};
 
 /// OpenAI chat models by name prefix.
 pub(crate) const TABLE: &[ModelInfo] = &[
@@ -40,10 +36,7 @@ pub(crate) const TABLE: &[ModelInfo] = &[
     ModelInfo::new("o3", 200_000, 100_000)
         .full()
         .price(p(2.0, 8.0, 0.50)),
-    ModelInfo::new("o3-mini", 200_000, 100_000)
-        .tools()
-        .json()
-        .price(p(1.10, 4.40, 0.55)),
+    ModelInfo::chat("o3-mini", 200_000, 100_000).price(p(1.10, 4.40, 0.55)),
     ModelInfo::new("o4-mini", 200_000, 100_000)
         .full()
         .price(p(1.10, 4.40, 0.275)),
@@ -53,11 +46,8 @@ pub(crate) const TABLE: &[ModelInfo] = &[
     ModelInfo::new("gpt-4", 8_192, 8_192)
         .tools()
         .price(Price::per_million(30.0, 60.0)),
-    ModelInfo::new("gpt-3.5-turbo", 16_385, 4_096)
-        .tools()
-        .json()
-        .price(Price::per_million(0.50, 1.50)),
+    ModelInfo::chat("gpt-3.5-turbo", 16_385, 4_096).price(Price::per_million(0.50, 1.50)),
 ];
 
 /// An unknown OpenAI model: a modern window with tools and JSON, no vision, no price.
-pub(crate) const DEFAULT: ModelInfo = ModelInfo::new("", 128_000, 4_096).tools().json();
+pub(crate) const DEFAULT: ModelInfo = ModelInfo::chat("", 128_000, 4_096);

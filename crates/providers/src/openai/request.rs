@@ -312,10 +312,13 @@ pub(crate) fn embedding_body(model: &str, req: &EmbeddingRequest) -> Result<Vec<
 
 #[cfg(test)]
 mod tests {
-    use ripcord_core::{ImageSource, Message, ToolCall, ToolSpec};
+    use ripcord_core::{ImageSource, Message};
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::test_support::requests::{
+        force_weather, user_with_image, weather_call, weather_tool,
+    };
 
     fn dialect() -> Dialect {
         Dialect::openai()
@@ -387,27 +390,17 @@ mod tests {
     fn representative_request_json() {
         let mut req = ChatRequest::new(vec![
             Message::system("Be brief."),
-            Message::user("What is in this picture?").with_image(ImageSource::Base64 {
-                media_type: "image/png".into(),
-                data: "iVBORw0KGgo=".into(),
-            }),
-            Message::assistant_tool_calls(vec![ToolCall::new(
-                "call_1",
-                "weather",
-                r#"{"city":"Paris"}"#,
-            )]),
+            user_with_image("What is in this picture?", "image/png", "iVBORw0KGgo="),
+            weather_call("call_1", "Paris"),
             Message::tool_result("call_1", "18C, cloudy"),
             Message::assistant("It is 18C."),
             Message::user("Thanks"),
         ])
-        .with_tool(ToolSpec::new(
-            "weather",
+        .with_tool(weather_tool(
             "Current weather",
             json!({"type":"object","properties":{"city":{"type":"string"}}}),
         ))
-        .with_tool_choice(ToolChoice::Tool {
-            name: "weather".into(),
-        })
+        .with_tool_choice(force_weather())
         .with_response_format(ResponseFormat::Json)
         .with_max_tokens(100)
         .with_temperature(0.5)

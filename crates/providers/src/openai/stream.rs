@@ -165,22 +165,14 @@ mod tests {
     use ripcord_core::stream::Collector;
 
     use super::*;
-    use crate::sse::SseParser;
+    use crate::driver::{clean_end_answer, decode_sse};
     use ripcord_core::ErrorKind;
 
     fn run(input: &str) -> (Vec<StreamEvent>, Result<Step>) {
-        let mut p = SseParser::new();
-        p.push(input.as_bytes()).unwrap();
-        let mut d = OpenAiDecoder::new(None, Some(Price::per_million(1.0, 2.0)));
-        let mut out = VecDeque::new();
-        let mut last = Ok(Step::More);
-        while let Some(ev) = p.next_event() {
-            last = d.event(ev, &mut out);
-            if !matches!(last, Ok(Step::More)) {
-                break;
-            }
-        }
-        (out.into_iter().collect(), last)
+        decode_sse(
+            OpenAiDecoder::new(None, Some(Price::per_million(1.0, 2.0))),
+            input,
+        )
     }
 
     #[test]
@@ -290,28 +282,17 @@ mod tests {
 
     #[test]
     fn a_clean_end_after_finish_reason_completes_with_usage_but_not_without_one() {
-        let mut p = SseParser::new();
-        p.push(b"data: {\"model\":\"m-1\",\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n").unwrap();
-        let mut d = OpenAiDecoder::new(None, None);
-        let mut out = VecDeque::new();
-        while let Some(ev) = p.next_event() {
-            assert!(matches!(d.event(ev, &mut out), Ok(Step::More)));
-        }
-        assert!(d.clean_end(&mut out));
-        let mut c = Collector::new();
-        out.into_iter().for_each(|e| c.push(e));
-        let r = c.finish().unwrap();
+        let r = clean_end_answer(
+            OpenAiDecoder::new(None, None),
+            "data: {\"model\":\"m-1\",\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n",
+        )
+        .unwrap();
         assert_eq!(
             (r.text(), r.usage.output_tokens, r.model.as_str()),
             ("Hi", 1, "m-1")
         );
-        let mut d = OpenAiDecoder::new(None, None);
-        let mut out = VecDeque::new();
-        let mut p = SseParser::new();
-        p.push(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n")
-            .unwrap();
-        let _ = d.event(p.next_event().unwrap(), &mut out);
-        assert!(!d.clean_end(&mut out));
+        let no_stop = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+        assert!(clean_end_answer(OpenAiDecoder::new(None, None), no_stop).is_none());
     }
 
     #[test]

@@ -7,13 +7,22 @@ use std::time::Duration;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_core::{
-    ChatModel, ChatRequest, ChatStream, Context, Error, ErrorKind, StreamEvent, TimeoutPhase,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, StatusCode,
+    StreamEvent, TimeoutPhase,
 };
 use ripcord_providers::Timeouts;
 #[cfg(feature = "anthropic")]
 use ripcord_providers::{Anthropic, AnthropicConfig};
 #[cfg(feature = "openai")]
 use ripcord_providers::{OpenAi, OpenAiConfig};
+
+#[path = "../../src/test_support/requests.rs"]
+mod requests;
+#[allow(
+    unused_imports,
+    reason = "only the tests that build these requests use them"
+)]
+pub(crate) use requests::*;
 
 /// The key every test configures; no output may ever contain it.
 pub(crate) const KEY: &str = "sk-test-5f3c9a1d7e2b4c6a8f0e";
@@ -137,6 +146,11 @@ pub(crate) async fn stream_ok(m: &impl ChatModel, req: &ChatRequest) -> Vec<Stre
     events
 }
 
+/// The answer `chat` of `req` on a fresh context gives.
+pub(crate) async fn chat_ok(m: &impl ChatModel, req: &ChatRequest) -> ChatResponse {
+    m.chat(req, &Context::new()).await.unwrap()
+}
+
 /// The error `chat` of `req` on a fresh context fails with.
 pub(crate) async fn chat_err(m: &impl ChatModel, req: &ChatRequest) -> Error {
     m.chat(req, &Context::new()).await.unwrap_err()
@@ -148,6 +162,11 @@ pub(crate) async fn stream_err(m: &impl ChatModel, req: &ChatRequest) -> Error {
         .await
         .err()
         .expect("stream error")
+}
+
+/// For [`check_error_rows`]: the error keeps the HTTP status `wire` answers the row with.
+pub(crate) fn keeps_status(wire: Wire) -> impl Fn(&VendorError, &Error) {
+    move |ve, e| assert_eq!(e.status(), Some(StatusCode(ve.status(wire))), "{ve:?}")
 }
 
 /// Scripts every error row of the table on `fake` in turn and checks the error `chat` of `m`

@@ -103,7 +103,7 @@ impl Facts {
     /// The attributes of `gen_ai.client.*` instruments.
     pub(super) fn genai_attrs(&self) -> Vec<KeyValue> {
         let mut v = Vec::with_capacity(8);
-        for (k, val) in [
+        v.extend(present([
             (attr::OPERATION_NAME, &self.operation),
             (attr::PROVIDER_NAME, &self.provider),
             (attr::REQUEST_MODEL, &self.request_model),
@@ -111,11 +111,7 @@ impl Facts {
             (attr::SERVER_ADDRESS, &self.server_address),
             (attr::LINK, &self.link),
             (attr::ERROR_TYPE, &self.error_type),
-        ] {
-            if let Some(val) = val {
-                v.push(KeyValue::new(k, val.clone()));
-            }
-        }
+        ]));
         v
     }
 }
@@ -375,4 +371,16 @@ pub(super) fn breaker_state_value(state: &str) -> Option<i64> {
         "open" => Some(2),
         _ => None,
     }
+}
+
+/// `key = value` for each pair whose value is set: the optional attributes of a data point.
+pub(super) fn present<'a, V>(
+    pairs: impl IntoIterator<Item = (&'static str, &'a Option<V>)>,
+) -> impl Iterator<Item = KeyValue>
+where
+    V: Clone + Into<opentelemetry::Value> + 'a,
+{
+    pairs
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| KeyValue::new(k, v)))
 }

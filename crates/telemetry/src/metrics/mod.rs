@@ -287,9 +287,7 @@ impl MetricsLayer {
         }
         self.inst.chain_calls.add(1, &a);
         let mut d = vec![chain.clone()];
-        if let Some(e) = &f.error_type {
-            d.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
-        }
+        d.extend(present([(attr::ERROR_TYPE, &f.error_type)]));
         self.inst.chain_duration.record(elapsed, &d);
         self.inst.retries.record(f.retries, &[chain]);
     }
@@ -374,66 +372,45 @@ where
                 {
                     facts.retries += 1;
                 }
-                let mut a = Vec::with_capacity(2);
-                if let Some(l) = &f.link {
-                    a.push(KeyValue::new(attr::LINK, l.clone()));
-                }
-                if let Some(e) = &f.error_type {
-                    a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
-                }
+                let a: Vec<KeyValue> =
+                    present([(attr::LINK, &f.link), (attr::ERROR_TYPE, &f.error_type)]).collect();
                 self.inst.retries_scheduled.add(1, &a);
             }
             event::STREAM_EVENT_SKIPPED => {
-                let a: Vec<KeyValue> = f
-                    .link
-                    .iter()
-                    .map(|l| KeyValue::new(attr::LINK, l.clone()))
-                    .collect();
+                let a: Vec<KeyValue> = present([(attr::LINK, &f.link)]).collect();
                 self.inst.events_skipped.add(1, &a);
             }
             event::FALLBACK => {
                 let mut a = vec![chain_name()];
-                for (k, v) in [
+                a.extend(present([
                     (attr::FALLBACK_FROM, &f.from),
                     (attr::FALLBACK_TO, &f.to),
                     (attr::ERROR_TYPE, &f.error_type),
-                ] {
-                    if let Some(v) = v {
-                        a.push(KeyValue::new(k, v.clone()));
-                    }
-                }
+                ]));
                 self.inst.fallbacks.add(1, &a);
             }
             event::STREAM_CONTINUED => {
                 let mut a = vec![chain_name()];
-                for (k, v) in [
+                a.extend(present([
                     (attr::FALLBACK_FROM, &f.from),
                     (attr::CONTINUED_BY, &f.continued_by),
                     (attr::CONTINUATION_MODE, &f.mode),
                     (attr::CONTINUATION_REASON, &f.continuation_reason),
-                ] {
-                    if let Some(v) = v {
-                        a.push(KeyValue::new(k, v.clone()));
-                    }
-                }
+                ]));
                 self.inst.continuations.add(1, &a);
             }
             event::LINK_SKIPPED => {
                 let mut a = vec![chain_name()];
-                if let Some(l) = &f.link {
-                    a.push(KeyValue::new(attr::LINK, l.clone()));
-                }
-                if let Some(r) = &f.reason {
-                    a.push(KeyValue::new(attr::SKIP_REASON, r.clone()));
-                }
+                a.extend(present([
+                    (attr::LINK, &f.link),
+                    (attr::SKIP_REASON, &f.reason),
+                ]));
                 self.inst.skipped.add(1, &a);
             }
             event::STATIC_REPLY => self.inst.static_replies.add(1, &[chain_name()]),
             event::CHAIN_EXHAUSTED => {
                 let mut a = vec![chain_name()];
-                if let Some(e) = &f.error_type {
-                    a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
-                }
+                a.extend(present([(attr::ERROR_TYPE, &f.error_type)]));
                 self.inst.chain_exhausted.add(1, &a);
             }
             event::BREAKER_TRANSITION => self.breaker_transition(&f),
@@ -457,13 +434,8 @@ where
                 }
             }
             event::ALERT => {
-                let mut a = Vec::with_capacity(2);
-                if let Some(l) = &f.link {
-                    a.push(KeyValue::new(attr::LINK, l.clone()));
-                }
-                if let Some(e) = &f.error_type {
-                    a.push(KeyValue::new(attr::ERROR_TYPE, e.clone()));
-                }
+                let a: Vec<KeyValue> =
+                    present([(attr::LINK, &f.link), (attr::ERROR_TYPE, &f.error_type)]).collect();
                 self.inst.alerts.add(1, &a);
             }
             event::VENDOR_STATUS => {
@@ -479,11 +451,7 @@ where
                 }
             }
             event::VENDOR_STATUS_POLL_FAILED => {
-                let a: Vec<KeyValue> = f
-                    .link
-                    .iter()
-                    .map(|l| KeyValue::new(attr::LINK, l.clone()))
-                    .collect();
+                let a: Vec<KeyValue> = present([(attr::LINK, &f.link)]).collect();
                 self.inst.vendor_poll_failures.add(1, &a);
             }
             event::STATE_DEGRADED | event::STATE_RESTORED => {

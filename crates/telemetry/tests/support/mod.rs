@@ -83,8 +83,46 @@ pub(crate) fn attr_str(span: &SpanData, key: &str) -> Option<String> {
     attr(span, key).map(value_str)
 }
 
+/// Asserts each `(key, value)` of `want` is an attribute of `span` (compared as text), naming the
+/// key that differs.
+pub(crate) fn assert_attrs(span: &SpanData, want: &[(&str, &str)]) {
+    for (key, value) in want {
+        assert_eq!(
+            attr_str(span, key).as_deref(),
+            Some(*value),
+            "attribute {key} of span {}",
+            span.name
+        );
+    }
+}
+
+/// Asserts each `(key, value)` of `want` is `span`'s attribute, typed (`None`: absent), naming the
+/// key that differs.
+pub(crate) fn assert_values(span: &SpanData, want: &[(&str, Option<Value>)]) {
+    for (key, value) in want {
+        assert_eq!(
+            attr(span, key),
+            value.as_ref(),
+            "attribute {key} of span {}",
+            span.name
+        );
+    }
+}
+
 pub(crate) fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
     spans.iter().filter(|s| s.name == name).collect()
+}
+
+/// The spans called `name`, asserting there are `n` of them (listing every span's name if not).
+pub(crate) fn named_n<'a>(spans: &'a [SpanData], name: &str, n: usize) -> Vec<&'a SpanData> {
+    let found = named(spans, name);
+    assert_eq!(
+        found.len(),
+        n,
+        "{n} spans called {name:?} expected in {:#?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    found
 }
 
 pub(crate) fn event_attrs(span: &SpanData, event: &str) -> Vec<BTreeMap<String, String>> {

@@ -239,10 +239,11 @@ fn text_format(f: &ResponseFormat) -> Option<wire::TextFormat> {
 
 #[cfg(test)]
 mod tests {
-    use ripcord_core::{ToolCall, ToolSpec};
+    use ripcord_core::ToolCall;
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::test_support::requests::{force_weather, user_with_image, weather_tool};
 
     fn v(req: &ChatRequest, stream: bool) -> Value {
         serde_json::from_slice(&body("gpt-5", req, stream).unwrap()).unwrap()
@@ -253,10 +254,7 @@ mod tests {
         let mut req = ChatRequest::new(vec![
             Message::system("Be brief."),
             Message::system("Answer in English."),
-            Message::user("What is this?").with_image(ImageSource::Base64 {
-                media_type: "image/png".into(),
-                data: "iVBORw0KGgo=".into(),
-            }),
+            user_with_image("What is this?", "image/png", "iVBORw0KGgo="),
             Message::assistant("A cat."),
             Message::assistant_tool_calls(vec![
                 ToolCall::new("call_1", "weather", r#"{"city":"Oslo"}"#),
@@ -267,14 +265,11 @@ mod tests {
             Message::system("Now be polite."),
             Message::user("Thanks"),
         ])
-        .with_tool(ToolSpec::new(
-            "weather",
+        .with_tool(weather_tool(
             "Weather for a city",
             json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         ))
-        .with_tool_choice(ToolChoice::Tool {
-            name: "weather".into(),
-        })
+        .with_tool_choice(force_weather())
         .with_response_format(ResponseFormat::JsonSchema {
             name: "answer".into(),
             schema: json!({"type": "object"}),

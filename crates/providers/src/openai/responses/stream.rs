@@ -301,21 +301,10 @@ mod tests {
     use ripcord_core::stream::Collector;
 
     use super::*;
-    use crate::sse::SseParser;
+    use crate::driver::decode_sse;
 
     fn run(input: &str) -> (Vec<StreamEvent>, Result<Step>) {
-        let mut p = SseParser::new();
-        p.push(input.as_bytes()).unwrap();
-        let mut d = ResponsesDecoder::new(None, None);
-        let mut out = VecDeque::new();
-        let mut last = Ok(Step::More);
-        while let Some(ev) = p.next_event() {
-            last = d.event(ev, &mut out);
-            if !matches!(last, Ok(Step::More)) {
-                break;
-            }
-        }
-        (out.into_iter().collect(), last)
+        decode_sse(ResponsesDecoder::new(None, None), input)
     }
 
     fn sse(events: &[serde_json::Value]) -> String {

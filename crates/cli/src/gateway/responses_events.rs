@@ -2,12 +2,12 @@
 //! helpers accept (see the `responses` module), numbered by `sequence_number`.
 
 use axum::body::Bytes;
-use ripcord_core::{ChatResponse, FinishReason, ToolCall, Usage};
+use ripcord_core::{ChatResponse, ToolCall};
 use ripcord_providers::openai_responses_wire as rw;
 use serde_json::{Value, json};
 
 use super::errors::GatewayError;
-use super::pipeline::{Answer, Encoder, ReasoningPiece, ToolPiece, sse_event};
+use super::pipeline::{Answer, Encoder, Ending, ReasoningPiece, ToolPiece, sse_event};
 use super::responses::{
     Opts, call_item_id, message_id, reasoning_item, reasoning_item_id, response_object,
 };
@@ -358,13 +358,7 @@ impl Encoder for ResponseEvents {
         self.push(ev, out);
     }
 
-    fn end(
-        &mut self,
-        reason: &FinishReason,
-        u: Option<&Usage>,
-        record: Option<&Value>,
-        out: &mut Vec<Bytes>,
-    ) {
+    fn end(&mut self, end: Ending<'_>, out: &mut Vec<Bytes>) {
         self.close(out);
         // The whole answer, as the JSON door would have rendered it.
         let mut resp = ChatResponse::new("");
@@ -386,8 +380,8 @@ impl Encoder for ResponseEvents {
                 )),
             }
         }
-        resp.finish_reason = reason.clone();
-        resp.usage = u.cloned().unwrap_or_default();
+        resp.finish_reason = end.reason.clone();
+        resp.usage = end.usage.cloned().unwrap_or_default();
         let mut object = response_object(self.opts.echo.clone(), &self.answer, &resp);
         // The ids the stream already named stay the ids of the final object.
         object.output = self
@@ -403,7 +397,7 @@ impl Encoder for ResponseEvents {
             Some(rw::ResponseStatus::Incomplete) => rw::StreamEvent::Incomplete(ev),
             _ => rw::StreamEvent::Completed(ev),
         };
-        match record {
+        match end.record {
             None => self.push(ev, out),
             Some(r) => {
                 ev.set_sequence_number(self.seq);

@@ -35,6 +35,22 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// `v`'s value when it is at least `min`; below it, an error at the value (`key`:
+    /// `message`). `None` when `v` is.
+    pub(super) fn at_least<T: Copy + PartialOrd>(
+        &self,
+        v: Option<&Spanned<T>>,
+        min: T,
+        key: &str,
+        message: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        match v {
+            Some(n) if *n.get_ref() < min => Err(self.err(Some(&n.span()), key, message)),
+            Some(n) => Ok(Some(*n.get_ref())),
+            None => Ok(None),
+        }
+    }
+
     fn line_of(&self, span: &Range<usize>) -> usize {
         let end = span.start.min(self.text.len());
         self.text.as_bytes()[..end]

@@ -53,20 +53,12 @@ fn local_settings(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<LocalSettings, Con
         ),
         None => None,
     };
-    let threads = match &p.threads {
-        Some(t) if *t.get_ref() == 0 => {
-            return Err(cx.err(Some(&t.span()), "threads", "must be at least 1"));
-        }
-        Some(t) => Some(*t.get_ref() as usize),
-        None => None,
-    };
-    let max_batch = match &p.max_batch {
-        Some(t) if *t.get_ref() == 0 => {
-            return Err(cx.err(Some(&t.span()), "max_batch", "must be at least 1"));
-        }
-        Some(t) => Some(*t.get_ref() as usize),
-        None => None,
-    };
+    let threads = cx
+        .at_least(p.threads.as_ref(), 1, "threads", "must be at least 1")?
+        .map(|t| t as usize);
+    let max_batch = cx
+        .at_least(p.max_batch.as_ref(), 1, "max_batch", "must be at least 1")?
+        .map(|t| t as usize);
     let device = match &p.device {
         Some(d) => Some(
             d.get_ref()
@@ -424,16 +416,9 @@ pub(super) fn resolve_provider(
     };
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
-    let positive = |v: &Option<Spanned<u32>>, key: &str| -> Result<Option<u32>, ConfigError> {
-        match v {
-            Some(n) if *n.get_ref() == 0 => Err(cx.err(
-                Some(&n.span()),
-                key,
-                "must be at least 1 token (leave it out when the window is unknown)",
-            )),
-            Some(n) => Ok(Some(*n.get_ref())),
-            None => Ok(None),
-        }
+    let positive = |v: &Option<Spanned<u32>>, key: &str| {
+        let unknown = "must be at least 1 token (leave it out when the window is unknown)";
+        cx.at_least(v.as_ref(), 1, key, unknown)
     };
     let policies = super::resolve_policies::resolve_policies(cx, p)?;
     let pool = match super::pool::resolve_pool(cx, p, lenient_keys)? {

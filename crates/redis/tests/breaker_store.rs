@@ -275,6 +275,18 @@ fn failing_vendor(n: usize) -> ScriptedModel {
     })
 }
 
+/// Replicas A (over a vendor that fails three times) and B on `cfg`: B reads the shared state
+/// (closed), then A's three failures trip the breaker.
+async fn a_trips_after_b_reads(server: &Server, cfg: SharedBreakerConfig) -> (Subject, Subject) {
+    let a = subject(failing_vendor(3), Some(server), cfg.clone()).await;
+    let b = subject(ScriptedModel::new("vendor"), Some(server), cfg).await;
+    b.settle().await;
+    for _ in 0..3 {
+        a.chat().await.unwrap_err();
+    }
+    (a, b)
+}
+
 async fn redis() -> Option<Server> {
     Server::start_or_skip("the shared breaker tests")
         .await
@@ -311,14 +323,8 @@ async fn after_another_replica_trips_a_replica_admits_at_most_lease_calls() {
         .open_for(Duration::from_secs(60))
         .lease_calls(lease)
         .lease_ttl(Duration::from_secs(30));
-    let failing = failing_vendor(3);
-    let a = subject(failing, Some(&server), cfg.clone()).await;
-    let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;
     // B reads the shared state (closed): its lease starts now.
-    b.settle().await;
-    for _ in 0..3 {
-        a.chat().await.unwrap_err();
-    }
+    let (a, b) = a_trips_after_b_reads(&server, cfg).await;
     assert_eq!(a.breaker.handle().state(), BreakerState::Open);
     // B has not synced since the trip: it admits from its cache at most `lease` calls.
     let mut admitted = 0;
@@ -381,13 +387,7 @@ async fn after_another_replica_trips_a_replica_admits_nothing_past_lease_ttl() {
         .open_for(Duration::from_secs(60))
         .lease_calls(1_000_000)
         .lease_ttl(Duration::from_millis(50));
-    let failing = failing_vendor(3);
-    let a = subject(failing, Some(&server), cfg.clone()).await;
-    let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;
-    b.settle().await;
-    for _ in 0..3 {
-        a.chat().await.unwrap_err();
-    }
+    let (a, b) = a_trips_after_b_reads(&server, cfg).await;
     // The lease's time runs out: B's next call asks Redis and is refused.
     tokio::time::sleep(Duration::from_millis(60)).await;
     let e = b

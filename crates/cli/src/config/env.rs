@@ -44,11 +44,23 @@ impl Ctx<'_> {
         key: &str,
         message: &str,
     ) -> Result<Option<T>, ConfigError> {
-        match v {
-            Some(n) if *n.get_ref() < min => Err(self.err(Some(&n.span()), key, message)),
-            Some(n) => Ok(Some(*n.get_ref())),
-            None => Ok(None),
+        v.map(|n| self.floor(Some(&n.span()), *n.get_ref(), min, key, message))
+            .transpose()
+    }
+
+    /// `v` when it is at least `min`; below it, an error at `span` (`key`: `message`).
+    pub(super) fn floor<T: PartialOrd>(
+        &self,
+        span: Option<&Range<usize>>,
+        v: T,
+        min: T,
+        key: &str,
+        message: impl Into<String>,
+    ) -> Result<T, ConfigError> {
+        if v < min {
+            return Err(self.err(span, key, message));
         }
+        Ok(v)
     }
 
     fn line_of(&self, span: &Range<usize>) -> usize {

@@ -387,7 +387,7 @@ async fn after_another_replica_trips_a_replica_admits_nothing_past_lease_ttl() {
         .open_for(Duration::from_secs(60))
         .lease_calls(1_000_000)
         .lease_ttl(Duration::from_millis(50));
-    let (a, b) = a_trips_after_b_reads(&server, cfg).await;
+    let (_a, b) = a_trips_after_b_reads(&server, cfg).await;
     // The lease's time runs out: B's next call asks Redis and is refused.
     tokio::time::sleep(Duration::from_millis(60)).await;
     let e = b

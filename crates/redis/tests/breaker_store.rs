@@ -11,8 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{both, connect};
-use futures::StreamExt;
+use common::{both, breaker_on, stream_to_end};
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, StreamEvent};
 use ripcord_redis::server::RedisServer as Server;
@@ -63,17 +62,7 @@ impl Subject {
     /// Streams to the end; the stream's first error, if any.
     async fn stream(&self) -> Result<(), Error> {
         self.settle().await;
-        let r = async {
-            let mut s = self
-                .breaker
-                .stream(&ChatRequest::user("hi"), &Context::new())
-                .await?;
-            while let Some(ev) = s.next().await {
-                ev?;
-            }
-            Ok(())
-        }
-        .await;
+        let r = stream_to_end(&self.breaker, &ChatRequest::user("hi"), &Context::new()).await;
         self.settle().await;
         r
     }
@@ -94,24 +83,11 @@ async fn subject(
 ) -> Subject {
     let log = Arc::new(Log::default());
     let config = config.listener(log.clone());
-    let policy = config.policy().unwrap();
-    let model = Arc::new(model);
-    match redis {
-        None => Subject {
-            breaker: Breaker::new(model, policy),
-            store: None,
-            log,
-        },
-        Some(server) => {
-            let store =
-                RedisBreakerStore::new(&model.id().name, connect(server).await, &config, &policy)
-                    .unwrap();
-            Subject {
-                breaker: Breaker::with_store(model, policy, store.clone()),
-                store: Some(store),
-                log,
-            }
-        }
+    let (breaker, store) = breaker_on(model, redis, &config).await;
+    Subject {
+        breaker,
+        store,
+        log,
     }
 }
 

@@ -15,8 +15,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{both, connect, req};
-use futures::StreamExt;
+use common::{both, connect, req, stream_to_end};
 use ripcord_core::testing::{ScriptedModel, Step, StreamItem};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, Error, ErrorKind, FinishReason, StreamEvent, Usage,
@@ -271,14 +270,7 @@ impl Budgeted {
 
     /// Streams to the end; the stream's first error, if any.
     async fn stream(&self, ctx: &Context) -> Result<(), Error> {
-        let r = async {
-            let mut s = self.model.stream(&req(), ctx).await?;
-            while let Some(ev) = s.next().await {
-                ev?;
-            }
-            Ok(())
-        }
-        .await;
+        let r = stream_to_end(&self.model, &req(), ctx).await;
         self.sync().await;
         r
     }

@@ -415,15 +415,9 @@ mod tests {
     #[test]
     fn stream_frames_have_blocks_in_order() {
         let ctx = Ctx::new("msg_1", "claude", 0);
-        let reply = Reply::text("abcd")
-            .with_chunks(2)
-            .with_tool_call("toolu_1", "f", "{\"a\":1}");
+        let reply = Reply::text_then_tool("toolu_1");
         let f = stream_frames(ctx, &reply, false);
-        let text = String::from_utf8_lossy(f.bytes(0..f.len())).into_owned();
-        let events: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("event: "))
-            .collect();
+        let events = f.sse_fields("event: ");
         assert_eq!(
             events,
             [
@@ -463,12 +457,7 @@ mod tests {
             ])
         );
         let f = stream_frames(ctx, &reply, false);
-        let text = String::from_utf8_lossy(f.bytes(0..f.len())).into_owned();
-        let data: Vec<Value> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap_or_default())
-            .collect();
+        let data = f.sse_data();
         assert_eq!(
             data[1]["content_block"],
             serde_json::json!({"type": "thinking", "thinking": "", "signature": ""})

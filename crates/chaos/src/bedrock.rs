@@ -643,9 +643,7 @@ mod tests {
     #[test]
     fn stream_frames_are_real_event_stream_messages() {
         let ctx = Ctx::new("x", "m", 0);
-        let reply = Reply::text("abcd")
-            .with_chunks(2)
-            .with_tool_call("t1", "f", "{\"a\":1}");
+        let reply = Reply::text_then_tool("t1");
         let f = stream_frames(ctx, &reply, false);
         // messageStart, 2 text deltas, stop, tool start, 2 argument deltas, stop, messageStop, metadata
         assert_eq!(f.len(), 10);

@@ -432,9 +432,7 @@ mod tests {
         );
         assert_eq!(model_and_method("/v1beta/models"), None);
         let ctx = Ctx::new("r1", "gemini-2.5-flash", 0);
-        let reply = Reply::text("abcd")
-            .with_chunks(2)
-            .with_tool_call("c", "f", "{\"a\":1}");
+        let reply = Reply::text_then_tool("c");
         let f = stream_frames(ctx, &reply, false);
         assert_eq!(f.len(), 4);
         assert_eq!(f.content(), &[0, 1, 2]);

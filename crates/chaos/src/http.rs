@@ -442,6 +442,28 @@ impl Frames {
         }
     }
 
+    /// The stream's SSE field values after `prefix` (`"event: "`, `"data: "`), in order: how
+    /// the tests read a stream.
+    #[cfg(test)]
+    pub(crate) fn sse_fields(&self, prefix: &str) -> Vec<String> {
+        String::from_utf8_lossy(self.bytes(0..self.len()))
+            .lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The stream's `data:` values as JSON (`null` for one that is not), the OpenAI wire's
+    /// closing `[DONE]` left out.
+    #[cfg(test)]
+    pub(crate) fn sse_data(&self) -> Vec<serde_json::Value> {
+        self.sse_fields("data: ")
+            .iter()
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str(d).unwrap_or_default())
+            .collect()
+    }
+
     /// Appends an SSE event whose data is `value` as JSON.
     pub(crate) fn push<T: Serialize>(&mut self, event: Option<&str>, value: &T, is_content: bool) {
         let mut json = std::mem::take(&mut self.scratch);

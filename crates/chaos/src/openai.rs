@@ -577,9 +577,7 @@ mod tests {
     #[test]
     fn stream_frames_order_and_usage_flag() {
         let ctx = Ctx::new("chatcmpl-1", "m", 1);
-        let reply = Reply::text("abcd")
-            .with_chunks(2)
-            .with_tool_call("call_1", "f", "{\"a\":1}");
+        let reply = Reply::text_then_tool("call_1");
         let without = stream_frames(ctx, &reply, false, false);
         let with = stream_frames(ctx, &reply, true, false);
         // role + 2 text + (tool head + 2 argument pieces) + finish + [DONE]
@@ -613,12 +611,7 @@ mod tests {
                 .is_none()
         );
         let f = stream_frames(ctx, &reply, false, false);
-        let all = String::from_utf8_lossy(f.bytes(0..f.len())).into_owned();
-        let data: Vec<Value> = all
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str(d).ok())
-            .collect();
+        let data = f.sse_data();
         assert_eq!(
             data[1]["choices"][0]["delta"],
             serde_json::json!({"content": null, "reasoning_content": "com"})

@@ -285,22 +285,12 @@ pub(crate) fn stream_frames(ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frames
 mod tests {
     use super::*;
 
-    fn events(f: &Frames) -> Vec<Value> {
-        let all = String::from_utf8_lossy(f.bytes(0..f.len())).into_owned();
-        all.lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap())
-            .collect()
-    }
-
     #[test]
     fn a_stream_is_the_documented_event_sequence() {
         let ctx = Ctx::new("resp_1", "gpt-5", 1);
-        let reply = Reply::text("abcd")
-            .with_chunks(2)
-            .with_tool_call("call_1", "f", "{\"a\":1}");
+        let reply = Reply::text_then_tool("call_1");
         let f = stream_frames(ctx, &reply, false);
-        let ev = events(&f);
+        let ev = f.sse_data();
         let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(
             types,

@@ -103,6 +103,15 @@ impl Default for Reply {
 }
 
 impl Reply {
+    /// The adapters' tests' streamed answer: `abcd` in two chunks, then one call of `f` with
+    /// `{"a":1}`, its id `call_id`.
+    #[cfg(test)]
+    pub(crate) fn text_then_tool(call_id: &str) -> Reply {
+        Reply::text("abcd")
+            .with_chunks(2)
+            .with_tool_call(call_id, "f", "{\"a\":1}")
+    }
+
     /// A reply with this text, 4 chunks, 12 input tokens and about one output token per four
     /// characters (at least one).
     pub fn text(t: impl Into<String>) -> Reply {

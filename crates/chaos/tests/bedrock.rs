@@ -188,45 +188,41 @@ async fn unknown_keys_session_tokens_and_api_keys() {
     let url = format!("{}{MODEL_PATH}/converse", fake.base_url());
     let now = SystemTime::now();
 
-    let unknown = signed(
-        &url,
-        &BASE_HEADERS,
-        &body(),
-        "AKIAUNKNOWN000000000",
-        None,
-        now,
-    );
-    let (status, t, message) = error_of(send(&url, &all_headers(unknown), body()).await).await;
-    assert_eq!((status, t.as_str()), (403, "UnrecognizedClientException"));
-    assert_eq!(
-        message,
-        "The security token included in the request is invalid."
-    );
-
-    let temp = signed(
-        &url,
-        &BASE_HEADERS,
-        &body(),
-        TEST_TEMP_ACCESS_KEY_ID,
-        Some(TEST_SESSION_TOKEN),
-        now,
-    );
-    assert_eq!(send(&url, &all_headers(temp), body()).await.status(), 200);
-
-    let expired = signed(
-        &url,
-        &BASE_HEADERS,
-        &body(),
-        TEST_TEMP_ACCESS_KEY_ID,
-        Some(EXPIRED_SESSION_TOKEN),
-        now,
-    );
-    let (status, t, message) = error_of(send(&url, &all_headers(expired), body()).await).await;
-    assert_eq!((status, t.as_str()), (403, "ExpiredTokenException"));
-    assert_eq!(
-        message,
-        "The security token included in the request is expired"
-    );
+    // (access key, session token, the refusal's type and message; `None`: answered)
+    let cases = [
+        (
+            "AKIAUNKNOWN000000000",
+            None,
+            Some((
+                "UnrecognizedClientException",
+                "The security token included in the request is invalid.",
+            )),
+        ),
+        (TEST_TEMP_ACCESS_KEY_ID, Some(TEST_SESSION_TOKEN), None),
+        (
+            TEST_TEMP_ACCESS_KEY_ID,
+            Some(EXPIRED_SESSION_TOKEN),
+            Some((
+                "ExpiredTokenException",
+                "The security token included in the request is expired",
+            )),
+        ),
+    ];
+    for (key, token, refusal) in cases {
+        let headers = signed(&url, &BASE_HEADERS, &body(), key, token, now);
+        let resp = send(&url, &all_headers(headers), body()).await;
+        match refusal {
+            None => assert_eq!(resp.status(), 200, "{key} {token:?}"),
+            Some((want_type, want_message)) => {
+                let (status, t, message) = error_of(resp).await;
+                assert_eq!(
+                    (status, t.as_str(), message.as_str()),
+                    (403, want_type, want_message),
+                    "{key} {token:?}"
+                );
+            }
+        }
+    }
 
     let bearer = vec![("authorization".to_owned(), format!("Bearer {TEST_API_KEY}"))];
     assert_eq!(send(&url, &all_headers(bearer), body()).await.status(), 200);

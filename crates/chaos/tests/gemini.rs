@@ -75,17 +75,12 @@ async fn google_error(resp: reqwest::Response) -> (u16, String, String, Option<S
 
 #[tokio::test]
 async fn studio_and_vertex_paths_answer_generate_content() {
-    let fake = FakeVendor::start_with(
-        Wire::Gemini,
-        FakeOptions {
-            reply: Reply::text("Rayleigh scattering.")
-                .with_usage(9, 3)
-                .with_tool_call("c1", "lookup", r#"{"q":"sky"}"#),
-            ..FakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let reply = Reply::text("Rayleigh scattering.")
+        .with_usage(9, 3)
+        .with_tool_call("c1", "lookup", r#"{"q":"sky"}"#);
+    let fake = FakeVendor::start_with(Wire::Gemini, FakeOptions::default().with_reply(reply))
+        .await
+        .unwrap();
     for path in [STUDIO, VERTEX] {
         let resp = post(&fake, &format!("{path}:generateContent"), &generate_body()).await;
         assert_eq!(resp.status(), 200, "{path}");
@@ -153,19 +148,14 @@ async fn studio_and_vertex_paths_answer_generate_content() {
 
 #[tokio::test]
 async fn a_stream_is_data_chunks_whose_last_carries_the_finish_reason() {
-    let fake = FakeVendor::start_with(
-        Wire::Gemini,
-        FakeOptions {
-            reply: Reply::text("abcdef")
-                .with_chunks(3)
-                .with_usage(5, 2)
-                .with_tool_call("c1", "f", r#"{"a":1}"#)
-                .with_tool_call("c2", "g", r#"{"b":2}"#),
-            ..FakeOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let reply = Reply::text("abcdef")
+        .with_chunks(3)
+        .with_usage(5, 2)
+        .with_tool_call("c1", "f", r#"{"a":1}"#)
+        .with_tool_call("c2", "g", r#"{"b":2}"#);
+    let fake = FakeVendor::start_with(Wire::Gemini, FakeOptions::default().with_reply(reply))
+        .await
+        .unwrap();
     let resp = post(
         &fake,
         &format!("{VERTEX}:streamGenerateContent?alt=sse"),

@@ -78,18 +78,16 @@ async fn window_by_script_time() {
     };
     // Script time is set through the script's start instant, so no test waits ten seconds.
     let now = Instant::now();
-    fake.set_script_since(window(), now);
-    assert_eq!(statuses(&fake, 1).await, [200], "before the window");
-    fake.set_script_since(
-        window(),
-        now.checked_sub(Duration::from_secs(15)).expect("uptime"),
-    );
-    assert_eq!(statuses(&fake, 2).await, [503, 503], "inside the window");
-    fake.set_script_since(
-        window(),
-        now.checked_sub(Duration::from_secs(25)).expect("uptime"),
-    );
-    assert_eq!(statuses(&fake, 1).await, [200], "after the window");
+    // (seconds of script time, the statuses then)
+    for (at, want, when) in [
+        (0, vec![200], "before the window"),
+        (15, vec![503, 503], "inside the window"),
+        (25, vec![200], "after the window"),
+    ] {
+        let since = now.checked_sub(Duration::from_secs(at)).expect("uptime");
+        fake.set_script_since(window(), since);
+        assert_eq!(statuses(&fake, want.len()).await, want, "{when}");
+    }
 
     // And in real time: a window opening 250 ms after set_script.
     fake.set_script(Script::Window {
@@ -129,23 +127,17 @@ async fn timeline_switches_scripts_at_offsets() {
         ])
     };
     let now = Instant::now();
-    fake.set_script_since(timeline(), now);
-    assert_eq!(statuses(&fake, 2).await, [529, 529]);
-    fake.set_script_since(
-        timeline(),
-        now.checked_sub(Duration::from_secs(61)).expect("uptime"),
-    );
-    assert_eq!(statuses(&fake, 3).await, [401, 200, 200]);
-    fake.set_script_since(
-        timeline(),
-        now.checked_sub(Duration::from_secs(121)).expect("uptime"),
-    );
-    assert_eq!(statuses(&fake, 1).await, [200]);
-    fake.set_script_since(
-        timeline(),
-        now.checked_sub(Duration::from_secs(127)).expect("uptime"),
-    );
-    assert_eq!(statuses(&fake, 1).await, [500]);
+    // (seconds of script time, the statuses then)
+    for (at, want) in [
+        (0, vec![529, 529]),
+        (61, vec![401, 200, 200]),
+        (121, vec![200]),
+        (127, vec![500]),
+    ] {
+        let since = now.checked_sub(Duration::from_secs(at)).expect("uptime");
+        fake.set_script_since(timeline(), since);
+        assert_eq!(statuses(&fake, want.len()).await, want, "at {at} s");
+    }
 }
 
 #[tokio::test]

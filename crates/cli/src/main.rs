@@ -162,30 +162,32 @@ fn main() -> ExitCode {
 }
 
 pub(crate) fn load(path: Option<&std::path::Path>) -> Result<config::Config, ExitCode> {
-    match config::load(path, &ProcessEnv) {
-        Ok(c) => {
-            for n in &c.notes {
-                eprintln!("ripcord: {n}");
-            }
-            Ok(c)
-        }
-        Err(e) => {
-            eprintln!("ripcord: config error: {e}");
-            Err(ExitCode::from(2))
-        }
-    }
+    noted(
+        config::load(path, &ProcessEnv),
+        |c| &c.notes,
+        "config error",
+    )
 }
 
 fn build_chain(c: &config::Config) -> Result<build::Built, ExitCode> {
-    match build::build(c) {
-        Ok(b) => {
-            for n in &b.notes {
+    noted(build::build(c), |b| &b.notes, "cannot build the chain")
+}
+
+/// `r`'s value after printing its notes, or exit code 2 after printing `failed: {error}`.
+fn noted<T, E: std::fmt::Display>(
+    r: Result<T, E>,
+    notes: impl Fn(&T) -> &[String],
+    failed: &str,
+) -> Result<T, ExitCode> {
+    match r {
+        Ok(v) => {
+            for n in notes(&v) {
                 eprintln!("ripcord: {n}");
             }
-            Ok(b)
+            Ok(v)
         }
         Err(e) => {
-            eprintln!("ripcord: cannot build the chain: {e}");
+            eprintln!("ripcord: {failed}: {e}");
             Err(ExitCode::from(2))
         }
     }
@@ -362,23 +364,13 @@ async fn run(cli: Cli) -> ExitCode {
             let metrics_listener = match &cfg.server.metrics_listen {
                 None => None,
                 Some(m) => {
-                    let bound = match m.parse::<std::net::SocketAddr>() {
-                        Ok(a) => tokio::net::TcpListener::bind(a)
-                            .await
-                            .map_err(|e| e.to_string()),
-                        Err(e) => Err(format!("not an address like 127.0.0.1:9090: {e}")),
-                    };
-                    match bound {
-                        Ok(l) => {
-                            if let Ok(a) = l.local_addr() {
-                                eprintln!("ripcord: metrics on http://{a}/metrics");
-                            }
-                            Some(l)
-                        }
-                        Err(e) => {
-                            eprintln!("ripcord: [server] metrics_listen {m:?}: {e}");
-                            return ExitCode::from(2);
-                        }
+                    let addr = m
+                        .parse()
+                        .map_err(|e| format!("not an address like 127.0.0.1:9090: {e}"));
+                    let setting = format!("[server] metrics_listen {m:?}");
+                    match side_listener(addr, "metrics", "/metrics", &setting).await {
+                        Ok(l) => Some(l),
+                        Err(code) => return code,
                     }
                 }
             };
@@ -411,18 +403,13 @@ async fn run(cli: Cli) -> ExitCode {
             }
             let admin_listener = match cfg.admin.as_ref().and_then(|a| a.listen) {
                 None => None,
-                Some(a) => match tokio::net::TcpListener::bind(a).await {
-                    Ok(l) => {
-                        if let Ok(a) = l.local_addr() {
-                            eprintln!("ripcord: admin endpoints on http://{a}/admin/");
-                        }
-                        Some(l)
+                Some(a) => {
+                    let setting = format!("[server.admin] listen {a}");
+                    match side_listener(Ok(a), "admin endpoints", "/admin/", &setting).await {
+                        Ok(l) => Some(l),
+                        Err(code) => return code,
                     }
-                    Err(e) => {
-                        eprintln!("ripcord: [server.admin] listen {a}: {e}");
-                        return ExitCode::from(2);
-                    }
-                },
+                }
             };
             let live = gateway::live::Live::new(
                 state,
@@ -590,6 +577,34 @@ async fn run(cli: Cli) -> ExitCode {
 
 /// Connects the shared state before the first request, and says once where state lives: a
 /// replica starts even while Redis is down (on local state until it is back).
+/// A listener at `addr` for `what` (announced at `http://{address}{path}`), or exit code 2
+/// after printing `{setting}: {error}`.
+async fn side_listener(
+    addr: Result<std::net::SocketAddr, String>,
+    what: &str,
+    path: &str,
+    setting: &str,
+) -> Result<tokio::net::TcpListener, ExitCode> {
+    let bound = match addr {
+        Ok(a) => tokio::net::TcpListener::bind(a)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e),
+    };
+    match bound {
+        Ok(l) => {
+            if let Ok(a) = l.local_addr() {
+                eprintln!("ripcord: {what} on http://{a}{path}");
+            }
+            Ok(l)
+        }
+        Err(e) => {
+            eprintln!("ripcord: {setting}: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 async fn announce_state(cfg: &config::Config, built: &build::Built) {
     let config::StateBackend::Redis(settings) = &cfg.state else {
         return;

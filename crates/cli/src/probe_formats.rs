@@ -316,18 +316,15 @@ pub async fn run(links: &[Arc<dyn ChatModel>], cases: &[Case], timeout: Duration
 
 /// The table: one row per case × link.
 pub fn table(outcomes: &[Outcome]) -> String {
-    let cw = outcomes
-        .iter()
-        .map(|o| o.case.chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let lw = outcomes
-        .iter()
-        .map(|o| o.link.chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    // A column's width: its longest entry, at least 4.
+    let width = |of: fn(&Outcome) -> &str| {
+        outcomes
+            .iter()
+            .map(|o| of(o).chars().count())
+            .fold(4, usize::max)
+    };
+    let cw = width(|o| &o.case);
+    let lw = width(|o| &o.link);
     let mut s = format!(
         "{:<cw$}  {:<lw$}  {:<6}  {:>8}  detail\n",
         "case", "link", "result", "latency"

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{both, connect};
+use common::{both, breaker_on};
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind};
 use ripcord_redis::server::RedisServer as Server;
@@ -40,28 +40,8 @@ struct Replica {
 
 impl Replica {
     async fn new(model: ScriptedModel, redis: Option<&Server>) -> Replica {
-        let config = config();
-        let policy = config.policy().unwrap();
-        let model = Arc::new(model);
-        match redis {
-            None => Replica {
-                breaker: Breaker::new(model, policy),
-                store: None,
-            },
-            Some(server) => {
-                let store = RedisBreakerStore::new(
-                    &model.id().name,
-                    connect(server).await,
-                    &config,
-                    &policy,
-                )
-                .unwrap();
-                Replica {
-                    breaker: Breaker::with_store(model, policy, store.clone()),
-                    store: Some(store),
-                }
-            }
-        }
+        let (breaker, store) = breaker_on(model, redis, &config()).await;
+        Replica { breaker, store }
     }
 
     async fn settle(&self) {

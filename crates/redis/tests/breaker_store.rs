@@ -11,8 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{both, connect};
-use futures::StreamExt;
+use common::{both, breaker_on, stream_to_end};
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, StreamEvent};
 use ripcord_redis::server::RedisServer as Server;
@@ -63,17 +62,7 @@ impl Subject {
     /// Streams to the end; the stream's first error, if any.
     async fn stream(&self) -> Result<(), Error> {
         self.settle().await;
-        let r = async {
-            let mut s = self
-                .breaker
-                .stream(&ChatRequest::user("hi"), &Context::new())
-                .await?;
-            while let Some(ev) = s.next().await {
-                ev?;
-            }
-            Ok(())
-        }
-        .await;
+        let r = stream_to_end(&self.breaker, &ChatRequest::user("hi"), &Context::new()).await;
         self.settle().await;
         r
     }
@@ -94,24 +83,11 @@ async fn subject(
 ) -> Subject {
     let log = Arc::new(Log::default());
     let config = config.listener(log.clone());
-    let policy = config.policy().unwrap();
-    let model = Arc::new(model);
-    match redis {
-        None => Subject {
-            breaker: Breaker::new(model, policy),
-            store: None,
-            log,
-        },
-        Some(server) => {
-            let store =
-                RedisBreakerStore::new(&model.id().name, connect(server).await, &config, &policy)
-                    .unwrap();
-            Subject {
-                breaker: Breaker::with_store(model, policy, store.clone()),
-                store: Some(store),
-                log,
-            }
-        }
+    let (breaker, store) = breaker_on(model, redis, &config).await;
+    Subject {
+        breaker,
+        store,
+        log,
     }
 }
 
@@ -275,6 +251,18 @@ fn failing_vendor(n: usize) -> ScriptedModel {
     })
 }
 
+/// Replicas A (over a vendor that fails three times) and B on `cfg`: B reads the shared state
+/// (closed), then A's three failures trip the breaker.
+async fn a_trips_after_b_reads(server: &Server, cfg: SharedBreakerConfig) -> (Subject, Subject) {
+    let a = subject(failing_vendor(3), Some(server), cfg.clone()).await;
+    let b = subject(ScriptedModel::new("vendor"), Some(server), cfg).await;
+    b.settle().await;
+    for _ in 0..3 {
+        a.chat().await.unwrap_err();
+    }
+    (a, b)
+}
+
 async fn redis() -> Option<Server> {
     Server::start_or_skip("the shared breaker tests")
         .await
@@ -311,14 +299,8 @@ async fn after_another_replica_trips_a_replica_admits_at_most_lease_calls() {
         .open_for(Duration::from_secs(60))
         .lease_calls(lease)
         .lease_ttl(Duration::from_secs(30));
-    let failing = failing_vendor(3);
-    let a = subject(failing, Some(&server), cfg.clone()).await;
-    let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;
     // B reads the shared state (closed): its lease starts now.
-    b.settle().await;
-    for _ in 0..3 {
-        a.chat().await.unwrap_err();
-    }
+    let (a, b) = a_trips_after_b_reads(&server, cfg).await;
     assert_eq!(a.breaker.handle().state(), BreakerState::Open);
     // B has not synced since the trip: it admits from its cache at most `lease` calls.
     let mut admitted = 0;
@@ -381,13 +363,7 @@ async fn after_another_replica_trips_a_replica_admits_nothing_past_lease_ttl() {
         .open_for(Duration::from_secs(60))
         .lease_calls(1_000_000)
         .lease_ttl(Duration::from_millis(50));
-    let failing = failing_vendor(3);
-    let a = subject(failing, Some(&server), cfg.clone()).await;
-    let b = subject(ScriptedModel::new("vendor"), Some(&server), cfg).await;
-    b.settle().await;
-    for _ in 0..3 {
-        a.chat().await.unwrap_err();
-    }
+    let (_a, b) = a_trips_after_b_reads(&server, cfg).await;
     // The lease's time runs out: B's next call asks Redis and is refused.
     tokio::time::sleep(Duration::from_millis(60)).await;
     let e = b

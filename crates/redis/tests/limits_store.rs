@@ -15,14 +15,15 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{both, connect, req};
-use futures::StreamExt;
+use common::{both, connect, req, stream_to_end};
 use ripcord_core::testing::{ScriptedModel, Step, StreamItem};
 use ripcord_core::{
     ChatModel, ChatRequest, Context, Error, ErrorKind, FinishReason, StreamEvent, Usage,
 };
 use ripcord_redis::server::RedisServer as Server;
-use ripcord_redis::{RedisBudgetStore, RedisLimitStore, SharedBudgetConfig, SharedRateLimitConfig};
+use ripcord_redis::{
+    RedisBudgetStore, RedisLimitStore, RedisState, SharedBudgetConfig, SharedRateLimitConfig,
+};
 use ripcord_resilience::{Breaker, BreakerPolicy, Budget, RateLimit};
 
 /// An answer that reports `prompt` + `output` tokens (chat collects it; a stream plays it).
@@ -50,40 +51,79 @@ fn answer(prompt: u64, output: u64) -> Step {
     ])
 }
 
-struct Limited {
-    model: RateLimit<Arc<ScriptedModel>>,
+/// A store whose settlements go out in the background: a step waits for them.
+trait Settles {
+    async fn sync(&self);
+}
+
+impl Settles for RedisLimitStore {
+    async fn sync(&self) {
+        RedisLimitStore::sync(self).await;
+    }
+}
+
+impl Settles for RedisBudgetStore {
+    async fn sync(&self) {
+        RedisBudgetStore::sync(self).await;
+    }
+}
+
+/// A policy `P` around a scripted vendor, its state in this process or in a Redis store `S`.
+struct Guarded<P, S> {
+    model: P,
     vendor: Arc<ScriptedModel>,
-    store: Option<Arc<RedisLimitStore>>,
+    store: Option<Arc<S>>,
+}
+
+type Limited = Guarded<RateLimit<Arc<ScriptedModel>>, RedisLimitStore>;
+type Budgeted = Guarded<Budget<Arc<ScriptedModel>>, RedisBudgetStore>;
+
+impl<P, S: Settles> Guarded<P, S> {
+    /// `vendor` behind the policy `wrap` makes: over the store `open` opens on `redis`, or
+    /// over none (local state).
+    async fn build(
+        vendor: ScriptedModel,
+        redis: Option<&Server>,
+        open: impl FnOnce(&str, RedisState) -> Arc<S>,
+        wrap: impl FnOnce(Arc<ScriptedModel>, Option<Arc<S>>) -> P,
+    ) -> Self {
+        let vendor = Arc::new(vendor);
+        let store = match redis {
+            Some(server) => Some(open(&vendor.id().name, connect(server).await)),
+            None => None,
+        };
+        Guarded {
+            model: wrap(vendor.clone(), store.clone()),
+            vendor,
+            store,
+        }
+    }
+
+    async fn sync(&self) {
+        if let Some(s) = &self.store {
+            s.sync().await;
+        }
+    }
+}
+
+impl<P: ChatModel, S: Settles> Guarded<P, S> {
+    /// One chat call; waits for its settlement to reach the store.
+    async fn chat(&self, ctx: &Context) -> Result<(), Error> {
+        let r = self.model.chat(&req(), ctx).await.map(|_| ());
+        self.sync().await;
+        r
+    }
 }
 
 impl Limited {
     async fn new(vendor: ScriptedModel, redis: Option<&Server>, c: SharedRateLimitConfig) -> Self {
-        let vendor = Arc::new(vendor);
         let policy = c.policy().unwrap();
-        match redis {
-            None => Limited {
-                model: RateLimit::new(vendor.clone(), policy),
-                vendor,
-                store: None,
-            },
-            Some(server) => {
-                let store =
-                    RedisLimitStore::new(&vendor.id().name, connect(server).await, &c).unwrap();
-                Limited {
-                    model: RateLimit::with_store(vendor.clone(), policy, store.clone()),
-                    vendor,
-                    store: Some(store),
-                }
-            }
-        }
-    }
-
-    async fn chat(&self, ctx: &Context) -> Result<(), Error> {
-        let r = self.model.chat(&req(), ctx).await.map(|_| ());
-        if let Some(s) = &self.store {
-            s.sync().await;
-        }
-        r
+        let open = |name: &str, state| RedisLimitStore::new(name, state, &c).unwrap();
+        Self::build(vendor, redis, open, |v, store| match store {
+            None => RateLimit::new(v, policy),
+            Some(s) => RateLimit::with_store(v, policy, s),
+        })
+        .await
     }
 }
 
@@ -207,9 +247,7 @@ async fn suite_a_request_larger_than_the_tpm_burst_takes_the_whole_bucket_not_fo
         let huge = ChatRequest::user("hi").with_max_tokens(100);
         // A full bucket admits it (clamped to the burst; the vendor reports 100)...
         m.model.chat(&huge, &Context::new()).await.unwrap();
-        if let Some(s) = &m.store {
-            s.sync().await;
-        }
+        m.sync().await;
         // ...and the next call waits for the bucket to refill.
         let e = m.chat(&Context::new()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::LocalRateLimited, "{e}");
@@ -219,56 +257,20 @@ async fn suite_a_request_larger_than_the_tpm_burst_takes_the_whole_bucket_not_fo
     .await;
 }
 
-struct Budgeted {
-    model: Budget<Arc<ScriptedModel>>,
-    vendor: Arc<ScriptedModel>,
-    store: Option<Arc<RedisBudgetStore>>,
-}
-
 impl Budgeted {
     async fn new(vendor: ScriptedModel, redis: Option<&Server>, c: SharedBudgetConfig) -> Self {
-        let vendor = Arc::new(vendor);
         let policy = c.policy().unwrap();
-        match redis {
-            None => Budgeted {
-                model: Budget::new(vendor.clone(), policy),
-                vendor,
-                store: None,
-            },
-            Some(server) => {
-                let store =
-                    RedisBudgetStore::new(&vendor.id().name, connect(server).await, &c).unwrap();
-                Budgeted {
-                    model: Budget::with_store(vendor.clone(), policy, store.clone()),
-                    vendor,
-                    store: Some(store),
-                }
-            }
-        }
-    }
-
-    async fn sync(&self) {
-        if let Some(s) = &self.store {
-            s.sync().await;
-        }
-    }
-
-    async fn chat(&self, ctx: &Context) -> Result<(), Error> {
-        let r = self.model.chat(&req(), ctx).await.map(|_| ());
-        self.sync().await;
-        r
+        let open = |name: &str, state| RedisBudgetStore::new(name, state, &c).unwrap();
+        Self::build(vendor, redis, open, |v, store| match store {
+            None => Budget::new(v, policy),
+            Some(s) => Budget::with_store(v, policy, s),
+        })
+        .await
     }
 
     /// Streams to the end; the stream's first error, if any.
     async fn stream(&self, ctx: &Context) -> Result<(), Error> {
-        let r = async {
-            let mut s = self.model.stream(&req(), ctx).await?;
-            while let Some(ev) = s.next().await {
-                ev?;
-            }
-            Ok(())
-        }
-        .await;
+        let r = stream_to_end(&self.model, &req(), ctx).await;
         self.sync().await;
         r
     }

@@ -14,7 +14,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{Any, AnyPool, Transaction};
 
 use crate::error::StoreError;
-use crate::row::{AttemptRow, CallRow, LedgerRow};
+use crate::row::{AttemptRow, CallRow, CallScope, LedgerRow};
 
 /// Which database a [`Store`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,11 +211,7 @@ async fn insert_call(tx: &mut Transaction<'_, Any>, c: &CallRow) -> Result<(), S
     )
     .bind(&c.id)
     .bind(c.at_ms)
-    .bind(&c.scope.request_id)
-    .bind(c.scope.key_id.as_deref())
-    .bind(c.scope.tenant.as_deref())
-    .bind(c.scope.sub_tenant.as_deref())
-    .bind(&c.scope.route)
+    .bind_scope(&c.scope)
     .bind(c.link.as_deref())
     .bind(c.deployment.as_deref())
     .bind(c.model.as_deref())
@@ -235,6 +231,21 @@ async fn insert_call(tx: &mut Transaction<'_, Any>, c: &CallRow) -> Result<(), S
     .map_err(StoreError::Query)
 }
 
+/// Binds a ledger row's scope, in the column order both ledger tables share.
+trait BindScope<'q> {
+    fn bind_scope(self, scope: &'q CallScope) -> Self;
+}
+
+impl<'q> BindScope<'q> for sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    fn bind_scope(self, s: &'q CallScope) -> Self {
+        self.bind(&s.request_id)
+            .bind(s.key_id.as_deref())
+            .bind(s.tenant.as_deref())
+            .bind(s.sub_tenant.as_deref())
+            .bind(&s.route)
+    }
+}
+
 async fn insert_attempt(tx: &mut Transaction<'_, Any>, a: &AttemptRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO ledger_attempts (id, call_id, seq, at_ms, request_id, key_id, tenant, \
@@ -247,11 +258,7 @@ async fn insert_attempt(tx: &mut Transaction<'_, Any>, a: &AttemptRow) -> Result
     .bind(&a.call_id)
     .bind(i64::from(a.seq))
     .bind(a.at_ms)
-    .bind(&a.scope.request_id)
-    .bind(a.scope.key_id.as_deref())
-    .bind(a.scope.tenant.as_deref())
-    .bind(a.scope.sub_tenant.as_deref())
-    .bind(&a.scope.route)
+    .bind_scope(&a.scope)
     .bind(&a.link)
     .bind(a.deployment.as_deref())
     .bind(&a.model)

@@ -329,28 +329,52 @@ fn key_of(row: &AnyRow) -> Result<StoredKey, StoreError> {
     })
 }
 
-async fn audit(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    at_ms: i64,
-    actor: &str,
-    action: &str,
-    key_id: &str,
-    detail: serde_json::Value,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO admin_audit (id, at_ms, actor, action, key_id, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(new_row_id())
-    .bind(at_ms)
-    .bind(actor)
-    .bind(action)
-    .bind(key_id)
-    .bind(detail.to_string())
-    .execute(&mut **tx)
-    .await
-    .map(|_| ())
-    .map_err(q)
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// A change to the keys in progress: its transaction, its time and who makes it.
+struct KeyWrite<'a> {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    now: i64,
+    actor: &'a str,
+}
+
+impl KeyWrite<'_> {
+    /// Key `id`, refused when it is revoked (a revoked key cannot change).
+    async fn live_key(&mut self, id: &str) -> Result<StoredKey, StoreError> {
+        let key = fetch_key(&mut self.tx, id).await?;
+        if key.revoked_ms.is_some() {
+            return Err(StoreError::NoSuchKey(format!("{id} (revoked)")));
+        }
+        Ok(key)
+    }
+
+    /// Runs `write`, records it in the audit in the same transaction (`action` on key
+    /// `key_id`, with `detail`), commits, and reads the key back as it now is.
+    async fn finish(
+        mut self,
+        write: AnyQuery<'_>,
+        action: &str,
+        key_id: &str,
+        detail: serde_json::Value,
+    ) -> Result<StoredKey, StoreError> {
+        write.execute(&mut *self.tx).await.map_err(q)?;
+        sqlx::query(
+            "INSERT INTO admin_audit (id, at_ms, actor, action, key_id, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(new_row_id())
+        .bind(self.now)
+        .bind(self.actor)
+        .bind(action)
+        .bind(key_id)
+        .bind(detail.to_string())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(q)?;
+        let key = fetch_key(&mut self.tx, key_id).await?;
+        self.tx.commit().await.map_err(q)?;
+        Ok(key)
+    }
 }
 
 async fn fetch_key(
@@ -370,7 +394,33 @@ fn opt_i64<T: TryInto<i64>>(v: Option<T>) -> Option<i64> {
     v.and_then(|n| n.try_into().ok())
 }
 
+/// Binds what a write of `s` stores after its name (and tenant and digest, on an insert): the
+/// routes (as JSON), the limits, the expiry, and `now` as the time of the write.
+fn bind_settings<'q>(query: AnyQuery<'q>, s: &KeySettings, now: i64) -> AnyQuery<'q> {
+    let routes = s
+        .routes
+        .as_ref()
+        .map(|r| serde_json::to_string(r).unwrap_or_default());
+    query
+        .bind(routes)
+        .bind(opt_i64(s.rpm))
+        .bind(opt_i64(s.tpm))
+        .bind(opt_i64(s.budget_tokens))
+        .bind(s.expires_ms)
+        .bind(now)
+}
+
 impl Store {
+    /// Starts a change to the keys, made by `actor`, now.
+    async fn key_write<'a>(&self, actor: &'a str) -> Result<KeyWrite<'a>, StoreError> {
+        let tx = self.begin_write().await?;
+        Ok(KeyWrite {
+            tx,
+            now: now_ms(),
+            actor,
+        })
+    }
+
     /// Makes a key with `settings`; returns it and its secret (shown once, stored as a digest).
     ///
     /// # Errors
@@ -383,43 +433,22 @@ impl Store {
         actor: &str,
     ) -> Result<(StoredKey, NewSecret), StoreError> {
         settings.check()?;
-        let now = now_ms();
         let secret = new_secret();
         let n: u64 = rand::random();
         let id = format!("key_{n:016x}");
-        let routes = settings
-            .routes
-            .as_ref()
-            .map(|r| serde_json::to_string(r).unwrap_or_default());
-        let mut tx = self.begin_write().await?;
-        sqlx::query(&format!(
+        let w = self.key_write(actor).await?;
+        let insert = format!(
             "INSERT INTO gateway_keys ({COLUMNS}) VALUES ($1, $2, $3, $4, NULL, NULL, $5, $6, $7, \
              $8, $9, NULL, $10, $10)"
-        ))
-        .bind(&id)
-        .bind(settings.name.as_deref())
-        .bind(settings.tenant.as_deref())
-        .bind(hex(&digest_of(secret.expose())))
-        .bind(routes)
-        .bind(opt_i64(settings.rpm))
-        .bind(opt_i64(settings.tpm))
-        .bind(opt_i64(settings.budget_tokens))
-        .bind(settings.expires_ms)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(q)?;
-        audit(
-            &mut tx,
-            now,
-            actor,
-            "create",
-            &id,
-            serde_json::json!({ "settings": settings }),
-        )
-        .await?;
-        let key = fetch_key(&mut tx, &id).await?;
-        tx.commit().await.map_err(q)?;
+        );
+        let query = sqlx::query(&insert)
+            .bind(&id)
+            .bind(settings.name.as_deref())
+            .bind(settings.tenant.as_deref())
+            .bind(hex(&digest_of(secret.expose())));
+        let write = bind_settings(query, settings, w.now);
+        let detail = serde_json::json!({ "settings": settings });
+        let key = w.finish(write, "create", &id, detail).await?;
         Ok((key, secret))
     }
 
@@ -462,36 +491,23 @@ impl Store {
         grace: Duration,
         actor: &str,
     ) -> Result<(StoredKey, NewSecret), StoreError> {
-        let now = now_ms();
         let secret = new_secret();
-        let mut tx = self.begin_write().await?;
-        let old = fetch_key(&mut tx, id).await?;
-        if old.revoked_ms.is_some() {
-            return Err(StoreError::NoSuchKey(format!("{id} (revoked)")));
-        }
-        let until = now.saturating_add(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
-        sqlx::query(
+        let mut w = self.key_write(actor).await?;
+        w.live_key(id).await?;
+        let until = w
+            .now
+            .saturating_add(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
+        let write = sqlx::query(
             "UPDATE gateway_keys SET prev_digest = digest, prev_until_ms = $1, digest = $2, \
              updated_ms = $3 WHERE id = $4",
         )
         .bind(until)
         .bind(hex(&digest_of(secret.expose())))
-        .bind(now)
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(q)?;
-        audit(
-            &mut tx,
-            now,
-            actor,
-            "rotate",
-            id,
-            serde_json::json!({ "grace_ms": grace.as_millis() as u64, "previous_until_ms": until }),
-        )
-        .await?;
-        let key = fetch_key(&mut tx, id).await?;
-        tx.commit().await.map_err(q)?;
+        .bind(w.now)
+        .bind(id);
+        let detail =
+            serde_json::json!({ "grace_ms": grace.as_millis() as u64, "previous_until_ms": until });
+        let key = w.finish(write, "rotate", id, detail).await?;
         Ok((key, secret))
     }
 
@@ -502,22 +518,15 @@ impl Store {
     ///
     /// [`StoreError::NoSuchKey`], or as [`Store::keys`].
     pub async fn revoke_key(&self, id: &str, actor: &str) -> Result<StoredKey, StoreError> {
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        fetch_key(&mut tx, id).await?;
-        sqlx::query(
+        let mut w = self.key_write(actor).await?;
+        fetch_key(&mut w.tx, id).await?;
+        let write = sqlx::query(
             "UPDATE gateway_keys SET revoked_ms = COALESCE(revoked_ms, $1), updated_ms = $1 \
              WHERE id = $2",
         )
-        .bind(now)
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(q)?;
-        audit(&mut tx, now, actor, "revoke", id, serde_json::json!({})).await?;
-        let key = fetch_key(&mut tx, id).await?;
-        tx.commit().await.map_err(q)?;
-        Ok(key)
+        .bind(w.now)
+        .bind(id);
+        w.finish(write, "revoke", id, serde_json::json!({})).await
     }
 
     /// Changes key `id`'s settings; `check` sees the settings as they would be after the change
@@ -534,46 +543,19 @@ impl Store {
         actor: &str,
         check: impl FnOnce(&KeySettings) -> Result<(), String>,
     ) -> Result<StoredKey, StoreError> {
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        let old = fetch_key(&mut tx, id).await?;
-        if old.revoked_ms.is_some() {
-            return Err(StoreError::NoSuchKey(format!("{id} (revoked)")));
-        }
+        let mut w = self.key_write(actor).await?;
+        let old = w.live_key(id).await?;
         let new = change.applied_to(&old.settings);
         new.check()?;
         check(&new).map_err(StoreError::KeySpec)?;
-        let routes = new
-            .routes
-            .as_ref()
-            .map(|r| serde_json::to_string(r).unwrap_or_default());
-        sqlx::query(
+        let query = sqlx::query(
             "UPDATE gateway_keys SET name = $1, routes = $2, rpm = $3, tpm = $4, \
              budget_tokens = $5, expires_ms = $6, updated_ms = $7 WHERE id = $8",
         )
-        .bind(new.name.as_deref())
-        .bind(routes)
-        .bind(opt_i64(new.rpm))
-        .bind(opt_i64(new.tpm))
-        .bind(opt_i64(new.budget_tokens))
-        .bind(new.expires_ms)
-        .bind(now)
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(q)?;
-        audit(
-            &mut tx,
-            now,
-            actor,
-            "change",
-            id,
-            serde_json::json!({ "before": old.settings, "after": new }),
-        )
-        .await?;
-        let key = fetch_key(&mut tx, id).await?;
-        tx.commit().await.map_err(q)?;
-        Ok(key)
+        .bind(new.name.as_deref());
+        let write = bind_settings(query, &new, w.now).bind(id);
+        let detail = serde_json::json!({ "before": old.settings, "after": new });
+        w.finish(write, "change", id, detail).await
     }
 
     /// The latest `limit` audit entries, newest first.

@@ -18,6 +18,14 @@ async fn open(db: &Db) -> Store {
         .unwrap()
 }
 
+/// A key with default settings, made by `admin@test`.
+async fn plain_key(store: &Store) -> (ripcord_store::StoredKey, ripcord_store::NewSecret) {
+    store
+        .create_key(&KeySettings::default(), "admin@test")
+        .await
+        .unwrap()
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -57,10 +65,7 @@ async fn a_key_is_kept_as_a_digest_and_read_back(db: Db) {
 
 async fn rotation_keeps_the_old_secret_for_the_grace_period(db: Db) {
     let store = open(&db).await;
-    let (key, old) = store
-        .create_key(&KeySettings::default(), "admin@test")
-        .await
-        .unwrap();
+    let (key, old) = plain_key(&store).await;
     let (rotated, new) = store
         .rotate_key(&key.id, Duration::from_secs(60), "admin@test")
         .await
@@ -90,10 +95,7 @@ async fn rotation_keeps_the_old_secret_for_the_grace_period(db: Db) {
 
 async fn revocation_ends_every_secret_and_blocks_changes(db: Db) {
     let store = open(&db).await;
-    let (key, _) = store
-        .create_key(&KeySettings::default(), "admin@test")
-        .await
-        .unwrap();
+    let (key, _) = plain_key(&store).await;
     store
         .rotate_key(&key.id, Duration::from_secs(60), "admin@test")
         .await

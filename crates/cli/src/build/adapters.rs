@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ripcord_core::{Capabilities, ChatModel, EmbeddingChain, EmbeddingModel, Result};
+use ripcord_core::{ChatModel, EmbeddingChain, EmbeddingModel, Result};
 #[cfg(feature = "vertex-anthropic")]
 use ripcord_providers::google::VertexAnthropic;
 #[cfg(feature = "gemini")]
@@ -206,24 +206,6 @@ fn vertex_config_for(p: &Provider, model: &str, client: &HttpClient) -> Result<V
     Ok(c)
 }
 
-/// An adapter whose window or output cap the config sets (`context_window`,
-/// `max_output_tokens`): everything else forwards.
-#[derive(Debug)]
-struct Capped {
-    inner: Arc<dyn ChatModel>,
-    caps: Capabilities,
-}
-
-impl ripcord_core::Decorator for Capped {
-    type Inner = Arc<dyn ChatModel>;
-    fn inner(&self) -> &Arc<dyn ChatModel> {
-        &self.inner
-    }
-    fn decorated_capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-}
-
 /// `model` with the provider's configured window and output cap, when it sets any.
 fn capped(p: &Provider, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
     if p.context_window.is_none() && p.max_output_tokens.is_none() {
@@ -236,7 +218,7 @@ fn capped(p: &Provider, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
     if let Some(n) = p.max_output_tokens {
         caps = caps.with_max_output_tokens(n);
     }
-    Arc::new(Capped { inner: model, caps })
+    Arc::new(super::policies::WithCaps { inner: model, caps })
 }
 
 /// Builds the vendor adapter (undecorated) for one provider, with its configured window.

@@ -15,14 +15,15 @@ use ripcord_resilience::{BreakerPolicyBuilder, ChatModelExt, JsonValidator};
 use super::config_error;
 use crate::config::{Config, LinkPolicies, Provider};
 
-/// An adapter whose capabilities carry what the file says about its vendor.
+/// A model whose capabilities carry what the file says about it (its vendor's facts, its
+/// window or output cap): everything else forwards.
 #[derive(Debug)]
-struct WithFacts {
-    inner: Arc<dyn ChatModel>,
-    caps: Capabilities,
+pub(super) struct WithCaps {
+    pub(super) inner: Arc<dyn ChatModel>,
+    pub(super) caps: Capabilities,
 }
 
-impl ripcord_core::Decorator for WithFacts {
+impl ripcord_core::Decorator for WithCaps {
     type Inner = Arc<dyn ChatModel>;
     fn inner(&self) -> &Arc<dyn ChatModel> {
         &self.inner
@@ -51,7 +52,7 @@ pub(super) fn with_facts(p: &Provider, model: Arc<dyn ChatModel>) -> Arc<dyn Cha
     if let Some(price) = facts.price {
         caps = caps.with_price(price);
     }
-    Arc::new(WithFacts { inner: model, caps })
+    Arc::new(WithCaps { inner: model, caps })
 }
 
 /// `model` checked by the JSON validator when `[providers.validate]` asks for it (placed

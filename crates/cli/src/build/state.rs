@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use ripcord_core::{ChatModel, Result};
 use ripcord_resilience::{
     Breaker, BreakerPolicyBuilder, BudgetPolicy, BudgetStore, BudgetView, ChatModelExt, Pool,
-    RateLimitPolicy,
+    RateLimitPolicy, RateLimitPolicyBuilder,
 };
 use serde_json::{Value, json};
 
@@ -36,16 +36,30 @@ impl Limits {
         if self.refuse_at_once {
             b = b.max_wait(Duration::ZERO).pause_on_429(false);
         }
-        if let Some(d) = self.pause_429 {
-            b = b.default_pause(d);
-        }
-        if let Some(rpm) = self.rpm {
-            b = b.rpm(rpm);
-        }
-        if let Some(tpm) = self.tpm {
-            b = b.tpm(tpm);
-        }
+        use RateLimitPolicyBuilder as B;
+        let b = self.apply(b, B::default_pause, B::rpm, B::tpm);
         b.build().map_err(config_error)
+    }
+
+    /// Sets the pause and the limits these limits state on a limiter's builder `b`, through
+    /// its setters (the in-process limiter's or the shared one's).
+    pub(super) fn apply<B>(
+        &self,
+        mut b: B,
+        pause: fn(B, Duration) -> B,
+        rpm: fn(B, u32) -> B,
+        tpm: fn(B, u32) -> B,
+    ) -> B {
+        if let Some(d) = self.pause_429 {
+            b = pause(b, d);
+        }
+        if let Some(n) = self.rpm {
+            b = rpm(b, n);
+        }
+        if let Some(n) = self.tpm {
+            b = tpm(b, n);
+        }
+        b
     }
 }
 

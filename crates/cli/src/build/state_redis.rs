@@ -82,15 +82,8 @@ impl StateStore for RedisStore {
         if limits.refuse_at_once {
             c = c.max_wait(Duration::ZERO).max_pause(Duration::ZERO);
         }
-        if let Some(d) = limits.pause_429 {
-            c = c.default_pause(d);
-        }
-        if let Some(rpm) = limits.rpm {
-            c = c.rpm(rpm);
-        }
-        if let Some(tpm) = limits.tpm {
-            c = c.tpm(tpm);
-        }
+        use SharedRateLimitConfig as C;
+        let c = limits.apply(c, C::default_pause, C::rpm, C::tpm);
         Ok(Arc::new(shared_rate_limit(model, self.state.clone(), c)?))
     }
 

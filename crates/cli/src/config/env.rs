@@ -35,6 +35,34 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// `v`'s value when it is at least `min`; below it, an error at the value (`key`:
+    /// `message`). `None` when `v` is.
+    pub(super) fn at_least<T: Copy + PartialOrd>(
+        &self,
+        v: Option<&Spanned<T>>,
+        min: T,
+        key: &str,
+        message: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        v.map(|n| self.floor(Some(&n.span()), *n.get_ref(), min, key, message))
+            .transpose()
+    }
+
+    /// `v` when it is at least `min`; below it, an error at `span` (`key`: `message`).
+    pub(super) fn floor<T: PartialOrd>(
+        &self,
+        span: Option<&Range<usize>>,
+        v: T,
+        min: T,
+        key: &str,
+        message: impl Into<String>,
+    ) -> Result<T, ConfigError> {
+        if v < min {
+            return Err(self.err(span, key, message));
+        }
+        Ok(v)
+    }
+
     fn line_of(&self, span: &Range<usize>) -> usize {
         let end = span.start.min(self.text.len());
         self.text.as_bytes()[..end]

@@ -176,12 +176,8 @@ pub(super) fn resolve_pool(
                 ));
             }
         };
-        let positive = |v: &Option<Spanned<u32>>, key: &str| match v {
-            Some(x) if *x.get_ref() == 0 => {
-                Err(cx.err(Some(&x.span()), &at(key), "must be at least 1"))
-            }
-            Some(x) => Ok(Some(*x.get_ref())),
-            None => Ok(None),
+        let positive = |v: &Option<Spanned<u32>>, key: &str| {
+            cx.at_least(v.as_ref(), 1, &at(key), "must be at least 1")
         };
         let deployment = cx.opt(&d.deployment, &at("deployment"))?;
         if deployment.is_some() && p.kind != ProviderKind::Vendor(Vendor::AzureOpenAi) {

@@ -147,22 +147,14 @@ pub(super) fn resolve_alerts(
             }
         },
     };
-    let ms = |v: &Option<Spanned<u64>>, name: &str, default: Duration, min: u64| match v {
-        None => Ok(default),
-        Some(n) if *n.get_ref() < min => Err(cx.err(
-            Some(&n.span()),
-            &format!("alerts.{name}"),
-            format!("must be at least {min} (milliseconds)"),
-        )),
-        Some(n) => Ok(Duration::from_millis(*n.get_ref())),
+    let ms = |v: &Option<Spanned<u64>>, name: &str, default: Duration, min: u64| {
+        let message = format!("must be at least {min} (milliseconds)");
+        let n = cx.at_least(v.as_ref(), min, &format!("alerts.{name}"), &message)?;
+        Ok::<_, ConfigError>(n.map_or(default, Duration::from_millis))
     };
-    let queue = match &raw.queue {
-        None => alert_webhook::DEFAULT_QUEUE,
-        Some(q) if *q.get_ref() == 0 => {
-            return Err(cx.err(Some(&q.span()), "alerts.queue", "must be at least 1"));
-        }
-        Some(q) => *q.get_ref(),
-    };
+    let queue = cx
+        .at_least(raw.queue.as_ref(), 1, "alerts.queue", "must be at least 1")?
+        .unwrap_or(alert_webhook::DEFAULT_QUEUE);
     Ok(AlertsSettings {
         url: SecretString::from(url),
         format,

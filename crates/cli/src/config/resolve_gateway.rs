@@ -180,10 +180,8 @@ pub(super) fn resolve_keys(
                 Some(idx)
             }
         };
-        let positive = |v: &Option<Spanned<u32>>, key: &str| match v {
-            Some(n) if *n.get_ref() == 0 => Err(cx.err(Some(&n.span()), key, "must be at least 1")),
-            Some(n) => Ok(Some(*n.get_ref())),
-            None => Ok(None),
+        let positive = |v: &Option<Spanned<u32>>, key: &str| {
+            cx.at_least(v.as_ref(), 1, key, "must be at least 1")
         };
         keys.push(GatewayKey {
             tenant: Some(tenant.to_owned()),
@@ -333,12 +331,8 @@ pub(super) fn resolve_state(cx: &Ctx<'_>, raw: &StateConfig) -> Result<StateBack
             ));
         }
     };
-    let positive = |v: &Option<Spanned<u64>>, key: &str| match v {
-        Some(n) if *n.get_ref() == 0 => {
-            Err(cx.err(Some(&n.span()), key, "must be greater than zero"))
-        }
-        Some(n) => Ok(Some(*n.get_ref())),
-        None => Ok(None),
+    let positive = |v: &Option<Spanned<u64>>, key: &str| {
+        cx.at_least(v.as_ref(), 1, key, "must be greater than zero")
     };
     let op_timeout_ms = positive(&raw.op_timeout_ms, "state.op_timeout_ms")?;
     let connect_timeout_ms = positive(&raw.connect_timeout_ms, "state.connect_timeout_ms")?;

@@ -53,20 +53,12 @@ fn local_settings(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<LocalSettings, Con
         ),
         None => None,
     };
-    let threads = match &p.threads {
-        Some(t) if *t.get_ref() == 0 => {
-            return Err(cx.err(Some(&t.span()), "threads", "must be at least 1"));
-        }
-        Some(t) => Some(*t.get_ref() as usize),
-        None => None,
-    };
-    let max_batch = match &p.max_batch {
-        Some(t) if *t.get_ref() == 0 => {
-            return Err(cx.err(Some(&t.span()), "max_batch", "must be at least 1"));
-        }
-        Some(t) => Some(*t.get_ref() as usize),
-        None => None,
-    };
+    let threads = cx
+        .at_least(p.threads.as_ref(), 1, "threads", "must be at least 1")?
+        .map(|t| t as usize);
+    let max_batch = cx
+        .at_least(p.max_batch.as_ref(), 1, "max_batch", "must be at least 1")?
+        .map(|t| t as usize);
     let device = match &p.device {
         Some(d) => Some(
             d.get_ref()
@@ -424,16 +416,9 @@ pub(super) fn resolve_provider(
     };
     let retry = resolve_retry(cx, p)?;
     let breaker = resolve_breaker(cx, p)?;
-    let positive = |v: &Option<Spanned<u32>>, key: &str| -> Result<Option<u32>, ConfigError> {
-        match v {
-            Some(n) if *n.get_ref() == 0 => Err(cx.err(
-                Some(&n.span()),
-                key,
-                "must be at least 1 token (leave it out when the window is unknown)",
-            )),
-            Some(n) => Ok(Some(*n.get_ref())),
-            None => Ok(None),
-        }
+    let positive = |v: &Option<Spanned<u32>>, key: &str| {
+        let unknown = "must be at least 1 token (leave it out when the window is unknown)";
+        cx.at_least(v.as_ref(), 1, key, unknown)
     };
     let policies = super::resolve_policies::resolve_policies(cx, p)?;
     let pool = match super::pool::resolve_pool(cx, p, lenient_keys)? {
@@ -486,15 +471,10 @@ fn resolve_retry(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<RetrySettings, Conf
         }
         return Ok(retry);
     };
+    let name = Some(p.name.span());
     if let Some(n) = raw.max_attempts {
-        if n == 0 {
-            return Err(cx.err(
-                Some(&p.name.span()),
-                "retry.max_attempts",
-                "must be at least 1 (1 = no retry)",
-            ));
-        }
-        retry.max_attempts = n;
+        let no_retry = "must be at least 1 (1 = no retry)";
+        retry.max_attempts = cx.floor(name.as_ref(), n, 1, "retry.max_attempts", no_retry)?;
     }
     if let Some(ms) = raw.base_delay_ms {
         retry.base_delay_ms = ms;
@@ -504,7 +484,7 @@ fn resolve_retry(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<RetrySettings, Conf
     }
     if let Some(on) = &raw.retry_on {
         retry.retry_on = ripcord_resilience::RetryOn::parse(on)
-            .map_err(|e| cx.err(Some(&p.name.span()), "retry.retry_on", e.to_string()))?;
+            .map_err(|e| cx.err(name.as_ref(), "retry.retry_on", e.to_string()))?;
     }
     Ok(retry)
 }
@@ -515,38 +495,20 @@ fn resolve_breaker(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<BreakerSettings, 
     let Some(raw) = &p.breaker else {
         return Ok(breaker);
     };
+    let name = Some(p.name.span());
+    let name = name.as_ref();
     if let Some(n) = raw.failure_threshold {
-        if n == 0 {
-            return Err(cx.err(
-                Some(&p.name.span()),
-                "breaker.failure_threshold",
-                "must be at least 1",
-            ));
-        }
-        breaker.failure_threshold = n;
+        let key = "breaker.failure_threshold";
+        breaker.failure_threshold = cx.floor(name, n, 1, key, "must be at least 1")?;
     }
     if let Some(ms) = raw.open_ms {
-        if ms == 0 {
-            return Err(cx.err(
-                Some(&p.name.span()),
-                "breaker.open_ms",
-                "must be at least 1 ms",
-            ));
-        }
-        breaker.open_ms = ms;
+        breaker.open_ms = cx.floor(name, ms, 1, "breaker.open_ms", "must be at least 1 ms")?;
     }
     if let Some(ms) = raw.open_max_ms {
-        if ms < breaker.open_ms {
-            return Err(cx.err(
-                Some(&p.name.span()),
-                "breaker.open_max_ms",
-                format!(
-                    "must be at least open_ms ({} ms); equal to it for a constant spell",
-                    breaker.open_ms
-                ),
-            ));
-        }
-        breaker.open_max_ms = ms;
+        let open = breaker.open_ms;
+        let constant =
+            format!("must be at least open_ms ({open} ms); equal to it for a constant spell");
+        breaker.open_max_ms = cx.floor(name, ms, open, "breaker.open_max_ms", constant)?;
     } else {
         // A first spell set above the default cap is a constant spell.
         breaker.open_max_ms = breaker.open_max_ms.max(breaker.open_ms);

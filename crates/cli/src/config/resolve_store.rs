@@ -133,28 +133,22 @@ pub(super) fn resolve_store(
         Some(s) => PathBuf::from(cx.interpolate(s, "store.spool")?),
         None => dir.join("ledger-spool.jsonl"),
     };
-    let flush_interval_ms = match &raw.flush_interval_ms {
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(cx.err(
-                Some(&n.span()),
-                "store.flush_interval_ms",
-                "must be greater than zero",
-            ));
-        }
-        Some(n) => *n.get_ref(),
-        None => DEFAULT_FLUSH_INTERVAL_MS,
-    };
-    let spool_max_bytes = match &raw.spool_max_bytes {
-        Some(n) if *n.get_ref() < 4096 => {
-            return Err(cx.err(
-                Some(&n.span()),
-                "store.spool_max_bytes",
-                "must be at least 4096 (a few rows)",
-            ));
-        }
-        Some(n) => *n.get_ref(),
-        None => DEFAULT_SPOOL_MAX_BYTES,
-    };
+    let flush_interval_ms = cx
+        .at_least(
+            raw.flush_interval_ms.as_ref(),
+            1,
+            "store.flush_interval_ms",
+            "must be greater than zero",
+        )?
+        .unwrap_or(DEFAULT_FLUSH_INTERVAL_MS);
+    let spool_max_bytes = cx
+        .at_least(
+            raw.spool_max_bytes.as_ref(),
+            4096,
+            "store.spool_max_bytes",
+            "must be at least 4096 (a few rows)",
+        )?
+        .unwrap_or(DEFAULT_SPOOL_MAX_BYTES);
     let keys_poll = match (raw.keys.unwrap_or(false), &raw.keys_poll_ms) {
         (_, Some(n)) if *n.get_ref() < 50 => {
             return Err(cx.err(

@@ -34,8 +34,11 @@ use super::{GatewayState, digests_equal, sha256};
 pub(super) fn router() -> Router<Arc<GatewayState>> {
     Router::new()
         .route("/admin/breakers/{provider}/reset", post(reset_breaker))
-        .route("/admin/providers/{provider}/disable", post(disable))
-        .route("/admin/providers/{provider}/enable", post(enable))
+        .route(
+            "/admin/providers/{provider}/disable",
+            post(switched::<false>),
+        )
+        .route("/admin/providers/{provider}/enable", post(switched::<true>))
         .route("/admin/reload", post(reload))
         .route(
             "/admin/spend",
@@ -148,18 +151,11 @@ async fn reload(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> R
     }
 }
 
-async fn disable(
+/// `POST /admin/providers/{provider}/enable` (`ON`) or `/disable`.
+async fn switched<const ON: bool>(
     State(state): State<Arc<GatewayState>>,
     Path(provider): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    switch(&state, &headers, &provider, false)
-}
-
-async fn enable(
-    State(state): State<Arc<GatewayState>>,
-    Path(provider): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    switch(&state, &headers, &provider, true)
+    switch(&state, &headers, &provider, ON)
 }

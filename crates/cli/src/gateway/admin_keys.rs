@@ -19,14 +19,15 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ripcord_store::{KeyChange, KeySettings, Store, StoreError};
+use ripcord_store::{KeyChange, KeySettings, NewSecret, Store, StoreError, StoredKey};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::GatewayState;
 use super::errors::GatewayError;
@@ -104,65 +105,79 @@ fn check_routes(state: &GatewayState, settings: &KeySettings) -> Result<(), Stri
     Ok(())
 }
 
-async fn refreshed(state: &GatewayState) {
-    if let Some(k) = &state.store_keys {
-        k.directory().refresh().await;
+/// What every key endpoint starts from: the admin key, checked, and the store of a gateway
+/// that keeps keys in one.
+struct Keys {
+    state: Arc<GatewayState>,
+    store: Store,
+}
+
+impl FromRequestParts<Arc<GatewayState>> for Keys {
+    type Rejection = GatewayError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<GatewayState>,
+    ) -> Result<Self, GatewayError> {
+        let store = store_of(state, &parts.headers)?.clone();
+        Ok(Keys {
+            state: state.clone(),
+            store,
+        })
     }
 }
 
-async fn create(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
+impl Keys {
+    /// This replica sees a change at once (the others at their next poll).
+    async fn refreshed(&self) {
+        if let Some(k) = &self.state.store_keys {
+            k.directory().refresh().await;
+        }
+    }
+}
+
+/// A key as the endpoints show it, with its `secret` when it was just made.
+fn shown(key: &StoredKey, secret: Option<&NewSecret>) -> Value {
+    let mut v = key.to_json(now_ms());
+    if let Some(secret) = secret {
+        v["secret"] = json!(secret.expose());
+    }
+    v
+}
+
+async fn create(k: Keys, bytes: Bytes) -> Result<Response, GatewayError> {
     let settings: KeySettings = body(&bytes)?;
-    check_routes(&state, &settings).map_err(|m| GatewayError::new(400, "invalid_request", m))?;
-    let (key, secret) = store
+    check_routes(&k.state, &settings).map_err(|m| GatewayError::new(400, "invalid_request", m))?;
+    let (key, secret) = k
+        .store
         .create_key(&settings, ACTOR)
         .await
         .map_err(store_error)?;
-    refreshed(&state).await;
-    let mut v = key.to_json(now_ms());
-    v["secret"] = json!(secret.expose());
-    Ok((StatusCode::CREATED, axum::Json(v)).into_response())
+    k.refreshed().await;
+    Ok((StatusCode::CREATED, axum::Json(shown(&key, Some(&secret)))).into_response())
 }
 
-async fn list(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
-    let keys = store.keys().await.map_err(store_error)?;
+async fn list(k: Keys) -> Result<Response, GatewayError> {
+    let keys = k.store.keys().await.map_err(store_error)?;
     let now = now_ms();
     let data: Vec<_> = keys.iter().map(|k| k.to_json(now)).collect();
     Ok(axum::Json(json!({ "data": data })).into_response())
 }
 
-async fn one(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
-    let key = store.key(&id).await.map_err(store_error)?;
-    Ok(axum::Json(key.to_json(now_ms())).into_response())
+async fn one(k: Keys, Path(id): Path<String>) -> Result<Response, GatewayError> {
+    let key = k.store.key(&id).await.map_err(store_error)?;
+    Ok(axum::Json(shown(&key, None)).into_response())
 }
 
-async fn change(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    bytes: Bytes,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
+async fn change(k: Keys, Path(id): Path<String>, bytes: Bytes) -> Result<Response, GatewayError> {
     let change: KeyChange = body(&bytes)?;
-    let key = store
-        .change_key(&id, &change, ACTOR, |s| check_routes(&state, s))
+    let key = k
+        .store
+        .change_key(&id, &change, ACTOR, |s| check_routes(&k.state, s))
         .await
         .map_err(store_error)?;
-    refreshed(&state).await;
-    Ok(axum::Json(key.to_json(now_ms())).into_response())
+    k.refreshed().await;
+    Ok(axum::Json(shown(&key, None)).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -171,34 +186,22 @@ struct Rotation {
     grace_s: Option<u64>,
 }
 
-async fn rotate(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    bytes: Bytes,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
+async fn rotate(k: Keys, Path(id): Path<String>, bytes: Bytes) -> Result<Response, GatewayError> {
     let r: Rotation = body(&bytes)?;
     let grace = r.grace_s.map_or(DEFAULT_GRACE, Duration::from_secs);
-    let (key, secret) = store
+    let (key, secret) = k
+        .store
         .rotate_key(&id, grace, ACTOR)
         .await
         .map_err(store_error)?;
-    refreshed(&state).await;
-    let mut v = key.to_json(now_ms());
-    v["secret"] = json!(secret.expose());
-    Ok(axum::Json(v).into_response())
+    k.refreshed().await;
+    Ok(axum::Json(shown(&key, Some(&secret))).into_response())
 }
 
-async fn revoke(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
-    let key = store.revoke_key(&id, ACTOR).await.map_err(store_error)?;
-    refreshed(&state).await;
-    Ok(axum::Json(key.to_json(now_ms())).into_response())
+async fn revoke(k: Keys, Path(id): Path<String>) -> Result<Response, GatewayError> {
+    let key = k.store.revoke_key(&id, ACTOR).await.map_err(store_error)?;
+    k.refreshed().await;
+    Ok(axum::Json(shown(&key, None)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -206,13 +209,8 @@ pub(super) struct AuditQuery {
     limit: Option<u32>,
 }
 
-async fn audit(
-    State(state): State<Arc<GatewayState>>,
-    headers: HeaderMap,
-    Query(q): Query<AuditQuery>,
-) -> Result<Response, GatewayError> {
-    let store = store_of(&state, &headers)?;
+async fn audit(Query(q): Query<AuditQuery>, k: Keys) -> Result<Response, GatewayError> {
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
-    let entries = store.audit(limit).await.map_err(store_error)?;
+    let entries = k.store.audit(limit).await.map_err(store_error)?;
     Ok(axum::Json(json!({ "data": entries })).into_response())
 }

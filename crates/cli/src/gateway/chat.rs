@@ -8,12 +8,12 @@
 
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
-use ripcord_core::{ChatRequest, ChatResponse, FinishReason, Usage};
+use ripcord_core::{ChatRequest, ChatResponse};
 use serde_json::Value;
 
 use super::errors::{GatewayError, Shape};
 use super::pipeline::{
-    Answer, Call, Dialect, Encoder, ReasoningPiece, ToolPiece, record, sse_event,
+    Answer, Call, Dialect, Encoder, Ending, ReasoningPiece, ToolPiece, record, sse_event,
 };
 use super::reply::parse_body;
 use super::wire::{self, ChunkWriter, WireRequest, delta};
@@ -111,17 +111,11 @@ impl Encoder for Chunks {
         }
     }
 
-    fn end(
-        &mut self,
-        reason: &FinishReason,
-        usage: Option<&Usage>,
-        record: Option<&Value>,
-        out: &mut Vec<Bytes>,
-    ) {
+    fn end(&mut self, end: Ending<'_>, out: &mut Vec<Bytes>) {
         let finish = self
             .writer
-            .chunk(oa::Delta::default(), Some(reason.as_str()));
-        match record {
+            .chunk(oa::Delta::default(), Some(end.reason.as_str()));
+        match end.record {
             None => out.push(sse_event(None, &finish)),
             Some(r) => out.push(sse_event(
                 None,
@@ -131,7 +125,7 @@ impl Encoder for Chunks {
                 },
             )),
         }
-        if let Some(u) = usage.filter(|_| self.include_usage) {
+        if let Some(u) = end.usage.filter(|_| self.include_usage) {
             out.push(sse_event(None, &self.writer.usage(u)));
         }
         out.push(Bytes::from_static(b"data: [DONE]\n\n"));

@@ -54,6 +54,29 @@ fn forbidden(header: &HeaderName, why: impl std::fmt::Display) -> GatewayError {
         .with_param(header.as_str())
 }
 
+/// Why a key is refused a control header it may not send.
+const NOT_ALLOWED: &str =
+    "this gateway key may not send it (see `controls` of its [[server.keys]])";
+
+/// Header `name` read by `parse` (a value it rejects is refused as not what was `expected`),
+/// and refused when the key may not send it (`allowed` false); `None` when absent.
+fn control<T>(
+    headers: &HeaderMap,
+    name: &HeaderName,
+    allowed: bool,
+    expected: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, GatewayError> {
+    let Some(v) = text(headers, name)? else {
+        return Ok(None);
+    };
+    let value = parse(v).ok_or_else(|| bad(name, format!("expected {expected}, got {v:?}")))?;
+    if !allowed {
+        return Err(forbidden(name, NOT_ALLOWED));
+    }
+    Ok(Some(value))
+}
+
 /// The header's value as trimmed text, `None` when absent; a value that is not visible ASCII
 /// is malformed.
 fn text<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h str>, GatewayError> {
@@ -109,17 +132,14 @@ pub(super) fn apply(
     headers: &HeaderMap,
     allowed: &KeyControls,
 ) -> Result<Context, GatewayError> {
-    let not_allowed = "this gateway key may not send it (see `controls` of its [[server.keys]])";
-    if let Some(v) = text(headers, &LOCALITY)? {
-        let req = parse_locality(v).ok_or_else(|| {
-            bad(
-                &LOCALITY,
-                format!("expected `local-only`, `any` or `region=eu,us`, got {v:?}"),
-            )
-        })?;
-        if !allowed.locality {
-            return Err(forbidden(&LOCALITY, not_allowed));
-        }
+    let expected = "`local-only`, `any` or `region=eu,us`";
+    if let Some(req) = control(
+        headers,
+        &LOCALITY,
+        allowed.locality,
+        expected,
+        parse_locality,
+    )? {
         ctx = ctx.with_locality(req);
     }
     let safe = match text(headers, &RETRY_SAFE)? {
@@ -148,7 +168,7 @@ pub(super) fn apply(
         } else {
             &IDEMPOTENCY_KEY
         };
-        return Err(forbidden(which, not_allowed));
+        return Err(forbidden(which, NOT_ALLOWED));
     }
     if let Some(k) = key {
         // A request with its own identity may be delivered again: the client can recognise it.
@@ -156,16 +176,9 @@ pub(super) fn apply(
     } else if let Some(s) = safe {
         ctx = ctx.with_retry_safe(s);
     }
-    if let Some(v) = text(headers, &PRIORITY)? {
-        let p = parse_priority(&v.to_ascii_lowercase()).ok_or_else(|| {
-            bad(
-                &PRIORITY,
-                format!("expected `high`, `normal` or `low`, got {v:?}"),
-            )
-        })?;
-        if !allowed.priority {
-            return Err(forbidden(&PRIORITY, not_allowed));
-        }
+    let expected = "`high`, `normal` or `low`";
+    let priority = |v: &str| parse_priority(&v.to_ascii_lowercase());
+    if let Some(p) = control(headers, &PRIORITY, allowed.priority, expected, priority)? {
         if p > allowed.max_priority {
             return Err(forbidden(
                 &PRIORITY,
@@ -177,21 +190,14 @@ pub(super) fn apply(
         }
         ctx = ctx.with_priority(p);
     }
-    if let Some(v) = text(headers, &INTENT)? {
+    let expected = format!("a name of up to {MAX_INTENT} letters, digits, `-`, `_` or `.`");
+    let intent = |v: &str| {
         let ok = v.len() <= MAX_INTENT
             && v.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if !ok {
-            return Err(bad(
-                &INTENT,
-                format!(
-                    "expected a name of up to {MAX_INTENT} letters, digits, `-`, `_` or `.`, got {v:?}"
-                ),
-            ));
-        }
-        if !allowed.intent {
-            return Err(forbidden(&INTENT, not_allowed));
-        }
+        ok.then(|| v.to_owned())
+    };
+    if let Some(v) = control(headers, &INTENT, allowed.intent, &expected, intent)? {
         ctx = ctx.with_intent(v);
     }
     Ok(ctx)
@@ -256,16 +262,6 @@ mod tests {
     #[test]
     fn malformed_and_forbidden_values_name_the_header() {
         let all = KeyControls::default();
-        for (name, value) in [
-            (&LOCALITY, "anywhere"),
-            (&RETRY_SAFE, "maybe"),
-            (&PRIORITY, "urgent"),
-            (&INTENT, "has space"),
-        ] {
-            let e = apply(Context::new(), &headers(&[(name, value)]), &all).unwrap_err();
-            assert_eq!(e.status, 400);
-            assert!(e.message().contains(name.as_str()), "{}", e.message());
-        }
         let none = KeyControls {
             locality: false,
             retry_safe: false,
@@ -273,14 +269,19 @@ mod tests {
             intent: false,
             max_priority: Priority::Normal,
         };
-        for (name, value) in [
-            (&LOCALITY, "local-only"),
-            (&IDEMPOTENCY_KEY, "k-1"),
-            (&PRIORITY, "high"),
-            (&INTENT, "billing"),
+        // Malformed values under a key that may set everything, then forbidden ones.
+        for (controls, name, value) in [
+            (&all, &LOCALITY, "anywhere"),
+            (&all, &RETRY_SAFE, "maybe"),
+            (&all, &PRIORITY, "urgent"),
+            (&all, &INTENT, "has space"),
+            (&none, &LOCALITY, "local-only"),
+            (&none, &IDEMPOTENCY_KEY, "k-1"),
+            (&none, &PRIORITY, "high"),
+            (&none, &INTENT, "billing"),
         ] {
-            let e = apply(Context::new(), &headers(&[(name, value)]), &none).unwrap_err();
-            assert_eq!(e.status, 400);
+            let e = apply(Context::new(), &headers(&[(name, value)]), controls).unwrap_err();
+            assert_eq!(e.status, 400, "{name}: {value}");
             assert!(e.message().contains(name.as_str()), "{}", e.message());
         }
         let twice = headers(&[(&PRIORITY, "low"), (&PRIORITY, "high")]);

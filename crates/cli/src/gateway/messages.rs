@@ -34,7 +34,7 @@ use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
-use ripcord_core::{ChatRequest, ChatResponse, FinishReason, Usage};
+use ripcord_core::{ChatRequest, ChatResponse};
 use serde_json::{Value, json};
 
 use super::GatewayState;
@@ -42,7 +42,7 @@ use super::errors::{GatewayError, Shape};
 use super::front::{Authed, RequestId};
 use super::messages_wire::{self, MessagesRequest, OutUsage, event};
 use super::pipeline::{
-    Answer, Call, Dialect, Encoder, ReasoningPiece, ToolPiece, authorize_route, record,
+    Answer, Call, Dialect, Encoder, Ending, ReasoningPiece, ToolPiece, authorize_route, record,
 };
 use super::reply::hdr;
 
@@ -267,19 +267,13 @@ impl Encoder for MessageEvents {
         self.blocks.reasoning(piece, out);
     }
 
-    fn end(
-        &mut self,
-        reason: &FinishReason,
-        usage: Option<&Usage>,
-        record: Option<&Value>,
-        out: &mut Vec<Bytes>,
-    ) {
+    fn end(&mut self, end: Ending<'_>, out: &mut Vec<Bytes>) {
         self.blocks.close(out);
-        let usage = OutUsage::of(&usage.cloned().unwrap_or_default());
+        let usage = OutUsage::of(&end.usage.cloned().unwrap_or_default());
         let mut delta = json!({"type": "message_delta",
-            "delta": {"stop_reason": ripcord_providers::anthropic_wire::stop_reason(reason), "stop_sequence": null},
+            "delta": {"stop_reason": ripcord_providers::anthropic_wire::stop_reason(end.reason), "stop_sequence": null},
             "usage": usage});
-        if let Some(r) = record {
+        if let Some(r) = end.record {
             delta["ripcord"] = r.clone();
         }
         out.push(event("message_delta", &delta));

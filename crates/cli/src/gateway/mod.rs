@@ -212,6 +212,18 @@ impl std::fmt::Debug for GatewayState {
     }
 }
 
+/// `s` with every character `replace` names a replacement for replaced by it.
+pub(crate) fn escaped(s: &str, replace: impl Fn(char) -> Option<&'static str>) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match replace(c) {
+            Some(r) => out.push_str(r),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     let d = ring::digest::digest(&ring::digest::SHA256, bytes);
     let mut out = [0u8; 32];

@@ -101,13 +101,7 @@ pub(super) trait Encoder: Send + 'static {
     /// is the chain's final word when it is news to the client (a stream continued on another
     /// link, see [`continuation_record`]): the door puts it beside its last event, under
     /// `ripcord`, since the headers went out before the cut.
-    fn end(
-        &mut self,
-        reason: &FinishReason,
-        usage: Option<&Usage>,
-        record: Option<&Value>,
-        out: &mut Vec<Bytes>,
-    );
+    fn end(&mut self, end: Ending<'_>, out: &mut Vec<Bytes>);
     /// The call failed after the stream began: the door's in-band error. `error` carries the
     /// call's record ([`record`]).
     fn fail(&mut self, error: &GatewayError, out: &mut Vec<Bytes>);
@@ -131,6 +125,17 @@ pub(super) struct ToolPiece<'a> {
     pub(super) name: Option<&'a str>,
     /// A fragment of the JSON arguments.
     pub(super) arguments: &'a str,
+}
+
+/// How a streamed answer ended, as [`Encoder::end`] gets it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ending<'a> {
+    /// Why the answer finished.
+    pub(super) reason: &'a FinishReason,
+    /// The answer's usage, when the chain reported it.
+    pub(super) usage: Option<&'a Usage>,
+    /// The chain's final word, when it is news to the client (see [`Encoder::end`]).
+    pub(super) record: Option<&'a Value>,
 }
 
 /// A piece of reasoning as the chain streams it (see `ripcord_core::StreamEvent`).
@@ -705,7 +710,10 @@ async fn stream_response<D: Dialect>(
                         let record = last.as_deref().and_then(continuation_record);
                         let late = last.as_deref().and_then(|p| notice.text_for(p));
                         let record = super::notice::with_notice(record, committed_notice.as_deref().or(late.as_deref()));
-                        enc.end(&reason, usage.as_ref(), record.as_ref(), &mut out);
+                        enc.end(
+                            Ending { reason: &reason, usage: usage.as_ref(), record: record.as_ref() },
+                            &mut out,
+                        );
                         log.record("ok", None, None);
                         for b in out.drain(..) {
                             yield Ok(b);

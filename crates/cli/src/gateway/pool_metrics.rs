@@ -20,16 +20,12 @@ fn state_code(state: &str) -> Option<u8> {
 
 /// A label value escaped as the text format asks (backslash, double quote, newline).
 fn escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::gateway::escaped(v, |c| match c {
+        '\\' => Some("\\\\"),
+        '"' => Some("\\\""),
+        '\n' => Some("\\n"),
+        _ => None,
+    })
 }
 
 /// One family: its help and type lines, then one sample per deployment that has a value.

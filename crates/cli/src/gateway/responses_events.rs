@@ -2,12 +2,12 @@
 //! helpers accept (see the `responses` module), numbered by `sequence_number`.
 
 use axum::body::Bytes;
-use ripcord_core::{ChatResponse, FinishReason, ToolCall, Usage};
+use ripcord_core::{ChatResponse, ToolCall};
 use ripcord_providers::openai_responses_wire as rw;
 use serde_json::{Value, json};
 
 use super::errors::GatewayError;
-use super::pipeline::{Answer, Encoder, ReasoningPiece, ToolPiece, sse_event};
+use super::pipeline::{Answer, Encoder, Ending, ReasoningPiece, ToolPiece, sse_event};
 use super::responses::{
     Opts, call_item_id, message_id, reasoning_item, reasoning_item_id, response_object,
 };
@@ -183,6 +183,57 @@ impl ResponseEvents {
     }
 
     /// Opens `item`: its `.added` events.
+    /// Streams `piece` of the answer's text (of its reasoning, when `reasoning`): appends it
+    /// to the open item of that kind, first opening one unless the last item is such an open
+    /// one, and sends the delta event.
+    fn stream_text(&mut self, reasoning: bool, piece: &str, out: &mut Vec<Bytes>) {
+        if piece.is_empty() {
+            return;
+        }
+        let same = match self.items.last() {
+            Some(Item::Reasoning { .. }) => reasoning,
+            Some(Item::Text { .. }) => !reasoning,
+            _ => false,
+        };
+        let index = if same && self.open {
+            self.items.len() - 1
+        } else {
+            let (n, text) = (self.items.len(), String::new());
+            let item = if reasoning {
+                let id = reasoning_item_id(&self.answer.id, n);
+                Item::Reasoning { id, text }
+            } else {
+                let id = message_id(&self.answer.id, n);
+                Item::Text { id, text }
+            };
+            self.start(item, out)
+        };
+        let Some(Item::Text { id, text } | Item::Reasoning { id, text }) =
+            self.items.get_mut(index)
+        else {
+            return;
+        };
+        text.push_str(piece);
+        let (item_id, delta) = (id.clone(), piece.to_owned());
+        let output_index = u32::try_from(index).unwrap_or(u32::MAX);
+        let ev = if reasoning {
+            rw::StreamEvent::ReasoningSummaryTextDelta(rw::ReasoningSummaryTextDeltaEvent {
+                item_id,
+                output_index,
+                delta,
+                ..Default::default()
+            })
+        } else {
+            rw::StreamEvent::OutputTextDelta(rw::TextDeltaEvent {
+                item_id,
+                output_index,
+                delta,
+                ..Default::default()
+            })
+        };
+        self.push(ev, out);
+    }
+
     fn start(&mut self, item: Item, out: &mut Vec<Bytes>) -> usize {
         self.close(out);
         let index = self.items.len();
@@ -255,34 +306,7 @@ impl Encoder for ResponseEvents {
     }
 
     fn text(&mut self, text: &str, out: &mut Vec<Bytes>) {
-        if text.is_empty() {
-            return;
-        }
-        let index = match self.items.last() {
-            Some(Item::Text { .. }) if self.open => self.items.len() - 1,
-            _ => {
-                let id = message_id(&self.answer.id, self.items.len());
-                self.start(
-                    Item::Text {
-                        id,
-                        text: String::new(),
-                    },
-                    out,
-                )
-            }
-        };
-        let Some(Item::Text { id, text: all }) = self.items.get_mut(index) else {
-            return;
-        };
-        all.push_str(text);
-        let ev = rw::StreamEvent::OutputTextDelta(rw::TextDeltaEvent {
-            item_id: id.clone(),
-            output_index: u32::try_from(index).unwrap_or(u32::MAX),
-            content_index: 0,
-            delta: text.to_owned(),
-            ..Default::default()
-        });
-        self.push(ev, out);
+        self.stream_text(false, text, out);
     }
 
     fn tool_call(&mut self, p: ToolPiece<'_>, out: &mut Vec<Bytes>) {
@@ -328,43 +352,10 @@ impl Encoder for ResponseEvents {
         let ReasoningPiece::Text(text) = piece else {
             return;
         };
-        if text.is_empty() {
-            return;
-        }
-        let index = match self.items.last() {
-            Some(Item::Reasoning { .. }) if self.open => self.items.len() - 1,
-            _ => {
-                let id = reasoning_item_id(&self.answer.id, self.items.len());
-                self.start(
-                    Item::Reasoning {
-                        id,
-                        text: String::new(),
-                    },
-                    out,
-                )
-            }
-        };
-        let Some(Item::Reasoning { id, text: all }) = self.items.get_mut(index) else {
-            return;
-        };
-        all.push_str(text);
-        let ev = rw::StreamEvent::ReasoningSummaryTextDelta(rw::ReasoningSummaryTextDeltaEvent {
-            item_id: id.clone(),
-            output_index: u32::try_from(index).unwrap_or(u32::MAX),
-            summary_index: 0,
-            delta: text.to_owned(),
-            sequence_number: 0,
-        });
-        self.push(ev, out);
+        self.stream_text(true, text, out);
     }
 
-    fn end(
-        &mut self,
-        reason: &FinishReason,
-        u: Option<&Usage>,
-        record: Option<&Value>,
-        out: &mut Vec<Bytes>,
-    ) {
+    fn end(&mut self, end: Ending<'_>, out: &mut Vec<Bytes>) {
         self.close(out);
         // The whole answer, as the JSON door would have rendered it.
         let mut resp = ChatResponse::new("");
@@ -386,8 +377,8 @@ impl Encoder for ResponseEvents {
                 )),
             }
         }
-        resp.finish_reason = reason.clone();
-        resp.usage = u.cloned().unwrap_or_default();
+        resp.finish_reason = end.reason.clone();
+        resp.usage = end.usage.cloned().unwrap_or_default();
         let mut object = response_object(self.opts.echo.clone(), &self.answer, &resp);
         // The ids the stream already named stay the ids of the final object.
         object.output = self
@@ -403,7 +394,7 @@ impl Encoder for ResponseEvents {
             Some(rw::ResponseStatus::Incomplete) => rw::StreamEvent::Incomplete(ev),
             _ => rw::StreamEvent::Completed(ev),
         };
-        match record {
+        match end.record {
             None => self.push(ev, out),
             Some(r) => {
                 ev.set_sequence_number(self.seq);

@@ -18,6 +18,45 @@ use ripcord_core::{
 use ripcord_redis::server::RedisServer as Server;
 use ripcord_redis::{RedisState, StateOptions};
 
+/// `model` behind a breaker on `config`: local, or (on `redis`) over a Redis store, returned
+/// with it.
+pub(crate) async fn breaker_on(
+    model: ripcord_core::testing::ScriptedModel,
+    redis: Option<&Server>,
+    config: &ripcord_redis::SharedBreakerConfig,
+) -> (
+    ripcord_resilience::Breaker<Arc<ripcord_core::testing::ScriptedModel>>,
+    Option<Arc<ripcord_redis::RedisBreakerStore>>,
+) {
+    use ripcord_resilience::Breaker;
+    let policy = config.policy().unwrap();
+    let model = Arc::new(model);
+    let Some(server) = redis else {
+        return (Breaker::new(model, policy), None);
+    };
+    let state = connect(server).await;
+    let store =
+        ripcord_redis::RedisBreakerStore::new(&model.id().name, state, config, &policy).unwrap();
+    (
+        Breaker::with_store(model, policy, store.clone()),
+        Some(store),
+    )
+}
+
+/// Streams `req` through `model` to the end; the stream's first error, if any.
+pub(crate) async fn stream_to_end<M: ChatModel>(
+    model: &M,
+    req: &ChatRequest,
+    ctx: &Context,
+) -> Result<()> {
+    use futures::StreamExt;
+    let mut s = model.stream(req, ctx).await?;
+    while let Some(ev) = s.next().await {
+        ev?;
+    }
+    Ok(())
+}
+
 /// A connection whose op timeout is generous: these tests pin the shared semantics, and a
 /// loaded 2-core machine must not push them onto local state by accident.
 pub(crate) async fn connect(server: &Server) -> RedisState {

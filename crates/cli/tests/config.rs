@@ -543,22 +543,6 @@ fn stream_bound_and_min_attempt_have_defaults_and_are_read() {
 }
 
 #[test]
-fn local_onnx_variant_and_threads_are_read() {
-    let vars = GOOD_VARS;
-    let text = GOOD.replace(
-        "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nvariant = \"q4\"\nthreads = 2",
-    );
-    let c = parse_ok(&text, vars);
-    let local = &c.chain[1];
-    assert_eq!(local.variant, Some(ripcord_local_onnx::Variant::Q4));
-    assert_eq!(local.threads, Some(2));
-    // Unset: the library's defaults.
-    let c = parse_ok(GOOD, vars);
-    assert_eq!((c.chain[1].variant, c.chain[1].threads), (None, None));
-}
-
-#[test]
 fn server_limits_default_and_resolve() {
     let vars = GOOD_VARS;
     let c = parse_ok(GOOD, vars);
@@ -691,16 +675,26 @@ fn breaker_rules_redis_cannot_share_are_refused_by_name() {
     }
 }
 
-#[test]
-fn local_onnx_max_batch_and_device_are_read() {
-    let vars = GOOD_VARS;
-    let text = GOOD.replace(
+/// [`GOOD`] with `settings` added to its local-onnx provider.
+fn good_with_local(settings: &str) -> String {
+    GOOD.replace(
         "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nmax_batch = 8\ndevice = \"cuda\"",
-    );
-    let c = parse_ok(&text, vars);
+        &format!("model_dir = \"/models/smol\"\n{settings}"),
+    )
+}
+
+#[test]
+fn local_onnx_settings_are_read_and_default_to_unset() {
+    let vars = GOOD_VARS;
+    let c = parse_ok(&good_with_local("variant = \"q4\"\nthreads = 2"), vars);
+    let local = &c.chain[1];
+    assert_eq!(local.variant, Some(ripcord_local_onnx::Variant::Q4));
+    assert_eq!(local.threads, Some(2));
+    let c = parse_ok(&good_with_local("max_batch = 8\ndevice = \"cuda\""), vars);
     assert_eq!(c.chain[1].max_batch, Some(8));
     assert_eq!(c.chain[1].device, Some(ripcord_local_onnx::Device::Cuda));
+    // Unset: the library's defaults.
     let c = parse_ok(GOOD, vars);
+    assert_eq!((c.chain[1].variant, c.chain[1].threads), (None, None));
     assert_eq!((c.chain[1].max_batch, c.chain[1].device), (None, None));
 }

@@ -150,26 +150,30 @@ impl Context {
     crate::setters! {
         /// Replaces the stream bound (see [`Context::with_stream_deadline`]); `None` removes it.
         set_stream_deadline(at: Option<Instant>) => stream_deadline = at;
-        /// Sets the least budget an attempt needs to be useful: a link reached with less is skipped,
-        /// and a deadline cut of an attempt that started with less is not charged to the vendor.
+        /// Sets the least budget an attempt needs to be useful: a link reached with less is
+        /// skipped, and a deadline cut of an attempt that started with less is not charged to the
+        /// vendor.
         with_min_attempt(d: Duration) => min_attempt = Some(d);
         /// Uses this cancellation token (cancel it to stop the call).
         with_cancellation(token: CancellationToken) => cancel = token;
-        /// Marks whether the request may be sent again after a failure the vendor may have processed
-        /// ([`Error::maybe_processed`]: a timeout or a reset after the request left, a 502/504, a
-        /// truncated answer). When false, neither a retry, nor a fallback to the next link of a
-        /// chain, nor a stream restart sends it again after such a failure. Default: true.
+        /// Marks whether the request may be sent again after a failure the vendor may have
+        /// processed ([`Error::maybe_processed`]: a timeout or a reset after the request left, a
+        /// 502/504, a truncated answer). When false, neither a retry, nor a fallback to the next
+        /// link of a chain, nor a stream restart sends it again after such a failure. Default:
+        /// true.
         with_retry_safe(safe: bool) => not_retry_safe = !safe;
         /// Sets the tenant (for per-tenant budgets).
         with_tenant(tenant: impl Into<Arc<str>>) => tenant = Some(tenant.into());
         /// Sets the intent (selects a per-intent static reply).
         with_intent(intent: impl Into<Arc<str>>) => intent = Some(intent.into());
-        /// Sets an idempotency key for the caller's own layers (a custom model, a gateway hook, logs).
+        /// Sets an idempotency key for the caller's own layers (a custom model, a gateway hook,
+        /// logs).
         ///
         /// ripcord's adapters do not send it: neither OpenAI's chat completions nor Anthropic's
         /// messages API documents an idempotency header, so a key sent to them would promise a
         /// de-duplication nobody performs. What keeps a request that is not retry-safe from being
-        /// done twice is [`Context::with_retry_safe`], which every retry, fallback and restart obeys.
+        /// done twice is [`Context::with_retry_safe`], which every retry, fallback and restart
+        /// obeys.
         with_idempotency_key(key: impl Into<Arc<str>>) => idempotency_key = Some(key.into());
         /// Sets the locality requirement.
         with_locality(req: LocalityRequirement) => locality = req;

@@ -206,7 +206,8 @@ impl Error {
     crate::setters! {
         /// Keeps the vendor's HTTP status.
         with_status(status: StatusCode) => inner.status = Some(status);
-        /// Keeps the vendor's own error code or type from the body (e.g. `insufficient_quota`, `1113`).
+        /// Keeps the vendor's own error code or type from the body (e.g. `insufficient_quota`,
+        /// `1113`).
         with_vendor_code(code: impl Into<String>) => inner.vendor_code = Some(code.into());
         /// The wait the vendor (or a local limiter) asked for before trying again.
         with_retry_after(after: Duration) => inner.retry_after = Some(after);

@@ -14,10 +14,10 @@
 /// }
 /// ```
 ///
-/// A setter without an argument leaves the parentheses empty (`no_limit() => policy.limit = None;`).
-/// A line starting with `pub(crate)` writes a `pub(crate) fn` instead of a `pub fn`. Setters
-/// that validate, insert into a collection or set more than one field are written out by hand
-/// next to the macro.
+/// A setter without an argument leaves the parentheses empty
+/// (`no_limit() => policy.limit = None;`). A line starting with `pub(crate)` writes a
+/// `pub(crate) fn` instead of a `pub fn`. Setters that validate, insert into a collection or set
+/// more than one field are written out by hand next to the macro.
 ///
 /// ```
 /// # use ripcord_core::setters;

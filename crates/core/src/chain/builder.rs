@@ -183,8 +183,8 @@ impl ChainBuilder {
     crate::setters! {
         /// Sets a whole [`StaticReply`].
         static_replies(reply: StaticReply) => static_reply = Some(reply);
-        /// The end-to-end deadline of a call (default [`DEFAULT_DEADLINE`]); a context deadline that
-        /// comes earlier wins.
+        /// The end-to-end deadline of a call (default [`DEFAULT_DEADLINE`]); a context deadline
+        /// that comes earlier wins.
         deadline(d: Duration) => deadline = Some(d);
         /// The bound of a stream after its first content (default [`DEFAULT_STREAM_MAX`], ten
         /// minutes). The deadline ([`ChainBuilder::deadline`]) bounds the time to first content and

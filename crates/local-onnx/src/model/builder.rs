@@ -58,7 +58,8 @@ impl LocalLlamaBuilder {
         /// Default temperature when the request sets none (default: the folder's
         /// `generation_config.json`, else 0 = greedy).
         temperature(t: f32) => opts.temperature = Some(t);
-        /// Top-k for sampling (requests cannot set it; default from `generation_config.json`, else off).
+        /// Top-k for sampling (requests cannot set it; default from `generation_config.json`, else
+        /// off).
         top_k(k: usize) => opts.top_k = Some(k);
         /// Default top-p when the request sets none.
         top_p(p: f32) => opts.top_p = Some(p);

@@ -57,7 +57,8 @@ impl SharedBreakerConfig {
         /// `BreakerPolicyBuilder::open`: with `OpenBackoff::Exponential { base, max }` the first
         /// trip opens for `base` and every re-trip without a close in between (a failed half-open
         /// probe, on any replica) doubles it, up to `max`; a close starts again at `base`. The
-        /// streak of trips is counted in Redis, in the same script that trips (see the module docs).
+        /// streak of trips is counted in Redis, in the same script that trips (see the module
+        /// docs).
         open(spells: OpenBackoff) => open = spells;
     }
 

@@ -147,10 +147,9 @@ impl Reply {
         }
     }
 
-    /// Makes the reply continue its own start when a request carries it ([`Reply::continues`]).
-    pub fn continuing(mut self) -> Reply {
-        self.continues = true;
-        self
+    ripcord_core::setters! {
+        /// Makes the reply continue its own start when a request carries it ([`Reply::continues`]).
+        continuing() => continues = true;
     }
 
     /// The reply to a request whose last assistant message is `delivered`: the rest of the text
@@ -178,10 +177,9 @@ impl Reply {
         })
     }
 
-    /// Sets the number of SSE deltas.
-    pub fn with_chunks(mut self, chunks: usize) -> Reply {
-        self.chunks = chunks;
-        self
+    ripcord_core::setters! {
+        /// Sets the number of SSE deltas.
+        with_chunks(chunks: usize) => chunks = chunks;
     }
 
     /// Adds a tool call (`arguments` is the JSON text of the arguments).
@@ -203,23 +201,14 @@ impl Reply {
         self
     }
 
-    /// Sends this reasoning before the answer ([`Reply::reasoning`]).
-    pub fn with_reasoning(mut self, text: impl Into<String>) -> Reply {
-        self.reasoning = Some(text.into());
-        self
-    }
-
-    /// Sends a `redacted_thinking` block with this data on the Anthropic wire
-    /// ([`Reply::redacted_reasoning`]).
-    pub fn with_redacted_reasoning(mut self, data: impl Into<String>) -> Reply {
-        self.redacted_reasoning = Some(data.into());
-        self
-    }
-
-    /// Sets the reported model name.
-    pub fn with_model(mut self, model: impl Into<String>) -> Reply {
-        self.model = Some(model.into());
-        self
+    ripcord_core::setters! {
+        /// Sends this reasoning before the answer ([`Reply::reasoning`]).
+        with_reasoning(text: impl Into<String>) => reasoning = Some(text.into());
+        /// Sends a `redacted_thinking` block with this data on the Anthropic wire
+        /// ([`Reply::redacted_reasoning`]).
+        with_redacted_reasoning(data: impl Into<String>) => redacted_reasoning = Some(data.into());
+        /// Sets the reported model name.
+        with_model(model: impl Into<String>) => model = Some(model.into());
     }
 
     /// The text deltas of a stream.

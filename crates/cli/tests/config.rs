@@ -12,6 +12,10 @@ fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option
     }
 }
 
+fn parse_ok(text: &str, vars: &'static [(&'static str, &'static str)]) -> config::Config {
+    config::parse("ripcord.toml", text, &env(vars)).unwrap()
+}
+
 fn parse_err(text: &str, vars: &'static [(&'static str, &'static str)]) -> ConfigError {
     let e = config::parse("ripcord.toml", text, &env(vars)).unwrap_err();
     println!("{e}");
@@ -45,15 +49,13 @@ model_dir = "/models/smol"
 
 #[test]
 fn a_good_config_resolves_with_interpolation_and_redacts_keys() {
-    let c = config::parse(
-        "ripcord.toml",
+    let c = parse_ok(
         GOOD,
-        &env(&[
+        &[
             ("OPENAI_API_KEY", "sk-test-SECRET-123"),
             ("SUPPORT_HINT", "call us"),
-        ]),
-    )
-    .unwrap();
+        ],
+    );
     assert_eq!(c.chain.len(), 2);
     assert_eq!(c.chain[0].retry.max_attempts, 2);
     assert_eq!(c.chain[0].breaker.open_ms, 1000);
@@ -101,80 +103,196 @@ fn every_registered_vendor_is_a_config_kind() {
     }
 }
 
+/// The keys [`GOOD`] needs from the environment.
+const GOOD_VARS: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
+
+/// One mistake in [`GOOD`]: the config with `from` replaced by `to`, read with `vars`, must be
+/// refused with a message containing `message`, naming `key` and `line` where they are given.
+struct Mistake {
+    case: &'static str,
+    from: &'static str,
+    to: &'static str,
+    vars: &'static [(&'static str, &'static str)],
+    line: Option<usize>,
+    key: Option<&'static str>,
+    message: &'static str,
+}
+
+/// Each mistake is refused as its row says; a failure names the row.
+fn assert_refused(mistakes: &[Mistake]) {
+    for m in mistakes {
+        let case = m.case;
+        let e = parse_err(&GOOD.replace(m.from, m.to), m.vars);
+        if let Some(line) = m.line {
+            assert_eq!(e.line, Some(line), "{case}: {e}");
+        }
+        if let Some(key) = m.key {
+            assert_eq!(e.key.as_deref(), Some(key), "{case}: {e}");
+        }
+        assert!(e.message.contains(m.message), "{case}: {e}");
+    }
+}
+
+/// Mistakes in the chain and its providers name the line and the key.
 #[test]
-fn unknown_kind_names_the_line_and_key() {
-    let text = GOOD.replace("kind = \"openai\"", "kind = \"gpt\"");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.line, Some(9));
-    assert_eq!(e.key.as_deref(), Some("kind"));
-    assert!(e.message.contains("unknown variant `gpt`"), "{e}");
+fn mistakes_name_the_line_and_key() {
+    let mistake = |case, from, to, line, key, message| Mistake {
+        case,
+        from,
+        to,
+        vars: GOOD_VARS,
+        line,
+        key,
+        message,
+    };
+    assert_refused(&[
+        mistake(
+            "unknown kind",
+            "kind = \"openai\"",
+            "kind = \"gpt\"",
+            Some(9),
+            Some("kind"),
+            "unknown variant `gpt`",
+        ),
+        Mistake {
+            case: "missing key env var",
+            from: "",
+            to: "",
+            vars: &[("SUPPORT_HINT", "x")],
+            line: Some(12),
+            key: Some("api_key_env"),
+            message: "environment variable OPENAI_API_KEY is not set",
+        },
+        mistake(
+            "unknown provider in order",
+            "order = [\"primary\", \"local\"]",
+            "order = [\"primary\", \"backup\"]",
+            Some(3),
+            Some("chain.order"),
+            "unknown provider \"backup\" (defined: local, primary)",
+        ),
+        mistake(
+            "bad type",
+            "max_attempts = 2",
+            "max_attempts = \"two\"",
+            Some(14),
+            Some("max_attempts"),
+            "invalid type",
+        ),
+        Mistake {
+            case: "missing interpolated variable",
+            from: "",
+            to: "",
+            vars: &[("OPENAI_API_KEY", "k")],
+            line: Some(5),
+            key: Some("chain.static_reply"),
+            message: "SUPPORT_HINT is not set",
+        },
+        mistake(
+            "unknown key",
+            "deadline_ms = 9000",
+            "deadline_ms = 9000\ndeadlne = 3",
+            Some(5),
+            None,
+            "unknown field `deadlne`",
+        ),
+        mistake(
+            "zero attempts",
+            "max_attempts = 2",
+            "max_attempts = 0",
+            None,
+            Some("retry.max_attempts"),
+            "",
+        ),
+        mistake(
+            "duplicate names",
+            "name = \"local\"",
+            "name = \"primary\"",
+            None,
+            None,
+            "defined twice",
+        ),
+        mistake(
+            "zero stream bound",
+            "deadline_ms = 9000",
+            "deadline_ms = 9000\nstream_max_ms = 0",
+            None,
+            Some("chain.stream_max_ms"),
+            "",
+        ),
+    ]);
+    // The whole message leads with the file, the line and the key.
+    let e = parse_err(
+        &GOOD.replace("kind = \"openai\"", "kind = \"gpt\""),
+        GOOD_VARS,
+    );
     assert!(
         e.to_string().starts_with("ripcord.toml:9: key `kind`: "),
         "{e}"
     );
 }
 
+/// The local-onnx settings are checked, and only a local-onnx provider takes them.
 #[test]
-fn missing_key_env_var_names_the_variable() {
-    let e = parse_err(GOOD, &[("SUPPORT_HINT", "x")]);
-    assert_eq!(e.line, Some(12));
-    assert_eq!(e.key.as_deref(), Some("api_key_env"));
-    assert!(
-        e.message
-            .contains("environment variable OPENAI_API_KEY is not set"),
-        "{e}"
-    );
-}
-
-#[test]
-fn unknown_provider_in_order() {
-    let text = GOOD.replace(
-        "order = [\"primary\", \"local\"]",
-        "order = [\"primary\", \"backup\"]",
-    );
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.line, Some(3));
-    assert_eq!(e.key.as_deref(), Some("chain.order"));
-    assert!(
-        e.message
-            .contains("unknown provider \"backup\" (defined: local, primary)"),
-        "{e}"
-    );
-}
-
-#[test]
-fn bad_type_names_the_line_and_key() {
-    let text = GOOD.replace("max_attempts = 2", "max_attempts = \"two\"");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.line, Some(14));
-    assert_eq!(e.key.as_deref(), Some("max_attempts"));
-    assert!(e.message.contains("invalid type"), "{e}");
-}
-
-#[test]
-fn missing_interpolated_variable() {
-    let e = parse_err(GOOD, &[("OPENAI_API_KEY", "k")]);
-    assert_eq!(e.line, Some(5));
-    assert_eq!(e.key.as_deref(), Some("chain.static_reply"));
-    assert!(e.message.contains("SUPPORT_HINT is not set"), "{e}");
-}
-
-#[test]
-fn unknown_keys_are_rejected() {
-    let text = GOOD.replace("deadline_ms = 9000", "deadline_ms = 9000\ndeadlne = 3");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert!(e.message.contains("unknown field `deadlne`"), "{e}");
-    assert_eq!(e.line, Some(5));
-}
-
-#[test]
-fn zero_attempts_and_duplicate_names_are_rejected() {
-    let text = GOOD.replace("max_attempts = 2", "max_attempts = 0");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("retry.max_attempts"));
-    let text = GOOD.replace("name = \"local\"", "name = \"primary\"");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert!(e.message.contains("defined twice"), "{e}");
+fn local_onnx_settings_that_cannot_work_name_their_key() {
+    let local = |case, setting, line, key, message| Mistake {
+        case,
+        from: "model_dir = \"/models/smol\"",
+        to: setting,
+        vars: GOOD_VARS,
+        line,
+        key: Some(key),
+        message,
+    };
+    let remote = |case, setting, key| Mistake {
+        case,
+        from: "model = \"gpt-4o\"",
+        to: setting,
+        vars: GOOD_VARS,
+        line: None,
+        key: Some(key),
+        message: "is a local-onnx setting",
+    };
+    assert_refused(&[
+        local(
+            "unknown variant",
+            "model_dir = \"/models/smol\"\nvariant = \"int4\"",
+            Some(24),
+            "variant",
+            "expected one of fp32, q8, q4",
+        ),
+        local(
+            "zero threads",
+            "model_dir = \"/models/smol\"\nthreads = 0",
+            None,
+            "threads",
+            "at least 1",
+        ),
+        local(
+            "unknown device",
+            "model_dir = \"/models/smol\"\ndevice = \"tpu\"",
+            None,
+            "device",
+            "unknown device \"tpu\"",
+        ),
+        local(
+            "zero max_batch",
+            "model_dir = \"/models/smol\"\nmax_batch = 0",
+            None,
+            "max_batch",
+            "at least 1",
+        ),
+        remote(
+            "threads on openai",
+            "model = \"gpt-4o\"\nthreads = 2",
+            "threads",
+        ),
+        remote(
+            "device on openai",
+            "model = \"gpt-4o\"\ndevice = \"cpu\"",
+            "device",
+        ),
+    ]);
 }
 
 #[test]
@@ -214,12 +332,7 @@ replicas = 3
 #[cfg(feature = "redis")]
 #[test]
 fn a_redis_state_section_resolves_and_never_shows_its_password() {
-    let c = config::parse(
-        "ripcord.toml",
-        SHARED,
-        &env(&[("REDIS_PASSWORD", "hunter2-pw")]),
-    )
-    .unwrap();
+    let c = parse_ok(SHARED, &[("REDIS_PASSWORD", "hunter2-pw")]);
     let config::StateBackend::Redis(r) = &c.state else {
         panic!("expected the redis backend, got {:?}", c.state);
     };
@@ -252,19 +365,14 @@ fn a_redis_state_section_resolves_and_never_shows_its_password() {
 
 #[test]
 fn the_state_defaults_to_local() {
-    let c = config::parse(
-        "ripcord.toml",
-        GOOD,
-        &env(&[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]),
-    )
-    .unwrap();
+    let c = parse_ok(GOOD, GOOD_VARS);
     assert!(matches!(c.state, config::StateBackend::Local));
     assert!(c.describe().contains("state: local"));
     let text = SHARED.replace(
         "backend = \"redis\"\nurl = \"redis://ripcord:${REDIS_PASSWORD}@10.0.0.5:6379/2\"\n",
         "backend = \"local\"\n",
     );
-    let c = config::parse("ripcord.toml", &text, &env(&[])).unwrap();
+    let c = parse_ok(&text, &[]);
     assert!(matches!(c.state, config::StateBackend::Local));
 }
 
@@ -318,17 +426,17 @@ fn bad_state_settings_name_the_key() {
     ];
     for (from, to, key, message) in cases {
         let text = SHARED.replace(from, to);
-        let e = config::parse("ripcord.toml", &text, &env(vars)).unwrap_err();
+        let e = parse_err(&text, vars);
         assert_eq!(e.key.as_deref(), Some(key), "{e}");
         assert!(e.message.contains(message), "{e}");
         assert!(e.line.is_some(), "{e}");
         assert!(!e.to_string().contains("hunter2-pw"), "{e}");
     }
     let text = SHARED.replace("replicas = 3", "replicas = 3\nreplica = 2");
-    let e = config::parse("ripcord.toml", &text, &env(vars)).unwrap_err();
+    let e = parse_err(&text, vars);
     assert!(e.message.contains("unknown field `replica`"), "{e}");
     assert_eq!(e.line, Some(16));
-    let e = config::parse("ripcord.toml", SHARED, &env(&[])).unwrap_err();
+    let e = parse_err(SHARED, &[]);
     assert_eq!(e.key.as_deref(), Some("state.url"));
     assert!(e.message.contains("REDIS_PASSWORD is not set"), "{e}");
 }
@@ -352,12 +460,7 @@ fn redact_url_hides_userinfo_only() {
 #[cfg(not(feature = "redis"))]
 #[test]
 fn without_the_redis_feature_the_redis_backend_is_a_clear_error() {
-    let e = config::parse(
-        "ripcord.toml",
-        SHARED,
-        &env(&[("REDIS_PASSWORD", "hunter2-pw")]),
-    )
-    .unwrap_err();
+    let e = parse_err(SHARED, &[("REDIS_PASSWORD", "hunter2-pw")]);
     assert_eq!(e.key.as_deref(), Some("state.backend"));
     assert!(
         e.message.contains("built without the `redis` feature"),
@@ -370,8 +473,9 @@ fn a_budget_section_resolves_and_bad_values_name_the_key() {
     let text = format!(
         "{GOOD}\n[budget]\ntokens_per_window = 5000\ntenants = {{ acme = 90000 }}\nanonymous = true\n"
     );
-    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
-    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+    let vars = GOOD_VARS;
+    let budget_err = |from: &str, to: &str| parse_err(&text.replace(from, to), vars);
+    let c = parse_ok(&text, vars);
     assert_eq!(
         c.budget,
         Some(config::TenantBudget {
@@ -389,31 +493,16 @@ fn a_budget_section_resolves_and_bad_values_name_the_key() {
         "{}",
         c.describe()
     );
-    let e = config::parse(
-        "ripcord.toml",
-        &text.replace("tokens_per_window = 5000", "tokens_per_window = 0"),
-        &env(vars),
-    )
-    .unwrap_err();
+    let e = budget_err("tokens_per_window = 5000", "tokens_per_window = 0");
     assert_eq!(e.key.as_deref(), Some("budget.tokens_per_window"), "{e}");
     assert!(e.line.is_some(), "{e}");
-    let e = config::parse(
-        "ripcord.toml",
-        &text.replace("anonymous = true", "window_s = 0"),
-        &env(vars),
-    )
-    .unwrap_err();
+    let e = budget_err("anonymous = true", "window_s = 0");
     assert_eq!(e.key.as_deref(), Some("budget.window_s"), "{e}");
-    let e = config::parse(
-        "ripcord.toml",
-        &text.replace("anonymous = true", "anonymus = true"),
-        &env(vars),
-    )
-    .unwrap_err();
+    let e = budget_err("anonymous = true", "anonymus = true");
     assert!(e.message.contains("unknown field `anonymus`"), "{e}");
     // A calendar period instead of the window; not both, and only day or month.
     let monthly = text.replace("anonymous = true", "period = \"month\"");
-    let c = config::parse("ripcord.toml", &monthly, &env(vars)).unwrap();
+    let c = parse_ok(&monthly, vars);
     let b = c.budget.as_ref().unwrap();
     assert_eq!(b.period, Some(ripcord_resilience::BudgetPeriod::Month));
     assert!(
@@ -422,31 +511,16 @@ fn a_budget_section_resolves_and_bad_values_name_the_key() {
         "{}",
         c.describe()
     );
-    let e = config::parse(
-        "ripcord.toml",
-        &text.replace("anonymous = true", "period = \"week\""),
-        &env(vars),
-    )
-    .unwrap_err();
+    let e = budget_err("anonymous = true", "period = \"week\"");
     assert_eq!(e.key.as_deref(), Some("budget.period"), "{e}");
     assert!(e.message.contains("\"week\""), "{e}");
-    let e = config::parse(
-        "ripcord.toml",
-        &text.replace("anonymous = true", "period = \"day\"\nwindow_s = 60"),
-        &env(vars),
-    )
-    .unwrap_err();
+    let e = budget_err("anonymous = true", "period = \"day\"\nwindow_s = 60");
     assert_eq!(e.key.as_deref(), Some("budget.window_s"), "{e}");
 }
 
 #[test]
-fn stream_bound_and_min_attempt_have_defaults_and_a_zero_stream_bound_is_rejected() {
-    let c = config::parse(
-        "ripcord.toml",
-        GOOD,
-        &env(&[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]),
-    )
-    .unwrap();
+fn stream_bound_and_min_attempt_have_defaults_and_are_read() {
+    let c = parse_ok(GOOD, GOOD_VARS);
     assert_eq!(
         (
             c.routes[0].spec.stream_max_ms,
@@ -458,12 +532,7 @@ fn stream_bound_and_min_attempt_have_defaults_and_a_zero_stream_bound_is_rejecte
         "deadline_ms = 9000",
         "deadline_ms = 9000\nstream_max_ms = 120000\nmin_attempt_ms = 250",
     );
-    let c = config::parse(
-        "ripcord.toml",
-        &text,
-        &env(&[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]),
-    )
-    .unwrap();
+    let c = parse_ok(&text, GOOD_VARS);
     assert_eq!(
         (
             c.routes[0].spec.stream_max_ms,
@@ -471,64 +540,19 @@ fn stream_bound_and_min_attempt_have_defaults_and_a_zero_stream_bound_is_rejecte
         ),
         (120_000, 250)
     );
-    let text = GOOD.replace(
-        "deadline_ms = 9000",
-        "deadline_ms = 9000\nstream_max_ms = 0",
-    );
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("chain.stream_max_ms"));
-}
-
-#[test]
-fn local_onnx_variant_and_threads_are_read_and_checked() {
-    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
-    let text = GOOD.replace(
-        "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nvariant = \"q4\"\nthreads = 2",
-    );
-    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
-    let local = &c.chain[1];
-    assert_eq!(local.variant, Some(ripcord_local_onnx::Variant::Q4));
-    assert_eq!(local.threads, Some(2));
-    // Unset: the library's defaults.
-    let c = config::parse("ripcord.toml", GOOD, &env(vars)).unwrap();
-    assert_eq!((c.chain[1].variant, c.chain[1].threads), (None, None));
-
-    let text = GOOD.replace(
-        "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nvariant = \"int4\"",
-    );
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.line, Some(24));
-    assert_eq!(e.key.as_deref(), Some("variant"));
-    assert!(e.message.contains("expected one of fp32, q8, q4"), "{e}");
-
-    let text = GOOD.replace(
-        "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nthreads = 0",
-    );
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("threads"));
-    assert!(e.message.contains("at least 1"), "{e}");
-
-    // Only a local-onnx provider takes them.
-    let text = GOOD.replace("model = \"gpt-4o\"", "model = \"gpt-4o\"\nthreads = 2");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("threads"));
-    assert!(e.message.contains("is a local-onnx setting"), "{e}");
 }
 
 #[test]
 fn server_limits_default_and_resolve() {
-    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
-    let c = config::parse("ripcord.toml", GOOD, &env(vars)).unwrap();
+    let vars = GOOD_VARS;
+    let c = parse_ok(GOOD, vars);
     assert_eq!(c.server, config::ServerSettings::default());
     assert_eq!(c.server.header_timeout, std::time::Duration::from_secs(10));
     assert_eq!(c.server.shutdown_grace, std::time::Duration::from_secs(30));
     let text = format!(
         "{GOOD}\n[server]\nheader_timeout_ms = 500\nbody_timeout_ms = 700\nidle_timeout_ms = 900\nmax_connections = 8\nshutdown_grace_ms = 1500\nmax_concurrency = 2\nmax_queue = 0\nexpose_errors = true\nmetrics_listen = \"127.0.0.1:9464\"\n"
     );
-    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+    let c = parse_ok(&text, vars);
     let s = &c.server;
     assert_eq!(s.header_timeout.as_millis(), 500);
     assert_eq!(s.body_timeout.as_millis(), 700);
@@ -551,7 +575,7 @@ fn server_limits_that_cannot_work_name_their_key() {
         ("shutdown_grace_ms = 0", "server.shutdown_grace_ms"),
     ] {
         let text = format!("{GOOD}\n[server]\n{line}\n");
-        let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
+        let e = parse_err(&text, GOOD_VARS);
         assert_eq!(e.key.as_deref(), Some(key), "{e}");
         assert!(e.message.contains("at least 1"), "{e}");
     }
@@ -579,12 +603,7 @@ max_skipped_events = 5
 
 #[test]
 fn check_config_prints_every_effective_timeout_reserve_retry_and_stream_setting() {
-    let c = config::parse(
-        "ripcord.toml",
-        &STREAMS.replace("@POLICY@", "end_with_error"),
-        &env(&[]),
-    )
-    .unwrap();
+    let c = parse_ok(&STREAMS.replace("@POLICY@", "end_with_error"), &[]);
     let d = c.describe();
     println!("{d}");
     for want in [
@@ -605,12 +624,7 @@ fn check_config_prints_every_effective_timeout_reserve_retry_and_stream_setting(
 
 #[test]
 fn restart_is_refused_for_serve_and_an_unknown_retry_class_is_named() {
-    let c = config::parse(
-        "ripcord.toml",
-        &STREAMS.replace("@POLICY@", "restart"),
-        &env(&[]),
-    )
-    .unwrap();
+    let c = parse_ok(&STREAMS.replace("@POLICY@", "restart"), &[]);
     let why = c.serve_refusal().expect("serve must refuse restart");
     assert!(
         why.contains("stream_policy = \"restart\"") && why.contains("stream_holdback_ms"),
@@ -657,39 +671,30 @@ fn breaker_rules_redis_cannot_share_are_refused_by_name() {
             "",
         );
         let local = local.replace("op_timeout_ms = 80\nreplicas = 3\n", "");
-        config::parse("ripcord.toml", &local, &env(vars)).unwrap();
+        parse_ok(&local, vars);
     }
 }
 
-#[test]
-fn local_onnx_max_batch_and_device_are_read_and_checked() {
-    let vars: &[(&str, &str)] = &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")];
-    let text = GOOD.replace(
+/// [`GOOD`] with `settings` added to its local-onnx provider.
+fn good_with_local(settings: &str) -> String {
+    GOOD.replace(
         "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nmax_batch = 8\ndevice = \"cuda\"",
-    );
-    let c = config::parse("ripcord.toml", &text, &env(vars)).unwrap();
+        &format!("model_dir = \"/models/smol\"\n{settings}"),
+    )
+}
+
+#[test]
+fn local_onnx_settings_are_read_and_default_to_unset() {
+    let vars = GOOD_VARS;
+    let c = parse_ok(&good_with_local("variant = \"q4\"\nthreads = 2"), vars);
+    let local = &c.chain[1];
+    assert_eq!(local.variant, Some(ripcord_local_onnx::Variant::Q4));
+    assert_eq!(local.threads, Some(2));
+    let c = parse_ok(&good_with_local("max_batch = 8\ndevice = \"cuda\""), vars);
     assert_eq!(c.chain[1].max_batch, Some(8));
     assert_eq!(c.chain[1].device, Some(ripcord_local_onnx::Device::Cuda));
-    let c = config::parse("ripcord.toml", GOOD, &env(vars)).unwrap();
+    // Unset: the library's defaults.
+    let c = parse_ok(GOOD, vars);
+    assert_eq!((c.chain[1].variant, c.chain[1].threads), (None, None));
     assert_eq!((c.chain[1].max_batch, c.chain[1].device), (None, None));
-
-    let text = GOOD.replace(
-        "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\ndevice = \"tpu\"",
-    );
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("device"));
-    assert!(e.message.contains("unknown device \"tpu\""), "{e}");
-    let text = GOOD.replace(
-        "model_dir = \"/models/smol\"",
-        "model_dir = \"/models/smol\"\nmax_batch = 0",
-    );
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("max_batch"));
-    assert!(e.message.contains("at least 1"), "{e}");
-    let text = GOOD.replace("model = \"gpt-4o\"", "model = \"gpt-4o\"\ndevice = \"cpu\"");
-    let e = parse_err(&text, &[("OPENAI_API_KEY", "k"), ("SUPPORT_HINT", "x")]);
-    assert_eq!(e.key.as_deref(), Some("device"));
-    assert!(e.message.contains("is a local-onnx setting"), "{e}");
 }

@@ -198,45 +198,28 @@ async fn numbers_that_do_not_fit_are_refused_with_a_400_naming_the_field_on_ever
     let served = serve_keyed("numbers", &vendor, "");
     let client = reqwest::Client::new();
     let msg = json!([{"role": "user", "content": "hi"}]);
+    // Each door with its body up to the number; each case adds a field whose number does not
+    // fit.
+    let chat = (
+        "/v1/chat/completions",
+        r#""model":"ripcord","messages":MSG"#,
+    );
+    let messages = (
+        "/v1/messages",
+        r#""model":"ripcord","max_tokens":20,"messages":MSG"#,
+    );
+    let responses = ("/v1/responses", r#""model":"ripcord","input":"hi""#);
     let cases = [
-        (
-            "/v1/chat/completions",
-            "temperature",
-            r#"{"model":"ripcord","messages":MSG,"temperature":1e39}"#,
-        ),
-        (
-            "/v1/chat/completions",
-            "top_p",
-            r#"{"model":"ripcord","messages":MSG,"top_p":-1e39}"#,
-        ),
-        (
-            "/v1/chat/completions",
-            "presence_penalty",
-            r#"{"model":"ripcord","messages":MSG,"presence_penalty":3.5e38}"#,
-        ),
-        (
-            "/v1/chat/completions",
-            "frequency_penalty",
-            r#"{"model":"ripcord","messages":MSG,"frequency_penalty":1e300}"#,
-        ),
-        (
-            "/v1/messages",
-            "temperature",
-            r#"{"model":"ripcord","max_tokens":20,"messages":MSG,"temperature":1e39}"#,
-        ),
-        (
-            "/v1/messages",
-            "top_p",
-            r#"{"model":"ripcord","max_tokens":20,"messages":MSG,"top_p":1e39}"#,
-        ),
-        (
-            "/v1/responses",
-            "temperature",
-            r#"{"model":"ripcord","input":"hi","temperature":1e39}"#,
-        ),
+        (chat, "temperature", "1e39"),
+        (chat, "top_p", "-1e39"),
+        (chat, "presence_penalty", "3.5e38"),
+        (chat, "frequency_penalty", "1e300"),
+        (messages, "temperature", "1e39"),
+        (messages, "top_p", "1e39"),
+        (responses, "temperature", "1e39"),
     ];
-    for (path, field, body) in cases {
-        let body = body.replace("MSG", &msg.to_string());
+    for ((path, head), field, number) in cases {
+        let body = format!("{{{head},\"{field}\":{number}}}").replace("MSG", &msg.to_string());
         let r = client
             .post(format!("{}{path}", served.url))
             .bearer_auth(GW_KEY)

@@ -20,6 +20,15 @@ fn provider(name: &str, model: &str, vendor: &FakeVendor) -> String {
     )
 }
 
+/// A chain of the one link `link` on `vendor`, with `chain` added to `[chain]` and `server` as
+/// the `[server]` section.
+fn one_link(link: &str, vendor: &FakeVendor, chain: &str, server: &str) -> String {
+    format!(
+        "[chain]\norder = [\"{link}\"]\n{chain}{}\n[server]\n{server}\n",
+        provider(link, "m", vendor)
+    )
+}
+
 /// Writes `text` as a config file and starts `ripcord serve` on it.
 fn serve(tag: &str, text: &str, env: &[(&str, &str)]) -> support::Served {
     let dir = support::temp_dir(&format!("guard-{tag}"));
@@ -50,10 +59,7 @@ async fn a_client_sending_half_a_header_block_is_disconnected_within_the_timeout
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "half-header",
-        &format!(
-            "[chain]\norder = [\"main\"]\n{}\n[server]\nheader_timeout_ms = 300\n",
-            provider("main", "m", &vendor)
-        ),
+        &one_link("main", &vendor, "", "header_timeout_ms = 300"),
         &[],
     );
     let mut tcp = tokio::net::TcpStream::connect(host_port(&served.url))
@@ -86,9 +92,11 @@ async fn a_burst_beyond_concurrency_and_queue_is_shed_at_once_with_retry_after()
     )));
     let served = serve(
         "burst",
-        &format!(
-            "[chain]\norder = [\"slow\"]\ndeadline_ms = 20000\n{}\n[server]\nmax_concurrency = 2\nmax_queue = 2\n",
-            provider("slow", "m", &vendor)
+        &one_link(
+            "slow",
+            &vendor,
+            "deadline_ms = 20000\n",
+            "max_concurrency = 2\nmax_queue = 2",
         ),
         &[],
     );
@@ -144,9 +152,11 @@ async fn the_key_is_checked_before_the_body_and_json_is_required() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let served = serve(
         "key-first",
-        &format!(
-            "[chain]\norder = [\"main\"]\n{}\n[server]\napi_keys_env = \"GW_KEYS\"\nmax_body_bytes = 8388608\n",
-            provider("main", "m", &vendor)
+        &one_link(
+            "main",
+            &vendor,
+            "",
+            "api_keys_env = \"GW_KEYS\"\nmax_body_bytes = 8388608",
         ),
         &[("GW_KEYS", GW_KEY)],
     );
@@ -210,14 +220,7 @@ async fn the_key_is_checked_before_the_body_and_json_is_required() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_keyless_gateway_refuses_hosts_that_are_not_loopback() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "host",
-        &format!(
-            "[chain]\norder = [\"main\"]\n{}",
-            provider("main", "m", &vendor)
-        ),
-        &[],
-    );
+    let served = serve("host", &one_link("main", &vendor, "", ""), &[]);
     let r = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", served.url))
         .header("host", "attacker.example:8080")
@@ -251,47 +254,33 @@ async fn metrics_show_a_fallback_and_the_attempts_error_kind() {
         "text/plain; version=0.0.4",
     )
     .await;
-    let line = |needles: &[&str]| {
-        text.lines()
-            .find(|l| !l.starts_with('#') && needles.iter().all(|n| l.contains(n)))
-            .map(str::to_owned)
-    };
-    assert!(
-        line(&[
+    // Each series has a sample line (not a comment) holding all of its needles.
+    for needles in [
+        &[
             "ripcord_fallbacks_total{",
             "ripcord_fallback_from=\"primary\"",
-            "ripcord_fallback_to=\"backup\""
-        ])
-        .is_some(),
-        "{text}"
-    );
-    assert!(
-        line(&[
+            "ripcord_fallback_to=\"backup\"",
+        ][..],
+        &[
             "ripcord_errors_total{",
             "ripcord_link=\"primary\"",
-            "error_type=\"server_error\""
-        ])
-        .is_some(),
-        "{text}"
-    );
-    assert!(line(&["gen_ai_client_operation_duration_seconds_bucket{"]).is_some());
-    assert!(
-        line(&["ripcord_breaker_state{", "ripcord_link=\"primary\"", "} 2"]).is_some(),
-        "{text}"
-    );
+            "error_type=\"server_error\"",
+        ],
+        &["gen_ai_client_operation_duration_seconds_bucket{"],
+        &["ripcord_breaker_state{", "ripcord_link=\"primary\"", "} 2"],
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| !l.starts_with('#') && needles.iter().all(|n| l.contains(n))),
+            "no line with {needles:?} in:\n{text}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_request_writes_one_access_line_and_usage_stays_out_of_the_log() {
     let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let served = serve(
-        "access",
-        &format!(
-            "[chain]\norder = [\"only\"]\n{}",
-            provider("only", "m1", &vendor)
-        ),
-        &[],
-    );
+    let served = serve("access", &one_link("only", &vendor, "", ""), &[]);
     let r = chat(&served.url).await;
     assert_eq!(r.status(), 200);
     let id = r.headers()["x-request-id"].to_str().unwrap().to_owned();

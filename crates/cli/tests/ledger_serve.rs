@@ -21,7 +21,7 @@ use support::Fetch;
 use ripcord_chaos::{FakeVendor, Wire};
 use ripcord_store::{GroupBy, SpendFilter, Store, StoreOptions};
 use serde_json::json;
-use store_support::{Dir, postgres_db, store_config, temp_dir};
+use store_support::{Dir, postgres_db, sqlite_url, store_config, temp_dir};
 
 const FLUSH_MS: u64 = 100;
 /// The documented bound: one flush interval plus one write (generous for a loaded CI box).
@@ -414,10 +414,6 @@ async fn postgres_a_restart_loses_no_spend() {
     if let Some(url) = postgres_db().await {
         a_restart_loses_no_spend(url, temp_dir("pg-budget"), "period = \"month\"").await;
     }
-}
-
-fn sqlite_url(dir: &Dir) -> String {
-    format!("sqlite://{}", dir.0.join("ripcord.db").display())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

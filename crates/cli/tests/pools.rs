@@ -19,6 +19,13 @@ fn env(var: &str) -> Option<String> {
     }
 }
 
+/// What reading `text` as `pool.toml` is refused with.
+fn pool_err(text: &str) -> String {
+    config::parse("pool.toml", text, &env)
+        .unwrap_err()
+        .to_string()
+}
+
 fn pool_toml(urls: &[String], balance: &str) -> String {
     let mut s = format!(
         "[chain]\norder = [\"gpt\", \"backup\"]\n\
@@ -60,8 +67,7 @@ fn check_config_shows_each_deployment_without_its_key() {
 #[test]
 fn bad_pool_settings_name_the_file_line_and_key() {
     let urls = ["http://127.0.0.1:1".to_owned()];
-    let e = config::parse("pool.toml", &pool_toml(&urls, "fastest"), &env).unwrap_err();
-    let msg = e.to_string();
+    let msg = pool_err(&pool_toml(&urls, "fastest"));
     assert!(
         msg.starts_with("pool.toml:7: key `balance`: unknown balance strategy \"fastest\""),
         "{msg}"
@@ -69,27 +75,21 @@ fn bad_pool_settings_name_the_file_line_and_key() {
     assert!(msg.contains("p2c_peak_ewma"), "{msg}");
 
     let text = pool_toml(&urls, "p2c_peak_ewma").replace("KEY_EAST", "KEY_NORTH");
-    let msg = config::parse("pool.toml", &text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(&text);
     assert!(
         msg.contains("key `deployments[1].api_key_env`: environment variable KEY_NORTH is not set"),
         "{msg}"
     );
 
     let text = pool_toml(&urls, "p2c_peak_ewma").replace("rpm = 600", "rpm = 0");
-    let msg = config::parse("pool.toml", &text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(&text);
     assert!(
         msg.contains("key `deployments[1].rpm`: must be at least 1"),
         "{msg}"
     );
 
     let text = pool_toml(&urls, "p2c_peak_ewma").replace("base_url = \"http", "base_url = \"ftp");
-    let msg = config::parse("pool.toml", &text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(&text);
     assert!(
         msg.contains("key `deployments[1].base_url`: expected an http:// or https:// URL"),
         "{msg}"
@@ -100,27 +100,19 @@ fn bad_pool_settings_name_the_file_line_and_key() {
         "http://127.0.0.1:2".to_owned(),
     ];
     let text = pool_toml(&two, "p2c_peak_ewma").replace("region = \"r1\"", "region = \"r0\"");
-    let msg = config::parse("pool.toml", &text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(&text);
     assert!(msg.contains("two deployments are named \"r0\""), "{msg}");
 
     let text = pool_toml(&urls, "usage").replace(", rpm = 600", "");
-    let msg = config::parse("pool.toml", &text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(&text);
     assert!(msg.contains("states neither `rpm` nor `tpm`"), "{msg}");
 
     let text = "[chain]\norder = [\"gpt\"]\n[[providers]]\nname = \"gpt\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\napi_key = \"sk\"\nbalance = \"usage\"\n";
-    let msg = config::parse("pool.toml", text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(text);
     assert!(msg.contains("`balance` needs `deployments`"), "{msg}");
 
     let text = "[chain]\norder = [\"az\"]\n[[providers]]\nname = \"az\"\nkind = \"azure-openai\"\nmodel = \"gpt-4o\"\napi_key = \"k\"\ndeployment = \"gpt-4o\"\ndeployments = [{ region = \"east\" }]\n";
-    let msg = config::parse("pool.toml", text, &env)
-        .unwrap_err()
-        .to_string();
+    let msg = pool_err(text);
     assert!(
         msg.contains(
             "needs `base_url` (the resource endpoint) and `deployment`, its own or the provider's"

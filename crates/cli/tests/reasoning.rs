@@ -18,14 +18,20 @@ fn error_message(body: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
-    let t = support::TwoRoutes::serve(
-        "reasoning-seed",
+/// The `gpt` route (gpt-4o on a fake OpenAI) and the `claude` route (a fake Anthropic),
+/// served under `tag`.
+async fn gpt_and_claude(tag: &str) -> support::TwoRoutes {
+    support::TwoRoutes::serve(
+        tag,
         FakeVendor::start(Wire::OpenAi).await.unwrap(),
         FakeVendor::start(Wire::Anthropic).await.unwrap(),
         "gpt-4o",
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
+    let t = gpt_and_claude("reasoning-seed").await;
     let chat = t.url("/v1/chat/completions");
     let hi = json!([{"role": "user", "content": "hi"}]);
     support::post_ok(&chat, json!({"model": "gpt", "messages": hi, "seed": 7})).await;
@@ -42,12 +48,7 @@ async fn a_seed_goes_to_openai_and_is_refused_by_name_for_claude() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_refused_there() {
-    let t = support::TwoRoutes::serve(
-        "reasoning-parts",
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::Anthropic).await.unwrap(),
-        "gpt-4o",
-    );
+    let t = gpt_and_claude("reasoning-parts").await;
     let chat = t.url("/v1/chat/completions");
     let pdf = json!({"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQ=", "filename": "a.pdf"}});
     let audio =
@@ -115,12 +116,7 @@ async fn file_and_audio_parts_go_to_openai_a_pdf_maps_to_claude_and_audio_is_ref
 
 #[tokio::test(flavor = "multi_thread")]
 async fn anthropic_defined_client_tools_go_to_claude_and_are_refused_by_name_elsewhere() {
-    let t = support::TwoRoutes::serve(
-        "reasoning-tools",
-        FakeVendor::start(Wire::OpenAi).await.unwrap(),
-        FakeVendor::start(Wire::Anthropic).await.unwrap(),
-        "gpt-4o",
-    );
+    let t = gpt_and_claude("reasoning-tools").await;
     let messages = t.url("/v1/messages");
     let tools = json!([
         {"type": "bash_20250124", "name": "bash"},

@@ -71,6 +71,19 @@ replicas = 3
     path
 }
 
+/// A test's own `redis-server`, a fake vendor, and the [`config_file`] that points at both;
+/// `None` (the test skips) without the binary.
+async fn setup(
+    test: &str,
+    deadline_ms: u64,
+    extra: &str,
+) -> Option<(RedisServer, FakeVendor, PathBuf)> {
+    let redis = start_redis().await?;
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let config = config_file(test, &vendor, &redis.url(), deadline_ms, extra);
+    Some((redis, vendor, config))
+}
+
 /// Three `ripcord serve` processes with the same config, killed on drop.
 fn three_replicas(config: &std::path::Path) -> Vec<support::Served> {
     (0..3).map(|_| support::serve(config)).collect()
@@ -159,20 +172,18 @@ async fn readyz(client: &reqwest::Client, replica: &support::Served) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_crosses() {
-    let Some(redis) = start_redis().await else {
-        return;
-    };
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let config = config_file(
+    // Refusals say when the link re-admits calls; the chain waits for that only when it
+    // falls within the deadline, which these never do: open_ms and the half-open probe's
+    // permit (one deadline) both outlast a call's deadline.
+    let Some((redis, vendor, config)) = setup(
         "breaker",
-        &vendor,
-        &redis.url(),
-        // Refusals say when the link re-admits calls; the chain waits for that only when it
-        // falls within the deadline, which these never do: open_ms and the half-open probe's
-        // permit (one deadline) both outlast a call's deadline.
         4000,
         "[providers.breaker]\nfailure_threshold = 3\nopen_ms = 5000",
-    );
+    )
+    .await
+    else {
+        return;
+    };
     let replicas = three_replicas(&config);
     let client = reqwest::Client::new();
 
@@ -247,19 +258,13 @@ async fn an_outage_seen_by_one_replica_opens_the_breaker_for_all_and_one_probe_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_rpm_limit_holds_across_three_gateways() {
-    let Some(redis) = start_redis().await else {
-        return;
-    };
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     // 6 requests a minute in total: a token every 10 s, a burst of 6. A refused request
     // cannot wait 10 s within its 5 s deadline, so it falls back to the static reply.
-    let config = config_file(
-        "rpm",
-        &vendor,
-        &redis.url(),
-        5000,
-        "[providers.rate_limit]\nrpm = 6",
-    );
+    let Some((_redis, vendor, config)) =
+        setup("rpm", 5000, "[providers.rate_limit]\nrpm = 6").await
+    else {
+        return;
+    };
     let replicas = three_replicas(&config);
     let client = reqwest::Client::new();
 
@@ -283,21 +288,19 @@ async fn the_shared_rpm_limit_holds_across_three_gateways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
-    let Some(redis) = start_redis().await else {
-        return;
-    };
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     // 100 tokens per tenant; every answer reports 12 + 9 = 21 tokens of usage.
-    let config = config_file(
+    let Some((redis, vendor, config)) = setup(
         "budget",
-        &vendor,
-        &redis.url(),
         10_000,
         &format!(
             "[budget]\ntokens_per_window = 100\nwindow_s = 3600\n{}",
             KEYS.replace("rpm = 3", "")
         ),
-    );
+    )
+    .await
+    else {
+        return;
+    };
     let replicas = three_keyed_replicas(&config);
     let client = reqwest::Client::new();
 
@@ -348,11 +351,9 @@ async fn a_tenant_budget_is_spent_once_across_three_gateways_not_three_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keys_rpm_is_shared_by_three_gateways() {
-    let Some(redis) = start_redis().await else {
+    let Some((redis, vendor, config)) = setup("keyrpm", 10_000, KEYS).await else {
         return;
     };
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let config = config_file("keyrpm", &vendor, &redis.url(), 10_000, KEYS);
     let replicas = three_keyed_replicas(&config);
     let client = reqwest::Client::new();
     // Nine calls with acme's key (rpm = 3), round robin: three in all, not three per replica.
@@ -380,17 +381,10 @@ async fn a_keys_rpm_is_shared_by_three_gateways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_test_all_three_gateways_keep_answering_on_local_state() {
-    let Some(mut redis) = start_redis().await else {
+    let Some((mut redis, vendor, config)) = setup("killed", 10_000, "[providers.breaker]\nfailure_threshold = 3\nopen_ms = 2000\n[providers.rate_limit]\nrpm = 6000").await
+    else {
         return;
     };
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let config = config_file(
-        "killed",
-        &vendor,
-        &redis.url(),
-        10_000,
-        "[providers.breaker]\nfailure_threshold = 3\nopen_ms = 2000\n[providers.rate_limit]\nrpm = 6000",
-    );
     let replicas = three_replicas(&config);
     let client = reqwest::Client::new();
 

@@ -27,6 +27,13 @@ fn parse_err(text: &str) -> ConfigError {
     e
 }
 
+/// [`parse_err`] with only `vars` in the environment.
+fn parse_err_in(text: &str, vars: &[(&str, &str)]) -> ConfigError {
+    let e = config::parse("gateway.toml", text, &env(vars)).unwrap_err();
+    println!("{e}");
+    e
+}
+
 /// Providers shared by the routes below (lines 1–17 with the key [`with_providers`] adds).
 const PROVIDERS: &str = r#"[[providers]]
 name = "openai"
@@ -138,88 +145,103 @@ fn a_config_with_only_a_chain_is_one_route_answering_any_model() {
     assert!(c.describe().contains("answers any model"));
 }
 
-#[test]
-fn duplicate_route_names_are_named() {
-    let e = parse_err(&with_providers(
-        "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n[[routes]]\nname = \"smart\"\norder = [\"deepseek\"]\n",
-    ));
-    assert_eq!(e.file, "gateway.toml");
-    assert_eq!(e.line, Some(22), "{e}");
-    assert_eq!(e.key.as_deref(), Some("routes.name"));
-    assert!(
-        e.message.contains("route \"smart\" is defined twice"),
-        "{e}"
-    );
-}
+/// Each mistake after [`PROVIDERS`]: `(case, rest of the config, line, key, message)`; the
+/// error names `line` and `key` where they are given, and its message contains `message`.
+type Mistake = (
+    &'static str,
+    String,
+    Option<usize>,
+    Option<&'static str>,
+    &'static str,
+);
 
 #[test]
-fn an_alias_equal_to_another_routes_name_is_named() {
-    let e = parse_err(&with_providers(
-        "[[routes]]\nname = \"smart\"\naliases = [\"fast\"]\norder = [\"openai\"]\n[[routes]]\nname = \"fast\"\norder = [\"deepseek\"]\n",
-    ));
-    assert_eq!(e.line, Some(20), "{e}");
-    assert_eq!(e.key.as_deref(), Some("routes.aliases"));
-    assert!(
-        e.message
-            .contains("alias \"fast\" is the name of route \"fast\""),
-        "{e}"
-    );
-    // Two routes claiming one alias.
-    let e = parse_err(&with_providers(
-        "[[routes]]\nname = \"a\"\naliases = [\"x\"]\norder = [\"openai\"]\n[[routes]]\nname = \"b\"\naliases = [\"x\"]\norder = [\"deepseek\"]\n",
-    ));
-    assert_eq!(e.line, Some(24), "{e}");
-    assert!(e.message.contains("already an alias of route \"a\""), "{e}");
-}
-
-#[test]
-fn an_unknown_provider_in_a_routes_order_is_named() {
-    let e = parse_err(&with_providers(
-        "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n[[routes]]\nname = \"fast\"\norder = [\"deepseek\", \"mistral\"]\n",
-    ));
-    assert_eq!(e.line, Some(23), "{e}");
-    assert_eq!(e.key.as_deref(), Some("routes.order"));
-    assert!(
-        e.message.contains(
-            "route \"fast\": unknown provider \"mistral\" (defined: anthropic, deepseek, openai)"
+fn route_and_key_mistakes_name_their_line_and_key() {
+    let mistakes: Vec<Mistake> = vec![
+        (
+            "duplicate route names",
+            "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n[[routes]]\nname = \"smart\"\norder = [\"deepseek\"]\n".into(),
+            Some(22),
+            Some("routes.name"),
+            "route \"smart\" is defined twice",
         ),
-        "{e}"
-    );
-}
-
-#[test]
-fn unknown_route_settings_are_rejected_with_their_line() {
-    let e = parse_err(&with_providers(
-        "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\ndeadline = 5\n",
-    ));
-    assert_eq!(e.line, Some(21), "{e}");
-    assert_eq!(e.key.as_deref(), Some("deadline"));
-    assert!(
-        e.message
-            .contains("unknown field `deadline` in a [[routes]] entry, expected one of `name`, `aliases`, `order`, `deadline_ms`"),
-        "{e}"
-    );
-    let e = parse_err(&with_providers("[[routes]]\norder = [\"openai\"]\n"));
-    assert!(e.message.contains("missing field `name`"), "{e}");
-    let e = parse_err(&with_providers(
-        "[chain]\norder = [\"openai\"]\n[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n",
-    ));
-    assert_eq!(e.key.as_deref(), Some("routes"));
-    assert!(e.message.contains("not both"), "{e}");
+        (
+            "an alias equal to another route's name",
+            "[[routes]]\nname = \"smart\"\naliases = [\"fast\"]\norder = [\"openai\"]\n[[routes]]\nname = \"fast\"\norder = [\"deepseek\"]\n".into(),
+            Some(20),
+            Some("routes.aliases"),
+            "alias \"fast\" is the name of route \"fast\"",
+        ),
+        (
+            "two routes claiming one alias",
+            "[[routes]]\nname = \"a\"\naliases = [\"x\"]\norder = [\"openai\"]\n[[routes]]\nname = \"b\"\naliases = [\"x\"]\norder = [\"deepseek\"]\n".into(),
+            Some(24),
+            None,
+            "already an alias of route \"a\"",
+        ),
+        (
+            "an unknown provider in a route's order",
+            "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n[[routes]]\nname = \"fast\"\norder = [\"deepseek\", \"mistral\"]\n".into(),
+            Some(23),
+            Some("routes.order"),
+            "route \"fast\": unknown provider \"mistral\" (defined: anthropic, deepseek, openai)",
+        ),
+        (
+            "an unknown route setting",
+            "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\ndeadline = 5\n".into(),
+            Some(21),
+            Some("deadline"),
+            "unknown field `deadline` in a [[routes]] entry, expected one of `name`, `aliases`, `order`, `deadline_ms`",
+        ),
+        (
+            "a route without a name",
+            "[[routes]]\norder = [\"openai\"]\n".into(),
+            None,
+            None,
+            "missing field `name`",
+        ),
+        (
+            "a chain and routes",
+            "[chain]\norder = [\"openai\"]\n[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n".into(),
+            None,
+            Some("routes"),
+            "not both",
+        ),
+        (
+            "a key naming an unknown route",
+            format!("{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_GATEWAY_KEY\"\nroutes = [\"smart\", \"cheap\"]\n"),
+            Some(24),
+            Some("server.keys.routes"),
+            "unknown route \"cheap\" (routes: smart)",
+        ),
+        (
+            "a key with rpm = 0",
+            format!("{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_GATEWAY_KEY\"\nrpm = 0\n"),
+            None,
+            Some("server.keys.rpm"),
+            "",
+        ),
+    ];
+    for (case, rest, line, key, message) in mistakes {
+        let e = parse_err(&with_providers(&rest));
+        assert_eq!(e.file, "gateway.toml", "{case}: {e}");
+        if let Some(line) = line {
+            assert_eq!(e.line, Some(line), "{case}: {e}");
+        }
+        if let Some(key) = key {
+            assert_eq!(e.key.as_deref(), Some(key), "{case}: {e}");
+        }
+        assert!(e.message.contains(message), "{case}: {e}");
+    }
 }
 
 const ONE_ROUTE: &str = "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n";
 
 #[test]
 fn a_key_whose_variable_is_unset_is_named() {
-    let e = config::parse(
-        "gateway.toml",
-        &with_providers(&format!(
-            "{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"NOPE_KEY\"\n"
-        )),
-        &keys_env(),
-    )
-    .unwrap_err();
+    let e = parse_err(&with_providers(&format!(
+        "{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"NOPE_KEY\"\n"
+    )));
     assert_eq!(e.line, Some(23), "{e}");
     assert_eq!(e.key.as_deref(), Some("server.keys.key_env"));
     assert!(
@@ -235,13 +257,7 @@ fn two_keys_with_the_same_secret_are_refused() {
         "{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_GATEWAY_KEY\"\n\
          [[server.keys]]\ntenant = \"globex\"\nkey_env = \"COPY_KEY\"\n"
     ));
-    let e = config::parse(
-        "gateway.toml",
-        &text,
-        &env(&[("ACME_GATEWAY_KEY", ACME), ("COPY_KEY", ACME)]),
-    )
-    .unwrap_err();
-    println!("{e}");
+    let e = parse_err_in(&text, &[("ACME_GATEWAY_KEY", ACME), ("COPY_KEY", ACME)]);
     assert_eq!(e.line, Some(26), "{e}");
     assert!(
         e.message.contains(
@@ -254,31 +270,27 @@ fn two_keys_with_the_same_secret_are_refused() {
     let text = with_providers(&format!(
         "{ONE_ROUTE}[server]\napi_keys_env = \"LIST\"\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_GATEWAY_KEY\"\n"
     ));
-    let e = config::parse(
-        "gateway.toml",
+    let e = parse_err_in(
         &text,
-        &env(&[
+        &[
             ("ACME_GATEWAY_KEY", ACME),
             (
                 "LIST",
                 "other-key-0123456789abcdef, acme-key-0123456789abcdef",
             ),
-        ]),
-    )
-    .unwrap_err();
+        ],
+    );
     assert!(e.message.contains("same secret"), "{e}");
 }
 
 #[test]
 fn short_keys_are_refused_at_start() {
-    let e = config::parse(
-        "gateway.toml",
+    let e = parse_err_in(
         &with_providers(&format!(
             "{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"SHORT\"\n"
         )),
-        &env(&[("SHORT", "fifteen-chars!!")]),
-    )
-    .unwrap_err();
+        &[("SHORT", "fifteen-chars!!")],
+    );
     assert_eq!(e.line, Some(23), "{e}");
     assert!(
         e.message
@@ -286,34 +298,14 @@ fn short_keys_are_refused_at_start() {
         "{e}"
     );
     assert!(!e.to_string().contains("fifteen-chars"));
-    let e = config::parse(
-        "gateway.toml",
+    let e = parse_err_in(
         &with_providers(&format!("{ONE_ROUTE}[server]\napi_keys_env = \"LIST\"\n")),
-        &env(&[("LIST", "long-enough-key-0123456789,short")]),
-    )
-    .unwrap_err();
+        &[("LIST", "long-enough-key-0123456789,short")],
+    );
     assert_eq!(e.key.as_deref(), Some("server.api_keys_env"));
     assert!(
         e.message
             .contains("LIST (key 2 of the list) is 5 characters"),
         "{e}"
     );
-}
-
-#[test]
-fn a_key_naming_an_unknown_route_is_named() {
-    let e = parse_err(&with_providers(&format!(
-        "{ONE_ROUTE}[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_GATEWAY_KEY\"\nroutes = [\"smart\", \"cheap\"]\n"
-    )));
-    assert_eq!(e.line, Some(24), "{e}");
-    assert_eq!(e.key.as_deref(), Some("server.keys.routes"));
-    assert!(
-        e.message
-            .contains("unknown route \"cheap\" (routes: smart)"),
-        "{e}"
-    );
-    let e = parse_err(&with_providers(
-        "[[routes]]\nname = \"smart\"\norder = [\"openai\"]\n[[server.keys]]\ntenant = \"acme\"\nkey_env = \"ACME_GATEWAY_KEY\"\nrpm = 0\n",
-    ));
-    assert_eq!(e.key.as_deref(), Some("server.keys.rpm"));
 }

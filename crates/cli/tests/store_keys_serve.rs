@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use ripcord_chaos::{FakeVendor, Wire};
 use serde_json::{Value, json};
-use store_support::{Dir, postgres_db, store_config, temp_dir};
+use store_support::{Dir, postgres_db, sqlite_url, store_config, temp_dir};
 
 const POLL_MS: u64 = 200;
 /// The stated bound (one poll plus a query), with room for a loaded CI machine.
@@ -320,7 +320,7 @@ async fn a_key_s_budget_survives_a_restart(url: String, dir: Dir) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_key_s_budget_survives_a_restart() {
     let dir = temp_dir("key-budget-sqlite");
-    let url = format!("sqlite://{}", dir.0.join("ripcord.db").display());
+    let url = sqlite_url(&dir);
     a_key_s_budget_survives_a_restart(url, dir).await;
 }
 
@@ -335,7 +335,7 @@ async fn postgres_a_key_s_budget_survives_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_key_made_on_one_replica_works_on_the_other() {
     let dir = temp_dir("keys-sqlite");
-    let url = format!("sqlite://{}", dir.0.join("ripcord.db").display());
+    let url = sqlite_url(&dir);
     a_key_made_on_one_replica_works_on_the_other(url, dir).await;
 }
 

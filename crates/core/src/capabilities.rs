@@ -112,21 +112,20 @@ impl Capabilities {
         }
     }
 
-    /// Marks the window as a guess (or as known): a link with an unknown window is tried
-    /// whatever the prompt's size, and what its vendor states in a context-length error is
-    /// what the chain knows of it afterwards.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ripcord_core::Capabilities;
-    /// let guess = Capabilities::new(128_000, 4_096).with_context_window_known(false);
-    /// assert!(!guess.context_window_known);
-    /// assert!(Capabilities::new(8_192, 1_024).context_window_known);
-    /// ```
-    pub fn with_context_window_known(mut self, known: bool) -> Self {
-        self.context_window_known = known;
-        self
+    crate::setters! {
+        /// Marks the window as a guess (or as known): a link with an unknown window is tried
+        /// whatever the prompt's size, and what its vendor states in a context-length error is
+        /// what the chain knows of it afterwards.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use ripcord_core::Capabilities;
+        /// let guess = Capabilities::new(128_000, 4_096).with_context_window_known(false);
+        /// assert!(!guess.context_window_known);
+        /// assert!(Capabilities::new(8_192, 1_024).context_window_known);
+        /// ```
+        with_context_window_known(known: bool) => context_window_known = known;
     }
 
     /// Sets the context window (a known one).
@@ -136,52 +135,23 @@ impl Capabilities {
         self
     }
 
-    /// Sets the largest output.
-    pub fn with_max_output_tokens(mut self, tokens: u32) -> Self {
-        self.max_output_tokens = tokens;
-        self
-    }
-
-    /// Sets tool calling.
-    pub fn with_tools(mut self, yes: bool) -> Self {
-        self.tools = yes;
-        self
-    }
-
-    /// Sets image input.
-    pub fn with_vision(mut self, yes: bool) -> Self {
-        self.vision = yes;
-        self
-    }
-
-    /// Sets JSON mode.
-    pub fn with_json_mode(mut self, yes: bool) -> Self {
-        self.json_mode = yes;
-        self
-    }
-
-    /// Sets assistant prefill ([`Capabilities::assistant_prefill`]).
-    pub fn with_assistant_prefill(mut self, yes: bool) -> Self {
-        self.assistant_prefill = yes;
-        self
-    }
-
-    /// Sets streaming.
-    pub fn with_streaming(mut self, yes: bool) -> Self {
-        self.streaming = yes;
-        self
-    }
-
-    /// Sets the price.
-    pub fn with_price(mut self, price: Price) -> Self {
-        self.price = Some(price);
-        self
-    }
-
-    /// Sets the locality.
-    pub fn with_locality(mut self, locality: Locality) -> Self {
-        self.locality = locality;
-        self
+    crate::setters! {
+        /// Sets the largest output.
+        with_max_output_tokens(tokens: u32) => max_output_tokens = tokens;
+        /// Sets tool calling.
+        with_tools(yes: bool) => tools = yes;
+        /// Sets image input.
+        with_vision(yes: bool) => vision = yes;
+        /// Sets JSON mode.
+        with_json_mode(yes: bool) => json_mode = yes;
+        /// Sets assistant prefill ([`Capabilities::assistant_prefill`]).
+        with_assistant_prefill(yes: bool) => assistant_prefill = yes;
+        /// Sets streaming.
+        with_streaming(yes: bool) => streaming = yes;
+        /// Sets the price.
+        with_price(price: Price) => price = Some(price);
+        /// Sets the locality.
+        with_locality(locality: Locality) => locality = locality;
     }
 
     /// The union of several models' capabilities: what a chain of them can do at best.

@@ -129,12 +129,11 @@ impl Context {
         self
     }
 
-    /// Replaces the deadline (see [`Context::with_deadline`], which keeps an earlier one);
-    /// `None` removes it. The chain uses it to give the link that continues a cut stream a
-    /// fresh budget to its first content, within the stream's bound.
-    pub fn set_deadline(mut self, at: Option<Instant>) -> Self {
-        self.deadline = at;
-        self
+    crate::setters! {
+        /// Replaces the deadline (see [`Context::with_deadline`], which keeps an earlier one);
+        /// `None` removes it. The chain uses it to give the link that continues a cut stream a
+        /// fresh budget to its first content, within the stream's bound.
+        set_deadline(at: Option<Instant>) => deadline = at;
     }
 
     /// Sets the bound of a stream *after* its first content; an earlier existing one is kept.
@@ -148,67 +147,38 @@ impl Context {
         self
     }
 
-    /// Replaces the stream bound (see [`Context::with_stream_deadline`]); `None` removes it.
-    pub fn set_stream_deadline(mut self, at: Option<Instant>) -> Self {
-        self.stream_deadline = at;
-        self
-    }
-
-    /// Sets the least budget an attempt needs to be useful: a link reached with less is skipped,
-    /// and a deadline cut of an attempt that started with less is not charged to the vendor.
-    pub fn with_min_attempt(mut self, d: Duration) -> Self {
-        self.min_attempt = Some(d);
-        self
-    }
-
-    /// Uses this cancellation token (cancel it to stop the call).
-    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
-        self
-    }
-
-    /// Marks whether the request may be sent again after a failure the vendor may have processed
-    /// ([`Error::maybe_processed`]: a timeout or a reset after the request left, a 502/504, a
-    /// truncated answer). When false, neither a retry, nor a fallback to the next link of a
-    /// chain, nor a stream restart sends it again after such a failure. Default: true.
-    pub fn with_retry_safe(mut self, safe: bool) -> Self {
-        self.not_retry_safe = !safe;
-        self
-    }
-
-    /// Sets the tenant (for per-tenant budgets).
-    pub fn with_tenant(mut self, tenant: impl Into<Arc<str>>) -> Self {
-        self.tenant = Some(tenant.into());
-        self
-    }
-
-    /// Sets the intent (selects a per-intent static reply).
-    pub fn with_intent(mut self, intent: impl Into<Arc<str>>) -> Self {
-        self.intent = Some(intent.into());
-        self
-    }
-
-    /// Sets an idempotency key for the caller's own layers (a custom model, a gateway hook, logs).
-    ///
-    /// ripcord's adapters do not send it: neither OpenAI's chat completions nor Anthropic's
-    /// messages API documents an idempotency header, so a key sent to them would promise a
-    /// de-duplication nobody performs. What keeps a request that is not retry-safe from being
-    /// done twice is [`Context::with_retry_safe`], which every retry, fallback and restart obeys.
-    pub fn with_idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// Sets the locality requirement.
-    pub fn with_locality(mut self, req: LocalityRequirement) -> Self {
-        self.locality = req;
-        self
-    }
-
-    /// Sets the priority class.
-    pub fn with_priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
-        self
+    crate::setters! {
+        /// Replaces the stream bound (see [`Context::with_stream_deadline`]); `None` removes it.
+        set_stream_deadline(at: Option<Instant>) => stream_deadline = at;
+        /// Sets the least budget an attempt needs to be useful: a link reached with less is
+        /// skipped, and a deadline cut of an attempt that started with less is not charged to the
+        /// vendor.
+        with_min_attempt(d: Duration) => min_attempt = Some(d);
+        /// Uses this cancellation token (cancel it to stop the call).
+        with_cancellation(token: CancellationToken) => cancel = token;
+        /// Marks whether the request may be sent again after a failure the vendor may have
+        /// processed ([`Error::maybe_processed`]: a timeout or a reset after the request left, a
+        /// 502/504, a truncated answer). When false, neither a retry, nor a fallback to the next
+        /// link of a chain, nor a stream restart sends it again after such a failure. Default:
+        /// true.
+        with_retry_safe(safe: bool) => not_retry_safe = !safe;
+        /// Sets the tenant (for per-tenant budgets).
+        with_tenant(tenant: impl Into<Arc<str>>) => tenant = Some(tenant.into());
+        /// Sets the intent (selects a per-intent static reply).
+        with_intent(intent: impl Into<Arc<str>>) => intent = Some(intent.into());
+        /// Sets an idempotency key for the caller's own layers (a custom model, a gateway hook,
+        /// logs).
+        ///
+        /// ripcord's adapters do not send it: neither OpenAI's chat completions nor Anthropic's
+        /// messages API documents an idempotency header, so a key sent to them would promise a
+        /// de-duplication nobody performs. What keeps a request that is not retry-safe from being
+        /// done twice is [`Context::with_retry_safe`], which every retry, fallback and restart
+        /// obeys.
+        with_idempotency_key(key: impl Into<Arc<str>>) => idempotency_key = Some(key.into());
+        /// Sets the locality requirement.
+        with_locality(req: LocalityRequirement) => locality = req;
+        /// Sets the priority class.
+        with_priority(priority: Priority) => priority = priority;
     }
 
     /// Adds a free-form metadata entry.

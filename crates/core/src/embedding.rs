@@ -100,10 +100,9 @@ impl EmbeddingChainBuilder {
         self
     }
 
-    /// The end-to-end deadline (default [`DEFAULT_DEADLINE`]).
-    pub fn deadline(mut self, d: Duration) -> Self {
-        self.deadline = Some(d);
-        self
+    crate::setters! {
+        /// The end-to-end deadline (default [`DEFAULT_DEADLINE`]).
+        deadline(d: Duration) => deadline = Some(d);
     }
 
     /// Validates and builds.

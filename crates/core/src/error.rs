@@ -203,89 +203,49 @@ impl Error {
         self
     }
 
-    /// Keeps the vendor's HTTP status.
-    pub fn with_status(mut self, status: StatusCode) -> Self {
-        self.inner.status = Some(status);
-        self
-    }
-
-    /// Keeps the vendor's own error code or type from the body (e.g. `insufficient_quota`, `1113`).
-    pub fn with_vendor_code(mut self, code: impl Into<String>) -> Self {
-        self.inner.vendor_code = Some(code.into());
-        self
-    }
-
-    /// The wait the vendor (or a local limiter) asked for before trying again.
-    pub fn with_retry_after(mut self, after: Duration) -> Self {
-        self.inner.retry_after = Some(after);
-        self
-    }
-
-    /// Sets which time limit ran out (meaningful for [`ErrorKind::Timeout`]).
-    pub fn with_timeout_phase(mut self, phase: TimeoutPhase) -> Self {
-        self.inner.timeout_phase = Some(phase);
-        self
-    }
-
-    /// Keeps the underlying cause, reachable through [`std::error::Error::source`].
-    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
-        self.inner.source = Some(source.into());
-        self
-    }
-
-    /// Marks that the request had reached the vendor when this failure happened: the answer
-    /// was cut short (a body that stopped before its declared length, a stream that closed
-    /// without its terminator, a reset mid-answer), so the vendor may already have processed
-    /// — and billed — the request.
-    ///
-    /// This is a fact about the failure, kept beside the kind (usually
-    /// [`ErrorKind::Network`]); it does not change the disposition. Policies that must not
-    /// repeat a side effect read it with [`Error::request_delivered`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ripcord_core::{Error, ErrorKind};
-    /// let cut = Error::new(ErrorKind::Network, "stream truncated").with_request_delivered();
-    /// assert!(cut.request_delivered());
-    /// assert!(!Error::new(ErrorKind::Network, "connection refused").request_delivered());
-    /// ```
-    ///
-    /// One notion with [`Error::maybe_processed`]: this sets it to a known yes.
-    pub fn with_request_delivered(mut self) -> Self {
-        self.inner.maybe_processed = Some(true);
-        self
-    }
-
-    /// Attaches the attempts that led to this error (a retry decorator's failed attempts).
-    pub fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
-        self.inner.attempts = attempts;
-        self
-    }
-
-    /// Attaches the links a chain passed over without a call (see [`Error::skipped`]).
-    pub fn with_skipped(mut self, skipped: Vec<Skip>) -> Self {
-        self.inner.skipped = skipped;
-        self
-    }
-
-    /// Keeps what the vendor stated about the model's window (a context-length error).
-    pub fn with_context_limit(mut self, limit: ContextLimit) -> Self {
-        self.inner.context_limit = Some(limit);
-        self
-    }
-
-    /// Charges this failure to `fault`, overriding the kind's default (see [`crate::Fault`]).
-    pub fn with_fault(mut self, fault: crate::fault::Fault) -> Self {
-        self.inner.fault = Some(fault);
-        self
-    }
-
-    /// Says whether the vendor may have processed the request, overriding the default (see
-    /// [`Error::maybe_processed`]).
-    pub fn with_maybe_processed(mut self, maybe: bool) -> Self {
-        self.inner.maybe_processed = Some(maybe);
-        self
+    crate::setters! {
+        /// Keeps the vendor's HTTP status.
+        with_status(status: StatusCode) => inner.status = Some(status);
+        /// Keeps the vendor's own error code or type from the body (e.g. `insufficient_quota`,
+        /// `1113`).
+        with_vendor_code(code: impl Into<String>) => inner.vendor_code = Some(code.into());
+        /// The wait the vendor (or a local limiter) asked for before trying again.
+        with_retry_after(after: Duration) => inner.retry_after = Some(after);
+        /// Sets which time limit ran out (meaningful for [`ErrorKind::Timeout`]).
+        with_timeout_phase(phase: TimeoutPhase) => inner.timeout_phase = Some(phase);
+        /// Keeps the underlying cause, reachable through [`std::error::Error::source`].
+        with_source(source: impl Into<BoxError>) => inner.source = Some(source.into());
+        /// Marks that the request had reached the vendor when this failure happened: the answer
+        /// was cut short (a body that stopped before its declared length, a stream that closed
+        /// without its terminator, a reset mid-answer), so the vendor may already have processed
+        /// — and billed — the request.
+        ///
+        /// This is a fact about the failure, kept beside the kind (usually
+        /// [`ErrorKind::Network`]); it does not change the disposition. Policies that must not
+        /// repeat a side effect read it with [`Error::request_delivered`].
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use ripcord_core::{Error, ErrorKind};
+        /// let cut = Error::new(ErrorKind::Network, "stream truncated").with_request_delivered();
+        /// assert!(cut.request_delivered());
+        /// assert!(!Error::new(ErrorKind::Network, "connection refused").request_delivered());
+        /// ```
+        ///
+        /// One notion with [`Error::maybe_processed`]: this sets it to a known yes.
+        with_request_delivered() => inner.maybe_processed = Some(true);
+        /// Attaches the attempts that led to this error (a retry decorator's failed attempts).
+        with_attempts(attempts: Vec<Attempt>) => inner.attempts = attempts;
+        /// Attaches the links a chain passed over without a call (see [`Error::skipped`]).
+        with_skipped(skipped: Vec<Skip>) => inner.skipped = skipped;
+        /// Keeps what the vendor stated about the model's window (a context-length error).
+        with_context_limit(limit: ContextLimit) => inner.context_limit = Some(limit);
+        /// Charges this failure to `fault`, overriding the kind's default (see [`crate::Fault`]).
+        with_fault(fault: crate::fault::Fault) => inner.fault = Some(fault);
+        /// Says whether the vendor may have processed the request, overriding the default (see
+        /// [`Error::maybe_processed`]).
+        with_maybe_processed(maybe: bool) => inner.maybe_processed = Some(maybe);
     }
 
     pub(crate) fn fault_override(&self) -> Option<crate::fault::Fault> {
@@ -296,10 +256,9 @@ impl Error {
         self.inner.maybe_processed
     }
 
-    /// Replaces the message of this layer.
-    pub fn with_message(mut self, message: impl Into<Cow<'static, str>>) -> Self {
-        self.inner.message = message.into();
-        self
+    crate::setters! {
+        /// Replaces the message of this layer.
+        with_message(message: impl Into<Cow<'static, str>>) => inner.message = message.into();
     }
 
     /// What failed.

@@ -48,6 +48,7 @@ mod decorator;
 pub mod embedding;
 mod error;
 mod fault;
+mod macros;
 mod model;
 pub mod reasoning;
 mod request;

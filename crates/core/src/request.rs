@@ -220,10 +220,9 @@ impl Message {
         }
     }
 
-    /// The same message carrying `reasoning` (see [`Message::reasoning`]).
-    pub fn with_reasoning(mut self, reasoning: Vec<crate::reasoning::ReasoningBlock>) -> Self {
-        self.reasoning = reasoning;
-        self
+    crate::setters! {
+        /// The same message carrying `reasoning` (see [`Message::reasoning`]).
+        with_reasoning(reasoning: Vec<crate::reasoning::ReasoningBlock>) => reasoning = reasoning;
     }
 
     /// Adds an image part.
@@ -555,22 +554,13 @@ impl ChatRequest {
         ChatRequest::new(vec![Message::user(text)])
     }
 
-    /// Sets `max_tokens`.
-    pub fn with_max_tokens(mut self, n: u32) -> Self {
-        self.max_tokens = Some(n);
-        self
-    }
-
-    /// Sets the temperature.
-    pub fn with_temperature(mut self, t: f32) -> Self {
-        self.temperature = Some(t);
-        self
-    }
-
-    /// Sets the response format.
-    pub fn with_response_format(mut self, f: ResponseFormat) -> Self {
-        self.response_format = f;
-        self
+    crate::setters! {
+        /// Sets `max_tokens`.
+        with_max_tokens(n: u32) => max_tokens = Some(n);
+        /// Sets the temperature.
+        with_temperature(t: f32) => temperature = Some(t);
+        /// Sets the response format.
+        with_response_format(f: ResponseFormat) => response_format = f;
     }
 
     /// Adds a tool.
@@ -579,10 +569,9 @@ impl ChatRequest {
         self
     }
 
-    /// Sets the tool choice.
-    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
-        self.tool_choice = Some(choice);
-        self
+    crate::setters! {
+        /// Sets the tool choice.
+        with_tool_choice(choice: ToolChoice) => tool_choice = Some(choice);
     }
 
     /// Adds a stop sequence.
@@ -591,10 +580,9 @@ impl ChatRequest {
         self
     }
 
-    /// Sets the seed.
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
+    crate::setters! {
+        /// Sets the seed.
+        with_seed(seed: u64) => seed = Some(seed);
     }
 
     /// True when any message carries an image.

@@ -199,10 +199,9 @@ impl Attempt {
         }
     }
 
-    /// The same attempt, naming the deployment of a pooled link it went to.
-    pub fn with_deployment(mut self, deployment: Arc<str>) -> Self {
-        self.deployment = Some(deployment);
-        self
+    crate::setters! {
+        /// The same attempt, naming the deployment of a pooled link it went to.
+        with_deployment(deployment: Arc<str>) => deployment = Some(deployment);
     }
 
     /// True when the attempt succeeded.
@@ -464,34 +463,17 @@ impl ChatResponse {
         }
     }
 
-    /// Sets the usage.
-    pub fn with_usage(mut self, usage: Usage) -> Self {
-        self.usage = usage;
-        self
-    }
-
-    /// Sets the responding model.
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = model.into();
-        self
-    }
-
-    /// Sets the finish reason.
-    pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
-        self.finish_reason = reason;
-        self
-    }
-
-    /// Sets the tool calls.
-    pub fn with_tool_calls(mut self, calls: Vec<ToolCall>) -> Self {
-        self.tool_calls = calls;
-        self
-    }
-
-    /// Sets the reasoning blocks.
-    pub fn with_reasoning(mut self, reasoning: Vec<ReasoningBlock>) -> Self {
-        self.reasoning = reasoning;
-        self
+    crate::setters! {
+        /// Sets the usage.
+        with_usage(usage: Usage) => usage = usage;
+        /// Sets the responding model.
+        with_model(model: impl Into<String>) => model = model.into();
+        /// Sets the finish reason.
+        with_finish_reason(reason: FinishReason) => finish_reason = reason;
+        /// Sets the tool calls.
+        with_tool_calls(calls: Vec<ToolCall>) => tool_calls = calls;
+        /// Sets the reasoning blocks.
+        with_reasoning(reasoning: Vec<ReasoningBlock>) => reasoning = reasoning;
     }
 
     /// The answer text.

@@ -239,18 +239,13 @@ impl OwnModel {
         }
     }
 
-    /// The model folder to write.
-    #[must_use]
-    pub fn out(mut self, dir: impl Into<PathBuf>) -> OwnModel {
-        self.out = Some(dir.into());
-        self
-    }
-
-    /// Text the greedy answer must contain for the conversion to count as done.
-    #[must_use]
-    pub fn expect(mut self, text: impl Into<String>) -> OwnModel {
-        self.expect = Some(text.into());
-        self
+    ripcord_core::setters! {
+        /// The model folder to write.
+        #[must_use]
+        out(dir: impl Into<PathBuf>) => out = Some(dir.into());
+        /// Text the greedy answer must contain for the conversion to count as done.
+        #[must_use]
+        expect(text: impl Into<String>) => expect = Some(text.into());
     }
 
     /// The folder the model goes to under `cache` when [`OwnModel::out`] is not set.

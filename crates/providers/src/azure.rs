@@ -93,37 +93,20 @@ impl AzureConfig {
         Ok(c)
     }
 
-    /// Sets the `api-version` (default [`AZURE_API_VERSION`]).
-    pub fn with_api_version(mut self, v: impl Into<String>) -> Self {
-        self.api_version = v.into();
-        self
-    }
-
-    /// Names the underlying model (for the capability table and the request body); default:
-    /// the deployment name.
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Sets the Azure region of the resource (e.g. `eu`, `swedencentral`) for locality rules.
-    pub fn with_region(mut self, region: impl Into<String>) -> Self {
-        self.region = Some(region.into());
-        self
-    }
-
-    /// Which field carries `max_tokens` (default `max_completion_tokens`; use `MaxTokens` for
-    /// api-versions before 2024-09-01-preview).
-    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
-        self.max_tokens_field = field;
-        self
-    }
-
-    /// Calls the Responses API (`{endpoint}/openai/v1/responses`, the deployment as `model`)
-    /// instead of the deployment's Chat Completions path.
-    pub fn with_wire(mut self, wire: OpenAiWire) -> Self {
-        self.wire = wire;
-        self
+    ripcord_core::setters! {
+        /// Sets the `api-version` (default [`AZURE_API_VERSION`]).
+        with_api_version(v: impl Into<String>) => api_version = v.into();
+        /// Names the underlying model (for the capability table and the request body); default:
+        /// the deployment name.
+        with_model(model: impl Into<String>) => model = Some(model.into());
+        /// Sets the Azure region of the resource (e.g. `eu`, `swedencentral`) for locality rules.
+        with_region(region: impl Into<String>) => region = Some(region.into());
+        /// Which field carries `max_tokens` (default `max_completion_tokens`; use `MaxTokens` for
+        /// api-versions before 2024-09-01-preview).
+        with_max_tokens_field(field: MaxTokensField) => max_tokens_field = field;
+        /// Calls the Responses API (`{endpoint}/openai/v1/responses`, the deployment as `model`)
+        /// instead of the deployment's Chat Completions path.
+        with_wire(wire: OpenAiWire) => wire = wire;
     }
 }
 

@@ -117,16 +117,11 @@ impl Default for SharedBudgetConfig {
 }
 
 impl SharedBudgetConfig {
-    /// Tokens each tenant may use per window (default 1,000,000).
-    pub fn tokens_per_window(mut self, n: u64) -> Self {
-        self.default_limit = n;
-        self
-    }
-
-    /// The window (default one hour; at least 1 s).
-    pub fn window(mut self, d: Duration) -> Self {
-        self.window = d;
-        self
+    ripcord_core::setters! {
+        /// Tokens each tenant may use per window (default 1,000,000).
+        tokens_per_window(n: u64) => default_limit = n;
+        /// The window (default one hour; at least 1 s).
+        window(d: Duration) => window = d;
     }
 
     /// A different limit for one tenant.
@@ -135,38 +130,21 @@ impl SharedBudgetConfig {
         self
     }
 
-    /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
-    pub fn budget_anonymous(mut self, yes: bool) -> Self {
-        self.budget_anonymous = yes;
-        self
-    }
-
-    /// The namespace of the accounts (default: the link name). Give several links the same
-    /// scope to charge a tenant once across them.
-    pub fn scope(mut self, scope: impl Into<String>) -> Self {
-        self.scope = Some(scope.into());
-        self
-    }
-
-    /// How many replicas share the budget (default 1): while Redis is unreachable each
-    /// replica grants `limit / replicas` locally.
-    pub fn replicas(mut self, n: u32) -> Self {
-        self.replicas = n;
-        self
-    }
-
-    /// Charges every call to the one account `name`, whatever its tenant
-    /// ([`BudgetPolicyBuilder::account`](ripcord_resilience::BudgetPolicyBuilder::account)).
-    pub fn account(mut self, name: impl Into<String>) -> Self {
-        self.account = Some(name.into());
-        self
-    }
-
-    /// Accounts that start again each UTC day or month instead of each `window`
-    /// ([`BudgetPeriod`]); the period's boundaries are read on the replica's wall clock.
-    pub fn period(mut self, period: BudgetPeriod) -> Self {
-        self.period = Some(period);
-        self
+    ripcord_core::setters! {
+        /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
+        budget_anonymous(yes: bool) => budget_anonymous = yes;
+        /// The namespace of the accounts (default: the link name). Give several links the same
+        /// scope to charge a tenant once across them.
+        scope(scope: impl Into<String>) => scope = Some(scope.into());
+        /// How many replicas share the budget (default 1): while Redis is unreachable each
+        /// replica grants `limit / replicas` locally.
+        replicas(n: u32) => replicas = n;
+        /// Charges every call to the one account `name`, whatever its tenant
+        /// ([`BudgetPolicyBuilder::account`](ripcord_resilience::BudgetPolicyBuilder::account)).
+        account(name: impl Into<String>) => account = Some(name.into());
+        /// Accounts that start again each UTC day or month instead of each `window`
+        /// ([`BudgetPeriod`]); the period's boundaries are read on the replica's wall clock.
+        period(period: BudgetPeriod) => period = Some(period);
     }
 
     /// The token limit per window for a tenant.

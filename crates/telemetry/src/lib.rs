@@ -178,37 +178,20 @@ impl fmt::Debug for TelemetryBuilder {
 }
 
 impl TelemetryBuilder {
-    /// Also sends the chain's alert events to a webhook (see [`alert_webhook`]); the layer is
-    /// added beside the export's, whatever its filter, and even with `OTEL_SDK_DISABLED`.
-    pub fn alert_webhook(mut self, webhook: &alert_webhook::AlertWebhook) -> Self {
-        self.alerts = Some(webhook.layer());
-        self
-    }
-
-    /// Also exposes the metrics through `export` (a pull reader of the same instruments the
-    /// OTLP export reads; see [`PrometheusExport`]). Ignored with [`Self::without_metrics`].
-    pub fn prometheus(mut self, export: &PrometheusExport) -> Self {
-        self.prometheus = Some(export.clone());
-        self
-    }
-
-    /// Sets `service.name` (default: `OTEL_SERVICE_NAME`, else `ripcord`).
-    pub fn service_name(mut self, name: impl Into<String>) -> Self {
-        self.code.service_name = Some(name.into());
-        self
-    }
-
-    /// Sets the collector's base URL, e.g. `http://localhost:4317` for gRPC or
-    /// `http://localhost:4318` for HTTP (where `/v1/traces` and `/v1/metrics` are appended).
-    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
-        self.code.endpoint = Some(url.into());
-        self
-    }
-
-    /// Sets the transport (default: `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP/protobuf).
-    pub fn protocol(mut self, protocol: Protocol) -> Self {
-        self.code.protocol = Some(protocol);
-        self
+    ripcord_core::setters! {
+        /// Also sends the chain's alert events to a webhook (see [`alert_webhook`]); the layer is
+        /// added beside the export's, whatever its filter, and even with `OTEL_SDK_DISABLED`.
+        alert_webhook(webhook: &alert_webhook::AlertWebhook) => alerts = Some(webhook.layer());
+        /// Also exposes the metrics through `export` (a pull reader of the same instruments the
+        /// OTLP export reads; see [`PrometheusExport`]). Ignored with [`Self::without_metrics`].
+        prometheus(export: &PrometheusExport) => prometheus = Some(export.clone());
+        /// Sets `service.name` (default: `OTEL_SERVICE_NAME`, else `ripcord`).
+        service_name(name: impl Into<String>) => code.service_name = Some(name.into());
+        /// Sets the collector's base URL, e.g. `http://localhost:4317` for gRPC or
+        /// `http://localhost:4318` for HTTP (where `/v1/traces` and `/v1/metrics` are appended).
+        endpoint(url: impl Into<String>) => code.endpoint = Some(url.into());
+        /// Sets the transport (default: `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP/protobuf).
+        protocol(protocol: Protocol) => code.protocol = Some(protocol);
     }
 
     /// Adds a header (HTTP) or metadata entry (gRPC) sent with every export, e.g. a
@@ -220,25 +203,16 @@ impl TelemetryBuilder {
         self
     }
 
-    /// Sets the export timeout (default: `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.code.timeout = Some(timeout);
-        self
-    }
-
-    /// Samples this fraction of new traces (0.0..=1.0), following the parent's decision for
-    /// traces that started elsewhere. Default: `OTEL_TRACES_SAMPLER(_ARG)`, else everything.
-    /// Metrics always see every call.
-    pub fn sampling_ratio(mut self, ratio: f64) -> Self {
-        self.code.sampling_ratio = Some(ratio);
-        self
-    }
-
-    /// Sets the interval between metric exports (default: `OTEL_METRIC_EXPORT_INTERVAL`, else
-    /// 60 s). Every flush and the shutdown export metrics too.
-    pub fn metric_interval(mut self, interval: Duration) -> Self {
-        self.code.metric_interval = Some(interval);
-        self
+    ripcord_core::setters! {
+        /// Sets the export timeout (default: `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s).
+        timeout(timeout: Duration) => code.timeout = Some(timeout);
+        /// Samples this fraction of new traces (0.0..=1.0), following the parent's decision for
+        /// traces that started elsewhere. Default: `OTEL_TRACES_SAMPLER(_ARG)`, else everything.
+        /// Metrics always see every call.
+        sampling_ratio(ratio: f64) => code.sampling_ratio = Some(ratio);
+        /// Sets the interval between metric exports (default: `OTEL_METRIC_EXPORT_INTERVAL`, else
+        /// 60 s). Every flush and the shutdown export metrics too.
+        metric_interval(interval: Duration) => code.metric_interval = Some(interval);
     }
 
     /// Adds a resource attribute (e.g. `deployment.environment.name`).
@@ -247,23 +221,14 @@ impl TelemetryBuilder {
         self
     }
 
-    /// Ignores the `OTEL_*` environment variables: only code settings and defaults apply.
-    pub fn ignore_environment(mut self) -> Self {
-        self.ignore_env = true;
-        self
-    }
-
-    /// The `tracing` filter of what is exported, in `EnvFilter` syntax (default `info`).
-    pub fn filter(mut self, directives: impl Into<String>) -> Self {
-        self.filter = Some(directives.into());
-        self
-    }
-
-    /// Records prompt and completion text (`gen_ai.input.messages`,
-    /// `gen_ai.output.messages`). Off by default; this switch is process-wide.
-    pub fn record_content(mut self, on: bool) -> Self {
-        self.record_content = on;
-        self
+    ripcord_core::setters! {
+        /// Ignores the `OTEL_*` environment variables: only code settings and defaults apply.
+        ignore_environment() => ignore_env = true;
+        /// The `tracing` filter of what is exported, in `EnvFilter` syntax (default `info`).
+        filter(directives: impl Into<String>) => filter = Some(directives.into());
+        /// Records prompt and completion text (`gen_ai.input.messages`,
+        /// `gen_ai.output.messages`). Off by default; this switch is process-wide.
+        record_content(on: bool) => record_content = on;
     }
 
     /// Registers a secret (an API key, a token) that must never be exported: it is replaced
@@ -273,10 +238,9 @@ impl TelemetryBuilder {
         self
     }
 
-    /// Exports traces only.
-    pub fn without_metrics(mut self) -> Self {
-        self.no_metrics = true;
-        self
+    ripcord_core::setters! {
+        /// Exports traces only.
+        without_metrics() => no_metrics = true;
     }
 
     /// Calls `hook` with the first export that fails (the signal, the endpoint, the protocol
@@ -291,10 +255,9 @@ impl TelemetryBuilder {
         self
     }
 
-    /// Also writes the filtered events as log lines to stderr (scrubbed by the redactor).
-    pub fn log_to_stderr(mut self, on: bool) -> Self {
-        self.log_to_stderr = on;
-        self
+    ripcord_core::setters! {
+        /// Also writes the filtered events as log lines to stderr (scrubbed by the redactor).
+        log_to_stderr(on: bool) => log_to_stderr = on;
     }
 
     /// Exports spans to `exporter` (batched) instead of OTLP: a custom backend, or an

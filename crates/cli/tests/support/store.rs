@@ -57,6 +57,11 @@ pub(crate) fn temp_dir(test: &str) -> Dir {
     Dir(d)
 }
 
+/// The URL of the SQLite database file in `dir`.
+pub(crate) fn sqlite_url(dir: &Dir) -> String {
+    format!("sqlite://{}", dir.0.join("ripcord.db").display())
+}
+
 /// A fresh database on the test Postgres, or `None` with the reason printed.
 pub(crate) async fn postgres_db() -> Option<String> {
     let Ok(base) = std::env::var("RIPCORD_TEST_POSTGRES_URL") else {

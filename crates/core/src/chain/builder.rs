@@ -105,10 +105,9 @@ impl From<BuildError> for Error {
 }
 
 impl ChainBuilder {
-    /// Names the chain (its [`ChatModel::id`]); default `"chain"`.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
+    crate::setters! {
+        /// Names the chain (its [`ChatModel::id`]); default `"chain"`.
+        name(name: impl Into<String>) => name = Some(name.into());
     }
 
     /// Appends a link.
@@ -181,110 +180,61 @@ impl ChainBuilder {
         self
     }
 
-    /// Sets a whole [`StaticReply`].
-    pub fn static_replies(mut self, reply: StaticReply) -> Self {
-        self.static_reply = Some(reply);
-        self
-    }
-
-    /// The end-to-end deadline of a call (default [`DEFAULT_DEADLINE`]); a context deadline that
-    /// comes earlier wins.
-    pub fn deadline(mut self, d: Duration) -> Self {
-        self.deadline = Some(d);
-        self
-    }
-
-    /// The bound of a stream after its first content (default [`DEFAULT_STREAM_MAX`], ten
-    /// minutes). The deadline ([`ChainBuilder::deadline`]) bounds the time to first content and
-    /// whole non-streamed calls; once a stream delivers, only this bound, the link's idle limit
-    /// and the caller's own deadline (from the context) apply. A cut by this bound or by the
-    /// caller's deadline after first content is never charged to the link.
-    pub fn stream_max(mut self, d: Duration) -> Self {
-        self.stream_max = Some(d);
-        self
-    }
-
-    /// The least budget an attempt needs to be useful (default [`DEFAULT_MIN_ATTEMPT`], 1 s):
-    /// a link reached with less time left than the smaller of this, the link's
-    /// [`ChainBuilder::first_token_limit`] and half the call's whole budget is skipped with
-    /// reason `deadline` instead of being attempted and failed; and a deadline cut of an
-    /// attempt that started with less is not charged to the link's breaker or health.
-    pub fn min_attempt(mut self, d: Duration) -> Self {
-        self.min_attempt = Some(d);
-        self
-    }
-
-    /// What to do with a prompt too large for a link's window (default [`Trim::None`]: skip
-    /// the link). [`Trim::Oldest`] sends that link the conversation without its oldest
-    /// non-system turns instead, and says so in the answer's provenance.
-    pub fn trim(mut self, trim: Trim) -> Self {
-        self.trim = trim;
-        self
-    }
-
-    /// What a stream does when its link fails after content was shown.
-    pub fn stream_policy(mut self, p: StreamPolicy) -> Self {
-        self.stream_policy = p;
-        self
-    }
-
-    /// Holds the first part of a stream for up to `d` after its first content before committing
-    /// it to the caller (default zero: commit at the first content event).
-    ///
-    /// Within the hold-back a cut, a stall (the link's idle limit) or an in-band error is still
-    /// the attempt's failure: the chain falls over to the next link and the caller sees only
-    /// that link's answer, nothing of the first — unlike [`StreamPolicy::Restart`], which needs
-    /// a consumer that can discard what it showed. The hold-back ends early when the answer
-    /// finishes, and at the call's deadline (an answer under way is committed, not dropped).
-    /// After it, the stream policy applies as without one. The price is `d` more time to first
-    /// token for every stream.
-    pub fn stream_holdback(mut self, d: Duration) -> Self {
-        self.stream_holdback = d;
-        self
-    }
-
-    /// Don't wait for a cooling-down link's re-admission; fail over at once.
-    pub fn no_readmission_wait(mut self) -> Self {
-        self.no_readmission_wait = true;
-        self
-    }
-
-    /// The gate that rate-limits this chain's `ripcord.alert` events (default: the
-    /// process-wide [`AlertGate::global`], so a link shared by several chains alerts once per
-    /// interval). See [`crate::alert`].
-    pub fn alert_gate(mut self, gate: Arc<AlertGate>) -> Self {
-        self.alerts = Some(gate);
-        self
-    }
-
-    /// A notice for end users attached to answers served by a fallback link.
-    pub fn fallback_notice(mut self, text: impl Into<String>) -> Self {
-        self.fallback_notice = Some(text.into());
-        self
-    }
-
-    /// How each call orders the links (default [`Strategy::Ordered`]).
-    pub fn strategy(mut self, strategy: Strategy) -> Self {
-        self.strategy = strategy;
-        self
-    }
-
-    /// After a link fails, prefer a next link in another failure domain: each cloud vendor
-    /// (from [`crate::Locality::Cloud`], compared case-insensitively) is one domain, local
-    /// models form one more. The next link is the first untried one (in the call's order) in a
-    /// domain where no link failed yet during this call; else the first one outside the domain
-    /// of the link that just failed; else the first untried one as usual. A per-kind route
-    /// ([`ChainBuilder::route`]) still wins. Off by default.
-    pub fn prefer_independent_fallbacks(mut self, yes: bool) -> Self {
-        self.independent_fallbacks = yes;
-        self
-    }
-
-    /// Seeds the generator of [`Strategy::Weighted`] (default: from the clock), for
-    /// reproducible tests.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
+    crate::setters! {
+        /// Sets a whole [`StaticReply`].
+        static_replies(reply: StaticReply) => static_reply = Some(reply);
+        /// The end-to-end deadline of a call (default [`DEFAULT_DEADLINE`]); a context deadline
+        /// that comes earlier wins.
+        deadline(d: Duration) => deadline = Some(d);
+        /// The bound of a stream after its first content (default [`DEFAULT_STREAM_MAX`], ten
+        /// minutes). The deadline ([`ChainBuilder::deadline`]) bounds the time to first content and
+        /// whole non-streamed calls; once a stream delivers, only this bound, the link's idle limit
+        /// and the caller's own deadline (from the context) apply. A cut by this bound or by the
+        /// caller's deadline after first content is never charged to the link.
+        stream_max(d: Duration) => stream_max = Some(d);
+        /// The least budget an attempt needs to be useful (default [`DEFAULT_MIN_ATTEMPT`], 1 s):
+        /// a link reached with less time left than the smaller of this, the link's
+        /// [`ChainBuilder::first_token_limit`] and half the call's whole budget is skipped with
+        /// reason `deadline` instead of being attempted and failed; and a deadline cut of an
+        /// attempt that started with less is not charged to the link's breaker or health.
+        min_attempt(d: Duration) => min_attempt = Some(d);
+        /// What to do with a prompt too large for a link's window (default [`Trim::None`]: skip
+        /// the link). [`Trim::Oldest`] sends that link the conversation without its oldest
+        /// non-system turns instead, and says so in the answer's provenance.
+        trim(trim: Trim) => trim = trim;
+        /// What a stream does when its link fails after content was shown.
+        stream_policy(p: StreamPolicy) => stream_policy = p;
+        /// Holds the first part of a stream for up to `d` after its first content before committing
+        /// it to the caller (default zero: commit at the first content event).
+        ///
+        /// Within the hold-back a cut, a stall (the link's idle limit) or an in-band error is still
+        /// the attempt's failure: the chain falls over to the next link and the caller sees only
+        /// that link's answer, nothing of the first — unlike [`StreamPolicy::Restart`], which needs
+        /// a consumer that can discard what it showed. The hold-back ends early when the answer
+        /// finishes, and at the call's deadline (an answer under way is committed, not dropped).
+        /// After it, the stream policy applies as without one. The price is `d` more time to first
+        /// token for every stream.
+        stream_holdback(d: Duration) => stream_holdback = d;
+        /// Don't wait for a cooling-down link's re-admission; fail over at once.
+        no_readmission_wait() => no_readmission_wait = true;
+        /// The gate that rate-limits this chain's `ripcord.alert` events (default: the
+        /// process-wide [`AlertGate::global`], so a link shared by several chains alerts once per
+        /// interval). See [`crate::alert`].
+        alert_gate(gate: Arc<AlertGate>) => alerts = Some(gate);
+        /// A notice for end users attached to answers served by a fallback link.
+        fallback_notice(text: impl Into<String>) => fallback_notice = Some(text.into());
+        /// How each call orders the links (default [`Strategy::Ordered`]).
+        strategy(strategy: Strategy) => strategy = strategy;
+        /// After a link fails, prefer a next link in another failure domain: each cloud vendor
+        /// (from [`crate::Locality::Cloud`], compared case-insensitively) is one domain, local
+        /// models form one more. The next link is the first untried one (in the call's order) in a
+        /// domain where no link failed yet during this call; else the first one outside the domain
+        /// of the link that just failed; else the first untried one as usual. A per-kind route
+        /// ([`ChainBuilder::route`]) still wins. Off by default.
+        prefer_independent_fallbacks(yes: bool) => independent_fallbacks = yes;
+        /// Seeds the generator of [`Strategy::Weighted`] (default: from the clock), for
+        /// reproducible tests.
+        seed(seed: u64) => seed = Some(seed);
     }
 
     /// Validates and builds the chain.

@@ -63,16 +63,11 @@ impl<M: ChatModel> TracedModel<M> {
         }
     }
 
-    /// Sets `server.address` (a host name; never a URL with credentials).
-    pub fn with_server_address(mut self, host: impl Into<String>) -> Self {
-        self.server_address = Some(host.into());
-        self
-    }
-
-    /// Overrides the span kind.
-    pub fn with_kind(mut self, kind: SpanKind) -> Self {
-        self.kind = kind;
-        self
+    crate::setters! {
+        /// Sets `server.address` (a host name; never a URL with credentials).
+        with_server_address(host: impl Into<String>) => server_address = Some(host.into());
+        /// Overrides the span kind.
+        with_kind(kind: SpanKind) => kind = kind;
     }
 
     /// The wrapped model.

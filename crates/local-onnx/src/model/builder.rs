@@ -21,108 +21,52 @@ pub struct LocalLlamaBuilder {
 }
 
 impl LocalLlamaBuilder {
-    /// The link's name in ids, provenance and metrics (default `"local"`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.opts.name = Some(name.into());
-        self
-    }
-
-    /// The ONNX file inside the folder.
-    ///
-    /// Default: the default [`Variant`]'s file (`model.q8.onnx`) when the folder has it, else
-    /// `model.onnx` (so any optimum-style export works as it is).
-    pub fn model_file(mut self, file: impl Into<PathBuf>) -> Self {
-        self.opts.model_file = Some(file.into());
-        self
-    }
-
-    /// One of the converter's variants (sets [`LocalLlamaBuilder::model_file`]).
-    pub fn variant(mut self, variant: Variant) -> Self {
-        self.opts.model_file = Some(PathBuf::from(variant.file_name()));
-        self
-    }
-
-    /// The ONNX Runtime shared library (default [`crate::default_ort_dylib`]).
-    pub fn ort_dylib(mut self, path: impl Into<PathBuf>) -> Self {
-        self.opts.ort_dylib = Some(path.into());
-        self
-    }
-
-    /// Intra-op threads per session (default [`crate::default_threads`]: the cores available,
-    /// at most 4).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.opts.threads = n;
-        self
-    }
-
-    /// Answers generated at once, each with its own session (default 1).
-    pub fn max_sessions(mut self, n: usize) -> Self {
-        self.opts.max_sessions = n;
-        self
-    }
-
-    /// Answers decoded together in one batched step by one session (default 1: no batching,
-    /// each answer runs alone on one of `max_sessions` sessions). With `n > 1` a scheduler
-    /// thread owns one session and up to `n` concurrent answers share its decode steps (each
-    /// with its own KV slot, sampler, stop sequences, cancellation and deadline); further calls
-    /// wait for a place. Needs a fused variant (`q8`, `q4`), whose KV cache is shared, and
-    /// cannot be combined with `max_sessions > 1`.
-    pub fn max_batch(mut self, n: usize) -> Self {
-        self.opts.max_batch = n;
-        self
-    }
-
-    /// Where ONNX Runtime runs (default [`Device::Cpu`]). [`Device::Cuda`] fails to load,
-    /// naming the device, when the ONNX Runtime library has no CUDA execution provider.
-    pub fn device(mut self, device: Device) -> Self {
-        self.opts.device = device;
-        self
-    }
-
-    /// Load in `build()` (default `true`) or on the first call.
-    pub fn eager(mut self, eager: bool) -> Self {
-        self.opts.eager = eager;
-        self
-    }
-
-    /// Caps the context window below the model's `max_position_embeddings` (memory and time
-    /// grow with it).
-    pub fn context_window(mut self, tokens: u32) -> Self {
-        self.opts.context_window = Some(tokens);
-        self
-    }
-
-    /// The answer length when a request sets no `max_tokens` (default 512, cut to what fits).
-    pub fn max_new_tokens(mut self, tokens: u32) -> Self {
-        self.opts.max_new_tokens = tokens;
-        self
-    }
-
-    /// Default temperature when the request sets none (default: the folder's
-    /// `generation_config.json`, else 0 = greedy).
-    pub fn temperature(mut self, t: f32) -> Self {
-        self.opts.temperature = Some(t);
-        self
-    }
-
-    /// Top-k for sampling (requests cannot set it; default from `generation_config.json`, else off).
-    pub fn top_k(mut self, k: usize) -> Self {
-        self.opts.top_k = Some(k);
-        self
-    }
-
-    /// Default top-p when the request sets none.
-    pub fn top_p(mut self, p: f32) -> Self {
-        self.opts.top_p = Some(p);
-        self
-    }
-
-    /// Events buffered between the generating thread and the stream (default 32). The
-    /// generator waits when the buffer is full, so a slow reader slows generation down instead
-    /// of growing memory.
-    pub fn stream_buffer(mut self, events: usize) -> Self {
-        self.opts.stream_buffer = events;
-        self
+    ripcord_core::setters! {
+        /// The link's name in ids, provenance and metrics (default `"local"`).
+        name(name: impl Into<String>) => opts.name = Some(name.into());
+        /// The ONNX file inside the folder.
+        ///
+        /// Default: the default [`Variant`]'s file (`model.q8.onnx`) when the folder has it, else
+        /// `model.onnx` (so any optimum-style export works as it is).
+        model_file(file: impl Into<PathBuf>) => opts.model_file = Some(file.into());
+        /// One of the converter's variants (sets [`LocalLlamaBuilder::model_file`]).
+        variant(variant: Variant) => opts.model_file = Some(PathBuf::from(variant.file_name()));
+        /// The ONNX Runtime shared library (default [`crate::default_ort_dylib`]).
+        ort_dylib(path: impl Into<PathBuf>) => opts.ort_dylib = Some(path.into());
+        /// Intra-op threads per session (default [`crate::default_threads`]: the cores available,
+        /// at most 4).
+        threads(n: usize) => opts.threads = n;
+        /// Answers generated at once, each with its own session (default 1).
+        max_sessions(n: usize) => opts.max_sessions = n;
+        /// Answers decoded together in one batched step by one session (default 1: no batching,
+        /// each answer runs alone on one of `max_sessions` sessions). With `n > 1` a scheduler
+        /// thread owns one session and up to `n` concurrent answers share its decode steps (each
+        /// with its own KV slot, sampler, stop sequences, cancellation and deadline); further calls
+        /// wait for a place. Needs a fused variant (`q8`, `q4`), whose KV cache is shared, and
+        /// cannot be combined with `max_sessions > 1`.
+        max_batch(n: usize) => opts.max_batch = n;
+        /// Where ONNX Runtime runs (default [`Device::Cpu`]). [`Device::Cuda`] fails to load,
+        /// naming the device, when the ONNX Runtime library has no CUDA execution provider.
+        device(device: Device) => opts.device = device;
+        /// Load in `build()` (default `true`) or on the first call.
+        eager(eager: bool) => opts.eager = eager;
+        /// Caps the context window below the model's `max_position_embeddings` (memory and time
+        /// grow with it).
+        context_window(tokens: u32) => opts.context_window = Some(tokens);
+        /// The answer length when a request sets no `max_tokens` (default 512, cut to what fits).
+        max_new_tokens(tokens: u32) => opts.max_new_tokens = tokens;
+        /// Default temperature when the request sets none (default: the folder's
+        /// `generation_config.json`, else 0 = greedy).
+        temperature(t: f32) => opts.temperature = Some(t);
+        /// Top-k for sampling (requests cannot set it; default from `generation_config.json`, else
+        /// off).
+        top_k(k: usize) => opts.top_k = Some(k);
+        /// Default top-p when the request sets none.
+        top_p(p: f32) => opts.top_p = Some(p);
+        /// Events buffered between the generating thread and the stream (default 32). The
+        /// generator waits when the buffer is full, so a slow reader slows generation down instead
+        /// of growing memory.
+        stream_buffer(events: usize) => opts.stream_buffer = events;
     }
 
     /// Builds the model (loading it when eager).

@@ -82,10 +82,9 @@ impl AnthropicConfig {
         Ok(c)
     }
 
-    /// Sets the `anthropic-version` header (default [`ANTHROPIC_VERSION`]).
-    pub fn with_version(mut self, version: impl Into<String>) -> Self {
-        self.version = Some(version.into());
-        self
+    ripcord_core::setters! {
+        /// Sets the `anthropic-version` header (default [`ANTHROPIC_VERSION`]).
+        with_version(version: impl Into<String>) => version = Some(version.into());
     }
 }
 

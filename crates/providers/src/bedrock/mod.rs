@@ -98,16 +98,11 @@ impl Guardrail {
         }
     }
 
-    /// Sets whether the trace is requested.
-    pub fn with_trace(mut self, trace: bool) -> Self {
-        self.trace = trace;
-        self
-    }
-
-    /// Sets asynchronous checking on streams.
-    pub fn with_async_stream(mut self, on: bool) -> Self {
-        self.async_stream = on;
-        self
+    ripcord_core::setters! {
+        /// Sets whether the trace is requested.
+        with_trace(trace: bool) => trace = trace;
+        /// Sets asynchronous checking on streams.
+        with_async_stream(on: bool) => async_stream = on;
     }
 }
 
@@ -188,41 +183,20 @@ impl BedrockConfig {
         c
     }
 
-    /// Sets the region.
-    pub fn with_region(mut self, region: impl Into<String>) -> Self {
-        self.region = Some(region.into());
-        self
-    }
-
-    /// Uses these credentials.
-    pub fn with_credentials(mut self, credentials: BedrockCredentials) -> Self {
-        self.credentials = Some(credentials);
-        self
-    }
-
-    /// Reads the credentials from this profile of the shared credentials file (when no
-    /// credentials were set explicitly).
-    pub fn with_profile(mut self, profile: impl Into<String>) -> Self {
-        self.profile = Some(profile.into());
-        self
-    }
-
-    /// Turns on Claude's extended thinking.
-    pub fn with_thinking(mut self, thinking: Thinking) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// Applies a guardrail to every call.
-    pub fn with_guardrail(mut self, guardrail: Guardrail) -> Self {
-        self.guardrail = Some(guardrail);
-        self
-    }
-
-    /// Marks the system prompt and the tool list as a cached prefix (`cachePoint` blocks).
-    pub fn with_prompt_cache(mut self, on: bool) -> Self {
-        self.prompt_cache = on;
-        self
+    ripcord_core::setters! {
+        /// Sets the region.
+        with_region(region: impl Into<String>) => region = Some(region.into());
+        /// Uses these credentials.
+        with_credentials(credentials: BedrockCredentials) => credentials = Some(credentials);
+        /// Reads the credentials from this profile of the shared credentials file (when no
+        /// credentials were set explicitly).
+        with_profile(profile: impl Into<String>) => profile = Some(profile.into());
+        /// Turns on Claude's extended thinking.
+        with_thinking(thinking: Thinking) => thinking = Some(thinking);
+        /// Applies a guardrail to every call.
+        with_guardrail(guardrail: Guardrail) => guardrail = Some(guardrail);
+        /// Marks the system prompt and the tool list as a cached prefix (`cachePoint` blocks).
+        with_prompt_cache(on: bool) => prompt_cache = on;
     }
 
     /// Model-specific fields sent as `additionalModelRequestFields` (`top_k`, …).

@@ -135,10 +135,9 @@ impl Preset {
         self
     }
 
-    /// Overrides the base URL (another region, a proxy, a self-hosted server).
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = Some(Cow::Owned(url.into()));
-        self
+    ripcord_core::setters! {
+        /// Overrides the base URL (another region, a proxy, a self-hosted server).
+        with_base_url(url: impl Into<String>) => base_url = Some(Cow::Owned(url.into()));
     }
 
     /// Sets the key's environment variable.

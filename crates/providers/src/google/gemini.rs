@@ -72,10 +72,9 @@ impl GeminiConfig {
         Ok(c)
     }
 
-    /// Sends these thinking settings with every request.
-    pub fn with_thinking(mut self, thinking: Thinking) -> Self {
-        self.thinking = Some(thinking);
-        self
+    ripcord_core::setters! {
+        /// Sends these thinking settings with every request.
+        with_thinking(thinking: Thinking) => thinking = Some(thinking);
     }
 }
 

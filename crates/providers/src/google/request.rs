@@ -85,10 +85,9 @@ impl Thinking {
         }
     }
 
-    /// Also asks for thought summaries.
-    pub fn with_thoughts(mut self) -> Self {
-        self.include_thoughts = true;
-        self
+    ripcord_core::setters! {
+        /// Also asks for thought summaries.
+        with_thoughts() => include_thoughts = true;
     }
 }
 

@@ -87,21 +87,16 @@ impl VertexConfig {
         Ok(VertexConfig::new(model, project, location, creds))
     }
 
-    /// Gemini's thinking settings (Claude on Vertex ignores them).
-    #[cfg(feature = "vertex")]
-    pub fn with_thinking(mut self, thinking: super::Thinking) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// The `task_type` sent with every input of a text-embedding call (`RETRIEVAL_DOCUMENT`,
-    /// `RETRIEVAL_QUERY`, `SEMANTIC_SIMILARITY`, `CLASSIFICATION`, `CLUSTERING`,
-    /// `QUESTION_ANSWERING`, `FACT_VERIFICATION`, `CODE_RETRIEVAL_QUERY`); none by default,
-    /// so the model uses its own default. Chat ignores it.
-    #[cfg(feature = "vertex")]
-    pub fn with_task_type(mut self, task_type: impl Into<String>) -> Self {
-        self.task_type = Some(task_type.into());
-        self
+    ripcord_core::setters! {
+        /// Gemini's thinking settings (Claude on Vertex ignores them).
+        #[cfg(feature = "vertex")]
+        with_thinking(thinking: super::Thinking) => thinking = Some(thinking);
+        /// The `task_type` sent with every input of a text-embedding call (`RETRIEVAL_DOCUMENT`,
+        /// `RETRIEVAL_QUERY`, `SEMANTIC_SIMILARITY`, `CLASSIFICATION`, `CLUSTERING`,
+        /// `QUESTION_ANSWERING`, `FACT_VERIFICATION`, `CODE_RETRIEVAL_QUERY`); none by default,
+        /// so the model uses its own default. Chat ignores it.
+        #[cfg(feature = "vertex")]
+        with_task_type(task_type: impl Into<String>) => task_type = Some(task_type.into());
     }
 
     /// The token source and the transport of a provider built from this configuration: both

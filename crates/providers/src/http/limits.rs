@@ -66,10 +66,9 @@ impl Default for Timeouts {
 }
 
 impl Timeouts {
-    /// Sets the connect limit.
-    pub fn with_connect(mut self, d: Duration) -> Self {
-        self.connect = d;
-        self
+    ripcord_core::setters! {
+        /// Sets the connect limit.
+        with_connect(d: Duration) => connect = d;
     }
 
     /// Sets the first-token limit of both modes: a non-streamed call's and a stream's.
@@ -79,23 +78,14 @@ impl Timeouts {
         self
     }
 
-    /// Sets a stream's first-token limit only (after [`Timeouts::with_first_token`], which
-    /// sets both).
-    pub fn with_stream_first_token(mut self, d: Duration) -> Self {
-        self.stream_first_token = d;
-        self
-    }
-
-    /// Sets the stream-idle limit.
-    pub fn with_stream_idle(mut self, d: Duration) -> Self {
-        self.stream_idle = d;
-        self
-    }
-
-    /// Sets how many unparseable stream events one stream may skip.
-    pub fn with_max_skipped_events(mut self, n: u32) -> Self {
-        self.max_skipped_events = n;
-        self
+    ripcord_core::setters! {
+        /// Sets a stream's first-token limit only (after [`Timeouts::with_first_token`], which
+        /// sets both).
+        with_stream_first_token(d: Duration) => stream_first_token = d;
+        /// Sets the stream-idle limit.
+        with_stream_idle(d: Duration) => stream_idle = d;
+        /// Sets how many unparseable stream events one stream may skip.
+        with_max_skipped_events(n: u32) => max_skipped_events = n;
     }
 
     pub(crate) fn validate(&self, what: &str) -> Result<()> {

@@ -39,10 +39,9 @@ pub(crate) struct Settings {
 macro_rules! settings_setters {
     ($config:ty, name: $name:literal, base_url: $base_doc:literal) => {
         impl $config {
-            #[doc = $base_doc]
-            pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-                self.http.base_url = Some(url.into());
-                self
+            ripcord_core::setters! {
+                #[doc = $base_doc]
+                with_base_url(url: impl Into<String>) => http.base_url = Some(url.into());
             }
 
             /// Adds a header sent with every request of this adapter: a gateway's own key
@@ -65,29 +64,16 @@ macro_rules! settings_setters {
     };
     ($config:ty, name: $name:literal) => {
         impl $config {
-            #[doc = concat!("Sets the link name (default ", $name, ").")]
-            pub fn with_name(mut self, name: impl Into<String>) -> Self {
-                self.http.name = Some(name.into());
-                self
-            }
-
-            /// Sets the time limits (the connect limit applies when the provider builds its
-            /// own client).
-            pub fn with_timeouts(mut self, timeouts: $crate::Timeouts) -> Self {
-                self.http.timeouts = timeouts;
-                self
-            }
-
-            /// Uses this (shared) HTTP client.
-            pub fn with_client(mut self, client: $crate::HttpClient) -> Self {
-                self.http.client = Some(client);
-                self
-            }
-
-            /// Overrides the capabilities from the model table.
-            pub fn with_capabilities(mut self, caps: ripcord_core::Capabilities) -> Self {
-                self.http.capabilities = Some(caps);
-                self
+            ripcord_core::setters! {
+                #[doc = concat!("Sets the link name (default ", $name, ").")]
+                with_name(name: impl Into<String>) => http.name = Some(name.into());
+                /// Sets the time limits (the connect limit applies when the provider builds its
+                /// own client).
+                with_timeouts(timeouts: $crate::Timeouts) => http.timeouts = timeouts;
+                /// Uses this (shared) HTTP client.
+                with_client(client: $crate::HttpClient) => http.client = Some(client);
+                /// Overrides the capabilities from the model table.
+                with_capabilities(caps: ripcord_core::Capabilities) => http.capabilities = Some(caps);
             }
         }
     };

@@ -95,11 +95,10 @@ impl Transport {
         })
     }
 
-    /// Signs every request with `signer`, after all other headers are set.
-    #[cfg_attr(not(feature = "bedrock"), allow(dead_code))]
-    pub(crate) fn with_signer(mut self, signer: std::sync::Arc<dyn Sign>) -> Transport {
-        self.signer = Some(signer);
-        self
+    ripcord_core::setters! {
+        /// Signs every request with `signer`, after all other headers are set.
+        #[cfg_attr(not(feature = "bedrock"), allow(dead_code))]
+        pub(crate) with_signer(signer: std::sync::Arc<dyn Sign>) => signer = Some(signer);
     }
 
     /// Streaming calls accept `accept` instead of `text/event-stream` (Bedrock answers

@@ -161,35 +161,18 @@ impl OpenAiConfig {
         Ok(c)
     }
 
-    /// Sets the API key.
-    pub fn with_api_key(mut self, key: impl Into<SecretString>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    /// Sends `OpenAI-Organization`.
-    pub fn with_organization(mut self, org: impl Into<String>) -> Self {
-        self.organization = Some(org.into());
-        self
-    }
-
-    /// Sends `OpenAI-Project`.
-    pub fn with_project(mut self, project: impl Into<String>) -> Self {
-        self.project = Some(project.into());
-        self
-    }
-
-    /// Overrides which field carries `max_tokens`.
-    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
-        self.max_tokens_field = Some(field);
-        self
-    }
-
-    /// Calls the Responses API (`{base}/responses`) instead of Chat Completions. Honoured by
-    /// [`OpenAi::new`]; the OpenAI-compatible presets speak Chat Completions only.
-    pub fn with_wire(mut self, wire: OpenAiWire) -> Self {
-        self.wire = wire;
-        self
+    ripcord_core::setters! {
+        /// Sets the API key.
+        with_api_key(key: impl Into<SecretString>) => api_key = Some(key.into());
+        /// Sends `OpenAI-Organization`.
+        with_organization(org: impl Into<String>) => organization = Some(org.into());
+        /// Sends `OpenAI-Project`.
+        with_project(project: impl Into<String>) => project = Some(project.into());
+        /// Overrides which field carries `max_tokens`.
+        with_max_tokens_field(field: MaxTokensField) => max_tokens_field = Some(field);
+        /// Calls the Responses API (`{base}/responses`) instead of Chat Completions. Honoured by
+        /// [`OpenAi::new`]; the OpenAI-compatible presets speak Chat Completions only.
+        with_wire(wire: OpenAiWire) => wire = wire;
     }
 }
 

@@ -41,10 +41,9 @@ impl Default for SharedBreakerConfig {
 }
 
 impl SharedBreakerConfig {
-    /// Trips after `n` consecutive counted failures across all replicas (default 5).
-    pub fn consecutive_failures(mut self, n: u32) -> Self {
-        self.consecutive_failures = n;
-        self
+    ripcord_core::setters! {
+        /// Trips after `n` consecutive counted failures across all replicas (default 5).
+        consecutive_failures(n: u32) => consecutive_failures = n;
     }
 
     /// The same open spell after every trip: shorthand for
@@ -53,14 +52,14 @@ impl SharedBreakerConfig {
         self.open(OpenBackoff::Constant(d))
     }
 
-    /// How long the breaker stays open after each trip, as the in-process breaker's
-    /// `BreakerPolicyBuilder::open`: with `OpenBackoff::Exponential { base, max }` the first
-    /// trip opens for `base` and every re-trip without a close in between (a failed half-open
-    /// probe, on any replica) doubles it, up to `max`; a close starts again at `base`. The
-    /// streak of trips is counted in Redis, in the same script that trips (see the module docs).
-    pub fn open(mut self, spells: OpenBackoff) -> Self {
-        self.open = spells;
-        self
+    ripcord_core::setters! {
+        /// How long the breaker stays open after each trip, as the in-process breaker's
+        /// `BreakerPolicyBuilder::open`: with `OpenBackoff::Exponential { base, max }` the first
+        /// trip opens for `base` and every re-trip without a close in between (a failed half-open
+        /// probe, on any replica) doubles it, up to `max`; a close starts again at `base`. The
+        /// streak of trips is counted in Redis, in the same script that trips (see the module
+        /// docs).
+        open(spells: OpenBackoff) => open = spells;
     }
 
     /// The first open spell and the longest one (equal for a constant spell).
@@ -76,38 +75,21 @@ impl SharedBreakerConfig {
         }
     }
 
-    /// The longest a half-open probe may take; also the TTL of the probe permit (default 30 s).
-    pub fn probe_timeout(mut self, d: Duration) -> Self {
-        self.probe_timeout = d;
-        self
-    }
-
-    /// The `retry_after` of a call refused because another replica's probe is out (default
-    /// 1 s, as the local breaker's).
-    pub fn half_open_retry_hint(mut self, d: Duration) -> Self {
-        self.half_open_retry_hint = d;
-        self
-    }
-
-    /// How long breaker state lingers without activity: the failure counter's TTL, and how
-    /// long half-open is remembered after open-until (default 10 min; then it reads closed).
-    pub fn state_ttl(mut self, d: Duration) -> Self {
-        self.state_ttl = d;
-        self
-    }
-
-    /// The staleness bound in calls: at most this many admissions from the cached view per
-    /// state read (default 32; see the module docs).
-    pub fn lease_calls(mut self, n: u64) -> Self {
-        self.lease_calls = n;
-        self
-    }
-
-    /// The staleness bound in time: the cached view admits for at most this long after the
-    /// last state read was sent (default 100 ms).
-    pub fn lease_ttl(mut self, d: Duration) -> Self {
-        self.lease_ttl = d;
-        self
+    ripcord_core::setters! {
+        /// The longest a half-open probe may take; also the TTL of the probe permit (default 30 s).
+        probe_timeout(d: Duration) => probe_timeout = d;
+        /// The `retry_after` of a call refused because another replica's probe is out (default
+        /// 1 s, as the local breaker's).
+        half_open_retry_hint(d: Duration) => half_open_retry_hint = d;
+        /// How long breaker state lingers without activity: the failure counter's TTL, and how
+        /// long half-open is remembered after open-until (default 10 min; then it reads closed).
+        state_ttl(d: Duration) => state_ttl = d;
+        /// The staleness bound in calls: at most this many admissions from the cached view per
+        /// state read (default 32; see the module docs).
+        lease_calls(n: u64) => lease_calls = n;
+        /// The staleness bound in time: the cached view admits for at most this long after the
+        /// last state read was sent (default 100 ms).
+        lease_ttl(d: Duration) => lease_ttl = d;
     }
 
     /// Overrides what failures of `kind` do (as in `ripcord_resilience::BreakerPolicyBuilder::kind`).
@@ -116,10 +98,9 @@ impl SharedBreakerConfig {
         self
     }
 
-    /// Reports this replica's view of the shared breaker's transitions.
-    pub fn listener(mut self, listener: Arc<dyn BreakerListener>) -> Self {
-        self.listener = Some(listener);
-        self
+    ripcord_core::setters! {
+        /// Reports this replica's view of the shared breaker's transitions.
+        listener(listener: Arc<dyn BreakerListener>) => listener = Some(listener);
     }
 
     /// The policy's settings as a `BreakerPolicy` (what counts, probe limits, the listener).

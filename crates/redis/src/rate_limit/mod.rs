@@ -144,33 +144,20 @@ impl SharedRateLimitConfig {
         self.with_policy(|b| b.default_pause(d))
     }
 
-    /// How many replicas share the limit (default 1): while Redis is unreachable each replica
-    /// enforces `limit / replicas` locally, so together they stay near the limit.
-    pub fn replicas(mut self, n: u32) -> Self {
-        self.replicas = n;
-        self
-    }
-
-    /// Request cells leased per Redis call (default: the RPM burst / (16 × replicas), between
-    /// 1 and 64; 1 turns leases off). See the module docs for the bound.
-    pub fn lease_block(mut self, n: u64) -> Self {
-        self.lease_block = Some(n);
-        self
-    }
-
-    /// How long a lease may be spent (default 1 s).
-    pub fn lease_ttl(mut self, d: Duration) -> Self {
-        self.lease_ttl = d;
-        self
-    }
-
-    /// The longest a settlement (what a call used beyond or short of its reservation) waits
-    /// in this process to be sent with others (default 20 ms; zero sends each at once). A
-    /// settlement that charges more than was reserved is sent at once, and any ask for cells
-    /// carries what is waiting. See the module docs.
-    pub fn settle_every(mut self, d: Duration) -> Self {
-        self.settle_every = d;
-        self
+    ripcord_core::setters! {
+        /// How many replicas share the limit (default 1): while Redis is unreachable each replica
+        /// enforces `limit / replicas` locally, so together they stay near the limit.
+        replicas(n: u32) => replicas = n;
+        /// Request cells leased per Redis call (default: the RPM burst / (16 × replicas), between
+        /// 1 and 64; 1 turns leases off). See the module docs for the bound.
+        lease_block(n: u64) => lease_block = Some(n);
+        /// How long a lease may be spent (default 1 s).
+        lease_ttl(d: Duration) => lease_ttl = d;
+        /// The longest a settlement (what a call used beyond or short of its reservation) waits
+        /// in this process to be sent with others (default 20 ms; zero sends each at once). A
+        /// settlement that charges more than was reserved is sent at once, and any ask for cells
+        /// carries what is waiting. See the module docs.
+        settle_every(d: Duration) => settle_every = d;
     }
 
     /// The policy's settings: the whole limit (shared by every replica), the wait, the pause.

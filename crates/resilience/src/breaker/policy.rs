@@ -280,7 +280,7 @@ impl BreakerPolicyBuilder {
         self
     }
 
-    setters! {
+    ripcord_core::setters! {
         /// How long the breaker stays open after each trip (default: 5 s, doubling on every
         /// re-trip without a close in between, up to 60 s).
         open(backoff: OpenBackoff) => policy.open = backoff;
@@ -291,7 +291,7 @@ impl BreakerPolicyBuilder {
         self.open(OpenBackoff::Constant(d))
     }
 
-    setters! {
+    ripcord_core::setters! {
         /// While the breaker is open, run the link's cheap liveness check
         /// ([`ChatModel::liveness`]) every `every`; an answer moves the breaker to half-open at
         /// once, so the next call tests the link without waiting out the open spell. `None` turns
@@ -327,7 +327,7 @@ impl BreakerPolicyBuilder {
         self
     }
 
-    setters! {
+    ripcord_core::setters! {
         /// Hears transitions and refusals (default: none).
         listener(listener: Arc<dyn BreakerListener>) => policy.listener = listener;
 

@@ -89,7 +89,7 @@ pub struct BudgetPolicyBuilder {
 }
 
 impl BudgetPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// Tokens each tenant may use per window (default 1,000,000).
         tokens_per_window(n: u64) => policy.default_limit = n;
 
@@ -103,7 +103,7 @@ impl BudgetPolicyBuilder {
         self
     }
 
-    setters! {
+    ripcord_core::setters! {
         /// Also budget calls without a tenant, as one shared anonymous tenant (default: not).
         budget_anonymous(yes: bool) => policy.budget_anonymous = yes;
 

@@ -61,7 +61,7 @@ impl BulkheadPolicy {
 policy_builder!(BulkheadPolicyBuilder => BulkheadPolicy);
 
 impl BulkheadPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// Calls in flight at once (default 32).
         max_in_flight(n: usize) => policy.max_in_flight = n;
 

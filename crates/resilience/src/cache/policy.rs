@@ -74,7 +74,7 @@ impl CachePolicy {
 policy_builder!(CachePolicyBuilder => CachePolicy);
 
 impl CachePolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// How long an entry lives (default 5 minutes).
         ttl(d: Duration) => policy.ttl = d;
 

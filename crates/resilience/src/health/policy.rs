@@ -51,7 +51,7 @@ impl HealthPolicy {
 policy_builder!(HealthPolicyBuilder => HealthPolicy);
 
 impl HealthPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// The weight of the newest sample in the moving averages, in (0, 1] (default 0.2).
         alpha(a: f64) => policy.alpha = a;
 

@@ -82,7 +82,7 @@ impl HedgePolicy {
 policy_builder!(HedgePolicyBuilder => HedgePolicy);
 
 impl HedgePolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// When the hedge starts.
         delay(d: HedgeDelay) => policy.delay = d;
 

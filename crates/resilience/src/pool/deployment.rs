@@ -52,7 +52,7 @@ impl Deployment {
         }
     }
 
-    setters! {
+    ripcord_core::setters! {
         /// The region it runs in (shown on status pages).
         region(region: impl Into<Arc<str>>) => region = Some(region.into());
 

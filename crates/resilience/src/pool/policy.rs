@@ -157,7 +157,7 @@ impl Default for Ejection {
 }
 
 impl Ejection {
-    setters! {
+    ripcord_core::setters! {
         /// The same settings with another failure threshold.
         with_failure_threshold(share: f64) => failure_threshold = share;
 
@@ -298,7 +298,7 @@ pub struct PoolPolicyBuilder {
 }
 
 impl PoolPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// The balancing strategy (default `p2c_peak_ewma`).
         strategy(strategy: Balance) => policy.strategy = strategy;
     }
@@ -311,7 +311,7 @@ impl PoolPolicyBuilder {
         self
     }
 
-    setters! {
+    ripcord_core::setters! {
         /// How long a 429 that names no wait cools its deployment down (default 1 s).
         default_cooldown(d: Duration) => policy.default_cooldown = d;
 

@@ -259,7 +259,7 @@ pub struct ProberBuilder<M> {
 }
 
 impl<M: ChatModel + 'static> ProberBuilder<M> {
-    setters! {
+    ripcord_core::setters! {
         /// Feeds probe answers to this breaker (an open breaker moves to half-open early).
         breaker(handle: BreakerHandle) => probe.breaker = Some(handle);
 

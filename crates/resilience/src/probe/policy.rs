@@ -54,7 +54,7 @@ impl Default for ProbePolicy {
 policy_builder!(ProbePolicyBuilder => ProbePolicy);
 
 impl ProbePolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// The mean time between probes (default 30 s).
         interval(d: Duration) => policy.interval = d;
 

@@ -121,7 +121,7 @@ pub struct RateLimitPolicyBuilder {
 }
 
 impl RateLimitPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// Requests per minute. The burst defaults to the same number.
         rpm(n: u32) => rpm = Some(n);
 

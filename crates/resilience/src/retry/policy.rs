@@ -115,7 +115,7 @@ pub struct RetryPolicyBuilder {
 }
 
 impl RetryPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// Attempts per call, the first included (default 3; 1 disables retries).
         ///
         /// Only the classes of [`RetryPolicyBuilder::retry_on`] are retried on the same link; by

@@ -68,7 +68,7 @@ impl TimeoutPolicy {
 policy_builder!(TimeoutPolicyBuilder => TimeoutPolicy);
 
 impl TimeoutPolicyBuilder {
-    setters! {
+    ripcord_core::setters! {
         /// The whole attempt, a stream's end included (default 60 s).
         attempt(d: Duration) => policy.attempt = Some(d);
 

@@ -64,7 +64,7 @@ fn control<T>(
     headers: &HeaderMap,
     name: &HeaderName,
     allowed: bool,
-    expected: &str,
+    expected: impl std::fmt::Display,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Option<T>, GatewayError> {
     let Some(v) = text(headers, name)? else {
@@ -190,14 +190,15 @@ pub(super) fn apply(
         }
         ctx = ctx.with_priority(p);
     }
-    let expected = format!("a name of up to {MAX_INTENT} letters, digits, `-`, `_` or `.`");
     let intent = |v: &str| {
         let ok = v.len() <= MAX_INTENT
             && v.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
         ok.then(|| v.to_owned())
     };
-    if let Some(v) = control(headers, &INTENT, allowed.intent, &expected, intent)? {
+    // The expectation is formatted only when a value is refused (no allocation per request).
+    let expected = format_args!("a name of up to {MAX_INTENT} letters, digits, `-`, `_` or `.`");
+    if let Some(v) = control(headers, &INTENT, allowed.intent, expected, intent)? {
         ctx = ctx.with_intent(v);
     }
     Ok(ctx)

@@ -41,6 +41,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod alert;
+pub mod calendar;
 mod capabilities;
 pub mod chain;
 mod context;

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ripcord_core::calendar::{civil_from_days, days_from_civil};
 
 use super::store::{BudgetAdmit, BudgetHold, BudgetRefusal, BudgetStore, DEFAULT_MAX_ACCOUNTS};
 
@@ -33,7 +34,7 @@ impl BudgetPeriod {
         match self {
             BudgetPeriod::Day => day,
             BudgetPeriod::Month => {
-                let (y, m) = civil_from_days(day);
+                let (y, m, _) = civil_from_days(day);
                 (y - 1970) * 12 + i64::from(m) - 1
             }
         }
@@ -46,7 +47,7 @@ impl BudgetPeriod {
             BudgetPeriod::Month => {
                 let y = 1970 + index.div_euclid(12);
                 let m = u32::try_from(index.rem_euclid(12)).unwrap_or(0) + 1;
-                days_from_civil(y, m).saturating_mul(DAY_MS)
+                days_from_civil(y, m, 1).saturating_mul(DAY_MS)
             }
         }
     }
@@ -61,30 +62,6 @@ impl BudgetPeriod {
         let next = self.start_ms(self.index(unix_ms) + 1);
         Duration::from_millis(u64::try_from(next - unix_ms).unwrap_or(0))
     }
-}
-
-/// The year and month (1–12) of a day counted from 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, u32::try_from(m).unwrap_or(1))
-}
-
-/// The day (from 1970-01-01) of the 1st of month `m` (1–12) of year `y`.
-fn days_from_civil(y: i64, m: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Now, in Unix milliseconds.

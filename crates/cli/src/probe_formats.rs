@@ -73,10 +73,6 @@ struct RawExpect {
     regex: Option<Spanned<String>>,
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
 fn err(
     file: &Path,
     text: &str,
@@ -84,12 +80,8 @@ fn err(
     key: &str,
     message: impl Into<String>,
 ) -> ConfigError {
-    ConfigError {
-        file: file.display().to_string(),
-        line: span.map(|s| line_of(text, s.start)),
-        key: Some(key.to_owned()),
-        message: message.into(),
-    }
+    let file = file.display().to_string();
+    ConfigError::at(&file, text, span.as_ref(), Some(key.to_owned()), message)
 }
 
 /// Parses one case file's text.
@@ -98,12 +90,8 @@ fn err(
 ///
 /// A [`ConfigError`] naming the file, line and key.
 pub fn parse_case(file: &Path, text: &str) -> Result<Case, ConfigError> {
-    let raw: RawCase = toml::from_str(text).map_err(|e| ConfigError {
-        file: file.display().to_string(),
-        line: e.span().map(|s| line_of(text, s.start)),
-        key: None,
-        message: e.message().to_owned(),
-    })?;
+    let raw: RawCase = toml::from_str(text)
+        .map_err(|e| ConfigError::toml(&file.display().to_string(), text, &e))?;
     let expect_span = raw.expect.span();
     let expect = raw.expect.into_inner();
     let check = match (expect.json_schema, expect.json, expect.regex) {

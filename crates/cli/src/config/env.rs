@@ -63,27 +63,13 @@ impl Ctx<'_> {
         Ok(v)
     }
 
-    fn line_of(&self, span: &Range<usize>) -> usize {
-        let end = span.start.min(self.text.len());
-        self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1
-    }
-
     pub(super) fn err(
         &self,
         span: Option<&Range<usize>>,
         key: &str,
         message: impl Into<String>,
     ) -> ConfigError {
-        ConfigError {
-            file: self.file.to_owned(),
-            line: span.map(|s| self.line_of(s)),
-            key: Some(key.to_owned()),
-            message: message.into(),
-        }
+        ConfigError::at(self.file, self.text, span, Some(key.to_owned()), message)
     }
 
     /// Replaces `${NAME}` with the variable's value; a missing variable is an error at the key.

@@ -90,6 +90,7 @@ mod resolve_store;
 mod route_table;
 
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 pub use env::{Env, ProcessEnv};
@@ -149,6 +150,40 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// A mistake in `text` (the contents of `file`) at the byte range `span`, under `key`.
+    pub fn at(
+        file: &str,
+        text: &str,
+        span: Option<&Range<usize>>,
+        key: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            file: file.to_owned(),
+            line: span.map(|s| line_at(text, s.start)),
+            key,
+            message: message.into(),
+        }
+    }
+
+    /// A TOML syntax or shape error in `text` (the contents of `file`): its line and, where
+    /// that line is `key = …`, the key.
+    pub fn toml(file: &str, text: &str, e: &toml::de::Error) -> Self {
+        let key = e.span().and_then(|s| key_at(text, s.start));
+        Self::at(file, text, e.span().as_ref(), key, e.message().trim())
+    }
+}
+
+/// The 1-based line of byte `offset` in `text` (past the end: the last line).
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
 /// Where `cargo xtask setup-model` (or `ripcord setup-model`) puts the default local model:
 /// `<cache>/models/smollm2-135m-instruct`, the cache decided at run time
 /// ([`ripcord_local_onnx::default_cache_dir`]).
@@ -162,18 +197,7 @@ pub fn default_model_dir() -> PathBuf {
 ///
 /// A [`ConfigError`] naming the file, line and key of the first mistake.
 pub fn parse(file: &str, text: &str, env: &dyn Env) -> Result<Config, ConfigError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        let key = e.span().and_then(|s| key_at(text, s.start));
-        ConfigError {
-            file: file.to_owned(),
-            line,
-            key,
-            message: e.message().to_owned(),
-        }
-    })?;
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::toml(file, text, &e))?;
     let cx = Ctx { file, text, env };
     resolve(&cx, raw, false)
 }
@@ -220,12 +244,8 @@ kind = "local-onnx"
 /// Only when no provider is usable.
 pub fn builtin(env: &dyn Env) -> Result<Config, ConfigError> {
     let file = "<built-in default config>";
-    let raw: RawConfig = toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError {
-        file: file.to_owned(),
-        line: None,
-        key: None,
-        message: e.message().to_owned(),
-    })?;
+    let raw: RawConfig =
+        toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError::toml(file, DEFAULT_CONFIG, &e))?;
     let cx = Ctx {
         file,
         text: DEFAULT_CONFIG,

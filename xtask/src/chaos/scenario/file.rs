@@ -1,6 +1,5 @@
 //! The scenario file: TOML with errors that name the file, the line and the key.
 
-use std::fmt;
 use std::ops::{Range, RangeInclusive};
 
 use serde::Deserialize;
@@ -8,27 +7,8 @@ use toml::Spanned;
 
 use super::{At, Expect, FAULT_NAMES, Fault, FaultParams, MaxTrips, Phase, Scenario};
 
-/// A scenario file mistake, located in its file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ScenarioError {
-    pub(crate) file: String,
-    pub(crate) line: Option<usize>,
-    pub(crate) key: Option<String>,
-    pub(crate) message: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if let Some(key) = &self.key {
-            write!(f, ": key `{key}`")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
+/// A scenario file mistake, located in its file: the same shape as a `ripcord.toml` mistake.
+pub(crate) type ScenarioError = ripcord_cli::config::ConfigError;
 
 /// A number written as an integer or a float.
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -100,22 +80,8 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    fn line_of(&self, span: &Range<usize>) -> usize {
-        let end = span.start.min(self.text.len());
-        self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1
-    }
-
     fn err(&self, span: &Range<usize>, key: String, message: impl Into<String>) -> ScenarioError {
-        ScenarioError {
-            file: self.file.to_owned(),
-            line: Some(self.line_of(span)),
-            key: Some(key),
-            message: message.into(),
-        }
+        ScenarioError::at(self.file, self.text, Some(span), Some(key), message)
     }
 
     /// `v`'s number, or the error at `key` that it lies outside `range` (`what` says what a
@@ -141,15 +107,6 @@ impl Cx<'_> {
 }
 
 /// The key written on the line containing byte `offset`, if the line is `key = value`.
-fn key_at(text: &str, offset: usize) -> Option<String> {
-    let offset = offset.min(text.len());
-    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[start..].lines().next()?;
-    let (key, _) = line.split_once('=')?;
-    let key = key.trim();
-    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_owned())
-}
-
 fn non_negative(
     cx: &Cx<'_>,
     v: &Option<Spanned<i64>>,
@@ -173,14 +130,7 @@ pub(crate) fn parse(
     text: &str,
     builtin_names: &[&str],
 ) -> Result<Vec<Scenario>, ScenarioError> {
-    let raw: FileRaw = toml::from_str(text).map_err(|e| ScenarioError {
-        file: file.to_owned(),
-        line: e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
-        key: e.span().and_then(|s| key_at(text, s.start)),
-        message: e.message().trim().to_owned(),
-    })?;
+    let raw: FileRaw = toml::from_str(text).map_err(|e| ScenarioError::toml(file, text, &e))?;
     let cx = Cx { file, text };
     if raw.scenario.is_empty() {
         return Err(ScenarioError {

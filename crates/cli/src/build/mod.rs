@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ripcord_core::chain::Strategy;
 use ripcord_core::{
     Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, EmbeddingModel, Error,
     Locality, ModelId, Result, StaticReply, StreamPolicy,
@@ -566,20 +565,7 @@ fn build_route(
         b = b.fallback_notice(n.clone());
     }
     b = b
-        .strategy(match &spec.strategy {
-            crate::config::Strategy::Ordered => Strategy::Ordered,
-            crate::config::Strategy::LowestLatency { min_samples } => Strategy::LowestLatency {
-                min_samples: *min_samples,
-            },
-            crate::config::Strategy::LowestCost => Strategy::LowestCost,
-            crate::config::Strategy::DemoteErroring { min_calls } => Strategy::DemoteErroring {
-                threshold_pct: 30,
-                min_calls: *min_calls,
-            },
-            crate::config::Strategy::Weighted(shares) => {
-                Strategy::weighted(shares.iter().map(|(n, w)| (n.clone(), *w)))
-            }
-        })
+        .strategy(spec.strategy.clone())
         .prefer_independent_fallbacks(spec.independent_fallbacks);
     Ok(BuiltRoute {
         name: route.name.clone(),

@@ -22,6 +22,10 @@
 //!   "lowest_latency"` reorders it. The library has no default (its
 //!   [`Strategy::LowestLatency`](ripcord_core::chain::Strategy::LowestLatency) takes the number),
 //!   so the binary picks one.
+//! - [`DEMOTE_ERRORING_THRESHOLD_PCT`] and [`DEMOTE_ERRORING_MIN_CALLS`]: `strategy =
+//!   "demote_erroring"` demotes a link whose error rate reaches 30 % after 10 calls (its
+//!   `min_samples` overrides the calls); the library's
+//!   [`Strategy::DemoteErroring`](ripcord_core::chain::Strategy::DemoteErroring) takes both.
 //!
 //! The gateway's own limits (`[server]`, [`super::ServerSettings`]) have no library counterpart.
 
@@ -43,6 +47,14 @@ pub const BUDGET_ANONYMOUS: bool = true;
 /// `strategy = "lowest_latency"`: samples a link needs before it is reordered, when
 /// `min_samples` is left out (the library has no default: see the [module docs](self)).
 pub const LOWEST_LATENCY_MIN_SAMPLES: u32 = 5;
+
+/// `strategy = "demote_erroring"`: the error rate, in percent, at which a link moves behind the
+/// others (the library has no default: see the [module docs](self)).
+pub const DEMOTE_ERRORING_THRESHOLD_PCT: u8 = 30;
+
+/// `strategy = "demote_erroring"`: calls a link needs before its error rate counts, when
+/// `min_samples` is left out.
+pub const DEMOTE_ERRORING_MIN_CALLS: u32 = 10;
 
 /// `[server] max_body_bytes` left out: the largest request body the gateway reads (1 MiB).
 pub const MAX_BODY_BYTES: usize = 1 << 20;

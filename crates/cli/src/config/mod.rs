@@ -96,7 +96,7 @@ use std::path::{Path, PathBuf};
 pub use env::{Env, ProcessEnv};
 pub use model::{
     BedrockSettings, BreakerSettings, ChainSpec, Config, GatewayKey, MIN_KEY_CHARS, Provider,
-    RedisSettings, RetrySettings, Route, ServerSettings, StateBackend, Strategy, TenantBudget,
+    RedisSettings, RetrySettings, Route, ServerSettings, StateBackend, TenantBudget,
     VertexCredentials, VertexSettings,
 };
 pub use pool::{DeploymentSettings, PoolSettings};
@@ -116,6 +116,8 @@ pub use resolve_policies::{
 pub use resolve_store::{
     DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_SPOOL_MAX_BYTES, StoreConfig, StoreSettings,
 };
+/// A route's link ordering, resolved: the library's own type.
+pub use ripcord_core::chain::Strategy;
 /// The vendors a provider's `kind` can name (`ripcord-providers`' registry).
 pub use ripcord_providers::Vendor;
 pub use route_table::RouteConfig;

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use ripcord_core::chain::Strategy;
+
 use super::raw::{
     BulkheadConfig, ProbeConfig, ProviderKind, RateLimitConfig, RedactionConfig, TimeoutsConfig,
 };
@@ -70,29 +72,6 @@ impl Default for ServerSettings {
         }
     }
 }
-/// The link ordering strategy, resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// The configured order.
-    #[default]
-    Ordered,
-    /// By time to first token, once a link has `min_samples`.
-    LowestLatency {
-        /// Samples before a link is reordered.
-        min_samples: u32,
-    },
-    /// By price for the estimated tokens.
-    LowestCost,
-    /// First link by weighted random choice.
-    Weighted(Vec<(String, u32)>),
-    /// The configured order, with links whose passive error rate reaches 30% (after
-    /// `min_samples` calls) moved behind the others.
-    DemoteErroring {
-        /// Calls before a link's error rate counts.
-        min_calls: u32,
-    },
-}
-
 /// `[budget]`, resolved: tokens per tenant per window, charged once per call of the chain
 /// (whichever link serves it) with the usage the vendor reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,9 +4,10 @@ use ripcord_providers::Vendor;
 use std::collections::BTreeMap;
 
 use super::ConfigError;
+use super::Strategy;
 use super::defaults;
 use super::env::Ctx;
-use super::model::{ChainSpec, Config, Provider, Route, Strategy};
+use super::model::{ChainSpec, Config, Provider, Route};
 use super::raw::{ChainConfig, ProviderConfig, ProviderKind, RawConfig};
 use super::resolve_gateway::{resolve_budget, resolve_keys, resolve_server, resolve_state};
 use super::resolve_provider::resolve_provider;
@@ -419,7 +420,10 @@ fn resolve_chain(
         },
         Some(("lowest_cost", _)) => Strategy::LowestCost,
         Some(("demote_erroring", _)) => Strategy::DemoteErroring {
-            min_calls: raw.min_samples.unwrap_or(10),
+            threshold_pct: defaults::DEMOTE_ERRORING_THRESHOLD_PCT,
+            min_calls: raw
+                .min_samples
+                .unwrap_or(defaults::DEMOTE_ERRORING_MIN_CALLS),
         },
         Some(("weighted", span)) => {
             if raw.weights.is_empty() {

@@ -685,7 +685,7 @@ fn bench(args: &Args) -> Result<(), String> {
         quick: args.quick,
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         load_average: (load_start, load_average()),
-        plan: (&plan).into(),
+        plan,
         upstream: "ripcord-chaos FakeVendor (OpenAI wire, fast mode, fixed answer), child process, 2 worker threads"
             .into(),
         rows: row_reports.clone(),

@@ -167,6 +167,17 @@ pub(crate) fn opt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}x"))
 }
 
+impl Target {
+    /// Its line in the terminal report, with the figure as `value` shows it.
+    fn line(&self, value: &str) -> String {
+        let verdict = if self.met { "met " } else { "miss" };
+        format!(
+            "  [{verdict}] {}: {value} (target {})",
+            self.what, self.bound
+        )
+    }
+}
+
 /// Renders the report as text.
 pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> String {
     let mut out = String::new();
@@ -259,14 +270,7 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> 
     let _ = writeln!(out);
     let _ = writeln!(out, "targets (one run, this machine):");
     for t in &r.targets {
-        let _ = writeln!(
-            out,
-            "  [{}] {}: {:.4} (target {})",
-            if t.met { "met " } else { "miss" },
-            t.what,
-            t.value,
-            t.bound
-        );
+        let _ = writeln!(out, "{}", t.line(&format!("{:.4}", t.value)));
     }
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
@@ -359,14 +363,7 @@ pub(crate) fn render_local(out: &mut String, l: &LocalSection) {
         }
     }
     for t in &l.targets {
-        let _ = writeln!(
-            out,
-            "  [{}] {}: {:.3}x (target {})",
-            if t.met { "met " } else { "miss" },
-            t.what,
-            t.value,
-            t.bound
-        );
+        let _ = writeln!(out, "{}", t.line(&format!("{:.3}x", t.value)));
     }
     for n in &l.notes {
         let _ = writeln!(out, "note (local): {n}");
@@ -381,6 +378,24 @@ mod tests {
     fn ratios_print_as_multipliers() {
         assert_eq!(opt_ratio(Some(1.0234)), "1.023x");
         assert_eq!(opt_ratio(None), "-");
+    }
+
+    #[test]
+    fn a_target_line_says_met_or_miss() {
+        let t = |met| Target {
+            what: "p50 ratio".into(),
+            value: 1.02,
+            bound: "<= 1.10".into(),
+            met,
+        };
+        assert_eq!(
+            t(true).line("1.0200"),
+            "  [met ] p50 ratio: 1.0200 (target <= 1.10)"
+        );
+        assert_eq!(
+            t(false).line("1.020x"),
+            "  [miss] p50 ratio: 1.020x (target <= 1.10)"
+        );
     }
 
     #[test]

@@ -176,19 +176,8 @@ impl Transport {
         extra: Option<(HeaderName, HeaderValue)>,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let (resp, started) = self
-            .request(ctx, target, http::Method::POST, body, sse, extra)
-            .await?;
-        if resp.status().is_success() {
-            return Ok((resp, started));
-        }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
-        Err(naming_url(
-            classify(status, &headers, &raw),
-            status,
-            "POST",
-            target,
-        ))
+        self.exchange(ctx, target, http::Method::POST, body, sse, extra, classify)
+            .await
     }
 
     /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
@@ -201,17 +190,45 @@ impl Transport {
         target: &Target,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<()> {
-        let (resp, started) = self
-            .request(ctx, target, http::Method::GET, Vec::new(), false, None)
-            .await?;
+        self.exchange(
+            ctx,
+            target,
+            http::Method::GET,
+            Vec::new(),
+            false,
+            None,
+            classify,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// [`Transport::request`], then a status other than success is read and classified by
+    /// `classify` (a 404 naming the URL it was sent to).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of `request`, and the classifier"
+    )]
+    async fn exchange(
+        &self,
+        ctx: &Context,
+        target: &Target,
+        method: http::Method,
+        body: Vec<u8>,
+        sse: bool,
+        extra: Option<(HeaderName, HeaderValue)>,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
+    ) -> Result<(Response, Instant)> {
+        let name = method.clone();
+        let (resp, started) = self.request(ctx, target, method, body, sse, extra).await?;
         if resp.status().is_success() {
-            return Ok(());
+            return Ok((resp, started));
         }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp, false).await?;
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
         Err(naming_url(
             classify(status, &headers, &raw),
             status,
-            "GET",
+            name.as_str(),
             target,
         ))
     }

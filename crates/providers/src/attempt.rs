@@ -203,8 +203,7 @@ pub(crate) async fn chat<A: Adapter>(
     req: &ChatRequest,
     ctx: &Context,
 ) -> Result<ChatResponse> {
-    let call = async { a.chat_inner(req, ctx).await.map_err(|e| a.finish(e)) };
-    telemetry::traced_chat(a.span(false), req, call).await
+    telemetry::traced_chat(a.span(false), req, finished(a, a.chat_inner(req, ctx))).await
 }
 
 /// [`ChatModel::stream`](ripcord_core::ChatModel::stream) of an adapter, as [`chat`].
@@ -213,8 +212,12 @@ pub(crate) async fn stream<A: Adapter>(
     req: &ChatRequest,
     ctx: &Context,
 ) -> Result<ChatStream> {
-    let call = async { a.stream_inner(req, ctx).await.map_err(|e| a.finish(e)) };
-    telemetry::traced_stream(a.span(true), req, call).await
+    telemetry::traced_stream(a.span(true), req, finished(a, a.stream_inner(req, ctx))).await
+}
+
+/// `call`, its error finished by the adapter (see [`Adapter::finish`]).
+async fn finished<A: Adapter, T>(a: &A, call: impl Future<Output = Result<T>>) -> Result<T> {
+    call.await.map_err(|e| a.finish(e))
 }
 
 /// Writes what every adapter shares on an [`Adapter`] that keeps its [`ModelId`] in a field

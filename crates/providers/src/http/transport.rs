@@ -176,7 +176,7 @@ impl Transport {
         extra: Option<(HeaderName, HeaderValue)>,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        self.exchange(ctx, target, http::Method::POST, body, sse, extra, classify)
+        self.request(ctx, target, http::Method::POST, body, sse, extra, classify)
             .await
     }
 
@@ -190,7 +190,7 @@ impl Transport {
         target: &Target,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<()> {
-        self.exchange(
+        self.request(
             ctx,
             target,
             http::Method::GET,
@@ -203,13 +203,14 @@ impl Transport {
         .map(|_| ())
     }
 
-    /// [`Transport::request`], then a status other than success is read and classified by
-    /// `classify` (a 404 naming the URL it was sent to).
+    /// Sends a request (a JSON body for a POST) and waits for the response headers. Returns a
+    /// success response and when the request was sent; any other status is read and classified
+    /// by `classify` (a 404 naming the URL it was sent to).
     #[expect(
         clippy::too_many_arguments,
-        reason = "the parts of `request`, and the classifier"
+        reason = "the parts of a request, and the classifier"
     )]
-    async fn exchange(
+    async fn request(
         &self,
         ctx: &Context,
         target: &Target,
@@ -219,32 +220,8 @@ impl Transport {
         extra: Option<(HeaderName, HeaderValue)>,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let name = method.clone();
-        let (resp, started) = self.request(ctx, target, method, body, sse, extra).await?;
-        if resp.status().is_success() {
-            return Ok((resp, started));
-        }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
-        Err(naming_url(
-            classify(status, &headers, &raw),
-            status,
-            name.as_str(),
-            target,
-        ))
-    }
-
-    /// Sends a request (a JSON body for a POST) and waits for the response headers (any
-    /// status). Returns the response and when the request was sent.
-    async fn request(
-        &self,
-        ctx: &Context,
-        target: &Target,
-        method: http::Method,
-        body: Vec<u8>,
-        sse: bool,
-        extra: Option<(HeaderName, HeaderValue)>,
-    ) -> Result<(Response, Instant)> {
         precheck(ctx)?;
+        let method_name = method.clone();
         let fixed = if sse {
             &self.sse_headers
         } else {
@@ -304,7 +281,16 @@ impl Transport {
                 }
             }
         };
-        Ok((resp, started))
+        if resp.status().is_success() {
+            return Ok((resp, started));
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
+        Err(naming_url(
+            classify(status, &headers, &raw),
+            status,
+            method_name.as_str(),
+            target,
+        ))
     }
 
     /// Reads a whole success body.

@@ -289,26 +289,28 @@ mod tests {
 
     #[test]
     fn message_hints() {
-        assert_eq!(
-            from_message("Rate limit reached for gpt-4o. Please try again in 20ms. Visit ..."),
-            Some(Duration::from_millis(20))
-        );
-        assert_eq!(
-            from_message("Please retry after 6 seconds."),
-            Some(Duration::from_secs(6))
-        );
-        assert_eq!(
-            from_message("Please try again in 1.5s."),
-            Some(Duration::from_millis(1500))
-        );
-        assert_eq!(from_message("try again later"), None);
-        assert_eq!(
-            from_message("please try again after 1 seconds"),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(
-            from_message("Retry after 2 minutes."),
-            Some(Duration::from_secs(120))
-        );
+        let cases = [
+            (
+                "Rate limit reached for gpt-4o. Please try again in 20ms. Visit ...",
+                Some(Duration::from_millis(20)),
+            ),
+            (
+                "Please retry after 6 seconds.",
+                Some(Duration::from_secs(6)),
+            ),
+            (
+                "Please try again in 1.5s.",
+                Some(Duration::from_millis(1500)),
+            ),
+            ("try again later", None),
+            (
+                "please try again after 1 seconds",
+                Some(Duration::from_secs(1)),
+            ),
+            ("Retry after 2 minutes.", Some(Duration::from_secs(120))),
+        ];
+        for (message, want) in cases {
+            assert_eq!(from_message(message), want, "{message}");
+        }
     }
 }

@@ -203,7 +203,8 @@ pub(crate) async fn chat<A: Adapter>(
     req: &ChatRequest,
     ctx: &Context,
 ) -> Result<ChatResponse> {
-    telemetry::traced_chat(a.span(false), req, finished(a, a.chat_inner(req, ctx))).await
+    let call = async { a.chat_inner(req, ctx).await.map_err(|e| a.finish(e)) };
+    telemetry::traced_chat(a.span(false), req, call).await
 }
 
 /// [`ChatModel::stream`](ripcord_core::ChatModel::stream) of an adapter, as [`chat`].
@@ -212,12 +213,8 @@ pub(crate) async fn stream<A: Adapter>(
     req: &ChatRequest,
     ctx: &Context,
 ) -> Result<ChatStream> {
-    telemetry::traced_stream(a.span(true), req, finished(a, a.stream_inner(req, ctx))).await
-}
-
-/// `call`, its error finished by the adapter (see [`Adapter::finish`]).
-async fn finished<A: Adapter, T>(a: &A, call: impl Future<Output = Result<T>>) -> Result<T> {
-    call.await.map_err(|e| a.finish(e))
+    let call = async { a.stream_inner(req, ctx).await.map_err(|e| a.finish(e)) };
+    telemetry::traced_stream(a.span(true), req, call).await
 }
 
 /// Writes what every adapter shares on an [`Adapter`] that keeps its [`ModelId`] in a field

@@ -36,6 +36,7 @@ mod cpu;
 mod floor;
 mod gateway;
 mod local;
+mod only;
 mod paired;
 mod rawhttp;
 mod report;
@@ -337,7 +338,7 @@ fn bench(args: &Args) -> Result<(), String> {
     } else {
         (50_000, 21)
     };
-    let only = only_rows(&args.only);
+    let only = only::keys(&args.only);
     let mut trip = None;
     let mut pool_paired = None;
     let (measured, raws, skips) = rt.block_on(async {
@@ -357,12 +358,8 @@ fn bench(args: &Args) -> Result<(), String> {
         let wire = rows::capture_adapter_wire().await?;
         let (mut measured, raws) = rows::build(&targets, &wire, meters.len()).await?;
         if let Some(keys) = &only {
-            let known: Vec<&str> = measured.iter().map(|r| r.key).collect();
-            if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.as_str())) {
-                return Err(format!(
-                    "--only {unknown:?}: the rows are {known:?} (or `gateway`)"
-                ));
-            }
+            let built: Vec<&str> = measured.iter().map(|r| r.key).collect();
+            only::check(keys, &built)?;
             measured.retain(|r| keys.iter().any(|k| k == r.key));
         }
         eprintln!(
@@ -688,7 +685,7 @@ fn bench(args: &Args) -> Result<(), String> {
         quick: args.quick,
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         load_average: (load_start, load_average()),
-        plan: (&plan).into(),
+        plan,
         upstream: "ripcord-chaos FakeVendor (OpenAI wire, fast mode, fixed answer), child process, 2 worker threads"
             .into(),
         rows: row_reports.clone(),
@@ -726,36 +723,6 @@ fn bench(args: &Args) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The row keys `--only` names, with `gateway` standing for the gateway rows and the rows
-/// they are compared with; `None` without `--only`.
-fn only_rows(only: &[String]) -> Option<Vec<String>> {
-    if only.is_empty() {
-        return None;
-    }
-    let mut keys = Vec::new();
-    for k in only.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
-        if k == "gateway" {
-            for g in [
-                "sdk_direct",
-                "gateway",
-                "gateway_messages",
-                "gateway_responses",
-                "bare_proxy",
-                "upstream_ceiling",
-                "gateway_keepalive",
-                "gateway_ledger_sqlite",
-                "gateway_ledger_postgres",
-            ] {
-                keys.push(g.to_owned());
-            }
-        } else {
-            keys.push(k.to_owned());
-        }
-    }
-    keys.dedup();
-    Some(keys)
 }
 
 /// `a[i] / b[i]` per round, as "min..max (median m)".

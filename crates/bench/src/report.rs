@@ -94,7 +94,7 @@ pub(crate) struct Report {
     /// 1-minute load average at the start and the end.
     pub(crate) load_average: (f64, f64),
     /// Rounds, batch sizes and phase lengths.
-    pub(crate) plan: PlanReport,
+    pub(crate) plan: Plan,
     /// What the upstream is.
     pub(crate) upstream: String,
     /// The HTTP rows.
@@ -109,30 +109,6 @@ pub(crate) struct Report {
     pub(crate) targets: Vec<Target>,
     /// Notes.
     pub(crate) notes: Vec<String>,
-}
-
-/// The plan, serialisable.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct PlanReport {
-    /// Interleaved rounds.
-    pub(crate) rounds: usize,
-    /// Sequential calls per row per round.
-    pub(crate) batch: usize,
-    /// Concurrency of the throughput phase.
-    pub(crate) concurrency: usize,
-    /// Seconds per row per round of the throughput phase.
-    pub(crate) load_s: f64,
-}
-
-impl From<&Plan> for PlanReport {
-    fn from(p: &Plan) -> Self {
-        PlanReport {
-            rounds: p.rounds,
-            batch: p.batch,
-            concurrency: p.concurrency,
-            load_s: p.load_for.as_secs_f64(),
-        }
-    }
 }
 
 fn phase(p: &Phase, meters: &[Meter]) -> PhaseReport {
@@ -191,6 +167,17 @@ pub(crate) fn opt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}x"))
 }
 
+impl Target {
+    /// Its line in the terminal report, with the figure as `value` shows it.
+    fn line(&self, value: &str) -> String {
+        let verdict = if self.met { "met " } else { "miss" };
+        format!(
+            "  [{verdict}] {}: {value} (target {})",
+            self.what, self.bound
+        )
+    }
+}
+
 /// Renders the report as text.
 pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> String {
     let mut out = String::new();
@@ -203,7 +190,7 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> 
         r.load_average.1,
         r.plan.rounds,
         r.plan.batch,
-        r.plan.load_s,
+        r.plan.load_for.as_secs_f64(),
         r.plan.concurrency,
     );
     let _ = writeln!(out, "upstream: {}", r.upstream);
@@ -283,14 +270,7 @@ pub(crate) fn render(r: &Report, via: &dyn Fn(&str) -> Option<&'static str>) -> 
     let _ = writeln!(out);
     let _ = writeln!(out, "targets (one run, this machine):");
     for t in &r.targets {
-        let _ = writeln!(
-            out,
-            "  [{}] {}: {:.4} (target {})",
-            if t.met { "met " } else { "miss" },
-            t.what,
-            t.value,
-            t.bound
-        );
+        let _ = writeln!(out, "{}", t.line(&format!("{:.4}", t.value)));
     }
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
@@ -383,14 +363,7 @@ pub(crate) fn render_local(out: &mut String, l: &LocalSection) {
         }
     }
     for t in &l.targets {
-        let _ = writeln!(
-            out,
-            "  [{}] {}: {:.3}x (target {})",
-            if t.met { "met " } else { "miss" },
-            t.what,
-            t.value,
-            t.bound
-        );
+        let _ = writeln!(out, "{}", t.line(&format!("{:.3}x", t.value)));
     }
     for n in &l.notes {
         let _ = writeln!(out, "note (local): {n}");
@@ -405,5 +378,39 @@ mod tests {
     fn ratios_print_as_multipliers() {
         assert_eq!(opt_ratio(Some(1.0234)), "1.023x");
         assert_eq!(opt_ratio(None), "-");
+    }
+
+    #[test]
+    fn a_target_line_says_met_or_miss() {
+        let t = |met| Target {
+            what: "p50 ratio".into(),
+            value: 1.02,
+            bound: "<= 1.10".into(),
+            met,
+        };
+        assert_eq!(
+            t(true).line("1.0200"),
+            "  [met ] p50 ratio: 1.0200 (target <= 1.10)"
+        );
+        assert_eq!(
+            t(false).line("1.020x"),
+            "  [miss] p50 ratio: 1.020x (target <= 1.10)"
+        );
+    }
+
+    #[test]
+    fn the_plan_reports_its_measuring_part_with_the_load_in_seconds() {
+        let plan = Plan {
+            rounds: 3,
+            batch: 200,
+            concurrency: 64,
+            load_for: std::time::Duration::from_millis(1500),
+            warm_calls: 50,
+            warm_load: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(
+            serde_json::to_string(&plan).unwrap(),
+            r#"{"rounds":3,"batch":200,"concurrency":64,"load_s":1.5}"#
+        );
     }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -169,8 +170,9 @@ pub(crate) fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(100, 100_000_000_000, 3).expect("constant, valid bounds")
 }
 
-/// How long and how much to measure.
-#[derive(Debug, Clone, Copy)]
+/// How long and how much to measure. The report shows the measuring part (the warm-up is
+/// left out), with the throughput phase's length in seconds (`load_s`).
+#[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct Plan {
     /// Interleaved rounds.
     pub(crate) rounds: usize,
@@ -179,11 +181,18 @@ pub(crate) struct Plan {
     /// Calls in flight during the throughput phase.
     pub(crate) concurrency: usize,
     /// Length of each row's throughput phase per round.
+    #[serde(rename = "load_s", serialize_with = "seconds")]
     pub(crate) load_for: Duration,
     /// Sequential warm-up calls per row.
+    #[serde(skip)]
     pub(crate) warm_calls: usize,
     /// Warm-up time at full concurrency per row.
+    #[serde(skip)]
     pub(crate) warm_load: Duration,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 struct Sample {

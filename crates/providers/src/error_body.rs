@@ -330,58 +330,55 @@ impl ErrorBody {
                 return Some(n);
             }
         }
-        if self.is_quota() {
-            return Some(429);
-        }
-        if self.is_overloaded() {
-            return Some(529);
-        }
-        if self.is_rate_limit() {
-            return Some(429);
-        }
-        if self.is_auth() {
-            return Some(401);
-        }
-        if self.is_permission()
-            || self.has_tag(&[
-                "unsupported_country_region_territory",
-                "unsupported_country",
-                "request_forbidden",
-                "forbidden",
-            ])
-        {
-            return Some(403);
-        }
-        if self.is_payload_too_large() {
-            return Some(413);
-        }
-        if self.is_model_not_found() {
-            return Some(404);
-        }
-        if self.has_tag(&[
-            "invalid_request_error",
-            "invalid_request",
-            "invalidparameter",
-            "bad_request",
-            "badrequesterror",
-        ]) {
-            return Some(400);
-        }
-        if self.is_timeout() {
-            return Some(504);
-        }
-        if self.has_tag(&[
-            "api_error",
-            "server_error",
-            "internal_error",
-            "internalerror",
-            "internal_server_error",
-        ]) {
-            return Some(500);
-        }
-        None
+        IMPLIED_STATUS
+            .iter()
+            .find_map(|&(holds, status)| holds(self).then_some(status))
     }
 }
+
+/// A test on an error body, and the status it implies when it holds.
+type StatusRule = (fn(&ErrorBody) -> bool, u16);
+
+/// [`ErrorBody::implied_status`]'s rules after a numeric tag, in order: the first that holds
+/// names the status.
+const IMPLIED_STATUS: &[StatusRule] = &[
+    (ErrorBody::is_quota, 429),
+    (ErrorBody::is_overloaded, 529),
+    (ErrorBody::is_rate_limit, 429),
+    (ErrorBody::is_auth, 401),
+    (|b| b.is_permission() || b.has_tag(FORBIDDEN_TAGS), 403),
+    (ErrorBody::is_payload_too_large, 413),
+    (ErrorBody::is_model_not_found, 404),
+    (|b| b.has_tag(BAD_REQUEST_TAGS), 400),
+    (ErrorBody::is_timeout, 504),
+    (|b| b.has_tag(SERVER_ERROR_TAGS), 500),
+];
+
+/// Error types and codes that imply a 403 (besides [`ErrorBody::is_permission`]).
+const FORBIDDEN_TAGS: &[&str] = &[
+    "unsupported_country_region_territory",
+    "unsupported_country",
+    "request_forbidden",
+    "forbidden",
+];
+
+/// Error types and codes that imply a 400.
+const BAD_REQUEST_TAGS: &[&str] = &[
+    "invalid_request_error",
+    "invalid_request",
+    "invalidparameter",
+    "bad_request",
+    "badrequesterror",
+];
+
+/// Error types and codes that imply a 500.
+const SERVER_ERROR_TAGS: &[&str] = &[
+    "api_error",
+    "server_error",
+    "internal_error",
+    "internalerror",
+    "internal_server_error",
+];
 
 fn text(v: Option<&Value>) -> Option<String> {
     match v? {
@@ -541,6 +538,21 @@ pub(crate) fn body_error(status: Option<u16>, b: &ErrorBody, hook: Option<ErrorH
         e = e.with_retry_after(d);
     }
     with_stated_limit(e)
+}
+
+/// Reads a 200 body as `T`; one that does not read but is an error body (a vendor's error
+/// sent with a 200) is classified like an error without a status ([`body_error`]). Any other
+/// body that does not read is an invalid response: `invalid` says what, then serde's reason.
+#[cfg(feature = "openai")]
+pub(crate) fn read_ok_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    invalid: &str,
+    hook: Option<ErrorHook>,
+) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
+        Some(b) => body_error(None, &b, hook),
+        None => Error::new(ErrorKind::InvalidResponse, format!("{invalid}: {e}")).with_source(e),
+    })
 }
 
 #[cfg(test)]

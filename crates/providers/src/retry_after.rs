@@ -215,35 +215,54 @@ mod tests {
     use super::*;
     use crate::test_support::headers;
 
+    /// Which header wins: `retry-after-ms`, then `retry-after`, then the reset header of the
+    /// exhausted limit (else the longer reset).
     #[test]
-    fn precedence_ms_then_retry_after_then_reset_headers() {
+    fn header_precedence() {
         let now = SystemTime::now();
-        let h = headers(&[
-            ("retry-after-ms", "20"),
-            ("retry-after", "3"),
-            ("x-ratelimit-reset-requests", "1s"),
-        ]);
-        assert_eq!(from_headers(&h, now), Some(Duration::from_millis(20)));
-        let h = headers(&[("retry-after", "3"), ("x-ratelimit-reset-requests", "1s")]);
-        assert_eq!(from_headers(&h, now), Some(Duration::from_secs(3)));
-        assert_eq!(from_headers(&HeaderMap::new(), now), None);
-    }
-
-    #[test]
-    fn reset_headers_prefer_the_exhausted_limit() {
-        let now = SystemTime::now();
-        let h = headers(&[
-            ("x-ratelimit-reset-requests", "120ms"),
-            ("x-ratelimit-reset-tokens", "6m0s"),
-            ("x-ratelimit-remaining-requests", "0"),
-            ("x-ratelimit-remaining-tokens", "5000"),
-        ]);
-        assert_eq!(from_headers(&h, now), Some(Duration::from_millis(120)));
-        let h = headers(&[
-            ("x-ratelimit-reset-requests", "120ms"),
-            ("x-ratelimit-reset-tokens", "6m0s"),
-        ]);
-        assert_eq!(from_headers(&h, now), Some(Duration::from_secs(360)));
+        type Case = (
+            &'static str,
+            &'static [(&'static str, &'static str)],
+            Option<Duration>,
+        );
+        let cases: &[Case] = &[
+            (
+                "ms before retry-after before reset",
+                &[
+                    ("retry-after-ms", "20"),
+                    ("retry-after", "3"),
+                    ("x-ratelimit-reset-requests", "1s"),
+                ],
+                Some(Duration::from_millis(20)),
+            ),
+            (
+                "retry-after before reset",
+                &[("retry-after", "3"), ("x-ratelimit-reset-requests", "1s")],
+                Some(Duration::from_secs(3)),
+            ),
+            ("no headers", &[], None),
+            (
+                "the exhausted limit's reset",
+                &[
+                    ("x-ratelimit-reset-requests", "120ms"),
+                    ("x-ratelimit-reset-tokens", "6m0s"),
+                    ("x-ratelimit-remaining-requests", "0"),
+                    ("x-ratelimit-remaining-tokens", "5000"),
+                ],
+                Some(Duration::from_millis(120)),
+            ),
+            (
+                "the longer reset when none is exhausted",
+                &[
+                    ("x-ratelimit-reset-requests", "120ms"),
+                    ("x-ratelimit-reset-tokens", "6m0s"),
+                ],
+                Some(Duration::from_secs(360)),
+            ),
+        ];
+        for (name, pairs, want) in cases {
+            assert_eq!(from_headers(&headers(pairs), now), *want, "{name}");
+        }
     }
 
     #[test]
@@ -270,26 +289,28 @@ mod tests {
 
     #[test]
     fn message_hints() {
-        assert_eq!(
-            from_message("Rate limit reached for gpt-4o. Please try again in 20ms. Visit ..."),
-            Some(Duration::from_millis(20))
-        );
-        assert_eq!(
-            from_message("Please retry after 6 seconds."),
-            Some(Duration::from_secs(6))
-        );
-        assert_eq!(
-            from_message("Please try again in 1.5s."),
-            Some(Duration::from_millis(1500))
-        );
-        assert_eq!(from_message("try again later"), None);
-        assert_eq!(
-            from_message("please try again after 1 seconds"),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(
-            from_message("Retry after 2 minutes."),
-            Some(Duration::from_secs(120))
-        );
+        let cases = [
+            (
+                "Rate limit reached for gpt-4o. Please try again in 20ms. Visit ...",
+                Some(Duration::from_millis(20)),
+            ),
+            (
+                "Please retry after 6 seconds.",
+                Some(Duration::from_secs(6)),
+            ),
+            (
+                "Please try again in 1.5s.",
+                Some(Duration::from_millis(1500)),
+            ),
+            ("try again later", None),
+            (
+                "please try again after 1 seconds",
+                Some(Duration::from_secs(1)),
+            ),
+            ("Retry after 2 minutes.", Some(Duration::from_secs(120))),
+        ];
+        for (message, want) in cases {
+            assert_eq!(from_message(message), want, "{message}");
+        }
     }
 }

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::chain::fake_key;
 use super::invariants::Check;
+use super::report::SideFigures;
 use super::run::Settings;
 
 /// The scenario's name (for `--only`).
@@ -81,7 +82,7 @@ pub(crate) struct EmbeddingsRun {
 impl EmbeddingsRun {
     /// True when every check passed.
     pub(crate) fn passed(&self) -> bool {
-        !self.checks.is_empty() && self.checks.iter().all(|c| c.passed)
+        SideFigures::passed(&self.checks)
     }
 
     /// The figures shown above the checks.
@@ -524,26 +525,12 @@ fn checks(
 
 /// The scenario's block in the terminal output.
 pub(crate) fn terminal_block(r: &EmbeddingsRun) -> String {
-    super::report::terminal::side_block(
-        NAME,
-        DESCRIPTION,
-        &r.figure_lines(),
-        &r.checks,
-        &format!("{:.1} s", r.wall.as_secs_f64()),
-    )
+    SideFigures::new(NAME, DESCRIPTION, r.figure_lines(), &r.checks, r.wall).terminal_block()
 }
 
 /// The scenario's section of the HTML report.
 pub(crate) fn html_section(r: &EmbeddingsRun) -> String {
-    use super::report::html::{figure_list, side_section, verdict};
-    side_section(
-        NAME,
-        DESCRIPTION,
-        verdict(r.passed()),
-        &figure_list(&r.figure_lines()),
-        &r.checks,
-        &format!("{:.1} s", r.wall.as_secs_f64()),
-    )
+    SideFigures::new(NAME, DESCRIPTION, r.figure_lines(), &r.checks, r.wall).html_section()
 }
 
 /// The scenario in the JSON report.

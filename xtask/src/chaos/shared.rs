@@ -53,6 +53,7 @@ use tokio::time::Instant;
 use super::chain::Template;
 use super::invariants::Check;
 use super::observe::wrap_only;
+use super::report::SideFigures;
 use super::run::Settings;
 use super::scenario::{Rng, mix};
 
@@ -571,13 +572,7 @@ pub(crate) fn terminal_block(r: &SharedRun) -> String {
             format!("replica {i}: {}", parts.join(", "))
         })
         .collect();
-    super::report::terminal::side_block(
-        NAME,
-        DESCRIPTION,
-        &figures,
-        &r.checks,
-        &format!("{:.1} s", r.wall.as_secs_f64()),
-    )
+    SideFigures::new(NAME, DESCRIPTION, figures, &r.checks, r.wall).terminal_block()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ripcord_core::chain::Strategy;
 use ripcord_core::{Chain, ChatModel};
+use ripcord_providers::HttpClient;
 use ripcord_resilience::{
     BreakerHandle, BreakerPolicy, BulkheadPolicy, ChatModelExt, Deployment, Pool, PoolPolicy,
     ProbePolicy, Prober, RateLimitPolicy, RedactPolicy, RetryPolicy,
@@ -139,12 +140,22 @@ pub(super) fn pool_chain(first_url: &str, ok_url: &str) -> Result<Chain, String>
             .with_bulkhead(bulkhead()?)
             .with_breaker(BreakerPolicy::default()),
     );
+    behind(primary, ok_url, &client)
+}
+
+/// A chain row's chain: `primary` (link 1, built by the row), then the two links on `ok_url`
+/// every chain row has behind it.
+pub(super) fn behind(
+    primary: Arc<dyn ChatModel>,
+    ok_url: &str,
+    client: &HttpClient,
+) -> Result<Chain, String> {
     let (secondary, _) = decorate(
-        openai(ok_url, "secondary", Some(&client))?,
+        openai(ok_url, "secondary", Some(client))?,
         BreakerPolicy::default(),
     )?;
     let (tertiary, _) = decorate(
-        openai(ok_url, "tertiary", Some(&client))?,
+        openai(ok_url, "tertiary", Some(client))?,
         BreakerPolicy::default(),
     )?;
     Chain::builder()

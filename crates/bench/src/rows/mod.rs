@@ -195,21 +195,21 @@ pub(crate) async fn build(
         meters,
     ));
 
-    let floor = RawPost::new(
-        crate::floor::reqwest_client()?,
-        &chat_url(&t.ok),
-        &wire.json_headers,
-        wire.json_body.clone(),
-    )?;
+    // The adapter's own request (`headers`, `body`) to the upstream, by the floor's client.
+    let floor_post = |headers: &[(String, String)], body: &[u8]| {
+        RawPost::new(
+            crate::floor::reqwest_client()?,
+            &chat_url(&t.ok),
+            headers,
+            body.to_vec(),
+        )
+    };
     rows.push(row(
         "floor",
         "floor: reqwest POST + parse",
         None,
         &[],
-        call(move || {
-            let f = floor.clone();
-            async move { f.json().await.map(|()| None) }
-        }),
+        json_call(floor_post(&wire.json_headers, &wire.json_body)?),
         meters,
     ));
 
@@ -386,12 +386,7 @@ pub(crate) async fn build(
         meters,
     ));
 
-    let stream_floor = RawPost::new(
-        crate::floor::reqwest_client()?,
-        &chat_url(&t.ok),
-        &wire.stream_headers,
-        wire.stream_body.clone(),
-    )?;
+    let stream_floor = floor_post(&wire.stream_headers, &wire.stream_body)?;
     rows.push(row(
         "stream_floor",
         "stream floor: first SSE text event",
@@ -420,39 +415,30 @@ pub(crate) async fn build(
         meters,
     ));
 
-    let sdk_direct = RawPost::new(
-        reqwest_plain()?,
-        &chat_url(&t.ok),
-        &sdk_headers,
-        sdk_body.clone(),
-    )?;
+    // The SDK's Chat Completions request to `base`, by a plain client like the SDK's.
+    let sdk_post = |base: &str| {
+        RawPost::new(
+            reqwest_plain()?,
+            &chat_url(base),
+            &sdk_headers,
+            sdk_body.clone(),
+        )
+    };
     rows.push(row(
         "sdk_direct",
         "SDK wire -> upstream directly",
         None,
         &[],
-        call(move || {
-            let f = sdk_direct.clone();
-            async move { f.json().await.map(|()| None) }
-        }),
+        json_call(sdk_post(&t.ok)?),
         meters,
     ));
     if let Some(gw) = &t.gateway {
-        let via_gw = RawPost::new(
-            reqwest_plain()?,
-            &chat_url(gw),
-            &sdk_headers,
-            sdk_body.clone(),
-        )?;
         rows.push(row(
             "gateway",
             "SDK wire -> ripcord serve -> upstream",
             Some("sdk_direct"),
             &["gateway"],
-            call(move || {
-                let f = via_gw.clone();
-                async move { f.json().await.map(|()| None) }
-            }),
+            json_call(sdk_post(gw)?),
             meters,
         ));
         // The same gateway with every call written to its ledger (issue 38: at most 1.1x the
@@ -473,21 +459,12 @@ pub(crate) async fn build(
         ];
         for (key, label, via, url) in ledgers {
             let Some(url) = url else { continue };
-            let post = RawPost::new(
-                reqwest_plain()?,
-                &chat_url(url),
-                &sdk_headers,
-                sdk_body.clone(),
-            )?;
             rows.push(row(
                 key,
                 label,
                 Some("gateway"),
                 via,
-                call(move || {
-                    let f = post.clone();
-                    async move { f.json().await.map(|()| None) }
-                }),
+                json_call(sdk_post(url)?),
                 meters,
             ));
         }
@@ -513,21 +490,12 @@ pub(crate) async fn build(
             ));
         }
         if let Some(px) = &t.proxy {
-            let via_px = RawPost::new(
-                reqwest_plain()?,
-                &chat_url(px),
-                &sdk_headers,
-                sdk_body.clone(),
-            )?;
             rows.push(row(
                 "bare_proxy",
                 "SDK wire -> bare hyper proxy -> upstream",
                 Some("sdk_direct"),
                 &["proxy"],
-                call(move || {
-                    let f = via_px.clone();
-                    async move { f.json().await.map(|()| None) }
-                }),
+                json_call(sdk_post(px)?),
                 meters,
             ));
         }
@@ -607,6 +575,14 @@ fn reqwest_plain() -> Result<reqwest::Client, String> {
         .tcp_nodelay(true)
         .build()
         .map_err(|e| format!("reqwest client: {e}"))
+}
+
+/// One POST of `post` a call, its JSON answer parsed.
+fn json_call(post: RawPost) -> Call {
+    call(move || {
+        let f = post.clone();
+        async move { f.json().await.map(|()| None) }
+    })
 }
 
 fn raw_call(client: Arc<RawClient>) -> Call {

@@ -17,7 +17,7 @@ use ripcord_resilience::{
     BreakerListener, BreakerPolicy, BreakerState, ChatModelExt, RetryPolicy, Transition,
 };
 
-use super::chains::{bulkhead, decorate};
+use super::chains::{behind, bulkhead, decorate};
 use super::wire::{http_client, openai, request};
 use ripcord_providers::HttpClient;
 
@@ -70,7 +70,7 @@ pub(super) async fn redis_chain(
         .with_bulkhead(bulkhead()?);
     let primary = shared_breaker(inner, state.clone(), SharedBreakerConfig::default())
         .map_err(|e| e.to_string())?;
-    Ok((behind(primary, ok_url, &client)?, state))
+    Ok((behind(Arc::new(primary), ok_url, &client)?, state))
 }
 
 /// The `failover` row's chain with link 1's breaker on Redis (never tripping, as there): every
@@ -86,7 +86,7 @@ pub(super) async fn redis_failover(
         .with_bulkhead(bulkhead()?);
     let config = SharedBreakerConfig::default().consecutive_failures(u32::MAX);
     let primary = shared_breaker(inner, state.clone(), config).map_err(|e| e.to_string())?;
-    Ok((behind(primary, ok_url, &client)?, state))
+    Ok((behind(Arc::new(primary), ok_url, &client)?, state))
 }
 
 /// A connection to `redis` for a row's shared state, and the row's HTTP client.
@@ -95,30 +95,6 @@ async fn connect(redis: &RedisServer) -> Result<(RedisState, HttpClient), String
         .await
         .map_err(|e| e.to_string())?;
     Ok((state, http_client()?))
-}
-
-/// A Redis row's chain: `primary` (link 1, its state on Redis), then the two local links every
-/// chain row has behind it.
-fn behind(
-    primary: impl ChatModel + 'static,
-    ok_url: &str,
-    client: &HttpClient,
-) -> Result<Chain, String> {
-    let (secondary, _) = decorate(
-        openai(ok_url, "secondary", Some(client))?,
-        BreakerPolicy::default(),
-    )?;
-    let (tertiary, _) = decorate(
-        openai(ok_url, "tertiary", Some(client))?,
-        BreakerPolicy::default(),
-    )?;
-    Chain::builder()
-        .link(primary)
-        .link_arc(secondary)
-        .link_arc(tertiary)
-        .deadline(Duration::from_secs(30))
-        .build()
-        .map_err(|e| format!("chain: {e}"))
 }
 
 /// How one replica's trip of link 1's shared breaker reached the other replicas.

@@ -176,19 +176,8 @@ impl Transport {
         extra: Option<(HeaderName, HeaderValue)>,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
-        let (resp, started) = self
-            .request(ctx, target, http::Method::POST, body, sse, extra)
-            .await?;
-        if resp.status().is_success() {
-            return Ok((resp, started));
-        }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
-        Err(naming_url(
-            classify(status, &headers, &raw),
-            status,
-            "POST",
-            target,
-        ))
+        self.request(ctx, target, http::Method::POST, body, sse, extra, classify)
+            .await
     }
 
     /// GETs `target` — a cheap read such as the vendor's model list — as a liveness check: a
@@ -201,23 +190,26 @@ impl Transport {
         target: &Target,
         classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<()> {
-        let (resp, started) = self
-            .request(ctx, target, http::Method::GET, Vec::new(), false, None)
-            .await?;
-        if resp.status().is_success() {
-            return Ok(());
-        }
-        let (status, headers, raw) = self.error_parts(ctx, started, resp, false).await?;
-        Err(naming_url(
-            classify(status, &headers, &raw),
-            status,
-            "GET",
+        self.request(
+            ctx,
             target,
-        ))
+            http::Method::GET,
+            Vec::new(),
+            false,
+            None,
+            classify,
+        )
+        .await
+        .map(|_| ())
     }
 
-    /// Sends a request (a JSON body for a POST) and waits for the response headers (any
-    /// status). Returns the response and when the request was sent.
+    /// Sends a request (a JSON body for a POST) and waits for the response headers. Returns a
+    /// success response and when the request was sent; any other status is read and classified
+    /// by `classify` (a 404 naming the URL it was sent to).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of a request, and the classifier"
+    )]
     async fn request(
         &self,
         ctx: &Context,
@@ -226,8 +218,10 @@ impl Transport {
         body: Vec<u8>,
         sse: bool,
         extra: Option<(HeaderName, HeaderValue)>,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Error,
     ) -> Result<(Response, Instant)> {
         precheck(ctx)?;
+        let method_name = method.clone();
         let fixed = if sse {
             &self.sse_headers
         } else {
@@ -287,7 +281,16 @@ impl Transport {
                 }
             }
         };
-        Ok((resp, started))
+        if resp.status().is_success() {
+            return Ok((resp, started));
+        }
+        let (status, headers, raw) = self.error_parts(ctx, started, resp, sse).await?;
+        Err(naming_url(
+            classify(status, &headers, &raw),
+            status,
+            method_name.as_str(),
+            target,
+        ))
     }
 
     /// Reads a whole success body.

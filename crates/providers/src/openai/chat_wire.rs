@@ -58,7 +58,9 @@ pub use request::{
     FunctionName, ImageUrl, InputAudio, JsonSchema, Message, MessageContent, NamedToolChoice,
     ResponseFormat, Stop, StreamOptions, Tool, ToolCall, ToolChoice, Url,
 };
-pub use response::{ChatCompletion, Choice, CompletionTokensDetails, PromptTokensDetails, Usage};
+pub use response::{
+    ChatCompletion, Choice, Completion, CompletionTokensDetails, PromptTokensDetails, Usage,
+};
 pub use stream::{ChatCompletionChunk, ChunkChoice, Delta, ToolCallDelta};
 
 /// Deserialization helpers shared by the submodules.

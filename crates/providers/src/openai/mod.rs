@@ -27,10 +27,11 @@ use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use ripcord_core::telemetry;
 use ripcord_core::{
     Capabilities, ChatRequest, ChatResponse, ChatStream, Context, EmbeddingModel, EmbeddingRequest,
-    EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Result, async_trait,
+    EmbeddingResponse, Error, ErrorKind, Locality, ModelId, Price, Result, async_trait,
 };
 
 use crate::attempt::{self, Adapter, Answer};
+use crate::error_body::ErrorHook;
 use crate::http::{self, Auth, Timeouts, Transport};
 use crate::models::ModelInfo;
 use crate::sse::SseParser;
@@ -154,6 +155,9 @@ pub(crate) struct Engine {
     /// ([`AssistantPrefill::Prefix`] with a base suffix).
     pub(crate) prefill_url: Option<http::Target>,
 }
+
+/// Parses a 200 chat body (Chat Completions or Responses) with the dialect's hook and the price.
+type ParseChat = fn(&[u8], Option<ErrorHook>, Option<&Price>) -> Result<ChatResponse>;
 
 /// What differs between the OpenAI-wire providers when they are built.
 pub(crate) struct Setup {
@@ -346,6 +350,28 @@ impl OpenAi {
         }
     }
 
+    /// Where a chat or stream call goes, its body, and the parser of a whole answer: the
+    /// Responses API when the link calls it, else Chat Completions.
+    fn chat_call(
+        &self,
+        req: &ChatRequest,
+        stream: bool,
+    ) -> Result<(&http::Target, Vec<u8>, ParseChat)> {
+        let e = &self.engine;
+        Ok(match &e.responses_url {
+            Some(url) => (
+                url,
+                responses::body(&self.id.model, req, stream)?,
+                responses::parse,
+            ),
+            None => (
+                self.chat_target(req),
+                request::chat_body(&self.id.model, req, &e.dialect, stream)?,
+                response::parse_chat,
+            ),
+        })
+    }
+
     /// Which API chat and stream calls go to.
     pub fn wire(&self) -> OpenAiWire {
         if self.engine.responses_url.is_some() {
@@ -430,45 +456,29 @@ impl Adapter for OpenAi {
     }
 
     async fn chat_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        let e = &self.engine;
-        let (hook, price) = (e.dialect.hook, self.caps.price.as_ref());
-        if let Some(url) = &e.responses_url {
-            let body = responses::body(&self.id.model, req, false)?;
-            let answer = self.send(ctx, url, body, false).await?;
-            return answer.whole(|raw| responses::parse(raw, hook, price)).await;
-        }
-        let body = request::chat_body(&self.id.model, req, &e.dialect, false)?;
-        let answer = self.send(ctx, self.chat_target(req), body, false).await?;
-        answer
-            .whole(|raw| response::parse_chat(raw, hook, price))
-            .await
+        let (hook, price) = (self.engine.dialect.hook, self.caps.price.as_ref());
+        let (url, body, parse) = self.chat_call(req, false)?;
+        let answer = self.send(ctx, url, body, false).await?;
+        answer.whole(|raw| parse(raw, hook, price)).await
     }
 
     /// A stream; a JSON body (an error object with status 200, or a server that ignored
     /// `stream: true` and sent the whole answer) is classified or replayed as a stream.
     async fn stream_inner(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
-        let e = &self.engine;
-        let (hook, price) = (e.dialect.hook, self.caps.price);
-        if let Some(url) = &e.responses_url {
-            let body = responses::body(&self.id.model, req, true)?;
-            let answer = self.send(ctx, url, body, true).await?;
-            return answer
-                .stream(
-                    |raw| responses::parse(raw, hook, price.as_ref()),
-                    SseParser::new(),
-                    responses::ResponsesDecoder::new(hook, price),
-                )
-                .await;
+        let (hook, price) = (self.engine.dialect.hook, self.caps.price);
+        let (url, body, parse) = self.chat_call(req, true)?;
+        let answer = self.send(ctx, url, body, true).await?;
+        let parse = |raw: &[u8]| parse(raw, hook, price.as_ref());
+        match self.wire() {
+            OpenAiWire::Responses => {
+                let decoder = responses::ResponsesDecoder::new(hook, price);
+                answer.stream(parse, SseParser::new(), decoder).await
+            }
+            OpenAiWire::ChatCompletions => {
+                let decoder = stream::OpenAiDecoder::new(hook, price);
+                answer.stream(parse, SseParser::new(), decoder).await
+            }
         }
-        let body = request::chat_body(&self.id.model, req, &e.dialect, true)?;
-        let answer = self.send(ctx, self.chat_target(req), body, true).await?;
-        answer
-            .stream(
-                |raw| response::parse_chat(raw, hook, price.as_ref()),
-                SseParser::new(),
-                stream::OpenAiDecoder::new(hook, price),
-            )
-            .await
     }
 
     /// `GET {base}/models` (spends no tokens), for an open breaker's background probe.

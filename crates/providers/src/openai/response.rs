@@ -7,7 +7,7 @@ use ripcord_core::{
 use serde::Deserialize;
 use std::borrow::Cow;
 
-use crate::error_body::{ErrorBody, ErrorHook};
+use crate::error_body::{ErrorBody, ErrorHook, read_ok_body};
 
 use super::chat_wire as wire;
 use super::error_map;
@@ -43,23 +43,6 @@ pub(crate) fn finish_reason(s: &str) -> FinishReason {
     }
 }
 
-/// Reads a 200 body as `T`; one that does not read but is an error body (a vendor's error
-/// sent with a 200) is classified like an HTTP error. `what` names the body in the error.
-fn read_body<T: serde::de::DeserializeOwned>(
-    body: &[u8],
-    what: &str,
-    hook: Option<ErrorHook>,
-) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
-        Some(b) => error_map::from_body(None, &b, hook),
-        None => Error::new(
-            ErrorKind::InvalidResponse,
-            format!("the {what} response is not valid JSON: {e}"),
-        )
-        .with_source(e),
-    })
-}
-
 /// The error of an `error` object in a 200 body, classified like an HTTP error.
 fn in_band(err: &serde_json::Value, hook: Option<ErrorHook>) -> Error {
     let b = serde_json::json!({ "error": err });
@@ -73,7 +56,8 @@ pub(crate) fn parse_chat(
     hook: Option<ErrorHook>,
     price: Option<&Price>,
 ) -> Result<ChatResponse> {
-    let c: wire::ChatCompletion<'static> = read_body(body, "chat", hook)?;
+    let c: wire::ChatCompletion<'static> =
+        read_ok_body(body, "the chat response is not valid JSON", hook)?;
     if let Some(err) = &c.error {
         return Err(in_band(err, hook));
     }
@@ -162,7 +146,7 @@ pub(crate) fn parse_embeddings(
     inputs: usize,
     hook: Option<ErrorHook>,
 ) -> Result<EmbeddingResponse> {
-    let r: Embeddings = read_body(body, "embeddings", hook)?;
+    let r: Embeddings = read_ok_body(body, "the embeddings response is not valid JSON", hook)?;
     if let Some(err) = &r.error {
         return Err(in_band(err, hook));
     }

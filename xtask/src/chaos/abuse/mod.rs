@@ -52,6 +52,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::invariants::Check;
+use super::report::SideFigures;
 use attacks::Field;
 use checks::{Attack, Outcome, ProbeRec, Who};
 
@@ -152,7 +153,7 @@ pub(crate) struct AbuseRun {
 impl AbuseRun {
     /// True when every check passed.
     pub(crate) fn passed(&self) -> bool {
-        !self.checks.is_empty() && self.checks.iter().all(|c| c.passed)
+        SideFigures::passed(&self.checks)
     }
 }
 
@@ -567,28 +568,25 @@ fn slow_line(f: &Figures) -> String {
     l
 }
 
-/// The scenario's block in the terminal report.
-pub(crate) fn terminal_block(r: &AbuseRun) -> String {
-    super::report::terminal::side_block(
+/// The scenario as its terminal block and HTML section show it.
+fn side(r: &AbuseRun) -> SideFigures<'_> {
+    SideFigures::new(
         NAME,
         DESCRIPTION,
-        &figure_lines(&r.figures),
+        figure_lines(&r.figures),
         &r.checks,
-        &format!("{:.1} s", r.wall.as_secs_f64()),
+        r.wall,
     )
+}
+
+/// The scenario's block in the terminal report.
+pub(crate) fn terminal_block(r: &AbuseRun) -> String {
+    side(r).terminal_block()
 }
 
 /// The scenario's section of the HTML report.
 pub(crate) fn html_section(r: &AbuseRun) -> String {
-    use super::report::html::{figure_list, side_section, verdict};
-    side_section(
-        NAME,
-        DESCRIPTION,
-        verdict(r.passed()),
-        &figure_list(&figure_lines(&r.figures)),
-        &r.checks,
-        &format!("{:.1} s", r.wall.as_secs_f64()),
-    )
+    side(r).html_section()
 }
 
 /// The scenario in the JSON report.

@@ -9,6 +9,7 @@ pub(crate) mod html;
 pub(crate) mod terminal;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -82,6 +83,68 @@ struct RunReport<'a> {
     abuse: Option<super::abuse::AbuseReport<'a>>,
     /// The embeddings-outage scenario (its own embedding chain), when it was run.
     embeddings: Option<super::embeddings::EmbeddingsReport<'a>>,
+}
+
+/// A scenario that runs on its own (its own chains or process) as its terminal block and HTML
+/// section show it: its figures, one line each, above its checks, and its wall time.
+#[derive(Debug)]
+pub(crate) struct SideFigures<'a> {
+    name: &'static str,
+    description: &'static str,
+    figures: Vec<String>,
+    checks: &'a [Check],
+    wall: Duration,
+}
+
+impl<'a> SideFigures<'a> {
+    /// The scenario's name and description, figure lines, checks and wall time.
+    pub(crate) fn new(
+        name: &'static str,
+        description: &'static str,
+        figures: Vec<String>,
+        checks: &'a [Check],
+        wall: Duration,
+    ) -> SideFigures<'a> {
+        SideFigures {
+            name,
+            description,
+            figures,
+            checks,
+            wall,
+        }
+    }
+
+    /// It passed: it made checks, and every one passed.
+    pub(crate) fn passed(checks: &[Check]) -> bool {
+        !checks.is_empty() && checks.iter().all(|c| c.passed)
+    }
+
+    /// Its block in the terminal report.
+    pub(crate) fn terminal_block(&self) -> String {
+        terminal::side_block(
+            self.name,
+            self.description,
+            &self.figures,
+            self.checks,
+            &self.footer(),
+        )
+    }
+
+    /// Its section of the HTML report.
+    pub(crate) fn html_section(&self) -> String {
+        html::side_section(
+            self.name,
+            self.description,
+            html::verdict(SideFigures::passed(self.checks)),
+            &html::figure_list(&self.figures),
+            self.checks,
+            &self.footer(),
+        )
+    }
+
+    fn footer(&self) -> String {
+        format!("{:.1} s", self.wall.as_secs_f64())
+    }
 }
 
 /// The phases of a scenario with their offsets in this run.

@@ -216,15 +216,8 @@ fn a_call_or_a_request_reaching_the_held_link_fails_no_call_to_opened() {
 }
 
 #[test]
-fn primary_first_while_demoted_or_not_there_as_fallback_fails_demoted_order() {
-    let mut recs = all();
-    let d = run_of(&mut recs, Variant::Demote);
-    d.requests.push(req(1500.0, &[PRIMARY], &[], PRIMARY));
-    let c = demoted_order(&recs, B);
-    assert_eq!(
-        c.offenders,
-        ["the request started at 1500 ms tried primary first (primary) while it was demoted"]
-    );
+fn passed_over_passes_and_not_there_as_fallback_fails_demoted_order() {
+    // Primary first while demoted: in `one_break_fails_its_check_with_these_offenders`.
     // Passed over because backup's breaker was open: not a demotion failure.
     let recs = all_with(Variant::Demote, |r| {
         r.requests.push(req(1500.0, &[PRIMARY], &[BACKUP], PRIMARY))
@@ -253,27 +246,69 @@ fn primary_first_while_demoted_or_not_there_as_fallback_fails_demoted_order() {
     );
 }
 
+/// One break in one run's record, the check it must fail and exactly the offenders it names.
+type Break = (
+    &'static str,
+    Variant,
+    fn(&mut VariantRec),
+    fn(&[VariantRec], Bounds) -> Check,
+    &'static [&'static str],
+);
+
 #[test]
-fn a_late_restoration_or_another_link_first_after_it_fails_order_restored() {
-    let recs = all_with(Variant::Demote, |r| r.view[2].at_ms = 3500.0);
-    let c = order_restored(&recs, B);
-    assert_eq!(
-        c.offenders,
-        [
-            "demote: primary was restored 500 ms after the resolution, more than one poll interval + tolerance (360 ms)"
-        ]
-    );
-    let recs = all_with(Variant::Open, |r| {
-        r.requests.push(req(3600.0, &[BACKUP], &[PRIMARY], BACKUP))
-    });
-    let c = order_restored(&recs, B);
-    assert_eq!(
-        c.offenders,
-        [
-            "open: the request started at 3600 ms (after the restoration) was answered by backup after trying backup"
-        ]
-    );
-    // Never restored.
+fn one_break_fails_its_check_with_these_offenders() {
+    let cases: [Break; 5] = [
+        (
+            "demoted_order: primary first while demoted",
+            Variant::Demote,
+            |r| r.requests.push(req(1500.0, &[PRIMARY], &[], PRIMARY)),
+            demoted_order,
+            &["the request started at 1500 ms tried primary first (primary) while it was demoted"],
+        ),
+        (
+            "order_restored: a late restoration",
+            Variant::Demote,
+            |r| r.view[2].at_ms = 3500.0,
+            order_restored,
+            &[
+                "demote: primary was restored 500 ms after the resolution, more than one poll interval + tolerance (360 ms)",
+            ],
+        ),
+        (
+            "order_restored: another link first after it",
+            Variant::Open,
+            |r| r.requests.push(req(3600.0, &[BACKUP], &[PRIMARY], BACKUP)),
+            order_restored,
+            &[
+                "open: the request started at 3600 ms (after the restoration) was answered by backup after trying backup",
+            ],
+        ),
+        (
+            "acted_within_poll: acting late",
+            Variant::Demote,
+            |r| r.view[1].at_ms = 1400.0,
+            acted_within_poll,
+            &[
+                "demote: ripcord acted 400 ms after the declaration, more than one poll interval + tolerance (360 ms)",
+            ],
+        ),
+        (
+            "acted_within_poll: a wait that ran out",
+            Variant::Open,
+            |r| r.notes.push("a wait ran out".to_owned()),
+            acted_within_poll,
+            &["open: a wait ran out"],
+        ),
+    ];
+    for (name, variant, change, check, offenders) in cases {
+        let c = check(&all_with(variant, change), B);
+        assert_eq!(c.offenders, offenders, "{name}: {c:?}");
+    }
+}
+
+#[test]
+fn restoring_never_fails_order_restored() {
+    // The late restoration and another link first: in `one_break_fails_its_check_with_these_offenders`.
     let recs = all_with(Variant::Open, |r| r.view.pop());
     let c = order_restored(&recs, B);
     assert!(
@@ -283,26 +318,14 @@ fn a_late_restoration_or_another_link_first_after_it_fails_order_restored() {
 }
 
 #[test]
-fn acting_late_early_or_with_the_wrong_switch_fails_acted_within_poll() {
-    let recs = all_with(Variant::Demote, |r| r.view[1].at_ms = 1400.0);
-    let c = acted_within_poll(&recs, B);
-    assert_eq!(
-        c.offenders,
-        [
-            "demote: ripcord acted 400 ms after the declaration, more than one poll interval + tolerance (360 ms)"
-        ]
-    );
+fn acting_early_or_with_the_wrong_switch_fails_acted_within_poll() {
+    // Acting late and a wait that ran out: in `one_break_fails_its_check_with_these_offenders`.
     let recs = all_with(Variant::Open, |r| r.view[1].at_ms = 900.0);
     assert!(acted_within_poll(&recs, B).offenders[0].contains("before the page declared"));
     let recs = all_with(Variant::Demote, |r| r.view[1].held_open = true);
     assert!(
         acted_within_poll(&recs, B).offenders[0]
             .contains("the other policy's switch was set at 1100 ms")
-    );
-    let recs = all_with(Variant::Open, |r| r.notes.push("a wait ran out".to_owned()));
-    assert_eq!(
-        acted_within_poll(&recs, B).offenders,
-        ["open: a wait ran out"]
     );
 }
 

@@ -28,27 +28,35 @@ use super::request::Message;
 /// assert_eq!(c.usage.unwrap().completion_tokens, 1);
 /// # Ok::<(), serde_json::Error>(())
 /// ```
+pub type ChatCompletion<'a> = Completion<'a, Choice<'a>>;
+
+/// What a [`ChatCompletion`] and a [`ChatCompletionChunk`](super::ChatCompletionChunk) share:
+/// all but the type `C` of their choices.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct ChatCompletion<'a> {
-    /// The completion's id.
+pub struct Completion<'a, C> {
+    /// The completion's id (the same on every chunk of a stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<Cow<'a, str>>,
-    /// `chat.completion`.
+    /// `chat.completion`, or `chat.completion.chunk`.
     #[serde(default, deserialize_with = "null_default")]
     pub object: Cow<'a, str>,
-    /// When it was made, in Unix seconds.
+    /// When the completion was made, in Unix seconds.
     #[serde(default, deserialize_with = "unix_seconds")]
     pub created: u64,
-    /// The model that answered.
+    /// The model that answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Cow<'a, str>>,
-    /// The answers (one unless the request asked for `n`).
-    #[serde(default, deserialize_with = "null_default")]
-    pub choices: Vec<Choice<'a>>,
-    /// Token counts.
+    /// The answers (one unless the request asked for `n`), or a chunk's pieces of each.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        bound(deserialize = "C: Deserialize<'de>")
+    )]
+    pub choices: Vec<C>,
+    /// Token counts (in a stream, on the last chunk, when asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    /// An error object some vendors put in a 200 body.
+    /// An error object some vendors put in a 200 body, or send in the middle of a stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
 }

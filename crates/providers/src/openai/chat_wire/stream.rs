@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::de::{null_default, unix_seconds};
+use super::de::null_default;
 use super::request::{FunctionCall, MessageContent};
-use super::response::Usage;
+use super::response::{Completion, Usage};
 
 /// A `chat.completion.chunk` (<https://platform.openai.com/docs/api-reference/chat-streaming>).
 ///
@@ -38,30 +38,7 @@ use super::response::Usage;
 /// assert_eq!(back, chunk);
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct ChatCompletionChunk<'a> {
-    /// The completion's id (the same on every chunk).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<Cow<'a, str>>,
-    /// `chat.completion.chunk`.
-    #[serde(default, deserialize_with = "null_default")]
-    pub object: Cow<'a, str>,
-    /// When the completion was made, in Unix seconds.
-    #[serde(default, deserialize_with = "unix_seconds")]
-    pub created: u64,
-    /// The model that answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<Cow<'a, str>>,
-    /// The pieces of each answer.
-    #[serde(default, deserialize_with = "null_default")]
-    pub choices: Vec<ChunkChoice<'a>>,
-    /// Token counts (the last chunk, when asked for).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    /// An error object sent in the middle of a stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<Value>,
-}
+pub type ChatCompletionChunk<'a> = Completion<'a, ChunkChoice<'a>>;
 
 /// One answer's piece in a [`ChatCompletionChunk`].
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

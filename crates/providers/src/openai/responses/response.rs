@@ -13,7 +13,7 @@ use ripcord_core::{
     ChatResponse, Error, ErrorKind, FinishReason, Price, ReasoningBlock, Result, ToolCall, Usage,
 };
 
-use crate::error_body::{ErrorBody, ErrorHook};
+use crate::error_body::{ErrorBody, ErrorHook, read_ok_body};
 use crate::openai::error_map;
 use crate::openai::responses_wire as wire;
 
@@ -144,15 +144,11 @@ pub(crate) fn parse(
     hook: Option<ErrorHook>,
     price: Option<&Price>,
 ) -> Result<ChatResponse> {
-    let r: wire::Response =
-        serde_json::from_slice(body).map_err(|e| match ErrorBody::parse(body) {
-            Some(b) => error_map::from_body(None, &b, hook),
-            None => Error::new(
-                ErrorKind::InvalidResponse,
-                format!("the responses body is not a valid Response object: {e}"),
-            )
-            .with_source(e),
-        })?;
+    let r: wire::Response = read_ok_body(
+        body,
+        "the responses body is not a valid Response object",
+        hook,
+    )?;
     if r.id.is_empty() && r.output.is_empty() && r.status.is_none() {
         // `{"error": …}` parses as an empty Response: classify it as the error it is.
         if let Some(b) = ErrorBody::parse(body) {

@@ -187,27 +187,11 @@ fn spawn_with(
         .map_err(|e| format!("gateway: cannot start {}: {e}", binary.display()))?;
     let stderr = child.stderr.take().ok_or("gateway: no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
-    let mut seen = Vec::new();
-    let url = loop {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(rest) = line.strip_prefix("ripcord: serving on ") {
-                    break rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
-                }
-                seen.push(line);
-            }
-            Some(Err(e)) => return Err(format!("gateway: reading its stderr: {e}")),
-            None => {
-                let _ = child.wait();
-                return Err(format!(
-                    "gateway: ripcord serve exited before listening:\n{}",
-                    seen.join("\n")
-                ));
-            }
+    let url = match ripcord_chaos::process::serving_url(&mut lines) {
+        Ok((url, _)) => url,
+        Err(e) => {
+            let _ = child.wait();
+            return Err(format!("gateway: {e}"));
         }
     };
     // Keep draining stderr so the gateway never blocks on a full pipe.

@@ -443,12 +443,7 @@ async fn a_stalled_stderr_drops_and_counts_log_lines_instead_of_growing_memory()
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(rest) = line.strip_prefix("ripcord: serving on ") {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let (url, _) = ripcord_chaos::process::serving_url(&mut lines).unwrap();
     // From here nobody reads stderr: the pipe fills and the log's writer blocks.
     let pid = child.id();
     let warm = reqwest::Client::new();

@@ -208,15 +208,7 @@ pub(crate) fn serve_command(mut cmd: Command, config: &std::path::Path) -> Serve
         .expect("start ripcord serve");
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("ripcord serve exited before listening")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("ripcord: serving on ") {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let (url, _) = ripcord_chaos::process::serving_url(&mut lines).unwrap();
     // Keep draining stderr so the child never blocks on a full pipe; the lines go to `log`
     // (a test that does not read them just leaves them queued).
     let (tx, log) = std::sync::mpsc::channel();

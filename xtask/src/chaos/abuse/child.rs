@@ -202,26 +202,11 @@ pub(crate) fn start(
     };
     let mut slot = Some(child);
     let mut lines = BufReader::new(stderr).lines();
-    let mut before = Vec::new();
-    let url = loop {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(rest) = line.strip_prefix("ripcord: serving on ") {
-                    break rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
-                }
-                before.push(line);
-            }
-            _ => {
-                let _ = ripcord_chaos::process::stop_child(&mut slot, "ripcord serve");
-                return Err(format!(
-                    "ripcord serve exited before listening: {}",
-                    before.join(" | ")
-                ));
-            }
+    let url = match ripcord_chaos::process::serving_url(&mut lines) {
+        Ok((url, _)) => url,
+        Err(e) => {
+            let _ = ripcord_chaos::process::stop_child(&mut slot, "ripcord serve");
+            return Err(e);
         }
     };
     let cap_line = Arc::new(std::sync::Mutex::new(None));

@@ -14,7 +14,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-use support::{collect_ok, ms};
+use support::{chain_of, collect_ok, ms};
 
 fn ask() -> ChatRequest {
     ChatRequest::user("Tell me a story")
@@ -35,11 +35,7 @@ async fn an_error_as_the_first_stream_event_falls_back() {
         StreamItem::Error(Error::new(ErrorKind::RateLimited, "429 in-band")),
     )]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Once ", "upon"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a.clone())
-        .link_arc(b.clone())
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Once upon");
     assert!(events.iter().all(Result::is_ok));
@@ -60,7 +56,7 @@ async fn an_error_as_the_first_stream_event_falls_back() {
 async fn a_stream_that_ends_before_any_content_falls_back() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["fine"], ms(1))));
-    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "fine");
     assert_eq!(
@@ -82,12 +78,7 @@ async fn a_failure_after_the_first_token_ends_the_stream_by_default() {
         ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["never"], ms(1))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
-        .static_reply("busy")
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).static_reply("busy").build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(
         texts(&events),
@@ -115,7 +106,7 @@ async fn a_failure_after_commit_carries_every_attempt_of_the_call() {
             StreamItem::Error(Error::new(ErrorKind::Network, "stream truncated")),
         ),
     ]));
-    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Once");
     let err = events.last().unwrap().as_ref().unwrap_err();
@@ -153,9 +144,7 @@ async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
     let b = Arc::new(
         ScriptedModel::new("b").stream_items(text_stream(&["A ", "new ", "story."], ms(5))),
     );
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
+    let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
         .build()
         .unwrap();
@@ -197,9 +186,7 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
         ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Overloaded));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
+    let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
         .static_reply("The assistant is unavailable.")
         .build()
@@ -306,12 +293,7 @@ async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline()
 async fn every_link_failing_before_content_streams_the_static_reply() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Auth));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
-        .static_reply("busy")
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).static_reply("busy").build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "busy");
     assert!(matches!(
@@ -328,7 +310,7 @@ async fn every_link_failing_before_content_streams_the_static_reply() {
 async fn provenance_is_announced_at_commit_before_content() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["x"], ms(1))));
-    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     match &events[0] {
         Ok(StreamEvent::Provenance { provenance }) => {
@@ -350,11 +332,7 @@ async fn fail_fast_before_content_is_returned_when_the_stream_opens() {
         StreamItem::Error(Error::new(ErrorKind::ContentFiltered, "policy")),
     )]));
     let b = Arc::new(ScriptedModel::new("b"));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let e = chain.stream(&ask(), &Context::new()).await.err().unwrap();
     assert_eq!(e.kind(), ErrorKind::ContentFiltered);
     assert_eq!(b.calls(), 0);
@@ -364,12 +342,7 @@ async fn fail_fast_before_content_is_returned_when_the_stream_opens() {
 async fn nested_chains_stream_through() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::ServerError));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["inner"], ms(1))));
-    let inner = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
-        .name("inner")
-        .build()
-        .unwrap();
+    let inner = chain_of(&[&a, &b]).name("inner").build().unwrap();
     let outer = Chain::builder()
         .link(inner)
         .link(ScriptedModel::new("c"))
@@ -400,19 +373,20 @@ fn a_collected_tool_call_index_beyond_the_bound_is_an_invalid_response() {
 async fn a_stream_cut_by_the_callers_budget_is_not_restarted_elsewhere() {
     // The caller's budget is spent: under Restart the chain goes to the static reply, as it
     // does whenever the deadline has passed, and never sends the request to another link.
-    let items: Vec<_> = (0..40)
-        .map(|_| {
-            (
-                Duration::from_secs(1),
-                StreamItem::Event(StreamEvent::text("x")),
-            )
-        })
-        .collect();
-    let a = Arc::new(ScriptedModel::new("a").stream_items(items));
+    // Forty seconds of one "x" a second.
+    let items = || -> Vec<_> {
+        (0..40)
+            .map(|_| {
+                (
+                    Duration::from_secs(1),
+                    StreamItem::Event(StreamEvent::text("x")),
+                )
+            })
+            .collect()
+    };
+    let a = Arc::new(ScriptedModel::new("a").stream_items(items()));
     let b = Arc::new(ScriptedModel::new("b"));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
+    let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
         .static_reply("unavailable")
         .build()
@@ -424,16 +398,8 @@ async fn a_stream_cut_by_the_callers_budget_is_not_restarted_elsewhere() {
     assert!(r.provenance.static_reply);
     assert_eq!(b.calls(), 0);
     // Without a static reply the stream ends with the cut.
-    let items: Vec<_> = (0..40)
-        .map(|_| {
-            (
-                Duration::from_secs(1),
-                StreamItem::Event(StreamEvent::text("x")),
-            )
-        })
-        .collect();
     let chain = Chain::builder()
-        .link(ScriptedModel::new("a").stream_items(items))
+        .link(ScriptedModel::new("a").stream_items(items()))
         .link_arc(b.clone())
         .stream_policy(StreamPolicy::Restart)
         .build()
@@ -461,9 +427,7 @@ async fn a_cut_within_the_holdback_falls_over_and_the_caller_sees_only_the_backu
         let b = Arc::new(
             ScriptedModel::new("b").stream_items(text_stream(&["Backup ", "answer"], ms(10))),
         );
-        let chain = Chain::builder()
-            .link_arc(a.clone())
-            .link_arc(b.clone())
+        let chain = chain_of(&[&a, &b])
             .stream_holdback(ms(200))
             .deadline(Duration::from_secs(10))
             .build()
@@ -497,11 +461,7 @@ async fn without_a_holdback_the_same_cut_ends_the_committed_stream() {
         ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Primary half ");
     assert!(events.last().unwrap().is_err());
@@ -519,9 +479,7 @@ async fn the_holdback_commits_after_its_time_and_a_later_cut_is_not_spliced() {
         ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
+    let chain = chain_of(&[&a, &b])
         .stream_holdback(ms(100))
         .build()
         .unwrap();

@@ -27,6 +27,21 @@ fn texts(events: &[Result<StreamEvent, Error>]) -> String {
         .collect()
 }
 
+/// Link `name`, streaming `text` after 5 ms, then an error of `kind` saying `message` `gap`
+/// later.
+fn cut_stream(
+    name: &str,
+    text: &str,
+    gap: Duration,
+    kind: ErrorKind,
+    message: &'static str,
+) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(name).stream_items(vec![
+        (ms(5), StreamItem::Event(StreamEvent::text(text))),
+        (gap, StreamItem::Error(Error::new(kind, message))),
+    ]))
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_error_as_the_first_stream_event_falls_back() {
     // A 429 delivered as the first SSE event is the attempt's error.
@@ -99,13 +114,7 @@ async fn a_failure_after_commit_carries_every_attempt_of_the_call() {
         ms(5),
         StreamItem::Error(Error::new(ErrorKind::ServerError, "500 in-band")),
     )]));
-    let b = Arc::new(ScriptedModel::new("b").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
-        (
-            ms(20),
-            StreamItem::Error(Error::new(ErrorKind::Network, "stream truncated")),
-        ),
-    ]));
+    let b = cut_stream("b", "Once", ms(20), ErrorKind::Network, "stream truncated");
     let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Once");
@@ -178,13 +187,7 @@ async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
 
 #[tokio::test(start_paused = true)]
 async fn restart_with_nothing_left_ends_in_the_static_reply() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Half"))),
-        (
-            ms(5),
-            StreamItem::Error(Error::new(ErrorKind::ServerError, "boom")),
-        ),
-    ]));
+    let a = cut_stream("a", "Half", ms(5), ErrorKind::ServerError, "boom");
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Overloaded));
     let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
@@ -196,21 +199,35 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
     assert!(r.provenance.static_reply && r.degraded());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stalled_stream_after_first_content_ends_at_the_stream_bound_not_the_deadline() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
+/// Link "a": "Once" after 5 ms, then silence.
+fn once_then_stall() -> ScriptedModel {
+    ScriptedModel::new("a").stream_items(vec![
         (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
         (ms(0), StreamItem::Stall),
-    ]));
+    ])
+}
+
+/// The events a chain of `a` alone streams under a 3 s deadline and a `stream_max` bound,
+/// checked to end exactly at that bound.
+async fn stall_after_once(
+    a: ScriptedModel,
+    stream_max: Duration,
+) -> Vec<Result<StreamEvent, Error>> {
     let chain = Chain::builder()
-        .link_arc(a)
+        .link(a)
         .deadline(Duration::from_secs(3))
-        .stream_max(Duration::from_secs(20))
+        .stream_max(stream_max)
         .build()
         .unwrap();
     let t0 = Instant::now();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(20));
+    assert_eq!(t0.elapsed(), stream_max);
+    events
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_stream_after_first_content_ends_at_the_stream_bound_not_the_deadline() {
+    let events = stall_after_once(once_then_stall(), Duration::from_secs(20)).await;
     assert_eq!(
         events.last().unwrap().as_ref().unwrap_err().fault(),
         ripcord_core::Fault::Caller
@@ -226,23 +243,8 @@ async fn a_stalled_stream_of_a_link_that_bounds_itself_ends_with_its_own_timeout
     // No per-event timer in the chain: the link's own limit ends the stream, at the stream
     // bound (past the deadline, which only bounded the first content), with its own error —
     // charged to the caller, not the link.
-    let a = Arc::new(
-        ScriptedModel::new("a")
-            .stream_items(vec![
-                (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
-                (ms(0), StreamItem::Stall),
-            ])
-            .bounding_itself(),
-    );
-    let chain = Chain::builder()
-        .link_arc(a)
-        .deadline(Duration::from_secs(3))
-        .stream_max(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let t0 = Instant::now();
-    let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    let events =
+        stall_after_once(once_then_stall().bounding_itself(), Duration::from_secs(30)).await;
     let e = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert_eq!(e.provider(), Some("a"));
@@ -453,13 +455,7 @@ async fn a_cut_within_the_holdback_falls_over_and_the_caller_sees_only_the_backu
 
 #[tokio::test(start_paused = true)]
 async fn without_a_holdback_the_same_cut_ends_the_committed_stream() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Primary half "))),
-        (
-            ms(50),
-            StreamItem::Error(Error::new(ErrorKind::Network, "reset")),
-        ),
-    ]));
+    let a = cut_stream("a", "Primary half ", ms(50), ErrorKind::Network, "reset");
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
     let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;

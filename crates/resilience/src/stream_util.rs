@@ -16,7 +16,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use ripcord_core::{ChatStream, Error, ErrorKind, Fault, Provenance, Result, StreamEvent};
+use ripcord_core::{
+    ChatStream, Error, ErrorKind, Fault, Provenance, Result, StreamEvent, Usage, tokens,
+};
 use tokio::time::{Instant, Sleep};
 
 /// The error of a stream that ended without its finish event.
@@ -134,6 +136,35 @@ pub(crate) trait StreamObserver: Send + 'static {
 
     /// Called exactly once, when the stream ends, fails or is dropped.
     fn on_end(&mut self, end: End<'_>);
+}
+
+/// What a stream has told of its cost so far, for the observers that settle a reservation by
+/// it (the rate limiter's and the budget's): the usage it reported last, an estimate of the
+/// text it generated, and whether content came.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) usage: Option<Usage>,
+    /// Estimated tokens of the text generated so far.
+    pub(crate) generated: u64,
+    pub(crate) content: bool,
+}
+
+impl Tally {
+    /// Counts one item: a usage event replaces the usage, text adds its estimate.
+    pub(crate) fn count(&mut self, item: &Result<StreamEvent>) {
+        match item {
+            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
+            Ok(StreamEvent::TextDelta { text }) => {
+                self.generated += u64::from(tokens::estimate_text(text));
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Tally::generated`] as a `u32`, saturating.
+    pub(crate) fn generated_u32(&self) -> u32 {
+        u32::try_from(self.generated).unwrap_or(u32::MAX)
+    }
 }
 
 /// A stream adapter that reports its end to a [`StreamObserver`] once. After an error item it

@@ -511,13 +511,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
 /// open, each call's outcome counted as a chat call's is.
 #[async_trait]
 impl<M: EmbeddingModel> EmbeddingModel for Breaker<M> {
-    fn embedding_id(&self) -> &ModelId {
-        self.inner.embedding_id()
-    }
-
-    fn accepts_tokens(&self) -> bool {
-        self.inner.accepts_tokens()
-    }
+    inner_embedding_model!(inner);
 
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         let id = self.inner.embedding_id();

@@ -40,7 +40,7 @@ pub use store::{
 };
 
 use crate::error::tag;
-use crate::stream_util::{End, Observed, StreamObserver};
+use crate::stream_util::{End, Observed, StreamObserver, Tally};
 
 const ANONYMOUS: &str = "<anonymous>";
 
@@ -305,39 +305,33 @@ struct BudgetObserver {
     accounts: Arc<Accounts>,
     hold: BudgetHold,
     prompt: u64,
-    usage: Option<Usage>,
-    generated: u64,
-    content: bool,
+    tally: Tally,
     /// What attempts before a restart cost.
     spent: u64,
 }
 
 impl StreamObserver for BudgetObserver {
     fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        match &item {
-            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
-            Ok(StreamEvent::TextDelta { text }) => {
-                self.generated += u64::from(tokens::estimate_text(text));
-            }
-            Ok(StreamEvent::Restarted { .. }) => {
-                // The first link's answer is thrown away, but its tokens were spent.
-                self.spent += cost(self.usage.as_ref(), self.prompt, self.generated);
-                self.usage = None;
-                self.generated = 0;
-            }
-            _ => {}
+        self.tally.count(&item);
+        if let Ok(StreamEvent::Restarted { .. }) = &item {
+            // The first link's answer is thrown away, but its tokens were spent.
+            let t = &mut self.tally;
+            self.spent += cost(t.usage.as_ref(), self.prompt, t.generated);
+            t.usage = None;
+            t.generated = 0;
         }
         item
     }
 
     fn on_content(&mut self) {
-        self.content = true;
+        self.tally.content = true;
     }
 
     fn on_end(&mut self, end: End<'_>) {
+        let t = &self.tally;
         let this = match end {
-            End::Failed(e) if !self.content && self.usage.is_none() => failed_cost(e, self.prompt),
-            _ => cost(self.usage.as_ref(), self.prompt, self.generated),
+            End::Failed(e) if !t.content && t.usage.is_none() => failed_cost(e, self.prompt),
+            _ => cost(t.usage.as_ref(), self.prompt, t.generated),
         };
         self.accounts.settle(&self.hold, self.spent + this);
     }
@@ -386,9 +380,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Budget<M> {
                     accounts: self.accounts.clone(),
                     hold,
                     prompt,
-                    usage: None,
-                    generated: 0,
-                    content: false,
+                    tally: Tally::default(),
                     spent: 0,
                 },
             ),

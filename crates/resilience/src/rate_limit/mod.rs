@@ -65,7 +65,7 @@ pub use store::{LimitKind, LimitStore, LocalLimitStore, Take, Taken};
 
 use crate::clock::SharedClock;
 use crate::error::tag;
-use crate::stream_util::{End, Observed, StreamObserver};
+use crate::stream_util::{End, Observed, StreamObserver, Tally};
 use crate::window::Window;
 
 /// A model behind local RPM / TPM limits.
@@ -370,42 +370,34 @@ struct LimitObserver {
     policy: RateLimitPolicy,
     id: ModelId,
     reservation: Reservation,
-    usage: Option<Usage>,
-    /// Estimated tokens of the text generated so far.
-    generated: u32,
-    content: bool,
+    tally: Tally,
 }
 
 impl StreamObserver for LimitObserver {
     fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        match &item {
-            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
-            Ok(StreamEvent::TextDelta { text }) => {
-                self.generated = self.generated.saturating_add(tokens::estimate_text(text));
-            }
-            _ => {}
-        }
+        self.tally.count(&item);
         item
     }
 
     fn on_content(&mut self) {
-        self.content = true;
+        self.tally.content = true;
     }
 
     fn on_end(&mut self, end: End<'_>) {
         let r = self.reservation;
+        let t = &self.tally;
         let used = match end {
             End::Failed(e) => {
                 pause_after(&self.state, &self.policy, &self.id, e);
-                if self.content || self.usage.is_some() {
-                    r.used(self.usage.as_ref(), self.generated)
+                if t.content || t.usage.is_some() {
+                    r.used(t.usage.as_ref(), t.generated_u32())
                 } else {
                     r.failed(e)
                 }
             }
             // Finished, or abandoned mid-stream (the vendor generated up to the drop): what
             // it reported, else the estimate of what it generated.
-            End::Finished | End::Dropped => r.used(self.usage.as_ref(), self.generated),
+            End::Finished | End::Dropped => r.used(t.usage.as_ref(), t.generated_u32()),
         };
         self.state.settle(r, used);
     }
@@ -449,9 +441,7 @@ impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
                     policy: self.policy.clone(),
                     id: self.inner.id().clone(),
                     reservation,
-                    usage: None,
-                    generated: 0,
-                    content: false,
+                    tally: Tally::default(),
                 },
             )),
             Err(e) => {

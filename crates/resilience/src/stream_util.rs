@@ -138,6 +138,37 @@ pub(crate) trait StreamObserver: Send + 'static {
     fn on_end(&mut self, end: End<'_>);
 }
 
+/// What a stream's failure is judged by ([`Error::fault_in`]): the call's context, the budget
+/// it had when it started, and whether content had come. The breaker's and the health
+/// tracker's stream observers keep one.
+#[derive(Debug)]
+pub(crate) struct Blame {
+    ctx: ripcord_core::Context,
+    budget: Option<Duration>,
+    after_content: bool,
+}
+
+impl Blame {
+    /// A stream of a call under `ctx` that started with `budget` left, before its content.
+    pub(crate) fn new(ctx: &ripcord_core::Context, budget: Option<Duration>) -> Self {
+        Blame {
+            ctx: ctx.clone(),
+            budget,
+            after_content: false,
+        }
+    }
+
+    /// Notes that content came: a later failure happened after it.
+    pub(crate) fn content_came(&mut self) {
+        self.after_content = true;
+    }
+
+    /// Whose fault `e`, ending this stream, is.
+    pub(crate) fn fault(&self, e: &Error) -> Fault {
+        e.fault_in(&self.ctx, self.budget, self.after_content)
+    }
+}
+
 /// What a stream has told of its cost so far, for the observers that settle a reservation by
 /// it (the rate limiter's and the budget's): the usage it reported last, an estimate of the
 /// text it generated, and whether content came.

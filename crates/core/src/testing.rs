@@ -79,6 +79,7 @@ pub struct ScriptedModel {
     in_flight: AtomicUsize,
     peak: AtomicUsize,
     bounds_itself: bool,
+    refusal: Option<Error>,
     seen: Mutex<Vec<ChatRequest>>,
 }
 
@@ -106,6 +107,7 @@ impl ScriptedModel {
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             bounds_itself: false,
+            refusal: None,
             seen: Mutex::new(Vec::new()),
         }
     }
@@ -117,6 +119,14 @@ impl ScriptedModel {
     /// relies on the caller to cut it.
     pub fn bounding_itself(mut self) -> Self {
         self.bounds_itself = true;
+        self
+    }
+
+    /// Makes [`ChatModel::refusal`] answer a copy of `error` before every call, as a link that
+    /// knows it cannot take one (an open breaker, an exhausted limit) does. The script still
+    /// plays for calls made anyway.
+    pub fn refusing(mut self, error: Error) -> Self {
+        self.refusal = Some(error);
         self
     }
 
@@ -472,6 +482,10 @@ impl ChatModel for ScriptedModel {
 
     fn bounds_itself(&self) -> bool {
         self.bounds_itself
+    }
+
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        self.refusal.clone()
     }
 }
 

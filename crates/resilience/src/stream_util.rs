@@ -182,7 +182,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Counts one item: a usage event replaces the usage, text adds its estimate.
-    pub(crate) fn count(&mut self, item: &Result<StreamEvent>) {
+    fn count(&mut self, item: &Result<StreamEvent>) {
         match item {
             Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
             Ok(StreamEvent::TextDelta { text }) => {
@@ -195,6 +195,53 @@ impl Tally {
     /// [`Tally::generated`] as a `u32`, saturating.
     pub(crate) fn generated_u32(&self) -> u32 {
         u32::try_from(self.generated).unwrap_or(u32::MAX)
+    }
+}
+
+/// Settles a reservation by what a stream told of its cost; [`Tallied`] does the counting.
+pub(crate) trait Settle: Send + 'static {
+    /// A chain restarted the answer on another link (`Restarted`): what `tally` holds so far
+    /// was spent on an answer thrown away. The default counts on.
+    fn restarted(&mut self, _tally: &mut Tally) {}
+
+    /// Settles once, when the stream ends, fails or is dropped.
+    fn settle(&mut self, tally: &Tally, end: End<'_>);
+}
+
+/// The [`StreamObserver`] that keeps a stream's [`Tally`] for a [`Settle`].
+pub(crate) struct Tallied<S> {
+    tally: Tally,
+    settle: S,
+}
+
+impl<S: Settle> Tallied<S> {
+    /// `stream`, settled by `settle` when it ends.
+    pub(crate) fn boxed(stream: ChatStream, settle: S) -> ChatStream {
+        Observed::boxed(
+            stream,
+            Tallied {
+                tally: Tally::default(),
+                settle,
+            },
+        )
+    }
+}
+
+impl<S: Settle> StreamObserver for Tallied<S> {
+    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
+        self.tally.count(&item);
+        if let Ok(StreamEvent::Restarted { .. }) = &item {
+            self.settle.restarted(&mut self.tally);
+        }
+        item
+    }
+
+    fn on_content(&mut self) {
+        self.tally.content = true;
+    }
+
+    fn on_end(&mut self, end: End<'_>) {
+        self.settle.settle(&self.tally, end);
     }
 }
 

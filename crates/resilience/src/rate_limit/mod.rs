@@ -56,7 +56,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ripcord_core::{
     ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, ModelId, Result,
-    StreamEvent, Usage, tokens,
+    Usage, tokens,
 };
 use serde::Serialize;
 
@@ -65,7 +65,7 @@ pub use store::{LimitKind, LimitStore, LocalLimitStore, Take, Taken};
 
 use crate::clock::SharedClock;
 use crate::error::tag;
-use crate::stream_util::{End, Observed, StreamObserver, Tally};
+use crate::stream_util::{End, Settle, Tallied, Tally};
 use crate::window::Window;
 
 /// A model behind local RPM / TPM limits.
@@ -365,27 +365,16 @@ fn pause_after(state: &LimitState, policy: &RateLimitPolicy, id: &ModelId, e: &E
 }
 
 /// Settles a stream's reservation when it ends.
-struct LimitObserver {
+struct LimitSettlement {
     state: Arc<LimitState>,
     policy: RateLimitPolicy,
     id: ModelId,
     reservation: Reservation,
-    tally: Tally,
 }
 
-impl StreamObserver for LimitObserver {
-    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        self.tally.count(&item);
-        item
-    }
-
-    fn on_content(&mut self) {
-        self.tally.content = true;
-    }
-
-    fn on_end(&mut self, end: End<'_>) {
+impl Settle for LimitSettlement {
+    fn settle(&mut self, t: &Tally, end: End<'_>) {
         let r = self.reservation;
-        let t = &self.tally;
         let used = match end {
             End::Failed(e) => {
                 pause_after(&self.state, &self.policy, &self.id, e);
@@ -434,14 +423,13 @@ impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
     async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.stream(req, ctx).await {
-            Ok(stream) => Ok(Observed::boxed(
+            Ok(stream) => Ok(Tallied::boxed(
                 stream,
-                LimitObserver {
+                LimitSettlement {
                     state: self.state.clone(),
                     policy: self.policy.clone(),
                     id: self.inner.id().clone(),
                     reservation,
-                    tally: Tally::default(),
                 },
             )),
             Err(e) => {

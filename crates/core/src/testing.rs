@@ -224,10 +224,13 @@ impl ScriptedModel {
         self.tag(error)
     }
 
-    fn enter(&self) -> InFlight<'_> {
+    /// Starts a call of `req`: records it, counts it in flight until the guard drops, and takes
+    /// the script's next step.
+    fn begin(&self, req: &ChatRequest) -> (InFlight<'_>, Step) {
+        self.record(req);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
-        InFlight(self)
+        (InFlight(self), self.next_step())
     }
 
     fn tag(&self, e: Error) -> Error {
@@ -240,9 +243,8 @@ impl ScriptedModel {
 
     /// Plays the next step of the script.
     async fn play(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.record(req);
-        let _guard = self.enter();
-        match self.next_step() {
+        let (_guard, step) = self.begin(req);
+        match step {
             Step::Reply { text, delay } => {
                 tokio::time::sleep(delay).await;
                 let input = crate::tokens::estimate_request(req);
@@ -501,9 +503,8 @@ impl ScriptedModel {
 
     /// Opens the next step as a stream.
     async fn open(&self, req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
-        self.record(req);
-        let _guard = self.enter();
-        match self.next_step() {
+        let (_guard, step) = self.begin(req);
+        match step {
             Step::Reply { text, delay } => {
                 tokio::time::sleep(delay).await;
                 Ok(item_stream(text_stream(&[text.as_str()], Duration::ZERO)))

@@ -281,6 +281,7 @@ async fn after_a_route_the_remaining_links_are_tried_in_order() {
 
 /// The answer of a chain of `links` with `deadline` and the static reply "busy", and how long it
 /// took.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
 async fn busy_reply(links: &[&Arc<ScriptedModel>], deadline: Duration) -> (ChatResponse, Duration) {
     let chain = chain_of(links)
         .deadline(deadline)

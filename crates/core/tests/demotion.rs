@@ -13,6 +13,7 @@ use support::{arc, ask, chain_of};
 
 /// Link `a`, which fails with `kind`, then `b`, which answers, under `DemoteErroring` at a 30 %
 /// threshold after `min_calls` calls.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
 fn demoting(kind: ErrorKind, min_calls: u32) -> (Arc<ScriptedModel>, Chain) {
     let a = arc(ScriptedModel::new("a").fail(kind));
     let b = arc(ScriptedModel::new("b").reply("from b"));

@@ -22,6 +22,7 @@ fn attempted(p: &ripcord_core::Provenance) -> Vec<String> {
 }
 
 /// The answer to `ask()` of a chain of `links` that prefers independent fallbacks.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
 async fn independent(links: &[&Arc<ScriptedModel>]) -> ripcord_core::ChatResponse {
     let chain = chain_of(links)
         .prefer_independent_fallbacks(true)

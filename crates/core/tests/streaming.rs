@@ -209,6 +209,7 @@ fn once_then_stall() -> ScriptedModel {
 
 /// The events a chain of `a` alone streams under a 3 s deadline and a `stream_max` bound,
 /// checked to end exactly at that bound.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
 async fn stall_after_once(
     a: ScriptedModel,
     stream_max: Duration,

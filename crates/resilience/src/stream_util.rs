@@ -191,11 +191,6 @@ impl Tally {
             _ => {}
         }
     }
-
-    /// [`Tally::generated`] as a `u32`, saturating.
-    pub(crate) fn generated_u32(&self) -> u32 {
-        u32::try_from(self.generated).unwrap_or(u32::MAX)
-    }
 }
 
 /// Settles a reservation by what a stream told of its cost; [`Tallied`] does the counting.

@@ -364,6 +364,11 @@ fn pause_after(state: &LimitState, policy: &RateLimitPolicy, id: &ModelId, e: &E
     }
 }
 
+/// The tally's estimate of generated tokens, in the limiter's `u32` (saturating).
+fn generated(t: &Tally) -> u32 {
+    u32::try_from(t.generated).unwrap_or(u32::MAX)
+}
+
 /// Settles a stream's reservation when it ends.
 struct LimitSettlement {
     state: Arc<LimitState>,
@@ -379,14 +384,14 @@ impl Settle for LimitSettlement {
             End::Failed(e) => {
                 pause_after(&self.state, &self.policy, &self.id, e);
                 if t.content || t.usage.is_some() {
-                    r.used(t.usage.as_ref(), t.generated_u32())
+                    r.used(t.usage.as_ref(), generated(t))
                 } else {
                     r.failed(e)
                 }
             }
             // Finished, or abandoned mid-stream (the vendor generated up to the drop): what
             // it reported, else the estimate of what it generated.
-            End::Finished | End::Dropped => r.used(t.usage.as_ref(), t.generated_u32()),
+            End::Finished | End::Dropped => r.used(t.usage.as_ref(), generated(t)),
         };
         self.state.settle(r, used);
     }

@@ -58,7 +58,8 @@ struct Usage {
     output_tokens: u64,
 }
 
-fn stop_reason(reply: &Reply) -> &'static str {
+/// Why the answer stopped, in Claude's words (Bedrock's Converse API uses the same ones).
+pub(crate) fn stop_reason(reply: &Reply) -> &'static str {
     if reply.tool_calls.is_empty() {
         "end_turn"
     } else {

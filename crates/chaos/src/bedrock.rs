@@ -29,6 +29,7 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use serde_json::{Value, json};
 
+use crate::anthropic;
 use crate::http::{Frames, Incoming, broken_json};
 use crate::openai::Ctx;
 use crate::reply::{Reply, split_even};
@@ -316,14 +317,6 @@ pub(crate) fn model_of(path: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-fn stop_reason(reply: &Reply) -> &'static str {
-    if reply.tool_calls.is_empty() {
-        "end_turn"
-    } else {
-        "tool_use"
-    }
-}
-
 fn usage(reply: &Reply) -> Value {
     json!({
         "inputTokens": reply.input_tokens,
@@ -345,7 +338,7 @@ pub(crate) fn converse(reply: &Reply) -> Vec<u8> {
     }
     json!({
         "output": { "message": { "role": "assistant", "content": content } },
-        "stopReason": stop_reason(reply),
+        "stopReason": anthropic::stop_reason(reply),
         "usage": usage(reply),
         "metrics": { "latencyMs": 1 },
     })
@@ -459,7 +452,7 @@ pub(crate) fn stream_frames(_ctx: Ctx<'_>, reply: &Reply, broken: bool) -> Frame
     b.f.start_tail();
     b.push(
         "messageStop",
-        &json!({ "stopReason": stop_reason(reply) }),
+        &json!({ "stopReason": anthropic::stop_reason(reply) }),
         false,
     );
     b.push(

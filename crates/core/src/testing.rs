@@ -79,6 +79,7 @@ pub struct ScriptedModel {
     in_flight: AtomicUsize,
     peak: AtomicUsize,
     bounds_itself: bool,
+    refusal: Option<Error>,
     seen: Mutex<Vec<ChatRequest>>,
 }
 
@@ -106,6 +107,7 @@ impl ScriptedModel {
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             bounds_itself: false,
+            refusal: None,
             seen: Mutex::new(Vec::new()),
         }
     }
@@ -117,6 +119,14 @@ impl ScriptedModel {
     /// relies on the caller to cut it.
     pub fn bounding_itself(mut self) -> Self {
         self.bounds_itself = true;
+        self
+    }
+
+    /// Makes [`ChatModel::refusal`] answer a copy of `error` before every call, as a link that
+    /// knows it cannot take one (an open breaker, an exhausted limit) does. The script still
+    /// plays for calls made anyway.
+    pub fn refusing(mut self, error: Error) -> Self {
+        self.refusal = Some(error);
         self
     }
 
@@ -214,10 +224,13 @@ impl ScriptedModel {
         self.tag(error)
     }
 
-    fn enter(&self) -> InFlight<'_> {
+    /// Starts a call of `req`: records it, counts it in flight until the guard drops, and takes
+    /// the script's next step.
+    fn begin(&self, req: &ChatRequest) -> (InFlight<'_>, Step) {
+        self.record(req);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
-        InFlight(self)
+        (InFlight(self), self.next_step())
     }
 
     fn tag(&self, e: Error) -> Error {
@@ -230,9 +243,8 @@ impl ScriptedModel {
 
     /// Plays the next step of the script.
     async fn play(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatResponse> {
-        self.record(req);
-        let _guard = self.enter();
-        match self.next_step() {
+        let (_guard, step) = self.begin(req);
+        match step {
             Step::Reply { text, delay } => {
                 tokio::time::sleep(delay).await;
                 let input = crate::tokens::estimate_request(req);
@@ -473,6 +485,10 @@ impl ChatModel for ScriptedModel {
     fn bounds_itself(&self) -> bool {
         self.bounds_itself
     }
+
+    fn refusal(&self, _ctx: &Context) -> Option<Error> {
+        self.refusal.clone()
+    }
 }
 
 impl ScriptedModel {
@@ -487,9 +503,8 @@ impl ScriptedModel {
 
     /// Opens the next step as a stream.
     async fn open(&self, req: &ChatRequest, _ctx: &Context) -> Result<ChatStream> {
-        self.record(req);
-        let _guard = self.enter();
-        match self.next_step() {
+        let (_guard, step) = self.begin(req);
+        match step {
             Step::Reply { text, delay } => {
                 tokio::time::sleep(delay).await;
                 Ok(item_stream(text_stream(&[text.as_str()], Duration::ZERO)))

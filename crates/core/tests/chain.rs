@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{
-    BuildError, Capabilities, Chain, ChatModel, ChatRequest, Context, Error, ErrorKind,
-    ImageSource, Locality, LocalityRequirement, Message, ResponseFormat, SkipReason, ToolSpec,
+    BuildError, Capabilities, Chain, ChatModel, ChatRequest, ChatResponse, Context, Error,
+    ErrorKind, ImageSource, Locality, LocalityRequirement, Message, ResponseFormat, SkipReason,
+    ToolSpec,
 };
 use tokio::time::Instant;
 
@@ -237,25 +238,22 @@ async fn a_borderline_prompt_is_sent_rather_than_skipped() {
 
 #[tokio::test(start_paused = true)]
 async fn per_kind_routes_pick_the_named_link() {
-    let a = arc(ScriptedModel::new("a").fail(ErrorKind::RateLimited));
-    let b = arc(ScriptedModel::new("b").reply("b"));
-    let c = arc(ScriptedModel::new("c").reply("c"));
-    let chain = chain_of(&[&a, &b, &c])
-        .route(ErrorKind::RateLimited, "c")
-        .build()
-        .unwrap();
-    let r = chat_ok(&chain, &ask()).await;
-    assert_eq!(r.served_by(), "c");
-    assert_eq!(b.calls(), 0);
-    // Other kinds still go in order.
-    let a2 = arc(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
-    let b2 = arc(ScriptedModel::new("b").reply("b"));
-    let c2 = arc(ScriptedModel::new("c").reply("c"));
-    let chain = chain_of(&[&a2, &b2, &c2])
-        .route(ErrorKind::RateLimited, "c")
-        .build()
-        .unwrap();
-    assert_eq!(chat_ok(&chain, &ask()).await.served_by(), "b");
+    // (a's failure, the link that serves, b's calls): other kinds still go in order.
+    for (kind, served_by, b_calls) in [
+        (ErrorKind::RateLimited, "c", 0),
+        (ErrorKind::Overloaded, "b", 1),
+    ] {
+        let a = arc(ScriptedModel::new("a").fail(kind));
+        let b = arc(ScriptedModel::new("b").reply("b"));
+        let c = arc(ScriptedModel::new("c").reply("c"));
+        let chain = chain_of(&[&a, &b, &c])
+            .route(ErrorKind::RateLimited, "c")
+            .build()
+            .unwrap();
+        let r = chat_ok(&chain, &ask()).await;
+        assert_eq!(r.served_by(), served_by, "{kind:?}");
+        assert_eq!(b.calls(), b_calls, "{kind:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -281,18 +279,26 @@ async fn after_a_route_the_remaining_links_are_tried_in_order() {
     assert_eq!(order, ["a", "c", "b"]);
 }
 
-#[tokio::test(start_paused = true)]
-async fn nothing_waits_past_the_deadline() {
-    let a = arc(ScriptedModel::new("a").hang());
-    let b = arc(ScriptedModel::new("b").hang());
-    let chain = chain_of(&[&a, &b])
-        .deadline(Duration::from_secs(2))
+/// The answer of a chain of `links` with `deadline` and the static reply "busy", and how long it
+/// took.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
+async fn busy_reply(links: &[&Arc<ScriptedModel>], deadline: Duration) -> (ChatResponse, Duration) {
+    let chain = chain_of(links)
+        .deadline(deadline)
         .static_reply("busy")
         .build()
         .unwrap();
     let t0 = Instant::now();
     let r = chat_ok(&chain, &ask()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    (r, t0.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_waits_past_the_deadline() {
+    let a = arc(ScriptedModel::new("a").hang());
+    let b = arc(ScriptedModel::new("b").hang());
+    let (r, took) = busy_reply(&[&a, &b], Duration::from_secs(2)).await;
+    assert_eq!(took, Duration::from_secs(2));
     assert!(r.provenance.static_reply);
     assert_eq!(
         r.provenance.attempts[0].error_kind,
@@ -449,14 +455,8 @@ async fn a_readmission_beyond_the_deadline_means_static_reply_now() {
     let refuse = Error::new(ErrorKind::LocalRateLimited, "limited")
         .with_retry_after(Duration::from_secs(60));
     let a = arc(ScriptedModel::new("a").fail_with(refuse, Duration::ZERO));
-    let chain = chain_of(&[&a])
-        .deadline(Duration::from_secs(5))
-        .static_reply("busy")
-        .build()
-        .unwrap();
-    let t0 = Instant::now();
-    let r = chat_ok(&chain, &ask()).await;
-    assert_eq!(t0.elapsed(), Duration::ZERO);
+    let (r, took) = busy_reply(&[&a], Duration::from_secs(5)).await;
+    assert_eq!(took, Duration::ZERO);
     assert!(r.provenance.static_reply);
 }
 

@@ -21,6 +21,16 @@ fn attempted(p: &ripcord_core::Provenance) -> Vec<String> {
     p.attempts.iter().map(|a| a.provider.to_string()).collect()
 }
 
+/// The answer to `ask()` of a chain of `links` that prefers independent fallbacks.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
+async fn independent(links: &[&Arc<ScriptedModel>]) -> ripcord_core::ChatResponse {
+    let chain = chain_of(links)
+        .prefer_independent_fallbacks(true)
+        .build()
+        .unwrap();
+    chat_ok(&chain, &ask()).await
+}
+
 fn assert_close(got: Duration, want: Duration) {
     let diff = got.abs_diff(want);
     assert!(
@@ -99,18 +109,22 @@ async fn lowest_latency_orders_sampled_links_by_their_ewma_once_they_have_min_sa
     assert_eq!(b.calls(), 0);
 }
 
+/// Link `name`: answers "from <name>" after `latency`, then fails with `Overloaded`, then
+/// answers after `latency` again.
+fn answer_fail_answer(name: &str, latency: Duration) -> Arc<ScriptedModel> {
+    let text = format!("from {name}");
+    arc(ScriptedModel::new(name)
+        .reply_after(&text, latency)
+        .fail(ErrorKind::Overloaded)
+        .reply_after(&text, latency))
+}
+
 #[tokio::test(start_paused = true)]
 async fn unsampled_links_keep_their_configured_position() {
     // a: slow, then failing; m: unsampled middle link that fails; z: fast last link.
-    let a = arc(ScriptedModel::new("a")
-        .reply_after("from a", ms(400))
-        .fail(ErrorKind::Overloaded)
-        .reply_after("from a", ms(400)));
+    let a = answer_fail_answer("a", ms(400));
     let m = arc(ScriptedModel::new("m").fail(ErrorKind::ServerError));
-    let z = arc(ScriptedModel::new("z")
-        .reply_after("from z", ms(20))
-        .fail(ErrorKind::Overloaded)
-        .reply_after("from z", ms(20)));
+    let z = answer_fail_answer("z", ms(20));
     let chain = chain_of(&[&a, &m, &z])
         .strategy(Strategy::LowestLatency { min_samples: 1 })
         .build()
@@ -128,10 +142,7 @@ async fn unsampled_links_keep_their_configured_position() {
 
 #[tokio::test(start_paused = true)]
 async fn the_ewma_follows_a_link_that_slows_down() {
-    let a = arc(ScriptedModel::new("a")
-        .reply_after("from a", ms(200))
-        .fail(ErrorKind::Overloaded)
-        .reply_after("from a", ms(200)));
+    let a = answer_fail_answer("a", ms(200));
     let b = arc(ScriptedModel::new("b")
         .reply_after("from b", ms(100))
         .reply_after("from b", ms(1000))
@@ -406,20 +417,12 @@ async fn independent_fallbacks_prefer_another_vendor_after_a_failure() {
 
     // With it: o1 (openai) fails -> anthropic; anthropic fails -> local, the only domain where
     // nothing failed yet, before o2.
-    let chain = chain_of(&[&o1, &o2, &an, &local])
-        .prefer_independent_fallbacks(true)
-        .build()
-        .unwrap();
-    let r = chat_ok(&chain, &ask()).await;
+    let r = independent(&[&o1, &o2, &an, &local]).await;
     assert_eq!(attempted(&r.provenance), ["o1", "an", "local"]);
 
     // No fresh domain left: anything but the vendor that just failed (o2, not anthropic's twin).
     let an2 = arc(at("an2", Locality::cloud("anthropic")).reply("from an2"));
-    let chain = chain_of(&[&o1, &an, &an2, &o2])
-        .prefer_independent_fallbacks(true)
-        .build()
-        .unwrap();
-    let r = chat_ok(&chain, &ask()).await;
+    let r = independent(&[&o1, &an, &an2, &o2]).await;
     assert_eq!(attempted(&r.provenance), ["o1", "an", "o2"]);
     assert_eq!(an2.calls(), 0);
 }
@@ -429,11 +432,7 @@ async fn independent_fallbacks_treat_local_models_as_their_own_domain() {
     let o1 = arc(at("o1", Locality::cloud("openai")).fail(ErrorKind::Overloaded));
     let o2 = arc(at("o2", Locality::cloud("OpenAI")).reply("from o2"));
     let local = arc(at("local", Locality::Local).reply("from local"));
-    let chain = chain_of(&[&o1, &o2, &local])
-        .prefer_independent_fallbacks(true)
-        .build()
-        .unwrap();
-    let r = chat_ok(&chain, &ask()).await;
+    let r = independent(&[&o1, &o2, &local]).await;
     assert_eq!(r.served_by(), "local");
     assert_eq!(o2.calls(), 0, "vendor names compare case-insensitively");
 }
@@ -442,11 +441,7 @@ async fn independent_fallbacks_treat_local_models_as_their_own_domain() {
 async fn independent_fallbacks_use_the_same_vendor_when_no_other_is_left() {
     let o1 = arc(at("o1", Locality::cloud("openai")).fail(ErrorKind::Overloaded));
     let o2 = arc(at("o2", Locality::cloud("openai")).reply("from o2"));
-    let chain = chain_of(&[&o1, &o2])
-        .prefer_independent_fallbacks(true)
-        .build()
-        .unwrap();
-    let r = chat_ok(&chain, &ask()).await;
+    let r = independent(&[&o1, &o2]).await;
     assert_eq!(attempted(&r.provenance), ["o1", "o2"]);
 }
 

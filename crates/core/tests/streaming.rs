@@ -14,7 +14,7 @@ use ripcord_core::{
 };
 use tokio::time::Instant;
 
-use support::{collect_ok, ms};
+use support::{chain_of, collect_ok, ms};
 
 fn ask() -> ChatRequest {
     ChatRequest::user("Tell me a story")
@@ -27,6 +27,21 @@ fn texts(events: &[Result<StreamEvent, Error>]) -> String {
         .collect()
 }
 
+/// Link `name`, streaming `text` after 5 ms, then an error of `kind` saying `message` `gap`
+/// later.
+fn cut_stream(
+    name: &str,
+    text: &str,
+    gap: Duration,
+    kind: ErrorKind,
+    message: &'static str,
+) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(name).stream_items(vec![
+        (ms(5), StreamItem::Event(StreamEvent::text(text))),
+        (gap, StreamItem::Error(Error::new(kind, message))),
+    ]))
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_error_as_the_first_stream_event_falls_back() {
     // A 429 delivered as the first SSE event is the attempt's error.
@@ -35,11 +50,7 @@ async fn an_error_as_the_first_stream_event_falls_back() {
         StreamItem::Error(Error::new(ErrorKind::RateLimited, "429 in-band")),
     )]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Once ", "upon"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a.clone())
-        .link_arc(b.clone())
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Once upon");
     assert!(events.iter().all(Result::is_ok));
@@ -60,7 +71,7 @@ async fn an_error_as_the_first_stream_event_falls_back() {
 async fn a_stream_that_ends_before_any_content_falls_back() {
     let a = Arc::new(ScriptedModel::new("a").stream_items(vec![]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["fine"], ms(1))));
-    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let r = collect_ok(&chain, &ask()).await;
     assert_eq!(r.text(), "fine");
     assert_eq!(
@@ -82,12 +93,7 @@ async fn a_failure_after_the_first_token_ends_the_stream_by_default() {
         ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["never"], ms(1))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
-        .static_reply("busy")
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).static_reply("busy").build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(
         texts(&events),
@@ -108,14 +114,8 @@ async fn a_failure_after_commit_carries_every_attempt_of_the_call() {
         ms(5),
         StreamItem::Error(Error::new(ErrorKind::ServerError, "500 in-band")),
     )]));
-    let b = Arc::new(ScriptedModel::new("b").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
-        (
-            ms(20),
-            StreamItem::Error(Error::new(ErrorKind::Network, "stream truncated")),
-        ),
-    ]));
-    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let b = cut_stream("b", "Once", ms(20), ErrorKind::Network, "stream truncated");
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Once");
     let err = events.last().unwrap().as_ref().unwrap_err();
@@ -153,9 +153,7 @@ async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
     let b = Arc::new(
         ScriptedModel::new("b").stream_items(text_stream(&["A ", "new ", "story."], ms(5))),
     );
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
+    let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
         .build()
         .unwrap();
@@ -189,17 +187,9 @@ async fn restart_policy_announces_itself_and_streams_the_whole_answer_again() {
 
 #[tokio::test(start_paused = true)]
 async fn restart_with_nothing_left_ends_in_the_static_reply() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Half"))),
-        (
-            ms(5),
-            StreamItem::Error(Error::new(ErrorKind::ServerError, "boom")),
-        ),
-    ]));
+    let a = cut_stream("a", "Half", ms(5), ErrorKind::ServerError, "boom");
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Overloaded));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
+    let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
         .static_reply("The assistant is unavailable.")
         .build()
@@ -209,21 +199,36 @@ async fn restart_with_nothing_left_ends_in_the_static_reply() {
     assert!(r.provenance.static_reply && r.degraded());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stalled_stream_after_first_content_ends_at_the_stream_bound_not_the_deadline() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
+/// Link "a": "Once" after 5 ms, then silence.
+fn once_then_stall() -> ScriptedModel {
+    ScriptedModel::new("a").stream_items(vec![
         (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
         (ms(0), StreamItem::Stall),
-    ]));
+    ])
+}
+
+/// The events a chain of `a` alone streams under a 3 s deadline and a `stream_max` bound,
+/// checked to end exactly at that bound.
+#[allow(clippy::unwrap_used)] // a test helper fails the test by panicking
+async fn stall_after_once(
+    a: ScriptedModel,
+    stream_max: Duration,
+) -> Vec<Result<StreamEvent, Error>> {
     let chain = Chain::builder()
-        .link_arc(a)
+        .link(a)
         .deadline(Duration::from_secs(3))
-        .stream_max(Duration::from_secs(20))
+        .stream_max(stream_max)
         .build()
         .unwrap();
     let t0 = Instant::now();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(20));
+    assert_eq!(t0.elapsed(), stream_max);
+    events
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_stream_after_first_content_ends_at_the_stream_bound_not_the_deadline() {
+    let events = stall_after_once(once_then_stall(), Duration::from_secs(20)).await;
     assert_eq!(
         events.last().unwrap().as_ref().unwrap_err().fault(),
         ripcord_core::Fault::Caller
@@ -239,23 +244,8 @@ async fn a_stalled_stream_of_a_link_that_bounds_itself_ends_with_its_own_timeout
     // No per-event timer in the chain: the link's own limit ends the stream, at the stream
     // bound (past the deadline, which only bounded the first content), with its own error —
     // charged to the caller, not the link.
-    let a = Arc::new(
-        ScriptedModel::new("a")
-            .stream_items(vec![
-                (ms(5), StreamItem::Event(StreamEvent::text("Once"))),
-                (ms(0), StreamItem::Stall),
-            ])
-            .bounding_itself(),
-    );
-    let chain = Chain::builder()
-        .link_arc(a)
-        .deadline(Duration::from_secs(3))
-        .stream_max(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let t0 = Instant::now();
-    let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
-    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    let events =
+        stall_after_once(once_then_stall().bounding_itself(), Duration::from_secs(30)).await;
     let e = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert_eq!(e.provider(), Some("a"));
@@ -306,12 +296,7 @@ async fn a_slow_first_token_is_abandoned_for_the_next_link_within_the_deadline()
 async fn every_link_failing_before_content_streams_the_static_reply() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b = Arc::new(ScriptedModel::new("b").fail(ErrorKind::Auth));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
-        .static_reply("busy")
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).static_reply("busy").build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "busy");
     assert!(matches!(
@@ -328,7 +313,7 @@ async fn every_link_failing_before_content_streams_the_static_reply() {
 async fn provenance_is_announced_at_commit_before_content() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::Overloaded));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["x"], ms(1))));
-    let chain = Chain::builder().link_arc(a).link_arc(b).build().unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     match &events[0] {
         Ok(StreamEvent::Provenance { provenance }) => {
@@ -350,11 +335,7 @@ async fn fail_fast_before_content_is_returned_when_the_stream_opens() {
         StreamItem::Error(Error::new(ErrorKind::ContentFiltered, "policy")),
     )]));
     let b = Arc::new(ScriptedModel::new("b"));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let e = chain.stream(&ask(), &Context::new()).await.err().unwrap();
     assert_eq!(e.kind(), ErrorKind::ContentFiltered);
     assert_eq!(b.calls(), 0);
@@ -364,12 +345,7 @@ async fn fail_fast_before_content_is_returned_when_the_stream_opens() {
 async fn nested_chains_stream_through() {
     let a = Arc::new(ScriptedModel::new("a").fail(ErrorKind::ServerError));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["inner"], ms(1))));
-    let inner = Chain::builder()
-        .link_arc(a)
-        .link_arc(b)
-        .name("inner")
-        .build()
-        .unwrap();
+    let inner = chain_of(&[&a, &b]).name("inner").build().unwrap();
     let outer = Chain::builder()
         .link(inner)
         .link(ScriptedModel::new("c"))
@@ -400,19 +376,20 @@ fn a_collected_tool_call_index_beyond_the_bound_is_an_invalid_response() {
 async fn a_stream_cut_by_the_callers_budget_is_not_restarted_elsewhere() {
     // The caller's budget is spent: under Restart the chain goes to the static reply, as it
     // does whenever the deadline has passed, and never sends the request to another link.
-    let items: Vec<_> = (0..40)
-        .map(|_| {
-            (
-                Duration::from_secs(1),
-                StreamItem::Event(StreamEvent::text("x")),
-            )
-        })
-        .collect();
-    let a = Arc::new(ScriptedModel::new("a").stream_items(items));
+    // Forty seconds of one "x" a second.
+    let items = || -> Vec<_> {
+        (0..40)
+            .map(|_| {
+                (
+                    Duration::from_secs(1),
+                    StreamItem::Event(StreamEvent::text("x")),
+                )
+            })
+            .collect()
+    };
+    let a = Arc::new(ScriptedModel::new("a").stream_items(items()));
     let b = Arc::new(ScriptedModel::new("b"));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
+    let chain = chain_of(&[&a, &b])
         .stream_policy(StreamPolicy::Restart)
         .static_reply("unavailable")
         .build()
@@ -424,16 +401,8 @@ async fn a_stream_cut_by_the_callers_budget_is_not_restarted_elsewhere() {
     assert!(r.provenance.static_reply);
     assert_eq!(b.calls(), 0);
     // Without a static reply the stream ends with the cut.
-    let items: Vec<_> = (0..40)
-        .map(|_| {
-            (
-                Duration::from_secs(1),
-                StreamItem::Event(StreamEvent::text("x")),
-            )
-        })
-        .collect();
     let chain = Chain::builder()
-        .link(ScriptedModel::new("a").stream_items(items))
+        .link(ScriptedModel::new("a").stream_items(items()))
         .link_arc(b.clone())
         .stream_policy(StreamPolicy::Restart)
         .build()
@@ -461,9 +430,7 @@ async fn a_cut_within_the_holdback_falls_over_and_the_caller_sees_only_the_backu
         let b = Arc::new(
             ScriptedModel::new("b").stream_items(text_stream(&["Backup ", "answer"], ms(10))),
         );
-        let chain = Chain::builder()
-            .link_arc(a.clone())
-            .link_arc(b.clone())
+        let chain = chain_of(&[&a, &b])
             .stream_holdback(ms(200))
             .deadline(Duration::from_secs(10))
             .build()
@@ -489,19 +456,9 @@ async fn a_cut_within_the_holdback_falls_over_and_the_caller_sees_only_the_backu
 
 #[tokio::test(start_paused = true)]
 async fn without_a_holdback_the_same_cut_ends_the_committed_stream() {
-    let a = Arc::new(ScriptedModel::new("a").stream_items(vec![
-        (ms(5), StreamItem::Event(StreamEvent::text("Primary half "))),
-        (
-            ms(50),
-            StreamItem::Error(Error::new(ErrorKind::Network, "reset")),
-        ),
-    ]));
+    let a = cut_stream("a", "Primary half ", ms(50), ErrorKind::Network, "reset");
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
-        .build()
-        .unwrap();
+    let chain = chain_of(&[&a, &b]).build().unwrap();
     let events = drain(chain.stream(&ask(), &Context::new()).await.unwrap()).await;
     assert_eq!(texts(&events), "Primary half ");
     assert!(events.last().unwrap().is_err());
@@ -519,9 +476,7 @@ async fn the_holdback_commits_after_its_time_and_a_later_cut_is_not_spliced() {
         ),
     ]));
     let b = Arc::new(ScriptedModel::new("b").stream_items(text_stream(&["Backup"], ms(10))));
-    let chain = Chain::builder()
-        .link_arc(a)
-        .link_arc(b.clone())
+    let chain = chain_of(&[&a, &b])
         .stream_holdback(ms(100))
         .build()
         .unwrap();

@@ -414,11 +414,11 @@ impl Decoder {
         if s == 0 {
             return Err(runtime("forward step with no tokens"));
         }
-        if self.spec.shared_kv {
-            return self.forward_shared(ids, cache, options);
-        }
         let past = cache.len;
         let total = past + s;
+        if self.spec.shared_kv {
+            return self.forward_shared(ids, total, cache, options);
+        }
         let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
             Vec::with_capacity(3 + cache.values.len());
         let input_ids: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
@@ -468,16 +468,16 @@ impl Decoder {
     }
 
     /// [`Decoder::forward`] for the shared layout: the cache's buffers are bound as both the
-    /// pasts and the presents, so the graph appends in place.
+    /// pasts and the presents, so the graph appends in place (`total`: the cache's length after
+    /// the step).
     fn forward_shared(
         &mut self,
         ids: &[u32],
+        total: usize,
         cache: &mut KvCache,
         options: &RunOptions,
     ) -> Result<Vec<f32>, Error> {
-        let s = ids.len();
         let past = cache.len;
-        let total = past + s;
         if cache.shared.len() != self.spec.past.len() || cache.binding.is_none() {
             return Err(runtime(
                 "the KV cache was dropped by a failed step; start a new cache",
@@ -627,19 +627,10 @@ mod tests {
 
         // Prefill half, then one token at a time.
         let mut cache = dec.empty_cache(64).unwrap();
-        let mut last = dec.forward(&seq[..6], &mut cache, &opts).unwrap();
-        for &t in &seq[6..] {
-            last = dec.forward(&[t], &mut cache, &opts).unwrap();
-        }
+        let last = prefill_then_step(&mut dec, &seq, &mut cache, &opts);
         assert_eq!(cache.len(), seq.len());
         assert_eq!(last.len(), full.len());
-        let max_diff = max_abs_diff(&full, &last);
-        let scale = max_abs(&full);
-        assert!(scale > 0.1, "logits are degenerate: max |logit| = {scale}");
-        assert!(
-            max_diff <= 1e-4 * scale.max(1.0),
-            "cache vs prefill differ by {max_diff}"
-        );
+        assert_close(&full, &last, 1e-4, "the tiny model");
         // And the cache matters: without it, the last token alone gives different logits.
         let mut fresh = dec.empty_cache(64).unwrap();
         let alone = dec
@@ -649,6 +640,36 @@ mod tests {
         assert!(
             diff_alone > 1e-2,
             "the context made no difference ({diff_alone})"
+        );
+    }
+
+    /// Prefills `seq[..6]` into `cache`, then steps the rest one token at a time; the last
+    /// step's logits.
+    fn prefill_then_step(
+        dec: &mut Decoder,
+        seq: &[u32],
+        cache: &mut KvCache,
+        opts: &RunOptions,
+    ) -> Vec<f32> {
+        let mut last = dec.forward(&seq[..6], cache, opts).unwrap();
+        for &t in &seq[6..] {
+            last = dec.forward(&[t], cache, opts).unwrap();
+        }
+        last
+    }
+
+    /// The stepped logits `last` equal the prefill's `full` within `tolerance` of their scale,
+    /// and `full` is not degenerate; `what` names the model in a failure.
+    fn assert_close(full: &[f32], last: &[f32], tolerance: f32, what: &str) {
+        let max_diff = max_abs_diff(full, last);
+        let scale = max_abs(full);
+        assert!(
+            scale > 0.1,
+            "{what}: logits are degenerate: max |logit| = {scale}"
+        );
+        assert!(
+            max_diff <= tolerance * scale.max(1.0),
+            "{what}: cache vs prefill differ by {max_diff}"
         );
     }
 
@@ -689,20 +710,11 @@ mod tests {
 
             let mut cache = dec.empty_cache(32).unwrap();
             let buffer = cache.shared[0].data_ptr();
-            let mut last = dec.forward(&seq[..6], &mut cache, &opts).unwrap();
-            for &t in &seq[6..] {
-                last = dec.forward(&[t], &mut cache, &opts).unwrap();
-            }
+            let last = prefill_then_step(&mut dec, &seq, &mut cache, &opts);
             assert_eq!(cache.len(), seq.len());
             // Appended in place: the same allocation after every step.
             assert_eq!(cache.shared[0].data_ptr(), buffer, "{file}");
-            let max_diff = max_abs_diff(&full, &last);
-            let scale = max_abs(&full);
-            assert!(scale > 0.1, "{file}: degenerate logits");
-            assert!(
-                max_diff <= 1e-3 * scale.max(1.0),
-                "{file}: cache vs prefill differ by {max_diff}"
-            );
+            assert_close(&full, &last, 1e-3, file);
         }
     }
 

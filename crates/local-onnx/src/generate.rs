@@ -386,25 +386,23 @@ mod tests {
         let Some(mut t) = Tiny::load() else {
             return;
         };
-        let c = control();
-        c.cancel.cancel();
+        let cancelled = control();
+        cancelled.cancel.cancel();
+        let mut expired = control();
+        expired.deadline = Some(Instant::now());
         let mut events = 0;
-        let e = t
-            .answer(8, vec![], &c, &mut |_| {
-                events += 1;
-                true
-            })
-            .unwrap_err();
-        assert_eq!(e.kind(), ripcord_core::ErrorKind::Cancelled);
-        let mut c = control();
-        c.deadline = Some(Instant::now());
-        let e = t
-            .answer(8, vec![], &c, &mut |_| {
-                events += 1;
-                true
-            })
-            .unwrap_err();
-        assert_eq!(e.kind(), ripcord_core::ErrorKind::DeadlineExceeded);
+        for (c, want) in [
+            (cancelled, ripcord_core::ErrorKind::Cancelled),
+            (expired, ripcord_core::ErrorKind::DeadlineExceeded),
+        ] {
+            let e = t
+                .answer(8, vec![], &c, &mut |_| {
+                    events += 1;
+                    true
+                })
+                .unwrap_err();
+            assert_eq!(e.kind(), want, "{want:?}");
+        }
         assert_eq!(events, 0);
     }
 

@@ -167,6 +167,18 @@ impl Seq {
 
     /// Samples from `logits` (see [`Decoding::next`]).
     fn step(&mut self, tokenizer: &Tokenizer, logits: &[f32]) -> Result<Next> {
+        let (job, decoding, mut send) = self.parts();
+        decoding.next(job, tokenizer, logits, &mut |ev| send(Ok(ev)))
+    }
+
+    /// The answer's job and decoding, beside a sink that [sends](Seq::send) into its stream.
+    fn parts(
+        &mut self,
+    ) -> (
+        &Job,
+        &mut Decoding,
+        impl FnMut(Result<StreamEvent>) -> bool + '_,
+    ) {
         let Seq {
             job,
             decoding,
@@ -175,8 +187,7 @@ impl Seq {
             closed,
             ..
         } = self;
-        let mut sink = |ev: StreamEvent| sink_into(tx, backlog, closed, Ok(ev));
-        decoding.next(job, tokenizer, logits, &mut sink)
+        (job, decoding, move |ev| sink_into(tx, backlog, closed, ev))
     }
 }
 
@@ -377,16 +388,10 @@ impl State {
     fn finish(tokenizer: &Tokenizer, seq: &mut Seq, kv_tokens: usize) {
         seq.next = None;
         let decoding = std::mem::replace(&mut seq.decoding, Decoding::new(&seq.job));
-        let Seq {
-            job,
-            tx,
-            backlog,
-            closed,
-            ..
-        } = seq;
-        let mut sink = |ev: StreamEvent| sink_into(tx, backlog, closed, Ok(ev));
-        if let Err(e) = decoding.finish(job, tokenizer, kv_tokens, &mut sink) {
-            sink_into(tx, backlog, closed, Err(e));
+        let (job, _, mut send) = seq.parts();
+        let ended = decoding.finish(job, tokenizer, kv_tokens, &mut |ev| send(Ok(ev)));
+        if let Err(e) = ended {
+            send(Err(e));
         }
     }
 

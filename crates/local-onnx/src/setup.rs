@@ -125,84 +125,81 @@ pub fn setup_model(cache: &Path, force: bool, say: &dyn Fn(&str)) -> Result<Setu
         tool_inputs(&tools, &sources)?
     );
     let models = cache.join("models");
-    let smol = models.join(SMOLLM2_DIR);
-    let mut smol_files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| smol.join(f)).collect();
-    smol_files.extend(SIDE_FILES.iter().map(|f| smol.join(f)));
-    step(
-        &tools,
-        &mut stamp,
-        &stamp_path,
-        "smollm2",
-        &inputs,
-        &smol_files,
-        || {
-            let tmp = models.join(format!(".{SMOLLM2_DIR}.tmp"));
-            let t0 = Instant::now();
-            let report = convert(&tools, &gguf, &tmp)?;
-            say(&format!(
-                "setup-model: smollm2: converted in {:.1} s: {}",
-                t0.elapsed().as_secs_f64(),
-                report.trim()
-            ));
-            let verified = tools.script(&[
-                "verify",
-                "--dir",
-                &s(&tmp),
-                "--models",
-                VARIANT_FILES[0],
-                VARIANT_FILES[1],
-                VARIANT_FILES[2],
-                "--expect",
-                "Paris",
-            ])?;
-            say(&format!(
-                "setup-model: smollm2: verified with ONNX Runtime's Python API: {}",
-                verified.trim()
-            ));
-            replace_dir(&tmp, &smol)
-        },
-    )?;
-
-    let tiny = models.join(TINY_DIR);
-    let mut tiny_files: Vec<PathBuf> = VARIANT_FILES.iter().map(|f| tiny.join(f)).collect();
-    tiny_files.extend(SIDE_FILES.iter().map(|f| tiny.join(f)));
-    step(
-        &tools,
-        &mut stamp,
-        &stamp_path,
-        "tiny-llama",
-        &inputs,
-        &tiny_files,
-        || {
-            let tmp = models.join(format!(".{TINY_DIR}.tmp"));
-            tools.script(&[
-                "tiny",
-                "--gguf",
-                &s(&gguf),
-                "--out",
-                &s(&tmp),
-                "--blocks",
-                "8",
-                "4",
-            ])?;
-            let verified = tools.script(&[
-                "verify",
-                "--dir",
-                &s(&tmp),
-                "--tokens",
-                "32",
-                "--models",
-                VARIANT_FILES[0],
-                VARIANT_FILES[1],
-                VARIANT_FILES[2],
-            ])?;
-            say(&format!(
-                "setup-model: tiny-llama: verified: {}",
-                verified.trim()
-            ));
-            replace_dir(&tmp, &tiny)
-        },
-    )?;
+    // A model folder: made in `.<dir>.tmp` by `work`, verified there, then moved into place.
+    let mut model_step = |name: &str, dir: &str, work: &dyn Fn(&Path) -> Result<(), String>| {
+        let dir_path = models.join(dir);
+        let files: Vec<PathBuf> = VARIANT_FILES
+            .iter()
+            .chain(SIDE_FILES)
+            .map(|f| dir_path.join(f))
+            .collect();
+        step(
+            &tools,
+            &mut stamp,
+            &stamp_path,
+            name,
+            &inputs,
+            &files,
+            || {
+                let tmp = models.join(format!(".{dir}.tmp"));
+                work(&tmp)?;
+                replace_dir(&tmp, &dir_path)
+            },
+        )
+    };
+    model_step("smollm2", SMOLLM2_DIR, &|tmp| {
+        let t0 = Instant::now();
+        let report = convert(&tools, &gguf, tmp)?;
+        say(&format!(
+            "setup-model: smollm2: converted in {:.1} s: {}",
+            t0.elapsed().as_secs_f64(),
+            report.trim()
+        ));
+        let verified = tools.script(&[
+            "verify",
+            "--dir",
+            &s(tmp),
+            "--models",
+            VARIANT_FILES[0],
+            VARIANT_FILES[1],
+            VARIANT_FILES[2],
+            "--expect",
+            "Paris",
+        ])?;
+        say(&format!(
+            "setup-model: smollm2: verified with ONNX Runtime's Python API: {}",
+            verified.trim()
+        ));
+        Ok(())
+    })?;
+    model_step("tiny-llama", TINY_DIR, &|tmp| {
+        tools.script(&[
+            "tiny",
+            "--gguf",
+            &s(&gguf),
+            "--out",
+            &s(tmp),
+            "--blocks",
+            "8",
+            "4",
+        ])?;
+        let verified = tools.script(&[
+            "verify",
+            "--dir",
+            &s(tmp),
+            "--tokens",
+            "32",
+            "--models",
+            VARIANT_FILES[0],
+            VARIANT_FILES[1],
+            VARIANT_FILES[2],
+        ])?;
+        say(&format!(
+            "setup-model: tiny-llama: verified: {}",
+            verified.trim()
+        ));
+        Ok(())
+    })?;
 
     say(&format!(
         "setup-model: ready in {:.1} s — ONNX Runtime {} and models in {}",

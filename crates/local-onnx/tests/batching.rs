@@ -28,6 +28,15 @@ fn model(max_batch: usize, variant: Variant) -> Option<LocalLlama> {
     )
 }
 
+/// Each fused variant alone (one answer at a time) and batched (four at once); none once the
+/// tiny model is not prepared.
+fn solo_and_batched() -> Vec<(Variant, LocalLlama, LocalLlama)> {
+    [Variant::Q8, Variant::Q4]
+        .into_iter()
+        .map_while(|v| Some((v, model(1, v)?, model(4, v).unwrap())))
+        .collect()
+}
+
 /// Different prompts (one long enough to be prefilled in several chunks), lengths, a stop
 /// sequence and a seeded sampler.
 fn requests(solo_answer: &str) -> Vec<ChatRequest> {
@@ -61,11 +70,7 @@ fn same(a: &ChatResponse, b: &ChatResponse, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batched_answers_are_the_answers_each_gets_alone() {
-    for variant in [Variant::Q8, Variant::Q4] {
-        let Some(solo) = model(1, variant) else {
-            return;
-        };
-        let batched = model(4, variant).unwrap();
+    for (variant, solo, batched) in solo_and_batched() {
         let ctx = Context::new();
         let first = solo
             .chat(&ChatRequest::user(Q).with_max_tokens(30), &ctx)
@@ -105,11 +110,7 @@ async fn batched_answers_are_the_answers_each_gets_alone() {
 /// answers' keys and values across), and both answers are still what each gets alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_longer_answer_joining_grows_the_slots_and_keeps_the_running_answer() {
-    for variant in [Variant::Q8, Variant::Q4] {
-        let Some(solo) = model(1, variant) else {
-            return;
-        };
-        let batched = model(4, variant).unwrap();
+    for (variant, solo, batched) in solo_and_batched() {
         let ctx = Context::new();
         // Short: fits the smallest slot (256 tokens). Long: a prompt of ~400 tokens, so its
         // slot needs 512.

@@ -66,24 +66,23 @@ async fn runtime_library_and_corrupt_files() {
     let Some(tiny) = common::tiny() else { return };
     let scratch = common::temp_dir("ort");
 
+    // The build refuses `lib`, naming it and saying why.
+    let refused = |lib: &Path, why: &str| {
+        let e = LocalLlama::builder(&tiny)
+            .ort_dylib(lib)
+            .build()
+            .unwrap_err();
+        assert_unavailable(&e, lib);
+        assert!(e.message().contains(why), "{e}");
+    };
     // A missing library.
     let missing = scratch.join("libonnxruntime.so.0.0.0");
-    let e = LocalLlama::builder(&tiny)
-        .ort_dylib(&missing)
-        .build()
-        .unwrap_err();
-    assert_unavailable(&e, &missing);
-    assert!(e.message().contains("not found"), "{e}");
+    refused(&missing, "not found");
 
     // A file that is not a shared library: dlopen fails, cleanly.
     let garbage = scratch.join("libgarbage.so");
     fs::write(&garbage, b"\x7fELF but not really").unwrap();
-    let e = LocalLlama::builder(&tiny)
-        .ort_dylib(&garbage)
-        .build()
-        .unwrap_err();
-    assert_unavailable(&e, &garbage);
-    assert!(e.message().contains("cannot load ONNX Runtime"), "{e}");
+    refused(&garbage, "cannot load ONNX Runtime");
 
     // The failure was not remembered: the real library loads afterwards.
     LocalLlama::builder(&tiny).build().unwrap();

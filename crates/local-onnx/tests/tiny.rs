@@ -224,18 +224,29 @@ async fn the_deadline_stops_a_long_answer() {
     assert_eq!(res.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
 }
 
+/// A model of `sessions` sessions, and a stream of `req` on it holding one of them (its first
+/// text read, its buffer of one full).
+async fn holding_a_session(
+    dir: &std::path::Path,
+    sessions: usize,
+    req: &ChatRequest,
+) -> (LocalLlama, ChatStream) {
+    let m = LocalLlama::builder(dir)
+        .max_sessions(sessions)
+        .stream_buffer(1)
+        .build()
+        .unwrap();
+    let mut held = m.stream(req, &Context::new()).await.unwrap();
+    assert!(held.next().await.unwrap().unwrap().is_content());
+    (m, held)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_answers_are_bounded_by_max_sessions() {
     let Some(dir) = common::tiny() else { return };
     let req = ChatRequest::user(Q).with_max_tokens(470);
     // One session: while a stream holds it, another call waits (here: until its deadline).
-    let one = LocalLlama::builder(&dir)
-        .max_sessions(1)
-        .stream_buffer(1)
-        .build()
-        .unwrap();
-    let mut held = one.stream(&req, &Context::new()).await.unwrap();
-    assert!(held.next().await.unwrap().unwrap().is_content());
+    let (one, held) = holding_a_session(&dir, 1, &req).await;
     common::assert_waits_out_its_deadline(&one).await;
     drop(held);
     one.chat(&ChatRequest::user(Q).with_max_tokens(2), &Context::new())
@@ -243,13 +254,7 @@ async fn concurrent_answers_are_bounded_by_max_sessions() {
         .unwrap();
 
     // Two sessions: the second call runs beside the held stream.
-    let two = LocalLlama::builder(&dir)
-        .max_sessions(2)
-        .stream_buffer(1)
-        .build()
-        .unwrap();
-    let mut held = two.stream(&req, &Context::new()).await.unwrap();
-    assert!(held.next().await.unwrap().unwrap().is_content());
+    let (two, held) = holding_a_session(&dir, 2, &req).await;
     let r = common::chat_within_a_minute(&two, 2).await;
     assert_eq!(r.usage.output_tokens, 2);
     drop(held);

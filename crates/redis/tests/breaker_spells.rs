@@ -160,10 +160,7 @@ async fn keys(server: &Server) -> (Option<u64>, i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trips_in_a_row_on_two_replicas_lengthen_one_shared_spell_capped_and_a_close_resets_it() {
-    let Some(server) = Server::start_or_skip("the shared breaker spell tests")
-        .await
-        .unwrap()
-    else {
+    let Some(server) = common::start("the shared breaker spell tests").await else {
         return;
     };
     // A trips it and later closes it; B's probes fail in between. Both call link `vendor`.

@@ -264,9 +264,7 @@ async fn a_trips_after_b_reads(server: &Server, cfg: SharedBreakerConfig) -> (Su
 }
 
 async fn redis() -> Option<Server> {
-    Server::start_or_skip("the shared breaker tests")
-        .await
-        .unwrap()
+    common::start("the shared breaker tests").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

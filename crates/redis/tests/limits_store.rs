@@ -439,10 +439,7 @@ async fn suite_both_forward_bounds_itself_and_the_budget_forwards_the_inner_refu
 /// before the pause) is `an_ask_ahead_granted_before_another_replicas_429_is_spent_within_the_bound`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_another_replicas_429_a_leased_replica_spends_at_most_its_lease() {
-    let Some(server) = Server::start_or_skip("the shared limiter suite")
-        .await
-        .unwrap()
-    else {
+    let Some(server) = common::start("the shared limiter suite").await else {
         return;
     };
     // 960 RPM: a block of 60 cells per Redis call, spent for at most 300 ms.

@@ -39,3 +39,18 @@ macro_rules! inner_model {
         }
     };
 }
+
+/// The [`EmbeddingModel`](ripcord_core::EmbeddingModel) counterpart of `inner_model!`, inside the
+/// impl: `inner_embedding_model!(inner)` answers `embedding_id` and `accepts_tokens` from the
+/// wrapped model in the field `inner`. The policy's `embed` follows it, written out.
+macro_rules! inner_embedding_model {
+    ($field:ident) => {
+        fn embedding_id(&self) -> &ripcord_core::ModelId {
+            self.$field.embedding_id()
+        }
+
+        fn accepts_tokens(&self) -> bool {
+            self.$field.accepts_tokens()
+        }
+    };
+}

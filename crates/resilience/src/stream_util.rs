@@ -16,7 +16,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use ripcord_core::{ChatStream, Error, ErrorKind, Fault, Provenance, Result, StreamEvent};
+use ripcord_core::{
+    ChatStream, Error, ErrorKind, Fault, Provenance, Result, StreamEvent, Usage, tokens,
+};
 use tokio::time::{Instant, Sleep};
 
 /// The error of a stream that ended without its finish event.
@@ -134,6 +136,108 @@ pub(crate) trait StreamObserver: Send + 'static {
 
     /// Called exactly once, when the stream ends, fails or is dropped.
     fn on_end(&mut self, end: End<'_>);
+}
+
+/// What a stream's failure is judged by ([`Error::fault_in`]): the call's context, the budget
+/// it had when it started, and whether content had come. The breaker's and the health
+/// tracker's stream observers keep one.
+#[derive(Debug)]
+pub(crate) struct Blame {
+    ctx: ripcord_core::Context,
+    budget: Option<Duration>,
+    after_content: bool,
+}
+
+impl Blame {
+    /// A stream of a call under `ctx` that started with `budget` left, before its content.
+    pub(crate) fn new(ctx: &ripcord_core::Context, budget: Option<Duration>) -> Self {
+        Blame {
+            ctx: ctx.clone(),
+            budget,
+            after_content: false,
+        }
+    }
+
+    /// Notes that content came: a later failure happened after it.
+    pub(crate) fn content_came(&mut self) {
+        self.after_content = true;
+    }
+
+    /// Whose fault `e`, ending this stream, is.
+    pub(crate) fn fault(&self, e: &Error) -> Fault {
+        e.fault_in(&self.ctx, self.budget, self.after_content)
+    }
+}
+
+/// What a stream has told of its cost so far, for the observers that settle a reservation by
+/// it (the rate limiter's and the budget's): the usage it reported last, an estimate of the
+/// text it generated, and whether content came.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) usage: Option<Usage>,
+    /// Estimated tokens of the text generated so far.
+    pub(crate) generated: u64,
+    pub(crate) content: bool,
+}
+
+impl Tally {
+    /// Counts one item: a usage event replaces the usage, text adds its estimate.
+    fn count(&mut self, item: &Result<StreamEvent>) {
+        match item {
+            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
+            Ok(StreamEvent::TextDelta { text }) => {
+                self.generated += u64::from(tokens::estimate_text(text));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Settles a reservation by what a stream told of its cost; [`Tallied`] does the counting.
+pub(crate) trait Settle: Send + 'static {
+    /// A chain restarted the answer on another link (`Restarted`): what `tally` holds so far
+    /// was spent on an answer thrown away. The default counts on.
+    fn restarted(&mut self, _tally: &mut Tally) {}
+
+    /// Settles once, when the stream ends, fails or is dropped.
+    fn settle(&mut self, tally: &Tally, end: End<'_>);
+}
+
+/// The [`StreamObserver`] that keeps a stream's [`Tally`] for a [`Settle`].
+pub(crate) struct Tallied<S> {
+    tally: Tally,
+    settle: S,
+}
+
+impl<S: Settle> Tallied<S> {
+    /// `stream`, settled by `settle` when it ends.
+    pub(crate) fn boxed(stream: ChatStream, settle: S) -> ChatStream {
+        Observed::boxed(
+            stream,
+            Tallied {
+                tally: Tally::default(),
+                settle,
+            },
+        )
+    }
+}
+
+impl<S: Settle> StreamObserver for Tallied<S> {
+    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
+        self.tally.count(&item);
+        if let Ok(StreamEvent::Restarted { .. }) = &item {
+            self.settle.restarted(&mut self.tally);
+        }
+        item
+    }
+
+    fn on_content(&mut self) {
+        self.tally.content = true;
+    }
+
+    fn on_end(&mut self, end: End<'_>) {
+        self.settle.settle(&self.tally, end);
+    }
 }
 
 /// A stream adapter that reports its end to a [`StreamObserver`] once. After an error item it

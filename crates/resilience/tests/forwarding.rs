@@ -7,57 +7,24 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use ripcord_core::telemetry::TracedModel;
-use ripcord_core::{
-    Capabilities, ChatModel, ChatRequest, ChatResponse, Context, Error, ErrorKind, ModelId, Result,
-};
+use ripcord_core::testing::ScriptedModel;
+use ripcord_core::{ChatModel, Context, Error, ErrorKind};
 use ripcord_resilience::*;
 
-/// A model whose hooks answer as told.
-#[derive(Debug)]
-struct Hooked {
-    id: ModelId,
-    caps: Capabilities,
-    bounds: bool,
-    refuses: bool,
-}
-
-/// The refusal message `Hooked` answers with, so a row can tell it from the decorator's own.
+/// The refusal message `hooked` models answer with, so a row can tell it from the decorator's
+/// own.
 const REFUSED: &str = "the inner model refuses";
 
-impl Hooked {
-    fn new(bounds: bool, refuses: bool) -> Self {
-        Hooked {
-            id: ModelId::new("inner", "inner-1"),
-            caps: Capabilities::new(4096, 256),
-            bounds,
-            refuses,
-        }
-    }
-}
-
-#[async_trait]
-impl ChatModel for Hooked {
-    fn id(&self) -> &ModelId {
-        &self.id
-    }
-
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-
-    async fn chat(&self, _req: &ChatRequest, _ctx: &Context) -> Result<ChatResponse> {
-        Ok(ChatResponse::new("ok"))
-    }
-
-    fn bounds_itself(&self) -> bool {
-        self.bounds
-    }
-
-    fn refusal(&self, _ctx: &Context) -> Option<Error> {
-        self.refuses
-            .then(|| Error::new(ErrorKind::RateLimited, REFUSED))
+/// A model named "inner" whose hooks answer as told: it bounds itself when `bounds`, and
+/// refuses with [`REFUSED`] when `refuses`.
+fn hooked(bounds: bool, refuses: bool) -> ScriptedModel {
+    let m = ScriptedModel::new("inner");
+    let m = if bounds { m.bounding_itself() } else { m };
+    if refuses {
+        m.refusing(Error::new(ErrorKind::RateLimited, REFUSED))
+    } else {
+        m
     }
 }
 
@@ -73,14 +40,14 @@ enum Hook {
 /// One decorator: how to build it around an inner model, and what it answers.
 struct Row {
     name: &'static str,
-    wrap: fn(Hooked) -> Box<dyn ChatModel>,
+    wrap: fn(ScriptedModel) -> Box<dyn ChatModel>,
     bounds: Hook,
     refusal: Hook,
 }
 
 impl Row {
     /// A decorator that forwards both hooks: the rule, from which the other rows are exceptions.
-    fn forwarding(name: &'static str, wrap: fn(Hooked) -> Box<dyn ChatModel>) -> Row {
+    fn forwarding(name: &'static str, wrap: fn(ScriptedModel) -> Box<dyn ChatModel>) -> Row {
         Row {
             name,
             wrap,
@@ -90,7 +57,7 @@ impl Row {
     }
 
     /// A decorator that forwards `bounds_itself` but never refuses ahead of a call.
-    fn never_refusing(name: &'static str, wrap: fn(Hooked) -> Box<dyn ChatModel>) -> Row {
+    fn never_refusing(name: &'static str, wrap: fn(ScriptedModel) -> Box<dyn ChatModel>) -> Row {
         Row {
             refusal: Hook::Always(false),
             ..Row::forwarding(name, wrap)
@@ -139,8 +106,9 @@ fn rows() -> Vec<Row> {
         Row::never_refusing("Cache", |m| Box::new(m.with_cache(CachePolicy::default()))),
         // Both sides answer alike here; the hedge model may serve while the primary refuses.
         Row::never_refusing("Hedge", |m| {
-            let (bounds, refuses) = (m.bounds, m.refuses);
-            Box::new(m.with_hedge(Hooked::new(bounds, refuses), HedgePolicy::default()))
+            // A twin of the primary, read through its hooks.
+            let twin = hooked(m.bounds_itself(), m.refusal(&Context::new()).is_some());
+            Box::new(m.with_hedge(twin, HedgePolicy::default()))
         }),
     ]
 }
@@ -151,7 +119,7 @@ async fn every_decorator_forwards_the_hooks_or_is_a_documented_exception() {
     let mut wrong = Vec::new();
     for row in rows() {
         for (bounds, refuses) in [(false, false), (true, true), (true, false), (false, true)] {
-            let m = (row.wrap)(Hooked::new(bounds, refuses));
+            let m = (row.wrap)(hooked(bounds, refuses));
             let want_bounds = match row.bounds {
                 Hook::Forwards => bounds,
                 Hook::Always(b) => b,
@@ -195,7 +163,7 @@ async fn every_decorator_forwards_the_hooks_or_is_a_documented_exception() {
 /// Health books a forwarded refusal as it books a refused call: one call, no success.
 #[tokio::test]
 async fn health_books_a_forwarded_refusal_as_a_call() {
-    let m = Hooked::new(true, true).with_health(HealthPolicy::default());
+    let m = hooked(true, true).with_health(HealthPolicy::default());
     let handle = m.handle();
     assert!(m.refusal(&Context::new()).is_some());
     let snap = handle.snapshot();

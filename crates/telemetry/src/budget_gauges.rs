@@ -22,10 +22,13 @@ use std::fmt;
 use std::sync::{Arc, RwLock};
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::Meter;
+use opentelemetry::metrics::{AsyncInstrument, Meter};
 use ripcord_core::telemetry::attr;
 
 use crate::metrics::names;
+
+/// What a gauge reads of an account.
+type Pick<T> = fn(&BudgetReading) -> T;
 
 /// One budget account as a collection reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,40 +127,46 @@ impl BudgetGauges {
     /// Registers the three gauges on `meter` (once per meter provider: a second registration
     /// would report every account twice).
     pub fn register(&self, meter: &Meter) {
-        let tenant = |r: &BudgetReading| [KeyValue::new(attr::TENANT, r.tenant.clone())];
-        let g = self.clone();
-        meter
-            .u64_observable_gauge(names::BUDGET_LIMIT)
-            .with_unit("{token}")
-            .with_description("A tenant's token budget per window")
-            .with_callback(move |o| {
-                for r in g.readings() {
-                    o.observe(r.limit, &tenant(&r));
-                }
-            })
-            .build();
-        let g = self.clone();
-        meter
-            .u64_observable_gauge(names::BUDGET_REMAINING)
-            .with_unit("{token}")
-            .with_description("Tokens a tenant may still use in the budget's current window")
-            .with_callback(move |o| {
-                for r in g.readings() {
-                    o.observe(r.remaining, &tenant(&r));
-                }
-            })
-            .build();
-        let g = self.clone();
+        let tokens: [(&str, &str, Pick<u64>); 2] = [
+            (
+                names::BUDGET_LIMIT,
+                "A tenant's token budget per window",
+                |r| r.limit,
+            ),
+            (
+                names::BUDGET_REMAINING,
+                "Tokens a tenant may still use in the budget's current window",
+                |r| r.remaining,
+            ),
+        ];
+        for (name, description, pick) in tokens {
+            meter
+                .u64_observable_gauge(name)
+                .with_unit("{token}")
+                .with_description(description)
+                .with_callback(self.per_tenant(pick))
+                .build();
+        }
         meter
             .f64_observable_gauge(names::BUDGET_REMAINING_RATIO)
             .with_unit("1")
             .with_description("What is left of a tenant's token budget, as a share of its limit")
-            .with_callback(move |o| {
-                for r in g.readings() {
-                    o.observe(r.ratio(), &tenant(&r));
-                }
-            })
+            .with_callback(self.per_tenant(BudgetReading::ratio))
             .build();
+    }
+
+    /// A gauge callback observing `pick` of every account the source reads now, each under
+    /// its tenant.
+    fn per_tenant<T: 'static>(
+        &self,
+        pick: Pick<T>,
+    ) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static {
+        let g = self.clone();
+        move |o| {
+            for r in g.readings() {
+                o.observe(pick(&r), &[KeyValue::new(attr::TENANT, r.tenant.clone())]);
+            }
+        }
     }
 }
 

@@ -62,70 +62,58 @@ pub(crate) fn tls_config(
     })
 }
 
-/// Builds an OTLP exporter of one signal. The span and metric exporters have separate builder
-/// types with the same methods (from `opentelemetry-otlp`'s config traits), so one macro body
-/// serves both rather than two copies of it.
+/// Defines `$name`, which builds the OTLP exporter of one signal. The span and metric exporters
+/// have separate builder types with the same methods (from `opentelemetry-otlp`'s config
+/// traits), so one macro body serves both rather than two copies of it.
 macro_rules! otlp_exporter {
-    ($exporter:ty, $signal:literal, $endpoint:ident, $resolved:expr, $runtime:expr) => {{
-        let resolved: &Resolved = $resolved;
-        let endpoint = resolved.$endpoint.clone();
-        let wrap = |source| TelemetryError::Exporter {
-            signal: $signal,
-            endpoint: endpoint.clone(),
-            source,
-        };
-        match resolved.protocol {
-            Protocol::Grpc => {
-                let mut b = <$exporter>::builder()
-                    .with_tonic()
-                    .with_endpoint(endpoint.clone())
-                    .with_timeout(resolved.timeout)
-                    .with_interceptor(grpc_interceptor(resolved)?);
-                if let Some(tls) = tls_config(&endpoint) {
-                    b = b.with_tls_config(tls);
+    ($(#[$doc:meta])* $name:ident -> $exporter:ty, $signal:literal, $endpoint:ident) => {
+        $(#[$doc])*
+        pub(crate) fn $name(
+            resolved: &Resolved,
+            runtime: Option<&tokio::runtime::Runtime>,
+        ) -> Result<$exporter, TelemetryError> {
+            let endpoint = resolved.$endpoint.clone();
+            let wrap = |source| TelemetryError::Exporter {
+                signal: $signal,
+                endpoint: endpoint.clone(),
+                source,
+            };
+            match resolved.protocol {
+                Protocol::Grpc => {
+                    let mut b = <$exporter>::builder()
+                        .with_tonic()
+                        .with_endpoint(endpoint.clone())
+                        .with_timeout(resolved.timeout)
+                        .with_interceptor(grpc_interceptor(resolved)?);
+                    if let Some(tls) = tls_config(&endpoint) {
+                        b = b.with_tls_config(tls);
+                    }
+                    b.build().map_err(wrap)
                 }
-                b.build().map_err(wrap)
-            }
-            Protocol::HttpProtobuf => {
-                let client = http_client(resolved, $runtime)?;
-                <$exporter>::builder()
-                    .with_http()
-                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                    .with_endpoint(endpoint.clone())
-                    .with_timeout(resolved.timeout)
-                    .with_http_client(client)
-                    .build()
-                    .map_err(wrap)
+                Protocol::HttpProtobuf => {
+                    let client = http_client(resolved, runtime)?;
+                    <$exporter>::builder()
+                        .with_http()
+                        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                        .with_endpoint(endpoint.clone())
+                        .with_timeout(resolved.timeout)
+                        .with_http_client(client)
+                        .build()
+                        .map_err(wrap)
+                }
             }
         }
-    }};
+    };
 }
 
-pub(crate) fn otlp_span_exporter(
-    resolved: &Resolved,
-    runtime: Option<&tokio::runtime::Runtime>,
-) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
-    otlp_exporter!(
-        opentelemetry_otlp::SpanExporter,
-        "traces",
-        traces_endpoint,
-        resolved,
-        runtime
-    )
-}
-
-pub(crate) fn otlp_metric_exporter(
-    resolved: &Resolved,
-    runtime: Option<&tokio::runtime::Runtime>,
-) -> Result<opentelemetry_otlp::MetricExporter, TelemetryError> {
-    otlp_exporter!(
-        opentelemetry_otlp::MetricExporter,
-        "metrics",
-        metrics_endpoint,
-        resolved,
-        runtime
-    )
-}
+otlp_exporter!(
+    /// The OTLP exporter of spans, to the resolved traces endpoint.
+    otlp_span_exporter -> opentelemetry_otlp::SpanExporter, "traces", traces_endpoint
+);
+otlp_exporter!(
+    /// The OTLP exporter of metrics, to the resolved metrics endpoint.
+    otlp_metric_exporter -> opentelemetry_otlp::MetricExporter, "metrics", metrics_endpoint
+);
 
 pub(crate) fn http_client(
     resolved: &Resolved,

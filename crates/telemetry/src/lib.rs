@@ -83,6 +83,7 @@ use std::time::Duration;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{
@@ -563,18 +564,28 @@ fn sdk_err(action: &'static str, e: impl fmt::Display) -> TelemetryError {
 }
 
 impl GuardInner {
+    /// Does `action` to the tracer provider, then to the meter provider if any (both even
+    /// when the first fails); the first error.
+    fn on_providers(
+        &self,
+        action: &'static str,
+        traces: fn(&SdkTracerProvider) -> OTelSdkResult,
+        metrics: fn(&SdkMeterProvider) -> OTelSdkResult,
+    ) -> Result<(), TelemetryError> {
+        let traces = traces(&self.tracer_provider);
+        let metrics = self.meter_provider.as_ref().map_or(Ok(()), metrics);
+        traces.and(metrics).map_err(|e| sdk_err(action, e))
+    }
+
     fn shutdown(self) -> Result<(), TelemetryError> {
-        let traces = self
-            .tracer_provider
-            .shutdown()
-            .map_err(|e| sdk_err("shutdown", e));
-        let metrics = match &self.meter_provider {
-            Some(mp) => mp.shutdown().map_err(|e| sdk_err("shutdown", e)),
-            None => Ok(()),
-        };
+        let done = self.on_providers(
+            "shutdown",
+            SdkTracerProvider::shutdown,
+            SdkMeterProvider::shutdown,
+        );
         // Dropping a runtime blocks until its workers stop: fine here, on a plain thread.
         drop(self.runtime);
-        traces.and(metrics)
+        done
     }
 }
 
@@ -593,15 +604,11 @@ impl TelemetryGuard {
         let Some(inner) = &self.inner else {
             return Ok(());
         };
-        let traces = inner
-            .tracer_provider
-            .force_flush()
-            .map_err(|e| sdk_err("flush", e));
-        let metrics = match &inner.meter_provider {
-            Some(mp) => mp.force_flush().map_err(|e| sdk_err("flush", e)),
-            None => Ok(()),
-        };
-        traces.and(metrics)
+        inner.on_providers(
+            "flush",
+            SdkTracerProvider::force_flush,
+            SdkMeterProvider::force_flush,
+        )
     }
 
     /// Exports what is pending and stops the exporters.

@@ -284,6 +284,14 @@ where
 mod tests {
     use super::*;
 
+    /// The default scrubber turns each input into its wanted text; the input names a failure.
+    fn assert_default_scrubs(cases: &[(&str, &str)]) {
+        let r = SecretScrubber::default();
+        for &(input, want) in cases {
+            assert_eq!(r.scrub(input), want, "{input}");
+        }
+    }
+
     #[test]
     fn registered_secrets_are_replaced_everywhere() {
         let r = SecretScrubber::new(["tok-1234", ""]);
@@ -296,8 +304,7 @@ mod tests {
 
     #[test]
     fn vendor_key_shapes_are_replaced() {
-        let r = SecretScrubber::default();
-        for (input, want) in [
+        assert_default_scrubs(&[
             ("sk-proj-AbCdEfGhIjKlMnOpQrStUv", "[REDACTED]"),
             (
                 "key=sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123 end",
@@ -316,15 +323,12 @@ mod tests {
                 "https://x.example/v1?access_token=abcdefgh12345678&x=1",
                 "https://x.example/v1?access_token=[REDACTED]&x=1",
             ),
-        ] {
-            assert_eq!(r.scrub(input), want, "{input}");
-        }
+        ]);
     }
 
     #[test]
     fn shapes_match_in_any_case_and_beside_other_scripts() {
-        let r = SecretScrubber::default();
-        for (input, want) in [
+        assert_default_scrubs(&[
             ("SK-PROJ-ABCDEFGHIJKLMNOPQRST", "[REDACTED]"),
             (
                 "Authorization: BEARER abcdefgh12",
@@ -341,9 +345,7 @@ mod tests {
                 "two: sk-abcdefghijklmnopqrstu and Bearer abcdefgh12",
                 "two: [REDACTED] and Bearer [REDACTED]",
             ),
-        ] {
-            assert_eq!(r.scrub(input), want, "{input}");
-        }
+        ]);
     }
 
     #[test]

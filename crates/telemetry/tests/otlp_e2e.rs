@@ -435,31 +435,33 @@ async fn run_chain_and_check(protocol: Protocol, endpoint: String, log: PathBuf)
     );
 }
 
-#[test]
-fn grpc_export_from_a_current_thread_runtime_reaches_the_receiver() {
+/// Runs the chain on a runtime from `runtime`, exporting over `protocol` to the receiver's
+/// endpoint for it (skipped without a receiver).
+fn export_from(runtime: &mut tokio::runtime::Builder, protocol: Protocol) {
     let Some(rx) = receiver() else { return };
-    tokio::runtime::Builder::new_current_thread()
+    let endpoint = match protocol {
+        Protocol::Grpc => rx.grpc,
+        _ => rx.http,
+    };
+    runtime
         .enable_all()
         .build()
         .unwrap()
-        .block_on(run_chain_and_check(
-            Protocol::Grpc,
-            rx.grpc.clone(),
-            rx.log.clone(),
-        ));
+        .block_on(run_chain_and_check(protocol, endpoint, rx.log));
+}
+
+#[test]
+fn grpc_export_from_a_current_thread_runtime_reaches_the_receiver() {
+    export_from(
+        &mut tokio::runtime::Builder::new_current_thread(),
+        Protocol::Grpc,
+    );
 }
 
 #[test]
 fn http_export_from_a_multi_thread_runtime_reaches_the_receiver() {
-    let Some(rx) = receiver() else { return };
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run_chain_and_check(
-            Protocol::HttpProtobuf,
-            rx.http.clone(),
-            rx.log.clone(),
-        ));
+    export_from(
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2),
+        Protocol::HttpProtobuf,
+    );
 }

@@ -14,8 +14,8 @@ use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use ripcord_core::telemetry::event;
 use ripcord_core::testing::{ScriptedModel, StreamItem, text_stream};
 use ripcord_core::{
-    Capabilities, Chain, ChatModel, ChatRequest, Context, Error, ErrorKind, Locality, StreamEvent,
-    StreamPolicy, ToolSpec, stream,
+    Capabilities, Chain, ChainBuilder, ChatModel, ChatRequest, ChatResponse, Context, Error,
+    ErrorKind, Locality, StreamEvent, StreamPolicy, ToolSpec, stream,
 };
 use ripcord_providers::{OpenAi, OpenAiConfig};
 use ripcord_resilience::{
@@ -72,33 +72,41 @@ fn retry(attempts: u32) -> RetryPolicy {
         .unwrap()
 }
 
+/// Builds `chain` and asks it the usual question.
+async fn chat_on(chain: ChainBuilder) -> Result<ChatResponse, Error> {
+    chain.build().unwrap().chat(&ask(), &Context::new()).await
+}
+
 /// Drives the chain, retry, breaker and adapter through the situations that name an event.
 async fn drive() {
     // A failed link, a fallback, and an alert-kind failure (auth).
-    let chain = Chain::builder()
-        .name("fallback")
-        .link(ScriptedModel::new("primary").fail(ErrorKind::Auth))
-        .link(ScriptedModel::new("backup").reply("ok"))
-        .build()
-        .unwrap();
-    chain.chat(&ask(), &Context::new()).await.unwrap();
+    chat_on(
+        Chain::builder()
+            .name("fallback")
+            .link(ScriptedModel::new("primary").fail(ErrorKind::Auth))
+            .link(ScriptedModel::new("backup").reply("ok")),
+    )
+    .await
+    .unwrap();
 
     // The static reply.
-    let chain = Chain::builder()
-        .name("static")
-        .link(ScriptedModel::new("only").fail(ErrorKind::RateLimited))
-        .static_reply("busy")
-        .build()
-        .unwrap();
-    chain.chat(&ask(), &Context::new()).await.unwrap();
+    chat_on(
+        Chain::builder()
+            .name("static")
+            .link(ScriptedModel::new("only").fail(ErrorKind::RateLimited))
+            .static_reply("busy"),
+    )
+    .await
+    .unwrap();
 
     // Every link failed and no static reply: the call ends in the error.
-    let chain = Chain::builder()
-        .name("exhausted")
-        .link(ScriptedModel::new("only").fail(ErrorKind::ServerError))
-        .build()
-        .unwrap();
-    chain.chat(&ask(), &Context::new()).await.unwrap_err();
+    chat_on(
+        Chain::builder()
+            .name("exhausted")
+            .link(ScriptedModel::new("only").fail(ErrorKind::ServerError)),
+    )
+    .await
+    .unwrap_err();
 
     // A link skipped for lacking tools.
     let chain = Chain::builder()

@@ -374,6 +374,21 @@ impl Chain {
 }
 
 impl ChainInner {
+    /// The chain span of a call (a stream's when `stream`), or `None` when no subscriber
+    /// listens for it: the call then runs as it is, with no span and no wrapper.
+    pub(crate) fn live_span(&self, stream: bool) -> Option<tracing::Span> {
+        if !tracing::level_enabled!(tracing::Level::INFO) {
+            return None;
+        }
+        let span = telemetry::chain_span(
+            &self.id.name,
+            telemetry::operation::CHAT,
+            self.links.len(),
+            stream,
+        );
+        (!span.is_disabled()).then_some(span)
+    }
+
     /// The effective deadline of a call starting now.
     pub(crate) fn call_deadline(&self, ctx: &Context, now: Instant) -> Instant {
         let own = now + self.deadline;
@@ -513,16 +528,8 @@ impl ChainInner {
     /// listens; without one it runs as it is, with no span and no wrapper future (the traced
     /// path is boxed so that this one stays as small as it was).
     async fn chat(&self, req: &ChatRequest, ctx: &Context, in_span: bool) -> Result<ChatResponse> {
-        if !in_span && tracing::level_enabled!(tracing::Level::INFO) {
-            let span = telemetry::chain_span(
-                &self.id.name,
-                telemetry::operation::CHAT,
-                self.links.len(),
-                false,
-            );
-            if !span.is_disabled() {
-                return Box::pin(self.chat_traced(req, ctx, span)).await;
-            }
+        if !in_span && let Some(span) = self.live_span(false) {
+            return Box::pin(self.chat_traced(req, ctx, span)).await;
         }
         self.count_call();
         let now = Instant::now();

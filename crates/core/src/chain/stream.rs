@@ -276,16 +276,8 @@ pub(super) async fn open(
     let span = match traced {
         Some(span) => span,
         None => {
-            if tracing::level_enabled!(tracing::Level::INFO) {
-                let span = telemetry::chain_span(
-                    &inner.id.name,
-                    telemetry::operation::CHAT,
-                    inner.links.len(),
-                    true,
-                );
-                if !span.is_disabled() {
-                    return Box::pin(open_traced(inner, req, ctx, span)).await;
-                }
+            if let Some(span) = inner.live_span(true) {
+                return Box::pin(open_traced(inner, req, ctx, span)).await;
             }
             Span::none()
         }

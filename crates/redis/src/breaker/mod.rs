@@ -711,25 +711,19 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_naming_the_setting() {
-        let e = SharedBreakerConfig::default()
-            .consecutive_failures(0)
-            .validate()
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
-        assert!(
-            e.message().contains("shared_breaker.consecutive_failures"),
-            "{e}"
-        );
-        let e = SharedBreakerConfig::default()
-            .probe_timeout(Duration::ZERO)
-            .validate()
-            .unwrap_err();
-        assert!(e.message().contains("probe_timeout"), "{e}");
-        let e = SharedBreakerConfig::default()
-            .lease_calls(0)
-            .validate()
-            .unwrap_err();
-        assert!(e.message().contains("lease_calls"), "{e}");
+        let base = SharedBreakerConfig::default;
+        for (config, setting) in [
+            (
+                base().consecutive_failures(0),
+                "shared_breaker.consecutive_failures",
+            ),
+            (base().probe_timeout(Duration::ZERO), "probe_timeout"),
+            (base().lease_calls(0), "lease_calls"),
+        ] {
+            let e = config.validate().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{setting}");
+            assert!(e.message().contains(setting), "{setting}: {e}");
+        }
         assert!(SharedBreakerConfig::default().validate().is_ok());
     }
 

@@ -237,21 +237,15 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_naming_the_setting() {
-        let e = SharedRateLimitConfig::default()
-            .rpm(0)
-            .policy()
-            .unwrap_err();
-        assert!(e.message().contains("rate_limit.rpm"), "{e}");
-        let e = SharedRateLimitConfig::default()
-            .replicas(0)
-            .policy()
-            .unwrap_err();
-        assert!(e.message().contains("shared_rate_limit.replicas"), "{e}");
-        let e = SharedRateLimitConfig::default()
-            .lease_block(0)
-            .policy()
-            .unwrap_err();
-        assert!(e.message().contains("lease_block"), "{e}");
+        let base = SharedRateLimitConfig::default;
+        for (config, setting) in [
+            (base().rpm(0), "rate_limit.rpm"),
+            (base().replicas(0), "shared_rate_limit.replicas"),
+            (base().lease_block(0), "lease_block"),
+        ] {
+            let e = config.policy().unwrap_err();
+            assert!(e.message().contains(setting), "{setting}: {e}");
+        }
     }
 
     #[test]

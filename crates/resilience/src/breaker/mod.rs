@@ -73,7 +73,9 @@ pub use store::{Admission, BreakerStore, LocalStore, Outcome, StoreAdmit, Ticket
 pub use trip::{KindAction, OpenBackoff, OpenBackoffIter};
 
 use crate::error::tag;
-use crate::stream_util::{End, Guarded, Limits, Observed, StreamObserver, stream_bound_passed};
+use crate::stream_util::{
+    Blame, End, Guarded, Limits, Observed, StreamObserver, stream_bound_passed,
+};
 
 /// A model guarded by a circuit breaker.
 ///
@@ -358,7 +360,7 @@ impl<M> Breaker<M> {
         let result = self.guarded(bounds_itself, ctx, limit, start()).await;
         let outcome = match &result {
             Ok(_) => Outcome::Success,
-            Err(e) => classify(&self.policy, e, ctx, budget, false),
+            Err(e) => classify(&self.policy, e, e.fault_in(ctx, budget, false)),
         };
         self.watcher.record(&self.core, admission, outcome);
         result.map_err(|e| tag(e, id))
@@ -384,17 +386,11 @@ impl Cut {
     }
 }
 
-/// Classifies a failure for the breaker: only a failure charged to the vendor
-/// ([`Error::fault_in`]) counts; a deadline cut of an attempt with a useful budget counts as a
+/// Classifies a failure for the breaker: only a failure charged to the vendor (`fault`, see
+/// [`Error::fault_in`]) counts; a deadline cut of an attempt with a useful budget counts as a
 /// timeout of the link.
-fn classify(
-    policy: &BreakerPolicy,
-    e: &Error,
-    ctx: &Context,
-    budget: Option<Duration>,
-    after_content: bool,
-) -> Outcome {
-    if e.fault_in(ctx, budget, after_content) != Fault::Vendor {
+fn classify(policy: &BreakerPolicy, e: &Error, fault: Fault) -> Outcome {
+    if fault != Fault::Vendor {
         return Outcome::Ignore;
     }
     let kind = match e.kind() {
@@ -418,14 +414,12 @@ struct BreakerObserver {
     watcher: Watcher,
     policy: Arc<BreakerPolicy>,
     admission: Option<Admission>,
-    ctx: Context,
-    budget: Option<Duration>,
-    after_content: bool,
+    blame: Blame,
 }
 
 impl StreamObserver for BreakerObserver {
     fn on_content(&mut self) {
-        self.after_content = true;
+        self.blame.content_came();
         if self.admission.as_ref().is_some_and(Admission::is_probe)
             && let Some(admission) = self.admission.take()
         {
@@ -439,7 +433,7 @@ impl StreamObserver for BreakerObserver {
         };
         let outcome = match end {
             End::Finished => Outcome::Success,
-            End::Failed(e) => classify(&self.policy, e, &self.ctx, self.budget, self.after_content),
+            End::Failed(e) => classify(&self.policy, e, self.blame.fault(e)),
             End::Dropped => Outcome::Ignore,
         };
         self.watcher.record(&self.core, admission, outcome);
@@ -475,7 +469,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
             .await;
         match opened {
             Err(e) => {
-                let outcome = classify(&self.policy, &e, ctx, budget, false);
+                let outcome = classify(&self.policy, &e, e.fault_in(ctx, budget, false));
                 self.watcher.record(&self.core, admission, outcome);
                 Err(tag(e, self.inner.id()))
             }
@@ -497,9 +491,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
                         watcher: self.watcher.clone(),
                         policy: self.policy.clone(),
                         admission: Some(admission),
-                        ctx: ctx.clone(),
-                        budget,
-                        after_content: false,
+                        blame: Blame::new(ctx, budget),
                     },
                 ))
             }
@@ -511,13 +503,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Breaker<M> {
 /// open, each call's outcome counted as a chat call's is.
 #[async_trait]
 impl<M: EmbeddingModel> EmbeddingModel for Breaker<M> {
-    fn embedding_id(&self) -> &ModelId {
-        self.inner.embedding_id()
-    }
-
-    fn accepts_tokens(&self) -> bool {
-        self.inner.accepts_tokens()
-    }
+    inner_embedding_model!(inner);
 
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         let id = self.inner.embedding_id();

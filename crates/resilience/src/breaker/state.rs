@@ -259,6 +259,12 @@ impl Core {
         self.signals.events.swap(0, Ordering::SeqCst)
     }
 
+    /// Moves to half-open with no probe succeeded yet: a transition without an open time or
+    /// a cause.
+    fn enter_half_open(&self, l: &mut Locked, now: Instant) -> Transition {
+        self.transition(l, Mirror::HalfOpen { successes: 0 }, now, None, None)
+    }
+
     fn transition(
         &self,
         l: &mut Locked,
@@ -329,13 +335,7 @@ impl Core {
                     if now < until {
                         Err((until - now, BreakerState::Open))
                     } else if l.sm.is_call_permitted() && self.events() & ON_HALF_OPEN != 0 {
-                        announced = Some(self.transition(
-                            &mut l,
-                            Mirror::HalfOpen { successes: 0 },
-                            now,
-                            None,
-                            None,
-                        ));
+                        announced = Some(self.enter_half_open(&mut l, now));
                         self.probe(&l)
                     } else {
                         // failsafe's std clock has not moved past its (zero-length) open state.
@@ -428,13 +428,7 @@ impl Core {
                 Mirror::Open { .. } => {
                     let _ = l.sm.is_call_permitted();
                     let _ = self.events();
-                    Some(self.transition(
-                        &mut l,
-                        Mirror::HalfOpen { successes: 0 },
-                        now,
-                        None,
-                        None,
-                    ))
+                    Some(self.enter_half_open(&mut l, now))
                 }
                 Mirror::Closed | Mirror::HalfOpen { .. } => None,
             }
@@ -563,13 +557,7 @@ impl Core {
                     // failsafe opened for zero time (see `Recording`), so asking it for
                     // permission moves it to half-open, exactly as when the open time passes.
                     if l.sm.is_call_permitted() && self.events() & ON_HALF_OPEN != 0 {
-                        Some(self.transition(
-                            &mut l,
-                            Mirror::HalfOpen { successes: 0 },
-                            now,
-                            None,
-                            None,
-                        ))
+                        Some(self.enter_half_open(&mut l, now))
                     } else {
                         None
                     }

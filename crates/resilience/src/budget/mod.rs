@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use ripcord_core::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Result,
-    StreamEvent, Usage, tokens,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Result, Usage,
+    tokens,
 };
 
 pub use period::{BudgetPeriod, PeriodBudgetStore, WallClock, system_wall_clock};
@@ -40,7 +40,7 @@ pub use store::{
 };
 
 use crate::error::tag;
-use crate::stream_util::{End, Observed, StreamObserver};
+use crate::stream_util::{End, Settle, Tallied, Tally};
 
 const ANONYMOUS: &str = "<anonymous>";
 
@@ -301,43 +301,26 @@ fn failed_cost(e: &Error, prompt: u64) -> u64 {
 }
 
 /// Settles a stream's reservation when it ends.
-struct BudgetObserver {
+struct BudgetSettlement {
     accounts: Arc<Accounts>,
     hold: BudgetHold,
     prompt: u64,
-    usage: Option<Usage>,
-    generated: u64,
-    content: bool,
     /// What attempts before a restart cost.
     spent: u64,
 }
 
-impl StreamObserver for BudgetObserver {
-    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        match &item {
-            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
-            Ok(StreamEvent::TextDelta { text }) => {
-                self.generated += u64::from(tokens::estimate_text(text));
-            }
-            Ok(StreamEvent::Restarted { .. }) => {
-                // The first link's answer is thrown away, but its tokens were spent.
-                self.spent += cost(self.usage.as_ref(), self.prompt, self.generated);
-                self.usage = None;
-                self.generated = 0;
-            }
-            _ => {}
-        }
-        item
+impl Settle for BudgetSettlement {
+    fn restarted(&mut self, t: &mut Tally) {
+        // The first link's answer is thrown away, but its tokens were spent.
+        self.spent += cost(t.usage.as_ref(), self.prompt, t.generated);
+        t.usage = None;
+        t.generated = 0;
     }
 
-    fn on_content(&mut self) {
-        self.content = true;
-    }
-
-    fn on_end(&mut self, end: End<'_>) {
+    fn settle(&mut self, t: &Tally, end: End<'_>) {
         let this = match end {
-            End::Failed(e) if !self.content && self.usage.is_none() => failed_cost(e, self.prompt),
-            _ => cost(self.usage.as_ref(), self.prompt, self.generated),
+            End::Failed(e) if !t.content && t.usage.is_none() => failed_cost(e, self.prompt),
+            _ => cost(t.usage.as_ref(), self.prompt, t.generated),
         };
         self.accounts.settle(&self.hold, self.spent + this);
     }
@@ -380,15 +363,12 @@ impl<M: ChatModel> ripcord_core::Decorator for Budget<M> {
             }
         };
         Ok(match hold {
-            Some((hold, prompt)) => Observed::boxed(
+            Some((hold, prompt)) => Tallied::boxed(
                 stream,
-                BudgetObserver {
+                BudgetSettlement {
                     accounts: self.accounts.clone(),
                     hold,
                     prompt,
-                    usage: None,
-                    generated: 0,
-                    content: false,
                     spent: 0,
                 },
             ),

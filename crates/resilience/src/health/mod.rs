@@ -23,13 +23,12 @@ use ripcord_core::{
     ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, Fault, Result,
 };
 use serde::Serialize;
-use std::time::Duration;
 use tokio::time::Instant;
 
 pub use policy::{HealthPolicy, HealthPolicyBuilder};
 
 use crate::breaker::{BreakerHandle, BreakerSnapshot, BreakerState};
-use crate::stream_util::{End, Observed, StreamObserver};
+use crate::stream_util::{Blame, End, Observed, StreamObserver};
 
 /// The overall verdict on a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -311,38 +310,28 @@ impl<M: ChatModel> Health<M> {
     }
 }
 
-/// The kind of a failure charged to the vendor, `None` for one that is not (see
-/// [`Error::fault_in`]).
-fn charged(
-    e: &Error,
-    ctx: &Context,
-    budget: Option<Duration>,
-    after_content: bool,
-) -> Option<ErrorKind> {
-    (e.fault_in(ctx, budget, after_content) == Fault::Vendor).then_some(e.kind())
+/// The kind of a failure charged to the vendor (`fault`, see [`Error::fault_in`]), `None` for
+/// one that is not.
+fn charged(e: &Error, fault: Fault) -> Option<ErrorKind> {
+    (fault == Fault::Vendor).then_some(e.kind())
 }
 
 /// Records a stream's outcome when it ends.
 struct HealthObserver {
     state: Arc<State>,
     started: Instant,
-    ctx: Context,
-    budget: Option<Duration>,
-    after_content: bool,
+    blame: Blame,
 }
 
 impl StreamObserver for HealthObserver {
     fn on_content(&mut self) {
-        self.after_content = true;
+        self.blame.content_came();
     }
 
     fn on_end(&mut self, end: End<'_>) {
         match end {
             End::Finished => self.state.record(Ok(self.started.elapsed())),
-            End::Failed(e) => {
-                self.state
-                    .record(Err(charged(e, &self.ctx, self.budget, self.after_content)))
-            }
+            End::Failed(e) => self.state.record(Err(charged(e, self.blame.fault(e)))),
             End::Dropped => {}
         }
     }
@@ -356,7 +345,8 @@ impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
     /// As the inner model, recorded as a failed call.
     fn decorated_refusal(&self, ctx: &Context) -> Option<Error> {
         let e = self.inner.refusal(ctx)?;
-        self.state.record(Err(charged(&e, ctx, None, false)));
+        self.state
+            .record(Err(charged(&e, e.fault_in(ctx, None, false))));
         Some(e)
     }
 
@@ -366,7 +356,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
         let result = self.inner.chat(req, ctx).await;
         self.state.record(match &result {
             Ok(_) => Ok(started.elapsed()),
-            Err(e) => Err(charged(e, ctx, budget, false)),
+            Err(e) => Err(charged(e, e.fault_in(ctx, budget, false))),
         });
         result
     }
@@ -380,13 +370,12 @@ impl<M: ChatModel> ripcord_core::Decorator for Health<M> {
                 HealthObserver {
                     state: self.state.clone(),
                     started,
-                    ctx: ctx.clone(),
-                    budget,
-                    after_content: false,
+                    blame: Blame::new(ctx, budget),
                 },
             )),
             Err(e) => {
-                self.state.record(Err(charged(&e, ctx, budget, false)));
+                self.state
+                    .record(Err(charged(&e, e.fault_in(ctx, budget, false))));
                 Err(e)
             }
         }

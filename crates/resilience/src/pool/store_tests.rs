@@ -111,14 +111,20 @@ fn throttled(after: Duration) -> Error {
     Error::new(ErrorKind::RateLimited, "429").with_retry_after(after)
 }
 
+/// A replica whose east deployment answers its first call with a 429 asking for 20 s, and
+/// whose west deployment answers "west".
+fn throttled_east(store: &Arc<Fake>) -> Pool {
+    replica(
+        store,
+        ScriptedModel::new("az").fail_with(throttled(Duration::from_secs(20)), Duration::ZERO),
+        ScriptedModel::new("az").reply("west"),
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cooldown_seen_by_one_replica_keeps_the_other_off_until_it_ends() {
     let store = Arc::new(Fake::default());
-    let a = replica(
-        &store,
-        ScriptedModel::new("az").fail_with(throttled(Duration::from_secs(20)), Duration::ZERO),
-        ScriptedModel::new("az").reply("west"),
-    );
+    let a = throttled_east(&store);
     let b_east = Arc::new(ScriptedModel::new("az").reply("east"));
     let b = Pool::new(
         "azure",
@@ -241,11 +247,7 @@ async fn ejections_grow_with_the_count_across_replicas() {
 async fn a_store_that_does_not_answer_leaves_each_replica_its_own_view() {
     let store = Arc::new(Fake::default());
     *store.down.lock().unwrap() = true;
-    let a = replica(
-        &store,
-        ScriptedModel::new("az").fail_with(throttled(Duration::from_secs(20)), Duration::ZERO),
-        ScriptedModel::new("az").reply("west"),
-    );
+    let a = throttled_east(&store);
     let r = a
         .chat(&ChatRequest::user("hi"), &Context::new())
         .await

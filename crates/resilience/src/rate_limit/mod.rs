@@ -56,7 +56,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ripcord_core::{
     ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Error, ErrorKind, ModelId, Result,
-    StreamEvent, Usage, tokens,
+    Usage, tokens,
 };
 use serde::Serialize;
 
@@ -65,7 +65,7 @@ pub use store::{LimitKind, LimitStore, LocalLimitStore, Take, Taken};
 
 use crate::clock::SharedClock;
 use crate::error::tag;
-use crate::stream_util::{End, Observed, StreamObserver};
+use crate::stream_util::{End, Settle, Tallied, Tally};
 use crate::window::Window;
 
 /// A model behind local RPM / TPM limits.
@@ -364,48 +364,34 @@ fn pause_after(state: &LimitState, policy: &RateLimitPolicy, id: &ModelId, e: &E
     }
 }
 
+/// The tally's estimate of generated tokens, in the limiter's `u32` (saturating).
+fn generated(t: &Tally) -> u32 {
+    u32::try_from(t.generated).unwrap_or(u32::MAX)
+}
+
 /// Settles a stream's reservation when it ends.
-struct LimitObserver {
+struct LimitSettlement {
     state: Arc<LimitState>,
     policy: RateLimitPolicy,
     id: ModelId,
     reservation: Reservation,
-    usage: Option<Usage>,
-    /// Estimated tokens of the text generated so far.
-    generated: u32,
-    content: bool,
 }
 
-impl StreamObserver for LimitObserver {
-    fn on_item(&mut self, item: Result<StreamEvent>) -> Result<StreamEvent> {
-        match &item {
-            Ok(StreamEvent::Usage { usage }) => self.usage = Some(*usage),
-            Ok(StreamEvent::TextDelta { text }) => {
-                self.generated = self.generated.saturating_add(tokens::estimate_text(text));
-            }
-            _ => {}
-        }
-        item
-    }
-
-    fn on_content(&mut self) {
-        self.content = true;
-    }
-
-    fn on_end(&mut self, end: End<'_>) {
+impl Settle for LimitSettlement {
+    fn settle(&mut self, t: &Tally, end: End<'_>) {
         let r = self.reservation;
         let used = match end {
             End::Failed(e) => {
                 pause_after(&self.state, &self.policy, &self.id, e);
-                if self.content || self.usage.is_some() {
-                    r.used(self.usage.as_ref(), self.generated)
+                if t.content || t.usage.is_some() {
+                    r.used(t.usage.as_ref(), generated(t))
                 } else {
                     r.failed(e)
                 }
             }
             // Finished, or abandoned mid-stream (the vendor generated up to the drop): what
             // it reported, else the estimate of what it generated.
-            End::Finished | End::Dropped => r.used(self.usage.as_ref(), self.generated),
+            End::Finished | End::Dropped => r.used(t.usage.as_ref(), generated(t)),
         };
         self.state.settle(r, used);
     }
@@ -442,16 +428,13 @@ impl<M: ChatModel> ripcord_core::Decorator for RateLimit<M> {
     async fn decorated_stream(&self, req: &ChatRequest, ctx: &Context) -> Result<ChatStream> {
         let reservation = self.acquire(req, ctx).await?;
         match self.inner.stream(req, ctx).await {
-            Ok(stream) => Ok(Observed::boxed(
+            Ok(stream) => Ok(Tallied::boxed(
                 stream,
-                LimitObserver {
+                LimitSettlement {
                     state: self.state.clone(),
                     policy: self.policy.clone(),
                     id: self.inner.id().clone(),
                     reservation,
-                    usage: None,
-                    generated: 0,
-                    content: false,
                 },
             )),
             Err(e) => {

@@ -332,13 +332,7 @@ impl<M: ChatModel> ripcord_core::Decorator for Retry<M> {
 /// [`EmbeddingResponse::attempts`] (and a failure's in [`Error::attempts`]).
 #[async_trait]
 impl<M: EmbeddingModel> EmbeddingModel for Retry<M> {
-    fn embedding_id(&self) -> &ModelId {
-        self.inner.embedding_id()
-    }
-
-    fn accepts_tokens(&self) -> bool {
-        self.inner.accepts_tokens()
-    }
+    inner_embedding_model!(inner);
 
     async fn embed(&self, req: &EmbeddingRequest, ctx: &Context) -> Result<EmbeddingResponse> {
         let id = self.inner.embedding_id();

@@ -7,7 +7,7 @@ use ripcord_core::tokens::{estimate_request, estimate_text};
 use ripcord_core::{ChatModel, ChatRequest, Context, Error, ErrorKind, TimeoutPhase, Usage};
 use ripcord_resilience::{ChatModelExt, RateLimitPolicy};
 
-use crate::support::{Recorder, ms, scripted, secs};
+use crate::support::{Recorder, ms, scripted, secs, tpm_waiting};
 
 fn ask(text: &str, max_tokens: u32) -> ChatRequest {
     ChatRequest::user(text).with_max_tokens(max_tokens)
@@ -97,13 +97,7 @@ async fn waiters_are_served_first_come_first_served_so_large_requests_do_not_sta
     let m = Arc::new(
         Recorder::new("a", ms(0))
             .with_usage(Usage::new(10, 900))
-            .with_rate_limit(
-                RateLimitPolicy::builder()
-                    .tpm(1000)
-                    .max_wait(secs(120))
-                    .build()
-                    .unwrap(),
-            ),
+            .with_rate_limit(tpm_waiting(1000, secs(120))),
     );
     m.chat(&ask("big1", 900), &Context::new()).await.unwrap();
     let big2 = {

@@ -16,7 +16,8 @@ use ripcord_resilience::{
 use tokio::time::Instant;
 
 use crate::support::{
-    breaker, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req, secs, stream_all,
+    breaker, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, p95_hedge, req, secs,
+    spawn_chat, stream_all,
 };
 
 /// `n` text events one second apart, then usage and finish.
@@ -335,6 +336,19 @@ fn ready(ev: StreamEvent) -> Ready {
     )
 }
 
+/// Reads `s` with 100 ms of paused time between polls until it yields an error: how many
+/// events came before it, and the error.
+async fn events_before_error(mut s: ChatStream) -> (usize, Error) {
+    let mut n = 0;
+    loop {
+        match s.next().await.unwrap() {
+            Ok(_) => n += 1,
+            Err(e) => return (n, e),
+        }
+        tokio::time::advance(ms(100)).await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn first_content_limit_fires_even_when_the_inner_stream_is_always_ready() {
     let m = ready(StreamEvent::Usage {
@@ -346,15 +360,7 @@ async fn first_content_limit_fires_even_when_the_inner_stream_is_always_ready() 
             .build()
             .unwrap(),
     );
-    let mut s = open_stream(&m).await;
-    let mut n = 0;
-    let err = loop {
-        match s.next().await.unwrap() {
-            Ok(_) => n += 1,
-            Err(e) => break e,
-        }
-        tokio::time::advance(ms(100)).await;
-    };
+    let (n, err) = events_before_error(open_stream(&m).await).await;
     assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstToken));
     assert_eq!(n, 10);
 }
@@ -365,15 +371,7 @@ async fn the_stream_bound_fires_even_when_the_inner_stream_is_always_ready() {
     let ctx = Context::new()
         .with_timeout(secs(1))
         .with_stream_deadline(Instant::now() + secs(2));
-    let mut s = m.stream(&req(), &ctx).await.unwrap();
-    let mut n = 0;
-    let err = loop {
-        match s.next().await.unwrap() {
-            Ok(_) => n += 1,
-            Err(e) => break e,
-        }
-        tokio::time::advance(ms(100)).await;
-    };
+    let (n, err) = events_before_error(m.stream(&req(), &ctx).await.unwrap()).await;
     assert_eq!(err.kind(), ErrorKind::DeadlineExceeded);
     assert_eq!(err.fault(), Fault::Caller);
     assert_eq!(
@@ -400,10 +398,7 @@ async fn a_bulkhead_whose_queue_wait_would_pass_the_deadline_refuses_at_once() {
     );
     // One call teaches the bulkhead that a slot is held about 5 s.
     chat_ok(&m).await;
-    let busy = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
-    };
+    let busy = spawn_chat(&m, Context::new());
     tokio::time::sleep(ms(1)).await;
     let t0 = Instant::now();
     let e = chat_within(&m, secs(2)).await.unwrap_err();
@@ -627,12 +622,7 @@ async fn model_not_found_trips_at_once_and_a_vendor_429_never_feeds_the_breaker(
 
 #[tokio::test(start_paused = true)]
 async fn a_hedge_win_records_a_censored_sample_for_the_slow_primary() {
-    use ripcord_resilience::{HedgeDelay, HedgePolicy};
-    let policy = HedgePolicy::builder()
-        .delay(HedgeDelay::P95 {
-            initial: ms(100),
-            min_samples: 1,
-        })
+    let policy = p95_hedge(ms(100), 1)
         .max_extra_percent(100)
         .build()
         .unwrap();

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::support::{
     breaker, cancel_after, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req,
-    scripted, secs, stream_all, tripping,
+    scripted, secs, spawn_chat, stream_all, tripping,
 };
 
 #[tokio::test(start_paused = true)]
@@ -51,12 +51,7 @@ async fn fifty_concurrent_callers_in_half_open_put_exactly_one_probe_on_the_wire
     assert_eq!(m.snapshot().state, BreakerState::Open);
     tokio::time::sleep(ms(100)).await;
 
-    let calls: Vec<_> = (0..50)
-        .map(|_| {
-            let m = m.clone();
-            tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
-        })
-        .collect();
+    let calls: Vec<_> = (0..50).map(|_| spawn_chat(&m, Context::new())).collect();
     let results: Vec<_> = futures::future::join_all(calls)
         .await
         .into_iter()

@@ -2,13 +2,23 @@
 
 use std::sync::Arc;
 
+use ripcord_core::testing::ScriptedModel;
 use ripcord_core::{ChatModel, ChatRequest, Context, ErrorKind, Priority};
-use ripcord_resilience::{BulkheadPolicy, ChatModelExt};
+use ripcord_resilience::{Bulkhead, BulkheadPolicy, ChatModelExt};
 use tokio::time::Instant;
 
 use crate::support::{
-    Recorder, chat_err, chat_ok, chat_within, ms, open_stream, req, scripted, secs,
+    Recorder, chat_err, chat_ok, chat_within, ms, open_stream, scripted, secs, spawn_chat,
 };
+
+/// A model answering "ok" after 1 s, behind `bulkhead(in_flight, queue)`, shared.
+fn one_second_calls(in_flight: usize, queue: usize) -> Arc<Bulkhead<ScriptedModel>> {
+    Arc::new(
+        scripted("a")
+            .reply_after("ok", secs(1))
+            .with_bulkhead(bulkhead(in_flight, queue)),
+    )
+}
 
 fn bulkhead(in_flight: usize, queue: usize) -> BulkheadPolicy {
     BulkheadPolicy::builder()
@@ -21,18 +31,9 @@ fn bulkhead(in_flight: usize, queue: usize) -> BulkheadPolicy {
 
 #[tokio::test(start_paused = true)]
 async fn bounds_calls_in_flight() {
-    let m = Arc::new(
-        scripted("a")
-            .reply_after("ok", secs(1))
-            .with_bulkhead(bulkhead(2, 10)),
-    );
+    let m = one_second_calls(2, 10);
     let start = Instant::now();
-    let calls: Vec<_> = (0..5)
-        .map(|_| {
-            let m = m.clone();
-            tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
-        })
-        .collect();
+    let calls: Vec<_> = (0..5).map(|_| spawn_chat(&m, Context::new())).collect();
     for c in futures::future::join_all(calls).await {
         c.unwrap().unwrap();
     }
@@ -86,19 +87,9 @@ async fn serves_the_queue_by_priority_then_arrival_under_contention() {
 
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_refuses_at_once_with_a_hint() {
-    let m = Arc::new(
-        scripted("a")
-            .reply_after("ok", secs(1))
-            .with_bulkhead(bulkhead(1, 1)),
-    );
-    let first = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
-    };
-    let second = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
-    };
+    let m = one_second_calls(1, 1);
+    let first = spawn_chat(&m, Context::new());
+    let second = spawn_chat(&m, Context::new());
     tokio::time::sleep(ms(1)).await;
     let start = Instant::now();
     let err = chat_err(&m).await;
@@ -123,10 +114,7 @@ async fn queue_wait_is_bounded_by_the_deadline_and_max_queue_wait() {
             .reply_after("ok", secs(10))
             .with_bulkhead(policy),
     );
-    let busy = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &Context::new()).await })
-    };
+    let busy = spawn_chat(&m, Context::new());
     tokio::time::sleep(ms(1)).await;
 
     let start = Instant::now();

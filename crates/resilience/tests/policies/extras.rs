@@ -12,7 +12,7 @@ use ripcord_resilience::{
 };
 use tokio::time::Instant;
 
-use crate::support::{chat_ok, ms, req, scripted, secs, stream_all};
+use crate::support::{chat_ok, ms, p95_hedge, req, scripted, secs, stream_all};
 
 fn hedge_after(d: u64) -> HedgePolicy {
     HedgePolicy::builder()
@@ -88,13 +88,7 @@ async fn a_failing_side_waits_for_the_other() {
 
 #[tokio::test(start_paused = true)]
 async fn the_p95_delay_follows_the_primarys_latency() {
-    let policy = HedgePolicy::builder()
-        .delay(HedgeDelay::P95 {
-            initial: secs(2),
-            min_samples: 5,
-        })
-        .build()
-        .unwrap();
+    let policy = p95_hedge(secs(2), 5).build().unwrap();
     let m = scripted("primary")
         .reply_after("ok", ms(120))
         .with_hedge(scripted("backup"), policy);

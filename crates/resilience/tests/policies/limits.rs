@@ -7,7 +7,7 @@ use ripcord_resilience::{BudgetPolicy, ChatModelExt, RateLimitPolicy};
 use tokio::time::Instant;
 
 use crate::support::{
-    Recorder, chat_err, chat_ok, chat_within, ms, req, scripted, secs, time_calls,
+    Recorder, chat_err, chat_ok, chat_within, ms, req, scripted, secs, time_calls, tpm_waiting,
 };
 
 /// 60 requests a minute, no burst: one a second.
@@ -108,13 +108,7 @@ async fn usage_beyond_the_reservation_becomes_debt() {
     // Reserves ~308, reports 900: the 592 owed are charged to the next call, which waits.
     let m = Recorder::new("a", ms(0))
         .with_usage(Usage::new(600, 300))
-        .with_rate_limit(
-            RateLimitPolicy::builder()
-                .tpm(1000)
-                .max_wait(secs(60))
-                .build()
-                .unwrap(),
-        );
+        .with_rate_limit(tpm_waiting(1000, secs(60)));
     m.chat(&small_request(), &Context::new()).await.unwrap();
     assert!(m.snapshot().balance > 500);
     let start = Instant::now();

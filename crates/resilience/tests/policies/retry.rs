@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::support::{
     attempt_kinds, chat_err, chat_ok, chat_within, last_err_kind, ms, open_stream, req, scripted,
-    secs, stream_all,
+    secs, spawn_chat, stream_all,
 };
 
 fn fixed(attempts: u32, base_ms: u64) -> RetryPolicy {
@@ -171,10 +171,7 @@ async fn cancellation_stops_a_backoff_sleep() {
     let token = CancellationToken::new();
     let ctx = Context::new().with_cancellation(token.clone());
     let start = Instant::now();
-    let call = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &ctx).await })
-    };
+    let call = spawn_chat(&m, ctx);
     tokio::time::sleep(ms(100)).await;
     token.cancel();
     let err = call.await.unwrap().unwrap_err();

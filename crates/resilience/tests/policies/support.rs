@@ -8,7 +8,10 @@ use ripcord_core::{
     Capabilities, ChatModel, ChatRequest, ChatResponse, ChatStream, Context, Decorator, ErrorKind,
     ModelId, Result, StreamEvent, Usage, async_trait,
 };
-use ripcord_resilience::{BreakerPolicy, BreakerPolicyBuilder};
+use ripcord_resilience::{
+    BreakerPolicy, BreakerPolicyBuilder, HedgeDelay, HedgePolicy, HedgePolicyBuilder,
+    RateLimitPolicy,
+};
 
 /// A model that keeps the trait's contract about deadlines: it stops at the context's deadline
 /// and on cancellation, whatever its script says.
@@ -93,6 +96,24 @@ pub(crate) fn breaker(failures: u32, open: Duration) -> BreakerPolicy {
     tripping(failures, open).build().unwrap()
 }
 
+/// A token rate limit of `tpm` tokens a minute under which a call waits up to `max_wait`.
+pub(crate) fn tpm_waiting(tpm: u32, max_wait: Duration) -> RateLimitPolicy {
+    RateLimitPolicy::builder()
+        .tpm(tpm)
+        .max_wait(max_wait)
+        .build()
+        .unwrap()
+}
+
+/// A hedge that starts at the primary's p95 latency once `min_samples` successes are known,
+/// and after `initial` until then; to be set further.
+pub(crate) fn p95_hedge(initial: Duration, min_samples: usize) -> HedgePolicyBuilder {
+    HedgePolicy::builder().delay(HedgeDelay::P95 {
+        initial,
+        min_samples,
+    })
+}
+
 pub(crate) fn req() -> ChatRequest {
     ChatRequest::user("Why is the sky blue?")
 }
@@ -164,6 +185,18 @@ pub(crate) async fn time_calls(
     start.elapsed()
 }
 
+/// Starts a call of `req()` to `m` under `ctx` on a task of its own.
+pub(crate) fn spawn_chat<M>(
+    m: &std::sync::Arc<M>,
+    ctx: Context,
+) -> tokio::task::JoinHandle<Result<ChatResponse>>
+where
+    M: ChatModel + Send + Sync + 'static,
+{
+    let m = std::sync::Arc::clone(m);
+    tokio::spawn(async move { m.chat(&req(), &ctx).await })
+}
+
 /// Calls `m` under a cancellation token, cancels it after `after`, and returns the kind of the
 /// call's error.
 pub(crate) async fn cancel_after<M>(m: &std::sync::Arc<M>, after: Duration) -> ErrorKind
@@ -172,10 +205,7 @@ where
 {
     let token = ripcord_core::CancellationToken::new();
     let ctx = Context::new().with_cancellation(token.clone());
-    let call = {
-        let m = m.clone();
-        tokio::spawn(async move { m.chat(&req(), &ctx).await })
-    };
+    let call = spawn_chat(m, ctx);
     tokio::time::sleep(after).await;
     token.cancel();
     call.await.unwrap().unwrap_err().kind()

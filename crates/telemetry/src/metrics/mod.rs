@@ -365,6 +365,12 @@ where
                 .and_then(|s| s.extensions().get::<Facts>().and_then(|f| f.chain.clone()));
             KeyValue::new(attr::CHAIN, name.unwrap_or_else(|| StringValue::from("")))
         };
+        // The chain's name, then those of the event's fields that are present.
+        let in_chain = |pairs: &[(&'static str, &Option<String>)]| {
+            let mut a = vec![chain_name()];
+            a.extend(present(pairs.iter().copied()));
+            a
+        };
         match name {
             event::RETRY_SCHEDULED => {
                 if let Some(s) = chain_span()
@@ -380,39 +386,32 @@ where
                 let a: Vec<KeyValue> = present([(attr::LINK, &f.link)]).collect();
                 self.inst.events_skipped.add(1, &a);
             }
-            event::FALLBACK => {
-                let mut a = vec![chain_name()];
-                a.extend(present([
+            event::FALLBACK => self.inst.fallbacks.add(
+                1,
+                &in_chain(&[
                     (attr::FALLBACK_FROM, &f.from),
                     (attr::FALLBACK_TO, &f.to),
                     (attr::ERROR_TYPE, &f.error_type),
-                ]));
-                self.inst.fallbacks.add(1, &a);
-            }
-            event::STREAM_CONTINUED => {
-                let mut a = vec![chain_name()];
-                a.extend(present([
+                ]),
+            ),
+            event::STREAM_CONTINUED => self.inst.continuations.add(
+                1,
+                &in_chain(&[
                     (attr::FALLBACK_FROM, &f.from),
                     (attr::CONTINUED_BY, &f.continued_by),
                     (attr::CONTINUATION_MODE, &f.mode),
                     (attr::CONTINUATION_REASON, &f.continuation_reason),
-                ]));
-                self.inst.continuations.add(1, &a);
-            }
-            event::LINK_SKIPPED => {
-                let mut a = vec![chain_name()];
-                a.extend(present([
-                    (attr::LINK, &f.link),
-                    (attr::SKIP_REASON, &f.reason),
-                ]));
-                self.inst.skipped.add(1, &a);
-            }
+                ]),
+            ),
+            event::LINK_SKIPPED => self.inst.skipped.add(
+                1,
+                &in_chain(&[(attr::LINK, &f.link), (attr::SKIP_REASON, &f.reason)]),
+            ),
             event::STATIC_REPLY => self.inst.static_replies.add(1, &[chain_name()]),
-            event::CHAIN_EXHAUSTED => {
-                let mut a = vec![chain_name()];
-                a.extend(present([(attr::ERROR_TYPE, &f.error_type)]));
-                self.inst.chain_exhausted.add(1, &a);
-            }
+            event::CHAIN_EXHAUSTED => self
+                .inst
+                .chain_exhausted
+                .add(1, &in_chain(&[(attr::ERROR_TYPE, &f.error_type)])),
             event::BREAKER_TRANSITION => self.breaker_transition(&f),
             event::TENANT_USAGE => {
                 let mut u = TenantUsage::default();

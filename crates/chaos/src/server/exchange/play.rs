@@ -234,49 +234,34 @@ pub(super) async fn cut(
     };
     head_sse(out, job);
     out.extend_from_slice(f.bytes(0..upto));
-    match end {
+    // The last frame after the cut (none for a clean end), then the stream's end.
+    let last = match end {
         End::Stall => {
             if !conn.send(out).await {
                 return After::Close;
             }
             hold(shared, conn).await;
-            After::Close
+            return After::Close;
         }
         End::Reset => {
             if !conn.send(out).await {
                 return After::Close;
             }
-            After::Reset
+            return After::Reset;
         }
-        End::Clean => {
-            out.extend_from_slice(LAST_CHUNK);
-            sent(conn.send(out).await)
-        }
-        End::Error(error) if job.wire == Wire::Bedrock => {
-            let frame = bedrock::exception(
-                &bedrock::exception_type(error),
-                bedrock::error_parts(error).1,
-            );
-            write_chunk(out, &frame);
-            out.extend_from_slice(LAST_CHUNK);
-            sent(conn.send(out).await)
-        }
-        End::Error(error) if job.responses => {
-            let json = openai_responses::error_event(error, &job.model, upto);
-            let mut sse = Vec::with_capacity(json.len() + 32);
-            write_sse(&mut sse, Some("error"), &json);
-            write_chunk(out, &sse);
-            out.extend_from_slice(LAST_CHUNK);
-            sent(conn.send(out).await)
-        }
-        End::Failed(error) => {
-            let json = openai_responses::failed_event(job.ctx(), error, upto);
-            let mut sse = Vec::with_capacity(json.len() + 32);
-            write_sse(&mut sse, Some("response.failed"), &json);
-            write_chunk(out, &sse);
-            out.extend_from_slice(LAST_CHUNK);
-            sent(conn.send(out).await)
-        }
+        End::Clean => Vec::new(),
+        End::Error(error) if job.wire == Wire::Bedrock => bedrock::exception(
+            &bedrock::exception_type(error),
+            bedrock::error_parts(error).1,
+        ),
+        End::Error(error) if job.responses => sse_frame(
+            Some("error"),
+            &openai_responses::error_event(error, &job.model, upto),
+        ),
+        End::Failed(error) => sse_frame(
+            Some("response.failed"),
+            &openai_responses::failed_event(job.ctx(), error, upto),
+        ),
         End::Error(error) => {
             let json = error.json_body(job.wire, &job.model, &job.request_id);
             let event = match job.wire {
@@ -286,13 +271,19 @@ pub(super) async fn cut(
                 // Google's in-band error is a plain `data:` chunk holding the error object.
                 Wire::Gemini => None,
             };
-            let mut sse = Vec::with_capacity(json.len() + 32);
-            write_sse(&mut sse, event, json.as_bytes());
-            write_chunk(out, &sse);
-            out.extend_from_slice(LAST_CHUNK);
-            sent(conn.send(out).await)
+            sse_frame(event, json.as_bytes())
         }
-    }
+    };
+    write_chunk(out, &last);
+    out.extend_from_slice(LAST_CHUNK);
+    sent(conn.send(out).await)
+}
+
+/// One server-sent event of `data`, named `event` if given.
+fn sse_frame(event: Option<&str>, data: &[u8]) -> Vec<u8> {
+    let mut sse = Vec::with_capacity(data.len() + 32);
+    write_sse(&mut sse, event, data);
+    sse
 }
 
 pub(super) async fn malformed(

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
-use super::response::{WireUsage, stop_reason};
+use super::response::{RespBlock, WireUsage, stop_reason};
 use crate::driver::{Decoder, Step, malformed};
 use crate::error_body::ErrorBody;
 use crate::sse::SseEvent;
@@ -26,7 +26,7 @@ enum Event {
     },
     ContentBlockStart {
         index: usize,
-        content_block: StartBlock,
+        content_block: RespBlock,
     },
     ContentBlockDelta {
         index: usize,
@@ -52,30 +52,6 @@ struct StartMessage {
     model: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum StartBlock {
-    Text {
-        #[serde(default)]
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-    },
-    Thinking {
-        #[serde(default)]
-        thinking: String,
-        #[serde(default)]
-        signature: Option<String>,
-    },
-    RedactedThinking {
-        data: String,
-    },
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize)]
@@ -208,16 +184,16 @@ impl Decoder for AnthropicDecoder {
                 index,
                 content_block,
             } => match content_block {
-                StartBlock::Text { text } => {
+                RespBlock::Text { text } => {
                     self.set_block(index, Block::Text);
                     if !text.is_empty() {
                         out.push_back(StreamEvent::TextDelta { text });
                     }
                 }
-                StartBlock::ToolUse { name, .. } if self.json.0 && name == JSON_TOOL => {
+                RespBlock::ToolUse { name, .. } if self.json.0 && name == JSON_TOOL => {
                     self.set_block(index, Block::Json);
                 }
-                StartBlock::ToolUse { id, name } => {
+                RespBlock::ToolUse { id, name, .. } => {
                     let n = self.tools;
                     self.tools += 1;
                     self.set_block(index, Block::Tool(n));
@@ -228,7 +204,7 @@ impl Decoder for AnthropicDecoder {
                         arguments: String::new(),
                     });
                 }
-                StartBlock::Thinking {
+                RespBlock::Thinking {
                     thinking,
                     signature,
                 } => {
@@ -240,11 +216,11 @@ impl Decoder for AnthropicDecoder {
                         out.push_back(StreamEvent::ReasoningSignature { signature });
                     }
                 }
-                StartBlock::RedactedThinking { data } => {
+                RespBlock::RedactedThinking { data } => {
                     self.set_block(index, Block::Other);
                     out.push_back(StreamEvent::RedactedReasoning { data });
                 }
-                StartBlock::Other => self.set_block(index, Block::Other),
+                RespBlock::Other => self.set_block(index, Block::Other),
             },
             Event::ContentBlockDelta { index, delta } => match (self.block(index), delta) {
                 (Block::Text, Delta::TextDelta { text }) if !text.is_empty() => {

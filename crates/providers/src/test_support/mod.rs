@@ -1,6 +1,7 @@
 //! What several modules' unit tests share.
 
 use ::http::header::{HeaderMap, HeaderValue};
+use ripcord_core::Usage;
 
 /// A header map of `(name, value)` pairs.
 pub(crate) fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -9,6 +10,11 @@ pub(crate) fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         h.insert(*k, HeaderValue::from_static(v));
     }
     h
+}
+
+/// `(input, cached input, output)` tokens, to assert a usage's counts in one line.
+pub(crate) fn usage_counts(u: &Usage) -> (u64, u64, u64) {
+    (u.input_tokens, u.cached_input_tokens, u.output_tokens)
 }
 
 pub(crate) mod requests;

@@ -116,13 +116,13 @@ impl TurnWire {
         let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
             (self.invalid)(format!("{call}: its arguments are not valid JSON: {e}"))
         })?;
-        if !raw.get().trim_start().starts_with('{') {
-            return Err((self.invalid)(format!(
-                "{call}: {} needs the arguments to be a JSON object",
-                self.name
-            )));
+        if raw.get().trim_start().starts_with('{') {
+            return Ok(raw);
         }
-        Ok(raw)
+        let name = self.name;
+        Err((self.invalid)(format!(
+            "{call}: {name} needs the arguments to be a JSON object"
+        )))
     }
 }
 

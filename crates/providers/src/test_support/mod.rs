@@ -1,7 +1,6 @@
 //! What several modules' unit tests share.
 
 use ::http::header::{HeaderMap, HeaderValue};
-use ripcord_core::Usage;
 
 /// A header map of `(name, value)` pairs.
 pub(crate) fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -13,7 +12,8 @@ pub(crate) fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
 }
 
 /// `(input, cached input, output)` tokens, to assert a usage's counts in one line.
-pub(crate) fn usage_counts(u: &Usage) -> (u64, u64, u64) {
+#[cfg(any(feature = "anthropic", feature = "gemini", feature = "bedrock"))]
+pub(crate) fn usage_counts(u: &ripcord_core::Usage) -> (u64, u64, u64) {
     (u.input_tokens, u.cached_input_tokens, u.output_tokens)
 }
 

@@ -125,6 +125,8 @@ pub mod compat;
 pub mod google;
 #[cfg(feature = "openai")]
 mod openai;
+#[cfg(any(feature = "anthropic", feature = "bedrock"))]
+mod stream_end;
 #[cfg(any(feature = "anthropic", feature = "gemini", feature = "bedrock"))]
 mod turns;
 

@@ -9,6 +9,7 @@ use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
 use crate::answer::Answer;
 use crate::error_body::ErrorBody;
+use crate::stream_end::WireTokens;
 
 #[derive(Deserialize)]
 struct MessageResp {
@@ -62,9 +63,9 @@ pub(crate) struct WireUsage {
     pub(crate) cache_creation_input_tokens: Option<u64>,
 }
 
-impl WireUsage {
+impl WireTokens for WireUsage {
     /// Our usage counts every prompt token (cached ones included) as input.
-    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+    fn to_usage(self, price: Option<&Price>) -> Usage {
         crate::models::usage_with_cache(
             self.input_tokens,
             self.output_tokens,

@@ -17,6 +17,7 @@ use super::response::{RespBlock, WireUsage, stop_reason};
 use crate::driver::{Decoder, Step, malformed};
 use crate::error_body::ErrorBody;
 use crate::sse::SseEvent;
+use crate::stream_end::StreamEnd;
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -99,10 +100,7 @@ fn in_band(data: &str) -> Error {
 /// Decodes an Anthropic Messages stream.
 pub(crate) struct AnthropicDecoder {
     json: JsonMode,
-    price: Option<Price>,
-    model: Option<String>,
-    usage: WireUsage,
-    stop: Option<String>,
+    end: StreamEnd<WireUsage>,
     blocks: Vec<Block>,
     tools: u32,
 }
@@ -111,28 +109,10 @@ impl AnthropicDecoder {
     pub(crate) fn new(json: JsonMode, price: Option<Price>) -> Self {
         AnthropicDecoder {
             json,
-            price,
-            model: None,
-            usage: WireUsage::default(),
-            stop: None,
+            end: StreamEnd::new(price, None),
             blocks: Vec::new(),
             tools: 0,
         }
-    }
-
-    /// Queues the final usage and the single `Finish`.
-    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
-        out.push_back(StreamEvent::Usage {
-            usage: self.usage.to_usage(self.price.as_ref()),
-        });
-        out.push_back(StreamEvent::Finish {
-            reason: self
-                .stop
-                .as_deref()
-                .map(|s| stop_reason(s, self.json))
-                .unwrap_or_default(),
-            model: self.model.take(),
-        });
     }
 
     fn block(&self, index: usize) -> Block {
@@ -175,9 +155,9 @@ impl Decoder for AnthropicDecoder {
         }
         match parsed {
             Event::MessageStart { message } => {
-                self.model = message.model;
+                self.end.model = message.model;
                 if let Some(u) = message.usage {
-                    self.usage = u;
+                    self.end.usage = u;
                 }
             }
             Event::ContentBlockStart {
@@ -249,22 +229,22 @@ impl Decoder for AnthropicDecoder {
             },
             Event::MessageDelta { delta, usage } => {
                 if let Some(s) = delta.stop_reason {
-                    self.stop = Some(s);
+                    self.end.stop = Some(stop_reason(&s, self.json));
                 }
                 if let Some(u) = usage {
                     // Output tokens are cumulative; input fields, when repeated, win too.
-                    self.usage.output_tokens = u.output_tokens.or(self.usage.output_tokens);
-                    self.usage.input_tokens = u.input_tokens.or(self.usage.input_tokens);
-                    self.usage.cache_read_input_tokens = u
+                    self.end.usage.output_tokens = u.output_tokens.or(self.end.usage.output_tokens);
+                    self.end.usage.input_tokens = u.input_tokens.or(self.end.usage.input_tokens);
+                    self.end.usage.cache_read_input_tokens = u
                         .cache_read_input_tokens
-                        .or(self.usage.cache_read_input_tokens);
-                    self.usage.cache_creation_input_tokens = u
+                        .or(self.end.usage.cache_read_input_tokens);
+                    self.end.usage.cache_creation_input_tokens = u
                         .cache_creation_input_tokens
-                        .or(self.usage.cache_creation_input_tokens);
+                        .or(self.end.usage.cache_creation_input_tokens);
                 }
             }
             Event::MessageStop {} => {
-                self.finish(out);
+                self.end.finish(out);
                 return Ok(Step::Done);
             }
             Event::ContentBlockStop {} | Event::Ping {} | Event::Unknown => {}
@@ -279,11 +259,7 @@ impl Decoder for AnthropicDecoder {
 
     fn clean_end(&mut self, out: &mut VecDeque<StreamEvent>) -> bool {
         // A `message_delta` carried the stop reason: `message_stop` would add nothing.
-        if self.stop.is_none() {
-            return false;
-        }
-        self.finish(out);
-        true
+        self.end.clean_end(out)
     }
 }
 

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::request::{JSON_TOOL, JsonMode};
 use crate::answer::Answer;
+use crate::stream_end::WireTokens;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -82,9 +83,9 @@ pub(crate) struct WireUsage {
     pub(crate) cache_write_input_tokens: Option<u64>,
 }
 
-impl WireUsage {
+impl WireTokens for WireUsage {
     /// Our usage counts every prompt token (cache reads and writes included) as input.
-    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+    fn to_usage(self, price: Option<&Price>) -> Usage {
         crate::models::usage_with_cache(
             self.input_tokens,
             self.output_tokens,

@@ -699,39 +699,21 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_where() {
-        let req = ChatRequest::new(vec![Message::assistant_tool_calls(vec![ToolCall::new(
-            "c9", "f", "{oops",
-        )])]);
-        let e = messages_body("m", &req, 10, false).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
-        assert!(e.message().contains("\"c9\" (f)"), "{e}");
-        let mut m = Message::tool_result("x", "y");
-        m.tool_call_id = None;
-        let e = messages_body(
-            "m",
-            &ChatRequest::new(vec![Message::user("a"), m]),
-            10,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.message().contains("message 1"), "{e}");
-        let e = messages_body(
-            "m",
-            &ChatRequest::new(vec![Message::system("only")]),
-            10,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.message().contains("no user or assistant"), "{e}");
-        let e = messages_body(
-            "m",
-            &ChatRequest::new(vec![Message::assistant_tool_calls(vec![ToolCall::new(
-                "c", "f", "[1]",
-            )])]),
-            10,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.message().contains("JSON object"), "{e}");
+        let mut no_id = Message::tool_result("x", "y");
+        no_id.tool_call_id = None;
+        let calls =
+            |args: &str| Message::assistant_tool_calls(vec![ToolCall::new("c9", "f", args)]);
+        // Each request, with what its refusal must name.
+        let cases = [
+            (vec![calls("{oops")], "\"c9\" (f)"),
+            (vec![Message::user("a"), no_id], "message 1"),
+            (vec![Message::system("only")], "no user or assistant"),
+            (vec![calls("[1]")], "JSON object"),
+        ];
+        for (messages, named) in cases {
+            let e = messages_body("m", &ChatRequest::new(messages), 10, false).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{named}");
+            assert!(e.message().contains(named), "{named}: {e}");
+        }
     }
 }

@@ -706,6 +706,20 @@ pub(crate) fn text(v: &serde_json::Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }
 
+/// Asserts that the object `v[at]` holds each `(field, value)` of `want`; a failure names the
+/// field and shows all of `v`.
+pub(crate) fn assert_holds(v: &serde_json::Value, at: &str, want: &[(&str, &str)]) {
+    for (field, value) in want {
+        assert_eq!(v[at][*field], *value, "{at}.{field}: {v}");
+    }
+}
+
+/// The strings of the array `v` (the test fails on anything else).
+pub(crate) fn strs(v: &serde_json::Value) -> Vec<&str> {
+    let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    items.iter().map(text).collect()
+}
+
 /// A `[[server.keys]]` section: the gateway key of `tenant`, read from the variable `key_env`.
 pub(crate) fn tenant_key(tenant: &str, key_env: &str) -> String {
     format!("\n[[server.keys]]\ntenant = \"{tenant}\"\nkey_env = \"{key_env}\"\n")

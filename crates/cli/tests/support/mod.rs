@@ -481,6 +481,16 @@ pub(crate) fn sse_events(body: &str) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
+/// The `data:` payloads of an SSE body, as JSON (`[DONE]` left out; anything else that is
+/// not JSON fails the test).
+pub(crate) fn sse_data(body: &str) -> Vec<serde_json::Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("not JSON ({e}): {d}")))
+        .collect()
+}
+
 /// `ripcord serve` of [`two_routes`] over the fakes `gpt` and `claude`, its config in a temp
 /// dir that is removed on drop.
 pub(crate) struct TwoRoutes {

@@ -8,6 +8,7 @@ mod abuse_support;
 mod support;
 
 use abuse_support::*;
+#[cfg(feature = "redis")]
 use support::Fetch;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};

@@ -90,7 +90,7 @@ pub fn init_serve(
                 .iter()
                 .filter_map(|p| p.api_key.as_ref())
                 .chain(c.gateway_keys.iter().map(|k| &k.secret))
-                .chain(c.alerts.as_ref().map(|a| &a.url))
+                .chain(c.alerts.as_ref().map(|a| &a.settings().url))
                 .map(|k| k.expose_secret().to_owned())
                 .filter(|k| !k.is_empty())
                 .collect()
@@ -100,8 +100,8 @@ pub fn init_serve(
         match alerts.retarget(Some(a.webhook())) {
             Ok(_) => eprintln!(
                 "ripcord: alerts go to the webhook at {} ({})",
-                a.host(),
-                a.format.as_str()
+                a.settings().host(),
+                a.settings().format.as_str()
             ),
             Err(e) => eprintln!("ripcord: alert webhook disabled: {e}"),
         }
@@ -204,7 +204,7 @@ fn init_with(
             b = b.redact(k.secret.expose_secret().to_owned());
         }
         if let Some(a) = &c.alerts {
-            b = b.redact(a.url.expose_secret().to_owned());
+            b = b.redact(a.settings().url.expose_secret().to_owned());
         }
     }
     match extra(b).install() {

@@ -14,6 +14,16 @@ fn no_env(_: &str) -> Option<String> {
     None
 }
 
+/// A fake OpenAI vendor, and the chain of one link `cloud` to it with `extra` after its
+/// section, parsed as `file` and built.
+async fn one_link(file: &str, extra: &str) -> (FakeVendor, build::Built) {
+    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
+    let link = support::openai_link("cloud", "gpt-4o", &vendor.base_url(), "sk-x");
+    let text = format!("[chain]\norder = [\"cloud\"]\n{link}{extra}");
+    let cfg = config::parse(file, &text, &no_env).unwrap();
+    (vendor, build::build(&cfg).unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn redaction_masks_personal_data_before_the_cloud_and_restores_it() {
     let vendor = support::fake(
@@ -53,14 +63,8 @@ async fn redaction_masks_personal_data_before_the_cloud_and_restores_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn configured_probes_reach_the_vendor_without_callers_and_stop_with_the_chain() {
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let text = format!(
-        "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
-         [providers.probe]\ninterval_ms = 150\ntimeout_ms = 100\nprobe_healthy = true\n",
-        vendor.base_url()
-    );
-    let cfg = config::parse("probe.toml", &text, &no_env).unwrap();
-    let built = build::build(&cfg).unwrap();
+    let probe = "[providers.probe]\ninterval_ms = 150\ntimeout_ms = 100\nprobe_healthy = true\n";
+    let (vendor, built) = one_link("probe.toml", probe).await;
     assert_eq!(built.probers.len(), 1);
     // Bounded poll: the prober runs on its own; no caller ever sends a request here.
     let mut waited = Duration::ZERO;
@@ -161,15 +165,11 @@ fn strategy_mistakes_name_the_line_and_key() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_redis_backed_chain_builds_and_answers_while_redis_is_down() {
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
     let port = support::free_port();
-    let text = format!(
-        "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
-         [providers.rate_limit]\nrpm = 600\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n",
-        vendor.base_url()
+    let extra = format!(
+        "[providers.rate_limit]\nrpm = 600\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n"
     );
-    let cfg = config::parse("shared.toml", &text, &no_env).unwrap();
-    let built = build::build(&cfg).unwrap();
+    let (_vendor, built) = one_link("shared.toml", &extra).await;
     assert_eq!(built.readiness()["state"]["backend"], "redis");
     let answer = built
         .chain
@@ -260,14 +260,7 @@ async fn a_shared_breaker_s_open_spell_grows_as_configured() {
 /// `[budget]` on local state: a tenant's tokens are charged around the whole chain, per tenant.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_local_tenant_budget_refuses_a_spent_tenant_and_serves_another() {
-    let vendor = FakeVendor::start(Wire::OpenAi).await.unwrap();
-    let text = format!(
-        "[chain]\norder = [\"cloud\"]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}/v1\"\napi_key = \"sk-x\"\n\
-         [budget]\ntokens_per_window = 60\n",
-        vendor.base_url()
-    );
-    let cfg = config::parse("budget.toml", &text, &no_env).unwrap();
-    let built = build::build(&cfg).unwrap();
+    let (vendor, built) = one_link("budget.toml", "[budget]\ntokens_per_window = 60\n").await;
     let req = ChatRequest::user("hi").with_max_tokens(10);
     let acme = || Context::new().with_tenant("acme");
     let mut served = 0;

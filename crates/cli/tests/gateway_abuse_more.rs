@@ -8,6 +8,7 @@ mod abuse_support;
 mod support;
 
 use abuse_support::*;
+#[cfg(feature = "redis")]
 use support::Fetch;
 
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
@@ -158,10 +159,8 @@ async fn expose_case(expose: bool) -> (String, String) {
         .unwrap();
     assert_eq!(r.status(), 200);
     let text = r.text().await.unwrap();
-    let error_event = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+    let error_event = support::sse_data(&text)
+        .into_iter()
         .find(|v| v.get("error").is_some())
         .unwrap_or_else(|| panic!("no error event in {text}"));
     (attempts, error_event.to_string())
@@ -486,10 +485,8 @@ async fn streams_cut_at_the_end_of_the_sigterm_grace_period_end_with_each_doors_
     );
     let [chat, messages, responses] = [&texts[0], &texts[1], &texts[2]];
     // Chat Completions: an `{"error": …}` chunk and no `[DONE]`.
-    let chat_error = chat
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+    let chat_error = support::sse_data(chat)
+        .into_iter()
         .find(|v| v.get("error").is_some())
         .unwrap_or_else(|| panic!("no error chunk: {chat}"));
     assert!(

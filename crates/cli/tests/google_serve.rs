@@ -121,15 +121,6 @@ fn header(r: &reqwest::Response, name: &str) -> Option<String> {
         .map(|v| v.to_str().unwrap().to_owned())
 }
 
-/// The `data:` payloads of an SSE body, as JSON (`[DONE]` left out).
-fn sse_data(body: &str) -> Vec<Value> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_completions_fall_to_gemini_and_messages_to_claude_on_vertex() {
     let v = vendors(
@@ -193,7 +184,7 @@ async fn chat_completions_fall_to_gemini_and_messages_to_claude_on_vertex() {
     assert_eq!(header(&r, "x-ripcord-served-by").as_deref(), Some("gemini"));
     let text = r.text().await.unwrap();
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
-    let chunks = sse_data(&text);
+    let chunks = support::sse_data(&text);
     let streamed: String = chunks
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
@@ -268,7 +259,7 @@ async fn chat_completions_fall_to_gemini_and_messages_to_claude_on_vertex() {
         Some("claude-vertex")
     );
     let text = r.text().await.unwrap();
-    let events = sse_data(&text);
+    let events = support::sse_data(&text);
     assert_eq!(events.first().unwrap()["type"], "message_start", "{text}");
     assert_eq!(
         events.first().unwrap()["message"]["model"],

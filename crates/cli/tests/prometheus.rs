@@ -24,9 +24,7 @@ use std::time::Duration;
 use ripcord_chaos::{Behavior, FakeVendor, Script, VendorError, Wire};
 use serde_json::{Value, json};
 use support::Fetch;
-use support::prom::{
-    self, ROOT, firing_alert, firing_alert_with, poll, rules_file, start_prometheus, tempdir, tool,
-};
+use support::prom::{self, ROOT, poll, rules_file, start_prometheus, tempdir, tool};
 
 fn dashboard_file() -> PathBuf {
     Path::new(ROOT).join("deploy/grafana/ripcord.json")
@@ -247,7 +245,7 @@ async fn prometheus_fires_the_rules_on_an_outage_stays_silent_while_healthy_and_
 
     // Healthy: once Prometheus holds those calls from both gateways and has evaluated the
     // rules twice since, no alert is pending or firing.
-    prom::wait_for_value(
+    let held = prom::alerts_once_scraped(
         &client,
         &prom.url,
         "Prometheus holding the healthy calls",
@@ -255,12 +253,7 @@ async fn prometheus_fires_the_rules_on_an_outage_stays_silent_while_healthy_and_
         2.0,
     )
     .await;
-    prom::two_more_evaluations(&client, &prom.url).await;
-    let v: Value = client
-        .get(format!("{}/api/v1/alerts", prom.url))
-        .json_body()
-        .await;
-    assert_eq!(v["data"]["alerts"], json!([]), "alerts while healthy: {v}");
+    assert_eq!(held, Vec::<Value>::new(), "alerts while healthy");
 
     // The primary goes down for good: two failures trip its breaker, the rest skip it. The
     // backup stumbles once (a retry inside the link).
@@ -308,40 +301,36 @@ async fn prometheus_fires_the_rules_on_an_outage_stays_silent_while_healthy_and_
         .unwrap();
     assert!(!resp.status().is_success(), "{}", resp.status());
 
-    let alert = firing_alert_with(
-        &client,
-        &prom.url,
-        "RipcordLinkConsecutiveFailures",
-        &[("ripcord_link", "backup")],
-    )
-    .await;
-    assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
-    let alert = firing_alert(&client, &prom.url, "RipcordEveryLinkFailed").await;
-    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
-    // Only the gateway without a static reply has such calls (the rules sum over replicas).
-    assert_eq!(alert["labels"]["ripcord_chain"], "ripcord", "{alert}");
-    let alert = firing_alert(&client, &prom.url, "RipcordStaticReply").await;
-    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
-    let alert = firing_alert_with(
-        &client,
-        &prom.url,
-        "RipcordBreakerHalfOpen",
-        &[("ripcord_link", "backup")],
-    )
-    .await;
-    assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
-    // The backup's probes keep failing between scrapes (the primary's two failures came
-    // before its error series was first scraped, so rate() sees no rise there).
-    let alert = firing_alert_with(
-        &client,
-        &prom.url,
-        "RipcordProviderErrorRatio",
-        &[("ripcord_link", "backup")],
-    )
-    .await;
-    assert_eq!(alert["labels"]["gen_ai_provider_name"], "openai", "{alert}");
-    let alert = firing_alert(&client, &prom.url, "RipcordFallbackShare").await;
-    assert_eq!(alert["labels"]["ripcord_chain"], "ripcord", "{alert}");
+    let backup_link = &[("ripcord_link", "backup")][..];
+    for (name, labels, expect) in [
+        (
+            "RipcordLinkConsecutiveFailures",
+            backup_link,
+            &[("severity", "warning")][..],
+        ),
+        // Only the gateway without a static reply has such calls (the rules sum over replicas).
+        (
+            "RipcordEveryLinkFailed",
+            &[],
+            &[("severity", "critical"), ("ripcord_chain", "ripcord")],
+        ),
+        ("RipcordStaticReply", &[], &[("severity", "critical")]),
+        (
+            "RipcordBreakerHalfOpen",
+            backup_link,
+            &[("severity", "warning")],
+        ),
+        // The backup's probes keep failing between scrapes (the primary's two failures came
+        // before its error series was first scraped, so rate() sees no rise there).
+        (
+            "RipcordProviderErrorRatio",
+            backup_link,
+            &[("gen_ai_provider_name", "openai")],
+        ),
+        ("RipcordFallbackShare", &[], &[("ripcord_chain", "ripcord")]),
+    ] {
+        prom::assert_fires(&client, &prom.url, name, labels, expect).await;
+    }
 
     // …until the quota is topped up: once its breaker lets a probe through, it serves again.
     backup.set_script(Script::Always(Behavior::Ok));
@@ -372,19 +361,23 @@ async fn prometheus_fires_the_rules_on_an_outage_stays_silent_while_healthy_and_
     .await;
 
     // The breaker-open rule fires for the primary.
-    let alert = firing_alert_with(
+    let primary_link = [("ripcord_link", "primary")];
+    let critical = [("severity", "critical")];
+    prom::assert_fires(
         &client,
         &prom.url,
         "RipcordBreakerOpen",
-        &[("ripcord_link", "primary")],
+        &primary_link,
+        &critical,
     )
     .await;
-    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
 
     // The backup's exhausted quota pages too (one ripcord alert, however many requests).
-    let alert = firing_alert(&client, &prom.url, "RipcordAlertKindError").await;
-    assert_eq!(alert["labels"]["ripcord_link"], "backup", "{alert}");
-    assert_eq!(alert["labels"]["error_type"], "quota_exhausted", "{alert}");
+    let kind = [
+        ("ripcord_link", "backup"),
+        ("error_type", "quota_exhausted"),
+    ];
+    prom::assert_fires(&client, &prom.url, "RipcordAlertKindError", &[], &kind).await;
 
     // Every query of the dashboard reads series that /metrics exports after this run.
     let metrics = client

@@ -37,15 +37,6 @@ fn ratio(text: &str, tenant: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
-/// Every alert Prometheus holds (pending or firing).
-async fn alerts(client: &reqwest::Client, prom_url: &str) -> Vec<Value> {
-    let v: Value = client
-        .get(format!("{prom_url}/api/v1/alerts"))
-        .json_body()
-        .await;
-    v["data"]["alerts"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_only() {
     let (Some(prom_bin), Some(_)) = (prom::tool("prometheus"), prom::tool("promtool")) else {
@@ -91,7 +82,7 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
     );
     // Once Prometheus holds both tenants' ratios and has evaluated the rules twice since, no
     // alert is pending or firing.
-    prom::wait_for_value(
+    let held = prom::alerts_once_scraped(
         &client,
         &prom.url,
         "Prometheus holding both tenants' budgets",
@@ -99,9 +90,8 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
         2.0,
     )
     .await;
-    prom::two_more_evaluations(&client, &prom.url).await;
     assert_eq!(
-        alerts(&client, &prom.url).await,
+        held,
         Vec::<Value>::new(),
         "alerts while both tenants have budget"
     );
@@ -124,14 +114,9 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
     );
     assert!(ratio(&text, "globex").unwrap() > 0.9, "{text}");
 
-    let alert = prom::firing_alert_with(
-        &client,
-        &prom.url,
-        "RipcordBudgetNearExhaustion",
-        &[("ripcord_tenant", "acme")],
-    )
-    .await;
-    assert_eq!(alert["labels"]["severity"], "warning", "{alert}");
+    let (acme, warning) = ([("ripcord_tenant", "acme")], [("severity", "warning")]);
+    let name = "RipcordBudgetNearExhaustion";
+    let alert = prom::assert_fires(&client, &prom.url, name, &acme, &warning).await;
     assert!(
         support::text(&alert["annotations"]["runbook_url"])
             .ends_with("docs/operating.md#ripcordbudgetnearexhaustion"),
@@ -139,7 +124,7 @@ async fn prometheus_fires_budget_near_exhaustion_for_the_tenant_that_spent_it_on
     );
     // Two more evaluations after it fired: still nothing about globex.
     prom::two_more_evaluations(&client, &prom.url).await;
-    let held = alerts(&client, &prom.url).await;
+    let held = prom::alerts(&client, &prom.url).await;
     assert!(
         held.iter().all(|a| a["labels"]["ripcord_tenant"] == "acme"
             && a["labels"]["alertname"] == "RipcordBudgetNearExhaustion"),

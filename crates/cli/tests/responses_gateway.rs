@@ -57,6 +57,30 @@ async fn get(url: &str, path: &str, key: &str) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
+/// `GET /v1/responses/{id}` at `url` as `key`.
+async fn get_response(url: &str, id: &str, key: &str) -> (u16, Value) {
+    get(url, &format!("/v1/responses/{id}"), key).await
+}
+
+/// Asks "Why blue?" at `url` as acme: the stored response (its 200 checked).
+async fn ask_why_blue(url: &str) -> Value {
+    let (status, r) = post(url, ACME_KEY, &json!({"model": "m", "input": "Why blue?"})).await;
+    assert_eq!(status, 200, "{r}");
+    r
+}
+
+/// Continues the response `id` at `url` as acme (its 200 checked): the messages `vendor` got.
+async fn continue_it(url: &str, id: &str, vendor: &FakeVendor) -> Value {
+    let (status, next) = post(
+        url,
+        ACME_KEY,
+        &json!({"model": "m", "input": "And red sunsets?", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{next}");
+    support::last_sent(vendor)["messages"].clone()
+}
+
 async fn vendor() -> FakeVendor {
     support::fake(Wire::OpenAi, Reply::text("Rayleigh scattering.")).await
 }
@@ -134,19 +158,13 @@ async fn a_stored_response_belongs_to_the_tenant_that_made_it() {
     let v = vendor().await;
     let dir = std::env::temp_dir().join(format!("ripcord-resp-tenant-{}", std::process::id()));
     let served = serve(&config(&dir, &v, ""));
-    let (status, r) = post(
-        &served.url,
-        ACME_KEY,
-        &json!({"model": "m", "input": "Why blue?"}),
-    )
-    .await;
-    assert_eq!(status, 200, "{r}");
+    let r = ask_why_blue(&served.url).await;
     let id = r["id"].as_str().unwrap().to_owned();
     assert_eq!(r["store"], true);
     assert_eq!(r["model"], "gpt-4o");
 
     // Its own tenant reads it back, continues it, lists its input.
-    let (status, back) = get(&served.url, &format!("/v1/responses/{id}"), ACME_KEY).await;
+    let (status, back) = get_response(&served.url, &id, ACME_KEY).await;
     assert_eq!((status, back["id"].as_str()), (200, Some(id.as_str())));
     let (status, items) = get(
         &served.url,
@@ -157,20 +175,12 @@ async fn a_stored_response_belongs_to_the_tenant_that_made_it() {
     assert_eq!(status, 200, "{items}");
     assert_eq!(items["object"], "list");
     assert_eq!(items["data"][0]["content"], "Why blue?", "{items}");
-    let (status, next) = post(
-        &served.url,
-        ACME_KEY,
-        &json!({"model": "m", "input": "And red sunsets?", "previous_response_id": id}),
-    )
-    .await;
-    assert_eq!(status, 200, "{next}");
-    let sent = v.requests();
-    let msgs = sent.last().unwrap().json().unwrap()["messages"].clone();
+    let msgs = continue_it(&served.url, &id, &v).await;
     assert_eq!(msgs.as_array().unwrap().len(), 3, "{msgs}");
     assert_eq!(msgs[1]["content"], "Rayleigh scattering.", "{msgs}");
 
     // Another tenant sees nothing: not by id, not as a previous response, not to delete.
-    let (status, e) = get(&served.url, &format!("/v1/responses/{id}"), GLOBEX_KEY).await;
+    let (status, e) = get_response(&served.url, &id, GLOBEX_KEY).await;
     assert_eq!(status, 404, "{e}");
     assert_eq!(e["error"]["type"], "invalid_request_error");
     let (status, e) = post(
@@ -193,7 +203,7 @@ async fn a_stored_response_belongs_to_the_tenant_that_made_it() {
     let d = del(ACME_KEY).await.unwrap();
     assert_eq!(d.status(), 200);
     assert_eq!(d.json::<Value>().await.unwrap()["deleted"], true);
-    let (status, _) = get(&served.url, &format!("/v1/responses/{id}"), ACME_KEY).await;
+    let (status, _) = get_response(&served.url, &id, ACME_KEY).await;
     assert_eq!(status, 404);
 
     // `store: false` keeps nothing.
@@ -203,12 +213,7 @@ async fn a_stored_response_belongs_to_the_tenant_that_made_it() {
         &json!({"model": "m", "input": "hi", "store": false}),
     )
     .await;
-    let (status, _) = get(
-        &served.url,
-        &format!("/v1/responses/{}", r["id"].as_str().unwrap()),
-        ACME_KEY,
-    )
-    .await;
+    let (status, _) = get_response(&served.url, r["id"].as_str().unwrap(), ACME_KEY).await;
     assert_eq!(status, 404);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -228,27 +233,14 @@ async fn a_second_replica_continues_a_conversation_through_redis() {
     let cfg = config(&dir, &v, &extra);
     let a = serve(&cfg);
     let b = serve(&cfg);
-    let (status, r) = post(
-        &a.url,
-        ACME_KEY,
-        &json!({"model": "m", "input": "Why blue?"}),
-    )
-    .await;
-    assert_eq!(status, 200, "{r}");
+    let r = ask_why_blue(&a.url).await;
     let id = r["id"].as_str().unwrap();
-    let (status, back) = get(&b.url, &format!("/v1/responses/{id}"), ACME_KEY).await;
+    let (status, back) = get_response(&b.url, id, ACME_KEY).await;
     assert_eq!(status, 200, "replica b reads what a stored: {back}");
-    let (status, next) = post(
-        &b.url,
-        ACME_KEY,
-        &json!({"model": "m", "input": "And red sunsets?", "previous_response_id": id}),
-    )
-    .await;
-    assert_eq!(status, 200, "{next}");
-    let msgs = support::last_sent(&v)["messages"].clone();
+    let msgs = continue_it(&b.url, id, &v).await;
     assert_eq!(msgs.as_array().unwrap().len(), 3, "{msgs}");
     // Still the tenant's own on the other replica.
-    let (status, _) = get(&b.url, &format!("/v1/responses/{id}"), GLOBEX_KEY).await;
+    let (status, _) = get_response(&b.url, id, GLOBEX_KEY).await;
     assert_eq!(status, 404);
     let _ = std::fs::remove_dir_all(&dir);
 }

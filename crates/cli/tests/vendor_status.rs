@@ -69,16 +69,18 @@ struct Setup {
     served: support::Served,
 }
 
-/// A status page listing `components`, read at `url_of` in `format`; fakes answering "from
-/// primary" and "from backup"; and the gateway (config in the temp dir `name`, polling with
-/// `policy`) once its first poll has seen the page operational.
-async fn start(
-    components: &[&str],
-    name: &str,
-    url_of: fn(&FakeStatusPage) -> String,
-    format: &str,
-    policy: &str,
-) -> Setup {
+/// Where the gateway reads the fake page, and the `format` it is read in.
+type Feed = (fn(&FakeStatusPage) -> String, &'static str);
+/// The page's Statuspage JSON summary.
+const SUMMARY: Feed = (FakeStatusPage::summary_url, "statuspage");
+/// The page's RSS feed of incidents.
+const RSS: Feed = (FakeStatusPage::rss_url, "rss");
+
+/// A status page listing `components`, read as `feed`; fakes answering "from primary" and
+/// "from backup"; and the gateway (config in the temp dir `name`, polling with `policy`) once
+/// its first poll has seen the page operational.
+async fn start(components: &[&str], name: &str, feed: Feed, policy: &str) -> Setup {
+    let (url_of, format) = feed;
     let primary = fake("from primary", Script::default()).await;
     let backup = fake("from backup", Script::default()).await;
     let page = FakeStatusPage::start(components).await.unwrap();
@@ -107,6 +109,28 @@ async fn start(
     }
 }
 
+impl Setup {
+    /// An answer while the backup fails; the backup is healthy again afterwards.
+    async fn ask_while_the_backup_fails(&self) -> Answer {
+        let failing = ripcord_chaos::Behavior::Error(ripcord_chaos::VendorError::ServerError);
+        self.backup.set_script(Script::Always(failing));
+        let a = ask(&self.served.url, &[]).await;
+        self.backup.set_script(Script::default());
+        a
+    }
+
+    /// Waits (up to `within`) for `what`: the link back in place, the primary serving again;
+    /// then removes the temp dir.
+    async fn restored(self, within: Duration, what: &str) {
+        until(&self.served.url, within, what, |v| {
+            v["ripcord"]["effect"] == "in place"
+        })
+        .await;
+        assert_eq!(content(&ask(&self.served.url, &[]).await), "from primary");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// `GET /metrics` of the gateway at `url`.
 async fn metrics_text(url: &str) -> String {
     reqwest::get(format!("{url}/metrics"))
@@ -124,14 +148,7 @@ fn one_poll() -> Duration {
 
 #[tokio::test]
 async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
-    let t = start(
-        &["API", "ChatGPT"],
-        "vendor-demote",
-        FakeStatusPage::summary_url,
-        "statuspage",
-        "demote",
-    )
-    .await;
+    let t = start(&["API", "ChatGPT"], "vendor-demote", SUMMARY, "demote").await;
     assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
 
     // An outage of another component is not the provider's.
@@ -183,34 +200,18 @@ async fn a_major_incident_on_the_api_demotes_the_provider_until_it_resolves() {
     assert_eq!(value, 3.0, "{line}");
 
     // The demoted link still serves when the backup fails.
-    t.backup
-        .set_script(Script::Always(ripcord_chaos::Behavior::Error(
-            ripcord_chaos::VendorError::ServerError,
-        )));
-    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
-    t.backup.set_script(Script::default());
+    let a = t.ask_while_the_backup_fails().await;
+    assert_eq!(content(&a), "from primary");
 
     t.page.set_component("API", "operational");
     assert!(t.page.resolve_incident(&incident));
-    until(&t.served.url, one_poll(), "the restoration", |v| {
-        v["ripcord"]["effect"] == "in place"
-    })
-    .await;
-    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
-    let _ = std::fs::remove_dir_all(&t.dir);
+    t.restored(one_poll(), "the restoration").await;
 }
 
 #[tokio::test]
 async fn open_sends_no_call_to_the_link_until_the_incident_resolves() {
     // Read from the RSS feed: an unresolved entry naming "API" is a major outage.
-    let t = start(
-        &["API"],
-        "vendor-open",
-        FakeStatusPage::rss_url,
-        "rss",
-        "open",
-    )
-    .await;
+    let t = start(&["API"], "vendor-open", RSS, "open").await;
     assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
     let incident = t
         .page
@@ -224,13 +225,8 @@ async fn open_sends_no_call_to_the_link_until_the_incident_resolves() {
         assert_eq!(content(&ask(&t.served.url, &[]).await), "from backup");
     }
     // Even with the backup failing, nothing reaches the held link: the static reply answers.
-    t.backup
-        .set_script(Script::Always(ripcord_chaos::Behavior::Error(
-            ripcord_chaos::VendorError::ServerError,
-        )));
-    let a = ask(&t.served.url, &[]).await;
+    let a = t.ask_while_the_backup_fails().await;
     assert_eq!(content(&a), "busy", "{}", a.body);
-    t.backup.set_script(Script::default());
     assert_eq!(chats(&t.primary), before, "a call reached a link held open");
     let v = vendor(&t.served.url).await;
     assert_eq!(
@@ -239,27 +235,12 @@ async fn open_sends_no_call_to_the_link_until_the_incident_resolves() {
     );
 
     t.page.resolve_incident(&incident);
-    until(
-        &t.served.url,
-        one_poll(),
-        "the link taking calls again",
-        |v| v["ripcord"]["effect"] == "in place",
-    )
-    .await;
-    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
-    let _ = std::fs::remove_dir_all(&t.dir);
+    t.restored(one_poll(), "the link taking calls again").await;
 }
 
 #[tokio::test]
 async fn a_page_that_cannot_be_read_changes_nothing() {
-    let t = start(
-        &["API"],
-        "vendor-unreachable",
-        FakeStatusPage::summary_url,
-        "statuspage",
-        "open",
-    )
-    .await;
+    let t = start(&["API"], "vendor-unreachable", SUMMARY, "open").await;
 
     // Healthy, then unreachable: the provider keeps serving.
     t.page.set_mode(PageMode::Unreachable);
@@ -318,15 +299,7 @@ async fn a_page_that_cannot_be_read_changes_nothing() {
     // Readable again and all clear: restored.
     t.page.set_mode(PageMode::Serve);
     t.page.all_clear();
-    until(
-        &t.served.url,
-        Duration::from_secs(8),
-        "the restoration",
-        |v| v["ripcord"]["effect"] == "in place",
-    )
-    .await;
-    assert_eq!(content(&ask(&t.served.url, &[]).await), "from primary");
-    let _ = std::fs::remove_dir_all(&t.dir);
+    t.restored(Duration::from_secs(8), "the restoration").await;
 }
 
 /// Parses a config of one OpenAI (or `kind`) provider with `status` as its status page section.

@@ -111,6 +111,8 @@ pub mod status_page;
 mod test_support;
 pub mod vendor;
 
+#[cfg(any(feature = "anthropic", feature = "gemini", feature = "bedrock"))]
+mod answer;
 #[cfg(feature = "anthropic")]
 mod anthropic;
 #[cfg(feature = "azure")]
@@ -123,6 +125,10 @@ pub mod compat;
 pub mod google;
 #[cfg(feature = "openai")]
 mod openai;
+#[cfg(any(feature = "anthropic", feature = "bedrock"))]
+mod stream_end;
+#[cfg(any(feature = "anthropic", feature = "gemini", feature = "bedrock"))]
+mod turns;
 
 /// Anthropic's names for ripcord's values, for servers that answer on the Messages wire.
 #[cfg(feature = "anthropic")]

@@ -1,7 +1,6 @@
 //! The resolved configuration: validated values the chain builder and the gateway use.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
 use ripcord_core::chain::Strategy;
@@ -100,9 +99,10 @@ pub enum StateBackend {
 
 /// `[state] backend = "redis"`, resolved; timing left out is `ripcord-redis`'s default
 /// (`StateOptions::default`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// The URL, which may hold a password (never printed: see [`RedisSettings::redacted_url`]).
+    /// The URL, which may hold a password (never printed: it debugs as `[REDACTED]`; see
+    /// [`RedisSettings::redacted_url`]).
     pub url: secrecy::SecretString,
     /// The URL with its userinfo replaced by `[redacted]`.
     pub redacted_url: String,
@@ -114,18 +114,6 @@ pub struct RedisSettings {
     pub retry_interval_ms: u64,
     /// How many replicas share the limits (default 1).
     pub replicas: u32,
-}
-
-impl fmt::Debug for RedisSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisSettings")
-            .field("url", &self.redacted_url)
-            .field("op_timeout_ms", &self.op_timeout_ms)
-            .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .field("retry_interval_ms", &self.retry_interval_ms)
-            .field("replicas", &self.replicas)
-            .finish()
-    }
 }
 
 /// How a Vertex provider authenticates, resolved.
@@ -423,8 +411,9 @@ impl Route {
     }
 }
 
-/// A gateway key, resolved: who it is, and what it may do. The secret is never printed.
-#[derive(Clone)]
+/// A gateway key, resolved: who it is, and what it may do. The secret is never printed (a
+/// `SecretString` debugs as `[REDACTED]`).
+#[derive(Debug, Clone)]
 pub struct GatewayKey {
     /// The tenant its requests are charged to; `None` for `api_keys_env` keys.
     pub tenant: Option<String>,
@@ -452,21 +441,6 @@ impl GatewayKey {
             self.tenant.as_deref().unwrap_or("untenanted"),
             self.source.trim_start_matches("env ")
         )
-    }
-}
-
-impl fmt::Debug for GatewayKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GatewayKey")
-            .field("tenant", &self.tenant)
-            .field("source", &self.source)
-            .field("secret", &"[redacted]")
-            .field("routes", &self.routes)
-            .field("sub_tenants", &self.sub_tenants)
-            .field("rpm", &self.rpm)
-            .field("tpm", &self.tpm)
-            .field("controls", &self.controls)
-            .finish()
     }
 }
 

@@ -12,10 +12,11 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_telemetry::alert_webhook::{self, WebhookFormat, WebhookSettings};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -57,70 +58,50 @@ impl fmt::Debug for AlertsConfig {
     }
 }
 
-/// The resolved `[alerts]` table.
+/// The resolved `[alerts]` table: the telemetry crate's webhook settings, shared by the
+/// config's clones.
 #[derive(Clone)]
-pub struct AlertsSettings {
-    /// The webhook; a secret.
-    pub url: SecretString,
-    /// The body's shape.
-    pub format: WebhookFormat,
-    /// The least time between two POSTs.
-    pub min_interval: Duration,
-    /// One alert per condition within this window.
-    pub dedupe: Duration,
-    /// The timeout of one POST.
-    pub timeout: Duration,
-    /// Retries of a failed POST.
-    pub retries: u32,
-    /// The sender's queue.
-    pub queue: usize,
-}
+pub struct AlertsSettings(Arc<WebhookSettings>);
 
 impl AlertsSettings {
-    /// The settings of the telemetry crate's sender.
-    pub fn webhook(&self) -> WebhookSettings {
-        WebhookSettings {
-            url: self.url.clone(),
-            format: self.format,
-            min_interval: self.min_interval,
-            dedupe: self.dedupe,
-            timeout: self.timeout,
-            retries: self.retries,
-            queue: self.queue,
-        }
+    /// The settings as resolved.
+    pub fn settings(&self) -> &WebhookSettings {
+        &self.0
     }
 
-    /// The webhook's scheme and host, the only part of its URL ever shown.
-    pub fn host(&self) -> String {
-        alert_webhook::url_host(self.url.expose_secret())
+    /// A copy of the settings for the telemetry crate's sender, which takes them by value.
+    pub fn webhook(&self) -> WebhookSettings {
+        let s = &*self.0;
+        WebhookSettings {
+            url: s.url.clone(),
+            format: s.format,
+            min_interval: s.min_interval,
+            dedupe: s.dedupe,
+            timeout: s.timeout,
+            retries: s.retries,
+            queue: s.queue,
+        }
     }
 
     /// One line for `check-config`.
     pub fn describe(&self) -> String {
+        let s = &*self.0;
         format!(
             "alerts: webhook {} (path redacted), format {}, at most one POST per {} ms, one alert per condition per {} ms, timeout {} ms, {} retries, queue {}\n",
-            self.host(),
-            self.format.as_str(),
-            self.min_interval.as_millis(),
-            self.dedupe.as_millis(),
-            self.timeout.as_millis(),
-            self.retries,
-            self.queue
+            s.host(),
+            s.format.as_str(),
+            s.min_interval.as_millis(),
+            s.dedupe.as_millis(),
+            s.timeout.as_millis(),
+            s.retries,
+            s.queue
         )
     }
 }
 
 impl fmt::Debug for AlertsSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AlertsSettings")
-            .field("host", &self.host())
-            .field("format", &self.format)
-            .field("min_interval", &self.min_interval)
-            .field("dedupe", &self.dedupe)
-            .field("timeout", &self.timeout)
-            .field("retries", &self.retries)
-            .field("queue", &self.queue)
-            .finish()
+        f.debug_tuple("AlertsSettings").field(&self.0).finish()
     }
 }
 
@@ -155,7 +136,7 @@ pub(super) fn resolve_alerts(
     let queue = cx
         .at_least(raw.queue.as_ref(), 1, "alerts.queue", "must be at least 1")?
         .unwrap_or(alert_webhook::DEFAULT_QUEUE);
-    Ok(AlertsSettings {
+    Ok(AlertsSettings(Arc::new(WebhookSettings {
         url: SecretString::from(url),
         format,
         min_interval: ms(
@@ -181,5 +162,5 @@ pub(super) fn resolve_alerts(
             .as_ref()
             .map_or(alert_webhook::DEFAULT_RETRIES, |r| *r.get_ref()),
         queue,
-    })
+    })))
 }

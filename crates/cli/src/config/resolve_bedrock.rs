@@ -14,7 +14,9 @@ use ripcord_providers::Vendor;
 use secrecy::SecretString;
 use toml::Spanned;
 
-use super::resolve_provider::Resolved;
+#[cfg(feature = "bedrock")]
+use super::resolve_provider::unset_var;
+use super::resolve_provider::{Resolved, not_this_kind};
 
 use super::ConfigError;
 use super::env::Ctx;
@@ -94,15 +96,7 @@ fn var(
 ) -> Result<Option<String>, ConfigError> {
     match cx.env.var(var.get_ref()).filter(|v| !v.trim().is_empty()) {
         Some(v) => Ok(Some(v)),
-        None => Err(cx.err(
-            Some(&var.span()),
-            key,
-            format!(
-                "environment variable {} is not set (provider {:?})",
-                var.get_ref(),
-                p.name.get_ref()
-            ),
-        )),
+        None => Err(unset_var(cx, p, var, key)),
     }
 }
 
@@ -133,15 +127,7 @@ pub(super) fn resolve_bedrock(
 ) -> Result<Resolved<BedrockSettings>, ConfigError> {
     if p.kind != ProviderKind::Vendor(Vendor::Bedrock) {
         if let Some((key, Some(span))) = bedrock_keys(p).into_iter().find(|(_, s)| s.is_some()) {
-            return Err(cx.err(
-                Some(&span),
-                key,
-                format!(
-                    "`{key}` is a bedrock setting; provider {:?} is {}",
-                    p.name.get_ref(),
-                    p.kind.as_str()
-                ),
-            ));
+            return Err(not_this_kind(cx, p, &span, key, "a bedrock"));
         }
         return Ok(Resolved::Settings(None));
     }

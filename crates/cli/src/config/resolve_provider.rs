@@ -22,6 +22,45 @@ struct LocalSettings {
     device: Option<ripcord_local_onnx::Device>,
 }
 
+/// The error for `key`, set at `span` on provider `p`, whose kind does not take it: it is
+/// `owners`' setting (e.g. "a bedrock").
+pub(super) fn not_this_kind(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+    span: &std::ops::Range<usize>,
+    key: &str,
+    owners: &str,
+) -> ConfigError {
+    let (name, kind) = (p.name.get_ref(), p.kind.as_str());
+    cx.err(
+        Some(span),
+        key,
+        format!("`{key}` is {owners} setting; provider {name:?} is {kind}"),
+    )
+}
+
+/// The error for the environment variable `var` that provider `p`'s `key` names, unset.
+pub(super) fn unset_var(
+    cx: &Ctx<'_>,
+    p: &ProviderConfig,
+    var: &Spanned<String>,
+    key: &str,
+) -> ConfigError {
+    let (var_name, name) = (var.get_ref(), p.name.get_ref());
+    let message = format!("environment variable {var_name} is not set (provider {name:?})");
+    cx.err(Some(&var.span()), key, message)
+}
+
+/// The error for provider `p`, which lacks `what` (its `key`).
+fn needs(cx: &Ctx<'_>, p: &ProviderConfig, key: &str, what: &str) -> ConfigError {
+    let (name, kind) = (p.name.get_ref(), p.kind.as_str());
+    cx.err(
+        Some(&p.name.span()),
+        key,
+        format!("provider {name:?} ({kind}) needs {what}"),
+    )
+}
+
 /// `variant`, `threads`, `max_batch` and `device`, which only a local-onnx provider takes.
 fn local_settings(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<LocalSettings, ConfigError> {
     if p.kind != ProviderKind::LocalOnnx {
@@ -32,41 +71,32 @@ fn local_settings(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<LocalSettings, Con
             ("device", p.device.as_ref().map(Spanned::span)),
         ] {
             if let Some(span) = span {
-                return Err(cx.err(
-                    Some(&span),
-                    key,
-                    format!(
-                        "`{key}` is a local-onnx setting; provider {:?} is {}",
-                        p.name.get_ref(),
-                        p.kind.as_str()
-                    ),
-                ));
+                return Err(not_this_kind(cx, p, &span, key, "a local-onnx"));
             }
         }
         return Ok(LocalSettings::default());
     }
-    let variant = match &p.variant {
-        Some(v) => Some(
+    // A word the library parses (`variant`, `device`); its error names the key.
+    fn parsed<T: std::str::FromStr<Err: std::fmt::Display>>(
+        cx: &Ctx<'_>,
+        v: Option<&Spanned<String>>,
+        key: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        v.map(|v| {
             v.get_ref()
-                .parse::<ripcord_local_onnx::Variant>()
-                .map_err(|e| cx.err(Some(&v.span()), "variant", e.to_string()))?,
-        ),
-        None => None,
-    };
+                .parse::<T>()
+                .map_err(|e| cx.err(Some(&v.span()), key, e.to_string()))
+        })
+        .transpose()
+    }
+    let variant = parsed(cx, p.variant.as_ref(), "variant")?;
     let threads = cx
         .at_least(p.threads.as_ref(), 1, "threads", "must be at least 1")?
         .map(|t| t as usize);
     let max_batch = cx
         .at_least(p.max_batch.as_ref(), 1, "max_batch", "must be at least 1")?
         .map(|t| t as usize);
-    let device = match &p.device {
-        Some(d) => Some(
-            d.get_ref()
-                .parse::<ripcord_local_onnx::Device>()
-                .map_err(|e| cx.err(Some(&d.span()), "device", e.to_string()))?,
-        ),
-        None => None,
-    };
+    let device = parsed(cx, p.device.as_ref(), "device")?;
     Ok(LocalSettings {
         variant,
         threads,
@@ -91,14 +121,12 @@ fn google_settings_allowed(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<(), Confi
         if let Some(span) = span
             && !p.kind.is_vertex()
         {
-            return Err(cx.err(
-                Some(&span),
+            return Err(not_this_kind(
+                cx,
+                p,
+                &span,
                 key,
-                format!(
-                    "`{key}` is a vertex / vertex-anthropic setting; provider {:?} is {}",
-                    p.name.get_ref(),
-                    p.kind.as_str()
-                ),
+                "a vertex / vertex-anthropic",
             ));
         }
     }
@@ -108,15 +136,8 @@ fn google_settings_allowed(cx: &Ctx<'_>, p: &ProviderConfig) -> Result<(), Confi
             ProviderKind::Vendor(Vendor::Gemini) | ProviderKind::Vendor(Vendor::Vertex)
         )
     {
-        return Err(cx.err(
-            Some(&t.span()),
-            "thinking_budget",
-            format!(
-                "`thinking_budget` is a gemini / vertex setting; provider {:?} is {}",
-                p.name.get_ref(),
-                p.kind.as_str()
-            ),
-        ));
+        let key = "thinking_budget";
+        return Err(not_this_kind(cx, p, &t.span(), key, "a gemini / vertex"));
     }
     if p.kind.is_vertex() {
         for (key, span) in [
@@ -202,14 +223,7 @@ fn resolve_vertex(
             Some(t) => VertexCredentials::Token(secrecy::SecretString::from(t)),
             None if lenient_keys => return Ok(Resolved::Skip),
             None => {
-                return Err(cx.err(
-                    Some(&var.span()),
-                    "token_env",
-                    format!(
-                        "environment variable {} is not set (provider {name:?})",
-                        var.get_ref()
-                    ),
-                ));
+                return Err(unset_var(cx, p, var, "token_env"));
             }
         },
         (None, file) => {
@@ -277,14 +291,12 @@ fn resolve_wire(
         p.kind,
         ProviderKind::Vendor(Vendor::OpenAi) | ProviderKind::Vendor(Vendor::AzureOpenAi)
     ) {
-        return Err(cx.err(
-            Some(&w.span()),
+        return Err(not_this_kind(
+            cx,
+            p,
+            &w.span(),
             "wire",
-            format!(
-                "`wire` is an openai / azure-openai setting; provider {:?} is {}",
-                p.name.get_ref(),
-                p.kind.as_str()
-            ),
+            "an openai / azure-openai",
         ));
     }
     match w.get_ref().as_str() {
@@ -313,15 +325,7 @@ pub(super) fn resolve_provider(
         && kind != ProviderKind::LocalOnnx
         && kind != ProviderKind::Vendor(Vendor::AzureOpenAi)
     {
-        return Err(cx.err(
-            Some(&p.name.span()),
-            "model",
-            format!(
-                "provider {:?} ({}) needs a `model`",
-                p.name.get_ref(),
-                kind.as_str()
-            ),
-        ));
+        return Err(needs(cx, p, "model", "a `model`"));
     }
     let (api_key, key_source) = match (&p.api_key, &p.api_key_env) {
         (Some(k), _) => (
@@ -332,28 +336,12 @@ pub(super) fn resolve_provider(
             Some(v) => (Some(v), Some(format!("env {}", var.get_ref()))),
             None if lenient_keys => return Ok(None),
             None => {
-                return Err(cx.err(
-                    Some(&var.span()),
-                    "api_key_env",
-                    format!(
-                        "environment variable {} is not set (provider {:?})",
-                        var.get_ref(),
-                        p.name.get_ref()
-                    ),
-                ));
+                return Err(unset_var(cx, p, var, "api_key_env"));
             }
         },
         (None, None) if kind.key_optional() || !p.deployments.is_empty() => (None, None),
         (None, None) => {
-            return Err(cx.err(
-                Some(&p.name.span()),
-                "api_key_env",
-                format!(
-                    "provider {:?} ({}) needs `api_key_env` or `api_key`",
-                    p.name.get_ref(),
-                    kind.as_str()
-                ),
-            ));
+            return Err(needs(cx, p, "api_key_env", "`api_key_env` or `api_key`"));
         }
     };
     // A pool's deployments may each bring their own (checked in `pool`).

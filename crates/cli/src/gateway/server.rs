@@ -302,15 +302,7 @@ struct Unproven {
 impl Unproven {
     /// A place in `ip`'s count, if it holds fewer than `max`.
     fn take(table: &Arc<PerIp>, ip: IpAddr, max: usize) -> Option<Self> {
-        {
-            let mut open = table.lock();
-            let c = open.entry(ip).or_default();
-            if c.fresh >= max {
-                return None;
-            }
-            c.fresh += 1;
-        }
-        Some(Unproven {
+        table.claim(ip, max, Counts::fresh).then(|| Unproven {
             table: Arc::clone(table),
             ip,
             global: None,
@@ -343,13 +335,7 @@ impl Unproven {
             if let Some(g) = &self.global {
                 g.fetch_sub(1, Ordering::AcqRel);
             }
-            let mut open = self.table.lock();
-            if let Some(c) = open.get_mut(&self.ip) {
-                c.fresh = c.fresh.saturating_sub(1);
-                if c.open == 0 && c.fresh == 0 {
-                    open.remove(&self.ip);
-                }
-            }
+            self.table.give_back(self.ip, Counts::fresh);
         }
     }
 }
@@ -372,6 +358,16 @@ struct Counts {
     fresh: usize,
 }
 
+impl Counts {
+    fn open(&mut self) -> &mut usize {
+        &mut self.open
+    }
+
+    fn fresh(&mut self) -> &mut usize {
+        &mut self.fresh
+    }
+}
+
 /// One connection's place in its address's count.
 struct IpSlot {
     table: Arc<PerIp>,
@@ -386,14 +382,32 @@ impl PerIp {
         }
     }
 
-    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
+    /// Takes a place in the count `which` picks of `ip`'s, if it holds fewer than `max`.
+    fn claim(&self, ip: IpAddr, max: usize, which: fn(&mut Counts) -> &mut usize) -> bool {
         let mut open = self.lock();
-        let c = open.entry(ip).or_default();
-        if c.open >= max {
-            return None;
+        let n = which(open.entry(ip).or_default());
+        let took = *n < max;
+        if took {
+            *n += 1;
         }
-        c.open += 1;
-        Some(IpSlot {
+        took
+    }
+
+    /// Gives back a place in the count `which` picks of `ip`'s; an address with no
+    /// connections left is forgotten.
+    fn give_back(&self, ip: IpAddr, which: fn(&mut Counts) -> &mut usize) {
+        let mut open = self.lock();
+        if let Some(c) = open.get_mut(&ip) {
+            let n = which(c);
+            *n = n.saturating_sub(1);
+            if c.open == 0 && c.fresh == 0 {
+                open.remove(&ip);
+            }
+        }
+    }
+
+    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
+        self.claim(ip, max, Counts::open).then(|| IpSlot {
             table: Arc::clone(self),
             ip,
         })
@@ -402,13 +416,7 @@ impl PerIp {
 
 impl Drop for IpSlot {
     fn drop(&mut self) {
-        let mut open = self.table.lock();
-        if let Some(c) = open.get_mut(&self.ip) {
-            c.open = c.open.saturating_sub(1);
-            if c.open == 0 && c.fresh == 0 {
-                open.remove(&self.ip);
-            }
-        }
+        self.table.give_back(self.ip, Counts::open);
     }
 }
 

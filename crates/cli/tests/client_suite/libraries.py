@@ -20,11 +20,11 @@ class Place(BaseModel):
     city: str
 
 
-def langchain_openai_features():
-    import openai
-    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+def langchain_features(llm, text_of, model_of, add_usage, server_error, embeddings):
+    """The features of a LangChain chat model `llm`: `text_of` reads a message's text,
+    `model_of` the serving model from response metadata, `add_usage` folds a chunk's output
+    tokens into the total; `server_error` is the SDK's 5xx class."""
     from langchain_core.messages import ToolMessage
-    llm = ChatOpenAI(model="ripcord", base_url=url + "/v1", api_key="k", stream_usage=True)
 
     def chat():
         r = llm.invoke("Say hi")
@@ -33,9 +33,9 @@ def langchain_openai_features():
     def stream():
         text, usage = "", 0
         for ch in llm.stream("Say hi"):
-            text += ch.content
+            text += text_of(ch)
             if ch.usage_metadata:
-                usage = ch.usage_metadata["output_tokens"]
+                usage = add_usage(usage, ch.usage_metadata["output_tokens"])
         return text == HELLO and usage > 0, {"text": text, "usage": usage}
 
     def tools():
@@ -45,12 +45,38 @@ def langchain_openai_features():
             first = ch if first is None else first + ch
         calls = first.tool_calls
         second = bound.invoke(ask + [first, ToolMessage(content="-3C", tool_call_id=calls[0]["id"])])
-        ok = calls[0]["name"] == "weather" and calls[0]["args"] == {"city": "Oslo"} and second.content == "It is sunny"
-        return ok, {"calls": calls, "second": second.content}
+        text = text_of(second)
+        ok = calls[0]["name"] == "weather" and calls[0]["args"] == {"city": "Oslo"} and text == "It is sunny"
+        return ok, {"calls": calls, "second": text}
 
     def structured():
         r = llm.with_structured_output(Place, method="json_schema").invoke("Where?")
         return r.city == "Oslo", {"object": r.model_dump()}
+
+    def retries():
+        try:
+            llm.invoke("Say hi")
+            return False, {"error": "answered"}
+        except server_error as e:
+            return True, {"error": type(e).__name__}
+
+    def fallback():
+        r = llm.invoke("Say hi")
+        models = {model_of(r.response_metadata)}
+        for ch in llm.stream("Say hi"):
+            m = model_of(ch.response_metadata)
+            if m:
+                models.add(m)
+        return models == {"gpt-4o-mini"}, {"models": sorted(map(str, models))}
+
+    return {"chat": chat, "stream": stream, "tools": tools, "structured": structured,
+            "embeddings": embeddings, "retries": retries, "fallback": fallback}
+
+
+def langchain_openai_features():
+    import openai
+    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+    llm = ChatOpenAI(model="ripcord", base_url=url + "/v1", api_key="k", stream_usage=True)
 
     def embeddings():
         # LangChain's default (check_embedding_ctx_length) tokenizes with tiktoken, whose
@@ -61,77 +87,25 @@ def langchain_openai_features():
         q = e.embed_query("alpha")
         return len(v) == 2 and len(v[0]) > 1 and v[0] == q, {"head": v[0][:3]}
 
-    def retries():
-        try:
-            llm.invoke("Say hi")
-            return False, {"error": "answered"}
-        except openai.InternalServerError as e:
-            return True, {"error": type(e).__name__}
-
-    def fallback():
-        r = llm.invoke("Say hi")
-        models = {r.response_metadata.get("model_name")}
-        for ch in llm.stream("Say hi"):
-            if ch.response_metadata.get("model_name"):
-                models.add(ch.response_metadata["model_name"])
-        return models == {"gpt-4o-mini"}, {"models": sorted(map(str, models))}
-
-    return locals()
+    # The last chunk with usage carries the total.
+    return langchain_features(llm, lambda m: m.content, lambda meta: meta.get("model_name"),
+                              lambda total, n: n, openai.InternalServerError, embeddings)
 
 
 def langchain_anthropic_features():
     import anthropic
     from langchain_anthropic import ChatAnthropic
-    from langchain_core.messages import ToolMessage
     llm = ChatAnthropic(model="claude-sonnet-4-5", base_url=url, api_key="k", max_tokens=64)
 
-    def chat():
-        r = llm.invoke("Say hi")
-        return r.content == HELLO, {"text": r.content}
+    def text_of(m):
+        return m.text if isinstance(m.text, str) else m.text()
 
-    def stream():
-        text, usage = "", 0
-        for ch in llm.stream("Say hi"):
-            text += ch.text if isinstance(ch.text, str) else ch.text()
-            if ch.usage_metadata:
-                usage += ch.usage_metadata["output_tokens"]
-        return text == HELLO and usage > 0, {"text": text, "usage": usage}
+    def model_of(meta):
+        return meta.get("model_name") or meta.get("model")
 
-    def tools():
-        bound = llm.bind_tools([weather])
-        first = None
-        for ch in bound.stream(ask):
-            first = ch if first is None else first + ch
-        calls = first.tool_calls
-        second = bound.invoke(ask + [first, ToolMessage(content="-3C", tool_call_id=calls[0]["id"])])
-        text = second.text if isinstance(second.text, str) else second.text()
-        ok = calls[0]["name"] == "weather" and calls[0]["args"] == {"city": "Oslo"} and text == "It is sunny"
-        return ok, {"calls": calls, "second": text}
-
-    def structured():
-        r = llm.with_structured_output(Place, method="json_schema").invoke("Where?")
-        return r.city == "Oslo", {"object": r.model_dump()}
-
-    def embeddings():
-        return None, {}
-
-    def retries():
-        try:
-            llm.invoke("Say hi")
-            return False, {"error": "answered"}
-        except anthropic.InternalServerError as e:
-            return True, {"error": type(e).__name__}
-
-    def fallback():
-        r = llm.invoke("Say hi")
-        models = {r.response_metadata.get("model_name") or r.response_metadata.get("model")}
-        for ch in llm.stream("Say hi"):
-            m = ch.response_metadata.get("model_name") or ch.response_metadata.get("model")
-            if m:
-                models.add(m)
-        return models == {"gpt-4o-mini"}, {"models": sorted(map(str, models))}
-
-    return locals()
+    # Each chunk with usage carries its own share.
+    return langchain_features(llm, text_of, model_of, lambda total, n: total + n,
+                              anthropic.InternalServerError, lambda: (None, {}))
 
 
 def litellm_features():

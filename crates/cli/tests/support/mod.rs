@@ -473,6 +473,16 @@ pub(crate) fn sse_events(body: &str) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
+/// The `data:` payloads of an SSE body, as JSON (`[DONE]` left out; anything else that is
+/// not JSON fails the test).
+pub(crate) fn sse_data(body: &str) -> Vec<serde_json::Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("not JSON ({e}): {d}")))
+        .collect()
+}
+
 /// `ripcord serve` of [`two_routes`] over the fakes `gpt` and `claude`, its config in a temp
 /// dir that is removed on drop.
 pub(crate) struct TwoRoutes {
@@ -696,6 +706,20 @@ pub(crate) fn error_message(body: &serde_json::Value) -> &str {
 /// The string `v` holds (the test fails when it holds none).
 pub(crate) fn text(v: &serde_json::Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+/// Asserts that the object `v[at]` holds each `(field, value)` of `want`; a failure names the
+/// field and shows all of `v`.
+pub(crate) fn assert_holds(v: &serde_json::Value, at: &str, want: &[(&str, &str)]) {
+    for (field, value) in want {
+        assert_eq!(v[at][*field], *value, "{at}.{field}: {v}");
+    }
+}
+
+/// The strings of the array `v` (the test fails on anything else).
+pub(crate) fn strs(v: &serde_json::Value) -> Vec<&str> {
+    let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    items.iter().map(text).collect()
 }
 
 /// A `[[server.keys]]` section: the gateway key of `tenant`, read from the variable `key_env`.

@@ -100,12 +100,49 @@ pub(crate) fn start_prometheus(bin: &Path, targets: &[&str]) -> Prometheus {
     }
 }
 
-/// The alert `name` once Prometheus at `prom_url` reports it firing (polled for up to 60 s).
-pub(crate) async fn firing_alert(client: &reqwest::Client, prom_url: &str, name: &str) -> Value {
-    firing_alert_with(client, prom_url, name, &[]).await
+/// Every alert Prometheus at `prom_url` holds (pending or firing).
+pub(crate) async fn alerts(client: &reqwest::Client, prom_url: &str) -> Vec<Value> {
+    use crate::support::Fetch;
+    let v: Value = client
+        .get(format!("{prom_url}/api/v1/alerts"))
+        .json_body()
+        .await;
+    let held = v["data"]["alerts"].as_array().cloned();
+    held.unwrap_or_else(|| panic!("no alert list in {v}"))
 }
 
-/// [`firing_alert`] for the one whose labels include `labels`.
+/// The alerts Prometheus holds once `query` has reached `at_least` (it has scraped `what`) and
+/// the rules have been evaluated twice since: what the traffic so far sets off.
+pub(crate) async fn alerts_once_scraped(
+    client: &reqwest::Client,
+    prom_url: &str,
+    what: &str,
+    query: &str,
+    at_least: f64,
+) -> Vec<Value> {
+    wait_for_value(client, prom_url, what, query, at_least).await;
+    two_more_evaluations(client, prom_url).await;
+    alerts(client, prom_url).await
+}
+
+/// The alert `name` with `labels` once it fires, after checking that its labels also hold
+/// `expect` (each failure names the alert).
+pub(crate) async fn assert_fires(
+    client: &reqwest::Client,
+    prom_url: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    expect: &[(&str, &str)],
+) -> Value {
+    let alert = firing_alert_with(client, prom_url, name, labels).await;
+    for (k, want) in expect {
+        assert_eq!(alert["labels"][*k], *want, "{name} {k}: {alert}");
+    }
+    alert
+}
+
+/// The alert `name` whose labels include `labels`, once Prometheus at `prom_url` reports it
+/// firing (polled for up to 60 s).
 pub(crate) async fn firing_alert_with(
     client: &reqwest::Client,
     prom_url: &str,

@@ -31,6 +31,8 @@ use ripcord_core::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::turns::{TurnWire, tool_result_text};
+
 /// The `max_tokens` sent when the request sets none (capped at the model's output limit).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
@@ -247,36 +249,17 @@ fn system_prompt<'a>(req: &'a ChatRequest, extra: Option<String>) -> Option<Cow<
     }
 }
 
-fn raw_arguments<'a>(args: &'a str, id: &str, name: &str) -> Result<&'a RawValue> {
-    let args = args.trim();
-    let text = if args.is_empty() { "{}" } else { args };
-    let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidRequest,
-            format!("tool call {id:?} ({name}): its arguments are not valid JSON: {e}"),
-        )
-    })?;
-    if !raw.get().trim_start().starts_with('{') {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            format!("tool call {id:?} ({name}): Anthropic needs the arguments to be a JSON object"),
-        ));
-    }
-    Ok(raw)
-}
+/// The Messages wire's turns and refusals.
+const WIRE: TurnWire = TurnWire {
+    name: "Anthropic",
+    assistant: "assistant",
+    invalid: |m| Error::new(ErrorKind::InvalidRequest, m),
+};
 
 fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
     if m.role == Role::Tool {
-        let id = m.tool_call_id.as_deref().ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                format!("message {i}: a tool result needs the tool_call_id it answers"),
-            )
-        })?;
-        let content = match m.content.as_slice() {
-            [ContentPart::Text { text }] => Cow::Borrowed(text.as_str()),
-            _ => Cow::Owned(m.text()),
-        };
+        let id = WIRE.tool_result_id(i, m)?;
+        let content = tool_result_text(m);
         return Ok(vec![Block::ToolResult {
             tool_use_id: id,
             content,
@@ -351,7 +334,7 @@ fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
         out.push(Block::ToolUse {
             id: &call.id,
             name: &call.name,
-            input: raw_arguments(&call.arguments, &call.id, &call.name)?,
+            input: WIRE.call_input(call)?,
         });
     }
     Ok(out)
@@ -392,28 +375,15 @@ pub(crate) fn messages_body_for(
     max_output: u32,
     stream: bool,
 ) -> Result<(Vec<u8>, JsonMode)> {
-    let mut messages: Vec<WireMessage<'_>> = Vec::with_capacity(req.messages.len());
-    for (i, m) in req.messages.iter().enumerate() {
-        let role = match m.role {
-            Role::System => continue,
-            Role::Assistant => "assistant",
-            _ => "user",
-        };
-        let b = blocks(i, m)?;
-        if b.is_empty() {
-            continue;
-        }
-        match messages.last_mut() {
-            Some(last) if last.role == role => last.content.extend(b),
-            _ => messages.push(WireMessage { role, content: b }),
-        }
-    }
-    if messages.is_empty() {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            "the request has no user or assistant message (Anthropic needs at least one)",
-        ));
-    }
+    // The system prompt is built apart (`system_prompt`).
+    let mut messages: Vec<WireMessage<'_>> = WIRE
+        .turns(req, None, blocks)?
+        .into_iter()
+        .map(|t| WireMessage {
+            role: t.role,
+            content: t.parts,
+        })
+        .collect();
     for m in messages.iter_mut().filter(|m| m.role == "user") {
         // Tool results must open the user turn.
         m.content
@@ -729,39 +699,21 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_where() {
-        let req = ChatRequest::new(vec![Message::assistant_tool_calls(vec![ToolCall::new(
-            "c9", "f", "{oops",
-        )])]);
-        let e = messages_body("m", &req, 10, false).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
-        assert!(e.message().contains("\"c9\" (f)"), "{e}");
-        let mut m = Message::tool_result("x", "y");
-        m.tool_call_id = None;
-        let e = messages_body(
-            "m",
-            &ChatRequest::new(vec![Message::user("a"), m]),
-            10,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.message().contains("message 1"), "{e}");
-        let e = messages_body(
-            "m",
-            &ChatRequest::new(vec![Message::system("only")]),
-            10,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.message().contains("no user or assistant"), "{e}");
-        let e = messages_body(
-            "m",
-            &ChatRequest::new(vec![Message::assistant_tool_calls(vec![ToolCall::new(
-                "c", "f", "[1]",
-            )])]),
-            10,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.message().contains("JSON object"), "{e}");
+        let mut no_id = Message::tool_result("x", "y");
+        no_id.tool_call_id = None;
+        let calls =
+            |args: &str| Message::assistant_tool_calls(vec![ToolCall::new("c9", "f", args)]);
+        // Each request, with what its refusal must name.
+        let cases = [
+            (vec![calls("{oops")], "\"c9\" (f)"),
+            (vec![Message::user("a"), no_id], "message 1"),
+            (vec![Message::system("only")], "no user or assistant"),
+            (vec![calls("[1]")], "JSON object"),
+        ];
+        for (messages, named) in cases {
+            let e = messages_body("m", &ChatRequest::new(messages), 10, false).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{named}");
+            assert!(e.message().contains(named), "{named}: {e}");
+        }
     }
 }

@@ -7,7 +7,9 @@ use serde::Deserialize;
 
 use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
+use crate::answer::Answer;
 use crate::error_body::ErrorBody;
+use crate::stream_end::WireTokens;
 
 #[derive(Deserialize)]
 struct MessageResp {
@@ -23,10 +25,13 @@ struct MessageResp {
     usage: Option<WireUsage>,
 }
 
+/// A content block: of the answer, or as a stream's `content_block_start` opens it (a text
+/// block then starts empty, a tool call's `input` is `{}` and comes in deltas).
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum RespBlock {
+pub(crate) enum RespBlock {
     Text {
+        #[serde(default)]
         text: String,
     },
     ToolUse {
@@ -58,9 +63,9 @@ pub(crate) struct WireUsage {
     pub(crate) cache_creation_input_tokens: Option<u64>,
 }
 
-impl WireUsage {
+impl WireTokens for WireUsage {
     /// Our usage counts every prompt token (cached ones included) as input.
-    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+    fn to_usage(self, price: Option<&Price>) -> Usage {
         crate::models::usage_with_cache(
             self.input_tokens,
             self.output_tokens,
@@ -104,48 +109,42 @@ pub(crate) fn parse_message(
             .unwrap_or_else(|| ErrorBody::with_message("error without details"));
         return Err(error_map::from_body(None, &b));
     }
-    let mut content = String::new();
-    let mut calls = Vec::new();
-    let mut reasoning = Vec::new();
+    let mut a = Answer::default();
     for block in m.content {
         match block {
-            RespBlock::Text { text } => content.push_str(&text),
+            RespBlock::Text { text } => a.content.push_str(&text),
             RespBlock::ToolUse { name, input, .. } if json.0 && name == JSON_TOOL => {
-                content.push_str(&input.to_string())
+                a.content.push_str(&input.to_string())
             }
             RespBlock::ToolUse { id, name, input } => {
-                calls.push(ToolCall::new(id, name, input.to_string()))
+                a.calls.push(ToolCall::new(id, name, input.to_string()))
             }
             RespBlock::Thinking {
                 thinking,
                 signature,
-            } => reasoning.push(ReasoningBlock::Thinking {
+            } => a.reasoning.push(ReasoningBlock::Thinking {
                 text: thinking,
                 signature: signature.filter(|s| !s.is_empty()),
             }),
-            RespBlock::RedactedThinking { data } => reasoning.push(ReasoningBlock::redacted(data)),
+            RespBlock::RedactedThinking { data } => {
+                a.reasoning.push(ReasoningBlock::redacted(data))
+            }
             RespBlock::Other => {}
         }
     }
-    let finish = m
-        .stop_reason
-        .as_deref()
-        .map(|s| stop_reason(s, json))
-        .unwrap_or_default();
-    if finish == FinishReason::ContentFilter && content.is_empty() && calls.is_empty() {
-        return Err(crate::driver::refused_without_content());
-    }
-    Ok(ChatResponse::new(content)
-        .with_tool_calls(calls)
-        .with_reasoning(reasoning)
-        .with_finish_reason(finish)
-        .with_usage(m.usage.unwrap_or_default().to_usage(price))
-        .with_model(m.model.unwrap_or_default()))
+    let finish = m.stop_reason.as_deref().map(|s| stop_reason(s, json));
+    a.into_response(
+        finish.unwrap_or_default(),
+        m.usage.unwrap_or_default().to_usage(price),
+        m.model.unwrap_or_default(),
+        crate::driver::refused_without_content,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::usage_counts;
 
     #[test]
     fn text_tools_usage_with_cache() {
@@ -170,14 +169,7 @@ mod tests {
             vec![ToolCall::new("toolu_1", "weather", r#"{"city":"Paris"}"#)]
         );
         assert_eq!(r.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            (
-                r.usage.input_tokens,
-                r.usage.cached_input_tokens,
-                r.usage.output_tokens
-            ),
-            (125, 100, 15)
-        );
+        assert_eq!(usage_counts(&r.usage), (125, 100, 15));
         assert_eq!(r.model, "claude-sonnet-4-5-20250929");
     }
 

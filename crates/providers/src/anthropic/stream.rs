@@ -13,10 +13,11 @@ use serde::Deserialize;
 
 use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
-use super::response::{WireUsage, stop_reason};
+use super::response::{RespBlock, WireUsage, stop_reason};
 use crate::driver::{Decoder, Step, malformed};
 use crate::error_body::ErrorBody;
 use crate::sse::SseEvent;
+use crate::stream_end::StreamEnd;
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -26,7 +27,7 @@ enum Event {
     },
     ContentBlockStart {
         index: usize,
-        content_block: StartBlock,
+        content_block: RespBlock,
     },
     ContentBlockDelta {
         index: usize,
@@ -52,30 +53,6 @@ struct StartMessage {
     model: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum StartBlock {
-    Text {
-        #[serde(default)]
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-    },
-    Thinking {
-        #[serde(default)]
-        thinking: String,
-        #[serde(default)]
-        signature: Option<String>,
-    },
-    RedactedThinking {
-        data: String,
-    },
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize)]
@@ -123,10 +100,7 @@ fn in_band(data: &str) -> Error {
 /// Decodes an Anthropic Messages stream.
 pub(crate) struct AnthropicDecoder {
     json: JsonMode,
-    price: Option<Price>,
-    model: Option<String>,
-    usage: WireUsage,
-    stop: Option<String>,
+    end: StreamEnd<WireUsage>,
     blocks: Vec<Block>,
     tools: u32,
 }
@@ -135,28 +109,10 @@ impl AnthropicDecoder {
     pub(crate) fn new(json: JsonMode, price: Option<Price>) -> Self {
         AnthropicDecoder {
             json,
-            price,
-            model: None,
-            usage: WireUsage::default(),
-            stop: None,
+            end: StreamEnd::new(price, None),
             blocks: Vec::new(),
             tools: 0,
         }
-    }
-
-    /// Queues the final usage and the single `Finish`.
-    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
-        out.push_back(StreamEvent::Usage {
-            usage: self.usage.to_usage(self.price.as_ref()),
-        });
-        out.push_back(StreamEvent::Finish {
-            reason: self
-                .stop
-                .as_deref()
-                .map(|s| stop_reason(s, self.json))
-                .unwrap_or_default(),
-            model: self.model.take(),
-        });
     }
 
     fn block(&self, index: usize) -> Block {
@@ -199,25 +155,25 @@ impl Decoder for AnthropicDecoder {
         }
         match parsed {
             Event::MessageStart { message } => {
-                self.model = message.model;
+                self.end.model = message.model;
                 if let Some(u) = message.usage {
-                    self.usage = u;
+                    self.end.usage = u;
                 }
             }
             Event::ContentBlockStart {
                 index,
                 content_block,
             } => match content_block {
-                StartBlock::Text { text } => {
+                RespBlock::Text { text } => {
                     self.set_block(index, Block::Text);
                     if !text.is_empty() {
                         out.push_back(StreamEvent::TextDelta { text });
                     }
                 }
-                StartBlock::ToolUse { name, .. } if self.json.0 && name == JSON_TOOL => {
+                RespBlock::ToolUse { name, .. } if self.json.0 && name == JSON_TOOL => {
                     self.set_block(index, Block::Json);
                 }
-                StartBlock::ToolUse { id, name } => {
+                RespBlock::ToolUse { id, name, .. } => {
                     let n = self.tools;
                     self.tools += 1;
                     self.set_block(index, Block::Tool(n));
@@ -228,7 +184,7 @@ impl Decoder for AnthropicDecoder {
                         arguments: String::new(),
                     });
                 }
-                StartBlock::Thinking {
+                RespBlock::Thinking {
                     thinking,
                     signature,
                 } => {
@@ -240,11 +196,11 @@ impl Decoder for AnthropicDecoder {
                         out.push_back(StreamEvent::ReasoningSignature { signature });
                     }
                 }
-                StartBlock::RedactedThinking { data } => {
+                RespBlock::RedactedThinking { data } => {
                     self.set_block(index, Block::Other);
                     out.push_back(StreamEvent::RedactedReasoning { data });
                 }
-                StartBlock::Other => self.set_block(index, Block::Other),
+                RespBlock::Other => self.set_block(index, Block::Other),
             },
             Event::ContentBlockDelta { index, delta } => match (self.block(index), delta) {
                 (Block::Text, Delta::TextDelta { text }) if !text.is_empty() => {
@@ -273,22 +229,22 @@ impl Decoder for AnthropicDecoder {
             },
             Event::MessageDelta { delta, usage } => {
                 if let Some(s) = delta.stop_reason {
-                    self.stop = Some(s);
+                    self.end.stop = Some(stop_reason(&s, self.json));
                 }
                 if let Some(u) = usage {
                     // Output tokens are cumulative; input fields, when repeated, win too.
-                    self.usage.output_tokens = u.output_tokens.or(self.usage.output_tokens);
-                    self.usage.input_tokens = u.input_tokens.or(self.usage.input_tokens);
-                    self.usage.cache_read_input_tokens = u
+                    self.end.usage.output_tokens = u.output_tokens.or(self.end.usage.output_tokens);
+                    self.end.usage.input_tokens = u.input_tokens.or(self.end.usage.input_tokens);
+                    self.end.usage.cache_read_input_tokens = u
                         .cache_read_input_tokens
-                        .or(self.usage.cache_read_input_tokens);
-                    self.usage.cache_creation_input_tokens = u
+                        .or(self.end.usage.cache_read_input_tokens);
+                    self.end.usage.cache_creation_input_tokens = u
                         .cache_creation_input_tokens
-                        .or(self.usage.cache_creation_input_tokens);
+                        .or(self.end.usage.cache_creation_input_tokens);
                 }
             }
             Event::MessageStop {} => {
-                self.finish(out);
+                self.end.finish(out);
                 return Ok(Step::Done);
             }
             Event::ContentBlockStop {} | Event::Ping {} | Event::Unknown => {}
@@ -303,11 +259,7 @@ impl Decoder for AnthropicDecoder {
 
     fn clean_end(&mut self, out: &mut VecDeque<StreamEvent>) -> bool {
         // A `message_delta` carried the stop reason: `message_stop` would add nothing.
-        if self.stop.is_none() {
-            return false;
-        }
-        self.finish(out);
-        true
+        self.end.clean_end(out)
     }
 }
 

@@ -83,6 +83,7 @@ mod tests {
     use crate::anthropic::request::JsonMode;
     use crate::anthropic::response::{WireUsage, stop_reason as parse_stop};
     use crate::error_body::ErrorBody;
+    use crate::stream_end::WireTokens;
 
     #[test]
     fn stop_reasons_round_trip_through_the_adapter() {

@@ -35,6 +35,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{Guardrail, Thinking};
+use crate::turns::{TurnWire, tool_result_text};
 
 /// The `maxTokens` sent when the request sets none (capped at the model's output limit).
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -227,33 +228,17 @@ fn s3_format(uri: &str) -> Option<&'static str> {
     image_format(&format!("image/{ext}"))
 }
 
-fn raw_arguments<'a>(args: &'a str, id: &str, name: &str) -> Result<&'a RawValue> {
-    let args = args.trim();
-    let text = if args.is_empty() { "{}" } else { args };
-    let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
-        invalid(format!(
-            "tool call {id:?} ({name}): its arguments are not valid JSON: {e}"
-        ))
-    })?;
-    if !raw.get().trim_start().starts_with('{') {
-        return Err(invalid(format!(
-            "tool call {id:?} ({name}): Converse needs the arguments to be a JSON object"
-        )));
-    }
-    Ok(raw)
-}
+/// The Converse wire's turns and refusals.
+const WIRE: TurnWire = TurnWire {
+    name: "Converse",
+    assistant: "assistant",
+    invalid,
+};
 
 fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
     if m.role == Role::Tool {
-        let id = m.tool_call_id.as_deref().ok_or_else(|| {
-            invalid(format!(
-                "message {i}: a tool result needs the tool_call_id it answers"
-            ))
-        })?;
-        let text = match m.content.as_slice() {
-            [ContentPart::Text { text }] => Cow::Borrowed(text.as_str()),
-            _ => Cow::Owned(m.text()),
-        };
+        let id = WIRE.tool_result_id(i, m)?;
+        let text = tool_result_text(m);
         return Ok(vec![Block::ToolResult(ToolResult {
             tool_use_id: id,
             content: [ResultText { text }],
@@ -306,7 +291,7 @@ fn blocks<'a>(i: usize, m: &'a Message) -> Result<Vec<Block<'a>>> {
         out.push(Block::ToolUse(ToolUse {
             tool_use_id: &call.id,
             name: &call.name,
-            input: raw_arguments(&call.arguments, &call.id, &call.name)?,
+            input: WIRE.call_input(call)?,
         }));
     }
     Ok(out)
@@ -320,47 +305,23 @@ pub(crate) fn converse_body(
     opts: &BodyOptions<'_>,
 ) -> Result<(Vec<u8>, JsonMode)> {
     req.refuse_vendor_tools("a Bedrock Converse link")?;
-    let mut messages: Vec<WireMessage<'_>> = Vec::with_capacity(req.messages.len());
-    let mut system: Vec<SystemBlock<'_>> = Vec::new();
-    let mut has_tool_blocks = false;
-    for (i, m) in req.messages.iter().enumerate() {
-        let role = match m.role {
-            Role::System => {
-                for part in &m.content {
-                    match part {
-                        ContentPart::Text { text } if !text.is_empty() => {
-                            system.push(SystemBlock::Text(Cow::Borrowed(text)))
-                        }
-                        ContentPart::Text { .. } => {}
-                        _ => {
-                            return Err(invalid(format!(
-                                "message {i}: a system message can only hold text"
-                            )));
-                        }
-                    }
-                }
-                continue;
-            }
-            Role::Assistant => "assistant",
-            _ => "user",
-        };
-        let b = blocks(i, m)?;
-        has_tool_blocks |= b
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse(_) | Block::ToolResult(_)));
-        if b.is_empty() {
-            continue;
-        }
-        match messages.last_mut() {
-            Some(last) if last.role == role => last.content.extend(b),
-            _ => messages.push(WireMessage { role, content: b }),
-        }
-    }
-    if messages.is_empty() {
-        return Err(invalid(
-            "the request has no user or assistant message (Converse needs at least one)".to_owned(),
-        ));
-    }
+    let mut system_text = Vec::new();
+    let mut messages: Vec<WireMessage<'_>> = WIRE
+        .turns(req, Some(&mut system_text), blocks)?
+        .into_iter()
+        .map(|t| WireMessage {
+            role: t.role,
+            content: t.parts,
+        })
+        .collect();
+    let has_tool_blocks = messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .any(|b| matches!(b, Block::ToolUse(_) | Block::ToolResult(_)));
+    let mut system: Vec<SystemBlock<'_>> = system_text
+        .into_iter()
+        .map(|text| SystemBlock::Text(Cow::Borrowed(text)))
+        .collect();
     for m in messages.iter_mut().filter(|m| m.role == "user") {
         // Tool results open the user turn.
         m.content

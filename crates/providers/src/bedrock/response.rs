@@ -11,6 +11,8 @@ use ripcord_core::{
 use serde::Deserialize;
 
 use super::request::{JSON_TOOL, JsonMode};
+use crate::answer::Answer;
+use crate::stream_end::WireTokens;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -81,9 +83,9 @@ pub(crate) struct WireUsage {
     pub(crate) cache_write_input_tokens: Option<u64>,
 }
 
-impl WireUsage {
+impl WireTokens for WireUsage {
     /// Our usage counts every prompt token (cache reads and writes included) as input.
-    pub(crate) fn to_usage(self, price: Option<&Price>) -> Usage {
+    fn to_usage(self, price: Option<&Price>) -> Usage {
         crate::models::usage_with_cache(
             self.input_tokens,
             self.output_tokens,
@@ -152,33 +154,33 @@ pub(crate) fn parse_converse(
             "the Bedrock Converse response has no output.message",
         ));
     };
-    let mut content = String::new();
-    let mut calls = Vec::new();
-    let mut reasoning = Vec::new();
+    let mut a = Answer::default();
     for block in message.content {
         if let Some(r) = block.reasoning_content {
             if let Some(t) = r.reasoning_text {
-                reasoning.push(ReasoningBlock::Thinking {
+                a.reasoning.push(ReasoningBlock::Thinking {
                     text: t.text,
                     signature: t.signature.filter(|s| !s.is_empty()),
                 });
             }
             if let Some(data) = r.redacted_content {
-                reasoning.push(ReasoningBlock::redacted(data));
+                a.reasoning.push(ReasoningBlock::redacted(data));
             }
         }
         if let Some(t) = block.text {
-            content.push_str(&t);
+            a.content.push_str(&t);
         }
         match block.tool_use {
-            Some(t) if json.0 && t.name == JSON_TOOL => content.push_str(&t.input.to_string()),
-            Some(t) => calls.push(ToolCall::new(t.tool_use_id, t.name, t.input.to_string())),
+            Some(t) if json.0 && t.name == JSON_TOOL => a.content.push_str(&t.input.to_string()),
+            Some(t) => a
+                .calls
+                .push(ToolCall::new(t.tool_use_id, t.name, t.input.to_string())),
             None => {}
         }
     }
     let stop = r.stop_reason.as_deref().unwrap_or("");
     if stop == GUARDRAIL {
-        return Err(guardrail_error(&content));
+        return Err(guardrail_error(&a.content));
     }
     if let Some(e) = malformed_stop(stop) {
         return Err(e);
@@ -188,20 +190,18 @@ pub(crate) fn parse_converse(
     } else {
         stop_reason(stop, json)
     };
-    if finish == FinishReason::ContentFilter && content.is_empty() && calls.is_empty() {
-        return Err(crate::driver::refused_without_content());
-    }
-    Ok(ChatResponse::new(content)
-        .with_tool_calls(calls)
-        .with_reasoning(reasoning)
-        .with_finish_reason(finish)
-        .with_usage(r.usage.unwrap_or_default().to_usage(price))
-        .with_model(model))
+    a.into_response(
+        finish,
+        r.usage.unwrap_or_default().to_usage(price),
+        model.to_owned(),
+        crate::driver::refused_without_content,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::usage_counts;
 
     #[test]
     fn text_tool_use_reasoning_and_cache_usage() {
@@ -234,14 +234,7 @@ mod tests {
             )]
         );
         assert_eq!(r.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            (
-                r.usage.input_tokens,
-                r.usage.cached_input_tokens,
-                r.usage.output_tokens
-            ),
-            (125, 100, 15)
-        );
+        assert_eq!(usage_counts(&r.usage), (125, 100, 15));
         assert!(r.usage.cost_usd.is_some());
         assert_eq!(r.model, "us.anthropic.claude-sonnet-4-5");
     }

@@ -33,6 +33,7 @@ use super::error_map;
 use super::request::{JSON_TOOL, JsonMode};
 use super::response::{GUARDRAIL, WireUsage, guardrail_error, malformed_stop, stop_reason};
 use crate::driver::{Decoder, Framer, Step, malformed};
+use crate::stream_end::StreamEnd;
 
 /// The largest frame accepted (the event-stream format's own limit is 16 MiB).
 pub(crate) const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -188,10 +189,7 @@ enum Block {
 /// Decodes a ConverseStream answer.
 pub(crate) struct BedrockDecoder {
     json: JsonMode,
-    price: Option<Price>,
-    model: String,
-    usage: WireUsage,
-    stop: Option<String>,
+    end: StreamEnd<WireUsage>,
     /// Block index → what the block is (text blocks have no start event; unknown is text).
     blocks: Vec<(u64, Block)>,
     tools: u32,
@@ -203,10 +201,7 @@ impl BedrockDecoder {
     pub(crate) fn new(json: JsonMode, price: Option<Price>, model: String) -> Self {
         BedrockDecoder {
             json,
-            price,
-            model,
-            usage: WireUsage::default(),
-            stop: None,
+            end: StreamEnd::new(price, Some(model)),
             blocks: Vec::new(),
             tools: 0,
             guardrail_text: String::new(),
@@ -218,21 +213,6 @@ impl BedrockDecoder {
             .iter()
             .find(|(i, _)| *i == index)
             .map(|(_, b)| *b)
-    }
-
-    /// Queues the final usage and the single `Finish`.
-    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
-        out.push_back(StreamEvent::Usage {
-            usage: self.usage.to_usage(self.price.as_ref()),
-        });
-        out.push_back(StreamEvent::Finish {
-            reason: self
-                .stop
-                .as_deref()
-                .map(|s| stop_reason(s, self.json))
-                .unwrap_or_default(),
-            model: Some(std::mem::take(&mut self.model)),
-        });
     }
 
     fn event(
@@ -361,7 +341,7 @@ impl BedrockDecoder {
                 if let Some(e) = malformed_stop(&s.stop_reason) {
                     return Err(e.with_request_delivered());
                 }
-                self.stop = Some(s.stop_reason);
+                self.end.stop = Some(stop_reason(&s.stop_reason, self.json));
             }
             "metadata" => {
                 let m: Metadata = match serde_json::from_slice(payload) {
@@ -369,10 +349,10 @@ impl BedrockDecoder {
                     Err(e) => return parse_err(e),
                 };
                 if let Some(u) = m.usage {
-                    self.usage = u;
+                    self.end.usage = u;
                 }
-                if self.stop.is_some() {
-                    self.finish(out);
+                if self.end.stop.is_some() {
+                    self.end.finish(out);
                     return Ok(Step::Done);
                 }
             }
@@ -425,11 +405,7 @@ impl Decoder<Message> for BedrockDecoder {
 
     fn clean_end(&mut self, out: &mut VecDeque<StreamEvent>) -> bool {
         // `messageStop` came: `metadata` (usage) would add nothing to the answer.
-        if self.stop.is_none() {
-            return false;
-        }
-        self.finish(out);
-        true
+        self.end.clean_end(out)
     }
 }
 

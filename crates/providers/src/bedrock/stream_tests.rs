@@ -6,6 +6,7 @@ use ripcord_core::stream::Collector;
 use ripcord_core::{FinishReason, ToolCall};
 
 use super::*;
+use crate::test_support::usage_counts;
 
 fn frame(headers: &[(&str, &str)], payload: &str) -> Vec<u8> {
     let mut m = Message::new(payload.as_bytes().to_vec());
@@ -140,14 +141,7 @@ fn every_event_kind_in_any_chunking() {
             r.tool_calls,
             vec![ToolCall::new("tooluse_1", "weather", "{\"city\":\"Oslo\"}")]
         );
-        assert_eq!(
-            (
-                r.usage.input_tokens,
-                r.usage.cached_input_tokens,
-                r.usage.output_tokens
-            ),
-            (55, 20, 30)
-        );
+        assert_eq!(usage_counts(&r.usage), (55, 20, 30));
         assert_eq!(r.model, "us.anthropic.claude");
     }
 }

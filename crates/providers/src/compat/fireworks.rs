@@ -51,34 +51,3 @@ pub fn fireworks() -> Preset {
         .with_models(MODELS, ModelInfo::chat("", 32_768, 4_096))
         .with_error_hook(error_hook)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::compat::preset_table::assert_kinds;
-
-    #[test]
-    fn fireworks_error_rows() {
-        let p = fireworks();
-        assert_kinds(
-            &p,
-            &[
-                (
-                    412,
-                    r#"{"error":{"object":"error","type":"invalid_request_error","message":"Account is suspended"}}"#,
-                    ErrorKind::QuotaExhausted,
-                ),
-                (
-                    403,
-                    r#"{"error":{"object":"error","type":"invalid_request_error","message":"Forbidden"}}"#,
-                    ErrorKind::Auth,
-                ),
-                (
-                    429,
-                    r#"{"error":"Too Many Requests","message":"You have exceeded your usage limits. Please try again later or contact Fireworks to explore dedicated capacity."}"#,
-                    ErrorKind::RateLimited,
-                ),
-            ],
-        );
-    }
-}

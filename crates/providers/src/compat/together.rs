@@ -45,29 +45,3 @@ pub fn together() -> Preset {
         .with_models(MODELS, ModelInfo::chat("", 32_768, 4_096))
         .with_error_hook(error_hook)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::compat::preset_table::assert_kinds;
-
-    #[test]
-    fn together_error_rows() {
-        let p = together();
-        assert_kinds(
-            &p,
-            &[
-                (
-                    403,
-                    r#"{"error":{"message":"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8193. Given: 8000 `inputs` tokens and 1000 `max_new_tokens`; the input token count + max_tokens parameter must be less than the context length of the model","type":"invalid_request_error"}}"#,
-                    ErrorKind::ContextLengthExceeded,
-                ),
-                (
-                    403,
-                    r#"{"error":{"message":"You do not have access to this model","type":"invalid_request_error"}}"#,
-                    ErrorKind::PermissionDenied,
-                ),
-            ],
-        );
-    }
-}

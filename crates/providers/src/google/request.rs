@@ -36,6 +36,8 @@ use ripcord_core::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::turns::TurnWire;
+
 /// Separates a call id from the thought signature carried in it.
 pub const THOUGHT_SEPARATOR: &str = "__thought__";
 
@@ -273,25 +275,12 @@ pub(crate) fn join_call_id(id: Option<&str>, n: u32, signature: Option<&str>) ->
     }
 }
 
-fn raw_args<'a>(args: &'a str, i: usize, name: &str) -> Result<&'a RawValue> {
-    let args = args.trim();
-    let text = if args.is_empty() { "{}" } else { args };
-    let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidRequest,
-            format!("message {i}: the arguments of tool call {name:?} are not valid JSON: {e}"),
-        )
-    })?;
-    if !raw.get().trim_start().starts_with('{') {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            format!(
-                "message {i}: tool call {name:?}: Gemini needs the arguments to be a JSON object"
-            ),
-        ));
-    }
-    Ok(raw)
-}
+/// The Gemini wire's turns and refusals.
+const WIRE: TurnWire = TurnWire {
+    name: "Gemini",
+    assistant: "model",
+    invalid: |m| Error::new(ErrorKind::InvalidRequest, m),
+};
 
 /// The image type a URI's extension names, for `fileData`.
 fn mime_of_uri(uri: &str) -> Option<&'static str> {
@@ -380,12 +369,7 @@ fn response_object(text: &str) -> serde_json::Value {
 
 fn parts<'a>(req: &'a ChatRequest, i: usize, m: &'a Message) -> Result<Vec<Part<'a>>> {
     if m.role == Role::Tool {
-        let id = m.tool_call_id.as_deref().ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                format!("message {i}: a tool result needs the tool_call_id it answers"),
-            )
-        })?;
+        let id = WIRE.tool_result_id(i, m)?;
         let name = called_name(&req.messages, i, id)
             .or(m.name.as_deref())
             .ok_or_else(|| {
@@ -425,7 +409,10 @@ fn parts<'a>(req: &'a ChatRequest, i: usize, m: &'a Message) -> Result<Vec<Part<
             function_call: FunctionCall {
                 id,
                 name: &call.name,
-                args: raw_args(&call.arguments, i, &call.name)?,
+                args: WIRE.object_arguments(
+                    &call.arguments,
+                    format_args!("message {i}: tool call {:?}", call.name),
+                )?,
             },
             thought_signature,
         });
@@ -436,45 +423,19 @@ fn parts<'a>(req: &'a ChatRequest, i: usize, m: &'a Message) -> Result<Vec<Part<
 /// Serialises the `generateContent` body (the streaming call takes the same body).
 pub(crate) fn generate_body(req: &ChatRequest, thinking: Option<&Thinking>) -> Result<Vec<u8>> {
     req.refuse_vendor_tools("a Gemini link")?;
-    let mut system = Vec::new();
-    let mut contents: Vec<Content<'_>> = Vec::with_capacity(req.messages.len());
-    for (i, m) in req.messages.iter().enumerate() {
-        let role = match m.role {
-            Role::System => {
-                for p in &m.content {
-                    match p {
-                        ContentPart::Text { text } if !text.is_empty() => {
-                            system.push(TextPart { text })
-                        }
-                        ContentPart::Text { .. } => {}
-                        _ => {
-                            return Err(Error::new(
-                                ErrorKind::InvalidRequest,
-                                format!("message {i}: a system message can only hold text"),
-                            ));
-                        }
-                    }
-                }
-                continue;
-            }
-            Role::Assistant => "model",
-            _ => "user",
-        };
-        let p = parts(req, i, m)?;
-        if p.is_empty() {
-            continue;
-        }
-        match contents.last_mut() {
-            Some(last) if last.role == role => last.parts.extend(p),
-            _ => contents.push(Content { role, parts: p }),
-        }
-    }
-    if contents.is_empty() {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            "the request has no user or assistant message (Gemini needs at least one)",
-        ));
-    }
+    let mut system_text = Vec::new();
+    let contents: Vec<Content<'_>> = WIRE
+        .turns(req, Some(&mut system_text), |i, m| parts(req, i, m))?
+        .into_iter()
+        .map(|t| Content {
+            role: t.role,
+            parts: t.parts,
+        })
+        .collect();
+    let system: Vec<TextPart<'_>> = system_text
+        .into_iter()
+        .map(|text| TextPart { text })
+        .collect();
 
     let tools = if req.tools.is_empty() {
         Vec::new()

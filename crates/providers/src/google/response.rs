@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use super::error_map::GoogleError;
 use super::request::join_call_id;
+use crate::answer::Answer;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -210,40 +211,39 @@ pub(crate) fn parse_generate(body: &[u8], price: Option<&Price>) -> Result<ChatR
             "the Gemini response has no candidates and no block reason",
         ));
     };
-    let mut content = String::new();
-    let mut calls = Vec::new();
+    let mut a = Answer::default();
     for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
         if let Some(call) = part.function_call {
-            let n = calls.len() as u32;
-            calls.push(tool_call(call, part.thought_signature.as_deref(), n));
+            let n = a.calls.len() as u32;
+            a.calls
+                .push(tool_call(call, part.thought_signature.as_deref(), n));
         } else if let Some(text) = part.text
             && !part.thought
         {
-            content.push_str(&text);
+            a.content.push_str(&text);
         }
     }
     let reason = candidate.finish_reason.as_deref().unwrap_or("STOP");
     let finish = match finish_reason(
         reason,
-        !calls.is_empty(),
+        !a.calls.is_empty(),
         candidate.finish_message.as_deref(),
     ) {
         Finish::Fail(e) => return Err(e),
         Finish::Reason(f) => f,
     };
-    if finish == FinishReason::ContentFilter && content.is_empty() && calls.is_empty() {
-        return Err(filtered(reason));
-    }
-    Ok(ChatResponse::new(content)
-        .with_tool_calls(calls)
-        .with_finish_reason(finish)
-        .with_usage(r.usage_metadata.unwrap_or_default().to_usage(price))
-        .with_model(r.model_version.unwrap_or_default()))
+    a.into_response(
+        finish,
+        r.usage_metadata.unwrap_or_default().to_usage(price),
+        r.model_version.unwrap_or_default(),
+        || filtered(reason),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::usage_counts;
 
     #[test]
     fn text_thoughts_parallel_calls_and_usage() {
@@ -267,14 +267,7 @@ mod tests {
         assert_eq!(r.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
         assert_eq!(r.tool_calls[1].id, "fc_2");
         assert_eq!(r.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            (
-                r.usage.input_tokens,
-                r.usage.cached_input_tokens,
-                r.usage.output_tokens
-            ),
-            (100, 40, 50)
-        );
+        assert_eq!(usage_counts(&r.usage), (100, 40, 50));
         assert!(r.usage.cost_usd.is_some());
         assert_eq!(r.model, "gemini-2.5-flash");
     }

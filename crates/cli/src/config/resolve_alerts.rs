@@ -12,7 +12,6 @@
 //! ```
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ripcord_telemetry::alert_webhook::{self, WebhookFormat, WebhookSettings};
@@ -58,10 +57,9 @@ impl fmt::Debug for AlertsConfig {
     }
 }
 
-/// The resolved `[alerts]` table: the telemetry crate's webhook settings, shared by the
-/// config's clones.
+/// The resolved `[alerts]` table: the telemetry crate's webhook settings.
 #[derive(Clone)]
-pub struct AlertsSettings(Arc<WebhookSettings>);
+pub struct AlertsSettings(WebhookSettings);
 
 impl AlertsSettings {
     /// The settings as resolved.
@@ -71,21 +69,12 @@ impl AlertsSettings {
 
     /// A copy of the settings for the telemetry crate's sender, which takes them by value.
     pub fn webhook(&self) -> WebhookSettings {
-        let s = &*self.0;
-        WebhookSettings {
-            url: s.url.clone(),
-            format: s.format,
-            min_interval: s.min_interval,
-            dedupe: s.dedupe,
-            timeout: s.timeout,
-            retries: s.retries,
-            queue: s.queue,
-        }
+        self.0.clone()
     }
 
     /// One line for `check-config`.
     pub fn describe(&self) -> String {
-        let s = &*self.0;
+        let s = &self.0;
         format!(
             "alerts: webhook {} (path redacted), format {}, at most one POST per {} ms, one alert per condition per {} ms, timeout {} ms, {} retries, queue {}\n",
             s.host(),
@@ -136,7 +125,7 @@ pub(super) fn resolve_alerts(
     let queue = cx
         .at_least(raw.queue.as_ref(), 1, "alerts.queue", "must be at least 1")?
         .unwrap_or(alert_webhook::DEFAULT_QUEUE);
-    Ok(AlertsSettings(Arc::new(WebhookSettings {
+    Ok(AlertsSettings(WebhookSettings {
         url: SecretString::from(url),
         format,
         min_interval: ms(
@@ -162,5 +151,5 @@ pub(super) fn resolve_alerts(
             .as_ref()
             .map_or(alert_webhook::DEFAULT_RETRIES, |r| *r.get_ref()),
         queue,
-    })))
+    }))
 }

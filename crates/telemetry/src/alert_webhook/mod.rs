@@ -80,6 +80,7 @@ pub const DEFAULT_RETRIES: u32 = 3;
 pub const DEFAULT_QUEUE: usize = 256;
 
 /// Where and how alerts are sent.
+#[derive(Clone)]
 pub struct WebhookSettings {
     /// The webhook (`http://` or `https://`); a secret.
     pub url: SecretString,
